@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the pinned comparison peers (MinIO, ReductStore) from the package registries into a
+# cache folder outside the clone, so a warm machine skips rebuilding them.
+#
+#   scripts/install-peers.sh            # installs into ${TSBLOB_CACHE:-~/.cache/tsblob}/peers
+#   eval "$(scripts/install-peers.sh --print-path)"   # puts them on PATH
+#
+# MinIO publishes source only: `go install` of the pinned module version.
+# ReductStore: `cargo install` of the pinned crate, without default features.
+set -euo pipefail
+
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+REDUCTSTORE_VERSION="1.21.5"
+
+cache="${TSBLOB_CACHE:-$HOME/.cache/tsblob}"
+peers="$cache/peers"
+bin="$peers/bin"
+
+if [ "${1:-}" = "--print-path" ]; then
+  echo "export PATH=\"$bin:\$PATH\""
+  exit 0
+fi
+
+mkdir -p "$bin"
+
+# A stamp file per peer records the pinned version, so a changed pin rebuilds.
+minio_stamp="$peers/minio.version"
+if [ -x "$bin/minio" ] && [ "$(cat "$minio_stamp" 2>/dev/null)" = "$MINIO_VERSION" ]; then
+  echo "minio $MINIO_VERSION: cached in $bin"
+else
+  echo "minio $MINIO_VERSION: go install (this takes several minutes the first time)"
+  GOBIN="$bin" GOFLAGS="${GOFLAGS:-} -trimpath" go install "github.com/minio/minio@$MINIO_VERSION"
+  echo "$MINIO_VERSION" >"$minio_stamp"
+fi
+
+rs_stamp="$peers/reductstore.version"
+if [ -x "$bin/reductstore" ] && [ "$(cat "$rs_stamp" 2>/dev/null)" = "$REDUCTSTORE_VERSION" ]; then
+  echo "reductstore $REDUCTSTORE_VERSION: cached in $bin"
+else
+  echo "reductstore $REDUCTSTORE_VERSION: cargo install (this takes several minutes the first time)"
+  # A target dir of its own keeps the peer's build out of the project's target/.
+  CARGO_TARGET_DIR="$peers/target" cargo install reductstore --version "$REDUCTSTORE_VERSION" \
+    --no-default-features --features fs-backend --locked --root "$peers"
+  echo "$REDUCTSTORE_VERSION" >"$rs_stamp"
+  rm -rf "$peers/target"
+fi
+
+echo "peers ready in $bin"

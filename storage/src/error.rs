@@ -1,0 +1,176 @@
+//! Typed errors, one family per kind of failure, converging into [`Error`].
+//!
+//! Every message says what was wrong and, where it helps, how to fix it: the server shows
+//! them to HTTP clients as they are.
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// The top-level error of every engine operation.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error(transparent)]
+    NotFound(#[from] NotFound),
+    #[error(transparent)]
+    Bucket(#[from] BucketError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Corrupt(#[from] CorruptionError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// An operating-system I/O error, with what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The LMDB index failed.
+    #[error("index error: {0}")]
+    Index(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        // A full disk met half-way through a write is still a full disk to the caller.
+        if source.raw_os_error() == Some(libc::ENOSPC) {
+            return Error::Write(WriteError::DiskFull {
+                path: PathBuf::from(context.into()),
+                available: 0,
+                reserve: 0,
+            });
+        }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl From<heed::Error> for Error {
+    fn from(e: heed::Error) -> Self {
+        match e {
+            heed::Error::Mdb(heed::MdbError::MapFull) => Error::Index(
+                "the LMDB index map is full: reopen the store with a larger map size (--index-map-size)"
+                    .into(),
+            ),
+            heed::Error::Io(io) => Error::io("index I/O", io),
+            other => Error::Index(other.to_string()),
+        }
+    }
+}
+
+/// A bucket, entry or label name that cannot be used.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum NameError {
+    #[error("{kind} name is empty: give a name of 1 to {max} characters")]
+    Empty { kind: &'static str, max: usize },
+    #[error("{kind} name {name:?} is longer than {max} bytes")]
+    TooLong {
+        kind: &'static str,
+        name: String,
+        max: usize,
+    },
+    #[error("{kind} name {name:?} has a path segment that is empty, '.' or '..': names may not escape or alias folders")]
+    DotSegment { kind: &'static str, name: String },
+    #[error("{kind} name {name:?} contains {ch:?}, which is not allowed: use letters, digits, '-', '_' and '.'{slash}")]
+    BadChar {
+        kind: &'static str,
+        name: String,
+        ch: char,
+        slash: &'static str,
+    },
+    #[error("{kind} name {name:?} ends in the reserved segment {segment:?} (reserved for the HTTP API)")]
+    Reserved {
+        kind: &'static str,
+        name: String,
+        segment: String,
+    },
+}
+
+/// Something the caller named does not exist.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum NotFound {
+    #[error("bucket {0:?} does not exist: create it first")]
+    Bucket(String),
+    #[error("entry {entry:?} does not exist in bucket {bucket:?}")]
+    Entry { bucket: String, entry: String },
+    #[error("no record at timestamp {ts} in {bucket}/{entry}")]
+    Record {
+        bucket: String,
+        entry: String,
+        ts: u64,
+    },
+}
+
+/// Bucket management failures.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum BucketError {
+    #[error("bucket {0:?} already exists")]
+    Exists(String),
+    #[error("invalid bucket settings: {0}")]
+    InvalidSettings(String),
+}
+
+/// A write that was refused. Nothing of a refused record is stored.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    #[error("a record with timestamp {ts} already exists in {bucket}/{entry}: records are never overwritten; use another timestamp or remove the old record first")]
+    Conflict {
+        bucket: String,
+        entry: String,
+        ts: u64,
+    },
+    #[error("invalid timestamp {ts}: {reason}")]
+    InvalidTimestamp { ts: u64, reason: &'static str },
+    #[error("bucket {bucket:?} has a HARD quota of {quota} bytes, uses {used} and the record needs {needed}: remove data, raise the quota or use a FIFO quota")]
+    QuotaExceeded {
+        bucket: String,
+        quota: u64,
+        used: u64,
+        needed: u64,
+    },
+    #[error("disk full at {path:?}: {available} bytes free, {reserve} kept in reserve; free space or remove data")]
+    DiskFull {
+        path: PathBuf,
+        available: u64,
+        reserve: u64,
+    },
+    #[error("invalid label: {0}")]
+    InvalidLabel(String),
+    #[error("invalid content type {0:?}: use a printable ASCII media type of at most 255 bytes")]
+    InvalidContentType(String),
+    #[error("the payload announced {expected} bytes but {got} arrived")]
+    LengthMismatch { expected: u64, got: u64 },
+}
+
+/// Stored bytes that do not read back as they were written.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CorruptionError {
+    #[error("corrupt record in block {path:?} at offset {offset}: {reason}")]
+    Record {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+}
+
+/// The store could not be opened.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    #[error("data folder {0:?} is not usable: {1}")]
+    Folder(PathBuf, String),
+    #[error("data folder {0:?} is already opened by another process (lock file held)")]
+    Locked(PathBuf),
+    #[error("the LMDB index at {path:?} could not be opened with a map of {map_size} bytes: {reason}; try a smaller --index-map-size")]
+    Index {
+        path: PathBuf,
+        map_size: usize,
+        reason: String,
+    },
+}

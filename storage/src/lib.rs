@@ -1,0 +1,55 @@
+//! tsblob's embeddable storage engine.
+//!
+//! A [`Store`] keeps records (`bucket → entry → record`: a microsecond timestamp, a payload,
+//! a content type and labels) in append-only block files, with an LMDB index (heed) that
+//! maps `(entry, timestamp)` to where the record lives. The index can always be rebuilt from
+//! the block files alone. See `docs/architecture.md` and `docs/storage-format.md`.
+//!
+//! The engine has no HTTP, no JSON and no async runtime: every call blocks. A program may
+//! share one `Store` (it is `Clone + Send + Sync`) between threads.
+//!
+//! ```no_run
+//! use tsblob_storage::{Store, StoreOptions, BucketSettings, WriteMeta, Query};
+//! let store = Store::open("data", StoreOptions::default())?;
+//! store.create_bucket("cams", BucketSettings::default())?;
+//! let ts = store.write("cams", "front", &WriteMeta::default(), b"frame bytes")?;
+//! let rec = store.read("cams", "front", Some(ts))?;
+//! assert_eq!(rec.data, b"frame bytes");
+//! for item in store.query("cams", "front", &Query::default())? {
+//!     let item = item?;
+//!     println!("{} {} bytes", item.meta.ts, item.meta.size);
+//! }
+//! # Ok::<(), tsblob_storage::Error>(())
+//! ```
+
+mod block;
+mod error;
+mod frame;
+mod index;
+mod names;
+mod record;
+mod recover;
+mod settings;
+mod store;
+mod sync;
+
+pub use block::RecordReader;
+pub use error::{BucketError, CorruptionError, Error, NameError, NotFound, OpenError, Result, WriteError};
+pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use record::{
+    BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
+    RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE,
+};
+pub use recover::rebuild_index;
+pub use settings::{
+    BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
+};
+pub use store::{QueryItem, QueryIter, Store, StoreStats};
+
+/// The current time in microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}

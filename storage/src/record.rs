@@ -1,0 +1,132 @@
+//! What a record is to a user of the engine: metadata, payload, and what a write or query asks.
+
+use std::collections::BTreeMap;
+
+/// Labels of a record: string keys to string values, kept sorted.
+pub type Labels = BTreeMap<String, String>;
+
+/// The content type a record has when none is given.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// Metadata of a stored record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// Microseconds since the Unix epoch, unique within the entry.
+    pub ts: u64,
+    /// Length of the original payload in bytes (before compression).
+    pub size: u64,
+    pub content_type: String,
+    pub labels: Labels,
+}
+
+/// A record with its whole payload in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub meta: RecordMeta,
+    pub data: Vec<u8>,
+}
+
+/// What a write says about the record besides its payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteMeta {
+    /// `None`: the engine assigns "now", unique and monotonic within the entry.
+    pub ts: Option<u64>,
+    /// `None`: [`DEFAULT_CONTENT_TYPE`].
+    pub content_type: Option<String>,
+    pub labels: Labels,
+}
+
+impl WriteMeta {
+    pub fn at(ts: u64) -> WriteMeta {
+        WriteMeta {
+            ts: Some(ts),
+            ..WriteMeta::default()
+        }
+    }
+}
+
+/// One record of a batch write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchRecord {
+    pub meta: WriteMeta,
+    pub data: Vec<u8>,
+}
+
+/// A condition on labels; all filters of a query must hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelFilter {
+    /// The label exists and equals the value.
+    Eq(String, String),
+    /// The label is missing or differs from the value.
+    Ne(String, String),
+    /// The label exists, whatever its value.
+    Has(String),
+    /// The label does not exist.
+    Missing(String),
+}
+
+impl LabelFilter {
+    pub fn matches(&self, labels: &Labels) -> bool {
+        match self {
+            LabelFilter::Eq(k, v) => labels.get(k) == Some(v),
+            LabelFilter::Ne(k, v) => labels.get(k) != Some(v),
+            LabelFilter::Has(k) => labels.contains_key(k),
+            LabelFilter::Missing(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+/// A time-range query: records with `start <= ts < stop`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// Inclusive; `None` from the oldest.
+    pub start: Option<u64>,
+    /// Exclusive; `None` to the latest.
+    pub stop: Option<u64>,
+    /// At most this many records (after filtering).
+    pub limit: Option<u64>,
+    pub filters: Vec<LabelFilter>,
+    /// Newest first.
+    pub descending: bool,
+}
+
+/// Sizes and counts of an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryInfo {
+    pub name: String,
+    pub record_count: u64,
+    /// Bytes of block files on disk.
+    pub size: u64,
+    pub block_count: u64,
+    pub oldest: Option<u64>,
+    pub latest: Option<u64>,
+}
+
+/// Settings and sizes of a bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketInfo {
+    pub name: String,
+    pub settings: crate::BucketSettings,
+    pub record_count: u64,
+    /// Bytes of block files on disk: what the quota counts. Precision: one block.
+    pub size: u64,
+    pub block_count: u64,
+    pub entry_count: u64,
+    pub oldest: Option<u64>,
+    pub latest: Option<u64>,
+    /// Blocks deleted by the FIFO quota since the store was opened.
+    pub evicted_blocks: u64,
+}
+
+/// What opening or rebuilding found and repaired; each line is also logged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The index was rebuilt from the block files, and why.
+    pub rebuilt: Option<String>,
+    /// Records found in block files but not in the index, re-indexed.
+    pub reindexed: u64,
+    /// Bytes cut from block tails that did not parse (torn writes, garbage).
+    pub truncated_bytes: u64,
+    /// One line per repair, for logs.
+    pub events: Vec<String>,
+}

@@ -1,0 +1,251 @@
+//! Settings of a store (how it is opened) and of a bucket (how its data is kept).
+
+use std::time::Duration;
+
+/// When written bytes are forced to stable storage. See `docs/operations.md` for what each
+/// promises on power loss; all three survive a process crash (`kill -9`) without losing an
+/// acknowledged record, because acknowledged bytes are in the OS page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// fsync block files and the index before a write is acknowledged. Concurrent writers
+    /// share one fsync (group commit).
+    Always,
+    /// fsync within the given interval by a background thread (the default, 1 s).
+    Periodic(Duration),
+    /// Never fsync; the OS writes back when it likes.
+    Never,
+}
+
+impl Default for SyncPolicy {
+    fn default() -> Self {
+        SyncPolicy::Periodic(Duration::from_secs(1))
+    }
+}
+
+impl std::str::FromStr for SyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "always" => Ok(SyncPolicy::Always),
+            "never" => Ok(SyncPolicy::Never),
+            "periodic" => Ok(SyncPolicy::default()),
+            other => {
+                if let Some(ms) = other.strip_prefix("periodic:").and_then(|v| v.strip_suffix("ms")) {
+                    if let Ok(ms) = ms.parse::<u64>() {
+                        return Ok(SyncPolicy::Periodic(Duration::from_millis(ms.max(1))));
+                    }
+                }
+                Err(format!(
+                    "unknown sync policy {other:?}: use always, periodic, periodic:<N>ms or never"
+                ))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SyncPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncPolicy::Always => write!(f, "always"),
+            SyncPolicy::Periodic(d) => write!(f, "periodic:{}ms", d.as_millis()),
+            SyncPolicy::Never => write!(f, "never"),
+        }
+    }
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub sync: SyncPolicy,
+    /// Maximum size of the LMDB index file (virtual address space, not disk).
+    pub map_size: usize,
+    /// Writes are refused with `DiskFull` when the free space of the data folder's file
+    /// system would drop below this many bytes. Reads keep working.
+    pub free_space_reserve: u64,
+    /// Settings given to a bucket created without explicit settings (e.g. on first write
+    /// through the server with auto-create).
+    pub default_bucket: BucketSettings,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync: SyncPolicy::default(),
+            map_size: 64 << 30,
+            free_space_reserve: 256 << 20,
+            default_bucket: BucketSettings::default(),
+        }
+    }
+}
+
+/// What a bucket does when its size reaches `quota_size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuotaType {
+    /// No quota: the bucket grows until the free-space guard stops writes.
+    #[default]
+    None,
+    /// Delete whole oldest blocks (in write order) until the new record fits.
+    Fifo,
+    /// Reject writes that would exceed the quota.
+    Hard,
+}
+
+impl std::str::FromStr for QuotaType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(QuotaType::None),
+            "fifo" => Ok(QuotaType::Fifo),
+            "hard" => Ok(QuotaType::Hard),
+            other => Err(format!("unknown quota type {other:?}: use none, fifo or hard")),
+        }
+    }
+}
+
+impl std::fmt::Display for QuotaType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QuotaType::None => "none",
+            QuotaType::Fifo => "fifo",
+            QuotaType::Hard => "hard",
+        })
+    }
+}
+
+/// Per-record compression of a bucket's payloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    #[default]
+    None,
+    /// zstd at the given level (1..=22). A payload that zstd does not shrink is stored raw.
+    Zstd { level: i32 },
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => write!(f, "none"),
+            Compression::Zstd { level } => write!(f, "zstd:{level}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Compression::None),
+            "zstd" => Ok(Compression::Zstd { level: 3 }),
+            other => other
+                .strip_prefix("zstd:")
+                .and_then(|l| l.parse::<i32>().ok())
+                .filter(|l| (1..=22).contains(l))
+                .map(|level| Compression::Zstd { level })
+                .ok_or_else(|| {
+                    format!("unknown compression {other:?}: use none, zstd or zstd:<level 1-22>")
+                }),
+        }
+    }
+}
+
+/// Settings of one bucket, kept in `<bucket>/settings` so that the index can be rebuilt
+/// from the data folder alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketSettings {
+    pub quota_type: QuotaType,
+    /// Bytes on disk (block files) the quota allows; ignored for `QuotaType::None`.
+    pub quota_size: u64,
+    /// A block is sealed and a new one started when it reaches this size.
+    pub max_block_size: u64,
+    /// ... or this many records.
+    pub max_block_records: u64,
+    pub compression: Compression,
+}
+
+impl Default for BucketSettings {
+    fn default() -> Self {
+        BucketSettings {
+            quota_type: QuotaType::None,
+            quota_size: 0,
+            max_block_size: 64 << 20,
+            max_block_records: 1 << 20,
+            compression: Compression::None,
+        }
+    }
+}
+
+/// A partial update of bucket settings: `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BucketSettingsUpdate {
+    pub quota_type: Option<QuotaType>,
+    pub quota_size: Option<u64>,
+    pub max_block_size: Option<u64>,
+    pub max_block_records: Option<u64>,
+    pub compression: Option<Compression>,
+}
+
+impl BucketSettings {
+    pub fn apply(&self, u: &BucketSettingsUpdate) -> BucketSettings {
+        BucketSettings {
+            quota_type: u.quota_type.unwrap_or(self.quota_type),
+            quota_size: u.quota_size.unwrap_or(self.quota_size),
+            max_block_size: u.max_block_size.unwrap_or(self.max_block_size),
+            max_block_records: u.max_block_records.unwrap_or(self.max_block_records),
+            compression: u.compression.unwrap_or(self.compression),
+        }
+    }
+
+    /// Checks the settings make sense; the message says how to fix them.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_block_size < 4096 {
+            return Err("max_block_size must be at least 4096 bytes".into());
+        }
+        if self.max_block_records == 0 {
+            return Err("max_block_records must be at least 1".into());
+        }
+        if self.quota_type != QuotaType::None && self.quota_size == 0 {
+            return Err(format!(
+                "quota_type {} needs a quota_size greater than 0 (bytes)",
+                self.quota_type
+            ));
+        }
+        if let Compression::Zstd { level } = self.compression {
+            if !(1..=22).contains(&level) {
+                return Err(format!("zstd level {level} is out of range: use 1 to 22"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Serialises to the `key = value` lines of the `settings` file.
+    pub(crate) fn to_file_text(&self) -> String {
+        format!(
+            "quota_type = {}\nquota_size = {}\nmax_block_size = {}\nmax_block_records = {}\ncompression = {}\n",
+            self.quota_type, self.quota_size, self.max_block_size, self.max_block_records, self.compression
+        )
+    }
+
+    pub(crate) fn from_file_text(text: &str) -> Result<BucketSettings, String> {
+        let mut s = BucketSettings::default();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| format!("line {line:?} is not key = value"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let num = |v: &str| v.parse::<u64>().map_err(|e| format!("{k}: {e}"));
+            match k {
+                "quota_type" => s.quota_type = v.parse()?,
+                "quota_size" => s.quota_size = num(v)?,
+                "max_block_size" => s.max_block_size = num(v)?,
+                "max_block_records" => s.max_block_records = num(v)?,
+                "compression" => s.compression = v.parse()?,
+                _ => {} // unknown keys from newer versions are ignored
+            }
+        }
+        Ok(s)
+    }
+}

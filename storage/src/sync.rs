@@ -1,0 +1,1 @@
+//! Sync policies: group commit and the periodic syncer.
