@@ -1,0 +1,374 @@
+"""The synchronous client, over one ``httpx.Client`` (a keep-alive connection pool).
+
+Every method maps to one route of ``docs/api.md`` (``write_batch`` to one request per
+server-sized batch). Payloads are never buffered by the SDK beyond what the caller hands it:
+uploads from files and iterators are streamed, ``read_stream`` and queries parse the answer
+as it arrives (see :mod:`tsblob._framing` for the memory bound).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import quote
+
+import httpx
+
+from . import _common as c
+from ._errors import TransportError, TsblobError, error_from_response_body
+from ._framing import EV_CHUNK, EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
+from ._models import (BatchResult, Bucket, EntryInfo, Health, Record, RecordInfo, ServerInfo, Token)
+from ._timestamps import Timestamp
+
+__all__ = ["Client", "QueryIterator"]
+
+Data = Union[bytes, bytearray, memoryview, BinaryIO, Iterable[bytes]]
+
+
+def transport_error(e: httpx.HTTPError) -> TransportError:
+    what = type(e).__name__
+    url = ""
+    try:
+        url = f" ({e.request.method} {e.request.url})"
+    except RuntimeError:  # the exception has no request attached
+        pass
+    return TransportError(f"{what}{url}: {e or 'no detail'}", code="transport")
+
+
+def file_size(f: Any) -> Optional[int]:
+    """Bytes left in a regular file from its current position, or ``None`` if unknown."""
+    try:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return st.st_size - f.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
+    """(content for httpx, Content-Length or None) for a sync upload."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return data, None  # httpx sets the length itself
+    if isinstance(data, str):
+        raise TypeError("write() takes bytes, a binary file or an iterator of bytes; encode str first "
+                        "(e.g. text.encode()) and pass content_type='text/plain; charset=utf-8'")
+    if hasattr(data, "read"):
+        f = data
+        return iter(lambda: f.read(c.STREAM_CHUNK), b""), size if size is not None else file_size(f)
+    if isinstance(data, Iterable):
+        return iter(data), size
+    raise TypeError(f"write() cannot send a {type(data).__name__}: give bytes, a binary file or an iterator of bytes")
+
+
+class QueryIterator(Iterator[Record]):
+    """Records of a time-range query, parsed from the server's stream as they arrive.
+
+    Use it in a ``for`` loop; use ``with`` (or call ``close()``) to release the connection
+    when you stop early. Records up to the client's ``eager_limit`` carry their ``data``;
+    larger ones stream it through ``Record.iter_chunks()`` and must be read before the next
+    record (unread payload is skipped).
+    """
+
+    def __init__(self, client: "Client", path: str, params: c.Params) -> None:
+        self._client = client
+        self._path = path
+        self._params = params
+        self._cm: Any = None
+        self._chunks: Optional[Iterator[bytes]] = None
+        self._parser = FrameParser(client.eager_limit)
+        self._payload: Optional[Iterator[bytes]] = None
+        self._done = False
+
+    def __iter__(self) -> "QueryIterator":
+        return self
+
+    def __enter__(self) -> "QueryIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+    def close(self) -> None:
+        """Stops the query and gives the connection back (drops the rest of the stream)."""
+        self._done = True
+        cm, self._cm = self._cm, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+    def _open(self) -> None:
+        cm = self._client._stream("GET", self._path, self._params)
+        resp = cm.__enter__()
+        self._cm = cm
+        self._chunks = resp.iter_bytes()
+
+    def _event(self) -> Tuple[Any, ...]:
+        parser = self._parser
+        while True:
+            ev = parser.next_event()
+            if ev is not None:
+                return ev
+            assert self._chunks is not None
+            try:
+                data = next(self._chunks)
+            except StopIteration:
+                parser.eof()  # raises: the stream stopped before its end frame
+                raise
+            except httpx.HTTPError as e:
+                raise transport_error(e) from e
+            parser.feed(data)
+
+    def _stream_payload(self) -> Iterator[bytes]:
+        while True:
+            ev = self._event()
+            yield ev[1]
+            if ev[2]:
+                return
+
+    def __next__(self) -> Record:
+        if self._done:
+            raise StopIteration
+        try:
+            if self._cm is None:
+                self._open()
+            if self._payload is not None:
+                for _ in self._payload:  # skip what the caller did not read of the last record
+                    pass
+                self._payload = None
+            ev = self._event()
+            kind = ev[0]
+            if kind == EV_RECORD:
+                h = ev[1]
+                return Record(h.ts, h.content_type, h.labels, h.size, ev[2])
+            if kind == EV_HEAD:
+                h = ev[1]
+                self._payload = self._stream_payload()
+                return Record(h.ts, h.content_type, h.labels, h.size, None, self._payload)
+            if kind == EV_END:
+                self.close()
+                raise StopIteration
+            raise TsblobError(f"unexpected frame event {kind} between records", code="protocol")
+        except BaseException:
+            self.close()
+            raise
+
+
+class Client:
+    """A tsblob client. ``with Client() as db: ...`` closes its connections at the end.
+
+    ``url`` is the server's base address, ``token`` a bearer token (needed when the server
+    has tokens), ``timeout`` seconds for connecting and between received bytes.
+    ``eager_limit``: query records up to this many bytes come with ``data`` loaded; larger
+    ones are streamed. ``batch_max_bytes``/``batch_max_records`` size the requests of
+    ``write_batch``. Other keyword arguments go to ``httpx.Client`` (``verify``, ``limits``...).
+    """
+
+    def __init__(self, url: str = c.DEFAULT_URL, token: Optional[str] = None,
+                 timeout: Optional[float] = c.DEFAULT_TIMEOUT, *, eager_limit: int = c.DEFAULT_EAGER_LIMIT,
+                 batch_max_bytes: int = c.DEFAULT_BATCH_BYTES, batch_max_records: int = c.DEFAULT_BATCH_RECORDS,
+                 **httpx_options: Any) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self.eager_limit = eager_limit
+        self.batch_max_bytes = batch_max_bytes
+        self.batch_max_records = batch_max_records
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, **httpx_options)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, params: Optional[c.Params] = None, *, json: Any = None,
+              content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        try:
+            resp = self._http.request(method, path, params=params or None, json=json, content=content,
+                                      headers=headers)
+        except httpx.HTTPError as e:
+            raise transport_error(e) from e
+        if resp.status_code >= 400:
+            raise error_from_response_body(resp.status_code, resp.content)
+        return resp
+
+    @contextmanager
+    def _stream(self, method: str, path: str, params: Optional[c.Params] = None) -> Iterator[httpx.Response]:
+        try:
+            with self._http.stream(method, path, params=params or None) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response_body(resp.status_code, resp.read())
+                yield resp
+        except httpx.HTTPError as e:
+            raise transport_error(e) from e
+
+    # -- service -------------------------------------------------------------------------
+
+    def health(self) -> Health:
+        """``GET /health`` (never needs a token)."""
+        d = self._send("GET", "/health").json()
+        return Health(status=str(d.get("status", "")), version=str(d.get("version", "")))
+
+    def info(self) -> ServerInfo:
+        """Server version, uptime, bucket count, bytes used, sync policy."""
+        return ServerInfo.from_json(self._send("GET", f"{c.API}/info").json())
+
+    # -- buckets -------------------------------------------------------------------------
+
+    def create_bucket(self, name: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
+                      max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
+                      compression: Optional[str] = None, exist_ok: bool = False) -> Bucket:
+        """Creates a bucket; settings left out take the server's defaults. With
+        ``exist_ok=True`` an existing bucket is returned as it is (its settings unchanged)."""
+        path = c.bucket_path(name)
+        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
+        try:
+            return Bucket.from_json(self._send("POST", path, json=body).json())
+        except TsblobError as e:
+            if exist_ok and e.code == "bucket_exists":
+                return self.get_bucket(name)
+            raise
+
+    def get_bucket(self, name: str) -> Bucket:
+        """A bucket's settings, totals and entries."""
+        return Bucket.from_json(self._send("GET", c.bucket_path(name)).json())
+
+    def list_buckets(self) -> List[Bucket]:
+        return [Bucket.from_json(b) for b in self._send("GET", f"{c.API}/b").json().get("buckets", [])]
+
+    def update_bucket(self, name: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
+                      max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
+                      compression: Optional[str] = None) -> Bucket:
+        """Changes the given settings, leaves the others."""
+        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
+        return Bucket.from_json(self._send("PUT", c.bucket_path(name), json=body).json())
+
+    def remove_bucket(self, name: str) -> None:
+        """Removes a bucket and every record in it."""
+        self._send("DELETE", c.bucket_path(name))
+
+    # -- entries -------------------------------------------------------------------------
+
+    def get_entry(self, bucket: str, entry: str) -> EntryInfo:
+        return EntryInfo.from_json(self._send("GET", c.entry_path(bucket, entry) + "/info").json())
+
+    def remove_entry(self, bucket: str, entry: str) -> None:
+        """Removes an entry and all its records."""
+        self._send("DELETE", c.entry_path(bucket, entry))
+
+    # -- records -------------------------------------------------------------------------
+
+    def write(self, bucket: str, entry: str, data: Data, ts: Optional[Timestamp] = None,
+              labels: Optional[Mapping[str, str]] = None, content_type: Optional[str] = None, *,
+              size: Optional[int] = None) -> int:
+        """Writes one record and returns its timestamp (µs).
+
+        ``data``: bytes, a binary file (streamed from its current position) or an iterable of
+        byte chunks (streamed; give ``size`` if you know it). ``ts``: µs int, float seconds,
+        datetime or ISO string; ``None`` lets the server assign "now". A timestamp that
+        already exists raises :class:`~tsblob.TimestampExists`.
+        """
+        path = c.entry_path(bucket, entry)
+        content, length = prepare_body(data, size)
+        headers = c.write_headers(content_type, labels, length)
+        resp = self._send("POST", path, c.ts_params(ts), content=content, headers=headers)
+        return int(resp.json()["ts"])
+
+    def write_batch(self, bucket: str, entry: str, records: Iterable[c.BatchItem]) -> BatchResult:
+        """Writes many records, in requests of at most ``batch_max_bytes``/``batch_max_records``.
+
+        ``records`` may be any iterable (a generator is consumed lazily, one request at a
+        time) of bytes, ``(ts, data[, labels[, content_type]])`` tuples, dicts with ``data``
+        and optional ``ts``/``labels``/``content_type``, or :class:`Record` objects. Returns
+        one :class:`RecordResult` per record; a record's failure (e.g. timestamp exists)
+        does not raise: call ``raise_for_errors()`` on the result for that.
+        """
+        path = c.entry_path(bucket, entry) + "/batch"
+        result = BatchResult()
+        headers = {"content-type": MEDIA_TYPE}
+        for body, _count in c.iter_batches(records, self.batch_max_bytes, self.batch_max_records):
+            result._add(self._send("POST", path, content=body, headers=headers).json())
+        return result
+
+    def read(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> Record:
+        """Reads one record whole (``ts=None``: the latest). For large payloads use
+        :meth:`read_stream`."""
+        resp = self._send("GET", c.entry_path(bucket, entry), c.ts_params(ts))
+        t, ct, labels, _ = c.info_from_headers(resp.headers)
+        data = resp.content
+        return Record(t, ct, labels, len(data), data)
+
+    @contextmanager
+    def read_stream(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> Iterator[Record]:
+        """Opens one record for streaming: ``with db.read_stream(b, e, ts) as rec: for chunk in
+        rec.iter_chunks(): ...``. Memory stays at one network chunk whatever the size."""
+        with self._stream("GET", c.entry_path(bucket, entry), c.ts_params(ts)) as resp:
+            t, ct, labels, size = c.info_from_headers(resp.headers)
+            yield Record(t, ct, labels, size, None, resp.iter_bytes())
+
+    def head(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> RecordInfo:
+        """A record's metadata without its payload."""
+        resp = self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts))
+        return RecordInfo(*c.info_from_headers(resp.headers))
+
+    def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
+              labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
+              exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None) -> QueryIterator:
+        """Records with ``start <= ts < stop`` (both optional), oldest first (``reverse``:
+        newest first), at most ``limit``. Label filters, all combined with AND: ``labels``
+        equal, ``exclude`` not equal (or missing), ``has`` present, ``missing`` absent.
+
+        The request starts on the first ``next()``; memory stays bounded however many
+        records match (see :class:`QueryIterator`).
+        """
+        params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse)
+        return QueryIterator(self, c.entry_path(bucket, entry) + "/query", params)
+
+    def update_labels(self, bucket: str, entry: str, ts: Timestamp,
+                      labels: Mapping[str, Optional[str]]) -> RecordInfo:
+        """Sets labels of a record; a value of ``None`` removes that label."""
+        resp = self._send("PATCH", c.entry_path(bucket, entry), c.ts_params(ts), json=c.labels_patch(labels))
+        return RecordInfo.from_json(resp.json())
+
+    def remove(self, bucket: str, entry: str, ts: Optional[Timestamp] = None, *,
+               start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None) -> int:
+        """Removes one record (``ts``) or the records with ``start <= ts < stop``; returns how
+        many were removed. (The whole entry: :meth:`remove_entry`.)"""
+        params = c.range_params(ts, start, stop)
+        return int(self._send("DELETE", c.entry_path(bucket, entry), params).json().get("removed", 0))
+
+    # -- tokens --------------------------------------------------------------------------
+
+    def create_token(self, name: str, *, full_access: bool = False, read: Sequence[str] = (),
+                     write: Sequence[str] = ()) -> str:
+        """Creates an access token and returns its value (shown only this once). Bucket
+        names in ``read``/``write`` may end in ``*``."""
+        body = {"full_access": full_access, "read": list(read), "write": list(write)}
+        return str(self._send("POST", f"{c.API}/tokens/{quote(name, safe='')}", json=body).json()["value"])
+
+    def list_tokens(self) -> List[Token]:
+        return [Token.from_json(t) for t in self._send("GET", f"{c.API}/tokens").json().get("tokens", [])]
+
+    def remove_token(self, name: str) -> None:
+        self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}")
+
+    def me(self) -> Token:
+        """The permissions of the token this client uses."""
+        return Token.from_json(self._send("GET", f"{c.API}/me").json())
+

@@ -1,0 +1,210 @@
+"""Request building and answer parsing shared by the sync and async clients (no I/O here).
+
+Both clients turn a call into the same path, query parameters and headers, and turn the
+same answers into models; only the sending differs. Keeping that logic here means the two
+clients cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import quote, unquote
+
+from ._errors import InvalidInput
+from ._framing import SERVER_TS, encode_end, encode_record
+from ._models import RecordInfo
+from ._timestamps import MAX_TS, Timestamp, to_micros
+
+API = "/api/v1"
+LABEL_PREFIX = "x-tsblob-label-"
+TS_HEADER = "x-tsblob-ts"
+DEFAULT_URL = "http://127.0.0.1:8686"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_EAGER_LIMIT = 1 << 20
+DEFAULT_BATCH_BYTES = 8 << 20
+DEFAULT_BATCH_RECORDS = 10_000
+STREAM_CHUNK = 1 << 20
+"""Bytes read at a time from a file object being uploaded."""
+
+Labels = Mapping[str, str]
+Params = List[Tuple[str, str]]
+
+# Printable ASCII stays readable in label headers; '%' (the escape) and space (trimmed at the
+# ends of header values by HTTP parsers) are encoded, like every byte outside ASCII.
+_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def _bad_name(kind: str, name: str, why: str) -> InvalidInput:
+    return InvalidInput(f"{kind} name {name!r} {why} (checked by the client before sending)", code="invalid_name")
+
+
+def bucket_path(bucket: str) -> str:
+    """``/api/v1/b/<bucket>``. Names that URL normalisation would rewrite ('.', '..', or with
+    '/') are refused here: sent as they are, they would address another resource."""
+    if not isinstance(bucket, str) or not bucket:
+        raise _bad_name("bucket", str(bucket), "is empty: give 1 to 64 characters of A-Z a-z 0-9 - _ .")
+    if "/" in bucket or bucket in (".", ".."):
+        raise _bad_name("bucket", bucket, "may not contain '/' nor be '.' or '..'")
+    return f"{API}/b/{quote(bucket, safe='')}"
+
+
+def entry_path(bucket: str, entry: str) -> str:
+    """``/api/v1/b/<bucket>/<entry>``; entry names may hold '/'-separated segments."""
+    if not isinstance(entry, str) or not entry:
+        raise _bad_name("entry", str(entry), "is empty")
+    if any(seg in ("", ".", "..") for seg in entry.split("/")):
+        raise _bad_name("entry", entry, "has a segment that is empty, '.' or '..'")
+    return f"{bucket_path(bucket)}/{quote(entry, safe='/')}"
+
+
+def label_headers(labels: Optional[Labels], headers: Dict[str, str]) -> None:
+    """Adds ``x-tsblob-label-<key>: <percent-encoded value>`` headers."""
+    if not labels:
+        return
+    for key, value in labels.items():
+        if not isinstance(key, str) or not key or key != key.lower():
+            raise InvalidInput(
+                f"label key {key!r} is not usable: keys are 1-128 characters of a-z 0-9 - _ . "
+                "(lower case, because HTTP header names ignore case)", code="invalid_label")
+        headers[LABEL_PREFIX + key] = quote(str(value), safe=_SAFE)
+
+
+def labels_from_headers(headers: Iterable[Tuple[str, str]]) -> Dict[str, str]:
+    n = len(LABEL_PREFIX)
+    return {k[n:]: unquote(v) for k, v in headers if k.startswith(LABEL_PREFIX)}
+
+
+def info_from_headers(headers: Any) -> Tuple[int, str, Dict[str, str], int]:
+    """(ts, content type, labels, size) from a record's response headers (httpx ``Headers``:
+    ``items()`` gives lower-cased names)."""
+    ts = int(headers.get(TS_HEADER, "0"))
+    content_type = headers.get("content-type", "application/octet-stream")
+    size = int(headers.get("content-length", "0"))
+    return ts, content_type, labels_from_headers(headers.items()), size
+
+
+def write_headers(content_type: Optional[str], labels: Optional[Labels], size: Optional[int]) -> Dict[str, str]:
+    headers: Dict[str, str] = {}
+    if content_type:
+        headers["content-type"] = content_type
+    if size is not None:
+        headers["content-length"] = str(size)
+    label_headers(labels, headers)
+    return headers
+
+
+def ts_params(ts: Optional[Timestamp]) -> Params:
+    return [] if ts is None else [("ts", str(to_micros(ts)))]
+
+
+def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], labels: Optional[Labels],
+                 exclude: Optional[Labels], has: Optional[Sequence[str]], missing: Optional[Sequence[str]],
+                 limit: Optional[int], reverse: bool) -> Params:
+    params: Params = []
+    if start is not None:
+        params.append(("start", str(to_micros(start))))
+    if stop is not None:
+        params.append(("stop", str(to_micros(stop))))
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInput(f"limit {limit!r} must be a non-negative int", code="bad_request")
+        params.append(("limit", str(limit)))
+    if reverse:
+        params.append(("desc", "true"))
+    for k, v in (labels or {}).items():
+        params.append((f"eq.{k}", str(v)))
+    for k, v in (exclude or {}).items():
+        params.append((f"ne.{k}", str(v)))
+    for k in _names(has):
+        params.append(("has", k))
+    for k in _names(missing):
+        params.append(("missing", k))
+    return params
+
+
+def _names(keys: Optional[Union[str, Sequence[str]]]) -> List[str]:
+    if keys is None:
+        return []
+    return [keys] if isinstance(keys, str) else [str(k) for k in keys]
+
+
+def range_params(ts: Optional[Timestamp], start: Optional[Timestamp], stop: Optional[Timestamp]) -> Params:
+    """Parameters of a record or range removal; the whole entry is never removed by default."""
+    if ts is not None:
+        if start is not None or stop is not None:
+            raise InvalidInput("give either ts (one record) or start/stop (a range), not both", code="bad_request")
+        return ts_params(ts)
+    if start is None and stop is None:
+        raise InvalidInput("remove() needs ts (one record) or start/stop (a range); "
+                           "to remove a whole entry call remove_entry()", code="bad_request")
+    lo = 0 if start is None else to_micros(start)
+    hi = MAX_TS + 1 if stop is None else to_micros(stop)
+    return [("start", str(lo)), ("stop", str(hi))]
+
+
+def settings_json(quota_type: Optional[str], quota_size: Optional[int], max_block_size: Optional[int],
+                  max_block_records: Optional[int], compression: Optional[str]) -> Dict[str, Any]:
+    """The (partial) settings document: only what the caller gave."""
+    d = {"quota_type": quota_type, "quota_size": quota_size, "max_block_size": max_block_size,
+         "max_block_records": max_block_records, "compression": compression}
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def labels_patch(labels: Mapping[str, Optional[str]]) -> Dict[str, Any]:
+    return {"labels": {str(k): (None if v is None else str(v)) for k, v in labels.items()}}
+
+
+def record_info(doc: Mapping[str, Any]) -> RecordInfo:
+    return RecordInfo.from_json(doc)
+
+
+BatchItem = Any
+"""An item of ``write_batch``: bytes (the server assigns the timestamp); a
+``(ts, data[, labels[, content_type]])`` tuple; a mapping with ``data`` and optional ``ts``,
+``labels``, ``content_type``; or a :class:`~tsblob.Record` read from another entry."""
+
+
+def _normalise(item: BatchItem) -> Tuple[Optional[int], Any, Optional[str], Optional[Labels]]:
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return None, item, None, None
+    if isinstance(item, RecordInfo):
+        data = getattr(item, "data")
+        return item.timestamp, data, item.content_type, item.labels
+    if isinstance(item, Mapping):
+        ts = item.get("ts", item.get("timestamp"))
+        return (None if ts is None else to_micros(ts), item["data"], item.get("content_type"),
+                item.get("labels"))
+    if isinstance(item, (tuple, list)) and 2 <= len(item) <= 4:
+        ts = item[0]
+        labels = item[2] if len(item) > 2 else None
+        ct = item[3] if len(item) > 3 else None
+        return (None if ts is None else to_micros(ts)), item[1], ct, labels
+    raise TypeError(f"write_batch() cannot use a {type(item).__name__} as a record: give bytes, "
+                    "(ts, data[, labels[, content_type]]), a dict with 'data', or a Record")
+
+
+def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int) -> Iterator[Tuple[bytes, int]]:
+    """Splits records into request bodies of at most ``max_bytes`` (a record larger than that
+    travels alone) and ``max_records`` records; yields ``(body, record count)``. Only one
+    body is built at a time."""
+    parts: List[Any] = []
+    size = count = 0
+    for item in records:
+        ts, data, ct, labels = _normalise(item)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"batch record data must be bytes-like, not {type(data).__name__}; "
+                            "stream large payloads one at a time with write()")
+        if ts == SERVER_TS:
+            raise InvalidInput(f"timestamp {ts} is reserved", code="invalid_timestamp")
+        frame = encode_record(ts, data, ct, labels)
+        fsize = len(frame[0]) + len(frame[1])
+        if count and (size + fsize > max_bytes or count >= max_records):
+            parts.append(encode_end(count))
+            yield b"".join(parts), count
+            parts, size, count = [], 0, 0
+        parts.extend(frame)
+        size += fsize
+        count += 1
+    if count:
+        parts.append(encode_end(count))
+        yield b"".join(parts), count

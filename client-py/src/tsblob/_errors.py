@@ -1,0 +1,253 @@
+"""Exceptions: one base class, one subclass per family of server error.
+
+The server answers every error with a status code and
+``{"error": {"code": "...", "message": "..."}}``. :func:`error_from_response_body` turns that
+into the most specific class below; the server's message is kept verbatim because it already
+says what was wrong and how to fix it. Catch :class:`TsblobError` to catch everything the SDK
+raises, including transport failures and malformed answers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Type
+
+__all__ = [
+    "TsblobError",
+    "TransportError",
+    "ProtocolError",
+    "BadRequest",
+    "MalformedBatch",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "BucketNotFound",
+    "EntryNotFound",
+    "RecordNotFound",
+    "TokenNotFound",
+    "Conflict",
+    "BucketExists",
+    "TimestampExists",
+    "TokenExists",
+    "LengthRequired",
+    "PayloadTooLarge",
+    "InvalidInput",
+    "ServerError",
+    "CorruptRecord",
+    "InsufficientStorage",
+    "QuotaExceeded",
+    "DiskFull",
+]
+
+
+class TsblobError(Exception):
+    """Base of every error the SDK raises.
+
+    ``status`` is the HTTP status (``None`` when the error was found on the client side),
+    ``code`` the server's machine-readable code (``bucket_not_found``...), ``message`` its
+    human-readable explanation.
+    """
+
+    def __init__(self, message: str, *, code: str = "error", status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+    def __str__(self) -> str:
+        where = f"{self.status} " if self.status is not None else ""
+        return f"{where}{self.code}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, status={self.status!r}, message={self.message!r})"
+
+
+class TransportError(TsblobError):
+    """The server could not be reached, or the connection failed or timed out mid-request.
+
+    The underlying ``httpx`` exception is the ``__cause__``.
+    """
+
+
+class ProtocolError(TsblobError):
+    """The server's answer did not follow the documented format (a truncated query stream,
+    an unknown frame kind, a record count that does not match the end frame...)."""
+
+
+class BadRequest(TsblobError):
+    """400: a malformed query string, JSON body or header."""
+
+
+class MalformedBatch(BadRequest):
+    """400 ``malformed_batch``: a batch body the server could not parse.
+
+    ``results`` lists what the server stored before the fault (one dict per record frame it
+    read: ``{"ts": ..., "status": ...}``), so the caller knows exactly what was kept.
+    """
+
+    def __init__(self, message: str, *, code: str = "malformed_batch", status: Optional[int] = 400,
+                 results: Optional[List[Dict[str, Any]]] = None, written: int = 0) -> None:
+        super().__init__(message, code=code, status=status)
+        self.results: List[Dict[str, Any]] = list(results or [])
+        self.written = written
+
+
+class Unauthorized(TsblobError):
+    """401: no bearer token, or one the server does not know. Pass ``token=`` to the client."""
+
+
+class Forbidden(TsblobError):
+    """403: the token is valid but may not do this (read or write on this bucket)."""
+
+
+class NotFound(TsblobError):
+    """404: the bucket, entry, record or token does not exist."""
+
+
+class BucketNotFound(NotFound):
+    """404 ``bucket_not_found``."""
+
+
+class EntryNotFound(NotFound):
+    """404 ``entry_not_found``."""
+
+
+class RecordNotFound(NotFound):
+    """404 ``record_not_found``."""
+
+
+class TokenNotFound(NotFound):
+    """404 ``token_not_found``."""
+
+
+class Conflict(TsblobError):
+    """409: the thing already exists (bucket, timestamp in the entry, token)."""
+
+
+class BucketExists(Conflict):
+    """409 ``bucket_exists``: use ``exist_ok=True`` to accept an existing bucket."""
+
+
+class TimestampExists(Conflict):
+    """409 ``timestamp_exists``: records are never silently overwritten."""
+
+
+class TokenExists(Conflict):
+    """409 ``token_exists``."""
+
+
+class LengthRequired(TsblobError):
+    """411: the route needs a ``Content-Length``; pass ``size=`` with a streamed body."""
+
+
+class PayloadTooLarge(TsblobError):
+    """413: the body is over the server's configured limit."""
+
+
+class InvalidInput(TsblobError):
+    """422: an invalid name, timestamp, label, bucket setting or content type."""
+
+
+class ServerError(TsblobError):
+    """500 (and any other 5xx without a class of its own)."""
+
+
+class CorruptRecord(ServerError):
+    """500 ``corrupt_record``: the stored bytes fail their checksum; the server refuses to
+    return wrong bytes."""
+
+
+class InsufficientStorage(TsblobError):
+    """507: the server will not store more."""
+
+
+class QuotaExceeded(InsufficientStorage):
+    """507 ``quota_exceeded``: the bucket's HARD quota is full."""
+
+
+class DiskFull(InsufficientStorage):
+    """507 ``disk_full``: the server's free-space guard refused the write; reads still work."""
+
+
+_BY_CODE: Dict[str, Type[TsblobError]] = {
+    "bad_request": BadRequest,
+    "malformed_batch": MalformedBatch,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "not_found": NotFound,
+    "bucket_not_found": BucketNotFound,
+    "entry_not_found": EntryNotFound,
+    "record_not_found": RecordNotFound,
+    "token_not_found": TokenNotFound,
+    "bucket_exists": BucketExists,
+    "timestamp_exists": TimestampExists,
+    "token_exists": TokenExists,
+    "length_required": LengthRequired,
+    "payload_too_large": PayloadTooLarge,
+    "invalid_name": InvalidInput,
+    "invalid_timestamp": InvalidInput,
+    "invalid_label": InvalidInput,
+    "invalid_settings": InvalidInput,
+    "invalid_content_type": InvalidInput,
+    "corrupt_record": CorruptRecord,
+    "internal": ServerError,
+    "quota_exceeded": QuotaExceeded,
+    "disk_full": DiskFull,
+}
+
+# A code this SDK does not know yet (a newer server) still maps to the right family.
+_BY_STATUS: Dict[int, Type[TsblobError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    411: LengthRequired,
+    413: PayloadTooLarge,
+    422: InvalidInput,
+    507: InsufficientStorage,
+}
+
+
+def error_class(code: str, status: Optional[int]) -> Type[TsblobError]:
+    """The class for a server error code, falling back on the status family."""
+    cls = _BY_CODE.get(code)
+    if cls is not None:
+        return cls
+    if status is not None:
+        if status in _BY_STATUS:
+            return _BY_STATUS[status]
+        if status >= 500:
+            return ServerError
+    return TsblobError
+
+
+def error_from_json(doc: Any, status: Optional[int]) -> TsblobError:
+    """Builds the exception for a parsed error document ``{"error": {...}, ...}``."""
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if not isinstance(err, dict):
+        return error_class("", status)(
+            f"the server answered {status} with an unexpected body: {str(doc)[:300]}",
+            code=f"http_{status}", status=status,
+        )
+    code = str(err.get("code") or f"http_{status}")
+    message = str(err.get("message") or "(no message)")
+    cls = error_class(code, status)
+    if cls is MalformedBatch:
+        results = doc.get("results") if isinstance(doc.get("results"), list) else []
+        written = doc.get("written") if isinstance(doc.get("written"), int) else 0
+        return MalformedBatch(message, code=code, status=status, results=results, written=written)
+    return cls(message, code=code, status=status)
+
+
+def error_from_response_body(status: int, body: bytes) -> TsblobError:
+    """Builds the exception for an error answer, whatever its body looks like."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        text = body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+        return error_class("", status)(
+            f"the server answered {status} without an error document: {text}",
+            code=f"http_{status}", status=status,
+        )
+    return error_from_json(doc, status)

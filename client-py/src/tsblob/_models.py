@@ -1,0 +1,367 @@
+"""What the server answers, as typed Python objects.
+
+Control-plane answers (buckets, entries, server info, tokens) are frozen dataclasses built
+from the server's JSON. Records are small classes with ``__slots__`` because a query can
+produce hundreds of thousands of them.
+
+A :class:`Record` either holds its payload (``data`` is ready) or streams it from the open
+HTTP response (``iter_chunks()``); :class:`AsyncRecord` is the same for the async client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, AsyncIterator, Dict, Iterator, List, Mapping, Optional
+
+from ._errors import TsblobError, error_from_json
+from ._timestamps import from_micros
+
+__all__ = [
+    "BucketSettings",
+    "BucketInfo",
+    "EntryInfo",
+    "Bucket",
+    "ServerInfo",
+    "Health",
+    "RecordInfo",
+    "Record",
+    "AsyncRecord",
+    "RecordResult",
+    "BatchResult",
+    "Token",
+]
+
+
+def _opt_int(v: Any) -> Optional[int]:
+    return None if v is None else int(v)
+
+
+@dataclass(frozen=True)
+class BucketSettings:
+    """Settings of a bucket. ``compression`` is ``"none"``, ``"zstd"`` or ``"zstd:<level>"``;
+    ``quota_type`` is ``"none"``, ``"fifo"`` (drop the oldest blocks) or ``"hard"`` (refuse
+    writes); ``quota_size`` is in bytes on disk."""
+
+    quota_type: str = "none"
+    quota_size: int = 0
+    max_block_size: int = 64 << 20
+    max_block_records: int = 1 << 20
+    compression: str = "none"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "BucketSettings":
+        defaults = cls()
+        return cls(
+            quota_type=str(d.get("quota_type", defaults.quota_type)),
+            quota_size=int(d.get("quota_size", defaults.quota_size)),
+            max_block_size=int(d.get("max_block_size", defaults.max_block_size)),
+            max_block_records=int(d.get("max_block_records", defaults.max_block_records)),
+            compression=str(d.get("compression", defaults.compression)),
+        )
+
+
+@dataclass(frozen=True)
+class BucketInfo:
+    """Sizes and counts of a bucket. ``size`` counts bytes of block files on disk (what the
+    quota counts, precise to one block); ``oldest``/``latest`` are µs or ``None`` when empty."""
+
+    record_count: int = 0
+    size: int = 0
+    block_count: int = 0
+    entry_count: int = 0
+    oldest: Optional[int] = None
+    latest: Optional[int] = None
+    evicted_blocks: int = 0
+    quota_used: Optional[float] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "BucketInfo":
+        q = d.get("quota_used")
+        return cls(
+            record_count=int(d.get("record_count", 0)),
+            size=int(d.get("size", 0)),
+            block_count=int(d.get("block_count", 0)),
+            entry_count=int(d.get("entry_count", 0)),
+            oldest=_opt_int(d.get("oldest")),
+            latest=_opt_int(d.get("latest")),
+            evicted_blocks=int(d.get("evicted_blocks", 0)),
+            quota_used=None if q is None else float(q),
+        )
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """Sizes and counts of one entry (a stream of records inside a bucket)."""
+
+    name: str
+    record_count: int = 0
+    size: int = 0
+    block_count: int = 0
+    oldest: Optional[int] = None
+    latest: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "EntryInfo":
+        return cls(
+            name=str(d["name"]),
+            record_count=int(d.get("record_count", 0)),
+            size=int(d.get("size", 0)),
+            block_count=int(d.get("block_count", 0)),
+            oldest=_opt_int(d.get("oldest")),
+            latest=_opt_int(d.get("latest")),
+        )
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A bucket: its name, settings, totals and (from ``get_bucket``) its entries."""
+
+    name: str
+    settings: BucketSettings = field(default_factory=BucketSettings)
+    info: BucketInfo = field(default_factory=BucketInfo)
+    entries: List[EntryInfo] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Bucket":
+        return cls(
+            name=str(d["name"]),
+            settings=BucketSettings.from_json(d.get("settings") or {}),
+            info=BucketInfo.from_json(d.get("info") or {}),
+            entries=[EntryInfo.from_json(e) for e in d.get("entries") or []],
+        )
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """``GET /api/v1/info``: version, uptime, bucket count, bytes used, sync policy."""
+
+    version: str
+    uptime_s: float = 0
+    bucket_count: int = 0
+    usage: int = 0
+    sync: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ServerInfo":
+        return cls(
+            version=str(d.get("version", "")),
+            uptime_s=float(d.get("uptime_s", 0)),
+            bucket_count=int(d.get("bucket_count", 0)),
+            usage=int(d.get("usage", 0)),
+            sync=str(d.get("sync", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Health:
+    """``GET /health``."""
+
+    status: str
+    version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class Token:
+    """An access token's permissions (never its value, which is shown once at creation)."""
+
+    name: str
+    full_access: bool = False
+    read: List[str] = field(default_factory=list)
+    write: List[str] = field(default_factory=list)
+    created: Optional[Any] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Token":
+        return cls(
+            name=str(d.get("name", "")),
+            full_access=bool(d.get("full_access", False)),
+            read=[str(b) for b in d.get("read") or []],
+            write=[str(b) for b in d.get("write") or []],
+            created=d.get("created"),
+        )
+
+
+class RecordInfo:
+    """Metadata of a record: timestamp (µs), content type, labels, payload size."""
+
+    __slots__ = ("timestamp", "content_type", "labels", "size")
+
+    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int) -> None:
+        self.timestamp = timestamp
+        self.content_type = content_type
+        self.labels = labels
+        self.size = size
+
+    @property
+    def ts(self) -> int:
+        """Alias of ``timestamp`` (µs since the epoch)."""
+        return self.timestamp
+
+    @property
+    def datetime(self) -> datetime:
+        """The timestamp as an aware UTC ``datetime``."""
+        return from_micros(self.timestamp)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "RecordInfo":
+        return cls(int(d["ts"]), str(d.get("content_type", "application/octet-stream")),
+                   {str(k): str(v) for k, v in (d.get("labels") or {}).items()}, int(d.get("size", 0)))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(timestamp={self.timestamp}, content_type={self.content_type!r}, "
+                f"labels={self.labels!r}, size={self.size})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecordInfo):
+            return NotImplemented
+        return (self.timestamp, self.content_type, self.labels, self.size) == (
+            other.timestamp, other.content_type, other.labels, other.size)
+
+    __hash__ = None  # type: ignore[assignment]  # labels are mutable
+
+
+class Record(RecordInfo):
+    """A record read with the sync client.
+
+    Small records arrive with their payload: ``data`` is ready. A large record (read with
+    ``read_stream`` or a query item above the client's ``eager_limit``) streams its payload
+    from the open response: iterate ``iter_chunks()`` once to process it with bounded memory,
+    or touch ``data`` to load it whole. A query moves on by skipping whatever of a large
+    payload was not read.
+    """
+
+    __slots__ = ("_data", "_source")
+
+    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
+                 data: Optional[bytes] = None, source: Optional[Iterator[bytes]] = None) -> None:
+        super().__init__(timestamp, content_type, labels, size)
+        self._data = data
+        self._source = source
+
+    @property
+    def loaded(self) -> bool:
+        """True when ``data`` is in memory (no network read needed)."""
+        return self._data is not None
+
+    @property
+    def data(self) -> bytes:
+        """The whole payload; reads what is left of a streamed record into memory."""
+        if self._data is None:
+            self._data = b"".join(self.iter_chunks())
+        return self._data
+
+    def read(self) -> bytes:
+        """Same as ``data``."""
+        return self.data
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """The payload piece by piece, as it comes off the network (once for a streamed
+        record: a second iteration raises)."""
+        if self._data is not None:
+            yield self._data
+            return
+        source, self._source = self._source, None
+        if source is None:
+            raise TsblobError("this record's payload was already read by an earlier iter_chunks()",
+                              code="payload_consumed")
+        yield from source
+
+
+class AsyncRecord(RecordInfo):
+    """A record read with the async client: ``await record.read()`` or
+    ``async for chunk in record.aiter_chunks()``; ``data`` works once the payload is loaded
+    (always, for records up to the client's ``eager_limit``)."""
+
+    __slots__ = ("_data", "_source")
+
+    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
+                 data: Optional[bytes] = None, source: Optional[AsyncIterator[bytes]] = None) -> None:
+        super().__init__(timestamp, content_type, labels, size)
+        self._data = data
+        self._source = source
+
+    @property
+    def loaded(self) -> bool:
+        return self._data is not None
+
+    @property
+    def data(self) -> bytes:
+        if self._data is None:
+            raise TsblobError(
+                f"the payload of record {self.timestamp} ({self.size} bytes) is streamed: "
+                "use `await record.read()` or `async for chunk in record.aiter_chunks()`",
+                code="payload_not_loaded")
+        return self._data
+
+    async def read(self) -> bytes:
+        if self._data is None:
+            self._data = b"".join([c async for c in self.aiter_chunks()])
+        return self._data
+
+    async def aiter_chunks(self) -> AsyncIterator[bytes]:
+        if self._data is not None:
+            yield self._data
+            return
+        source, self._source = self._source, None
+        if source is None:
+            raise TsblobError("this record's payload was already read by an earlier aiter_chunks()",
+                              code="payload_consumed")
+        async for chunk in source:
+            yield chunk
+
+
+class RecordResult:
+    """The fate of one record of a batch: ``status`` 201 when stored, else ``error``."""
+
+    __slots__ = ("ts", "status", "error")
+
+    def __init__(self, ts: Optional[int], status: int, error: Optional[TsblobError]) -> None:
+        self.ts = ts
+        self.status = status
+        self.error = error
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and 200 <= self.status < 300
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "RecordResult":
+        status = int(d.get("status", 0))
+        err = error_from_json({"error": d["error"]}, status) if d.get("error") else None
+        return cls(_opt_int(d.get("ts")), status, err)
+
+    def __repr__(self) -> str:
+        return f"RecordResult(ts={self.ts}, status={self.status}, error={self.error!r})"
+
+
+@dataclass
+class BatchResult:
+    """Per-record results of ``write_batch``, in the order the records were given."""
+
+    written: int = 0
+    failed: int = 0
+    results: List[RecordResult] = field(default_factory=list)
+    batches: int = 0
+
+    @property
+    def errors(self) -> List[RecordResult]:
+        return [r for r in self.results if not r.ok]
+
+    def raise_for_errors(self) -> "BatchResult":
+        """Raises the first record's error if any record failed; returns self otherwise."""
+        for r in self.results:
+            if r.error is not None:
+                raise r.error
+        return self
+
+    def _add(self, doc: Mapping[str, Any]) -> None:
+        results = [RecordResult.from_json(r) for r in doc.get("results") or []]
+        self.results.extend(results)
+        self.written += int(doc.get("written", sum(1 for r in results if r.ok)))
+        self.failed += int(doc.get("failed", sum(1 for r in results if not r.ok)))
+        self.batches += 1

@@ -1,0 +1,98 @@
+"""Timestamps: everything a user may pass, turned into the server's microseconds.
+
+The server counts microseconds since the Unix epoch as a ``u64``. Users think in
+``time.time()`` seconds, ``datetime`` objects and ISO strings, so every method that takes a
+timestamp accepts:
+
+- ``int``: microseconds, as the server sees them;
+- ``float``: seconds (``time.time()``), rounded to the nearest microsecond;
+- ``datetime.datetime``: aware datetimes are exact; **naive ones are taken as UTC** (not
+  local time: an edge device's clock zone should not change which record is read);
+- ``datetime.date``: midnight UTC of that day;
+- ``str``: ISO 8601 (``2024-05-01T12:00:00.123456Z``, ``+02:00`` offsets, or naive = UTC).
+
+Conversion of datetimes is done in integer arithmetic: no float rounding ever moves a
+timestamp by a microsecond.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, timedelta, timezone
+from typing import Union
+
+from ._errors import InvalidInput
+
+__all__ = ["Timestamp", "to_micros", "from_micros", "MAX_TS"]
+
+Timestamp = Union[int, float, datetime, date, str]
+"""Anything accepted where a timestamp is expected."""
+
+MAX_TS = 0xFFFF_FFFF_FFFF_FFFE
+"""The largest timestamp a record may have (all ones is reserved in batch frames)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_US = timedelta(microseconds=1)
+# fromisoformat before Python 3.11 accepts neither "Z" nor fractions other than 3 or 6
+# digits; normalise both so that 3.9 reads what 3.11 reads.
+_FRACTION = re.compile(r"(\.\d+)")
+
+
+def _bad(value: object, why: str) -> InvalidInput:
+    return InvalidInput(f"timestamp {value!r} {why}", code="invalid_timestamp")
+
+
+def _datetime_micros(dt: datetime) -> int:
+    if dt.tzinfo is None or dt.tzinfo.utcoffset(dt) is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return (dt - _EPOCH) // _ONE_US
+
+
+def _parse_iso(text: str) -> datetime:
+    s = text.strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    m = _FRACTION.search(s)
+    if m:
+        frac = m.group(1)[1:]
+        fixed = (frac + "000000")[:6]
+        s = s[: m.start(1)] + "." + fixed + s[m.end(1):]
+    return datetime.fromisoformat(s)
+
+
+def to_micros(value: Timestamp) -> int:
+    """Converts a user timestamp into microseconds since the epoch.
+
+    Raises :class:`~tsblob.InvalidInput` (code ``invalid_timestamp``) for a value that is
+    negative, out of range, not a number, or a string that is not ISO 8601.
+    """
+    if isinstance(value, bool):
+        raise _bad(value, "is a bool: give microseconds (int), seconds (float), a datetime or an ISO string")
+    if isinstance(value, int):
+        us = value
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise _bad(value, "is not a finite number of seconds")
+        us = round(value * 1_000_000)
+    elif isinstance(value, datetime):
+        us = _datetime_micros(value)
+    elif isinstance(value, date):
+        us = _datetime_micros(datetime(value.year, value.month, value.day))
+    elif isinstance(value, str):
+        try:
+            us = _datetime_micros(_parse_iso(value))
+        except ValueError:
+            raise _bad(value, "is not an ISO 8601 date-time such as 2024-05-01T12:00:00.5Z") from None
+    else:
+        raise _bad(value, f"has type {type(value).__name__}: give an int (µs), a float (s), a datetime or an ISO string")
+    if us < 0:
+        raise _bad(value, "is before 1970-01-01T00:00:00Z: the store keeps non-negative µs since the epoch")
+    if us > MAX_TS:
+        raise _bad(value, f"is above the largest timestamp {MAX_TS} µs")
+    return us
+
+
+def from_micros(us: int) -> datetime:
+    """Microseconds since the epoch as an aware UTC ``datetime`` (exact, no float)."""
+    return _EPOCH + timedelta(microseconds=us)

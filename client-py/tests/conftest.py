@@ -1,0 +1,148 @@
+"""Fixtures: a real ``tsblob serve`` on a free port and a temporary data folder.
+
+The binary is ``$TSBLOB_BIN`` if set, else ``<repo>/target/release/tsblob`` if built, else
+``cargo build --release -p tsblob-server`` is run from the repository root first. Each
+server is stopped (SIGTERM, then SIGKILL after 10 s) when the session ends; its log is
+shown when it fails to start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import AsyncIterator, Iterator, List, Optional
+
+import httpx
+import pytest
+
+import tsblob
+
+REPO = Path(__file__).resolve().parents[2]
+ADMIN_TOKEN = "test-admin-token-0123456789"
+
+
+def tsblob_binary() -> Path:
+    env = os.environ.get("TSBLOB_BIN")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            pytest.exit(f"TSBLOB_BIN={env} is not a file: build it with `cargo build --release -p tsblob-server`",
+                        returncode=2)
+        return path
+    path = REPO / "target" / "release" / "tsblob"
+    if not path.is_file():
+        subprocess.run(["cargo", "build", "--release", "-p", "tsblob-server"], cwd=REPO, check=True)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One running ``tsblob serve`` process."""
+
+    def __init__(self, data: Path, extra_args: List[str], token: Optional[str] = None) -> None:
+        self.data = data
+        self.extra_args = extra_args
+        self.token = token
+        self.proc: Optional[subprocess.Popen] = None
+        self.url = ""
+        self.log = data.parent / f"{data.name}.log"
+
+    def start(self, attempts: int = 3) -> "Server":
+        binary = tsblob_binary()
+        for _ in range(attempts):
+            port = free_port()
+            self.url = f"http://127.0.0.1:{port}"
+            with open(self.log, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [str(binary), "serve", "--data", str(self.data), "--listen", f"127.0.0.1:{port}",
+                     *self.extra_args],
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            if self._wait_healthy(timeout=30.0):
+                return self
+            self.stop()  # the port may have been taken between free_port() and bind: retry
+        raise RuntimeError(f"tsblob serve did not become healthy; its log:\n{self.log_tail()}")
+
+    def _wait_healthy(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        assert self.proc is not None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def client(self, **kw: object) -> tsblob.Client:
+        kw.setdefault("token", self.token)
+        return tsblob.Client(self.url, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server without tokens: every route is open."""
+    srv = Server(tmp_path_factory.mktemp("tsblob") / "data", []).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with an admin token: requests without a valid token are refused."""
+    srv = Server(tmp_path_factory.mktemp("tsblob-auth") / "data", ["--token", ADMIN_TOKEN], ADMIN_TOKEN).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[tsblob.Client]:
+    with server.client() as db:
+        yield db
+
+
+@pytest.fixture
+async def aclient(server: Server) -> AsyncIterator[tsblob.AsyncClient]:
+    async with tsblob.AsyncClient(server.url) as db:
+        yield db
+
+
+@pytest.fixture
+def bucket(client: tsblob.Client) -> Iterator[str]:
+    """A fresh, empty bucket, removed after the test."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(name)
+    yield name
+    try:
+        client.remove_bucket(name)
+    except tsblob.NotFound:
+        pass
