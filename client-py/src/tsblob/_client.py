@@ -43,7 +43,7 @@ def file_size(f: Any) -> Optional[int]:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             return None
-        return st.st_size - f.tell()
+        return int(st.st_size - f.tell())
     except (AttributeError, OSError, ValueError):
         return None
 

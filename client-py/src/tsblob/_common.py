@@ -27,7 +27,7 @@ STREAM_CHUNK = 1 << 20
 """Bytes read at a time from a file object being uploaded."""
 
 Labels = Mapping[str, str]
-Params = List[Tuple[str, str]]
+Params = List[Tuple[str, Any]]
 
 # Printable ASCII stays readable in label headers; '%' (the escape) and space (trimmed at the
 # ends of header values by HTTP parsers) are encoded, like every byte outside ASCII.
