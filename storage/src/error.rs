@@ -85,7 +85,9 @@ pub enum NameError {
         ch: char,
         slash: &'static str,
     },
-    #[error("{kind} name {name:?} ends in the reserved segment {segment:?} (reserved for the HTTP API)")]
+    #[error(
+        "{kind} name {name:?} ends in the reserved segment {segment:?} (reserved for the HTTP API)"
+    )]
     Reserved {
         kind: &'static str,
         name: String,

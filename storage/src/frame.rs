@@ -29,15 +29,6 @@ pub fn put_padded_varint(out: &mut [u8], mut v: u64) {
     }
 }
 
-pub fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// A cursor over bytes that fails (returns `None`) instead of panicking on short input.
 pub struct Reader<'a> {
     pub buf: &'a [u8],
@@ -258,17 +249,6 @@ pub fn encode_head(spec: &HeadSpec<'_>) -> (Vec<u8>, usize) {
     (h, len_at)
 }
 
-/// Sets the CRC field of a finished frame head given the CRC of its payload-less part and
-/// the payload. `crc32c_append` keeps this streaming-friendly.
-pub fn finish_crc(head: &mut [u8], payload_crc_state: Option<(u32, &[u8])>) -> u32 {
-    let mut crc = crc32c::crc32c(&head[FRAME_PREFIX..]);
-    if let Some((_, payload)) = payload_crc_state {
-        crc = crc32c::crc32c_append(crc, payload);
-    }
-    head[2..6].copy_from_slice(&crc.to_le_bytes());
-    crc
-}
-
 /// Why a frame does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameFault {
@@ -349,7 +329,6 @@ mod tests {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
-            assert_eq!(b.len(), varint_len(v));
             assert_eq!(Reader::new(&b).varint(), Some(v));
             let mut p = [0u8; PADDED_VARINT];
             put_padded_varint(&mut p, v);
@@ -384,7 +363,10 @@ mod tests {
                 assert_eq!(h.content_type, "image/jpeg");
                 assert_eq!(h.labels, labels);
                 assert_eq!(h.head_len, head.len());
-                assert_eq!(decode_head(&head[..head.len() - 1], 5_000), Err(FrameFault::Short));
+                assert_eq!(
+                    decode_head(&head[..head.len() - 1], 5_000),
+                    Err(FrameFault::Short)
+                );
             }
         }
     }
@@ -393,7 +375,10 @@ mod tests {
     fn block_header_round_trips_and_detects_damage() {
         let mut h = encode_block_header(7, 123, "robot/lidar");
         let d = decode_block_header(&h).unwrap();
-        assert_eq!((d.block_id, d.base_ts, d.entry.as_str(), d.len), (7, 123, "robot/lidar", h.len()));
+        assert_eq!(
+            (d.block_id, d.base_ts, d.entry.as_str(), d.len),
+            (7, 123, "robot/lidar", h.len())
+        );
         h[9] ^= 1;
         assert!(decode_block_header(&h).is_none());
     }

@@ -13,7 +13,9 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
-use crate::frame::{decode_labels, encode_labels, loaded_content_type, put_varint, stored_content_type, Reader};
+use crate::frame::{
+    decode_labels, encode_labels, loaded_content_type, put_varint, stored_content_type, Reader,
+};
 use crate::{Error, Labels, OpenError, Result};
 
 pub const INDEX_VERSION: &[u8] = b"tsblob-index-1";
@@ -179,7 +181,12 @@ impl Index {
         Ok(self.env.write_txn()?)
     }
 
-    pub fn get_record(&self, txn: &RoTxn<'_, WithoutTls>, entry_id: u32, ts: u64) -> Result<Option<IndexValue>> {
+    pub fn get_record(
+        &self,
+        txn: &RoTxn<'_, WithoutTls>,
+        entry_id: u32,
+        ts: u64,
+    ) -> Result<Option<IndexValue>> {
         match self.records.get(txn, &rec_key(entry_id, ts))? {
             Some(v) => Ok(Some(decode_value(v)?)),
             None => Ok(None),
@@ -206,7 +213,10 @@ impl Index {
         }
         let lo = rec_key(entry_id, start);
         let hi = rec_key(entry_id, stop);
-        let range = (std::ops::Bound::Included(&lo[..]), std::ops::Bound::Excluded(&hi[..]));
+        let range = (
+            std::ops::Bound::Included(&lo[..]),
+            std::ops::Bound::Excluded(&hi[..]),
+        );
         if descending {
             for item in self.records.rev_range(txn, &range)?.take(max) {
                 let (k, v) = item?;
@@ -222,14 +232,60 @@ impl Index {
     }
 
     /// The newest record of an entry.
-    pub fn last(&self, txn: &RoTxn<'_, WithoutTls>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
+    pub fn last(
+        &self,
+        txn: &RoTxn<'_, WithoutTls>,
+        entry_id: u32,
+    ) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
         self.range(txn, entry_id, 0, u64::MAX, true, 1, &mut out)?;
         // u64::MAX itself is never a valid timestamp (reserved), so the exclusive stop is fine.
         Ok(out.pop())
     }
 
-    pub fn first(&self, txn: &RoTxn<'_, WithoutTls>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
+    /// Deletes the records of `entry_id` in `[min, max]` that live in block `block_id`.
+    pub fn delete_block_records(
+        &self,
+        txn: &mut RwTxn<'_>,
+        entry_id: u32,
+        min: u64,
+        max: u64,
+        block_id: u64,
+    ) -> Result<()> {
+        let lo = rec_key(entry_id, min);
+        let hi = rec_key(entry_id, max);
+        let range = (
+            std::ops::Bound::Included(&lo[..]),
+            std::ops::Bound::Included(&hi[..]),
+        );
+        let mut it = self.records.range_mut(txn, &range)?;
+        while let Some(item) = it.next() {
+            let (_, v) = item?;
+            if IndexValue::decode_block_id(v) == Some(block_id) {
+                // SAFETY: no reference into the database is kept across the deletion.
+                unsafe { it.del_current()? };
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every record of an entry.
+    pub fn delete_entry_records(&self, txn: &mut RwTxn<'_>, entry_id: u32) -> Result<()> {
+        let lo = rec_key(entry_id, 0);
+        let hi = rec_key(entry_id, u64::MAX);
+        let range = (
+            std::ops::Bound::Included(&lo[..]),
+            std::ops::Bound::Included(&hi[..]),
+        );
+        self.records.delete_range(txn, &range)?;
+        Ok(())
+    }
+
+    pub fn first(
+        &self,
+        txn: &RoTxn<'_, WithoutTls>,
+        entry_id: u32,
+    ) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
         self.range(txn, entry_id, 0, u64::MAX, false, 1, &mut out)?;
         Ok(out.pop())
@@ -237,7 +293,8 @@ impl Index {
 }
 
 pub fn decode_value(v: &[u8]) -> Result<IndexValue> {
-    IndexValue::decode(v).ok_or_else(|| Error::Index("undecodable index value: rebuild the index".into()))
+    IndexValue::decode(v)
+        .ok_or_else(|| Error::Index("undecodable index value: rebuild the index".into()))
 }
 
 /// Bytes of an entry-table key.

@@ -27,15 +27,21 @@ mod error;
 mod frame;
 mod index;
 mod names;
+mod read;
 mod record;
 mod recover;
+mod remove;
 mod settings;
 mod store;
 mod sync;
+mod write;
 
 pub use block::RecordReader;
-pub use error::{BucketError, CorruptionError, Error, NameError, NotFound, OpenError, Result, WriteError};
+pub use error::{
+    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, Result, WriteError,
+};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use read::{QueryItem, QueryIter};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
     RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE,
@@ -44,7 +50,7 @@ pub use recover::rebuild_index;
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
 };
-pub use store::{QueryItem, QueryIter, Store, StoreStats};
+pub use store::{Store, StoreStats};
 
 /// The current time in microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {

@@ -137,7 +137,9 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "a\0b", "a b", "../x", "é"] {
             assert!(validate_bucket_name(bad).is_err(), "{bad:?} accepted");
         }
-        for bad in ["", "..", "a/../b", "/a", "a/", "a//b", "a\nb", "x/query", "batch"] {
+        for bad in [
+            "", "..", "a/../b", "/a", "a/", "a//b", "a\nb", "x/query", "batch",
+        ] {
             assert!(validate_entry_name(bad).is_err(), "{bad:?} accepted");
         }
         assert!(validate_bucket_name(&"a".repeat(65)).is_err());

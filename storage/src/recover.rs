@@ -1,9 +1,555 @@
-//! Start-up checks and the full index rebuild.
+//! Opening a data folder: the lock, the index, start-up checks and the full rebuild.
+//!
+//! The block files are the truth. At open, every block file is compared with what the
+//! index knows of it: bytes past the indexed length are scanned, CRC-valid frames are
+//! re-indexed and a torn or garbage tail is cut; a block shorter than the index thinks, or
+//! unknown to it, is re-indexed whole; metadata of a vanished block is dropped. A missing,
+//! unopenable, foreign-version or inconsistent index is rebuilt from scratch by the same
+//! scan. Every repair is logged and listed in the [`RecoveryReport`].
 
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Rebuilds the LMDB index of a closed data folder from its block files alone.
-pub fn rebuild_index(path: &Path, opts: &crate::StoreOptions) -> crate::Result<crate::RecoveryReport> {
-    let _ = (path, opts);
-    todo!()
+use heed::RwTxn;
+use parking_lot::{Mutex, RwLock};
+
+use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame};
+use crate::frame::FLAG_DELETED;
+use crate::index::{entry_key, rec_key, BlockMeta, Index, IndexValue, INDEX_VERSION};
+use crate::names::entry_from_dir_name;
+use crate::store::{Bucket, Entry, EntryState, Inner, INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
+use crate::sync::Committer;
+use crate::*;
+
+fn lock_folder(path: &Path) -> Result<File> {
+    std::fs::create_dir_all(path)
+        .map_err(|e| OpenError::Folder(path.to_path_buf(), e.to_string()))?;
+    if !path.is_dir() {
+        return Err(OpenError::Folder(path.to_path_buf(), "not a directory".into()).into());
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path.join(LOCK_FILE))
+        .map_err(|e| OpenError::Folder(path.to_path_buf(), format!("cannot write in it: {e}")))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(OpenError::Locked(path.to_path_buf()).into()),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(OpenError::Folder(path.to_path_buf(), format!("cannot lock: {e}")).into())
+        }
+    }
+}
+
+/// Bucket folders: subfolders holding a settings file.
+fn bucket_dirs(path: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let rd = std::fs::read_dir(path).map_err(|e| Error::io(format!("listing {path:?}"), e))?;
+    for d in rd.flatten() {
+        let p = d.path();
+        let name = d.file_name().to_string_lossy().to_string();
+        if name != INDEX_DIR
+            && p.is_dir()
+            && p.join(SETTINGS_FILE).is_file()
+            && validate_bucket_name(&name).is_ok()
+        {
+            out.push((name, p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn entry_dirs(bucket_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let rd = std::fs::read_dir(bucket_dir)
+        .map_err(|e| Error::io(format!("listing {bucket_dir:?}"), e))?;
+    for d in rd.flatten() {
+        let p = d.path();
+        let name = entry_from_dir_name(&d.file_name().to_string_lossy());
+        if p.is_dir() && validate_entry_name(&name).is_ok() {
+            out.push((name, p));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn block_files(entry_dir: &Path) -> Result<BTreeMap<u64, PathBuf>> {
+    let mut out = BTreeMap::new();
+    let rd =
+        std::fs::read_dir(entry_dir).map_err(|e| Error::io(format!("listing {entry_dir:?}"), e))?;
+    for d in rd.flatten() {
+        if let Some(id) = parse_block_name(&d.file_name().to_string_lossy()) {
+            out.insert(id, d.path());
+        }
+    }
+    Ok(out)
+}
+
+fn any_blocks(path: &Path) -> Result<bool> {
+    for (_, b) in bucket_dirs(path)? {
+        for (_, e) in entry_dirs(&b)? {
+            if !block_files(&e)?.is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Why the index cannot be trusted, if it cannot.
+fn index_problem(index: &Index) -> Result<Option<String>> {
+    let txn = index.read_txn()?;
+    match index.meta.get(&txn, b"version")? {
+        Some(v) if v == INDEX_VERSION => {}
+        Some(v) => {
+            return Ok(Some(format!(
+                "index version {:?} is not {:?}",
+                String::from_utf8_lossy(v),
+                String::from_utf8_lossy(INDEX_VERSION)
+            )))
+        }
+        None => return Ok(Some("index has no version".into())),
+    }
+    let mut live = 0u64;
+    for item in index.blocks.iter(&txn)? {
+        let (_, v) = item?;
+        let Some(m) = BlockMeta::decode(v) else {
+            return Ok(Some("undecodable block metadata".into()));
+        };
+        live += m.records;
+    }
+    let n = index.records.len(&txn)?;
+    if n != live {
+        return Ok(Some(format!(
+            "index holds {n} records but its blocks count {live}"
+        )));
+    }
+    Ok(None)
+}
+
+fn open_index(
+    path: &Path,
+    opts: &StoreOptions,
+    report: &mut RecoveryReport,
+) -> Result<(Index, bool)> {
+    let dir = path.join(INDEX_DIR);
+    let existed = dir.join("data.mdb").is_file();
+    if !existed && any_blocks(path)? {
+        note(report, "index missing: rebuilding it from the block files");
+        report.rebuilt = Some("index missing".into());
+        return Ok((Index::open(&dir, opts.map_size)?, true));
+    }
+    match Index::open(&dir, opts.map_size) {
+        Ok(index) if !existed => {
+            let mut txn = index.write_txn()?;
+            index.meta.put(&mut txn, b"version", INDEX_VERSION)?;
+            txn.commit()?;
+            Ok((index, false))
+        }
+        Ok(index) => match index_problem(&index) {
+            Ok(None) => Ok((index, false)),
+            Ok(Some(why)) | Err(Error::Index(why)) => {
+                note(
+                    report,
+                    &format!("index unusable ({why}): rebuilding it from the block files"),
+                );
+                report.rebuilt = Some(why);
+                clear_index(&index)?;
+                Ok((index, true))
+            }
+            Err(e) => Err(e),
+        },
+        Err(e @ Error::Open(OpenError::Index { .. })) if opts.map_size > 0 => {
+            // An index that LMDB will not open (damaged file): set it aside and rebuild.
+            let aside = path.join(format!("{INDEX_DIR}.damaged-{}", now_micros()));
+            note(
+                report,
+                &format!("index could not be opened ({e}); moved to {aside:?}, rebuilding"),
+            );
+            std::fs::rename(&dir, &aside)
+                .map_err(|err| Error::io(format!("moving {dir:?} aside"), err))?;
+            report.rebuilt = Some(e.to_string());
+            Ok((Index::open(&dir, opts.map_size)?, true))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn clear_index(index: &Index) -> Result<()> {
+    let mut txn = index.write_txn()?;
+    index.records.clear(&mut txn)?;
+    index.blocks.clear(&mut txn)?;
+    index.entries.clear(&mut txn)?;
+    index.meta.clear(&mut txn)?;
+    txn.commit()?;
+    Ok(())
+}
+
+fn note(report: &mut RecoveryReport, line: &str) {
+    log::warn!("{line}");
+    report.events.push(line.to_string());
+}
+
+/// Opens a data folder into the engine's state, repairing what needs repair.
+pub(crate) fn open_inner(path: &Path, opts: StoreOptions) -> Result<Inner> {
+    let lock = lock_folder(path)?;
+    let path = path
+        .canonicalize()
+        .map_err(|e| Error::io(format!("resolving {path:?}"), e))?;
+    let mut report = RecoveryReport::default();
+    let (index, rebuild) = open_index(&path, &opts, &mut report)?;
+    let (buckets, next_block, next_entry) = load(&path, &index, rebuild, &mut report)?;
+    Ok(Inner {
+        committer: Committer::new(opts.sync),
+        path,
+        opts,
+        index,
+        buckets: RwLock::new(buckets),
+        next_block: AtomicU64::new(next_block),
+        next_entry: AtomicU32::new(next_entry),
+        create_lock: Mutex::new(()),
+        report,
+        evicted_blocks: AtomicU64::new(0),
+        closing: AtomicBool::new(false),
+        syncer: Mutex::new(None),
+        _lock: lock,
+    })
+}
+
+/// Rebuilds the LMDB index of a data folder from its block files alone. The folder must
+/// not be open (it is locked for the duration).
+pub fn rebuild_index(path: &Path, opts: &StoreOptions) -> Result<RecoveryReport> {
+    let _lock = lock_folder(path)?;
+    let mut report = RecoveryReport {
+        rebuilt: Some("requested".into()),
+        ..RecoveryReport::default()
+    };
+    let index = Index::open(&path.join(INDEX_DIR), opts.map_size)?;
+    clear_index(&index)?;
+    load(path, &index, true, &mut report)?;
+    index.env.force_sync()?;
+    Ok(report)
+}
+
+type Loaded = (BTreeMap<String, Arc<Bucket>>, u64, u32);
+
+/// Loads buckets, entries and blocks, reconciling the index with the block files.
+fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) -> Result<Loaded> {
+    let mut buckets = BTreeMap::new();
+    let mut next_block = 1u64;
+    let mut next_entry = 1u32;
+    // Known entries and blocks, from the index.
+    let mut known_entries: HashMap<Vec<u8>, u32> = HashMap::new();
+    let mut metas: HashMap<u64, BlockMeta> = HashMap::new();
+    {
+        let txn = index.read_txn()?;
+        for item in index.entries.iter(&txn)? {
+            let (k, v) = item?;
+            let id = u32::from_be_bytes(
+                v.try_into()
+                    .map_err(|_| Error::Index("bad entry id".into()))?,
+            );
+            next_entry = next_entry.max(id + 1);
+            known_entries.insert(k.to_vec(), id);
+        }
+        for item in index.blocks.iter(&txn)? {
+            let (k, v) = item?;
+            let id = u64::from_be_bytes(
+                k.try_into()
+                    .map_err(|_| Error::Index("bad block id".into()))?,
+            );
+            next_block = next_block.max(id + 1);
+            if let Some(m) = BlockMeta::decode(v) {
+                metas.insert(id, m);
+            }
+        }
+    }
+    let mut txn = index.write_txn()?;
+    if rebuild {
+        index.meta.put(&mut txn, b"version", INDEX_VERSION)?;
+    }
+    let mut seen_entries = std::collections::HashSet::new();
+    for (bname, bdir) in bucket_dirs(path)? {
+        let text = std::fs::read_to_string(bdir.join(SETTINGS_FILE))
+            .map_err(|e| Error::io(format!("reading settings of {bname}"), e))?;
+        let settings = BucketSettings::from_file_text(&text).map_err(|e| {
+            OpenError::Folder(
+                path.to_path_buf(),
+                format!("bucket {bname}: settings file: {e}"),
+            )
+        })?;
+        let bucket = Bucket::new(&bname, bdir.clone(), settings);
+        let mut size = 0u64;
+        for (ename, edir) in entry_dirs(&bdir)? {
+            let key = entry_key(&bname, &ename);
+            let id = match known_entries.get(&key) {
+                Some(id) => *id,
+                None => {
+                    let id = next_entry;
+                    next_entry += 1;
+                    index.entries.put(&mut txn, &key, &id.to_be_bytes())?;
+                    id
+                }
+            };
+            seen_entries.insert(key);
+            let entry = Entry::new(id, &ename, &bdir);
+            let mut st = EntryState {
+                blocks: BTreeMap::new(),
+                active: None,
+                last_auto_ts: 0,
+                removed: false,
+            };
+            let files = block_files(&edir)?;
+            // Metadata whose file vanished: drop it and its records.
+            let stale: Vec<u64> = metas
+                .iter()
+                .filter(|(bid, m)| m.entry_id == id && !files.contains_key(bid))
+                .map(|(bid, _)| *bid)
+                .collect();
+            for bid in stale {
+                if let Some(m) = metas.remove(&bid) {
+                    note(report, &format!("block {bid:016x} of {bname}/{ename} is missing: its {} records are dropped from the index", m.records));
+                    drop_block_records(index, &mut txn, id, &m, bid)?;
+                    index.blocks.delete(&mut txn, &bid.to_be_bytes())?;
+                }
+            }
+            for (bid, bpath) in files {
+                next_block = next_block.max(bid + 1);
+                let known = metas.get(&bid).copied().filter(|m| m.entry_id == id);
+                let meta =
+                    check_block(index, &mut txn, &entry, bid, &bpath, known, &mut st, report)?;
+                if let Some(meta) = meta {
+                    size += meta.indexed_len;
+                    index
+                        .blocks
+                        .put(&mut txn, &bid.to_be_bytes(), &meta.encode())?;
+                    st.blocks.insert(bid, meta);
+                }
+            }
+            *entry.state.lock() = st;
+            bucket.entries.write().insert(ename, Arc::new(entry));
+        }
+        bucket.size.store(size, Ordering::Relaxed);
+        buckets.insert(bname, Arc::new(bucket));
+    }
+    // Entries the index knows but whose folders are gone.
+    for (key, id) in &known_entries {
+        if !seen_entries.contains(key) {
+            index.entries.delete(&mut txn, key)?;
+            index.delete_entry_records(&mut txn, *id)?;
+        }
+    }
+    txn.commit()?;
+    Ok((buckets, next_block, next_entry))
+}
+
+fn drop_block_records(
+    index: &Index,
+    txn: &mut RwTxn<'_>,
+    entry_id: u32,
+    m: &BlockMeta,
+    bid: u64,
+) -> Result<()> {
+    if m.records == 0 {
+        return Ok(());
+    }
+    index.delete_block_records(txn, entry_id, m.min_ts, m.max_ts, bid)
+}
+
+/// Reconciles one block file with its metadata. Returns the block's metadata, or `None`
+/// if the file is unusable (set aside).
+#[allow(clippy::too_many_arguments)]
+fn check_block(
+    index: &Index,
+    txn: &mut RwTxn<'_>,
+    entry: &Entry,
+    bid: u64,
+    bpath: &Path,
+    known: Option<BlockMeta>,
+    st: &mut EntryState,
+    report: &mut RecoveryReport,
+) -> Result<Option<BlockMeta>> {
+    let (file, base_ts, header_len) = match open_block(bpath) {
+        Ok(x) => x,
+        Err(e) => {
+            let aside = bpath.with_extension("corrupt");
+            note(
+                report,
+                &format!("block {bpath:?} has no valid header ({e}); moved to {aside:?}"),
+            );
+            if let Some(m) = known {
+                drop_block_records(index, txn, entry.id, &m, bid)?;
+            }
+            index.blocks.delete(txn, &bid.to_be_bytes())?;
+            std::fs::rename(bpath, &aside)
+                .map_err(|err| Error::io(format!("moving {bpath:?}"), err))?;
+            return Ok(None);
+        }
+    };
+    let file_len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {bpath:?}"), e))?
+        .len();
+    let (mut meta, from) = match known {
+        Some(m) if m.indexed_len == file_len => {
+            let mut m = m;
+            m.sealed = true;
+            return Ok(Some(m));
+        }
+        Some(m) if m.indexed_len < file_len => (m, m.indexed_len),
+        Some(m) => {
+            note(report, &format!("block {bpath:?} is {file_len} bytes but the index knew {}: re-indexing it whole", m.indexed_len));
+            drop_block_records(index, txn, entry.id, &m, bid)?;
+            (fresh_meta(entry.id, base_ts), header_len)
+        }
+        None => (fresh_meta(entry.id, base_ts), header_len),
+    };
+    let mut pos = from;
+    let mut added = 0u64;
+    loop {
+        if pos >= file_len {
+            break;
+        }
+        let head = match read_head(&file, pos, file_len, base_ts)
+            .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
+        {
+            Ok(Some(h)) if pos + h.frame_len() <= file_len => h,
+            Ok(_) => {
+                cut(
+                    report,
+                    &file,
+                    bpath,
+                    pos,
+                    file_len,
+                    "torn record at the tail",
+                )?;
+                break;
+            }
+            Err(why) => {
+                cut(report, &file, bpath, pos, file_len, why)?;
+                break;
+            }
+        };
+        let hcrc =
+            head_crc(&file, pos, &head).map_err(|e| Error::io(format!("reading {bpath:?}"), e))?;
+        if !verify_frame(&file, pos, &head, hcrc)
+            .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
+        {
+            cut(report, &file, bpath, pos, file_len, "CRC32C mismatch")?;
+            break;
+        }
+        if head.flags & FLAG_DELETED == 0 {
+            let key = rec_key(entry.id, head.ts);
+            // Two frames with one timestamp come from a label update cut short by a crash:
+            // the later frame wins, the earlier one is retired.
+            if let Some(old) = index.records.get(txn, &key)? {
+                if let Some(old) = IndexValue::decode(old) {
+                    if old.block_id == bid && old.offset == pos {
+                        pos += head.frame_len();
+                        continue; // already indexed (an out-of-order commit)
+                    }
+                    if let Some(m) = st.blocks.get_mut(&old.block_id) {
+                        m.records = m.records.saturating_sub(1);
+                    } else if old.block_id == bid {
+                        meta.records = meta.records.saturating_sub(1);
+                    }
+                }
+            }
+            let value = IndexValue {
+                block_id: bid,
+                offset: pos,
+                frame_len: head.frame_len(),
+                size: head.raw_len,
+                flags: head.flags,
+                content_type: head.content_type.clone(),
+                labels: head.labels.clone(),
+            };
+            let mut v = Vec::new();
+            value.encode(&mut v);
+            index.records.put(txn, &key, &v)?;
+            if meta.records == 0 {
+                meta.min_ts = head.ts;
+                meta.max_ts = head.ts;
+            }
+            meta.min_ts = meta.min_ts.min(head.ts);
+            meta.max_ts = meta.max_ts.max(head.ts);
+            meta.records += 1;
+            added += 1;
+        }
+        pos += head.frame_len();
+    }
+    if added > 0 && known.is_some() {
+        note(report, &format!("block {bpath:?}: re-indexed {added} records written but not indexed before a crash"));
+    }
+    report.reindexed += added;
+    meta.indexed_len = pos;
+    meta.sealed = true;
+    Ok(Some(meta))
+}
+
+fn fresh_meta(entry_id: u32, base_ts: u64) -> BlockMeta {
+    BlockMeta {
+        entry_id,
+        base_ts,
+        ..BlockMeta::default()
+    }
+}
+
+fn cut(
+    report: &mut RecoveryReport,
+    file: &File,
+    path: &Path,
+    at: u64,
+    len: u64,
+    why: &str,
+) -> Result<()> {
+    note(
+        report,
+        &format!(
+            "block {path:?}: {why} at offset {at}; cut {} bytes",
+            len - at
+        ),
+    );
+    file.set_len(at)
+        .map_err(|e| Error::io(format!("truncating {path:?}"), e))?;
+    report.truncated_bytes += len - at;
+    Ok(())
+}
+
+/// After a failed index commit: reload an entry's block metadata from the index and seal
+/// its active block, so memory agrees with what is committed.
+pub(crate) fn reload_entry(
+    store: &Store,
+    bucket: &Bucket,
+    entry: &Entry,
+    st: &mut EntryState,
+) -> Result<()> {
+    let index = &store.inner.index;
+    let txn = index.read_txn()?;
+    let before: u64 = st.blocks.values().map(|m| m.indexed_len).sum();
+    let mut blocks = BTreeMap::new();
+    for item in index.blocks.iter(&txn)? {
+        let (k, v) = item?;
+        if let (Ok(k), Some(m)) = (<[u8; 8]>::try_from(k), BlockMeta::decode(v)) {
+            if m.entry_id == entry.id {
+                blocks.insert(u64::from_be_bytes(k), m);
+            }
+        }
+    }
+    let after: u64 = blocks.values().map(|m| m.indexed_len).sum();
+    st.blocks = blocks;
+    st.active = None;
+    if after < before {
+        bucket.size.fetch_sub(
+            (before - after).min(bucket.size.load(Ordering::Acquire)),
+            Ordering::AcqRel,
+        );
+    }
+    Ok(())
 }

@@ -30,7 +30,10 @@ impl std::str::FromStr for SyncPolicy {
             "never" => Ok(SyncPolicy::Never),
             "periodic" => Ok(SyncPolicy::default()),
             other => {
-                if let Some(ms) = other.strip_prefix("periodic:").and_then(|v| v.strip_suffix("ms")) {
+                if let Some(ms) = other
+                    .strip_prefix("periodic:")
+                    .and_then(|v| v.strip_suffix("ms"))
+                {
                     if let Ok(ms) = ms.parse::<u64>() {
                         return Ok(SyncPolicy::Periodic(Duration::from_millis(ms.max(1))));
                     }
@@ -97,7 +100,9 @@ impl std::str::FromStr for QuotaType {
             "none" => Ok(QuotaType::None),
             "fifo" => Ok(QuotaType::Fifo),
             "hard" => Ok(QuotaType::Hard),
-            other => Err(format!("unknown quota type {other:?}: use none, fifo or hard")),
+            other => Err(format!(
+                "unknown quota type {other:?}: use none, fifo or hard"
+            )),
         }
     }
 }

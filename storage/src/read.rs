@@ -1,0 +1,256 @@
+//! The read path: point reads, streamed reads and time-range queries.
+//!
+//! Reads take no entry lock: the index says where a record is, the block file is read with
+//! `pread`, and the CRC is checked before a byte is returned (or, for a stream, at its end).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::block::{block_path, read_frame};
+use crate::index::IndexValue;
+use crate::store::Entry;
+use crate::*;
+
+/// How many index records a query fetches per LMDB read transaction.
+const PAGE: usize = 256;
+
+impl Store {
+    fn locate(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+    ) -> Result<(Arc<Entry>, u64, IndexValue)> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let txn = self.inner.index.read_txn()?;
+        let found = match ts {
+            Some(ts) => self
+                .inner
+                .index
+                .get_record(&txn, e.id, ts)?
+                .map(|v| (ts, v)),
+            None => self.inner.index.last(&txn, e.id)?,
+        };
+        let (ts, v) = found.ok_or_else(|| NotFound::Record {
+            bucket: bucket.into(),
+            entry: entry.into(),
+            ts: ts.unwrap_or(0),
+        })?;
+        Ok((e, ts, v))
+    }
+
+    /// Reads a record (`ts = None`: the latest).
+    pub fn read(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<Record> {
+        let (e, ts, v) = self.locate(bucket, entry, ts)?;
+        read_value(&e, ts, &v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+    }
+
+    /// The metadata of a record, from the index alone.
+    pub fn head(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordMeta> {
+        let (_, ts, v) = self.locate(bucket, entry, ts)?;
+        Ok(meta_of(ts, &v))
+    }
+
+    /// A record's payload as a stream, for records too large to hold in memory.
+    pub fn open_record(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordReader> {
+        let (e, ts, v) = self.locate(bucket, entry, ts)?;
+        open_value(&e, &v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+    }
+
+    /// Records with `start <= ts < stop` matching every filter, oldest first (or newest
+    /// first with `descending`). The iterator holds at most one page of index metadata.
+    pub fn query(&self, bucket: &str, entry: &str, query: &Query) -> Result<QueryIter> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        Ok(QueryIter {
+            store: self.clone(),
+            bucket: bucket.to_string(),
+            entry: e,
+            lo: query.start.unwrap_or(0),
+            hi: query.stop.unwrap_or(u64::MAX),
+            descending: query.descending,
+            filters: query.filters.clone(),
+            left: query.limit.unwrap_or(u64::MAX),
+            page: VecDeque::new(),
+            done: false,
+        })
+    }
+}
+
+pub(crate) fn meta_of(ts: u64, v: &IndexValue) -> RecordMeta {
+    RecordMeta {
+        ts,
+        size: v.size,
+        content_type: v.content_type.clone(),
+        labels: v.labels.clone(),
+    }
+}
+
+/// A block that disappeared under a reader (removed or evicted) means the record is gone.
+fn gone_is_not_found(err: Error, bucket: &str, entry: &str, ts: u64) -> Error {
+    match &err {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            NotFound::Record {
+                bucket: bucket.into(),
+                entry: entry.into(),
+                ts,
+            }
+            .into()
+        }
+        _ => err,
+    }
+}
+
+fn read_value(e: &Entry, ts: u64, v: &IndexValue) -> Result<Record> {
+    let (file, base_ts) = e.file(v.block_id)?;
+    let path = block_path(&e.dir, v.block_id);
+    let (head, data) = read_frame(&file, &path, v.offset, v.frame_len, base_ts)?;
+    if head.ts != ts {
+        return Err(CorruptionError::Record {
+            path,
+            offset: v.offset,
+            reason: format!("index says timestamp {ts}, block says {}", head.ts),
+        }
+        .into());
+    }
+    Ok(Record {
+        meta: RecordMeta {
+            ts,
+            size: head.raw_len,
+            content_type: head.content_type,
+            labels: v.labels.clone(),
+        },
+        data,
+    })
+}
+
+fn open_value(e: &Entry, v: &IndexValue) -> Result<RecordReader> {
+    let (file, base_ts) = e.file(v.block_id)?;
+    RecordReader::open(
+        file,
+        &block_path(&e.dir, v.block_id),
+        v.offset,
+        v.frame_len,
+        base_ts,
+    )
+}
+
+/// One record found by a query: its metadata now, its payload on demand.
+pub struct QueryItem {
+    pub meta: RecordMeta,
+    entry: Arc<Entry>,
+    value: IndexValue,
+    bucket: String,
+}
+
+impl QueryItem {
+    /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
+    /// by a FIFO quota) after the query listed it: callers skip such items.
+    pub fn data(&self) -> Result<Vec<u8>> {
+        read_value(&self.entry, self.meta.ts, &self.value)
+            .map(|r| r.data)
+            .map_err(|e| gone_is_not_found(e, &self.bucket, &self.entry.name, self.meta.ts))
+    }
+
+    /// The payload as a stream (for large records); the CRC is checked at its end.
+    pub fn reader(&self) -> Result<RecordReader> {
+        open_value(&self.entry, &self.value)
+            .map_err(|e| gone_is_not_found(e, &self.bucket, &self.entry.name, self.meta.ts))
+    }
+}
+
+/// Iterates the records of a query, holding O(1) records in memory.
+pub struct QueryIter {
+    store: Store,
+    bucket: String,
+    entry: Arc<Entry>,
+    /// The window still to visit: `[lo, hi)`.
+    lo: u64,
+    hi: u64,
+    descending: bool,
+    filters: Vec<LabelFilter>,
+    left: u64,
+    page: VecDeque<(u64, IndexValue)>,
+    done: bool,
+}
+
+impl QueryIter {
+    fn fill(&mut self) -> Result<()> {
+        let index = &self.store.inner.index;
+        let txn = index.read_txn()?;
+        let mut out = Vec::with_capacity(PAGE);
+        index.range(
+            &txn,
+            self.entry.id,
+            self.lo,
+            self.hi,
+            self.descending,
+            PAGE,
+            &mut out,
+        )?;
+        if out.len() < PAGE {
+            self.done = true;
+        }
+        if let Some((ts, _)) = out.last() {
+            if self.descending {
+                self.hi = *ts;
+            } else {
+                self.lo = ts.saturating_add(1);
+            }
+        }
+        self.page.extend(
+            out.into_iter()
+                .filter(|(_, v)| self.filters.iter().all(|f| f.matches(&v.labels))),
+        );
+        Ok(())
+    }
+
+    /// Like `next`, but reads each payload, skipping records removed since they were
+    /// listed: what a reader of a bucket under FIFO eviction wants.
+    pub fn next_record(&mut self) -> Option<Result<Record>> {
+        loop {
+            let item = match self.next()? {
+                Ok(i) => i,
+                Err(e) => return Some(Err(e)),
+            };
+            match item.data() {
+                Ok(data) => {
+                    return Some(Ok(Record {
+                        meta: item.meta,
+                        data,
+                    }))
+                }
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl Iterator for QueryIter {
+    type Item = Result<QueryItem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        while self.page.is_empty() {
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.fill() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let (ts, value) = self.page.pop_front()?;
+        self.left -= 1;
+        Some(Ok(QueryItem {
+            meta: meta_of(ts, &value),
+            entry: self.entry.clone(),
+            value,
+            bucket: self.bucket.clone(),
+        }))
+    }
+}
