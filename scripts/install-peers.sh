@@ -39,8 +39,17 @@ if [ -x "$bin/reductstore" ] && [ "$(cat "$rs_stamp" 2>/dev/null)" = "$REDUCTSTO
 else
   echo "reductstore $REDUCTSTORE_VERSION: cargo install (this takes several minutes the first time)"
   # A target dir of its own keeps the peer's build out of the project's target/.
-  CARGO_TARGET_DIR="$peers/target" cargo install reductstore --version "$REDUCTSTORE_VERSION" \
-    --no-default-features --features fs-backend --locked --root "$peers"
+  # --locked first: the crate's own lock file is what its authors tested. A registry mirror
+  # may lack a version that lock pins (a yanked or not yet mirrored crate): then resolve
+  # afresh within the semver ranges of its Cargo.toml, and say so.
+  rs_install() {
+    CARGO_TARGET_DIR="$peers/target" cargo install reductstore --version "$REDUCTSTORE_VERSION" \
+      --no-default-features --features fs-backend --root "$peers" "$@"
+  }
+  if ! rs_install --locked; then
+    echo "reductstore: its Cargo.lock does not resolve against this registry; retrying without --locked" >&2
+    rs_install
+  fi
   echo "$REDUCTSTORE_VERSION" >"$rs_stamp"
   rm -rf "$peers/target"
 fi

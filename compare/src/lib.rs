@@ -1,14 +1,236 @@
 //! `tsblob bench`: replays one seeded workload against tsblob, MinIO and ReductStore.
+//!
+//! Code map: [`workload`] is the seeded plan (what exists, with which bytes); [`targets`] holds
+//! one client per system behind the `Target` trait; [`spawn`] starts peers on fresh folders and
+//! stops them whatever happens; [`phases`] drives a target with virtual users; [`runner`] runs
+//! every phase on every target; [`report`] renders the results.
 
-/// Flags of `tsblob bench`.
+pub mod phases;
+pub mod report;
+pub mod runner;
+pub mod spawn;
+pub mod stats;
+pub mod targets;
+pub mod workload;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use crate::targets::TargetKind;
+use crate::workload::{parse_size, Phase, Workload};
+
+/// Flags of `tsblob bench`. Workload flags override the `--workload` file, which overrides the
+/// defaults.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Peers to compare against tsblob, comma separated: minio, reductstore.
     #[arg(long, value_delimiter = ',')]
     pub against: Vec<String>,
+
+    /// Workload file (TOML, or JSON when it ends in .json); see docs/benchmarking.md.
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
+    /// Multiplies every record count (0.01 for a smoke run, 10 for a long one).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Seed of timestamps, labels and payloads.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Record sizes, comma separated (1KB, 10KB, 100KB, 1MB, 10MB by default).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<String>,
+    /// Records per size (default: 10,000 up to 100 KB, 300 MB worth above).
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Payload bytes per size instead of a record count (e.g. 200MB).
+    #[arg(long)]
+    pub bytes_per_size: Option<String>,
+    /// Entries per size.
+    #[arg(long)]
+    pub entries: Option<u32>,
+    /// Virtual users (requests in flight); connection pools are sized to it.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Records per batch request.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Labels per record.
+    #[arg(long)]
+    pub labels: Option<u32>,
+    /// Point reads per size (before --scale).
+    #[arg(long)]
+    pub point_reads: Option<u64>,
+    /// Sub-window queries per size.
+    #[arg(long)]
+    pub sub_windows: Option<u32>,
+    /// Phases, comma separated: write-single, write-batch, range-whole, range-sub,
+    /// point-read, fifo. The write phases always run (they load the data the others read).
+    #[arg(long, value_delimiter = ',')]
+    pub phases: Vec<String>,
+    /// Adds the FIFO steady-state phase.
+    #[arg(long)]
+    pub fifo: bool,
+
+    /// Use a running tsblob instead of spawning one.
+    #[arg(long, env = "TSBLOB_BENCH_TSBLOB_URL")]
+    pub tsblob_url: Option<String>,
+    /// tsblob binary to spawn (default: this executable).
+    #[arg(long)]
+    pub tsblob_bin: Option<PathBuf>,
+    /// Use a running MinIO instead of spawning one.
+    #[arg(long)]
+    pub minio_url: Option<String>,
+    /// MinIO access key (for --minio-url).
+    #[arg(long, env = "MINIO_ROOT_USER", default_value = "tsblobbench")]
+    pub minio_access_key: String,
+    /// MinIO secret key (for --minio-url).
+    #[arg(
+        long,
+        env = "MINIO_ROOT_PASSWORD",
+        default_value = "tsblobbench-secret",
+        hide_env_values = true
+    )]
+    pub minio_secret_key: String,
+    /// MinIO binary to spawn (default: PATH, then ~/.cache/tsblob/peers/bin).
+    #[arg(long)]
+    pub minio_bin: Option<PathBuf>,
+    /// Use a running ReductStore instead of spawning one.
+    #[arg(long)]
+    pub reductstore_url: Option<String>,
+    /// ReductStore API token (for --reductstore-url with auth on).
+    #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
+    pub reductstore_token: Option<String>,
+    /// ReductStore binary to spawn (default: PATH, then ~/.cache/tsblob/peers/bin).
+    #[arg(long)]
+    pub reductstore_bin: Option<PathBuf>,
+
+    /// Folder under which spawned targets get their data folders (one disk for all).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Keep the spawned targets' data folders and logs.
+    #[arg(long)]
+    pub keep_data: bool,
+
+    /// Write the report as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the report as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write the report as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write the throughput chart as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub chart: Option<PathBuf>,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
-/// Runs the comparison and prints the report.
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("comparison mode is not built yet (asked for {:?})", args.against)
+impl BenchArgs {
+    /// The workload: defaults, then the file, then the flags.
+    pub fn workload(&self) -> Result<Workload> {
+        let mut w = match &self.workload {
+            Some(path) => Workload::from_file(path)?,
+            None => Workload::default(),
+        };
+        if let Some(v) = self.scale {
+            w.scale = v;
+        }
+        if let Some(v) = self.seed {
+            w.seed = v;
+        }
+        if !self.sizes.is_empty() {
+            w.sizes = self
+                .sizes
+                .iter()
+                .map(|s| parse_size(s))
+                .collect::<Result<_>>()?;
+        }
+        if let Some(v) = self.records {
+            w.records_per_size = Some(v);
+        }
+        if let Some(v) = &self.bytes_per_size {
+            w.bytes_per_size = Some(parse_size(v)?);
+            w.records_per_size = None;
+        }
+        if let Some(v) = self.entries {
+            w.entries = v;
+        }
+        if let Some(v) = self.concurrency {
+            w.concurrency = v;
+        }
+        if let Some(v) = self.batch_size {
+            w.batch_size = v;
+        }
+        if let Some(v) = self.labels {
+            w.labels = v;
+        }
+        if let Some(v) = self.point_reads {
+            w.point_reads = v;
+        }
+        if let Some(v) = self.sub_windows {
+            w.sub_windows = v;
+        }
+        if !self.phases.is_empty() {
+            w.phases = self
+                .phases
+                .iter()
+                .map(|p| Phase::parse(p))
+                .collect::<Result<_>>()?;
+        }
+        if self.fifo && !w.phases.contains(&Phase::Fifo) {
+            w.phases.push(Phase::Fifo);
+        }
+        // The write phases load the data every other phase reads.
+        for p in [Phase::WriteBatch, Phase::WriteSingle] {
+            if !w.phases.contains(&p) {
+                w.phases.insert(0, p);
+            }
+        }
+        w.phases.sort();
+        w.phases.dedup();
+        w.validate()?;
+        Ok(w)
+    }
+
+    /// tsblob, then the peers in the order given, each once.
+    pub fn targets(&self) -> Result<Vec<TargetKind>> {
+        let mut out = vec![TargetKind::Tsblob];
+        for name in &self.against {
+            if name.trim().is_empty() {
+                continue;
+            }
+            let kind = TargetKind::parse_peer(name)?;
+            if !out.contains(&kind) {
+                out.push(kind);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Runs the comparison and prints the report. Ctrl-C (or SIGTERM) stops the spawned targets
+/// and removes their data before returning an error.
+pub async fn run(args: BenchArgs) -> Result<()> {
+    let workload = args.workload()?;
+    let targets = args.targets()?;
+    tokio::select! {
+        result = runner::run(&args, workload, targets) => result,
+        signal = shutdown_signal() => {
+            signal?;
+            bail!("interrupted: spawned targets were stopped and their data removed")
+        }
+    }
+}
+
+async fn shutdown_signal() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("cannot listen for Ctrl-C"),
+        _ = term.recv() => Ok(()),
+    }
 }

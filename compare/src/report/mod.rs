@@ -1,0 +1,343 @@
+//! The report: every (phase, size, target) cell, measured or n/a with a reason, plus disk usage
+//! per size, the targets' versions and client settings, the machine and the workload.
+//!
+//! One model, several renderings: a terminal table, JSON (the model itself), CSV, Markdown and
+//! an SVG chart. The table and the Markdown share the formatting functions below, so a number
+//! printed in one is the same string in the other.
+
+pub mod chart;
+pub mod csv;
+pub mod markdown;
+pub mod table;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::Summary;
+use crate::targets::TargetKind;
+use crate::workload::{Phase, Workload};
+
+/// A target as it was run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TargetInfo {
+    /// Which system.
+    pub kind: TargetKind,
+    /// Server version as reported by the server (or its binary).
+    pub version: String,
+    /// Where it listened.
+    pub url: String,
+    /// Spawned by this run (on a fresh data folder) rather than connected to.
+    pub spawned: bool,
+    /// Client settings.
+    pub client: String,
+}
+
+/// One cell: a phase at one record size on one target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cell {
+    /// Phase.
+    pub phase: Phase,
+    /// Record size in bytes.
+    pub size: u64,
+    /// Target.
+    pub target: TargetKind,
+    /// Measurements; `None` means n/a, with `reason`.
+    pub result: Option<Summary>,
+    /// Why the cell is n/a.
+    pub reason: Option<String>,
+    /// tsblob's records/s divided by this target's (1 for tsblob itself).
+    pub tsblob_speedup: Option<f64>,
+    /// A phase-specific finding (the FIFO quota check).
+    pub note: Option<String>,
+}
+
+impl Cell {
+    /// A measured cell.
+    pub fn measured(phase: Phase, size: u64, target: TargetKind, s: Summary) -> Cell {
+        Cell {
+            phase,
+            size,
+            target,
+            result: Some(s),
+            reason: None,
+            tsblob_speedup: None,
+            note: None,
+        }
+    }
+
+    /// An n/a cell.
+    pub fn na(phase: Phase, size: u64, target: TargetKind, reason: &str) -> Cell {
+        Cell {
+            phase,
+            size,
+            target,
+            result: None,
+            reason: Some(reason.to_string()),
+            tsblob_speedup: None,
+            note: None,
+        }
+    }
+}
+
+/// Disk used per payload byte for one size on one target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DiskCell {
+    /// Record size.
+    pub size: u64,
+    /// Target.
+    pub target: TargetKind,
+    /// Payload bytes written at this size.
+    pub payload_bytes: u64,
+    /// Allocated bytes the target's data folder grew by while writing them.
+    pub disk_bytes: Option<u64>,
+    /// `disk_bytes / payload_bytes`.
+    pub per_payload_byte: Option<f64>,
+    /// Why it was not measured.
+    pub reason: Option<String>,
+}
+
+/// The machine the run was on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Memory in GiB.
+    pub memory_gib: f64,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+impl Machine {
+    /// Reads /proc (Linux); unknown fields stay empty.
+    pub fn detect() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default();
+        let memory_kib: f64 = std::fs::read_to_string("/proc/meminfo")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        Machine {
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(0),
+            cpu_model,
+            memory_gib: (memory_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        }
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    /// `tsblob bench <version>`.
+    pub tool: String,
+    /// Start time, seconds since the Unix epoch.
+    pub started_unix: u64,
+    /// Wall-clock time of the whole run.
+    pub total_seconds: f64,
+    /// Machine.
+    pub machine: Machine,
+    /// The workload as run (counts before scaling, and the scale).
+    pub workload: Workload,
+    /// Targets in run order.
+    pub targets: Vec<TargetInfo>,
+    /// Phase cells.
+    pub cells: Vec<Cell>,
+    /// Disk usage cells.
+    pub disk: Vec<DiskCell>,
+}
+
+impl Report {
+    /// Fills `tsblob_speedup` of every measured cell from tsblob's cell of the same phase and
+    /// size.
+    pub fn compute_ratios(&mut self) {
+        let base: Vec<(Phase, u64, f64)> = self
+            .cells
+            .iter()
+            .filter(|c| c.target == TargetKind::Tsblob)
+            .filter_map(|c| Some((c.phase, c.size, c.result.as_ref()?.records_per_s)))
+            .collect();
+        for cell in &mut self.cells {
+            let Some(r) = &cell.result else { continue };
+            let tsblob = base
+                .iter()
+                .find(|(p, s, _)| *p == cell.phase && *s == cell.size);
+            cell.tsblob_speedup = match tsblob {
+                Some((_, _, t)) if r.records_per_s > 0.0 => Some(t / r.records_per_s),
+                _ => None,
+            };
+        }
+    }
+
+    /// Phases present, in run order.
+    pub fn phases(&self) -> Vec<Phase> {
+        let mut p: Vec<Phase> = self.cells.iter().map(|c| c.phase).collect();
+        p.sort();
+        p.dedup();
+        p
+    }
+}
+
+/// Column headers of a phase table (terminal and Markdown).
+pub const HEADERS: [&str; 14] = [
+    "size",
+    "target",
+    "records",
+    "rec/s",
+    "MB/s",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "TTFB p50 ms",
+    "TTFB p99 ms",
+    "errors",
+    "verified",
+    "tsblob ×",
+    "notes",
+];
+
+/// The strings of one phase-table row, shared by the terminal table and Markdown.
+pub fn row(cell: &Cell) -> Vec<String> {
+    let mut out = vec![
+        crate::workload::format_size(cell.size),
+        cell.target.name().to_string(),
+    ];
+    match &cell.result {
+        Some(r) => {
+            let ttfb = |f: fn(&crate::stats::Percentiles) -> f64| {
+                r.ttfb_ms
+                    .as_ref()
+                    .map_or_else(|| "n/a (write)".to_string(), |t| ms(f(t)))
+            };
+            out.extend([
+                r.records.to_string(),
+                format!("{:.0}", r.records_per_s),
+                format!("{:.1}", r.mb_per_s),
+                ms(r.latency_ms.p50),
+                ms(r.latency_ms.p95),
+                ms(r.latency_ms.p99),
+                ttfb(|t| t.p50),
+                ttfb(|t| t.p99),
+                r.errors.to_string(),
+                r.verified.to_string(),
+                cell.tsblob_speedup
+                    .map_or_else(|| "n/a (no tsblob cell)".to_string(), |x| format!("{x:.2}")),
+            ]);
+            let mut notes = cell.note.clone().unwrap_or_default();
+            if let Some(e) = &r.first_error {
+                if !notes.is_empty() {
+                    notes.push_str("; ");
+                }
+                notes.push_str("first error: ");
+                notes.push_str(&e.chars().take(120).collect::<String>());
+            }
+            out.push(notes);
+        }
+        None => {
+            out.extend(std::iter::repeat_n("n/a".to_string(), 11));
+            out.push(format!(
+                "n/a: {}",
+                cell.reason.as_deref().unwrap_or("not measured")
+            ));
+        }
+    }
+    out
+}
+
+/// Column headers of the disk table.
+pub const DISK_HEADERS: [&str; 6] = [
+    "size",
+    "target",
+    "payload MB",
+    "disk MB",
+    "disk/payload",
+    "notes",
+];
+
+/// The strings of one disk-table row.
+pub fn disk_row(d: &DiskCell) -> Vec<String> {
+    let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+    match (d.disk_bytes, d.per_payload_byte) {
+        (Some(disk), Some(ratio)) => vec![
+            crate::workload::format_size(d.size),
+            d.target.name().to_string(),
+            mb(d.payload_bytes),
+            mb(disk),
+            format!("{ratio:.3}"),
+            String::new(),
+        ],
+        _ => vec![
+            crate::workload::format_size(d.size),
+            d.target.name().to_string(),
+            mb(d.payload_bytes),
+            "n/a".into(),
+            "n/a".into(),
+            format!("n/a: {}", d.reason.as_deref().unwrap_or("not measured")),
+        ],
+    }
+}
+
+fn ms(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+/// The run's header lines: machine, workload and each target's version and client settings.
+pub fn preamble(report: &Report) -> Vec<String> {
+    let m = &report.machine;
+    let w = &report.workload;
+    let mut lines = vec![
+        format!(
+            "{} — {} CPUs ({}), {} GiB RAM, Linux {}; {:.0} s in total",
+            report.tool, m.cpus, m.cpu_model, m.memory_gib, m.kernel, report.total_seconds
+        ),
+        format!(
+            "workload: seed {}, sizes [{}], scale {}, {} entries per size, {} virtual users, \
+             batches of up to {} records / {} bytes, {} labels per record, {:.0}% of records \
+             written singly, {} sub-windows of up to {:.0}%, {} point reads per size",
+            w.seed,
+            w.sizes
+                .iter()
+                .map(|s| crate::workload::format_size(*s))
+                .collect::<Vec<_>>()
+                .join(", "),
+            w.scale,
+            w.entries,
+            w.concurrency,
+            w.batch_size,
+            w.batch_max_bytes,
+            w.labels,
+            w.single_fraction * 100.0,
+            w.sub_windows,
+            w.sub_window_max * 100.0,
+            w.scaled_point_reads()
+        ),
+    ];
+    for t in &report.targets {
+        lines.push(format!(
+            "{} {} at {} ({}): {}",
+            t.kind.name(),
+            t.version,
+            t.url,
+            if t.spawned {
+                "spawned on a fresh data folder"
+            } else {
+                "connected"
+            },
+            t.client
+        ));
+    }
+    lines
+}

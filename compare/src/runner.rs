@@ -1,0 +1,358 @@
+//! Runs every phase on every target, one target at a time (so they never compete for the CPU
+//! or the disk), then writes the report.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use indicatif::{MultiProgress, ProgressDrawTarget};
+
+use crate::phases::{self, Ctx};
+use crate::report::{self, Cell, DiskCell, Machine, Report, TargetInfo};
+use crate::spawn::{disk_usage, find_binary, free_port, Spawned};
+use crate::targets::minio::Minio;
+use crate::targets::reductstore::Reductstore;
+use crate::targets::tsblob::Tsblob;
+use crate::targets::{Target, TargetKind};
+use crate::workload::{Phase, SizePlan, Workload};
+use crate::BenchArgs;
+
+/// How long a spawned target may take to answer its health route.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+const MINIO_USER: &str = "tsblobbench";
+const MINIO_PASSWORD: &str = "tsblobbench-secret";
+
+/// Runs the whole comparison and writes the outputs.
+pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -> Result<()> {
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = match &args.work_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+            d.clone()
+        }
+        None => std::env::temp_dir(),
+    };
+    let run_dir = tempfile::Builder::new()
+        .prefix("tsblob-bench-")
+        .tempdir_in(&base)
+        .with_context(|| format!("cannot create a run folder in {}", base.display()))?;
+    let progress = MultiProgress::new();
+    if args.no_progress {
+        progress.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let workload = Arc::new(workload);
+    // Unique per run: a connected target may already hold buckets of earlier runs.
+    let bucket = format!("tsblob-bench-{started_unix}");
+    let mut report = Report {
+        tool: format!("tsblob bench {}", env!("CARGO_PKG_VERSION")),
+        started_unix,
+        total_seconds: 0.0,
+        machine: Machine::detect(),
+        workload: (*workload).clone(),
+        targets: Vec::new(),
+        cells: Vec::new(),
+        disk: Vec::new(),
+    };
+    for kind in kinds {
+        let dir = run_dir.path().join(kind.name());
+        let c = workload.concurrency;
+        let (info, cells, disk) = match kind {
+            TargetKind::Tsblob => {
+                let (url, spawned) = match &args.tsblob_url {
+                    Some(url) => (url.clone(), None),
+                    None => {
+                        let bin = match &args.tsblob_bin {
+                            Some(b) => b.clone(),
+                            None => std::env::current_exe()
+                                .context("cannot find the tsblob executable")?,
+                        };
+                        let s = spawn_tsblob(&bin, &dir).await?;
+                        (s.url.clone(), Some(s))
+                    }
+                };
+                let target = Arc::new(Tsblob::new(&url, c)?);
+                run_target(target, &url, spawned, &workload, &bucket, &progress).await?
+            }
+            TargetKind::Reductstore => {
+                let (url, spawned, token) = match &args.reductstore_url {
+                    Some(url) => (url.clone(), None, args.reductstore_token.clone()),
+                    None => {
+                        let bin = find_binary("reductstore", args.reductstore_bin.as_deref())?;
+                        let s = spawn_reductstore(&bin, &dir).await?;
+                        (s.url.clone(), Some(s), None)
+                    }
+                };
+                let target = Arc::new(Reductstore::new(&url, token, c)?);
+                run_target(target, &url, spawned, &workload, &bucket, &progress).await?
+            }
+            TargetKind::Minio => {
+                let (url, spawned, version, user, password) = match &args.minio_url {
+                    Some(url) => (
+                        url.clone(),
+                        None,
+                        None,
+                        args.minio_access_key.clone(),
+                        args.minio_secret_key.clone(),
+                    ),
+                    None => {
+                        let bin = find_binary("minio", args.minio_bin.as_deref())?;
+                        let version = minio_version(&bin);
+                        let s = spawn_minio(&bin, &dir).await?;
+                        (
+                            s.url.clone(),
+                            Some(s),
+                            Some(version),
+                            MINIO_USER.into(),
+                            MINIO_PASSWORD.into(),
+                        )
+                    }
+                };
+                let target = Arc::new(Minio::new(&url, &user, &password, c, version));
+                run_target(target, &url, spawned, &workload, &bucket, &progress).await?
+            }
+        };
+        report.targets.push(info);
+        report.cells.extend(cells);
+        report.disk.extend(disk);
+        if !args.keep_data {
+            // Free the disk before the next target writes (the run folder goes at the end).
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    progress.clear().ok();
+    report.total_seconds = started.elapsed().as_secs_f64();
+    report.compute_ratios();
+    println!("{}", report::table::render(&report));
+    write_outputs(args, &report)?;
+    if args.keep_data {
+        let kept = run_dir.keep();
+        eprintln!("data and logs kept in {}", kept.display());
+    }
+    Ok(())
+}
+
+fn write_outputs(args: &BenchArgs, report: &Report) -> Result<()> {
+    let write = |path: &Path, text: String| {
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    if let Some(p) = &args.json {
+        write(p, serde_json::to_string_pretty(report)?)?;
+    }
+    if let Some(p) = &args.csv {
+        write(p, report::csv::render(report))?;
+    }
+    if let Some(p) = &args.markdown {
+        write(p, report::markdown::render(report))?;
+    }
+    if let Some(p) = &args.chart {
+        report::chart::write(report, p)?;
+    }
+    Ok(())
+}
+
+async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let port = free_port()?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg("--data")
+        .arg(&data)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env_remove("TSBLOB_TOKEN");
+    let mut s = Spawned::start("tsblob", cmd, port, data, dir.join("tsblob.log"))?;
+    s.wait_ready("/health", READY_TIMEOUT).await?;
+    Ok(s)
+}
+
+async fn spawn_reductstore(bin: &Path, dir: &Path) -> Result<Spawned> {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let port = free_port()?;
+    let mut cmd = Command::new(bin);
+    // 1.21 refuses to start without a token unless auth is disabled explicitly.
+    cmd.env("RS_DATA_PATH", &data)
+        .env("RS_HOST", "127.0.0.1")
+        .env("RS_PORT", port.to_string())
+        .env("RS_DISABLE_AUTH", "true")
+        .env("RS_LOG_LEVEL", "WARN")
+        .env_remove("RS_API_TOKEN")
+        .env_remove("RS_INIT_API_TOKEN");
+    let mut s = Spawned::start("reductstore", cmd, port, data, dir.join("reductstore.log"))?;
+    s.wait_ready("/api/v1/alive", READY_TIMEOUT).await?;
+    Ok(s)
+}
+
+async fn spawn_minio(bin: &Path, dir: &Path) -> Result<Spawned> {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let port = free_port()?;
+    let console = free_port()?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("server")
+        .arg(&data)
+        .arg("--address")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--console-address")
+        .arg(format!("127.0.0.1:{console}"))
+        .arg("--quiet")
+        .env("MINIO_ROOT_USER", MINIO_USER)
+        .env("MINIO_ROOT_PASSWORD", MINIO_PASSWORD)
+        .env("MINIO_UPDATE", "off")
+        .env("MINIO_BROWSER", "off");
+    let mut s = Spawned::start("minio", cmd, port, data, dir.join("minio.log"))?;
+    s.wait_ready("/minio/health/ready", READY_TIMEOUT).await?;
+    Ok(s)
+}
+
+fn minio_version(bin: &Path) -> String {
+    Command::new(bin)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+type TargetRun = (TargetInfo, Vec<Cell>, Vec<DiskCell>);
+
+/// Every phase, every size, on one target; `spawned` is dropped (stopped) on return.
+async fn run_target<T: Target>(
+    target: Arc<T>,
+    url: &str,
+    spawned: Option<Spawned>,
+    workload: &Arc<Workload>,
+    bucket: &str,
+    progress: &MultiProgress,
+) -> Result<TargetRun> {
+    let kind = target.kind();
+    let info = TargetInfo {
+        kind,
+        version: target
+            .version()
+            .await
+            .with_context(|| format!("{} did not say its version", kind.name()))?,
+        url: url.to_string(),
+        spawned: spawned.is_some(),
+        client: target.client_settings(),
+    };
+    target.create_bucket(bucket, None).await?;
+    let ctx = Ctx {
+        target: Arc::clone(&target),
+        bucket: Arc::from(bucket),
+        workload: Arc::clone(workload),
+        progress: progress.clone(),
+    };
+    let has = |p: Phase| workload.phases.contains(&p);
+    let mut cells = Vec::new();
+    let mut disk = Vec::new();
+    for plan in workload.size_plans() {
+        let plan = Arc::new(plan);
+        let size = plan.size;
+        let before = match &spawned {
+            Some(s) => Some(disk_usage(&s.data_dir)?),
+            None => None,
+        };
+        cells.push(match plan.single {
+            0 => Cell::na(
+                Phase::WriteSingle,
+                size,
+                kind,
+                "single_fraction gives this phase no records",
+            ),
+            _ => Cell::measured(
+                Phase::WriteSingle,
+                size,
+                kind,
+                phases::write_single(&ctx, &plan).await?,
+            ),
+        });
+        let batch = phases::write_batch(&ctx, &plan).await?;
+        cells.push(match (batch, target.batch_support()) {
+            (_, Err(reason)) => Cell::na(Phase::WriteBatch, size, kind, reason),
+            (_, Ok(())) if plan.single == plan.count => Cell::na(
+                Phase::WriteBatch,
+                size,
+                kind,
+                "single_fraction gives this phase no records",
+            ),
+            (Some(s), Ok(())) => Cell::measured(Phase::WriteBatch, size, kind, s),
+            (None, Ok(())) => Cell::na(Phase::WriteBatch, size, kind, "no batch measured"),
+        });
+        disk.push(disk_cell(&spawned, before, &plan, kind)?);
+        if has(Phase::RangeWhole) {
+            let s =
+                phases::range(&ctx, &plan, Phase::RangeWhole, phases::whole_windows(&plan)).await?;
+            cells.push(Cell::measured(Phase::RangeWhole, size, kind, s));
+        }
+        if has(Phase::RangeSub) {
+            let windows = phases::sub_windows(&plan, workload.sub_windows, workload.sub_window_max);
+            let s = phases::range(&ctx, &plan, Phase::RangeSub, windows).await?;
+            cells.push(Cell::measured(Phase::RangeSub, size, kind, s));
+        }
+        if has(Phase::PointRead) {
+            cells.push(Cell::measured(
+                Phase::PointRead,
+                size,
+                kind,
+                phases::point_reads(&ctx, &plan).await?,
+            ));
+        }
+    }
+    if has(Phase::Fifo) {
+        let size = workload.fifo.record_size;
+        cells.push(match target.fifo_support() {
+            Err(reason) => Cell::na(Phase::Fifo, size, kind, reason),
+            Ok(()) => {
+                let fifo_bucket = format!("{bucket}-fifo");
+                target.create_bucket(&fifo_bucket, Some(&workload.fifo)).await?;
+                let (s, final_size, held) = phases::fifo(&ctx, &fifo_bucket).await?;
+                let mut cell = Cell::measured(Phase::Fifo, size, kind, s);
+                let limit = workload.fifo.quota_bytes + workload.fifo.block_bytes;
+                cell.note = Some(format!(
+                    "quota {}: bucket holds {:.1} MB after {:.1} MB written (limit quota + one block = {:.1} MB)",
+                    if held { "held" } else { "NOT held" },
+                    final_size as f64 / 1e6,
+                    workload.fifo_bytes() as f64 / 1e6,
+                    limit as f64 / 1e6
+                ));
+                cell
+            }
+        });
+    }
+    drop(spawned);
+    Ok((info, cells, disk))
+}
+
+fn disk_cell(
+    spawned: &Option<Spawned>,
+    before: Option<u64>,
+    plan: &SizePlan,
+    kind: TargetKind,
+) -> Result<DiskCell> {
+    let payload = plan.count * plan.size;
+    let mut cell = DiskCell {
+        size: plan.size,
+        target: kind,
+        payload_bytes: payload,
+        disk_bytes: None,
+        per_payload_byte: None,
+        reason: None,
+    };
+    match (spawned, before) {
+        (Some(s), Some(before)) => {
+            let grown = disk_usage(&s.data_dir)?.saturating_sub(before);
+            cell.disk_bytes = Some(grown);
+            cell.per_payload_byte = Some(grown as f64 / payload.max(1) as f64);
+        }
+        _ => cell.reason = Some("connected by URL: its data folder is not ours to measure".into()),
+    }
+    Ok(cell)
+}
