@@ -26,6 +26,18 @@ const MINIO_PASSWORD: &str = "tsblobbench-secret";
 
 /// Runs the whole comparison and writes the outputs.
 pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -> Result<()> {
+    // Find every binary to spawn before starting anything, so a missing one fails fast.
+    let minio_bin = match (&args.minio_url, kinds.contains(&TargetKind::Minio)) {
+        (None, true) => Some(find_binary("minio", args.minio_bin.as_deref())?),
+        _ => None,
+    };
+    let reductstore_bin = match (
+        &args.reductstore_url,
+        kinds.contains(&TargetKind::Reductstore),
+    ) {
+        (None, true) => Some(find_binary("reductstore", args.reductstore_bin.as_deref())?),
+        _ => None,
+    };
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -79,11 +91,11 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
                 run_target(target, &url, spawned, &workload, &bucket, &progress).await?
             }
             TargetKind::Reductstore => {
-                let (url, spawned, token) = match &args.reductstore_url {
-                    Some(url) => (url.clone(), None, args.reductstore_token.clone()),
-                    None => {
-                        let bin = find_binary("reductstore", args.reductstore_bin.as_deref())?;
-                        let s = spawn_reductstore(&bin, &dir).await?;
+                let (url, spawned, token) = match (&args.reductstore_url, &reductstore_bin) {
+                    (Some(url), _) => (url.clone(), None, args.reductstore_token.clone()),
+                    (None, bin) => {
+                        let bin = bin.as_deref().context("reductstore binary not resolved")?;
+                        let s = spawn_reductstore(bin, &dir).await?;
                         (s.url.clone(), Some(s), None)
                     }
                 };
@@ -91,18 +103,18 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
                 run_target(target, &url, spawned, &workload, &bucket, &progress).await?
             }
             TargetKind::Minio => {
-                let (url, spawned, version, user, password) = match &args.minio_url {
-                    Some(url) => (
+                let (url, spawned, version, user, password) = match (&args.minio_url, &minio_bin) {
+                    (Some(url), _) => (
                         url.clone(),
                         None,
                         None,
                         args.minio_access_key.clone(),
                         args.minio_secret_key.clone(),
                     ),
-                    None => {
-                        let bin = find_binary("minio", args.minio_bin.as_deref())?;
-                        let version = minio_version(&bin);
-                        let s = spawn_minio(&bin, &dir).await?;
+                    (None, bin) => {
+                        let bin = bin.as_deref().context("minio binary not resolved")?;
+                        let version = minio_version(bin);
+                        let s = spawn_minio(bin, &dir).await?;
                         (
                             s.url.clone(),
                             Some(s),
@@ -211,14 +223,28 @@ async fn spawn_minio(bin: &Path, dir: &Path) -> Result<Spawned> {
     Ok(s)
 }
 
+/// `minio --version`, plus the module version `scripts/install-peers.sh` recorded: a binary
+/// built by `go install` reports itself as DEVELOPMENT.GOGET.
 fn minio_version(bin: &Path) -> String {
-    Command::new(bin)
+    let reported = Command::new(bin)
         .arg("--version")
         .output()
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.lines().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".to_string())
+        .unwrap_or_else(|| "unknown".to_string());
+    let stamp = bin
+        .parent()
+        .and_then(Path::parent)
+        .map(|peers| peers.join("minio.version"))
+        .and_then(|p| std::fs::read_to_string(p).ok());
+    match stamp {
+        Some(module) => format!(
+            "{reported}; module github.com/minio/minio@{}",
+            module.trim()
+        ),
+        None => reported,
+    }
 }
 
 type TargetRun = (TargetInfo, Vec<Cell>, Vec<DiskCell>);

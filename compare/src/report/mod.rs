@@ -161,6 +161,11 @@ pub struct Report {
 }
 
 impl Report {
+    /// Parses a report written with `--json`.
+    pub fn from_json(text: &str) -> anyhow::Result<Report> {
+        Ok(serde_json::from_str(text)?)
+    }
+
     /// Fills `tsblob_speedup` of every measured cell from tsblob's cell of the same phase and
     /// size.
     pub fn compute_ratios(&mut self) {
