@@ -1,6 +1,7 @@
 //! The `tsblob` binary: `serve`, the CLI client, and `bench`.
 
 use clap::{Parser, Subcommand};
+use tsblob_server::{cli, config, loadgen, serve};
 
 #[derive(Parser)]
 #[command(name = "tsblob", version, about = "A store for timestamped blobs")]
@@ -11,13 +12,46 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the server (data in ./tsblob-data, listening on 127.0.0.1:8686 by default).
+    Serve(config::ServeArgs),
+    /// Create, list, inspect and remove buckets on a server.
+    Bucket(cli::BucketArgs),
+    /// Write a file as one record.
+    Put(cli::PutArgs),
+    /// Read one record (the latest by default) to a file or stdout.
+    Get(cli::GetArgs),
+    /// Read the records of a time range into a folder or to stdout.
+    Query(cli::QueryArgs),
+    /// Remove a record, a time range or a whole entry.
+    Rm(cli::RmArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
     Bench(tsblob_compare::BenchArgs),
+    /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
+    #[command(hide = true)]
+    Loadgen(loadgen::LoadArgs),
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse().command).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the chain of causes on one line, without a backtrace.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Bucket(args) => cli::bucket(args).await,
+        Command::Put(args) => cli::put(args).await,
+        Command::Get(args) => cli::get(args).await,
+        Command::Query(args) => cli::query(args).await,
+        Command::Rm(args) => cli::rm(args).await,
         Command::Bench(args) => tsblob_compare::run(args).await,
+        Command::Loadgen(args) => loadgen::run(args).await,
     }
 }

@@ -1,0 +1,379 @@
+//! Record transfers of the CLI: `put` streams a file up, `get` streams a record down,
+//! `query` parses the frame stream incrementally (files into a folder, or payloads to
+//! stdout), `rm` removes. Long transfers show progress bars on stderr.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use reqwest::Method;
+use tokio::io::AsyncWriteExt;
+
+use super::client::{seg, Client, ClientArgs};
+use super::human::{format_time, parse_time, size};
+use crate::framing::{Decoder, Event, FrameHead};
+use crate::http::headers::{encode_label_value, LABEL_PREFIX, TS_HEADER};
+
+fn bar(len: Option<u64>) -> ProgressBar {
+    match len {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    }
+}
+
+fn entry_path(bucket: &str, entry: &str) -> String {
+    format!("/api/v1/b/{}/{}", seg(bucket), seg(entry))
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("label {s:?} must be key=value"))
+}
+
+/// A content type from a file name, for the common cases.
+fn guess_content_type(path: &std::path::Path) -> &'static str {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "webp" => "image/webp",
+        "json" => "application/json",
+        "txt" | "log" => "text/plain",
+        "csv" => "text/csv",
+        "mp4" => "video/mp4",
+        "pcd" => "application/x-pcd",
+        _ => "application/octet-stream",
+    }
+}
+
+fn extension_of(content_type: &str) -> &'static str {
+    match content_type {
+        "image/jpeg" => ".jpg",
+        "image/png" => ".png",
+        "image/webp" => ".webp",
+        "application/json" => ".json",
+        "text/plain" => ".txt",
+        "text/csv" => ".csv",
+        "video/mp4" => ".mp4",
+        _ => ".bin",
+    }
+}
+
+/// `tsblob put BUCKET ENTRY FILE`
+#[derive(Debug, clap::Args)]
+pub struct PutArgs {
+    pub bucket: String,
+    pub entry: String,
+    pub file: PathBuf,
+    /// Timestamp (µs, RFC 3339, now, now-5m); default: the server's "now".
+    #[arg(long, value_parser = parse_time)]
+    pub ts: Option<u64>,
+    /// A label key=value (repeatable).
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// Default: guessed from the file name.
+    #[arg(long)]
+    pub content_type: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+pub async fn put(args: PutArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.client)?;
+    let file = tokio::fs::File::open(&args.file)
+        .await
+        .with_context(|| format!("cannot open {}", args.file.display()))?;
+    let len = file.metadata().await?.len();
+    let pb = bar(Some(len));
+    let progress = pb.clone();
+    let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 << 10).inspect(move |r| {
+        if let Ok(b) = r {
+            progress.inc(b.len() as u64);
+        }
+    });
+    let ct = args
+        .content_type
+        .clone()
+        .unwrap_or_else(|| guess_content_type(&args.file).to_string());
+    let mut req = c
+        .request(Method::POST, &entry_path(&args.bucket, &args.entry))
+        .header(reqwest::header::CONTENT_TYPE, ct)
+        .header(reqwest::header::CONTENT_LENGTH, len)
+        .body(reqwest::Body::wrap_stream(stream));
+    if let Some(ts) = args.ts {
+        req = req.query(&[("ts", ts)]);
+    }
+    for (k, v) in &args.labels {
+        req = req.header(format!("{LABEL_PREFIX}{k}"), encode_label_value(v));
+    }
+    let v = c.json(req).await;
+    pb.finish_and_clear();
+    let v = v?;
+    let ts = v["ts"].as_u64().unwrap_or(0);
+    println!(
+        "{}/{} @ {ts} ({}) {}",
+        args.bucket,
+        args.entry,
+        format_time(ts),
+        size(len)
+    );
+    Ok(())
+}
+
+/// `tsblob get BUCKET ENTRY`
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    pub bucket: String,
+    pub entry: String,
+    /// Timestamp of the record; default: the latest.
+    #[arg(long, value_parser = parse_time)]
+    pub ts: Option<u64>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+pub async fn get(args: GetArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.client)?;
+    let mut req = c.request(Method::GET, &entry_path(&args.bucket, &args.entry));
+    if let Some(ts) = args.ts {
+        req = req.query(&[("ts", ts)]);
+    }
+    let resp = c.send(req).await?;
+    let len = resp.content_length();
+    let ts = resp
+        .headers()
+        .get(TS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let mut out: Box<dyn tokio::io::AsyncWrite + Unpin> = match &args.out {
+        Some(p) => Box::new(
+            tokio::fs::File::create(p)
+                .await
+                .with_context(|| format!("cannot create {}", p.display()))?,
+        ),
+        None => Box::new(tokio::io::stdout()),
+    };
+    let pb = if args.out.is_some() {
+        bar(len)
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut body = resp.bytes_stream();
+    let mut got = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.context("the download was cut off")?;
+        got += chunk.len() as u64;
+        pb.inc(chunk.len() as u64);
+        out.write_all(&chunk).await?;
+    }
+    out.flush().await?;
+    pb.finish_and_clear();
+    if let Some(n) = len {
+        if got != n {
+            bail!(
+                "the server announced {n} bytes but sent {got}: the record was not read completely"
+            );
+        }
+    }
+    eprintln!(
+        "{}/{} @ {ts} ({}) {}",
+        args.bucket,
+        args.entry,
+        format_time(ts),
+        size(got)
+    );
+    Ok(())
+}
+
+/// `tsblob query BUCKET ENTRY --start --stop`
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    pub bucket: String,
+    pub entry: String,
+    /// Inclusive start (µs, RFC 3339, now-1h); default: the oldest.
+    #[arg(long, value_parser = parse_time)]
+    pub start: Option<u64>,
+    /// Exclusive stop; default: after the latest.
+    #[arg(long, value_parser = parse_time)]
+    pub stop: Option<u64>,
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Newest first.
+    #[arg(long)]
+    pub desc: bool,
+    /// Only records whose label key equals value (repeatable).
+    #[arg(long = "eq", value_parser = parse_label)]
+    pub eq: Vec<(String, String)>,
+    /// Write one file per record (<ts><ext>) into this folder instead of payloads to stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Print one metadata line per record instead of payloads.
+    #[arg(long)]
+    pub list: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.client)?;
+    let mut params: Vec<(String, String)> = Vec::new();
+    if let Some(s) = args.start {
+        params.push(("start".into(), s.to_string()));
+    }
+    if let Some(s) = args.stop {
+        params.push(("stop".into(), s.to_string()));
+    }
+    if let Some(l) = args.limit {
+        params.push(("limit".into(), l.to_string()));
+    }
+    if args.desc {
+        params.push(("desc".into(), "true".into()));
+    }
+    for (k, v) in &args.eq {
+        params.push((format!("eq.{k}"), v.clone()));
+    }
+    let path = format!("{}/query", entry_path(&args.bucket, &args.entry));
+    let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
+    if let Some(dir) = &args.out {
+        tokio::fs::create_dir_all(dir)
+            .await
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let pb = bar(None);
+    let mut stdout = tokio::io::stdout();
+    let mut file: Option<tokio::fs::File> = None;
+    let mut dec = Decoder::new();
+    let mut buf = BytesMut::new();
+    let mut body = resp.bytes_stream();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let mut end = None;
+    loop {
+        while let Some(ev) = dec.next(&mut buf)? {
+            match ev {
+                Event::Record(h) => {
+                    records += 1;
+                    pb.set_message(format!("{records} records"));
+                    file = open_record_file(&args, &h).await?;
+                }
+                Event::Data(d) => {
+                    bytes += d.len() as u64;
+                    pb.inc(d.len() as u64);
+                    match file.as_mut() {
+                        Some(f) => f.write_all(&d).await?,
+                        None if !args.list => stdout.write_all(&d).await?,
+                        None => {}
+                    }
+                }
+                Event::End(n) => end = Some(n),
+                Event::Error(json) => {
+                    pb.finish_and_clear();
+                    bail!(
+                        "the server stopped the query after {records} records: {}",
+                        String::from_utf8_lossy(&json)
+                    );
+                }
+            }
+        }
+        match body.next().await {
+            Some(chunk) => buf.extend_from_slice(&chunk.context("the query stream was cut off")?),
+            None => break,
+        }
+    }
+    stdout.flush().await?;
+    pb.finish_and_clear();
+    match end {
+        Some(n) if n == records => {
+            eprintln!("{records} records, {}", size(bytes));
+            Ok(())
+        }
+        _ => bail!("the query stream ended without its end frame after {records} records: the result is incomplete"),
+    }
+}
+
+async fn open_record_file(
+    args: &QueryArgs,
+    h: &FrameHead,
+) -> anyhow::Result<Option<tokio::fs::File>> {
+    let labels: Vec<String> = h.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let line = format!(
+        "{} {} {} {} {}",
+        h.ts,
+        format_time(h.ts),
+        size(h.payload_len),
+        h.content_type,
+        labels.join(",")
+    );
+    if args.list {
+        println!("{line}");
+    }
+    match &args.out {
+        Some(dir) => {
+            let p = dir.join(format!("{}{}", h.ts, extension_of(&h.content_type)));
+            let f = tokio::fs::File::create(&p)
+                .await
+                .with_context(|| format!("cannot create {}", p.display()))?;
+            Ok(Some(f))
+        }
+        None => Ok(None),
+    }
+}
+
+/// `tsblob rm BUCKET ENTRY`
+#[derive(Debug, clap::Args)]
+pub struct RmArgs {
+    pub bucket: String,
+    pub entry: String,
+    /// Remove the record at this timestamp.
+    #[arg(long, value_parser = parse_time, conflicts_with_all = ["start", "stop", "all"])]
+    pub ts: Option<u64>,
+    /// Remove records from this time (inclusive) ...
+    #[arg(long, value_parser = parse_time)]
+    pub start: Option<u64>,
+    /// ... to this one (exclusive).
+    #[arg(long, value_parser = parse_time)]
+    pub stop: Option<u64>,
+    /// Remove the whole entry.
+    #[arg(long, conflicts_with_all = ["start", "stop"])]
+    pub all: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.client)?;
+    let path = entry_path(&args.bucket, &args.entry);
+    let mut req = c.request(Method::DELETE, &path);
+    if let Some(ts) = args.ts {
+        req = req.query(&[("ts", ts)]);
+    } else if args.start.is_some() || args.stop.is_some() {
+        let range: Vec<(&str, u64)> = [("start", args.start), ("stop", args.stop)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+        req = req.query(&range);
+    } else if !args.all {
+        bail!("say what to remove: --ts, --start/--stop, or --all for the whole entry");
+    }
+    let v = c.json(req).await?;
+    println!("removed {}", v["removed"]);
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! `tsblob serve` configuration: every flag has a `TSBLOB_*` environment variable, and no
+//! flag is needed at all (data in `./tsblob-data`, listening on `127.0.0.1:8686`).
+//! `docs/operations.md` lists them; keep the two in step.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tsblob_storage::{BucketSettings, Compression, QuotaType, StoreOptions, SyncPolicy};
+
+use crate::http::Limits;
+
+/// Parses a byte size: `1048576`, `64KiB`, `256MiB`, `4GiB`, `1TiB`, or decimal `10MB`, `1GB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size: use e.g. 1048576, 64MiB, 4GiB or 10GB"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?}: use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}): use e.g. 30s, 2m"))
+}
+
+/// Flags of `tsblob serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Data folder (created if missing).
+    #[arg(long, env = "TSBLOB_DATA", default_value = "./tsblob-data")]
+    pub data: PathBuf,
+    /// Address to listen on. Binding beyond loopback without a token prints a warning.
+    #[arg(long, env = "TSBLOB_LISTEN", default_value = "127.0.0.1:8686")]
+    pub listen: SocketAddr,
+    /// When writes reach stable storage: always, periodic, periodic:<N>ms or never.
+    #[arg(long, env = "TSBLOB_SYNC", default_value = "periodic")]
+    pub sync: SyncPolicy,
+    /// Admin token: when set (or once any token is created), every route but /health needs
+    /// `Authorization: Bearer <token>`. Prefer the environment variable (ps shows flags).
+    #[arg(long, env = "TSBLOB_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Log filter: error, warn, info, debug, trace, or a tracing directive.
+    #[arg(long, env = "TSBLOB_LOG", default_value = "info")]
+    pub log: String,
+    /// Largest request body (a single record or a whole batch).
+    #[arg(long, env = "TSBLOB_MAX_BODY", default_value = "4GiB", value_parser = parse_size)]
+    pub max_body: u64,
+    /// Largest record inside a batch (batched records are held in memory until written).
+    #[arg(long, env = "TSBLOB_MAX_BATCH_RECORD", default_value = "64MiB", value_parser = parse_size)]
+    pub max_batch_record: u64,
+    /// A request body that sends nothing for this long is dropped (slow or stuck clients).
+    #[arg(long, env = "TSBLOB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Writes are refused (507 disk_full) when free space would drop below this.
+    #[arg(long, env = "TSBLOB_FREE_SPACE_RESERVE", default_value = "256MiB", value_parser = parse_size)]
+    pub free_space_reserve: u64,
+    /// Size of the LMDB index map (address space, not disk).
+    #[arg(long, env = "TSBLOB_INDEX_MAP_SIZE", default_value = "64GiB", value_parser = parse_size)]
+    pub index_map_size: u64,
+    /// Default quota type of new buckets: none, fifo or hard.
+    #[arg(long, env = "TSBLOB_DEFAULT_QUOTA_TYPE", default_value = "none")]
+    pub default_quota_type: QuotaType,
+    /// Default quota size of new buckets (bytes on disk).
+    #[arg(long, env = "TSBLOB_DEFAULT_QUOTA_SIZE", default_value = "0", value_parser = parse_size)]
+    pub default_quota_size: u64,
+    /// Default block size of new buckets.
+    #[arg(long, env = "TSBLOB_DEFAULT_MAX_BLOCK_SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub default_max_block_size: u64,
+    /// Default records per block of new buckets.
+    #[arg(long, env = "TSBLOB_DEFAULT_MAX_BLOCK_RECORDS", default_value_t = 1 << 20)]
+    pub default_max_block_records: u64,
+    /// Default compression of new buckets: none, zstd or zstd:<1-22>.
+    #[arg(long, env = "TSBLOB_DEFAULT_COMPRESSION", default_value = "none")]
+    pub default_compression: Compression,
+    /// Longest wait for in-flight requests at shutdown before syncing and exiting anyway.
+    #[arg(long, env = "TSBLOB_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+impl ServeArgs {
+    /// Settings of buckets created without explicit ones.
+    pub fn default_bucket(&self) -> Result<BucketSettings, String> {
+        let s = BucketSettings {
+            quota_type: self.default_quota_type,
+            quota_size: self.default_quota_size,
+            max_block_size: self.default_max_block_size,
+            max_block_records: self.default_max_block_records,
+            compression: self.default_compression,
+        };
+        s.validate()
+            .map_err(|e| format!("the --default-* bucket settings are invalid: {e}"))?;
+        Ok(s)
+    }
+
+    pub fn store_options(&self) -> Result<StoreOptions, String> {
+        Ok(StoreOptions {
+            sync: self.sync,
+            map_size: usize::try_from(self.index_map_size)
+                .map_err(|_| "--index-map-size is too large for this machine".to_string())?,
+            free_space_reserve: self.free_space_reserve,
+            default_bucket: self.default_bucket()?,
+        })
+    }
+
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_body: self.max_body,
+            max_batch_record: self.max_batch_record,
+            idle_timeout: self.idle_timeout,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
+        assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999TiB").is_err());
+    }
+
+    #[test]
+    fn no_flag_is_needed() {
+        let t = T::try_parse_from(["t"]).unwrap();
+        assert_eq!(t.serve.listen.to_string(), "127.0.0.1:8686");
+        assert_eq!(t.serve.data, PathBuf::from("./tsblob-data"));
+        assert_eq!(t.serve.sync, SyncPolicy::default());
+        let o = t.serve.store_options().unwrap();
+        assert_eq!(o.default_bucket, BucketSettings::default());
+        let t = T::try_parse_from(["t", "--sync", "always", "--default-compression", "zstd:5"])
+            .unwrap();
+        assert_eq!(t.serve.sync, SyncPolicy::Always);
+        assert_eq!(t.serve.default_compression, Compression::Zstd { level: 5 });
+        assert!(T::try_parse_from(["t", "--default-quota-type", "fifo"])
+            .unwrap()
+            .serve
+            .store_options()
+            .is_err());
+    }
+}

@@ -1,0 +1,416 @@
+//! The record framing of batch writes and query streams (`application/x-tsblob-records`).
+//!
+//! `docs/api.md` draws the frames byte by byte; this module is their only implementation in
+//! Rust, shared by the server (parsing batches, writing query streams), the CLI client and
+//! the load generator. The decoder is incremental: it is fed whatever bytes arrived and
+//! yields events as soon as they are complete, so neither side ever has to hold a whole
+//! body, and a payload is handed out in the pieces it arrived in.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tsblob_storage::{Labels, DEFAULT_CONTENT_TYPE};
+
+/// The media type of framed bodies.
+pub const MEDIA_TYPE: &str = "application/x-tsblob-records";
+/// The timestamp that asks the server to assign "now" in a batch.
+pub const TS_NOW: u64 = u64::MAX;
+
+pub const KIND_END: u8 = 0;
+pub const KIND_RECORD: u8 = 1;
+pub const KIND_ERROR: u8 = 2;
+/// Bytes of the fixed part of a record frame.
+pub const RECORD_HEAD_LEN: usize = 25;
+/// Labels and error documents larger than this are refused: they are metadata, and a
+/// bogus length must not make the decoder wait for (or allocate) gigabytes.
+pub const MAX_META_LEN: usize = 1 << 20;
+
+/// The head of a record frame: everything but the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameHead {
+    pub ts: u64,
+    pub content_type: String,
+    pub labels: Labels,
+    pub payload_len: u64,
+}
+
+/// Appends the head of a record frame; the caller appends `payload_len` bytes after it.
+pub fn put_record_head(
+    out: &mut BytesMut,
+    ts: u64,
+    content_type: &str,
+    labels: &Labels,
+    payload_len: u64,
+) {
+    let ct: &str = if content_type == DEFAULT_CONTENT_TYPE {
+        ""
+    } else {
+        content_type
+    };
+    let labels_len: usize = labels.iter().map(|(k, v)| 4 + k.len() + v.len()).sum();
+    out.reserve(RECORD_HEAD_LEN + ct.len() + labels_len);
+    out.put_u8(KIND_RECORD);
+    out.put_u64_le(ts);
+    out.put_u16_le(ct.len() as u16);
+    out.put_u16_le(labels.len() as u16);
+    out.put_u32_le(labels_len as u32);
+    out.put_u64_le(payload_len);
+    out.put_slice(ct.as_bytes());
+    for (k, v) in labels {
+        out.put_u16_le(k.len() as u16);
+        out.put_slice(k.as_bytes());
+        out.put_u16_le(v.len() as u16);
+        out.put_slice(v.as_bytes());
+    }
+}
+
+/// Appends a whole record frame.
+pub fn put_record(out: &mut BytesMut, ts: u64, content_type: &str, labels: &Labels, data: &[u8]) {
+    put_record_head(out, ts, content_type, labels, data.len() as u64);
+    out.put_slice(data);
+}
+
+/// Appends the end frame that closes a stream of `count` record frames.
+pub fn put_end(out: &mut BytesMut, count: u64) {
+    out.put_u8(KIND_END);
+    out.put_u64_le(count);
+}
+
+/// Appends an error frame carrying an `{"error": {...}}` document.
+pub fn put_error(out: &mut BytesMut, json: &[u8]) {
+    out.put_u8(KIND_ERROR);
+    out.put_u32_le(json.len() as u32);
+    out.put_slice(json);
+}
+
+/// What the decoder found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A record frame begins; `payload_len` bytes of [`Event::Data`] follow.
+    Record(FrameHead),
+    /// A piece of the current record's payload.
+    Data(Bytes),
+    /// The end frame, with the record count it announces.
+    End(u64),
+    /// An error frame with its JSON document.
+    Error(Bytes),
+}
+
+/// A framing violation; the message says where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameError(pub String);
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Head,
+    Payload { remaining: u64 },
+    Done,
+}
+
+/// An incremental decoder. Feed it by appending to a `BytesMut` and call
+/// [`Decoder::next`] until it returns `Ok(None)` (more bytes needed).
+#[derive(Debug)]
+pub struct Decoder {
+    state: State,
+    /// Record frames seen so far (for messages and the end-frame check).
+    records: u64,
+    /// Bytes consumed so far, for error positions.
+    offset: u64,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder::new()
+    }
+}
+
+impl Decoder {
+    pub fn new() -> Decoder {
+        Decoder {
+            state: State::Head,
+            records: 0,
+            offset: 0,
+        }
+    }
+
+    /// Record frames whose head has been decoded.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// True once an end or error frame was decoded.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// True between frames (not inside a payload).
+    pub fn at_frame_boundary(&self) -> bool {
+        !matches!(self.state, State::Payload { .. })
+    }
+
+    fn fail<T>(&self, what: impl std::fmt::Display) -> Result<T, FrameError> {
+        Err(FrameError(format!(
+            "at byte {} (record frame {}): {what}",
+            self.offset,
+            self.records + 1
+        )))
+    }
+
+    /// The next complete event in `buf`, consuming its bytes; `Ok(None)` if more are needed.
+    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, FrameError> {
+        match self.state {
+            State::Done => {
+                if buf.is_empty() {
+                    Ok(None)
+                } else {
+                    self.fail("bytes after the end frame: nothing may follow it")
+                }
+            }
+            State::Payload { remaining } => {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let n = (buf.len() as u64).min(remaining) as usize;
+                let data = buf.split_to(n).freeze();
+                self.offset += n as u64;
+                let left = remaining - n as u64;
+                self.state = if left == 0 {
+                    State::Head
+                } else {
+                    State::Payload { remaining: left }
+                };
+                Ok(Some(Event::Data(data)))
+            }
+            State::Head => self.head(buf),
+        }
+    }
+
+    fn head(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, FrameError> {
+        let Some(&kind) = buf.first() else {
+            return Ok(None);
+        };
+        match kind {
+            KIND_END => {
+                if buf.len() < 9 {
+                    return Ok(None);
+                }
+                buf.advance(1);
+                let count = buf.get_u64_le();
+                self.offset += 9;
+                self.state = State::Done;
+                Ok(Some(Event::End(count)))
+            }
+            KIND_ERROR => {
+                if buf.len() < 5 {
+                    return Ok(None);
+                }
+                let len = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+                if len > MAX_META_LEN {
+                    return self.fail(format!("error frame of {len} bytes is too large"));
+                }
+                if buf.len() < 5 + len {
+                    return Ok(None);
+                }
+                buf.advance(5);
+                let json = buf.split_to(len).freeze();
+                self.offset += 5 + len as u64;
+                self.state = State::Done;
+                Ok(Some(Event::Error(json)))
+            }
+            KIND_RECORD => self.record_head(buf),
+            other => self.fail(format!(
+                "unknown frame kind {other:#04x}: expected 0x01 (record), 0x00 (end) or 0x02 (error)"
+            )),
+        }
+    }
+
+    fn record_head(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, FrameError> {
+        if buf.len() < RECORD_HEAD_LEN {
+            return Ok(None);
+        }
+        let mut fixed = &buf[1..RECORD_HEAD_LEN];
+        let ts = fixed.get_u64_le();
+        let ct_len = fixed.get_u16_le() as usize;
+        let label_count = fixed.get_u16_le() as usize;
+        let labels_len = fixed.get_u32_le() as usize;
+        let payload_len = fixed.get_u64_le();
+        if labels_len > MAX_META_LEN {
+            return self.fail(format!(
+                "labels length {labels_len} is over the {MAX_META_LEN}-byte limit"
+            ));
+        }
+        let total = RECORD_HEAD_LEN + ct_len + labels_len;
+        if buf.len() < total {
+            return Ok(None);
+        }
+        let whole = buf.split_to(total);
+        let ct_bytes = &whole[RECORD_HEAD_LEN..RECORD_HEAD_LEN + ct_len];
+        let content_type = if ct_bytes.is_empty() {
+            DEFAULT_CONTENT_TYPE.to_string()
+        } else if ct_bytes.iter().all(|b| (0x20..0x7f).contains(b)) {
+            String::from_utf8_lossy(ct_bytes).into_owned()
+        } else {
+            return self.fail("content type is not printable ASCII");
+        };
+        let labels = match parse_labels(&whole[RECORD_HEAD_LEN + ct_len..], label_count) {
+            Ok(l) => l,
+            Err(e) => return self.fail(e),
+        };
+        self.offset += total as u64;
+        self.records += 1;
+        self.state = if payload_len == 0 {
+            State::Head
+        } else {
+            State::Payload {
+                remaining: payload_len,
+            }
+        };
+        Ok(Some(Event::Record(FrameHead {
+            ts,
+            content_type,
+            labels,
+            payload_len,
+        })))
+    }
+}
+
+fn parse_labels(mut b: &[u8], count: usize) -> Result<Labels, String> {
+    let mut labels = Labels::new();
+    let text = |b: &mut &[u8], what: &str| -> Result<String, String> {
+        if b.len() < 2 {
+            return Err(format!("labels end inside a {what} length"));
+        }
+        let n = b.get_u16_le() as usize;
+        if b.len() < n {
+            return Err(format!("labels end inside a {what}"));
+        }
+        let s = std::str::from_utf8(&b[..n])
+            .map_err(|_| format!("a label {what} is not UTF-8"))?
+            .to_string();
+        b.advance(n);
+        Ok(s)
+    };
+    for _ in 0..count {
+        let k = text(&mut b, "key")?;
+        let v = text(&mut b, "value")?;
+        labels.insert(k, v);
+    }
+    if !b.is_empty() {
+        return Err(format!(
+            "labels length does not match: {} bytes left after {count} labels",
+            b.len()
+        ));
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Decodes everything, feeding one byte at a time to exercise every partial state.
+    fn decode_bytewise(bytes: &[u8]) -> Result<Vec<Event>, FrameError> {
+        let mut d = Decoder::new();
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for b in bytes {
+            buf.put_u8(*b);
+            while let Some(e) = d.next(&mut buf)? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn round_trip_records_end_and_error() {
+        let mut b = BytesMut::new();
+        put_record(
+            &mut b,
+            7,
+            "image/jpeg",
+            &labels(&[("cam", "front"), ("ü", "é")]),
+            b"abc",
+        );
+        put_record(&mut b, TS_NOW, DEFAULT_CONTENT_TYPE, &Labels::new(), b"");
+        put_end(&mut b, 2);
+        let events = decode_bytewise(&b).unwrap();
+        let mut payload = Vec::new();
+        let mut heads = Vec::new();
+        let mut end = None;
+        for e in events {
+            match e {
+                Event::Record(h) => heads.push(h),
+                Event::Data(d) => payload.extend_from_slice(&d),
+                Event::End(n) => end = Some(n),
+                Event::Error(_) => panic!("no error frame was written"),
+            }
+        }
+        assert_eq!(heads.len(), 2);
+        assert_eq!(heads[0].ts, 7);
+        assert_eq!(heads[0].content_type, "image/jpeg");
+        assert_eq!(heads[0].labels.get("ü").map(String::as_str), Some("é"));
+        assert_eq!(heads[1].ts, TS_NOW);
+        assert_eq!(heads[1].content_type, DEFAULT_CONTENT_TYPE);
+        assert_eq!(payload, b"abc");
+        assert_eq!(end, Some(2));
+
+        let mut e = BytesMut::new();
+        put_error(&mut e, br#"{"error":{"code":"x","message":"y"}}"#);
+        let ev = decode_bytewise(&e).unwrap();
+        assert!(matches!(&ev[0], Event::Error(j) if j.starts_with(b"{\"error\"")));
+    }
+
+    #[test]
+    fn header_layout_matches_the_documented_offsets() {
+        let mut b = BytesMut::new();
+        put_record(&mut b, 0x0102, "a/b", &labels(&[("k", "vv")]), b"xyz");
+        assert_eq!(b[0], 1);
+        assert_eq!(&b[1..9], &0x0102u64.to_le_bytes());
+        assert_eq!(&b[9..11], &3u16.to_le_bytes());
+        assert_eq!(&b[11..13], &1u16.to_le_bytes());
+        assert_eq!(&b[13..17], &(2 + 1 + 2 + 2u32).to_le_bytes());
+        assert_eq!(&b[17..25], &3u64.to_le_bytes());
+        assert_eq!(&b[25..28], b"a/b");
+        assert_eq!(&b[28..35], &[1, 0, b'k', 2, 0, b'v', b'v']);
+        assert_eq!(&b[35..], b"xyz");
+    }
+
+    #[test]
+    fn rejects_garbage_without_panicking() {
+        assert!(decode_bytewise(&[9]).is_err());
+        // labels length disagreeing with the label count
+        let mut b = BytesMut::new();
+        put_record(&mut b, 1, "", &labels(&[("k", "v")]), b"");
+        b[11] = 2; // claims two labels
+        assert!(decode_bytewise(&b).is_err());
+        // absurd labels length
+        let mut b = BytesMut::new();
+        put_record(&mut b, 1, "", &Labels::new(), b"");
+        b[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_bytewise(&b).is_err());
+        // bytes after the end frame
+        let mut b = BytesMut::new();
+        put_end(&mut b, 0);
+        b.put_u8(1);
+        assert!(decode_bytewise(&b).is_err());
+        // control character in the content type
+        let mut b = BytesMut::new();
+        put_record(&mut b, 1, "a\nb", &Labels::new(), b"");
+        assert!(decode_bytewise(&b).is_err());
+    }
+}

@@ -1,0 +1,423 @@
+//! Access tokens: who may call what.
+//!
+//! Tokens live in `<data>/tokens` as SHA-256 hashes (a JSON document written atomically);
+//! a token's value is shown once, when it is created, and never stored or logged. The
+//! admin token given with `--token` is kept in memory only, also as a hash. As soon as any
+//! token exists, every route but `/health` needs `Authorization: Bearer <token>`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::errors::AppError;
+
+/// The name under which the `--token` admin token appears.
+pub const ADMIN_NAME: &str = "admin";
+
+/// A stored token: its permissions and the hash of its value.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoredToken {
+    pub name: String,
+    /// SHA-256 of the token value, lower-case hex.
+    pub sha256: String,
+    pub full_access: bool,
+    /// Bucket names or patterns ending in `*` this token may read.
+    pub read: Vec<String>,
+    /// ... and write.
+    pub write: Vec<String>,
+    /// Creation time, µs since the Unix epoch.
+    pub created: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TokenFile {
+    tokens: Vec<StoredToken>,
+}
+
+/// What the caller of a request may do.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub name: Option<String>,
+    pub full_access: bool,
+    pub read: Vec<String>,
+    pub write: Vec<String>,
+}
+
+fn pattern_matches(pattern: &str, bucket: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => bucket.starts_with(prefix),
+        None => pattern == bucket,
+    }
+}
+
+impl Caller {
+    /// The caller when no token exists: anyone may do anything.
+    pub fn open() -> Caller {
+        Caller {
+            name: None,
+            full_access: true,
+            read: Vec::new(),
+            write: Vec::new(),
+        }
+    }
+
+    pub fn can_read(&self, bucket: &str) -> bool {
+        self.full_access
+            || self.read.iter().any(|p| pattern_matches(p, bucket))
+            || self.can_write_only(bucket)
+    }
+
+    fn can_write_only(&self, bucket: &str) -> bool {
+        self.write.iter().any(|p| pattern_matches(p, bucket))
+    }
+
+    pub fn require_read(&self, bucket: &str) -> Result<(), AppError> {
+        if self.can_read(bucket) {
+            Ok(())
+        } else {
+            Err(self.forbidden(&format!("read bucket {bucket:?}")))
+        }
+    }
+
+    pub fn require_write(&self, bucket: &str) -> Result<(), AppError> {
+        if self.full_access || self.can_write_only(bucket) {
+            Ok(())
+        } else {
+            Err(self.forbidden(&format!("write to bucket {bucket:?}")))
+        }
+    }
+
+    /// Bucket and token management.
+    pub fn require_admin(&self, what: &str) -> Result<(), AppError> {
+        if self.full_access {
+            Ok(())
+        } else {
+            Err(self.forbidden(what))
+        }
+    }
+
+    fn forbidden(&self, what: &str) -> AppError {
+        AppError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "token {:?} may not {what}: ask an administrator for a token with that permission",
+                self.name.as_deref().unwrap_or("")
+            ),
+        )
+    }
+}
+
+/// Generates a fresh token value: `tsb_` and 64 hex digits (256 random bits).
+pub fn generate_value() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!("tsb_{}", hex(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+pub fn hash_value(value: &str) -> String {
+    hex(&Sha256::digest(value.as_bytes()))
+}
+
+/// The token registry of a server.
+pub struct Auth {
+    path: PathBuf,
+    admin_hash: Option<String>,
+    tokens: RwLock<BTreeMap<String, StoredToken>>,
+    /// hash → name, for the lookup on every request.
+    by_hash: RwLock<HashMap<String, String>>,
+}
+
+impl Auth {
+    /// Loads `<data>/tokens` (if present) and remembers the admin token's hash.
+    pub fn load(data_dir: &Path, admin_token: Option<&str>) -> anyhow::Result<Auth> {
+        let path = data_dir.join("tokens");
+        let file: TokenFile = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "the token file {} does not parse ({e}): fix or remove it",
+                    path.display()
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TokenFile::default(),
+            Err(e) => anyhow::bail!("cannot read the token file {}: {e}", path.display()),
+        };
+        let auth = Auth {
+            path,
+            admin_hash: admin_token.filter(|t| !t.is_empty()).map(hash_value),
+            tokens: RwLock::new(BTreeMap::new()),
+            by_hash: RwLock::new(HashMap::new()),
+        };
+        for t in file.tokens {
+            auth.by_hash
+                .write()
+                .insert(t.sha256.clone(), t.name.clone());
+            auth.tokens.write().insert(t.name.clone(), t);
+        }
+        Ok(auth)
+    }
+
+    /// True when requests need a token.
+    pub fn enabled(&self) -> bool {
+        self.admin_hash.is_some() || !self.tokens.read().is_empty()
+    }
+
+    /// The caller holding `value`, if it is a known token.
+    pub fn authenticate(&self, value: &str) -> Option<Caller> {
+        let hash = hash_value(value);
+        if self.admin_hash.as_deref() == Some(hash.as_str()) {
+            return Some(Caller {
+                name: Some(ADMIN_NAME.into()),
+                ..Caller::open()
+            });
+        }
+        let name = self.by_hash.read().get(&hash)?.clone();
+        let tokens = self.tokens.read();
+        let t = tokens.get(&name)?;
+        Some(Caller {
+            name: Some(t.name.clone()),
+            full_access: t.full_access,
+            read: t.read.clone(),
+            write: t.write.clone(),
+        })
+    }
+
+    pub fn list(&self) -> Vec<StoredToken> {
+        self.tokens.read().values().cloned().collect()
+    }
+
+    /// Creates a token and returns its value (the only time it is seen).
+    pub fn create(
+        &self,
+        name: &str,
+        full_access: bool,
+        read: Vec<String>,
+        write: Vec<String>,
+    ) -> Result<String, AppError> {
+        validate_token_name(name)?;
+        for p in read.iter().chain(write.iter()) {
+            validate_pattern(p)?;
+        }
+        let mut tokens = self.tokens.write();
+        if name == ADMIN_NAME || tokens.contains_key(name) {
+            return Err(AppError::new(
+                StatusCode::CONFLICT,
+                "token_exists",
+                format!(
+                    "a token named {name:?} already exists: pick another name or remove it first"
+                ),
+            ));
+        }
+        let value = generate_value();
+        let t = StoredToken {
+            name: name.to_string(),
+            sha256: hash_value(&value),
+            full_access,
+            read,
+            write,
+            created: tsblob_storage::now_micros(),
+        };
+        let mut next = tokens.clone();
+        next.insert(name.to_string(), t.clone());
+        self.save(&next)?;
+        *tokens = next;
+        self.by_hash.write().insert(t.sha256, t.name);
+        Ok(value)
+    }
+
+    pub fn remove(&self, name: &str) -> Result<(), AppError> {
+        let mut tokens = self.tokens.write();
+        let Some(t) = tokens.get(name).cloned() else {
+            return Err(AppError::new(
+                StatusCode::NOT_FOUND,
+                "token_not_found",
+                format!("there is no stored token named {name:?} (the --token admin token cannot be removed over HTTP)"),
+            ));
+        };
+        let mut next = tokens.clone();
+        next.remove(name);
+        self.save(&next)?;
+        *tokens = next;
+        self.by_hash.write().remove(&t.sha256);
+        Ok(())
+    }
+
+    /// Writes the token file atomically: a temporary file, fsync, rename.
+    fn save(&self, tokens: &BTreeMap<String, StoredToken>) -> Result<(), AppError> {
+        use std::io::Write;
+        let file = TokenFile {
+            tokens: tokens.values().cloned().collect(),
+        };
+        let tmp = self.path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            let json = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&json)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)?;
+            if let Some(dir) = self.path.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        };
+        write().map_err(|e| {
+            AppError::internal(format!(
+                "cannot write the token file {}: {e}",
+                self.path.display()
+            ))
+        })
+    }
+}
+
+fn validate_token_name(name: &str) -> Result<(), AppError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name != "."
+        && name != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_name",
+            format!(
+                "token name {name:?} is not valid: use 1 to 64 letters, digits, '-', '_' or '.'"
+            ),
+        ))
+    }
+}
+
+fn validate_pattern(p: &str) -> Result<(), AppError> {
+    let ok = match p.strip_suffix('*') {
+        // A prefix pattern: the prefix needs only the characters of a bucket name.
+        Some(prefix) => {
+            prefix.len() <= 64
+                && prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        }
+        None => tsblob_storage::validate_bucket_name(p).is_ok(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_name",
+            format!(
+                "bucket pattern {p:?} is not valid: use a bucket name, optionally ending in '*'"
+            ),
+        ))
+    }
+}
+
+/// Middleware: finds the caller of each request, or answers 401.
+pub async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+    if req.uri().path() == "/health" || !auth.enabled() {
+        req.extensions_mut().insert(Caller::open());
+        return next.run(req).await;
+    }
+    let header = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let Some(header) = header else {
+        return unauthorized("this server needs a token: send `Authorization: Bearer <token>`");
+    };
+    let Some(value) = header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+    else {
+        return unauthorized("the Authorization header must be `Bearer <token>`");
+    };
+    match auth.authenticate(value.trim()) {
+        Some(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        None => unauthorized("the token is not valid: check its value, or ask for a new one"),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut r = AppError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    r.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Bearer"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn tokens_are_stored_hashed_and_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = Auth::load(dir.path(), None).unwrap();
+        assert!(!auth.enabled());
+        let value = auth
+            .create("cam-reader", false, vec!["cam-*".into()], vec![])
+            .unwrap();
+        assert!(value.starts_with("tsb_"));
+        let text = std::fs::read_to_string(dir.path().join("tokens")).unwrap();
+        assert!(
+            !text.contains(&value),
+            "the token value must never be stored"
+        );
+        assert!(text.contains(&hash_value(&value)));
+
+        let again = Auth::load(dir.path(), Some("root")).unwrap();
+        let c = again.authenticate(&value).unwrap();
+        assert!(c.can_read("cam-front") && !c.can_read("imu"));
+        assert!(c.require_write("cam-front").is_err());
+        assert!(again.authenticate("root").unwrap().full_access);
+        assert!(again.authenticate("nope").is_none());
+        assert_eq!(
+            again
+                .create("cam-reader", true, vec![], vec![])
+                .unwrap_err()
+                .code,
+            "token_exists"
+        );
+        again.remove("cam-reader").unwrap();
+        assert!(again.authenticate(&value).is_none());
+        assert_eq!(
+            again.remove("cam-reader").unwrap_err().code,
+            "token_not_found"
+        );
+    }
+
+    #[test]
+    fn names_and_patterns_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = Auth::load(dir.path(), None).unwrap();
+        assert!(auth.create("../x", false, vec![], vec![]).is_err());
+        assert!(auth
+            .create("ok", false, vec!["a/b".into()], vec![])
+            .is_err());
+        assert!(auth
+            .create("ok", false, vec!["*".into(), "cams".into()], vec![])
+            .is_ok());
+    }
+}

@@ -1,0 +1,270 @@
+//! Batch writes: record frames parsed as the body streams in, written in chunks of a few
+//! MB with one engine call each, while the next chunk is being parsed.
+//!
+//! A body that breaks the framing is answered 400 `malformed_batch` together with the
+//! results of the chunks already written: records of the chunk being parsed when the fault
+//! was found are not written, so the results list exactly what was kept.
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+use tsblob_storage::{BatchRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
+
+use super::body::{content_length, BodyChunks};
+use super::errors::{blocking, classify, AppError, ErrorBody, ErrorDetail};
+use super::records::Target;
+use crate::framing::{Decoder, Event, FrameHead, TS_NOW};
+
+/// A chunk is written when it holds this many payload bytes ...
+const CHUNK_BYTES: usize = 4 << 20;
+/// ... or this many records.
+const CHUNK_RECORDS: usize = 8192;
+
+/// The fate of one record of a batch.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RecordResult {
+    /// The stored timestamp, or the requested one (null for "now") if it failed.
+    pub ts: Option<u64>,
+    /// 201 when stored, otherwise the status a single write would have had.
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
+/// The answer to a batch.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BatchResult {
+    /// Set when the body itself was at fault (then the status is not 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+    pub written: u64,
+    pub failed: u64,
+    /// One element per record frame handled, in order.
+    pub results: Vec<RecordResult>,
+}
+
+type ChunkOutcome = Vec<RecordResult>;
+
+fn malformed(message: impl std::fmt::Display) -> AppError {
+    AppError::new(
+        StatusCode::BAD_REQUEST,
+        "malformed_batch",
+        format!("the batch body is malformed: {message}; see the framing in docs/api.md"),
+    )
+}
+
+fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
+    RecordResult {
+        ts: None,
+        status: status.as_u16(),
+        error: Some(ErrorDetail {
+            code: code.to_string(),
+            message,
+        }),
+    }
+}
+
+/// Writes one chunk on the blocking pool; the handle yields one result per record.
+fn spawn_chunk(t: &Target, records: Vec<BatchRecord>) -> JoinHandle<ChunkOutcome> {
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
+    tokio::task::spawn_blocking(move || {
+        let asked: Vec<Option<u64>> = records.iter().map(|r| r.meta.ts).collect();
+        match store.write_batch(&bucket, &entry, records) {
+            Ok(results) => results
+                .into_iter()
+                .zip(asked)
+                .map(|(r, ts)| match r {
+                    Ok(ts) => RecordResult {
+                        ts: Some(ts),
+                        status: 201,
+                        error: None,
+                    },
+                    Err(e) => {
+                        let (status, code) = classify(&e);
+                        RecordResult {
+                            ts,
+                            ..detail(status, code, e.to_string())
+                        }
+                    }
+                })
+                .collect(),
+            Err(e) => {
+                // The whole chunk failed: every record in it says why.
+                let (status, code) = classify(&e);
+                let message = e.to_string();
+                asked
+                    .into_iter()
+                    .map(|ts| RecordResult {
+                        ts,
+                        ..detail(status, code, message.clone())
+                    })
+                    .collect()
+            }
+        }
+    })
+}
+
+async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<RecordResult>) {
+    if let Some(h) = handle {
+        match h.await {
+            Ok(mut r) => results.append(&mut r),
+            Err(e) => results.push(detail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("a chunk of the batch failed to run ({e}); its records were not confirmed"),
+            )),
+        }
+    }
+}
+
+/// The record being assembled from its frame head and payload pieces.
+struct Pending {
+    head: FrameHead,
+    data: Vec<u8>,
+}
+
+impl Pending {
+    fn into_record(self) -> BatchRecord {
+        let ct = self.head.content_type;
+        BatchRecord {
+            meta: WriteMeta {
+                ts: (self.head.ts != TS_NOW).then_some(self.head.ts),
+                content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
+                labels: self.head.labels,
+            },
+            data: self.data,
+        }
+    }
+}
+
+/// Writes many records from one framed body; per-record results in the answer.
+#[utoipa::path(post, path = "/api/v1/b/{bucket}/{entry}/batch", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path)),
+    request_body(content = Vec<u8>, content_type = "application/x-tsblob-records",
+        description = "record frames then one end frame (docs/api.md)"),
+    responses((status = 200, body = BatchResult, description = "the body parsed; see each record's status"),
+              (status = 400, body = BatchResult, description = "malformed_batch, with what was kept"),
+              (status = 404, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let (parts, body) = req.into_parts();
+    if let Some((k, _)) = super::params::pairs(parts.uri.query()).first() {
+        return Err(super::params::unknown(k, "no parameters"));
+    }
+    let limits = t.state.limits.clone();
+    if content_length(&parts.headers)?.is_some_and(|n| n > limits.max_body) {
+        return Err(AppError::too_large(limits.max_body));
+    }
+    // An unknown bucket is refused before a byte of the body is read.
+    let (store, bucket) = (t.state.store.clone(), t.bucket.clone());
+    blocking(move || Ok(store.bucket(&bucket).map(|_| ())?)).await?;
+
+    let mut chunks = BodyChunks::new(body, limits.max_body, limits.idle_timeout);
+    let mut dec = Decoder::new();
+    let mut buf = BytesMut::new();
+    let mut current: Option<Pending> = None;
+    let mut chunk: Vec<BatchRecord> = Vec::new();
+    let mut chunk_bytes = 0usize;
+    let mut in_flight: Option<JoinHandle<ChunkOutcome>> = None;
+    let mut results: Vec<RecordResult> = Vec::new();
+    let mut fault: Option<AppError> = None;
+
+    'body: loop {
+        loop {
+            let event = match dec.next(&mut buf) {
+                Ok(Some(e)) => e,
+                Ok(None) => break,
+                Err(e) => {
+                    fault = Some(malformed(e));
+                    break 'body;
+                }
+            };
+            match event {
+                Event::Record(head) => {
+                    if head.payload_len > limits.max_batch_record {
+                        fault = Some(malformed(format!(
+                            "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST",
+                            dec.records(), head.payload_len, limits.max_batch_record
+                        )));
+                        break 'body;
+                    }
+                    let len = head.payload_len as usize;
+                    current = Some(Pending {
+                        head,
+                        data: Vec::with_capacity(len),
+                    });
+                }
+                Event::Data(d) => {
+                    if let Some(p) = current.as_mut() {
+                        p.data.extend_from_slice(&d);
+                    }
+                }
+                Event::End(n) => {
+                    if n != dec.records() {
+                        fault = Some(malformed(format!(
+                            "the end frame announces {n} records but the body has {}: the upload is incomplete or the count is wrong",
+                            dec.records()
+                        )));
+                        break 'body;
+                    }
+                }
+                Event::Error(_) => {
+                    fault = Some(malformed(
+                        "error frames (kind 2) are not allowed in a batch",
+                    ));
+                    break 'body;
+                }
+            }
+            // A record is complete once its payload is; zero-length ones at once.
+            if current
+                .as_ref()
+                .is_some_and(|p| p.data.len() as u64 == p.head.payload_len)
+            {
+                if let Some(p) = current.take() {
+                    chunk_bytes += p.data.len();
+                    chunk.push(p.into_record());
+                }
+                if chunk_bytes >= CHUNK_BYTES || chunk.len() >= CHUNK_RECORDS {
+                    settle(in_flight.take(), &mut results).await;
+                    in_flight = Some(spawn_chunk(&t, std::mem::take(&mut chunk)));
+                    chunk_bytes = 0;
+                }
+            }
+        }
+        match chunks.next().await {
+            Ok(Some(bytes)) => buf.extend_from_slice(&bytes),
+            Ok(None) => {
+                if !dec.is_done() {
+                    fault = Some(malformed(format!(
+                        "the body ended after {} bytes without an end frame: the upload was cut off",
+                        chunks.seen()
+                    )));
+                }
+                break;
+            }
+            Err(e) => {
+                fault = Some(e);
+                break;
+            }
+        }
+    }
+    if fault.is_none() && !chunk.is_empty() {
+        settle(in_flight.take(), &mut results).await;
+        in_flight = Some(spawn_chunk(&t, chunk));
+    }
+    settle(in_flight, &mut results).await;
+
+    let written = results.iter().filter(|r| r.status == 201).count() as u64;
+    let answer = BatchResult {
+        error: fault.as_ref().map(|f| f.body().error),
+        written,
+        failed: results.len() as u64 - written,
+        results,
+    };
+    let status = fault.map_or(StatusCode::OK, |f| f.status);
+    Ok((status, Json(answer)).into_response())
+}

@@ -1,0 +1,282 @@
+//! Buckets: create, read (settings, sizes, entries), list, update, remove; and the
+//! server-wide `/api/v1/info`.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use tsblob_storage::{BucketInfo, BucketSettings, BucketSettingsUpdate, QuotaType};
+
+use super::auth::Caller;
+use super::body::BodyChunks;
+use super::errors::{blocking, AppError, ErrorBody};
+use super::records::EntryJson;
+use super::AppState;
+
+/// A bucket's settings as JSON.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SettingsJson {
+    /// `none`, `fifo` or `hard`.
+    pub quota_type: String,
+    /// Bytes of block files the quota allows.
+    pub quota_size: u64,
+    pub max_block_size: u64,
+    pub max_block_records: u64,
+    /// `none` or `zstd:<level>`.
+    pub compression: String,
+}
+
+impl From<&BucketSettings> for SettingsJson {
+    fn from(s: &BucketSettings) -> Self {
+        SettingsJson {
+            quota_type: s.quota_type.to_string(),
+            quota_size: s.quota_size,
+            max_block_size: s.max_block_size,
+            max_block_records: s.max_block_records,
+            compression: s.compression.to_string(),
+        }
+    }
+}
+
+/// Settings on input: every field optional; absent fields keep their value (or default).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsInput {
+    pub quota_type: Option<String>,
+    pub quota_size: Option<u64>,
+    pub max_block_size: Option<u64>,
+    pub max_block_records: Option<u64>,
+    /// `none`, `zstd` (level 3) or `zstd:<1-22>`.
+    pub compression: Option<String>,
+}
+
+impl SettingsInput {
+    fn parse(body: &[u8]) -> Result<BucketSettingsUpdate, AppError> {
+        let input: SettingsInput = if body.iter().all(u8::is_ascii_whitespace) {
+            SettingsInput::default()
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                AppError::bad_request(format!(
+                    "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression"
+                ))
+            })?
+        };
+        Ok(BucketSettingsUpdate {
+            quota_type: input
+                .quota_type
+                .map(|q| q.parse::<QuotaType>())
+                .transpose()
+                .map_err(AppError::invalid_settings)?,
+            quota_size: input.quota_size,
+            max_block_size: input.max_block_size,
+            max_block_records: input.max_block_records,
+            compression: input
+                .compression
+                .map(|c| c.parse())
+                .transpose()
+                .map_err(AppError::invalid_settings)?,
+        })
+    }
+}
+
+/// Sizes and counts of a bucket.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BucketInfoJson {
+    pub record_count: u64,
+    /// Bytes of block files on disk (what the quota counts; precision one block).
+    pub size: u64,
+    pub block_count: u64,
+    pub entry_count: u64,
+    pub oldest: Option<u64>,
+    pub latest: Option<u64>,
+    /// Blocks removed by the FIFO quota since the server started.
+    pub evicted_blocks: u64,
+    /// `size / quota_size`, or null without a quota.
+    pub quota_used: Option<f64>,
+}
+
+/// A bucket: settings, sizes and (for a single bucket) its entries.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BucketJson {
+    pub name: String,
+    pub settings: SettingsJson,
+    pub info: BucketInfoJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<EntryJson>>,
+}
+
+impl BucketJson {
+    fn new(b: &BucketInfo, entries: Option<Vec<EntryJson>>) -> BucketJson {
+        let quota_used = (b.settings.quota_type != QuotaType::None && b.settings.quota_size > 0)
+            .then(|| b.size as f64 / b.settings.quota_size as f64);
+        BucketJson {
+            name: b.name.clone(),
+            settings: SettingsJson::from(&b.settings),
+            info: BucketInfoJson {
+                record_count: b.record_count,
+                size: b.size,
+                block_count: b.block_count,
+                entry_count: b.entry_count,
+                oldest: b.oldest,
+                latest: b.latest,
+                evicted_blocks: b.evicted_blocks,
+                quota_used,
+            },
+            entries,
+        }
+    }
+}
+
+/// The answer of the bucket list.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BucketList {
+    pub buckets: Vec<BucketJson>,
+}
+
+/// Lists the buckets the caller may read.
+#[utoipa::path(get, path = "/api/v1/b", tag = "buckets",
+    responses((status = 200, body = BucketList)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<BucketList>, AppError> {
+    let store = state.store.clone();
+    let all = blocking(move || Ok(store.list_buckets()?)).await?;
+    Ok(Json(BucketList {
+        buckets: all
+            .iter()
+            .filter(|b| caller.can_read(&b.name))
+            .map(|b| BucketJson::new(b, None))
+            .collect(),
+    }))
+}
+
+async fn bucket_with_entries(state: &AppState, name: String) -> Result<BucketJson, AppError> {
+    let store = state.store.clone();
+    let (info, entries) = blocking(move || {
+        let info = store.bucket(&name)?;
+        let entries = store.list_entries(&name)?;
+        Ok((info, entries))
+    })
+    .await?;
+    Ok(BucketJson::new(
+        &info,
+        Some(entries.into_iter().map(EntryJson::from).collect()),
+    ))
+}
+
+/// Settings, sizes and entries of a bucket.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}", tag = "buckets",
+    params(("bucket" = String, Path)),
+    responses((status = 200, body = BucketJson), (status = 404, body = ErrorBody)))]
+pub async fn get_bucket(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(bucket): Path<String>,
+) -> Result<Json<BucketJson>, AppError> {
+    tsblob_storage::validate_bucket_name(&bucket)?;
+    caller.require_read(&bucket)?;
+    Ok(Json(bucket_with_entries(&state, bucket).await?))
+}
+
+/// Creates a bucket; the body (optional) holds settings, the rest are the server defaults.
+#[utoipa::path(post, path = "/api/v1/b/{bucket}", tag = "buckets",
+    params(("bucket" = String, Path)), request_body = SettingsInput,
+    responses((status = 201, body = BucketJson), (status = 409, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(bucket): Path<String>,
+    body: Body,
+) -> Result<Response, AppError> {
+    tsblob_storage::validate_bucket_name(&bucket)?;
+    caller.require_admin("create buckets")?;
+    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+        .collect(256)
+        .await?;
+    let update = SettingsInput::parse(&body)?;
+    let store = state.store.clone();
+    let settings = store.options().default_bucket.apply(&update);
+    settings.validate().map_err(AppError::invalid_settings)?;
+    let info = blocking(move || Ok(store.create_bucket(&bucket, settings)?)).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(BucketJson::new(&info, Some(Vec::new()))),
+    )
+        .into_response())
+}
+
+/// Changes some settings of a bucket.
+#[utoipa::path(put, path = "/api/v1/b/{bucket}", tag = "buckets",
+    params(("bucket" = String, Path)), request_body = SettingsInput,
+    responses((status = 200, body = BucketJson), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(bucket): Path<String>,
+    body: Body,
+) -> Result<Json<BucketJson>, AppError> {
+    tsblob_storage::validate_bucket_name(&bucket)?;
+    caller.require_admin("change bucket settings")?;
+    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+        .collect(256)
+        .await?;
+    let update = SettingsInput::parse(&body)?;
+    let store = state.store.clone();
+    let name = bucket.clone();
+    blocking(move || Ok(store.update_bucket(&name, &update)?)).await?;
+    Ok(Json(bucket_with_entries(&state, bucket).await?))
+}
+
+/// Removes a bucket and all its data.
+#[utoipa::path(delete, path = "/api/v1/b/{bucket}", tag = "buckets",
+    params(("bucket" = String, Path)),
+    responses((status = 200, body = serde_json::Value, description = "{\"removed\": \"name\"}"),
+              (status = 404, body = ErrorBody)))]
+pub async fn remove(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(bucket): Path<String>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    tsblob_storage::validate_bucket_name(&bucket)?;
+    caller.require_admin("remove buckets")?;
+    let store = state.store.clone();
+    let name = bucket.clone();
+    blocking(move || Ok(store.remove_bucket(&name)?)).await?;
+    Ok(Json(serde_json::json!({"removed": bucket})))
+}
+
+/// Server-wide figures.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ServerInfo {
+    pub version: String,
+    pub uptime_s: u64,
+    pub bucket_count: u64,
+    pub record_count: u64,
+    /// Bytes of block files on disk.
+    pub usage: u64,
+    pub free_bytes: u64,
+    /// The sync policy (`always`, `periodic:<N>ms`, `never`).
+    pub sync: String,
+}
+
+/// Version, uptime, usage and sync policy.
+#[utoipa::path(get, path = "/api/v1/info", tag = "service",
+    responses((status = 200, body = ServerInfo)))]
+pub async fn server_info(State(state): State<AppState>) -> Result<Json<ServerInfo>, AppError> {
+    let store = state.store.clone();
+    let stats = blocking(move || Ok(store.stats())).await?;
+    Ok(Json(ServerInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        uptime_s: state.started.elapsed().as_secs(),
+        bucket_count: stats.bucket_count,
+        record_count: stats.record_count,
+        usage: stats.disk_bytes,
+        free_bytes: stats.free_bytes,
+        sync: state.store.options().sync.to_string(),
+    }))
+}

@@ -1,0 +1,239 @@
+//! The one error type of the HTTP layer: a status, a stable code and a message that says
+//! how to fix the request. Every engine error maps to exactly one (status, code) pair; the
+//! table in `docs/api.md` is this module written out.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use tsblob_storage::{BucketError, Error, NameError, NotFound, WriteError};
+
+/// An error answered to a client as `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone)]
+pub struct AppError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The JSON document of an error.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong: a stable machine-readable `code` and a human `message`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+impl AppError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AppError {
+        AppError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    pub fn invalid_timestamp(message: impl Into<String>) -> AppError {
+        AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_timestamp",
+            message,
+        )
+    }
+    pub fn invalid_label(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_label", message)
+    }
+    pub fn invalid_settings(message: impl Into<String>) -> AppError {
+        AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_settings",
+            message,
+        )
+    }
+    pub fn too_large(limit: u64) -> AppError {
+        AppError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the request body is over the server's limit of {limit} bytes: send less, or start the server with a larger --max-body"
+            ),
+        )
+    }
+    pub fn internal(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message.clone(),
+            },
+        }
+    }
+
+    /// The error document as JSON bytes (for error frames in streams).
+    pub fn json_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.body()).unwrap_or_else(|_| b"{}".to_vec())
+    }
+}
+
+impl std::fmt::Display for AppError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(code = self.code, "{}", self.message);
+        }
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+/// The status and code of an engine error.
+pub fn classify(e: &Error) -> (StatusCode, &'static str) {
+    use StatusCode as S;
+    match e {
+        Error::Name(NameError::BadChar { kind: "label", .. })
+        | Error::Name(NameError::Empty { kind: "label", .. })
+        | Error::Name(NameError::TooLong { kind: "label", .. }) => {
+            (S::UNPROCESSABLE_ENTITY, "invalid_label")
+        }
+        Error::Name(_) => (S::UNPROCESSABLE_ENTITY, "invalid_name"),
+        Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, "bucket_not_found"),
+        Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, "entry_not_found"),
+        Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
+        Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, "bucket_exists"),
+        Error::Bucket(BucketError::InvalidSettings(_)) => {
+            (S::UNPROCESSABLE_ENTITY, "invalid_settings")
+        }
+        Error::Write(w) => match w {
+            WriteError::Conflict { .. } => (S::CONFLICT, "timestamp_exists"),
+            WriteError::InvalidTimestamp { .. } => (S::UNPROCESSABLE_ENTITY, "invalid_timestamp"),
+            WriteError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
+            WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, "disk_full"),
+            WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, "invalid_label"),
+            WriteError::InvalidContentType(_) => (S::UNPROCESSABLE_ENTITY, "invalid_content_type"),
+            WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, "bad_request"),
+        },
+        Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
+        Error::Open(_) | Error::Io { .. } | Error::Index(_) => {
+            (S::INTERNAL_SERVER_ERROR, "internal")
+        }
+    }
+}
+
+impl From<Error> for AppError {
+    fn from(e: Error) -> AppError {
+        let (status, code) = classify(&e);
+        AppError::new(status, code, e.to_string())
+    }
+}
+
+impl From<NameError> for AppError {
+    fn from(e: NameError) -> AppError {
+        AppError::from(Error::Name(e))
+    }
+}
+
+/// Runs blocking engine work on the blocking pool. A panic inside becomes a 500 instead of
+/// taking the connection (or the server) down.
+pub async fn blocking<T, F>(f: F) -> Result<T, AppError>
+where
+    F: FnOnce() -> Result<T, AppError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(AppError::internal(format!(
+            "the storage task failed: {e}; the request was not completed"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_maps_to_its_documented_code() {
+        let cases: Vec<(Error, u16, &str)> = vec![
+            (NotFound::Bucket("b".into()).into(), 404, "bucket_not_found"),
+            (
+                NotFound::Entry {
+                    bucket: "b".into(),
+                    entry: "e".into(),
+                }
+                .into(),
+                404,
+                "entry_not_found",
+            ),
+            (BucketError::Exists("b".into()).into(), 409, "bucket_exists"),
+            (
+                WriteError::Conflict {
+                    bucket: "b".into(),
+                    entry: "e".into(),
+                    ts: 1,
+                }
+                .into(),
+                409,
+                "timestamp_exists",
+            ),
+            (
+                WriteError::QuotaExceeded {
+                    bucket: "b".into(),
+                    quota: 1,
+                    used: 1,
+                    needed: 1,
+                }
+                .into(),
+                507,
+                "quota_exceeded",
+            ),
+            (
+                NameError::DotSegment {
+                    kind: "entry",
+                    name: "..".into(),
+                }
+                .into(),
+                422,
+                "invalid_name",
+            ),
+            (
+                NameError::BadChar {
+                    kind: "label",
+                    name: "A".into(),
+                    ch: 'A',
+                    slash: "",
+                }
+                .into(),
+                422,
+                "invalid_label",
+            ),
+            (Error::Index("x".into()), 500, "internal"),
+        ];
+        for (e, status, code) in cases {
+            let a = AppError::from(e);
+            assert_eq!((a.status.as_u16(), a.code), (status, code), "{}", a.message);
+        }
+    }
+}

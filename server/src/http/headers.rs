@@ -1,0 +1,129 @@
+//! Record metadata in HTTP headers: `Content-Type`, `x-tsblob-ts` and one
+//! `x-tsblob-label-<key>` header per label, values percent-encoded UTF-8.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
+use tsblob_storage::{Labels, RecordMeta, DEFAULT_CONTENT_TYPE};
+
+use super::errors::AppError;
+
+pub const TS_HEADER: &str = "x-tsblob-ts";
+pub const LABEL_PREFIX: &str = "x-tsblob-label-";
+
+/// What is encoded in a label header value: controls, `%`, and the space (which HTTP would
+/// trim at either end). Bytes outside ASCII are always encoded.
+const LABEL_VALUE: &AsciiSet = &CONTROLS.add(b'%').add(b' ');
+
+pub fn encode_label_value(v: &str) -> String {
+    utf8_percent_encode(v, LABEL_VALUE).to_string()
+}
+
+pub fn decode_label_value(key: &str, raw: &[u8]) -> Result<String, AppError> {
+    let text = std::str::from_utf8(raw).map_err(|_| {
+        AppError::invalid_label(format!(
+            "label {key:?}: the header value is not ASCII; percent-encode UTF-8 label values"
+        ))
+    })?;
+    percent_decode_str(text)
+        .decode_utf8()
+        .map(|v| v.into_owned())
+        .map_err(|_| {
+            AppError::invalid_label(format!(
+                "label {key:?}: the percent-decoded value is not valid UTF-8"
+            ))
+        })
+}
+
+/// The labels of a write, from its `x-tsblob-label-*` headers.
+pub fn labels_from(headers: &HeaderMap) -> Result<Labels, AppError> {
+    let mut labels = Labels::new();
+    for (name, value) in headers {
+        if let Some(key) = name.as_str().strip_prefix(LABEL_PREFIX) {
+            tsblob_storage::validate_label_key(key)?;
+            let v = decode_label_value(key, value.as_bytes())?;
+            if labels.insert(key.to_string(), v).is_some() {
+                return Err(AppError::invalid_label(format!(
+                    "label {key:?} is given twice: send each label once"
+                )));
+            }
+        }
+    }
+    Ok(labels)
+}
+
+/// The content type of a write (`None` when absent: the engine's default).
+pub fn content_type_from(headers: &HeaderMap) -> Result<Option<String>, AppError> {
+    match headers.get(axum::http::header::CONTENT_TYPE) {
+        None => Ok(None),
+        Some(v) => {
+            let s = v.to_str().map_err(|_| {
+                AppError::new(
+                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_content_type",
+                    "the Content-Type header is not printable ASCII",
+                )
+            })?;
+            Ok(Some(s.to_string()))
+        }
+    }
+}
+
+/// Puts a record's metadata into response headers (not `Content-Length`: the body says it).
+pub fn put_meta(headers: &mut HeaderMap, meta: &RecordMeta) {
+    let ct = if meta.content_type.is_empty() {
+        DEFAULT_CONTENT_TYPE
+    } else {
+        meta.content_type.as_str()
+    };
+    if let Ok(v) = HeaderValue::from_str(ct) {
+        headers.insert(axum::http::header::CONTENT_TYPE, v);
+    }
+    headers.insert(TS_HEADER, HeaderValue::from(meta.ts));
+    for (k, v) in &meta.labels {
+        let name = HeaderName::try_from(format!("{LABEL_PREFIX}{k}"));
+        let value = HeaderValue::try_from(encode_label_value(v));
+        if let (Ok(name), Ok(value)) = (name, value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn labels_round_trip_through_headers() {
+        let meta = RecordMeta {
+            ts: 42,
+            size: 3,
+            content_type: "image/png".into(),
+            labels: [
+                ("plain".to_string(), "front-1".to_string()),
+                ("fancy".to_string(), " 50% é\n".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let mut h = HeaderMap::new();
+        put_meta(&mut h, &meta);
+        assert_eq!(h.get("x-tsblob-label-plain").unwrap(), "front-1");
+        assert_eq!(
+            h.get("x-tsblob-label-fancy").unwrap(),
+            "%2050%25%20%C3%A9%0A"
+        );
+        assert_eq!(h.get(TS_HEADER).unwrap(), "42");
+        assert_eq!(labels_from(&h).unwrap(), meta.labels);
+    }
+
+    #[test]
+    fn bad_label_headers_are_refused() {
+        let mut h = HeaderMap::new();
+        h.insert("x-tsblob-label-k", HeaderValue::from_static("%FF"));
+        assert_eq!(labels_from(&h).unwrap_err().code, "invalid_label");
+        let mut h = HeaderMap::new();
+        h.insert("x-tsblob-label-a!b", HeaderValue::from_static("v"));
+        assert!(labels_from(&h).is_err());
+    }
+}

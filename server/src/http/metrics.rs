@@ -1,0 +1,229 @@
+//! Prometheus metrics: requests, bytes, latencies (a middleware around every route) and
+//! the store's disk usage, free space and quota evictions (read at scrape time).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use super::errors::{blocking, AppError};
+use super::AppState;
+
+/// Every metric of a server.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    received: IntCounter,
+    sent: IntCounter,
+    /// Bytes of query streams (also counted in `sent`, kept apart for the query rate).
+    pub query_bytes: IntCounter,
+    in_flight: IntGauge,
+    disk_bytes: IntGauge,
+    free_bytes: IntGauge,
+    records: IntGauge,
+    buckets: IntGauge,
+    evicted_blocks: IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> anyhow::Result<Metrics> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("tsblob_http_requests_total", "HTTP requests answered"),
+            &["op", "method", "status"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "tsblob_http_request_duration_seconds",
+                "Time to the response head (streamed bodies continue after it)",
+            )
+            .buckets(vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 5.0, 10.0,
+            ]),
+            &["op"],
+        )?;
+        let c = |n: &str, h: &str| IntCounter::new(n, h);
+        let g = |n: &str, h: &str| IntGauge::new(n, h);
+        let m = Metrics {
+            requests,
+            latency,
+            received: c(
+                "tsblob_http_received_bytes_total",
+                "Request body bytes received",
+            )?,
+            sent: c("tsblob_http_sent_bytes_total", "Response body bytes sent")?,
+            query_bytes: c(
+                "tsblob_query_sent_bytes_total",
+                "Bytes of query streams sent",
+            )?,
+            in_flight: g("tsblob_http_requests_in_flight", "Requests being handled")?,
+            disk_bytes: g("tsblob_disk_usage_bytes", "Bytes of block files on disk")?,
+            free_bytes: g(
+                "tsblob_disk_free_bytes",
+                "Free bytes on the data folder's file system",
+            )?,
+            records: g("tsblob_records", "Records stored")?,
+            buckets: g("tsblob_buckets", "Buckets")?,
+            evicted_blocks: g(
+                "tsblob_quota_evicted_blocks",
+                "Blocks removed by FIFO quotas since the server started",
+            )?,
+            registry,
+        };
+        m.registry.register(Box::new(m.requests.clone()))?;
+        m.registry.register(Box::new(m.latency.clone()))?;
+        for c in [&m.received, &m.sent, &m.query_bytes] {
+            m.registry.register(Box::new(c.clone()))?;
+        }
+        for g in [
+            &m.in_flight,
+            &m.disk_bytes,
+            &m.free_bytes,
+            &m.records,
+            &m.buckets,
+            &m.evicted_blocks,
+        ] {
+            m.registry.register(Box::new(g.clone()))?;
+        }
+        Ok(m)
+    }
+}
+
+/// A low-cardinality name for what a request does (paths carry bucket names).
+fn op_of(method: &Method, path: &str) -> &'static str {
+    let Some(rest) = path.strip_prefix("/api/v1/b") else {
+        return match path {
+            "/health" => "health",
+            "/metrics" => "metrics",
+            p if p.starts_with("/api/v1/tokens") || p == "/api/v1/me" => "tokens",
+            p if p.starts_with("/api/v1/") => "service",
+            _ => "other",
+        };
+    };
+    let segments = rest
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .count();
+    match segments {
+        0 | 1 => "bucket",
+        _ if rest.ends_with("/batch") => "batch",
+        _ if rest.ends_with("/query") => "query",
+        _ if rest.ends_with("/info") => "entry",
+        _ => match *method {
+            Method::POST | Method::PUT => "record_write",
+            Method::GET | Method::HEAD => "record_read",
+            _ => "record_other",
+        },
+    }
+}
+
+/// Middleware: counts and times every request and the bytes of its bodies.
+pub async fn track(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let op = op_of(&method, req.uri().path());
+    let req = req.map(|b| Body::new(Counted::new(b, m.received.clone())));
+    m.in_flight.inc();
+    let resp = next.run(req).await;
+    m.in_flight.dec();
+    m.latency
+        .with_label_values(&[op])
+        .observe(started.elapsed().as_secs_f64());
+    m.requests
+        .with_label_values(&[op, method.as_str(), resp.status().as_str()])
+        .inc();
+    resp.map(|b| Body::new(Counted::new(b, m.sent.clone())))
+}
+
+/// A body that counts its data bytes and, unlike `BodyExt::map_frame`, keeps its size hint
+/// (without it every response would lose its `Content-Length`).
+struct Counted {
+    inner: Body,
+    counter: IntCounter,
+}
+
+impl Counted {
+    fn new(inner: Body, counter: IntCounter) -> Counted {
+        Counted { inner, counter }
+    }
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &polled {
+            if let Some(d) = f.data_ref() {
+                self.counter.inc_by(d.len() as u64);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
+pub async fn scrape(State(state): State<AppState>) -> Result<Response, AppError> {
+    let store = state.store.clone();
+    let stats = blocking(move || Ok(store.stats())).await?;
+    let m = &state.metrics;
+    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    m.disk_bytes.set(clamp(stats.disk_bytes));
+    m.free_bytes.set(clamp(stats.free_bytes));
+    m.records.set(clamp(stats.record_count));
+    m.buckets.set(clamp(stats.bucket_count));
+    m.evicted_blocks.set(clamp(stats.evicted_blocks));
+    let mut out = Vec::new();
+    TextEncoder::new()
+        .encode(&m.registry.gather(), &mut out)
+        .map_err(|e| AppError::internal(format!("encoding metrics failed: {e}")))?;
+    let mut resp = out.into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_have_low_cardinality() {
+        assert_eq!(op_of(&Method::GET, "/api/v1/b"), "bucket");
+        assert_eq!(op_of(&Method::POST, "/api/v1/b/cams"), "bucket");
+        assert_eq!(op_of(&Method::POST, "/api/v1/b/cams/a/b"), "record_write");
+        assert_eq!(op_of(&Method::GET, "/api/v1/b/cams/a/query"), "query");
+        assert_eq!(op_of(&Method::POST, "/api/v1/b/cams/a/batch"), "batch");
+        assert_eq!(op_of(&Method::GET, "/api/v1/tokens/x"), "tokens");
+        assert_eq!(op_of(&Method::GET, "/health"), "health");
+    }
+}

@@ -1,0 +1,228 @@
+//! The HTTP API over the engine (`docs/api.md` is its contract).
+//!
+//! [`app`] builds the whole router from an [`AppState`], so tests drive it with
+//! `tower::ServiceExt::oneshot` and `serve` binds it to a socket. The engine is blocking:
+//! every call into it runs on tokio's blocking pool ([`errors::blocking`]), and payloads
+//! move through bounded channels so that memory stays flat whatever the record size.
+
+pub mod auth;
+pub mod batch;
+pub mod body;
+pub mod buckets;
+pub mod errors;
+pub mod headers;
+pub mod metrics;
+pub mod openapi;
+pub mod params;
+pub mod query;
+pub mod records;
+pub mod tokens;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Request, State};
+use axum::http::Method;
+use axum::middleware;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use tsblob_storage::Store;
+
+pub use errors::AppError;
+
+/// Limits a server enforces on what clients send.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The largest request body (single record or batch), in bytes.
+    pub max_body: u64,
+    /// The largest record inside a batch body (they are held in memory until written).
+    pub max_batch_record: u64,
+    /// The longest a client may leave a request body idle before it is dropped.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body: 4 << 30,
+            max_batch_record: 64 << 20,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub auth: Arc<auth::Auth>,
+    pub metrics: Arc<metrics::Metrics>,
+    pub limits: Arc<Limits>,
+    pub started: Instant,
+}
+
+impl AppState {
+    pub fn new(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<AppState> {
+        Ok(AppState {
+            store,
+            auth: Arc::new(auth),
+            metrics: Arc::new(metrics::Metrics::new()?),
+            limits: Arc::new(limits),
+            started: Instant::now(),
+        })
+    }
+}
+
+/// The whole API as a router.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/api/v1/info", get(buckets::server_info))
+        .route("/api/v1/openapi.json", get(openapi::document))
+        .route("/api/v1/me", get(tokens::me))
+        .route("/api/v1/tokens", get(tokens::list))
+        .route(
+            "/api/v1/tokens/{name}",
+            post(tokens::create).delete(tokens::remove),
+        )
+        .route("/api/v1/b", get(buckets::list))
+        .route(
+            "/api/v1/b/{bucket}",
+            get(buckets::get_bucket)
+                .post(buckets::create)
+                .put(buckets::update)
+                .delete(buckets::remove),
+        )
+        .route(
+            "/api/v1/b/{bucket}/{*rest}",
+            axum::routing::any(entry_route),
+        )
+        .route("/metrics", get(metrics::scrape))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            state.auth.clone(),
+            auth::authenticate,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            metrics::track,
+        ));
+    api.with_state(state)
+}
+
+/// What the path after `/api/v1/b/{bucket}/` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryRoute {
+    Record,
+    Batch,
+    Query,
+    Info,
+}
+
+/// Splits `robot1/lidar/query` into the entry and the route word.
+pub fn split_entry_path(rest: &str) -> (&str, EntryRoute) {
+    for (suffix, route) in [
+        ("batch", EntryRoute::Batch),
+        ("query", EntryRoute::Query),
+        ("info", EntryRoute::Info),
+    ] {
+        if let Some(entry) = rest.strip_suffix(suffix) {
+            if entry.is_empty() {
+                return ("", route);
+            }
+            if let Some(entry) = entry.strip_suffix('/') {
+                return (entry, route);
+            }
+        }
+    }
+    (rest, EntryRoute::Record)
+}
+
+/// Everything under an entry: one route with a wildcard (entry names contain `/`), sent to
+/// its handler by method and by the reserved last segment.
+async fn entry_route(
+    State(state): State<AppState>,
+    Extension(caller): Extension<auth::Caller>,
+    Path((bucket, rest)): Path<(String, String)>,
+    req: Request,
+) -> Result<Response, AppError> {
+    let (entry, route) = split_entry_path(&rest);
+    tsblob_storage::validate_bucket_name(&bucket)?;
+    tsblob_storage::validate_entry_name(entry)?;
+    let (bucket, entry) = (bucket.clone(), entry.to_string());
+    let method = req.method().clone();
+    let target = records::Target {
+        state,
+        caller,
+        bucket,
+        entry,
+    };
+    match (route, method) {
+        (EntryRoute::Record, Method::POST | Method::PUT) => records::write(target, req).await,
+        (EntryRoute::Record, Method::GET) => records::read(target, req, false).await,
+        (EntryRoute::Record, Method::HEAD) => records::read(target, req, true).await,
+        (EntryRoute::Record, Method::PATCH) => records::update_labels(target, req).await,
+        (EntryRoute::Record, Method::DELETE) => records::remove(target, req).await,
+        (EntryRoute::Info, Method::GET) => records::entry_info(target).await,
+        (EntryRoute::Batch, Method::POST | Method::PUT) => batch::write(target, req).await,
+        (EntryRoute::Query, Method::GET) => query::stream(target, req).await,
+        (EntryRoute::Query, Method::DELETE) => query::remove(target, req).await,
+        (route, method) => Err(AppError::new(
+            axum::http::StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{method} is not supported on the {route:?} route: see docs/api.md for the methods of each route"),
+        )),
+    }
+}
+
+/// Health check; never needs a token.
+#[utoipa::path(get, path = "/health", tag = "service",
+    responses((status = 200, description = "The server is up", body = serde_json::Value)))]
+pub async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn not_found(req: Request) -> AppError {
+    AppError::not_found(format!(
+        "no route for {} {}: routes live under /api/v1 (see /api/v1/openapi.json)",
+        req.method(),
+        req.uri().path()
+    ))
+}
+
+async fn method_not_allowed(req: Request) -> AppError {
+    AppError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not supported on {}: see /api/v1/openapi.json for the methods of each route",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_paths_split_on_reserved_words_only() {
+        assert_eq!(split_entry_path("cam"), ("cam", EntryRoute::Record));
+        assert_eq!(
+            split_entry_path("robot1/lidar"),
+            ("robot1/lidar", EntryRoute::Record)
+        );
+        assert_eq!(
+            split_entry_path("robot1/lidar/query"),
+            ("robot1/lidar", EntryRoute::Query)
+        );
+        assert_eq!(split_entry_path("cam/batch"), ("cam", EntryRoute::Batch));
+        assert_eq!(split_entry_path("cam/info"), ("cam", EntryRoute::Info));
+        assert_eq!(split_entry_path("batch"), ("", EntryRoute::Batch));
+        // a segment that merely ends in a route word is part of the name
+        assert_eq!(split_entry_path("myquery"), ("myquery", EntryRoute::Record));
+    }
+}

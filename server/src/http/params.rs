@@ -1,0 +1,127 @@
+//! Query-string parsing: timestamps, flags and the label filters of queries.
+//!
+//! Parameters are parsed by hand (not with serde) so that an unknown parameter is refused
+//! with a message naming it: a misspelt `strat=` must not silently query everything.
+
+use super::errors::AppError;
+
+/// The decoded `key=value` pairs of a query string, in order.
+pub fn pairs(query: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// A timestamp parameter: decimal µs, below `u64::MAX` (which the framing reserves).
+pub fn parse_ts(name: &str, value: &str) -> Result<u64, AppError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AppError::invalid_timestamp(format!(
+            "{name}={value:?} is not a timestamp: give microseconds since the Unix epoch as a non-negative decimal integer"
+        )));
+    }
+    match value.parse::<u64>() {
+        Ok(v) if v < u64::MAX => Ok(v),
+        _ => Err(AppError::invalid_timestamp(format!(
+            "{name}={value} is out of range: timestamps are below 18446744073709551615 µs"
+        ))),
+    }
+}
+
+/// A non-negative integer parameter such as `limit`.
+pub fn parse_u64(name: &str, value: &str) -> Result<u64, AppError> {
+    value.parse::<u64>().map_err(|_| {
+        AppError::bad_request(format!("{name}={value:?} is not a non-negative integer"))
+    })
+}
+
+/// A boolean parameter: `true`/`false`/`1`/`0`.
+pub fn parse_bool(name: &str, value: &str) -> Result<bool, AppError> {
+    match value {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(AppError::bad_request(format!(
+            "{name}={value:?} is not a boolean: use true or false"
+        ))),
+    }
+}
+
+/// Refuses a parameter the route does not know.
+pub fn unknown(name: &str, known: &str) -> AppError {
+    AppError::bad_request(format!(
+        "unknown query parameter {name:?}: this route takes {known}"
+    ))
+}
+
+/// `ts`, `start` and `stop` of the single-record routes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecordParams {
+    pub ts: Option<u64>,
+    pub start: Option<u64>,
+    pub stop: Option<u64>,
+}
+
+impl RecordParams {
+    pub fn parse(query: Option<&str>, allow_range: bool) -> Result<RecordParams, AppError> {
+        let mut p = RecordParams::default();
+        let known = if allow_range {
+            "ts, start and stop"
+        } else {
+            "ts"
+        };
+        for (k, v) in pairs(query) {
+            match k.as_str() {
+                "ts" => p.ts = Some(parse_ts(&k, &v)?),
+                "start" if allow_range => p.start = Some(parse_ts(&k, &v)?),
+                "stop" if allow_range => p.stop = Some(parse_ts(&k, &v)?),
+                _ => return Err(unknown(&k, known)),
+            }
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn timestamps_are_strict() {
+        assert_eq!(parse_ts("ts", "0").unwrap(), 0);
+        assert_eq!(
+            parse_ts("ts", "1700000000000000").unwrap(),
+            1_700_000_000_000_000
+        );
+        for bad in [
+            "",
+            "-1",
+            "1.5",
+            "abc",
+            " 1",
+            "18446744073709551615",
+            "99999999999999999999",
+        ] {
+            let e = parse_ts("ts", bad).unwrap_err();
+            assert_eq!(
+                (e.status.as_u16(), e.code),
+                (422, "invalid_timestamp"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_parameters_are_refused() {
+        assert_eq!(
+            RecordParams::parse(Some("ts=5"), false).unwrap().ts,
+            Some(5)
+        );
+        assert!(RecordParams::parse(Some("start=1"), false).is_err());
+        let p = RecordParams::parse(Some("start=1&stop=9"), true).unwrap();
+        assert_eq!((p.start, p.stop), (Some(1), Some(9)));
+        assert_eq!(
+            RecordParams::parse(Some("strat=1"), true).unwrap_err().code,
+            "bad_request"
+        );
+    }
+}

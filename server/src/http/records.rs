@@ -1,0 +1,323 @@
+//! One record: write (streamed into the engine), read (small ones whole, large ones
+//! streamed), `HEAD`, label updates, removal; and the entry routes (info, remove).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tsblob_storage::{EntryInfo, Labels, RecordMeta, WriteMeta};
+
+use super::auth::Caller;
+use super::body::{channel_body, content_length, BodyChunks};
+use super::errors::{blocking, AppError, ErrorBody};
+use super::headers::{content_type_from, labels_from, put_meta, TS_HEADER};
+use super::params::RecordParams;
+use super::AppState;
+
+/// Bodies up to this size are collected and written with one engine call; larger (or
+/// unannounced) ones are streamed.
+const SMALL_BODY: u64 = 256 << 10;
+/// Records up to this size are read whole; larger ones are streamed in chunks.
+const SMALL_READ: u64 = 1 << 20;
+const READ_CHUNK: usize = 256 << 10;
+
+/// The bucket and entry a request is about, with who asks.
+pub struct Target {
+    pub state: AppState,
+    pub caller: Caller,
+    pub bucket: String,
+    pub entry: String,
+}
+
+/// The answer to a write.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Written {
+    pub ts: u64,
+}
+
+/// A record's metadata as JSON.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RecordMetaJson {
+    pub ts: u64,
+    pub size: u64,
+    pub content_type: String,
+    pub labels: Labels,
+}
+
+impl From<RecordMeta> for RecordMetaJson {
+    fn from(m: RecordMeta) -> Self {
+        RecordMetaJson {
+            ts: m.ts,
+            size: m.size,
+            content_type: m.content_type,
+            labels: m.labels,
+        }
+    }
+}
+
+/// An entry's sizes and counts.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EntryJson {
+    pub name: String,
+    pub record_count: u64,
+    pub size: u64,
+    pub block_count: u64,
+    pub oldest: Option<u64>,
+    pub latest: Option<u64>,
+}
+
+impl From<EntryInfo> for EntryJson {
+    fn from(e: EntryInfo) -> Self {
+        EntryJson {
+            name: e.name,
+            record_count: e.record_count,
+            size: e.size,
+            block_count: e.block_count,
+            oldest: e.oldest,
+            latest: e.latest,
+        }
+    }
+}
+
+/// Writes one record; the body is the payload.
+#[utoipa::path(post, path = "/api/v1/b/{bucket}/{entry}", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path, description = "may contain '/'"),
+           ("ts" = Option<u64>, Query, description = "µs since the Unix epoch; default: now")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream",
+        description = "the payload; Content-Type is stored; labels as x-tsblob-label-<key> headers"),
+    responses((status = 201, body = Written), (status = 409, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
+              (status = 422, body = ErrorBody), (status = 507, body = ErrorBody)))]
+pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let (parts, body) = req.into_parts();
+    let params = RecordParams::parse(parts.uri.query(), false)?;
+    let meta = WriteMeta {
+        ts: params.ts,
+        content_type: content_type_from(&parts.headers)?,
+        labels: labels_from(&parts.headers)?,
+    };
+    let len = content_length(&parts.headers)?;
+    let limits = t.state.limits.clone();
+    if let Some(n) = len {
+        if n > limits.max_body {
+            return Err(AppError::too_large(limits.max_body));
+        }
+    }
+    let chunks = BodyChunks::new(body, limits.max_body, limits.idle_timeout);
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let ts = match len {
+        Some(n) if n <= SMALL_BODY => {
+            let data = chunks.collect(n as usize).await?;
+            blocking(move || Ok(store.write(&bucket, &entry, &meta, &data)?)).await?
+        }
+        _ => {
+            let (reader, why) = chunks.into_reader();
+            let result = blocking(move || {
+                let mut sync = tokio_util::io::SyncIoBridge::new(reader);
+                Ok(store.write_stream(&bucket, &entry, &meta, &mut sync, len)?)
+            })
+            .await;
+            // The engine saw an I/O error; the real cause (limit, stall) is in `why`.
+            let cause = why.lock().take();
+            match (result, cause) {
+                (Err(_), Some(cause)) => return Err(cause),
+                (r, _) => r?,
+            }
+        }
+    };
+    let mut resp = (StatusCode::CREATED, Json(Written { ts })).into_response();
+    resp.headers_mut().insert(TS_HEADER, HeaderValue::from(ts));
+    Ok(resp)
+}
+
+enum Opened {
+    Whole(RecordMeta, Vec<u8>),
+    Stream(RecordMeta, tsblob_storage::RecordReader),
+}
+
+fn read_error(e: std::io::Error) -> AppError {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        AppError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "corrupt_record",
+            e.to_string(),
+        )
+    } else {
+        AppError::internal(format!("reading the record failed: {e}"))
+    }
+}
+
+/// Reads one record (`ts` absent: the latest), or only its metadata for `HEAD`.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}/{entry}", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path),
+           ("ts" = Option<u64>, Query, description = "default: the latest record")),
+    responses((status = 200, description = "the payload; metadata in Content-Type, x-tsblob-ts and x-tsblob-label-* headers",
+               content_type = "application/octet-stream", body = Vec<u8>),
+              (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let params = RecordParams::parse(req.uri().query(), false)?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    if head_only {
+        let meta = blocking(move || Ok(store.head(&bucket, &entry, params.ts)?)).await?;
+        let mut resp = Response::new(Body::empty());
+        put_meta(resp.headers_mut(), &meta);
+        resp.headers_mut().insert(
+            axum::http::header::CONTENT_LENGTH,
+            HeaderValue::from(meta.size),
+        );
+        return Ok(resp);
+    }
+    let opened = blocking(move || {
+        let mut r = store.open_record(&bucket, &entry, params.ts)?;
+        let meta = r.meta().clone();
+        if meta.size <= SMALL_READ {
+            let mut data = Vec::with_capacity(meta.size as usize);
+            r.read_to_end(&mut data).map_err(read_error)?;
+            Ok(Opened::Whole(meta, data))
+        } else {
+            Ok(Opened::Stream(meta, r))
+        }
+    })
+    .await?;
+    let (meta, body) = match opened {
+        Opened::Whole(meta, data) => (meta, Body::from(data)),
+        Opened::Stream(meta, mut reader) => {
+            let (tx, body) = channel_body(4);
+            tokio::task::spawn_blocking(move || loop {
+                let mut buf = vec![0u8; READ_CHUNK];
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                            break; // the client went away
+                        }
+                    }
+                    Err(e) => {
+                        // Headers are gone: all we can do is cut the body short, which
+                        // the client sees as a length mismatch, never as wrong bytes.
+                        tracing::warn!("streaming a record failed: {e}");
+                        let _ = tx.blocking_send(Err(e));
+                        break;
+                    }
+                }
+            });
+            (meta, body)
+        }
+    };
+    let mut resp = Response::new(body);
+    put_meta(resp.headers_mut(), &meta);
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_LENGTH,
+        HeaderValue::from(meta.size),
+    );
+    Ok(resp)
+}
+
+/// The body of a label update: a value sets a label, `null` removes it.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabelUpdate {
+    pub labels: BTreeMap<String, Option<String>>,
+}
+
+/// Sets and removes labels of one record.
+#[utoipa::path(patch, path = "/api/v1/b/{bucket}/{entry}", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path), ("ts" = u64, Query)),
+    request_body = LabelUpdate,
+    responses((status = 200, body = RecordMetaJson), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn update_labels(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let params = RecordParams::parse(req.uri().query(), false)?;
+    let ts = params
+        .ts
+        .ok_or_else(|| AppError::bad_request("PATCH needs ?ts=<µs> naming the record to update"))?;
+    let body = BodyChunks::new(req.into_body(), 1 << 20, t.state.limits.idle_timeout)
+        .collect(1024)
+        .await?;
+    let update: LabelUpdate = serde_json::from_slice(&body).map_err(|e| {
+        AppError::bad_request(format!(
+            "the body must be JSON like {{\"labels\": {{\"key\": \"value\", \"gone\": null}}}}: {e}"
+        ))
+    })?;
+    let mut set = Labels::new();
+    let mut remove = Vec::new();
+    for (k, v) in update.labels {
+        tsblob_storage::validate_label_key(&k)?;
+        match v {
+            Some(v) => {
+                set.insert(k, v);
+            }
+            None => remove.push(k),
+        }
+    }
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let meta =
+        blocking(move || Ok(store.update_labels(&bucket, &entry, ts, &set, &remove)?)).await?;
+    Ok(Json(RecordMetaJson::from(meta)).into_response())
+}
+
+/// Removes one record (`ts`), a time range (`start`, `stop`) or the whole entry.
+#[utoipa::path(delete, path = "/api/v1/b/{bucket}/{entry}", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path), ("ts" = Option<u64>, Query),
+           ("start" = Option<u64>, Query), ("stop" = Option<u64>, Query)),
+    responses((status = 200, body = serde_json::Value, description = "{\"removed\": N} or {\"removed\": \"entry\"}"),
+              (status = 404, body = ErrorBody)))]
+pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let p = RecordParams::parse(req.uri().query(), true)?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    match (p.ts, p.start, p.stop) {
+        (Some(ts), None, None) => {
+            blocking(move || Ok(store.remove_record(&bucket, &entry, ts)?)).await?;
+            Ok(Json(serde_json::json!({"removed": 1})).into_response())
+        }
+        (None, None, None) => {
+            let name = entry.clone();
+            blocking(move || Ok(store.remove_entry(&bucket, &entry)?)).await?;
+            Ok(Json(serde_json::json!({"removed": name})).into_response())
+        }
+        (None, start, stop) => remove_range(store, bucket, entry, start, stop).await,
+        _ => Err(AppError::bad_request(
+            "give either ts (one record) or start/stop (a range), not both",
+        )),
+    }
+}
+
+/// Removes `[start, stop)` (open ends: from the oldest, to the latest).
+pub async fn remove_range(
+    store: tsblob_storage::Store,
+    bucket: String,
+    entry: String,
+    start: Option<u64>,
+    stop: Option<u64>,
+) -> Result<Response, AppError> {
+    let (start, stop) = (start.unwrap_or(0), stop.unwrap_or(u64::MAX));
+    if start > stop {
+        return Err(AppError::invalid_timestamp(format!(
+            "start={start} is after stop={stop}: the range is [start, stop)"
+        )));
+    }
+    let n = blocking(move || Ok(store.remove_range(&bucket, &entry, start, stop)?)).await?;
+    Ok(Json(serde_json::json!({"removed": n})).into_response())
+}
+
+/// Sizes and counts of one entry.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}/{entry}/info", tag = "entries",
+    params(("bucket" = String, Path), ("entry" = String, Path)),
+    responses((status = 200, body = EntryJson), (status = 404, body = ErrorBody)))]
+pub async fn entry_info(t: Target) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let info = blocking(move || Ok(store.entry(&bucket, &entry)?)).await?;
+    Ok(Json(EntryJson::from(info)).into_response())
+}

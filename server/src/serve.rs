@@ -1,0 +1,123 @@
+//! `tsblob serve`: opens the store, binds, serves until SIGINT/SIGTERM, then stops
+//! accepting, lets in-flight requests finish, syncs and exits 0.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+use tsblob_storage::Store;
+
+use crate::config::ServeArgs;
+use crate::http::{self, auth::Auth, AppState};
+
+fn init_logging(filter: &str) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .with_context(|| format!("--log {filter:?} is not a valid log filter"))?;
+    // A second initialisation (tests) is harmless: keep the first.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: no new connections, finishing in-flight requests");
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(&args.log)?;
+    let opts = args.store_options().map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
+    let data = args.data.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&data, opts))
+        .await
+        .context("opening the store panicked")?
+        .with_context(|| format!("cannot open the data folder {}", args.data.display()))?;
+    for event in &store.recovery_report().events {
+        tracing::warn!("recovery: {event}");
+    }
+    let auth = Auth::load(&args.data, args.token.as_deref())?;
+    if !args.listen.ip().is_loopback() && !auth.enabled() {
+        let msg = format!(
+            "listening on {} (beyond this machine) without any token: anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
+            args.listen
+        );
+        tracing::warn!("{msg}");
+        eprintln!("WARNING: {msg}");
+    }
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let state = AppState::new(store.clone(), auth, args.limits())?;
+    let app = http::app(state);
+    println!(
+        "tsblob {} serving {} on http://{addr} (sync {})",
+        env!("CARGO_PKG_VERSION"),
+        args.data.display(),
+        store.options().sync
+    );
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut stop_rx2 = stop_rx.clone();
+    let server = axum::serve(
+        listener.tap_io(|tcp| {
+            // Small records are request/response ping-pong: never wait for Nagle.
+            let _ = tcp.set_nodelay(true);
+        }),
+        app,
+    )
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let grace = args.shutdown_grace;
+    let result = tokio::select! {
+        r = server => r.context("the server failed"),
+        _ = async move {
+            let _ = stop_rx2.wait_for(|s| *s).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
+            Ok(())
+        }
+    };
+    drop(stop_rx);
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || s.sync())
+        .await
+        .context("the final sync panicked")?
+        .context("the final sync failed")?;
+    tracing::info!("synced; bye");
+    // Give a last log line a chance to reach the terminal.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    result
+}
