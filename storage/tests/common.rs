@@ -29,14 +29,15 @@ pub fn meta(ts: u64) -> WriteMeta {
 /// Deterministic payload for (ts, len): a reader can check any record without a copy.
 pub fn payload(ts: u64, len: usize) -> Vec<u8> {
     let mut x = ts.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
 }
 
 pub fn all_ts(store: &Store, bucket: &str, entry: &str, q: &Query) -> Vec<u64> {

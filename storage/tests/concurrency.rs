@@ -1,0 +1,120 @@
+//! Many threads writing and reading the same entry and different ones at once.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tsblob_storage::*;
+
+#[test]
+fn writers_and_readers_on_shared_and_separate_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket(
+        "b",
+        BucketSettings {
+            max_block_size: 64 << 10,
+            ..BucketSettings::default()
+        },
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..6u64)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                // threads 0-2 share "shared", 3-5 have their own entry
+                let entry = if t < 3 {
+                    "shared".to_string()
+                } else {
+                    format!("own{t}")
+                };
+                for i in 0..400u64 {
+                    let ts = i * 10 + t;
+                    if i % 50 == 0 {
+                        let recs = (0..10u64)
+                            .map(|j| BatchRecord {
+                                meta: meta(1_000_000 + t * 100_000 + i * 100 + j),
+                                data: payload(j, 64),
+                            })
+                            .collect();
+                        for r in s.write_batch("b", &entry, recs).unwrap() {
+                            r.unwrap();
+                        }
+                    }
+                    s.write(
+                        "b",
+                        &entry,
+                        &meta(ts),
+                        &payload(ts, 200 + (ts % 700) as usize),
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let s = s.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(iter) = s.query(
+                        "b",
+                        "shared",
+                        &Query {
+                            stop: Some(1_000_000),
+                            ..Query::default()
+                        },
+                    ) else {
+                        continue;
+                    };
+                    for item in iter {
+                        let item = item.unwrap();
+                        let data = item.data().unwrap();
+                        assert_eq!(
+                            data,
+                            payload(item.meta.ts, 200 + (item.meta.ts % 700) as usize)
+                        );
+                        seen += 1;
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert_eq!(
+        s.entry("b", "shared").unwrap().record_count,
+        3 * 400 + 3 * 8 * 10
+    );
+    for t in 3..6 {
+        assert_eq!(
+            s.entry("b", &format!("own{t}")).unwrap().record_count,
+            400 + 80
+        );
+    }
+    let shared = all_ts(
+        &s,
+        "b",
+        "shared",
+        &Query {
+            stop: Some(1_000_000),
+            ..Query::default()
+        },
+    );
+    assert_eq!(
+        shared,
+        (0..1200u64)
+            .map(|i| (i / 3) * 10 + i % 3)
+            .collect::<Vec<_>>()
+    );
+}
