@@ -42,7 +42,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-import httpx
+import urllib.error
+import urllib.request
+
+import aiohttp
 
 import tsblob
 
@@ -96,9 +99,10 @@ def wait_ready(url: str, method: str, proc: subprocess.Popen, log: Path, timeout
         if proc.poll() is not None:
             sys.exit(f"{url}: the server exited with {proc.returncode}; log:\n{log.read_text()[-3000:]}")
         try:
-            if httpx.request(method, url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
+            with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
             pass
         time.sleep(0.1)
     sys.exit(f"{url} did not answer within {timeout} s; log:\n{log.read_text()[-3000:]}")
@@ -298,7 +302,7 @@ def main() -> None:
 
         env: Dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
                                "cpus": os.cpu_count(), "tsblob_sdk": tsblob.__version__,
-                               "httpx": httpx.__version__}
+                               "aiohttp": aiohttp.__version__}
         if ts_url:
             with tsblob.Client(ts_url) as db:
                 info = db.info()
@@ -308,7 +312,8 @@ def main() -> None:
             import reduct
 
             env["reduct_py"] = reduct.__version__
-            env["reductstore"] = httpx.get(rs_url + "/api/v1/info").json().get("version")
+            with urllib.request.urlopen(rs_url + "/api/v1/info", timeout=5) as resp:
+                env["reductstore"] = json.loads(resp.read()).get("version")
         print("settings:", json.dumps(env), flush=True)
 
         results: List[Phase] = []

@@ -17,7 +17,9 @@ import uuid
 from pathlib import Path
 from typing import AsyncIterator, Iterator, List, Optional
 
-import httpx
+import urllib.error
+import urllib.request
+
 import pytest
 
 import tsblob
@@ -79,9 +81,10 @@ class Server:
             if self.proc.poll() is not None:
                 return False
             try:
-                if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
-                    return True
-            except httpx.HTTPError:
+                with urllib.request.urlopen(self.url + "/health", timeout=1.0) as resp:
+                    if resp.status == 200:
+                        return True
+            except (OSError, urllib.error.URLError):
                 pass
             time.sleep(0.05)
         return False

@@ -17,7 +17,7 @@ MB = 1 << 20
 BIG = 200 * MB
 N_RECORDS = 100_000
 # Far below the data moved (200 MB, or 100,000 x 1 KB = 100 MB) yet generous for the pools,
-# buffers and objects httpx keeps.
+# buffers and objects the HTTP layers keep.
 PEAK_LIMIT = 16 * MB
 
 pytestmark = pytest.mark.slow

@@ -1,40 +1,34 @@
-"""The synchronous client, over one ``httpx.Client`` (a keep-alive connection pool).
+"""The synchronous client, over a keep-alive pool of ``http.client`` connections.
 
 Every method maps to one route of ``docs/api.md`` (``write_batch`` to one request per
 server-sized batch). Payloads are never buffered by the SDK beyond what the caller hands it:
 uploads from files and iterators are streamed, ``read_stream`` and queries parse the answer
-as it arrives (see :mod:`tsblob._framing` for the memory bound).
+as it arrives (see :mod:`tsblob._framing` for the memory bound). Why ``http.client`` and not
+httpx: see :mod:`tsblob._http`.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import ssl
 import stat
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
-import httpx
-
 from . import _common as c
-from ._errors import TransportError, TsblobError, error_from_response_body
-from ._framing import EV_CHUNK, EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
-from ._models import (BatchResult, Bucket, EntryInfo, Health, Record, RecordInfo, ServerInfo, Token)
+from ._errors import TsblobError, error_from_response_body
+from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
+from ._http import Response, SyncTransport, iter_response, lower_headers
+from ._models import BatchResult, Bucket, EntryInfo, Health, Record, RecordInfo, ServerInfo, Token
 from ._timestamps import Timestamp
 
 __all__ = ["Client", "QueryIterator"]
 
 Data = Union[bytes, bytearray, memoryview, BinaryIO, Iterable[bytes]]
-
-
-def transport_error(e: httpx.HTTPError) -> TransportError:
-    what = type(e).__name__
-    url = ""
-    try:
-        url = f" ({e.request.method} {e.request.url})"
-    except RuntimeError:  # the exception has no request attached
-        pass
-    return TransportError(f"{what}{url}: {e or 'no detail'}", code="transport")
+_JSON = {"content-type": "application/json"}
 
 
 def file_size(f: Any) -> Optional[int]:
@@ -49,9 +43,9 @@ def file_size(f: Any) -> Optional[int]:
 
 
 def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
-    """(content for httpx, Content-Length or None) for a sync upload."""
+    """(body for the transport, Content-Length or None) for a sync upload."""
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return data, None  # httpx sets the length itself
+        return data, None  # http.client sets the length itself
     if isinstance(data, str):
         raise TypeError("write() takes bytes, a binary file or an iterator of bytes; encode str first "
                         "(e.g. text.encode()) and pass content_type='text/plain; charset=utf-8'")
@@ -61,6 +55,14 @@ def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
     if isinstance(data, Iterable):
         return iter(data), size
     raise TypeError(f"write() cannot send a {type(data).__name__}: give bytes, a binary file or an iterator of bytes")
+
+
+def parse_json(resp: Response) -> Any:
+    try:
+        return json.loads(resp.body)
+    except ValueError:
+        raise TsblobError(f"the server answered {resp.status} with a body that is not JSON: {resp.body[:200]!r}",
+                          code="protocol", status=resp.status) from None
 
 
 class QueryIterator(Iterator[Record]):
@@ -108,7 +110,7 @@ class QueryIterator(Iterator[Record]):
         cm = self._client._stream("GET", self._path, self._params)
         resp = cm.__enter__()
         self._cm = cm
-        self._chunks = resp.iter_bytes()
+        self._chunks = iter_response(resp)
 
     def _event(self) -> Tuple[Any, ...]:
         parser = self._parser
@@ -122,8 +124,6 @@ class QueryIterator(Iterator[Record]):
             except StopIteration:
                 parser.eof()  # raises: the stream stopped before its end frame
                 raise
-            except httpx.HTTPError as e:
-                raise transport_error(e) from e
             parser.feed(data)
 
     def _stream_payload(self) -> Iterator[bytes]:
@@ -165,22 +165,23 @@ class Client:
     """A tsblob client. ``with Client() as db: ...`` closes its connections at the end.
 
     ``url`` is the server's base address, ``token`` a bearer token (needed when the server
-    has tokens), ``timeout`` seconds for connecting and between received bytes.
-    ``eager_limit``: query records up to this many bytes come with ``data`` loaded; larger
-    ones are streamed. ``batch_max_bytes``/``batch_max_records`` size the requests of
-    ``write_batch``. Other keyword arguments go to ``httpx.Client`` (``verify``, ``limits``...).
+    has tokens), ``timeout`` seconds for connecting and for each wait on the socket (not a
+    whole transfer). ``eager_limit``: query records up to this many bytes come with ``data``
+    loaded; larger ones are streamed. ``batch_max_bytes``/``batch_max_records`` size the
+    requests of ``write_batch``. ``pool_size`` idle connections are kept for reuse; the
+    client may be shared by threads. ``ssl_context`` is used for ``https://`` URLs.
     """
 
     def __init__(self, url: str = c.DEFAULT_URL, token: Optional[str] = None,
                  timeout: Optional[float] = c.DEFAULT_TIMEOUT, *, eager_limit: int = c.DEFAULT_EAGER_LIMIT,
                  batch_max_bytes: int = c.DEFAULT_BATCH_BYTES, batch_max_records: int = c.DEFAULT_BATCH_RECORDS,
-                 **httpx_options: Any) -> None:
+                 pool_size: int = 8, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
         self.eager_limit = eager_limit
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_records = batch_max_records
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, **httpx_options)
+        self._t = SyncTransport(self.url, headers, timeout, pool_size, ssl_context)
 
     def __enter__(self) -> "Client":
         return self
@@ -189,44 +190,44 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._t.close()
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, params: Optional[c.Params] = None, *, json: Any = None,
-              content: Any = None, headers: Optional[Dict[str, str]] = None) -> httpx.Response:
-        try:
-            resp = self._http.request(method, path, params=params or None, json=json, content=content,
-                                      headers=headers)
-        except httpx.HTTPError as e:
-            raise transport_error(e) from e
-        if resp.status_code >= 400:
-            raise error_from_response_body(resp.status_code, resp.content)
+    def _send(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
+              content: Any = None, headers: Optional[Dict[str, str]] = None) -> Response:
+        if json_body is not None:
+            content, headers = json.dumps(json_body).encode(), _JSON
+        resp = self._t.request(method, c.target(path, params), content, headers)
+        if resp.status >= 400:
+            raise error_from_response_body(resp.status, resp.body)
         return resp
 
+    def _json(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
+              content: Any = None, headers: Optional[Dict[str, str]] = None) -> Any:
+        return parse_json(self._send(method, path, params, json_body=json_body, content=content, headers=headers))
+
     @contextmanager
-    def _stream(self, method: str, path: str, params: Optional[c.Params] = None) -> Iterator[httpx.Response]:
-        try:
-            with self._http.stream(method, path, params=params or None) as resp:
-                if resp.status_code >= 400:
-                    raise error_from_response_body(resp.status_code, resp.read())
-                yield resp
-        except httpx.HTTPError as e:
-            raise transport_error(e) from e
+    def _stream(self, method: str, path: str, params: Optional[c.Params] = None
+                ) -> Iterator[http.client.HTTPResponse]:
+        with self._t.stream(method, c.target(path, params)) as resp:
+            if resp.status >= 400:
+                raise error_from_response_body(resp.status, resp.read())
+            yield resp
 
     # -- service -------------------------------------------------------------------------
 
     def health(self) -> Health:
         """``GET /health`` (never needs a token)."""
-        d = self._send("GET", "/health").json()
+        d = self._json("GET", "/health")
         return Health(status=str(d.get("status", "")), version=str(d.get("version", "")))
 
     def info(self) -> ServerInfo:
         """Server version, uptime, bucket count, bytes used, sync policy."""
-        return ServerInfo.from_json(self._send("GET", f"{c.API}/info").json())
+        return ServerInfo.from_json(self._json("GET", f"{c.API}/info"))
 
     # -- buckets -------------------------------------------------------------------------
 
@@ -238,7 +239,7 @@ class Client:
         path = c.bucket_path(name)
         body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
         try:
-            return Bucket.from_json(self._send("POST", path, json=body).json())
+            return Bucket.from_json(self._json("POST", path, json_body=body))
         except TsblobError as e:
             if exist_ok and e.code == "bucket_exists":
                 return self.get_bucket(name)
@@ -246,17 +247,17 @@ class Client:
 
     def get_bucket(self, name: str) -> Bucket:
         """A bucket's settings, totals and entries."""
-        return Bucket.from_json(self._send("GET", c.bucket_path(name)).json())
+        return Bucket.from_json(self._json("GET", c.bucket_path(name)))
 
     def list_buckets(self) -> List[Bucket]:
-        return [Bucket.from_json(b) for b in self._send("GET", f"{c.API}/b").json().get("buckets", [])]
+        return [Bucket.from_json(b) for b in self._json("GET", f"{c.API}/b").get("buckets", [])]
 
     def update_bucket(self, name: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
                       max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
                       compression: Optional[str] = None) -> Bucket:
         """Changes the given settings, leaves the others."""
         body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
-        return Bucket.from_json(self._send("PUT", c.bucket_path(name), json=body).json())
+        return Bucket.from_json(self._json("PUT", c.bucket_path(name), json_body=body))
 
     def remove_bucket(self, name: str) -> None:
         """Removes a bucket and every record in it."""
@@ -265,7 +266,7 @@ class Client:
     # -- entries -------------------------------------------------------------------------
 
     def get_entry(self, bucket: str, entry: str) -> EntryInfo:
-        return EntryInfo.from_json(self._send("GET", c.entry_path(bucket, entry) + "/info").json())
+        return EntryInfo.from_json(self._json("GET", c.entry_path(bucket, entry) + "/info"))
 
     def remove_entry(self, bucket: str, entry: str) -> None:
         """Removes an entry and all its records."""
@@ -286,8 +287,7 @@ class Client:
         path = c.entry_path(bucket, entry)
         content, length = prepare_body(data, size)
         headers = c.write_headers(content_type, labels, length)
-        resp = self._send("POST", path, c.ts_params(ts), content=content, headers=headers)
-        return int(resp.json()["ts"])
+        return int(self._json("POST", path, c.ts_params(ts), content=content, headers=headers)["ts"])
 
     def write_batch(self, bucket: str, entry: str, records: Iterable[c.BatchItem]) -> BatchResult:
         """Writes many records, in requests of at most ``batch_max_bytes``/``batch_max_records``.
@@ -302,7 +302,7 @@ class Client:
         result = BatchResult()
         headers = {"content-type": MEDIA_TYPE}
         for body, _count in c.iter_batches(records, self.batch_max_bytes, self.batch_max_records):
-            result._add(self._send("POST", path, content=body, headers=headers).json())
+            result._add(self._json("POST", path, content=body, headers=headers))
         return result
 
     def read(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> Record:
@@ -310,16 +310,15 @@ class Client:
         :meth:`read_stream`."""
         resp = self._send("GET", c.entry_path(bucket, entry), c.ts_params(ts))
         t, ct, labels, _ = c.info_from_headers(resp.headers)
-        data = resp.content
-        return Record(t, ct, labels, len(data), data)
+        return Record(t, ct, labels, len(resp.body), resp.body)
 
     @contextmanager
     def read_stream(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> Iterator[Record]:
         """Opens one record for streaming: ``with db.read_stream(b, e, ts) as rec: for chunk in
         rec.iter_chunks(): ...``. Memory stays at one network chunk whatever the size."""
         with self._stream("GET", c.entry_path(bucket, entry), c.ts_params(ts)) as resp:
-            t, ct, labels, size = c.info_from_headers(resp.headers)
-            yield Record(t, ct, labels, size, None, resp.iter_bytes())
+            t, ct, labels, size = c.info_from_headers(lower_headers(resp))
+            yield Record(t, ct, labels, size, None, iter_response(resp, c.STREAM_CHUNK))
 
     def head(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> RecordInfo:
         """A record's metadata without its payload."""
@@ -343,15 +342,15 @@ class Client:
     def update_labels(self, bucket: str, entry: str, ts: Timestamp,
                       labels: Mapping[str, Optional[str]]) -> RecordInfo:
         """Sets labels of a record; a value of ``None`` removes that label."""
-        resp = self._send("PATCH", c.entry_path(bucket, entry), c.ts_params(ts), json=c.labels_patch(labels))
-        return RecordInfo.from_json(resp.json())
+        doc = self._json("PATCH", c.entry_path(bucket, entry), c.ts_params(ts), json_body=c.labels_patch(labels))
+        return RecordInfo.from_json(doc)
 
     def remove(self, bucket: str, entry: str, ts: Optional[Timestamp] = None, *,
                start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None) -> int:
         """Removes one record (``ts``) or the records with ``start <= ts < stop``; returns how
         many were removed. (The whole entry: :meth:`remove_entry`.)"""
         params = c.range_params(ts, start, stop)
-        return int(self._send("DELETE", c.entry_path(bucket, entry), params).json().get("removed", 0))
+        return int(self._json("DELETE", c.entry_path(bucket, entry), params).get("removed", 0))
 
     # -- tokens --------------------------------------------------------------------------
 
@@ -360,15 +359,15 @@ class Client:
         """Creates an access token and returns its value (shown only this once). Bucket
         names in ``read``/``write`` may end in ``*``."""
         body = {"full_access": full_access, "read": list(read), "write": list(write)}
-        return str(self._send("POST", f"{c.API}/tokens/{quote(name, safe='')}", json=body).json()["value"])
+        return str(self._json("POST", f"{c.API}/tokens/{quote(name, safe='')}", json_body=body)["value"])
 
     def list_tokens(self) -> List[Token]:
-        return [Token.from_json(t) for t in self._send("GET", f"{c.API}/tokens").json().get("tokens", [])]
+        return [Token.from_json(t) for t in self._json("GET", f"{c.API}/tokens").get("tokens", [])]
 
     def remove_token(self, name: str) -> None:
         self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}")
 
     def me(self) -> Token:
         """The permissions of the token this client uses."""
-        return Token.from_json(self._send("GET", f"{c.API}/me").json())
+        return Token.from_json(self._json("GET", f"{c.API}/me"))
 

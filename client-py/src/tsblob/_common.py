@@ -8,7 +8,7 @@ clients cannot drift apart.
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 from ._errors import InvalidInput
 from ._framing import SERVER_TS, encode_end, encode_record
@@ -74,13 +74,28 @@ def labels_from_headers(headers: Iterable[Tuple[str, str]]) -> Dict[str, str]:
     return {k[n:]: unquote(v) for k, v in headers if k.startswith(LABEL_PREFIX)}
 
 
-def info_from_headers(headers: Any) -> Tuple[int, str, Dict[str, str], int]:
-    """(ts, content type, labels, size) from a record's response headers (httpx ``Headers``:
-    ``items()`` gives lower-cased names)."""
-    ts = int(headers.get(TS_HEADER, "0"))
-    content_type = headers.get("content-type", "application/octet-stream")
-    size = int(headers.get("content-length", "0"))
-    return ts, content_type, labels_from_headers(headers.items()), size
+def info_from_headers(headers: List[Tuple[str, str]]) -> Tuple[int, str, Dict[str, str], int]:
+    """(ts, content type, labels, size) from a record's response headers (lower-case names)."""
+    ts, content_type, size = 0, "application/octet-stream", 0
+    labels: Dict[str, str] = {}
+    n = len(LABEL_PREFIX)
+    for k, v in headers:
+        if k.startswith(LABEL_PREFIX):
+            labels[k[n:]] = unquote(v)
+        elif k == TS_HEADER:
+            ts = int(v)
+        elif k == "content-type":
+            content_type = v
+        elif k == "content-length":
+            size = int(v)
+    return ts, content_type, labels, size
+
+
+def target(path: str, params: Optional[Params] = None) -> str:
+    """Path plus query string, every value percent-encoded."""
+    if not params:
+        return path
+    return path + "?" + urlencode(params, quote_via=quote, safe="")
 
 
 def write_headers(content_type: Optional[str], labels: Optional[Labels], size: Optional[int]) -> Dict[str, str]:

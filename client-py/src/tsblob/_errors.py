@@ -65,7 +65,7 @@ class TsblobError(Exception):
 class TransportError(TsblobError):
     """The server could not be reached, or the connection failed or timed out mid-request.
 
-    The underlying ``httpx`` exception is the ``__cause__``.
+    The underlying exception (``OSError``, ``http.client`` or ``aiohttp`` error) is the ``__cause__``.
     """
 
 

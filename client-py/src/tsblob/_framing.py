@@ -1,7 +1,7 @@
 """The binary record framing of batch bodies and query streams (``docs/api.md``).
 
 Encoding builds batch bodies. Decoding is a push parser with no I/O of its own
-(:class:`FrameParser`): the sync and async clients feed it the chunks ``httpx`` hands them
+(:class:`FrameParser`): the sync and async clients feed it the chunks their HTTP layer hands them
 and pull events out, so both share every byte of parsing logic.
 
 Memory: the parser keeps at most one partial frame head plus, for records whose payload is at
