@@ -1,1 +1,88 @@
-//! Criterion benchmarks live in `benches/`; this crate has no library code.
+//! Shared helpers of the engine benchmarks (`benches/engine.rs`, `benches/figures.rs`).
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use tsblob_storage::*;
+
+/// Opens a store tuned for measuring: no free-space reserve, sync policy `never` so the
+/// numbers are the engine's and not the disk's (the crash tests cover durability).
+pub fn open(dir: &Path) -> Store {
+    Store::open(
+        dir,
+        StoreOptions {
+            sync: SyncPolicy::Never,
+            free_space_reserve: 0,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A deterministic, incompressible payload.
+pub fn payload(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// JSON log lines: what compresses well.
+pub fn json_logs(len: usize) -> Vec<u8> {
+    let mut out = String::with_capacity(len + 200);
+    let mut i = 0u64;
+    while out.len() < len {
+        out.push_str(&format!(
+            "{{\"ts\":{},\"level\":\"{}\",\"robot\":\"r{}\",\"msg\":\"joint {} temperature {} C\"}}\n",
+            1_700_000_000_000_000u64 + i * 1000,
+            ["info", "warn", "debug"][(i % 3) as usize],
+            i % 7,
+            i % 12,
+            20 + i % 50
+        ));
+        i += 1;
+    }
+    out.truncate(len);
+    out.into_bytes()
+}
+
+/// Writes `n` records of `size` bytes at timestamps `0..n` (step 1000 µs) in batches.
+pub fn fill(store: &Store, bucket: &str, entry: &str, n: u64, size: usize) {
+    let data = payload(7, size);
+    let per = (4 << 20) / size.max(1) + 1;
+    let mut ts = 0;
+    while ts < n {
+        let end = (ts + per as u64).min(n);
+        let recs = (ts..end)
+            .map(|t| BatchRecord {
+                meta: WriteMeta::at(t * 1000),
+                data: data.clone(),
+            })
+            .collect();
+        for r in store.write_batch(bucket, entry, recs).unwrap() {
+            r.unwrap();
+        }
+        ts = end;
+    }
+}
+
+/// Allocated bytes of every file below `dir`.
+pub fn disk_usage(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let m = e.metadata().unwrap();
+        if m.is_dir() {
+            total += disk_usage(&e.path());
+        } else {
+            total += m.blocks() * 512;
+        }
+    }
+    total
+}

@@ -1,0 +1,119 @@
+//! Criterion benchmarks of the engine: writes (single and batched, 1 KB to 1 MB), point
+//! reads next to a bare heed get, range reads and zstd. `cargo bench -p tsblob-benches
+//! --bench engine`. The headline figures with their targets come from `--bench figures`.
+#![allow(clippy::unwrap_used)]
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use std::time::Duration;
+use tsblob_benches::*;
+use tsblob_storage::*;
+
+fn writes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("write");
+    g.measurement_time(Duration::from_secs(3)).sample_size(10);
+    for size in [1024usize, 100 << 10, 1 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let data = payload(1, size);
+        let mut ts = 0u64;
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("single/{size}"), |b| {
+            b.iter(|| {
+                ts += 1;
+                s.write("b", "single", &WriteMeta::at(ts), &data).unwrap()
+            })
+        });
+        let batch = ((1 << 20) / size).clamp(1, 1000);
+        g.throughput(Throughput::Elements(batch as u64));
+        g.bench_function(format!("batch{batch}/{size}"), |b| {
+            b.iter_batched(
+                || {
+                    (0..batch)
+                        .map(|_| {
+                            ts += 1;
+                            BatchRecord {
+                                meta: WriteMeta::at(ts),
+                                data: data.clone(),
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                },
+                |recs| s.write_batch("b", "batch", recs).unwrap(),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+fn reads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("point_read");
+    g.measurement_time(Duration::from_secs(3));
+    for size in [1024usize, 100 << 10] {
+        let n = if size == 1024 { 100_000 } else { 5_000 };
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        fill(&s, "b", "e", n, size);
+        let hdir = tempfile::tempdir().unwrap();
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .map_size(16 << 30)
+                .open(hdir.path())
+                .unwrap()
+        };
+        let mut w = env.write_txn().unwrap();
+        let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.create_database(&mut w, None).unwrap();
+        let data = payload(7, size);
+        for ts in 0..n {
+            db.put(&mut w, &(ts * 1000).to_be_bytes(), &data).unwrap();
+        }
+        w.commit().unwrap();
+        let mut i = 0u64;
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("tsblob/{size}"), |b| {
+            b.iter(|| {
+                i = i.wrapping_add(2654435761);
+                s.read("b", "e", Some((i % n) * 1000)).unwrap()
+            })
+        });
+        g.bench_function(format!("bare_heed/{size}"), |b| {
+            b.iter(|| {
+                i = i.wrapping_add(2654435761);
+                let t = env.read_txn().unwrap();
+                db.get(&t, &((i % n) * 1000).to_be_bytes())
+                    .unwrap()
+                    .unwrap()
+                    .to_vec()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn range(c: &mut Criterion) {
+    let mut g = c.benchmark_group("range_read");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    let n = 10_000u64;
+    let size = 100 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    fill(&s, "b", "e", n, size);
+    g.throughput(Throughput::Bytes(n * size as u64));
+    g.bench_function("10000x100KB", |b| {
+        b.iter(|| {
+            let mut bytes = 0;
+            for item in s.query("b", "e", &Query::default()).unwrap() {
+                bytes += item.unwrap().data().unwrap().len();
+            }
+            bytes
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, writes, reads, range);
+criterion_main!(benches);

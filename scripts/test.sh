@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Quick start, command 2: installs what the tests need and runs every test.
+#   - the comparison peers (MinIO, ReductStore), pinned, cached in ~/.cache/tsblob/peers
+#   - a Python virtualenv for the SDK tests, cached in ~/.cache/tsblob/venv
+#   - the Rust workspace tests (engine, server, comparison mode against the real peers)
+#   - the Python SDK tests against a real `tsblob serve`
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+cache="${TSBLOB_CACHE:-$HOME/.cache/tsblob}"
+
+echo "== peers"
+scripts/install-peers.sh
+export TSBLOB_PEERS_BIN="$cache/peers/bin"
+export PATH="$TSBLOB_PEERS_BIN:$PATH"
+
+echo "== build"
+cargo build --release --locked -p tsblob-server --bin tsblob
+export TSBLOB_BIN="$root/target/release/tsblob"
+
+echo "== rust tests"
+cargo test --workspace --locked
+
+echo "== python tests"
+venv="$cache/venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet -e "$root/client-py[test]"
+# pytest exits 5 when it collects no test: that is a failure here, and set -e makes it one.
+(cd client-py && "$venv/bin/python" -m pytest -q tests)
