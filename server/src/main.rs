@@ -11,6 +11,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Run the server (data in ./tsblob-data, listening on 127.0.0.1:8686 by default).
     Serve(config::ServeArgs),

@@ -1,0 +1,170 @@
+//! A real `tsblob serve` child process for integration tests: started on a free loopback
+//! port (`--listen 127.0.0.1:0`, the address read back from its first line of output),
+//! with its own data folder, and killed when dropped.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Child,
+    addr: String,
+    data: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    pub fn start(args: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", args)
+    }
+
+    pub fn start_on(listen: &str, args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Server::spawn(dir.path(), listen, args);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// A server on an existing data folder (not removed when this server is dropped).
+    pub fn start_in(data: &Path, args: &[&str]) -> Server {
+        Server::spawn(data, "127.0.0.1:0", args)
+    }
+
+    fn spawn(data: &Path, listen: &str, args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tsblob"));
+        cmd.arg("serve")
+            .arg("--data")
+            .arg(data)
+            .args(["--listen", listen])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("TSBLOB_") {
+                cmd.env_remove(k);
+            }
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {} // keep the pipe drained
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("tsblob serve did not start: {}", stderr.lock().unwrap()));
+        // "tsblob 0.1.0 serving DIR on http://ADDR (sync ...)"
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .replace("0.0.0.0", "127.0.0.1");
+        let s = Server {
+            child,
+            addr,
+            data: data.to_path_buf(),
+            _dir: None,
+            stderr,
+        };
+        s.wait_healthy();
+        s
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(mut tcp) = std::net::TcpStream::connect(&self.addr) {
+                use std::io::Write;
+                let _ =
+                    tcp.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let mut answer = String::new();
+                let _ = tcp.read_to_string(&mut answer);
+                if answer.starts_with("HTTP/1.1 200") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("/health never answered 200");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.data
+    }
+
+    pub fn signal_term(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM failed");
+    }
+
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    pub fn stderr_contains(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.stderr.lock().unwrap().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `VmRSS` and `VmHWM` (peak) of the server, in bytes.
+    pub fn rss(&self) -> (u64, u64) {
+        tsblob_server::loadgen::rss_of(self.pid()).unwrap_or((0, 0))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

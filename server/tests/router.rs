@@ -1,0 +1,781 @@
+//! Router tests without a socket: the whole API driven through `tower::ServiceExt::oneshot`
+//! over a real engine on a temporary folder. Every documented error code is provoked here.
+#![allow(clippy::unwrap_used)]
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::Router;
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use tsblob_server::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
+use tsblob_server::http::{app, auth::Auth, AppState, Limits};
+use tsblob_storage::{Labels, Store, StoreOptions};
+
+struct Fixture {
+    app: Router,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture_with(token: Option<&str>, limits: Limits) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let auth = Auth::load(dir.path(), token).unwrap();
+    let state = AppState::new(store, auth, limits).unwrap();
+    Fixture {
+        app: app(state),
+        _dir: dir,
+    }
+}
+
+fn fixture() -> Fixture {
+    fixture_with(None, Limits::default())
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+    fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+impl Fixture {
+    async fn send(&self, req: Request<Body>) -> Answer {
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+    async fn call(&self, method: &str, uri: &str, body: impl Into<Body>) -> Answer {
+        self.send(
+            Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(body.into())
+                .unwrap(),
+        )
+        .await
+    }
+    async fn bucket(&self, name: &str) {
+        let a = self.call("POST", &format!("/api/v1/b/{name}"), "").await;
+        assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
+    }
+}
+
+fn frames(records: &[(u64, &str, &[(&str, &str)], &[u8])], end: Option<u64>) -> Bytes {
+    let mut b = BytesMut::new();
+    for (ts, ct, labels, data) in records {
+        let labels: Labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        put_record(&mut b, *ts, ct, &labels, data);
+    }
+    if let Some(n) = end {
+        put_end(&mut b, n);
+    }
+    b.freeze()
+}
+
+/// Decodes a query answer into (head, payload) pairs and the end count.
+fn decode(body: &[u8]) -> (Vec<(FrameHead, Vec<u8>)>, Option<u64>, Option<Value>) {
+    let mut d = Decoder::new();
+    let mut buf = BytesMut::from(body);
+    let mut out: Vec<(FrameHead, Vec<u8>)> = Vec::new();
+    let (mut end, mut err) = (None, None);
+    while let Some(ev) = d.next(&mut buf).unwrap() {
+        match ev {
+            Event::Record(h) => out.push((h, Vec::new())),
+            Event::Data(x) => out.last_mut().unwrap().1.extend_from_slice(&x),
+            Event::End(n) => end = Some(n),
+            Event::Error(j) => err = Some(serde_json::from_slice(&j).unwrap()),
+        }
+    }
+    assert!(buf.is_empty(), "trailing bytes in the stream");
+    (out, end, err)
+}
+
+#[tokio::test]
+async fn health_metrics_openapi_and_unknown_routes() {
+    let f = fixture();
+    let a = f.call("GET", "/health", "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json()["status"], "ok");
+
+    let a = f.call("GET", "/api/v1/openapi.json", "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    let doc = a.json();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for p in [
+        "/api/v1/b/{bucket}/{entry}",
+        "/api/v1/b/{bucket}/{entry}/query",
+        "/api/v1/b/{bucket}/{entry}/batch",
+        "/api/v1/tokens/{name}",
+    ] {
+        assert!(
+            doc["paths"][p].is_object(),
+            "{p} missing from the OpenAPI document"
+        );
+    }
+
+    let a = f.call("GET", "/metrics", "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    let text = String::from_utf8_lossy(&a.body);
+    for m in [
+        "tsblob_http_requests_total",
+        "tsblob_disk_usage_bytes",
+        "tsblob_quota_evicted_blocks",
+        "tsblob_http_request_duration_seconds",
+    ] {
+        assert!(text.contains(m), "{m} missing from /metrics");
+    }
+
+    let a = f.call("GET", "/nope", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let a = f.call("PATCH", "/api/v1/b", "").await;
+    assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(a.code(), "method_not_allowed");
+
+    let a = f.call("GET", "/api/v1/info", "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json()["sync"], "periodic:1000ms");
+}
+
+#[tokio::test]
+async fn bucket_lifecycle_and_errors() {
+    let f = fixture();
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/cams",
+            r#"{"quota_type":"fifo","quota_size":1000000,"compression":"zstd:5"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    assert_eq!(a.json()["settings"]["compression"], "zstd:5");
+    assert_eq!(a.json()["settings"]["quota_type"], "fifo");
+
+    let a = f.call("POST", "/api/v1/b/cams", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::CONFLICT, "bucket_exists")
+    );
+    let a = f
+        .call("POST", "/api/v1/b/x", r#"{"quota_type":"sometimes"}"#)
+        .await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings")
+    );
+    let a = f
+        .call("POST", "/api/v1/b/x", r#"{"quota_typo":"fifo"}"#)
+        .await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    let a = f
+        .call("POST", "/api/v1/b/x", r#"{"max_block_size":10}"#)
+        .await;
+    assert_eq!(a.code(), "invalid_settings");
+    let a = f.call("POST", "/api/v1/b/..", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_name")
+    );
+    let a = f.call("POST", "/api/v1/b/a%01b", "").await;
+    assert_eq!(a.code(), "invalid_name");
+
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"quota_size":2000000}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json()["settings"]["quota_size"], 2000000);
+    assert_eq!(a.json()["info"]["quota_used"], 0.0);
+
+    let a = f.call("GET", "/api/v1/b", "").await;
+    assert_eq!(a.json()["buckets"].as_array().unwrap().len(), 1);
+    let a = f.call("GET", "/api/v1/b/cams", "").await;
+    assert_eq!(a.json()["entries"], json!([]));
+
+    let a = f.call("DELETE", "/api/v1/b/cams", "").await;
+    assert_eq!(a.json(), json!({"removed": "cams"}));
+    let a = f.call("GET", "/api/v1/b/cams", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "bucket_not_found")
+    );
+    let a = f.call("DELETE", "/api/v1/b/cams", "").await;
+    assert_eq!(a.code(), "bucket_not_found");
+}
+
+#[tokio::test]
+async fn one_record_write_read_head_patch_remove() {
+    let f = fixture();
+    f.bucket("cams").await;
+    let req = Request::post("/api/v1/b/cams/robot1/front?ts=1000")
+        .header("content-type", "image/jpeg")
+        .header("x-tsblob-label-camera", "front%20left")
+        .header("x-tsblob-label-city", "K%C3%B6ln")
+        .body(Body::from("jpeg bytes"))
+        .unwrap();
+    let a = f.send(req).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
+    assert_eq!(a.json(), json!({"ts": 1000}));
+    assert_eq!(a.headers["x-tsblob-ts"], "1000");
+
+    let a = f.call("POST", "/api/v1/b/cams/robot1/front", "later").await;
+    let now_ts = a.json()["ts"].as_u64().unwrap();
+    assert!(now_ts > 1_600_000_000_000_000, "server-assigned ts is now");
+
+    let a = f
+        .call("GET", "/api/v1/b/cams/robot1/front?ts=1000", "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(&a.body[..], b"jpeg bytes");
+    assert_eq!(a.headers["content-type"], "image/jpeg");
+    assert_eq!(a.headers["x-tsblob-label-camera"], "front%20left");
+    assert_eq!(a.headers["x-tsblob-label-city"], "K%C3%B6ln");
+
+    let a = f.call("GET", "/api/v1/b/cams/robot1/front", "").await;
+    assert_eq!(&a.body[..], b"later", "no ts: the latest record");
+
+    let a = f
+        .call("HEAD", "/api/v1/b/cams/robot1/front?ts=1000", "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.body.is_empty());
+    assert_eq!(a.headers["content-length"], "10");
+    assert_eq!(a.headers["x-tsblob-ts"], "1000");
+
+    let a = f
+        .call(
+            "PATCH",
+            "/api/v1/b/cams/robot1/front?ts=1000",
+            r#"{"labels":{"camera":null,"q":"good"}}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    assert_eq!(a.json()["labels"], json!({"city": "Köln", "q": "good"}));
+    let a = f
+        .call("PATCH", "/api/v1/b/cams/robot1/front", r#"{"labels":{}}"#)
+        .await;
+    assert_eq!(a.code(), "bad_request");
+    let a = f
+        .call(
+            "PATCH",
+            "/api/v1/b/cams/robot1/front?ts=1000",
+            r#"{"labels":{"Bad Key":"x"}}"#,
+        )
+        .await;
+    assert_eq!(a.code(), "invalid_label");
+
+    let a = f.call("GET", "/api/v1/b/cams/robot1/front/info", "").await;
+    assert_eq!(a.json()["record_count"], 2);
+    assert_eq!(a.json()["oldest"], 1000);
+
+    let a = f
+        .call("DELETE", "/api/v1/b/cams/robot1/front?ts=1000", "")
+        .await;
+    assert_eq!(a.json(), json!({"removed": 1}));
+    let a = f
+        .call("GET", "/api/v1/b/cams/robot1/front?ts=1000", "")
+        .await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "record_not_found")
+    );
+    let a = f.call("DELETE", "/api/v1/b/cams/robot1/front", "").await;
+    assert_eq!(a.json(), json!({"removed": "robot1/front"}));
+    let a = f.call("GET", "/api/v1/b/cams/robot1/front/info", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "entry_not_found")
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_status_code_and_fix() {
+    let f = fixture_with(
+        None,
+        Limits {
+            max_body: 1000,
+            ..Limits::default()
+        },
+    );
+    f.bucket("b").await;
+    for ts in [
+        "-1",
+        "abc",
+        "1.5",
+        "18446744073709551615",
+        "99999999999999999999999",
+    ] {
+        let a = f.call("POST", &format!("/api/v1/b/b/e?ts={ts}"), "x").await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_timestamp"),
+            "ts={ts}"
+        );
+        assert!(!a.json()["error"]["message"].as_str().unwrap().is_empty());
+    }
+    let a = f.call("POST", "/api/v1/b/b/e?ts=1", "x").await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let a = f.call("POST", "/api/v1/b/b/e?ts=1", "y").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::CONFLICT, "timestamp_exists")
+    );
+    let a = f.call("GET", "/api/v1/b/b/e?ts=1", "").await;
+    assert_eq!(&a.body[..], b"x", "a conflict never overwrites");
+
+    let a = f.call("POST", "/api/v1/b/nope/e", "x").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "bucket_not_found")
+    );
+    let a = f.call("GET", "/api/v1/b/b/other", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "entry_not_found")
+    );
+    for bad in ["a/../b", "a%00b", "x%0Ay", "a//b", "q/batch%20x"] {
+        let a = f.call("POST", &format!("/api/v1/b/b/{bad}"), "x").await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_name"),
+            "{bad}"
+        );
+    }
+    let a = f.call("POST", "/api/v1/b/b/e?strat=1", "x").await;
+    assert_eq!(a.code(), "bad_request");
+
+    // Over the limit: by Content-Length before reading, and by counting a chunked body.
+    let big = vec![7u8; 2000];
+    let a = f.call("POST", "/api/v1/b/b/e?ts=2", big.clone()).await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    let stream = futures_util::stream::iter(
+        (0..4).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![1u8; 500]))),
+    );
+    let a = f
+        .call("POST", "/api/v1/b/b/e?ts=3", Body::from_stream(stream))
+        .await;
+    assert_eq!(a.code(), "payload_too_large");
+    let a = f.call("GET", "/api/v1/b/b/e?ts=3", "").await;
+    assert_eq!(
+        a.code(),
+        "record_not_found",
+        "a refused body leaves nothing behind"
+    );
+
+    let req = Request::post("/api/v1/b/b/e?ts=4")
+        .header("x-tsblob-label-k", "%FF")
+        .body(Body::from("x"))
+        .unwrap();
+    assert_eq!(f.send(req).await.code(), "invalid_label");
+    let req = Request::post("/api/v1/b/b/e?ts=4")
+        .header(
+            "content-type",
+            axum::http::HeaderValue::from_bytes(b"image/\xff").unwrap(),
+        )
+        .body(Body::from("x"))
+        .unwrap();
+    let a = f.send(req).await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_content_type")
+    );
+}
+
+#[tokio::test]
+async fn quota_hard_is_507() {
+    let f = fixture();
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/q",
+            r#"{"quota_type":"hard","quota_size":10000,"max_block_size":4096}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let mut last = None;
+    for ts in 1..100u64 {
+        let a = f
+            .call("POST", &format!("/api/v1/b/q/e?ts={ts}"), vec![1u8; 1000])
+            .await;
+        if a.status != StatusCode::CREATED {
+            last = Some((a.status, a.code()));
+            break;
+        }
+    }
+    assert_eq!(
+        last,
+        Some((
+            StatusCode::INSUFFICIENT_STORAGE,
+            "quota_exceeded".to_string()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn batch_write_results_and_malformed_bodies() {
+    let f = fixture();
+    f.bucket("b").await;
+    f.call("POST", "/api/v1/b/b/e?ts=2", "old").await;
+    let body = frames(
+        &[
+            (1, "text/plain", &[("k", "v")], b"one"),
+            (2, "", &[], b"dup"),
+            (TS_NOW, "", &[], b"now"),
+            (3, "", &[], b""),
+        ],
+        Some(4),
+    );
+    let a = f.call("POST", "/api/v1/b/b/e/batch", body).await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    let v = a.json();
+    assert_eq!(
+        (v["written"].as_u64(), v["failed"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 4);
+    assert_eq!(r[0], json!({"ts": 1, "status": 201}));
+    assert_eq!(r[1]["status"], 409);
+    assert_eq!(r[1]["error"]["code"], "timestamp_exists");
+    assert!(r[2]["ts"].as_u64().unwrap() > 1_600_000_000_000_000);
+    let a = f.call("GET", "/api/v1/b/b/e?ts=1", "").await;
+    assert_eq!(
+        (&a.body[..], &a.headers["x-tsblob-label-k"]),
+        (
+            &b"one"[..],
+            &"v".parse::<axum::http::HeaderValue>().unwrap()
+        )
+    );
+
+    // No end frame: a truncated upload. Wrong count. Garbage. Nothing of these is written.
+    for (body, what) in [
+        (frames(&[(10, "", &[], b"a")], None), "no end frame"),
+        (frames(&[(11, "", &[], b"a")], Some(5)), "wrong count"),
+        (Bytes::from_static(b"\x07garbage"), "unknown kind"),
+        (
+            frames(&[(12, "", &[], b"abc")], None).slice(..27),
+            "cut inside a payload",
+        ),
+    ] {
+        let a = f.call("POST", "/api/v1/b/b/e/batch", body).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::BAD_REQUEST, "malformed_batch"),
+            "{what}"
+        );
+        assert_eq!(a.json()["written"], 0, "{what}");
+    }
+    for ts in 10..13 {
+        let a = f.call("GET", &format!("/api/v1/b/b/e?ts={ts}"), "").await;
+        assert_eq!(
+            a.status,
+            StatusCode::NOT_FOUND,
+            "malformed batch record {ts} was written"
+        );
+    }
+    let a = f
+        .call("POST", "/api/v1/b/nope/e/batch", frames(&[], Some(0)))
+        .await;
+    assert_eq!(a.code(), "bucket_not_found");
+    let a = f
+        .call("POST", "/api/v1/b/b/e/batch", frames(&[], Some(0)))
+        .await;
+    assert_eq!(a.json(), json!({"written": 0, "failed": 0, "results": []}));
+}
+
+#[tokio::test]
+async fn batch_of_many_chunks_is_written_in_order() {
+    let f = fixture();
+    f.bucket("b").await;
+    let payload = vec![5u8; 1000];
+    let mut body = BytesMut::new();
+    let n = 20_000u64; // several chunks of 8192 records
+    for ts in 0..n {
+        put_record(&mut body, ts, "", &Labels::new(), &payload);
+    }
+    put_end(&mut body, n);
+    let a = f.call("POST", "/api/v1/b/b/e/batch", body.freeze()).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.json()["written"], n);
+    let a = f.call("GET", "/api/v1/b/b/e/info", "").await;
+    assert_eq!(a.json()["record_count"], n);
+}
+
+#[tokio::test]
+async fn query_streams_frames_with_filters_limit_and_desc() {
+    let f = fixture();
+    f.bucket("b").await;
+    let recs: Vec<(u64, &str, &[(&str, &str)], &[u8])> = vec![
+        (10, "text/plain", &[("cam", "a")], b"ten"),
+        (20, "", &[("cam", "b")], b"twenty"),
+        (30, "", &[("cam", "a"), ("flag", "1")], b"thirty"),
+        (40, "", &[], b"forty"),
+    ];
+    let a = f
+        .call("POST", "/api/v1/b/b/e/batch", frames(&recs, Some(4)))
+        .await;
+    assert_eq!(a.json()["written"], 4);
+
+    let a = f.call("GET", "/api/v1/b/b/e/query", "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.headers["content-type"], "application/x-tsblob-records");
+    let (out, end, err) = decode(&a.body);
+    assert_eq!((out.len(), end, err), (4, Some(4), None));
+    assert_eq!(out[0].0.content_type, "text/plain");
+    assert_eq!(out[1].1, b"twenty");
+
+    let fr = &f;
+    let q = |s: &'static str| async move {
+        let a = fr
+            .call("GET", &format!("/api/v1/b/b/e/query?{s}"), "")
+            .await;
+        assert_eq!(a.status, StatusCode::OK, "{s}: {:?}", a.body);
+        decode(&a.body)
+            .0
+            .into_iter()
+            .map(|(h, _)| h.ts)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(q("start=20&stop=40").await, vec![20, 30]);
+    assert_eq!(q("eq.cam=a").await, vec![10, 30]);
+    assert_eq!(q("ne.cam=a").await, vec![20, 40]);
+    assert_eq!(q("has=flag").await, vec![30]);
+    assert_eq!(q("missing=cam").await, vec![40]);
+    assert_eq!(q("desc=true&limit=2").await, vec![40, 30]);
+    assert_eq!(q("eq.cam=a&has=flag").await, vec![30]);
+
+    let a = f
+        .call("GET", "/api/v1/b/b/e/query?start=50&stop=10", "")
+        .await;
+    assert_eq!(a.code(), "invalid_timestamp");
+    let a = f.call("GET", "/api/v1/b/b/e/query?eq.Bad=1", "").await;
+    assert_eq!(a.code(), "invalid_label");
+    let a = f.call("GET", "/api/v1/b/b/e/query?limit=x", "").await;
+    assert_eq!(a.code(), "bad_request");
+    let a = f.call("GET", "/api/v1/b/b/zzz/query", "").await;
+    assert_eq!(a.code(), "entry_not_found");
+
+    let a = f
+        .call("DELETE", "/api/v1/b/b/e/query?start=15&stop=35", "")
+        .await;
+    assert_eq!(a.json(), json!({"removed": 2}));
+    assert_eq!(q("").await, vec![10, 40]);
+    let a = f.call("DELETE", "/api/v1/b/b/e?start=0&stop=11", "").await;
+    assert_eq!(a.json(), json!({"removed": 1}));
+}
+
+#[tokio::test]
+async fn large_records_stream_in_and_out() {
+    let f = fixture();
+    f.bucket("b").await;
+    // Over the whole-body thresholds on both sides: streamed, and chunked in the query.
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    let a = f.call("POST", "/api/v1/b/b/big?ts=1", data.clone()).await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let chunks = data
+        .chunks(100_000)
+        .map(|c| Ok::<_, std::io::Error>(Bytes::copy_from_slice(c)))
+        .collect::<Vec<_>>();
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/b/big?ts=2",
+            Body::from_stream(futures_util::stream::iter(chunks)),
+        )
+        .await;
+    assert_eq!(
+        a.status,
+        StatusCode::CREATED,
+        "chunked upload without Content-Length"
+    );
+    for ts in [1, 2] {
+        let a = f.call("GET", &format!("/api/v1/b/b/big?ts={ts}"), "").await;
+        assert_eq!(a.headers["content-length"], "3000000");
+        assert!(a.body == data, "record {ts} reads back as written");
+    }
+    let a = f.call("GET", "/api/v1/b/b/big/query", "").await;
+    let (out, end, _) = decode(&a.body);
+    assert_eq!(end, Some(2));
+    assert!(out
+        .iter()
+        .all(|(h, d)| h.payload_len == 3_000_000 && *d == data));
+}
+
+#[tokio::test]
+async fn tokens_gate_every_route_but_health() {
+    let f = fixture_with(Some("root-secret"), Limits::default());
+    let with = |method: &str, uri: &str, token: Option<&str>, body: &'static str| {
+        let mut r = Request::builder().method(method).uri(uri);
+        if let Some(t) = token {
+            r = r.header("authorization", format!("Bearer {t}"));
+        }
+        r.body(Body::from(body)).unwrap()
+    };
+    assert_eq!(
+        f.send(with("GET", "/health", None, "")).await.status,
+        StatusCode::OK
+    );
+    for uri in [
+        "/api/v1/b",
+        "/metrics",
+        "/api/v1/openapi.json",
+        "/api/v1/b/x/y",
+    ] {
+        let a = f.send(with("GET", uri, None, "")).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{uri}"
+        );
+    }
+    let a = f.send(with("GET", "/api/v1/b", Some("wrong"), "")).await;
+    assert_eq!(a.code(), "unauthorized");
+    let root = Some("root-secret");
+    assert_eq!(
+        f.send(with("POST", "/api/v1/b/cam-1", root, ""))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        f.send(with("POST", "/api/v1/b/other", root, ""))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+
+    let a = f
+        .send(with(
+            "POST",
+            "/api/v1/tokens/reader",
+            root,
+            r#"{"read":["cam-*"]}"#,
+        ))
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let reader = a.json()["value"].as_str().unwrap().to_string();
+    let a = f
+        .send(with(
+            "POST",
+            "/api/v1/tokens/writer",
+            root,
+            r#"{"write":["cam-1"]}"#,
+        ))
+        .await;
+    let writer = a.json()["value"].as_str().unwrap().to_string();
+    let a = f
+        .send(with("POST", "/api/v1/tokens/writer", root, ""))
+        .await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::CONFLICT, "token_exists")
+    );
+
+    let w = Some(writer.as_str());
+    let r = Some(reader.as_str());
+    assert_eq!(
+        f.send(with("POST", "/api/v1/b/cam-1/e?ts=1", w, "x"))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    let a = f.send(with("POST", "/api/v1/b/other/e?ts=1", w, "x")).await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::FORBIDDEN, "forbidden")
+    );
+    let a = f.send(with("POST", "/api/v1/b/cam-1/e?ts=2", r, "x")).await;
+    assert_eq!(a.code(), "forbidden");
+    assert_eq!(
+        f.send(with("GET", "/api/v1/b/cam-1/e?ts=1", r, ""))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        f.send(with("GET", "/api/v1/b/other", r, "")).await.code(),
+        "forbidden"
+    );
+    let a = f.send(with("GET", "/api/v1/b", r, "")).await;
+    assert_eq!(
+        a.json()["buckets"].as_array().unwrap().len(),
+        1,
+        "lists only readable buckets"
+    );
+    assert_eq!(
+        f.send(with("POST", "/api/v1/b/cam-2", r, "")).await.code(),
+        "forbidden"
+    );
+    assert_eq!(
+        f.send(with("GET", "/api/v1/tokens", r, "")).await.code(),
+        "forbidden"
+    );
+    assert_eq!(
+        f.send(with("GET", "/api/v1/me", r, "")).await.json()["name"],
+        "reader"
+    );
+
+    let a = f.send(with("GET", "/api/v1/tokens", root, "")).await;
+    let text = String::from_utf8_lossy(&a.body).to_string();
+    assert!(!text.contains(&reader), "token values are never listed");
+    assert_eq!(a.json()["tokens"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        f.send(with("DELETE", "/api/v1/tokens/reader", root, ""))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        f.send(with("GET", "/api/v1/b/cam-1/e?ts=1", r, ""))
+            .await
+            .code(),
+        "unauthorized"
+    );
+    assert_eq!(
+        f.send(with("DELETE", "/api/v1/tokens/reader", root, ""))
+            .await
+            .code(),
+        "token_not_found"
+    );
+}
+
+#[tokio::test]
+async fn first_token_switches_authentication_on() {
+    let f = fixture();
+    assert_eq!(f.call("GET", "/api/v1/b", "").await.status, StatusCode::OK);
+    let a = f
+        .call("POST", "/api/v1/tokens/ops", r#"{"full_access":true}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    assert_eq!(f.call("GET", "/api/v1/b", "").await.code(), "unauthorized");
+}

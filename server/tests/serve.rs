@@ -1,0 +1,403 @@
+//! Integration tests against a real `tsblob serve` process on a free loopback port: the
+//! routes over a socket, the CLI client, concurrent writers and readers, a slow client,
+//! graceful shutdown on SIGTERM, and the warning for a non-loopback address.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::Server;
+use serde_json::{json, Value};
+use tsblob_server::framing::{put_end, put_record, Decoder, Event};
+use tsblob_storage::Labels;
+
+#[tokio::test]
+async fn every_route_over_a_socket() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    let h: Value = c
+        .get(s.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(h["status"], "ok");
+
+    let r = c
+        .post(s.url("/api/v1/b/cams"))
+        .body(r#"{"compression":"zstd"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = c
+        .post(s.url("/api/v1/b/cams/front?ts=100"))
+        .header("content-type", "image/png")
+        .header("x-tsblob-label-k", "v%20w")
+        .body("png")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    assert_eq!(r.headers()["x-tsblob-ts"], "100");
+    let r = c
+        .get(s.url("/api/v1/b/cams/front?ts=100"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-tsblob-label-k"], "v%20w");
+    assert_eq!(r.headers()["content-length"], "3");
+    assert_eq!(r.bytes().await.unwrap(), "png");
+    let r = c.head(s.url("/api/v1/b/cams/front")).send().await.unwrap();
+    assert_eq!(
+        (
+            r.status().as_u16(),
+            r.headers()["x-tsblob-ts"].to_str().unwrap()
+        ),
+        (200, "100")
+    );
+    let r = c
+        .patch(s.url("/api/v1/b/cams/front?ts=100"))
+        .body(r#"{"labels":{"k":null,"x":"y"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["labels"],
+        json!({"x": "y"})
+    );
+
+    let mut b = BytesMut::new();
+    for ts in 200..210 {
+        put_record(&mut b, ts, "", &Labels::new(), &[ts as u8; 100]);
+    }
+    put_end(&mut b, 10);
+    let r = c
+        .post(s.url("/api/v1/b/cams/front/batch"))
+        .body(b.freeze())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["written"], 10);
+    let body = c
+        .get(s.url("/api/v1/b/cams/front/query?start=200"))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let mut dec = Decoder::new();
+    let mut buf = BytesMut::from(&body[..]);
+    let mut n = 0;
+    while let Some(ev) = dec.next(&mut buf).unwrap() {
+        if let Event::End(c) = ev {
+            assert_eq!(c, 10);
+        } else if let Event::Record(_) = ev {
+            n += 1;
+        }
+    }
+    assert_eq!(n, 10);
+
+    let info: Value = c
+        .get(s.url("/api/v1/b/cams"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["info"]["record_count"], 11);
+    assert_eq!(info["entries"][0]["name"], "front");
+    let e: Value = c
+        .get(s.url("/api/v1/b/cams/front/info"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (e["oldest"].as_u64(), e["latest"].as_u64()),
+        (Some(100), Some(209))
+    );
+    let metrics = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .contains("tsblob_http_requests_total{method=\"POST\",op=\"batch\",status=\"200\"} 1"),
+        "{metrics}"
+    );
+    let doc: Value = c
+        .get(s.url("/api/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["paths"]["/api/v1/b/{bucket}"].is_object());
+    let r: Value = c
+        .delete(s.url("/api/v1/b/cams/front?start=200&stop=205"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["removed"], 5);
+    let r: Value = c
+        .delete(s.url("/api/v1/b/cams/front"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["removed"], "front");
+    let r: Value = c
+        .delete(s.url("/api/v1/b/cams"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["removed"], "cams");
+}
+
+#[tokio::test]
+async fn concurrent_writers_and_readers() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.post(s.url("/api/v1/b/c")).send().await.unwrap().status(),
+        201
+    );
+    let writers = 8u64;
+    let per = 200u64;
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (wc, base) = (c.clone(), s.url("/api/v1/b/c"));
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per {
+                let ts = w * 1_000_000 + i;
+                let r = wc
+                    .post(format!("{base}/e{}?ts={ts}", w % 2))
+                    .body(format!("{w}-{i}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
+            }
+        }));
+        // Readers run alongside: whatever they see must be exactly what was written.
+        let (rc, base) = (c.clone(), s.url("/api/v1/b/c"));
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per {
+                let ts = w * 1_000_000 + i;
+                let r = rc
+                    .get(format!("{base}/e{}?ts={ts}", w % 2))
+                    .send()
+                    .await
+                    .unwrap();
+                match r.status().as_u16() {
+                    200 => assert_eq!(r.text().await.unwrap(), format!("{w}-{i}")),
+                    404 => {}
+                    other => panic!("unexpected status {other}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // A conflict storm: everyone writes the same timestamp, exactly one wins.
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (cc, u) = (c.clone(), s.url("/api/v1/b/c/same?ts=42"));
+        tasks.push(tokio::spawn(async move {
+            cc.post(u).body("x").send().await.unwrap().status().as_u16()
+        }));
+    }
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await.unwrap());
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 201).count(), 1, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 409).count(), 15, "{codes:?}");
+    let b: Value = c
+        .get(s.url("/api/v1/b/c"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(b["info"]["record_count"], writers * per + 1);
+}
+
+#[tokio::test]
+async fn stalled_upload_is_dropped_and_server_keeps_serving() {
+    let s = Server::start(&["--idle-timeout", "1s"]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    // A body that sends one chunk and then nothing.
+    let stream = futures_util::stream::unfold(0, |n| async move {
+        if n == 0 {
+            Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from(vec![1u8; 300_000])),
+                1,
+            ))
+        } else {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            None
+        }
+    });
+    let r = c
+        .post(s.url("/api/v1/b/b/e?ts=1"))
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 408);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "request_timeout");
+    let r = c.get(s.url("/api/v1/b/b/e?ts=1")).send().await.unwrap();
+    assert_eq!(r.status(), 404, "nothing of a stalled upload is kept");
+    assert_eq!(c.get(s.url("/health")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
+    let mut s = Server::start(&["--sync", "always"]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    // An upload in flight while SIGTERM arrives: it completes, then the server exits 0.
+    let stream = futures_util::stream::unfold(0, |n| async move {
+        if n < 10 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from(vec![9u8; 100_000])),
+                n + 1,
+            ))
+        } else {
+            None
+        }
+    });
+    let url = s.url("/api/v1/b/b/e?ts=7");
+    let upload = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(url)
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.signal_term();
+    assert_eq!(upload.await.unwrap().unwrap(), 201);
+    let status = s
+        .wait(Duration::from_secs(20))
+        .expect("the server did not exit");
+    assert!(status.success(), "exit status {status:?}");
+    // Reopened, the record is there.
+    let s2 = Server::start_in(s.dir(), &[]);
+    let r = c.get(s2.url("/api/v1/b/b/e?ts=7")).send().await.unwrap();
+    assert_eq!(r.bytes().await.unwrap().len(), 1_000_000);
+}
+
+#[test]
+fn warns_when_listening_beyond_loopback_without_a_token() {
+    let s = Server::start_on("0.0.0.0:0", &[]);
+    assert!(
+        s.stderr_contains("WARNING", Duration::from_secs(5)),
+        "no warning for a non-loopback address"
+    );
+    let quiet = Server::start_on("0.0.0.0:0", &["--token", "t0p"]);
+    assert!(!quiet.stderr_contains("WARNING", Duration::from_millis(500)));
+}
+
+#[test]
+fn cli_client_put_get_query_rm() {
+    let s = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("frame.jpg");
+    std::fs::write(&file, vec![3u8; 2_000_000]).unwrap();
+    let url = s.url("");
+    let run = |args: &[&str]| -> (bool, String, String) {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+            .args(args)
+            .env("TSBLOB_URL", &url)
+            .env_remove("TSBLOB_TOKEN")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(run(&["bucket", "create", "cams", "--compression", "zstd"]).0);
+    let (ok, out, err) = run(&[
+        "put",
+        "cams",
+        "robot/front",
+        file.to_str().unwrap(),
+        "--ts",
+        "2024-01-01T00:00:00Z",
+        "--label",
+        "k=v v",
+    ]);
+    assert!(ok, "{out} {err}");
+    assert!(out.contains("1704067200000000"), "{out}");
+    let got = dir.path().join("got.jpg");
+    let (ok, _, err) = run(&["get", "cams", "robot/front", "--out", got.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&file).unwrap());
+    let qdir = dir.path().join("q");
+    let (ok, _, err) = run(&[
+        "query",
+        "cams",
+        "robot/front",
+        "--start",
+        "2023-12-31T00:00:00Z",
+        "--out",
+        qdir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read(qdir.join("1704067200000000.jpg"))
+            .unwrap()
+            .len(),
+        2_000_000
+    );
+    let (ok, out, _) = run(&["query", "cams", "robot/front", "--list"]);
+    assert!(
+        ok && out.contains("image/jpeg") && out.contains("k=v v"),
+        "{out}"
+    );
+    let (ok, out, _) = run(&["bucket", "ls"]);
+    assert!(ok && out.contains("cams"), "{out}");
+    let (ok, out, _) = run(&["bucket", "info", "cams"]);
+    assert!(
+        ok && out.contains("robot/front") && out.contains("zstd:3"),
+        "{out}"
+    );
+    let (ok, _, err) = run(&["get", "cams", "nope"]);
+    assert!(!ok && err.contains("404 entry_not_found"), "{err}");
+    assert!(run(&["rm", "cams", "robot/front", "--ts", "1704067200000000"]).0);
+    assert!(run(&["bucket", "rm", "cams"]).0);
+    let (ok, _, err) = run(&["bucket", "info", "cams"]);
+    assert!(!ok && err.contains("bucket_not_found"), "{err}");
+}
