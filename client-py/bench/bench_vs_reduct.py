@@ -294,7 +294,8 @@ def main() -> None:
             port = free_port()
             (tmp / "reduct").mkdir()
             s = Spawned([find_reductstore()], {"RS_DATA_PATH": str(tmp / "reduct"), "RS_PORT": str(port),
-                                               "RS_HOST": "127.0.0.1", "RS_LOG_LEVEL": "WARNING"},
+                                               "RS_HOST": "127.0.0.1", "RS_LOG_LEVEL": "WARNING",
+                                               "RS_DISABLE_AUTH": "true"},  # 1.21 refuses to start otherwise
                         tmp / "reduct.log")
             spawned.append(s)
             rs_url = f"http://127.0.0.1:{port}"

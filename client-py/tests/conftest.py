@@ -42,6 +42,12 @@ def tsblob_binary() -> Path:
     return path
 
 
+def server_env() -> dict:
+    """The environment without TSBLOB_* settings (a developer's TSBLOB_TOKEN would change
+    what the tests see); the fixture passes everything the server needs as flags."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("TSBLOB_")}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -68,7 +74,7 @@ class Server:
                 self.proc = subprocess.Popen(
                     [str(binary), "serve", "--data", str(self.data), "--listen", f"127.0.0.1:{port}",
                      *self.extra_args],
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=server_env())
             if self._wait_healthy(timeout=30.0):
                 return self
             self.stop()  # the port may have been taken between free_port() and bind: retry

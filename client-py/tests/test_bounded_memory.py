@@ -67,6 +67,7 @@ def test_200mb_record_streams_in_and_out_sync(client: Client, bucket: str) -> No
     (digest, n), peak_out = peak_of(read_back)
     assert n == BIG and digest == expected_digest(BIG)
     assert peak_out < PEAK_LIMIT, f"reading 200 MB peaked at {peak_out / MB:.1f} MB"
+    print(f"\n200 MB record, sync: write peak {peak_in / MB:.2f} MB, read_stream peak {peak_out / MB:.2f} MB")
 
     # The same record as a query item is streamed too (it is above eager_limit).
     def query_back() -> int:
@@ -78,6 +79,7 @@ def test_200mb_record_streams_in_and_out_sync(client: Client, bucket: str) -> No
 
     total, peak_q = peak_of(query_back)
     assert total == BIG and peak_q < PEAK_LIMIT, f"query of 200 MB peaked at {peak_q / MB:.1f} MB"
+    print(f"200 MB record as a query item, sync: peak {peak_q / MB:.2f} MB")
 
 
 async def test_200mb_record_streams_in_and_out_async(aclient: AsyncClient, bucket: str) -> None:
@@ -99,6 +101,7 @@ async def test_200mb_record_streams_in_and_out_async(aclient: AsyncClient, bucke
         tracemalloc.stop()
     assert h.hexdigest() == expected_digest(BIG)
     assert peak_in < PEAK_LIMIT and peak_out < PEAK_LIMIT, (peak_in / MB, peak_out / MB)
+    print(f"\n200 MB record, async: write peak {peak_in / MB:.2f} MB, read_stream peak {peak_out / MB:.2f} MB")
 
 
 def records(n: int) -> Iterator["tuple[int, bytes, dict]"]:
@@ -123,6 +126,7 @@ def test_query_100k_records_bounded_memory(client: Client, bucket: str) -> None:
     count, peak = peak_of(iterate)
     assert count == N_RECORDS
     assert peak < PEAK_LIMIT, f"iterating 100,000 records (100 MB) peaked at {peak / MB:.1f} MB"
+    print(f"\n100,000 x 1 KB, sync: write_batch peak {peak_w / MB:.2f} MB, query peak {peak / MB:.2f} MB")
 
 
 async def test_query_100k_records_bounded_memory_async(aclient: AsyncClient, bucket: str) -> None:
@@ -139,3 +143,4 @@ async def test_query_100k_records_bounded_memory_async(aclient: AsyncClient, buc
         tracemalloc.stop()
     assert count == N_RECORDS // 10
     assert peak < PEAK_LIMIT, peak / MB
+    print(f"\n100,000 x 1 KB, async filtered query (10,000 match): peak {peak / MB:.2f} MB")

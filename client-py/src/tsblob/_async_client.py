@@ -25,7 +25,7 @@ from yarl import URL
 
 from . import _common as c
 from ._client import file_size, parse_json
-from ._errors import TsblobError, error_from_response_body
+from ._errors import TransportError, TsblobError, error_from_response_body
 from ._http import Response, transport_error
 from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._models import (AsyncRecord, BatchResult, Bucket, EntryInfo, Health, RecordInfo, ServerInfo, Token)
@@ -74,11 +74,17 @@ _JSON = {"content-type": "application/json"}
 async def aiter_response(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     """The body as it arrives (aiohttp pauses the socket when its buffer is full, so a slow
     consumer does not make it grow)."""
+    expected = resp.content_length if "chunked" not in resp.headers.get("transfer-encoding", "") else None
+    got = 0
     try:
         async for chunk in resp.content.iter_any():
+            got += len(chunk)
             yield chunk
     except _AIO_ERRORS as e:
         raise transport_error(e, "reading the answer") from e
+    if expected is not None and got != expected:
+        raise TransportError(f"the connection closed after {got} of {expected} bytes of the answer",
+                             code="transport")
 
 
 def lower_headers(resp: aiohttp.ClientResponse) -> List[Tuple[str, str]]:

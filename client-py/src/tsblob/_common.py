@@ -7,13 +7,14 @@ clients cannot drift apart.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, unquote, urlencode
 
 from ._errors import InvalidInput
 from ._framing import SERVER_TS, encode_end, encode_record
 from ._models import RecordInfo
-from ._timestamps import MAX_TS, Timestamp, to_micros
+from ._timestamps import Timestamp, to_micros
 
 API = "/api/v1"
 LABEL_PREFIX = "x-tsblob-label-"
@@ -31,6 +32,10 @@ Params = List[Tuple[str, Any]]
 
 # Printable ASCII stays readable in label headers; '%' (the escape) and space (trimmed at the
 # ends of header values by HTTP parsers) are encoded, like every byte outside ASCII.
+# Characters of a label key (docs/api.md); checked here because a key becomes a header name,
+# and a header name with other characters would not reach the server as a label at all.
+# The length limit is left to the server.
+_LABEL_KEY = re.compile(r"[a-z0-9._-]+")
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
@@ -62,7 +67,7 @@ def label_headers(labels: Optional[Labels], headers: Dict[str, str]) -> None:
     if not labels:
         return
     for key, value in labels.items():
-        if not isinstance(key, str) or not key or key != key.lower():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
             raise InvalidInput(
                 f"label key {key!r} is not usable: keys are 1-128 characters of a-z 0-9 - _ . "
                 "(lower case, because HTTP header names ignore case)", code="invalid_label")
@@ -152,9 +157,13 @@ def range_params(ts: Optional[Timestamp], start: Optional[Timestamp], stop: Opti
     if start is None and stop is None:
         raise InvalidInput("remove() needs ts (one record) or start/stop (a range); "
                            "to remove a whole entry call remove_entry()", code="bad_request")
-    lo = 0 if start is None else to_micros(start)
-    hi = MAX_TS + 1 if stop is None else to_micros(stop)
-    return [("start", str(lo)), ("stop", str(hi))]
+    # An open end is left out: the server reads it as "from the oldest" / "to the latest".
+    params: Params = []
+    if start is not None:
+        params.append(("start", str(to_micros(start))))
+    if stop is not None:
+        params.append(("stop", str(to_micros(stop))))
+    return params
 
 
 def settings_json(quota_type: Optional[str], quota_size: Optional[int], max_block_size: Optional[int],
@@ -198,12 +207,12 @@ def _normalise(item: BatchItem) -> Tuple[Optional[int], Any, Optional[str], Opti
                     "(ts, data[, labels[, content_type]]), a dict with 'data', or a Record")
 
 
-def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int) -> Iterator[Tuple[bytes, int]]:
+def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int) -> Iterator[Tuple[bytearray, int]]:
     """Splits records into request bodies of at most ``max_bytes`` (a record larger than that
     travels alone) and ``max_records`` records; yields ``(body, record count)``. Only one
-    body is built at a time."""
-    parts: List[Any] = []
-    size = count = 0
+    body exists at a time, built in place: the caller's payload objects are not kept."""
+    body = bytearray()
+    count = 0
     for item in records:
         ts, data, ct, labels = _normalise(item)
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -211,15 +220,15 @@ def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int)
                             "stream large payloads one at a time with write()")
         if ts == SERVER_TS:
             raise InvalidInput(f"timestamp {ts} is reserved", code="invalid_timestamp")
-        frame = encode_record(ts, data, ct, labels)
-        fsize = len(frame[0]) + len(frame[1])
-        if count and (size + fsize > max_bytes or count >= max_records):
-            parts.append(encode_end(count))
-            yield b"".join(parts), count
-            parts, size, count = [], 0, 0
-        parts.extend(frame)
-        size += fsize
+        head, payload = encode_record(ts, data, ct, labels)
+        fsize = len(head) + len(payload)
+        if count and (len(body) + fsize > max_bytes or count >= max_records):
+            body += encode_end(count)
+            yield body, count
+            body, count = bytearray(), 0
+        body += head
+        body += payload
         count += 1
     if count:
-        parts.append(encode_end(count))
-        yield b"".join(parts), count
+        body += encode_end(count)
+        yield body, count

@@ -48,15 +48,26 @@ def lower_headers(resp: http.client.HTTPResponse) -> List[Tuple[str, str]]:
 
 
 def iter_response(resp: http.client.HTTPResponse, size: int = READ_CHUNK) -> Iterator[bytes]:
-    """The body as it arrives: each piece is what one socket read gave (at most ``size``)."""
+    """The body as it arrives: each piece is what one socket read gave (at most ``size``).
+
+    A body cut short raises :class:`TransportError`: ``read1`` reports a connection closed
+    before ``Content-Length`` bytes as a plain end of data, so the count is checked here.
+    """
     read1 = resp.read1
+    length = resp.getheader("content-length")
+    expected = int(length) if length is not None and not resp.chunked else None
+    got = 0
     while True:
         try:
             chunk = read1(size)
         except TRANSPORT_ERRORS as e:
             raise transport_error(e, "reading the answer") from e
         if not chunk:
+            if expected is not None and got != expected:
+                raise TransportError(f"the connection closed after {got} of {expected} bytes of the answer",
+                                     code="transport")
             return
+        got += len(chunk)
         yield chunk
 
 
@@ -100,6 +111,13 @@ class _HTTPConnection(_Coalescing, http.client.HTTPConnection):
 
 class _HTTPSConnection(_Coalescing, http.client.HTTPSConnection):
     pass
+
+
+def _early_answer(conn: http.client.HTTPConnection) -> Optional[http.client.HTTPResponse]:
+    try:
+        return conn.getresponse()
+    except TRANSPORT_ERRORS:
+        return None
 
 
 def _readable(sock: socket.socket) -> bool:
@@ -191,6 +209,11 @@ class SyncTransport:
                 conn.request(method, path, body=body, headers=all_headers)
                 return conn, conn.getresponse()
             except _STALE as e:
+                # A server may answer before reading the whole body (413 on a Content-Length
+                # over its limit) and close: that answer is the one to report.
+                early = _early_answer(conn)
+                if early is not None:
+                    return conn, early
                 conn.close()
                 if reused and resendable and attempt == 0:
                     continue  # the server closed it while idle, just before our request
