@@ -3,16 +3,19 @@
 Servers with special settings are started for the faults that need them: tokens
 (Unauthorized, Forbidden), a small body limit (PayloadTooLarge), an impossible free-space
 reserve (DiskFull), a block file damaged on disk (CorruptRecord), a server killed in the
-middle of a stream (TransportError). ``LengthRequired`` and ``ServerError`` (``internal``)
-cannot be caused from outside; their mapping is covered by ``test_errors.py``.
+middle of a stream (TransportError), a stalled upload (RequestTimeout). ``ServerError``
+(``internal``, an I/O failure) cannot be caused from outside; its mapping is covered by
+``test_errors.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import AsyncIterator, Iterator
 
 import pytest
 
@@ -107,6 +110,32 @@ def test_bad_request_and_malformed_batch(client: Client, bucket: str) -> None:
     assert ok["written"] == 3
 
 
+def test_method_not_allowed(client: Client, bucket: str) -> None:
+    with pytest.raises(tsblob.MethodNotAllowed) as e:
+        client._json("PATCH", f"/api/v1/b/{bucket}")
+    assert e.value.status == 405
+
+
+def test_request_timeout(tmp_path: Path) -> None:
+    srv = Server(tmp_path / "data", ["--idle-timeout", "1s"]).start()
+    try:
+        with srv.client() as db:
+            db.create_bucket("b")
+
+            def stalled() -> Iterator[bytes]:
+                yield b"first part"
+                time.sleep(2.5)  # longer than the server's idle timeout
+                yield b"too late"
+
+            with pytest.raises(tsblob.RequestTimeout) as e:
+                db.write("b", "e", stalled(), ts=T0)
+            assert e.value.status == 408
+            with pytest.raises(tsblob.NotFound):  # nothing of it was kept
+                db.read("b", "e", T0)
+    finally:
+        srv.stop()
+
+
 def test_quota_exceeded(client: Client) -> None:
     name = uniq("hard")
     client.create_bucket(name, quota_type="hard", quota_size=64 << 10, max_block_size=16 << 10)
@@ -128,6 +157,23 @@ def test_payload_too_large(limited_server: Server) -> None:
             db.write("b", "e", b"x" * (2 << 20))
         assert e.value.status == 413
         db.write("b", "e", b"still works")  # the client recovers its connection
+
+
+async def test_request_timeout_async(tmp_path: Path) -> None:
+    srv = Server(tmp_path / "data", ["--idle-timeout", "1s"]).start()
+    try:
+        async with AsyncClient(srv.url) as db:
+            await db.create_bucket("b")
+
+            async def stalled() -> "AsyncIterator[bytes]":
+                yield b"first part"
+                await asyncio.sleep(2.5)
+                yield b"too late"
+
+            with pytest.raises(tsblob.RequestTimeout):
+                await db.write("b", "e", stalled(), ts=T0)
+    finally:
+        srv.stop()
 
 
 async def test_payload_too_large_async(limited_server: Server) -> None:

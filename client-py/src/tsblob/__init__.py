@@ -16,9 +16,9 @@ Every error is a :class:`TsblobError`; see ``docs/python.md`` for the guide.
 from ._async_client import AsyncClient, AsyncQueryIterator
 from ._client import Client, QueryIterator
 from ._errors import (BadRequest, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
-                      EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, LengthRequired,
+                      EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MethodNotAllowed,
                       MalformedBatch, NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded,
-                      RecordNotFound, ServerError, TimestampExists, TokenExists, TokenNotFound,
+                      RecordNotFound, RequestTimeout, ServerError, TimestampExists, TokenExists, TokenNotFound,
                       TransportError, TsblobError, Unauthorized)
 from ._models import (AsyncRecord, BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health,
                       Record, RecordInfo, RecordResult, ServerInfo, Token)
@@ -33,7 +33,8 @@ __all__ = [
     "Timestamp", "to_micros", "from_micros",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
-    "Conflict", "BucketExists", "TimestampExists", "TokenExists", "LengthRequired", "PayloadTooLarge",
+    "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
+    "PayloadTooLarge",
     "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",
     "__version__",
 ]

@@ -29,7 +29,8 @@ __all__ = [
     "BucketExists",
     "TimestampExists",
     "TokenExists",
-    "LengthRequired",
+    "MethodNotAllowed",
+    "RequestTimeout",
     "PayloadTooLarge",
     "InvalidInput",
     "ServerError",
@@ -136,8 +137,13 @@ class TokenExists(Conflict):
     """409 ``token_exists``."""
 
 
-class LengthRequired(TsblobError):
-    """411: the route needs a ``Content-Length``; pass ``size=`` with a streamed body."""
+class MethodNotAllowed(TsblobError):
+    """405: the route exists, the method does not (an SDK/server version mismatch)."""
+
+
+class RequestTimeout(TsblobError):
+    """408: a streamed request body sent nothing for the server's ``--idle-timeout``; nothing
+    of it was kept. Make the source keep up, or write it to a file first."""
 
 
 class PayloadTooLarge(TsblobError):
@@ -182,7 +188,8 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "bucket_exists": BucketExists,
     "timestamp_exists": TimestampExists,
     "token_exists": TokenExists,
-    "length_required": LengthRequired,
+    "method_not_allowed": MethodNotAllowed,
+    "request_timeout": RequestTimeout,
     "payload_too_large": PayloadTooLarge,
     "invalid_name": InvalidInput,
     "invalid_timestamp": InvalidInput,
@@ -202,7 +209,8 @@ _BY_STATUS: Dict[int, Type[TsblobError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
-    411: LengthRequired,
+    405: MethodNotAllowed,
+    408: RequestTimeout,
     413: PayloadTooLarge,
     422: InvalidInput,
     507: InsufficientStorage,
