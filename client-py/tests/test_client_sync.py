@@ -214,3 +214,19 @@ def test_remove_record_range_entry(client: Client, bucket: str) -> None:
     client.remove_entry(bucket, "r")
     with pytest.raises(tsblob.EntryNotFound):
         client.get_entry(bucket, "r")
+
+
+def test_one_client_shared_by_threads(client: Client, bucket: str) -> None:
+    """The connection pool serves several threads at once without mixing answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(t: int) -> None:
+        for i in range(50):
+            ts = T0 + t * 1000 + i
+            assert client.write(bucket, "threads", b"%d-%d" % (t, i), ts=ts) == ts
+            assert client.read(bucket, "threads", ts).data == b"%d-%d" % (t, i)
+        assert len(list(client.query(bucket, "threads", start=T0 + t * 1000, stop=T0 + t * 1000 + 50))) == 50
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(8)))
+    assert client.get_entry(bucket, "threads").record_count == 400
