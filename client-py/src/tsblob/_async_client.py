@@ -25,7 +25,7 @@ from yarl import URL
 
 from . import _common as c
 from ._client import file_size, parse_json
-from ._errors import TransportError, TsblobError, error_from_response_body
+from ._errors import ProtocolError, TransportError, TsblobError, error_from_response_body
 from ._http import Response, transport_error
 from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._models import (AsyncRecord, BatchResult, Bucket, EntryInfo, Health, RecordInfo, ServerInfo, Token)
@@ -164,6 +164,10 @@ class AsyncQueryIterator(AsyncIterator[AsyncRecord]):
                 self._payload = self._stream_payload()
                 return AsyncRecord(h.ts, h.content_type, h.labels, h.size, None, self._payload)
             if kind == EV_END:
+                assert self._chunks is not None
+                async for rest in self._chunks:  # the HTTP end of the body: keeps the connection
+                    if rest:
+                        raise ProtocolError("the server sent bytes after the end of the record stream")
                 await self.aclose()
                 raise StopAsyncIteration
             raise TsblobError(f"unexpected frame event {kind} between records", code="protocol")

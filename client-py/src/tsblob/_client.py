@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optio
 from urllib.parse import quote
 
 from . import _common as c
-from ._errors import TsblobError, error_from_response_body
+from ._errors import ProtocolError, TsblobError, error_from_response_body
 from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._http import Response, SyncTransport, iter_response, lower_headers
 from ._models import BatchResult, Bucket, EntryInfo, Health, Record, RecordInfo, ServerInfo, Token
@@ -153,6 +153,10 @@ class QueryIterator(Iterator[Record]):
                 self._payload = self._stream_payload()
                 return Record(h.ts, h.content_type, h.labels, h.size, None, self._payload)
             if kind == EV_END:
+                # Read the HTTP end of the body too, so that the connection can be reused.
+                assert self._chunks is not None
+                if any(self._chunks):
+                    raise ProtocolError("the server sent bytes after the end of the record stream")
                 self.close()
                 raise StopIteration
             raise TsblobError(f"unexpected frame event {kind} between records", code="protocol")
