@@ -230,3 +230,18 @@ def test_one_client_shared_by_threads(client: Client, bucket: str) -> None:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(work, range(8)))
     assert client.get_entry(bucket, "threads").record_count == 400
+
+
+def test_connections_are_reused_after_queries_and_streams(server, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    """Regression: a query stopped reading at the end frame, before the HTTP end of the
+    body, so every query closed its connection instead of returning it to the pool."""
+    with Client(server.url, pool_size=1) as db:
+        db.write_batch(bucket, "reuse", [(T0 + i, b"x" * 10) for i in range(10)])
+        db.write(bucket, "big", b"y" * (3 << 20), ts=T0)
+        socks = set()
+        for _ in range(3):
+            assert len(list(db.query(bucket, "reuse"))) == 10
+            with db.read_stream(bucket, "big", T0) as rec:
+                assert sum(len(c) for c in rec.iter_chunks()) == 3 << 20
+            socks.update(id(conn.sock) for conn in db._t._idle)
+        assert len(socks) == 1

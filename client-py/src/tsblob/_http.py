@@ -58,6 +58,11 @@ def iter_response(resp: http.client.HTTPResponse, size: int = READ_CHUNK) -> Ite
     expected = int(length) if length is not None and not resp.chunked else None
     got = 0
     while True:
+        if got == expected:
+            # read1 never marks a Content-Length body as finished; read() does, and only a
+            # finished response lets its connection go back to the pool.
+            resp.read()
+            return
         try:
             chunk = read1(size)
         except TRANSPORT_ERRORS as e:
