@@ -100,6 +100,8 @@ def target(path: str, params: Optional[Params] = None) -> str:
     """Path plus query string, every value percent-encoded."""
     if not params:
         return path
+    if len(params) == 1 and params[0][0] == "ts":  # every single-record call: skip urlencode
+        return f"{path}?ts={params[0][1]}"
     return path + "?" + urlencode(params, quote_via=quote, safe="")
 
 
