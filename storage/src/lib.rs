@@ -59,3 +59,25 @@ pub fn now_micros() -> u64 {
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
 }
+
+/// Entry points for fuzzing the on-disk parsers (`fuzz/`); not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Parses `bytes` as a block file (header, then frames) the way recovery does, checking
+    /// every CRC. Must never panic, whatever the bytes; returns the number of valid frames.
+    pub fn parse_block(bytes: &[u8]) -> usize {
+        let Some(h) = crate::frame::decode_block_header(bytes) else { return 0 };
+        let mut pos = h.len;
+        let mut n = 0;
+        while pos < bytes.len() {
+            let Ok(head) = crate::frame::decode_head(&bytes[pos..], h.base_ts) else { break };
+            let Some(end) = usize::try_from(head.frame_len()).ok().and_then(|l| pos.checked_add(l)) else { break };
+            if end > bytes.len() || crate::frame::frame_crc(&bytes[pos..end]) != head.crc {
+                break;
+            }
+            n += 1;
+            pos = end;
+        }
+        n
+    }
+}
