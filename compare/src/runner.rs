@@ -177,6 +177,9 @@ async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
         .arg(&data)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
+        // Warnings only, like the peers: per-request logging is not what is measured.
+        .arg("--log")
+        .arg("warn")
         .env_remove("TSBLOB_TOKEN");
     let mut s = Spawned::start("tsblob", cmd, port, data, dir.join("tsblob.log"))?;
     s.wait_ready("/health", READY_TIMEOUT).await?;
