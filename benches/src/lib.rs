@@ -58,7 +58,7 @@ pub fn fill(store: &Store, bucket: &str, entry: &str, n: u64, size: usize) {
     let mut ts = 0;
     while ts < n {
         let end = (ts + per as u64).min(n);
-        let recs = (ts..end)
+        let recs: Vec<BatchRecord> = (ts..end)
             .map(|t| BatchRecord {
                 meta: WriteMeta::at(t * 1000),
                 data: data.clone(),

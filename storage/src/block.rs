@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::frame::{
-    decode_block_header, decode_head, encode_block_header, FrameFault, FrameHead, FLAG_ZSTD,
+    check_head, decode_block_header, decode_head, encode_block_header, FrameFault, FrameHead,
+    HeadFields, FLAG_ZSTD, FRAME_PREFIX,
 };
 use crate::{CorruptionError, Error, RecordMeta, Result};
 
@@ -78,44 +79,107 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
     })
 }
 
-/// Reads a whole frame and returns its head and original payload, CRC-checked.
+/// Reads a whole frame and returns its fixed head fields and original payload, CRC-checked.
+/// `size` is the original payload length the index holds: for a raw payload it tells
+/// where the payload starts, so head and payload land in separate buffers with one
+/// `preadv` and the payload is never moved.
 pub fn read_frame(
     file: &File,
     path: &Path,
     offset: u64,
     frame_len: u64,
+    size: u64,
+    flags: u8,
     base_ts: u64,
-) -> Result<(FrameHead, Vec<u8>)> {
-    let mut buf = vec![0u8; frame_len as usize];
-    let n = read_at_most(file, &mut buf, offset)
+) -> Result<(HeadFields, Vec<u8>)> {
+    let raw = flags & FLAG_ZSTD == 0 && size <= frame_len;
+    let head_len = if raw {
+        (frame_len - size) as usize
+    } else {
+        frame_len as usize
+    };
+    let mut head = vec![0u8; head_len];
+    let mut payload = vec![0u8; if raw { size as usize } else { 0 }];
+    let n = preadv2(file, &mut head, &mut payload, offset)
         .map_err(|e| Error::io(format!("reading {path:?}"), e))?;
-    if n != buf.len() {
+    if n as u64 != frame_len {
         return Err(corrupt(
             path,
             offset,
             format!("frame cut short: {n} of {frame_len} bytes"),
         ));
     }
-    let head = decode_head(&buf, base_ts).map_err(|f| corrupt(path, offset, format!("{f:?}")))?;
-    if head.frame_len() != frame_len {
+    let h = check_head(&head, base_ts).map_err(|f| corrupt(path, offset, format!("{f:?}")))?;
+    if h.head_len as u64 + h.stored_len != frame_len || (raw && h.head_len != head_len) {
         return Err(corrupt(path, offset, "frame length differs from the index"));
     }
-    if crate::frame::frame_crc(&buf) != head.crc {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[FRAME_PREFIX..]), &payload);
+    if crc != h.crc {
         return Err(corrupt(path, offset, "CRC32C mismatch"));
     }
-    let stored = &buf[head.head_len..];
-    let data = if head.flags & FLAG_ZSTD != 0 {
-        let out = zstd::bulk::decompress(stored, head.raw_len as usize)
+    if raw {
+        return Ok((h, payload));
+    }
+    let stored = &head[h.head_len..];
+    let data = if h.flags & FLAG_ZSTD != 0 {
+        let out = zstd::bulk::decompress(stored, h.raw_len as usize)
             .map_err(|e| corrupt(path, offset, format!("zstd: {e}")))?;
-        if out.len() as u64 != head.raw_len {
+        if out.len() as u64 != h.raw_len {
             return Err(corrupt(path, offset, "decompressed length differs"));
         }
         out
     } else {
-        buf.drain(..head.head_len);
-        buf
+        stored.to_vec()
     };
-    Ok((head, data))
+    Ok((h, data))
+}
+
+/// `preadv` of two buffers at `offset`, retried until both are full or the file ends.
+fn preadv2(file: &File, a: &mut [u8], b: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::io::AsRawFd;
+    let total = a.len() + b.len();
+    let mut done = 0usize;
+    while done < total {
+        let (pa, pb): (&mut [u8], &mut [u8]) = if done < a.len() {
+            let (_, ra) = a.split_at_mut(done);
+            (ra, &mut b[..])
+        } else {
+            let (_, rb) = b.split_at_mut(done - a.len());
+            (&mut [][..], rb)
+        };
+        let iov = [
+            libc::iovec {
+                iov_base: pa.as_mut_ptr().cast(),
+                iov_len: pa.len(),
+            },
+            libc::iovec {
+                iov_base: pb.as_mut_ptr().cast(),
+                iov_len: pb.len(),
+            },
+        ];
+        // SAFETY: both iovecs point into live, exclusively borrowed buffers of the given
+        // lengths, and the fd stays open for the duration of the call.
+        let n = unsafe {
+            libc::preadv(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                2,
+                (offset + done as u64) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        done += n as usize;
+    }
+    Ok(done)
 }
 
 /// Reads the head of a frame at `offset`, growing the read until the head fits.
@@ -171,7 +235,7 @@ pub fn verify_frame(
 pub fn head_crc(file: &File, offset: u64, head: &FrameHead) -> io::Result<u32> {
     let mut buf = vec![0u8; head.head_len];
     read_at_most(file, &mut buf, offset)?;
-    Ok(crc32c::crc32c(&buf[crate::frame::FRAME_PREFIX..]))
+    Ok(crc32c::crc32c(&buf[FRAME_PREFIX..]))
 }
 
 /// A byte range of a file as a `Read`.

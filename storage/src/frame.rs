@@ -258,8 +258,47 @@ pub enum FrameFault {
     Garbage(&'static str),
 }
 
+/// The fixed fields of a frame head, parsed without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadFields {
+    pub flags: u8,
+    pub crc: u32,
+    pub ts: u64,
+    pub stored_len: u64,
+    pub raw_len: u64,
+    pub head_len: usize,
+}
+
+/// Parses the fixed fields of a frame head and skips its content type and labels.
+pub fn check_head(buf: &[u8], base_ts: u64) -> Result<HeadFields, FrameFault> {
+    let (f, ct, lab) = split_head(buf, base_ts)?;
+    let _ = (ct, lab);
+    Ok(f)
+}
+
 /// Parses the head of a frame from `buf` (which may hold more or less than the frame).
 pub fn decode_head(buf: &[u8], base_ts: u64) -> Result<FrameHead, FrameFault> {
+    let (f, ct, lab) = split_head(buf, base_ts)?;
+    let ct = std::str::from_utf8(ct).map_err(|_| FrameFault::Garbage("content type"))?;
+    let labels = if lab.is_empty() {
+        Labels::new()
+    } else {
+        decode_labels(&mut Reader::new(lab)).ok_or(FrameFault::Garbage("labels"))?
+    };
+    Ok(FrameHead {
+        flags: f.flags,
+        crc: f.crc,
+        ts: f.ts,
+        stored_len: f.stored_len,
+        raw_len: f.raw_len,
+        content_type: loaded_content_type(ct),
+        labels,
+        head_len: f.head_len,
+    })
+}
+
+/// The fixed fields, the content type bytes and the label bytes of a frame head.
+fn split_head(buf: &[u8], base_ts: u64) -> Result<(HeadFields, &[u8], &[u8]), FrameFault> {
     let mut r = Reader::new(buf);
     let magic = r.u8().ok_or(FrameFault::Short)?;
     if magic != FRAME_MAGIC {
@@ -289,30 +328,21 @@ pub fn decode_head(buf: &[u8], base_ts: u64) -> Result<FrameHead, FrameFault> {
     if ctl > 255 {
         return Err(FrameFault::Garbage("content type too long"));
     }
-    let ct = match r.bytes(ctl) {
-        Some(b) => std::str::from_utf8(b).map_err(|_| FrameFault::Garbage("content type"))?,
-        None => return Err(FrameFault::Short),
-    };
+    let ct = r.bytes(ctl).ok_or(FrameFault::Short)?;
     let ll = r.varint().ok_or_else(|| short_or(&r, "bad labels"))? as usize;
     if ll > (64 << 20) {
         return Err(FrameFault::Garbage("labels too long"));
     }
     let lab = r.bytes(ll).ok_or(FrameFault::Short)?;
-    let labels = if lab.is_empty() {
-        Labels::new()
-    } else {
-        decode_labels(&mut Reader::new(lab)).ok_or(FrameFault::Garbage("labels"))?
-    };
-    Ok(FrameHead {
+    let fields = HeadFields {
         flags,
         crc,
         ts,
         stored_len,
         raw_len,
-        content_type: loaded_content_type(ct),
-        labels,
         head_len: r.pos,
-    })
+    };
+    Ok((fields, ct, lab))
 }
 
 /// CRC32C over a whole frame's covered bytes (head after the prefix, then payload).

@@ -13,6 +13,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
+use crate::frame::FLAG_ZSTD;
 use crate::frame::{
     decode_labels, encode_labels, loaded_content_type, put_varint, stored_content_type, Reader,
 };
@@ -39,6 +40,8 @@ pub struct IndexValue {
     pub block_id: u64,
     pub offset: u64,
     pub frame_len: u64,
+    /// Payload bytes as stored (compressed or not).
+    pub stored: u64,
     pub size: u64,
     pub flags: u8,
     pub content_type: String,
@@ -47,11 +50,18 @@ pub struct IndexValue {
 
 impl IndexValue {
     pub fn encode(&self, out: &mut Vec<u8>) {
+        // The frame length is stored as the head length (one byte for ordinary heads),
+        // with the compression flag in its low bit; the stored length follows only for a
+        // compressed payload (for a raw one it equals `size`).
+        let zstd = self.flags & FLAG_ZSTD != 0;
+        let stored = self.stored;
         put_varint(out, self.block_id);
         put_varint(out, self.offset);
-        put_varint(out, self.frame_len);
+        put_varint(out, ((self.frame_len - stored) << 1) | u64::from(zstd));
         put_varint(out, self.size);
-        out.push(self.flags);
+        if zstd {
+            put_varint(out, stored);
+        }
         let ct = stored_content_type(&self.content_type);
         put_varint(out, ct.len() as u64);
         out.extend_from_slice(ct.as_bytes());
@@ -64,9 +74,14 @@ impl IndexValue {
         let mut r = Reader::new(buf);
         let block_id = r.varint()?;
         let offset = r.varint()?;
-        let frame_len = r.varint()?;
+        let head = r.varint()?;
         let size = r.varint()?;
-        let flags = r.u8()?;
+        let (flags, stored) = if head & 1 == 1 {
+            (FLAG_ZSTD, r.varint()?)
+        } else {
+            (0, size)
+        };
+        let frame_len = (head >> 1).checked_add(stored)?;
         let ctl = r.varint()? as usize;
         let content_type = loaded_content_type(r.str(ctl)?);
         let labels = if r.pos == buf.len() {
@@ -78,6 +93,7 @@ impl IndexValue {
             block_id,
             offset,
             frame_len,
+            stored,
             size,
             flags,
             content_type,
@@ -197,22 +213,21 @@ impl Index {
         Ok(self.records.get(txn, &rec_key(entry_id, ts))?.is_some())
     }
 
-    /// Up to `max` records of an entry in `[start, stop)`, in the given direction.
+    /// Up to `max` records of an entry in `span` (`[start, stop)`), in the given direction.
     pub fn range(
         &self,
         txn: &RoTxn<'_, WithoutTls>,
         entry_id: u32,
-        start: u64,
-        stop: u64,
+        span: std::ops::Range<u64>,
         descending: bool,
         max: usize,
         out: &mut Vec<(u64, IndexValue)>,
     ) -> Result<()> {
-        if start >= stop {
+        if span.is_empty() {
             return Ok(());
         }
-        let lo = rec_key(entry_id, start);
-        let hi = rec_key(entry_id, stop);
+        let lo = rec_key(entry_id, span.start);
+        let hi = rec_key(entry_id, span.end);
         let range = (
             std::ops::Bound::Included(&lo[..]),
             std::ops::Bound::Excluded(&hi[..]),
@@ -238,7 +253,7 @@ impl Index {
         entry_id: u32,
     ) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
-        self.range(txn, entry_id, 0, u64::MAX, true, 1, &mut out)?;
+        self.range(txn, entry_id, 0..u64::MAX, true, 1, &mut out)?;
         // u64::MAX itself is never a valid timestamp (reserved), so the exclusive stop is fine.
         Ok(out.pop())
     }
@@ -287,7 +302,7 @@ impl Index {
         entry_id: u32,
     ) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
-        self.range(txn, entry_id, 0, u64::MAX, false, 1, &mut out)?;
+        self.range(txn, entry_id, 0..u64::MAX, false, 1, &mut out)?;
         Ok(out.pop())
     }
 }
@@ -319,6 +334,7 @@ mod tests {
                 block_id: 3,
                 offset: 1 << 40,
                 frame_len: 1040,
+                stored: 1000,
                 size: 1024,
                 flags: 1,
                 content_type: "image/png".into(),

@@ -66,12 +66,21 @@ pub mod fuzzing {
     /// Parses `bytes` as a block file (header, then frames) the way recovery does, checking
     /// every CRC. Must never panic, whatever the bytes; returns the number of valid frames.
     pub fn parse_block(bytes: &[u8]) -> usize {
-        let Some(h) = crate::frame::decode_block_header(bytes) else { return 0 };
+        let Some(h) = crate::frame::decode_block_header(bytes) else {
+            return 0;
+        };
         let mut pos = h.len;
         let mut n = 0;
         while pos < bytes.len() {
-            let Ok(head) = crate::frame::decode_head(&bytes[pos..], h.base_ts) else { break };
-            let Some(end) = usize::try_from(head.frame_len()).ok().and_then(|l| pos.checked_add(l)) else { break };
+            let Ok(head) = crate::frame::decode_head(&bytes[pos..], h.base_ts) else {
+                break;
+            };
+            let Some(end) = usize::try_from(head.frame_len())
+                .ok()
+                .and_then(|l| pos.checked_add(l))
+            else {
+                break;
+            };
             if end > bytes.len() || crate::frame::frame_crc(&bytes[pos..end]) != head.crc {
                 break;
             }

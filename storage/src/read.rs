@@ -105,7 +105,15 @@ fn gone_is_not_found(err: Error, bucket: &str, entry: &str, ts: u64) -> Error {
 fn read_value(e: &Entry, ts: u64, v: &IndexValue) -> Result<Record> {
     let (file, base_ts) = e.file(v.block_id)?;
     let path = block_path(&e.dir, v.block_id);
-    let (head, data) = read_frame(&file, &path, v.offset, v.frame_len, base_ts)?;
+    let (head, data) = read_frame(
+        &file,
+        &path,
+        v.offset,
+        v.frame_len,
+        v.size,
+        v.flags,
+        base_ts,
+    )?;
     if head.ts != ts {
         return Err(CorruptionError::Record {
             path,
@@ -118,7 +126,7 @@ fn read_value(e: &Entry, ts: u64, v: &IndexValue) -> Result<Record> {
         meta: RecordMeta {
             ts,
             size: head.raw_len,
-            content_type: head.content_type,
+            content_type: v.content_type.clone(),
             labels: v.labels.clone(),
         },
         data,
@@ -183,8 +191,7 @@ impl QueryIter {
         index.range(
             &txn,
             self.entry.id,
-            self.lo,
-            self.hi,
+            self.lo..self.hi,
             self.descending,
             PAGE,
             &mut out,

@@ -216,6 +216,11 @@ pub(crate) fn open_inner(path: &Path, opts: StoreOptions) -> Result<Inner> {
         create_lock: Mutex::new(()),
         report,
         evicted_blocks: AtomicU64::new(0),
+        free_cache: Mutex::new(crate::store::FreeCache {
+            measured: None,
+            free: 0,
+            written_since: 0,
+        }),
         closing: AtomicBool::new(false),
         syncer: Mutex::new(None),
         _lock: lock,
@@ -303,6 +308,7 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                 blocks: BTreeMap::new(),
                 active: None,
                 last_auto_ts: 0,
+                ceiling: None,
                 removed: false,
             };
             let files = block_files(&edir)?;
@@ -332,6 +338,12 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                     st.blocks.insert(bid, meta);
                 }
             }
+            st.ceiling = st
+                .blocks
+                .values()
+                .filter(|m| m.records > 0)
+                .map(|m| m.max_ts)
+                .max();
             *entry.state.lock() = st;
             bucket.entries.write().insert(ename, Arc::new(entry));
         }
@@ -465,6 +477,7 @@ fn check_block(
                 block_id: bid,
                 offset: pos,
                 frame_len: head.frame_len(),
+                stored: head.stored_len,
                 size: head.raw_len,
                 flags: head.flags,
                 content_type: head.content_type.clone(),

@@ -45,7 +45,7 @@ impl Store {
                 let txn = self.inner.index.read_txn()?;
                 self.inner
                     .index
-                    .range(&txn, e.id, start, stop, false, REMOVE_PAGE, &mut page)?;
+                    .range(&txn, e.id, start..stop, false, REMOVE_PAGE, &mut page)?;
             }
             if page.is_empty() {
                 return Ok(removed);

@@ -41,6 +41,9 @@ pub(crate) struct Inner {
     pub create_lock: Mutex<()>,
     pub report: RecoveryReport,
     pub evicted_blocks: AtomicU64,
+    /// Free bytes of the data folder's file system as last measured, when, and what was
+    /// written since: `statvfs` runs at most every few milliseconds, not on every write.
+    pub free_cache: Mutex<FreeCache>,
     pub closing: AtomicBool,
     pub syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub _lock: File,
@@ -73,7 +76,17 @@ pub(crate) struct EntryState {
     pub blocks: BTreeMap<u64, BlockMeta>,
     pub active: Option<Active>,
     pub last_auto_ts: u64,
+    /// No record of the entry has a larger timestamp (`None`: the entry has never held
+    /// one). Conservative: removals do not lower it. A timestamp above it needs no
+    /// duplicate check in the index, which makes in-order writes skip an LMDB lookup.
+    pub ceiling: Option<u64>,
     pub removed: bool,
+}
+
+pub(crate) struct FreeCache {
+    pub measured: Option<std::time::Instant>,
+    pub free: u64,
+    pub written_since: u64,
 }
 
 /// The block an entry appends to.
@@ -107,6 +120,7 @@ impl Entry {
                 blocks: BTreeMap::new(),
                 active: None,
                 last_auto_ts: 0,
+                ceiling: None,
                 removed: false,
             }),
             files: RwLock::new(HashMap::new()),

@@ -17,6 +17,8 @@ use crate::store::{Active, Bucket, Entry, EntryState};
 use crate::sync::{Change, Op};
 use crate::*;
 
+type Txn<'a> = heed::RoTxn<'a, heed::WithoutTls>;
+
 /// Bytes a frame adds beyond its payload, over-estimated for reservations.
 const FRAME_SLACK: u64 = 64;
 /// Payloads up to this size are compressed in one call; larger ones stream.
@@ -77,8 +79,7 @@ fn check_meta(meta: &WriteMeta) -> Result<()> {
 impl Store {
     /// Checks free space and the quota for `need` more bytes, evicting FIFO blocks.
     pub(crate) fn reserve<'a>(&self, bucket: &'a Bucket, need: u64) -> Result<Reservation<'a>> {
-        let free =
-            free_space(&self.inner.path).map_err(|e| Error::io("statvfs of the data folder", e))?;
+        let free = self.cached_free_space(need)?;
         let reserve = self.inner.opts.free_space_reserve;
         if free < reserve.saturating_add(need) {
             return Err(WriteError::DiskFull {
@@ -204,18 +205,44 @@ impl Store {
         Ok(())
     }
 
+    /// Free bytes, measured with `statvfs` at most every 20 ms or 64 MiB of writes, minus
+    /// what was written since the measurement; counts `need` as written.
+    fn cached_free_space(&self, need: u64) -> Result<u64> {
+        let mut c = self.inner.free_cache.lock();
+        let stale = c
+            .measured
+            .is_none_or(|t| t.elapsed() > std::time::Duration::from_millis(20));
+        if stale || c.written_since > (64 << 20) {
+            c.free = free_space(&self.inner.path)
+                .map_err(|e| Error::io("statvfs of the data folder", e))?;
+            c.measured = Some(std::time::Instant::now());
+            c.written_since = 0;
+        }
+        let free = c.free.saturating_sub(c.written_since);
+        c.written_since += need;
+        Ok(free)
+    }
+
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".
     fn pick_ts(
         &self,
+        txn: &Txn<'_>,
         bucket: &Bucket,
         entry: &Entry,
         st: &mut EntryState,
         want: Option<u64>,
+        batch: &mut BatchSeen,
     ) -> Result<u64> {
-        let txn = self.inner.index.read_txn()?;
-        match want {
+        // Taken: in the index, or earlier in this batch. Above the ceiling: neither.
+        let mut taken = |ts: u64, st: &EntryState| -> Result<bool> {
+            if st.ceiling.is_none_or(|c| ts > c) {
+                return Ok(false);
+            }
+            Ok(batch.contains(ts) || self.inner.index.contains(txn, entry.id, ts)?)
+        };
+        let ts = match want {
             Some(ts) => {
-                if self.inner.index.contains(&txn, entry.id, ts)? {
+                if taken(ts, st)? {
                     return Err(WriteError::Conflict {
                         bucket: bucket.name.clone(),
                         entry: entry.name.clone(),
@@ -223,17 +250,20 @@ impl Store {
                     }
                     .into());
                 }
-                Ok(ts)
+                ts
             }
             None => {
                 let mut ts = now_micros().max(st.last_auto_ts + 1);
-                while self.inner.index.contains(&txn, entry.id, ts)? {
+                while taken(ts, st)? {
                     ts += 1;
                 }
                 st.last_auto_ts = ts;
-                Ok(ts)
+                ts
             }
-        }
+        };
+        batch.push(ts);
+        st.ceiling = Some(st.ceiling.map_or(ts, |c| c.max(ts)));
+        Ok(ts)
     }
 
     /// The active block with room for one more frame, sealing and starting one if needed.
@@ -298,8 +328,9 @@ impl Store {
         &self,
         bucket: &str,
         entry: &str,
-        records: Vec<BatchRecord>,
+        records: impl AsRef<[BatchRecord]>,
     ) -> Result<Vec<Result<u64>>> {
+        let records = records.as_ref();
         let n = records.len();
         self.write_many(
             bucket,
@@ -345,10 +376,13 @@ impl Store {
         let mut results: Vec<Result<u64>> = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n + 2);
         let mut buf: Vec<u8> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = BatchSeen::default();
         let mut pending: Vec<(u64, u64, u64, IndexValue)> = Vec::with_capacity(n); // ts, at, len, value
         let mut start_len = 0;
         let mut block_id = 0;
+        // One read transaction for every duplicate check of the batch: the entry's mutex
+        // is held, so nothing else can add this entry's timestamps meanwhile.
+        let txn = self.inner.index.read_txn()?;
         for ((meta, data), (check, packed)) in records.zip(prepared) {
             if let Err(err) = check {
                 results.push(Err(err));
@@ -357,18 +391,9 @@ impl Store {
             let want = if replace { None } else { meta.ts };
             let picked = match (replace, meta.ts) {
                 (true, Some(ts)) => Ok(ts),
-                _ => self.pick_ts(&b, &e, &mut st, want),
+                _ => self.pick_ts(&txn, &b, &e, &mut st, want, &mut seen),
             };
             let ts = match picked {
-                Ok(ts) if !seen.insert(ts) => Err(WriteError::Conflict {
-                    bucket: bucket.into(),
-                    entry: entry.into(),
-                    ts,
-                }
-                .into()),
-                other => other,
-            };
-            let ts = match ts {
                 Ok(ts) => ts,
                 Err(err) => {
                     results.push(Err(err));
@@ -421,6 +446,7 @@ impl Store {
                     block_id,
                     offset: at,
                     frame_len,
+                    stored: stored.len() as u64,
                     size: data.len() as u64,
                     flags,
                     content_type: ct.to_string(),
@@ -430,6 +456,7 @@ impl Store {
             results.push(Ok(ts));
         }
         self.flush_pending(&b, &e, &mut st, &mut buf, &mut pending, &mut ops)?;
+        drop(txn);
         if !ops.is_empty() {
             let files = st
                 .active
@@ -551,7 +578,10 @@ impl Store {
             }
             .into());
         }
-        let ts = self.pick_ts(&b, &e, &mut st, meta.ts)?;
+        let ts = {
+            let txn = self.inner.index.read_txn()?;
+            self.pick_ts(&txn, &b, &e, &mut st, meta.ts, &mut BatchSeen::default())?
+        };
         let mut ops = Vec::new();
         self.ensure_active(&b, &e, &mut st, ts, &mut ops)?;
         let Some(a) = st.active.as_ref() else {
@@ -623,6 +653,7 @@ impl Store {
             block_id,
             offset: start,
             frame_len,
+            stored,
             size: raw,
             flags,
             content_type: ct.to_string(),
@@ -671,6 +702,32 @@ fn index_frames(
     }
     meta.indexed_len = new_len;
     ops.push(Op::PutBlock { id, meta: *meta });
+}
+
+/// Timestamps picked earlier in one batch. Most batches are in order and never ask, so
+/// the hash set is only built on the first question.
+#[derive(Default)]
+struct BatchSeen {
+    all: Vec<u64>,
+    set: Option<std::collections::HashSet<u64>>,
+}
+
+impl BatchSeen {
+    fn push(&mut self, ts: u64) {
+        match &mut self.set {
+            Some(set) => {
+                set.insert(ts);
+            }
+            None => self.all.push(ts),
+        }
+    }
+
+    fn contains(&mut self, ts: u64) -> bool {
+        let all = &self.all;
+        self.set
+            .get_or_insert_with(|| all.iter().copied().collect())
+            .contains(&ts)
+    }
 }
 
 /// Compresses when it pays: `None` keeps the payload raw.

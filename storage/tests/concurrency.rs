@@ -33,7 +33,7 @@ fn writers_and_readers_on_shared_and_separate_entries() {
                 for i in 0..400u64 {
                     let ts = i * 10 + t;
                     if i % 50 == 0 {
-                        let recs = (0..10u64)
+                        let recs: Vec<BatchRecord> = (0..10u64)
                             .map(|j| BatchRecord {
                                 meta: meta(1_000_000 + t * 100_000 + i * 100 + j),
                                 data: payload(j, 64),
