@@ -92,6 +92,9 @@ pub struct ServeArgs {
     /// Default compression of new buckets: none, zstd or zstd:<1-22>.
     #[arg(long, env = "TSBLOB_DEFAULT_COMPRESSION", default_value = "none")]
     pub default_compression: Compression,
+    /// A client must send its request head (line and headers) within this time.
+    #[arg(long, env = "TSBLOB_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
     /// Longest wait for in-flight requests at shutdown before syncing and exiting anyway.
     #[arg(long, env = "TSBLOB_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,

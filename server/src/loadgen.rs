@@ -69,6 +69,25 @@ pub fn rss_of(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// `RssAnon` (heap, stacks) and `RssFile` (mapped files: the LMDB index) of a process:
+/// mapped index pages are page cache the kernel can drop, heap is not.
+pub fn rss_parts(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mb = |name: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb * 1024.0 / 1e6)
+    };
+    format!(
+        "anon {:.1} MB, file {:.1} MB",
+        mb("RssAnon:"),
+        mb("RssFile:")
+    )
+}
+
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -126,8 +145,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
     println!(
         "mode={:?} size={} conns={} records={records} time={elapsed:.2}s rate={:.0} rec/s throughput={:.1} MB/s",
         args.mode,
-        args.size,
-        args.conns,
+        if args.mode == Mode::Query { "as stored".to_string() } else { args.size.to_string() },
+        if args.mode == Mode::Query { 1 } else { args.conns },
         records as f64 / elapsed,
         bytes as f64 / elapsed / 1e6
     );
@@ -144,8 +163,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
     if let Some(pid) = args.server_pid {
         let (rss, hwm) = rss_of(pid).unwrap_or((0, 0));
         println!(
-            "server pid {pid}: RSS now {:.1} MB, peak sampled {:.1} MB, VmHWM {:.1} MB",
+            "server pid {pid}: RSS now {:.1} MB ({}), peak sampled {:.1} MB, VmHWM {:.1} MB",
             rss as f64 / 1e6,
+            rss_parts(pid),
             peak.load(Ordering::Relaxed) as f64 / 1e6,
             hwm as f64 / 1e6
         );

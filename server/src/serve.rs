@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
@@ -86,38 +85,62 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store.options().sync
     );
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut stop_rx2 = stop_rx.clone();
-    let server = axum::serve(
-        listener.tap_io(|tcp| {
-            // Small records are request/response ping-pong: never wait for Nagle.
-            let _ = tcp.set_nodelay(true);
-        }),
-        app,
-    )
-    .with_graceful_shutdown(async move {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    });
-    let grace = args.shutdown_grace;
-    let result = tokio::select! {
-        r = server => r.context("the server failed"),
-        _ = async move {
-            let _ = stop_rx2.wait_for(|s| *s).await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
-            Ok(())
-        }
-    };
-    drop(stop_rx);
+    accept_loop(listener, app, args.header_timeout, args.shutdown_grace).await;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.sync())
         .await
         .context("the final sync panicked")?
         .context("the final sync failed")?;
     tracing::info!("synced; bye");
-    // Give a last log line a chance to reach the terminal.
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    result
+    Ok(())
+}
+
+/// Serves connections until a signal; then closes the listener, lets the open connections
+/// finish their requests (idle keep-alive connections are closed at once) for at most
+/// `grace`, and returns.
+///
+/// hyper is driven directly (not `axum::serve`) for the header-read timeout: a client that
+/// opens a connection and trickles its request head would otherwise hold it forever.
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: Duration,
+    grace: Duration,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut signal = std::pin::pin!(shutdown_signal());
+    loop {
+        let (tcp, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut signal => break,
+        };
+        // Small records are request/response ping-pong: never wait for Nagle.
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(grace) => {
+            tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
+        }
+    }
 }

@@ -80,7 +80,12 @@ impl Fixture {
     }
 }
 
-fn frames(records: &[(u64, &str, &[(&str, &str)], &[u8])], end: Option<u64>) -> Bytes {
+/// A record for a test batch: ts, content type, labels, payload.
+type Rec<'a> = (u64, &'a str, &'a [(&'a str, &'a str)], &'a [u8]);
+/// A decoded query answer: records, end count, error document.
+type Decoded = (Vec<(FrameHead, Vec<u8>)>, Option<u64>, Option<Value>);
+
+fn frames(records: &[Rec<'_>], end: Option<u64>) -> Bytes {
     let mut b = BytesMut::new();
     for (ts, ct, labels, data) in records {
         let labels: Labels = labels
@@ -96,7 +101,7 @@ fn frames(records: &[(u64, &str, &[(&str, &str)], &[u8])], end: Option<u64>) -> 
 }
 
 /// Decodes a query answer into (head, payload) pairs and the end count.
-fn decode(body: &[u8]) -> (Vec<(FrameHead, Vec<u8>)>, Option<u64>, Option<Value>) {
+fn decode(body: &[u8]) -> Decoded {
     let mut d = Decoder::new();
     let mut buf = BytesMut::from(body);
     let mut out: Vec<(FrameHead, Vec<u8>)> = Vec::new();
@@ -156,6 +161,13 @@ async fn health_metrics_openapi_and_unknown_routes() {
     let a = f.call("PATCH", "/api/v1/b", "").await;
     assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(a.code(), "method_not_allowed");
+
+    // An extractor rejection (a path that is not UTF-8) has the JSON shape too.
+    let a = f.call("GET", "/api/v1/b/%FF", "").await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
 
     let a = f.call("GET", "/api/v1/info", "").await;
     assert_eq!(a.status, StatusCode::OK);
@@ -535,7 +547,7 @@ async fn batch_of_many_chunks_is_written_in_order() {
 async fn query_streams_frames_with_filters_limit_and_desc() {
     let f = fixture();
     f.bucket("b").await;
-    let recs: Vec<(u64, &str, &[(&str, &str)], &[u8])> = vec![
+    let recs: Vec<Rec<'_>> = vec![
         (10, "text/plain", &[("cam", "a")], b"ten"),
         (20, "", &[("cam", "b")], b"twenty"),
         (30, "", &[("cam", "a"), ("flag", "1")], b"thirty"),

@@ -401,3 +401,28 @@ fn cli_client_put_get_query_rm() {
     let (ok, _, err) = run(&["bucket", "info", "cams"]);
     assert!(!ok && err.contains("bucket_not_found"), "{err}");
 }
+
+#[test]
+fn trickled_request_head_is_cut_off() {
+    use std::io::{Read, Write};
+    let s = Server::start(&["--header-timeout", "1s"]);
+    let addr = s.url("").trim_start_matches("http://").to_string();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    tcp.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap(); // never finished
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let _ = tcp.read_to_end(&mut buf); // ends when the server closes the connection
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the server kept a stalled head open"
+    );
+    // ... and keeps serving others.
+    let mut ok = std::net::TcpStream::connect(&addr).unwrap();
+    ok.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    ok.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}

@@ -20,9 +20,9 @@ use super::records::Target;
 use crate::framing::{Decoder, Event, FrameHead, TS_NOW};
 
 /// A chunk is written when it holds this many payload bytes ...
-const CHUNK_BYTES: usize = 4 << 20;
+const CHUNK_BYTES: usize = 1 << 20;
 /// ... or this many records.
-const CHUNK_RECORDS: usize = 8192;
+const CHUNK_RECORDS: usize = 4096;
 
 /// The fate of one record of a batch.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

@@ -101,6 +101,7 @@ pub fn app(state: AppState) -> Router {
         .route("/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(errors::json_errors))
         .layer(middleware::from_fn_with_state(
             state.auth.clone(),
             auth::authenticate,

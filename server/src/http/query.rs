@@ -128,6 +128,9 @@ fn produce(iter: QueryIter, tx: &Tx) -> u64 {
         if m.size <= WHOLE_PAYLOAD {
             let data = match item.data() {
                 Ok(d) => d,
+                // Removed or evicted by a FIFO quota after the query listed it: the record
+                // is gone, so it is not part of the answer.
+                Err(tsblob_storage::Error::NotFound(_)) => continue,
                 Err(e) => {
                     fail(&mut buf, AppError::from(e), &mut sent);
                     return sent;
@@ -145,14 +148,15 @@ fn produce(iter: QueryIter, tx: &Tx) -> u64 {
             // A large payload goes out in chunks straight from its reader. Its length is
             // in the head already, so a failure half-way must end the response abruptly:
             // an error frame would be read as payload bytes.
-            put_record_head(&mut buf, m.ts, &m.content_type, &m.labels, m.size);
             let mut reader = match item.reader() {
                 Ok(r) => r,
+                Err(tsblob_storage::Error::NotFound(_)) => continue, // evicted meanwhile
                 Err(e) => {
-                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                    fail(&mut buf, AppError::from(e), &mut sent);
                     return sent;
                 }
             };
+            put_record_head(&mut buf, m.ts, &m.content_type, &m.labels, m.size);
             let mut left = m.size;
             while left > 0 {
                 if buf.len() >= CHUNK && !flush(&mut buf, tx, &mut sent) {
@@ -173,6 +177,14 @@ fn produce(iter: QueryIter, tx: &Tx) -> u64 {
                         left -= n as u64;
                     }
                 }
+            }
+            // The engine checks the CRC when the reader reaches its end: read once more so
+            // that a corrupted payload aborts the response instead of passing as complete.
+            if !matches!(reader.read(&mut [0u8; 1]), Ok(0)) {
+                let _ = tx.blocking_send(Err(std::io::Error::other(
+                    "the record failed its CRC check at its end",
+                )));
+                return sent;
             }
         }
         count += 1;
