@@ -791,3 +791,45 @@ async fn first_token_switches_authentication_on() {
     assert_eq!(a.status, StatusCode::CREATED);
     assert_eq!(f.call("GET", "/api/v1/b", "").await.code(), "unauthorized");
 }
+
+#[tokio::test]
+async fn fifo_quota_evicts_and_metrics_count_it() {
+    let f = fixture();
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/f",
+            r#"{"quota_type":"fifo","quota_size":20000,"max_block_size":4096}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    for ts in 1..100u64 {
+        let a = f
+            .call("POST", &format!("/api/v1/b/f/e?ts={ts}"), vec![1u8; 1000])
+            .await;
+        assert_eq!(
+            a.status,
+            StatusCode::CREATED,
+            "FIFO never refuses: {:?}",
+            a.body
+        );
+    }
+    let b = f.call("GET", "/api/v1/b/f", "").await.json();
+    assert!(b["info"]["evicted_blocks"].as_u64().unwrap() > 0, "{b}");
+    assert!(b["info"]["size"].as_u64().unwrap() <= 20000 + 4096, "{b}");
+    assert!(
+        b["info"]["oldest"].as_u64().unwrap() > 1,
+        "the oldest records went first"
+    );
+    let a = f.call("GET", "/api/v1/b/f/e?ts=99", "").await;
+    assert_eq!(a.status, StatusCode::OK, "the newest record stays");
+    let text = String::from_utf8_lossy(&f.call("GET", "/metrics", "").await.body).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tsblob_quota_evicted_blocks "))
+        .unwrap();
+    assert!(
+        line.split(' ').nth(1).unwrap().parse::<u64>().unwrap() > 0,
+        "{line}"
+    );
+}

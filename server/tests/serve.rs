@@ -426,3 +426,30 @@ fn trickled_request_head_is_cut_off() {
     ok.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+#[tokio::test]
+async fn free_space_guard_refuses_writes_with_507_and_reads_keep_working() {
+    // A reserve larger than any disk makes the guard trip for real, without filling a disk.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start_in(dir.path(), &[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    c.post(s.url("/api/v1/b/b/e?ts=1"))
+        .body("kept")
+        .send()
+        .await
+        .unwrap();
+    drop(s); // killed: what was acknowledged must survive anyway
+    let s = Server::start_in(dir.path(), &["--free-space-reserve", "1000TiB"]);
+    let r = c
+        .post(s.url("/api/v1/b/b/e?ts=2"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 507);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "disk_full");
+    let r = c.get(s.url("/api/v1/b/b/e?ts=1")).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap(), "kept");
+}
