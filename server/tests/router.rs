@@ -833,3 +833,64 @@ async fn fifo_quota_evicts_and_metrics_count_it() {
         "{line}"
     );
 }
+
+/// splitmix64: deterministic pseudo-random bytes for the garbage test.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[tokio::test]
+async fn mangled_batches_never_crash_or_half_write_silently() {
+    let f = fixture();
+    f.bucket("g").await;
+    let valid = frames(
+        &[
+            (1, "text/plain", &[("a", "b")], b"first"),
+            (2, "", &[], b"second"),
+            (3, "", &[("k", "v"), ("x", "y")], &[9u8; 300]),
+        ],
+        Some(3),
+    );
+    let mut rng = 42u64;
+    for round in 0..300u64 {
+        let mut body = valid.to_vec();
+        // Flip, cut or extend at random places.
+        match next(&mut rng) % 3 {
+            0 => {
+                for _ in 0..1 + next(&mut rng) % 4 {
+                    let i = (next(&mut rng) as usize) % body.len();
+                    body[i] = next(&mut rng) as u8;
+                }
+            }
+            1 => body.truncate((next(&mut rng) as usize) % body.len()),
+            _ => body.extend((0..next(&mut rng) % 40).map(|_| next(&mut rng) as u8)),
+        }
+        let entry = format!("e{round}");
+        let a = f
+            .call("POST", &format!("/api/v1/b/g/{entry}/batch"), body)
+            .await;
+        assert!(
+            a.status == StatusCode::OK || a.status == StatusCode::BAD_REQUEST,
+            "round {round}: {} {:?}",
+            a.status,
+            a.body
+        );
+        let v = a.json();
+        // What the answer says was written is exactly what reads back.
+        let written = v["written"].as_u64().unwrap();
+        let stored = f
+            .call("GET", &format!("/api/v1/b/g/{entry}/info"), "")
+            .await;
+        let count = if stored.status == StatusCode::OK {
+            stored.json()["record_count"].as_u64().unwrap()
+        } else {
+            0
+        };
+        assert_eq!(count, written, "round {round}: {v}");
+    }
+    assert_eq!(f.call("GET", "/health", "").await.status, StatusCode::OK);
+}
