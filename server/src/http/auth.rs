@@ -266,7 +266,12 @@ impl Auth {
         let tmp = self.path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
             let json = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut opts = std::fs::OpenOptions::new();
+            opts.write(true).create(true).truncate(true);
+            // Hashes are not secrets, but there is no reason for others to read them.
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+            let mut f = opts.open(&tmp)?;
             f.write_all(&json)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.path)?;

@@ -135,10 +135,21 @@ pub async fn track(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> R
     let started = Instant::now();
     let method = req.method().clone();
     let op = op_of(&method, req.uri().path());
+    // The access log line costs an allocation: only when it is enabled.
+    let req_path = tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string());
     let req = req.map(|b| Body::new(Counted::new(b, m.received.clone())));
     m.in_flight.inc();
     let resp = next.run(req).await;
     m.in_flight.dec();
+    if let Some(path) = req_path {
+        tracing::debug!(
+            %method,
+            path,
+            status = resp.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
     m.latency
         .with_label_values(&[op])
         .observe(started.elapsed().as_secs_f64());
