@@ -231,12 +231,19 @@ async def test_unauthorized_and_forbidden_async(auth_server: Server) -> None:
     async with AsyncClient(auth_server.url, token=auth_server.token) as admin:
         b = uniq("asec")
         await admin.create_bucket(b)
-        value = await admin.create_token(uniq("w"), write=["other-*"])
+        name = uniq("w")
+        value = await admin.create_token(name, write=["other-*"])
+        assert name in [t.name for t in await admin.list_tokens()]
         async with AsyncClient(auth_server.url, token=value) as w:
+            me = await w.me()
+            assert me.write == ["other-*"] and not me.full_access
             with pytest.raises(tsblob.Forbidden):
                 await w.write(b, "e", b"x")
             with pytest.raises(tsblob.Forbidden):
                 [r async for r in w.query(b, "e")]
+        await admin.remove_token(name)
+        with pytest.raises(tsblob.TokenNotFound):
+            await admin.remove_token(name)
 
 
 async def test_async_error_classes(aclient: AsyncClient, bucket: str) -> None:
