@@ -144,6 +144,11 @@ impl Store {
         res.pop()
             .unwrap_or_else(|| Err(Error::Index("write produced no result".into())))?;
         let mut st = e.state.lock();
+        if !st.blocks.contains_key(&old_v.block_id) {
+            // The old copy's block went (a FIFO eviction made room for the new copy).
+            drop(st);
+            return self.head(bucket, entry, Some(ts));
+        }
         let (file, _) = e.file(old_v.block_id)?;
         file.write_all_at(&[old_v.flags | FLAG_DELETED], old_v.offset + 1)
             .map_err(|err| Error::io("flagging the old copy of a record", err))?;
