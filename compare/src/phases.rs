@@ -86,18 +86,42 @@ async fn pool(
     read: bool,
     op: OpFn,
 ) -> Result<Summary> {
+    pool_with(n, concurrency, false, bar, read, op).await
+}
+
+/// [`pool`], optionally `partitioned`: worker `k` of `c` takes items `k, k + c, k + 2c, …` in
+/// order instead of the next free item, so with round-robin batches and one worker per entry
+/// each entry has exactly one writer, writing in time order.
+async fn pool_with(
+    n: usize,
+    concurrency: usize,
+    partitioned: bool,
+    bar: ProgressBar,
+    read: bool,
+    op: OpFn,
+) -> Result<Summary> {
     let next = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let start = Instant::now();
     let mut workers = Vec::new();
-    for _ in 0..concurrency.clamp(1, n.max(1)) {
+    let workers_n = concurrency.clamp(1, n.max(1));
+    for k in 0..workers_n {
         let next = Arc::clone(&next);
+        let stop = Arc::clone(&stop);
         let op = Arc::clone(&op);
         let bar = bar.clone();
         workers.push(tokio::spawn(async move {
             let mut stats = Stats::default();
+            let mut mine = k;
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
+                let i = if partitioned {
+                    let i = mine;
+                    mine += workers_n;
+                    i
+                } else {
+                    next.fetch_add(1, Ordering::Relaxed)
+                };
+                if i >= n || stop.load(Ordering::Relaxed) {
                     break;
                 }
                 match op(i).await {
@@ -115,7 +139,7 @@ async fn pool(
                     }
                     Err(e) if e.downcast_ref::<VerificationFailed>().is_some() => {
                         // Stop the other workers too: the run is void.
-                        next.store(n, Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
                         return Err(e);
                     }
                     Err(e) => stats.error(1, format!("{e:#}")),
@@ -179,26 +203,38 @@ pub async fn write_single<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Resu
 }
 
 /// The batches of phase 2: runs of consecutive records of one entry, at most `batch_size`
-/// records and `batch_max_bytes` bytes (but at least one record) each.
+/// records and `batch_max_bytes` bytes (but at least one record) each, in round-robin order
+/// over the entries (entry 0's first batch, entry 1's first, …, entry 0's second, …), so that
+/// concurrent writers spread over the entries as independent writers would.
 pub fn batches(plan: &SizePlan, batch_size: usize, max_bytes: u64) -> Vec<Vec<u64>> {
     let mut per_entry: Vec<Vec<u64>> = vec![Vec::new(); plan.entries as usize];
     for i in plan.single..plan.count {
         per_entry[plan.record(i).entry as usize].push(i);
     }
     let per_batch = (max_bytes / plan.size.max(1)).clamp(1, batch_size as u64) as usize;
-    per_entry
+    let chunked: Vec<Vec<Vec<u64>>> = per_entry
         .into_iter()
-        .flat_map(|ids| {
-            ids.chunks(per_batch)
-                .map(<[u64]>::to_vec)
-                .collect::<Vec<_>>()
-        })
+        .map(|ids| ids.chunks(per_batch).map(<[u64]>::to_vec).collect())
+        .collect();
+    let rounds = chunked.iter().map(Vec::len).max().unwrap_or(0);
+    (0..rounds)
+        .flat_map(|r| chunked.iter().filter_map(move |c| c.get(r).cloned()))
         .collect()
 }
 
 /// Phase 2: batched writes. For a target without batches the same records are loaded with
 /// single writes (so reads compare equal data) and `Ok(None)` says the cell is n/a.
 pub async fn write_batch<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Result<Option<Summary>> {
+    write_batch_with(ctx, plan, false).await
+}
+
+/// [`write_batch`]; with `one_writer_per_entry`, `entries` workers each write their own
+/// entry's batches in time order (the FIFO phase: one stream, one writer).
+async fn write_batch_with<T: Target>(
+    ctx: &Ctx<T>,
+    plan: &Arc<SizePlan>,
+    one_writer_per_entry: bool,
+) -> Result<Option<Summary>> {
     let w = &ctx.workload;
     let list = Arc::new(batches(plan, w.batch_size, w.batch_max_bytes));
     let supported = ctx.target.batch_support().is_ok();
@@ -246,12 +282,17 @@ pub async fn write_batch<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Resul
     });
     let mut label = ctx.label(Phase::WriteBatch, plan.size);
     // Loading through write_batch fans out to `concurrency` PUTs itself: one batch at a time.
-    let concurrency = if supported { w.concurrency } else { 1 };
+    let concurrency = match (supported, one_writer_per_entry) {
+        (false, _) => 1,
+        (true, true) => plan.entries as usize,
+        (true, false) => w.concurrency,
+    };
     if !supported {
         label.push_str(" (load)");
     }
     let bar = ctx.bar(label, list.len() as u64);
-    let summary = pool(list.len(), concurrency, bar, false, op).await?;
+    let partitioned = supported && one_writer_per_entry;
+    let summary = pool_with(list.len(), concurrency, partitioned, bar, false, op).await?;
     Ok(supported.then_some(summary))
 }
 
@@ -380,7 +421,8 @@ pub async fn point_reads<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Resul
     pool(n as usize, ctx.workload.concurrency, bar, true, op).await
 }
 
-/// Phase 5: batched writes into a FIFO bucket well past its quota. Answers the measurements,
+/// Phase 5: batched writes into a FIFO bucket well past its quota, one writer per entry (a
+/// recorder keeps one stream per sensor). Answers the measurements,
 /// the bucket's final size and whether it stayed within quota plus one block.
 pub async fn fifo<T: Target>(ctx: &Ctx<T>, fifo_bucket: &str) -> Result<(Summary, u64, bool)> {
     let w = &ctx.workload;
@@ -391,7 +433,7 @@ pub async fn fifo<T: Target>(ctx: &Ctx<T>, fifo_bucket: &str) -> Result<(Summary
         size: spec.record_size,
         count,
         single: 0,
-        entries: 1,
+        entries: w.entries,
         labels: w.labels,
     });
     let sub = Ctx {
@@ -400,10 +442,12 @@ pub async fn fifo<T: Target>(ctx: &Ctx<T>, fifo_bucket: &str) -> Result<(Summary
         workload: Arc::clone(&ctx.workload),
         progress: ctx.progress.clone(),
     };
-    let summary = write_batch(&sub, &plan).await?.unwrap_or_else(|| {
-        // Callers skip targets without FIFO; a batch-less one still wrote everything.
-        Stats::default().summary(Duration::ZERO, false)
-    });
+    let summary = write_batch_with(&sub, &plan, true)
+        .await?
+        .unwrap_or_else(|| {
+            // Callers skip targets without FIFO; a batch-less one still wrote everything.
+            Stats::default().summary(Duration::ZERO, false)
+        });
     let size = ctx.target.bucket_size(fifo_bucket).await?;
     let held = size <= spec.quota_bytes + spec.block_bytes;
     Ok((summary, size, held))

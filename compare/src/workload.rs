@@ -359,7 +359,7 @@ impl SizePlan {
         labels: Option<&[(String, String)]>,
     ) -> Result<()> {
         let name = self.entry_name(entry);
-        if ts < BASE_TS || (ts - BASE_TS) % TS_STEP != 0 {
+        if ts < BASE_TS || !(ts - BASE_TS).is_multiple_of(TS_STEP) {
             return Err(mismatch(format!(
                 "{name} returned timestamp {ts}, which was never written"
             )));
@@ -499,7 +499,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
 /// Prints a size the way [`parse_size`] reads it.
 pub fn format_size(bytes: u64) -> String {
     for (unit, mult) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes >= mult && bytes % mult == 0 {
+        if bytes >= mult && bytes.is_multiple_of(mult) {
             return format!("{} {unit}", bytes / mult);
         }
     }
