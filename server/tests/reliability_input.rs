@@ -1,0 +1,437 @@
+//! Bad input against a real `tsblob serve` (issue #7): hostile names, broken timestamps,
+//! truncated batches, lying `Content-Length`, 10,000 labels, huge headers and slow
+//! clients. Every case must get a 4xx with the error JSON (never a 5xx, never a hang),
+//! store nothing it should not, and leave the server serving.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod reliability_util;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use reliability_util::*;
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(20);
+
+/// Sends a raw request; asserts a 4xx carrying the error JSON and returns (status, code).
+fn expect_4xx(addr: &str, req: &[u8]) -> (u16, String) {
+    let (status, answer) = raw_http(addr, req, T);
+    assert!(
+        (400..500).contains(&status),
+        "{:?} answered {status}: {answer}",
+        String::from_utf8_lossy(&req[..req.len().min(200)])
+    );
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let code = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    (status, code)
+}
+
+fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
+fn post(path: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn assert_serving(s: &Server) {
+    let (status, answer) = raw_http(&addr_of(&s.url("")), &get("/health"), T);
+    assert_eq!(status, 200, "the server stopped serving: {answer}");
+}
+
+/// Every file name under `dir`, to prove a hostile name created nothing.
+fn tree(dir: &std::path::Path) -> Vec<String> {
+    let mut all: Vec<String> = walk(dir);
+    all.sort();
+    all
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        out.push(p.to_string_lossy().into_owned());
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+    }
+    out
+}
+
+#[test]
+fn hostile_names_are_refused_and_create_nothing() {
+    let s = Server::start(&[]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    let before = tree(s.dir());
+    let long = "a".repeat(10_000);
+    let bad_buckets = [
+        "..",
+        "%2E%2E",
+        ".",
+        "%2F",
+        "a%2Fb",
+        "a%00b",
+        "%00",
+        "a%0Ab",
+        "a%20b",
+        "%C3%A9",
+        &long,
+        &"b".repeat(65),
+    ];
+    for name in bad_buckets {
+        for req in [
+            post(&format!("/api/v1/b/{name}"), b""),
+            get(&format!("/api/v1/b/{name}")),
+            post(&format!("/api/v1/b/{name}/e?ts=1"), b"x"),
+        ] {
+            let (status, code) = expect_4xx(&a, &req);
+            assert!(
+                matches!(
+                    code.as_str(),
+                    "invalid_name" | "not_found" | "bad_request" | "bucket_not_found"
+                ),
+                "bucket {:?}: {status} {code}",
+                &name[..name.len().min(20)]
+            );
+        }
+    }
+    let bad_entries = [
+        "..",
+        "%2E%2E",
+        "a/../../etc",
+        "a/%2E%2E/b",
+        "a//b",
+        "%2Fabs",
+        "a%00b",
+        "x/batch",
+        "x/query",
+        &long,
+        &"e".repeat(256),
+    ];
+    for name in bad_entries {
+        let (status, code) = expect_4xx(&a, &post(&format!("/api/v1/b/b/{name}?ts=1"), b"x"));
+        assert!(
+            matches!(
+                code.as_str(),
+                "invalid_name" | "not_found" | "bad_request" | "method_not_allowed"
+            ),
+            "entry {:?}: {status} {code}",
+            &name[..name.len().min(20)]
+        );
+    }
+    // Label keys.
+    for key in ["K%00", "a b", &"k".repeat(200)] {
+        let req = format!(
+            "POST /api/v1/b/b/e?ts=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-tsblob-label-{key}: v\r\nContent-Length: 1\r\n\r\nx"
+        );
+        let (status, answer) = raw_http(&a, req.as_bytes(), T);
+        assert!(
+            (400..500).contains(&status),
+            "label key {key:?}: {status} {answer}"
+        );
+    }
+    assert_eq!(tree(s.dir()), before, "a refused name left files behind");
+    assert_serving(&s);
+}
+
+#[test]
+fn broken_timestamps_are_422_everywhere() {
+    let s = Server::start(&[]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    assert_eq!(
+        raw_http(&a, &post("/api/v1/b/b/e?ts=7", b"seven"), T).0,
+        201
+    );
+    let bad = [
+        "-1",
+        "1.5",
+        "abc",
+        "0x10",
+        "1e6",
+        "",
+        "%00",
+        "18446744073709551615",
+        "18446744073709551616",
+        "99999999999999999999999999",
+        "%201",
+        "+1",
+        "1%00",
+    ];
+    for ts in bad {
+        for req in [
+            post(&format!("/api/v1/b/b/e?ts={ts}"), b"x"),
+            get(&format!("/api/v1/b/b/e?ts={ts}")),
+            get(&format!("/api/v1/b/b/e/query?start={ts}")),
+            get(&format!("/api/v1/b/b/e/query?stop={ts}")),
+            format!(
+                "DELETE /api/v1/b/b/e?ts={ts} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            .into_bytes(),
+        ] {
+            let (status, code) = expect_4xx(&a, &req);
+            assert!(
+                code == "invalid_timestamp" || code == "bad_request",
+                "ts {ts:?}: {status} {code} for {}",
+                String::from_utf8_lossy(&req[..40])
+            );
+        }
+    }
+    // start > stop is refused, the stored record is untouched.
+    assert_eq!(
+        expect_4xx(&a, &get("/api/v1/b/b/e/query?start=10&stop=5")).0,
+        422
+    );
+    let (status, answer) = raw_http(&a, &get("/api/v1/b/b/e?ts=7"), T);
+    assert_eq!(status, 200);
+    assert!(answer.ends_with("seven"));
+}
+
+#[test]
+fn truncated_and_inconsistent_batches_keep_exactly_what_they_say() {
+    let s = Server::start(&[]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    let whole = batch_body(&[(1, 100), (2, 200), (3, 300)]);
+    // Cut at every interesting place: inside a head, inside a payload, before the end frame,
+    // inside the end frame.
+    for cut in [1, 10, 30, 60, whole.len() - 9, whole.len() - 3] {
+        let (status, answer) = raw_http(&a, &post("/api/v1/b/b/cut/batch", &whole[..cut]), T);
+        assert_eq!(status, 400, "cut at {cut}: {answer}");
+        assert!(answer.contains("malformed_batch"), "{answer}");
+    }
+    // A wrong count in the end frame, garbage after it, an unknown frame kind.
+    let mut wrong_count = whole[..whole.len() - 9].to_vec();
+    wrong_count.extend_from_slice(&[0, 7, 0, 0, 0, 0, 0, 0, 0]);
+    let mut trailing = whole.to_vec();
+    trailing.extend_from_slice(b"junk");
+    let mut kind = whole.to_vec();
+    kind[0] = 9;
+    for body in [wrong_count, trailing, kind] {
+        let (status, answer) = raw_http(&a, &post("/api/v1/b/b/cut/batch", &body), T);
+        assert_eq!(status, 400, "{answer}");
+    }
+    // A record frame announcing 2^63 payload bytes, and labels over the limit.
+    let mut huge = vec![1u8];
+    huge.extend_from_slice(&1u64.to_le_bytes());
+    huge.extend_from_slice(&[0, 0, 0, 0]);
+    huge.extend_from_slice(&0u32.to_le_bytes());
+    huge.extend_from_slice(&(1u64 << 63).to_le_bytes());
+    huge.extend_from_slice(b"abc");
+    let (status, answer) = raw_http(&a, &post("/api/v1/b/b/cut/batch", &huge), T);
+    assert!(status == 400 || status == 413, "{answer}");
+    let mut labels = vec![1u8];
+    labels.extend_from_slice(&1u64.to_le_bytes());
+    labels.extend_from_slice(&[0, 0, 1, 0]);
+    labels.extend_from_slice(&u32::MAX.to_le_bytes());
+    labels.extend_from_slice(&1u64.to_le_bytes());
+    let (status, answer) = raw_http(&a, &post("/api/v1/b/b/cut/batch", &labels), T);
+    assert_eq!(status, 400, "{answer}");
+    // Nothing of the refused batches was stored (all in one chunk, refused whole).
+    let (status, _) = raw_http(&a, &get("/api/v1/b/b/cut/info"), T);
+    if status == 200 {
+        let (_, answer) = raw_http(&a, &get("/api/v1/b/b/cut/info"), T);
+        assert!(answer.contains("\"record_count\":0"), "{answer}");
+    }
+    assert_serving(&s);
+}
+
+#[test]
+fn lying_content_length_is_caught_both_ways() {
+    let s = Server::start(&["--idle-timeout", "2s"]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    // Longer than the body, then the client half-closes: 400, nothing stored.
+    let mut tcp = TcpStream::connect(&a).unwrap();
+    tcp.set_read_timeout(Some(T)).unwrap();
+    tcp.write_all(
+        b"POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly ten b",
+    )
+    .unwrap();
+    tcp.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut tcp, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // Longer than the body, client keeps the connection open: 408 after the idle timeout.
+    let started = Instant::now();
+    let req =
+        b"POST /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly ten b";
+    let (status, answer) = raw_http(&a, req, T);
+    assert_eq!(status, 408, "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for ts in [1, 2] {
+        assert_eq!(
+            expect_4xx(&a, &get(&format!("/api/v1/b/b/e?ts={ts}"))).0,
+            404
+        );
+    }
+    // Shorter than the body: the record is the announced bytes; the rest is a bad request.
+    let req = b"POST /api/v1/b/b/e?ts=3 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nfive!EXTRA-BYTES-THAT-ARE-NOT-HTTP\r\n\r\n";
+    let (status, answer) = raw_http(&a, req, T);
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = raw_http(&a, &get("/api/v1/b/b/e?ts=3"), T);
+    assert_eq!(status, 200);
+    assert!(answer.ends_with("\r\n\r\nfive!"), "{answer}");
+    assert_serving(&s);
+}
+
+#[test]
+fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
+    let s = Server::start(&[]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    // 10,000 label headers on a single write.
+    let mut req =
+        String::from("POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for i in 0..10_000 {
+        req.push_str(&format!("x-tsblob-label-k{i}: v{i}\r\n"));
+    }
+    req.push_str("Content-Length: 1\r\n\r\nx");
+    let (status, answer) = raw_http(&a, req.as_bytes(), T);
+    assert!(
+        status == 201 || (400..500).contains(&status) || (status == 0 && answer.is_empty()),
+        "10,000 label headers: {status} {answer}"
+    );
+    // 10,000 labels in a batch frame: stored whole or refused whole, never half.
+    let mut labels = tsblob_storage::Labels::new();
+    for i in 0..10_000 {
+        labels.insert(format!("k{i}"), format!("v{i}"));
+    }
+    let mut body = bytes::BytesMut::new();
+    tsblob_server::framing::put_record(&mut body, 2, "", &labels, &payload(2, 100));
+    tsblob_server::framing::put_end(&mut body, 1);
+    let (status, answer) = raw_http(&a, &post("/api/v1/b/b/e/batch", &body), T);
+    assert!(status == 200 || (400..500).contains(&status), "{answer}");
+    let (st, read) = raw_http(&a, &get("/api/v1/b/b/e?ts=2"), T);
+    if answer.contains("\"status\":201") {
+        assert_eq!(st, 200);
+        assert!(read.contains("x-tsblob-label-k9999: v9999"), "labels lost");
+    } else {
+        assert_eq!(st, 404, "a refused record was stored");
+    }
+    // One 1 MiB header, and 64 KiB of request line.
+    let big = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nx-big: {}\r\nConnection: close\r\n\r\n",
+        "v".repeat(1 << 20)
+    );
+    let (status, answer) = raw_http(&a, big.as_bytes(), T);
+    assert!(
+        status == 431 || status == 400 || status == 0,
+        "{status} {}",
+        &answer[..answer.len().min(200)]
+    );
+    let line = format!(
+        "GET /api/v1/b/{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "a".repeat(64 << 10)
+    );
+    let (status, _) = raw_http(&a, line.as_bytes(), T);
+    assert!(status == 0 || (400..500).contains(&status), "{status}");
+    assert_serving(&s);
+}
+
+/// Threads and open file descriptors of a process, from /proc.
+fn threads_and_fds(pid: u32) -> (u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    (threads, fds)
+}
+
+#[test]
+fn slow_clients_are_cut_off_without_exhausting_the_server() {
+    const SLOW: usize = 200;
+    let s = Server::start(&["--header-timeout", "2s", "--idle-timeout", "2s"]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    let (threads0, fds0) = threads_and_fds(s.pid());
+    let rss0 = rss_bytes(s.pid());
+    // Half trickle their request head, half announce a body and send it byte by byte.
+    let mut conns: Vec<TcpStream> = (0..SLOW)
+        .map(|i| {
+            let mut t = TcpStream::connect(&a).unwrap();
+            t.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+            t.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+            if i % 2 == 0 {
+                t.write_all(b"GET /health HTTP/1.1\r\nHo").unwrap();
+            } else {
+                t.write_all(
+                    format!("POST /api/v1/b/b/slow?ts={i} HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nab")
+                        .as_bytes(),
+                )
+                .unwrap();
+            }
+            t
+        })
+        .collect();
+    // While they dawdle, a normal client is served promptly.
+    let started = Instant::now();
+    assert_serving(&s);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "health took {:?}",
+        started.elapsed()
+    );
+    let (threads1, fds1) = threads_and_fds(s.pid());
+    // Keep trickling a byte every 500 ms (slower than nothing, faster than the idle timeout
+    // for a body), for 6 s: the head timeout must still cut the head-tricklers.
+    let mut closed = [false; SLOW];
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        for (i, t) in conns.iter_mut().enumerate() {
+            if !closed[i] && t.write_all(b"x").is_err() {
+                closed[i] = true;
+            }
+            let mut buf = [0u8; 512];
+            if let Ok(0) = std::io::Read::read(t, &mut buf) {
+                closed[i] = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let heads_cut = closed.iter().step_by(2).filter(|c| **c).count();
+    assert_eq!(
+        heads_cut,
+        SLOW / 2,
+        "request heads trickled past --header-timeout"
+    );
+    drop(conns);
+    std::thread::sleep(Duration::from_millis(500));
+    let (threads2, fds2) = threads_and_fds(s.pid());
+    let rss2 = rss_bytes(s.pid());
+    println!(
+        "{SLOW} slow clients: threads {threads0} -> {threads1} -> {threads2}, fds {fds0} -> {fds1} -> {fds2}, \
+         RSS {} -> {} MB",
+        rss0 >> 20,
+        rss2 >> 20
+    );
+    assert!(
+        threads1 <= threads0 + 8,
+        "a thread per slow client? {threads0} -> {threads1}"
+    );
+    assert!(
+        fds2 <= fds0 + 10,
+        "connections not released: {fds0} -> {fds2} fds"
+    );
+    assert!(rss2 < rss0 + (64 << 20), "RSS grew from {rss0} to {rss2}");
+    assert_serving(&s);
+}

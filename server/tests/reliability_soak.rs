@@ -1,0 +1,232 @@
+//! A bounded soak on loopback (issue #7): 32 clients mix writes (1–100 KB), point reads of
+//! what was written and small range queries against a real `tsblob serve` for a fixed
+//! time, while the server's RSS is sampled every second. Reports throughput, p50/p99 per
+//! operation and RSS over time; fails on any error or on RSS that keeps growing.
+//!
+//! `TSBLOB_SOAK_SECS` sets the duration (default 20, what CI runs; the figures in
+//! `docs/reliability.md` come from `reliability/soak.sh`, which runs it for 10 minutes on
+//! a release build). The bucket has a FIFO quota so the disk stays bounded however long it
+//! runs; a read of a record the quota already removed is counted as `gone`, not an error.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod reliability_util;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+use reliability_util::*;
+
+const CLIENTS: u64 = 32;
+
+#[derive(Default)]
+struct Stats {
+    lat: [Vec<u32>; 3],
+    bytes: u64,
+    gone: u64,
+    errors: Vec<String>,
+}
+
+fn pct(v: &mut [u32], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+    f64::from(v[i]) / 1000.0
+}
+
+async fn client(
+    w: u64,
+    c: reqwest::Client,
+    base: String,
+    stop: Arc<AtomicBool>,
+    next: Arc<AtomicU64>,
+    stats: Arc<Mutex<Stats>>,
+) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(w);
+    let mut mine = Stats::default();
+    let entry = format!("e{}", w % 4);
+    // Timestamps this client wrote, newest last (bounded: the last 2,000).
+    let mut written: std::collections::VecDeque<u64> = Default::default();
+    while !stop.load(Ordering::Relaxed) {
+        let op = match rng.random_range(0..10) {
+            0..=3 => 0,
+            4..=7 if !written.is_empty() => 1,
+            8..=9 if !written.is_empty() => 2,
+            _ => 0,
+        };
+        let t = Instant::now();
+        let res: Result<u64, String> = match op {
+            0 => {
+                let ts = next.fetch_add(1, Ordering::Relaxed);
+                let len = rng.random_range(1_000..100_000);
+                match c
+                    .post(format!("{base}/api/v1/b/soak/{entry}?ts={ts}"))
+                    .body(payload(ts, len))
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == 201 => {
+                        written.push_back(ts);
+                        if written.len() > 2000 {
+                            written.pop_front();
+                        }
+                        Ok(len as u64)
+                    }
+                    Ok(r) => Err(format!(
+                        "write: {} {}",
+                        r.status(),
+                        r.text().await.unwrap_or_default()
+                    )),
+                    Err(e) => Err(format!("write: {e}")),
+                }
+            }
+            1 => {
+                let ts = written[rng.random_range(0..written.len())];
+                match c
+                    .get(format!("{base}/api/v1/b/soak/{entry}?ts={ts}"))
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == 200 => match r.bytes().await {
+                        Ok(b) => match payload_problem(ts, &b) {
+                            None => Ok(b.len() as u64),
+                            Some(p) => Err(p),
+                        },
+                        Err(e) => Err(format!("read body: {e}")),
+                    },
+                    Ok(r) if r.status() == 404 => {
+                        mine.gone += 1;
+                        Ok(0)
+                    }
+                    Ok(r) => Err(format!("read: {}", r.status())),
+                    Err(e) => Err(format!("read: {e}")),
+                }
+            }
+            _ => {
+                let start = written[rng.random_range(0..written.len())];
+                let url = format!("{base}/api/v1/b/soak/{entry}/query?start={start}&limit=20");
+                match checked_query(&c, &url).await {
+                    Ok(recs) => Ok(recs.iter().map(|r| r.1 as u64).sum()),
+                    Err(e) => Err(format!("query: {e:?}")),
+                }
+            }
+        };
+        match res {
+            Ok(b) => {
+                mine.lat[op].push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                mine.bytes += b;
+            }
+            Err(e) => mine.errors.push(e),
+        }
+    }
+    let mut s = stats.lock();
+    for i in 0..3 {
+        s.lat[i].append(&mut mine.lat[i]);
+    }
+    s.bytes += mine.bytes;
+    s.gone += mine.gone;
+    s.errors.append(&mut mine.errors);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_32_clients_mixed_load() {
+    let secs = std::env::var("TSBLOB_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20u64);
+    let s = Server::start(&["--free-space-reserve", "0"]);
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let r = c
+        .post(s.url("/api/v1/b/soak"))
+        .body(r#"{"quota_type": "fifo", "quota_size": 1073741824, "max_block_size": 16777216}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let stop = Arc::new(AtomicBool::new(false));
+    let next = Arc::new(AtomicU64::new(1_000_000));
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|w| {
+            tokio::spawn(client(
+                w,
+                c.clone(),
+                s.url(""),
+                stop.clone(),
+                next.clone(),
+                stats.clone(),
+            ))
+        })
+        .collect();
+    let started = Instant::now();
+    let mut rss: Vec<(u64, u64)> = Vec::new();
+    while started.elapsed() < Duration::from_secs(secs) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        rss.push((started.elapsed().as_secs(), rss_bytes(s.pid())));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut st = std::mem::take(&mut *stats.lock());
+    let names = ["write", "point read", "range query"];
+    let total: usize = st.lat.iter().map(Vec::len).sum();
+    println!(
+        "soak: {CLIENTS} clients, {elapsed:.0} s: {total} requests ({:.0}/s), {:.1} MB/s, {} errors, {} reads of evicted records",
+        total as f64 / elapsed,
+        st.bytes as f64 / 1e6 / elapsed,
+        st.errors.len(),
+        st.gone
+    );
+    for (i, name) in names.iter().enumerate() {
+        let n = st.lat[i].len();
+        let (p50, p99) = (pct(&mut st.lat[i], 0.50), pct(&mut st.lat[i], 0.99));
+        println!(
+            "  {name:12} {n:8} ({:7.0}/s)  p50 {p50:7.2} ms  p99 {p99:7.2} ms",
+            n as f64 / elapsed
+        );
+    }
+    let step = (rss.len() / 10).max(1);
+    let series: Vec<String> = rss
+        .iter()
+        .step_by(step)
+        .map(|(t, b)| format!("{t}s:{}MB", b >> 20))
+        .collect();
+    println!("  server RSS: {}", series.join(" "));
+    if let Ok(path) = std::env::var("TSBLOB_SOAK_CSV") {
+        let csv: String = rss.iter().map(|(t, b)| format!("{t},{b}\n")).collect();
+        std::fs::write(path, format!("seconds,rss_bytes\n{csv}")).unwrap();
+    }
+    assert!(
+        st.errors.is_empty(),
+        "{} errors, first: {:?}",
+        st.errors.len(),
+        &st.errors[..st.errors.len().min(5)]
+    );
+    assert!(
+        st.lat.iter().all(|l| !l.is_empty()),
+        "an operation never ran"
+    );
+    // Stable memory: after a warm-up (the first fifth), the peak of the second half may not
+    // exceed the peak of the first half by more than 32 MiB.
+    let warm = rss.len() / 5;
+    let mid = warm + (rss.len() - warm) / 2;
+    let early = rss[warm..mid].iter().map(|r| r.1).max().unwrap_or(0);
+    let late = rss[mid..].iter().map(|r| r.1).max().unwrap_or(0);
+    assert!(
+        late <= early + (32 << 20),
+        "RSS kept growing: {} MB then {} MB",
+        early >> 20,
+        late >> 20
+    );
+}
