@@ -1,8 +1,9 @@
 //! Time-range queries: one `GET` streaming every matching record as frames.
 //!
-//! A blocking producer walks the engine's query iterator and encodes frames into a bounded
-//! channel; `blocking_send` waits while the client reads slower than the disk, so memory
-//! per query is bounded by the channel depth times the chunk size. No state outlives the
+//! A producer walks the engine's query iterator in bounded steps on the blocking pool and
+//! sends the encoded frames into a bounded channel; sending waits while the client reads
+//! slower than the disk, so memory per query is bounded by the channel depth times the
+//! chunk size, and a slow reader holds no blocking thread while it waits. No state outlives the
 //! response: to continue after a `limit`, a client queries again from the last ts + 1.
 
 use std::io::Read;
@@ -82,10 +83,10 @@ pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let iter = blocking(move || Ok(store.query(&bucket, &entry, &query)?)).await?;
     let (tx, body) = channel_body(DEPTH);
-    let sent = t.state.metrics.clone();
-    tokio::task::spawn_blocking(move || {
-        let bytes = produce(iter, &tx);
-        sent.query_bytes.inc_by(bytes);
+    let metrics = t.state.metrics.clone();
+    tokio::spawn(async move {
+        let bytes = pump(Producer::new(iter), tx).await;
+        metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
     resp.headers_mut().insert(
@@ -95,106 +96,145 @@ pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
     Ok(resp)
 }
 
-type Tx = tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>;
-
-/// Sends a full chunk; false when the client has gone away.
-fn flush(buf: &mut BytesMut, tx: &Tx, sent: &mut u64) -> bool {
-    if buf.is_empty() {
-        return true;
-    }
-    *sent += buf.len() as u64;
-    tx.blocking_send(Ok(buf.split().freeze())).is_ok()
+/// What one production step yields.
+enum Step {
+    /// A chunk of frames; more follow.
+    More(Bytes),
+    /// The last chunk (ends with the end frame or an error frame).
+    Last(Bytes),
+    /// A large payload failed half-way: the response must be cut, not completed.
+    Abort(std::io::Error),
 }
 
-/// Encodes every record of `iter` into `tx`; returns the bytes sent.
-fn produce(iter: QueryIter, tx: &Tx) -> u64 {
-    let mut buf = BytesMut::with_capacity(CHUNK * 2);
-    let mut count = 0u64;
-    let mut sent = 0u64;
-    let fail = |buf: &mut BytesMut, e: AppError, sent: &mut u64| {
-        tracing::warn!("query stream ended by an error: {e}");
-        put_error(buf, &e.json_bytes());
-        flush(buf, tx, sent);
-    };
-    for item in iter {
-        let item = match item {
-            Ok(i) => i,
-            Err(e) => {
-                fail(&mut buf, AppError::from(e), &mut sent);
-                return sent;
+/// Turns a query iterator into chunks of frames, one bounded step at a time.
+///
+/// Each step runs on the blocking pool and returns, so that a client reading slowly holds
+/// no blocking thread while it is not reading: slow readers cannot starve the engine.
+pub(crate) struct Producer {
+    iter: QueryIter,
+    count: u64,
+    /// A large payload being streamed: its reader and the bytes still to send.
+    large: Option<(tsblob_storage::RecordReader, u64)>,
+}
+
+impl Producer {
+    pub(crate) fn new(iter: QueryIter) -> Producer {
+        Producer {
+            iter,
+            count: 0,
+            large: None,
+        }
+    }
+
+    fn step(&mut self) -> Step {
+        let mut buf = BytesMut::with_capacity(CHUNK + 4096);
+        loop {
+            if buf.len() >= CHUNK {
+                return Step::More(buf.freeze());
             }
-        };
-        let m = &item.meta;
-        if m.size <= WHOLE_PAYLOAD {
-            let data = match item.data() {
-                Ok(d) => d,
-                // Removed or evicted by a FIFO quota after the query listed it: the record
-                // is gone, so it is not part of the answer.
-                Err(tsblob_storage::Error::NotFound(_)) => continue,
-                Err(e) => {
-                    fail(&mut buf, AppError::from(e), &mut sent);
-                    return sent;
-                }
-            };
-            put_record_head(
-                &mut buf,
-                m.ts,
-                &m.content_type,
-                &m.labels,
-                data.len() as u64,
-            );
-            buf.extend_from_slice(&data);
-        } else {
-            // A large payload goes out in chunks straight from its reader. Its length is
-            // in the head already, so a failure half-way must end the response abruptly:
-            // an error frame would be read as payload bytes.
-            let mut reader = match item.reader() {
-                Ok(r) => r,
-                Err(tsblob_storage::Error::NotFound(_)) => continue, // evicted meanwhile
-                Err(e) => {
-                    fail(&mut buf, AppError::from(e), &mut sent);
-                    return sent;
-                }
-            };
-            put_record_head(&mut buf, m.ts, &m.content_type, &m.labels, m.size);
-            let mut left = m.size;
-            while left > 0 {
-                if buf.len() >= CHUNK && !flush(&mut buf, tx, &mut sent) {
-                    return sent;
-                }
+            if let Some((reader, left)) = self.large.as_mut() {
                 let start = buf.len();
-                let want = (CHUNK as u64).min(left) as usize;
+                let want = (CHUNK as u64).min(*left).max(1) as usize;
                 buf.resize(start + want, 0);
                 match reader.read(&mut buf[start..]) {
-                    Ok(0) | Err(_) => {
-                        let _ = tx.blocking_send(Err(std::io::Error::other(
-                            "the record could not be read to its end",
-                        )));
-                        return sent;
+                    Ok(0) => {
+                        return Step::Abort(std::io::Error::other(
+                            "a record ended before its announced length",
+                        ))
+                    }
+                    Err(e) => {
+                        // Its length is in the head already: an error frame here would be
+                        // read as payload bytes, so the response is cut instead.
+                        tracing::warn!("query stream cut: {e}");
+                        return Step::Abort(e);
                     }
                     Ok(n) => {
                         buf.truncate(start + n);
-                        left -= n as u64;
+                        *left -= n as u64;
+                        if *left == 0 {
+                            self.large = None;
+                            self.count += 1;
+                        }
                     }
                 }
+                continue;
             }
-            // The engine checks the CRC when the reader reaches its end: read once more so
-            // that a corrupted payload aborts the response instead of passing as complete.
-            if !matches!(reader.read(&mut [0u8; 1]), Ok(0)) {
-                let _ = tx.blocking_send(Err(std::io::Error::other(
-                    "the record failed its CRC check at its end",
-                )));
-                return sent;
+            let item = match self.iter.next() {
+                None => {
+                    put_end(&mut buf, self.count);
+                    return Step::Last(buf.freeze());
+                }
+                Some(Err(e)) => return Step::Last(self.fail(buf, AppError::from(e))),
+                Some(Ok(item)) => item,
+            };
+            let m = &item.meta;
+            if m.size <= WHOLE_PAYLOAD {
+                match item.data() {
+                    Ok(data) => {
+                        put_record_head(
+                            &mut buf,
+                            m.ts,
+                            &m.content_type,
+                            &m.labels,
+                            data.len() as u64,
+                        );
+                        buf.extend_from_slice(&data);
+                        self.count += 1;
+                    }
+                    Err(e) => return Step::Last(self.fail(buf, AppError::from(e))),
+                }
+            } else {
+                match item.reader() {
+                    Ok(r) => {
+                        put_record_head(&mut buf, m.ts, &m.content_type, &m.labels, m.size);
+                        self.large = Some((r, m.size));
+                    }
+                    Err(e) => return Step::Last(self.fail(buf, AppError::from(e))),
+                }
             }
-        }
-        count += 1;
-        if buf.len() >= CHUNK && !flush(&mut buf, tx, &mut sent) {
-            return sent;
         }
     }
-    put_end(&mut buf, count);
-    flush(&mut buf, tx, &mut sent);
-    sent
+
+    fn fail(&self, mut buf: BytesMut, e: AppError) -> Bytes {
+        tracing::warn!("query stream ended by an error: {e}");
+        put_error(&mut buf, &e.json_bytes());
+        buf.freeze()
+    }
+}
+
+/// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
+/// bytes sent.
+async fn pump(
+    mut p: Producer,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> u64 {
+    let mut sent = 0u64;
+    loop {
+        let Ok((back, step)) = tokio::task::spawn_blocking(move || {
+            let step = p.step();
+            (p, step)
+        })
+        .await
+        else {
+            let _ = tx
+                .send(Err(std::io::Error::other("the query task failed")))
+                .await;
+            return sent;
+        };
+        p = back;
+        let (chunk, last) = match step {
+            Step::More(b) => (b, false),
+            Step::Last(b) => (b, true),
+            Step::Abort(e) => {
+                let _ = tx.send(Err(e)).await;
+                return sent;
+            }
+        };
+        sent += chunk.len() as u64;
+        if tx.send(Ok(chunk)).await.is_err() || last {
+            return sent; // done, or the client went away
+        }
+    }
 }
 
 /// Removes the records of `[start, stop)` (the `DELETE` of the query route).

@@ -189,27 +189,9 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
     .await?;
     let (meta, body) = match opened {
         Opened::Whole(meta, data) => (meta, Body::from(data)),
-        Opened::Stream(meta, mut reader) => {
+        Opened::Stream(meta, reader) => {
             let (tx, body) = channel_body(4);
-            tokio::task::spawn_blocking(move || loop {
-                let mut buf = vec![0u8; READ_CHUNK];
-                match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        buf.truncate(n);
-                        if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
-                            break; // the client went away
-                        }
-                    }
-                    Err(e) => {
-                        // Headers are gone: all we can do is cut the body short, which
-                        // the client sees as a length mismatch, never as wrong bytes.
-                        tracing::warn!("streaming a record failed: {e}");
-                        let _ = tx.blocking_send(Err(e));
-                        break;
-                    }
-                }
-            });
+            tokio::spawn(stream_record(reader, tx));
             (meta, body)
         }
     };
@@ -220,6 +202,44 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         HeaderValue::from(meta.size),
     );
     Ok(resp)
+}
+
+/// Sends a large record in chunks, each read on the blocking pool: between reads the task
+/// waits for the client asynchronously, so a slow reader holds no blocking thread.
+async fn stream_record(
+    mut reader: tsblob_storage::RecordReader,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    loop {
+        let read = tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0u8; READ_CHUNK];
+            let r = reader.read(&mut buf).map(|n| {
+                buf.truncate(n);
+                buf
+            });
+            (reader, r)
+        })
+        .await;
+        let (back, chunk) = match read {
+            Ok((back, Ok(buf))) if !buf.is_empty() => (back, buf),
+            Ok((_, Ok(_))) => return, // the end
+            Ok((_, Err(e))) => {
+                // Headers are gone: all we can do is cut the body short, which the client
+                // sees as a length mismatch, never as wrong bytes.
+                tracing::warn!("streaming a record failed: {e}");
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+            Err(e) => {
+                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                return;
+            }
+        };
+        reader = back;
+        if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+            return; // the client went away
+        }
+    }
 }
 
 /// The body of a label update: a value sets a label, `null` removes it.
