@@ -9,6 +9,7 @@ shown when it fails to start.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -102,15 +103,17 @@ class Server:
             return "(no log)"
 
     def stop(self) -> None:
+        """Stops the server and removes its data folder (pytest keeps the temporary folders
+        of the last runs; the log beside the data folder stays for post-mortems)."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        shutil.rmtree(self.data, ignore_errors=True)
 
     def client(self, **kw: object) -> tsblob.Client:
         kw.setdefault("token", self.token)
