@@ -30,3 +30,12 @@ fi
 "$venv/bin/python" -m pip install --quiet -e "$root/client-py[test]"
 # pytest exits 5 when it collects no test: that is a failure here, and set -e makes it one.
 (cd client-py && "$venv/bin/python" -m pytest -q tests)
+
+# Reliability (issue #7), step 1 of 2: schemathesis against the OpenAPI document served by
+# the release binary built above (no 5xx; every answer as documented).
+echo "== reliability: schemathesis"
+reliability/run_schemathesis.sh
+# Reliability (issue #7), step 2 of 2: 30 s of each cargo-fuzz target (block parser, batch
+# framing). The crash, disk-full, quota, bad-input, token and soak tests ran with the Rust tests.
+echo "== reliability: fuzz"
+reliability/fuzz.sh 30
