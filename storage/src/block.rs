@@ -85,37 +85,44 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
 /// `preadv` and the payload is never moved.
 pub fn read_frame(
     file: &File,
-    path: &Path,
+    path: &dyn Fn() -> PathBuf,
     offset: u64,
     frame_len: u64,
     size: u64,
     flags: u8,
     base_ts: u64,
 ) -> Result<(HeadFields, Vec<u8>)> {
+    let corrupt_at = |reason: String| corrupt(&path(), offset, reason);
     let raw = flags & FLAG_ZSTD == 0 && size <= frame_len;
     let head_len = if raw {
         (frame_len - size) as usize
     } else {
         frame_len as usize
     };
-    let mut head = vec![0u8; head_len];
+    // Ordinary heads are a dozen bytes: keep them on the stack.
+    let mut stack = [0u8; 128];
+    let mut heap = Vec::new();
+    let head: &mut [u8] = if head_len <= stack.len() {
+        &mut stack[..head_len]
+    } else {
+        heap.resize(head_len, 0);
+        &mut heap
+    };
     let mut payload = vec![0u8; if raw { size as usize } else { 0 }];
-    let n = preadv2(file, &mut head, &mut payload, offset)
-        .map_err(|e| Error::io(format!("reading {path:?}"), e))?;
+    let n = preadv2(file, head, &mut payload, offset)
+        .map_err(|e| Error::io(format!("reading {:?}", path()), e))?;
     if n as u64 != frame_len {
-        return Err(corrupt(
-            path,
-            offset,
-            format!("frame cut short: {n} of {frame_len} bytes"),
-        ));
+        return Err(corrupt_at(format!(
+            "frame cut short: {n} of {frame_len} bytes"
+        )));
     }
-    let h = check_head(&head, base_ts).map_err(|f| corrupt(path, offset, format!("{f:?}")))?;
+    let h = check_head(head, base_ts).map_err(|f| corrupt_at(format!("{f:?}")))?;
     if h.head_len as u64 + h.stored_len != frame_len || (raw && h.head_len != head_len) {
-        return Err(corrupt(path, offset, "frame length differs from the index"));
+        return Err(corrupt_at("frame length differs from the index".into()));
     }
     let crc = crc32c::crc32c_append(crc32c::crc32c(&head[FRAME_PREFIX..]), &payload);
     if crc != h.crc {
-        return Err(corrupt(path, offset, "CRC32C mismatch"));
+        return Err(corrupt_at("CRC32C mismatch".into()));
     }
     if raw {
         return Ok((h, payload));
@@ -123,9 +130,9 @@ pub fn read_frame(
     let stored = &head[h.head_len..];
     let data = if h.flags & FLAG_ZSTD != 0 {
         let out = zstd::bulk::decompress(stored, h.raw_len as usize)
-            .map_err(|e| corrupt(path, offset, format!("zstd: {e}")))?;
+            .map_err(|e| corrupt_at(format!("zstd: {e}")))?;
         if out.len() as u64 != h.raw_len {
-            return Err(corrupt(path, offset, "decompressed length differs"));
+            return Err(corrupt_at("decompressed length differs".into()));
         }
         out
     } else {

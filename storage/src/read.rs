@@ -43,7 +43,7 @@ impl Store {
     /// Reads a record (`ts = None`: the latest).
     pub fn read(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<Record> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        read_value(&e, ts, &v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+        read_value(&e, ts, v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
     /// The metadata of a record, from the index alone.
@@ -102,9 +102,10 @@ fn gone_is_not_found(err: Error, bucket: &str, entry: &str, ts: u64) -> Error {
     }
 }
 
-fn read_value(e: &Entry, ts: u64, v: &IndexValue) -> Result<Record> {
+/// Reads and checks a record's payload (the path is only built for an error message).
+fn read_payload(e: &Entry, ts: u64, v: &IndexValue) -> Result<Vec<u8>> {
     let (file, base_ts) = e.file(v.block_id)?;
-    let path = block_path(&e.dir, v.block_id);
+    let path = || block_path(&e.dir, v.block_id);
     let (head, data) = read_frame(
         &file,
         &path,
@@ -116,18 +117,23 @@ fn read_value(e: &Entry, ts: u64, v: &IndexValue) -> Result<Record> {
     )?;
     if head.ts != ts {
         return Err(CorruptionError::Record {
-            path,
+            path: path(),
             offset: v.offset,
             reason: format!("index says timestamp {ts}, block says {}", head.ts),
         }
         .into());
     }
+    Ok(data)
+}
+
+fn read_value(e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
+    let data = read_payload(e, ts, &v)?;
     Ok(Record {
         meta: RecordMeta {
             ts,
-            size: head.raw_len,
-            content_type: v.content_type.clone(),
-            labels: v.labels.clone(),
+            size: v.size,
+            content_type: v.content_type,
+            labels: v.labels,
         },
         data,
     })
@@ -156,8 +162,7 @@ impl QueryItem {
     /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
     /// by a FIFO quota) after the query listed it: callers skip such items.
     pub fn data(&self) -> Result<Vec<u8>> {
-        read_value(&self.entry, self.meta.ts, &self.value)
-            .map(|r| r.data)
+        read_payload(&self.entry, self.meta.ts, &self.value)
             .map_err(|e| gone_is_not_found(e, &self.bucket, &self.entry.name, self.meta.ts))
     }
 
