@@ -179,3 +179,35 @@ async fn corrupted_index_is_detected_and_rebuilt() {
     let (_s, ok) = restart_and_check(dir.path(), "rebuilding").await;
     assert_eq!(ok.len(), N as usize);
 }
+
+/// A frame head whose decoded stored length is near `u64::MAX`, found by the
+/// `block_parser` fuzz target (fuzz/seeds/block_parser/overflowing-length).
+const OVERFLOWING_FRAME: [u8; 75] = [
+    0xa5, 0x00, 0x5d, 0x51, 0x02, 0x02, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0x01, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02,
+    0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0x01, 0xff, 0xff, 0xff, 0x54, 0x53, 0x42, 0x4c, 0x4b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xff, 0xff, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x30,
+];
+
+/// Pins an engine bug (reported in docs/reliability.md): `FrameHead::frame_len`
+/// (`storage/src/frame.rs`) adds the head length to a stored length read from disk without
+/// a check, so this garbage tail overflows: a build with overflow checks (every debug
+/// build, so every `cargo test` server) panics while opening the store and `tsblob serve`
+/// does not start; a release build wraps and happens to cut the tail on a CRC mismatch.
+#[tokio::test]
+async fn garbage_tail_with_an_overflowing_length_is_cut_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path()).await;
+    let block = last_block(dir.path());
+    let len = std::fs::metadata(&block).unwrap().len();
+    OpenOptions::new()
+        .append(true)
+        .open(&block)
+        .unwrap()
+        .write_all(&OVERFLOWING_FRAME)
+        .unwrap();
+    let (_s, ok) = restart_and_check(dir.path(), "cut 75 bytes").await;
+    assert_eq!(ok.len(), N as usize);
+    assert_eq!(std::fs::metadata(&block).unwrap().len(), len);
+}
