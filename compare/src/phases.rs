@@ -223,8 +223,9 @@ pub fn batches(plan: &SizePlan, batch_size: usize, max_bytes: u64) -> Vec<Vec<u6
 }
 
 /// Phase 2: batched writes. For a target without batches the same records are loaded with
-/// single writes (so reads compare equal data) and `Ok(None)` says the cell is n/a.
-pub async fn write_batch<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Result<Option<Summary>> {
+/// single writes (so reads compare equal data); the caller marks that cell n/a but still sees
+/// its errors.
+pub async fn write_batch<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Result<Summary> {
     write_batch_with(ctx, plan, false).await
 }
 
@@ -234,7 +235,7 @@ async fn write_batch_with<T: Target>(
     ctx: &Ctx<T>,
     plan: &Arc<SizePlan>,
     one_writer_per_entry: bool,
-) -> Result<Option<Summary>> {
+) -> Result<Summary> {
     let w = &ctx.workload;
     let list = Arc::new(batches(plan, w.batch_size, w.batch_max_bytes));
     let supported = ctx.target.batch_support().is_ok();
@@ -293,7 +294,7 @@ async fn write_batch_with<T: Target>(
     let bar = ctx.bar(label, list.len() as u64);
     let partitioned = supported && one_writer_per_entry;
     let summary = pool_with(list.len(), concurrency, partitioned, bar, false, op).await?;
-    Ok(supported.then_some(summary))
+    Ok(summary)
 }
 
 /// A query window: entry, start, stop (exclusive).
@@ -442,12 +443,7 @@ pub async fn fifo<T: Target>(ctx: &Ctx<T>, fifo_bucket: &str) -> Result<(Summary
         workload: Arc::clone(&ctx.workload),
         progress: ctx.progress.clone(),
     };
-    let summary = write_batch_with(&sub, &plan, true)
-        .await?
-        .unwrap_or_else(|| {
-            // Callers skip targets without FIFO; a batch-less one still wrote everything.
-            Stats::default().summary(Duration::ZERO, false)
-        });
+    let summary = write_batch_with(&sub, &plan, true).await?;
     let size = ctx.target.bucket_size(fifo_bucket).await?;
     let held = size <= spec.quota_bytes + spec.block_bytes;
     Ok((summary, size, held))

@@ -304,18 +304,40 @@ async fn run_target<T: Target>(
             ),
         });
         let batch = phases::write_batch(&ctx, &plan).await?;
-        cells.push(match (batch, target.batch_support()) {
-            (_, Err(reason)) => Cell::na(Phase::WriteBatch, size, kind, reason),
-            (_, Ok(())) if plan.single == plan.count => Cell::na(
+        // Writes that failed leave records the reads would miss: say so instead of reading.
+        let write_errors: u64 = cells
+            .last()
+            .and_then(|c: &Cell| c.result.as_ref())
+            .map_or(0, |r| r.errors)
+            + batch.errors;
+        let first_write_error = cells
+            .last()
+            .and_then(|c: &Cell| c.result.as_ref()?.first_error.clone())
+            .or_else(|| batch.first_error.clone());
+        cells.push(match target.batch_support() {
+            Err(reason) => Cell::na(Phase::WriteBatch, size, kind, reason),
+            Ok(()) if plan.single == plan.count => Cell::na(
                 Phase::WriteBatch,
                 size,
                 kind,
                 "single_fraction gives this phase no records",
             ),
-            (Some(s), Ok(())) => Cell::measured(Phase::WriteBatch, size, kind, s),
-            (None, Ok(())) => Cell::na(Phase::WriteBatch, size, kind, "no batch measured"),
+            Ok(()) => Cell::measured(Phase::WriteBatch, size, kind, batch),
         });
         disk.push(disk_cell(&spawned, before, &plan, kind)?);
+        if write_errors > 0 {
+            let reason = format!(
+                "not run: {write_errors} writes of this size failed, so the target does not \
+                 hold the planned records (first error: {})",
+                first_write_error.unwrap_or_default()
+            );
+            for p in [Phase::RangeWhole, Phase::RangeSub, Phase::PointRead] {
+                if has(p) {
+                    cells.push(Cell::na(p, size, kind, &reason));
+                }
+            }
+            continue;
+        }
         if has(Phase::RangeWhole) {
             let s =
                 phases::range(&ctx, &plan, Phase::RangeWhole, phases::whole_windows(&plan)).await?;
