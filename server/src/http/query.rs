@@ -20,12 +20,13 @@ use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
 use super::records::{remove_range, Target};
 use crate::framing::{put_end, put_error, put_record_head, MEDIA_TYPE};
 
-/// Frames are gathered into chunks of about this size before being sent.
-const CHUNK: usize = 64 << 10;
+/// Frames are gathered into chunks of about this size, one per step on the blocking pool
+/// (large enough that the hand-off to the pool costs little per byte).
+const CHUNK: usize = 256 << 10;
 /// Payloads larger than this are streamed from their reader instead of read whole.
 const WHOLE_PAYLOAD: u64 = 1 << 20;
 /// Chunks queued between the producer and the socket.
-const DEPTH: usize = 8;
+const DEPTH: usize = 4;
 
 const KNOWN: &str = "start, stop, limit, desc, eq.<key>, ne.<key>, has, missing";
 
