@@ -84,7 +84,7 @@ pub struct PutArgs {
     #[arg(long, value_parser = parse_time)]
     pub ts: Option<u64>,
     /// A label key=value (repeatable).
-    #[arg(long = "label", value_parser = parse_label)]
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
     /// Default: guessed from the file name.
     #[arg(long)]
@@ -221,7 +221,7 @@ pub struct QueryArgs {
     #[arg(long)]
     pub desc: bool,
     /// Only records whose label key equals value (repeatable).
-    #[arg(long = "eq", value_parser = parse_label)]
+    #[arg(long = "eq", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub eq: Vec<(String, String)>,
     /// Write one file per record (<ts><ext>) into this folder instead of payloads to stdout.
     #[arg(long, short)]
