@@ -11,6 +11,8 @@ pub const FLAG_DELETED: u8 = 0x02;
 pub const FRAME_PREFIX: usize = 6;
 /// A varint padded to its maximum length, so a streamed write can patch it in place.
 pub const PADDED_VARINT: usize = 10;
+/// The largest payload a frame may claim (256 TiB): anything beyond is garbage.
+pub const MAX_RECORD_LEN: u64 = 1 << 48;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -194,7 +196,7 @@ pub struct FrameHead {
 
 impl FrameHead {
     pub fn frame_len(&self) -> u64 {
-        self.head_len as u64 + self.stored_len
+        (self.head_len as u64).saturating_add(self.stored_len)
     }
 }
 
@@ -324,6 +326,11 @@ fn split_head(buf: &[u8], base_ts: u64) -> Result<(HeadFields, &[u8], &[u8]), Fr
     } else {
         stored_len
     };
+    // No record is anywhere near 2^48 bytes; a larger length is garbage, and rejecting
+    // it here keeps every `offset + length` sum below from overflowing.
+    if stored_len > MAX_RECORD_LEN || raw_len > MAX_RECORD_LEN {
+        return Err(FrameFault::Garbage("impossible length"));
+    }
     let ctl = r.varint().ok_or_else(|| short_or(&r, "bad content type"))? as usize;
     if ctl > 255 {
         return Err(FrameFault::Garbage("content type too long"));
@@ -399,6 +406,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Regression: a garbage length varint near u64::MAX made `frame_len` overflow
+    /// (found by the `block_parser` fuzz target; a debug build panicked opening the block).
+    #[test]
+    fn impossible_lengths_are_garbage() {
+        let mut h = vec![FRAME_MAGIC, 0, 0, 0, 0, 0, 0];
+        h.extend_from_slice(&[0xff; 9]);
+        h.push(0x01);
+        h.extend_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(
+            decode_head(&h, 0),
+            Err(FrameFault::Garbage("impossible length"))
+        );
     }
 
     #[test]

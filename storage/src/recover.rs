@@ -431,7 +431,7 @@ fn check_block(
         let head = match read_head(&file, pos, file_len, base_ts)
             .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
         {
-            Ok(Some(h)) if pos + h.frame_len() <= file_len => h,
+            Ok(Some(h)) if pos.saturating_add(h.frame_len()) <= file_len => h,
             Ok(_) => {
                 cut(
                     report,
