@@ -310,6 +310,13 @@ async fn sigkill_during_http_writes_loses_no_acknowledged_record() {
         acked_total += new.len();
         acked_bytes += new.iter().map(|a| a.len).sum::<usize>();
         acked.extend(new);
+        if (cycle + 1) % 50 == 0 {
+            println!(
+                "  {} cycles, {:.0} s, {acked_total} records acknowledged so far",
+                cycle + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
