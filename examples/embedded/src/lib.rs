@@ -73,7 +73,7 @@ pub fn frame(seq: u64, size: usize) -> Vec<u8> {
 
 /// One second in three has motion: the label a query filters on.
 fn has_motion(seq: u64, fps: u64) -> bool {
-    (seq / fps.max(1)) % 3 == 0
+    (seq / fps.max(1)).is_multiple_of(3)
 }
 
 fn labels(seq: u64, fps: u64) -> Labels {
