@@ -51,7 +51,8 @@ async fn client(
     let mut rng = rand::rngs::StdRng::seed_from_u64(w);
     let mut mine = Stats::default();
     let entry = format!("e{}", w % 4);
-    // Timestamps this client wrote, newest last (bounded: the last 2,000).
+    // Timestamps this client wrote, newest last (bounded: the last 300, so that reads
+    // mostly find records the FIFO quota has not yet removed).
     let mut written: std::collections::VecDeque<u64> = Default::default();
     while !stop.load(Ordering::Relaxed) {
         let op = match rng.random_range(0..10) {
@@ -73,7 +74,7 @@ async fn client(
                 {
                     Ok(r) if r.status() == 201 => {
                         written.push_back(ts);
-                        if written.len() > 2000 {
+                        if written.len() > 300 {
                             written.pop_front();
                         }
                         Ok(len as u64)
@@ -206,6 +207,20 @@ async fn soak_32_clients_mixed_load() {
     if let Ok(path) = std::env::var("TSBLOB_SOAK_CSV") {
         let csv: String = rss.iter().map(|(t, b)| format!("{t},{b}\n")).collect();
         std::fs::write(path, format!("seconds,rss_bytes\n{csv}")).unwrap();
+    }
+    // Errors by kind (the text up to the first digit), so a long run's failures read at
+    // a glance.
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for e in &st.errors {
+        let kind: String = e
+            .chars()
+            .take_while(|c| !c.is_ascii_digit())
+            .take(120)
+            .collect();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    for (kind, n) in &kinds {
+        println!("  error x{n}: {kind}");
     }
     assert!(
         st.errors.is_empty(),
