@@ -393,6 +393,9 @@ impl Store {
             .commit(&self.inner.index, Change { ops, files: vec![] })?;
         st.removed = true;
         st.active = None;
+        for id in st.blocks.keys() {
+            self.inner.committer.forget(*id);
+        }
         st.blocks.clear();
         e.files.write().clear();
         b.entries.write().remove(entry);

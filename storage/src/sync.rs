@@ -145,6 +145,12 @@ impl Committer {
         Ok(())
     }
 
+    /// Drops a deleted block's descriptor: an unlinked file's space is only freed once its
+    /// last descriptor closes, and a FIFO eviction is meant to free space now.
+    pub fn forget(&self, block_id: u64) {
+        self.dirty.lock().remove(&block_id);
+    }
+
     /// Syncs every block file written since the last call, then the index.
     pub fn sync_now(&self, index: &Index) -> Result<()> {
         let files = std::mem::take(&mut *self.dirty.lock());

@@ -78,57 +78,49 @@ fn check_meta(meta: &WriteMeta) -> Result<()> {
 
 impl Store {
     /// Checks free space and the quota for `need` more bytes, evicting FIFO blocks.
+    /// Checks the quota and the free-space guard for `need` more bytes. A FIFO bucket
+    /// deletes its oldest blocks to fit its quota, and also when the file system runs
+    /// short of free space: such a bucket keeps taking writes while it has a block to
+    /// give up, so the disk never fills with it.
     pub(crate) fn reserve<'a>(&self, bucket: &'a Bucket, need: u64) -> Result<Reservation<'a>> {
-        let free = self.cached_free_space(need)?;
-        let reserve = self.inner.opts.free_space_reserve;
-        if free < reserve.saturating_add(need) {
-            return Err(WriteError::DiskFull {
-                path: self.inner.path.clone(),
-                available: free,
-                reserve,
-            }
-            .into());
-        }
         let settings = bucket.settings.read().clone();
+        let _g = match settings.quota_type {
+            QuotaType::None => None,
+            _ => Some(bucket.evict_lock.lock()),
+        };
+        let used = || bucket.size.load(Ordering::Acquire) + bucket.reserved.load(Ordering::Acquire);
         match settings.quota_type {
             QuotaType::None => {}
             QuotaType::Hard => {
-                let _g = bucket.evict_lock.lock();
-                let used =
-                    bucket.size.load(Ordering::Acquire) + bucket.reserved.load(Ordering::Acquire);
-                if used + need > settings.quota_size {
+                if used() + need > settings.quota_size {
                     return Err(WriteError::QuotaExceeded {
                         bucket: bucket.name.clone(),
                         quota: settings.quota_size,
-                        used,
+                        used: used(),
                         needed: need,
                     }
                     .into());
                 }
-                bucket.reserved.fetch_add(need, Ordering::AcqRel);
-                return Ok(Reservation {
-                    bucket,
-                    bytes: need,
-                });
             }
             QuotaType::Fifo => {
-                let _g = bucket.evict_lock.lock();
-                while bucket.size.load(Ordering::Acquire)
-                    + bucket.reserved.load(Ordering::Acquire)
-                    + need
-                    > settings.quota_size
-                {
-                    if !self.evict_oldest(bucket)? {
-                        break; // nothing left to delete: the quota's precision is one block
-                    }
-                }
-                bucket.reserved.fetch_add(need, Ordering::AcqRel);
-                return Ok(Reservation {
-                    bucket,
-                    bytes: need,
-                });
+                // Nothing left to delete ends the loop: the quota's precision is one block.
+                while used() + need > settings.quota_size && self.evict_oldest(bucket)? {}
             }
         }
+        let reserve = self.inner.opts.free_space_reserve;
+        let mut free = self.free_space_cached(false)?;
+        while free < reserve.saturating_add(need) {
+            if settings.quota_type != QuotaType::Fifo || !self.evict_oldest(bucket)? {
+                return Err(WriteError::DiskFull {
+                    path: self.inner.path.clone(),
+                    available: free,
+                    reserve,
+                }
+                .into());
+            }
+            free = self.free_space_cached(true)?;
+        }
+        self.inner.free_cache.lock().written_since += need;
         bucket.reserved.fetch_add(need, Ordering::AcqRel);
         Ok(Reservation {
             bucket,
@@ -194,6 +186,7 @@ impl Store {
             st.active = None;
         }
         entry.files.write().remove(&id);
+        self.inner.committer.forget(id);
         let path = block_path(&entry.dir, id);
         if let Err(e) = std::fs::remove_file(&path) {
             log::warn!("could not delete block {path:?}: {e}");
@@ -205,22 +198,20 @@ impl Store {
         Ok(())
     }
 
-    /// Free bytes, measured with `statvfs` at most every 20 ms or 64 MiB of writes, minus
-    /// what was written since the measurement; counts `need` as written.
-    fn cached_free_space(&self, need: u64) -> Result<u64> {
+    /// Free bytes, measured with `statvfs` at most every 20 ms or 64 MiB of writes (or
+    /// now, with `fresh`), minus what was written since the measurement.
+    fn free_space_cached(&self, fresh: bool) -> Result<u64> {
         let mut c = self.inner.free_cache.lock();
         let stale = c
             .measured
             .is_none_or(|t| t.elapsed() > std::time::Duration::from_millis(20));
-        if stale || c.written_since > (64 << 20) {
+        if fresh || stale || c.written_since > (64 << 20) {
             c.free = free_space(&self.inner.path)
                 .map_err(|e| Error::io("statvfs of the data folder", e))?;
             c.measured = Some(std::time::Instant::now());
             c.written_since = 0;
         }
-        let free = c.free.saturating_sub(c.written_since);
-        c.written_since += need;
-        Ok(free)
+        Ok(c.free.saturating_sub(c.written_since))
     }
 
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".

@@ -482,3 +482,73 @@ fn data_persists_across_reopen_and_second_open_is_refused() {
     s.write("b", "e", &meta(100), b"more").unwrap();
     assert_eq!(s.entry("b", "e").unwrap().record_count, 101);
 }
+
+/// A FIFO bucket that meets the free-space guard gives up its oldest blocks instead of
+/// refusing the write (found by the reliability suite's disk-full test: the guard ran
+/// before eviction, so a full disk stayed full).
+#[test]
+fn fifo_bucket_evicts_under_disk_pressure_and_others_are_refused() {
+    // A file system of its own: the shared disk's free space moves with other processes.
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        println!("SKIPPED: cannot mount a 32 MiB tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path().to_path_buf());
+    let opts = StoreOptions {
+        free_space_reserve: 4 << 20,
+        map_size: 64 << 20,
+        ..opts()
+    };
+    let s = Store::open(dir.path(), opts).unwrap();
+    let small_blocks = BucketSettings {
+        max_block_size: 1 << 20,
+        ..BucketSettings::default()
+    };
+    s.create_bucket("plain", small_blocks.clone()).unwrap();
+    s.create_bucket(
+        "fifo",
+        BucketSettings {
+            quota_type: QuotaType::Fifo,
+            quota_size: 1 << 40,
+            ..small_blocks
+        },
+    )
+    .unwrap();
+    // The FIFO bucket writes 60 MB into a 32 MB file system and is never refused.
+    let mut ts = 0;
+    for _ in 0..600 {
+        s.write("fifo", "e", &meta(ts), &payload(ts, 100_000))
+            .unwrap();
+        ts += 1;
+    }
+    let info = s.bucket("fifo").unwrap();
+    assert!(info.evicted_blocks > 0);
+    assert!(info.size < 32 << 20, "{}", info.size);
+    assert_eq!(s.entry("fifo", "e").unwrap().latest, Some(ts - 1));
+    let first = s.entry("fifo", "e").unwrap().oldest.unwrap();
+    assert_eq!(
+        s.read("fifo", "e", Some(first)).unwrap().data,
+        payload(first, 100_000)
+    );
+    // A bucket without a quota is refused by the guard, and nothing of it is stored.
+    let err = s
+        .write("plain", "e", &meta(1), &payload(1, 8 << 20))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Write(WriteError::DiskFull { .. })),
+        "{err}"
+    );
+    assert!(s.read("plain", "e", Some(1)).is_err());
+}
