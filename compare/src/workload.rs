@@ -145,7 +145,8 @@ impl Default for Workload {
             sizes: vec![1 << 10, 10 << 10, 100 << 10, 1 << 20, 10 << 20],
             records_per_size: None,
             bytes_per_size: None,
-            entries: 4,
+            // One writer per entry: as many entries as virtual users keeps them all busy.
+            entries: 16,
             concurrency: 16,
             // ReductStore's server accepts at most 85 records (headers) per batch by default.
             batch_size: 80,
