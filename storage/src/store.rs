@@ -127,6 +127,19 @@ impl Entry {
         }
     }
 
+    /// Locks the entry's state for a write; an entry removed meanwhile is not found.
+    pub fn lock_live(&self, bucket: &str) -> Result<parking_lot::MutexGuard<'_, EntryState>> {
+        let st = self.state.lock();
+        if st.removed {
+            return Err(NotFound::Entry {
+                bucket: bucket.into(),
+                entry: self.name.clone(),
+            }
+            .into());
+        }
+        Ok(st)
+    }
+
     /// A read handle on a block, opened on first use and cached.
     pub fn file(&self, block_id: u64) -> Result<(Arc<File>, u64)> {
         if let Some(f) = self.files.read().get(&block_id) {

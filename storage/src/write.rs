@@ -356,14 +356,7 @@ impl Store {
             .clone()
             .map(|(m, d)| (check_meta(m), compress(settings.compression, d)))
             .collect();
-        let mut st = e.state.lock();
-        if st.removed {
-            return Err(NotFound::Entry {
-                bucket: bucket.into(),
-                entry: entry.into(),
-            }
-            .into());
-        }
+        let mut st = e.lock_live(bucket)?;
         let mut results: Vec<Result<u64>> = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n + 2);
         let mut buf: Vec<u8> = Vec::new();
@@ -561,14 +554,7 @@ impl Store {
             }
             _ => None,
         };
-        let mut st = e.state.lock();
-        if st.removed {
-            return Err(NotFound::Entry {
-                bucket: bucket.into(),
-                entry: entry.into(),
-            }
-            .into());
-        }
+        let mut st = e.lock_live(bucket)?;
         let ts = {
             let txn = self.inner.index.read_txn()?;
             self.pick_ts(&txn, &b, &e, &mut st, meta.ts, &mut BatchSeen::default())?
