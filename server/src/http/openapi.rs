@@ -55,7 +55,7 @@ use super::{batch, buckets, errors, metrics, query, records, tokens};
         tokens::TokenSpec,
         tokens::NewToken,
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonErrors),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -71,6 +71,68 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Adds the error answers that many routes share, so the document lists every status a
+/// route can give without repeating them on each handler: any route (but `/health`) can
+/// answer 400 (bad query string), 401 and 403 (tokens) and 500; a route under a bucket
+/// 404 and 422 (names); a write 408 (stalled body), 413 (over the limit) and 507 (quota or
+/// disk full). Each answer's body is the `ErrorBody` JSON.
+struct CommonErrors;
+
+impl utoipa::Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let error = |why: &str| {
+            ResponseBuilder::new()
+                .description(why)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if path == "/health" {
+                continue;
+            }
+            let under_bucket = path.contains("{bucket}");
+            let ops = [
+                (&mut item.get, false),
+                (&mut item.head, false),
+                (&mut item.delete, false),
+                (&mut item.post, true),
+                (&mut item.put, true),
+                (&mut item.patch, true),
+            ];
+            for (op, writes) in ops {
+                let Some(op) = op.as_mut() else { continue };
+                let mut codes = vec![
+                    ("400", "malformed request (query string, JSON or headers)"),
+                    ("401", "missing or unknown bearer token"),
+                    ("403", "the token may not do this"),
+                    ("500", "internal error or a corrupt record"),
+                ];
+                if under_bucket {
+                    codes.push(("404", "unknown bucket, entry or record"));
+                    codes.push(("422", "invalid name, timestamp or label"));
+                }
+                if writes {
+                    codes.push(("408", "the request body stalled"));
+                    codes.push(("413", "body over the configured limit"));
+                    codes.push(("507", "quota exceeded or disk full"));
+                }
+                for (code, why) in codes {
+                    op.responses
+                        .responses
+                        .entry(code.to_string())
+                        .or_insert_with(|| error(why).into());
+                }
+            }
+        }
     }
 }
 

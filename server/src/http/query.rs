@@ -153,6 +153,15 @@ impl Producer {
                         buf.truncate(start + n);
                         *left -= n as u64;
                         if *left == 0 {
+                            // The engine checks the CRC when the reader reaches its end:
+                            // read once more, so a corrupted payload cuts the response
+                            // instead of passing as complete.
+                            if !matches!(reader.read(&mut [0u8; 1]), Ok(0)) {
+                                tracing::warn!("query stream cut: a record failed its CRC check");
+                                return Step::Abort(std::io::Error::other(
+                                    "a record failed its CRC check at its end",
+                                ));
+                            }
                             self.large = None;
                             self.count += 1;
                         }
@@ -182,6 +191,9 @@ impl Producer {
                         buf.extend_from_slice(&data);
                         self.count += 1;
                     }
+                    // Removed, or evicted by a FIFO quota, after the query listed it: the
+                    // record is gone and is not part of the answer.
+                    Err(tsblob_storage::Error::NotFound(_)) => {}
                     Err(e) => return Step::Last(self.fail(buf, AppError::from(e))),
                 }
             } else {
@@ -190,6 +202,7 @@ impl Producer {
                         put_record_head(&mut buf, m.ts, &m.content_type, &m.labels, m.size);
                         self.large = Some((r, m.size));
                     }
+                    Err(tsblob_storage::Error::NotFound(_)) => {}
                     Err(e) => return Step::Last(self.fail(buf, AppError::from(e))),
                 }
             }
