@@ -169,7 +169,7 @@ pub enum OpenError {
     Folder(PathBuf, String),
     #[error("data folder {0:?} is already opened by another process (lock file held)")]
     Locked(PathBuf),
-    #[error("the LMDB index at {path:?} could not be opened with a map of {map_size} bytes: {reason}; try a smaller --index-map-size")]
+    #[error("the LMDB index at {path:?} could not be opened with a map of {map_size} bytes: {reason} (if the map size is the cause, try a smaller --index-map-size; a damaged index file is set aside and rebuilt)")]
     Index {
         path: PathBuf,
         map_size: usize,

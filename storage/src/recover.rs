@@ -497,7 +497,9 @@ fn check_block(
         }
         pos += head.frame_len();
     }
-    if added > 0 && known.is_some() {
+    // Only a tail scan finds records the index missed; a whole-block re-index after a
+    // truncation has its own log line above.
+    if added > 0 && known.is_some_and(|m| m.indexed_len == from) {
         note(report, &format!("block {bpath:?}: re-indexed {added} records written but not indexed before a crash"));
     }
     report.reindexed += added;
