@@ -56,21 +56,7 @@ fn reads(c: &mut Criterion) {
         let s = open(dir.path());
         s.create_bucket("b", BucketSettings::default()).unwrap();
         fill(&s, "b", "e", n, size);
-        let hdir = tempfile::tempdir().unwrap();
-        let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .map_size(16 << 30)
-                .open(hdir.path())
-                .unwrap()
-        };
-        let mut w = env.write_txn().unwrap();
-        let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
-            env.create_database(&mut w, None).unwrap();
-        let data = payload(7, size);
-        for ts in 0..n {
-            db.put(&mut w, &(ts * 1000).to_be_bytes(), &data).unwrap();
-        }
-        w.commit().unwrap();
+        let (_hdir, env, db) = bare_heed(n, size);
         let mut i = 0u64;
         g.throughput(Throughput::Bytes(size as u64));
         g.bench_function(format!("tsblob/{size}"), |b| {

@@ -130,21 +130,7 @@ fn point_reads() {
         s.create_bucket("b", BucketSettings::default()).unwrap();
         fill(&s, "b", "e", n, size);
         // The same bytes in a bare heed database.
-        let hdir = tempfile::tempdir().unwrap();
-        let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .map_size(16 << 30)
-                .open(hdir.path())
-                .unwrap()
-        };
-        let mut w = env.write_txn().unwrap();
-        let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
-            env.create_database(&mut w, None).unwrap();
-        let data = payload(7, size);
-        for ts in 0..n {
-            db.put(&mut w, &(ts * 1000).to_be_bytes(), &data).unwrap();
-        }
-        w.commit().unwrap();
+        let (_hdir, env, db) = bare_heed(n, size);
         let probes: Vec<u64> = (0..20_000u64)
             .map(|i| (i.wrapping_mul(2654435761) % n) * 1000)
             .collect();

@@ -71,6 +71,36 @@ pub fn fill(store: &Store, bucket: &str, entry: &str, n: u64, size: usize) {
     }
 }
 
+/// The bytes `fill` writes, in a bare heed database under the same keys (`ts * 1000`
+/// big-endian): what a point read is compared with.
+pub fn bare_heed(
+    n: u64,
+    size: usize,
+) -> (
+    tempfile::TempDir,
+    heed::Env,
+    heed::Database<heed::types::Bytes, heed::types::Bytes>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: a fresh folder that nothing else opens.
+    let env = unsafe {
+        heed::EnvOpenOptions::new()
+            .map_size(16 << 30)
+            .open(dir.path())
+            .unwrap()
+    };
+    let mut w = env.write_txn().unwrap();
+    let db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+        env.create_database(&mut w, None).unwrap();
+    let data = payload(7, size);
+    for ts in 0..n {
+        db.put(&mut w, &(ts * 1000).to_be_bytes()[..], &data[..])
+            .unwrap();
+    }
+    w.commit().unwrap();
+    (dir, env, db)
+}
+
 /// Allocated bytes of every file below `dir`.
 pub fn disk_usage(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
