@@ -170,6 +170,29 @@ pub fn http_client(concurrency: usize) -> Result<reqwest::Client> {
 }
 
 /// Turns a non-2xx answer into an error carrying the status and the body the server sent.
+/// Reads a point-read answer whole: the payload, the labels of its headers (named
+/// `<label_prefix><key>`), and the time to its first byte counted from `t0`.
+pub async fn point_read_from(
+    resp: reqwest::Response,
+    t0: std::time::Instant,
+    what: &str,
+    label_prefix: &str,
+) -> Result<PointRead> {
+    let mut resp = ok_or_error(resp, what).await?;
+    let labels = labels_from_headers(resp.headers(), label_prefix);
+    let mut payload = Vec::new();
+    let mut ttfb = None;
+    while let Some(chunk) = resp.chunk().await? {
+        ttfb.get_or_insert_with(|| t0.elapsed());
+        payload.extend_from_slice(&chunk);
+    }
+    Ok(PointRead {
+        payload: payload.into(),
+        labels,
+        ttfb: ttfb.unwrap_or_else(|| t0.elapsed()),
+    })
+}
+
 pub async fn ok_or_error(resp: reqwest::Response, what: &str) -> Result<reqwest::Response> {
     let status = resp.status();
     if status.is_success() {

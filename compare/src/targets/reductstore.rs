@@ -11,8 +11,8 @@ use bytes::{Bytes, BytesMut};
 use serde_json::{json, Value};
 
 use super::{
-    http_client, labels_from_headers, ok_or_error, BatchRecord, PointRead, ReadOutcome, Target,
-    TargetKind,
+    http_client, labels_from_headers, ok_or_error, point_read_from, BatchRecord, PointRead,
+    ReadOutcome, Target, TargetKind,
 };
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
 
@@ -284,19 +284,7 @@ impl Target for Reductstore {
             .query(&[("ts", ts)])
             .send()
             .await?;
-        let mut resp = ok_or_error(resp, "ReductStore: read").await?;
-        let labels = labels_from_headers(resp.headers(), LABEL_PREFIX);
-        let mut payload = Vec::new();
-        let mut ttfb = None;
-        while let Some(chunk) = resp.chunk().await? {
-            ttfb.get_or_insert_with(|| t0.elapsed());
-            payload.extend_from_slice(&chunk);
-        }
-        Ok(PointRead {
-            payload: payload.into(),
-            labels,
-            ttfb: ttfb.unwrap_or_else(|| t0.elapsed()),
-        })
+        point_read_from(resp, t0, "ReductStore: read", LABEL_PREFIX).await
     }
 
     async fn bucket_size(&self, bucket: &str) -> Result<u64> {

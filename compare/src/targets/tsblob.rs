@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::tsblob_frames::{encode_end, encode_record, Decoder, Next};
 use super::{
-    http_client, labels_from_headers, ok_or_error, BatchRecord, PointRead, ReadOutcome, Target,
+    http_client, ok_or_error, point_read_from, BatchRecord, PointRead, ReadOutcome, Target,
     TargetKind,
 };
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
@@ -196,19 +196,7 @@ impl Target for Tsblob {
             .query(&[("ts", ts)])
             .send()
             .await?;
-        let mut resp = ok_or_error(resp, "tsblob: read").await?;
-        let labels = labels_from_headers(resp.headers(), LABEL_PREFIX);
-        let mut payload = Vec::new();
-        let mut ttfb = None;
-        while let Some(chunk) = resp.chunk().await? {
-            ttfb.get_or_insert_with(|| t0.elapsed());
-            payload.extend_from_slice(&chunk);
-        }
-        Ok(PointRead {
-            payload: payload.into(),
-            labels,
-            ttfb: ttfb.unwrap_or_else(|| t0.elapsed()),
-        })
+        point_read_from(resp, t0, "tsblob: read", LABEL_PREFIX).await
     }
 
     async fn bucket_size(&self, bucket: &str) -> Result<u64> {
