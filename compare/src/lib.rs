@@ -5,6 +5,7 @@
 //! stops them whatever happens; [`phases`] drives a target with virtual users; [`runner`] runs
 //! every phase on every target; [`report`] renders the results.
 
+pub mod payload;
 pub mod phases;
 pub mod report;
 pub mod runner;

@@ -10,6 +10,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::payload::{Expected, StreamCheck};
+
 /// First timestamp of every entry (µs since the Unix epoch, November 2023).
 pub const BASE_TS: u64 = 1_700_000_000_000_000;
 /// Gap between two records of one entry, in µs.
@@ -339,15 +341,14 @@ impl SizePlan {
         mix(self.seed ^ mix(self.size) ^ mix(u64::from(entry) << 32 | 0x5eed) ^ mix(ts))
     }
 
-    /// The payload of a record, generated from the seed.
+    /// The bytes a record holds (see [`crate::payload`]).
+    pub fn expected(&self, entry: u32, ts: u64) -> Expected {
+        Expected::new(self.seed, self.size, self.payload_key(entry, ts), ts)
+    }
+
+    /// The payload of a record, as a writer sends it.
     pub fn payload(&self, entry: u32, ts: u64) -> Vec<u8> {
-        let mut out = vec![0u8; self.size as usize];
-        let mut gen = Lanes::new(self.payload_key(entry, ts));
-        for chunk in out.chunks_mut(32) {
-            let block = gen.next_block();
-            chunk.copy_from_slice(&block[..chunk.len()]);
-        }
-        out
+        self.expected(entry, ts).to_vec()
     }
 
     /// Checks a record read back: its timestamp belongs to the entry, its bytes are the
@@ -359,6 +360,20 @@ impl SizePlan {
         payload: &[u8],
         labels: Option<&[(String, String)]>,
     ) -> Result<()> {
+        let mut check = self.stream_check(entry, ts, payload.len() as u64, labels)?;
+        check.feed(payload)?;
+        check.finish()
+    }
+
+    /// Starts the check of a record whose payload (`len` bytes) will arrive in pieces: its
+    /// timestamp, length and labels are checked now, its bytes by the [`StreamCheck`].
+    pub fn stream_check(
+        &self,
+        entry: u32,
+        ts: u64,
+        len: u64,
+        labels: Option<&[(String, String)]>,
+    ) -> Result<StreamCheck> {
         let name = self.entry_name(entry);
         if ts < BASE_TS || !(ts - BASE_TS).is_multiple_of(TS_STEP) {
             return Err(mismatch(format!(
@@ -371,22 +386,11 @@ impl SizePlan {
                 "{name} returned timestamp {ts}, which was never written"
             )));
         }
-        if payload.len() as u64 != self.size {
+        if len != self.size {
             return Err(mismatch(format!(
-                "{name} @ {ts} has {} bytes, {} were written",
-                payload.len(),
+                "{name} @ {ts} has {len} bytes, {} were written",
                 self.size
             )));
-        }
-        let mut gen = Lanes::new(self.payload_key(entry, ts));
-        for (i, chunk) in payload.chunks(32).enumerate() {
-            let block = gen.next_block();
-            if chunk != &block[..chunk.len()] {
-                return Err(mismatch(format!(
-                    "{name} @ {ts} differs from the written payload near byte {}",
-                    i * 32
-                )));
-            }
         }
         if let Some(got) = labels {
             let mut got: Vec<_> = got.to_vec();
@@ -399,7 +403,10 @@ impl SizePlan {
                 )));
             }
         }
-        Ok(())
+        Ok(StreamCheck::new(
+            self.expected(entry, ts),
+            format!("{name} @ {ts}"),
+        ))
     }
 }
 
@@ -427,33 +434,6 @@ pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// Payload bytes: four xorshift64 lanes seeded from a record's key, 32 bytes a step. Cheap
-/// enough (several GB/s, the lanes vectorise) that generating and checking payloads does not
-/// slow the client down next to the servers it measures.
-#[derive(Debug, Clone)]
-pub struct Lanes([u64; 4]);
-
-impl Lanes {
-    /// Lanes for a key (never all-zero: xorshift would stay at zero).
-    pub fn new(key: u64) -> Lanes {
-        let lane = |i: u64| mix(key ^ i.wrapping_mul(0xA076_1D64_78BD_642F)) | 1;
-        Lanes([lane(0), lane(1), lane(2), lane(3)])
-    }
-
-    /// The next 32 bytes.
-    #[inline]
-    pub fn next_block(&mut self) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        for (i, x) in self.0.iter_mut().enumerate() {
-            *x ^= *x << 13;
-            *x ^= *x >> 7;
-            *x ^= *x << 17;
-            out[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
-        }
-        out
-    }
 }
 
 /// SplitMix64: a tiny, fast, seedable generator. Its output is fixed by its definition, so a
@@ -529,10 +509,7 @@ mod tests {
             p.verify(0, rec.ts, &bytes, None)?;
         }
         let gb = 1000.0 * (100 << 10) as f64 / 1e9;
-        println!(
-            "generate + verify: {:.2} GB/s",
-            gb / t.elapsed().as_secs_f64()
-        );
+        println!("build + verify: {:.2} GB/s", gb / t.elapsed().as_secs_f64());
         Ok(())
     }
 

@@ -14,6 +14,7 @@ use super::{
     http_client, labels_from_headers, ok_or_error, point_read_from, BatchRecord, PointRead,
     ReadOutcome, Target, TargetKind,
 };
+use crate::payload::StreamCheck;
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
 
 const LABEL_PREFIX: &str = "x-reduct-label-";
@@ -234,42 +235,12 @@ impl Target for Reductstore {
             }
             // Headers come as a map; the body follows time order.
             records.sort_by_key(|r| r.0);
-            let mut body = BytesMut::new();
-            let mut next = 0usize;
-            let verify_ready =
-                |body: &mut BytesMut, next: &mut usize, out: &mut ReadOutcome| -> Result<()> {
-                    while let Some((ts, size, labels)) = records.get(*next) {
-                        let size = usize::try_from(*size)?;
-                        if body.len() < size {
-                            break;
-                        }
-                        let payload = body.split_to(size);
-                        if *ts < start || *ts >= stop {
-                            return Err(mismatch(format!(
-                                "ReductStore returned {name} @ {ts} outside [{start}, {stop})"
-                            )));
-                        }
-                        plan.verify(entry, *ts, &payload, Some(labels))?;
-                        out.records += 1;
-                        out.bytes += size as u64;
-                        *next += 1;
-                    }
-                    Ok(())
-                };
+            let mut split = BodySplit::new(&records, plan, entry, start..stop);
             while let Some(chunk) = resp.chunk().await? {
                 out.ttfb.get_or_insert_with(|| t0.elapsed());
-                body.extend_from_slice(&chunk);
-                verify_ready(&mut body, &mut next, &mut out)?;
+                split.feed(&chunk, &mut out)?;
             }
-            verify_ready(&mut body, &mut next, &mut out)?;
-            if next != records.len() || !body.is_empty() {
-                bail!(
-                    "ReductStore batched read: headers announce {} records, the body held {next} \
-                     ({} bytes left over)",
-                    records.len(),
-                    body.len()
-                );
-            }
+            split.finish(&mut out)?;
             if last {
                 break;
             }
@@ -297,6 +268,89 @@ impl Target for Reductstore {
         body["info"]["size"]
             .as_u64()
             .context("ReductStore bucket info has no info.size")
+    }
+}
+
+/// Splits a batched-read body into the records its headers announced (in time order) and
+/// checks each payload as its pieces arrive, without copying them.
+struct BodySplit<'a> {
+    records: &'a [BatchedMeta],
+    plan: &'a SizePlan,
+    entry: u32,
+    span: std::ops::Range<u64>,
+    next: usize,
+    check: Option<StreamCheck>,
+    extra: usize,
+}
+
+impl<'a> BodySplit<'a> {
+    fn new(
+        records: &'a [BatchedMeta],
+        plan: &'a SizePlan,
+        entry: u32,
+        span: std::ops::Range<u64>,
+    ) -> Self {
+        BodySplit {
+            records,
+            plan,
+            entry,
+            span,
+            next: 0,
+            check: None,
+            extra: 0,
+        }
+    }
+
+    fn feed(&mut self, mut chunk: &[u8], out: &mut ReadOutcome) -> Result<()> {
+        loop {
+            if self.check.is_none() {
+                let Some((ts, size, labels)) = self.records.get(self.next) else {
+                    self.extra += chunk.len();
+                    return Ok(());
+                };
+                if !self.span.contains(ts) {
+                    return Err(mismatch(format!(
+                        "ReductStore returned {} @ {ts} outside {:?}",
+                        self.plan.entry_name(self.entry),
+                        self.span
+                    )));
+                }
+                self.check = Some(
+                    self.plan
+                        .stream_check(self.entry, *ts, *size, Some(labels))?,
+                );
+            }
+            let Some(check) = self.check.as_mut() else {
+                return Ok(());
+            };
+            let n = check.remaining().min(chunk.len());
+            check.feed(&chunk[..n])?;
+            chunk = &chunk[n..];
+            if check.remaining() > 0 {
+                return Ok(());
+            }
+            if let Some(done) = self.check.take() {
+                done.finish()?;
+            }
+            out.records += 1;
+            out.bytes += self.records[self.next].1;
+            self.next += 1;
+        }
+    }
+
+    fn finish(mut self, out: &mut ReadOutcome) -> Result<()> {
+        // Zero-length records at the very end complete without a byte.
+        self.feed(&[], out)?;
+        if self.next != self.records.len() || self.extra > 0 {
+            bail!(
+                "ReductStore batched read: headers announce {} records, the body held {} \
+                 ({} bytes left over)",
+                self.records.len(),
+                self.next,
+                self.extra
+            );
+        }
+        Ok(())
     }
 }
 

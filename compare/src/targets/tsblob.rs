@@ -7,11 +7,12 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::tsblob_frames::{encode_end, encode_record, Decoder, Next};
+use super::tsblob_frames::{encode_end, encode_record, Decoder, Event};
 use super::{
     http_client, ok_or_error, point_read_from, BatchRecord, PointRead, ReadOutcome, Target,
     TargetKind,
 };
+use crate::payload::StreamCheck;
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
 
 const LABEL_PREFIX: &str = "x-tsblob-label-";
@@ -156,31 +157,40 @@ impl Target for Tsblob {
         };
         let mut dec = Decoder::default();
         let mut announced = None;
+        let mut check: Option<StreamCheck> = None;
         while let Some(chunk) = resp.chunk().await? {
             out.ttfb.get_or_insert_with(|| t0.elapsed());
-            dec.push(&chunk);
-            loop {
-                match dec.next()? {
-                    Next::NeedMore => break,
-                    Next::Record(f) => {
-                        if f.ts < start || f.ts >= stop {
+            dec.feed(&chunk, |event| {
+                match event {
+                    Event::Record { ts, labels, len } => {
+                        if ts < start || ts >= stop {
                             return Err(mismatch(format!(
-                                "tsblob returned {name} @ {} outside [{start}, {stop})",
-                                f.ts
+                                "tsblob returned {name} @ {ts} outside [{start}, {stop})"
                             )));
                         }
-                        plan.verify(entry, f.ts, &f.payload, Some(&f.labels))?;
-                        out.records += 1;
-                        out.bytes += f.payload.len() as u64;
+                        check = Some(plan.stream_check(entry, ts, len, Some(&labels))?);
+                        out.bytes += len;
                     }
-                    Next::End(n) => announced = Some(n),
+                    Event::Payload(piece) => check
+                        .as_mut()
+                        .context("tsblob query stream: payload before a record head")?
+                        .feed(piece)?,
+                    Event::RecordDone => {
+                        check
+                            .take()
+                            .context("tsblob query stream: record end without a head")?
+                            .finish()?;
+                        out.records += 1;
+                    }
+                    Event::End(n) => announced = Some(n),
                 }
-            }
+                Ok(())
+            })?;
         }
         match announced {
             Some(n) if n == out.records && dec.pending() == 0 => Ok(out),
             Some(n) => bail!(
-                "tsblob query stream: end frame says {n} records, {} received ({} bytes left over)",
+                "tsblob query stream: end frame says {n} records, {} received ({} bytes pending)",
                 out.records,
                 dec.pending()
             ),

@@ -1,8 +1,8 @@
 //! tsblob's record framing (`application/x-tsblob-records`, see `docs/api.md`): an encoder for
-//! batch bodies and an incremental decoder for query streams that holds at most one record.
+//! batch bodies and an incremental decoder for query streams that never copies a payload.
 
 use anyhow::{bail, Result};
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut};
 
 /// Fixed header of a record frame.
 const RECORD_HEADER: usize = 25;
@@ -42,101 +42,129 @@ pub fn encode_end(out: &mut Vec<u8>, count: u64) {
     out.put_u64_le(count);
 }
 
-/// One decoded record.
-#[derive(Debug)]
-pub struct Frame {
-    /// Timestamp in µs.
-    pub ts: u64,
-    /// Labels.
-    pub labels: Vec<(String, String)>,
-    /// Payload bytes.
-    pub payload: BytesMut,
-}
-
-/// What the decoder found next.
-#[derive(Debug)]
-pub enum Next {
-    /// Feed more bytes.
-    NeedMore,
-    /// A complete record.
-    Record(Frame),
+/// What the decoder found in the stream, in order.
+#[derive(Debug, PartialEq)]
+pub enum Event<'a> {
+    /// A record's head: its payload (`len` bytes) follows as [`Event::Payload`] pieces.
+    Record {
+        /// Timestamp in µs.
+        ts: u64,
+        /// Labels.
+        labels: Vec<(String, String)>,
+        /// Payload length.
+        len: u64,
+    },
+    /// The next piece of the current record's payload, borrowed from the received chunk.
+    Payload(&'a [u8]),
+    /// The current record's payload is complete.
+    RecordDone,
     /// The end frame, with the record count the server announced.
     End(u64),
 }
 
-/// Incremental decoder: push chunks with [`Decoder::push`], pull frames with [`Decoder::next`].
+/// Incremental decoder: [`Decoder::feed`] each received chunk. Heads (a few dozen bytes) are
+/// gathered in a small buffer; payload bytes are handed on as slices of the chunk they came
+/// in, never copied, so a client can check gigabytes without buffering them.
 #[derive(Debug, Default)]
 pub struct Decoder {
-    buf: BytesMut,
+    head: Vec<u8>,
+    payload_left: u64,
 }
 
 impl Decoder {
-    /// Adds bytes received from the stream.
-    pub fn push(&mut self, chunk: &[u8]) {
-        self.buf.extend_from_slice(chunk);
+    /// Bytes of an unfinished frame: a partial head, or payload bytes still to come.
+    pub fn pending(&self) -> u64 {
+        self.head.len() as u64 + self.payload_left
     }
 
-    /// Bytes received but not yet decoded.
-    pub fn pending(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Decodes the next frame if it is complete.
-    pub fn next(&mut self) -> Result<Next> {
-        let Some(&kind) = self.buf.first() else {
-            return Ok(Next::NeedMore);
-        };
-        match kind {
-            KIND_RECORD => {
-                if self.buf.len() < RECORD_HEADER {
-                    return Ok(Next::NeedMore);
+    /// Decodes `chunk`, calling `on` for every event it completes.
+    pub fn feed(
+        &mut self,
+        mut chunk: &[u8],
+        mut on: impl FnMut(Event<'_>) -> Result<()>,
+    ) -> Result<()> {
+        while !chunk.is_empty() {
+            if self.payload_left > 0 {
+                let n = chunk
+                    .len()
+                    .min(usize::try_from(self.payload_left).unwrap_or(usize::MAX));
+                on(Event::Payload(&chunk[..n]))?;
+                chunk = &chunk[n..];
+                self.payload_left -= n as u64;
+                if self.payload_left == 0 {
+                    on(Event::RecordDone)?;
                 }
-                let mut h = &self.buf[1..RECORD_HEADER];
+                continue;
+            }
+            let need = head_len(&self.head)?;
+            if self.head.len() < need {
+                let n = (need - self.head.len()).min(chunk.len());
+                self.head.extend_from_slice(&chunk[..n]);
+                chunk = &chunk[n..];
+                continue;
+            }
+            self.finish_head(&mut on)?;
+        }
+        // A head can be complete exactly at the end of a chunk.
+        if self.payload_left == 0
+            && !self.head.is_empty()
+            && self.head.len() == head_len(&self.head)?
+        {
+            self.finish_head(&mut on)?;
+        }
+        Ok(())
+    }
+
+    fn finish_head(&mut self, on: &mut impl FnMut(Event<'_>) -> Result<()>) -> Result<()> {
+        let head = std::mem::take(&mut self.head);
+        match head[0] {
+            KIND_RECORD => {
+                let mut h = &head[1..RECORD_HEADER];
                 let ts = h.get_u64_le();
                 let ct_len = usize::from(h.get_u16_le());
                 let label_count = h.get_u16_le();
-                let labels_len = h.get_u32_le() as usize;
-                let payload_len = usize::try_from(h.get_u64_le())?;
-                let total = RECORD_HEADER + ct_len + labels_len + payload_len;
-                if self.buf.len() < total {
-                    self.buf.reserve(total - self.buf.len());
-                    return Ok(Next::NeedMore);
-                }
-                let mut frame = self.buf.split_to(total);
-                frame.advance(RECORD_HEADER + ct_len);
-                let mut label_bytes = frame.split_to(labels_len);
+                let _labels_len = h.get_u32_le();
+                let len = h.get_u64_le();
+                let mut label_bytes = &head[RECORD_HEADER + ct_len..];
                 let labels = decode_labels(&mut label_bytes, label_count)?;
-                Ok(Next::Record(Frame {
-                    ts,
-                    labels,
-                    payload: frame,
-                }))
+                on(Event::Record { ts, labels, len })?;
+                self.payload_left = len;
+                if len == 0 {
+                    on(Event::RecordDone)?;
+                }
             }
-            KIND_END => {
-                if self.buf.len() < 9 {
-                    return Ok(Next::NeedMore);
-                }
-                let count = (&self.buf[1..9]).get_u64_le();
-                self.buf.advance(9);
-                Ok(Next::End(count))
-            }
-            KIND_ERROR => {
-                if self.buf.len() < 5 {
-                    return Ok(Next::NeedMore);
-                }
-                let len = (&self.buf[1..5]).get_u32_le() as usize;
-                if self.buf.len() < 5 + len {
-                    return Ok(Next::NeedMore);
-                }
-                let text = String::from_utf8_lossy(&self.buf[5..5 + len]).into_owned();
+            KIND_END => on(Event::End((&head[1..9]).get_u64_le()))?,
+            _ => {
+                let text = String::from_utf8_lossy(&head[5..]).into_owned();
                 bail!("tsblob ended the query stream with an error frame: {text}")
             }
-            other => bail!("tsblob query stream: unknown frame kind {other}"),
         }
+        self.head = head;
+        self.head.clear();
+        Ok(())
     }
 }
 
-fn decode_labels(bytes: &mut BytesMut, count: u16) -> Result<Vec<(String, String)>> {
+/// Length of the head that starts `buf` as far as `buf` tells (grows as more arrives).
+fn head_len(buf: &[u8]) -> Result<usize> {
+    let Some(&kind) = buf.first() else {
+        return Ok(1);
+    };
+    Ok(match kind {
+        KIND_RECORD if buf.len() < RECORD_HEADER => RECORD_HEADER,
+        KIND_RECORD => {
+            let ct_len = usize::from(u16::from_le_bytes([buf[9], buf[10]]));
+            let labels_len = u32::from_le_bytes([buf[13], buf[14], buf[15], buf[16]]) as usize;
+            RECORD_HEADER + ct_len + labels_len
+        }
+        KIND_END => 9,
+        KIND_ERROR if buf.len() < 5 => 5,
+        KIND_ERROR => 5 + u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize,
+        other => bail!("tsblob query stream: unknown frame kind {other}"),
+    })
+}
+
+fn decode_labels(bytes: &mut &[u8], count: u16) -> Result<Vec<(String, String)>> {
     let mut out = Vec::with_capacity(usize::from(count));
     for _ in 0..count {
         let key = take_str(bytes)?;
@@ -149,7 +177,7 @@ fn decode_labels(bytes: &mut BytesMut, count: u16) -> Result<Vec<(String, String
     Ok(out)
 }
 
-fn take_str(bytes: &mut BytesMut) -> Result<String> {
+fn take_str(bytes: &mut &[u8]) -> Result<String> {
     if bytes.len() < 2 {
         bail!("tsblob query stream: truncated label");
     }
@@ -157,13 +185,15 @@ fn take_str(bytes: &mut BytesMut) -> Result<String> {
     if bytes.len() < len {
         bail!("tsblob query stream: truncated label");
     }
-    let raw = bytes.split_to(len);
+    let (raw, rest) = bytes.split_at(len);
+    *bytes = rest;
     Ok(String::from_utf8(raw.to_vec())?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyhow::Context;
 
     #[test]
     fn frames_round_trip_through_the_decoder_byte_by_byte() -> Result<()> {
@@ -173,22 +203,33 @@ mod tests {
         encode_record(&mut body, 8, "", &[], b"");
         encode_end(&mut body, 2);
         let mut dec = Decoder::default();
-        let mut seen = Vec::new();
+        type Seen = (u64, Vec<(String, String)>, Vec<u8>);
+        let mut seen: Vec<Seen> = Vec::new();
         let mut end = None;
         for b in &body {
-            dec.push(std::slice::from_ref(b));
-            loop {
-                match dec.next()? {
-                    Next::NeedMore => break,
-                    Next::Record(f) => seen.push((f.ts, f.labels, f.payload.to_vec())),
-                    Next::End(n) => end = Some(n),
+            dec.feed(std::slice::from_ref(b), |ev| {
+                match ev {
+                    Event::Record { ts, labels, .. } => seen.push((ts, labels, Vec::new())),
+                    Event::Payload(p) => seen.last_mut().context("payload first")?.2.extend(p),
+                    Event::RecordDone => {}
+                    Event::End(n) => end = Some(n),
                 }
-            }
+                Ok(())
+            })?;
         }
-        assert_eq!(seen[0], (7, labels, b"hello".to_vec()));
+        assert_eq!(seen[0], (7, labels.clone(), b"hello".to_vec()));
         assert_eq!(seen[1], (8, vec![], vec![]));
         assert_eq!(end, Some(2));
         assert_eq!(dec.pending(), 0);
+        // The same body in one piece gives the same events.
+        let mut count = 0;
+        Decoder::default().feed(&body, |ev| {
+            if matches!(ev, Event::RecordDone) {
+                count += 1;
+            }
+            Ok(())
+        })?;
+        assert_eq!(count, 2);
         Ok(())
     }
 }
