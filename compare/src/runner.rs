@@ -280,6 +280,12 @@ async fn run_target<T: Target>(
         progress: progress.clone(),
     };
     let has = |p: Phase| workload.phases.contains(&p);
+    let cpu = || spawned.as_ref().and_then(Spawned::cpu_seconds);
+    // The server CPU a phase used, attached to its cell.
+    let with_cpu = |mut cell: Cell, before: Option<f64>| {
+        cell.server_cpu_s = before.zip(cpu()).map(|(a, b)| (b - a).max(0.0));
+        cell
+    };
     let mut cells = Vec::new();
     let mut disk = Vec::new();
     for plan in workload.size_plans() {
@@ -289,6 +295,7 @@ async fn run_target<T: Target>(
             Some(s) => Some(disk_usage(&s.data_dir)?),
             None => None,
         };
+        let c0 = cpu();
         cells.push(match plan.single {
             0 => Cell::na(
                 Phase::WriteSingle,
@@ -296,14 +303,19 @@ async fn run_target<T: Target>(
                 kind,
                 "single_fraction gives this phase no records",
             ),
-            _ => Cell::measured(
-                Phase::WriteSingle,
-                size,
-                kind,
-                phases::write_single(&ctx, &plan).await?,
+            _ => with_cpu(
+                Cell::measured(
+                    Phase::WriteSingle,
+                    size,
+                    kind,
+                    phases::write_single(&ctx, &plan).await?,
+                ),
+                c0,
             ),
         });
+        let c0 = cpu();
         let batch = phases::write_batch(&ctx, &plan).await?;
+        let batch_cpu = cpu();
         // Writes that failed leave records the reads would miss: say so instead of reading.
         let write_errors: u64 = cells
             .last()
@@ -322,7 +334,11 @@ async fn run_target<T: Target>(
                 kind,
                 "single_fraction gives this phase no records",
             ),
-            Ok(()) => Cell::measured(Phase::WriteBatch, size, kind, batch),
+            Ok(()) => {
+                let mut cell = Cell::measured(Phase::WriteBatch, size, kind, batch);
+                cell.server_cpu_s = c0.zip(batch_cpu).map(|(a, b)| (b - a).max(0.0));
+                cell
+            }
         });
         disk.push(disk_cell(&spawned, before, &plan, kind)?);
         if write_errors > 0 {
@@ -339,21 +355,26 @@ async fn run_target<T: Target>(
             continue;
         }
         if has(Phase::RangeWhole) {
+            let c0 = cpu();
             let s =
                 phases::range(&ctx, &plan, Phase::RangeWhole, phases::whole_windows(&plan)).await?;
-            cells.push(Cell::measured(Phase::RangeWhole, size, kind, s));
+            cells.push(with_cpu(
+                Cell::measured(Phase::RangeWhole, size, kind, s),
+                c0,
+            ));
         }
         if has(Phase::RangeSub) {
             let windows = phases::sub_windows(&plan, workload.sub_windows, workload.sub_window_max);
+            let c0 = cpu();
             let s = phases::range(&ctx, &plan, Phase::RangeSub, windows).await?;
-            cells.push(Cell::measured(Phase::RangeSub, size, kind, s));
+            cells.push(with_cpu(Cell::measured(Phase::RangeSub, size, kind, s), c0));
         }
         if has(Phase::PointRead) {
-            cells.push(Cell::measured(
-                Phase::PointRead,
-                size,
-                kind,
-                phases::point_reads(&ctx, &plan).await?,
+            let c0 = cpu();
+            let s = phases::point_reads(&ctx, &plan).await?;
+            cells.push(with_cpu(
+                Cell::measured(Phase::PointRead, size, kind, s),
+                c0,
             ));
         }
     }
@@ -364,8 +385,9 @@ async fn run_target<T: Target>(
             Ok(()) => {
                 let fifo_bucket = format!("{bucket}-fifo");
                 target.create_bucket(&fifo_bucket, Some(&workload.fifo)).await?;
+                let c0 = cpu();
                 let (s, final_size, held) = phases::fifo(&ctx, &fifo_bucket).await?;
-                let mut cell = Cell::measured(Phase::Fifo, size, kind, s);
+                let mut cell = with_cpu(Cell::measured(Phase::Fifo, size, kind, s), c0);
                 let limit = workload.fifo.quota_bytes + workload.fifo.block_bytes;
                 cell.note = Some(format!(
                     "quota {}: bucket holds {:.1} MB after {:.1} MB written (limit quota + one block = {:.1} MB)",

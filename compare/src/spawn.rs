@@ -57,6 +57,22 @@ impl Spawned {
         })
     }
 
+    /// CPU time (user + system, every thread, seconds) the process has used so far, from
+    /// `/proc/<pid>/stat` (clock-tick resolution, usually 10 ms); `None` where there is no
+    /// procfs.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces) start at field 3 (state);
+        // utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let mut fields = rest.split_whitespace().skip(11);
+        let utime: u64 = fields.next()?.parse().ok()?;
+        let stime: u64 = fields.next()?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        (tick > 0).then(|| (utime + stime) as f64 / tick as f64)
+    }
+
     /// Polls `url` until it answers 2xx, the process exits, or `timeout` passes.
     pub async fn wait_ready(&mut self, path: &str, timeout: Duration) -> Result<()> {
         let client = reqwest::Client::builder()

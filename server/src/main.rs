@@ -3,6 +3,12 @@
 use clap::{Parser, Subcommand};
 use tsblob_server::{cli, config, loadgen, serve};
 
+/// mimalloc instead of glibc's malloc: payload buffers are allocated on the blocking pool
+/// and freed on the runtime's workers once sent, and glibc answered that pattern with page
+/// faults and zero-filling on every query step (see docs/benchmarks/range-read-2026-11-22.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "tsblob", version, about = "A store for timestamped blobs")]
 struct Cli {

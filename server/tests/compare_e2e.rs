@@ -256,6 +256,11 @@ fn every_phase_runs_on_all_three_targets_verified_and_reported() {
                             c.tsblob_speedup.is_some(),
                             "{phase:?} {size} {kind:?} has no ratio"
                         );
+                        // Spawned targets: the server CPU of the phase was read from procfs.
+                        assert!(
+                            c.server_cpu_s.is_some_and(|s| s >= 0.0),
+                            "{phase:?} {size} {kind:?} has no server CPU figure"
+                        );
                         if phase.is_read() {
                             assert_eq!(
                                 r.verified, r.records,

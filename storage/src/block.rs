@@ -108,13 +108,20 @@ pub fn read_frame(
         heap.resize(head_len, 0);
         &mut heap
     };
-    let mut payload = vec![0u8; if raw { size as usize } else { 0 }];
-    let n = preadv2(file, head, &mut payload, offset)
+    // The payload buffer is not zero-filled first: the read overwrites all of it or the
+    // frame is refused (zero-filling cost as much as the CRC on 100 KB range reads).
+    let mut payload: Vec<u8> = Vec::with_capacity(if raw { size as usize } else { 0 });
+    let n = preadv2(file, head, payload.spare_capacity_mut(), offset)
         .map_err(|e| Error::io(format!("reading {:?}", path()), e))?;
     if n as u64 != frame_len {
         return Err(corrupt_at(format!(
             "frame cut short: {n} of {frame_len} bytes"
         )));
+    }
+    if raw {
+        // SAFETY: `preadv2` filled both buffers completely (n == head_len + size), so the
+        // first `size` bytes of the capacity are initialised.
+        unsafe { payload.set_len(size as usize) };
     }
     let h = check_head(head, base_ts).map_err(|f| corrupt_at(format!("{f:?}")))?;
     if h.head_len as u64 + h.stored_len != frame_len || (raw && h.head_len != head_len) {
@@ -141,13 +148,20 @@ pub fn read_frame(
     Ok((h, data))
 }
 
-/// `preadv` of two buffers at `offset`, retried until both are full or the file ends.
-fn preadv2(file: &File, a: &mut [u8], b: &mut [u8], offset: u64) -> io::Result<usize> {
+/// `preadv` of two buffers at `offset`, retried until both are full or the file ends. The
+/// second buffer may be uninitialised: the kernel only writes into it; the caller may treat
+/// its first `answer - a.len()` bytes as initialised.
+fn preadv2(
+    file: &File,
+    a: &mut [u8],
+    b: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> io::Result<usize> {
     use std::os::unix::io::AsRawFd;
     let total = a.len() + b.len();
     let mut done = 0usize;
     while done < total {
-        let (pa, pb): (&mut [u8], &mut [u8]) = if done < a.len() {
+        let (pa, pb): (&mut [u8], &mut [std::mem::MaybeUninit<u8>]) = if done < a.len() {
             let (_, ra) = a.split_at_mut(done);
             (ra, &mut b[..])
         } else {

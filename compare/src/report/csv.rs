@@ -4,7 +4,7 @@ use super::Report;
 
 const COLUMNS: &str = "phase,size,target,status,reason,records,bytes,seconds,records_per_s,\
 mb_per_s,latency_p50_ms,latency_p95_ms,latency_p99_ms,ttfb_p50_ms,ttfb_p95_ms,ttfb_p99_ms,\
-errors,verified,tsblob_speedup,disk_bytes,disk_per_payload_byte,note";
+errors,verified,tsblob_speedup,disk_bytes,disk_per_payload_byte,note,server_cpu_s";
 
 /// Quotes a field when it holds a comma, a quote or a line break (RFC 4180).
 fn field(s: &str) -> String {
@@ -51,12 +51,13 @@ pub fn render(report: &Report) -> String {
                     String::new(),
                     String::new(),
                     field(c.note.as_deref().unwrap_or_default()),
+                    opt(c.server_cpu_s),
                 ]);
             }
             None => {
                 f.push("n/a".to_string());
                 f.push(field(c.reason.as_deref().unwrap_or_default()));
-                f.extend(std::iter::repeat_n(String::new(), 17));
+                f.extend(std::iter::repeat_n(String::new(), 18));
             }
         }
         out.push_str(&f.join(","));
@@ -80,6 +81,7 @@ pub fn render(report: &Report) -> String {
         f.extend(std::iter::repeat_n(String::new(), 12));
         f.push(opt(d.disk_bytes));
         f.push(opt(d.per_payload_byte));
+        f.push(String::new());
         f.push(String::new());
         out.push_str(&f.join(","));
         out.push('\n');

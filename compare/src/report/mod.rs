@@ -48,6 +48,10 @@ pub struct Cell {
     pub tsblob_speedup: Option<f64>,
     /// A phase-specific finding (the FIFO quota check).
     pub note: Option<String>,
+    /// CPU seconds the target's server process used during the phase (spawned targets
+    /// only): on a machine whose cores the client shares, what each server costs per byte.
+    #[serde(default)]
+    pub server_cpu_s: Option<f64>,
 }
 
 impl Cell {
@@ -61,6 +65,7 @@ impl Cell {
             reason: None,
             tsblob_speedup: None,
             note: None,
+            server_cpu_s: None,
         }
     }
 
@@ -74,6 +79,7 @@ impl Cell {
             reason: Some(reason.to_string()),
             tsblob_speedup: None,
             note: None,
+            server_cpu_s: None,
         }
     }
 }
@@ -197,7 +203,7 @@ impl Report {
 }
 
 /// Column headers of a phase table (terminal and Markdown).
-pub const HEADERS: [&str; 14] = [
+pub const HEADERS: [&str; 15] = [
     "size",
     "target",
     "records",
@@ -211,6 +217,7 @@ pub const HEADERS: [&str; 14] = [
     "errors",
     "verified",
     "tsblob ×",
+    "server CPU s",
     "notes",
 ];
 
@@ -240,6 +247,8 @@ pub fn row(cell: &Cell) -> Vec<String> {
                 r.verified.to_string(),
                 cell.tsblob_speedup
                     .map_or_else(|| "n/a (no tsblob cell)".to_string(), |x| format!("{x:.2}")),
+                cell.server_cpu_s
+                    .map_or_else(|| "n/a (not spawned)".to_string(), |x| format!("{x:.2}")),
             ]);
             let mut notes = cell.note.clone().unwrap_or_default();
             if let Some(e) = &r.first_error {
@@ -252,7 +261,7 @@ pub fn row(cell: &Cell) -> Vec<String> {
             out.push(notes);
         }
         None => {
-            out.extend(std::iter::repeat_n("n/a".to_string(), 11));
+            out.extend(std::iter::repeat_n("n/a".to_string(), 12));
             out.push(format!(
                 "n/a: {}",
                 cell.reason.as_deref().unwrap_or("not measured")

@@ -26,7 +26,7 @@ const CHUNK: usize = 256 << 10;
 /// Payloads larger than this are streamed from their reader instead of read whole.
 const WHOLE_PAYLOAD: u64 = 1 << 20;
 /// Chunks queued between the producer and the socket.
-const DEPTH: usize = 4;
+const DEPTH: usize = 16;
 
 const KNOWN: &str = "start, stop, limit, desc, eq.<key>, ne.<key>, has, missing";
 
@@ -99,22 +99,56 @@ pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
 
 /// What one production step yields.
 enum Step {
-    /// A chunk of frames; more follow.
-    More(Bytes),
-    /// The last chunk (ends with the end frame or an error frame).
-    Last(Bytes),
-    /// A large payload failed half-way: the response must be cut, not completed.
+    More(Vec<Bytes>),
+    Last(Vec<Bytes>),
     Abort(std::io::Error),
 }
 
-/// Turns a query iterator into chunks of frames, one bounded step at a time.
-///
-/// Each step runs on the blocking pool and returns, so that a client reading slowly holds
-/// no blocking thread while it is not reading: slow readers cannot starve the engine.
+/// Payloads at least this long are sent as their own piece, straight from the buffer the
+/// engine read them into; shorter ones are copied next to their heads (one piece per record
+/// would cost more in chunk framing and syscalls than the copy).
+const OWN_PIECE: usize = 16 << 10;
+
+/// The pieces of one step: heads and small records gathered in `buf`, large payloads kept as
+/// the buffers they were read into.
+#[derive(Default)]
+struct Pieces {
+    done: Vec<Bytes>,
+    buf: BytesMut,
+    len: usize,
+}
+
+impl Pieces {
+    fn len(&self) -> usize {
+        self.len + self.buf.len()
+    }
+
+    fn push(&mut self, data: Vec<u8>) {
+        if data.len() < OWN_PIECE {
+            self.buf.extend_from_slice(&data);
+            return;
+        }
+        self.flush();
+        self.len += data.len();
+        self.done.push(Bytes::from(data));
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            self.len += self.buf.len();
+            self.done.push(self.buf.split().freeze());
+        }
+    }
+
+    fn finish(mut self) -> Vec<Bytes> {
+        self.flush();
+        self.done
+    }
+}
+
 pub(crate) struct Producer {
     iter: QueryIter,
     count: u64,
-    /// A large payload being streamed: its reader and the bytes still to send.
     large: Option<(tsblob_storage::RecordReader, u64)>,
 }
 
@@ -128,12 +162,13 @@ impl Producer {
     }
 
     fn step(&mut self) -> Step {
-        let mut buf = BytesMut::with_capacity(CHUNK + 4096);
+        let mut out = Pieces::default();
         loop {
-            if buf.len() >= CHUNK {
-                return Step::More(buf.freeze());
+            if out.len() >= CHUNK {
+                return Step::More(out.finish());
             }
             if let Some((reader, left)) = self.large.as_mut() {
+                let buf = &mut out.buf;
                 let start = buf.len();
                 let want = (CHUNK as u64).min(*left).max(1) as usize;
                 buf.resize(start + want, 0);
@@ -144,8 +179,6 @@ impl Producer {
                         ))
                     }
                     Err(e) => {
-                        // Its length is in the head already: an error frame here would be
-                        // read as payload bytes, so the response is cut instead.
                         tracing::warn!("query stream cut: {e}");
                         return Step::Abort(e);
                     }
@@ -153,9 +186,6 @@ impl Producer {
                         buf.truncate(start + n);
                         *left -= n as u64;
                         if *left == 0 {
-                            // The engine checks the CRC when the reader reaches its end:
-                            // read once more, so a corrupted payload cuts the response
-                            // instead of passing as complete.
                             if !matches!(reader.read(&mut [0u8; 1]), Ok(0)) {
                                 tracing::warn!("query stream cut: a record failed its CRC check");
                                 return Step::Abort(std::io::Error::other(
@@ -171,10 +201,10 @@ impl Producer {
             }
             let item = match self.iter.next() {
                 None => {
-                    put_end(&mut buf, self.count);
-                    return Step::Last(buf.freeze());
+                    put_end(&mut out.buf, self.count);
+                    return Step::Last(out.finish());
                 }
-                Some(Err(e)) => return Step::Last(self.fail(buf, AppError::from(e))),
+                Some(Err(e)) => return Step::Last(self.fail(out, AppError::from(e))),
                 Some(Ok(item)) => item,
             };
             let m = &item.meta;
@@ -182,37 +212,35 @@ impl Producer {
                 match item.data() {
                     Ok(data) => {
                         put_record_head(
-                            &mut buf,
+                            &mut out.buf,
                             m.ts,
                             &m.content_type,
                             &m.labels,
                             data.len() as u64,
                         );
-                        buf.extend_from_slice(&data);
+                        out.push(data);
                         self.count += 1;
                     }
-                    // Removed, or evicted by a FIFO quota, after the query listed it: the
-                    // record is gone and is not part of the answer.
                     Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return Step::Last(self.fail(buf, AppError::from(e))),
+                    Err(e) => return Step::Last(self.fail(out, AppError::from(e))),
                 }
             } else {
                 match item.reader() {
                     Ok(r) => {
-                        put_record_head(&mut buf, m.ts, &m.content_type, &m.labels, m.size);
+                        put_record_head(&mut out.buf, m.ts, &m.content_type, &m.labels, m.size);
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return Step::Last(self.fail(buf, AppError::from(e))),
+                    Err(e) => return Step::Last(self.fail(out, AppError::from(e))),
                 }
             }
         }
     }
 
-    fn fail(&self, mut buf: BytesMut, e: AppError) -> Bytes {
+    fn fail(&self, mut out: Pieces, e: AppError) -> Vec<Bytes> {
         tracing::warn!("query stream ended by an error: {e}");
-        put_error(&mut buf, &e.json_bytes());
-        buf.freeze()
+        put_error(&mut out.buf, &e.json_bytes());
+        out.finish()
     }
 }
 
@@ -236,7 +264,7 @@ async fn pump(
             return sent;
         };
         p = back;
-        let (chunk, last) = match step {
+        let (pieces, last) = match step {
             Step::More(b) => (b, false),
             Step::Last(b) => (b, true),
             Step::Abort(e) => {
@@ -244,14 +272,18 @@ async fn pump(
                 return sent;
             }
         };
-        sent += chunk.len() as u64;
-        if tx.send(Ok(chunk)).await.is_err() || last {
-            return sent; // done, or the client went away
+        for piece in pieces {
+            sent += piece.len() as u64;
+            if tx.send(Ok(piece)).await.is_err() {
+                return sent; // the client went away
+            }
+        }
+        if last {
+            return sent;
         }
     }
 }
 
-/// Removes the records of `[start, stop)` (the `DELETE` of the query route).
 #[utoipa::path(delete, path = "/api/v1/b/{bucket}/{entry}/query", tag = "records",
     params(("bucket" = String, Path), ("entry" = String, Path),
            ("start" = Option<u64>, Query), ("stop" = Option<u64>, Query)),
