@@ -154,7 +154,7 @@ impl Default for Workload {
             batch_size: 80,
             batch_max_bytes: 8_000_000,
             labels: 2,
-            single_fraction: 0.2,
+            single_fraction: 0.5,
             sub_windows: 20,
             sub_window_max: 0.1,
             point_reads: 1_000,
