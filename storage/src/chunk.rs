@@ -237,7 +237,12 @@ pub struct ChunkReader<'a> {
     left: u64,
     first: bool,
     prev: Prev,
+    /// Frame length of the record just read (for the next one's offset).
+    frame_len: u64,
 }
+
+/// A record that repeats every field of the one before it.
+const ALL_SAME: u8 = SAME_STEP | CONTIGUOUS | SAME_HEAD | SAME_SIZE | SAME_META;
 
 impl<'a> ChunkReader<'a> {
     pub fn new(key: u64, value: &'a [u8]) -> Result<ChunkReader<'a>, BadChunk> {
@@ -248,6 +253,7 @@ impl<'a> ChunkReader<'a> {
             left,
             first: true,
             prev: Prev::start(key),
+            frame_len: 0,
         })
     }
 
@@ -259,9 +265,60 @@ impl<'a> ChunkReader<'a> {
     /// The next record, `None` after the last (then the value must be used up).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Slot>, BadChunk> {
+        Ok(if self.advance()? {
+            Some(self.current())
+        } else {
+            None
+        })
+    }
+
+    /// The first record at or after `ts`; the records before it are skipped without being
+    /// built (a run of records that repeat everything costs a byte compare each).
+    pub fn seek(&mut self, ts: u64) -> Result<Option<Slot>, BadChunk> {
+        loop {
+            if !self.first && self.prev.step > 0 {
+                let p = &mut self.prev;
+                while self.left > 0 && self.r.buf.get(self.r.pos) == Some(&ALL_SAME) {
+                    let next = p.ts.checked_add(p.step).ok_or(BadChunk)?;
+                    if next >= ts {
+                        break;
+                    }
+                    p.ts = next;
+                    p.end = p.end.wrapping_add(self.frame_len);
+                    self.r.pos += 1;
+                    self.left -= 1;
+                }
+            }
+            if !self.advance()? {
+                return Ok(None);
+            }
+            if self.prev.ts >= ts {
+                return Ok(Some(self.current()));
+            }
+        }
+    }
+
+    /// The record just read.
+    fn current(&self) -> Slot {
+        let p = &self.prev;
+        Slot {
+            ts: p.ts,
+            block_id: p.block,
+            offset: p.end.wrapping_sub(self.frame_len),
+            frame_len: self.frame_len,
+            stored: p.stored,
+            size: p.size,
+            zstd: p.head & 1 == 1,
+            // Set by the first record (which may not say SAME_META) and kept after.
+            meta: p.meta.clone().unwrap_or(MetaRef::Id(0)),
+        }
+    }
+
+    /// Reads the next record into `prev`; false after the last.
+    fn advance(&mut self) -> Result<bool, BadChunk> {
         if self.left == 0 {
             return if self.r.pos == self.r.buf.len() {
-                Ok(None)
+                Ok(false)
             } else {
                 Err(BadChunk)
             };
@@ -300,25 +357,24 @@ impl<'a> ChunkReader<'a> {
         } else {
             r.varint().ok_or(BadChunk)?
         };
-        let zstd = head & 1 == 1;
         let (size, stored) = if flags & SAME_SIZE != 0 {
             (p.size, p.stored)
         } else {
             let size = r.varint().ok_or(BadChunk)?;
-            let stored = if zstd { r.varint().ok_or(BadChunk)? } else { size };
+            let stored = if head & 1 == 1 {
+                r.varint().ok_or(BadChunk)?
+            } else {
+                size
+            };
             (size, stored)
         };
         let frame_len = (head >> 1).checked_add(stored).ok_or(BadChunk)?;
-        let meta = if flags & SAME_META != 0 {
-            p.meta.clone().ok_or(BadChunk)?
-        } else {
-            let m = match r.varint().ok_or(BadChunk)? {
+        if flags & SAME_META == 0 {
+            p.meta = Some(match r.varint().ok_or(BadChunk)? {
                 0 => MetaRef::Inline(Arc::new(RecMeta::decode(r).ok_or(BadChunk)?)),
                 id => MetaRef::Id(u32::try_from(id - 1).map_err(|_| BadChunk)?),
-            };
-            p.meta = Some(m.clone());
-            m
-        };
+            });
+        }
         p.ts = ts;
         p.step = delta;
         p.block = block_id;
@@ -326,16 +382,8 @@ impl<'a> ChunkReader<'a> {
         p.head = head;
         p.size = size;
         p.stored = stored;
-        Ok(Some(Slot {
-            ts,
-            block_id,
-            offset,
-            frame_len,
-            stored,
-            size,
-            zstd,
-            meta,
-        }))
+        self.frame_len = frame_len;
+        Ok(true)
     }
 }
 
@@ -572,6 +620,25 @@ mod tests {
         let mut s = Vec::new();
         merge(&mut s, [(3, None)]);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn seek_finds_what_a_scan_finds() {
+        let mut slots = regular(64, 1000);
+        // Irregular records among regular runs.
+        (slots[10].size, slots[10].stored, slots[10].frame_len) = (5, 5, 21);
+        slots[30].meta = MetaRef::Inline(meta("a/b", &[("k", "v")]));
+        slots[31].ts += 1;
+        slots[50].offset += 1;
+        let (k, v) = encode_chunks(1000, &slots, false).remove(0);
+        for probe in [0, 1000, 1001, 10_999, 11_000, 31_001, 31_002, 63_000, 63_001, u64::MAX] {
+            let want = slots.iter().find(|s| s.ts >= probe).cloned();
+            let mut rd = ChunkReader::new(k, &v).unwrap();
+            assert_eq!(rd.seek(probe).unwrap(), want, "seek {probe}");
+            // The reader goes on from there.
+            let i = slots.iter().position(|s| s.ts >= probe).unwrap_or(64);
+            assert_eq!(rd.next().unwrap(), slots.get(i + 1).cloned());
+        }
     }
 
     #[test]

@@ -285,12 +285,7 @@ impl Index {
             return Ok(None);
         };
         let mut rd = ChunkReader::new(k, v).map_err(bad)?;
-        while let Some(s) = rd.next().map_err(bad)? {
-            if s.ts >= ts {
-                return Ok((s.ts == ts).then_some(s));
-            }
-        }
-        Ok(None)
+        Ok(rd.seek(ts).map_err(bad)?.filter(|s| s.ts == ts))
     }
 
     /// The content type and labels a chunk record refers to.
