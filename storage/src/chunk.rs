@@ -298,6 +298,18 @@ impl<'a> ChunkReader<'a> {
         }
     }
 
+    /// Reads past the last record (checking the value is used up); `last_ts` is then
+    /// the chunk's newest timestamp.
+    pub fn skip_to_end(&mut self) -> Result<(), BadChunk> {
+        while self.seek(u64::MAX)?.is_some() {}
+        Ok(())
+    }
+
+    /// The timestamp of the record just read (the chunk's key before the first).
+    pub fn last_ts(&self) -> u64 {
+        self.prev.ts
+    }
+
     /// The record just read.
     fn current(&self) -> Slot {
         let p = &self.prev;
@@ -385,6 +397,45 @@ impl<'a> ChunkReader<'a> {
         self.frame_len = frame_len;
         Ok(true)
     }
+}
+
+/// Appends sorted records, all newer than the chunk's records, to the chunk `(key,
+/// value)`: the chunk's new value (unless it was full), then new chunks after it, each
+/// filled up. The old
+/// records are skipped, not decoded: an append costs the new records' bytes.
+pub fn append_chunks(
+    key: u64,
+    value: &[u8],
+    slots: &[Slot],
+) -> Result<Vec<(u64, Vec<u8>)>, BadChunk> {
+    let mut rd = ChunkReader::new(key, value)?;
+    let count = rd.left();
+    rd.skip_to_end()?;
+    if slots.first().is_some_and(|s| s.ts <= rd.last_ts() && count > 0) {
+        return Err(BadChunk); // not an append: the caller merges instead
+    }
+    let mut prev = rd.prev;
+    let mut v = Vec::with_capacity(value.len() + 2 * slots.len().min(CHUNK_RECORDS));
+    v.extend_from_slice(value);
+    let mut n = count;
+    let mut i = 0;
+    // A count of one byte (as this encoder writes) can be patched in place.
+    if value.first() == Some(&(count as u8)) && count < CHUNK_RECORDS as u64 {
+        while i < slots.len() && n < CHUNK_RECORDS as u64 && v.len() < CHUNK_BYTES {
+            encode_slot(&mut v, &mut prev, &slots[i]);
+            n += 1;
+            i += 1;
+        }
+        v[0] = n as u8;
+    }
+    let mut out = Vec::with_capacity(1 + (slots.len() - i).div_ceil(CHUNK_RECORDS));
+    if n > count {
+        out.push((key, v)); // else the chunk was full and stays as it is
+    }
+    if i < slots.len() {
+        out.extend(encode_chunks(slots[i].ts, &slots[i..], false));
+    }
+    Ok(out)
 }
 
 /// Every record of a chunk.
@@ -620,6 +671,23 @@ mod tests {
         let mut s = Vec::new();
         merge(&mut s, [(3, None)]);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn appends_equal_a_fresh_encoding() {
+        let slots = regular(200, 1000);
+        for (have, add) in [(1usize, 1usize), (10, 1), (63, 1), (64, 1), (30, 100), (5, 195)] {
+            let (k, v) = encode_chunks(1000, &slots[..have], false).remove(0);
+            let got = append_chunks(k, &v, &slots[have..have + add]).unwrap();
+            let mut want = encode_chunks(1000, &slots[..have + add], false);
+            if have == CHUNK_RECORDS {
+                want.remove(0); // a full chunk is not written again
+            }
+            assert_eq!(got, want, "{have}+{add}");
+        }
+        // Not an append: refused.
+        let (k, v) = encode_chunks(1000, &slots[5..10], false).remove(0);
+        assert!(append_chunks(k, &v, &slots[..1]).is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 use parking_lot::RwLock;
 
 use crate::chunk::{
-    chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef, Slot,
+    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef, Slot,
 };
 pub use crate::chunk::RecMeta;
 use crate::frame::{Reader, FLAG_ZSTD};
@@ -510,24 +510,32 @@ impl Index {
                 Some(c) => Some(c),
                 None => self.ceil_chunk(txn, entry_id, ts0)?,
             };
-            let (old_key, old_value, mut slots, next_key) = match target {
-                Some((k, v)) => {
-                    let slots = decode_chunk(k, v).map_err(bad)?;
-                    let v = v.to_vec();
-                    let next = match k.checked_add(1) {
-                        Some(k1) => self.ceil_chunk(txn, entry_id, k1)?.map(|(n, _)| n),
-                        None => None,
-                    };
-                    (Some(k), v, slots, next)
-                }
-                None => (None, Vec::new(), Vec::new(), None),
+            let next_key = match target.and_then(|(k, _)| k.checked_add(1)) {
+                Some(k1) => self.ceil_chunk(txn, entry_id, k1)?.map(|(n, _)| n),
+                None => None,
             };
             // Every change below the next chunk's key belongs to this chunk (at least the
             // first: the next key is above it).
-            merge(
-                &mut slots,
-                std::iter::from_fn(|| it.next_if(|(ts, _)| next_key.is_none_or(|n| *ts < n))),
-            );
+            let batch: Vec<(u64, Option<Slot>)> =
+                std::iter::from_fn(|| it.next_if(|(ts, _)| next_key.is_none_or(|n| *ts < n)))
+                    .collect();
+            // The common case: puts after the newest record of the entry's last chunk.
+            if let (Some((k, v)), None) = (target, next_key) {
+                if batch.iter().all(|(_, s)| s.is_some()) {
+                    let slots: Vec<Slot> = batch.iter().filter_map(|(_, s)| s.clone()).collect();
+                    if let Ok(chunks) = append_chunks(k, v, &slots) {
+                        for (k, v) in chunks {
+                            self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let (old_key, old_value, mut slots) = match target {
+                Some((k, v)) => (Some(k), v.to_vec(), decode_chunk(k, v).map_err(bad)?),
+                None => (None, Vec::new(), Vec::new()),
+            };
+            merge(&mut slots, batch);
             let first_key = slots
                 .first()
                 .map(|s| old_key.map_or(s.ts, |k| k.min(s.ts)));
@@ -539,7 +547,7 @@ impl Index {
             if let Some(fk) = first_key {
                 for (k, v) in encode_chunks(fk, &slots, next_key.is_some()) {
                     if old_key == Some(k) && old_value == v {
-                        continue; // a full chunk that only had records appended after it
+                        continue; // unchanged
                     }
                     self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
                 }
