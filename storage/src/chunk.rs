@@ -165,7 +165,11 @@ fn encode_slot(out: &mut Vec<u8>, prev: &mut Prev, s: &Slot) {
     }
     if flags & CONTIGUOUS == 0 {
         put_varint(out, zigzag(s.block_id.wrapping_sub(prev.block) as i64));
-        let base = if s.block_id == prev.block { prev.end } else { 0 };
+        let base = if s.block_id == prev.block {
+            prev.end
+        } else {
+            0
+        };
         put_varint(out, zigzag(s.offset.wrapping_sub(base) as i64));
     }
     if flags & SAME_HEAD == 0 {
@@ -411,7 +415,10 @@ pub fn append_chunks(
     let mut rd = ChunkReader::new(key, value)?;
     let count = rd.left();
     rd.skip_to_end()?;
-    if slots.first().is_some_and(|s| s.ts <= rd.last_ts() && count > 0) {
+    if slots
+        .first()
+        .is_some_and(|s| s.ts <= rd.last_ts() && count > 0)
+    {
         return Err(BadChunk); // not an append: the caller merges instead
     }
     let mut prev = rd.prev;
@@ -607,7 +614,10 @@ mod tests {
     fn split_fills_or_spreads() {
         let slots = regular(130, 1000);
         let filled = round_trip(&slots, false);
-        let counts: Vec<u64> = filled.iter().map(|(_, v)| chunk_count(v).unwrap()).collect();
+        let counts: Vec<u64> = filled
+            .iter()
+            .map(|(_, v)| chunk_count(v).unwrap())
+            .collect();
         assert_eq!(counts, [64, 64, 2]);
         let even = round_trip(&slots, true);
         let counts: Vec<u64> = even.iter().map(|(_, v)| chunk_count(v).unwrap()).collect();
@@ -623,7 +633,7 @@ mod tests {
     fn merge_inserts_replaces_and_deletes() {
         let all = regular(10, 0);
         let base: Vec<Slot> = all.iter().step_by(2).cloned().collect(); // 0, 2000, ...
-        // Out-of-order insert in the middle, before the first, after the last.
+                                                                        // Out-of-order insert in the middle, before the first, after the last.
         let mut s = base.clone();
         merge(
             &mut s,
@@ -676,7 +686,14 @@ mod tests {
     #[test]
     fn appends_equal_a_fresh_encoding() {
         let slots = regular(200, 1000);
-        for (have, add) in [(1usize, 1usize), (10, 1), (63, 1), (64, 1), (30, 100), (5, 195)] {
+        for (have, add) in [
+            (1usize, 1usize),
+            (10, 1),
+            (63, 1),
+            (64, 1),
+            (30, 100),
+            (5, 195),
+        ] {
             let (k, v) = encode_chunks(1000, &slots[..have], false).remove(0);
             let got = append_chunks(k, &v, &slots[have..have + add]).unwrap();
             let mut want = encode_chunks(1000, &slots[..have + add], false);
@@ -699,7 +716,18 @@ mod tests {
         slots[31].ts += 1;
         slots[50].offset += 1;
         let (k, v) = encode_chunks(1000, &slots, false).remove(0);
-        for probe in [0, 1000, 1001, 10_999, 11_000, 31_001, 31_002, 63_000, 63_001, u64::MAX] {
+        for probe in [
+            0,
+            1000,
+            1001,
+            10_999,
+            11_000,
+            31_001,
+            31_002,
+            63_000,
+            63_001,
+            u64::MAX,
+        ] {
             let want = slots.iter().find(|s| s.ts >= probe).cloned();
             let mut rd = ChunkReader::new(k, &v).unwrap();
             assert_eq!(rd.seek(probe).unwrap(), want, "seek {probe}");

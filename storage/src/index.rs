@@ -20,10 +20,11 @@ use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 use parking_lot::RwLock;
 
-use crate::chunk::{
-    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef, Slot,
-};
 pub use crate::chunk::RecMeta;
+use crate::chunk::{
+    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef,
+    Slot,
+};
 use crate::frame::{Reader, FLAG_ZSTD};
 use crate::{Error, OpenError, Result};
 
@@ -306,9 +307,10 @@ impl Index {
                     "index chunk refers to unknown metadata {id}: rebuild the index"
                 ))
             })?;
-        let a = Arc::new(RecMeta::decode(&mut Reader::new(v)).ok_or_else(|| {
-            Error::Index("undecodable index metadata: rebuild the index".into())
-        })?);
+        let a =
+            Arc::new(RecMeta::decode(&mut Reader::new(v)).ok_or_else(|| {
+                Error::Index("undecodable index metadata: rebuild the index".into())
+            })?);
         // Committed (this transaction sees it), and an id never changes meaning while its
         // entry lives: safe to share with every other reader.
         self.interner
@@ -506,13 +508,22 @@ impl Index {
             let ts0 = *ts0;
             // The chunk the first change falls in: the one keyed at or below it, else the
             // entry's first chunk (re-keyed below), else none (the entry has no chunks).
-            let target = match self.floor_chunk(txn, entry_id, ts0)? {
-                Some(c) => Some(c),
-                None => self.ceil_chunk(txn, entry_id, ts0)?,
-            };
-            let next_key = match target.and_then(|(k, _)| k.checked_add(1)) {
-                Some(k1) => self.ceil_chunk(txn, entry_id, k1)?.map(|(n, _)| n),
-                None => None,
+            // Appends land in the entry's last chunk: one look-up finds it.
+            let last = self.floor_chunk(txn, entry_id, u64::MAX)?;
+            let (target, next_key) = match last {
+                Some((k, _)) if k <= ts0 => (last, None),
+                None => (None, None),
+                Some(_) => {
+                    let target = match self.floor_chunk(txn, entry_id, ts0)? {
+                        Some(c) => Some(c),
+                        None => self.ceil_chunk(txn, entry_id, ts0)?,
+                    };
+                    let next_key = match target.and_then(|(k, _)| k.checked_add(1)) {
+                        Some(k1) => self.ceil_chunk(txn, entry_id, k1)?.map(|(n, _)| n),
+                        None => None,
+                    };
+                    (target, next_key)
+                }
             };
             // Every change below the next chunk's key belongs to this chunk (at least the
             // first: the next key is above it).
@@ -536,9 +547,7 @@ impl Index {
                 None => (None, Vec::new(), Vec::new()),
             };
             merge(&mut slots, batch);
-            let first_key = slots
-                .first()
-                .map(|s| old_key.map_or(s.ts, |k| k.min(s.ts)));
+            let first_key = slots.first().map(|s| old_key.map_or(s.ts, |k| k.min(s.ts)));
             if let Some(k) = old_key {
                 if first_key != Some(k) {
                     self.chunks.delete(txn, &chunk_key(entry_id, k))?;
@@ -709,7 +718,13 @@ mod tests {
         out
     }
 
-    fn query(index: &Index, e: u32, span: std::ops::Range<u64>, desc: bool, max: usize) -> Vec<u64> {
+    fn query(
+        index: &Index,
+        e: u32,
+        span: std::ops::Range<u64>,
+        desc: bool,
+        max: usize,
+    ) -> Vec<u64> {
         let txn = index.read_txn().unwrap();
         let mut out = Vec::new();
         index.range(&txn, e, span, desc, max, &mut out).unwrap();
@@ -725,7 +740,11 @@ mod tests {
         // 16 entries, one record per commit, round-robin: what the comparison writes.
         for i in 0..16 * 300u64 {
             let (e, seq) = ((i % 16) as u32 + 1, i / 16);
-            let v = value(e.into(), 100 + seq * 1044, metas[(seq % 10) as usize].clone());
+            let v = value(
+                e.into(),
+                100 + seq * 1044,
+                metas[(seq % 10) as usize].clone(),
+            );
             put(&index, e, vec![(1_000_000 + seq * 1000, Some(v))]);
         }
         let all = check_chunks(&index);
@@ -747,13 +766,25 @@ mod tests {
         assert_eq!(index.metas.len(&txn).unwrap(), 16 * 10);
         drop(txn);
         // Windows crossing chunk boundaries, both directions, with limits.
-        for (lo, hi) in [(0, u64::MAX), (1_063_500, 1_130_001), (1_064_000, 1_064_001), (5, 6)] {
-            let inside: Vec<u64> = want.iter().copied().filter(|t| *t >= lo && *t < hi).collect();
+        for (lo, hi) in [
+            (0, u64::MAX),
+            (1_063_500, 1_130_001),
+            (1_064_000, 1_064_001),
+            (5, 6),
+        ] {
+            let inside: Vec<u64> = want
+                .iter()
+                .copied()
+                .filter(|t| *t >= lo && *t < hi)
+                .collect();
             assert_eq!(query(&index, 3, lo..hi, false, usize::MAX), inside);
             let mut rev = inside.clone();
             rev.reverse();
             assert_eq!(query(&index, 3, lo..hi, true, usize::MAX), rev);
-            assert_eq!(query(&index, 3, lo..hi, false, 70), inside[..inside.len().min(70)]);
+            assert_eq!(
+                query(&index, 3, lo..hi, false, 70),
+                inside[..inside.len().min(70)]
+            );
             assert_eq!(query(&index, 3, lo..hi, true, 70), rev[..rev.len().min(70)]);
         }
         let txn = index.read_txn().unwrap();
@@ -762,7 +793,10 @@ mod tests {
         assert_eq!(ts, want[299]);
         assert_eq!(v.meta, metas[9]);
         assert_eq!((v.block_id, v.offset), (16, 100 + 299 * 1044));
-        let v = index.get_record(&txn, 5, 1_000_000 + 77_000).unwrap().unwrap();
+        let v = index
+            .get_record(&txn, 5, 1_000_000 + 77_000)
+            .unwrap()
+            .unwrap();
         assert_eq!(v.meta.labels["l1"], "7");
         assert!(index.contains(&txn, 5, 1_000_000 + 64_000).unwrap());
         assert!(!index.contains(&txn, 5, 1_000_000 + 64_001).unwrap());
@@ -810,7 +844,9 @@ mod tests {
                 };
             }
             let mut txn = index.write_txn().unwrap();
-            index.apply_changes(&mut txn, 7, changes.into_iter().collect()).unwrap();
+            index
+                .apply_changes(&mut txn, 7, changes.into_iter().collect())
+                .unwrap();
             if round % 37 == 36 {
                 let (b, lo, hi) = (1 + rnd(5), rnd(20_000), rnd(40_000));
                 index.delete_block_records(&mut txn, 7, lo, hi, b).unwrap();
@@ -822,14 +858,20 @@ mod tests {
             }
             let got = check_chunks(&index);
             let want: Vec<u64> = model.keys().copied().collect();
-            assert_eq!(got.get(&7).cloned().unwrap_or_default(), want, "round {round}");
+            assert_eq!(
+                got.get(&7).cloned().unwrap_or_default(),
+                want,
+                "round {round}"
+            );
         }
         let txn = index.read_txn().unwrap();
         for (ts, v) in &model {
             assert_eq!(index.get_record(&txn, 7, *ts).unwrap().as_ref(), Some(v));
         }
         let mut all = Vec::new();
-        index.range(&txn, 7, 0..u64::MAX, true, usize::MAX, &mut all).unwrap();
+        index
+            .range(&txn, 7, 0..u64::MAX, true, usize::MAX, &mut all)
+            .unwrap();
         let want: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
         assert_eq!(all, want);
         assert_eq!(index.metas.len(&txn).unwrap(), u64::from(MAX_METAS));
@@ -866,7 +908,9 @@ mod tests {
         put(
             &index,
             2,
-            (100..200).map(|t| (t * 10, Some(value(1, t * 1044, m.clone())))).collect(),
+            (100..200)
+                .map(|t| (t * 10, Some(value(1, t * 1044, m.clone()))))
+                .collect(),
         );
         put(&index, 2, vec![(5, Some(value(2, 0, m.clone())))]);
         let n = rec_meta("", &[("x", "y".into())]);
