@@ -36,6 +36,9 @@ pub const MAX_METAS: u32 = 256;
 
 type Txn<'a> = RoTxn<'a, WithoutTls>;
 
+/// A record put (`Some`) or delete (`None`) at a timestamp, for [`Index::apply_changes`].
+pub type RecChange = (u64, Option<IndexValue>);
+
 pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
     let mut k = [0u8; 12];
     k[..4].copy_from_slice(&entry_id.to_be_bytes());
@@ -484,7 +487,7 @@ impl Index {
         &self,
         txn: &mut RwTxn<'_>,
         entry_id: u32,
-        changes: Vec<(u64, Option<IndexValue>)>,
+        changes: Vec<RecChange>,
     ) -> Result<()> {
         let mut slots_in: Vec<(u64, Option<Slot>)> = Vec::with_capacity(changes.len());
         let mut last: Option<(Arc<RecMeta>, MetaRef)> = None;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use heed::RwTxn;
 use parking_lot::{Condvar, Mutex};
 
-use crate::index::{BlockMeta, Index, IndexValue};
+use crate::index::{BlockMeta, Index, IndexValue, RecChange};
 use crate::{Error, Result, SyncPolicy};
 
 /// One change to the index.
@@ -184,7 +184,7 @@ fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<(), String
 /// Record puts (`Some`) and deletes (`None`) not applied yet, per entry, in op order.
 #[derive(Default)]
 struct RecordOps {
-    by_entry: Vec<(u32, Vec<(u64, Option<IndexValue>)>)>,
+    by_entry: Vec<(u32, Vec<RecChange>)>,
 }
 
 impl RecordOps {
@@ -201,7 +201,7 @@ impl RecordOps {
                 // Stable: of two ops on one timestamp, the later one stays last...
                 changes.sort_by_key(|c| c.0);
                 // ...and wins.
-                let mut out: Vec<(u64, Option<IndexValue>)> = Vec::with_capacity(changes.len());
+                let mut out: Vec<RecChange> = Vec::with_capacity(changes.len());
                 for c in changes {
                     match out.last_mut() {
                         Some(l) if l.0 == c.0 => *l = c,
