@@ -1,37 +1,71 @@
 //! The LMDB index (heed): where each record lives, and the state of each block.
 //!
 //! Tables (all keys big-endian so LMDB's byte order is numeric order):
-//! - `records`: `entry_id u32 ++ ts u64` → [`IndexValue`]
+//! - `chunks`:  `entry_id u32 ++ chunk_key u64` → up to 64 records of the entry, sorted by
+//!   timestamp and delta-encoded (see [`crate::chunk`]). Every record of a chunk has
+//!   `ts >= chunk_key` and `ts <` the next chunk's key.
+//! - `metas`:   `entry_id u32 ++ meta_id u32` → content type and labels, interned per entry
 //! - `blocks`:  `block_id u64` → [`BlockMeta`]
 //! - `entries`: `bucket \0 entry` → `entry_id u32`
 //! - `meta`:    small named values (format version)
 //!
 //! The index is a cache of the block files: `recover::rebuild_index` recreates it.
 
+use std::collections::HashMap;
+use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
+use parking_lot::RwLock;
 
-use crate::frame::FLAG_ZSTD;
-use crate::frame::{
-    decode_labels, encode_labels, loaded_content_type, put_varint, stored_content_type, Reader,
+pub use crate::chunk::RecMeta;
+use crate::chunk::{
+    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef,
+    Slot,
 };
-use crate::{Error, Labels, OpenError, Result};
+use crate::frame::{Reader, FLAG_ZSTD};
+use crate::{Error, OpenError, Result};
 
-pub const INDEX_VERSION: &[u8] = b"tsblob-index-1";
+pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
 
-pub type RecKey = [u8; 12];
+/// Distinct (content type, labels) sets interned per entry; an entry with more stores the
+/// rest inline in its chunks. Bounds the `metas` table and the in-memory interner.
+pub const MAX_METAS: u32 = 256;
 
-pub fn rec_key(entry_id: u32, ts: u64) -> RecKey {
+type Txn<'a> = RoTxn<'a, WithoutTls>;
+
+/// A record put (`Some`) or delete (`None`) at a timestamp, for [`Index::apply_changes`].
+pub type RecChange = (u64, Option<IndexValue>);
+
+pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
     let mut k = [0u8; 12];
     k[..4].copy_from_slice(&entry_id.to_be_bytes());
     k[4..].copy_from_slice(&ts.to_be_bytes());
     k
 }
 
-pub fn key_ts(k: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(k.get(4..12)?.try_into().ok()?))
+fn meta_key(entry_id: u32, id: u32) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..4].copy_from_slice(&entry_id.to_be_bytes());
+    k[4..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+fn key_entry(k: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(k.get(..4)?.try_into().ok()?))
+}
+
+fn key_ts(k: &[u8]) -> Result<u64> {
+    k.get(4..12)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| Error::Index("bad chunk key: rebuild the index".into()))
+}
+
+fn bad(_: BadChunk) -> Error {
+    Error::Index("undecodable index chunk: rebuild the index".into())
 }
 
 /// Where a record lives and what it is, without reading its block.
@@ -44,67 +78,46 @@ pub struct IndexValue {
     pub stored: u64,
     pub size: u64,
     pub flags: u8,
-    pub content_type: String,
-    pub labels: Labels,
+    /// Content type and labels, shared by the records that have the same.
+    pub meta: Arc<RecMeta>,
 }
 
 impl IndexValue {
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        // The frame length is stored as the head length (one byte for ordinary heads),
-        // with the compression flag in its low bit; the stored length follows only for a
-        // compressed payload (for a raw one it equals `size`).
-        let zstd = self.flags & FLAG_ZSTD != 0;
-        let stored = self.stored;
-        put_varint(out, self.block_id);
-        put_varint(out, self.offset);
-        put_varint(out, ((self.frame_len - stored) << 1) | u64::from(zstd));
-        put_varint(out, self.size);
-        if zstd {
-            put_varint(out, stored);
-        }
-        let ct = stored_content_type(&self.content_type);
-        put_varint(out, ct.len() as u64);
-        out.extend_from_slice(ct.as_bytes());
-        if !self.labels.is_empty() {
-            encode_labels(out, &self.labels);
+    fn from_slot(s: Slot, meta: Arc<RecMeta>) -> IndexValue {
+        IndexValue {
+            block_id: s.block_id,
+            offset: s.offset,
+            frame_len: s.frame_len,
+            stored: s.stored,
+            size: s.size,
+            flags: if s.zstd { FLAG_ZSTD } else { 0 },
+            meta,
         }
     }
 
-    pub fn decode(buf: &[u8]) -> Option<IndexValue> {
-        let mut r = Reader::new(buf);
-        let block_id = r.varint()?;
-        let offset = r.varint()?;
-        let head = r.varint()?;
-        let size = r.varint()?;
-        let (flags, stored) = if head & 1 == 1 {
-            (FLAG_ZSTD, r.varint()?)
-        } else {
-            (0, size)
-        };
-        let frame_len = (head >> 1).checked_add(stored)?;
-        let ctl = r.varint()? as usize;
-        let content_type = loaded_content_type(r.str(ctl)?);
-        let labels = if r.pos == buf.len() {
-            Labels::new()
-        } else {
-            decode_labels(&mut r)?
-        };
-        Some(IndexValue {
-            block_id,
-            offset,
-            frame_len,
-            stored,
-            size,
-            flags,
-            content_type,
-            labels,
-        })
+    fn into_slot(self, ts: u64, meta: MetaRef) -> Slot {
+        Slot {
+            ts,
+            block_id: self.block_id,
+            offset: self.offset,
+            frame_len: self.frame_len,
+            stored: self.stored,
+            size: self.size,
+            zstd: self.flags & FLAG_ZSTD != 0,
+            meta,
+        }
     }
+}
 
-    /// Only the block id, for scans that need nothing else.
-    pub fn decode_block_id(buf: &[u8]) -> Option<u64> {
-        Reader::new(buf).varint()
-    }
+/// One entry's interned metadata, both ways.
+#[derive(Default)]
+struct EntryMetas {
+    by_id: HashMap<u32, Arc<RecMeta>>,
+    ids: HashMap<Arc<RecMeta>, u32>,
+    next: u32,
+    /// The whole `metas` range of the entry was read (by a writer): `ids` and `next` are
+    /// complete. Readers only ever add single `by_id` entries.
+    loaded: bool,
 }
 
 /// The state of one block file as the index knows it.
@@ -151,10 +164,15 @@ impl BlockMeta {
 /// The opened LMDB environment and its tables.
 pub struct Index {
     pub env: Env<WithoutTls>,
-    pub records: Database<Bytes, Bytes>,
+    pub chunks: Database<Bytes, Bytes>,
+    pub metas: Database<Bytes, Bytes>,
     pub blocks: Database<Bytes, Bytes>,
     pub entries: Database<Bytes, Bytes>,
     pub meta: Database<Bytes, Bytes>,
+    /// The `metas` table in memory, per entry id, filled lazily. It may run ahead of what
+    /// is committed (ids a write transaction assigned): [`Index::forget_metas`] clears it
+    /// when a write transaction fails.
+    interner: RwLock<HashMap<u32, EntryMetas>>,
 }
 
 impl Index {
@@ -175,17 +193,20 @@ impl Index {
             reason: e.to_string(),
         })?;
         let mut wtxn = env.write_txn()?;
-        let records = env.create_database(&mut wtxn, Some("records"))?;
+        let chunks = env.create_database(&mut wtxn, Some("chunks"))?;
+        let metas = env.create_database(&mut wtxn, Some("metas"))?;
         let blocks = env.create_database(&mut wtxn, Some("blocks"))?;
         let entries = env.create_database(&mut wtxn, Some("entries"))?;
         let meta = env.create_database(&mut wtxn, Some("meta"))?;
         wtxn.commit()?;
         Ok(Index {
             env,
-            records,
+            chunks,
+            metas,
             blocks,
             entries,
             meta,
+            interner: RwLock::new(HashMap::new()),
         })
     }
 
@@ -197,65 +218,354 @@ impl Index {
         Ok(self.env.write_txn()?)
     }
 
-    pub fn get_record(
+    /// Empties every table (and the `records` table of index version 1, whose pages go
+    /// back to LMDB's free list), for a rebuild.
+    pub fn clear_all(&self, txn: &mut RwTxn<'_>) -> Result<()> {
+        self.chunks.clear(txn)?;
+        self.metas.clear(txn)?;
+        self.blocks.clear(txn)?;
+        self.entries.clear(txn)?;
+        self.meta.clear(txn)?;
+        let legacy: Option<Database<Bytes, Bytes>> =
+            self.env.open_database(txn, Some("records"))?;
+        if let Some(db) = legacy {
+            db.clear(txn)?;
+        }
+        self.forget_metas();
+        Ok(())
+    }
+
+    /// Drops the in-memory interner (after a failed write transaction, whose ids it may
+    /// hold); it reloads from the `metas` table on demand.
+    pub fn forget_metas(&self) {
+        self.interner.write().clear();
+    }
+
+    /// Records in the `chunks` table (the sum of the chunks' counts).
+    pub fn count_records(&self, txn: &Txn<'_>) -> Result<u64> {
+        let mut n = 0u64;
+        for item in self.chunks.iter(txn)? {
+            let (_, v) = item?;
+            n += chunk_count(v).ok_or_else(|| bad(BadChunk))?;
+        }
+        Ok(n)
+    }
+
+    /// The entry's chunk with the greatest key `<= ts`.
+    fn floor_chunk<'t>(
         &self,
-        txn: &RoTxn<'_, WithoutTls>,
+        txn: &'t Txn<'_>,
         entry_id: u32,
         ts: u64,
-    ) -> Result<Option<IndexValue>> {
-        match self.records.get(txn, &rec_key(entry_id, ts))? {
-            Some(v) => Ok(Some(decode_value(v)?)),
+    ) -> Result<Option<(u64, &'t [u8])>> {
+        match self
+            .chunks
+            .get_lower_than_or_equal_to(txn, &chunk_key(entry_id, ts))?
+        {
+            Some((k, v)) if key_entry(k) == Some(entry_id) => Ok(Some((key_ts(k)?, v))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The entry's chunk with the smallest key `>= ts`.
+    fn ceil_chunk<'t>(
+        &self,
+        txn: &'t Txn<'_>,
+        entry_id: u32,
+        ts: u64,
+    ) -> Result<Option<(u64, &'t [u8])>> {
+        match self
+            .chunks
+            .get_greater_than_or_equal_to(txn, &chunk_key(entry_id, ts))?
+        {
+            Some((k, v)) if key_entry(k) == Some(entry_id) => Ok(Some((key_ts(k)?, v))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The record at `ts`, as its chunk holds it (metadata not resolved).
+    pub fn find(&self, txn: &Txn<'_>, entry_id: u32, ts: u64) -> Result<Option<Slot>> {
+        let Some((k, v)) = self.floor_chunk(txn, entry_id, ts)? else {
+            return Ok(None);
+        };
+        let mut rd = ChunkReader::new(k, v).map_err(bad)?;
+        Ok(rd.seek(ts).map_err(bad)?.filter(|s| s.ts == ts))
+    }
+
+    /// The content type and labels a chunk record refers to.
+    fn resolve(&self, txn: &Txn<'_>, entry_id: u32, id: u32) -> Result<Arc<RecMeta>> {
+        if let Some(a) = self
+            .interner
+            .read()
+            .get(&entry_id)
+            .and_then(|e| e.by_id.get(&id))
+        {
+            return Ok(a.clone());
+        }
+        let v = self
+            .metas
+            .get(txn, &meta_key(entry_id, id))?
+            .ok_or_else(|| {
+                Error::Index(format!(
+                    "index chunk refers to unknown metadata {id}: rebuild the index"
+                ))
+            })?;
+        let a =
+            Arc::new(RecMeta::decode(&mut Reader::new(v)).ok_or_else(|| {
+                Error::Index("undecodable index metadata: rebuild the index".into())
+            })?);
+        // Committed (this transaction sees it), and an id never changes meaning while its
+        // entry lives: safe to share with every other reader.
+        self.interner
+            .write()
+            .entry(entry_id)
+            .or_default()
+            .by_id
+            .insert(id, a.clone());
+        Ok(a)
+    }
+
+    /// The id of `meta` in the entry's `metas` table, assigned (and stored in `txn`) if
+    /// new; inline once the entry has [`MAX_METAS`] ids.
+    fn intern(&self, txn: &mut RwTxn<'_>, entry_id: u32, meta: &Arc<RecMeta>) -> Result<MetaRef> {
+        if let Some(em) = self.interner.read().get(&entry_id) {
+            if let (true, Some(id)) = (em.loaded, em.ids.get(meta)) {
+                return Ok(MetaRef::Id(*id));
+            }
+        }
+        let mut cache = self.interner.write();
+        let em = cache.entry(entry_id).or_default();
+        if !em.loaded {
+            let lo = meta_key(entry_id, 0);
+            let hi = meta_key(entry_id, u32::MAX);
+            let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+            for item in self.metas.range(txn, &range)? {
+                let (k, v) = item?;
+                let id = k
+                    .get(4..8)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u32::from_be_bytes);
+                let (Some(id), Some(m)) = (id, RecMeta::decode(&mut Reader::new(v))) else {
+                    return Err(Error::Index(
+                        "undecodable index metadata: rebuild the index".into(),
+                    ));
+                };
+                let m = Arc::new(m);
+                em.next = em.next.max(id.saturating_add(1));
+                em.ids.insert(m.clone(), id);
+                em.by_id.insert(id, m);
+            }
+            em.loaded = true;
+        }
+        if let Some(id) = em.ids.get(meta) {
+            return Ok(MetaRef::Id(*id));
+        }
+        if em.next >= MAX_METAS {
+            return Ok(MetaRef::Inline(meta.clone()));
+        }
+        let id = em.next;
+        let mut v = Vec::with_capacity(32);
+        meta.encode(&mut v);
+        self.metas.put(txn, &meta_key(entry_id, id), &v)?;
+        em.next += 1;
+        em.ids.insert(meta.clone(), id);
+        em.by_id.insert(id, meta.clone());
+        Ok(MetaRef::Id(id))
+    }
+
+    /// A chunk record with its metadata; `last` caches the previous id's.
+    fn value(
+        &self,
+        txn: &Txn<'_>,
+        entry_id: u32,
+        s: Slot,
+        last: &mut Option<(u32, Arc<RecMeta>)>,
+    ) -> Result<(u64, IndexValue)> {
+        let meta = match (&s.meta, &*last) {
+            (MetaRef::Id(id), Some((lid, m))) if id == lid => m.clone(),
+            (MetaRef::Id(id), _) => {
+                let m = self.resolve(txn, entry_id, *id)?;
+                *last = Some((*id, m.clone()));
+                m
+            }
+            (MetaRef::Inline(m), _) => m.clone(),
+        };
+        Ok((s.ts, IndexValue::from_slot(s, meta)))
+    }
+
+    pub fn get_record(&self, txn: &Txn<'_>, entry_id: u32, ts: u64) -> Result<Option<IndexValue>> {
+        match self.find(txn, entry_id, ts)? {
+            Some(s) => Ok(Some(self.value(txn, entry_id, s, &mut None)?.1)),
             None => Ok(None),
         }
     }
 
-    pub fn contains(&self, txn: &RoTxn<'_, WithoutTls>, entry_id: u32, ts: u64) -> Result<bool> {
-        Ok(self.records.get(txn, &rec_key(entry_id, ts))?.is_some())
+    pub fn contains(&self, txn: &Txn<'_>, entry_id: u32, ts: u64) -> Result<bool> {
+        Ok(self.find(txn, entry_id, ts)?.is_some())
     }
 
     /// Up to `max` records of an entry in `span` (`[start, stop)`), in the given direction.
     pub fn range(
         &self,
-        txn: &RoTxn<'_, WithoutTls>,
+        txn: &Txn<'_>,
         entry_id: u32,
         span: std::ops::Range<u64>,
         descending: bool,
         max: usize,
         out: &mut Vec<(u64, IndexValue)>,
     ) -> Result<()> {
-        if span.is_empty() {
+        if span.is_empty() || max == 0 {
             return Ok(());
         }
-        let lo = rec_key(entry_id, span.start);
-        let hi = rec_key(entry_id, span.end);
-        let range = (
-            std::ops::Bound::Included(&lo[..]),
-            std::ops::Bound::Excluded(&hi[..]),
-        );
+        // The chunk holding `start` may be keyed below it.
+        let first = self
+            .floor_chunk(txn, entry_id, span.start)?
+            .map_or(span.start, |(k, _)| k);
+        let lo = chunk_key(entry_id, first);
+        let hi = chunk_key(entry_id, span.end);
+        let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
+        let mut last = None;
+        let mut n = 0;
         if descending {
-            for item in self.records.rev_range(txn, &range)?.take(max) {
+            for item in self.chunks.rev_range(txn, &range)? {
                 let (k, v) = item?;
-                out.push((key_ts(k).unwrap_or(0), decode_value(v)?));
+                let slots = decode_chunk(key_ts(k)?, v).map_err(bad)?;
+                for s in slots.into_iter().rev() {
+                    if s.ts < span.start {
+                        return Ok(());
+                    }
+                    if s.ts < span.end {
+                        out.push(self.value(txn, entry_id, s, &mut last)?);
+                        n += 1;
+                        if n == max {
+                            return Ok(());
+                        }
+                    }
+                }
             }
         } else {
-            for item in self.records.range(txn, &range)?.take(max) {
+            for item in self.chunks.range(txn, &range)? {
                 let (k, v) = item?;
-                out.push((key_ts(k).unwrap_or(0), decode_value(v)?));
+                let mut rd = ChunkReader::new(key_ts(k)?, v).map_err(bad)?;
+                while let Some(s) = rd.next().map_err(bad)? {
+                    if s.ts >= span.end {
+                        return Ok(()); // later chunks are keyed above this record
+                    }
+                    if s.ts >= span.start {
+                        out.push(self.value(txn, entry_id, s, &mut last)?);
+                        n += 1;
+                        if n == max {
+                            return Ok(());
+                        }
+                    }
+                }
             }
         }
         Ok(())
     }
 
     /// The newest record of an entry.
-    pub fn last(
-        &self,
-        txn: &RoTxn<'_, WithoutTls>,
-        entry_id: u32,
-    ) -> Result<Option<(u64, IndexValue)>> {
+    pub fn last(&self, txn: &Txn<'_>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
-        self.range(txn, entry_id, 0..u64::MAX, true, 1, &mut out)?;
         // u64::MAX itself is never a valid timestamp (reserved), so the exclusive stop is fine.
+        self.range(txn, entry_id, 0..u64::MAX, true, 1, &mut out)?;
         Ok(out.pop())
+    }
+
+    /// The oldest record of an entry.
+    pub fn first(&self, txn: &Txn<'_>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
+        let mut out = Vec::with_capacity(1);
+        self.range(txn, entry_id, 0..u64::MAX, false, 1, &mut out)?;
+        Ok(out.pop())
+    }
+
+    /// Puts (`Some`, replacing a record at the same timestamp) and deletes (`None`) records
+    /// of one entry. `changes` must be sorted by timestamp, without duplicates. Each chunk
+    /// the changes fall in is read and written once: in-order appends touch only the
+    /// entry's last chunk (and the new chunks after it).
+    pub fn apply_changes(
+        &self,
+        txn: &mut RwTxn<'_>,
+        entry_id: u32,
+        changes: Vec<RecChange>,
+    ) -> Result<()> {
+        let mut slots_in: Vec<(u64, Option<Slot>)> = Vec::with_capacity(changes.len());
+        let mut last: Option<(Arc<RecMeta>, MetaRef)> = None;
+        for (ts, v) in changes {
+            let Some(v) = v else {
+                slots_in.push((ts, None));
+                continue;
+            };
+            let m = match &last {
+                Some((a, r)) if Arc::ptr_eq(a, &v.meta) || **a == *v.meta => r.clone(),
+                _ => {
+                    let r = self.intern(txn, entry_id, &v.meta)?;
+                    last = Some((v.meta.clone(), r.clone()));
+                    r
+                }
+            };
+            slots_in.push((ts, Some(v.into_slot(ts, m))));
+        }
+        let mut it = slots_in.into_iter().peekable();
+        while let Some((ts0, _)) = it.peek() {
+            let ts0 = *ts0;
+            // The chunk the first change falls in: the one keyed at or below it, else the
+            // entry's first chunk (re-keyed below), else none (the entry has no chunks).
+            // Appends land in the entry's last chunk: one look-up finds it.
+            let last = self.floor_chunk(txn, entry_id, u64::MAX)?;
+            let (target, next_key) = match last {
+                Some((k, _)) if k <= ts0 => (last, None),
+                None => (None, None),
+                Some(_) => {
+                    let target = match self.floor_chunk(txn, entry_id, ts0)? {
+                        Some(c) => Some(c),
+                        None => self.ceil_chunk(txn, entry_id, ts0)?,
+                    };
+                    let next_key = match target.and_then(|(k, _)| k.checked_add(1)) {
+                        Some(k1) => self.ceil_chunk(txn, entry_id, k1)?.map(|(n, _)| n),
+                        None => None,
+                    };
+                    (target, next_key)
+                }
+            };
+            // Every change below the next chunk's key belongs to this chunk (at least the
+            // first: the next key is above it).
+            let batch: Vec<(u64, Option<Slot>)> =
+                std::iter::from_fn(|| it.next_if(|(ts, _)| next_key.is_none_or(|n| *ts < n)))
+                    .collect();
+            // The common case: puts after the newest record of the entry's last chunk.
+            if let (Some((k, v)), None) = (target, next_key) {
+                if batch.iter().all(|(_, s)| s.is_some()) {
+                    let slots: Vec<Slot> = batch.iter().filter_map(|(_, s)| s.clone()).collect();
+                    if let Ok(chunks) = append_chunks(k, v, &slots) {
+                        for (k, v) in chunks {
+                            self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let (old_key, old_value, mut slots) = match target {
+                Some((k, v)) => (Some(k), v.to_vec(), decode_chunk(k, v).map_err(bad)?),
+                None => (None, Vec::new(), Vec::new()),
+            };
+            merge(&mut slots, batch);
+            let first_key = slots.first().map(|s| old_key.map_or(s.ts, |k| k.min(s.ts)));
+            if let Some(k) = old_key {
+                if first_key != Some(k) {
+                    self.chunks.delete(txn, &chunk_key(entry_id, k))?;
+                }
+            }
+            if let Some(fk) = first_key {
+                for (k, v) in encode_chunks(fk, &slots, next_key.is_some()) {
+                    if old_key == Some(k) && old_value == v {
+                        continue; // unchanged
+                    }
+                    self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the records of `entry_id` in `[min, max]` that live in block `block_id`.
@@ -267,49 +577,53 @@ impl Index {
         max: u64,
         block_id: u64,
     ) -> Result<()> {
-        let lo = rec_key(entry_id, min);
-        let hi = rec_key(entry_id, max);
-        let range = (
-            std::ops::Bound::Included(&lo[..]),
-            std::ops::Bound::Included(&hi[..]),
-        );
-        let mut it = self.records.range_mut(txn, &range)?;
-        while let Some(item) = it.next() {
-            let (_, v) = item?;
-            if IndexValue::decode_block_id(v) == Some(block_id) {
-                // SAFETY: no reference into the database is kept across the deletion.
-                unsafe { it.del_current()? };
+        if min > max {
+            return Ok(());
+        }
+        let first = self
+            .floor_chunk(txn, entry_id, min)?
+            .map_or(min, |(k, _)| k);
+        let lo = chunk_key(entry_id, first);
+        let hi = chunk_key(entry_id, max);
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        let gone = |s: &Slot| s.block_id == block_id && s.ts >= min && s.ts <= max;
+        // (chunk key, records left): collected first, written once the cursor is done.
+        let mut edits: Vec<(u64, Vec<Slot>)> = Vec::new();
+        for item in self.chunks.range(txn, &range)? {
+            let (k, v) = item?;
+            let k = key_ts(k)?;
+            let slots = decode_chunk(k, v).map_err(bad)?;
+            if slots.iter().any(gone) {
+                edits.push((k, slots.into_iter().filter(|s| !gone(s)).collect()));
+            }
+        }
+        for (k, left) in edits {
+            if left.is_empty() {
+                self.chunks.delete(txn, &chunk_key(entry_id, k))?;
+                continue;
+            }
+            // Keyed as before (at most its first record); a record's encoding may grow
+            // when its neighbour goes, so this can split, below the next chunk's key.
+            for (k, v) in encode_chunks(k, &left, true) {
+                self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
             }
         }
         Ok(())
     }
 
-    /// Deletes every record of an entry.
+    /// Deletes every record of an entry, and its interned metadata.
     pub fn delete_entry_records(&self, txn: &mut RwTxn<'_>, entry_id: u32) -> Result<()> {
-        let lo = rec_key(entry_id, 0);
-        let hi = rec_key(entry_id, u64::MAX);
-        let range = (
-            std::ops::Bound::Included(&lo[..]),
-            std::ops::Bound::Included(&hi[..]),
-        );
-        self.records.delete_range(txn, &range)?;
+        let lo = chunk_key(entry_id, 0);
+        let hi = chunk_key(entry_id, u64::MAX);
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        self.chunks.delete_range(txn, &range)?;
+        let lo = meta_key(entry_id, 0);
+        let hi = meta_key(entry_id, u32::MAX);
+        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+        self.metas.delete_range(txn, &range)?;
+        self.interner.write().remove(&entry_id);
         Ok(())
     }
-
-    pub fn first(
-        &self,
-        txn: &RoTxn<'_, WithoutTls>,
-        entry_id: u32,
-    ) -> Result<Option<(u64, IndexValue)>> {
-        let mut out = Vec::with_capacity(1);
-        self.range(txn, entry_id, 0..u64::MAX, false, 1, &mut out)?;
-        Ok(out.pop())
-    }
-}
-
-pub fn decode_value(v: &[u8]) -> Result<IndexValue> {
-    IndexValue::decode(v)
-        .ok_or_else(|| Error::Index("undecodable index value: rebuild the index".into()))
 }
 
 /// Bytes of an entry-table key.
@@ -324,27 +638,12 @@ pub fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chunk::CHUNK_RECORDS;
+    use crate::Labels;
+    use std::collections::BTreeMap;
 
     #[test]
-    fn index_value_round_trips() {
-        let mut labels = Labels::new();
-        labels.insert("a".into(), "b".into());
-        for labels in [Labels::new(), labels] {
-            let v = IndexValue {
-                block_id: 3,
-                offset: 1 << 40,
-                frame_len: 1040,
-                stored: 1000,
-                size: 1024,
-                flags: 1,
-                content_type: "image/png".into(),
-                labels,
-            };
-            let mut b = Vec::new();
-            v.encode(&mut b);
-            assert_eq!(IndexValue::decode(&b), Some(v.clone()));
-            assert_eq!(IndexValue::decode_block_id(&b), Some(3));
-        }
+    fn block_meta_round_trips() {
         let m = BlockMeta {
             entry_id: 9,
             base_ts: 1,
@@ -355,5 +654,275 @@ mod tests {
             sealed: true,
         };
         assert_eq!(BlockMeta::decode(&m.encode()), Some(m));
+    }
+
+    fn rec_meta(ct: &str, pairs: &[(&str, String)]) -> Arc<RecMeta> {
+        Arc::new(RecMeta {
+            content_type: ct.into(),
+            labels: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<Labels>(),
+        })
+    }
+
+    fn value(block_id: u64, offset: u64, meta: Arc<RecMeta>) -> IndexValue {
+        IndexValue {
+            block_id,
+            offset,
+            frame_len: 1044,
+            stored: 1024,
+            size: 1024,
+            flags: 0,
+            meta,
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, Index) {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path(), 1 << 30).unwrap();
+        (dir, index)
+    }
+
+    fn put(index: &Index, entry: u32, recs: Vec<(u64, Option<IndexValue>)>) {
+        let mut txn = index.write_txn().unwrap();
+        index.apply_changes(&mut txn, entry, recs).unwrap();
+        txn.commit().unwrap();
+    }
+
+    /// Every chunk of every entry: counts, keys below their records, records below the
+    /// next chunk's key; returns the records per entry.
+    fn check_chunks(index: &Index) -> BTreeMap<u32, Vec<u64>> {
+        let txn = index.read_txn().unwrap();
+        let mut out: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        let mut prev: Option<(u32, u64)> = None;
+        for item in index.chunks.iter(&txn).unwrap() {
+            let (k, v) = item.unwrap();
+            let (e, key) = (key_entry(k).unwrap(), key_ts(k).unwrap());
+            let slots = decode_chunk(key, v).unwrap();
+            assert!(!slots.is_empty() && slots.len() <= CHUNK_RECORDS);
+            assert!(slots[0].ts >= key, "chunk {key} holds {}", slots[0].ts);
+            let list = out.entry(e).or_default();
+            if let (Some((pe, _)), Some(last)) = (prev, list.last()) {
+                if pe == e {
+                    assert!(*last < key, "record {last} at or above next chunk {key}");
+                }
+            }
+            list.extend(slots.iter().map(|s| s.ts));
+            prev = Some((e, key));
+        }
+        for l in out.values() {
+            assert!(l.windows(2).all(|w| w[0] < w[1]));
+        }
+        assert_eq!(
+            index.count_records(&txn).unwrap(),
+            out.values().map(|l| l.len() as u64).sum::<u64>()
+        );
+        out
+    }
+
+    fn query(
+        index: &Index,
+        e: u32,
+        span: std::ops::Range<u64>,
+        desc: bool,
+        max: usize,
+    ) -> Vec<u64> {
+        let txn = index.read_txn().unwrap();
+        let mut out = Vec::new();
+        index.range(&txn, e, span, desc, max, &mut out).unwrap();
+        out.into_iter().map(|(ts, _)| ts).collect()
+    }
+
+    #[test]
+    fn round_robin_single_puts_fill_chunks_and_queries_cross_them() {
+        let (_d, index) = open();
+        let metas: Vec<Arc<RecMeta>> = (0..10)
+            .map(|i| rec_meta("", &[("l0", "cam".into()), ("l1", i.to_string())]))
+            .collect();
+        // 16 entries, one record per commit, round-robin: what the comparison writes.
+        for i in 0..16 * 300u64 {
+            let (e, seq) = ((i % 16) as u32 + 1, i / 16);
+            let v = value(
+                e.into(),
+                100 + seq * 1044,
+                metas[(seq % 10) as usize].clone(),
+            );
+            put(&index, e, vec![(1_000_000 + seq * 1000, Some(v))]);
+        }
+        let all = check_chunks(&index);
+        assert_eq!(all.len(), 16);
+        let want: Vec<u64> = (0..300).map(|s| 1_000_000 + s * 1000).collect();
+        for l in all.values() {
+            assert_eq!(*l, want);
+        }
+        // Two bytes per record (flags; the label set changes every record): a few KB.
+        let txn = index.read_txn().unwrap();
+        let bytes: usize = index
+            .chunks
+            .iter(&txn)
+            .unwrap()
+            .map(|i| i.unwrap().1.len())
+            .sum();
+        assert!(bytes < 16 * 300 * 5 / 2, "{bytes} bytes of chunks");
+        // Ten label sets per entry, interned.
+        assert_eq!(index.metas.len(&txn).unwrap(), 16 * 10);
+        drop(txn);
+        // Windows crossing chunk boundaries, both directions, with limits.
+        for (lo, hi) in [
+            (0, u64::MAX),
+            (1_063_500, 1_130_001),
+            (1_064_000, 1_064_001),
+            (5, 6),
+        ] {
+            let inside: Vec<u64> = want
+                .iter()
+                .copied()
+                .filter(|t| *t >= lo && *t < hi)
+                .collect();
+            assert_eq!(query(&index, 3, lo..hi, false, usize::MAX), inside);
+            let mut rev = inside.clone();
+            rev.reverse();
+            assert_eq!(query(&index, 3, lo..hi, true, usize::MAX), rev);
+            assert_eq!(
+                query(&index, 3, lo..hi, false, 70),
+                inside[..inside.len().min(70)]
+            );
+            assert_eq!(query(&index, 3, lo..hi, true, 70), rev[..rev.len().min(70)]);
+        }
+        let txn = index.read_txn().unwrap();
+        assert_eq!(index.first(&txn, 16).unwrap().unwrap().0, want[0]);
+        let (ts, v) = index.last(&txn, 16).unwrap().unwrap();
+        assert_eq!(ts, want[299]);
+        assert_eq!(v.meta, metas[9]);
+        assert_eq!((v.block_id, v.offset), (16, 100 + 299 * 1044));
+        let v = index
+            .get_record(&txn, 5, 1_000_000 + 77_000)
+            .unwrap()
+            .unwrap();
+        assert_eq!(v.meta.labels["l1"], "7");
+        assert!(index.contains(&txn, 5, 1_000_000 + 64_000).unwrap());
+        assert!(!index.contains(&txn, 5, 1_000_000 + 64_001).unwrap());
+        assert!(!index.contains(&txn, 17, 1_000_000).unwrap());
+        assert!(index.first(&txn, 17).unwrap().is_none());
+    }
+
+    /// A model of the index under random puts, replacements, deletes and block drops, in
+    /// random order and commit sizes.
+    #[test]
+    fn random_ops_agree_with_a_model() {
+        let (_d, index) = open();
+        let mut model: BTreeMap<u64, IndexValue> = BTreeMap::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // More label sets than the interner keeps: the rest go inline.
+        let metas: Vec<Arc<RecMeta>> = (0..MAX_METAS as u64 + 40)
+            .map(|i| rec_meta("image/jpeg", &[("n", i.to_string())]))
+            .collect();
+        for round in 0..300 {
+            let mut changes: BTreeMap<u64, Option<IndexValue>> = BTreeMap::new();
+            let ops = 1 + rnd(if round % 10 == 0 { 500 } else { 20 });
+            for _ in 0..ops {
+                let ts = if rnd(3) == 0 {
+                    rnd(20_000)
+                } else {
+                    10_000 + round * 100 + rnd(100)
+                };
+                if rnd(4) == 0 {
+                    changes.insert(ts, None);
+                } else {
+                    let m = metas[rnd(metas.len() as u64) as usize].clone();
+                    changes.insert(ts, Some(value(1 + rnd(5), rnd(1 << 30), m)));
+                }
+            }
+            for (ts, c) in &changes {
+                match c {
+                    Some(v) => model.insert(*ts, v.clone()),
+                    None => model.remove(ts),
+                };
+            }
+            let mut txn = index.write_txn().unwrap();
+            index
+                .apply_changes(&mut txn, 7, changes.into_iter().collect())
+                .unwrap();
+            if round % 37 == 36 {
+                let (b, lo, hi) = (1 + rnd(5), rnd(20_000), rnd(40_000));
+                index.delete_block_records(&mut txn, 7, lo, hi, b).unwrap();
+                model.retain(|ts, v| !(v.block_id == b && *ts >= lo && *ts <= hi));
+            }
+            txn.commit().unwrap();
+            if round % 50 == 49 {
+                index.forget_metas(); // as after a failed commit: reloads from the table
+            }
+            let got = check_chunks(&index);
+            let want: Vec<u64> = model.keys().copied().collect();
+            assert_eq!(
+                got.get(&7).cloned().unwrap_or_default(),
+                want,
+                "round {round}"
+            );
+        }
+        let txn = index.read_txn().unwrap();
+        for (ts, v) in &model {
+            assert_eq!(index.get_record(&txn, 7, *ts).unwrap().as_ref(), Some(v));
+        }
+        let mut all = Vec::new();
+        index
+            .range(&txn, 7, 0..u64::MAX, true, usize::MAX, &mut all)
+            .unwrap();
+        let want: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
+        assert_eq!(all, want);
+        assert_eq!(index.metas.len(&txn).unwrap(), u64::from(MAX_METAS));
+        drop(txn);
+        let mut txn = index.write_txn().unwrap();
+        index.delete_entry_records(&mut txn, 7).unwrap();
+        txn.commit().unwrap();
+        let txn = index.read_txn().unwrap();
+        assert_eq!(index.count_records(&txn).unwrap(), 0);
+        assert_eq!(index.metas.len(&txn).unwrap(), 0);
+    }
+
+    #[test]
+    fn ids_of_an_aborted_transaction_are_not_reused_wrongly() {
+        let (_d, index) = open();
+        let a = rec_meta("a/a", &[]);
+        let b = rec_meta("b/b", &[("k", "v".into())]);
+        let mut txn = index.write_txn().unwrap();
+        index
+            .apply_changes(&mut txn, 1, vec![(5, Some(value(1, 0, a.clone())))])
+            .unwrap();
+        drop(txn); // aborted: id 0 = a was never committed
+        index.forget_metas();
+        put(&index, 1, vec![(6, Some(value(1, 0, b.clone())))]);
+        let txn = index.read_txn().unwrap();
+        assert_eq!(index.get_record(&txn, 1, 6).unwrap().unwrap().meta, b);
+        assert!(index.get_record(&txn, 1, 5).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_put_below_the_first_chunk_rekeys_it_and_replace_keeps_count() {
+        let (_d, index) = open();
+        let m = rec_meta("", &[]);
+        put(
+            &index,
+            2,
+            (100..200)
+                .map(|t| (t * 10, Some(value(1, t * 1044, m.clone()))))
+                .collect(),
+        );
+        put(&index, 2, vec![(5, Some(value(2, 0, m.clone())))]);
+        let n = rec_meta("", &[("x", "y".into())]);
+        put(&index, 2, vec![(1500, Some(value(3, 0, n.clone())))]);
+        let got = check_chunks(&index);
+        assert_eq!(got[&2].len(), 101);
+        assert_eq!(got[&2][0], 5);
+        let txn = index.read_txn().unwrap();
+        let v = index.get_record(&txn, 2, 1500).unwrap().unwrap();
+        assert_eq!((v.block_id, v.meta), (3, n));
     }
 }

@@ -23,6 +23,7 @@
 //! ```
 
 mod block;
+mod chunk;
 mod error;
 mod frame;
 mod index;

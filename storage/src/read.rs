@@ -82,8 +82,8 @@ pub(crate) fn meta_of(ts: u64, v: &IndexValue) -> RecordMeta {
     RecordMeta {
         ts,
         size: v.size,
-        content_type: v.content_type.clone(),
-        labels: v.labels.clone(),
+        content_type: v.meta.content_type.clone(),
+        labels: v.meta.labels.clone(),
     }
 }
 
@@ -129,12 +129,7 @@ fn read_payload(e: &Entry, ts: u64, v: &IndexValue) -> Result<Vec<u8>> {
 fn read_value(e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
     let data = read_payload(e, ts, &v)?;
     Ok(Record {
-        meta: RecordMeta {
-            ts,
-            size: v.size,
-            content_type: v.content_type,
-            labels: v.labels,
-        },
+        meta: meta_of(ts, &v),
         data,
     })
 }
@@ -213,7 +208,7 @@ impl QueryIter {
         }
         self.page.extend(
             out.into_iter()
-                .filter(|(_, v)| self.filters.iter().all(|f| f.matches(&v.labels))),
+                .filter(|(_, v)| self.filters.iter().all(|f| f.matches(&v.meta.labels))),
         );
         Ok(())
     }

@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame};
 use crate::frame::FLAG_DELETED;
-use crate::index::{entry_key, rec_key, BlockMeta, Index, IndexValue, INDEX_VERSION};
+use crate::index::{entry_key, BlockMeta, Index, IndexValue, RecMeta, INDEX_VERSION};
 use crate::names::entry_from_dir_name;
 use crate::store::{Bucket, Entry, EntryState, Inner, INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::sync::Committer;
@@ -124,7 +124,7 @@ fn index_problem(index: &Index) -> Result<Option<String>> {
         };
         live += m.records;
     }
-    let n = index.records.len(&txn)?;
+    let n = index.count_records(&txn)?;
     if n != live {
         return Ok(Some(format!(
             "index holds {n} records but its blocks count {live}"
@@ -183,10 +183,7 @@ fn open_index(
 
 fn clear_index(index: &Index) -> Result<()> {
     let mut txn = index.write_txn()?;
-    index.records.clear(&mut txn)?;
-    index.blocks.clear(&mut txn)?;
-    index.entries.clear(&mut txn)?;
-    index.meta.clear(&mut txn)?;
+    index.clear_all(&mut txn)?;
     txn.commit()?;
     Ok(())
 }
@@ -424,6 +421,11 @@ fn check_block(
     };
     let mut pos = from;
     let mut added = 0u64;
+    // Records found, indexed in batches (sorted, chunk by chunk); `batched` says where a
+    // timestamp is in `batch`, for a second frame of one timestamp within this scan.
+    let mut batch: Vec<(u64, IndexValue)> = Vec::new();
+    let mut batched: HashMap<u64, usize> = HashMap::new();
+    let mut shared: Option<Arc<RecMeta>> = None;
     loop {
         if pos >= file_len {
             break;
@@ -457,22 +459,38 @@ fn check_block(
             break;
         }
         if head.flags & FLAG_DELETED == 0 {
-            let key = rec_key(entry.id, head.ts);
             // Two frames with one timestamp come from a label update cut short by a crash:
             // the later frame wins, the earlier one is retired.
-            if let Some(old) = index.records.get(txn, &key)? {
-                if let Some(old) = IndexValue::decode(old) {
-                    if old.block_id == bid && old.offset == pos {
-                        pos += head.frame_len();
-                        continue; // already indexed (an out-of-order commit)
-                    }
-                    if let Some(m) = st.blocks.get_mut(&old.block_id) {
-                        m.records = m.records.saturating_sub(1);
-                    } else if old.block_id == bid {
-                        meta.records = meta.records.saturating_sub(1);
-                    }
+            let old = match batched.get(&head.ts) {
+                Some(&i) => Some((bid, batch[i].1.offset)),
+                None => index
+                    .find(txn, entry.id, head.ts)?
+                    .map(|s| (s.block_id, s.offset)),
+            };
+            if let Some((old_block, old_offset)) = old {
+                if old_block == bid && old_offset == pos {
+                    pos += head.frame_len();
+                    continue; // already indexed (an out-of-order commit)
+                }
+                if let Some(m) = st.blocks.get_mut(&old_block) {
+                    m.records = m.records.saturating_sub(1);
+                } else if old_block == bid {
+                    meta.records = meta.records.saturating_sub(1);
                 }
             }
+            let rec_meta = match &shared {
+                Some(m) if m.content_type == head.content_type && m.labels == head.labels => {
+                    m.clone()
+                }
+                _ => {
+                    let m = Arc::new(RecMeta {
+                        content_type: head.content_type.clone(),
+                        labels: head.labels.clone(),
+                    });
+                    shared = Some(m.clone());
+                    m
+                }
+            };
             let value = IndexValue {
                 block_id: bid,
                 offset: pos,
@@ -480,12 +498,19 @@ fn check_block(
                 stored: head.stored_len,
                 size: head.raw_len,
                 flags: head.flags,
-                content_type: head.content_type.clone(),
-                labels: head.labels.clone(),
+                meta: rec_meta,
             };
-            let mut v = Vec::new();
-            value.encode(&mut v);
-            index.records.put(txn, &key, &v)?;
+            match batched.get(&head.ts) {
+                Some(&i) => batch[i].1 = value,
+                None => {
+                    batched.insert(head.ts, batch.len());
+                    batch.push((head.ts, value));
+                }
+            }
+            if batch.len() >= REINDEX_BATCH {
+                index_batch(index, txn, entry.id, &mut batch)?;
+                batched.clear();
+            }
             if meta.records == 0 {
                 meta.min_ts = head.ts;
                 meta.max_ts = head.ts;
@@ -497,6 +522,7 @@ fn check_block(
         }
         pos += head.frame_len();
     }
+    index_batch(index, txn, entry.id, &mut batch)?;
     // Only a tail scan finds records the index missed; a whole-block re-index after a
     // truncation has its own log line above.
     if added > 0 && known.is_some_and(|m| m.indexed_len == from) {
@@ -506,6 +532,24 @@ fn check_block(
     meta.indexed_len = pos;
     meta.sealed = true;
     Ok(Some(meta))
+}
+
+/// Frames re-indexed per [`Index::apply_changes`] call in a block scan.
+const REINDEX_BATCH: usize = 1 << 16;
+
+/// Indexes records found by a block scan (unique timestamps, any order).
+fn index_batch(
+    index: &Index,
+    txn: &mut RwTxn<'_>,
+    entry_id: u32,
+    batch: &mut Vec<(u64, IndexValue)>,
+) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    batch.sort_unstable_by_key(|(ts, _)| *ts);
+    let changes = batch.drain(..).map(|(ts, v)| (ts, Some(v))).collect();
+    index.apply_changes(txn, entry_id, changes)
 }
 
 fn fresh_meta(entry_id: u32, base_ts: u64) -> BlockMeta {

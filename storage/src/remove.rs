@@ -7,7 +7,7 @@
 use std::os::unix::fs::FileExt;
 
 use crate::frame::FLAG_DELETED;
-use crate::index::{rec_key, IndexValue};
+use crate::index::IndexValue;
 use crate::store::{Bucket, Entry, EntryState};
 use crate::sync::{Change, Op};
 use crate::*;
@@ -75,7 +75,8 @@ impl Store {
                     )
                 })?;
             ops.push(Op::DelRec {
-                key: rec_key(e.id, *ts),
+                entry_id: e.id,
+                ts: *ts,
             });
             if let Some(m) = st.blocks.get_mut(&v.block_id) {
                 m.records = m.records.saturating_sub(1);

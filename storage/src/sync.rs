@@ -14,17 +14,20 @@ use std::sync::Arc;
 use heed::RwTxn;
 use parking_lot::{Condvar, Mutex};
 
-use crate::index::{BlockMeta, Index};
+use crate::index::{BlockMeta, Index, IndexValue, RecChange};
 use crate::{Error, Result, SyncPolicy};
 
 /// One change to the index.
 pub enum Op {
+    /// Puts a record (replacing one at the same timestamp: a label update).
     PutRec {
-        key: [u8; 12],
-        value: Vec<u8>,
+        entry_id: u32,
+        ts: u64,
+        value: IndexValue,
     },
     DelRec {
-        key: [u8; 12],
+        entry_id: u32,
+        ts: u64,
     },
     PutBlock {
         id: u64,
@@ -102,9 +105,9 @@ impl Committer {
                 continue;
             }
             q.leader = true;
-            let group = std::mem::take(&mut q.pending);
+            let mut group = std::mem::take(&mut q.pending);
             drop(q);
-            let res = self.run_group(index, &group);
+            let res = self.run_group(index, &mut group);
             for (_, s) in &group {
                 *s.lock() = Some(res.clone());
             }
@@ -114,9 +117,9 @@ impl Committer {
         }
     }
 
-    fn run_group(&self, index: &Index, group: &[(Change, Slot)]) -> Result<(), String> {
+    fn run_group(&self, index: &Index, group: &mut [(Change, Slot)]) -> Result<(), String> {
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
-        for (c, _) in group {
+        for (c, _) in group.iter() {
             for (id, f) in &c.files {
                 files.insert(*id, f.clone());
             }
@@ -127,13 +130,12 @@ impl Committer {
                     .map_err(|e| format!("fsync of a block file failed: {e}"))?;
             }
         }
-        let mut txn = index.write_txn().map_err(|e| e.to_string())?;
-        for (c, _) in group {
-            for op in &c.ops {
-                apply(index, &mut txn, op).map_err(|e| e.to_string())?;
-            }
+        let res = write_group(index, group);
+        if res.is_err() {
+            // The interner may hold metadata ids of the aborted transaction.
+            index.forget_metas();
         }
-        txn.commit().map_err(|e| Error::from(e).to_string())?;
+        res?;
         match self.policy {
             SyncPolicy::Always => index
                 .env
@@ -163,12 +165,65 @@ impl Committer {
     }
 }
 
-fn apply(index: &Index, txn: &mut RwTxn<'_>, op: &Op) -> Result<()> {
-    match op {
-        Op::PutRec { key, value } => index.records.put(txn, key, value)?,
-        Op::DelRec { key } => {
-            index.records.delete(txn, key)?;
+/// Applies a group's ops in one transaction and commits it. Record puts and deletes are
+/// gathered per entry and applied chunk by chunk (each chunk read and written once); ops
+/// that scan records (block and entry removal) first apply what was gathered, so the
+/// order of the ops is kept.
+fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<(), String> {
+    let mut txn = index.write_txn().map_err(|e| e.to_string())?;
+    let mut recs = RecordOps::default();
+    for (c, _) in group.iter_mut() {
+        for op in std::mem::take(&mut c.ops) {
+            apply(index, &mut txn, op, &mut recs).map_err(|e| e.to_string())?;
         }
+    }
+    recs.flush(index, &mut txn).map_err(|e| e.to_string())?;
+    txn.commit().map_err(|e| Error::from(e).to_string())
+}
+
+/// Record puts (`Some`) and deletes (`None`) not applied yet, per entry, in op order.
+#[derive(Default)]
+struct RecordOps {
+    by_entry: Vec<(u32, Vec<RecChange>)>,
+}
+
+impl RecordOps {
+    fn push(&mut self, entry_id: u32, ts: u64, value: Option<IndexValue>) {
+        match self.by_entry.iter_mut().find(|(e, _)| *e == entry_id) {
+            Some((_, v)) => v.push((ts, value)),
+            None => self.by_entry.push((entry_id, vec![(ts, value)])),
+        }
+    }
+
+    fn flush(&mut self, index: &Index, txn: &mut RwTxn<'_>) -> Result<()> {
+        for (entry_id, mut changes) in self.by_entry.drain(..) {
+            if !changes.is_sorted_by(|a, b| a.0 < b.0) {
+                // Stable: of two ops on one timestamp, the later one stays last...
+                changes.sort_by_key(|c| c.0);
+                // ...and wins.
+                let mut out: Vec<RecChange> = Vec::with_capacity(changes.len());
+                for c in changes {
+                    match out.last_mut() {
+                        Some(l) if l.0 == c.0 => *l = c,
+                        _ => out.push(c),
+                    }
+                }
+                changes = out;
+            }
+            index.apply_changes(txn, entry_id, changes)?;
+        }
+        Ok(())
+    }
+}
+
+fn apply(index: &Index, txn: &mut RwTxn<'_>, op: Op, recs: &mut RecordOps) -> Result<()> {
+    match op {
+        Op::PutRec {
+            entry_id,
+            ts,
+            value,
+        } => recs.push(entry_id, ts, Some(value)),
+        Op::DelRec { entry_id, ts } => recs.push(entry_id, ts, None),
         Op::PutBlock { id, meta } => index.blocks.put(txn, &id.to_be_bytes(), &meta.encode())?,
         Op::DelBlock { id } => {
             index.blocks.delete(txn, &id.to_be_bytes())?;
@@ -178,12 +233,18 @@ fn apply(index: &Index, txn: &mut RwTxn<'_>, op: &Op) -> Result<()> {
             min,
             max,
             block_id,
-        } => index.delete_block_records(txn, *entry_id, *min, *max, *block_id)?,
-        Op::PutEntry { key, id } => index.entries.put(txn, key, &id.to_be_bytes())?,
-        Op::DelEntry { key } => {
-            index.entries.delete(txn, key)?;
+        } => {
+            recs.flush(index, txn)?;
+            index.delete_block_records(txn, entry_id, min, max, block_id)?
         }
-        Op::DelEntryRecords { entry_id } => index.delete_entry_records(txn, *entry_id)?,
+        Op::PutEntry { key, id } => index.entries.put(txn, &key, &id.to_be_bytes())?,
+        Op::DelEntry { key } => {
+            index.entries.delete(txn, &key)?;
+        }
+        Op::DelEntryRecords { entry_id } => {
+            recs.flush(index, txn)?;
+            index.delete_entry_records(txn, entry_id)?
+        }
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::block::{block_path, create_block};
 use crate::frame::{
     encode_head, put_padded_varint, HeadSpec, FLAG_ZSTD, FRAME_PREFIX, PADDED_VARINT,
 };
-use crate::index::{rec_key, BlockMeta, IndexValue};
+use crate::index::{BlockMeta, IndexValue, RecMeta};
 use crate::store::{Active, Bucket, Entry, EntryState};
 use crate::sync::{Change, Op};
 use crate::*;
@@ -367,6 +367,8 @@ impl Store {
         // One read transaction for every duplicate check of the batch: the entry's mutex
         // is held, so nothing else can add this entry's timestamps meanwhile.
         let txn = self.inner.index.read_txn()?;
+        // Records of a batch mostly share their content type and labels: one copy.
+        let mut shared: Option<Arc<RecMeta>> = None;
         for ((meta, data), (check, packed)) in records.zip(prepared) {
             if let Err(err) = check {
                 results.push(Err(err));
@@ -422,6 +424,17 @@ impl Store {
             let frame_len = (head.len() + stored.len()) as u64;
             buf.extend_from_slice(&head);
             buf.extend_from_slice(stored);
+            let rec_meta = match &shared {
+                Some(m) if m.content_type == ct && m.labels == meta.labels => m.clone(),
+                _ => {
+                    let m = Arc::new(RecMeta {
+                        content_type: ct.to_string(),
+                        labels: meta.labels.clone(),
+                    });
+                    shared = Some(m.clone());
+                    m
+                }
+            };
             pending.push((
                 ts,
                 at,
@@ -433,8 +446,7 @@ impl Store {
                     stored: stored.len() as u64,
                     size: data.len() as u64,
                     flags,
-                    content_type: ct.to_string(),
-                    labels: meta.labels.clone(),
+                    meta: rec_meta,
                 },
             ));
             results.push(Ok(ts));
@@ -633,8 +645,10 @@ impl Store {
             stored,
             size: raw,
             flags,
-            content_type: ct.to_string(),
-            labels: meta.labels.clone(),
+            meta: Arc::new(RecMeta {
+                content_type: ct.to_string(),
+                labels: meta.labels.clone(),
+            }),
         };
         // The bytes are already in the file: account for them as flush_pending would.
         if let Some(a) = st.active.as_mut() {
@@ -670,11 +684,10 @@ fn index_frames(
         meta.min_ts = meta.min_ts.min(ts);
         meta.max_ts = meta.max_ts.max(ts);
         meta.records += 1;
-        let mut v = Vec::with_capacity(24);
-        value.encode(&mut v);
         ops.push(Op::PutRec {
-            key: rec_key(e.id, ts),
-            value: v,
+            entry_id: e.id,
+            ts,
+            value,
         });
     }
     meta.indexed_len = new_len;

@@ -552,3 +552,151 @@ fn fifo_bucket_evicts_under_disk_pressure_and_others_are_refused() {
     );
     assert!(s.read("plain", "e", Some(1)).is_err());
 }
+
+/// Labelled records spread over many index chunks, some written late, with more distinct
+/// label sets than the index interns per entry: filters, limits and both directions give
+/// the same answers after a reopen and after a rebuild.
+#[test]
+fn label_filters_across_chunks_reopen_and_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let label_of = |ts: u64| {
+        let mut l = labels(&[(
+            "cam",
+            if ts.is_multiple_of(3) {
+                "front"
+            } else {
+                "back"
+            },
+        )]);
+        if ts % 3 == 1 {
+            // Unique: ~330 more sets, past the 256 the index interns per entry.
+            l.insert("frame".into(), format!("f{ts}"));
+        }
+        l
+    };
+    let want = |q: &Query| -> Vec<u64> {
+        let mut v: Vec<u64> = (0..1000u64)
+            .filter(|ts| ts % 5 != 4) // removed below
+            .filter(|ts| q.start.is_none_or(|s| *ts >= s) && q.stop.is_none_or(|s| *ts < s))
+            .filter(|ts| q.filters.iter().all(|f| f.matches(&label_of(*ts))))
+            .collect();
+        if q.descending {
+            v.reverse();
+        }
+        v.truncate(q.limit.map_or(usize::MAX, |l| l as usize));
+        v
+    };
+    let queries = [
+        Query::default(),
+        Query {
+            filters: vec![LabelFilter::Eq("cam".into(), "front".into())],
+            ..Query::default()
+        },
+        Query {
+            start: Some(130),
+            stop: Some(870),
+            filters: vec![LabelFilter::Has("frame".into())],
+            descending: true,
+            ..Query::default()
+        },
+        Query {
+            start: Some(63),
+            stop: Some(700),
+            limit: Some(70),
+            filters: vec![LabelFilter::Ne("cam".into(), "front".into())],
+            descending: true,
+        },
+        Query {
+            start: Some(64),
+            limit: Some(129),
+            filters: vec![LabelFilter::Missing("frame".into())],
+            ..Query::default()
+        },
+    ];
+    let check = |s: &Store| {
+        for q in &queries {
+            assert_eq!(all_ts(s, "b", "e", q), want(q), "{q:?}");
+        }
+        for item in s.query("b", "e", &Query::default()).unwrap() {
+            let item = item.unwrap();
+            assert_eq!(item.meta.labels, label_of(item.meta.ts));
+            assert_eq!(item.data().unwrap(), payload(item.meta.ts, 100));
+        }
+        assert_eq!(s.entry("b", "e").unwrap().record_count, 800);
+    };
+    {
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        // Odd timestamps first in batches, then even ones one by one (late writes).
+        for order in [1u64, 0] {
+            let recs: Vec<BatchRecord> = (0..1000u64)
+                .filter(|ts| ts % 2 == order)
+                .map(|ts| BatchRecord {
+                    meta: WriteMeta {
+                        labels: label_of(ts),
+                        ..meta(ts)
+                    },
+                    data: payload(ts, 100),
+                })
+                .collect();
+            if order == 1 {
+                for r in s.write_batch("b", "e", &recs).unwrap() {
+                    r.unwrap();
+                }
+            } else {
+                for r in &recs {
+                    s.write("b", "e", &r.meta, &r.data).unwrap();
+                }
+            }
+        }
+        for ts in (4..1000).step_by(5) {
+            s.remove_record("b", "e", ts).unwrap();
+        }
+        check(&s);
+    }
+    let s = open(dir.path());
+    assert!(s.recovery_report().rebuilt.is_none());
+    check(&s);
+    drop(s);
+    rebuild_index(dir.path(), &opts()).unwrap();
+    check(&open(dir.path()));
+}
+
+/// An index of the previous format (one node per record) is rebuilt from the blocks.
+#[test]
+fn an_index_of_version_1_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        for ts in 0..100 {
+            s.write("b", "e", &meta(ts), &payload(ts, 50)).unwrap();
+        }
+    }
+    {
+        // SAFETY: the store is closed; nothing else maps the file.
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .max_dbs(8)
+                .map_size(1 << 30)
+                .open(dir.path().join("index"))
+                .unwrap()
+        };
+        let mut w = env.write_txn().unwrap();
+        let meta_db: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.open_database(&w, Some("meta")).unwrap().unwrap();
+        meta_db.put(&mut w, b"version", b"tsblob-index-1").unwrap();
+        let old: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.create_database(&mut w, Some("records")).unwrap();
+        old.put(&mut w, b"old record key", b"old value").unwrap();
+        w.commit().unwrap();
+    }
+    let s = open(dir.path());
+    let why = s.recovery_report().rebuilt.clone().unwrap();
+    assert!(why.contains("tsblob-index-1"), "{why}");
+    assert_eq!(
+        all_ts(&s, "b", "e", &Query::default()),
+        (0..100).collect::<Vec<_>>()
+    );
+    assert_eq!(s.read("b", "e", Some(42)).unwrap().data, payload(42, 50));
+}
