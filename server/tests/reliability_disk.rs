@@ -231,7 +231,13 @@ async fn disk_full_then_fifo_quota_makes_room() {
         &fs.path,
         &["--free-space-reserve", "8MiB", "--index-map-size", "256MiB"],
     );
-    let c = reqwest::Client::new();
+    // A 507 is answered before the 1 MiB body is read, so hyper closes that connection;
+    // a pooled client could pick it for the next request and see it cut
+    // (IncompleteMessage, seen under load): one connection per request here.
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let r = c
         .post(s.url("/api/v1/b/b"))
         .body(r#"{"max_block_size": 4194304}"#)

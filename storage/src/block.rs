@@ -309,6 +309,52 @@ impl<R: Read> Read for CrcCheck<R> {
     }
 }
 
+impl CrcCheck<FileSlice> {
+    /// Up to `max` bytes in a new buffer, read into its capacity without zero-filling it
+    /// first; empty at the end, where the CRC is checked as `read` does.
+    fn read_chunk(&mut self, max: usize) -> io::Result<Vec<u8>> {
+        use std::os::unix::io::AsRawFd;
+        let n = ((self.inner.end - self.inner.pos) as usize).min(max);
+        if n == 0 {
+            let mut probe = [0u8; 1];
+            // At the end `read` answers 0 after checking the CRC (or fails).
+            let _at_end = self.read(&mut probe)?;
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<u8> = Vec::with_capacity(n);
+        let got = loop {
+            // SAFETY: the destination is the vector's own spare capacity of at least `n`
+            // bytes, which the kernel only writes; the descriptor is open (held by `file`).
+            let r = unsafe {
+                libc::pread(
+                    self.inner.file.as_raw_fd(),
+                    out.as_mut_ptr().cast(),
+                    n,
+                    self.inner.pos as libc::off_t,
+                )
+            };
+            if r >= 0 {
+                break r as usize;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        };
+        if got == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "block file ends inside a record",
+            ));
+        }
+        // SAFETY: `pread` initialised the first `got` (<= n <= capacity) bytes.
+        unsafe { out.set_len(got) };
+        self.inner.pos += got as u64;
+        self.crc = crc32c::crc32c_append(self.crc, &out);
+        Ok(out)
+    }
+}
+
 /// A record's payload as a stream. The CRC is checked when the end is reached: a reader
 /// that returns an error there has served corrupted bytes and they must be discarded.
 pub struct RecordReader {
@@ -380,6 +426,24 @@ impl RecordReader {
 
     pub fn meta(&self) -> &RecordMeta {
         &self.meta
+    }
+}
+
+impl RecordReader {
+    /// Up to `max` bytes of the payload in a new buffer; empty at the end, where (as with
+    /// `read`) the CRC is checked and a mismatch is an error. A raw payload is read straight
+    /// into the buffer's capacity, never zero-filled first (for large records the
+    /// zero-filling cost as much as the CRC).
+    pub fn read_chunk(&mut self, max: usize) -> io::Result<Vec<u8>> {
+        match &mut self.body {
+            Body::Raw(r) => r.read_chunk(max),
+            Body::Zstd(_) => {
+                let mut buf = vec![0u8; max.max(1)];
+                let n = self.read(&mut buf)?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+        }
     }
 }
 

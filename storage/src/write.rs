@@ -215,9 +215,9 @@ impl Store {
     }
 
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".
-    fn pick_ts(
-        &self,
-        txn: &Txn<'_>,
+    fn pick_ts<'t>(
+        &'t self,
+        txn: &mut Option<Txn<'t>>,
         bucket: &Bucket,
         entry: &Entry,
         st: &mut EntryState,
@@ -229,7 +229,17 @@ impl Store {
             if st.ceiling.is_none_or(|c| ts > c) {
                 return Ok(false);
             }
-            Ok(batch.contains(ts) || self.inner.index.contains(txn, entry.id, ts)?)
+            if batch.contains(ts) {
+                return Ok(true);
+            }
+            // Opened on the first probe only: in-order writes (the common case) never hold
+            // a reader, and a reader held while other writers commit pins the pages their
+            // commits free, which grows the index file.
+            let txn = match txn {
+                Some(t) => t,
+                None => txn.insert(self.inner.index.read_txn()?),
+            };
+            self.inner.index.contains(txn, entry.id, ts)
         };
         let ts = match want {
             Some(ts) => {
@@ -364,9 +374,10 @@ impl Store {
         let mut pending: Vec<(u64, u64, u64, IndexValue)> = Vec::with_capacity(n); // ts, at, len, value
         let mut start_len = 0;
         let mut block_id = 0;
-        // One read transaction for every duplicate check of the batch: the entry's mutex
-        // is held, so nothing else can add this entry's timestamps meanwhile.
-        let txn = self.inner.index.read_txn()?;
+        // One read transaction for every duplicate check of the batch (opened by the first
+        // check that needs it): the entry's mutex is held, so nothing else can add this
+        // entry's timestamps meanwhile.
+        let mut txn = None;
         // Records of a batch mostly share their content type and labels: one copy.
         let mut shared: Option<Arc<RecMeta>> = None;
         for ((meta, data), (check, packed)) in records.zip(prepared) {
@@ -377,7 +388,7 @@ impl Store {
             let want = if replace { None } else { meta.ts };
             let picked = match (replace, meta.ts) {
                 (true, Some(ts)) => Ok(ts),
-                _ => self.pick_ts(&txn, &b, &e, &mut st, want, &mut seen),
+                _ => self.pick_ts(&mut txn, &b, &e, &mut st, want, &mut seen),
             };
             let ts = match picked {
                 Ok(ts) => ts,
@@ -567,10 +578,14 @@ impl Store {
             _ => None,
         };
         let mut st = e.lock_live(bucket)?;
-        let ts = {
-            let txn = self.inner.index.read_txn()?;
-            self.pick_ts(&txn, &b, &e, &mut st, meta.ts, &mut BatchSeen::default())?
-        };
+        let ts = self.pick_ts(
+            &mut None,
+            &b,
+            &e,
+            &mut st,
+            meta.ts,
+            &mut BatchSeen::default(),
+        )?;
         let mut ops = Vec::new();
         self.ensure_active(&b, &e, &mut st, ts, &mut ops)?;
         let Some(a) = st.active.as_ref() else {

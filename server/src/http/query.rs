@@ -6,8 +6,6 @@
 //! chunk size, and a slow reader holds no blocking thread while it waits. No state outlives the
 //! response: to continue after a `limit`, a client queries again from the last ts + 1.
 
-use std::io::Read;
-
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -168,12 +166,9 @@ impl Producer {
                 return Step::More(out.finish());
             }
             if let Some((reader, left)) = self.large.as_mut() {
-                let buf = &mut out.buf;
-                let start = buf.len();
                 let want = (CHUNK as u64).min(*left).max(1) as usize;
-                buf.resize(start + want, 0);
-                match reader.read(&mut buf[start..]) {
-                    Ok(0) => {
+                match reader.read_chunk(want) {
+                    Ok(data) if data.is_empty() => {
                         return Step::Abort(std::io::Error::other(
                             "a record ended before its announced length",
                         ))
@@ -182,11 +177,11 @@ impl Producer {
                         tracing::warn!("query stream cut: {e}");
                         return Step::Abort(e);
                     }
-                    Ok(n) => {
-                        buf.truncate(start + n);
-                        *left -= n as u64;
+                    Ok(data) => {
+                        *left = left.saturating_sub(data.len() as u64);
+                        out.push(data);
                         if *left == 0 {
-                            if !matches!(reader.read(&mut [0u8; 1]), Ok(0)) {
+                            if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
                                 tracing::warn!("query stream cut: a record failed its CRC check");
                                 return Step::Abort(std::io::Error::other(
                                     "a record failed its CRC check at its end",

@@ -212,11 +212,7 @@ async fn stream_record(
 ) {
     loop {
         let read = tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; READ_CHUNK];
-            let r = reader.read(&mut buf).map(|n| {
-                buf.truncate(n);
-                buf
-            });
+            let r = reader.read_chunk(READ_CHUNK);
             (reader, r)
         })
         .await;
