@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Result;
 
-use crate::workload::{mismatch, mix};
+use crate::workload::{entry_name, mismatch, mix};
 
 /// Bytes of tag at the start of every payload.
 pub const TAG_LEN: usize = 16;
@@ -117,18 +117,18 @@ impl Expected {
         piece == &self.pool[self.start + pos..self.start + pos + piece.len()]
     }
 
-    /// Index of the first byte of `got` (the whole payload) that differs, if any.
-    pub fn first_difference(&self, got: &[u8]) -> Option<usize> {
-        if self.matches_at(0, got) && got.len() == self.len {
+    /// Where `piece`, read at `pos`, first departs from the payload: the position of the
+    /// first differing byte, or of the first byte past the payload's end; `None` if it
+    /// matches.
+    pub fn first_difference(&self, pos: usize, piece: &[u8]) -> Option<usize> {
+        if self.matches_at(pos, piece) {
             return None;
         }
-        let want = self.to_vec();
-        Some(
-            got.iter()
-                .zip(&want)
-                .position(|(a, b)| a != b)
-                .unwrap_or(got.len().min(want.len())),
-        )
+        let at = piece
+            .iter()
+            .enumerate()
+            .position(|(i, b)| !self.matches_at(pos + i, std::slice::from_ref(b)));
+        Some(pos + at.unwrap_or(piece.len()))
     }
 }
 
@@ -137,17 +137,29 @@ impl Expected {
 pub struct StreamCheck {
     expected: Expected,
     pos: usize,
-    what: String,
+    /// The record's entry and timestamp: its name is only formatted for an error.
+    entry: u32,
+    ts: u64,
 }
 
 impl StreamCheck {
-    /// A check of `expected`; `what` names the record in error messages.
-    pub fn new(expected: Expected, what: String) -> StreamCheck {
+    /// A check of `expected`, the payload of record `ts` of `entry`.
+    pub fn new(expected: Expected, entry: u32, ts: u64) -> StreamCheck {
         StreamCheck {
             expected,
             pos: 0,
-            what,
+            entry,
+            ts,
         }
+    }
+
+    /// The record, as error messages name it.
+    fn what(&self) -> String {
+        format!(
+            "{} @ {}",
+            entry_name(self.expected.len as u64, self.entry),
+            self.ts
+        )
     }
 
     /// Bytes still expected.
@@ -157,17 +169,12 @@ impl StreamCheck {
 
     /// Checks the next piece of the payload.
     pub fn feed(&mut self, piece: &[u8]) -> Result<()> {
-        if !self.expected.matches_at(self.pos, piece) {
-            let near = self.pos
-                + piece
-                    .iter()
-                    .enumerate()
-                    .position(|(i, b)| !self.expected.matches_at(self.pos + i, &[*b]))
-                    .unwrap_or(0);
+        if let Some(near) = self.expected.first_difference(self.pos, piece) {
             return Err(mismatch(format!(
                 "{} differs from the written payload at byte {near} (or is longer than the {} \
                  bytes written)",
-                self.what, self.expected.len
+                self.what(),
+                self.expected.len
             )));
         }
         self.pos += piece.len();
@@ -179,7 +186,9 @@ impl StreamCheck {
         if self.pos != self.expected.len {
             return Err(mismatch(format!(
                 "{} has {} bytes, {} were written",
-                self.what, self.pos, self.expected.len
+                self.what(),
+                self.pos,
+                self.expected.len
             )));
         }
         Ok(())
@@ -222,7 +231,7 @@ mod tests {
         assert_eq!(bytes.len(), 1000);
         assert_eq!(&bytes[..8], &5u64.to_le_bytes());
         for split in [1, 7, 16, 17, 500, 999] {
-            let mut c = StreamCheck::new(e.clone(), "r".into());
+            let mut c = StreamCheck::new(e.clone(), 0, 5);
             c.feed(&bytes[..split])?;
             c.feed(&bytes[split..])?;
             c.finish()?;
@@ -230,14 +239,14 @@ mod tests {
         for flip in [0, 15, 16, 999] {
             let mut bad = bytes.clone();
             bad[flip] ^= 1;
-            let mut c = StreamCheck::new(e.clone(), "r".into());
+            let mut c = StreamCheck::new(e.clone(), 0, 5);
             assert!(c.feed(&bad).is_err(), "flip at {flip} passed");
-            assert_eq!(e.first_difference(&bad), Some(flip));
+            assert_eq!(e.first_difference(0, &bad), Some(flip));
         }
-        let mut short = StreamCheck::new(e.clone(), "r".into());
+        let mut short = StreamCheck::new(e.clone(), 0, 5);
         short.feed(&bytes[..999])?;
         assert!(short.finish().is_err());
-        let mut long = StreamCheck::new(e, "r".into());
+        let mut long = StreamCheck::new(e, 0, 5);
         long.feed(&bytes)?;
         assert!(long.feed(b"x").is_err());
         Ok(())

@@ -281,9 +281,11 @@ async fn run_target<T: Target>(
     };
     let has = |p: Phase| workload.phases.contains(&p);
     let cpu = || spawned.as_ref().and_then(Spawned::cpu_seconds);
-    // The server CPU a phase used, attached to its cell.
+    // The server CPU used since `before` (a reading of `cpu`).
+    let used_since = |before: Option<f64>| before.zip(cpu()).map(|(a, b)| (b - a).max(0.0));
+    // ... attached to a phase's cell.
     let with_cpu = |mut cell: Cell, before: Option<f64>| {
-        cell.server_cpu_s = before.zip(cpu()).map(|(a, b)| (b - a).max(0.0));
+        cell.server_cpu_s = used_since(before);
         cell
     };
     let mut cells = Vec::new();
@@ -315,7 +317,7 @@ async fn run_target<T: Target>(
         });
         let c0 = cpu();
         let batch = phases::write_batch(&ctx, &plan).await?;
-        let batch_cpu = cpu();
+        let batch_cpu = used_since(c0);
         // Writes that failed leave records the reads would miss: say so instead of reading.
         let write_errors: u64 = cells
             .last()
@@ -336,7 +338,7 @@ async fn run_target<T: Target>(
             ),
             Ok(()) => {
                 let mut cell = Cell::measured(Phase::WriteBatch, size, kind, batch);
-                cell.server_cpu_s = c0.zip(batch_cpu).map(|(a, b)| (b - a).max(0.0));
+                cell.server_cpu_s = batch_cpu;
                 cell
             }
         });

@@ -290,7 +290,7 @@ pub struct SizePlan {
 impl SizePlan {
     /// Name of an entry of this size (the same name on every target).
     pub fn entry_name(&self, entry: u32) -> String {
-        format!("s{}-e{}", self.size, entry)
+        entry_name(self.size, entry)
     }
 
     /// Record with global index `i` (round-robin over the entries).
@@ -374,21 +374,25 @@ impl SizePlan {
         len: u64,
         labels: Option<&[(String, String)]>,
     ) -> Result<StreamCheck> {
-        let name = self.entry_name(entry);
+        // Formatted only for an error: this runs once per record read.
+        let name = || self.entry_name(entry);
         if ts < BASE_TS || !(ts - BASE_TS).is_multiple_of(TS_STEP) {
             return Err(mismatch(format!(
-                "{name} returned timestamp {ts}, which was never written"
+                "{} returned timestamp {ts}, which was never written",
+                name()
             )));
         }
         let seq = (ts - BASE_TS) / TS_STEP;
         if seq >= self.entry_len(entry) {
             return Err(mismatch(format!(
-                "{name} returned timestamp {ts}, which was never written"
+                "{} returned timestamp {ts}, which was never written",
+                name()
             )));
         }
         if len != self.size {
             return Err(mismatch(format!(
-                "{name} @ {ts} has {len} bytes, {} were written",
+                "{} @ {ts} has {len} bytes, {} were written",
+                name(),
                 self.size
             )));
         }
@@ -399,14 +403,12 @@ impl SizePlan {
             want.sort();
             if got != want {
                 return Err(mismatch(format!(
-                    "{name} @ {ts} has labels {got:?}, {want:?} were written"
+                    "{} @ {ts} has labels {got:?}, {want:?} were written",
+                    name()
                 )));
             }
         }
-        Ok(StreamCheck::new(
-            self.expected(entry, ts),
-            format!("{name} @ {ts}"),
-        ))
+        Ok(StreamCheck::new(self.expected(entry, ts), entry, ts))
     }
 }
 
@@ -426,6 +428,11 @@ impl std::error::Error for VerificationFailed {}
 /// Builds a [`VerificationFailed`] error.
 pub fn mismatch(message: String) -> anyhow::Error {
     VerificationFailed(message).into()
+}
+
+/// Name of entry `entry` of record size `size` (the same name on every target).
+pub fn entry_name(size: u64, entry: u32) -> String {
+    format!("s{size}-e{entry}")
 }
 
 /// A 64-bit finaliser (SplitMix64's) used to derive independent keys from small integers.

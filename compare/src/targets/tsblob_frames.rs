@@ -83,8 +83,11 @@ impl Decoder {
         mut chunk: &[u8],
         mut on: impl FnMut(Event<'_>) -> Result<()>,
     ) -> Result<()> {
-        while !chunk.is_empty() {
+        loop {
             if self.payload_left > 0 {
+                if chunk.is_empty() {
+                    return Ok(());
+                }
                 let n = chunk
                     .len()
                     .min(usize::try_from(self.payload_left).unwrap_or(usize::MAX));
@@ -96,8 +99,12 @@ impl Decoder {
                 }
                 continue;
             }
+            // A head completes as soon as its last byte is in, even at the end of a chunk.
             let need = head_len(&self.head)?;
             if self.head.len() < need {
+                if chunk.is_empty() {
+                    return Ok(());
+                }
                 let n = (need - self.head.len()).min(chunk.len());
                 self.head.extend_from_slice(&chunk[..n]);
                 chunk = &chunk[n..];
@@ -105,14 +112,6 @@ impl Decoder {
             }
             self.finish_head(&mut on)?;
         }
-        // A head can be complete exactly at the end of a chunk.
-        if self.payload_left == 0
-            && !self.head.is_empty()
-            && self.head.len() == head_len(&self.head)?
-        {
-            self.finish_head(&mut on)?;
-        }
-        Ok(())
     }
 
     fn finish_head(&mut self, on: &mut impl FnMut(Event<'_>) -> Result<()>) -> Result<()> {
