@@ -313,7 +313,6 @@ impl CrcCheck<FileSlice> {
     /// Up to `max` bytes in a new buffer, read into its capacity without zero-filling it
     /// first; empty at the end, where the CRC is checked as `read` does.
     fn read_chunk(&mut self, max: usize) -> io::Result<Vec<u8>> {
-        use std::os::unix::io::AsRawFd;
         let n = ((self.inner.end - self.inner.pos) as usize).min(max);
         if n == 0 {
             let mut probe = [0u8; 1];
@@ -322,34 +321,21 @@ impl CrcCheck<FileSlice> {
             return Ok(Vec::new());
         }
         let mut out: Vec<u8> = Vec::with_capacity(n);
-        let got = loop {
-            // SAFETY: the destination is the vector's own spare capacity of at least `n`
-            // bytes, which the kernel only writes; the descriptor is open (held by `file`).
-            let r = unsafe {
-                libc::pread(
-                    self.inner.file.as_raw_fd(),
-                    out.as_mut_ptr().cast(),
-                    n,
-                    self.inner.pos as libc::off_t,
-                )
-            };
-            if r >= 0 {
-                break r as usize;
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        };
-        if got == 0 {
+        let got = preadv2(
+            &self.inner.file,
+            &mut [],
+            &mut out.spare_capacity_mut()[..n],
+            self.inner.pos,
+        )?;
+        if got < n {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "block file ends inside a record",
             ));
         }
-        // SAFETY: `pread` initialised the first `got` (<= n <= capacity) bytes.
-        unsafe { out.set_len(got) };
-        self.inner.pos += got as u64;
+        // SAFETY: `preadv2` filled all `n` bytes (<= capacity) of the spare capacity.
+        unsafe { out.set_len(n) };
+        self.inner.pos += n as u64;
         self.crc = crc32c::crc32c_append(self.crc, &out);
         Ok(out)
     }
