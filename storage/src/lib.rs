@@ -23,18 +23,26 @@
 //! ```
 
 mod block;
+mod bucket;
 mod chunk;
+mod commit;
+mod entry;
 mod error;
+mod files;
 mod frame;
 mod index;
+mod labels;
+mod lock;
 mod names;
+mod quota;
 mod read;
 mod record;
 mod recover;
 mod remove;
 mod settings;
+mod spool;
 mod store;
-mod sync;
+mod trash;
 mod write;
 
 pub use block::RecordReader;
@@ -45,12 +53,13 @@ pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
-    RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE,
+    RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
 };
 pub use recover::rebuild_index;
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
 };
+pub use spool::Spool;
 pub use store::{Store, StoreStats};
 
 /// The current time in microseconds since the Unix epoch.
