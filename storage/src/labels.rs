@@ -76,6 +76,7 @@ impl Store {
             });
         }
         self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+        crate::crash_point("label-copy-committed");
         // Committed: the index points at the copy. Retire the old frame on disk too (if
         // this fails, a rebuild finds two frames of one timestamp and keeps the later).
         if let Err(err) = self.flag_deleted(&e, &old) {

@@ -70,6 +70,21 @@ pub fn now_micros() -> u64 {
         .unwrap_or(0)
 }
 
+/// A test hook for crash tests: a process started with `TSBLOB_CRASH_AT=<step>` aborts
+/// (no destructor, no flush: as a kill -9 would leave it) on reaching that step, so a test
+/// can stop the engine between any two steps of a write or a removal and check what a
+/// restart finds. The steps are named where they are called.
+pub(crate) fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT
+        .get_or_init(|| std::env::var("TSBLOB_CRASH_AT").ok())
+        .as_deref()
+        == Some(step)
+    {
+        std::process::abort();
+    }
+}
+
 /// Entry points for fuzzing the on-disk parsers (`fuzz/`); not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {

@@ -195,6 +195,7 @@ impl Store {
         };
         let path = entry.block_path(id);
         let trashed = self.inner.trash.take(&path)?;
+        crate::crash_point("block-trashed");
         let mut ops = Vec::with_capacity(2);
         if meta.records > 0 {
             ops.push(Op::DelBlockRecords {
@@ -215,6 +216,7 @@ impl Store {
             }
             return Err(e);
         }
+        crate::crash_point("block-removal-committed");
         st.blocks.remove(&id);
         if st.is_active(id) {
             st.active = None;

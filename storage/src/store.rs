@@ -282,6 +282,7 @@ impl Store {
             bucket.mark_removed();
             trashed
         };
+        crate::crash_point("bucket-trashed");
         let mut result = Ok(());
         for e in bucket.entries() {
             let mut st = e.lock();
@@ -339,12 +340,14 @@ impl Store {
         let e = self.get_entry(&b, entry)?;
         let mut st = e.lock_live(bucket)?;
         let trashed = self.inner.trash.take(e.dir())?;
+        crate::crash_point("entry-trashed");
         if let Err(err) = self.forget_entry(&b, &e, &mut st) {
             if let Some(t) = &trashed {
                 self.inner.trash.restore(t, e.dir());
             }
             return Err(err);
         }
+        crate::crash_point("entry-removal-committed");
         drop(st);
         if let Some(t) = trashed {
             self.inner.trash.empty(&t);

@@ -444,12 +444,16 @@ impl Store {
         undo: Undo,
     ) -> Result<()> {
         let files = undo.touched.clone();
+        crate::crash_point("frames-appended");
         match self
             .inner
             .committer
             .commit(&self.inner.index, Change { ops, files })
         {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                crate::crash_point("write-committed");
+                Ok(())
+            }
             Err(err) => {
                 log::error!(
                     "index commit failed for {}/{}: {err}; cutting what the write appended",
