@@ -11,8 +11,11 @@ use std::sync::Arc;
 
 use crate::entry::Entry;
 use crate::index::Index;
+use crate::layout::SETTINGS_FILE;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
+use crate::trash::sync_dir;
 use crate::*;
+use std::fs::File;
 
 pub(crate) struct Bucket {
     name: String,
@@ -60,7 +63,7 @@ impl Bucket {
         let mut s = self.settings.write();
         let new = s.apply(update);
         new.validate().map_err(BucketError::InvalidSettings)?;
-        crate::store::write_settings(&self.dir, &new)?;
+        write_settings(&self.dir, &new)?;
         *s = new;
         Ok(())
     }
@@ -162,6 +165,18 @@ impl Bucket {
         }
         Ok(info)
     }
+}
+
+pub(crate) fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
+    let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
+    std::fs::write(&tmp, settings.to_file_text())
+        .map_err(|e| Error::io(format!("writing {tmp:?}"), e))?;
+    let f = File::open(&tmp).map_err(|e| Error::io(format!("opening {tmp:?}"), e))?;
+    f.sync_all()
+        .map_err(|e| Error::io(format!("syncing {tmp:?}"), e))?;
+    std::fs::rename(&tmp, dir.join(SETTINGS_FILE))
+        .map_err(|e| Error::io(format!("renaming {tmp:?}"), e))?;
+    sync_dir(dir)
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::bucket::Bucket;
 use crate::index::{BlockMeta, Index};
 use crate::lock::{Mutex, MutexGuard, Rank};
 use crate::names::entry_dir_name;
@@ -74,6 +75,27 @@ impl EntryState {
         let m = self.blocks.get_mut(&block_id)?;
         m.records = m.records.saturating_sub(1);
         Some(*m)
+    }
+
+    /// After a failed write: reload an entry's block metadata from the index (memory ran ahead
+    /// of it) and leave it without an active block, so memory agrees with what is committed.
+    pub fn reload(&mut self, index: &Index, bucket: &Bucket, entry_id: u32) -> Result<()> {
+        let txn = index.read_txn()?;
+        let before = self.block_bytes();
+        let blocks: BTreeMap<u64, BlockMeta> = index
+            .blocks(&txn)?
+            .into_iter()
+            .filter_map(|(id, m)| m.filter(|m| m.entry_id == entry_id).map(|m| (id, m)))
+            .collect();
+        self.blocks = blocks;
+        self.active = None;
+        let after = self.block_bytes();
+        if after < before {
+            bucket.shrink(before - after);
+        } else {
+            bucket.grow(after - before);
+        }
+        Ok(())
     }
 
     /// The entry is gone: nothing may be written to it again.

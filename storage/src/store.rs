@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use crate::bucket::Bucket;
+use crate::bucket::{write_settings, Bucket};
 use crate::commit::{Change, Committer, Op};
 use crate::entry::{Entry, EntryState};
 use crate::files::FileCache;
@@ -20,29 +20,14 @@ use crate::index::Index;
 use crate::lock::{Mutex, Rank, RwLock};
 use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::quota::FreeSpace;
+use crate::recover::Loaded;
 use crate::trash::{sync_dir, Trash};
 use crate::*;
-
-pub(crate) const INDEX_DIR: &str = "index";
-pub(crate) const LOCK_FILE: &str = "tsblob.lock";
-pub(crate) const SETTINGS_FILE: &str = "settings";
 
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
-}
-
-/// What opening a data folder found: built by `recover.rs`, turned into [`Inner`] here.
-pub(crate) struct Loaded {
-    pub path: PathBuf,
-    pub lock: File,
-    pub index: Index,
-    pub buckets: BTreeMap<String, Arc<Bucket>>,
-    pub next_block: u64,
-    pub next_entry: u32,
-    pub trash: Trash,
-    pub report: RecoveryReport,
 }
 
 pub(crate) struct Inner {
@@ -116,18 +101,6 @@ pub struct StoreStats {
     pub evicted_blocks: u64,
     /// Free bytes on the data folder's file system.
     pub free_bytes: u64,
-}
-
-pub(crate) fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
-    let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
-    std::fs::write(&tmp, settings.to_file_text())
-        .map_err(|e| Error::io(format!("writing {tmp:?}"), e))?;
-    let f = File::open(&tmp).map_err(|e| Error::io(format!("opening {tmp:?}"), e))?;
-    f.sync_all()
-        .map_err(|e| Error::io(format!("syncing {tmp:?}"), e))?;
-    std::fs::rename(&tmp, dir.join(SETTINGS_FILE))
-        .map_err(|e| Error::io(format!("renaming {tmp:?}"), e))?;
-    sync_dir(dir)
 }
 
 impl Store {

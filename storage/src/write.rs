@@ -486,7 +486,7 @@ impl Store {
                 log::error!("could not delete unfinished block {id:016x}: {err}");
             }
         }
-        if let Err(err) = crate::recover::reload_entry(&self.inner.index, b, e, st) {
+        if let Err(err) = st.reload(&self.inner.index, b, e.id()) {
             log::error!(
                 "could not reload {}/{} from the index: {err}",
                 b.name(),

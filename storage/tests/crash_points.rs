@@ -79,10 +79,15 @@ fn crash_point_child() {
 
 fn child(dir: &std::path::Path, step: &str, crash: bool) -> std::process::ExitStatus {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["crash_point_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env("TSBLOB_CRASH_POINT_DIR", dir)
-        .env("TSBLOB_CRASH_POINT_STEP", step)
-        .env_remove("TSBLOB_CRASH_AT");
+    cmd.args([
+        "crash_point_child",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("TSBLOB_CRASH_POINT_DIR", dir)
+    .env("TSBLOB_CRASH_POINT_STEP", step)
+    .env_remove("TSBLOB_CRASH_AT");
     if crash {
         cmd.env("TSBLOB_CRASH_AT", step);
     }
