@@ -158,7 +158,7 @@ impl Store {
                 .entries()
                 .into_iter()
                 .filter_map(|e| {
-                    let id = e.lock().blocks.keys().next().copied();
+                    let id = e.lock().oldest_block();
                     id.map(|id| (id, e))
                 })
                 .min_by_key(|(id, _)| *id);
@@ -190,7 +190,7 @@ impl Store {
         st: &mut EntryState,
         id: u64,
     ) -> Result<bool> {
-        let Some(meta) = st.blocks.get(&id).copied() else {
+        let Some(meta) = st.block(id) else {
             return Ok(false);
         };
         let path = entry.block_path(id);
@@ -217,10 +217,7 @@ impl Store {
             return Err(e);
         }
         crate::crash_point("block-removal-committed");
-        st.blocks.remove(&id);
-        if st.is_active(id) {
-            st.active = None;
-        }
+        st.forget_block(id);
         self.inner.files.forget(id);
         self.inner.committer.forget(id);
         if let Some(t) = trashed {

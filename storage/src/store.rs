@@ -274,7 +274,7 @@ impl Store {
     /// the trash or about to be). Holds the entry's lock.
     fn forget_entry(&self, b: &Bucket, e: &Arc<Entry>, st: &mut EntryState) -> Result<()> {
         let mut ops = vec![Op::DelEntryRecords { entry_id: e.id() }];
-        ops.extend(st.blocks.keys().map(|id| Op::DelBlock { id: *id }));
+        ops.extend(st.block_ids().map(|id| Op::DelBlock { id }));
         ops.push(Op::DelEntry {
             bucket: b.name().to_string(),
             entry: e.name().to_string(),
@@ -283,9 +283,9 @@ impl Store {
             .committer
             .commit(&self.inner.index, Change { ops, files: vec![] })?;
         b.shrink(st.block_bytes());
-        for id in st.blocks.keys() {
-            self.inner.committer.forget(*id);
-            self.inner.files.forget(*id);
+        for id in st.block_ids() {
+            self.inner.committer.forget(id);
+            self.inner.files.forget(id);
         }
         st.mark_removed();
         b.forget_entry(e);
