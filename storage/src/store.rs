@@ -244,21 +244,28 @@ impl Store {
     /// forgets each entry, then the folder is deleted.
     pub fn remove_bucket(&self, name: &str) -> Result<()> {
         let bucket = self.get_bucket(name)?;
-        let trashed = {
-            let _g = self.inner.structure.lock();
-            let mut map = self.inner.buckets.write();
-            if !map.get(name).is_some_and(|b| Arc::ptr_eq(b, &bucket)) {
-                return Err(NotFound::Bucket(name.to_string()).into());
-            }
-            let trashed = self.inner.trash.take(bucket.dir())?;
-            map.remove(name);
-            bucket.mark_removed();
-            trashed
-        };
+        // The structure lock is held throughout: a bucket or entry of the same name created
+        // meanwhile could otherwise lose its index key to this removal's commits.
+        let _g = self.inner.structure.lock();
+        if !self
+            .inner
+            .buckets
+            .read()
+            .get(name)
+            .is_some_and(|b| Arc::ptr_eq(b, &bucket))
+        {
+            return Err(NotFound::Bucket(name.to_string()).into());
+        }
+        let trashed = self.inner.trash.take(bucket.dir())?;
+        self.inner.buckets.write().remove(name);
+        bucket.mark_removed();
         crate::crash_point("bucket-trashed");
         let mut result = Ok(());
         for e in bucket.entries() {
-            let mut st = e.lock();
+            // An entry removed meanwhile (by `remove_entry`) is skipped.
+            let Ok(mut st) = e.lock_live(name) else {
+                continue;
+            };
             let r = self.forget_entry(&bucket, &e, &mut st);
             if result.is_ok() {
                 result = r;

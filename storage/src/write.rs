@@ -190,7 +190,18 @@ impl Store {
             ops.push(Op::PutBlock { id, meta });
         }
         let id = self.inner.new_block_id();
-        let (file, len) = create_block(&entry.block_path(id), id, first_ts, entry.name())?;
+        let (file, len) = match create_block(&entry.block_path(id), id, first_ts, entry.name()) {
+            Ok(x) => x,
+            // The entry's folder went to the trash (its bucket is being removed).
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(NotFound::Entry {
+                    bucket: bucket.name().to_string(),
+                    entry: entry.name().to_string(),
+                }
+                .into())
+            }
+            Err(e) => return Err(e),
+        };
         undo.created.push(id);
         if self.inner.sync_dirs() {
             sync_dir(entry.dir())?;
