@@ -121,7 +121,59 @@ fn model_histories() {
     );
     assert!(
         failed.is_empty(),
-        "failing seeds (seed, killed): {failed:?}; reproduce one with {}",
+        "{} failing histories, the first (seed, killed): {:?}; reproduce one with {}",
+        failed.len(),
+        &failed[..failed.len().min(20)],
         repro(failed[0].0, failed[0].1)
     );
+}
+
+/// Runs one seed's history up to `tries` times (races depend on timing) and fails on the
+/// first violation.
+fn regression(seed: u64, kill: bool, tries: u32) {
+    for _ in 0..tries {
+        let rep = run_history(seed, kill);
+        assert!(
+            rep.violations.is_empty(),
+            "seed {seed}: {:#?}\nreproduce: {}",
+            rep.violations,
+            repro(seed, kill)
+        );
+    }
+}
+
+// Regression seeds found by `model_histories` on the engine of commit 9153e84. Each names the
+// bug it hit; they are expected to fail until that bug is fixed.
+
+/// Bug (a): two concurrent `update_labels` of ts 2 in a bucket with `max_block_records: 2`
+/// (records 1, 2 in one block) each decrement the old block's record count, which reaches 0
+/// while ts 1 still lives there: the block is deleted and ts 1 is lost. The same race also
+/// loses one PATCH's label (each PATCH merges into the labels it read: a lost update).
+#[test]
+fn seed_3_patch_race_loses_neighbour() {
+    regression(3, false, 20);
+}
+
+/// Bug (b): `update_labels` racing `remove_record` of the same record: the PATCH read the
+/// record before the DELETE and writes its copy after it, so the acknowledged removal is
+/// undone (and the neighbour ts 1 is lost to the same double decrement as in (a)).
+#[test]
+fn seed_4_patch_racing_delete_resurrects_record() {
+    regression(4, false, 20);
+}
+
+/// Bug (c): `stats()` holds the bucket's entries read lock while it locks each entry;
+/// `remove_entry` holds its entry's mutex and waits for the entries write lock; a slow
+/// `write_stream` into an earlier entry holds stats back long enough: a deadlock (the
+/// watchdog reports `HANG ... Stats`).
+#[test]
+fn seed_96_stats_remove_entry_stream_deadlock() {
+    regression(96, false, 5);
+}
+
+/// Lost update: two concurrent `update_labels` setting different labels of one record end
+/// with only one of the labels (no serial order gives that).
+#[test]
+fn seed_67_concurrent_patches_lose_a_label() {
+    regression(67, false, 20);
 }
