@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tsblob_storage::{BucketSettings, Error, LabelFilter, Labels, QuotaType, Store};
 
 use super::exec::{parse_filter, ErrKind, Outcome, Results};
-use super::generate::{Op, Race, Rec, Segment, RACE_TS, TMP};
+use super::generate::{Op, Race, Rec, Segment, RACE, RACE_TS, TMP};
 use super::state::{show_states, Key, Model, Obs, Span, State, Version};
 
 /// What a segment's quota settings may be while it runs.
@@ -217,7 +217,8 @@ impl Checker {
                 }
             }
             Some((Err(ErrKind::Quota), _)) if self.ctx.hard.contains(&k.bucket) => {}
-            Some((Err(ErrKind::NotFound), _)) if k.bucket == TMP => {}
+            // A write into an entry or bucket being removed (races only).
+            Some((Err(ErrKind::NotFound), _)) if k.bucket == TMP || k.bucket == RACE => {}
             Some((Err(e), _)) => self.fail(format!("{op} {k}: unexpected error {e:?}")),
         }
     }
