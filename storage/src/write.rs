@@ -190,21 +190,23 @@ impl Store {
             ops.push(Op::PutBlock { id, meta });
         }
         let id = self.inner.new_block_id();
-        let (file, len) = match create_block(&entry.block_path(id), id, first_ts, entry.name()) {
-            Ok(x) => x,
-            // The entry's folder went to the trash (its bucket is being removed).
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Err(NotFound::Entry {
+        // The entry's folder may have gone to the trash (its bucket is being removed): then
+        // the entry is not found, which is what a writer racing that removal should hear.
+        let gone = |e: Error| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                NotFound::Entry {
                     bucket: bucket.name().to_string(),
                     entry: entry.name().to_string(),
                 }
-                .into())
+                .into()
             }
-            Err(e) => return Err(e),
+            e => e,
         };
+        let (file, len) =
+            create_block(&entry.block_path(id), id, first_ts, entry.name()).map_err(gone)?;
         undo.created.push(id);
         if self.inner.sync_dirs() {
-            sync_dir(entry.dir())?;
+            sync_dir(entry.dir()).map_err(gone)?;
         }
         self.inner.files.insert(id, file, first_ts);
         let meta = BlockMeta {

@@ -11,7 +11,8 @@ use common::*;
 use std::process::Command;
 use tsblob_storage::*;
 
-const STEPS: [&str; 8] = [
+const STEPS: [&str; 9] = [
+    "label-copy-appended",
     "block-trashed",
     "block-removal-committed",
     "entry-trashed",
@@ -49,7 +50,7 @@ fn operate(s: &Store, step: &str) {
         "frames-appended" | "write-committed" => {
             s.write("b", "e", &meta(100), &payload(100, 500)).unwrap();
         }
-        "label-copy-committed" => {
+        "label-copy-committed" | "label-copy-appended" => {
             s.update_labels("b", "e", 5, &labels(&[("k", "v")]), &[])
                 .unwrap();
         }
@@ -89,7 +90,13 @@ fn child(dir: &std::path::Path, step: &str, crash: bool) -> std::process::ExitSt
     .env("TSBLOB_CRASH_POINT_STEP", step)
     .env_remove("TSBLOB_CRASH_AT");
     if crash {
-        cmd.env("TSBLOB_CRASH_AT", step);
+        // A label update passes through the write path's "frames-appended" step.
+        let at = if step == "label-copy-appended" {
+            "frames-appended"
+        } else {
+            step
+        };
+        cmd.env("TSBLOB_CRASH_AT", at);
     }
     cmd.status().unwrap()
 }
@@ -145,7 +152,7 @@ fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
             }
             "bucket-trashed" => assert!(matches!(s.bucket("b"), Err(Error::NotFound(_)))),
             "write-committed" => assert!(present.contains(&100), "{step}: {present:?}"),
-            "label-copy-committed" => {
+            "label-copy-committed" | "label-copy-appended" => {
                 assert_eq!(present.len(), 30, "{step}: {present:?}");
                 let l = s.head("b", "e", Some(5)).unwrap().labels;
                 assert_eq!(l, labels(&[("k", "v")]), "{step}");

@@ -6,7 +6,9 @@
 //!
 //! `TSBLOB_MODEL_SEED=<n>` runs one history, `TSBLOB_MODEL_HISTORIES` sets how many (default
 //! 2000), `TSBLOB_MODEL_KILLS` how many of them are killed (default 40),
-//! `TSBLOB_MODEL_FIRST_SEED` the first seed (default 1).
+//! `TSBLOB_MODEL_FIRST_SEED` the first seed (default 1), `TSBLOB_MODEL_DEBUG=1` prints a
+//! killed history's operations and the child's acknowledgements and keeps a copy of the
+//! store as the kill left it.
 
 mod model {
     pub mod check;

@@ -723,6 +723,8 @@ impl Checker {
     pub fn quiescent(&mut self, s: &Store) {
         let keys: Vec<Key> = self.model.keys.keys().cloned().collect();
         let mut failed = BTreeSet::new();
+        // What point reads found present, per entry: what a query must list.
+        let mut readable: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
         for k in &keys {
             let obs = match s.read(&k.bucket, &k.entry, Some(k.ts)) {
                 Ok(r) => Some(Obs {
@@ -737,6 +739,12 @@ impl Checker {
                     continue;
                 }
             };
+            if obs.is_some() {
+                readable
+                    .entry((k.bucket.clone(), k.entry.clone()))
+                    .or_default()
+                    .insert(k.ts);
+            }
             if let Err(v) = self.model.observe(k, &obs, false) {
                 self.fail(format!("after the segment: {v}"));
                 failed.insert((k.bucket.clone(), k.entry.clone()));
@@ -744,12 +752,15 @@ impl Checker {
         }
         // An entry with a wrong record is not compared further (one report per fault).
         for (b, e) in self.model.entries().difference(&failed) {
-            self.entry_matches(s, b, e);
+            let found = readable.remove(&(b.clone(), e.clone())).unwrap_or_default();
+            self.entry_matches(s, b, e, &found);
         }
         self.buckets_match(s);
     }
 
-    fn entry_matches(&mut self, s: &Store, b: &str, e: &str) {
+    /// A query of the entry lists exactly the records point reads found (`readable`), and
+    /// the entry's count agrees; FIFO evicted only the oldest.
+    fn entry_matches(&mut self, s: &Store, b: &str, e: &str, readable: &BTreeSet<u64>) {
         let keys = self.model.keys_of_entry(b, e);
         let present: BTreeMap<u64, Span> = keys
             .iter()
@@ -772,9 +783,9 @@ impl Checker {
             Err(Error::NotFound(_)) => Vec::new(),
             Err(err) => return self.fail(format!("query {b}/{e}: {err}")),
         };
-        let want: Vec<u64> = present.keys().copied().collect();
+        let want: Vec<u64> = readable.iter().copied().collect();
         if listed != want {
-            let extra: Vec<&u64> = listed.iter().filter(|t| !present.contains_key(t)).collect();
+            let extra: Vec<&u64> = listed.iter().filter(|t| !readable.contains(t)).collect();
             let missing: Vec<&u64> = want.iter().filter(|t| !listed.contains(t)).collect();
             self.fail(format!(
                 "query {b}/{e} disagrees with point reads: extra {extra:?}, missing {missing:?}"
@@ -813,6 +824,14 @@ impl Checker {
             .chain([TMP.to_string()])
             .collect();
         for b in names {
+            // A creation or removal cut short by a kill may or may not have happened: what
+            // the store shows decides, from now on.
+            if self.maybe_buckets.remove(&b) {
+                match s.bucket(&b) {
+                    Ok(_) => drop(self.model.buckets.insert(b.clone())),
+                    Err(_) => drop(self.model.buckets.remove(&b)),
+                }
+            }
             let exists = self.model.buckets.contains(&b);
             match s.bucket(&b) {
                 Ok(info) => {

@@ -151,6 +151,9 @@ pub fn child(seed: u64, dir: &str) {
         .expect("child: opening the store the parent prepared");
     let seq = Arc::new(AtomicU64::new(1));
     let out = std::io::stdout();
+    // libtest has printed "test model_child ... " without a newline: end that line, or
+    // the first "seg" line would not parse (and the parent would replay segment 0).
+    let _ = writeln!(out.lock());
     for (k, seg) in h.segments.iter().enumerate() {
         for (part, lanes) in [
             ("s", std::slice::from_ref(&seg.setup)),
@@ -231,8 +234,31 @@ fn killed(
     std::thread::sleep(extra);
     let _ = child.kill(); // SIGKILL
     let _ = child.wait();
+    if std::env::var("TSBLOB_MODEL_DEBUG").is_ok() {
+        // The folder as the kill left it, for a look with `tsblob serve --data`.
+        let keep = std::env::temp_dir().join(format!("tsblob-model-kill-{}", h.seed));
+        let _ = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(dir)
+            .arg(&keep)
+            .status();
+        eprintln!("the killed store is copied to {keep:?}");
+    }
     let rest: Vec<String> = reader.lines().map_while(Result::ok).collect();
     lines.extend(rest);
+    if std::env::var("TSBLOB_MODEL_DEBUG").is_ok() {
+        for (k, seg) in h.segments.iter().enumerate() {
+            eprintln!("seg {k} setup {:?}", seg.setup);
+            for (l, lane) in seg.lanes.iter().enumerate() {
+                for (i, op) in lane.iter().enumerate() {
+                    eprintln!("op {k} {l} {i} {op:?}");
+                }
+            }
+        }
+        for l in &lines {
+            eprintln!("child: {l}");
+        }
+    }
     if lines.iter().any(|l| l == "hang") {
         return Err("HANG in the child process (an operation exceeded the bound)".into());
     }
