@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tsblob_storage::{BatchRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::{content_length, BodyChunks};
-use super::errors::{blocking, classify, AppError, ErrorBody, ErrorDetail};
+use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
 use super::records::Target;
 use crate::framing::{Decoder, Event, FrameHead, TS_NOW};
 
@@ -84,23 +84,22 @@ fn spawn_chunk(t: &Target, records: Vec<BatchRecord>) -> JoinHandle<ChunkOutcome
                         error: None,
                     },
                     Err(e) => {
-                        let (status, code) = classify(&e);
+                        let a = AppError::from(e);
                         RecordResult {
                             ts,
-                            ..detail(status, code, e.to_string())
+                            ..detail(a.status, a.code, a.message)
                         }
                     }
                 })
                 .collect(),
             Err(e) => {
                 // The whole chunk failed: every record in it says why.
-                let (status, code) = classify(&e);
-                let message = e.to_string();
+                let a = AppError::from(e);
                 asked
                     .into_iter()
                     .map(|ts| RecordResult {
                         ts,
-                        ..detail(status, code, message.clone())
+                        ..detail(a.status, a.code, a.message.clone())
                     })
                     .collect()
             }
@@ -112,11 +111,12 @@ async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<Reco
     if let Some(h) = handle {
         match h.await {
             Ok(mut r) => results.append(&mut r),
-            Err(e) => results.push(detail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                format!("a chunk of the batch failed to run ({e}); its records were not confirmed"),
-            )),
+            Err(e) => {
+                let a = AppError::internal(format!(
+                    "a chunk of the batch failed to run ({e}); its records were not confirmed"
+                ));
+                results.push(detail(a.status, a.code, a.message));
+            }
         }
     }
 }
