@@ -163,7 +163,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let (store, bucket) = (t.state.store.clone(), t.bucket.clone());
     blocking(move || Ok(store.bucket(&bucket).map(|_| ())?)).await?;
 
-    let mut chunks = BodyChunks::new(body, limits.max_body, limits.idle_timeout);
+    let mut chunks = BodyChunks::new(body, limits.max_body, &limits);
     let mut dec = Decoder::new();
     let mut buf = BytesMut::new();
     let mut current: Option<Pending> = None;

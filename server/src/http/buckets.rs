@@ -194,7 +194,7 @@ pub async fn create(
 ) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("create buckets")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let update = SettingsInput::parse(&body)?;
@@ -222,7 +222,7 @@ pub async fn update(
 ) -> Result<Json<BucketJson>, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("change bucket settings")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let update = SettingsInput::parse(&body)?;

@@ -40,6 +40,8 @@ pub struct Limits {
     pub max_batch_record: u64,
     /// The longest a client may leave a request body idle before it is dropped.
     pub idle_timeout: Duration,
+    /// How long a whole body may take (a base plus a minimum rate).
+    pub body_deadline: body::BodyDeadline,
 }
 
 impl Default for Limits {
@@ -48,6 +50,7 @@ impl Default for Limits {
             max_body: 4 << 30,
             max_batch_record: 64 << 20,
             idle_timeout: Duration::from_secs(60),
+            body_deadline: body::BodyDeadline::default(),
         }
     }
 }

@@ -110,7 +110,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             return Err(AppError::too_large(limits.max_body));
         }
     }
-    let chunks = BodyChunks::new(body, limits.max_body, limits.idle_timeout);
+    let chunks = BodyChunks::new(body, limits.max_body, &limits);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let ts = match len {
         Some(n) if n <= SMALL_BODY => {
@@ -257,7 +257,7 @@ pub async fn update_labels(t: Target, req: Request) -> Result<Response, AppError
     let ts = params
         .ts
         .ok_or_else(|| AppError::bad_request("PATCH needs ?ts=<µs> naming the record to update"))?;
-    let body = BodyChunks::new(req.into_body(), 1 << 20, t.state.limits.idle_timeout)
+    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
         .collect(1024)
         .await?;
     let update: LabelUpdate = serde_json::from_slice(&body).map_err(|e| {

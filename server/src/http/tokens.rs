@@ -85,7 +85,7 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, AppError> {
     caller.require_admin("create tokens")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let spec: TokenSpec = if body.iter().all(u8::is_ascii_whitespace) {
