@@ -1,14 +1,12 @@
 //! Request bodies as bounded, time-limited streams, and response bodies fed by a blocking
 //! producer through a bounded channel (the backpressure of every large transfer).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, BodyDataStream};
 use axum::http::StatusCode;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use parking_lot::Mutex;
 
 use super::errors::AppError;
 use super::Limits;
@@ -119,30 +117,6 @@ impl BodyChunks {
             out.extend_from_slice(&chunk);
         }
         Ok(out)
-    }
-
-    /// The body as an `AsyncRead` for `SyncIoBridge`. Why it failed (size, stall, cut-off)
-    /// is left in the returned slot, because the engine only sees an `io::Error`.
-    pub fn into_reader(
-        self,
-    ) -> (
-        impl tokio::io::AsyncRead + Send + Unpin + 'static,
-        Arc<Mutex<Option<AppError>>>,
-    ) {
-        let slot: Arc<Mutex<Option<AppError>>> = Arc::new(Mutex::new(None));
-        let s = slot.clone();
-        let stream = futures_util::stream::unfold((self, s), |(mut chunks, slot)| async move {
-            match chunks.next().await {
-                Ok(Some(bytes)) => Some((Ok(bytes), (chunks, slot))),
-                Ok(None) => None,
-                Err(e) => {
-                    let io = std::io::Error::other(e.message.clone());
-                    *slot.lock() = Some(e);
-                    Some((Err(io), (chunks, slot)))
-                }
-            }
-        });
-        (tokio_util::io::StreamReader::new(Box::pin(stream)), slot)
     }
 }
 

@@ -1,4 +1,4 @@
-//! One record: write (streamed into the engine), read (small ones whole, large ones
+//! One record: write (small bodies whole, larger ones received into a spool first), read (small ones whole, large ones
 //! streamed), `HEAD`, label updates, removal; and the entry routes (info, remove).
 
 use std::collections::BTreeMap;
@@ -18,10 +18,12 @@ use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{content_type_from, labels_from, put_meta, TS_HEADER};
 use super::params::RecordParams;
+use super::spool;
 use super::AppState;
 
-/// Bodies up to this size are collected and written with one engine call; larger (or
-/// unannounced) ones are streamed.
+/// Bodies up to this size are collected in memory; larger (or unannounced) ones are
+/// received into a spool (`spool.rs`). Either way the engine is called once, with the
+/// whole payload.
 const SMALL_BODY: u64 = 256 << 10;
 /// Records up to this size are read whole; larger ones are streamed in chunks.
 const SMALL_READ: u64 = 1 << 20;
@@ -118,18 +120,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             blocking(move || Ok(store.write(&bucket, &entry, &meta, &data)?)).await?
         }
         _ => {
-            let (reader, why) = chunks.into_reader();
-            let result = blocking(move || {
-                let mut sync = tokio_util::io::SyncIoBridge::new(reader);
-                Ok(store.write_stream(&bucket, &entry, &meta, &mut sync, len)?)
-            })
-            .await;
-            // The engine saw an I/O error; the real cause (limit, stall) is in `why`.
-            let cause = why.lock().take();
-            match (result, cause) {
-                (Err(_), Some(cause)) => return Err(cause),
-                (r, _) => r?,
+            // The whole body is received before the engine is asked for anything.
+            let spool = spool::receive(&store, &bucket, chunks).await?;
+            if len.is_some_and(|n| n != spool.len()) {
+                return Err(AppError::bad_request(format!(
+                    "the body has {} bytes but Content-Length said {}: nothing was stored",
+                    spool.len(),
+                    len.unwrap_or_default()
+                )));
             }
+            blocking(move || Ok(spool::write_spooled(&store, &bucket, &entry, &meta, spool)?))
+                .await?
         }
     };
     let mut resp = (StatusCode::CREATED, Json(Written { ts })).into_response();
