@@ -68,6 +68,9 @@ pub struct ServeArgs {
     /// Largest record inside a batch (batched records are held in memory until written).
     #[arg(long, env = "TSBLOB_MAX_BATCH_RECORD", default_value = "64MiB", value_parser = parse_size)]
     pub max_batch_record: u64,
+    /// Most records in one batch body (each record's result is held until the answer).
+    #[arg(long, env = "TSBLOB_MAX_BATCH_RECORDS", default_value_t = 100_000)]
+    pub max_batch_records: u64,
     /// A request body that sends nothing for this long is dropped (slow or stuck clients).
     #[arg(long, env = "TSBLOB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
@@ -137,6 +140,7 @@ impl ServeArgs {
         Limits {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
+            max_batch_records: self.max_batch_records,
             idle_timeout: self.idle_timeout,
             body_deadline: crate::http::body::BodyDeadline {
                 base: self.body_deadline,

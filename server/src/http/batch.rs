@@ -19,10 +19,29 @@ use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
 use super::records::Target;
 use crate::framing::{Decoder, Event, FrameHead, TS_NOW};
 
-/// A chunk is written when it holds this many payload bytes ...
+/// A chunk is written when the memory it holds reaches this many bytes (payloads, content
+/// types, labels and the per-record overhead of [`held_bytes`]) ...
 const CHUNK_BYTES: usize = 1 << 20;
 /// ... or this many records.
 const CHUNK_RECORDS: usize = 4096;
+/// What a record costs in memory besides its payload, content type and label bytes: the
+/// record and its result, ...
+const RECORD_OVERHEAD: usize = 160;
+/// ... and each label (two `String`s in a map node).
+const LABEL_OVERHEAD: usize = 96;
+
+/// The memory a parsed record holds while it waits in a chunk, counting every byte the
+/// client sent for it (not only its payload): a batch of records with 1 MiB of labels
+/// and no payload must fill chunks as fast as one with 1 MiB payloads.
+fn held_bytes(head: &FrameHead) -> usize {
+    RECORD_OVERHEAD
+        + head.content_type.len()
+        + head
+            .labels
+            .iter()
+            .map(|(k, v)| LABEL_OVERHEAD + k.len() + v.len())
+            .sum::<usize>()
+}
 
 /// The fate of one record of a batch.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -192,6 +211,18 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         )));
                         break 'body;
                     }
+                    if dec.records() > limits.max_batch_records {
+                        fault = Some(AppError::new(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "payload_too_large",
+                            format!(
+                                "the batch has more than {} records, the server's limit per request (each record's result is held until the answer): split it, or start the server with a larger --max-batch-records",
+                                limits.max_batch_records
+                            ),
+                        ));
+                        break 'body;
+                    }
+                    chunk_bytes += held_bytes(&head);
                     let len = head.payload_len as usize;
                     current = Some(Pending {
                         head,
