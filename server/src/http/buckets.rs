@@ -267,7 +267,11 @@ pub struct ServerInfo {
 /// Version, uptime, usage and sync policy.
 #[utoipa::path(get, path = "/api/v1/info", tag = "service",
     responses((status = 200, body = ServerInfo)))]
-pub async fn server_info(State(state): State<AppState>) -> Result<Json<ServerInfo>, AppError> {
+pub async fn server_info(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<ServerInfo>, AppError> {
+    caller.require_all_buckets("read the server's info")?;
     let store = state.store.clone();
     let stats = blocking(move || Ok(store.stats())).await?;
     Ok(Json(ServerInfo {
