@@ -133,6 +133,7 @@ impl ServeArgs {
                 .map_err(|_| "--index-map-size is too large for this machine".to_string())?,
             free_space_reserve: self.free_space_reserve,
             default_bucket: self.default_bucket()?,
+            max_open_files: None,
         })
     }
 

@@ -36,6 +36,27 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The same error again, for each writer of a failed group commit: typed as the
+    /// original (an ENOSPC stays `DiskFull`, an I/O error keeps its OS code).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Name(e) => Error::Name(e.clone()),
+            Error::NotFound(e) => Error::NotFound(e.clone()),
+            Error::Bucket(e) => Error::Bucket(e.clone()),
+            Error::Write(e) => Error::Write(e.clone()),
+            Error::Corrupt(e) => Error::Corrupt(e.clone()),
+            Error::Open(e) => Error::Index(e.to_string()),
+            Error::Io { context, source } => Error::Io {
+                context: context.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::Index(s) => Error::Index(s.clone()),
+        }
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         // A full disk met half-way through a write is still a full disk to the caller.
         if source.raw_os_error() == Some(libc::ENOSPC) {
@@ -85,9 +106,7 @@ pub enum NameError {
         ch: char,
         slash: &'static str,
     },
-    #[error(
-        "{kind} name {name:?} ends in the reserved segment {segment:?} (reserved for the HTTP API)"
-    )]
+    #[error("{kind} name {name:?} uses the reserved word {segment:?}: reserved words are the data folder's own files (index, tokens, settings, tsblob.lock, names starting with '.' or 'index.') and, as an entry's last segment, the HTTP API's route words (batch, query, info, labels); choose another name")]
     Reserved {
         kind: &'static str,
         name: String,
@@ -137,7 +156,8 @@ pub enum WriteError {
         used: u64,
         needed: u64,
     },
-    #[error("disk full at {path:?}: {available} bytes free, {reserve} kept in reserve; free space or remove data")]
+    /// `path` is for the log; the message (which reaches HTTP clients) does not name it.
+    #[error("the disk holding the data folder is full: {available} bytes free, {reserve} kept in reserve; free space or remove data (a FIFO quota gives up old blocks instead)")]
     DiskFull {
         path: PathBuf,
         available: u64,

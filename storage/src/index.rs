@@ -16,9 +16,9 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::lock::{Rank, RwLock};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
-use parking_lot::RwLock;
 
 pub use crate::chunk::RecMeta;
 use crate::chunk::{
@@ -162,13 +162,15 @@ impl BlockMeta {
 }
 
 /// The opened LMDB environment and its tables.
+/// The tables are private: every key and value is encoded and decoded here, and the rest
+/// of the engine speaks in entry ids, timestamps, block ids and names.
 pub struct Index {
-    pub env: Env<WithoutTls>,
-    pub chunks: Database<Bytes, Bytes>,
-    pub metas: Database<Bytes, Bytes>,
-    pub blocks: Database<Bytes, Bytes>,
-    pub entries: Database<Bytes, Bytes>,
-    pub meta: Database<Bytes, Bytes>,
+    env: Env<WithoutTls>,
+    chunks: Database<Bytes, Bytes>,
+    metas: Database<Bytes, Bytes>,
+    blocks: Database<Bytes, Bytes>,
+    entries: Database<Bytes, Bytes>,
+    meta: Database<Bytes, Bytes>,
     /// The `metas` table in memory, per entry id, filled lazily. It may run ahead of what
     /// is committed (ids a write transaction assigned): [`Index::forget_metas`] clears it
     /// when a write transaction fails.
@@ -206,7 +208,7 @@ impl Index {
             blocks,
             entries,
             meta,
-            interner: RwLock::new(HashMap::new()),
+            interner: RwLock::new(Rank::Interner, HashMap::new()),
         })
     }
 
@@ -216,6 +218,74 @@ impl Index {
 
     pub fn write_txn(&self) -> Result<RwTxn<'_>> {
         Ok(self.env.write_txn()?)
+    }
+
+    /// Makes every committed transaction durable (the environment runs with `NO_SYNC`).
+    pub fn force_sync(&self) -> Result<()> {
+        Ok(self.env.force_sync()?)
+    }
+
+    /// The index format version, if one was written.
+    pub fn version(&self, txn: &Txn<'_>) -> Result<Option<Vec<u8>>> {
+        Ok(self.meta.get(txn, b"version")?.map(|v| v.to_vec()))
+    }
+
+    pub fn set_version(&self, txn: &mut RwTxn<'_>) -> Result<()> {
+        Ok(self.meta.put(txn, b"version", INDEX_VERSION)?)
+    }
+
+    pub fn put_block(&self, txn: &mut RwTxn<'_>, id: u64, meta: &BlockMeta) -> Result<()> {
+        Ok(self.blocks.put(txn, &id.to_be_bytes(), &meta.encode())?)
+    }
+
+    pub fn delete_block(&self, txn: &mut RwTxn<'_>, id: u64) -> Result<()> {
+        self.blocks.delete(txn, &id.to_be_bytes())?;
+        Ok(())
+    }
+
+    /// Every block's id and metadata (`None`: undecodable).
+    pub fn blocks(&self, txn: &Txn<'_>) -> Result<Vec<(u64, Option<BlockMeta>)>> {
+        let mut out = Vec::new();
+        for item in self.blocks.iter(txn)? {
+            let (k, v) = item?;
+            let id = <[u8; 8]>::try_from(k)
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Index("a block key is not 8 bytes".into()))?;
+            out.push((id, BlockMeta::decode(v)));
+        }
+        Ok(out)
+    }
+
+    pub fn put_entry(&self, txn: &mut RwTxn<'_>, bucket: &str, entry: &str, id: u32) -> Result<()> {
+        Ok(self
+            .entries
+            .put(txn, &entry_key(bucket, entry), &id.to_be_bytes())?)
+    }
+
+    pub fn delete_entry(&self, txn: &mut RwTxn<'_>, bucket: &str, entry: &str) -> Result<()> {
+        self.entries.delete(txn, &entry_key(bucket, entry))?;
+        Ok(())
+    }
+
+    /// Every entry: (bucket, entry, id).
+    pub fn entries(&self, txn: &Txn<'_>) -> Result<Vec<(String, String, u32)>> {
+        let mut out = Vec::new();
+        for item in self.entries.iter(txn)? {
+            let (k, v) = item?;
+            let id = <[u8; 4]>::try_from(v)
+                .map(u32::from_be_bytes)
+                .map_err(|_| Error::Index("an entry id is not 4 bytes".into()))?;
+            let mut parts = k.splitn(2, |b| *b == 0);
+            let (Some(b), Some(e)) = (parts.next(), parts.next()) else {
+                return Err(Error::Index("an entry key has no separator".into()));
+            };
+            out.push((
+                String::from_utf8_lossy(b).into_owned(),
+                String::from_utf8_lossy(e).into_owned(),
+                id,
+            ));
+        }
+        Ok(out)
     }
 
     /// Empties every table (and the `records` table of index version 1, whose pages go
@@ -627,7 +697,7 @@ impl Index {
 }
 
 /// Bytes of an entry-table key.
-pub fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
+fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(bucket.len() + entry.len() + 1);
     k.extend_from_slice(bucket.as_bytes());
     k.push(0);

@@ -23,18 +23,26 @@
 //! ```
 
 mod block;
+mod bucket;
 mod chunk;
+mod commit;
+mod entry;
 mod error;
+mod files;
 mod frame;
 mod index;
+mod labels;
+mod lock;
 mod names;
+mod quota;
 mod read;
 mod record;
 mod recover;
 mod remove;
 mod settings;
+mod spool;
 mod store;
-mod sync;
+mod trash;
 mod write;
 
 pub use block::RecordReader;
@@ -45,12 +53,13 @@ pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
-    RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE,
+    RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
 };
 pub use recover::rebuild_index;
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
 };
+pub use spool::Spool;
 pub use store::{Store, StoreStats};
 
 /// The current time in microseconds since the Unix epoch.
@@ -59,6 +68,21 @@ pub fn now_micros() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0)
+}
+
+/// A test hook for crash tests: a process started with `TSBLOB_CRASH_AT=<step>` aborts
+/// (no destructor, no flush: as a kill -9 would leave it) on reaching that step, so a test
+/// can stop the engine between any two steps of a write or a removal and check what a
+/// restart finds. The steps are named where they are called.
+pub(crate) fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT
+        .get_or_init(|| std::env::var("TSBLOB_CRASH_AT").ok())
+        .as_deref()
+        == Some(step)
+    {
+        std::process::abort();
+    }
 }
 
 /// Entry points for fuzzing the on-disk parsers (`fuzz/`); not a stable API.

@@ -7,6 +7,10 @@ const ENTRY_MAX: usize = 255;
 const LABEL_KEY_MAX: usize = 128;
 /// Last segments of an entry name that the HTTP API uses for its own routes.
 const RESERVED_LAST: [&str; 4] = ["batch", "query", "info", "labels"];
+/// Names in the data folder that belong to the engine or to the program embedding it (the
+/// server keeps its tokens in `tokens`): no bucket may take them. Names that start with `.`
+/// (the engine's scratch folders) or `index.` (a damaged index set aside) are reserved too.
+const RESERVED_BUCKETS: [&str; 4] = ["index", "tokens", "tsblob.lock", "settings"];
 
 fn plain(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
@@ -46,7 +50,15 @@ pub fn validate_bucket_name(name: &str) -> Result<(), NameError> {
             slash: "",
         });
     }
-    check_segment(kind, name, name)
+    check_segment(kind, name, name)?;
+    if RESERVED_BUCKETS.contains(&name) || name.starts_with('.') || name.starts_with("index.") {
+        return Err(NameError::Reserved {
+            kind,
+            name: name.to_string(),
+            segment: name.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// An entry name: 1–255 bytes, `/`-separated segments of letters, digits, `-`, `_`, `.`;
@@ -78,6 +90,14 @@ pub fn validate_entry_name(name: &str) -> Result<(), NameError> {
     for seg in name.split('/') {
         check_segment(kind, name, seg)?;
         last = seg;
+    }
+    // An entry's folder sits beside the bucket's settings file (and its temporary copy).
+    if name == "settings" || name == "settings.tmp" {
+        return Err(NameError::Reserved {
+            kind,
+            name: name.to_string(),
+            segment: name.to_string(),
+        });
     }
     if RESERVED_LAST.contains(&last) {
         return Err(NameError::Reserved {
@@ -134,11 +154,37 @@ mod tests {
 
     #[test]
     fn rejects_escapes() {
-        for bad in ["", ".", "..", "a/b", "a\0b", "a b", "../x", "é"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a\0b",
+            "a b",
+            "../x",
+            "é",
+            "index",
+            "tokens",
+            ".trash",
+            ".x",
+            "tsblob.lock",
+            "index.damaged-1",
+            "settings",
+        ] {
             assert!(validate_bucket_name(bad).is_err(), "{bad:?} accepted");
         }
         for bad in [
-            "", "..", "a/../b", "/a", "a/", "a//b", "a\nb", "x/query", "batch",
+            "",
+            "..",
+            "a/../b",
+            "/a",
+            "a/",
+            "a//b",
+            "a\nb",
+            "x/query",
+            "batch",
+            "settings",
+            "settings.tmp",
         ] {
             assert!(validate_entry_name(bad).is_err(), "{bad:?} accepted");
         }

@@ -6,9 +6,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::block::{block_path, read_frame};
+use crate::block::read_frame;
+use crate::entry::Entry;
+use crate::files::FileCache;
 use crate::index::IndexValue;
-use crate::store::Entry;
 use crate::*;
 
 /// How many index records a query fetches per LMDB read transaction.
@@ -28,9 +29,9 @@ impl Store {
             Some(ts) => self
                 .inner
                 .index
-                .get_record(&txn, e.id, ts)?
+                .get_record(&txn, e.id(), ts)?
                 .map(|v| (ts, v)),
-            None => self.inner.index.last(&txn, e.id)?,
+            None => self.inner.index.last(&txn, e.id())?,
         };
         let (ts, v) = found.ok_or_else(|| NotFound::Record {
             bucket: bucket.into(),
@@ -43,7 +44,8 @@ impl Store {
     /// Reads a record (`ts = None`: the latest).
     pub fn read(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<Record> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        read_value(&e, ts, v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+        read_value(&self.inner.files, &e, ts, v)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
     /// The metadata of a record, from the index alone.
@@ -55,7 +57,8 @@ impl Store {
     /// A record's payload as a stream, for records too large to hold in memory.
     pub fn open_record(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordReader> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        open_value(&e, &v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+        open_value(&self.inner.files, &e, &v)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
     /// Records with `start <= ts < stop` matching every filter, oldest first (or newest
@@ -103,9 +106,9 @@ fn gone_is_not_found(err: Error, bucket: &str, entry: &str, ts: u64) -> Error {
 }
 
 /// Reads and checks a record's payload (the path is only built for an error message).
-fn read_payload(e: &Entry, ts: u64, v: &IndexValue) -> Result<Vec<u8>> {
-    let (file, base_ts) = e.file(v.block_id)?;
-    let path = || block_path(&e.dir, v.block_id);
+fn read_payload(files: &FileCache, e: &Entry, ts: u64, v: &IndexValue) -> Result<Vec<u8>> {
+    let (file, base_ts) = files.get(v.block_id, || e.block_path(v.block_id))?;
+    let path = || e.block_path(v.block_id);
     let (head, data) = read_frame(
         &file,
         &path,
@@ -126,19 +129,19 @@ fn read_payload(e: &Entry, ts: u64, v: &IndexValue) -> Result<Vec<u8>> {
     Ok(data)
 }
 
-fn read_value(e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
-    let data = read_payload(e, ts, &v)?;
+fn read_value(files: &FileCache, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
+    let data = read_payload(files, e, ts, &v)?;
     Ok(Record {
         meta: meta_of(ts, &v),
         data,
     })
 }
 
-fn open_value(e: &Entry, v: &IndexValue) -> Result<RecordReader> {
-    let (file, base_ts) = e.file(v.block_id)?;
+fn open_value(files: &FileCache, e: &Entry, v: &IndexValue) -> Result<RecordReader> {
+    let (file, base_ts) = files.get(v.block_id, || e.block_path(v.block_id))?;
     RecordReader::open(
         file,
-        &block_path(&e.dir, v.block_id),
+        &e.block_path(v.block_id),
         v.offset,
         v.frame_len,
         base_ts,
@@ -148,6 +151,7 @@ fn open_value(e: &Entry, v: &IndexValue) -> Result<RecordReader> {
 /// One record found by a query: its metadata now, its payload on demand.
 pub struct QueryItem {
     pub meta: RecordMeta,
+    store: Store,
     entry: Arc<Entry>,
     value: IndexValue,
     bucket: String,
@@ -157,14 +161,19 @@ impl QueryItem {
     /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
     /// by a FIFO quota) after the query listed it: callers skip such items.
     pub fn data(&self) -> Result<Vec<u8>> {
-        read_payload(&self.entry, self.meta.ts, &self.value)
-            .map_err(|e| gone_is_not_found(e, &self.bucket, &self.entry.name, self.meta.ts))
+        read_payload(
+            &self.store.inner.files,
+            &self.entry,
+            self.meta.ts,
+            &self.value,
+        )
+        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }
 
     /// The payload as a stream (for large records); the CRC is checked at its end.
     pub fn reader(&self) -> Result<RecordReader> {
-        open_value(&self.entry, &self.value)
-            .map_err(|e| gone_is_not_found(e, &self.bucket, &self.entry.name, self.meta.ts))
+        open_value(&self.store.inner.files, &self.entry, &self.value)
+            .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }
 }
 
@@ -190,7 +199,7 @@ impl QueryIter {
         let mut out = Vec::with_capacity(PAGE);
         index.range(
             &txn,
-            self.entry.id,
+            self.entry.id(),
             self.lo..self.hi,
             self.descending,
             PAGE,
@@ -255,6 +264,7 @@ impl Iterator for QueryIter {
         self.left -= 1;
         Some(Ok(QueryItem {
             meta: meta_of(ts, &value),
+            store: self.store.clone(),
             entry: self.entry.clone(),
             value,
             bucket: self.bucket.clone(),

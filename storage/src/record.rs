@@ -2,6 +2,13 @@
 
 use std::collections::BTreeMap;
 
+/// At most this many labels per record (write, batch and label update alike).
+pub const MAX_LABELS: usize = 1000;
+/// At most this many bytes of label keys and values per record, in all.
+pub const MAX_LABELS_BYTES: usize = 64 << 10;
+/// At most this many bytes in one label value.
+pub const MAX_LABEL_VALUE: usize = 4096;
+
 /// Labels of a record: string keys to string values, kept sorted.
 pub type Labels = BTreeMap<String, String>;
 
@@ -127,6 +134,8 @@ pub struct RecoveryReport {
     pub reindexed: u64,
     /// Bytes cut from block tails that did not parse (torn writes, garbage).
     pub truncated_bytes: u64,
+    /// Bytes of damaged frames skipped inside blocks (the valid frames after them kept).
+    pub skipped_bytes: u64,
     /// One line per repair, for logs.
     pub events: Vec<String>,
 }

@@ -10,18 +10,18 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use heed::RwTxn;
-use parking_lot::{Mutex, RwLock};
 
 use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame};
-use crate::frame::FLAG_DELETED;
-use crate::index::{entry_key, BlockMeta, Index, IndexValue, RecMeta, INDEX_VERSION};
+use crate::bucket::Bucket;
+use crate::entry::{Entry, EntryState};
+use crate::frame::{FLAG_DELETED, FRAME_MAGIC};
+use crate::index::{BlockMeta, Index, IndexValue, RecMeta, INDEX_VERSION};
 use crate::names::entry_from_dir_name;
-use crate::store::{Bucket, Entry, EntryState, Inner, INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
-use crate::sync::Committer;
+use crate::store::{Loaded, INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
+use crate::trash::Trash;
 use crate::*;
 
 fn lock_folder(path: &Path) -> Result<File> {
@@ -105,21 +105,20 @@ fn any_blocks(path: &Path) -> Result<bool> {
 /// Why the index cannot be trusted, if it cannot.
 fn index_problem(index: &Index) -> Result<Option<String>> {
     let txn = index.read_txn()?;
-    match index.meta.get(&txn, b"version")? {
+    match index.version(&txn)? {
         Some(v) if v == INDEX_VERSION => {}
         Some(v) => {
             return Ok(Some(format!(
                 "index version {:?} is not {:?}",
-                String::from_utf8_lossy(v),
+                String::from_utf8_lossy(&v),
                 String::from_utf8_lossy(INDEX_VERSION)
             )))
         }
         None => return Ok(Some("index has no version".into())),
     }
     let mut live = 0u64;
-    for item in index.blocks.iter(&txn)? {
-        let (_, v) = item?;
-        let Some(m) = BlockMeta::decode(v) else {
+    for (_, m) in index.blocks(&txn)? {
+        let Some(m) = m else {
             return Ok(Some("undecodable block metadata".into()));
         };
         live += m.records;
@@ -148,7 +147,7 @@ fn open_index(
     match Index::open(&dir, opts.map_size) {
         Ok(index) if !existed => {
             let mut txn = index.write_txn()?;
-            index.meta.put(&mut txn, b"version", INDEX_VERSION)?;
+            index.set_version(&mut txn)?;
             txn.commit()?;
             Ok((index, false))
         }
@@ -193,34 +192,26 @@ fn note(report: &mut RecoveryReport, line: &str) {
     report.events.push(line.to_string());
 }
 
-/// Opens a data folder into the engine's state, repairing what needs repair.
-pub(crate) fn open_inner(path: &Path, opts: StoreOptions) -> Result<Inner> {
+/// Opens a data folder: locks it, opens (or rebuilds) the index, empties the trash and
+/// reconciles every block file with the index. Returns what `Store::open` builds on.
+pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
     let lock = lock_folder(path)?;
     let path = path
         .canonicalize()
         .map_err(|e| Error::io(format!("resolving {path:?}"), e))?;
     let mut report = RecoveryReport::default();
-    let (index, rebuild) = open_index(&path, &opts, &mut report)?;
+    let trash = Trash::open(&path, opts.sync == SyncPolicy::Always, &mut report)?;
+    let (index, rebuild) = open_index(&path, opts, &mut report)?;
     let (buckets, next_block, next_entry) = load(&path, &index, rebuild, &mut report)?;
-    Ok(Inner {
-        committer: Committer::new(opts.sync),
+    Ok(Loaded {
         path,
-        opts,
+        lock,
         index,
-        buckets: RwLock::new(buckets),
-        next_block: AtomicU64::new(next_block),
-        next_entry: AtomicU32::new(next_entry),
-        create_lock: Mutex::new(()),
+        buckets,
+        next_block,
+        next_entry,
+        trash,
         report,
-        evicted_blocks: AtomicU64::new(0),
-        free_cache: Mutex::new(crate::store::FreeCache {
-            measured: None,
-            free: 0,
-            written_since: 0,
-        }),
-        closing: AtomicBool::new(false),
-        syncer: Mutex::new(None),
-        _lock: lock,
     })
 }
 
@@ -235,46 +226,36 @@ pub fn rebuild_index(path: &Path, opts: &StoreOptions) -> Result<RecoveryReport>
     let index = Index::open(&path.join(INDEX_DIR), opts.map_size)?;
     clear_index(&index)?;
     load(path, &index, true, &mut report)?;
-    index.env.force_sync()?;
+    index.force_sync()?;
     Ok(report)
 }
 
-type Loaded = (BTreeMap<String, Arc<Bucket>>, u64, u32);
+type Found = (BTreeMap<String, Arc<Bucket>>, u64, u32);
 
 /// Loads buckets, entries and blocks, reconciling the index with the block files.
-fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) -> Result<Loaded> {
+fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) -> Result<Found> {
     let mut buckets = BTreeMap::new();
     let mut next_block = 1u64;
     let mut next_entry = 1u32;
     // Known entries and blocks, from the index.
-    let mut known_entries: HashMap<Vec<u8>, u32> = HashMap::new();
+    let mut known_entries: HashMap<(String, String), u32> = HashMap::new();
     let mut metas: HashMap<u64, BlockMeta> = HashMap::new();
     {
         let txn = index.read_txn()?;
-        for item in index.entries.iter(&txn)? {
-            let (k, v) = item?;
-            let id = u32::from_be_bytes(
-                v.try_into()
-                    .map_err(|_| Error::Index("bad entry id".into()))?,
-            );
+        for (b, e, id) in index.entries(&txn)? {
             next_entry = next_entry.max(id + 1);
-            known_entries.insert(k.to_vec(), id);
+            known_entries.insert((b, e), id);
         }
-        for item in index.blocks.iter(&txn)? {
-            let (k, v) = item?;
-            let id = u64::from_be_bytes(
-                k.try_into()
-                    .map_err(|_| Error::Index("bad block id".into()))?,
-            );
+        for (id, m) in index.blocks(&txn)? {
             next_block = next_block.max(id + 1);
-            if let Some(m) = BlockMeta::decode(v) {
+            if let Some(m) = m {
                 metas.insert(id, m);
             }
         }
     }
     let mut txn = index.write_txn()?;
     if rebuild {
-        index.meta.put(&mut txn, b"version", INDEX_VERSION)?;
+        index.set_version(&mut txn)?;
     }
     let mut seen_entries = std::collections::HashSet::new();
     for (bname, bdir) in bucket_dirs(path)? {
@@ -289,25 +270,18 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
         let bucket = Bucket::new(&bname, bdir.clone(), settings);
         let mut size = 0u64;
         for (ename, edir) in entry_dirs(&bdir)? {
-            let key = entry_key(&bname, &ename);
+            let key = (bname.clone(), ename.clone());
             let id = match known_entries.get(&key) {
                 Some(id) => *id,
                 None => {
                     let id = next_entry;
                     next_entry += 1;
-                    index.entries.put(&mut txn, &key, &id.to_be_bytes())?;
+                    index.put_entry(&mut txn, &bname, &ename, id)?;
                     id
                 }
             };
             seen_entries.insert(key);
-            let entry = Entry::new(id, &ename, &bdir);
-            let mut st = EntryState {
-                blocks: BTreeMap::new(),
-                active: None,
-                last_auto_ts: 0,
-                ceiling: None,
-                removed: false,
-            };
+            let mut blocks = BTreeMap::new();
             let files = block_files(&edir)?;
             // Metadata whose file vanished: drop it and its records.
             let stale: Vec<u64> = metas
@@ -319,38 +293,34 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                 if let Some(m) = metas.remove(&bid) {
                     note(report, &format!("block {bid:016x} of {bname}/{ename} is missing: its {} records are dropped from the index", m.records));
                     drop_block_records(index, &mut txn, id, &m, bid)?;
-                    index.blocks.delete(&mut txn, &bid.to_be_bytes())?;
+                    index.delete_block(&mut txn, bid)?;
                 }
             }
             for (bid, bpath) in files {
                 next_block = next_block.max(bid + 1);
                 let known = metas.get(&bid).copied().filter(|m| m.entry_id == id);
                 let meta =
-                    check_block(index, &mut txn, &entry, bid, &bpath, known, &mut st, report)?;
+                    check_block(index, &mut txn, id, bid, &bpath, known, &mut blocks, report)?;
                 if let Some(meta) = meta {
                     size += meta.indexed_len;
-                    index
-                        .blocks
-                        .put(&mut txn, &bid.to_be_bytes(), &meta.encode())?;
-                    st.blocks.insert(bid, meta);
+                    index.put_block(&mut txn, bid, &meta)?;
+                    blocks.insert(bid, meta);
                 }
             }
-            st.ceiling = st
-                .blocks
-                .values()
-                .filter(|m| m.records > 0)
-                .map(|m| m.max_ts)
-                .max();
-            *entry.state.lock() = st;
-            bucket.entries.write().insert(ename, Arc::new(entry));
+            let entry = Entry::new(id, &ename, &bdir, EntryState::new(blocks));
+            bucket.insert_entry(Arc::new(entry));
         }
-        bucket.size.store(size, Ordering::Relaxed);
+        bucket.set_size(size);
         buckets.insert(bname, Arc::new(bucket));
     }
     // Entries the index knows but whose folders are gone.
-    for (key, id) in &known_entries {
-        if !seen_entries.contains(key) {
-            index.entries.delete(&mut txn, key)?;
+    for ((b, e), id) in &known_entries {
+        if !seen_entries.contains(&(b.clone(), e.clone())) {
+            note(
+                report,
+                &format!("entry {b}/{e} has no folder (removed): dropping it from the index"),
+            );
+            index.delete_entry(&mut txn, b, e)?;
             index.delete_entry_records(&mut txn, *id)?;
         }
     }
@@ -377,11 +347,11 @@ fn drop_block_records(
 fn check_block(
     index: &Index,
     txn: &mut RwTxn<'_>,
-    entry: &Entry,
+    entry_id: u32,
     bid: u64,
     bpath: &Path,
     known: Option<BlockMeta>,
-    st: &mut EntryState,
+    blocks: &mut BTreeMap<u64, BlockMeta>,
     report: &mut RecoveryReport,
 ) -> Result<Option<BlockMeta>> {
     let (file, base_ts, header_len) = match open_block(bpath) {
@@ -393,9 +363,9 @@ fn check_block(
                 &format!("block {bpath:?} has no valid header ({e}); moved to {aside:?}"),
             );
             if let Some(m) = known {
-                drop_block_records(index, txn, entry.id, &m, bid)?;
+                drop_block_records(index, txn, entry_id, &m, bid)?;
             }
-            index.blocks.delete(txn, &bid.to_be_bytes())?;
+            index.delete_block(txn, bid)?;
             std::fs::rename(bpath, &aside)
                 .map_err(|err| Error::io(format!("moving {bpath:?}"), err))?;
             return Ok(None);
@@ -414,10 +384,10 @@ fn check_block(
         Some(m) if m.indexed_len < file_len => (m, m.indexed_len),
         Some(m) => {
             note(report, &format!("block {bpath:?} is {file_len} bytes but the index knew {}: re-indexing it whole", m.indexed_len));
-            drop_block_records(index, txn, entry.id, &m, bid)?;
-            (fresh_meta(entry.id, base_ts), header_len)
+            drop_block_records(index, txn, entry_id, &m, bid)?;
+            (fresh_meta(entry_id, base_ts), header_len)
         }
-        None => (fresh_meta(entry.id, base_ts), header_len),
+        None => (fresh_meta(entry_id, base_ts), header_len),
     };
     let mut pos = from;
     let mut added = 0u64;
@@ -430,41 +400,51 @@ fn check_block(
         if pos >= file_len {
             break;
         }
-        let head = match read_head(&file, pos, file_len, base_ts)
+        let valid = match read_head(&file, pos, file_len, base_ts)
             .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
         {
-            Ok(Some(h)) if pos.saturating_add(h.frame_len()) <= file_len => h,
-            Ok(_) => {
-                cut(
-                    report,
-                    &file,
-                    bpath,
-                    pos,
-                    file_len,
-                    "torn record at the tail",
-                )?;
-                break;
+            Ok(Some(h)) if pos.saturating_add(h.frame_len()) <= file_len => {
+                let hcrc = head_crc(&file, pos, &h)
+                    .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?;
+                if verify_frame(&file, pos, &h, hcrc)
+                    .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
+                {
+                    Ok(h)
+                } else {
+                    Err("CRC32C mismatch")
+                }
             }
+            Ok(_) => Err("torn record"),
+            Err(why) => Err(why),
+        };
+        let head = match valid {
+            Ok(h) => h,
             Err(why) => {
-                cut(report, &file, bpath, pos, file_len, why)?;
-                break;
+                // Damage stays local: a bad frame is skipped to the next valid one, and only
+                // a tail with no valid frame after it is cut.
+                match next_valid_frame(&file, pos + 1, file_len, base_ts)
+                    .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
+                {
+                    Some(next) => {
+                        note(report, &format!("block {bpath:?}: {why} at offset {pos}; skipped {} bytes to the next valid record at {next}", next - pos));
+                        report.skipped_bytes += next - pos;
+                        pos = next;
+                        continue;
+                    }
+                    None => {
+                        cut(report, &file, bpath, pos, file_len, why)?;
+                        break;
+                    }
+                }
             }
         };
-        let hcrc =
-            head_crc(&file, pos, &head).map_err(|e| Error::io(format!("reading {bpath:?}"), e))?;
-        if !verify_frame(&file, pos, &head, hcrc)
-            .map_err(|e| Error::io(format!("reading {bpath:?}"), e))?
-        {
-            cut(report, &file, bpath, pos, file_len, "CRC32C mismatch")?;
-            break;
-        }
         if head.flags & FLAG_DELETED == 0 {
             // Two frames with one timestamp come from a label update cut short by a crash:
             // the later frame wins, the earlier one is retired.
             let old = match batched.get(&head.ts) {
                 Some(&i) => Some((bid, batch[i].1.offset)),
                 None => index
-                    .find(txn, entry.id, head.ts)?
+                    .find(txn, entry_id, head.ts)?
                     .map(|s| (s.block_id, s.offset)),
             };
             if let Some((old_block, old_offset)) = old {
@@ -472,7 +452,13 @@ fn check_block(
                     pos += head.frame_len();
                     continue; // already indexed (an out-of-order commit)
                 }
-                if let Some(m) = st.blocks.get_mut(&old_block) {
+                if (old_block, old_offset) > (bid, pos) {
+                    // The indexed copy is the later one (a label update whose old frame was
+                    // not flagged before a crash): this frame is the superseded copy.
+                    pos += head.frame_len();
+                    continue;
+                }
+                if let Some(m) = blocks.get_mut(&old_block) {
                     m.records = m.records.saturating_sub(1);
                 } else if old_block == bid {
                     meta.records = meta.records.saturating_sub(1);
@@ -508,7 +494,7 @@ fn check_block(
                 }
             }
             if batch.len() >= REINDEX_BATCH {
-                index_batch(index, txn, entry.id, &mut batch)?;
+                index_batch(index, txn, entry_id, &mut batch)?;
                 batched.clear();
             }
             if meta.records == 0 {
@@ -522,7 +508,7 @@ fn check_block(
         }
         pos += head.frame_len();
     }
-    index_batch(index, txn, entry.id, &mut batch)?;
+    index_batch(index, txn, entry_id, &mut batch)?;
     // Only a tail scan finds records the index missed; a whole-block re-index after a
     // truncation has its own log line above.
     if added > 0 && known.is_some_and(|m| m.indexed_len == from) {
@@ -581,34 +567,61 @@ fn cut(
     Ok(())
 }
 
-/// After a failed index commit: reload an entry's block metadata from the index and seal
-/// its active block, so memory agrees with what is committed.
+/// The first offset at or after `from` where a whole, CRC-valid frame starts.
+fn next_valid_frame(
+    file: &File,
+    from: u64,
+    file_len: u64,
+    base_ts: u64,
+) -> std::io::Result<Option<u64>> {
+    let mut window = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < file_len {
+        let n = crate::block::read_at_most(file, &mut window, at)?;
+        if n == 0 {
+            break;
+        }
+        for (i, _) in window[..n]
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == FRAME_MAGIC)
+        {
+            let p = at + i as u64;
+            if let Ok(Some(h)) = read_head(file, p, file_len, base_ts)? {
+                if p.saturating_add(h.frame_len()) <= file_len
+                    && verify_frame(file, p, &h, head_crc(file, p, &h)?)?
+                {
+                    return Ok(Some(p));
+                }
+            }
+        }
+        at += n as u64;
+    }
+    Ok(None)
+}
+
+/// After a failed write: reload an entry's block metadata from the index (memory ran ahead
+/// of it) and leave it without an active block, so memory agrees with what is committed.
 pub(crate) fn reload_entry(
-    store: &Store,
+    index: &Index,
     bucket: &Bucket,
     entry: &Entry,
     st: &mut EntryState,
 ) -> Result<()> {
-    let index = &store.inner.index;
     let txn = index.read_txn()?;
-    let before: u64 = st.blocks.values().map(|m| m.indexed_len).sum();
-    let mut blocks = BTreeMap::new();
-    for item in index.blocks.iter(&txn)? {
-        let (k, v) = item?;
-        if let (Ok(k), Some(m)) = (<[u8; 8]>::try_from(k), BlockMeta::decode(v)) {
-            if m.entry_id == entry.id {
-                blocks.insert(u64::from_be_bytes(k), m);
-            }
-        }
-    }
-    let after: u64 = blocks.values().map(|m| m.indexed_len).sum();
+    let before = st.block_bytes();
+    let blocks: BTreeMap<u64, BlockMeta> = index
+        .blocks(&txn)?
+        .into_iter()
+        .filter_map(|(id, m)| m.filter(|m| m.entry_id == entry.id()).map(|m| (id, m)))
+        .collect();
     st.blocks = blocks;
     st.active = None;
+    let after = st.block_bytes();
     if after < before {
-        bucket.size.fetch_sub(
-            (before - after).min(bucket.size.load(Ordering::Acquire)),
-            Ordering::AcqRel,
-        );
+        bucket.shrink(before - after);
+    } else {
+        bucket.grow(after - before);
     }
     Ok(())
 }

@@ -68,6 +68,9 @@ pub struct StoreOptions {
     /// Settings given to a bucket created without explicit settings (e.g. on first write
     /// through the server with auto-create).
     pub default_bucket: BucketSettings,
+    /// Block files kept open at once, across every entry (`None`: half of what
+    /// `RLIMIT_NOFILE` leaves after a margin; see `files.rs`).
+    pub max_open_files: Option<usize>,
 }
 
 impl Default for StoreOptions {
@@ -77,6 +80,7 @@ impl Default for StoreOptions {
             map_size: 64 << 30,
             free_space_reserve: 256 << 20,
             default_bucket: BucketSettings::default(),
+            max_open_files: None,
         }
     }
 }

@@ -1,22 +1,26 @@
-//! The public face of the engine: [`Store`], buckets and entries.
+//! The public face of the engine: [`Store`], and bucket and entry management.
 //!
 //! State lives in three places: block files (the truth), the LMDB index (a rebuildable
-//! cache of where records are), and in-memory maps of buckets, entries and block metadata
-//! (loaded at open, kept in step with every commit). Writes, reads and removals live in
-//! `write.rs`, `read.rs` and `remove.rs`.
+//! cache of where records are), and in-memory state (`Bucket`, `Entry`, built by
+//! `recover.rs` at open and kept in step with every commit). The operations live one
+//! module each: `write.rs`, `read.rs`, `remove.rs`, `labels.rs`, `quota.rs`. Locks are
+//! ranked (`lock.rs`); the order is written in `docs/architecture.md`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::{Mutex, RwLock};
-
-use crate::block::{block_path, open_block};
-use crate::index::{entry_key, BlockMeta, Index};
-use crate::names::{entry_dir_name, validate_bucket_name, validate_entry_name};
-use crate::sync::{Change, Committer, Op};
+use crate::bucket::Bucket;
+use crate::commit::{Change, Committer, Op};
+use crate::entry::{Entry, EntryState};
+use crate::files::FileCache;
+use crate::index::Index;
+use crate::lock::{Mutex, Rank, RwLock};
+use crate::names::{validate_bucket_name, validate_entry_name};
+use crate::quota::FreeSpace;
+use crate::trash::{sync_dir, Trash};
 use crate::*;
 
 pub(crate) const INDEX_DIR: &str = "index";
@@ -29,72 +33,76 @@ pub struct Store {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// What opening a data folder found: built by `recover.rs`, turned into [`Inner`] here.
+pub(crate) struct Loaded {
+    pub path: PathBuf,
+    pub lock: File,
+    pub index: Index,
+    pub buckets: BTreeMap<String, Arc<Bucket>>,
+    pub next_block: u64,
+    pub next_entry: u32,
+    pub trash: Trash,
+    pub report: RecoveryReport,
+}
+
 pub(crate) struct Inner {
     pub path: PathBuf,
     pub opts: StoreOptions,
     pub index: Index,
     pub committer: Committer,
-    pub buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
-    pub next_block: AtomicU64,
-    pub next_entry: AtomicU32,
-    /// Serialises entry creation (ids) and bucket creation/removal.
-    pub create_lock: Mutex<()>,
-    pub report: RecoveryReport,
-    pub evicted_blocks: AtomicU64,
-    /// Free bytes of the data folder's file system as last measured, when, and what was
-    /// written since: `statvfs` runs at most every few milliseconds, not on every write.
-    pub free_cache: Mutex<FreeCache>,
-    pub closing: AtomicBool,
-    pub syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    pub _lock: File,
+    pub files: FileCache,
+    pub trash: Trash,
+    pub free: FreeSpace,
+    buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
+    next_block: AtomicU64,
+    next_entry: AtomicU32,
+    /// Serialises bucket and entry creation and removal.
+    structure: Mutex<()>,
+    report: RecoveryReport,
+    evicted_blocks: AtomicU64,
+    closing: AtomicBool,
+    syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    _lock: File,
 }
 
-pub(crate) struct Bucket {
-    pub name: String,
-    pub dir: PathBuf,
-    pub settings: RwLock<BucketSettings>,
-    pub entries: RwLock<BTreeMap<String, Arc<Entry>>>,
-    /// Bytes of block files, what the quota counts.
-    pub size: AtomicU64,
-    /// Bytes promised to writes in flight, so concurrent writers cannot overshoot a quota.
-    pub reserved: AtomicU64,
-    pub evict_lock: Mutex<()>,
-    pub evicted: AtomicU64,
-    pub removed: AtomicBool,
-}
+impl Inner {
+    fn new(loaded: Loaded, opts: StoreOptions) -> Inner {
+        Inner {
+            committer: Committer::new(opts.sync),
+            files: FileCache::new(opts.max_open_files.unwrap_or_else(files::default_budget)),
+            free: FreeSpace::new(),
+            path: loaded.path,
+            opts,
+            index: loaded.index,
+            trash: loaded.trash,
+            buckets: RwLock::new(Rank::Buckets, loaded.buckets),
+            next_block: AtomicU64::new(loaded.next_block),
+            next_entry: AtomicU32::new(loaded.next_entry),
+            structure: Mutex::new(Rank::Structure, ()),
+            report: loaded.report,
+            evicted_blocks: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+            syncer: Mutex::new(Rank::Syncer, None),
+            _lock: loaded.lock,
+        }
+    }
 
-pub(crate) struct Entry {
-    pub id: u32,
-    pub name: String,
-    pub dir: PathBuf,
-    pub state: Mutex<EntryState>,
-    /// Open block files for reading: id → (file, base ts).
-    pub files: RwLock<HashMap<u64, (Arc<File>, u64)>>,
-}
+    pub fn new_block_id(&self) -> u64 {
+        self.next_block.fetch_add(1, Ordering::Relaxed)
+    }
 
-pub(crate) struct EntryState {
-    pub blocks: BTreeMap<u64, BlockMeta>,
-    pub active: Option<Active>,
-    pub last_auto_ts: u64,
-    /// No record of the entry has a larger timestamp (`None`: the entry has never held
-    /// one). Conservative: removals do not lower it. A timestamp above it needs no
-    /// duplicate check in the index, which makes in-order writes skip an LMDB lookup.
-    pub ceiling: Option<u64>,
-    pub removed: bool,
-}
+    pub fn note_evicted(&self) {
+        self.evicted_blocks.fetch_add(1, Ordering::Relaxed);
+    }
 
-pub(crate) struct FreeCache {
-    pub measured: Option<std::time::Instant>,
-    pub free: u64,
-    pub written_since: u64,
-}
+    /// Whether folder changes must be synced (`SyncPolicy::Always`).
+    pub fn sync_dirs(&self) -> bool {
+        self.opts.sync == SyncPolicy::Always
+    }
 
-/// The block an entry appends to.
-pub(crate) struct Active {
-    pub id: u64,
-    pub file: Arc<File>,
-    pub len: u64,
-    pub base_ts: u64,
+    fn buckets(&self) -> Vec<Arc<Bucket>> {
+        self.buckets.read().values().cloned().collect()
+    }
 }
 
 /// Totals of the whole store, for metrics.
@@ -110,116 +118,6 @@ pub struct StoreStats {
     pub free_bytes: u64,
 }
 
-impl Entry {
-    pub fn new(id: u32, name: &str, bucket_dir: &Path) -> Entry {
-        Entry {
-            id,
-            name: name.to_string(),
-            dir: bucket_dir.join(entry_dir_name(name)),
-            state: Mutex::new(EntryState {
-                blocks: BTreeMap::new(),
-                active: None,
-                last_auto_ts: 0,
-                ceiling: None,
-                removed: false,
-            }),
-            files: RwLock::new(HashMap::new()),
-        }
-    }
-
-    /// Locks the entry's state for a write; an entry removed meanwhile is not found.
-    pub fn lock_live(&self, bucket: &str) -> Result<parking_lot::MutexGuard<'_, EntryState>> {
-        let st = self.state.lock();
-        if st.removed {
-            return Err(NotFound::Entry {
-                bucket: bucket.into(),
-                entry: self.name.clone(),
-            }
-            .into());
-        }
-        Ok(st)
-    }
-
-    /// A read handle on a block, opened on first use and cached.
-    pub fn file(&self, block_id: u64) -> Result<(Arc<File>, u64)> {
-        if let Some(f) = self.files.read().get(&block_id) {
-            return Ok(f.clone());
-        }
-        let (file, base_ts, _) = open_block(&block_path(&self.dir, block_id))?;
-        let mut files = self.files.write();
-        if files.len() >= 512 {
-            files.clear(); // a crude bound on open descriptors; handles reopen on demand
-        }
-        files.insert(block_id, (file.clone(), base_ts));
-        Ok((file, base_ts))
-    }
-
-    pub fn info(&self, index: &Index) -> Result<EntryInfo> {
-        let (record_count, size, block_count) = {
-            let st = self.state.lock();
-            let n = st.blocks.values().map(|b| b.records).sum();
-            let s = st.blocks.values().map(|b| b.indexed_len).sum();
-            (n, s, st.blocks.len() as u64)
-        };
-        let txn = index.read_txn()?;
-        Ok(EntryInfo {
-            name: self.name.clone(),
-            record_count,
-            size,
-            block_count,
-            oldest: index.first(&txn, self.id)?.map(|(ts, _)| ts),
-            latest: index.last(&txn, self.id)?.map(|(ts, _)| ts),
-        })
-    }
-}
-
-impl Bucket {
-    pub fn new(name: &str, dir: PathBuf, settings: BucketSettings) -> Bucket {
-        Bucket {
-            name: name.to_string(),
-            dir,
-            settings: RwLock::new(settings),
-            entries: RwLock::new(BTreeMap::new()),
-            size: AtomicU64::new(0),
-            reserved: AtomicU64::new(0),
-            evict_lock: Mutex::new(()),
-            evicted: AtomicU64::new(0),
-            removed: AtomicBool::new(false),
-        }
-    }
-
-    fn info(&self, index: &Index) -> Result<BucketInfo> {
-        let entries: Vec<Arc<Entry>> = self.entries.read().values().cloned().collect();
-        let mut info = BucketInfo {
-            name: self.name.clone(),
-            settings: self.settings.read().clone(),
-            record_count: 0,
-            size: self.size.load(Ordering::Relaxed),
-            block_count: 0,
-            entry_count: entries.len() as u64,
-            oldest: None,
-            latest: None,
-            evicted_blocks: self.evicted.load(Ordering::Relaxed),
-        };
-        for e in entries {
-            let ei = e.info(index)?;
-            info.record_count += ei.record_count;
-            info.block_count += ei.block_count;
-            info.oldest = min_opt(info.oldest, ei.oldest);
-            info.latest = info.latest.max(ei.latest);
-        }
-        Ok(info)
-    }
-}
-
-fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
-}
-
 pub(crate) fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
     let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
     std::fs::write(&tmp, settings.to_file_text())
@@ -229,15 +127,15 @@ pub(crate) fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()
         .map_err(|e| Error::io(format!("syncing {tmp:?}"), e))?;
     std::fs::rename(&tmp, dir.join(SETTINGS_FILE))
         .map_err(|e| Error::io(format!("renaming {tmp:?}"), e))?;
-    Ok(())
+    sync_dir(dir)
 }
 
 impl Store {
     /// Opens (creating if needed) a data folder. Checks and repairs what a crash may have
     /// left (see [`Store::recovery_report`]); rebuilds the index if it is missing or unusable.
     pub fn open(path: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
-        let inner = crate::recover::open_inner(path.as_ref(), opts)?;
-        let inner = Arc::new(inner);
+        let loaded = crate::recover::open(path.as_ref(), &opts)?;
+        let inner = Arc::new(Inner::new(loaded, opts));
         if let SyncPolicy::Periodic(every) = inner.opts.sync {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
             let handle = std::thread::Builder::new()
@@ -283,9 +181,9 @@ impl Store {
 
     pub(crate) fn get_entry(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
         validate_entry_name(name)?;
-        bucket.entries.read().get(name).cloned().ok_or_else(|| {
+        bucket.entry(name).ok_or_else(|| {
             NotFound::Entry {
-                bucket: bucket.name.clone(),
+                bucket: bucket.name().to_string(),
                 entry: name.to_string(),
             }
             .into()
@@ -295,45 +193,52 @@ impl Store {
     /// The entry, created (folder and id) if it does not exist yet.
     pub(crate) fn entry_or_create(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
         validate_entry_name(name)?;
-        if let Some(e) = bucket.entries.read().get(name) {
-            return Ok(e.clone());
+        if let Some(e) = bucket.entry(name) {
+            return Ok(e);
         }
-        let _g = self.inner.create_lock.lock();
-        if let Some(e) = bucket.entries.read().get(name) {
-            return Ok(e.clone());
+        let _g = self.inner.structure.lock();
+        if let Some(e) = bucket.entry(name) {
+            return Ok(e);
         }
-        if bucket.removed.load(Ordering::Acquire) {
-            return Err(NotFound::Bucket(bucket.name.clone()).into());
+        if bucket.is_removed() {
+            return Err(NotFound::Bucket(bucket.name().to_string()).into());
         }
         let id = self.inner.next_entry.fetch_add(1, Ordering::Relaxed);
-        let entry = Arc::new(Entry::new(id, name, &bucket.dir));
-        std::fs::create_dir_all(&entry.dir)
-            .map_err(|e| Error::io(format!("creating {:?}", entry.dir), e))?;
+        let entry = Arc::new(Entry::new(
+            id,
+            name,
+            bucket.dir(),
+            EntryState::new(BTreeMap::new()),
+        ));
+        std::fs::create_dir_all(entry.dir())
+            .map_err(|e| Error::io(format!("creating {:?}", entry.dir()), e))?;
+        if self.inner.sync_dirs() {
+            sync_dir(bucket.dir())?;
+        }
         let change = Change {
             ops: vec![Op::PutEntry {
-                key: entry_key(&bucket.name, name),
+                bucket: bucket.name().to_string(),
+                entry: name.to_string(),
                 id,
             }],
             files: vec![],
         };
         self.inner.committer.commit(&self.inner.index, change)?;
-        bucket
-            .entries
-            .write()
-            .insert(name.to_string(), entry.clone());
+        bucket.insert_entry(entry.clone());
         Ok(entry)
     }
 
     pub fn create_bucket(&self, name: &str, settings: BucketSettings) -> Result<BucketInfo> {
         validate_bucket_name(name)?;
         settings.validate().map_err(BucketError::InvalidSettings)?;
-        let _g = self.inner.create_lock.lock();
+        let _g = self.inner.structure.lock();
         if self.inner.buckets.read().contains_key(name) {
             return Err(BucketError::Exists(name.to_string()).into());
         }
         let dir = self.inner.path.join(name);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {dir:?}"), e))?;
         write_settings(&dir, &settings)?;
+        sync_dir(&self.inner.path)?;
         let bucket = Arc::new(Bucket::new(name, dir, settings));
         self.inner
             .buckets
@@ -347,42 +252,79 @@ impl Store {
     }
 
     pub fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        let buckets: Vec<Arc<Bucket>> = self.inner.buckets.read().values().cloned().collect();
-        buckets.iter().map(|b| b.info(&self.inner.index)).collect()
+        self.inner
+            .buckets()
+            .iter()
+            .map(|b| b.info(&self.inner.index))
+            .collect()
     }
 
     /// Changes settings; a smaller FIFO quota takes effect at the next write.
     pub fn update_bucket(&self, name: &str, update: &BucketSettingsUpdate) -> Result<BucketInfo> {
         let bucket = self.get_bucket(name)?;
-        {
-            let mut s = bucket.settings.write();
-            let new = s.apply(update);
-            new.validate().map_err(BucketError::InvalidSettings)?;
-            write_settings(&bucket.dir, &new)?;
-            *s = new;
-        }
+        bucket.update_settings(update)?;
         bucket.info(&self.inner.index)
     }
 
-    /// Removes a bucket with all its entries and records.
+    /// Removes a bucket with all its entries and records. The bucket's folder goes to the
+    /// trash first (one atomic step: after a crash the bucket is gone), then the index
+    /// forgets each entry, then the folder is deleted.
     pub fn remove_bucket(&self, name: &str) -> Result<()> {
         let bucket = self.get_bucket(name)?;
-        let entries: Vec<String> = bucket.entries.read().keys().cloned().collect();
-        for e in entries {
-            self.remove_entry(name, &e)?;
+        let trashed = {
+            let _g = self.inner.structure.lock();
+            let mut map = self.inner.buckets.write();
+            if !map.get(name).is_some_and(|b| Arc::ptr_eq(b, &bucket)) {
+                return Err(NotFound::Bucket(name.to_string()).into());
+            }
+            let trashed = self.inner.trash.take(bucket.dir())?;
+            map.remove(name);
+            bucket.mark_removed();
+            trashed
+        };
+        crate::crash_point("bucket-trashed");
+        let mut result = Ok(());
+        for e in bucket.entries() {
+            let mut st = e.lock();
+            let r = self.forget_entry(&bucket, &e, &mut st);
+            if result.is_ok() {
+                result = r;
+            }
         }
-        let _g = self.inner.create_lock.lock();
-        bucket.removed.store(true, Ordering::Release);
-        self.inner.buckets.write().remove(name);
-        std::fs::remove_dir_all(&bucket.dir)
-            .map_err(|e| Error::io(format!("removing {:?}", bucket.dir), e))?;
+        if let Some(t) = trashed {
+            self.inner.trash.empty(&t);
+        }
+        result
+    }
+
+    /// The index commit and memory side of an entry's removal (its folder is already in
+    /// the trash or about to be). Holds the entry's lock.
+    fn forget_entry(&self, b: &Bucket, e: &Arc<Entry>, st: &mut EntryState) -> Result<()> {
+        let mut ops = vec![Op::DelEntryRecords { entry_id: e.id() }];
+        ops.extend(st.blocks.keys().map(|id| Op::DelBlock { id: *id }));
+        ops.push(Op::DelEntry {
+            bucket: b.name().to_string(),
+            entry: e.name().to_string(),
+        });
+        self.inner
+            .committer
+            .commit(&self.inner.index, Change { ops, files: vec![] })?;
+        b.shrink(st.block_bytes());
+        for id in st.blocks.keys() {
+            self.inner.committer.forget(*id);
+            self.inner.files.forget(*id);
+        }
+        st.mark_removed();
+        b.forget_entry(e);
         Ok(())
     }
 
     pub fn list_entries(&self, bucket: &str) -> Result<Vec<EntryInfo>> {
         let b = self.get_bucket(bucket)?;
-        let entries: Vec<Arc<Entry>> = b.entries.read().values().cloned().collect();
-        entries.iter().map(|e| e.info(&self.inner.index)).collect()
+        b.entries()
+            .iter()
+            .map(|e| e.info(&self.inner.index))
+            .collect()
     }
 
     pub fn entry(&self, bucket: &str, entry: &str) -> Result<EntryInfo> {
@@ -390,32 +332,26 @@ impl Store {
         self.get_entry(&b, entry)?.info(&self.inner.index)
     }
 
-    /// Removes an entry with all its records and block files.
+    /// Removes an entry with all its records and block files: its folder goes to the
+    /// trash (atomic), the index forgets it, then the folder is deleted. A failed commit
+    /// puts the folder back.
     pub fn remove_entry(&self, bucket: &str, entry: &str) -> Result<()> {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
-        let mut st = e.state.lock();
-        let freed: u64 = st.blocks.values().map(|m| m.indexed_len).sum();
-        let mut ops = vec![Op::DelEntryRecords { entry_id: e.id }];
-        ops.extend(st.blocks.keys().map(|id| Op::DelBlock { id: *id }));
-        ops.push(Op::DelEntry {
-            key: entry_key(&b.name, entry),
-        });
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
-        st.removed = true;
-        st.active = None;
-        for id in st.blocks.keys() {
-            self.inner.committer.forget(*id);
+        let mut st = e.lock_live(bucket)?;
+        let trashed = self.inner.trash.take(e.dir())?;
+        crate::crash_point("entry-trashed");
+        if let Err(err) = self.forget_entry(&b, &e, &mut st) {
+            if let Some(t) = &trashed {
+                self.inner.trash.restore(t, e.dir());
+            }
+            return Err(err);
         }
-        st.blocks.clear();
-        e.files.write().clear();
-        b.entries.write().remove(entry);
-        b.size
-            .fetch_sub(freed.min(b.size.load(Ordering::Relaxed)), Ordering::Relaxed);
-        std::fs::remove_dir_all(&e.dir)
-            .map_err(|err| Error::io(format!("removing {:?}", e.dir), err))?;
+        crate::crash_point("entry-removal-committed");
+        drop(st);
+        if let Some(t) = trashed {
+            self.inner.trash.empty(&t);
+        }
         Ok(())
     }
 
@@ -424,24 +360,20 @@ impl Store {
         self.inner.committer.sync_now(&self.inner.index)
     }
 
+    /// Totals for metrics. Takes each entry's lock in turn, holding no map lock meanwhile
+    /// (a map lock held across an entry lock deadlocked with `remove_entry`).
     pub fn stats(&self) -> StoreStats {
-        let buckets: Vec<Arc<Bucket>> = self.inner.buckets.read().values().cloned().collect();
+        let buckets = self.inner.buckets();
         let mut s = StoreStats {
             bucket_count: buckets.len() as u64,
             evicted_blocks: self.inner.evicted_blocks.load(Ordering::Relaxed),
-            free_bytes: crate::write::free_space(&self.inner.path).unwrap_or(0),
+            free_bytes: crate::quota::free_space(&self.inner.path).unwrap_or(0),
             ..StoreStats::default()
         };
         for b in buckets {
-            s.disk_bytes += b.size.load(Ordering::Relaxed);
-            for e in b.entries.read().values() {
-                s.record_count += e
-                    .state
-                    .lock()
-                    .blocks
-                    .values()
-                    .map(|m| m.records)
-                    .sum::<u64>();
+            s.disk_bytes += b.size();
+            for e in b.entries() {
+                s.record_count += e.lock().record_count();
             }
         }
         s

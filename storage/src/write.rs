@@ -1,20 +1,26 @@
-//! The write path: quota and free-space reservation, timestamps, appending frames to the
-//! active block, and FIFO eviction of whole oldest blocks.
+//! The write path: timestamps, appending frames to the active block, and committing them.
+//!
+//! Every write has its payload in hand before it reserves anything or takes a lock: in
+//! memory (single and batch writes) or in a [`Spool`] (streamed writes). It then reserves
+//! exactly its bytes (`quota.rs`), takes its entry's lock, appends, and commits. If the
+//! append or the commit fails, what it appended is cut (`Undo`), so a failed write never
+//! comes back after a restart.
 
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::block::{block_path, create_block};
+use crate::block::create_block;
+use crate::bucket::Bucket;
+use crate::commit::{Change, Op};
+use crate::entry::{Active, Entry, EntryState};
 use crate::frame::{
     encode_head, put_padded_varint, HeadSpec, FLAG_ZSTD, FRAME_PREFIX, PADDED_VARINT,
 };
 use crate::index::{BlockMeta, IndexValue, RecMeta};
-use crate::store::{Active, Bucket, Entry, EntryState};
-use crate::sync::{Change, Op};
+use crate::spool::{copy_range, Spool, SpoolReader};
+use crate::trash::sync_dir;
 use crate::*;
 
 type Txn<'a> = heed::RoTxn<'a, heed::WithoutTls>;
@@ -24,34 +30,11 @@ const FRAME_SLACK: u64 = 64;
 /// Payloads up to this size are compressed in one call; larger ones stream.
 const SAMPLE: usize = 64 << 10;
 
-/// Free bytes for an unprivileged writer on the file system holding `path`.
-pub(crate) fn free_space(path: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "path has a NUL byte")
-    })?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
-}
-
-/// Space promised to one write; given back when the write is done.
-pub(crate) struct Reservation<'a> {
-    bucket: &'a Bucket,
-    bytes: u64,
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        self.bucket.reserved.fetch_sub(self.bytes, Ordering::AcqRel);
-    }
-}
-
-fn check_meta(meta: &WriteMeta) -> Result<()> {
+/// Checks what a write says about its record: content type, timestamp and labels (each
+/// key valid, each value at most 4 KiB, at most [`MAX_LABELS`] labels of at most
+/// [`MAX_LABELS_BYTES`] bytes in all). The same check serves single, batch, streamed and
+/// label-update writes.
+pub(crate) fn check_meta(meta: &WriteMeta) -> Result<()> {
     if let Some(ct) = &meta.content_type {
         if ct.is_empty() || ct.len() > 255 || !ct.bytes().all(|b| (0x20..0x7f).contains(&b)) {
             return Err(WriteError::InvalidContentType(ct.clone()).into());
@@ -64,156 +47,73 @@ fn check_meta(meta: &WriteMeta) -> Result<()> {
         }
         .into());
     }
+    if meta.labels.len() > MAX_LABELS {
+        return Err(WriteError::InvalidLabel(format!(
+            "{} labels: a record may have at most {MAX_LABELS}",
+            meta.labels.len()
+        ))
+        .into());
+    }
+    let mut bytes = 0usize;
     for (k, v) in &meta.labels {
         validate_label_key(k).map_err(|e| WriteError::InvalidLabel(e.to_string()))?;
-        if v.len() > 4096 {
+        if v.len() > MAX_LABEL_VALUE {
             return Err(WriteError::InvalidLabel(format!(
-                "value of {k:?} is longer than 4096 bytes"
+                "value of {k:?} is longer than {MAX_LABEL_VALUE} bytes"
             ))
             .into());
         }
+        bytes += k.len() + v.len();
+    }
+    if bytes > MAX_LABELS_BYTES {
+        return Err(WriteError::InvalidLabel(format!(
+            "labels of {bytes} bytes (keys and values): a record may have at most {MAX_LABELS_BYTES}"
+        ))
+        .into());
     }
     Ok(())
 }
 
+/// Bytes a record takes in a block, over-estimated, for its reservation.
+pub(crate) fn frame_need(meta: &WriteMeta, payload: u64) -> u64 {
+    let labels: usize = meta.labels.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+    let ct = meta.content_type.as_ref().map_or(0, |c| c.len());
+    payload + FRAME_SLACK + (labels + ct) as u64
+}
+
+/// What a write changed in its entry's blocks before its commit: the active block's length
+/// when it started, and the blocks it created. If the write fails, these are cut.
+pub(crate) struct Undo {
+    start: Option<Active>,
+    created: Vec<u64>,
+    /// Every block the write appended to, for the commit's fsync.
+    touched: Vec<(u64, Arc<File>)>,
+}
+
+impl Undo {
+    pub fn begin(st: &EntryState) -> Undo {
+        Undo {
+            start: st.active,
+            created: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    fn touch(&mut self, id: u64, file: &Arc<File>) {
+        if !self.touched.iter().any(|(t, _)| *t == id) {
+            self.touched.push((id, file.clone()));
+        }
+    }
+}
+
+/// A frame being assembled in a block: where it starts and its head.
+pub(crate) struct FrameAt {
+    pub block: Active,
+    pub file: Arc<File>,
+    pub start: u64,
+}
+
 impl Store {
-    /// Checks free space and the quota for `need` more bytes, evicting FIFO blocks.
-    /// Checks the quota and the free-space guard for `need` more bytes. A FIFO bucket
-    /// deletes its oldest blocks to fit its quota, and also when the file system runs
-    /// short of free space: such a bucket keeps taking writes while it has a block to
-    /// give up, so the disk never fills with it.
-    pub(crate) fn reserve<'a>(&self, bucket: &'a Bucket, need: u64) -> Result<Reservation<'a>> {
-        let settings = bucket.settings.read().clone();
-        let _g = match settings.quota_type {
-            QuotaType::None => None,
-            _ => Some(bucket.evict_lock.lock()),
-        };
-        let used = || bucket.size.load(Ordering::Acquire) + bucket.reserved.load(Ordering::Acquire);
-        match settings.quota_type {
-            QuotaType::None => {}
-            QuotaType::Hard => {
-                if used() + need > settings.quota_size {
-                    return Err(WriteError::QuotaExceeded {
-                        bucket: bucket.name.clone(),
-                        quota: settings.quota_size,
-                        used: used(),
-                        needed: need,
-                    }
-                    .into());
-                }
-            }
-            QuotaType::Fifo => {
-                // Nothing left to delete ends the loop: the quota's precision is one block.
-                while used() + need > settings.quota_size && self.evict_oldest(bucket)? {}
-            }
-        }
-        let reserve = self.inner.opts.free_space_reserve;
-        let mut free = self.free_space_cached(false)?;
-        while free < reserve.saturating_add(need) {
-            if settings.quota_type != QuotaType::Fifo || !self.evict_oldest(bucket)? {
-                return Err(WriteError::DiskFull {
-                    path: self.inner.path.clone(),
-                    available: free,
-                    reserve,
-                }
-                .into());
-            }
-            free = self.free_space_cached(true)?;
-        }
-        self.inner.free_cache.lock().written_since += need;
-        bucket.reserved.fetch_add(need, Ordering::AcqRel);
-        Ok(Reservation {
-            bucket,
-            bytes: need,
-        })
-    }
-
-    /// Deletes the bucket's oldest block (lowest id: first written). False if none.
-    fn evict_oldest(&self, bucket: &Bucket) -> Result<bool> {
-        let entries: Vec<Arc<Entry>> = bucket.entries.read().values().cloned().collect();
-        let oldest = entries
-            .iter()
-            .filter_map(|e| {
-                e.state
-                    .lock()
-                    .blocks
-                    .keys()
-                    .next()
-                    .map(|id| (*id, e.clone()))
-            })
-            .min_by_key(|(id, _)| *id);
-        let Some((id, entry)) = oldest else {
-            return Ok(false);
-        };
-        let mut st = entry.state.lock();
-        self.delete_block(bucket, &entry, &mut st, id)?;
-        bucket.evicted.fetch_add(1, Ordering::Relaxed);
-        self.inner.evicted_blocks.fetch_add(1, Ordering::Relaxed);
-        log::debug!(
-            "FIFO quota of bucket {}: evicted block {id:016x} of {}",
-            bucket.name,
-            entry.name
-        );
-        Ok(true)
-    }
-
-    /// Removes a block with its index records and its file.
-    pub(crate) fn delete_block(
-        &self,
-        bucket: &Bucket,
-        entry: &Entry,
-        st: &mut EntryState,
-        id: u64,
-    ) -> Result<()> {
-        let Some(meta) = st.blocks.get(&id).copied() else {
-            return Ok(());
-        };
-        let mut ops = Vec::with_capacity(2);
-        if meta.records > 0 {
-            ops.push(Op::DelBlockRecords {
-                entry_id: entry.id,
-                min: meta.min_ts,
-                max: meta.max_ts,
-                block_id: id,
-            });
-        }
-        ops.push(Op::DelBlock { id });
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
-        st.blocks.remove(&id);
-        if st.active.as_ref().is_some_and(|a| a.id == id) {
-            st.active = None;
-        }
-        entry.files.write().remove(&id);
-        self.inner.committer.forget(id);
-        let path = block_path(&entry.dir, id);
-        if let Err(e) = std::fs::remove_file(&path) {
-            log::warn!("could not delete block {path:?}: {e}");
-        }
-        bucket.size.fetch_sub(
-            meta.indexed_len.min(bucket.size.load(Ordering::Acquire)),
-            Ordering::AcqRel,
-        );
-        Ok(())
-    }
-
-    /// Free bytes, measured with `statvfs` at most every 20 ms or 64 MiB of writes (or
-    /// now, with `fresh`), minus what was written since the measurement.
-    fn free_space_cached(&self, fresh: bool) -> Result<u64> {
-        let mut c = self.inner.free_cache.lock();
-        let stale = c
-            .measured
-            .is_none_or(|t| t.elapsed() > std::time::Duration::from_millis(20));
-        if fresh || stale || c.written_since > (64 << 20) {
-            c.free = free_space(&self.inner.path)
-                .map_err(|e| Error::io("statvfs of the data folder", e))?;
-            c.measured = Some(std::time::Instant::now());
-            c.written_since = 0;
-        }
-        Ok(c.free.saturating_sub(c.written_since))
-    }
-
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".
     fn pick_ts<'t>(
         &'t self,
@@ -239,14 +139,14 @@ impl Store {
                 Some(t) => t,
                 None => txn.insert(self.inner.index.read_txn()?),
             };
-            self.inner.index.contains(txn, entry.id, ts)
+            self.inner.index.contains(txn, entry.id(), ts)
         };
         let ts = match want {
             Some(ts) => {
                 if taken(ts, st)? {
                     return Err(WriteError::Conflict {
-                        bucket: bucket.name.clone(),
-                        entry: entry.name.clone(),
+                        bucket: bucket.name().to_string(),
+                        entry: entry.name().to_string(),
                         ts,
                     }
                     .into());
@@ -267,21 +167,25 @@ impl Store {
         Ok(ts)
     }
 
-    /// The active block with room for one more frame, sealing and starting one if needed.
-    /// Returns the ops that record a sealed block.
-    fn ensure_active(
+    /// The active block with room for `adding` more bytes (and one more record), sealing
+    /// the current one and starting a new one if needed.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ensure_active(
         &self,
         bucket: &Bucket,
         entry: &Entry,
         st: &mut EntryState,
         first_ts: u64,
+        adding: u64,
         ops: &mut Vec<Op>,
-    ) -> Result<()> {
-        let settings = bucket.settings.read().clone();
-        if let Some(a) = &st.active {
+        undo: &mut Undo,
+    ) -> Result<Active> {
+        let settings = bucket.settings();
+        if let Some(a) = st.active {
             let meta = st.blocks.get(&a.id).copied().unwrap_or_default();
-            if a.len < settings.max_block_size && meta.records < settings.max_block_records {
-                return Ok(());
+            let roomy = a.len + adding <= settings.max_block_size || meta.records == 0;
+            if roomy && meta.records < settings.max_block_records {
+                return Ok(a);
             }
             let mut sealed = meta;
             sealed.sealed = true;
@@ -292,11 +196,15 @@ impl Store {
             });
             st.active = None;
         }
-        let id = self.inner.next_block.fetch_add(1, Ordering::Relaxed);
-        let path = block_path(&entry.dir, id);
-        let (file, len) = create_block(&path, id, first_ts, &entry.name)?;
+        let id = self.inner.new_block_id();
+        let (file, len) = create_block(&entry.block_path(id), id, first_ts, entry.name())?;
+        undo.created.push(id);
+        if self.inner.sync_dirs() {
+            sync_dir(entry.dir())?;
+        }
+        self.inner.files.insert(id, file, first_ts);
         let meta = BlockMeta {
-            entry_id: entry.id,
+            entry_id: entry.id(),
             base_ts: first_ts,
             min_ts: first_ts,
             max_ts: first_ts,
@@ -306,19 +214,24 @@ impl Store {
         };
         st.blocks.insert(id, meta);
         ops.push(Op::PutBlock { id, meta });
-        bucket.size.fetch_add(len, Ordering::AcqRel);
-        st.active = Some(Active {
+        bucket.grow(len);
+        let a = Active {
             id,
-            file,
             len,
             base_ts: first_ts,
-        });
-        Ok(())
+        };
+        st.active = Some(a);
+        Ok(a)
+    }
+
+    /// The open handle of a block of `entry`.
+    pub(crate) fn block_file(&self, entry: &Entry, id: u64) -> Result<Arc<File>> {
+        Ok(self.inner.files.get(id, || entry.block_path(id))?.0)
     }
 
     /// Writes one record; returns its timestamp.
     pub fn write(&self, bucket: &str, entry: &str, meta: &WriteMeta, data: &[u8]) -> Result<u64> {
-        let mut r = self.write_many(bucket, entry, std::iter::once((meta, data)), 1, false)?;
+        let mut r = self.write_many(bucket, entry, std::iter::once((meta, data)), 1)?;
         r.pop()
             .unwrap_or_else(|| Err(Error::Index("write produced no result".into())))
     }
@@ -338,40 +251,72 @@ impl Store {
             entry,
             records.iter().map(|r| (&r.meta, r.data.as_slice())),
             n,
-            false,
         )
     }
 
-    /// The write path of `write`, `write_batch` and label updates (`replace`: an existing
-    /// record at the same timestamp is superseded instead of being a conflict).
-    pub(crate) fn write_many<'a>(
+    /// The write path of `write` and `write_batch`.
+    fn write_many<'a>(
         &self,
         bucket: &str,
         entry: &str,
         records: impl Iterator<Item = (&'a WriteMeta, &'a [u8])> + Clone,
         n: usize,
-        replace: bool,
     ) -> Result<Vec<Result<u64>>> {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
         let need: u64 = records
             .clone()
-            .map(|(_, d)| d.len() as u64 + FRAME_SLACK)
+            .map(|(m, d)| frame_need(m, d.len() as u64))
             .sum();
         let _res = self.reserve(&b, need)?;
         let e = self.entry_or_create(&b, entry)?;
-        let settings = b.settings.read().clone();
+        let settings = b.settings();
         // Compress outside the entry lock: it is the costly part.
         let prepared: Vec<(Result<()>, Option<Vec<u8>>)> = records
             .clone()
             .map(|(m, d)| (check_meta(m), compress(settings.compression, d)))
             .collect();
         let mut st = e.lock_live(bucket)?;
+        let mut undo = Undo::begin(&st);
         let mut results: Vec<Result<u64>> = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n + 2);
+        let appended = self.append_many(
+            &b,
+            &e,
+            &mut st,
+            records.zip(prepared),
+            &mut results,
+            &mut ops,
+            &mut undo,
+        );
+        match appended {
+            Ok(()) if ops.is_empty() => Ok(results),
+            Ok(()) => {
+                self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+                Ok(results)
+            }
+            Err(err) => {
+                self.undo(&b, &e, &mut st, undo);
+                Err(err)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append_many<'a>(
+        &self,
+        b: &Bucket,
+        e: &Entry,
+        st: &mut EntryState,
+        records: impl Iterator<Item = ((&'a WriteMeta, &'a [u8]), (Result<()>, Option<Vec<u8>>))>,
+        results: &mut Vec<Result<u64>>,
+        ops: &mut Vec<Op>,
+        undo: &mut Undo,
+    ) -> Result<()> {
+        let settings = b.settings();
         let mut buf: Vec<u8> = Vec::new();
         let mut seen = BatchSeen::default();
-        let mut pending: Vec<(u64, u64, u64, IndexValue)> = Vec::with_capacity(n); // ts, at, len, value
+        let mut pending: Vec<(u64, IndexValue)> = Vec::new();
         let mut start_len = 0;
         let mut block_id = 0;
         // One read transaction for every duplicate check of the batch (opened by the first
@@ -380,17 +325,12 @@ impl Store {
         let mut txn = None;
         // Records of a batch mostly share their content type and labels: one copy.
         let mut shared: Option<Arc<RecMeta>> = None;
-        for ((meta, data), (check, packed)) in records.zip(prepared) {
+        for ((meta, data), (check, packed)) in records {
             if let Err(err) = check {
                 results.push(Err(err));
                 continue;
             }
-            let want = if replace { None } else { meta.ts };
-            let picked = match (replace, meta.ts) {
-                (true, Some(ts)) => Ok(ts),
-                _ => self.pick_ts(&mut txn, &b, &e, &mut st, want, &mut seen),
-            };
-            let ts = match picked {
+            let ts = match self.pick_ts(&mut txn, b, e, st, meta.ts, &mut seen) {
                 Ok(ts) => ts,
                 Err(err) => {
                     results.push(Err(err));
@@ -404,10 +344,10 @@ impl Store {
                     || m.records + pending.len() as u64 >= settings.max_block_records
             });
             if st.active.is_none() || full {
-                self.flush_pending(&b, &e, &mut st, &mut buf, &mut pending, &mut ops)?;
-                self.ensure_active(&b, &e, &mut st, ts, &mut ops)?;
+                self.flush_pending(b, e, st, &mut buf, &mut pending, ops, undo)?;
+                self.ensure_active(b, e, st, ts, 0, ops, undo)?;
             }
-            let Some(a) = st.active.as_ref() else {
+            let Some(a) = st.active else {
                 return Err(Error::Index("no active block after ensure_active".into()));
             };
             if pending.is_empty() {
@@ -448,8 +388,6 @@ impl Store {
             };
             pending.push((
                 ts,
-                at,
-                frame_len,
                 IndexValue {
                     block_id,
                     offset: at,
@@ -462,28 +400,20 @@ impl Store {
             ));
             results.push(Ok(ts));
         }
-        self.flush_pending(&b, &e, &mut st, &mut buf, &mut pending, &mut ops)?;
-        drop(txn);
-        if !ops.is_empty() {
-            let files = st
-                .active
-                .as_ref()
-                .map(|a| vec![(a.id, a.file.clone())])
-                .unwrap_or_default();
-            self.commit_or_undo(&b, &e, &mut st, ops, files)?;
-        }
-        Ok(results)
+        self.flush_pending(b, e, st, &mut buf, &mut pending, ops, undo)
     }
 
     /// Appends buffered frames to the active block and queues their index ops.
+    #[allow(clippy::too_many_arguments)]
     fn flush_pending(
         &self,
         b: &Bucket,
         e: &Entry,
         st: &mut EntryState,
         buf: &mut Vec<u8>,
-        pending: &mut Vec<(u64, u64, u64, IndexValue)>,
+        pending: &mut Vec<(u64, IndexValue)>,
         ops: &mut Vec<Op>,
+        undo: &mut Undo,
     ) -> Result<()> {
         if pending.is_empty() {
             return Ok(());
@@ -493,48 +423,82 @@ impl Store {
                 "frames pending without an active block".into(),
             ));
         };
-        if let Err(err) = a.file.write_all_at(buf, a.len) {
-            let _ = a.file.set_len(a.len);
-            return Err(Error::io(format!("appending to block {:016x}", a.id), err));
-        }
+        let file = self.inner.files.get(a.id, || e.block_path(a.id))?.0;
+        undo.touch(a.id, &file);
+        file.write_all_at(buf, a.len)
+            .map_err(|err| Error::io(format!("appending to block {:016x}", a.id), err))?;
         a.len += buf.len() as u64;
-        b.size.fetch_add(buf.len() as u64, Ordering::AcqRel);
+        b.grow(buf.len() as u64);
         index_frames(e, st, pending, ops);
         buf.clear();
         Ok(())
     }
 
-    /// Commits; if the commit fails, cuts the frames it covered from the active block so
-    /// that nothing unacknowledged is resurrected by a later index rebuild.
-    fn commit_or_undo(
+    /// Commits; if the commit fails, cuts what the write appended (see [`Undo`]).
+    pub(crate) fn commit_or_undo(
         &self,
         b: &Bucket,
         e: &Entry,
         st: &mut EntryState,
         ops: Vec<Op>,
-        files: Vec<(u64, Arc<File>)>,
+        undo: Undo,
     ) -> Result<()> {
+        let files = undo.touched.clone();
+        crate::crash_point("frames-appended");
         match self
             .inner
             .committer
             .commit(&self.inner.index, Change { ops, files })
         {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                crate::crash_point("write-committed");
+                Ok(())
+            }
             Err(err) => {
                 log::error!(
-                    "index commit failed for {}/{}: {err}; reloading entry state",
-                    b.name,
-                    e.name
+                    "index commit failed for {}/{}: {err}; cutting what the write appended",
+                    b.name(),
+                    e.name()
                 );
-                // The in-memory block metadata ran ahead of the index: reload it.
-                crate::recover::reload_entry(self, b, e, st)?;
+                self.undo(b, e, st, undo);
                 Err(err)
             }
         }
     }
 
+    /// Cuts the frames an uncommitted write appended and deletes the blocks it created,
+    /// then reloads the entry's block list from the index (memory ran ahead of it).
+    pub(crate) fn undo(&self, b: &Bucket, e: &Entry, st: &mut EntryState, undo: Undo) {
+        if let Some(a) = undo.start {
+            match self.block_file(e, a.id) {
+                Ok(f) => {
+                    if let Err(err) = f.set_len(a.len) {
+                        log::error!("could not cut block {:016x} back: {err}", a.id);
+                    }
+                }
+                Err(err) => log::error!("could not open block {:016x} to cut it: {err}", a.id),
+            }
+        }
+        for id in undo.created {
+            self.inner.files.forget(id);
+            self.inner.committer.forget(id);
+            if let Err(err) = std::fs::remove_file(e.block_path(id)) {
+                log::error!("could not delete unfinished block {id:016x}: {err}");
+            }
+        }
+        if let Err(err) = crate::recover::reload_entry(&self.inner.index, b, e, st) {
+            log::error!(
+                "could not reload {}/{} from the index: {err}",
+                b.name(),
+                e.name()
+            );
+        }
+    }
+
     /// Writes one record from a reader without holding it in memory. `len`, when given,
-    /// must match what the reader yields (`WriteError::LengthMismatch` otherwise).
+    /// must match what the reader yields (`WriteError::LengthMismatch` otherwise). The
+    /// payload is received into a [`Spool`] first: nothing is reserved or locked while the
+    /// reader is slow.
     pub fn write_stream(
         &self,
         bucket: &str,
@@ -560,124 +524,200 @@ impl Store {
             }
             return self.write(bucket, entry, meta, &data);
         }
+        validate_entry_name(entry)?;
+        let mut spool = self.spool(bucket)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("reading the payload", e)),
+            };
+            spool.append(&buf[..n])?;
+            if len.is_some_and(|l| spool.len() > l) {
+                break;
+            }
+        }
+        if let Some(n) = len {
+            if n != spool.len() {
+                return Err(WriteError::LengthMismatch {
+                    expected: n,
+                    got: spool.len(),
+                }
+                .into());
+            }
+        }
+        self.write_spooled(bucket, entry, meta, spool)
+    }
+
+    /// Writes a record whose payload was received into `spool` (see [`Store::spool`]):
+    /// reserves exactly its size, then copies it into the entry's active block.
+    pub fn write_spooled(
+        &self,
+        bucket: &str,
+        entry: &str,
+        meta: &WriteMeta,
+        spool: Spool,
+    ) -> Result<u64> {
+        check_meta(meta)?;
+        if spool.len() <= SAMPLE as u64 {
+            return self.write(bucket, entry, meta, &spool.read_all()?);
+        }
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
-        let _res = self.reserve(&b, len.unwrap_or(0) + FRAME_SLACK)?;
+        let raw = spool.len();
+        let _res = self.reserve(&b, frame_need(meta, raw))?;
         let e = self.entry_or_create(&b, entry)?;
-        let settings = b.settings.read().clone();
+        let settings = b.settings();
         // Sample the start to decide whether compression is worth it.
-        let mut sample = Vec::with_capacity(SAMPLE);
-        reader
-            .take(SAMPLE as u64)
-            .read_to_end(&mut sample)
-            .map_err(|e| Error::io("reading the payload", e))?;
+        let mut sample = vec![0u8; SAMPLE];
+        spool
+            .file()
+            .read_exact_at(&mut sample, 0)
+            .map_err(|e| Error::io("reading a spool file", e))?;
         let level = match settings.compression {
             Compression::Zstd { level } if compress(settings.compression, &sample).is_some() => {
                 Some(level)
             }
             _ => None,
         };
+        drop(sample);
         let mut st = e.lock_live(bucket)?;
-        let ts = self.pick_ts(
-            &mut None,
-            &b,
-            &e,
-            &mut st,
-            meta.ts,
-            &mut BatchSeen::default(),
-        )?;
+        let mut undo = Undo::begin(&st);
         let mut ops = Vec::new();
-        self.ensure_active(&b, &e, &mut st, ts, &mut ops)?;
-        let Some(a) = st.active.as_ref() else {
-            return Err(Error::Index("no active block after ensure_active".into()));
-        };
-        let (file, start, base_ts, block_id) = (a.file.clone(), a.len, a.base_ts, a.id);
         let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
-        let flags = if level.is_some() { FLAG_ZSTD } else { 0 };
-        let spec = HeadSpec {
-            flags,
-            ts,
-            base_ts,
-            stored_len: 0,
-            raw_len: 0,
-            content_type: ct,
-            labels: &meta.labels,
-            padded: true,
-        };
-        let (mut head, len_at) = encode_head(&spec);
-        let undo = |err: Error| {
-            let _ = file.set_len(start);
-            err
-        };
-        let mut w = FrameWriter {
-            file: &file,
-            pos: start + head.len() as u64,
-            crc: 0,
-            stored: 0,
-        };
-        let raw = match level {
-            Some(level) => {
-                let mut enc = zstd::stream::write::Encoder::new(&mut w, level)
-                    .map_err(|e| undo(Error::io("zstd", e)))?;
-                let raw = copy_all(&sample, reader, &mut enc).map_err(undo)?;
-                enc.finish().map_err(|e| undo(Error::io("zstd", e)))?;
-                raw
+        let written = (|| -> Result<u64> {
+            let ts = self.pick_ts(
+                &mut None,
+                &b,
+                &e,
+                &mut st,
+                meta.ts,
+                &mut BatchSeen::default(),
+            )?;
+            let at = self.frame_at(&b, &e, &mut st, ts, raw, &mut ops, &mut undo)?;
+            let flags = if level.is_some() { FLAG_ZSTD } else { 0 };
+            let (mut head, len_at) = encode_head(&HeadSpec {
+                flags,
+                ts,
+                base_ts: at.block.base_ts,
+                stored_len: raw,
+                raw_len: raw,
+                content_type: ct,
+                labels: &meta.labels,
+                padded: true,
+            });
+            let body_at = at.start + head.len() as u64;
+            let (stored, payload_crc) = match level {
+                Some(level) => {
+                    let mut w = FrameWriter {
+                        file: &at.file,
+                        pos: body_at,
+                        crc: 0,
+                        stored: 0,
+                    };
+                    let mut enc = zstd::stream::write::Encoder::new(&mut w, level)
+                        .map_err(|e| Error::io("zstd", e))?;
+                    let mut r = SpoolReader {
+                        file: spool.file(),
+                        pos: 0,
+                        end: raw,
+                    };
+                    std::io::copy(&mut r, &mut enc)
+                        .map_err(|e| Error::io("writing a record", e))?;
+                    enc.finish().map_err(|e| Error::io("zstd", e))?;
+                    (w.stored, w.crc)
+                }
+                None => {
+                    copy_range(spool.file(), 0, &at.file, body_at, raw)
+                        .map_err(|e| Error::io("copying a spooled payload into its block", e))?;
+                    (raw, spool.crc())
+                }
+            };
+            put_padded_varint(&mut head[len_at..len_at + PADDED_VARINT], stored);
+            if flags & FLAG_ZSTD != 0 {
+                put_padded_varint(
+                    &mut head[len_at + PADDED_VARINT..len_at + 2 * PADDED_VARINT],
+                    raw,
+                );
             }
-            None => copy_all(&sample, reader, &mut w).map_err(undo)?,
-        };
-        if let Some(n) = len {
-            if n != raw {
-                return Err(undo(
-                    WriteError::LengthMismatch {
-                        expected: n,
-                        got: raw,
-                    }
-                    .into(),
-                ));
-            }
-        }
-        let (stored, payload_crc) = (w.stored, w.crc);
-        put_padded_varint(&mut head[len_at..len_at + PADDED_VARINT], stored);
-        if flags & FLAG_ZSTD != 0 {
-            put_padded_varint(
-                &mut head[len_at + PADDED_VARINT..len_at + 2 * PADDED_VARINT],
-                raw,
+            let crc = crc32c::crc32c_combine(
+                crc32c::crc32c(&head[FRAME_PREFIX..]),
+                payload_crc,
+                stored as usize,
             );
+            head[2..6].copy_from_slice(&crc.to_le_bytes());
+            at.file
+                .write_all_at(&head, at.start)
+                .map_err(|e| Error::io("writing a record head", e))?;
+            let value = IndexValue {
+                block_id: at.block.id,
+                offset: at.start,
+                frame_len: head.len() as u64 + stored,
+                stored,
+                size: raw,
+                flags,
+                meta: Arc::new(RecMeta {
+                    content_type: ct.to_string(),
+                    labels: meta.labels.clone(),
+                }),
+            };
+            self.frame_done(&b, &e, &mut st, ts, value, &mut ops);
+            Ok(ts)
+        })();
+        match written {
+            Ok(ts) => {
+                self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+                Ok(ts)
+            }
+            Err(err) => {
+                self.undo(&b, &e, &mut st, undo);
+                Err(err)
+            }
         }
-        let crc = crc32c::crc32c_combine(
-            crc32c::crc32c(&head[FRAME_PREFIX..]),
-            payload_crc,
-            stored as usize,
-        );
-        head[2..6].copy_from_slice(&crc.to_le_bytes());
-        file.write_all_at(&head, start)
-            .map_err(|e| undo(Error::io("writing a record head", e)))?;
-        let frame_len = head.len() as u64 + stored;
-        let value = IndexValue {
-            block_id,
-            offset: start,
-            frame_len,
-            stored,
-            size: raw,
-            flags,
-            meta: Arc::new(RecMeta {
-                content_type: ct.to_string(),
-                labels: meta.labels.clone(),
-            }),
-        };
-        // The bytes are already in the file: account for them as flush_pending would.
+    }
+
+    /// Where one large frame of about `adding` bytes goes: the active block (a new one if
+    /// the current one is full), at its end.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn frame_at(
+        &self,
+        b: &Bucket,
+        e: &Entry,
+        st: &mut EntryState,
+        ts: u64,
+        adding: u64,
+        ops: &mut Vec<Op>,
+        undo: &mut Undo,
+    ) -> Result<FrameAt> {
+        let block = self.ensure_active(b, e, st, ts, adding, ops, undo)?;
+        let file = self.block_file(e, block.id)?;
+        undo.touch(block.id, &file);
+        Ok(FrameAt {
+            block,
+            file,
+            start: block.len,
+        })
+    }
+
+    /// Accounts for one frame written at the end of the active block and queues its index
+    /// ops (as `flush_pending` does for buffered frames).
+    pub(crate) fn frame_done(
+        &self,
+        b: &Bucket,
+        e: &Entry,
+        st: &mut EntryState,
+        ts: u64,
+        value: IndexValue,
+        ops: &mut Vec<Op>,
+    ) {
+        let len = value.frame_len;
         if let Some(a) = st.active.as_mut() {
-            a.len = start + frame_len;
+            a.len = value.offset + len;
         }
-        b.size.fetch_add(frame_len, Ordering::AcqRel);
-        index_frames(
-            &e,
-            &mut st,
-            &mut vec![(ts, start, frame_len, value)],
-            &mut ops,
-        );
-        self.commit_or_undo(&b, &e, &mut st, ops, vec![(block_id, file.clone())])?;
-        Ok(ts)
+        b.grow(len);
+        index_frames(e, st, &mut vec![(ts, value)], ops);
     }
 }
 
@@ -685,13 +725,13 @@ impl Store {
 fn index_frames(
     e: &Entry,
     st: &mut EntryState,
-    pending: &mut Vec<(u64, u64, u64, IndexValue)>,
+    pending: &mut Vec<(u64, IndexValue)>,
     ops: &mut Vec<Op>,
 ) {
     let Some(a) = st.active.as_ref() else { return };
     let (id, new_len) = (a.id, a.len);
     let meta = st.blocks.entry(id).or_default();
-    for (ts, _, _, value) in pending.drain(..) {
+    for (ts, value) in pending.drain(..) {
         if meta.records == 0 {
             meta.min_ts = ts;
             meta.max_ts = ts;
@@ -700,7 +740,7 @@ fn index_frames(
         meta.max_ts = meta.max_ts.max(ts);
         meta.records += 1;
         ops.push(Op::PutRec {
-            entry_id: e.id,
+            entry_id: e.id(),
             ts,
             value,
         });
@@ -756,7 +796,7 @@ pub(crate) fn compress(c: Compression, data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Appends stored bytes at a position of a block file, keeping their CRC.
-struct FrameWriter<'a> {
+pub(crate) struct FrameWriter<'a> {
     file: &'a File,
     pos: u64,
     crc: u32,
@@ -774,24 +814,4 @@ impl std::io::Write for FrameWriter<'_> {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// Copies the sample, then the rest of the reader, in 1 MiB chunks; returns bytes copied.
-fn copy_all(sample: &[u8], reader: &mut dyn Read, w: &mut dyn std::io::Write) -> Result<u64> {
-    w.write_all(sample)
-        .map_err(|e| Error::io("writing a record", e))?;
-    let mut total = sample.len() as u64;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io("reading the payload", e)),
-        };
-        w.write_all(&buf[..n])
-            .map_err(|e| Error::io("writing a record", e))?;
-        total += n as u64;
-    }
-    Ok(total)
 }

@@ -1,5 +1,8 @@
 //! Index commits and syncing: group commit and the periodic syncer.
 //!
+//! Errors stay typed from the leader to every follower (`Error::duplicate`): an ENOSPC
+//! inside a group commit is `DiskFull` for each writer of the group.
+//!
 //! Every change to the index goes through [`Committer::commit`]. The first writer to arrive
 //! becomes the leader and commits, in one LMDB transaction, everything that queued up
 //! while the previous commit ran; followers wait for their slot to be filled. With
@@ -12,10 +15,15 @@ use std::fs::File;
 use std::sync::Arc;
 
 use heed::RwTxn;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
 
 use crate::index::{BlockMeta, Index, IndexValue, RecChange};
+use crate::lock::{Mutex, Rank};
 use crate::{Error, Result, SyncPolicy};
+
+/// At most this many block files wait for the periodic sync; past it, the committer syncs
+/// them at once (so the store never keeps an unbounded number of handles open for it).
+const MAX_DIRTY: usize = 64;
 
 /// One change to the index.
 pub enum Op {
@@ -44,11 +52,13 @@ pub enum Op {
         block_id: u64,
     },
     PutEntry {
-        key: Vec<u8>,
+        bucket: String,
+        entry: String,
         id: u32,
     },
     DelEntry {
-        key: Vec<u8>,
+        bucket: String,
+        entry: String,
     },
     /// Deletes every record of an entry.
     DelEntryRecords {
@@ -63,7 +73,9 @@ pub struct Change {
     pub files: Vec<(u64, Arc<File>)>,
 }
 
-type Slot = Arc<Mutex<Option<Result<(), String>>>>;
+/// A follower's outcome, filled in by the leader (typed: a follower sees `DiskFull` as
+/// `DiskFull`, see `Error::duplicate`).
+type Slot = Arc<Mutex<Option<Result<()>>>>;
 
 struct Queue {
     pending: Vec<(Change, Slot)>,
@@ -81,43 +93,50 @@ pub struct Committer {
 impl Committer {
     pub fn new(policy: SyncPolicy) -> Committer {
         Committer {
-            queue: Mutex::new(Queue {
-                pending: Vec::new(),
-                leader: false,
-            }),
+            queue: Mutex::new(
+                Rank::CommitQueue,
+                Queue {
+                    pending: Vec::new(),
+                    leader: false,
+                },
+            ),
             cv: Condvar::new(),
             policy,
-            dirty: Mutex::new(HashMap::new()),
+            dirty: Mutex::new(Rank::CommitDirty, HashMap::new()),
         }
     }
 
     /// Commits `change`; returns once it is in the index (and on disk, for `Always`).
     pub fn commit(&self, index: &Index, change: Change) -> Result<()> {
-        let slot: Slot = Arc::new(Mutex::new(None));
+        let slot: Slot = Arc::new(Mutex::new(Rank::CommitSlot, None));
         let mut q = self.queue.lock();
         q.pending.push((change, slot.clone()));
         loop {
             if let Some(res) = slot.lock().take() {
-                return res.map_err(Error::Index);
+                return res;
             }
             if q.leader {
-                self.cv.wait(&mut q);
+                q.wait(&self.cv);
                 continue;
             }
             q.leader = true;
             let mut group = std::mem::take(&mut q.pending);
             drop(q);
             let res = self.run_group(index, &mut group);
-            for (_, s) in &group {
-                *s.lock() = Some(res.clone());
+            if let Err(e) = &res {
+                log::error!("index commit of {} change(s) failed: {e}", group.len());
             }
+            for (_, s) in &group {
+                *s.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
+            }
+            drop(group);
             q = self.queue.lock();
             q.leader = false;
             self.cv.notify_all();
         }
     }
 
-    fn run_group(&self, index: &Index, group: &mut [(Change, Slot)]) -> Result<(), String> {
+    fn run_group(&self, index: &Index, group: &mut [(Change, Slot)]) -> Result<()> {
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
         for (c, _) in group.iter() {
             for (id, f) in &c.files {
@@ -127,7 +146,7 @@ impl Committer {
         if self.policy == SyncPolicy::Always {
             for f in files.values() {
                 f.sync_data()
-                    .map_err(|e| format!("fsync of a block file failed: {e}"))?;
+                    .map_err(|e| Error::io("fsync of a block file", e))?;
             }
         }
         let res = write_group(index, group);
@@ -137,11 +156,22 @@ impl Committer {
         }
         res?;
         match self.policy {
-            SyncPolicy::Always => index
-                .env
-                .force_sync()
-                .map_err(|e| format!("index fsync failed: {e}"))?,
-            SyncPolicy::Periodic(_) => self.dirty.lock().extend(files),
+            SyncPolicy::Always => index.force_sync()?,
+            SyncPolicy::Periodic(_) => {
+                let overflow = {
+                    let mut dirty = self.dirty.lock();
+                    dirty.extend(files);
+                    if dirty.len() > MAX_DIRTY {
+                        std::mem::take(&mut *dirty)
+                    } else {
+                        HashMap::new()
+                    }
+                };
+                for f in overflow.values() {
+                    f.sync_data()
+                        .map_err(|e| Error::io("fsync of a block file", e))?;
+                }
+            }
             SyncPolicy::Never => {}
         }
         Ok(())
@@ -160,8 +190,7 @@ impl Committer {
             f.sync_data()
                 .map_err(|e| Error::io("fsync of a block file", e))?;
         }
-        index.env.force_sync()?;
-        Ok(())
+        index.force_sync()
     }
 }
 
@@ -169,16 +198,17 @@ impl Committer {
 /// gathered per entry and applied chunk by chunk (each chunk read and written once); ops
 /// that scan records (block and entry removal) first apply what was gathered, so the
 /// order of the ops is kept.
-fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<(), String> {
-    let mut txn = index.write_txn().map_err(|e| e.to_string())?;
+fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<()> {
+    let mut txn = index.write_txn()?;
     let mut recs = RecordOps::default();
     for (c, _) in group.iter_mut() {
         for op in std::mem::take(&mut c.ops) {
-            apply(index, &mut txn, op, &mut recs).map_err(|e| e.to_string())?;
+            apply(index, &mut txn, op, &mut recs)?;
         }
     }
-    recs.flush(index, &mut txn).map_err(|e| e.to_string())?;
-    txn.commit().map_err(|e| Error::from(e).to_string())
+    recs.flush(index, &mut txn)?;
+    txn.commit()?;
+    Ok(())
 }
 
 /// Record puts (`Some`) and deletes (`None`) not applied yet, per entry, in op order.
@@ -224,10 +254,8 @@ fn apply(index: &Index, txn: &mut RwTxn<'_>, op: Op, recs: &mut RecordOps) -> Re
             value,
         } => recs.push(entry_id, ts, Some(value)),
         Op::DelRec { entry_id, ts } => recs.push(entry_id, ts, None),
-        Op::PutBlock { id, meta } => index.blocks.put(txn, &id.to_be_bytes(), &meta.encode())?,
-        Op::DelBlock { id } => {
-            index.blocks.delete(txn, &id.to_be_bytes())?;
-        }
+        Op::PutBlock { id, meta } => index.put_block(txn, id, &meta)?,
+        Op::DelBlock { id } => index.delete_block(txn, id)?,
         Op::DelBlockRecords {
             entry_id,
             min,
@@ -237,10 +265,8 @@ fn apply(index: &Index, txn: &mut RwTxn<'_>, op: Op, recs: &mut RecordOps) -> Re
             recs.flush(index, txn)?;
             index.delete_block_records(txn, entry_id, min, max, block_id)?
         }
-        Op::PutEntry { key, id } => index.entries.put(txn, &key, &id.to_be_bytes())?,
-        Op::DelEntry { key } => {
-            index.entries.delete(txn, &key)?;
-        }
+        Op::PutEntry { bucket, entry, id } => index.put_entry(txn, &bucket, &entry, id)?,
+        Op::DelEntry { bucket, entry } => index.delete_entry(txn, &bucket, &entry)?,
         Op::DelEntryRecords { entry_id } => {
             recs.flush(index, txn)?;
             index.delete_entry_records(txn, entry_id)?

@@ -1,0 +1,173 @@
+//! A bucket's shared state: settings, entries, and the byte counters its quota reads.
+//!
+//! The counters change only through methods here, so the two numbers a quota compares
+//! (`size`: bytes of block files; `reserved`: bytes promised to writes in flight) can never
+//! be driven below zero or left out of step by a caller.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::entry::Entry;
+use crate::index::Index;
+use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
+use crate::*;
+
+pub(crate) struct Bucket {
+    name: String,
+    dir: PathBuf,
+    settings: RwLock<BucketSettings>,
+    entries: RwLock<BTreeMap<String, Arc<Entry>>>,
+    /// Bytes of block files, what the quota counts.
+    size: AtomicU64,
+    /// Bytes promised to writes in flight (received in full: see `spool.rs`).
+    reserved: AtomicU64,
+    evict_lock: Mutex<()>,
+    evicted: AtomicU64,
+    removed: AtomicBool,
+}
+
+impl Bucket {
+    pub fn new(name: &str, dir: PathBuf, settings: BucketSettings) -> Bucket {
+        Bucket {
+            name: name.to_string(),
+            dir,
+            settings: RwLock::new(Rank::Settings, settings),
+            entries: RwLock::new(Rank::Entries, BTreeMap::new()),
+            size: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
+            evict_lock: Mutex::new(Rank::Evict, ()),
+            evicted: AtomicU64::new(0),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn settings(&self) -> BucketSettings {
+        self.settings.read().clone()
+    }
+
+    /// Applies an update (validated, written to the settings file, then made visible).
+    pub fn update_settings(&self, update: &BucketSettingsUpdate) -> Result<()> {
+        let mut s = self.settings.write();
+        let new = s.apply(update);
+        new.validate().map_err(BucketError::InvalidSettings)?;
+        crate::store::write_settings(&self.dir, &new)?;
+        *s = new;
+        Ok(())
+    }
+
+    /// The entries, as a snapshot: no lock is held when the caller goes on to lock them.
+    pub fn entries(&self) -> Vec<Arc<Entry>> {
+        self.entries.read().values().cloned().collect()
+    }
+
+    pub fn entry(&self, name: &str) -> Option<Arc<Entry>> {
+        self.entries.read().get(name).cloned()
+    }
+
+    pub fn insert_entry(&self, entry: Arc<Entry>) {
+        self.entries.write().insert(entry.name().to_string(), entry);
+    }
+
+    /// Removes `entry` from the map, if it is still the one under its name.
+    pub fn forget_entry(&self, entry: &Arc<Entry>) {
+        let mut map = self.entries.write();
+        if map.get(entry.name()).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            map.remove(entry.name());
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Bytes the quota counts as taken: block files plus writes in flight.
+    pub fn used(&self) -> u64 {
+        self.size() + self.reserved.load(Ordering::Acquire)
+    }
+
+    pub fn grow(&self, bytes: u64) {
+        self.size.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    pub fn shrink(&self, bytes: u64) {
+        let _ = self
+            .size
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some(s.saturating_sub(bytes))
+            });
+    }
+
+    pub fn set_size(&self, bytes: u64) {
+        self.size.store(bytes, Ordering::Release);
+    }
+
+    pub fn reserve(&self, bytes: u64) {
+        self.reserved.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    pub fn release(&self, bytes: u64) {
+        let _ = self
+            .reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some(s.saturating_sub(bytes))
+            });
+    }
+
+    /// One quota admission or eviction at a time.
+    pub fn lock_evict(&self) -> MutexGuard<'_, ()> {
+        self.evict_lock.lock()
+    }
+
+    pub fn note_evicted(&self) {
+        self.evicted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    pub fn info(&self, index: &Index) -> Result<BucketInfo> {
+        let entries = self.entries();
+        let mut info = BucketInfo {
+            name: self.name.clone(),
+            settings: self.settings(),
+            record_count: 0,
+            size: self.size(),
+            block_count: 0,
+            entry_count: entries.len() as u64,
+            oldest: None,
+            latest: None,
+            evicted_blocks: self.evicted.load(Ordering::Relaxed),
+        };
+        for e in entries {
+            let ei = e.info(index)?;
+            info.record_count += ei.record_count;
+            info.block_count += ei.block_count;
+            info.oldest = min_opt(info.oldest, ei.oldest);
+            info.latest = info.latest.max(ei.latest);
+        }
+        Ok(info)
+    }
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}

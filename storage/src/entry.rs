@@ -1,0 +1,146 @@
+//! An entry's shared state: its blocks, its active block, and what timestamps it has used.
+//!
+//! Everything here is behind the entry's mutex (`Rank::Entry`): writers, removals and label
+//! updates of one entry take it for the whole of their change, so operations on one record
+//! are serialized. Readers never take it; they look records up in the index and read block
+//! files through the store's [`FileCache`](crate::files::FileCache).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::index::{BlockMeta, Index};
+use crate::lock::{Mutex, MutexGuard, Rank};
+use crate::names::entry_dir_name;
+use crate::*;
+
+pub(crate) struct Entry {
+    id: u32,
+    name: String,
+    dir: PathBuf,
+    state: Mutex<EntryState>,
+}
+
+pub(crate) struct EntryState {
+    /// Every block of the entry with its metadata, as committed (or about to be).
+    pub blocks: BTreeMap<u64, BlockMeta>,
+    pub active: Option<Active>,
+    pub last_auto_ts: u64,
+    /// No record of the entry has a larger timestamp (`None`: the entry has never held
+    /// one). Conservative: removals do not lower it. A timestamp above it needs no
+    /// duplicate check in the index, which makes in-order writes skip an LMDB lookup.
+    pub ceiling: Option<u64>,
+    removed: bool,
+}
+
+/// The block an entry appends to (its handle comes from the file cache).
+#[derive(Clone, Copy)]
+pub(crate) struct Active {
+    pub id: u64,
+    pub len: u64,
+    pub base_ts: u64,
+}
+
+impl EntryState {
+    pub fn new(blocks: BTreeMap<u64, BlockMeta>) -> EntryState {
+        let ceiling = blocks
+            .values()
+            .filter(|m| m.records > 0)
+            .map(|m| m.max_ts)
+            .max();
+        EntryState {
+            blocks,
+            active: None,
+            last_auto_ts: 0,
+            ceiling,
+            removed: false,
+        }
+    }
+
+    pub fn record_count(&self) -> u64 {
+        self.blocks.values().map(|b| b.records).sum()
+    }
+
+    pub fn block_bytes(&self) -> u64 {
+        self.blocks.values().map(|b| b.indexed_len).sum()
+    }
+
+    pub fn is_active(&self, block_id: u64) -> bool {
+        self.active.is_some_and(|a| a.id == block_id)
+    }
+
+    /// One live record of `block_id` is gone (removed, or superseded by a label update):
+    /// returns the block's new metadata.
+    pub fn retire_one(&mut self, block_id: u64) -> Option<BlockMeta> {
+        let m = self.blocks.get_mut(&block_id)?;
+        m.records = m.records.saturating_sub(1);
+        Some(*m)
+    }
+
+    /// The entry is gone: nothing may be written to it again.
+    pub fn mark_removed(&mut self) {
+        self.removed = true;
+        self.active = None;
+        self.blocks.clear();
+    }
+}
+
+impl Entry {
+    pub fn new(id: u32, name: &str, bucket_dir: &Path, state: EntryState) -> Entry {
+        Entry {
+            id,
+            name: name.to_string(),
+            dir: bucket_dir.join(entry_dir_name(name)),
+            state: Mutex::new(Rank::Entry, state),
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn block_path(&self, block_id: u64) -> PathBuf {
+        crate::block::block_path(&self.dir, block_id)
+    }
+
+    /// Locks the entry's state, removed or not (removal, statistics).
+    pub fn lock(&self) -> MutexGuard<'_, EntryState> {
+        self.state.lock()
+    }
+
+    /// Locks the entry's state for a change; an entry removed meanwhile is not found.
+    pub fn lock_live(&self, bucket: &str) -> Result<MutexGuard<'_, EntryState>> {
+        let st = self.state.lock();
+        if st.removed {
+            return Err(NotFound::Entry {
+                bucket: bucket.into(),
+                entry: self.name.clone(),
+            }
+            .into());
+        }
+        Ok(st)
+    }
+
+    pub fn info(&self, index: &Index) -> Result<EntryInfo> {
+        let (record_count, size, block_count) = {
+            let st = self.state.lock();
+            (st.record_count(), st.block_bytes(), st.blocks.len() as u64)
+        };
+        let txn = index.read_txn()?;
+        Ok(EntryInfo {
+            name: self.name.clone(),
+            record_count,
+            size,
+            block_count,
+            oldest: index.first(&txn, self.id)?.map(|(ts, _)| ts),
+            latest: index.last(&txn, self.id)?.map(|(ts, _)| ts),
+        })
+    }
+}

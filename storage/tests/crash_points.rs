@@ -1,0 +1,167 @@
+//! A crash between any two steps: a child process performs one operation with
+//! `TSBLOB_CRASH_AT=<step>` set and dies there (abort, as a kill -9 leaves it: no flush, no
+//! destructor); the parent reopens the store and checks what must hold. Steps: a block moved
+//! to the trash, its removal committed, an entry or bucket folder trashed, frames appended
+//! but not committed, a write committed but not acknowledged, a label copy committed
+//! before the old frame is flagged.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use common::*;
+use std::process::Command;
+use tsblob_storage::*;
+
+const STEPS: [&str; 8] = [
+    "block-trashed",
+    "block-removal-committed",
+    "entry-trashed",
+    "entry-removal-committed",
+    "bucket-trashed",
+    "frames-appended",
+    "write-committed",
+    "label-copy-committed",
+];
+
+fn settings() -> BucketSettings {
+    BucketSettings {
+        max_block_records: 10,
+        ..BucketSettings::default()
+    }
+}
+
+/// The operation that passes through `step`.
+fn operate(s: &Store, step: &str) {
+    match step {
+        "block-trashed" | "block-removal-committed" => {
+            s.update_bucket(
+                "b",
+                &BucketSettingsUpdate {
+                    quota_type: Some(QuotaType::Fifo),
+                    quota_size: Some(2_000),
+                    ..BucketSettingsUpdate::default()
+                },
+            )
+            .unwrap();
+            s.write("b", "e", &meta(100), b"evicts").unwrap();
+        }
+        "entry-trashed" | "entry-removal-committed" => s.remove_entry("b", "e").unwrap(),
+        "bucket-trashed" => s.remove_bucket("b").unwrap(),
+        "frames-appended" | "write-committed" => {
+            s.write("b", "e", &meta(100), &payload(100, 500)).unwrap();
+        }
+        "label-copy-committed" => {
+            s.update_labels("b", "e", 5, &labels(&[("k", "v")]), &[])
+                .unwrap();
+        }
+        other => panic!("no operation for {other}"),
+    }
+}
+
+/// Not a test of its own: the child's body (it returns at once without the variable).
+#[test]
+fn crash_point_child() {
+    let Ok(dir) = std::env::var("TSBLOB_CRASH_POINT_DIR") else {
+        return;
+    };
+    let step = std::env::var("TSBLOB_CRASH_POINT_STEP").unwrap();
+    let s = Store::open(&dir, opts()).unwrap();
+    if std::env::var("TSBLOB_CRASH_AT").is_err() {
+        s.create_bucket("b", settings()).unwrap();
+        for ts in 1..=30 {
+            s.write("b", "e", &meta(ts), &payload(ts, 100)).unwrap();
+        }
+        s.write("b", "other", &meta(1), b"neighbour").unwrap();
+        return;
+    }
+    operate(&s, &step);
+    panic!("step {step} was never reached");
+}
+
+fn child(dir: &std::path::Path, step: &str, crash: bool) -> std::process::ExitStatus {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["crash_point_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("TSBLOB_CRASH_POINT_DIR", dir)
+        .env("TSBLOB_CRASH_POINT_STEP", step)
+        .env_remove("TSBLOB_CRASH_AT");
+    if crash {
+        cmd.env("TSBLOB_CRASH_AT", step);
+    }
+    cmd.status().unwrap()
+}
+
+/// Every record of `b/e` either reads back exactly or is not found, and the count agrees.
+fn consistent(s: &Store) -> Vec<u64> {
+    let mut present = Vec::new();
+    if s.bucket("b").is_err() {
+        return present;
+    }
+    for ts in (1..=30).chain([100]) {
+        match s.read("b", "e", Some(ts)) {
+            Ok(r) => {
+                let want = match ts {
+                    100 if r.data == b"evicts" => b"evicts".to_vec(),
+                    100 => payload(100, 500),
+                    _ => payload(ts, 100),
+                };
+                assert_eq!(r.data, want, "record {ts} reads back wrong");
+                present.push(ts);
+            }
+            Err(Error::NotFound(_)) => {}
+            Err(e) => panic!("record {ts}: {e}"),
+        }
+    }
+    let counted = s.entry("b", "e").map(|e| e.record_count).unwrap_or(0);
+    assert_eq!(counted, present.len() as u64, "count vs readable records");
+    present
+}
+
+#[test]
+fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
+    for step in STEPS {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(child(dir.path(), step, false).success(), "{step}: set-up");
+        let st = child(dir.path(), step, true);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            st.signal(),
+            Some(libc_sigabrt()),
+            "{step}: the child did not die at the step ({st:?})"
+        );
+        let s = open(dir.path());
+        let present = consistent(&s);
+        match step {
+            // The removal was committed: what it removed never comes back.
+            "block-removal-committed" => {
+                assert!(present.iter().all(|ts| *ts > 10), "{step}: {present:?}");
+            }
+            "entry-trashed" | "entry-removal-committed" => {
+                assert!(present.is_empty(), "{step}: {present:?}");
+                assert_eq!(s.read("b", "other", Some(1)).unwrap().data, b"neighbour");
+            }
+            "bucket-trashed" => assert!(matches!(s.bucket("b"), Err(Error::NotFound(_)))),
+            "write-committed" => assert!(present.contains(&100), "{step}: {present:?}"),
+            "label-copy-committed" => {
+                assert_eq!(present.len(), 30, "{step}: {present:?}");
+                let l = s.head("b", "e", Some(5)).unwrap().labels;
+                assert_eq!(l, labels(&[("k", "v")]), "{step}");
+            }
+            _ => assert!((1..=30).all(|ts| present.contains(&ts) || step == "block-trashed")),
+        }
+        // A rebuild from the block files alone agrees (the later copy of a label update
+        // wins; trashed blocks are gone).
+        drop(s);
+        rebuild_index(dir.path(), &opts()).unwrap();
+        let s = open(dir.path());
+        let again = consistent(&s);
+        assert_eq!(again, present, "{step}: a rebuild disagrees");
+        if step == "label-copy-committed" {
+            let l = s.head("b", "e", Some(5)).unwrap().labels;
+            assert_eq!(l, labels(&[("k", "v")]), "{step} after a rebuild");
+        }
+    }
+}
+
+/// SIGABRT, what `std::process::abort` dies of.
+fn libc_sigabrt() -> i32 {
+    6
+}
