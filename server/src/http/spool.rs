@@ -7,17 +7,12 @@
 //! while it sends, and a body that stops short, stalls or exceeds a limit stores nothing,
 //! reserves nothing and evicts nothing.
 //!
-//! [`open`] and [`write_spooled`] are the only two places that name the engine's spool API
-//! (`Store::spool`, `Store::write_spooled`); until it lands, [`Spool`] is a stand-in here
-//! with the same shape (an unlinked file in the data folder, handed to `write_stream` with
-//! its exact length).
-
-use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
+//! The spool is the engine's ([`tsblob_storage::Spool`]): its appends pass the free-space
+//! guard and refuse early a body that a HARD quota can no longer fit.
 
 use bytes::BytesMut;
 use tokio::task::JoinHandle;
-use tsblob_storage::{Error, QuotaType, Result, Store, WriteError, WriteMeta};
+use tsblob_storage::{Result, Spool, Store, WriteMeta};
 
 use super::body::BodyChunks;
 use super::errors::{blocking, AppError};
@@ -25,94 +20,16 @@ use super::errors::{blocking, AppError};
 /// Bytes gathered from the network before one append to the spool.
 const PIECE: usize = 1 << 20;
 
-/// A record's payload received so far (stand-in for `tsblob_storage::Spool`).
-pub struct Spool {
-    file: File,
-    len: u64,
-    bucket: String,
-    /// The HARD quota and the bucket's size when the spool was opened: a body that can no
-    /// longer fit is refused while it arrives, not after.
-    hard: Option<(u64, u64)>,
-}
-
-impl Spool {
-    /// Appends `data` (a blocking write to the page cache).
-    pub fn append(&mut self, data: &[u8]) -> Result<()> {
-        let len = self.len + data.len() as u64;
-        if let Some((quota, used)) = self.hard {
-            if used + len > quota {
-                return Err(WriteError::QuotaExceeded {
-                    bucket: self.bucket.clone(),
-                    quota,
-                    used,
-                    needed: len,
-                }
-                .into());
-            }
-        }
-        self.file
-            .write_all(data)
-            .map_err(|e| io("writing to a spool file", e))?;
-        self.len = len;
-        Ok(())
-    }
-
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-fn io(context: &str, source: std::io::Error) -> Error {
-    Error::Io {
-        context: context.into(),
-        source,
-    }
-}
-
-/// A new, empty spool for a record of `bucket` (which must exist). Blocking.
-pub fn open(store: &Store, bucket: &str) -> Result<Spool> {
-    let info = store.bucket(bucket)?;
-    let hard = (info.settings.quota_type == QuotaType::Hard)
-        .then_some((info.settings.quota_size, info.size));
-    // `.spool-*` can never be a bucket folder: bucket names may not start with a dot.
-    let path = store
-        .path()
-        .join(format!(".spool-{:016x}", rand::random::<u64>()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| io("creating a spool file", e))?;
-    // Anonymous from now on: its space is freed when it is dropped, even after a crash.
-    std::fs::remove_file(&path).map_err(|e| io("unlinking a spool file", e))?;
-    Ok(Spool {
-        file,
-        len: 0,
-        bucket: bucket.to_string(),
-        hard,
-    })
-}
-
-/// Writes the spooled payload as one record: the engine reserves exactly its length.
-/// Blocking.
+/// Writes the spooled payload as one record: the engine reserves exactly its length
+/// (evicting, in a FIFO bucket, only for that). Blocking.
 pub fn write_spooled(
     store: &Store,
     bucket: &str,
     entry: &str,
     meta: &WriteMeta,
-    mut spool: Spool,
+    spool: Spool,
 ) -> Result<u64> {
-    spool
-        .file
-        .seek(SeekFrom::Start(0))
-        .map_err(|e| io("rewinding a spool file", e))?;
-    let len = spool.len;
-    store.write_stream(bucket, entry, meta, &mut spool.file, Some(len))
+    store.write_spooled(bucket, entry, meta, spool)
 }
 
 /// Appends `piece` on the blocking pool, handing the spool back.
@@ -156,7 +73,7 @@ pub async fn receive(
     mut chunks: BodyChunks,
 ) -> Result<Spool, AppError> {
     let (s, b) = (store.clone(), bucket.to_string());
-    let mut spool = Some(blocking(move || Ok(open(&s, &b)?)).await?);
+    let mut spool = Some(blocking(move || Ok(s.spool(&b)?)).await?);
     let mut in_flight: Option<JoinHandle<(Spool, Result<()>)>> = None;
     let mut piece = BytesMut::new();
     loop {
