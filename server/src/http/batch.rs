@@ -223,7 +223,8 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         break 'body;
                     }
                     chunk_bytes += held_bytes(&head);
-                    let len = head.payload_len as usize;
+                    // Memory follows the bytes that arrive, not the length a head claims.
+                    let len = (head.payload_len as usize).min(CHUNK_BYTES);
                     current = Some(Pending {
                         head,
                         data: Vec::with_capacity(len),
