@@ -511,3 +511,25 @@ fn a_trickled_body_is_cut_by_the_body_deadline() {
     assert!(started.elapsed() < Duration::from_secs(6));
     assert_eq!(status_of(&a, "GET", "/api/v1/b/b/e?ts=1"), 404);
 }
+
+/// Bug "label bounds", single writes: labels over the engine's `MAX_LABELS_BYTES` are
+/// refused from the headers, before the (large) body is uploaded, and nothing is stored.
+#[test]
+fn a_write_with_too_many_label_bytes_is_refused_before_its_body() {
+    let s = Server::start(&[]);
+    let a = addr_of(&s.url(""));
+    create(&a, "b", json!({}));
+    let value = "v".repeat(4000);
+    let mut head = String::from("POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1073741824\r\n");
+    for j in 0..=(tsblob_storage::MAX_LABELS_BYTES / 4000) {
+        head.push_str(&format!("x-tsblob-label-k{j}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut t = TcpStream::connect(&a).unwrap();
+    t.write_all(head.as_bytes()).unwrap();
+    // Not a byte of the promised GiB is sent: the answer comes from the headers alone.
+    let (status, answer) = read_answer(&mut t, PROMPT);
+    assert_eq!(status, 422, "{answer:.300}");
+    assert!(answer.contains("invalid_label"), "{answer:.300}");
+    assert_eq!(info(&a, "b")["record_count"], 0);
+}

@@ -1,5 +1,6 @@
-//! One record: write (small bodies whole, larger ones received into a spool first), read (small ones whole, large ones
-//! streamed), `HEAD`, label updates, removal; and the entry routes (info, remove).
+//! One record: write (small bodies in memory, larger ones received into a spool first),
+//! read (small ones whole, large ones streamed), `HEAD`, label updates, removal; and the
+//! entry routes (info, remove).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -16,7 +17,7 @@ use tsblob_storage::{EntryInfo, Labels, RecordMeta, WriteMeta};
 use super::auth::Caller;
 use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
-use super::headers::{content_type_from, labels_from, put_meta, TS_HEADER};
+use super::headers::{check_label_bounds, content_type_from, labels_from, put_meta, TS_HEADER};
 use super::params::RecordParams;
 use super::spool;
 use super::AppState;
@@ -105,6 +106,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         content_type: content_type_from(&parts.headers)?,
         labels: labels_from(&parts.headers)?,
     };
+    check_label_bounds(&meta.labels)?;
     let len = content_length(&parts.headers)?;
     let limits = t.state.limits.clone();
     if let Some(n) = len {
