@@ -68,9 +68,20 @@ pub struct ServeArgs {
     /// Largest record inside a batch (batched records are held in memory until written).
     #[arg(long, env = "TSBLOB_MAX_BATCH_RECORD", default_value = "64MiB", value_parser = parse_size)]
     pub max_batch_record: u64,
+    /// Most records in one batch body (each record's result is held until the answer).
+    #[arg(long, env = "TSBLOB_MAX_BATCH_RECORDS", default_value_t = 100_000)]
+    pub max_batch_records: u64,
     /// A request body that sends nothing for this long is dropped (slow or stuck clients).
     #[arg(long, env = "TSBLOB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
+    /// A request body may take this long, plus 1 s per --body-min-rate bytes received
+    /// (a client trickling a byte per idle period is cut off: 408).
+    #[arg(long, env = "TSBLOB_BODY_DEADLINE", default_value = "60s", value_parser = parse_duration)]
+    pub body_deadline: Duration,
+    /// The slowest average rate (bytes per second) a body may arrive at after the first
+    /// --body-deadline; 0: the whole body must arrive within --body-deadline.
+    #[arg(long, env = "TSBLOB_BODY_MIN_RATE", default_value = "64KiB", value_parser = parse_size)]
+    pub body_min_rate: u64,
     /// Writes are refused (507 disk_full) when free space would drop below this.
     #[arg(long, env = "TSBLOB_FREE_SPACE_RESERVE", default_value = "256MiB", value_parser = parse_size)]
     pub free_space_reserve: u64,
@@ -130,7 +141,12 @@ impl ServeArgs {
         Limits {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
+            max_batch_records: self.max_batch_records,
             idle_timeout: self.idle_timeout,
+            body_deadline: crate::http::body::BodyDeadline {
+                base: self.body_deadline,
+                min_rate: self.body_min_rate,
+            },
         }
     }
 }

@@ -194,7 +194,7 @@ pub async fn create(
 ) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("create buckets")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let update = SettingsInput::parse(&body)?;
@@ -222,7 +222,7 @@ pub async fn update(
 ) -> Result<Json<BucketJson>, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("change bucket settings")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let update = SettingsInput::parse(&body)?;
@@ -267,7 +267,11 @@ pub struct ServerInfo {
 /// Version, uptime, usage and sync policy.
 #[utoipa::path(get, path = "/api/v1/info", tag = "service",
     responses((status = 200, body = ServerInfo)))]
-pub async fn server_info(State(state): State<AppState>) -> Result<Json<ServerInfo>, AppError> {
+pub async fn server_info(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<ServerInfo>, AppError> {
+    caller.require_all_buckets("read the server's info")?;
     let store = state.store.clone();
     let stats = blocking(move || Ok(store.stats())).await?;
     Ok(Json(ServerInfo {
