@@ -88,6 +88,10 @@ pub struct ServeArgs {
     /// Size of the LMDB index map (address space, not disk).
     #[arg(long, env = "TSBLOB_INDEX_MAP_SIZE", default_value = "64GiB", value_parser = parse_size)]
     pub index_map_size: u64,
+    /// Block files kept open at once across all entries (default: half of what the
+    /// open-file limit, `ulimit -n`, leaves after 128 for sockets and the index).
+    #[arg(long, env = "TSBLOB_MAX_OPEN_FILES")]
+    pub max_open_files: Option<usize>,
     /// Default quota type of new buckets: none, fifo or hard.
     #[arg(long, env = "TSBLOB_DEFAULT_QUOTA_TYPE", default_value = "none")]
     pub default_quota_type: QuotaType,
@@ -133,7 +137,7 @@ impl ServeArgs {
                 .map_err(|_| "--index-map-size is too large for this machine".to_string())?,
             free_space_reserve: self.free_space_reserve,
             default_bucket: self.default_bucket()?,
-            max_open_files: None,
+            max_open_files: self.max_open_files,
         })
     }
 
