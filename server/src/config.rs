@@ -107,6 +107,9 @@ pub struct ServeArgs {
     /// Default compression of new buckets: none, zstd or zstd:<1-22>.
     #[arg(long, env = "TSBLOB_DEFAULT_COMPRESSION", default_value = "none")]
     pub default_compression: Compression,
+    /// Default age-based retention of new buckets (e.g. 30d; none keeps records).
+    #[arg(long, env = "TSBLOB_DEFAULT_MAX_AGE", value_parser = parse_duration)]
+    pub default_max_age: Option<Duration>,
     /// A client must send its request head (line and headers) within this time.
     #[arg(long, env = "TSBLOB_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_timeout: Duration,
@@ -124,6 +127,9 @@ impl ServeArgs {
             max_block_size: self.default_max_block_size,
             max_block_records: self.default_max_block_records,
             compression: self.default_compression,
+            max_age: self
+                .default_max_age
+                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
         };
         s.validate()
             .map_err(|e| format!("the --default-* bucket settings are invalid: {e}"))?;

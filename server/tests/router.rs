@@ -226,6 +226,32 @@ async fn bucket_lifecycle_and_errors() {
     assert_eq!(a.json()["settings"]["quota_size"], 2000000);
     assert_eq!(a.json()["info"]["quota_used"], 0.0);
 
+    // Age-based retention: a duration string or microseconds in, microseconds out.
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":"30d"}"#)
+        .await;
+    assert_eq!(a.json()["settings"]["max_age"], 30u64 * 86_400_000_000);
+    assert_eq!(a.json()["info"]["expired_blocks"], 0);
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":90000000}"#)
+        .await;
+    assert_eq!(a.json()["settings"]["max_age"], 90_000_000);
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":"soon"}"#)
+        .await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings")
+    );
+    assert!(a.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("30d"));
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":"none"}"#)
+        .await;
+    assert_eq!(a.json()["settings"]["max_age"], serde_json::Value::Null);
+
     let a = f.call("GET", "/api/v1/b", "").await;
     assert_eq!(a.json()["buckets"].as_array().unwrap().len(), 1);
     let a = f.call("GET", "/api/v1/b/cams", "").await;

@@ -28,6 +28,9 @@ pub(crate) struct Bucket {
     reserved: AtomicU64,
     evict_lock: Mutex<()>,
     evicted: AtomicU64,
+    expired: AtomicU64,
+    /// When (µs since the epoch) retention should next look at this bucket's blocks.
+    next_expiry: AtomicU64,
     removed: AtomicBool,
 }
 
@@ -42,6 +45,8 @@ impl Bucket {
             reserved: AtomicU64::new(0),
             evict_lock: Mutex::new(Rank::Evict, ()),
             evicted: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            next_expiry: AtomicU64::new(0),
             removed: AtomicBool::new(false),
         }
     }
@@ -135,6 +140,20 @@ impl Bucket {
         self.evicted.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn note_expired(&self) {
+        self.expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True at most once per `every` µs (per bucket): whether retention should look now.
+    pub fn expiry_due(&self, now: u64, every: u64) -> bool {
+        let next = self.next_expiry.load(Ordering::Acquire);
+        now >= next
+            && self
+                .next_expiry
+                .compare_exchange(next, now + every, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
     pub fn mark_removed(&self) {
         self.removed.store(true, Ordering::Release);
     }
@@ -155,6 +174,7 @@ impl Bucket {
             oldest: None,
             latest: None,
             evicted_blocks: self.evicted.load(Ordering::Relaxed),
+            expired_blocks: self.expired.load(Ordering::Relaxed),
         };
         for e in entries {
             let ei = e.info(index)?;

@@ -45,8 +45,10 @@ pub(crate) struct Inner {
     structure: Mutex<()>,
     report: RecoveryReport,
     evicted_blocks: AtomicU64,
+    expired_blocks: AtomicU64,
     closing: AtomicBool,
     syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
     _lock: File,
 }
 
@@ -66,8 +68,10 @@ impl Inner {
             structure: Mutex::new(Rank::Structure, ()),
             report: loaded.report,
             evicted_blocks: AtomicU64::new(0),
+            expired_blocks: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             syncer: Mutex::new(Rank::Syncer, None),
+            keeper: Mutex::new(Rank::Syncer, None),
             _lock: loaded.lock,
         }
     }
@@ -80,12 +84,16 @@ impl Inner {
         self.evicted_blocks.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn note_expired(&self) {
+        self.expired_blocks.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether folder changes must be synced (`SyncPolicy::Always`).
     pub fn sync_dirs(&self) -> bool {
         self.opts.sync == SyncPolicy::Always
     }
 
-    fn buckets(&self) -> Vec<Arc<Bucket>> {
+    pub(crate) fn buckets(&self) -> Vec<Arc<Bucket>> {
         self.buckets.read().values().cloned().collect()
     }
 }
@@ -99,6 +107,8 @@ pub struct StoreStats {
     pub disk_bytes: u64,
     /// Blocks deleted by FIFO quotas since open.
     pub evicted_blocks: u64,
+    /// Blocks deleted by age-based retention (`max_age`) since open.
+    pub expired_blocks: u64,
     /// Free bytes on the data folder's file system.
     pub free_bytes: u64,
 }
@@ -126,6 +136,27 @@ impl Store {
                 .map_err(|e| Error::io("starting the sync thread", e))?;
             *inner.syncer.lock() = Some(handle);
         }
+        // Age-based retention in the background (writes also apply it before they reserve).
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let handle = std::thread::Builder::new()
+            .name("tsblob-retention".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_millis(
+                    crate::quota::EXPIRY_EVERY_MS,
+                ));
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.closing.load(Ordering::Relaxed) {
+                    return;
+                }
+                let store = Store { inner };
+                for b in store.inner.buckets() {
+                    if let Err(e) = store.expire_due(&b) {
+                        log::error!("retention of bucket {}: {e}", b.name());
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the retention thread", e))?;
+        *inner.keeper.lock() = Some(handle);
         Ok(Store { inner })
     }
 
@@ -347,6 +378,7 @@ impl Store {
         let mut s = StoreStats {
             bucket_count: buckets.len() as u64,
             evicted_blocks: self.inner.evicted_blocks.load(Ordering::Relaxed),
+            expired_blocks: self.inner.expired_blocks.load(Ordering::Relaxed),
             free_bytes: crate::quota::free_space(&self.inner.path).unwrap_or(0),
             ..StoreStats::default()
         };

@@ -11,7 +11,9 @@ use common::*;
 use std::process::Command;
 use tsblob_storage::*;
 
-const STEPS: [&str; 9] = [
+const STEPS: [&str; 11] = [
+    "retention-trashed",
+    "retention-committed",
     "label-copy-appended",
     "block-trashed",
     "block-removal-committed",
@@ -44,6 +46,18 @@ fn operate(s: &Store, step: &str) {
             )
             .unwrap();
             s.write("b", "e", &meta(100), b"evicts").unwrap();
+        }
+        "retention-trashed" | "retention-committed" => {
+            // Records 1..=30 are timestamps near the epoch: a day's max_age expires them all.
+            s.update_bucket(
+                "b",
+                &BucketSettingsUpdate {
+                    max_age: Some(Some(86_400_000_000)),
+                    ..BucketSettingsUpdate::default()
+                },
+            )
+            .unwrap();
+            s.write("b", "e", &meta(now_micros()), b"now").unwrap();
         }
         "entry-trashed" | "entry-removal-committed" => s.remove_entry("b", "e").unwrap(),
         "bucket-trashed" => s.remove_bucket("b").unwrap(),
@@ -91,10 +105,11 @@ fn child(dir: &std::path::Path, step: &str, crash: bool) -> std::process::ExitSt
     .env_remove("TSBLOB_CRASH_AT");
     if crash {
         // A label update passes through the write path's "frames-appended" step.
-        let at = if step == "label-copy-appended" {
-            "frames-appended"
-        } else {
-            step
+        let at = match step {
+            "label-copy-appended" => "frames-appended",
+            "retention-trashed" => "block-trashed",
+            "retention-committed" => "block-removal-committed",
+            other => other,
         };
         cmd.env("TSBLOB_CRASH_AT", at);
     }
@@ -141,9 +156,14 @@ fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
         );
         let s = open(dir.path());
         let present = consistent(&s);
+        if step.starts_with("retention") {
+            assert!(present
+                .iter()
+                .all(|ts| *ts > 10 || step == "retention-trashed"));
+        }
         match step {
             // The removal was committed: what it removed never comes back.
-            "block-removal-committed" => {
+            "block-removal-committed" | "retention-committed" => {
                 assert!(present.iter().all(|ts| *ts > 10), "{step}: {present:?}");
             }
             "entry-trashed" | "entry-removal-committed" => {
@@ -157,7 +177,8 @@ fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
                 let l = s.head("b", "e", Some(5)).unwrap().labels;
                 assert_eq!(l, labels(&[("k", "v")]), "{step}");
             }
-            _ => assert!((1..=30).all(|ts| present.contains(&ts) || step == "block-trashed")),
+            "block-trashed" | "retention-trashed" => {}
+            _ => assert!((1..=30).all(|ts| present.contains(&ts))),
         }
         // A rebuild from the block files alone agrees (the later copy of a label update
         // wins; trashed blocks are gone).
@@ -165,7 +186,15 @@ fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
         rebuild_index(dir.path(), &opts()).unwrap();
         let s = open(dir.path());
         let again = consistent(&s);
-        assert_eq!(again, present, "{step}: a rebuild disagrees");
+        if step.starts_with("retention") {
+            // The reopened store goes on expiring in the background: only fewer records.
+            assert!(
+                again.iter().all(|ts| present.contains(ts) && *ts > 10),
+                "{step}"
+            );
+        } else {
+            assert_eq!(again, present, "{step}: a rebuild disagrees");
+        }
         if step == "label-copy-committed" {
             let l = s.head("b", "e", Some(5)).unwrap().labels;
             assert_eq!(l, labels(&[("k", "v")]), "{step} after a rebuild");

@@ -668,3 +668,88 @@ fn same_name_races_of_buckets_entries_and_writes() {
         }
     }
 }
+
+/// Age-based retention: blocks whose newest record is older than `max_age` go before a
+/// write and in the background; newer ones stay; the counts say so.
+#[test]
+fn retention_deletes_whole_blocks_older_than_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("r", small_blocks(10)).unwrap();
+    let now = now_micros();
+    let hour = 3_600_000_000u64;
+    // 30 records two hours old (3 blocks), then 5 current ones.
+    for i in 0..30 {
+        s.write("r", "e", &meta(now - 2 * hour + i), b"old")
+            .unwrap();
+    }
+    for i in 0..5 {
+        s.write("r", "e", &meta(now + i), b"new").unwrap();
+    }
+    assert_eq!(s.entry("r", "e").unwrap().record_count, 35);
+    let info = s
+        .update_bucket(
+            "r",
+            &BucketSettingsUpdate {
+                max_age: Some(Some(hour)),
+                ..BucketSettingsUpdate::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(info.settings.max_age, Some(hour));
+    // Before a write.
+    s.write("r", "e", &meta(now + 100), b"newer").unwrap();
+    let info = s.bucket("r").unwrap();
+    assert_eq!(info.expired_blocks, 3, "{info:?}");
+    assert_eq!(info.record_count, 6);
+    assert!(matches!(
+        s.read("r", "e", Some(now - 2 * hour)),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(s.read("r", "e", Some(now)).unwrap().data, b"new");
+    assert_eq!(s.stats().expired_blocks, 3);
+    // The setting survives a reopen.
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(s.bucket("r").unwrap().settings.max_age, Some(hour));
+    assert_eq!(s.bucket("r").unwrap().record_count, 6);
+}
+
+/// Retention runs in the background too: no write needed.
+#[test]
+fn retention_runs_without_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("r", small_blocks(5)).unwrap();
+    let now = now_micros();
+    for i in 0..20 {
+        s.write("r", "e", &meta(now - 10_000_000_000 + i), b"old")
+            .unwrap();
+    }
+    s.update_bucket(
+        "r",
+        &BucketSettingsUpdate {
+            max_age: Some(Some(1_000_000_000)),
+            ..BucketSettingsUpdate::default()
+        },
+    )
+    .unwrap();
+    let t = Instant::now();
+    while s.bucket("r").unwrap().record_count > 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "retention never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(s.bucket("r").unwrap().expired_blocks, 4);
+    // max_age 0 is refused with a message; "off" is None.
+    let r = s.update_bucket(
+        "r",
+        &BucketSettingsUpdate {
+            max_age: Some(Some(0)),
+            ..BucketSettingsUpdate::default()
+        },
+    );
+    assert!(matches!(
+        r,
+        Err(Error::Bucket(BucketError::InvalidSettings(_)))
+    ));
+}

@@ -35,6 +35,7 @@ pub struct Metrics {
     records: IntGauge,
     buckets: IntGauge,
     evicted_blocks: IntGauge,
+    expired_blocks: IntGauge,
 }
 
 impl Metrics {
@@ -81,6 +82,10 @@ impl Metrics {
                 "tsblob_quota_evicted_blocks",
                 "Blocks removed by FIFO quotas since the server started",
             )?,
+            expired_blocks: g(
+                "tsblob_retention_expired_blocks",
+                "Blocks removed by age-based retention (max_age) since the server started",
+            )?,
             registry,
         };
         m.registry.register(Box::new(m.requests.clone()))?;
@@ -95,6 +100,7 @@ impl Metrics {
             &m.records,
             &m.buckets,
             &m.evicted_blocks,
+            &m.expired_blocks,
         ] {
             m.registry.register(Box::new(g.clone()))?;
         }
@@ -232,6 +238,7 @@ pub async fn scrape(
     m.records.set(clamp(stats.record_count));
     m.buckets.set(clamp(stats.bucket_count));
     m.evicted_blocks.set(clamp(stats.evicted_blocks));
+    m.expired_blocks.set(clamp(stats.expired_blocks));
     let mut out = Vec::new();
     TextEncoder::new()
         .encode(&m.registry.gather(), &mut out)

@@ -157,6 +157,9 @@ pub fn initial_buckets(rng: &mut StdRng) -> Vec<(String, BucketSettings)> {
         } else {
             Compression::None
         },
+        // Retention deletes by the clock, which the model does not follow: tested apart
+        // (storage/tests/integrity.rs, retention_*).
+        max_age: None,
     };
     let fifo_quota = rng.random_range(96 << 10..320 << 10);
     let hard_quota = rng.random_range(96 << 10..320 << 10);
@@ -375,6 +378,7 @@ impl LanePlan {
                         .then(|| rng.random_range(4096..64 << 10)),
                     max_block_records: rng.random_bool(0.3).then(|| rng.random_range(1..8)),
                     compression: None,
+                    max_age: None,
                 };
                 Op::UpdateBucket { b, update }
             }
