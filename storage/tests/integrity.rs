@@ -130,6 +130,7 @@ impl std::io::Read for SlowReader {
 /// and every later write to the bucket hung.
 #[test]
 fn slow_upload_stats_and_entry_removal_do_not_hang() {
+    let watch = DeadlockWatch::start();
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());
     s.create_bucket("b", BucketSettings::default()).unwrap();
@@ -162,6 +163,7 @@ fn slow_upload_stats_and_entry_removal_do_not_hang() {
     release.store(true, std::sync::atomic::Ordering::Release);
     assert_eq!(upload.join().unwrap().unwrap(), 2);
     assert_eq!(s.read("b", "slow", Some(2)).unwrap().data.len(), 300_000);
+    watch.finish();
 }
 
 fn fifo_bucket(s: &Store, quota: u64) {
@@ -615,6 +617,7 @@ fn ten_thousand_entries(dir: &std::path::Path, budget: Option<usize>) {
 /// (its index needs no rebuild, every record it lists reads back).
 #[test]
 fn same_name_races_of_buckets_entries_and_writes() {
+    let watch = DeadlockWatch::start();
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());
     s.create_bucket("b", small_blocks(4)).unwrap();
@@ -667,6 +670,7 @@ fn same_name_races_of_buckets_entries_and_writes() {
             assert_eq!(n, info.record_count);
         }
     }
+    watch.finish();
 }
 
 /// Age-based retention: blocks whose newest record is older than `max_age` go before a
@@ -752,4 +756,25 @@ fn retention_runs_without_writes() {
         r,
         Err(Error::Bucket(BucketError::InvalidSettings(_)))
     ));
+}
+
+/// The deadlock watch can fail: two threads deadlocked on purpose (the threads stay stuck
+/// until the test process exits).
+#[test]
+fn deadlock_watch_sees_a_real_cycle() {
+    let watch = DeadlockWatch::start();
+    let a = Arc::new(parking_lot::Mutex::new(()));
+    let b = Arc::new(parking_lot::Mutex::new(()));
+    let go = Arc::new(Barrier::new(2));
+    for (x, y) in [(a.clone(), b.clone()), (b, a)] {
+        let go = go.clone();
+        std::thread::spawn(move || {
+            let _x = x.lock();
+            go.wait();
+            let _y = y.lock();
+        });
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch.finish()));
+    assert!(r.is_err(), "the watch missed a deadlock");
 }

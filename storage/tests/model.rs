@@ -10,6 +10,7 @@
 //! killed history's operations and the child's acknowledgements and keeps a copy of the
 //! store as the kill left it.
 
+mod common;
 mod model {
     pub mod check;
     pub mod exec;
@@ -70,6 +71,7 @@ fn model_histories() {
         .map(|(i, s)| (*s, (i as u64 * kills) / n != ((i as u64 + 1) * kills) / n))
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let watch = common::DeadlockWatch::start();
     let reports: Vec<(u64, bool, Report)> = std::thread::scope(|sc| {
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
@@ -115,6 +117,7 @@ fn model_histories() {
         }
     }
     eprintln!("races set up: {races:?}");
+    watch.finish();
     eprintln!(
         "model: {} histories, {ops} operations, {killed} kills, {violations} violations in {} failing histories, {:.1} s",
         reports.len(),
