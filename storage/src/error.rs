@@ -58,8 +58,9 @@ impl Error {
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        // A full disk met half-way through a write is still a full disk to the caller.
-        if source.raw_os_error() == Some(libc::ENOSPC) {
+        // A full disk (or a user's disk quota) met half-way through a write is still a full
+        // disk to the caller.
+        if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
             return Error::Write(WriteError::DiskFull {
                 path: PathBuf::from(context.into()),
                 available: 0,
@@ -81,6 +82,12 @@ impl From<heed::Error> for Error {
                     .into(),
             ),
             heed::Error::Io(io) => Error::io("index I/O", io),
+            // LMDB reports a failed page write by its errno.
+            heed::Error::Mdb(heed::MdbError::Other(code))
+                if code == libc::ENOSPC || code == libc::EDQUOT =>
+            {
+                Error::io("index write", std::io::Error::from_raw_os_error(code))
+            }
             other => Error::Index(other.to_string()),
         }
     }
@@ -195,4 +202,30 @@ pub enum OpenError {
         map_size: usize,
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bug: an ENOSPC inside a group commit reached the followers as a `String` and the
+    /// server answered 500. Followers now get the leader's error, typed.
+    #[test]
+    fn a_full_disk_stays_typed_through_a_group_commit_and_lmdb() {
+        let e = Error::io("fsync", std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert!(matches!(e, Error::Write(WriteError::DiskFull { .. })));
+        assert!(matches!(
+            e.duplicate(),
+            Error::Write(WriteError::DiskFull { .. })
+        ));
+        let quota = Error::io("write", std::io::Error::from_raw_os_error(libc::EDQUOT));
+        assert!(matches!(quota, Error::Write(WriteError::DiskFull { .. })));
+        let lmdb = Error::from(heed::Error::Mdb(heed::MdbError::Other(libc::ENOSPC)));
+        assert!(matches!(lmdb, Error::Write(WriteError::DiskFull { .. })));
+        let other = Error::io("read", std::io::Error::from_raw_os_error(libc::EIO));
+        match other.duplicate() {
+            Error::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(libc::EIO)),
+            e => panic!("{e:?}"),
+        }
+    }
 }

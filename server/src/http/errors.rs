@@ -160,21 +160,14 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
 /// True for an error that means "no space left": the engine's `DiskFull`, and an
 /// `ENOSPC`/`EDQUOT` that reached it some other way. A group commit (`sync.rs`) hands every
 /// waiter its leader's failure as text inside `Error::Index`, so the text is checked too.
+/// The engine types every ENOSPC/EDQUOT it meets (block files, spools, the index, a group
+/// commit's followers) as `WriteError::DiskFull`; an `Io` error carrying one is full too.
 fn is_disk_full(e: &Error) -> bool {
     const ENOSPC: i32 = 28;
     const EDQUOT: i32 = 122;
-    let text_says = |s: &str| {
-        s.contains("No space left on device")
-            || s.contains("os error 28)")
-            || s.contains("Disk quota exceeded")
-            || s.contains("os error 122)")
-    };
     match e {
         Error::Write(WriteError::DiskFull { .. }) => true,
-        Error::Io { source, .. } => {
-            matches!(source.raw_os_error(), Some(ENOSPC | EDQUOT)) || text_says(&e.to_string())
-        }
-        Error::Index(m) => text_says(m),
+        Error::Io { source, .. } => matches!(source.raw_os_error(), Some(ENOSPC | EDQUOT)),
         _ => false,
     }
 }
@@ -327,14 +320,6 @@ mod tests {
                     reserve: 2,
                 }
                 .into(),
-                507,
-                "disk_full",
-            ),
-            // A group commit's failure reaches its followers as text.
-            (
-                Error::Index(
-                    "fsync of a block file failed: No space left on device (os error 28)".into(),
-                ),
                 507,
                 "disk_full",
             ),
