@@ -894,3 +894,5 @@ async fn mangled_batches_never_crash_or_half_write_silently() {
     }
     assert_eq!(f.call("GET", "/health", "").await.status, StatusCode::OK);
 }
+
+mod query_when;

@@ -17,6 +17,7 @@ pub mod params;
 pub mod query;
 pub mod records;
 pub mod tokens;
+pub mod when;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -169,6 +170,7 @@ async fn entry_route(
         (EntryRoute::Info, Method::GET) => records::entry_info(target).await,
         (EntryRoute::Batch, Method::POST | Method::PUT) => batch::write(target, req).await,
         (EntryRoute::Query, Method::GET) => query::stream(target, req).await,
+        (EntryRoute::Query, Method::POST) => query::stream_post(target, req).await,
         (EntryRoute::Query, Method::DELETE) => query::remove(target, req).await,
         (route, method) => Err(AppError::new(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,
