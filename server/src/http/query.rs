@@ -216,7 +216,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     let (tx, body) = channel_body(DEPTH);
     let metrics = t.state.metrics.clone();
     tokio::spawn(async move {
-        let bytes = pump(p, first, tx).await;
+        let (bytes, _) = pump(p, first, tx).await;
         metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
@@ -422,13 +422,14 @@ impl Producer {
 }
 
 /// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
-/// bytes sent.
+/// bytes sent and the production steps run after `first`.
 async fn pump(
     mut p: Producer,
     first: Step,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-) -> u64 {
+) -> (u64, u64) {
     let mut sent = 0u64;
+    let mut steps = 0u64;
     let mut next = Some(first);
     loop {
         let step = match next.take() {
@@ -436,7 +437,7 @@ async fn pump(
             None => {
                 // A long scan without matches sends nothing: look for a closed channel.
                 if tx.is_closed() {
-                    return sent;
+                    return (sent, steps);
                 }
                 let Ok((back, step)) = tokio::task::spawn_blocking(move || {
                     let step = p.step();
@@ -447,9 +448,10 @@ async fn pump(
                     let _ = tx
                         .send(Err(std::io::Error::other("the query task failed")))
                         .await;
-                    return sent;
+                    return (sent, steps);
                 };
                 p = back;
+                steps += 1;
                 step
             }
         };
@@ -462,17 +464,17 @@ async fn pump(
             }
             Step::Abort(e) => {
                 let _ = tx.send(Err(e)).await;
-                return sent;
+                return (sent, steps);
             }
         };
         for piece in pieces {
             sent += piece.len() as u64;
             if tx.send(Ok(piece)).await.is_err() {
-                return sent; // the client went away
+                return (sent, steps); // the client went away
             }
         }
         if last {
-            return sent;
+            return (sent, steps);
         }
     }
 }
