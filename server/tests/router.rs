@@ -1030,3 +1030,5 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
     assert_eq!(a.status, StatusCode::OK);
     assert_eq!(f.call("GET", "/api/v1/b", "").await.status, StatusCode::OK);
 }
+
+mod query_when;

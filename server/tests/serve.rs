@@ -387,6 +387,40 @@ fn cli_client_put_get_query_rm() {
         ok && out.contains("image/jpeg") && out.contains("k=v v"),
         "{out}"
     );
+    // conditions: --when, --json (metadata lines, no payloads), --each-t, errors
+    let (ok, out, err) = run(&[
+        "query",
+        "cams",
+        "robot/front",
+        "--when",
+        r#"{"&k": {"$eq": "v v"}}"#,
+        "--json",
+    ]);
+    assert!(
+        ok && out.contains(r#""ts":1704067200000000"#) && out.contains(r#""size":2000000"#),
+        "{out} {err}"
+    );
+    let (ok, out, _) = run(&[
+        "query",
+        "cams",
+        "robot/front",
+        "--when",
+        r#"{"&k": {"$ne": "v v"}}"#,
+        "--list",
+    ]);
+    assert!(ok && out.is_empty(), "{out}");
+    let (ok, out, _) = run(&["query", "cams", "robot/front", "--each-t", "0s", "--list"]);
+    assert!(ok && out.contains("k=v v"), "{out}");
+    let (ok, _, err) = run(&[
+        "query",
+        "cams",
+        "robot/front",
+        "--when",
+        r#"{"&k": {"$foo": 1}}"#,
+    ]);
+    assert!(!ok && err.contains("$foo"), "{err}");
+    let (ok, _, err) = run(&["query", "cams", "robot/front", "--when", "{nope", "--list"]);
+    assert!(!ok && err.contains("not JSON"), "{err}");
     let (ok, out, _) = run(&["bucket", "ls"]);
     assert!(ok && out.contains("cams"), "{out}");
     let (ok, out, _) = run(&["bucket", "info", "cams"]);

@@ -21,6 +21,8 @@ pub enum Error {
     Corrupt(#[from] CorruptionError),
     #[error(transparent)]
     Open(#[from] OpenError),
+    #[error(transparent)]
+    Query(#[from] QueryError),
     /// An operating-system I/O error, with what was being done.
     #[error("{context}: {source}")]
     Io {
@@ -46,6 +48,7 @@ impl Error {
             Error::Write(e) => Error::Write(e.clone()),
             Error::Corrupt(e) => Error::Corrupt(e.clone()),
             Error::Open(e) => Error::Index(e.to_string()),
+            Error::Query(e) => Error::Query(e.clone()),
             Error::Io { context, source } => Error::Io {
                 context: context.clone(),
                 source: match source.raw_os_error() {
@@ -134,6 +137,13 @@ pub enum NotFound {
         entry: String,
         ts: u64,
     },
+}
+
+/// A query that cannot go on.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum QueryError {
+    #[error("record {ts} has no label {label:?}, which the strict condition compares: drop `strict` to treat a comparison with a missing label as false, or add {{\"$exists\": [{label:?}]}} first")]
+    MissingLabel { label: String, ts: u64 },
 }
 
 /// Bucket management failures.

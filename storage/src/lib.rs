@@ -40,15 +40,18 @@ mod read;
 mod record;
 mod recover;
 mod remove;
+mod select;
 mod settings;
 mod spool;
 mod store;
 mod trash;
+mod when;
 mod write;
 
 pub use block::RecordReader;
 pub use error::{
-    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, Result, WriteError,
+    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
+    WriteError,
 };
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};
@@ -62,6 +65,7 @@ pub use settings::{
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
+pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {

@@ -10,6 +10,7 @@ use crate::block::read_frame;
 use crate::entry::Entry;
 use crate::files::FileCache;
 use crate::index::IndexValue;
+use crate::select::Selector;
 use crate::*;
 
 /// How many index records a query fetches per LMDB read transaction.
@@ -73,9 +74,9 @@ impl Store {
             lo: query.start.unwrap_or(0),
             hi: query.stop.unwrap_or(u64::MAX),
             descending: query.descending,
-            filters: query.filters.clone(),
-            left: query.limit.unwrap_or(u64::MAX),
+            sel: Selector::new(query),
             page: VecDeque::new(),
+            failed: None,
             done: false,
         })
     }
@@ -186,9 +187,10 @@ pub struct QueryIter {
     lo: u64,
     hi: u64,
     descending: bool,
-    filters: Vec<LabelFilter>,
-    left: u64,
+    sel: Selector,
     page: VecDeque<(u64, IndexValue)>,
+    /// An error to return once the records selected before it are out.
+    failed: Option<Error>,
     done: bool,
 }
 
@@ -215,11 +217,43 @@ impl QueryIter {
                 self.lo = ts.saturating_add(1);
             }
         }
-        self.page.extend(
-            out.into_iter()
-                .filter(|(_, v)| self.filters.iter().all(|f| f.matches(&v.meta.labels))),
-        );
+        match self.sel.select(out, &mut self.page) {
+            Ok(true) => self.done = true,
+            Ok(false) => {}
+            Err(e) => {
+                self.done = true;
+                self.failed = Some(e);
+            }
+        }
         Ok(())
+    }
+
+    /// One bounded step: the next record (`Some(Ok(Some(item)))`), or `Some(Ok(None))` when
+    /// a page of index records was scanned and none matched, so a caller walking a long range
+    /// that matches little can look up (has its client gone?) between pages. `None` at the end.
+    pub fn next_bounded(&mut self) -> Option<Result<Option<QueryItem>>> {
+        if self.page.is_empty() {
+            if let Some(e) = self.failed.take() {
+                return Some(Err(e));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.fill() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let Some((ts, value)) = self.page.pop_front() else {
+            return Some(Ok(None));
+        };
+        Some(Ok(Some(QueryItem {
+            meta: meta_of(ts, &value),
+            store: self.store.clone(),
+            entry: self.entry.clone(),
+            value,
+            bucket: self.bucket.clone(),
+        })))
     }
 
     /// Like `next`, but reads each payload, skipping records removed since they were
@@ -248,26 +282,12 @@ impl Iterator for QueryIter {
     type Item = Result<QueryItem>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        while self.page.is_empty() {
-            if self.done {
-                return None;
-            }
-            if let Err(e) = self.fill() {
-                self.done = true;
-                return Some(Err(e));
+        loop {
+            match self.next_bounded()? {
+                Ok(Some(item)) => return Some(Ok(item)),
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
             }
         }
-        let (ts, value) = self.page.pop_front()?;
-        self.left -= 1;
-        Some(Ok(QueryItem {
-            meta: meta_of(ts, &value),
-            store: self.store.clone(),
-            entry: self.entry.clone(),
-            value,
-            bucket: self.bucket.clone(),
-        }))
     }
 }

@@ -95,6 +95,11 @@ pub struct Query {
     pub filters: Vec<LabelFilter>,
     /// Newest first.
     pub descending: bool,
+    /// A condition on the timestamp and labels, evaluated from the index (no payload read).
+    pub when: Option<crate::Condition>,
+    /// A comparison naming a missing label is an error (`QueryError::MissingLabel`)
+    /// instead of false.
+    pub strict: bool,
 }
 
 /// Sizes and counts of an entry.

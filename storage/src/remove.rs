@@ -60,7 +60,7 @@ impl Store {
     }
 
     /// Flags the frames deleted, drops them from the index, deletes emptied blocks.
-    fn remove_listed(
+    pub(crate) fn remove_listed(
         &self,
         b: &Bucket,
         e: &Entry,

@@ -605,6 +605,7 @@ fn label_filters_across_chunks_reopen_and_rebuild() {
             limit: Some(70),
             filters: vec![LabelFilter::Ne("cam".into(), "front".into())],
             descending: true,
+            ..Query::default()
         },
         Query {
             start: Some(64),

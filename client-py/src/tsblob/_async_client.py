@@ -344,10 +344,32 @@ class AsyncClient:
     def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
               labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
               exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
-              missing: Optional[Sequence[str]] = None) -> AsyncQueryIterator:
+              missing: Optional[Sequence[str]] = None, when: Optional[Mapping[str, Any]] = None,
+              strict: bool = False, meta: bool = False) -> Union[AsyncQueryIterator, AsyncIterator[RecordInfo]]:
         """See :meth:`tsblob.Client.query`; use with ``async for``."""
-        params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse)
-        return AsyncQueryIterator(self, c.entry_path(bucket, entry) + "/query", params)
+        params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse, when, strict, meta)
+        path = c.entry_path(bucket, entry) + "/query"
+        if meta:
+            return self._iter_meta(path, params)
+        return AsyncQueryIterator(self, path, params)
+
+    async def _iter_meta(self, path: str, params: c.Params) -> AsyncIterator[RecordInfo]:
+        async with self._stream("GET", path, params) as resp:
+            rest = b""
+            async for chunk in aiter_response(resp):
+                lines, rest = c.split_lines(rest, chunk)
+                for line in lines:
+                    yield c.meta_line(line)
+            if rest.strip():
+                yield c.meta_line(rest)
+
+    async def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
+                           stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,
+                           strict: bool = False, limit: Optional[int] = None) -> int:
+        """See :meth:`tsblob.Client.remove_query`."""
+        params = c.query_params(start, stop, None, None, None, None, limit, False, when, strict)
+        doc = await self._json("DELETE", c.entry_path(bucket, entry) + "/query", params)
+        return int(doc.get("removed", 0))
 
     async def update_labels(self, bucket: str, entry: str, ts: Timestamp,
                             labels: Mapping[str, Optional[str]]) -> RecordInfo:

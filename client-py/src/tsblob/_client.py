@@ -332,16 +332,42 @@ class Client:
     def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
               labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
               exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
-              missing: Optional[Sequence[str]] = None) -> QueryIterator:
+              missing: Optional[Sequence[str]] = None, when: Optional[Mapping[str, Any]] = None,
+              strict: bool = False, meta: bool = False) -> Union[QueryIterator, Iterator[RecordInfo]]:
         """Records with ``start <= ts < stop`` (both optional), oldest first (``reverse``:
         newest first), at most ``limit``. Label filters, all combined with AND: ``labels``
         equal, ``exclude`` not equal (or missing), ``has`` present, ``missing`` absent.
+        ``when``: a condition in ReductStore's language, as a dict
+        (``{"&score": {"$gt": 10}, "$each_t": "1s"}``, see docs/api.md); ``strict``: a
+        comparison with a missing label raises instead of being false.
 
-        The request starts on the first ``next()``; memory stays bounded however many
-        records match (see :class:`QueryIterator`).
+        ``meta=True`` yields :class:`RecordInfo` (timestamp, size, content type, labels)
+        without payloads. The request starts on the first ``next()``; memory stays bounded
+        however many records match (see :class:`QueryIterator`).
         """
-        params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse)
-        return QueryIterator(self, c.entry_path(bucket, entry) + "/query", params)
+        params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse, when, strict, meta)
+        path = c.entry_path(bucket, entry) + "/query"
+        if meta:
+            return self._iter_meta(path, params)
+        return QueryIterator(self, path, params)
+
+    def _iter_meta(self, path: str, params: c.Params) -> Iterator[RecordInfo]:
+        with self._stream("GET", path, params) as resp:
+            rest = b""
+            for chunk in iter_response(resp):
+                lines, rest = c.split_lines(rest, chunk)
+                for line in lines:
+                    yield c.meta_line(line)
+            if rest.strip():
+                yield c.meta_line(rest)
+
+    def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
+                     stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,
+                     strict: bool = False, limit: Optional[int] = None) -> int:
+        """Removes the records with ``start <= ts < stop`` (both optional) that match
+        ``when`` (all of them without it), oldest first, at most ``limit``; returns how many."""
+        params = c.query_params(start, stop, None, None, None, None, limit, False, when, strict)
+        return int(self._json("DELETE", c.entry_path(bucket, entry) + "/query", params).get("removed", 0))
 
     def update_labels(self, bucket: str, entry: str, ts: Timestamp,
                       labels: Mapping[str, Optional[str]]) -> RecordInfo:

@@ -7,11 +7,12 @@ clients cannot drift apart.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, unquote, urlencode
 
-from ._errors import InvalidInput
+from ._errors import InvalidInput, ProtocolError, error_from_json
 from ._framing import SERVER_TS, encode_end, encode_record
 from ._models import RecordInfo
 from ._timestamps import Timestamp, to_micros
@@ -121,7 +122,8 @@ def ts_params(ts: Optional[Timestamp]) -> Params:
 
 def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], labels: Optional[Labels],
                  exclude: Optional[Labels], has: Optional[Sequence[str]], missing: Optional[Sequence[str]],
-                 limit: Optional[int], reverse: bool) -> Params:
+                 limit: Optional[int], reverse: bool, when: Optional[Mapping[str, Any]] = None,
+                 strict: bool = False, meta: bool = False) -> Params:
     params: Params = []
     if start is not None:
         params.append(("start", str(to_micros(start))))
@@ -141,7 +143,41 @@ def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], labels: 
         params.append(("has", k))
     for k in _names(missing):
         params.append(("missing", k))
+    params.extend(when_params(when, strict))
+    if meta:
+        params.append(("meta", "true"))
     return params
+
+
+def when_params(when: Optional[Mapping[str, Any]], strict: bool) -> Params:
+    """``when`` (a condition in ReductStore's language, as a dict) as compact JSON, and
+    ``strict``."""
+    params: Params = []
+    if when is not None:
+        if not isinstance(when, Mapping):
+            raise InvalidInput(f"when must be a dict such as {{'&score': {{'$gt': 10}}}}, not {when!r}",
+                               code="bad_request")
+        params.append(("when", json.dumps(when, separators=(",", ":"))))
+    if strict:
+        params.append(("strict", "true"))
+    return params
+
+
+def meta_line(line: bytes) -> RecordInfo:
+    """One NDJSON line of a ``meta=True`` query; an ``{"error": ...}`` line raises."""
+    try:
+        doc = json.loads(line)
+    except ValueError as e:
+        raise ProtocolError(f"a metadata line is not JSON: {line[:200]!r}") from e
+    if isinstance(doc, dict) and "error" in doc:
+        raise error_from_json(doc, None)
+    return RecordInfo.from_json(doc)
+
+
+def split_lines(buf: bytes, chunk: bytes) -> Tuple[List[bytes], bytes]:
+    """Complete lines of ``buf + chunk`` and the incomplete rest."""
+    *lines, rest = (buf + chunk).split(b"\n")
+    return [ln for ln in lines if ln.strip()], rest
 
 
 def _names(keys: Optional[Union[str, Sequence[str]]]) -> List[str]:

@@ -196,6 +196,7 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "invalid_label": InvalidInput,
     "invalid_settings": InvalidInput,
     "invalid_content_type": InvalidInput,
+    "missing_label": InvalidInput,
     "corrupt_record": CorruptRecord,
     "internal": ServerError,
     "quota_exceeded": QuotaExceeded,

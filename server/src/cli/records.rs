@@ -226,11 +226,42 @@ pub struct QueryArgs {
     /// Write one file per record (<ts><ext>) into this folder instead of payloads to stdout.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
-    /// Print one metadata line per record instead of payloads.
+    /// Print one metadata line per record instead of payloads (no payload is sent; with
+    /// --out the payloads are written and listed).
     #[arg(long)]
     pub list: bool,
+    /// Like --list, as JSON lines: {"ts", "size", "content_type", "labels"}.
+    #[arg(long)]
+    pub json: bool,
+    /// A condition in ReductStore's `when` language, e.g. '{"&score": {"$gt": 10}}'.
+    #[arg(long, value_name = "JSON")]
+    pub when: Option<String>,
+    /// At most one record per this step (after --when): "1s", "100ms", "5m".
+    #[arg(long, value_name = "DURATION")]
+    pub each_t: Option<String>,
+    /// A comparison with a missing label is an error instead of false.
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// The `when` parameter of `--when` and `--each-t`, the condition's text kept as given (its
+/// keys' order matters to aggregation operators).
+fn when_param(when: Option<&str>, each_t: Option<&str>) -> anyhow::Result<Option<String>> {
+    if let Some(w) = when {
+        let v: serde_json::Value = serde_json::from_str(w)
+            .with_context(|| format!("--when {w:?} is not JSON: give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))?;
+        if !v.is_object() {
+            bail!("--when must be a JSON object such as '{{\"&score\": {{\"$gt\": 10}}}}'");
+        }
+    }
+    let each = each_t.map(|t| format!("{{\"$each_t\": {}}}", serde_json::Value::from(t)));
+    Ok(match (when, each) {
+        (Some(w), Some(e)) => Some(format!("{{\"$and\": [{w}, {e}]}}")),
+        (Some(w), None) => Some(w.to_string()),
+        (None, e) => e,
+    })
 }
 
 pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
@@ -251,7 +282,18 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     for (k, v) in &args.eq {
         params.push((format!("eq.{k}"), v.clone()));
     }
+    if let Some(w) = when_param(args.when.as_deref(), args.each_t.as_deref())? {
+        params.push(("when".into(), w));
+    }
+    if args.strict {
+        params.push(("strict".into(), "true".into()));
+    }
     let path = format!("{}/query", entry_path(&args.bucket, &args.entry));
+    if (args.list || args.json) && args.out.is_none() {
+        params.push(("meta".into(), "true".into()));
+        let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
+        return list_meta(resp, args.json).await;
+    }
     let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
     if let Some(dir) = &args.out {
         tokio::fs::create_dir_all(dir)
@@ -307,6 +349,64 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
         }
         _ => bail!("the query stream ended without its end frame after {records} records: the result is incomplete"),
     }
+}
+
+/// Prints the NDJSON lines of a `meta=true` query, as they are or as text lines.
+async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
+    let mut body = resp.bytes_stream();
+    let mut buf = BytesMut::new();
+    let mut records = 0u64;
+    let mut print = |line: &[u8]| -> anyhow::Result<()> {
+        let v: serde_json::Value = serde_json::from_slice(line).with_context(|| {
+            format!(
+                "the server sent a line that is not JSON: {}",
+                String::from_utf8_lossy(line)
+            )
+        })?;
+        if v.get("error").is_some() {
+            bail!("the server stopped the query after {records} records: {v}");
+        }
+        records += 1;
+        if json {
+            println!("{v}");
+            return Ok(());
+        }
+        let ts = v["ts"].as_u64().unwrap_or(0);
+        let labels: Vec<String> = v["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or("")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!(
+            "{} {} {} {} {}",
+            ts,
+            format_time(ts),
+            size(v["size"].as_u64().unwrap_or(0)),
+            v["content_type"].as_str().unwrap_or(""),
+            labels.join(",")
+        );
+        Ok(())
+    };
+    loop {
+        while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            let line = buf.split_to(i + 1);
+            if line.len() > 1 {
+                print(&line[..line.len() - 1])?;
+            }
+        }
+        match body.next().await {
+            Some(chunk) => buf.extend_from_slice(&chunk.context("the query stream was cut off")?),
+            None => break,
+        }
+    }
+    if !buf.is_empty() {
+        print(&buf)?;
+    }
+    eprintln!("{records} records");
+    Ok(())
 }
 
 async fn open_record_file(

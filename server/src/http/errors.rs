@@ -201,6 +201,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
             WriteError::InvalidContentType(_) => (S::UNPROCESSABLE_ENTITY, "invalid_content_type"),
             WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, "bad_request"),
         },
+        Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
         Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
         Error::Open(_) | Error::Io { .. } | Error::Index(_) => {
             (S::INTERNAL_SERVER_ERROR, "internal")

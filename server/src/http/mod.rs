@@ -18,6 +18,7 @@ pub mod query;
 pub mod records;
 pub mod spool;
 pub mod tokens;
+pub mod when;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -176,6 +177,7 @@ async fn entry_route(
         (EntryRoute::Info, Method::GET) => records::entry_info(target).await,
         (EntryRoute::Batch, Method::POST | Method::PUT) => batch::write(target, req).await,
         (EntryRoute::Query, Method::GET) => query::stream(target, req).await,
+        (EntryRoute::Query, Method::POST) => query::stream_post(target, req).await,
         (EntryRoute::Query, Method::DELETE) => query::remove(target, req).await,
         (route, method) => Err(AppError::new(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,

@@ -1,4 +1,7 @@
-//! Time-range queries: one `GET` streaming every matching record as frames.
+//! Time-range queries: `GET` (or `POST` with a JSON body, for long conditions) streaming
+//! every matching record as frames, or its metadata as NDJSON lines (`meta=true`), and
+//! `DELETE` of the matching records. Conditions (`when`) are parsed in `when.rs` and
+//! evaluated by the engine from the index, so records that do not match cost no payload read.
 //!
 //! A producer walks the engine's query iterator in bounded steps on the blocking pool and
 //! sends the encoded frames into a bounded channel; sending waits while the client reads
@@ -9,14 +12,23 @@
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::BufMut;
 use bytes::{Bytes, BytesMut};
-use tsblob_storage::{LabelFilter, Query, QueryIter};
+use serde::{Deserialize, Serialize};
+use tsblob_storage::{LabelFilter, Labels, Query, QueryIter};
 
-use super::body::channel_body;
+use super::body::{channel_body, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
 use super::records::{remove_range, Target};
+use super::when::Json;
 use crate::framing::{put_end, put_error, put_record_head, MEDIA_TYPE};
+
+/// The media type of `meta=true` answers: one JSON object per line.
+pub const NDJSON: &str = "application/x-ndjson";
+/// Pages of index records (256 each) a step may scan without a match before it hands back,
+/// so that the producer notices a client that went away during a long scan.
+const IDLE_PAGES: u32 = 16;
 
 /// Frames are gathered into chunks of about this size, one per step on the blocking pool
 /// (large enough that the hand-off to the pool costs little per byte).
@@ -26,11 +38,21 @@ const WHOLE_PAYLOAD: u64 = 1 << 20;
 /// Chunks queued between the producer and the socket.
 const DEPTH: usize = 16;
 
-const KNOWN: &str = "start, stop, limit, desc, eq.<key>, ne.<key>, has, missing";
+const KNOWN: &str =
+    "start, stop, limit, desc, when, strict, meta, eq.<key>, ne.<key>, has, missing";
+
+/// A parsed query request: what to select and how to answer.
+#[derive(Debug, Clone, Default)]
+pub struct QueryRequest {
+    pub query: Query,
+    /// Answer the metadata as NDJSON instead of record frames.
+    pub meta: bool,
+}
 
 /// Parses the query string of a query.
-pub fn parse_query(q: Option<&str>) -> Result<Query, AppError> {
-    let mut query = Query::default();
+pub fn parse_query(q: Option<&str>) -> Result<QueryRequest, AppError> {
+    let mut r = QueryRequest::default();
+    let query = &mut r.query;
     for (k, v) in pairs(q) {
         let label = |key: &str| -> Result<String, AppError> {
             tsblob_storage::validate_label_key(key)?;
@@ -41,6 +63,16 @@ pub fn parse_query(q: Option<&str>) -> Result<Query, AppError> {
             "stop" => query.stop = Some(parse_ts(&k, &v)?),
             "limit" => query.limit = Some(parse_u64(&k, &v)?),
             "desc" => query.descending = parse_bool(&k, &v)?,
+            "strict" => query.strict = parse_bool(&k, &v)?,
+            "meta" => r.meta = parse_bool(&k, &v)?,
+            "when" => {
+                if query.when.is_some() {
+                    return Err(AppError::bad_request(
+                        "when is given twice: AND the conditions in one object instead",
+                    ));
+                }
+                query.when = Some(super::when::parse_text(&v)?);
+            }
             "has" => query.filters.push(LabelFilter::Has(label(&v)?)),
             "missing" => query.filters.push(LabelFilter::Missing(label(&v)?)),
             other => {
@@ -54,6 +86,18 @@ pub fn parse_query(q: Option<&str>) -> Result<Query, AppError> {
             }
         }
     }
+    check_range(&r.query)?;
+    Ok(r)
+}
+
+fn check_range(query: &Query) -> Result<(), AppError> {
+    for (name, ts) in [("start", query.start), ("stop", query.stop)] {
+        if ts == Some(u64::MAX) {
+            return Err(AppError::invalid_timestamp(format!(
+                "{name}=18446744073709551615 is out of range: timestamps are below it"
+            )));
+        }
+    }
     if let (Some(start), Some(stop)) = (query.start, query.stop) {
         if start > stop {
             return Err(AppError::invalid_timestamp(format!(
@@ -61,7 +105,53 @@ pub fn parse_query(q: Option<&str>) -> Result<Query, AppError> {
             )));
         }
     }
-    Ok(query)
+    Ok(())
+}
+
+/// The JSON body of `POST .../query`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryBody {
+    /// Inclusive, µs.
+    pub start: Option<u64>,
+    /// Exclusive, µs.
+    pub stop: Option<u64>,
+    /// A condition in ReductStore's `when` language, e.g. `{"&score": {"$gt": 10}}`.
+    #[schema(value_type = Option<Object>)]
+    pub when: Option<Json>,
+    pub limit: Option<u64>,
+    /// Newest first.
+    #[serde(default)]
+    pub desc: bool,
+    /// Answer metadata as NDJSON lines, no payloads.
+    #[serde(default)]
+    pub meta: bool,
+    /// A comparison with a missing label is an error (422 `missing_label`) instead of false.
+    #[serde(default)]
+    pub strict: bool,
+}
+
+/// Parses the JSON body of a `POST` query.
+pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
+    let b: QueryBody = serde_json::from_slice(body).map_err(|e| {
+        AppError::bad_request(format!(
+            "the body must be JSON like {{\"start\": 0, \"stop\": 100, \"when\": {{\"&score\": {{\"$gt\": 10}}}}, \"limit\": 10, \"desc\": false, \"meta\": false, \"strict\": false}} (every field optional): {e}"
+        ))
+    })?;
+    let query = Query {
+        start: b.start,
+        stop: b.stop,
+        limit: b.limit,
+        descending: b.desc,
+        strict: b.strict,
+        when: b.when.as_ref().map(super::when::parse).transpose()?,
+        filters: Vec::new(),
+    };
+    check_range(&query)?;
+    Ok(QueryRequest {
+        query,
+        meta: b.meta,
+    })
 }
 
 /// Streams the records of a time range.
@@ -70,27 +160,69 @@ pub fn parse_query(q: Option<&str>) -> Result<Query, AppError> {
            ("start" = Option<u64>, Query, description = "inclusive, µs"),
            ("stop" = Option<u64>, Query, description = "exclusive, µs"),
            ("limit" = Option<u64>, Query), ("desc" = Option<bool>, Query, description = "newest first"),
+           ("when" = Option<String>, Query, description = "a condition as URL-encoded JSON, ReductStore's `when` language: {\"&score\": {\"$gt\": 10}}"),
+           ("strict" = Option<bool>, Query, description = "a comparison with a missing label is an error (422 missing_label) instead of false"),
+           ("meta" = Option<bool>, Query, description = "answer application/x-ndjson: one {ts, size, content_type, labels} per line, no payloads"),
            ("has" = Option<String>, Query, description = "label key that must exist (repeatable)"),
            ("missing" = Option<String>, Query, description = "label key that must not exist (repeatable)")),
-    responses((status = 200, description = "record frames, then an end frame (or an error frame)",
+    responses((status = 200, description = "record frames, then an end frame (or an error frame); with meta=true NDJSON lines",
                content_type = "application/x-tsblob-records", body = Vec<u8>),
+              (status = 400, body = ErrorBody, description = "a malformed condition, naming what is wrong"),
               (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
-    let query = parse_query(req.uri().query())?;
+    let r = parse_query(req.uri().query())?;
+    answer(t, r).await
+}
+
+/// The same query with a JSON body, for conditions too long for a URL.
+#[utoipa::path(post, path = "/api/v1/b/{bucket}/{entry}/query", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path)),
+    request_body = QueryBody,
+    responses((status = 200, description = "as GET: record frames, or NDJSON lines with meta",
+               content_type = "application/x-tsblob-records", body = Vec<u8>),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn stream_post(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
+        return Err(AppError::bad_request(format!(
+            "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
+        )));
+    }
+    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
+        .collect(1024)
+        .await?;
+    answer(t, parse_body(&body)?).await
+}
+
+async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
+    let QueryRequest { query, meta } = r;
     // Opening the query answers an unknown bucket or entry with a status, before any frame.
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let iter = blocking(move || Ok(store.query(&bucket, &entry, &query)?)).await?;
+    // The first step runs before the status is sent: an error before any record (a strict
+    // condition meeting a missing label) is answered with its status.
+    let mut p = Producer::new(iter, meta);
+    let (p, first) = blocking(move || {
+        let step = p.step();
+        Ok((p, step))
+    })
+    .await?;
+    let first = match first {
+        Step::Fail(pieces, e) if pieces.is_empty() && p.count == 0 => return Err(e),
+        other => other,
+    };
     let (tx, body) = channel_body(DEPTH);
     let metrics = t.state.metrics.clone();
     tokio::spawn(async move {
-        let bytes = pump(Producer::new(iter), tx).await;
+        let (bytes, _) = pump(p, first, tx).await;
         metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
     resp.headers_mut().insert(
         axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static(MEDIA_TYPE),
+        HeaderValue::from_static(if meta { NDJSON } else { MEDIA_TYPE }),
     );
     Ok(resp)
 }
@@ -99,6 +231,8 @@ pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
 enum Step {
     More(Vec<Bytes>),
     Last(Vec<Bytes>),
+    /// The pieces before an error, then the error (sent as an error frame or line).
+    Fail(Vec<Bytes>, AppError),
     Abort(std::io::Error),
 }
 
@@ -144,23 +278,48 @@ impl Pieces {
     }
 }
 
+/// One NDJSON line of a `meta=true` answer.
+#[derive(Serialize)]
+struct MetaLine<'a> {
+    ts: u64,
+    size: u64,
+    content_type: &'a str,
+    labels: &'a Labels,
+}
+
 pub(crate) struct Producer {
     iter: QueryIter,
+    /// NDJSON metadata lines instead of record frames.
+    meta: bool,
     count: u64,
     large: Option<(tsblob_storage::RecordReader, u64)>,
 }
 
 impl Producer {
-    pub(crate) fn new(iter: QueryIter) -> Producer {
+    pub(crate) fn new(iter: QueryIter, meta: bool) -> Producer {
         Producer {
             iter,
+            meta,
             count: 0,
             large: None,
         }
     }
 
+    /// An error as the stream ends it: an error frame, or an `{"error": ...}` line.
+    fn error_piece(&self, e: &AppError) -> Bytes {
+        let mut b = BytesMut::new();
+        if self.meta {
+            b.extend_from_slice(&e.json_bytes());
+            b.extend_from_slice(b"\n");
+        } else {
+            put_error(&mut b, &e.json_bytes());
+        }
+        b.freeze()
+    }
+
     fn step(&mut self) -> Step {
         let mut out = Pieces::default();
+        let mut idle = 0;
         loop {
             if out.len() >= CHUNK {
                 return Step::More(out.finish());
@@ -194,15 +353,39 @@ impl Producer {
                 }
                 continue;
             }
-            let item = match self.iter.next() {
+            let item = match self.iter.next_bounded() {
                 None => {
-                    put_end(&mut out.buf, self.count);
+                    if !self.meta {
+                        put_end(&mut out.buf, self.count);
+                    }
                     return Step::Last(out.finish());
                 }
-                Some(Err(e)) => return Step::Last(self.fail(out, AppError::from(e))),
-                Some(Ok(item)) => item,
+                Some(Err(e)) => return self.fail(out, AppError::from(e)),
+                Some(Ok(None)) => {
+                    idle += 1;
+                    if idle >= IDLE_PAGES {
+                        return Step::More(out.finish());
+                    }
+                    continue;
+                }
+                Some(Ok(Some(item))) => item,
             };
             let m = &item.meta;
+            if self.meta {
+                let line = MetaLine {
+                    ts: m.ts,
+                    size: m.size,
+                    content_type: &m.content_type,
+                    labels: &m.labels,
+                };
+                let mut w = (&mut out.buf).writer();
+                if let Err(e) = serde_json::to_writer(&mut w, &line) {
+                    return self.fail(out, AppError::internal(format!("encoding metadata: {e}")));
+                }
+                out.buf.extend_from_slice(b"\n");
+                self.count += 1;
+                continue;
+            }
             if m.size <= WHOLE_PAYLOAD {
                 match item.data() {
                     Ok(data) => {
@@ -217,7 +400,7 @@ impl Producer {
                         self.count += 1;
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return Step::Last(self.fail(out, AppError::from(e))),
+                    Err(e) => return self.fail(out, AppError::from(e)),
                 }
             } else {
                 match item.reader() {
@@ -226,71 +409,147 @@ impl Producer {
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return Step::Last(self.fail(out, AppError::from(e))),
+                    Err(e) => return self.fail(out, AppError::from(e)),
                 }
             }
         }
     }
 
-    fn fail(&self, mut out: Pieces, e: AppError) -> Vec<Bytes> {
+    fn fail(&self, out: Pieces, e: AppError) -> Step {
         tracing::warn!("query stream ended by an error: {e}");
-        put_error(&mut out.buf, &e.json_bytes());
-        out.finish()
+        Step::Fail(out.finish(), e)
     }
 }
 
 /// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
-/// bytes sent.
+/// bytes sent and the production steps run after `first`.
 async fn pump(
     mut p: Producer,
+    first: Step,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-) -> u64 {
+) -> (u64, u64) {
     let mut sent = 0u64;
+    let mut steps = 0u64;
+    let mut next = Some(first);
     loop {
-        let Ok((back, step)) = tokio::task::spawn_blocking(move || {
-            let step = p.step();
-            (p, step)
-        })
-        .await
-        else {
-            let _ = tx
-                .send(Err(std::io::Error::other("the query task failed")))
-                .await;
-            return sent;
+        let step = match next.take() {
+            Some(s) => s,
+            None => {
+                // A long scan without matches sends nothing: look for a closed channel.
+                if tx.is_closed() {
+                    return (sent, steps);
+                }
+                let Ok((back, step)) = tokio::task::spawn_blocking(move || {
+                    let step = p.step();
+                    (p, step)
+                })
+                .await
+                else {
+                    let _ = tx
+                        .send(Err(std::io::Error::other("the query task failed")))
+                        .await;
+                    return (sent, steps);
+                };
+                p = back;
+                steps += 1;
+                step
+            }
         };
-        p = back;
         let (pieces, last) = match step {
             Step::More(b) => (b, false),
             Step::Last(b) => (b, true),
+            Step::Fail(mut b, e) => {
+                b.push(p.error_piece(&e));
+                (b, true)
+            }
             Step::Abort(e) => {
                 let _ = tx.send(Err(e)).await;
-                return sent;
+                return (sent, steps);
             }
         };
         for piece in pieces {
             sent += piece.len() as u64;
             if tx.send(Ok(piece)).await.is_err() {
-                return sent; // the client went away
+                return (sent, steps); // the client went away
             }
         }
         if last {
-            return sent;
+            return (sent, steps);
         }
     }
 }
 
 #[utoipa::path(delete, path = "/api/v1/b/{bucket}/{entry}/query", tag = "records",
     params(("bucket" = String, Path), ("entry" = String, Path),
-           ("start" = Option<u64>, Query), ("stop" = Option<u64>, Query)),
+           ("start" = Option<u64>, Query), ("stop" = Option<u64>, Query),
+           ("when" = Option<String>, Query, description = "only records matching this condition (URL-encoded JSON)"),
+           ("strict" = Option<bool>, Query), ("limit" = Option<u64>, Query)),
     responses((status = 200, body = serde_json::Value, description = "{\"removed\": N}"),
-              (status = 404, body = ErrorBody)))]
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
 pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
-    let p = super::params::RecordParams::parse(req.uri().query(), true)?;
-    if p.ts.is_some() {
+    let raw = req.uri().query();
+    if pairs(raw).iter().any(|(k, _)| k == "ts") {
         return Err(AppError::bad_request(
             "the query route removes ranges: give start and stop, not ts",
         ));
     }
-    remove_range(t.state.store.clone(), t.bucket, t.entry, p.start, p.stop).await
+    let r = parse_query(raw)?;
+    if r.meta || r.query.descending {
+        return Err(AppError::bad_request(
+            "meta and desc have no meaning for DELETE: removal goes oldest first and answers {\"removed\": N}",
+        ));
+    }
+    let q = r.query;
+    if q.when.is_none() && q.filters.is_empty() && q.limit.is_none() {
+        return remove_range(t.state.store.clone(), t.bucket, t.entry, q.start, q.stop).await;
+    }
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let n = blocking(move || Ok(store.remove_where(&bucket, &entry, &q)?)).await?;
+    Ok(axum::Json(serde_json::json!({"removed": n})).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tsblob_storage::{BatchRecord, BucketSettings, Store, StoreOptions, WriteMeta};
+
+    #[test]
+    fn a_scan_without_matches_hands_back_every_few_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let n = 20_000u64;
+        let batch: Vec<BatchRecord> = (0..n)
+            .map(|ts| BatchRecord {
+                meta: WriteMeta {
+                    labels: [("n".to_string(), ts.to_string())].into(),
+                    ..WriteMeta::at(ts)
+                },
+                data: vec![1; 10],
+            })
+            .collect();
+        s.write_batch("b", "e", batch).unwrap();
+        let r = parse_query(Some(&format!(
+            "when={}",
+            form_urlencoded::byte_serialize(br#"{"&n": {"$gt": 1000000}}"#).collect::<String>()
+        )))
+        .unwrap();
+        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false);
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            match p.step() {
+                Step::More(pieces) => assert!(pieces.is_empty()),
+                Step::Last(_) => break,
+                _ => panic!("unexpected step"),
+            }
+        }
+        // 20,000 records = 79 pages of 256: a hand-back every IDLE_PAGES pages
+        assert_eq!(
+            steps,
+            (n as usize).div_ceil(256).div_ceil(IDLE_PAGES as usize)
+        );
+    }
 }

@@ -203,6 +203,7 @@ pub fn exec(s: &Store, op: &Op) -> Outcome {
                 limit: *limit,
                 filters: filter.iter().map(|f| parse_filter(f)).collect(),
                 descending: *desc,
+                ..Query::default()
             };
             let iter = match s.query(b, e, &q) {
                 Ok(i) => i,

@@ -1,0 +1,485 @@
+//! The JSON condition language of queries (`when`), parsed into the engine's typed
+//! [`Condition`]. Operator names, notations and semantics follow ReductStore's conditional
+//! query language (`docs/api.md`, "Conditions"), so a ReductStore `when` works unchanged for
+//! every operator tsblob supports; any other operator is a 400 naming it.
+//!
+//! Notations: object (`{"&score": {"$gt": 10}}`), array (`{"$gt": ["&score", 10]}`), unary
+//! (`{"$each_n": 5}`, `{"$not": "&flag"}`); the keys of an object are ANDed in their order
+//! (aggregation operators such as `$each_n` depend on it, so the JSON is read in order); a key
+//! given twice keeps its last value, as in ReductStore.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use tsblob_storage::{CmpOp, Condition, Operand, Value};
+
+use super::errors::AppError;
+
+/// A JSON value whose objects keep their keys in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Num(serde_json::Number),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Json;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Json, E> {
+                Ok(Json::Null)
+            }
+            fn visit_none<E>(self) -> Result<Json, E> {
+                Ok(Json::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Json, E> {
+                Ok(Json::Bool(b))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Json, E> {
+                Ok(Json::Num(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
+                Ok(Json::Num(n.into()))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<Json, E> {
+                serde_json::Number::from_f64(n)
+                    .map(Json::Num)
+                    .ok_or_else(|| E::custom("a number that is not finite"))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Json, E> {
+                Ok(Json::Str(s.to_string()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Json, E> {
+                Ok(Json::Str(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
+                let mut v = Vec::new();
+                while let Some(x) = a.next_element()? {
+                    v.push(x);
+                }
+                Ok(Json::Arr(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
+                // A key given twice keeps its first place and its last value, as in
+                // serde_json (and so ReductStore) and most JSON parsers.
+                let mut v: Vec<(String, Json)> = Vec::new();
+                while let Some((k, x)) = a.next_entry::<String, Json>()? {
+                    match v.iter_mut().find(|(seen, _)| *seen == k) {
+                        Some(slot) => slot.1 = x,
+                        None => v.push((k, x)),
+                    }
+                }
+                Ok(Json::Obj(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl fmt::Display for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Json::Null => write!(f, "null"),
+            Json::Bool(b) => write!(f, "{b}"),
+            Json::Num(n) => write!(f, "{n}"),
+            Json::Str(s) => write!(f, "{}", serde_json::Value::String(s.clone())),
+            Json::Arr(v) => {
+                write!(f, "[")?;
+                for (i, x) in v.iter().enumerate() {
+                    write!(f, "{}{x}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, "]")
+            }
+            Json::Obj(v) => {
+                write!(f, "{{")?;
+                for (i, (k, x)) in v.iter().enumerate() {
+                    let k = serde_json::Value::String(k.clone());
+                    write!(f, "{}{k}: {x}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+/// The operators tsblob evaluates.
+pub const SUPPORTED: &str = "$and $or $not $all_of $any_of $none_of $eq $ne $gt $gte $lt $lte \
+    $in $nin $exists $has $each_n $each_t $limit, and \"$timestamp\" (\"$id\") as an operand";
+
+/// ReductStore operators tsblob does not evaluate (yet): named as such in the error.
+const REDUCTSTORE_ONLY: [&str; 22] = [
+    "$xor",
+    "$one_of",
+    "$gate",
+    "$add",
+    "$sub",
+    "$mult",
+    "$div",
+    "$div_num",
+    "$rem",
+    "$abs",
+    "$second",
+    "$minute",
+    "$hour",
+    "$day",
+    "$month",
+    "$year",
+    "$weekday",
+    "$contains",
+    "$starts_with",
+    "$ends_with",
+    "$cast",
+    "$ref",
+];
+
+fn bad(msg: impl Into<String>) -> AppError {
+    AppError::bad_request(format!("when: {}", msg.into()))
+}
+
+/// Parses a `when` given as JSON text (the query-string form).
+pub fn parse_text(text: &str) -> Result<Condition, AppError> {
+    let json: Json = serde_json::from_str(text).map_err(|e| {
+        bad(format!(
+            "not valid JSON ({e}): give an object such as {{\"&score\": {{\"$gt\": 10}}}}, URL-encoded"
+        ))
+    })?;
+    parse(&json)
+}
+
+/// Parses a `when` object.
+pub fn parse(json: &Json) -> Result<Condition, AppError> {
+    let Json::Obj(entries) = json else {
+        return Err(bad(format!(
+            "the condition must be a JSON object such as {{\"&score\": {{\"$gt\": 10}}}}, not {json}"
+        )));
+    };
+    let mut all = parse_object(entries)?
+        .into_iter()
+        .map(into_condition)
+        .collect::<Vec<_>>();
+    Ok(if all.len() == 1 {
+        all.remove(0)
+    } else {
+        Condition::And(all)
+    })
+}
+
+/// A parsed piece: a condition, or a value a comparison compares.
+#[derive(Debug, Clone, PartialEq)]
+enum Expr {
+    Cond(Condition),
+    Val(Operand),
+    /// A duration literal (`"5s"`): microseconds as a number, seconds to `$each_t`.
+    Dur(i64),
+}
+
+fn into_condition(e: Expr) -> Condition {
+    match e {
+        Expr::Cond(c) => c,
+        Expr::Val(o) => Condition::Truthy(o),
+        Expr::Dur(us) => Condition::Truthy(Operand::Const(Value::Int(us))),
+    }
+}
+
+fn parse_value(j: &Json) -> Result<Vec<Expr>, AppError> {
+    Ok(match j {
+        Json::Obj(entries) => parse_object(entries)?,
+        Json::Bool(b) => vec![Expr::Val(Operand::Const(Value::Bool(*b)))],
+        Json::Num(n) => vec![Expr::Val(Operand::Const(number(n)))],
+        Json::Str(s) => vec![parse_literal(s)?],
+        Json::Arr(_) => {
+            return Err(bad(format!(
+                "an array may only hold the operands of an operator, as in {{\"$in\": [\"&cam\", \"a\", \"b\"]}}; found {j} in another place"
+            )))
+        }
+        Json::Null => {
+            return Err(bad(
+                "null is not a value of the condition language: use a number, a string or a boolean",
+            ))
+        }
+    })
+}
+
+fn number(n: &serde_json::Number) -> Value {
+    match n.as_i64() {
+        Some(i) => Value::Int(i),
+        None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+    }
+}
+
+fn parse_literal(s: &str) -> Result<Expr, AppError> {
+    if let Some(label) = s.strip_prefix('&') {
+        if label.is_empty() {
+            return Err(bad("\"&\" names no label: write \"&<label>\""));
+        }
+        return Ok(Expr::Val(Operand::Label(label.to_string())));
+    }
+    if let Some(name) = s.strip_prefix('@') {
+        return Err(bad(format!(
+            "\"@{name}\" refers to a computed label, which tsblob does not have: use \"&<label>\" or \"$timestamp\""
+        )));
+    }
+    if let Some(rest) = s.strip_prefix("$$") {
+        return Ok(Expr::Val(Operand::Const(Value::Str(format!("${rest}")))));
+    }
+    if s.starts_with('$') {
+        return parse_operator(s, vec![]).map_err(|e| {
+            bad(format!(
+                "the string {s:?} reads as an operator but is not one taking no operands ({}); write \"$${}\" for the text itself",
+                e.message,
+                &s[1..]
+            ))
+        });
+    }
+    if let Some(us) = duration(s) {
+        return Ok(Expr::Dur(us));
+    }
+    Ok(Expr::Val(Operand::Const(Value::Str(s.to_string()))))
+}
+
+/// A duration literal as ReductStore reads it: whitespace-separated `<integer><unit>` parts
+/// (`us`, `ms`, `s`, `m`, `h`, `d`), summed: `"1s"`, `"100ms"`, `"1h -30m"`.
+pub fn duration(s: &str) -> Option<i64> {
+    if s.trim().is_empty() {
+        return None;
+    }
+    let mut total: i64 = 0;
+    for part in s.split_whitespace() {
+        let split = part
+            .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+            .filter(|&i| i > 0)?;
+        let (num, unit) = part.split_at(split);
+        let v: i64 = num.parse().ok()?;
+        let scale: i64 = match unit {
+            "us" => 1,
+            "ms" => 1_000,
+            "s" => 1_000_000,
+            "m" => 60_000_000,
+            "h" => 3_600_000_000,
+            "d" => 86_400_000_000,
+            _ => return None,
+        };
+        total = total.checked_add(v.checked_mul(scale)?)?;
+    }
+    Some(total)
+}
+
+fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, AppError> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (key, value) in entries {
+        if key.starts_with('#') {
+            return Err(bad(format!(
+                "the directive {key:?} is not supported by tsblob: remove it (tsblob supports operators only: {SUPPORTED})"
+            )));
+        }
+        out.push(match value {
+            // array notation: {"$gt": ["&score", 10]}
+            Json::Arr(items) => {
+                let mut operands = Vec::new();
+                for item in items {
+                    operands.extend(parse_value(item)?);
+                }
+                parse_operator(key, operands)?
+            }
+            // object notation: {"&score": {"$gt": 10}}
+            Json::Obj(inner) if !key.starts_with('$') => {
+                let [(op, operand)] = inner.as_slice() else {
+                    return Err(bad(format!(
+                        "{{{:?}: {value}}} must hold exactly one operator, as in {{{key:?}: {{\"$gt\": 10}}}}; AND several with {{\"$and\": [...]}}",
+                        key
+                    )));
+                };
+                let mut operands = vec![parse_literal(key)?];
+                match (op.as_str(), operand) {
+                    // {"&cam": {"$in": ["a", "b"]}}: the list as the operands
+                    ("$in" | "$nin", Json::Arr(items)) => {
+                        for item in items {
+                            operands.extend(parse_value(item)?);
+                        }
+                    }
+                    _ => operands.extend(parse_value(operand)?),
+                }
+                parse_operator(op, operands)?
+            }
+            // unary notation: {"$each_n": 5}, {"$not": "&flag"}, {"$not": {...}}
+            _ => parse_operator(key, parse_value(value)?)?,
+        });
+    }
+    Ok(out)
+}
+
+fn operand(op: &str, e: Expr) -> Result<Operand, AppError> {
+    match e {
+        Expr::Val(o) => Ok(o),
+        Expr::Dur(us) => Ok(Operand::Const(Value::Int(us))),
+        Expr::Cond(c) => Err(bad(format!(
+            "the operands of {op} are labels (\"&name\"), \"$timestamp\" or constants; found the condition {c:?}"
+        ))),
+    }
+}
+
+/// A non-negative integer operand (`$each_n`, `$limit`).
+fn count(op: &str, operands: Vec<Expr>) -> Result<u64, AppError> {
+    let [e] = <[Expr; 1]>::try_from(operands)
+        .map_err(|v| bad(format!("{op} takes exactly one operand, got {}", v.len())))?;
+    let n = match &e {
+        Expr::Val(Operand::Const(Value::Int(i))) => Some(*i),
+        Expr::Val(Operand::Const(Value::Float(f))) if f.fract() == 0.0 => Some(*f as i64),
+        Expr::Val(Operand::Const(Value::Str(s))) => s.parse().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(bad(format!(
+            "{op} takes a non-negative integer constant, as in {{{op:?}: 10}}; got {e:?}"
+        ))),
+    }
+}
+
+fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
+    if !op.starts_with('$') {
+        return Err(bad(if op.starts_with('&') {
+            format!(
+                "{op:?} needs an operator: write {{{op:?}: {{\"$eq\": <value>}}}} (or $ne, $gt, $gte, $lt, $lte, $in, $nin)"
+            )
+        } else {
+            format!(
+                "{op:?} is neither an operator (\"$...\") nor a label (\"&...\"): write {{\"&{op}\": {{\"$eq\": <value>}}}} to compare the label {op:?}"
+            )
+        }));
+    }
+    let arity = |n: usize, operands: &Vec<Expr>| {
+        if operands.len() == n {
+            Ok(())
+        } else {
+            Err(bad(format!(
+                "{op} takes exactly {n} operands, got {}: write {{{op:?}: [\"&label\", <value>]}} or {{\"&label\": {{{op:?}: <value>}}}}",
+                operands.len()
+            )))
+        }
+    };
+    let conds = |operands: Vec<Expr>| operands.into_iter().map(into_condition).collect();
+    let cmp = match op {
+        "$eq" => Some(CmpOp::Eq),
+        "$ne" => Some(CmpOp::Ne),
+        "$gt" => Some(CmpOp::Gt),
+        "$gte" => Some(CmpOp::Gte),
+        "$lt" => Some(CmpOp::Lt),
+        "$lte" => Some(CmpOp::Lte),
+        _ => None,
+    };
+    if let Some(c) = cmp {
+        arity(2, &operands)?;
+        let mut it = operands.into_iter();
+        let (a, b) = (it.next(), it.next());
+        let (Some(a), Some(b)) = (a, b) else {
+            return Err(bad(format!("{op} takes two operands")));
+        };
+        return Ok(Expr::Cond(Condition::Compare(
+            c,
+            operand(op, a)?,
+            operand(op, b)?,
+        )));
+    }
+    Ok(Expr::Cond(match op {
+        "$and" | "$all_of" => Condition::And(conds(operands)),
+        "$or" | "$any_of" => Condition::Or(conds(operands)),
+        "$not" | "$none_of" => Condition::Not(conds(operands)),
+        "$in" | "$nin" => {
+            if operands.len() < 2 {
+                return Err(bad(format!(
+                    "{op} takes a value and at least one candidate: {{{op:?}: [\"&cam\", \"a\", \"b\"]}} or {{\"&cam\": {{{op:?}: [\"a\", \"b\"]}}}}"
+                )));
+            }
+            let mut v = operands
+                .into_iter()
+                .map(|e| operand(op, e))
+                .collect::<Result<Vec<_>, _>>()?;
+            let first = v.remove(0);
+            if op == "$in" {
+                Condition::In(first, v)
+            } else {
+                Condition::NotIn(first, v)
+            }
+        }
+        "$exists" | "$has" => {
+            if operands.is_empty() {
+                return Err(bad(format!(
+                    "{op} takes label names: {{{op:?}: [\"cam\", \"score\"]}}"
+                )));
+            }
+            let mut names = Vec::new();
+            for e in operands {
+                names.push(match e {
+                    Expr::Val(Operand::Const(Value::Str(s))) => s,
+                    Expr::Val(Operand::Const(Value::Int(i))) => i.to_string(),
+                    other => {
+                        return Err(bad(format!(
+                            "{op} takes label names as plain strings (\"cam\", not \"&cam\"); got {other:?}"
+                        )))
+                    }
+                });
+            }
+            Condition::Exists(names)
+        }
+        "$each_n" => match count(op, operands)? {
+            0 => return Err(bad("$each_n takes a step of at least 1 (every n-th record)")),
+            n => Condition::EachN(n),
+        },
+        "$limit" => Condition::Limit(count(op, operands)?),
+        "$each_t" => {
+            let [e] = <[Expr; 1]>::try_from(operands).map_err(|v| {
+                bad(format!(
+                    "$each_t takes exactly one operand, got {}",
+                    v.len()
+                ))
+            })?;
+            let us = match &e {
+                Expr::Dur(us) => Some(*us as f64),
+                Expr::Val(Operand::Const(Value::Int(s))) => Some(*s as f64 * 1e6),
+                Expr::Val(Operand::Const(Value::Float(s))) => Some(s * 1e6),
+                Expr::Val(Operand::Const(Value::Str(s))) => {
+                    s.parse::<f64>().ok().map(|s| s * 1e6)
+                }
+                _ => None,
+            };
+            match us {
+                Some(us) if us >= 0.0 && us.is_finite() => Condition::EachT(us as u64),
+                _ => {
+                    return Err(bad(format!(
+                        "$each_t takes a duration (\"100ms\", \"1s\", \"5m\") or a number of seconds, not negative; got {e:?}"
+                    )))
+                }
+            }
+        }
+        "$timestamp" | "$id" => {
+            if !operands.is_empty() {
+                return Err(bad(format!("{op} takes no operands: use the string {op:?}")));
+            }
+            return Ok(Expr::Val(Operand::Timestamp));
+        }
+        other if REDUCTSTORE_ONLY.contains(&other) => {
+            return Err(bad(format!(
+                "the operator {other} is not supported by tsblob (ReductStore has it); supported: {SUPPORTED}"
+            )))
+        }
+        other => {
+            return Err(bad(format!(
+                "unknown operator {other}: supported: {SUPPORTED}"
+            )))
+        }
+    }))
+}
+
+#[cfg(test)]
+#[path = "when_tests.rs"]
+mod tests;

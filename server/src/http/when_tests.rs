@@ -1,0 +1,226 @@
+use super::*;
+
+fn p(text: &str) -> Condition {
+    parse_text(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// The message of the 400 a condition gets.
+fn err(text: &str) -> String {
+    let e = parse_text(text).expect_err(text);
+    assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST, "{text}");
+    assert_eq!(e.code, "bad_request");
+    e.message
+}
+
+fn label(s: &str) -> Operand {
+    Operand::Label(s.into())
+}
+fn int(i: i64) -> Operand {
+    Operand::Const(Value::Int(i))
+}
+fn text(s: &str) -> Operand {
+    Operand::Const(Value::Str(s.into()))
+}
+
+#[test]
+fn object_array_and_unary_notations() {
+    let gt = Condition::Compare(CmpOp::Gt, label("score"), int(10));
+    assert_eq!(p(r#"{"&score": {"$gt": 10}}"#), gt);
+    assert_eq!(p(r#"{"$gt": ["&score", 10]}"#), gt);
+    for (name, op) in [
+        ("$eq", CmpOp::Eq),
+        ("$ne", CmpOp::Ne),
+        ("$gt", CmpOp::Gt),
+        ("$gte", CmpOp::Gte),
+        ("$lt", CmpOp::Lt),
+        ("$lte", CmpOp::Lte),
+    ] {
+        assert_eq!(
+            p(&format!(r#"{{"&a": {{"{name}": "x"}}}}"#)),
+            Condition::Compare(op, label("a"), text("x"))
+        );
+        assert_eq!(op.name(), name);
+    }
+    assert_eq!(
+        p(r#"{"$not": "&flag"}"#),
+        Condition::Not(vec![Condition::Truthy(label("flag"))])
+    );
+    assert_eq!(
+        p(r#"{"$not": {"&a": {"$eq": 1}}}"#),
+        Condition::Not(vec![Condition::Compare(CmpOp::Eq, label("a"), int(1))])
+    );
+    assert_eq!(
+        p(r#"{"$and": [true, {"$gt": [20, 10]}]}"#),
+        Condition::And(vec![
+            Condition::Truthy(Operand::Const(Value::Bool(true))),
+            Condition::Compare(CmpOp::Gt, int(20), int(10)),
+        ])
+    );
+}
+
+#[test]
+fn several_keys_are_anded_in_their_order_a_repeated_key_keeps_its_last_value() {
+    assert_eq!(
+        p(r#"{"&score": {"$gt": 10}, "$each_n": 5, "&cam": {"$eq": "a"}}"#),
+        Condition::And(vec![
+            Condition::Compare(CmpOp::Gt, label("score"), int(10)),
+            Condition::EachN(5),
+            Condition::Compare(CmpOp::Eq, label("cam"), text("a")),
+        ])
+    );
+    assert_eq!(
+        p(r#"{"$each_n": 5, "&score": {"$gt": 10}}"#),
+        Condition::And(vec![
+            Condition::EachN(5),
+            Condition::Compare(CmpOp::Gt, label("score"), int(10)),
+        ])
+    );
+    // as in ReductStore (serde_json): the first place, the last value
+    assert_eq!(
+        p(r#"{"&score": {"$gt": 10}, "$each_n": 5, "&score": {"$lt": 20}}"#),
+        Condition::And(vec![
+            Condition::Compare(CmpOp::Lt, label("score"), int(20)),
+            Condition::EachN(5),
+        ])
+    );
+    assert_eq!(p("{}"), Condition::And(vec![]));
+}
+
+#[test]
+fn logical_set_and_misc_operators() {
+    let a = || Condition::Compare(CmpOp::Eq, label("a"), int(1));
+    let b = || Condition::Compare(CmpOp::Eq, label("b"), int(2));
+    let two = r#"[{"&a": {"$eq": 1}}, {"&b": {"$eq": 2}}]"#;
+    for (op, want) in [
+        ("$and", Condition::And(vec![a(), b()])),
+        ("$all_of", Condition::And(vec![a(), b()])),
+        ("$or", Condition::Or(vec![a(), b()])),
+        ("$any_of", Condition::Or(vec![a(), b()])),
+        ("$not", Condition::Not(vec![a(), b()])),
+        ("$none_of", Condition::Not(vec![a(), b()])),
+    ] {
+        assert_eq!(p(&format!(r#"{{"{op}": {two}}}"#)), want, "{op}");
+    }
+    let in_ = Condition::In(label("cam"), vec![text("a"), int(2)]);
+    assert_eq!(p(r#"{"$in": ["&cam", "a", 2]}"#), in_);
+    assert_eq!(p(r#"{"&cam": {"$in": ["a", 2]}}"#), in_);
+    assert_eq!(
+        p(r#"{"$nin": ["&cam", "a"]}"#),
+        Condition::NotIn(label("cam"), vec![text("a")])
+    );
+    assert_eq!(
+        p(r#"{"&cam": {"$nin": ["a"]}}"#),
+        Condition::NotIn(label("cam"), vec![text("a")])
+    );
+    assert_eq!(
+        p(r#"{"$exists": ["cam", "score"]}"#),
+        Condition::Exists(vec!["cam".into(), "score".into()])
+    );
+    assert_eq!(
+        p(r#"{"$has": "cam"}"#),
+        Condition::Exists(vec!["cam".into()])
+    );
+    let ts = Condition::Compare(CmpOp::Gte, Operand::Timestamp, int(5));
+    assert_eq!(p(r#"{"$gte": ["$timestamp", 5]}"#), ts);
+    assert_eq!(p(r#"{"$gte": ["$id", 5]}"#), ts);
+    assert_eq!(
+        p(r#"{"&price": {"$eq": "$$5"}}"#),
+        Condition::Compare(CmpOp::Eq, label("price"), text("$5"))
+    );
+    assert_eq!(
+        p(r#"{"&x": {"$lt": 2.5}}"#),
+        Condition::Compare(CmpOp::Lt, label("x"), Operand::Const(Value::Float(2.5)))
+    );
+}
+
+#[test]
+fn aggregation_operators_and_durations() {
+    assert_eq!(p(r#"{"$each_n": 3}"#), Condition::EachN(3));
+    assert_eq!(p(r#"{"$each_n": [3]}"#), Condition::EachN(3));
+    assert_eq!(p(r#"{"$limit": 0}"#), Condition::Limit(0));
+    assert_eq!(p(r#"{"$each_t": "1s"}"#), Condition::EachT(1_000_000));
+    assert_eq!(p(r#"{"$each_t": "100ms"}"#), Condition::EachT(100_000));
+    assert_eq!(p(r#"{"$each_t": "250us"}"#), Condition::EachT(250));
+    assert_eq!(
+        p(r#"{"$each_t": "1h -30m"}"#),
+        Condition::EachT(1_800_000_000)
+    );
+    // a number is seconds, as in ReductStore
+    assert_eq!(p(r#"{"$each_t": 0.5}"#), Condition::EachT(500_000));
+    assert_eq!(p(r#"{"$each_t": 2}"#), Condition::EachT(2_000_000));
+    // a duration elsewhere is microseconds
+    assert_eq!(
+        p(r#"{"$lt": ["$timestamp", "2s"]}"#),
+        Condition::Compare(CmpOp::Lt, Operand::Timestamp, int(2_000_000))
+    );
+    assert_eq!(duration("5x"), None);
+    assert_eq!(duration("s"), None);
+    assert_eq!(duration(""), None);
+}
+
+#[test]
+fn every_error_says_what_and_how() {
+    let cases: &[(&str, &str)] = &[
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (r#"{"$foo": 1}"#, "unknown operator $foo"),
+        (
+            r#"{"$contains": ["&a", "x"]}"#,
+            "$contains is not supported by tsblob",
+        ),
+        (r#"{"$gate": "1s"}"#, "$gate is not supported"),
+        (
+            r##"{"#ctx_before": 1}"##,
+            "directive \"#ctx_before\" is not supported",
+        ),
+        (r#"{"&a": 10}"#, "needs an operator"),
+        (r#"{"a": 10}"#, "neither an operator"),
+        (r#"{"&a": {"$gt": 1, "$lt": 5}}"#, "exactly one operator"),
+        (r#"{"$gt": ["&a"]}"#, "$gt takes exactly 2 operands, got 1"),
+        (
+            r#"{"$eq": ["&a", 1, 2]}"#,
+            "$eq takes exactly 2 operands, got 3",
+        ),
+        (
+            r#"{"$eq": ["&a", {"&b": {"$eq": 1}}]}"#,
+            "operands of $eq are labels",
+        ),
+        (
+            r#"{"$in": ["&a"]}"#,
+            "$in takes a value and at least one candidate",
+        ),
+        (
+            r#"{"$nin": "&a"}"#,
+            "$nin takes a value and at least one candidate",
+        ),
+        (
+            r#"{"$in": ["&a", {"$eq": [1, 1]}]}"#,
+            "operands of $in are labels",
+        ),
+        (r#"{"$exists": []}"#, "$exists takes label names"),
+        (r#"{"$has": ["&cam"]}"#, "label names as plain strings"),
+        (r#"{"$each_n": 0}"#, "at least 1"),
+        (r#"{"$each_n": -2}"#, "non-negative integer constant"),
+        (r#"{"$each_n": "&a"}"#, "non-negative integer constant"),
+        (r#"{"$each_n": [1, 2]}"#, "exactly one operand, got 2"),
+        (r#"{"$limit": 1.5}"#, "non-negative integer constant"),
+        (r#"{"$limit": []}"#, "exactly one operand, got 0"),
+        (r#"{"$each_t": "&a"}"#, "$each_t takes a duration"),
+        (r#"{"$each_t": -1}"#, "$each_t takes a duration"),
+        (r#"{"$each_t": []}"#, "exactly one operand, got 0"),
+        (r#"{"$timestamp": [1]}"#, "$timestamp takes no operands"),
+        (r#"{"&a": {"$eq": "@b"}}"#, "computed label"),
+        (r#"{"&": {"$eq": 1}}"#, "names no label"),
+        (r#"{"&a": {"$eq": "$nope"}}"#, "write \"$$nope\""),
+        (r#"{"&a": {"$eq": null}}"#, "null is not a value"),
+        (
+            r#"{"&a": {"$eq": [1]}}"#,
+            "an array may only hold the operands",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = err(text);
+        assert!(got.contains(want), "{text}: {got:?} lacks {want:?}");
+        assert!(got.starts_with("when: "), "{got}");
+    }
+}
