@@ -166,3 +166,53 @@ async fn histogram_needs_read_permission() {
         .await;
     assert_eq!(s, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn console_assets_are_public_with_a_csp_and_data_is_not() {
+    let f = fixture(Some("root"));
+    for path in [
+        "/ui/",
+        "/ui/app.js",
+        "/ui/pages/entry.js",
+        "/ui/style.css",
+        "/",
+    ] {
+        let (s, h, _) = f.send("GET", path, None, b"").await;
+        assert_eq!(s, StatusCode::OK, "{path}");
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("default-src 'self'") && !csp.contains("unsafe"),
+            "{csp}"
+        );
+        assert_eq!(h["x-content-type-options"], "nosniff");
+    }
+    let (_, h, b) = f.send("GET", "/ui/app.js", None, b"").await;
+    assert!(h["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert!(std::str::from_utf8(&b).unwrap().contains("import"));
+    let (_, _, b) = f.send("GET", "/", None, b"").await;
+    assert!(std::str::from_utf8(&b).unwrap().contains("href=\"/ui/\""));
+    let (s, h, _) = f.send("GET", "/ui", None, b"").await;
+    assert_eq!(
+        (s, h["location"].to_str().unwrap()),
+        (StatusCode::PERMANENT_REDIRECT, "/ui/")
+    );
+    let (s, _, b) = f.send("GET", "/ui/../tokens", None, b"").await;
+    assert!(
+        s == StatusCode::NOT_FOUND || s == StatusCode::UNAUTHORIZED,
+        "{s} {b:?}"
+    );
+    let (s, _, b) = f.send("GET", "/ui/nope.js", None, b"").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(json(&b)["error"]["code"], "not_found");
+    // Everything with data still needs the token.
+    for path in ["/api/v1/b", "/api/v1/info", "/api/v1/me", "/metrics"] {
+        assert_eq!(
+            f.send("GET", path, None, b"").await.0,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+    }
+}

@@ -19,6 +19,7 @@ pub mod query;
 pub mod records;
 pub mod spool;
 pub mod tokens;
+pub mod ui;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,7 +119,7 @@ pub fn app(state: AppState) -> Router {
             state.metrics.clone(),
             metrics::track,
         ));
-    api.with_state(state)
+    api.merge(ui::routes()).with_state(state)
 }
 
 /// What the path after `/api/v1/b/{bucket}/` names.
