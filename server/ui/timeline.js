@@ -22,7 +22,7 @@ export class Timeline {
   destroy() { this.resize.disconnect(); clearTimeout(this.wheelTimer); }
 
   /** How many steps suit the canvas's width. */
-  bars() { return Math.max(20, Math.min(400, Math.floor(this.canvas.clientWidth / 3))); }
+  bars() { return Math.max(20, Math.min(300, Math.floor(this.canvas.clientWidth / 5))); }
 
   set(hist) { this.data = hist; this.pending = null; this.draw(); }
 

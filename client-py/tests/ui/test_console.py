@@ -101,12 +101,12 @@ def test_every_page_loads_without_console_errors(server, page, camera) -> None:
     page.wait_for_selector("#settings-form")
     page.click("#entries a:text-is('robot1/front')")
     page.wait_for_selector("#record-rows tr")
-    page.wait_for_function("() => document.querySelector('#window').textContent.includes('32 records')")
+    page.wait_for_function("() => (document.querySelector('#window')?.textContent || '').includes('32 records')")
     page.goto(f"{server.url}/ui/#/tokens")
     page.wait_for_selector("#token-form")
     # The write rate needs two samples of /metrics.
     page.goto(f"{server.url}/ui/")
-    page.wait_for_function("() => /[0-9]/.test(document.querySelector('#stat-write-rate .v').textContent)",
+    page.wait_for_function("() => /[0-9]/.test(document.querySelector('#stat-write-rate .v')?.textContent)",
                            timeout=6000)
     assert page.errors == []
 
@@ -144,7 +144,7 @@ def test_a_jpeg_is_listed_and_previewed_at_its_natural_size(server, page, camera
 def test_the_timeline_zooms_into_a_dragged_range(server, page, camera) -> None:
     bucket, entry, _ = camera
     page.goto(entry_url(server, bucket, entry))
-    page.wait_for_function("() => document.querySelector('#window').textContent.includes('32 records')")
+    page.wait_for_function("() => (document.querySelector('#window')?.textContent || '').includes('32 records')")
     box = page.query_selector("#timeline").bounding_box()
     y = box["y"] + box["height"] / 2
     page.mouse.move(box["x"] + 2, y)
@@ -152,7 +152,7 @@ def test_the_timeline_zooms_into_a_dragged_range(server, page, camera) -> None:
     page.mouse.move(box["x"] + box["width"] * 0.25, y, steps=5)
     page.mouse.up()
     # A quarter of the window (~63 s) holds the first ~8 JPEGs, 2 s apart.
-    page.wait_for_function("() => !document.querySelector('#window').textContent.includes('32 records')")
+    page.wait_for_function("() => !(document.querySelector('#window')?.textContent || '').includes('32 records')")
     n = page.eval_on_selector_all("#record-rows tr", "rows => rows.length")
     assert 5 <= n <= 10
     assert page.errors == []
@@ -169,7 +169,7 @@ def test_live_view_shows_a_new_record_within_a_second(server, page, client, came
     page.wait_for_selector(f"#record-rows tr[data-ts='{ts}']", timeout=1000)
     assert time.monotonic() - t0 < 1.0
     # ... and shows the newest image.
-    page.wait_for_function(f"() => document.querySelector('#preview dd.mono').textContent.includes('{ts}')",
+    page.wait_for_function(f"() => (document.querySelector('#preview dd.mono')?.textContent || '').includes('{ts}')",
                            timeout=2000)
     page.click("#live")
     assert page.errors == []
@@ -230,3 +230,72 @@ def test_tokens_are_asked_for_and_permissions_hold(browser, auth_server) -> None
     ctx.close()
     admin.remove_bucket(bucket)
     admin.close()
+
+
+@pytest.mark.skipif(not os.environ.get("TSBLOB_SCREENSHOTS"),
+                    reason="set TSBLOB_SCREENSHOTS=<folder> (docs/console) to take the documentation's screenshots")
+def test_screenshots(browser, server, client, jpeg) -> None:
+    """The screenshots of docs/console/: TSBLOB_SCREENSHOTS=docs/console pytest -k screenshots."""
+    import threading
+
+    out = Path(os.environ["TSBLOB_SCREENSHOTS"]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ["cams", "imu", "logs"]:
+        try:
+            client.remove_bucket(name)
+        except tsblob.NotFound:
+            pass
+    client.create_bucket("cams", quota_type="fifo", quota_size=4 << 20)
+    client.create_bucket("imu", quota_type="hard", quota_size=64 << 20, compression="zstd")
+    client.create_bucket("logs")
+    base = 1_767_225_600_000_000
+    recs = []
+    for i in range(240):  # a frame every 2.5 s for 10 min, with a burst in minute 6
+        recs.append((base + i * 2_500_000, jpeg, {"camera": "front", "shift": "day"}, "image/jpeg"))
+    for i in range(160):
+        recs.append((base + 360_000_000 + i * 300_000 + 1, jpeg, {"camera": "front", "event": "motion"}, "image/jpeg"))
+    client.write_batch("cams", "robot1/front", sorted(recs))
+    client.write_batch("imu", "robot1/accel", [(base + i * 10_000, bytes(48), {"axis": "xyz"}) for i in range(5000)])
+    client.write("logs", "robot1/events", json.dumps({"event": "boot", "fw": "1.4.2"}).encode(), ts=base,
+                 content_type="application/json")
+    stop = threading.Event()
+
+    def writer() -> None:
+        with server.client() as w:
+            while not stop.is_set():
+                w.write("logs", "robot1/heartbeat", b'{"ok": true}', content_type="application/json")
+                time.sleep(0.05)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = ctx.new_page()
+        page.goto(f"{server.url}/ui/")
+        page.wait_for_function("() => /[0-9]/.test(document.querySelector('#stat-write-rate .v')?.textContent)",
+                               timeout=8000)
+        page.screenshot(path=str(out / "overview.png"))
+        page.goto(f"{server.url}/ui/#/b/cams")
+        page.wait_for_selector("#entries")
+        page.screenshot(path=str(out / "bucket.png"))
+        page.goto(entry_url(server, "cams", "robot1/front"))
+        page.wait_for_selector("#record-rows tr")
+        page.click(f"#record-rows tr[data-ts='{base + 50_000_000}']")
+        page.wait_for_function("() => { const i = document.querySelector('#preview-image');"
+                               " return i && i.complete && i.naturalWidth > 0; }")
+        page.screenshot(path=str(out / "entry.png"), full_page=True)
+        ctx.close()
+
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+        page = phone.new_page()
+        page.goto(entry_url(server, "cams", "robot1/front"))
+        page.wait_for_selector("#record-rows tr")
+        page.click(f"#record-rows tr[data-ts='{base + 50_000_000}']")
+        page.wait_for_selector("#preview-image")
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(out / "entry-phone.png"))
+        phone.close()
+    finally:
+        stop.set()
+        t.join()

@@ -74,7 +74,7 @@ export async function render(main, params) {
     h("div", { class: "card" }, h("h2", {}, "Records"),
       h("div", { class: "records scroll" }, h("table", { id: "records" },
         h("thead", {}, h("tr", {}, h("th", {}, "timestamp (UTC)"), h("th", { class: "num" }, "size"),
-          h("th", {}, "content type"), h("th", {}, "labels"))), tbody)),
+          h("th", { class: "hide-narrow" }, "content type"), h("th", { class: "hide-narrow" }, "labels"))), tbody)),
       listStatus, more),
     h("div", { class: "card" }, h("h2", {}, "Preview"), preview)));
 
@@ -85,8 +85,8 @@ export async function render(main, params) {
     const tr = h("tr", { class: "click", "data-ts": String(r.ts), onclick: () => select(r, tr) },
       h("td", { class: "mono", title: `${r.ts} µs` }, time(r.ts)),
       h("td", { class: "num" }, bytes(r.size)),
-      h("td", {}, r.content_type),
-      h("td", { class: "labels" }, labelsText(r.labels)));
+      h("td", { class: "hide-narrow" }, r.content_type),
+      h("td", { class: "labels hide-narrow" }, labelsText(r.labels)));
     r.tr = tr;
     return tr;
   }
