@@ -4,6 +4,8 @@
 #   - a Python virtualenv for the SDK tests, cached in ~/.cache/tsblob/venv
 #   - the Rust workspace tests (engine, server, comparison mode against the real peers)
 #   - the Python SDK tests against a real `tsblob serve`
+#   - the web console's tests in Debian's Chromium (scripts/install-browser.sh), driven by
+#     Playwright for Python (installed into the venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,6 +30,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet -e "$root/client-py[test]"
+# The console tests (client-py/tests/ui): playwright (its pip package carries its driver; the
+# browser is Debian's, not a download), required here so that a missing one fails the run.
+"$venv/bin/python" -m pip install --quiet "playwright>=1.40,<2"
+scripts/install-browser.sh
+export TSBLOB_UI_TESTS=required
 # pytest exits 5 when it collects no test: that is a failure here, and set -e makes it one.
 (cd client-py && "$venv/bin/python" -m pytest -q tests)
 

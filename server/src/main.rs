@@ -30,6 +30,8 @@ enum Command {
     Get(cli::GetArgs),
     /// Read the records of a time range into a folder or to stdout.
     Query(cli::QueryArgs),
+    /// Records and bytes of an entry per time step (from the index, no payload read).
+    Histogram(cli::HistogramArgs),
     /// Remove a record, a time range or a whole entry.
     Rm(cli::RmArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
@@ -58,6 +60,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Put(args) => cli::put(args).await,
         Command::Get(args) => cli::get(args).await,
         Command::Query(args) => cli::query(args).await,
+        Command::Histogram(args) => cli::histogram(args).await,
         Command::Rm(args) => cli::rm(args).await,
         Command::Bench(args) => tsblob_compare::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,

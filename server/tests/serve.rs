@@ -428,6 +428,17 @@ fn cli_client_put_get_query_rm() {
         ok && out.contains("robot/front") && out.contains("zstd:3"),
         "{out}"
     );
+    let (ok, out, err) = run(&["histogram", "cams", "robot/front", "--step", "1s"]);
+    assert!(
+        ok && out.contains("2024-01-01T00:00:00.000000Z") && out.contains("1 records in 1 steps"),
+        "{out} {err}"
+    );
+    let (ok, out, _) = run(&["histogram", "cams", "robot/front", "--json"]);
+    let h: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(
+        ok && h["counts"].as_array().unwrap().iter().any(|c| c == 1),
+        "{out}"
+    );
     let (ok, _, err) = run(&["get", "cams", "nope"]);
     assert!(!ok && err.contains("404 entry_not_found"), "{err}");
     assert!(run(&["rm", "cams", "robot/front", "--ts", "1704067200000000"]).0);

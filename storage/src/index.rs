@@ -705,6 +705,58 @@ fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
     k
 }
 
+impl Index {
+    /// Adds the records of an entry in `span` (`[start, stop)`) into `bins` (count and
+    /// payload bytes per `step` from `origin`), from the chunks alone: no metadata is
+    /// resolved and no block is read. Visits at most `max` records; returns the timestamp
+    /// of the first record it did not visit when it stopped early, `None` when the span
+    /// is done.
+    #[allow(clippy::too_many_arguments)]
+    pub fn histogram(
+        &self,
+        txn: &Txn<'_>,
+        entry_id: u32,
+        span: std::ops::Range<u64>,
+        origin: u64,
+        step: u64,
+        bins: &mut [(u64, u64)],
+        max: u64,
+    ) -> Result<Option<u64>> {
+        if span.is_empty() {
+            return Ok(None);
+        }
+        let step = step.max(1);
+        let first = self
+            .floor_chunk(txn, entry_id, span.start)?
+            .map_or(span.start, |(k, _)| k);
+        let lo = chunk_key(entry_id, first);
+        let hi = chunk_key(entry_id, span.end);
+        let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
+        let mut n = 0u64;
+        for item in self.chunks.range(txn, &range)? {
+            let (k, v) = item?;
+            let mut rd = ChunkReader::new(key_ts(k)?, v).map_err(bad)?;
+            let mut slot = rd.seek(span.start).map_err(bad)?;
+            while let Some(s) = slot {
+                if s.ts >= span.end {
+                    return Ok(None); // later chunks are keyed above this record
+                }
+                if n == max {
+                    return Ok(Some(s.ts));
+                }
+                let i = usize::try_from(s.ts.saturating_sub(origin) / step).unwrap_or(usize::MAX);
+                if let Some(b) = bins.get_mut(i) {
+                    b.0 += 1;
+                    b.1 = b.1.saturating_add(s.size);
+                }
+                n += 1;
+                slot = rd.next().map_err(bad)?;
+            }
+        }
+        Ok(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

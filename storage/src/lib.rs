@@ -30,6 +30,7 @@ mod entry;
 mod error;
 mod files;
 mod frame;
+mod histogram;
 mod index;
 mod labels;
 mod layout;
@@ -52,6 +53,9 @@ pub use block::RecordReader;
 pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
     WriteError,
+};
+pub use histogram::{
+    Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};

@@ -6,7 +6,7 @@ const BUCKET_MAX: usize = 64;
 const ENTRY_MAX: usize = 255;
 const LABEL_KEY_MAX: usize = 128;
 /// Last segments of an entry name that the HTTP API uses for its own routes.
-const RESERVED_LAST: [&str; 4] = ["batch", "query", "info", "labels"];
+const RESERVED_LAST: [&str; 5] = ["batch", "query", "info", "labels", "histogram"];
 /// Names in the data folder that belong to the engine or to the program embedding it (the
 /// server keeps its tokens in `tokens`): no bucket may take them. Names that start with `.`
 /// (the engine's scratch folders) or `index.` (a damaged index set aside) are reserved too.

@@ -20,7 +20,7 @@ from ._errors import (BadRequest, BucketExists, BucketNotFound, Conflict, Corrup
                       MalformedBatch, NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded,
                       RecordNotFound, RequestTimeout, ServerError, TimestampExists, TokenExists, TokenNotFound,
                       TransportError, TsblobError, Unauthorized)
-from ._models import (AsyncRecord, BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health,
+from ._models import (AsyncRecord, BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram,
                       Record, RecordInfo, RecordResult, ServerInfo, Token)
 from ._timestamps import Timestamp, from_micros, to_micros
 
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "AsyncClient", "QueryIterator", "AsyncQueryIterator",
     "Record", "AsyncRecord", "RecordInfo", "RecordResult", "BatchResult",
-    "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "ServerInfo", "Token",
+    "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "Histogram", "ServerInfo", "Token",
     "Timestamp", "to_micros", "from_micros",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",

@@ -16,6 +16,7 @@ import asyncio
 import json
 import ssl
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import (Any, AsyncIterable, AsyncIterator, BinaryIO, Dict, Iterable, List, Mapping, Optional,
                     Sequence, Tuple, Union)
 from urllib.parse import quote
@@ -28,7 +29,7 @@ from ._client import file_size, parse_json
 from ._errors import ProtocolError, TransportError, TsblobError, error_from_response_body
 from ._http import Response, transport_error
 from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
-from ._models import (AsyncRecord, BatchResult, Bucket, EntryInfo, Health, RecordInfo, ServerInfo, Token)
+from ._models import (AsyncRecord, BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token)
 from ._timestamps import Timestamp
 
 __all__ = ["AsyncClient", "AsyncQueryIterator"]
@@ -301,6 +302,14 @@ class AsyncClient:
 
     async def get_entry(self, bucket: str, entry: str) -> EntryInfo:
         return EntryInfo.from_json((await self._json("GET", c.entry_path(bucket, entry) + "/info")))
+
+    async def histogram(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
+                  stop: Optional[Timestamp] = None, step: Optional[Union[int, timedelta]] = None) -> Histogram:
+        """Records and payload bytes per time step of an entry over ``[start, stop)`` (default: the
+        whole entry), from the server's index (no payload read). ``step``: µs or a timedelta;
+        default about 200 steps; at most 10,000 steps (more is a :class:`BadRequest`)."""
+        params = c.histogram_params(start, stop, step)
+        return Histogram.from_json(await self._json("GET", c.entry_path(bucket, entry) + "/histogram", params))
 
     async def remove_entry(self, bucket: str, entry: str) -> None:
         await self._send("DELETE", c.entry_path(bucket, entry))

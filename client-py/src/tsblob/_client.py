@@ -15,6 +15,7 @@ import os
 import ssl
 import stat
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
@@ -22,7 +23,7 @@ from . import _common as c
 from ._errors import ProtocolError, TsblobError, error_from_response_body
 from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._http import Response, SyncTransport, iter_response, lower_headers
-from ._models import BatchResult, Bucket, EntryInfo, Health, Record, RecordInfo, ServerInfo, Token
+from ._models import BatchResult, Bucket, EntryInfo, Health, Histogram, Record, RecordInfo, ServerInfo, Token
 from ._timestamps import Timestamp
 
 __all__ = ["Client", "QueryIterator"]
@@ -271,6 +272,14 @@ class Client:
 
     def get_entry(self, bucket: str, entry: str) -> EntryInfo:
         return EntryInfo.from_json(self._json("GET", c.entry_path(bucket, entry) + "/info"))
+
+    def histogram(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
+                  stop: Optional[Timestamp] = None, step: Optional[Union[int, timedelta]] = None) -> Histogram:
+        """Records and payload bytes per time step of an entry over ``[start, stop)`` (default: the
+        whole entry), from the server's index (no payload read). ``step``: µs or a timedelta;
+        default about 200 steps; at most 10,000 steps (more is a :class:`BadRequest`)."""
+        params = c.histogram_params(start, stop, step)
+        return Histogram.from_json(self._json("GET", c.entry_path(bucket, entry) + "/histogram", params))
 
     def remove_entry(self, bucket: str, entry: str) -> None:
         """Removes an entry and all its records."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, unquote, urlencode
 
@@ -270,3 +271,19 @@ def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int)
     if count:
         body += encode_end(count)
         yield body, count
+
+
+def histogram_params(start: Optional[Timestamp], stop: Optional[Timestamp],
+                     step: Optional[Union[int, timedelta]]) -> Params:
+    """``start``/``stop`` of a histogram (any timestamp form), ``step`` as µs or a timedelta."""
+    params: Params = []
+    if start is not None:
+        params.append(("start", str(to_micros(start))))
+    if stop is not None:
+        params.append(("stop", str(to_micros(stop))))
+    if step is not None:
+        us = int(step.total_seconds() * 1_000_000) if isinstance(step, timedelta) else int(step)
+        if us <= 0:
+            raise InvalidInput(f"step={step!r} is not a positive number of microseconds", code="bad_request")
+        params.append(("step", str(us)))
+    return params

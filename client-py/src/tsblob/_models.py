@@ -30,6 +30,7 @@ __all__ = [
     "RecordResult",
     "BatchResult",
     "Token",
+    "Histogram",
 ]
 
 
@@ -365,3 +366,40 @@ class BatchResult:
         self.written += int(doc.get("written", sum(1 for r in results if r.ok)))
         self.failed += int(doc.get("failed", sum(1 for r in results if not r.ok)))
         self.batches += 1
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Records and payload bytes of an entry per time step, over ``[start, stop)``: step ``i``
+    covers ``[start + i*step, start + (i+1)*step)`` µs. Computed by the server from its index
+    alone (no payload is read)."""
+
+    start: int
+    stop: int
+    step: int
+    counts: List[int] = field(default_factory=list)
+    bytes: List[int] = field(default_factory=list)
+    #: Set when the window held more records than one request visits: the steps from this
+    #: timestamp on are incomplete.
+    truncated_at: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Histogram":
+        return cls(
+            start=int(d["start"]),
+            stop=int(d["stop"]),
+            step=int(d["step"]),
+            counts=[int(x) for x in d.get("counts", [])],
+            bytes=[int(x) for x in d.get("bytes", [])],
+            truncated_at=_opt_int(d.get("truncated_at")),
+        )
+
+    @property
+    def total(self) -> int:
+        """Records in the window."""
+        return sum(self.counts)
+
+    def steps(self) -> Iterator[tuple]:
+        """``(step start µs, count, bytes)`` for each step."""
+        for i, (n, b) in enumerate(zip(self.counts, self.bytes)):
+            yield self.start + i * self.step, n, b

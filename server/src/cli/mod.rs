@@ -3,6 +3,7 @@
 //! [`records`].
 
 pub mod client;
+pub mod histogram;
 pub mod human;
 pub mod records;
 
@@ -11,6 +12,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 pub use client::{seg, Client, ClientArgs};
+pub use histogram::{histogram, HistogramArgs};
 pub use records::{get, put, query, rm, GetArgs, PutArgs, QueryArgs, RmArgs};
 
 use crate::config::parse_size;

@@ -144,7 +144,7 @@ fn op_of(method: &Method, path: &str) -> &'static str {
         0 | 1 => "bucket",
         _ if rest.ends_with("/batch") => "batch",
         _ if rest.ends_with("/query") => "query",
-        _ if rest.ends_with("/info") => "entry",
+        _ if rest.ends_with("/info") || rest.ends_with("/histogram") => "entry",
         _ => match *method {
             Method::POST | Method::PUT => "record_write",
             Method::GET | Method::HEAD => "record_read",

@@ -11,6 +11,7 @@ pub mod body;
 pub mod buckets;
 pub mod errors;
 pub mod headers;
+pub mod histogram;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -18,6 +19,7 @@ pub mod query;
 pub mod records;
 pub mod spool;
 pub mod tokens;
+pub mod ui;
 pub mod when;
 
 use std::sync::Arc;
@@ -118,7 +120,7 @@ pub fn app(state: AppState) -> Router {
             state.metrics.clone(),
             metrics::track,
         ));
-    api.with_state(state)
+    api.merge(ui::routes()).with_state(state)
 }
 
 /// What the path after `/api/v1/b/{bucket}/` names.
@@ -128,6 +130,7 @@ pub enum EntryRoute {
     Batch,
     Query,
     Info,
+    Histogram,
 }
 
 /// Splits `robot1/lidar/query` into the entry and the route word.
@@ -136,6 +139,7 @@ pub fn split_entry_path(rest: &str) -> (&str, EntryRoute) {
         ("batch", EntryRoute::Batch),
         ("query", EntryRoute::Query),
         ("info", EntryRoute::Info),
+        ("histogram", EntryRoute::Histogram),
     ] {
         if let Some(entry) = rest.strip_suffix(suffix) {
             if entry.is_empty() {
@@ -175,6 +179,7 @@ async fn entry_route(
         (EntryRoute::Record, Method::PATCH) => records::update_labels(target, req).await,
         (EntryRoute::Record, Method::DELETE) => records::remove(target, req).await,
         (EntryRoute::Info, Method::GET) => records::entry_info(target).await,
+        (EntryRoute::Histogram, Method::GET) => histogram::histogram(target, req).await,
         (EntryRoute::Batch, Method::POST | Method::PUT) => batch::write(target, req).await,
         (EntryRoute::Query, Method::GET) => query::stream(target, req).await,
         (EntryRoute::Query, Method::POST) => query::stream_post(target, req).await,
@@ -231,6 +236,10 @@ mod tests {
         );
         assert_eq!(split_entry_path("cam/batch"), ("cam", EntryRoute::Batch));
         assert_eq!(split_entry_path("cam/info"), ("cam", EntryRoute::Info));
+        assert_eq!(
+            split_entry_path("cam/histogram"),
+            ("cam", EntryRoute::Histogram)
+        );
         assert_eq!(split_entry_path("batch"), ("", EntryRoute::Batch));
         // a segment that merely ends in a route word is part of the name
         assert_eq!(split_entry_path("myquery"), ("myquery", EntryRoute::Record));

@@ -4,7 +4,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{batch, buckets, errors, metrics, query, records, tokens};
+use super::{batch, buckets, errors, histogram, metrics, query, records, tokens};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -26,6 +26,7 @@ use super::{batch, buckets, errors, metrics, query, records, tokens};
         records::update_labels,
         records::remove,
         records::entry_info,
+        histogram::histogram,
         batch::write,
         query::stream,
         query::stream_post,
@@ -49,6 +50,7 @@ use super::{batch, buckets, errors, metrics, query, records, tokens};
         records::RecordMetaJson,
         records::EntryJson,
         records::LabelUpdate,
+        histogram::HistogramJson,
         batch::RecordResult,
         batch::BatchResult,
         query::QueryBody,

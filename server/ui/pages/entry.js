@@ -1,0 +1,305 @@
+// An entry: the timeline of its records, the records of the window shown, a preview of
+// the selected one, label filters (and a `when` condition where the server has them),
+// and a live view that appends records as they are written.
+import { api, entryPath, queryRecords, histogram, capabilities } from "../api.js";
+import { h, bytes, count, time, labelsText, errorBox, duration } from "../util.js";
+import { Timeline } from "../timeline.js";
+
+const PAGE = 100;
+const MAX_ROWS = 1000;
+const LIVE_MS = 500;
+const PREVIEW_BYTES = 512;
+const TEXT_MAX = 256 << 10;
+const IMAGE = /^image\/(jpeg|png|webp|gif)$/;
+const TEXTUAL = /^(text\/|application\/(json|xml|x-ndjson|javascript)|[^;]*\+(json|xml))/;
+
+export async function render(main, params) {
+  const { bucket, entry } = params;
+  const path = entryPath(bucket, entry);
+  const caps = await capabilities();
+  const info = await api(`${path}/info`);
+  let stopped = false;
+  let urls = [];
+  const revoke = () => { for (const u of urls) URL.revokeObjectURL(u); urls = []; };
+
+  // Header
+  const infoLine = h("p", { class: "muted", id: "entry-info" });
+  const showInfo = (i) => infoLine.replaceChildren(
+    `${count(i.record_count)} records, ${bytes(i.size)}, ${time(i.oldest)} → ${time(i.latest)} (UTC)`);
+  showInfo(info);
+  main.append(h("h1", {},
+    h("a", { href: "#/" }, "Buckets"), " / ",
+    h("a", { href: `#/b/${encodeURIComponent(bucket)}` }, bucket), " / ", entry), infoLine);
+
+  // Timeline
+  const canvas = h("canvas", { class: "timeline", id: "timeline", "aria-label": "records over time" });
+  const windowLabel = h("span", { class: "mono", id: "window" });
+  const tlError = h("div");
+  const whole = () => {
+    if (info.oldest === null) { const now = Date.now() * 1000; return { start: now - 3600e6, stop: now }; }
+    return { start: info.oldest, stop: info.latest + 1 };
+  };
+  let view = whole();
+  const timeline = new Timeline(canvas, (start, stop) => { view = { start, stop }; load(); });
+  main.append(h("div", { class: "card" },
+    h("div", { class: "tl-head" }, h("h2", {}, "Timeline"), windowLabel,
+      h("div", { class: "row" },
+        h("button", { id: "zoom-out", onclick: () => {
+          const span = view.stop - view.start;
+          view = { start: Math.max(0, view.start - span), stop: view.stop + span };
+          timeline.pending = view;
+          load();
+        } }, "Zoom out"),
+        h("button", { id: "zoom-all", onclick: () => { view = whole(); timeline.pending = view; load(); } }, "Whole entry"))),
+    canvas, tlError,
+    h("p", { class: "muted" }, "Drag across the timeline to zoom into a range; scroll to zoom around the pointer.")));
+
+  // Filters
+  const filterInput = h("input", { id: "filter-labels", class: "grow", placeholder: "label filters: key=value key2=value2" });
+  const whenInput = caps.when ? h("textarea", { id: "filter-when", rows: 2, placeholder: "when condition (JSON), e.g. {\"&score\": {\"$gt\": 10}}" }) : null;
+  const liveButton = h("button", { id: "live", onclick: () => toggleLive() }, "Live");
+  main.append(h("form", { class: "card", id: "filters", onsubmit: (ev) => { ev.preventDefault(); loadRecords(); } },
+    h("div", { class: "row" }, filterInput, h("button", { type: "submit", class: "primary" }, "Apply"), liveButton),
+    whenInput));
+  const filters = () => filterInput.value.split(/[\s,]+/).filter((s) => s.includes("="))
+    .map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]);
+  const when = () => (whenInput && whenInput.value.trim()) || undefined;
+
+  // Records and preview
+  const tbody = h("tbody", { id: "record-rows" });
+  const listStatus = h("div", { id: "list-status" });
+  const more = h("button", { id: "more", hidden: true, onclick: () => loadRecords(true) }, "Load more");
+  const preview = h("div", { class: "preview", id: "preview" }, h("p", { class: "muted" }, "Select a record to preview it."));
+  main.append(h("div", { class: "split" },
+    h("div", { class: "card" }, h("h2", {}, "Records"),
+      h("div", { class: "records scroll" }, h("table", { id: "records" },
+        h("thead", {}, h("tr", {}, h("th", {}, "timestamp (UTC)"), h("th", { class: "num" }, "size"),
+          h("th", { class: "hide-narrow" }, "content type"), h("th", { class: "hide-narrow" }, "labels"))), tbody)),
+      listStatus, more),
+    h("div", { class: "card" }, h("h2", {}, "Preview"), preview)));
+
+  let rows = [];
+  let selected = null;
+
+  function row(r) {
+    const tr = h("tr", { class: "click", "data-ts": String(r.ts), onclick: () => select(r, tr) },
+      h("td", { class: "mono", title: `${r.ts} µs` }, time(r.ts)),
+      h("td", { class: "num" }, bytes(r.size)),
+      h("td", { class: "hide-narrow" }, r.content_type),
+      h("td", { class: "labels hide-narrow" }, labelsText(r.labels)));
+    r.tr = tr;
+    return tr;
+  }
+
+  function addRows(records) {
+    for (const r of records) { rows.push(r); tbody.append(row(r)); }
+    while (rows.length > MAX_ROWS) { const r = rows.shift(); r.tr.remove(); }
+  }
+
+  let listSeq = 0;
+  async function loadRecords(append = false) {
+    const seq = ++listSeq;
+    listStatus.replaceChildren();
+    const from = append && rows.length ? rows[rows.length - 1].ts + 1 : view.start;
+    try {
+      const recs = await queryRecords(bucket, entry, { start: from, stop: view.stop, limit: PAGE, filters: filters(), when: when() });
+      if (stopped || seq !== listSeq) return;
+      if (!append) { rows = []; tbody.replaceChildren(); }
+      addRows(recs.map(({ payload, ...meta }) => meta));
+      more.hidden = recs.length < PAGE;
+      if (!rows.length) listStatus.append(h("p", { class: "muted" }, "No record in this window."));
+    } catch (e) {
+      if (!stopped && seq === listSeq) listStatus.append(errorBox(e));
+    }
+  }
+
+  let histSeq = 0;
+  async function loadHistogram() {
+    const seq = ++histSeq;
+    tlError.replaceChildren();
+    const span = Math.max(1, view.stop - view.start);
+    const step = Math.max(1, Math.ceil(span / timeline.bars()));
+    try {
+      const hist = await histogram(bucket, entry, { start: view.start, stop: view.stop, step });
+      if (stopped || seq !== histSeq) return;
+      timeline.set(hist);
+      windowLabel.replaceChildren(`${time(hist.start)} → ${time(hist.stop)} · ${count(hist.counts.reduce((a, b) => a + b, 0))} records · step ${duration(hist.step)}`);
+    } catch (e) {
+      if (!stopped && seq === histSeq) tlError.append(errorBox(e));
+    }
+  }
+
+  function load() { return Promise.all([loadHistogram(), loadRecords()]); }
+
+  async function select(r, tr, payload) {
+    if (selected && selected.tr) selected.tr.classList.remove("sel");
+    selected = r;
+    if (tr) tr.classList.add("sel");
+    revoke();
+    const media = h("div", { class: "media", id: "preview-media" }, h("p", { class: "muted" }, "Loading…"));
+    const status = h("div", { id: "preview-status" });
+    const del = h("button", { class: "danger", id: "delete-record", onclick: () => removeRecord(r, del, status) }, "Delete");
+    preview.replaceChildren(
+      h("dl", { class: "meta" },
+        h("dt", {}, "timestamp"), h("dd", { class: "mono" }, `${time(r.ts)} (${r.ts})`),
+        h("dt", {}, "size"), h("dd", {}, `${bytes(r.size)} (${count(r.size)} bytes)`),
+        h("dt", {}, "content type"), h("dd", {}, r.content_type),
+        h("dt", {}, "labels"), h("dd", { class: "labels" }, labelsText(r.labels) || "–")),
+      h("div", { class: "row" }, h("button", { id: "download", onclick: () => download(r, status) }, "Download"), del),
+      status, media);
+    try {
+      await showPayload(r, media, payload);
+    } catch (e) {
+      media.replaceChildren(errorBox(e));
+    }
+  }
+
+  async function showPayload(r, media, payload) {
+    const ct = (r.content_type || "").split(";")[0].trim().toLowerCase();
+    if (IMAGE.test(ct)) {
+      const blob = payload ? new Blob([payload], { type: ct })
+        : await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
+      const url = URL.createObjectURL(blob);
+      urls.push(url);
+      const img = h("img", { id: "preview-image", src: url, alt: `record ${r.ts}` });
+      media.replaceChildren(img);
+      return;
+    }
+    const limit = TEXTUAL.test(ct) ? TEXT_MAX : PREVIEW_BYTES;
+    const head = payload ? payload.subarray(0, limit) : await firstBytes(`${path}?ts=${r.ts}`, limit);
+    if (TEXTUAL.test(ct)) {
+      let text = new TextDecoder().decode(head);
+      if (ct.includes("json") && r.size <= TEXT_MAX) {
+        try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* show as it is */ }
+      }
+      const cut = r.size > head.length ? `\n… (${count(r.size - head.length)} more bytes: download to see all)` : "";
+      media.replaceChildren(h("pre", { id: "preview-text" }, text + cut));
+      return;
+    }
+    media.replaceChildren(h("pre", { id: "preview-hex" }, hexdump(head) +
+      (r.size > head.length ? `\n… first ${head.length} of ${count(r.size)} bytes` : "")));
+  }
+
+  async function firstBytes(url, n) {
+    const resp = await api(url, { raw: true });
+    const reader = resp.body.getReader();
+    const parts = [];
+    let got = 0;
+    while (got < n) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      got += value.length;
+    }
+    reader.cancel().catch(() => {});
+    const out = new Uint8Array(Math.min(n, got));
+    let o = 0;
+    for (const p of parts) { const take = Math.min(p.length, out.length - o); out.set(p.subarray(0, take), o); o += take; }
+    return out;
+  }
+
+  async function download(r, status) {
+    status.replaceChildren();
+    try {
+      const blob = await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
+      const url = URL.createObjectURL(blob);
+      const ext = (r.content_type.split("/")[1] || "bin").split(/[;+]/)[0];
+      const a = h("a", { href: url, download: `${entry.replaceAll("/", "_")}-${r.ts}.${ext}` });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      status.append(errorBox(e));
+    }
+  }
+
+  async function removeRecord(r, button, status) {
+    if (!button.classList.contains("armed")) {
+      button.classList.add("armed");
+      button.textContent = "Confirm delete";
+      return;
+    }
+    button.classList.remove("armed");
+    button.textContent = "Delete";
+    status.replaceChildren();
+    try {
+      await api(`${path}?ts=${r.ts}`, { method: "DELETE" });
+      r.tr.remove();
+      rows = rows.filter((x) => x !== r);
+      preview.replaceChildren(h("p", { class: "notice" }, `Record ${r.ts} removed.`));
+      loadHistogram();
+    } catch (e) {
+      status.append(errorBox(e));
+    }
+  }
+
+  // Live view: poll from the last timestamp + 1 every 500 ms, one request at a time.
+  let live = null;
+  async function tick() {
+    if (!live || stopped) return;
+    try {
+      const recs = await queryRecords(bucket, entry, {
+        start: live.after + 1, limit: 50, filters: filters(), when: when(), payloads: true,
+      });
+      if (!live || stopped) return;
+      if (recs.length) {
+        live.after = recs[recs.length - 1].ts;
+        addRows(recs.map(({ payload, ...meta }) => meta));
+        const newest = recs[recs.length - 1];
+        const r = rows[rows.length - 1];
+        r.tr.scrollIntoView({ block: "nearest" });
+        const image = [...recs].reverse().find((x) => IMAGE.test(x.content_type));
+        if (image) {
+          const target = rows.find((x) => x.ts === image.ts);
+          if (target) select(target, target.tr, image.payload && image.payload.length === image.size ? image.payload : undefined);
+        } else if (newest) {
+          listStatus.replaceChildren(h("p", { class: "muted" }, `live: newest ${time(newest.ts)}`));
+        }
+      }
+    } catch (e) {
+      listStatus.replaceChildren(errorBox(e));
+    }
+    if (live && !stopped) live.timer = setTimeout(tick, LIVE_MS);
+  }
+
+  async function toggleLive() {
+    if (live) {
+      clearTimeout(live.timer);
+      live = null;
+      liveButton.classList.remove("on");
+      liveButton.textContent = "Live";
+      return;
+    }
+    let after = rows.length ? rows[rows.length - 1].ts : 0;
+    try {
+      const i = await api(`${path}/info`);
+      showInfo(i);
+      if (i.latest !== null) after = Math.max(after, i.latest);
+    } catch (_) { /* keep the rows' last */ }
+    live = { after, timer: null };
+    liveButton.classList.add("on");
+    liveButton.textContent = "Live: on";
+    tick();
+  }
+
+  await load();
+  return () => {
+    stopped = true;
+    if (live) clearTimeout(live.timer);
+    live = null;
+    timeline.destroy();
+    revoke();
+  };
+}
+
+function hexdump(b) {
+  const lines = [];
+  for (let i = 0; i < b.length; i += 16) {
+    const chunk = b.subarray(i, i + 16);
+    const hex = [...chunk].map((x) => x.toString(16).padStart(2, "0")).join(" ");
+    const asc = [...chunk].map((x) => (x >= 32 && x < 127 ? String.fromCharCode(x) : ".")).join("");
+    lines.push(`${i.toString(16).padStart(8, "0")}  ${hex.padEnd(47)}  ${asc}`);
+  }
+  return lines.join("\n");
+}

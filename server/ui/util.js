@@ -1,0 +1,79 @@
+// Small DOM and formatting helpers. Text always goes through textContent: nothing from
+// the API is ever parsed as HTML.
+
+/** Builds an element: h("a", {href: "#/"}, "text", child...). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else if (k === "style") Object.assign(el.style, v); // CSSOM: allowed under the CSP, unlike a style attribute
+    else if (k === "value") el.value = v;
+    else if (k === "checked") el.checked = !!v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export function bytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  let v = Number(n);
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return (i === 0 ? String(v) : v.toFixed(v < 10 ? 2 : 1)) + " " + units[i];
+}
+
+export function count(n) {
+  if (n === null || n === undefined) return "–";
+  return Number(n).toLocaleString("en-US");
+}
+
+function pad(n, w = 2) { return String(n).padStart(w, "0"); }
+
+/** µs since the epoch → "2026-01-02 03:04:05.678901" (UTC). */
+export function time(us) {
+  if (us === null || us === undefined) return "–";
+  const ms = Math.floor(us / 1000);
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return String(us);
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
+    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}.` +
+    pad(us % 1000000, 6);
+}
+
+/** A short time for axis labels, precise enough for the span shown. */
+export function shortTime(us, span) {
+  const d = new Date(Math.floor(us / 1000));
+  const hms = `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
+  if (span > 2 * 86400e6) return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+  if (span > 60e6) return hms;
+  return `${hms}.${pad(us % 1000000, 6)}`;
+}
+
+export function duration(us) {
+  const s = us / 1e6;
+  if (s < 1e-3) return `${us} µs`;
+  if (s < 1) return `${(s * 1000).toFixed(s < 0.01 ? 2 : 0)} ms`;
+  if (s < 120) return `${s.toFixed(s < 10 ? 2 : 0)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(0)} min`;
+  if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+
+export function labelsText(labels) {
+  return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+}
+
+/** Shows an error (an ApiError shows its status, code and the API's message). */
+export function errorBox(err) {
+  const text = err && err.status
+    ? `${err.status} ${err.code}: ${err.message}`
+    : String((err && err.message) || err);
+  return h("div", { class: "error", role: "alert" }, text);
+}
