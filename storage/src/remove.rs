@@ -17,9 +17,6 @@ use crate::frame::FLAG_DELETED;
 use crate::index::IndexValue;
 use crate::*;
 
-/// Records removed per index commit in a range removal.
-const REMOVE_PAGE: usize = 4096;
-
 impl Store {
     pub fn remove_record(&self, bucket: &str, entry: &str, ts: u64) -> Result<()> {
         let b = self.get_bucket(bucket)?;
@@ -39,24 +36,16 @@ impl Store {
 
     /// Removes records with `start <= ts < stop`; returns how many.
     pub fn remove_range(&self, bucket: &str, entry: &str, start: u64, stop: u64) -> Result<u64> {
-        let b = self.get_bucket(bucket)?;
-        let e = self.get_entry(&b, entry)?;
-        let mut st = e.lock_live(bucket)?;
-        let mut removed = 0;
-        loop {
-            let mut page = Vec::with_capacity(REMOVE_PAGE);
-            {
-                let txn = self.inner.index.read_txn()?;
-                self.inner
-                    .index
-                    .range(&txn, e.id(), start..stop, false, REMOVE_PAGE, &mut page)?;
-            }
-            if page.is_empty() {
-                return Ok(removed);
-            }
-            removed += page.len() as u64;
-            self.remove_listed(&b, &e, &mut st, page)?;
-        }
+        // A range is a query without conditions: one removal loop serves both.
+        self.remove_where(
+            bucket,
+            entry,
+            &Query {
+                start: Some(start),
+                stop: Some(stop),
+                ..Query::default()
+            },
+        )
     }
 
     /// Flags the frames deleted, drops them from the index, deletes emptied blocks.
@@ -92,6 +81,7 @@ impl Store {
         self.inner
             .committer
             .commit(&self.inner.index, Change { ops, files: vec![] })?;
+        crate::crash_point("records-removal-committed");
         for id in emptied {
             self.delete_block(b, e, st, id)?;
         }

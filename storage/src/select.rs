@@ -6,6 +6,7 @@ use crate::when::{Matcher, Stop};
 use crate::*;
 
 /// Index records scanned per page by `remove_where` (one index commit per page at most).
+/// Records removed per index commit in a removal (by range or condition).
 const REMOVE_PAGE: usize = 4096;
 
 /// What a query keeps of the records it walks, with the state of its condition.

@@ -11,7 +11,8 @@ use common::*;
 use std::process::Command;
 use tsblob_storage::*;
 
-const STEPS: [&str; 11] = [
+const STEPS: [&str; 12] = [
+    "records-removal-committed",
     "retention-trashed",
     "retention-committed",
     "label-copy-appended",
@@ -60,6 +61,10 @@ fn operate(s: &Store, step: &str) {
             s.write("b", "e", &meta(now_micros()), b"now").unwrap();
         }
         "entry-trashed" | "entry-removal-committed" => s.remove_entry("b", "e").unwrap(),
+        "records-removal-committed" => {
+            // Removal by range (one loop with removal by condition) of the first block.
+            s.remove_range("b", "e", 1, 11).unwrap();
+        }
         "bucket-trashed" => s.remove_bucket("b").unwrap(),
         "frames-appended" | "write-committed" => {
             s.write("b", "e", &meta(100), &payload(100, 500)).unwrap();
@@ -163,7 +168,7 @@ fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
         }
         match step {
             // The removal was committed: what it removed never comes back.
-            "block-removal-committed" | "retention-committed" => {
+            "block-removal-committed" | "retention-committed" | "records-removal-committed" => {
                 assert!(present.iter().all(|ts| *ts > 10), "{step}: {present:?}");
             }
             "entry-trashed" | "entry-removal-committed" => {
