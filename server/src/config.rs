@@ -68,15 +68,30 @@ pub struct ServeArgs {
     /// Largest record inside a batch (batched records are held in memory until written).
     #[arg(long, env = "TSBLOB_MAX_BATCH_RECORD", default_value = "64MiB", value_parser = parse_size)]
     pub max_batch_record: u64,
+    /// Most records in one batch body (each record's result is held until the answer).
+    #[arg(long, env = "TSBLOB_MAX_BATCH_RECORDS", default_value_t = 100_000)]
+    pub max_batch_records: u64,
     /// A request body that sends nothing for this long is dropped (slow or stuck clients).
     #[arg(long, env = "TSBLOB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
+    /// A request body may take this long, plus 1 s per --body-min-rate bytes received
+    /// (a client trickling a byte per idle period is cut off: 408).
+    #[arg(long, env = "TSBLOB_BODY_DEADLINE", default_value = "60s", value_parser = parse_duration)]
+    pub body_deadline: Duration,
+    /// The slowest average rate (bytes per second) a body may arrive at after the first
+    /// --body-deadline; 0: the whole body must arrive within --body-deadline.
+    #[arg(long, env = "TSBLOB_BODY_MIN_RATE", default_value = "64KiB", value_parser = parse_size)]
+    pub body_min_rate: u64,
     /// Writes are refused (507 disk_full) when free space would drop below this.
     #[arg(long, env = "TSBLOB_FREE_SPACE_RESERVE", default_value = "256MiB", value_parser = parse_size)]
     pub free_space_reserve: u64,
     /// Size of the LMDB index map (address space, not disk).
     #[arg(long, env = "TSBLOB_INDEX_MAP_SIZE", default_value = "64GiB", value_parser = parse_size)]
     pub index_map_size: u64,
+    /// Block files kept open at once across all entries (default: half of what the
+    /// open-file limit, `ulimit -n`, leaves after 128 for sockets and the index).
+    #[arg(long, env = "TSBLOB_MAX_OPEN_FILES")]
+    pub max_open_files: Option<usize>,
     /// Default quota type of new buckets: none, fifo or hard.
     #[arg(long, env = "TSBLOB_DEFAULT_QUOTA_TYPE", default_value = "none")]
     pub default_quota_type: QuotaType,
@@ -92,6 +107,9 @@ pub struct ServeArgs {
     /// Default compression of new buckets: none, zstd or zstd:<1-22>.
     #[arg(long, env = "TSBLOB_DEFAULT_COMPRESSION", default_value = "none")]
     pub default_compression: Compression,
+    /// Default age-based retention of new buckets (e.g. 30d; none keeps records).
+    #[arg(long, env = "TSBLOB_DEFAULT_MAX_AGE", value_parser = parse_duration)]
+    pub default_max_age: Option<Duration>,
     /// A client must send its request head (line and headers) within this time.
     #[arg(long, env = "TSBLOB_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_timeout: Duration,
@@ -109,6 +127,9 @@ impl ServeArgs {
             max_block_size: self.default_max_block_size,
             max_block_records: self.default_max_block_records,
             compression: self.default_compression,
+            max_age: self
+                .default_max_age
+                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
         };
         s.validate()
             .map_err(|e| format!("the --default-* bucket settings are invalid: {e}"))?;
@@ -122,7 +143,7 @@ impl ServeArgs {
                 .map_err(|_| "--index-map-size is too large for this machine".to_string())?,
             free_space_reserve: self.free_space_reserve,
             default_bucket: self.default_bucket()?,
-            max_open_files: None,
+            max_open_files: self.max_open_files,
         })
     }
 
@@ -130,7 +151,12 @@ impl ServeArgs {
         Limits {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
+            max_batch_records: self.max_batch_records,
             idle_timeout: self.idle_timeout,
+            body_deadline: crate::http::body::BodyDeadline {
+                base: self.body_deadline,
+                min_rate: self.body_min_rate,
+            },
         }
     }
 }

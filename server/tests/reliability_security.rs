@@ -173,6 +173,9 @@ async fn tokens_guard_every_route_and_never_leak() {
             r#"{"full_access": true}"#,
         ),
         (Method::DELETE, "/api/v1/tokens/writer", ""),
+        // Server-wide figures need full access or read access to every bucket.
+        (Method::GET, "/metrics", ""),
+        (Method::GET, "/api/v1/info", ""),
     ] {
         let (st, v) = call(&c, &s, m.clone(), path, ro, body).await;
         assert_eq!(st, 403, "read-only token: {m} {path}: {v}");

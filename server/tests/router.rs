@@ -226,6 +226,32 @@ async fn bucket_lifecycle_and_errors() {
     assert_eq!(a.json()["settings"]["quota_size"], 2000000);
     assert_eq!(a.json()["info"]["quota_used"], 0.0);
 
+    // Age-based retention: a duration string or microseconds in, microseconds out.
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":"30d"}"#)
+        .await;
+    assert_eq!(a.json()["settings"]["max_age"], 30u64 * 86_400_000_000);
+    assert_eq!(a.json()["info"]["expired_blocks"], 0);
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":90000000}"#)
+        .await;
+    assert_eq!(a.json()["settings"]["max_age"], 90_000_000);
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":"soon"}"#)
+        .await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings")
+    );
+    assert!(a.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("30d"));
+    let a = f
+        .call("PUT", "/api/v1/b/cams", r#"{"max_age":"none"}"#)
+        .await;
+    assert_eq!(a.json()["settings"]["max_age"], serde_json::Value::Null);
+
     let a = f.call("GET", "/api/v1/b", "").await;
     assert_eq!(a.json()["buckets"].as_array().unwrap().len(), 1);
     let a = f.call("GET", "/api/v1/b/cams", "").await;
@@ -893,6 +919,116 @@ async fn mangled_batches_never_crash_or_half_write_silently() {
         assert_eq!(count, written, "round {round}: {v}");
     }
     assert_eq!(f.call("GET", "/health", "").await.status, StatusCode::OK);
+}
+
+/// Bug "metrics labels": `/metrics` label values came from client strings (any HTTP method
+/// token became a new series, kept forever). Requests are counted before authentication,
+/// so even unauthenticated junk must map to a fixed set of label values.
+#[tokio::test]
+async fn metrics_series_stay_bounded_whatever_the_methods_and_paths() {
+    let f = fixture_with(Some("root-secret"), Limits::default());
+    let mut seed = 7u64;
+    for i in 0..300 {
+        let method = format!("M{:x}", next(&mut seed));
+        let path = format!("/api/v1/b/b{i}/e{}/query", next(&mut seed) % 1000);
+        let _ = f.call(&method, &path, "").await;
+        let _ = f.call(&method, &format!("/x{}", next(&mut seed)), "").await;
+    }
+    let a = f
+        .send(
+            Request::builder()
+                .uri("/metrics")
+                .header("authorization", "Bearer root-secret")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    let text = String::from_utf8_lossy(&a.body);
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tsblob_http_requests_total{"))
+        .collect();
+    assert!(series.len() <= 8, "{} series: {series:#?}", series.len());
+    assert!(
+        !text.contains("method=\"M"),
+        "a client's method became a label"
+    );
+    assert!(!text.contains("b1"), "a bucket name became a label");
+    assert!(text.contains("method=\"other\""), "{text}");
+}
+
+/// Bug "tokens": deleting the last stored token silently switched authentication off; and
+/// `/api/v1/info` and `/metrics` (figures over every bucket) were readable by any token.
+#[tokio::test]
+async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucket() {
+    let f = fixture();
+    let a = f
+        .call("POST", "/api/v1/tokens/ops", r#"{"full_access":true}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let ops = a.json()["value"].as_str().unwrap().to_string();
+    let with = |method: &str, uri: &str, token: &str, body: &'static str| {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::from(body))
+            .unwrap()
+    };
+    for (name, spec) in [
+        ("narrow", r#"{"read":["cams"]}"#),
+        ("all", r#"{"read":["*"]}"#),
+    ] {
+        let a = f
+            .send(with("POST", &format!("/api/v1/tokens/{name}"), &ops, spec))
+            .await;
+        assert_eq!(a.status, StatusCode::CREATED);
+        let value = a.json()["value"].as_str().unwrap().to_string();
+        let expect = if name == "all" {
+            StatusCode::OK
+        } else {
+            StatusCode::FORBIDDEN
+        };
+        for uri in ["/metrics", "/api/v1/info"] {
+            let a = f.send(with("GET", uri, &value, "")).await;
+            assert_eq!(a.status, expect, "{name} on {uri}");
+        }
+        let a = f
+            .send(with("DELETE", &format!("/api/v1/tokens/{name}"), &ops, ""))
+            .await;
+        assert_eq!(a.status, StatusCode::OK);
+    }
+    // `ops` is now the last token: removing it would open the server.
+    let a = f.send(with("DELETE", "/api/v1/tokens/ops", &ops, "")).await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::CONFLICT, "last_token")
+    );
+    assert!(a.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("disable_auth=true"));
+    assert_eq!(f.call("GET", "/api/v1/b", "").await.code(), "unauthorized");
+    let a = f
+        .send(with(
+            "DELETE",
+            "/api/v1/tokens/ops?disable_auth=yes",
+            &ops,
+            "",
+        ))
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    let a = f
+        .send(with(
+            "DELETE",
+            "/api/v1/tokens/ops?disable_auth=true",
+            &ops,
+            "",
+        ))
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(f.call("GET", "/api/v1/b", "").await.status, StatusCode::OK);
 }
 
 mod query_when;

@@ -11,8 +11,11 @@ use std::sync::Arc;
 
 use crate::entry::Entry;
 use crate::index::Index;
+use crate::layout::SETTINGS_FILE;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
+use crate::trash::sync_dir;
 use crate::*;
+use std::fs::File;
 
 pub(crate) struct Bucket {
     name: String,
@@ -25,6 +28,9 @@ pub(crate) struct Bucket {
     reserved: AtomicU64,
     evict_lock: Mutex<()>,
     evicted: AtomicU64,
+    expired: AtomicU64,
+    /// When (µs since the epoch) retention should next look at this bucket's blocks.
+    next_expiry: AtomicU64,
     removed: AtomicBool,
 }
 
@@ -39,6 +45,8 @@ impl Bucket {
             reserved: AtomicU64::new(0),
             evict_lock: Mutex::new(Rank::Evict, ()),
             evicted: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            next_expiry: AtomicU64::new(0),
             removed: AtomicBool::new(false),
         }
     }
@@ -60,7 +68,7 @@ impl Bucket {
         let mut s = self.settings.write();
         let new = s.apply(update);
         new.validate().map_err(BucketError::InvalidSettings)?;
-        crate::store::write_settings(&self.dir, &new)?;
+        write_settings(&self.dir, &new)?;
         *s = new;
         Ok(())
     }
@@ -132,6 +140,20 @@ impl Bucket {
         self.evicted.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn note_expired(&self) {
+        self.expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True at most once per `every` µs (per bucket): whether retention should look now.
+    pub fn expiry_due(&self, now: u64, every: u64) -> bool {
+        let next = self.next_expiry.load(Ordering::Acquire);
+        now >= next
+            && self
+                .next_expiry
+                .compare_exchange(next, now + every, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
     pub fn mark_removed(&self) {
         self.removed.store(true, Ordering::Release);
     }
@@ -152,6 +174,7 @@ impl Bucket {
             oldest: None,
             latest: None,
             evicted_blocks: self.evicted.load(Ordering::Relaxed),
+            expired_blocks: self.expired.load(Ordering::Relaxed),
         };
         for e in entries {
             let ei = e.info(index)?;
@@ -162,6 +185,18 @@ impl Bucket {
         }
         Ok(info)
     }
+}
+
+pub(crate) fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
+    let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
+    std::fs::write(&tmp, settings.to_file_text())
+        .map_err(|e| Error::io(format!("writing {tmp:?}"), e))?;
+    let f = File::open(&tmp).map_err(|e| Error::io(format!("opening {tmp:?}"), e))?;
+    f.sync_all()
+        .map_err(|e| Error::io(format!("syncing {tmp:?}"), e))?;
+    std::fs::rename(&tmp, dir.join(SETTINGS_FILE))
+        .map_err(|e| Error::io(format!("renaming {tmp:?}"), e))?;
+    sync_dir(dir)
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::bucket::Bucket;
 use crate::index::{BlockMeta, Index};
 use crate::lock::{Mutex, MutexGuard, Rank};
 use crate::names::entry_dir_name;
@@ -22,8 +23,9 @@ pub(crate) struct Entry {
 
 pub(crate) struct EntryState {
     /// Every block of the entry with its metadata, as committed (or about to be).
-    pub blocks: BTreeMap<u64, BlockMeta>,
-    pub active: Option<Active>,
+    blocks: BTreeMap<u64, BlockMeta>,
+    /// The block appended to; always one of `blocks`.
+    active: Option<Active>,
     pub last_auto_ts: u64,
     /// No record of the entry has a larger timestamp (`None`: the entry has never held
     /// one). Conservative: removals do not lower it. A timestamp above it needs no
@@ -64,6 +66,90 @@ impl EntryState {
         self.blocks.values().map(|b| b.indexed_len).sum()
     }
 
+    pub fn block(&self, id: u64) -> Option<BlockMeta> {
+        self.blocks.get(&id).copied()
+    }
+
+    pub fn block_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.blocks.keys().copied()
+    }
+
+    pub fn block_count(&self) -> u64 {
+        self.blocks.len() as u64
+    }
+
+    /// The oldest block (lowest id: first written).
+    pub fn oldest_block(&self) -> Option<u64> {
+        self.blocks.keys().next().copied()
+    }
+
+    pub fn active(&self) -> Option<Active> {
+        self.active
+    }
+
+    /// Whether the active block can take `records` more records (`records >= 1`) and
+    /// `bytes` more bytes (a block that would hold only the one record takes it whatever
+    /// its size).
+    pub fn active_has_room(&self, settings: &BucketSettings, records: u64, bytes: u64) -> bool {
+        let Some(a) = self.active else { return false };
+        let m = self.block(a.id).unwrap_or_default();
+        let alone = m.records + records <= 1;
+        m.records + records <= settings.max_block_records
+            && (a.len + bytes < settings.max_block_size || alone)
+    }
+
+    /// Seals the active block; returns its id and final metadata, to be committed.
+    pub fn seal_active(&mut self) -> Option<(u64, BlockMeta)> {
+        let a = self.active.take()?;
+        let m = self.blocks.get_mut(&a.id)?;
+        m.sealed = true;
+        Some((a.id, *m))
+    }
+
+    /// A new block becomes the active one.
+    pub fn start_block(&mut self, id: u64, meta: BlockMeta, len: u64) -> Active {
+        let a = Active {
+            id,
+            len,
+            base_ts: meta.base_ts,
+        };
+        self.blocks.insert(id, meta);
+        self.active = Some(a);
+        a
+    }
+
+    /// Frames of `len` bytes in all were appended to the active block, holding these
+    /// timestamps: updates its metadata and returns it (to be committed).
+    pub fn appended(
+        &mut self,
+        len: u64,
+        ts: impl Iterator<Item = u64>,
+    ) -> Option<(u64, BlockMeta)> {
+        let a = self.active.as_mut()?;
+        a.len += len;
+        let (id, new_len) = (a.id, a.len);
+        let meta = self.blocks.get_mut(&id)?;
+        for ts in ts {
+            if meta.records == 0 {
+                meta.min_ts = ts;
+                meta.max_ts = ts;
+            }
+            meta.min_ts = meta.min_ts.min(ts);
+            meta.max_ts = meta.max_ts.max(ts);
+            meta.records += 1;
+        }
+        meta.indexed_len = new_len;
+        Some((id, *meta))
+    }
+
+    /// Drops a deleted block (and the active mark, if it was the active one).
+    pub fn forget_block(&mut self, id: u64) -> Option<BlockMeta> {
+        if self.is_active(id) {
+            self.active = None;
+        }
+        self.blocks.remove(&id)
+    }
+
     pub fn is_active(&self, block_id: u64) -> bool {
         self.active.is_some_and(|a| a.id == block_id)
     }
@@ -74,6 +160,27 @@ impl EntryState {
         let m = self.blocks.get_mut(&block_id)?;
         m.records = m.records.saturating_sub(1);
         Some(*m)
+    }
+
+    /// After a failed write: reload an entry's block metadata from the index (memory ran ahead
+    /// of it) and leave it without an active block, so memory agrees with what is committed.
+    pub fn reload(&mut self, index: &Index, bucket: &Bucket, entry_id: u32) -> Result<()> {
+        let txn = index.read_txn()?;
+        let before = self.block_bytes();
+        let blocks: BTreeMap<u64, BlockMeta> = index
+            .blocks(&txn)?
+            .into_iter()
+            .filter_map(|(id, m)| m.filter(|m| m.entry_id == entry_id).map(|m| (id, m)))
+            .collect();
+        self.blocks = blocks;
+        self.active = None;
+        let after = self.block_bytes();
+        if after < before {
+            bucket.shrink(before - after);
+        } else {
+            bucket.grow(after - before);
+        }
+        Ok(())
     }
 
     /// The entry is gone: nothing may be written to it again.
@@ -131,7 +238,7 @@ impl Entry {
     pub fn info(&self, index: &Index) -> Result<EntryInfo> {
         let (record_count, size, block_count) = {
             let st = self.state.lock();
-            (st.record_count(), st.block_bytes(), st.blocks.len() as u64)
+            (st.record_count(), st.block_bytes(), st.block_count())
         };
         let txn = index.read_txn()?;
         Ok(EntryInfo {

@@ -49,7 +49,7 @@ impl Store {
         let _res = self.reserve(&b, frame_need(&estimate, first.frame_len))?;
         let mut st = e.lock_live(bucket)?;
         let old = self.lookup(&e, ts)?.ok_or_else(not_found)?;
-        if !st.blocks.contains_key(&old.block_id) {
+        if st.block(old.block_id).is_none() {
             return Err(not_found());
         }
         let meta = WriteMeta {

@@ -32,6 +32,7 @@ mod files;
 mod frame;
 mod index;
 mod labels;
+mod layout;
 mod lock;
 mod names;
 mod quota;

@@ -76,6 +76,9 @@ impl FreeSpace {
     }
 }
 
+/// How often (at most) retention looks at a bucket's blocks.
+pub(crate) const EXPIRY_EVERY_MS: u64 = 1000;
+
 /// Space promised to one write; given back when the write is done.
 pub(crate) struct Reservation<'a> {
     bucket: &'a Bucket,
@@ -94,6 +97,7 @@ impl Store {
     /// blocks to fit its quota, and also when the file system runs short of free space:
     /// such a bucket keeps taking writes while it has a block to give up.
     pub(crate) fn reserve<'a>(&self, bucket: &'a Bucket, need: u64) -> Result<Reservation<'a>> {
+        self.expire_due(bucket)?;
         let settings = bucket.settings();
         let _g = bucket.lock_evict();
         match settings.quota_type {
@@ -150,6 +154,49 @@ impl Store {
         Ok(())
     }
 
+    /// Applies age-based retention to a bucket if it has `max_age` and was not looked at in
+    /// the last `EXPIRY_EVERY_MS`. Returns the blocks deleted.
+    pub(crate) fn expire_due(&self, bucket: &Bucket) -> Result<u64> {
+        let Some(age) = bucket.settings().max_age else {
+            return Ok(0);
+        };
+        let now = now_micros();
+        if !bucket.expiry_due(now, EXPIRY_EVERY_MS * 1000) {
+            return Ok(0);
+        }
+        self.expire(bucket, now.saturating_sub(age))
+    }
+
+    /// Deletes every block of the bucket whose newest record is older than `cutoff`
+    /// (under the evict lock, one entry lock at a time). Returns how many.
+    pub(crate) fn expire(&self, bucket: &Bucket, cutoff: u64) -> Result<u64> {
+        let _g = bucket.lock_evict();
+        let mut n = 0;
+        for entry in bucket.entries() {
+            let mut st = entry.lock();
+            let old: Vec<u64> = st
+                .block_ids()
+                .filter(|id| {
+                    st.block(*id)
+                        .is_some_and(|m| m.records > 0 && m.max_ts < cutoff)
+                })
+                .collect();
+            for id in old {
+                if self.delete_block(bucket, &entry, &mut st, id)? {
+                    bucket.note_expired();
+                    self.inner.note_expired();
+                    n += 1;
+                    log::debug!(
+                        "retention of bucket {}: block {id:016x} of {} is older than max_age",
+                        bucket.name(),
+                        entry.name()
+                    );
+                }
+            }
+        }
+        Ok(n)
+    }
+
     /// Deletes the bucket's oldest block (lowest id: first written). False if none.
     /// The caller holds the bucket's evict lock and no entry lock.
     fn evict_oldest(&self, bucket: &Bucket) -> Result<bool> {
@@ -158,7 +205,7 @@ impl Store {
                 .entries()
                 .into_iter()
                 .filter_map(|e| {
-                    let id = e.lock().blocks.keys().next().copied();
+                    let id = e.lock().oldest_block();
                     id.map(|id| (id, e))
                 })
                 .min_by_key(|(id, _)| *id);
@@ -190,7 +237,7 @@ impl Store {
         st: &mut EntryState,
         id: u64,
     ) -> Result<bool> {
-        let Some(meta) = st.blocks.get(&id).copied() else {
+        let Some(meta) = st.block(id) else {
             return Ok(false);
         };
         let path = entry.block_path(id);
@@ -217,10 +264,7 @@ impl Store {
             return Err(e);
         }
         crate::crash_point("block-removal-committed");
-        st.blocks.remove(&id);
-        if st.is_active(id) {
-            st.active = None;
-        }
+        st.forget_block(id);
         self.inner.files.forget(id);
         self.inner.committer.forget(id);
         if let Some(t) = trashed {

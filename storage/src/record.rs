@@ -128,6 +128,8 @@ pub struct BucketInfo {
     pub latest: Option<u64>,
     /// Blocks deleted by the FIFO quota since the store was opened.
     pub evicted_blocks: u64,
+    /// Blocks deleted by age-based retention (`max_age`) since the store was opened.
+    pub expired_blocks: u64,
 }
 
 /// What opening or rebuilding found and repaired; each line is also logged.

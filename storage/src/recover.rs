@@ -19,10 +19,22 @@ use crate::bucket::Bucket;
 use crate::entry::{Entry, EntryState};
 use crate::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::index::{BlockMeta, Index, IndexValue, RecMeta, INDEX_VERSION};
+use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;
-use crate::store::{Loaded, INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::trash::Trash;
 use crate::*;
+
+/// What opening a data folder found: built by this module, turned into the store's `Inner` by `Store::open`.
+pub(crate) struct Loaded {
+    pub path: PathBuf,
+    pub lock: File,
+    pub index: Index,
+    pub buckets: BTreeMap<String, Arc<Bucket>>,
+    pub next_block: u64,
+    pub next_entry: u32,
+    pub trash: Trash,
+    pub report: RecoveryReport,
+}
 
 fn lock_folder(path: &Path) -> Result<File> {
     std::fs::create_dir_all(path)
@@ -598,30 +610,4 @@ fn next_valid_frame(
         at += n as u64;
     }
     Ok(None)
-}
-
-/// After a failed write: reload an entry's block metadata from the index (memory ran ahead
-/// of it) and leave it without an active block, so memory agrees with what is committed.
-pub(crate) fn reload_entry(
-    index: &Index,
-    bucket: &Bucket,
-    entry: &Entry,
-    st: &mut EntryState,
-) -> Result<()> {
-    let txn = index.read_txn()?;
-    let before = st.block_bytes();
-    let blocks: BTreeMap<u64, BlockMeta> = index
-        .blocks(&txn)?
-        .into_iter()
-        .filter_map(|(id, m)| m.filter(|m| m.entry_id == entry.id()).map(|m| (id, m)))
-        .collect();
-    st.blocks = blocks;
-    st.active = None;
-    let after = st.block_bytes();
-    if after < before {
-        bucket.shrink(before - after);
-    } else {
-        bucket.grow(after - before);
-    }
-    Ok(())
 }

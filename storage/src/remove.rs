@@ -81,7 +81,7 @@ impl Store {
         }
         let mut emptied = Vec::new();
         for id in touched {
-            let Some(m) = st.blocks.get(&id).copied() else {
+            let Some(m) = st.block(id) else {
                 continue;
             };
             if m.records == 0 && !st.is_active(id) {

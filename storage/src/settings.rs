@@ -169,6 +169,10 @@ pub struct BucketSettings {
     /// ... or this many records.
     pub max_block_records: u64,
     pub compression: Compression,
+    /// Age-based retention, in microseconds: a whole block whose newest record is older
+    /// than this (by its timestamp, against the clock) is deleted, in the background and
+    /// before writes. `None`: records are kept until removed or evicted.
+    pub max_age: Option<u64>,
 }
 
 impl Default for BucketSettings {
@@ -179,6 +183,7 @@ impl Default for BucketSettings {
             max_block_size: 64 << 20,
             max_block_records: 1 << 20,
             compression: Compression::None,
+            max_age: None,
         }
     }
 }
@@ -191,6 +196,8 @@ pub struct BucketSettingsUpdate {
     pub max_block_size: Option<u64>,
     pub max_block_records: Option<u64>,
     pub compression: Option<Compression>,
+    /// `Some(None)` turns age-based retention off.
+    pub max_age: Option<Option<u64>>,
 }
 
 impl BucketSettings {
@@ -201,6 +208,7 @@ impl BucketSettings {
             max_block_size: u.max_block_size.unwrap_or(self.max_block_size),
             max_block_records: u.max_block_records.unwrap_or(self.max_block_records),
             compression: u.compression.unwrap_or(self.compression),
+            max_age: u.max_age.unwrap_or(self.max_age),
         }
     }
 
@@ -218,6 +226,9 @@ impl BucketSettings {
                 self.quota_type
             ));
         }
+        if self.max_age == Some(0) {
+            return Err("max_age must be longer than 0 (or absent to keep records forever)".into());
+        }
         if let Compression::Zstd { level } = self.compression {
             if !(1..=22).contains(&level) {
                 return Err(format!("zstd level {level} is out of range: use 1 to 22"));
@@ -228,10 +239,14 @@ impl BucketSettings {
 
     /// Serialises to the `key = value` lines of the `settings` file.
     pub(crate) fn to_file_text(&self) -> String {
-        format!(
+        let mut text = format!(
             "quota_type = {}\nquota_size = {}\nmax_block_size = {}\nmax_block_records = {}\ncompression = {}\n",
             self.quota_type, self.quota_size, self.max_block_size, self.max_block_records, self.compression
-        )
+        );
+        if let Some(age) = self.max_age {
+            text.push_str(&format!("max_age = {age}\n"));
+        }
+        text
     }
 
     pub(crate) fn from_file_text(text: &str) -> Result<BucketSettings, String> {
@@ -252,6 +267,7 @@ impl BucketSettings {
                 "max_block_size" => s.max_block_size = num(v)?,
                 "max_block_records" => s.max_block_records = num(v)?,
                 "compression" => s.compression = v.parse()?,
+                "max_age" => s.max_age = Some(num(v)?),
                 _ => {} // unknown keys from newer versions are ignored
             }
         }

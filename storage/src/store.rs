@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use crate::bucket::Bucket;
+use crate::bucket::{write_settings, Bucket};
 use crate::commit::{Change, Committer, Op};
 use crate::entry::{Entry, EntryState};
 use crate::files::FileCache;
@@ -20,29 +20,14 @@ use crate::index::Index;
 use crate::lock::{Mutex, Rank, RwLock};
 use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::quota::FreeSpace;
+use crate::recover::Loaded;
 use crate::trash::{sync_dir, Trash};
 use crate::*;
-
-pub(crate) const INDEX_DIR: &str = "index";
-pub(crate) const LOCK_FILE: &str = "tsblob.lock";
-pub(crate) const SETTINGS_FILE: &str = "settings";
 
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
-}
-
-/// What opening a data folder found: built by `recover.rs`, turned into [`Inner`] here.
-pub(crate) struct Loaded {
-    pub path: PathBuf,
-    pub lock: File,
-    pub index: Index,
-    pub buckets: BTreeMap<String, Arc<Bucket>>,
-    pub next_block: u64,
-    pub next_entry: u32,
-    pub trash: Trash,
-    pub report: RecoveryReport,
 }
 
 pub(crate) struct Inner {
@@ -60,8 +45,10 @@ pub(crate) struct Inner {
     structure: Mutex<()>,
     report: RecoveryReport,
     evicted_blocks: AtomicU64,
+    expired_blocks: AtomicU64,
     closing: AtomicBool,
     syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
     _lock: File,
 }
 
@@ -81,8 +68,10 @@ impl Inner {
             structure: Mutex::new(Rank::Structure, ()),
             report: loaded.report,
             evicted_blocks: AtomicU64::new(0),
+            expired_blocks: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             syncer: Mutex::new(Rank::Syncer, None),
+            keeper: Mutex::new(Rank::Syncer, None),
             _lock: loaded.lock,
         }
     }
@@ -95,12 +84,16 @@ impl Inner {
         self.evicted_blocks.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn note_expired(&self) {
+        self.expired_blocks.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether folder changes must be synced (`SyncPolicy::Always`).
     pub fn sync_dirs(&self) -> bool {
         self.opts.sync == SyncPolicy::Always
     }
 
-    fn buckets(&self) -> Vec<Arc<Bucket>> {
+    pub(crate) fn buckets(&self) -> Vec<Arc<Bucket>> {
         self.buckets.read().values().cloned().collect()
     }
 }
@@ -114,20 +107,10 @@ pub struct StoreStats {
     pub disk_bytes: u64,
     /// Blocks deleted by FIFO quotas since open.
     pub evicted_blocks: u64,
+    /// Blocks deleted by age-based retention (`max_age`) since open.
+    pub expired_blocks: u64,
     /// Free bytes on the data folder's file system.
     pub free_bytes: u64,
-}
-
-pub(crate) fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
-    let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
-    std::fs::write(&tmp, settings.to_file_text())
-        .map_err(|e| Error::io(format!("writing {tmp:?}"), e))?;
-    let f = File::open(&tmp).map_err(|e| Error::io(format!("opening {tmp:?}"), e))?;
-    f.sync_all()
-        .map_err(|e| Error::io(format!("syncing {tmp:?}"), e))?;
-    std::fs::rename(&tmp, dir.join(SETTINGS_FILE))
-        .map_err(|e| Error::io(format!("renaming {tmp:?}"), e))?;
-    sync_dir(dir)
 }
 
 impl Store {
@@ -153,6 +136,27 @@ impl Store {
                 .map_err(|e| Error::io("starting the sync thread", e))?;
             *inner.syncer.lock() = Some(handle);
         }
+        // Age-based retention in the background (writes also apply it before they reserve).
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let handle = std::thread::Builder::new()
+            .name("tsblob-retention".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_millis(
+                    crate::quota::EXPIRY_EVERY_MS,
+                ));
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.closing.load(Ordering::Relaxed) {
+                    return;
+                }
+                let store = Store { inner };
+                for b in store.inner.buckets() {
+                    if let Err(e) = store.expire_due(&b) {
+                        log::error!("retention of bucket {}: {e}", b.name());
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the retention thread", e))?;
+        *inner.keeper.lock() = Some(handle);
         Ok(Store { inner })
     }
 
@@ -271,21 +275,28 @@ impl Store {
     /// forgets each entry, then the folder is deleted.
     pub fn remove_bucket(&self, name: &str) -> Result<()> {
         let bucket = self.get_bucket(name)?;
-        let trashed = {
-            let _g = self.inner.structure.lock();
-            let mut map = self.inner.buckets.write();
-            if !map.get(name).is_some_and(|b| Arc::ptr_eq(b, &bucket)) {
-                return Err(NotFound::Bucket(name.to_string()).into());
-            }
-            let trashed = self.inner.trash.take(bucket.dir())?;
-            map.remove(name);
-            bucket.mark_removed();
-            trashed
-        };
+        // The structure lock is held throughout: a bucket or entry of the same name created
+        // meanwhile could otherwise lose its index key to this removal's commits.
+        let _g = self.inner.structure.lock();
+        if !self
+            .inner
+            .buckets
+            .read()
+            .get(name)
+            .is_some_and(|b| Arc::ptr_eq(b, &bucket))
+        {
+            return Err(NotFound::Bucket(name.to_string()).into());
+        }
+        let trashed = self.inner.trash.take(bucket.dir())?;
+        self.inner.buckets.write().remove(name);
+        bucket.mark_removed();
         crate::crash_point("bucket-trashed");
         let mut result = Ok(());
         for e in bucket.entries() {
-            let mut st = e.lock();
+            // An entry removed meanwhile (by `remove_entry`) is skipped.
+            let Ok(mut st) = e.lock_live(name) else {
+                continue;
+            };
             let r = self.forget_entry(&bucket, &e, &mut st);
             if result.is_ok() {
                 result = r;
@@ -301,7 +312,7 @@ impl Store {
     /// the trash or about to be). Holds the entry's lock.
     fn forget_entry(&self, b: &Bucket, e: &Arc<Entry>, st: &mut EntryState) -> Result<()> {
         let mut ops = vec![Op::DelEntryRecords { entry_id: e.id() }];
-        ops.extend(st.blocks.keys().map(|id| Op::DelBlock { id: *id }));
+        ops.extend(st.block_ids().map(|id| Op::DelBlock { id }));
         ops.push(Op::DelEntry {
             bucket: b.name().to_string(),
             entry: e.name().to_string(),
@@ -310,9 +321,9 @@ impl Store {
             .committer
             .commit(&self.inner.index, Change { ops, files: vec![] })?;
         b.shrink(st.block_bytes());
-        for id in st.blocks.keys() {
-            self.inner.committer.forget(*id);
-            self.inner.files.forget(*id);
+        for id in st.block_ids() {
+            self.inner.committer.forget(id);
+            self.inner.files.forget(id);
         }
         st.mark_removed();
         b.forget_entry(e);
@@ -367,6 +378,7 @@ impl Store {
         let mut s = StoreStats {
             bucket_count: buckets.len() as u64,
             evicted_blocks: self.inner.evicted_blocks.load(Ordering::Relaxed),
+            expired_blocks: self.inner.expired_blocks.load(Ordering::Relaxed),
             free_bytes: crate::quota::free_space(&self.inner.path).unwrap_or(0),
             ..StoreStats::default()
         };

@@ -93,7 +93,7 @@ pub(crate) struct Undo {
 impl Undo {
     pub fn begin(st: &EntryState) -> Undo {
         Undo {
-            start: st.active,
+            start: st.active(),
             created: Vec::new(),
             touched: Vec::new(),
         }
@@ -181,26 +181,32 @@ impl Store {
         undo: &mut Undo,
     ) -> Result<Active> {
         let settings = bucket.settings();
-        if let Some(a) = st.active {
-            let meta = st.blocks.get(&a.id).copied().unwrap_or_default();
-            let roomy = a.len + adding <= settings.max_block_size || meta.records == 0;
-            if roomy && meta.records < settings.max_block_records {
+        if let Some(a) = st.active() {
+            if st.active_has_room(&settings, 1, adding) {
                 return Ok(a);
             }
-            let mut sealed = meta;
-            sealed.sealed = true;
-            st.blocks.insert(a.id, sealed);
-            ops.push(Op::PutBlock {
-                id: a.id,
-                meta: sealed,
-            });
-            st.active = None;
+        }
+        if let Some((id, meta)) = st.seal_active() {
+            ops.push(Op::PutBlock { id, meta });
         }
         let id = self.inner.new_block_id();
-        let (file, len) = create_block(&entry.block_path(id), id, first_ts, entry.name())?;
+        // The entry's folder may have gone to the trash (its bucket is being removed): then
+        // the entry is not found, which is what a writer racing that removal should hear.
+        let gone = |e: Error| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                NotFound::Entry {
+                    bucket: bucket.name().to_string(),
+                    entry: entry.name().to_string(),
+                }
+                .into()
+            }
+            e => e,
+        };
+        let (file, len) =
+            create_block(&entry.block_path(id), id, first_ts, entry.name()).map_err(gone)?;
         undo.created.push(id);
         if self.inner.sync_dirs() {
-            sync_dir(entry.dir())?;
+            sync_dir(entry.dir()).map_err(gone)?;
         }
         self.inner.files.insert(id, file, first_ts);
         let meta = BlockMeta {
@@ -212,16 +218,9 @@ impl Store {
             indexed_len: len,
             sealed: false,
         };
-        st.blocks.insert(id, meta);
         ops.push(Op::PutBlock { id, meta });
         bucket.grow(len);
-        let a = Active {
-            id,
-            len,
-            base_ts: first_ts,
-        };
-        st.active = Some(a);
-        Ok(a)
+        Ok(st.start_block(id, meta, len))
     }
 
     /// The open handle of a block of `entry`.
@@ -338,16 +337,11 @@ impl Store {
                 }
             };
             // A block fills up inside a batch: flush what we have into it first.
-            let full = st.active.as_ref().is_some_and(|a| {
-                let m = st.blocks.get(&a.id).copied().unwrap_or_default();
-                a.len + (buf.len() as u64) >= settings.max_block_size
-                    || m.records + pending.len() as u64 >= settings.max_block_records
-            });
-            if st.active.is_none() || full {
+            if !st.active_has_room(&settings, pending.len() as u64 + 1, buf.len() as u64) {
                 self.flush_pending(b, e, st, &mut buf, &mut pending, ops, undo)?;
                 self.ensure_active(b, e, st, ts, 0, ops, undo)?;
             }
-            let Some(a) = st.active else {
+            let Some(a) = st.active() else {
                 return Err(Error::Index("no active block after ensure_active".into()));
             };
             if pending.is_empty() {
@@ -418,7 +412,7 @@ impl Store {
         if pending.is_empty() {
             return Ok(());
         }
-        let Some(a) = st.active.as_mut() else {
+        let Some(a) = st.active() else {
             return Err(Error::Index(
                 "frames pending without an active block".into(),
             ));
@@ -427,9 +421,8 @@ impl Store {
         undo.touch(a.id, &file);
         file.write_all_at(buf, a.len)
             .map_err(|err| Error::io(format!("appending to block {:016x}", a.id), err))?;
-        a.len += buf.len() as u64;
         b.grow(buf.len() as u64);
-        index_frames(e, st, pending, ops);
+        index_frames(e, st, buf.len() as u64, pending, ops);
         buf.clear();
         Ok(())
     }
@@ -486,7 +479,7 @@ impl Store {
                 log::error!("could not delete unfinished block {id:016x}: {err}");
             }
         }
-        if let Err(err) = crate::recover::reload_entry(&self.inner.index, b, e, st) {
+        if let Err(err) = st.reload(&self.inner.index, b, e.id()) {
             log::error!(
                 "could not reload {}/{} from the index: {err}",
                 b.name(),
@@ -713,11 +706,8 @@ impl Store {
         ops: &mut Vec<Op>,
     ) {
         let len = value.frame_len;
-        if let Some(a) = st.active.as_mut() {
-            a.len = value.offset + len;
-        }
         b.grow(len);
-        index_frames(e, st, &mut vec![(ts, value)], ops);
+        index_frames(e, st, len, &mut vec![(ts, value)], ops);
     }
 }
 
@@ -725,28 +715,18 @@ impl Store {
 fn index_frames(
     e: &Entry,
     st: &mut EntryState,
+    len: u64,
     pending: &mut Vec<(u64, IndexValue)>,
     ops: &mut Vec<Op>,
 ) {
-    let Some(a) = st.active.as_ref() else { return };
-    let (id, new_len) = (a.id, a.len);
-    let meta = st.blocks.entry(id).or_default();
-    for (ts, value) in pending.drain(..) {
-        if meta.records == 0 {
-            meta.min_ts = ts;
-            meta.max_ts = ts;
-        }
-        meta.min_ts = meta.min_ts.min(ts);
-        meta.max_ts = meta.max_ts.max(ts);
-        meta.records += 1;
-        ops.push(Op::PutRec {
+    if let Some((id, meta)) = st.appended(len, pending.iter().map(|(ts, _)| *ts)) {
+        ops.extend(pending.drain(..).map(|(ts, value)| Op::PutRec {
             entry_id: e.id(),
             ts,
             value,
-        });
+        }));
+        ops.push(Op::PutBlock { id, meta });
     }
-    meta.indexed_len = new_len;
-    ops.push(Op::PutBlock { id, meta: *meta });
 }
 
 /// Timestamps picked earlier in one batch. Most batches are in order and never ask, so

@@ -47,3 +47,52 @@ pub fn all_ts(store: &Store, bucket: &str, entry: &str, q: &Query) -> Vec<u64> {
         .map(|r| r.unwrap().meta.ts)
         .collect()
 }
+
+/// parking_lot's deadlock detector, run every 100 ms until dropped: a test that holds one
+/// fails (at `finish`) if any cycle of engine locks was seen while it ran. The engine's own
+/// lock ranks (`storage/src/lock.rs`) catch a wrong order at once in debug builds; this
+/// catches a real cycle whatever its cause.
+pub struct DeadlockWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl DeadlockWatch {
+    pub fn start() -> DeadlockWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut found = Vec::new();
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                for cycle in parking_lot::deadlock::check_deadlock() {
+                    let threads: Vec<String> = cycle
+                        .iter()
+                        .map(|t| format!("thread {:?}:\n{:?}", t.thread_id(), t.backtrace()))
+                        .collect();
+                    found.push(threads.join("\n"));
+                }
+            }
+            found
+        });
+        DeadlockWatch {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the watch; the cycles it saw, if any, fail the caller.
+    pub fn finish(mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let found = self
+            .handle
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default();
+        assert!(
+            found.is_empty(),
+            "deadlock detected:\n{}",
+            found.join("\n---\n")
+        );
+    }
+}

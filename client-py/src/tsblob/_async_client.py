@@ -394,8 +394,12 @@ class AsyncClient:
         doc = (await self._json("GET", f"{c.API}/tokens"))
         return [Token.from_json(t) for t in doc.get("tokens", [])]
 
-    async def remove_token(self, name: str) -> None:
-        await self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}")
+    async def remove_token(self, name: str, disable_auth: bool = False) -> None:
+        """Removes a stored token. Removing the last one of a server without an admin token
+        switches authentication off, so the server refuses it (409 ``last_token``) unless
+        ``disable_auth=True``."""
+        params: c.Params = [("disable_auth", "true")] if disable_auth else []
+        await self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}", params or None)
 
     async def me(self) -> Token:
         return Token.from_json((await self._json("GET", f"{c.API}/me")))

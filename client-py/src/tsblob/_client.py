@@ -394,8 +394,12 @@ class Client:
     def list_tokens(self) -> List[Token]:
         return [Token.from_json(t) for t in self._json("GET", f"{c.API}/tokens").get("tokens", [])]
 
-    def remove_token(self, name: str) -> None:
-        self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}")
+    def remove_token(self, name: str, disable_auth: bool = False) -> None:
+        """Removes a stored token. Removing the last one of a server without an admin token
+        switches authentication off, so the server refuses it (409 ``last_token``) unless
+        ``disable_auth=True``."""
+        params: c.Params = [("disable_auth", "true")] if disable_auth else []
+        self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}", params or None)
 
     def me(self) -> Token:
         """The permissions of the token this client uses."""

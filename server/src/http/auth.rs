@@ -95,6 +95,18 @@ impl Caller {
         }
     }
 
+    /// Server-wide figures (`/metrics`, `/api/v1/info`): they add up every bucket, so they
+    /// need full access or a token that may read every bucket (`*` in `read` or `write`).
+    pub fn require_all_buckets(&self, what: &str) -> Result<(), AppError> {
+        if self.full_access || self.read.iter().chain(&self.write).any(|p| p == "*") {
+            Ok(())
+        } else {
+            Err(self.forbidden(&format!(
+                "{what} (server-wide figures need full access or read access to every bucket: \"*\")"
+            )))
+        }
+    }
+
     /// Bucket and token management.
     pub fn require_admin(&self, what: &str) -> Result<(), AppError> {
         if self.full_access {
@@ -240,7 +252,9 @@ impl Auth {
         Ok(value)
     }
 
-    pub fn remove(&self, name: &str) -> Result<(), AppError> {
+    /// Removes a stored token. Removing the last one while no `--token` admin token is set
+    /// would switch authentication off: that needs `disable_auth`, or it is a 409.
+    pub fn remove(&self, name: &str, disable_auth: bool) -> Result<(), AppError> {
         let mut tokens = self.tokens.write();
         let Some(t) = tokens.get(name).cloned() else {
             return Err(AppError::new(
@@ -249,6 +263,15 @@ impl Auth {
                 format!("there is no stored token named {name:?} (the --token admin token cannot be removed over HTTP)"),
             ));
         };
+        if tokens.len() == 1 && self.admin_hash.is_none() && !disable_auth {
+            return Err(AppError::new(
+                StatusCode::CONFLICT,
+                "last_token",
+                format!(
+                    "{name:?} is the last token and the server has no --token admin token: removing it would switch authentication off and open every route to anyone. Create another token first, or confirm with DELETE /api/v1/tokens/{name}?disable_auth=true"
+                ),
+            ));
+        }
         let mut next = tokens.clone();
         next.remove(name);
         self.save(&next)?;
@@ -405,12 +428,34 @@ mod tests {
                 .code,
             "token_exists"
         );
-        again.remove("cam-reader").unwrap();
+        again.remove("cam-reader", false).unwrap();
         assert!(again.authenticate(&value).is_none());
         assert_eq!(
-            again.remove("cam-reader").unwrap_err().code,
+            again.remove("cam-reader", false).unwrap_err().code,
             "token_not_found"
         );
+    }
+
+    #[test]
+    fn the_last_token_is_removed_only_on_purpose() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = Auth::load(dir.path(), None).unwrap();
+        auth.create("a", true, vec![], vec![]).unwrap();
+        auth.create("b", false, vec!["*".into()], vec![]).unwrap();
+        auth.remove("a", false).unwrap();
+        let e = auth.remove("b", false).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (409, "last_token"));
+        assert!(
+            auth.enabled(),
+            "a refused removal must keep authentication on"
+        );
+        auth.remove("b", true).unwrap();
+        assert!(!auth.enabled());
+        // With an admin token, removing every stored token keeps authentication on.
+        let with_admin = Auth::load(dir.path(), Some("root")).unwrap();
+        with_admin.create("c", false, vec![], vec![]).unwrap();
+        with_admin.remove("c", false).unwrap();
+        assert!(with_admin.enabled());
     }
 
     #[test]

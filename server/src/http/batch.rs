@@ -15,14 +15,33 @@ use tokio::task::JoinHandle;
 use tsblob_storage::{BatchRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::{content_length, BodyChunks};
-use super::errors::{blocking, classify, AppError, ErrorBody, ErrorDetail};
+use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
 use super::records::Target;
 use crate::framing::{Decoder, Event, FrameHead, TS_NOW};
 
-/// A chunk is written when it holds this many payload bytes ...
+/// A chunk is written when the memory it holds reaches this many bytes (payloads, content
+/// types, labels and the per-record overhead of [`held_bytes`]) ...
 const CHUNK_BYTES: usize = 1 << 20;
 /// ... or this many records.
 const CHUNK_RECORDS: usize = 4096;
+/// What a record costs in memory besides its payload, content type and label bytes: the
+/// record and its result, ...
+const RECORD_OVERHEAD: usize = 160;
+/// ... and each label (two `String`s in a map node).
+const LABEL_OVERHEAD: usize = 96;
+
+/// The memory a parsed record holds while it waits in a chunk, counting every byte the
+/// client sent for it (not only its payload): a batch of records with 1 MiB of labels
+/// and no payload must fill chunks as fast as one with 1 MiB payloads.
+fn held_bytes(head: &FrameHead) -> usize {
+    RECORD_OVERHEAD
+        + head.content_type.len()
+        + head
+            .labels
+            .iter()
+            .map(|(k, v)| LABEL_OVERHEAD + k.len() + v.len())
+            .sum::<usize>()
+}
 
 /// The fate of one record of a batch.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -84,23 +103,22 @@ fn spawn_chunk(t: &Target, records: Vec<BatchRecord>) -> JoinHandle<ChunkOutcome
                         error: None,
                     },
                     Err(e) => {
-                        let (status, code) = classify(&e);
+                        let a = AppError::from(e);
                         RecordResult {
                             ts,
-                            ..detail(status, code, e.to_string())
+                            ..detail(a.status, a.code, a.message)
                         }
                     }
                 })
                 .collect(),
             Err(e) => {
                 // The whole chunk failed: every record in it says why.
-                let (status, code) = classify(&e);
-                let message = e.to_string();
+                let a = AppError::from(e);
                 asked
                     .into_iter()
                     .map(|ts| RecordResult {
                         ts,
-                        ..detail(status, code, message.clone())
+                        ..detail(a.status, a.code, a.message.clone())
                     })
                     .collect()
             }
@@ -112,11 +130,12 @@ async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<Reco
     if let Some(h) = handle {
         match h.await {
             Ok(mut r) => results.append(&mut r),
-            Err(e) => results.push(detail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                format!("a chunk of the batch failed to run ({e}); its records were not confirmed"),
-            )),
+            Err(e) => {
+                let a = AppError::internal(format!(
+                    "a chunk of the batch failed to run ({e}); its records were not confirmed"
+                ));
+                results.push(detail(a.status, a.code, a.message));
+            }
         }
     }
 }
@@ -163,7 +182,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let (store, bucket) = (t.state.store.clone(), t.bucket.clone());
     blocking(move || Ok(store.bucket(&bucket).map(|_| ())?)).await?;
 
-    let mut chunks = BodyChunks::new(body, limits.max_body, limits.idle_timeout);
+    let mut chunks = BodyChunks::new(body, limits.max_body, &limits);
     let mut dec = Decoder::new();
     let mut buf = BytesMut::new();
     let mut current: Option<Pending> = None;
@@ -192,7 +211,20 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         )));
                         break 'body;
                     }
-                    let len = head.payload_len as usize;
+                    if dec.records() > limits.max_batch_records {
+                        fault = Some(AppError::new(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "payload_too_large",
+                            format!(
+                                "the batch has more than {} records, the server's limit per request (each record's result is held until the answer): split it, or start the server with a larger --max-batch-records",
+                                limits.max_batch_records
+                            ),
+                        ));
+                        break 'body;
+                    }
+                    chunk_bytes += held_bytes(&head);
+                    // Memory follows the bytes that arrive, not the length a head claims.
+                    let len = (head.payload_len as usize).min(CHUNK_BYTES);
                     current = Some(Pending {
                         head,
                         data: Vec::with_capacity(len),

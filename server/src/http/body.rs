@@ -1,33 +1,68 @@
 //! Request bodies as bounded, time-limited streams, and response bodies fed by a blocking
 //! producer through a bounded channel (the backpressure of every large transfer).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, BodyDataStream};
 use axum::http::StatusCode;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use parking_lot::Mutex;
 
 use super::errors::AppError;
+use super::Limits;
 
-/// Chunks of a request body, refusing more than `limit` bytes in total and a client that
-/// sends nothing for `idle`.
+/// How long a whole request body may take: `base`, plus one second for every `min_rate`
+/// bytes received so far. A client trickling a byte per idle period (which the idle
+/// timeout alone never cuts) falls behind it; an upload going at least `min_rate` never
+/// does. `min_rate == 0`: the whole body must arrive within `base`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyDeadline {
+    pub base: Duration,
+    /// Bytes per second.
+    pub min_rate: u64,
+}
+
+impl Default for BodyDeadline {
+    fn default() -> Self {
+        BodyDeadline {
+            base: Duration::from_secs(60),
+            min_rate: 64 << 10,
+        }
+    }
+}
+
+impl BodyDeadline {
+    /// The time a body may have taken once `seen` bytes of it arrived.
+    pub fn allowed(&self, seen: u64) -> Duration {
+        if self.min_rate == 0 {
+            return self.base;
+        }
+        let extra = Duration::from_secs_f64(seen as f64 / self.min_rate as f64);
+        self.base.saturating_add(extra)
+    }
+}
+
+/// Chunks of a request body, refusing more than `limit` bytes in total, a client that
+/// sends nothing for the idle timeout, and one slower than the body deadline.
 pub struct BodyChunks {
     stream: BodyDataStream,
     seen: u64,
     limit: u64,
     idle: Duration,
+    deadline: BodyDeadline,
+    started: tokio::time::Instant,
 }
 
 impl BodyChunks {
-    pub fn new(body: Body, limit: u64, idle: Duration) -> BodyChunks {
+    /// `limit` bytes at most; time limits from `limits`.
+    pub fn new(body: Body, limit: u64, limits: &Limits) -> BodyChunks {
         BodyChunks {
             stream: body.into_data_stream(),
             seen: 0,
             limit,
-            idle,
+            idle: limits.idle_timeout,
+            deadline: limits.body_deadline,
+            started: tokio::time::Instant::now(),
         }
     }
 
@@ -38,7 +73,21 @@ impl BodyChunks {
 
     /// The next chunk; `Ok(None)` at the end of the body.
     pub async fn next(&mut self) -> Result<Option<Bytes>, AppError> {
-        match tokio::time::timeout(self.idle, self.stream.next()).await {
+        let by_deadline = (self.started + self.deadline.allowed(self.seen))
+            .saturating_duration_since(tokio::time::Instant::now());
+        let wait = self.idle.min(by_deadline);
+        match tokio::time::timeout(wait, self.stream.next()).await {
+            Err(_) if wait < self.idle => Err(AppError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!(
+                    "the request body arrived too slowly: {} bytes in {} s, under the server's body deadline (--body-deadline {} s plus 1 s per --body-min-rate {} bytes): send it faster",
+                    self.seen,
+                    self.started.elapsed().as_secs(),
+                    self.deadline.base.as_secs(),
+                    self.deadline.min_rate
+                ),
+            )),
             Err(_) => Err(AppError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "request_timeout",
@@ -69,30 +118,6 @@ impl BodyChunks {
         }
         Ok(out)
     }
-
-    /// The body as an `AsyncRead` for `SyncIoBridge`. Why it failed (size, stall, cut-off)
-    /// is left in the returned slot, because the engine only sees an `io::Error`.
-    pub fn into_reader(
-        self,
-    ) -> (
-        impl tokio::io::AsyncRead + Send + Unpin + 'static,
-        Arc<Mutex<Option<AppError>>>,
-    ) {
-        let slot: Arc<Mutex<Option<AppError>>> = Arc::new(Mutex::new(None));
-        let s = slot.clone();
-        let stream = futures_util::stream::unfold((self, s), |(mut chunks, slot)| async move {
-            match chunks.next().await {
-                Ok(Some(bytes)) => Some((Ok(bytes), (chunks, slot))),
-                Ok(None) => None,
-                Err(e) => {
-                    let io = std::io::Error::other(e.message.clone());
-                    *slot.lock() = Some(e);
-                    Some((Err(io), (chunks, slot)))
-                }
-            }
-        });
-        (tokio_util::io::StreamReader::new(Box::pin(stream)), slot)
-    }
 }
 
 /// A response body fed by a blocking producer: it sends chunks with `blocking_send`, which
@@ -120,5 +145,54 @@ pub fn content_length(headers: &axum::http::HeaderMap) -> Result<Option<u64>, Ap
             .and_then(|s| s.parse::<u64>().ok())
             .map(Some)
             .ok_or_else(|| AppError::bad_request("the Content-Length header is not a number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A body sending one byte every 50 ms, forever: never idle, never done.
+    fn trickle() -> Body {
+        let s = futures_util::stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Some((Ok::<_, std::io::Error>(Bytes::from_static(b"x")), ()))
+        });
+        Body::from_stream(s)
+    }
+
+    #[tokio::test]
+    async fn a_trickle_is_cut_by_the_body_deadline_not_only_the_idle_timeout() {
+        let limits = Limits {
+            idle_timeout: Duration::from_secs(5),
+            body_deadline: BodyDeadline {
+                base: Duration::from_millis(400),
+                min_rate: 100,
+            },
+            ..Limits::default()
+        };
+        let started = std::time::Instant::now();
+        let err = BodyChunks::new(trickle(), u64::MAX, &limits)
+            .collect(0)
+            .await
+            .unwrap_err();
+        // 20 B/s against 400 ms + 1 s per 100 B: late after about 0.5 s.
+        assert_eq!((err.status.as_u16(), err.code), (408, "request_timeout"));
+        assert!(err.message.contains("--body-deadline"), "{}", err.message);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(4), "cut after {took:?}");
+    }
+
+    #[test]
+    fn the_deadline_grows_with_what_arrived() {
+        let d = BodyDeadline {
+            base: Duration::from_secs(60),
+            min_rate: 1 << 20,
+        };
+        assert_eq!(d.allowed(0), Duration::from_secs(60));
+        assert_eq!(d.allowed(10 << 20), Duration::from_secs(70));
+        let whole = BodyDeadline { min_rate: 0, ..d };
+        assert_eq!(whole.allowed(u64::MAX), Duration::from_secs(60));
     }
 }

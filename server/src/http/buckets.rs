@@ -26,6 +26,8 @@ pub struct SettingsJson {
     pub max_block_records: u64,
     /// `none` or `zstd:<level>`.
     pub compression: String,
+    /// Age-based retention in microseconds (null: keep records until removed).
+    pub max_age: Option<u64>,
 }
 
 impl From<&BucketSettings> for SettingsJson {
@@ -36,6 +38,7 @@ impl From<&BucketSettings> for SettingsJson {
             max_block_size: s.max_block_size,
             max_block_records: s.max_block_records,
             compression: s.compression.to_string(),
+            max_age: s.max_age,
         }
     }
 }
@@ -50,6 +53,34 @@ pub struct SettingsInput {
     pub max_block_records: Option<u64>,
     /// `none`, `zstd` (level 3) or `zstd:<1-22>`.
     pub compression: Option<String>,
+    /// Age-based retention: microseconds, or a duration such as `"30d"`, `"12h"`, `"90s"`;
+    /// `"none"` (or `0`) turns it off.
+    #[schema(value_type = Option<String>)]
+    pub max_age: Option<serde_json::Value>,
+}
+
+/// A `max_age` given as microseconds or as a duration (`"30d"`); `none` or 0 is off.
+fn parse_max_age(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
+    let bad = || {
+        AppError::invalid_settings(format!(
+            "max_age {v} is not a duration: give microseconds (a number) or a string such as \"30d\", \"12h\", \"90s\"; \"none\" turns retention off"
+        ))
+    };
+    match v {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) => match n.as_u64().ok_or_else(bad)? {
+            0 => Ok(None),
+            us => Ok(Some(us)),
+        },
+        serde_json::Value::String(s) if s == "none" || s == "0" => Ok(None),
+        serde_json::Value::String(s) => humantime::parse_duration(s)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_micros()).ok())
+            .filter(|us| *us > 0)
+            .map(Some)
+            .ok_or_else(bad),
+        _ => Err(bad()),
+    }
 }
 
 impl SettingsInput {
@@ -59,7 +90,7 @@ impl SettingsInput {
         } else {
             serde_json::from_slice(body).map_err(|e| {
                 AppError::bad_request(format!(
-                    "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression"
+                    "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age"
                 ))
             })?
         };
@@ -77,6 +108,7 @@ impl SettingsInput {
                 .map(|c| c.parse())
                 .transpose()
                 .map_err(AppError::invalid_settings)?,
+            max_age: input.max_age.as_ref().map(parse_max_age).transpose()?,
         })
     }
 }
@@ -93,6 +125,8 @@ pub struct BucketInfoJson {
     pub latest: Option<u64>,
     /// Blocks removed by the FIFO quota since the server started.
     pub evicted_blocks: u64,
+    /// Blocks removed by age-based retention (`max_age`) since the server started.
+    pub expired_blocks: u64,
     /// `size / quota_size`, or null without a quota.
     pub quota_used: Option<f64>,
 }
@@ -122,6 +156,7 @@ impl BucketJson {
                 oldest: b.oldest,
                 latest: b.latest,
                 evicted_blocks: b.evicted_blocks,
+                expired_blocks: b.expired_blocks,
                 quota_used,
             },
             entries,
@@ -194,7 +229,7 @@ pub async fn create(
 ) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("create buckets")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let update = SettingsInput::parse(&body)?;
@@ -222,7 +257,7 @@ pub async fn update(
 ) -> Result<Json<BucketJson>, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("change bucket settings")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let update = SettingsInput::parse(&body)?;
@@ -267,7 +302,11 @@ pub struct ServerInfo {
 /// Version, uptime, usage and sync policy.
 #[utoipa::path(get, path = "/api/v1/info", tag = "service",
     responses((status = 200, body = ServerInfo)))]
-pub async fn server_info(State(state): State<AppState>) -> Result<Json<ServerInfo>, AppError> {
+pub async fn server_info(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<ServerInfo>, AppError> {
+    caller.require_all_buckets("read the server's info")?;
     let store = state.store.clone();
     let stats = blocking(move || Ok(store.stats())).await?;
     Ok(Json(ServerInfo {

@@ -1,6 +1,10 @@
 //! The one error type of the HTTP layer: a status, a stable code and a message that says
 //! how to fix the request. Every engine error maps to exactly one (status, code) pair; the
 //! table in `docs/api.md` is this module written out.
+//!
+//! A server error (5xx other than 507) never tells the client what failed inside: engine
+//! messages name block files and folders of the server. Its details go to the log under a
+//! reference, and the client gets `internal error (ref <id>): see the server log`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -30,11 +34,23 @@ pub struct ErrorDetail {
 }
 
 impl AppError {
+    /// An error; a server error's message is logged under a fresh reference and replaced
+    /// by that reference (see the module documentation).
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AppError {
+        let message = message.into();
+        if status.is_server_error() && status != StatusCode::INSUFFICIENT_STORAGE {
+            let reference = format!("{:08x}", rand::random::<u32>());
+            tracing::error!(code, reference = %reference, "{message}");
+            return AppError {
+                status,
+                code,
+                message: format!("internal error (ref {reference}): see the server log"),
+            };
+        }
         AppError {
             status,
             code,
-            message: message.into(),
+            message,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> AppError {
@@ -102,7 +118,8 @@ impl std::fmt::Display for AppError {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        // Other server errors were logged, with their details, when they were made.
+        if self.status == StatusCode::INSUFFICIENT_STORAGE {
             tracing::warn!(code = self.code, "{}", self.message);
         }
         (self.status, Json(self.body())).into_response()
@@ -140,9 +157,34 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
     AppError::new(status, code, message).into_response()
 }
 
+/// True for an error that means "no space left": the engine's `DiskFull`, and an
+/// `ENOSPC`/`EDQUOT` that reached it some other way. A group commit (`sync.rs`) hands every
+/// waiter its leader's failure as text inside `Error::Index`, so the text is checked too.
+fn is_disk_full(e: &Error) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    let text_says = |s: &str| {
+        s.contains("No space left on device")
+            || s.contains("os error 28)")
+            || s.contains("Disk quota exceeded")
+            || s.contains("os error 122)")
+    };
+    match e {
+        Error::Write(WriteError::DiskFull { .. }) => true,
+        Error::Io { source, .. } => {
+            matches!(source.raw_os_error(), Some(ENOSPC | EDQUOT)) || text_says(&e.to_string())
+        }
+        Error::Index(m) => text_says(m),
+        _ => false,
+    }
+}
+
 /// The status and code of an engine error.
 pub fn classify(e: &Error) -> (StatusCode, &'static str) {
     use StatusCode as S;
+    if is_disk_full(e) {
+        return (S::INSUFFICIENT_STORAGE, "disk_full");
+    }
     match e {
         Error::Name(NameError::BadChar { kind: "label", .. })
         | Error::Name(NameError::Empty { kind: "label", .. })
@@ -177,6 +219,23 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
 impl From<Error> for AppError {
     fn from(e: Error) -> AppError {
         let (status, code) = classify(&e);
+        if code == "disk_full" {
+            // The engine's message names the data folder: log it, answer without it.
+            tracing::warn!("write refused, disk full: {e}");
+            let detail = match &e {
+                Error::Write(WriteError::DiskFull {
+                    available, reserve, ..
+                }) if *reserve > 0 => {
+                    format!(" ({available} bytes free, {reserve} kept in reserve)")
+                }
+                _ => String::new(),
+            };
+            return AppError::new(
+                status,
+                code,
+                format!("the server's disk is full{detail}: writes are refused until space is freed (remove data, or lower --free-space-reserve); reads keep working"),
+            );
+        }
         AppError::new(status, code, e.to_string())
     }
 }
@@ -262,10 +321,65 @@ mod tests {
                 "invalid_label",
             ),
             (Error::Index("x".into()), 500, "internal"),
+            (
+                WriteError::DiskFull {
+                    path: "/srv/data".into(),
+                    available: 1,
+                    reserve: 2,
+                }
+                .into(),
+                507,
+                "disk_full",
+            ),
+            // A group commit's failure reaches its followers as text.
+            (
+                Error::Index(
+                    "fsync of a block file failed: No space left on device (os error 28)".into(),
+                ),
+                507,
+                "disk_full",
+            ),
+            (
+                Error::Io {
+                    context: "writing a frame".into(),
+                    source: std::io::Error::from_raw_os_error(122),
+                },
+                507,
+                "disk_full",
+            ),
         ];
         for (e, status, code) in cases {
             let a = AppError::from(e);
             assert_eq!((a.status.as_u16(), a.code), (status, code), "{}", a.message);
         }
+    }
+
+    #[test]
+    fn server_errors_answer_a_reference_never_details() {
+        let e = AppError::from(Error::Io {
+            context: "reading /srv/secret/data/b/e/00000001.blk".into(),
+            source: std::io::Error::other("boom"),
+        });
+        assert_eq!((e.status.as_u16(), e.code), (500, "internal"));
+        assert!(
+            e.message.starts_with("internal error (ref "),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("/srv") && !e.message.contains("boom"));
+        let c = AppError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "corrupt_record",
+            "corrupt record in block \"/srv/x\"",
+        );
+        assert_eq!(c.code, "corrupt_record");
+        assert!(!c.message.contains("/srv"), "{}", c.message);
+        let full = AppError::from(Error::from(WriteError::DiskFull {
+            path: "/srv/data".into(),
+            available: 5,
+            reserve: 10,
+        }));
+        assert!(!full.message.contains("/srv"), "{}", full.message);
+        assert!(full.message.contains("disk is full"), "{}", full.message);
     }
 }

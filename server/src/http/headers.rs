@@ -34,6 +34,26 @@ pub fn decode_label_value(key: &str, raw: &[u8]) -> Result<String, AppError> {
         })
 }
 
+/// The engine's per-record label bounds (`MAX_LABELS`, `MAX_LABELS_BYTES`), checked before
+/// a body is received: a write whose labels will be refused is refused before its payload
+/// is uploaded, not after. (The engine checks them again on every write path.)
+pub fn check_label_bounds(labels: &Labels) -> Result<(), AppError> {
+    use tsblob_storage::{MAX_LABELS, MAX_LABELS_BYTES};
+    if labels.len() > MAX_LABELS {
+        return Err(AppError::invalid_label(format!(
+            "{} labels: a record may have at most {MAX_LABELS}",
+            labels.len()
+        )));
+    }
+    let bytes: usize = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_LABELS_BYTES {
+        return Err(AppError::invalid_label(format!(
+            "labels of {bytes} bytes (keys and values): a record may have at most {MAX_LABELS_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
 /// The labels of a write, from its `x-tsblob-label-*` headers.
 pub fn labels_from(headers: &HeaderMap) -> Result<Labels, AppError> {
     let mut labels = Labels::new();

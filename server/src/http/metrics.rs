@@ -9,6 +9,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -34,6 +35,7 @@ pub struct Metrics {
     records: IntGauge,
     buckets: IntGauge,
     evicted_blocks: IntGauge,
+    expired_blocks: IntGauge,
 }
 
 impl Metrics {
@@ -80,6 +82,10 @@ impl Metrics {
                 "tsblob_quota_evicted_blocks",
                 "Blocks removed by FIFO quotas since the server started",
             )?,
+            expired_blocks: g(
+                "tsblob_retention_expired_blocks",
+                "Blocks removed by age-based retention (max_age) since the server started",
+            )?,
             registry,
         };
         m.registry.register(Box::new(m.requests.clone()))?;
@@ -94,6 +100,7 @@ impl Metrics {
             &m.records,
             &m.buckets,
             &m.evicted_blocks,
+            &m.expired_blocks,
         ] {
             m.registry.register(Box::new(g.clone()))?;
         }
@@ -101,7 +108,23 @@ impl Metrics {
     }
 }
 
-/// A low-cardinality name for what a request does (paths carry bucket names).
+/// The method as a metric label: one of a fixed set, whatever a client sends (HTTP allows
+/// any token as a method, and each new label value would be a new series kept forever).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// A low-cardinality name for what a request does: the route template it falls under
+/// (paths carry bucket and entry names, which never become label values).
 fn op_of(method: &Method, path: &str) -> &'static str {
     let Some(rest) = path.strip_prefix("/api/v1/b") else {
         return match path {
@@ -154,7 +177,7 @@ pub async fn track(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> R
         .with_label_values(&[op])
         .observe(started.elapsed().as_secs_f64());
     m.requests
-        .with_label_values(&[op, method.as_str(), resp.status().as_str()])
+        .with_label_values(&[op, method_label(&method), resp.status().as_str()])
         .inc();
     resp.map(|b| Body::new(Counted::new(b, m.sent.clone())))
 }
@@ -201,7 +224,11 @@ impl http_body::Body for Counted {
 /// The Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
-pub async fn scrape(State(state): State<AppState>) -> Result<Response, AppError> {
+pub async fn scrape(
+    State(state): State<AppState>,
+    Extension(caller): Extension<super::auth::Caller>,
+) -> Result<Response, AppError> {
+    caller.require_all_buckets("read the metrics")?;
     let store = state.store.clone();
     let stats = blocking(move || Ok(store.stats())).await?;
     let m = &state.metrics;
@@ -211,6 +238,7 @@ pub async fn scrape(State(state): State<AppState>) -> Result<Response, AppError>
     m.records.set(clamp(stats.record_count));
     m.buckets.set(clamp(stats.bucket_count));
     m.evicted_blocks.set(clamp(stats.evicted_blocks));
+    m.expired_blocks.set(clamp(stats.expired_blocks));
     let mut out = Vec::new();
     TextEncoder::new()
         .encode(&m.registry.gather(), &mut out)
@@ -236,5 +264,9 @@ mod tests {
         assert_eq!(op_of(&Method::POST, "/api/v1/b/cams/a/batch"), "batch");
         assert_eq!(op_of(&Method::GET, "/api/v1/tokens/x"), "tokens");
         assert_eq!(op_of(&Method::GET, "/health"), "health");
+        assert_eq!(op_of(&Method::GET, "/whatever/../x"), "other");
+        let odd = Method::from_bytes(b"BREW").unwrap();
+        assert_eq!(method_label(&odd), "other");
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
     }
 }

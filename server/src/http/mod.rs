@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod params;
 pub mod query;
 pub mod records;
+pub mod spool;
 pub mod tokens;
 pub mod when;
 
@@ -39,8 +40,12 @@ pub struct Limits {
     pub max_body: u64,
     /// The largest record inside a batch body (they are held in memory until written).
     pub max_batch_record: u64,
+    /// The most records in one batch body (each one's result is held until the answer).
+    pub max_batch_records: u64,
     /// The longest a client may leave a request body idle before it is dropped.
     pub idle_timeout: Duration,
+    /// How long a whole body may take (a base plus a minimum rate).
+    pub body_deadline: body::BodyDeadline,
 }
 
 impl Default for Limits {
@@ -48,7 +53,9 @@ impl Default for Limits {
         Limits {
             max_body: 4 << 30,
             max_batch_record: 64 << 20,
+            max_batch_records: 100_000,
             idle_timeout: Duration::from_secs(60),
+            body_deadline: body::BodyDeadline::default(),
         }
     }
 }

@@ -190,7 +190,7 @@ pub async fn stream_post(t: Target, req: Request) -> Result<Response, AppError> 
             "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
         )));
     }
-    let body = BodyChunks::new(req.into_body(), 1 << 20, t.state.limits.idle_timeout)
+    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
         .collect(1024)
         .await?;
     answer(t, parse_body(&body)?).await

@@ -1,5 +1,6 @@
-//! One record: write (streamed into the engine), read (small ones whole, large ones
-//! streamed), `HEAD`, label updates, removal; and the entry routes (info, remove).
+//! One record: write (small bodies in memory, larger ones received into a spool first),
+//! read (small ones whole, large ones streamed), `HEAD`, label updates, removal; and the
+//! entry routes (info, remove).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -16,12 +17,14 @@ use tsblob_storage::{EntryInfo, Labels, RecordMeta, WriteMeta};
 use super::auth::Caller;
 use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
-use super::headers::{content_type_from, labels_from, put_meta, TS_HEADER};
+use super::headers::{check_label_bounds, content_type_from, labels_from, put_meta, TS_HEADER};
 use super::params::RecordParams;
+use super::spool;
 use super::AppState;
 
-/// Bodies up to this size are collected and written with one engine call; larger (or
-/// unannounced) ones are streamed.
+/// Bodies up to this size are collected in memory; larger (or unannounced) ones are
+/// received into a spool (`spool.rs`). Either way the engine is called once, with the
+/// whole payload.
 const SMALL_BODY: u64 = 256 << 10;
 /// Records up to this size are read whole; larger ones are streamed in chunks.
 const SMALL_READ: u64 = 1 << 20;
@@ -103,6 +106,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         content_type: content_type_from(&parts.headers)?,
         labels: labels_from(&parts.headers)?,
     };
+    check_label_bounds(&meta.labels)?;
     let len = content_length(&parts.headers)?;
     let limits = t.state.limits.clone();
     if let Some(n) = len {
@@ -110,7 +114,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             return Err(AppError::too_large(limits.max_body));
         }
     }
-    let chunks = BodyChunks::new(body, limits.max_body, limits.idle_timeout);
+    let chunks = BodyChunks::new(body, limits.max_body, &limits);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let ts = match len {
         Some(n) if n <= SMALL_BODY => {
@@ -118,18 +122,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             blocking(move || Ok(store.write(&bucket, &entry, &meta, &data)?)).await?
         }
         _ => {
-            let (reader, why) = chunks.into_reader();
-            let result = blocking(move || {
-                let mut sync = tokio_util::io::SyncIoBridge::new(reader);
-                Ok(store.write_stream(&bucket, &entry, &meta, &mut sync, len)?)
-            })
-            .await;
-            // The engine saw an I/O error; the real cause (limit, stall) is in `why`.
-            let cause = why.lock().take();
-            match (result, cause) {
-                (Err(_), Some(cause)) => return Err(cause),
-                (r, _) => r?,
+            // The whole body is received before the engine is asked for anything.
+            let spool = spool::receive(&store, &bucket, chunks).await?;
+            if len.is_some_and(|n| n != spool.len()) {
+                return Err(AppError::bad_request(format!(
+                    "the body has {} bytes but Content-Length said {}: nothing was stored",
+                    spool.len(),
+                    len.unwrap_or_default()
+                )));
             }
+            blocking(move || Ok(spool::write_spooled(&store, &bucket, &entry, &meta, spool)?))
+                .await?
         }
     };
     let mut resp = (StatusCode::CREATED, Json(Written { ts })).into_response();
@@ -257,7 +260,7 @@ pub async fn update_labels(t: Target, req: Request) -> Result<Response, AppError
     let ts = params
         .ts
         .ok_or_else(|| AppError::bad_request("PATCH needs ?ts=<µs> naming the record to update"))?;
-    let body = BodyChunks::new(req.into_body(), 1 << 20, t.state.limits.idle_timeout)
+    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
         .collect(1024)
         .await?;
     let update: LabelUpdate = serde_json::from_slice(&body).map_err(|e| {

@@ -85,7 +85,7 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, AppError> {
     caller.require_admin("create tokens")?;
-    let body = BodyChunks::new(body, 1 << 20, state.limits.idle_timeout)
+    let body = BodyChunks::new(body, 1 << 20, &state.limits)
         .collect(256)
         .await?;
     let spec: TokenSpec = if body.iter().all(u8::is_ascii_whitespace) {
@@ -107,19 +107,39 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(NewToken { name, value })).into_response())
 }
 
-/// Removes a stored token.
+/// Removes a stored token. The last one (with no `--token` admin token) only with
+/// `?disable_auth=true`: removing it switches authentication off.
 #[utoipa::path(delete, path = "/api/v1/tokens/{name}", tag = "tokens",
-    params(("name" = String, Path)),
-    responses((status = 200, body = serde_json::Value), (status = 404, body = ErrorBody)))]
+    params(("name" = String, Path),
+           ("disable_auth" = Option<bool>, Query, description = "confirms removing the last token, which switches authentication off")),
+    responses((status = 200, body = serde_json::Value), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody, description = "last_token: the last token, without disable_auth=true")))]
 pub async fn remove(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
+    uri: axum::http::Uri,
 ) -> Result<Json<serde_json::Value>, AppError> {
     caller.require_admin("remove tokens")?;
+    let mut disable_auth = false;
+    for (k, v) in super::params::pairs(uri.query()) {
+        match (k.as_str(), v.as_str()) {
+            ("disable_auth", "true") => disable_auth = true,
+            ("disable_auth", "false") => disable_auth = false,
+            ("disable_auth", other) => {
+                return Err(AppError::bad_request(format!(
+                    "disable_auth={other:?}: use true or false"
+                )))
+            }
+            (k, _) => return Err(super::params::unknown(k, "only disable_auth")),
+        }
+    }
     let auth = state.auth.clone();
     let n = name.clone();
-    super::errors::blocking(move || auth.remove(&n)).await?;
+    super::errors::blocking(move || auth.remove(&n, disable_auth)).await?;
+    if disable_auth && !state.auth.enabled() {
+        tracing::warn!(token = %name, "the last token was removed: authentication is off");
+    }
     tracing::info!(token = %name, "token removed");
     Ok(Json(serde_json::json!({"removed": name})))
 }

@@ -1,0 +1,100 @@
+//! Receiving a network body before the engine is asked for anything.
+//!
+//! A large or chunked single-record body is received asynchronously into a spool (an
+//! anonymous temporary file in the data folder), appended in ~1 MiB pieces on the
+//! blocking pool, and only once it is complete is it handed to the engine with one call.
+//! So a slow client holds no entry mutex, no blocking thread and no quota reservation
+//! while it sends, and a body that stops short, stalls or exceeds a limit stores nothing,
+//! reserves nothing and evicts nothing.
+//!
+//! The spool is the engine's ([`tsblob_storage::Spool`]): its appends pass the free-space
+//! guard and refuse early a body that a HARD quota can no longer fit.
+
+use bytes::BytesMut;
+use tokio::task::JoinHandle;
+use tsblob_storage::{Result, Spool, Store, WriteMeta};
+
+use super::body::BodyChunks;
+use super::errors::{blocking, AppError};
+
+/// Bytes gathered from the network before one append to the spool.
+const PIECE: usize = 1 << 20;
+
+/// Writes the spooled payload as one record: the engine reserves exactly its length
+/// (evicting, in a FIFO bucket, only for that). Blocking.
+pub fn write_spooled(
+    store: &Store,
+    bucket: &str,
+    entry: &str,
+    meta: &WriteMeta,
+    spool: Spool,
+) -> Result<u64> {
+    store.write_spooled(bucket, entry, meta, spool)
+}
+
+/// Appends `piece` on the blocking pool, handing the spool back.
+fn spawn_append(mut spool: Spool, piece: BytesMut) -> JoinHandle<(Spool, Result<()>)> {
+    tokio::task::spawn_blocking(move || {
+        let r = spool.append(&piece);
+        (spool, r)
+    })
+}
+
+async fn settle(handle: JoinHandle<(Spool, Result<()>)>) -> Result<Spool, AppError> {
+    match handle.await {
+        Ok((spool, Ok(()))) => Ok(spool),
+        Ok((_, Err(e))) => Err(e.into()),
+        Err(e) => Err(AppError::internal(format!(
+            "a spool append failed to run: {e}"
+        ))),
+    }
+}
+
+/// The spool, once no append is running on it.
+async fn idle(
+    spool: &mut Option<Spool>,
+    in_flight: &mut Option<JoinHandle<(Spool, Result<()>)>>,
+) -> Result<Spool, AppError> {
+    if let Some(h) = in_flight.take() {
+        return settle(h).await;
+    }
+    spool
+        .take()
+        .ok_or_else(|| AppError::internal("the spool of a request went missing"))
+}
+
+/// Receives the whole body into a new spool of `bucket`. The network is awaited on the
+/// async side only; each ~1 MiB piece is appended on the blocking pool while the next one
+/// arrives. Any failure (limit, stall, cut-off, quota, disk) drops the spool: nothing was
+/// stored, reserved or evicted.
+pub async fn receive(
+    store: &Store,
+    bucket: &str,
+    mut chunks: BodyChunks,
+) -> Result<Spool, AppError> {
+    let (s, b) = (store.clone(), bucket.to_string());
+    let mut spool = Some(blocking(move || Ok(s.spool(&b)?)).await?);
+    let mut in_flight: Option<JoinHandle<(Spool, Result<()>)>> = None;
+    let mut piece = BytesMut::new();
+    loop {
+        let done = match chunks.next().await {
+            Ok(Some(bytes)) => {
+                piece.extend_from_slice(&bytes);
+                false
+            }
+            Ok(None) => true,
+            Err(e) => {
+                // A running append finishes before the spool is dropped with its task.
+                let _ = idle(&mut spool, &mut in_flight).await;
+                return Err(e);
+            }
+        };
+        if piece.len() >= PIECE || (done && !piece.is_empty()) {
+            let s = idle(&mut spool, &mut in_flight).await?;
+            in_flight = Some(spawn_append(s, std::mem::take(&mut piece)));
+        }
+        if done {
+            return idle(&mut spool, &mut in_flight).await;
+        }
+    }
+}
