@@ -326,6 +326,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
                     }
                 }
                 Event::End(n) => end = Some(n),
+                Event::Heartbeat(_) => {}
                 Event::Error(json) => {
                     pb.finish_and_clear();
                     bail!(

@@ -68,16 +68,27 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     pub limits: Arc<Limits>,
     pub started: Instant,
+    /// Bumped after every index commit (the engine's commit listener): live tails
+    /// (`follow=true`) wait on it instead of polling.
+    pub commits: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl AppState {
     pub fn new(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<AppState> {
+        let commits = Arc::new(tokio::sync::watch::channel(0u64).0);
+        let tx = commits.clone();
+        // Runs on the committing thread, under its caller's entry lock: only bumps a counter
+        // (send_modify never waits on a receiver).
+        store.on_commit(Box::new(move || {
+            tx.send_modify(|v| *v = v.wrapping_add(1));
+        }));
         Ok(AppState {
             store,
             auth: Arc::new(auth),
             metrics: Arc::new(metrics::Metrics::new()?),
             limits: Arc::new(limits),
             started: Instant::now(),
+            commits,
         })
     }
 }

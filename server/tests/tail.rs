@@ -1,0 +1,289 @@
+//! Live tails (`follow=true`) against a real `tsblob serve`: one writer and three tailers
+//! (each record seen exactly once, in order), a tailer that drops its connection and
+//! resumes from its last timestamp + 1, heartbeats while idle, a condition's state across
+//! walks, and no state left behind by tails that went away.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::Server;
+use futures_util::StreamExt;
+use tsblob_server::framing::{Decoder, Event};
+
+/// What a tail delivered, as it arrives.
+#[derive(Debug, PartialEq)]
+enum Got {
+    Record(u64),
+    Heartbeat,
+    End(u64),
+    Error(String),
+}
+
+/// Opens a tail and sends every event into the returned channel; dropping the task (or
+/// the receiver) closes the connection.
+async fn open_tail(
+    s: &Server,
+    path_and_query: &str,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<Got>,
+    tokio::task::JoinHandle<()>,
+) {
+    let resp = reqwest::get(s.url(path_and_query)).await.unwrap();
+    assert_eq!(resp.status(), 200, "{path_and_query}");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut body = resp.bytes_stream();
+        let (mut dec, mut buf) = (Decoder::new(), BytesMut::new());
+        while let Some(Ok(chunk)) = body.next().await {
+            buf.extend_from_slice(&chunk);
+            while let Some(ev) = dec.next(&mut buf).unwrap() {
+                let got = match ev {
+                    Event::Record(h) => Got::Record(h.ts),
+                    Event::Data(_) => continue,
+                    Event::Heartbeat(_) => Got::Heartbeat,
+                    Event::End(n) => Got::End(n),
+                    Event::Error(j) => Got::Error(String::from_utf8_lossy(&j).into_owned()),
+                };
+                if tx.send(got).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    (rx, task)
+}
+
+/// The next record's timestamp, skipping heartbeats (fails after 20 s of silence).
+async fn next_ts(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Got>) -> u64 {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), rx.recv()).await {
+            Ok(Some(Got::Record(ts))) => return ts,
+            Ok(Some(Got::Heartbeat)) => continue,
+            other => panic!("expected a record, got {other:?}"),
+        }
+    }
+}
+
+async fn write(c: &reqwest::Client, s: &Server, entry: &str, ts: u64, labels: &[(&str, &str)]) {
+    let mut req = c.post(s.url(&format!("/api/v1/b/b/{entry}?ts={ts}")));
+    for (k, v) in labels {
+        req = req.header(format!("x-tsblob-label-{k}"), *v);
+    }
+    let r = req.body(format!("p{ts}")).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+}
+
+async fn metric(c: &reqwest::Client, s: &Server, name: &str) -> i64 {
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_three_tailers_each_see_every_record_once_in_order() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.post(s.url("/api/v1/b/b")).send().await.unwrap().status(),
+        201
+    );
+    // Records before the tails start: they come first.
+    for ts in 1..=5 {
+        write(&c, &s, "cam", ts, &[]).await;
+    }
+    let q = "/api/v1/b/b/cam/query?follow=true&heartbeat=1";
+    let mut tails = Vec::new();
+    for _ in 0..3 {
+        tails.push(open_tail(&s, q).await);
+    }
+    const N: u64 = 300;
+    let writer = {
+        let (c, url) = (c.clone(), s.url("/api/v1/b/b/cam"));
+        tokio::spawn(async move {
+            for ts in 6..=N {
+                let r = c
+                    .post(format!("{url}?ts={ts}"))
+                    .body(format!("p{ts}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
+                if ts % 50 == 0 {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+            }
+        })
+    };
+    // Tailer 0 reads everything; tailer 1 drops its connection after 100 records and
+    // resumes from its last timestamp + 1; tailer 2 reads everything too.
+    let mut seen: Vec<Vec<u64>> = vec![Vec::new(); 3];
+    for (i, (rx, task)) in tails.iter_mut().enumerate() {
+        let upto = if i == 1 { 100 } else { N };
+        while (seen[i].len() as u64) < upto {
+            seen[i].push(next_ts(rx).await);
+        }
+        if i == 1 {
+            task.abort();
+        }
+    }
+    let last = *seen[1].last().unwrap();
+    let (mut rx, task) = open_tail(&s, &format!("{q}&start={}", last + 1)).await;
+    while (seen[1].len() as u64) < N {
+        seen[1].push(next_ts(&mut rx).await);
+    }
+    writer.await.unwrap();
+    let want: Vec<u64> = (1..=N).collect();
+    for (i, got) in seen.iter().enumerate() {
+        assert_eq!(got, &want, "tailer {i}");
+    }
+    // Nothing more (and nothing twice) arrives: only heartbeats.
+    for (rx, _) in tails.iter_mut().step_by(2) {
+        let more = tokio::time::timeout(Duration::from_millis(1500), rx.recv()).await;
+        assert!(matches!(more, Ok(Some(Got::Heartbeat))), "{more:?}");
+    }
+    task.abort();
+    for (_, t) in tails {
+        t.abort();
+    }
+}
+
+#[tokio::test]
+async fn an_idle_tail_sends_heartbeats_and_a_condition_keeps_its_state_across_walks() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    write(&c, &s, "cam", 1, &[]).await;
+    let (mut rx, task) = open_tail(&s, "/api/v1/b/b/cam/query?follow=true&heartbeat=1").await;
+    assert_eq!(next_ts(&mut rx).await, 1);
+    let started = std::time::Instant::now();
+    let beat = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+    assert_eq!(beat.unwrap(), Some(Got::Heartbeat));
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    task.abort();
+
+    // $each_n and $limit count over the whole stream, walk after walk; the stream ends
+    // with an end frame once $limit is reached.
+    let when: String =
+        form_urlencoded::byte_serialize(br#"{"&k": {"$eq": "x"}, "$each_n": 2, "$limit": 3}"#)
+            .collect();
+    // (a tail, like any query, is a 404 on an entry that does not exist yet)
+    write(&c, &s, "cond", 5, &[("k", "z")]).await;
+    let (mut rx, task) = open_tail(
+        &s,
+        &format!("/api/v1/b/b/cond/query?follow=true&heartbeat=1&start=0&when={when}"),
+    )
+    .await;
+    for ts in 10..30 {
+        let k = if ts % 5 == 0 { "y" } else { "x" };
+        write(&c, &s, "cond", ts, &[("k", k)]).await;
+    }
+    // matching: 11 12 13 14 16 17 ...; every second one: 12 14 17; then the limit
+    let mut got = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap()
+        {
+            Some(Got::Record(ts)) => got.push(ts),
+            Some(Got::Heartbeat) => {}
+            Some(Got::End(n)) => {
+                assert_eq!(n, 3);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(got, [12, 14, 17]);
+    task.abort();
+
+    // meta=true: heartbeats are {"heartbeat": µs} lines
+    let resp = reqwest::get(s.url("/api/v1/b/b/cam/query?follow=true&heartbeat=1&meta=true"))
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    while text.lines().count() < 2 {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["ts"], 1);
+    assert!(lines[1]["heartbeat"].as_u64().unwrap() > 1_600_000_000_000_000);
+
+    // follow refuses desc and stop
+    for bad in ["desc=true", "stop=10"] {
+        let r = c
+            .get(s.url(&format!("/api/v1/b/b/cam/query?follow=true&{bad}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tails_that_went_away_leave_nothing_behind() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    write(&c, &s, "cam", 1, &[]).await;
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+            .unwrap()
+            .count()
+    };
+    let before = fds();
+    let mut tails = Vec::new();
+    for _ in 0..50 {
+        tails.push(open_tail(&s, "/api/v1/b/b/cam/query?follow=true&heartbeat=1").await);
+    }
+    for (rx, _) in tails.iter_mut() {
+        assert_eq!(next_ts(rx).await, 1);
+    }
+    assert_eq!(metric(&c, &s, "tsblob_query_follows").await, 50);
+    assert!(fds() >= before + 50);
+    for (_, task) in tails {
+        task.abort(); // the connection closes
+    }
+    // A commit wakes every tail; each finds its client gone at its next send (or
+    // heartbeat, every second here).
+    write(&c, &s, "cam", 2, &[]).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let live = metric(&c, &s, "tsblob_query_follows").await;
+        if live == 0 && fds() <= before + 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{live} tails and {} fds (from {before}) left after the clients left",
+            fds()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(metric(&c, &s, "tsblob_http_requests_in_flight").await, 1);
+    // still responsive
+    let r = c.get(s.url("/api/v1/b/b/cam?ts=2")).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap(), "p2");
+}
