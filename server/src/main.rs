@@ -30,6 +30,8 @@ enum Command {
     Get(cli::GetArgs),
     /// Read the records of a time range into a folder or to stdout.
     Query(cli::QueryArgs),
+    /// Follow an entry: one line per record, then each new one as it is written.
+    Tail(cli::TailArgs),
     /// Remove a record, a time range or a whole entry.
     Rm(cli::RmArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
@@ -59,6 +61,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Get(args) => cli::get(args).await,
         Command::Query(args) => cli::query(args).await,
         Command::Rm(args) => cli::rm(args).await,
+        Command::Tail(args) => cli::tail(args).await,
         Command::Bench(args) => tsblob_compare::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
     }

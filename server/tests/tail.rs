@@ -287,3 +287,38 @@ async fn tails_that_went_away_leave_nothing_behind() {
     let r = c.get(s.url("/api/v1/b/b/cam?ts=2")).send().await.unwrap();
     assert_eq!(r.text().await.unwrap(), "p2");
 }
+
+#[tokio::test]
+async fn the_cli_tail_prints_one_line_per_record() {
+    use std::io::BufRead;
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    write(&c, &s, "cam", 1, &[("k", "v")]).await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["tail", "b", "cam", "--json", "--heartbeat", "1", "--url"])
+        .arg(s.url(""))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let line = |rx: &std::sync::mpsc::Receiver<String>| -> serde_json::Value {
+        serde_json::from_str(&rx.recv_timeout(Duration::from_secs(20)).unwrap()).unwrap()
+    };
+    assert_eq!(line(&rx)["ts"], 1);
+    write(&c, &s, "cam", 2, &[]).await;
+    write(&c, &s, "cam", 3, &[]).await;
+    let (a, b) = (line(&rx), line(&rx));
+    assert_eq!((a["ts"].as_u64(), b["ts"].as_u64()), (Some(2), Some(3)));
+    assert_eq!(a["size"], 2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

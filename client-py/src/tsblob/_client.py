@@ -14,13 +14,14 @@ import json
 import os
 import ssl
 import stat
+import time
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 from . import _common as c
-from ._errors import ProtocolError, TsblobError, error_from_response_body
-from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
+from ._errors import ProtocolError, TransportError, TsblobError, error_from_response_body
+from ._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._http import Response, SyncTransport, iter_response, lower_headers
 from ._models import BatchResult, Bucket, EntryInfo, Health, Record, RecordInfo, ServerInfo, Token
 from ._timestamps import Timestamp
@@ -117,6 +118,8 @@ class QueryIterator(Iterator[Record]):
         while True:
             ev = parser.next_event()
             if ev is not None:
+                if ev[0] == EV_HEARTBEAT:  # a live tail is idle: nothing to hand out
+                    continue
                 return ev
             assert self._chunks is not None
             try:
@@ -147,11 +150,11 @@ class QueryIterator(Iterator[Record]):
             kind = ev[0]
             if kind == EV_RECORD:
                 h = ev[1]
-                return Record(h.ts, h.content_type, h.labels, h.size, ev[2])
+                return Record(h.ts, h.content_type, h.labels, h.size, ev[2], None, h.entry)
             if kind == EV_HEAD:
                 h = ev[1]
                 self._payload = self._stream_payload()
-                return Record(h.ts, h.content_type, h.labels, h.size, None, self._payload)
+                return Record(h.ts, h.content_type, h.labels, h.size, None, self._payload, h.entry)
             if kind == EV_END:
                 # Read the HTTP end of the body too, so that the connection can be reused.
                 assert self._chunks is not None
@@ -357,9 +360,46 @@ class Client:
             for chunk in iter_response(resp):
                 lines, rest = c.split_lines(rest, chunk)
                 for line in lines:
-                    yield c.meta_line(line)
+                    info = c.meta_line(line)
+                    if info is not None:
+                        yield info
             if rest.strip():
-                yield c.meta_line(rest)
+                info = c.meta_line(rest)
+                if info is not None:
+                    yield info
+
+    def tail(self, bucket: str, entry: str, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF) -> Iterator[Any]:
+        """A live tail: the records from ``start`` on (everything stored without it), then
+        each new one as it is written, oldest first, forever (or until a ``$limit`` in
+        ``when`` is reached). Yields :class:`Record` (``meta=True``: :class:`RecordInfo`);
+        heartbeats are skipped. A dropped connection is reopened from the last timestamp + 1
+        (up to ``retries`` times in a row, waiting ``backoff`` seconds, doubled each time),
+        so nothing is missed or seen twice across reconnections; errors the server answers
+        raise at once. ``heartbeat``: seconds between the server's keep-alives when idle
+        (default 15; keep it below the client's ``timeout``); ``settle_ms``: see docs/api.md.
+        Break out of the loop (or ``close()`` the generator) to stop."""
+        path = c.entry_path(bucket, entry) + "/query"
+        cursor = None if start is None else c.to_micros(start)
+        failures = 0
+        while True:
+            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms)
+            it: Any = self._iter_meta(path, params) if meta else QueryIterator(self, path, params)
+            try:
+                for rec in it:
+                    failures = 0
+                    cursor = rec.timestamp + 1
+                    yield rec
+                return  # the stream ended: its limit was reached
+            except (TransportError, ProtocolError):
+                failures += 1
+                if failures > retries:
+                    raise
+            finally:
+                it.close()
+            time.sleep(c.tail_delay(failures, backoff))
 
     def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
                      stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,

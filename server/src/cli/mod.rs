@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 pub use client::{seg, Client, ClientArgs};
-pub use records::{get, put, query, rm, GetArgs, PutArgs, QueryArgs, RmArgs};
+pub use records::{get, put, query, rm, tail, GetArgs, PutArgs, QueryArgs, RmArgs, TailArgs};
 
 use crate::config::parse_size;
 
