@@ -66,7 +66,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub sub_windows: Option<u32>,
     /// Phases, comma separated: write-single, write-batch, range-whole, range-sub,
-    /// point-read, fifo. The write phases always run (they load the data the others read).
+    /// range-when, point-read, fifo. The write phases always run (they load the data the
+    /// others read).
     #[arg(long, value_delimiter = ',')]
     pub phases: Vec<String>,
     /// Adds the FIFO steady-state phase.

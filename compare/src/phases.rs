@@ -398,6 +398,64 @@ pub async fn range<T: Target>(
     pool(windows.len(), queries_at_once, bar, true, op).await
 }
 
+/// Phase 3c: one query per window with the plan's label condition (`when`); the target must
+/// return exactly the matching records, in order (their bytes verified as in phase 3).
+pub async fn range_when<T: Target>(
+    ctx: &Ctx<T>,
+    plan: &Arc<SizePlan>,
+    windows: Vec<Window>,
+) -> Result<Summary> {
+    let w = &ctx.workload;
+    let queries_at_once = w.concurrency.min(plan.entries as usize).max(1);
+    let windows = Arc::new(windows);
+    let (target, bucket, plan2, windows2) = (
+        Arc::clone(&ctx.target),
+        Arc::clone(&ctx.bucket),
+        Arc::clone(plan),
+        Arc::clone(&windows),
+    );
+    let op: OpFn = Arc::new(move |q| {
+        let (target, bucket, plan, windows) = (
+            Arc::clone(&target),
+            Arc::clone(&bucket),
+            Arc::clone(&plan2),
+            Arc::clone(&windows2),
+        );
+        Box::pin(async move {
+            let (entry, start, stop) = windows[q];
+            let when = plan.when_condition(entry);
+            let t = Instant::now();
+            let (got, seen) = target
+                .query_when(&bucket, &plan, entry, start, stop, &when)
+                .await?;
+            let latency = t.elapsed();
+            let expected = plan.when_expected(entry, start, stop);
+            if seen != expected {
+                return Err(mismatch(format!(
+                    "{} returned {} records of {} for when={when} in [{start}, {stop}), {} match \
+                     (first returned {:?}, first expected {:?})",
+                    target.kind().name(),
+                    seen.len(),
+                    plan.entry_name(entry),
+                    expected.len(),
+                    seen.first(),
+                    expected.first()
+                )));
+            }
+            Ok(Op {
+                records: got.records,
+                bytes: got.bytes,
+                latency,
+                ttfb: got.ttfb,
+                verified: got.records,
+                ..Op::default()
+            })
+        })
+    });
+    let bar = ctx.bar(ctx.label(Phase::RangeWhen, plan.size), windows.len() as u64);
+    pool(windows.len(), queries_at_once, bar, true, op).await
+}
+
 /// Phase 4: random point reads.
 pub async fn point_reads<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Result<Summary> {
     let n = ctx.workload.scaled_point_reads();

@@ -349,7 +349,12 @@ async fn run_target<T: Target>(
                  hold the planned records (first error: {})",
                 first_write_error.unwrap_or_default()
             );
-            for p in [Phase::RangeWhole, Phase::RangeSub, Phase::PointRead] {
+            for p in [
+                Phase::RangeWhole,
+                Phase::RangeSub,
+                Phase::RangeWhen,
+                Phase::PointRead,
+            ] {
                 if has(p) {
                     cells.push(Cell::na(p, size, kind, &reason));
                 }
@@ -370,6 +375,27 @@ async fn run_target<T: Target>(
             let c0 = cpu();
             let s = phases::range(&ctx, &plan, Phase::RangeSub, windows).await?;
             cells.push(with_cpu(Cell::measured(Phase::RangeSub, size, kind, s), c0));
+        }
+        if has(Phase::RangeWhen) {
+            cells.push(match target.when_support() {
+                Err(reason) => Cell::na(Phase::RangeWhen, size, kind, reason),
+                Ok(()) if plan.labels < 2 => Cell::na(
+                    Phase::RangeWhen,
+                    size,
+                    kind,
+                    "the condition compares labels l0 and l1: the workload needs labels >= 2",
+                ),
+                Ok(()) => {
+                    let c0 = cpu();
+                    let s = phases::range_when(&ctx, &plan, phases::whole_windows(&plan)).await?;
+                    let mut cell = with_cpu(Cell::measured(Phase::RangeWhen, size, kind, s), c0);
+                    cell.note = Some(
+                        "when = {\"$and\": [{\"&l0\": {\"$eq\": \"cam-<entry>\"}}, {\"&l1\": {\"$gte\": 3}}, {\"&l1\": {\"$lt\": 6}}]}: 30% of the records, each checked"
+                            .into(),
+                    );
+                    cell
+                }
+            });
         }
         if has(Phase::PointRead) {
             let c0 = cpu();

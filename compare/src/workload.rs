@@ -31,6 +31,9 @@ pub enum Phase {
     RangeWhole,
     /// Queries over random sub-windows.
     RangeSub,
+    /// One query per entry over its whole window with a three-clause label condition
+    /// (ReductStore's `when`); every target must return exactly the matching records.
+    RangeWhen,
     /// Reads of random single records by timestamp.
     PointRead,
     /// Writing past a FIFO quota; the quota must hold.
@@ -39,11 +42,12 @@ pub enum Phase {
 
 impl Phase {
     /// All phases in run order.
-    pub const ALL: [Phase; 6] = [
+    pub const ALL: [Phase; 7] = [
         Phase::WriteSingle,
         Phase::WriteBatch,
         Phase::RangeWhole,
         Phase::RangeSub,
+        Phase::RangeWhen,
         Phase::PointRead,
         Phase::Fifo,
     ];
@@ -55,6 +59,7 @@ impl Phase {
             Phase::WriteBatch => "write-batch",
             Phase::RangeWhole => "range-whole",
             Phase::RangeSub => "range-sub",
+            Phase::RangeWhen => "range-when",
             Phase::PointRead => "point-read",
             Phase::Fifo => "fifo",
         }
@@ -73,7 +78,10 @@ impl Phase {
 
     /// True for phases that read records back (and so report time to first byte).
     pub fn is_read(self) -> bool {
-        matches!(self, Phase::RangeWhole | Phase::RangeSub | Phase::PointRead)
+        matches!(
+            self,
+            Phase::RangeWhole | Phase::RangeSub | Phase::RangeWhen | Phase::PointRead
+        )
     }
 }
 
@@ -334,6 +342,25 @@ impl SizePlan {
                 };
                 (format!("l{k}"), value)
             })
+            .collect()
+    }
+
+    /// The condition of the `range-when` phase for an entry, in ReductStore's `when`
+    /// language: its camera label, and `l1` (the record's position modulo 10) in 3..6.
+    pub fn when_condition(&self, entry: u32) -> serde_json::Value {
+        serde_json::json!({"$and": [
+            {"&l0": {"$eq": format!("cam-{entry}")}},
+            {"&l1": {"$gte": 3}},
+            {"&l1": {"$lt": 6}},
+        ]})
+    }
+
+    /// Timestamps of `entry` in `[start, stop)` that [`SizePlan::when_condition`] keeps.
+    pub fn when_expected(&self, entry: u32, start: u64, stop: u64) -> Vec<u64> {
+        (0..self.entry_len(entry))
+            .map(|seq| (seq, BASE_TS + seq * TS_STEP))
+            .filter(|&(seq, ts)| ts >= start && ts < stop && (3..6).contains(&(seq % 10)))
+            .map(|(_, ts)| ts)
             .collect()
     }
 

@@ -277,6 +277,22 @@ impl Target for Minio {
         Err("MinIO has no size quota with FIFO eviction")
     }
 
+    fn when_support(&self) -> Result<(), &'static str> {
+        Err("S3 lists objects by key prefix only: no condition on metadata")
+    }
+
+    async fn query_when(
+        &self,
+        _bucket: &str,
+        _plan: &SizePlan,
+        _entry: u32,
+        _start: u64,
+        _stop: u64,
+        _when: &serde_json::Value,
+    ) -> Result<(ReadOutcome, Vec<u64>)> {
+        anyhow::bail!("S3 lists objects by key prefix only: no condition on metadata")
+    }
+
     async fn bucket_size(&self, _bucket: &str) -> Result<u64> {
         anyhow::bail!("MinIO: bucket size is not measured (no FIFO quota)")
     }

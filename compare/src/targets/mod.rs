@@ -140,6 +140,23 @@ pub trait Target: Send + Sync + 'static {
         parallel: usize,
     ) -> impl Future<Output = Result<ReadOutcome>> + Send;
 
+    /// `Err(reason)` when the system cannot filter a query on labels.
+    fn when_support(&self) -> Result<(), &'static str> {
+        Ok(())
+    }
+
+    /// Like [`Target::query`], with a condition in ReductStore's `when` language; answers the
+    /// outcome and the timestamps returned, in order (every record verified).
+    fn query_when(
+        &self,
+        bucket: &str,
+        plan: &SizePlan,
+        entry: u32,
+        start: u64,
+        stop: u64,
+        when: &serde_json::Value,
+    ) -> impl Future<Output = Result<(ReadOutcome, Vec<u64>)>> + Send;
+
     /// Reads one record by timestamp.
     fn read_point(
         &self,

@@ -82,6 +82,81 @@ fn parse_record_header(value: &str) -> Result<(u64, Vec<(String, String)>)> {
     Ok((size, labels))
 }
 
+impl Reductstore {
+    /// One query (its batches read in turn), every record verified; with `when`, a
+    /// condition. Answers the outcome and the timestamps returned.
+    async fn batched_query(
+        &self,
+        bucket: &str,
+        plan: &SizePlan,
+        entry: u32,
+        (start, stop): (u64, u64),
+        when: Option<&Value>,
+    ) -> Result<(ReadOutcome, Vec<u64>)> {
+        let t0 = Instant::now();
+        let name = plan.entry_name(entry);
+        let url = self.entry_url(bucket, &name);
+        let resp = self
+            .req(reqwest::Method::POST, format!("{url}/q"))
+            .json(&match when {
+                None => json!({"query_type": "QUERY", "start": start, "stop": stop}),
+                Some(w) => json!({"query_type": "QUERY", "start": start, "stop": stop, "when": w}),
+            })
+            .send()
+            .await?;
+        let info: Value = ok_or_error(resp, "ReductStore: query")
+            .await?
+            .json()
+            .await?;
+        let id = info["id"]
+            .as_u64()
+            .context("ReductStore query answer has no id")?;
+        let mut out = ReadOutcome {
+            requests: 1,
+            ..ReadOutcome::default()
+        };
+        let mut seen = Vec::new();
+        loop {
+            let resp = self
+                .req(reqwest::Method::GET, format!("{url}/batch"))
+                .query(&[("q", id)])
+                .send()
+                .await?;
+            out.requests += 1;
+            if resp.status() == reqwest::StatusCode::NO_CONTENT {
+                break;
+            }
+            let mut resp = ok_or_error(resp, "ReductStore: batched read").await?;
+            let last = resp
+                .headers()
+                .get("x-reduct-last")
+                .is_some_and(|v| v.as_bytes() == b"true");
+            let mut records: Vec<BatchedMeta> = Vec::new();
+            for (key, value) in resp.headers() {
+                let Some(ts) = key.as_str().strip_prefix(TIME_PREFIX) else {
+                    continue;
+                };
+                let ts: u64 = ts.parse().with_context(|| format!("bad header {key}"))?;
+                let (size, labels) = parse_record_header(value.to_str().unwrap_or_default())?;
+                records.push((ts, size, labels));
+            }
+            // Headers come as a map; the body follows time order.
+            records.sort_by_key(|r| r.0);
+            seen.extend(records.iter().map(|r| r.0));
+            let mut split = BodySplit::new(&records, plan, entry, start..stop);
+            while let Some(chunk) = resp.chunk().await? {
+                out.ttfb.get_or_insert_with(|| t0.elapsed());
+                split.feed(&chunk, &mut out)?;
+            }
+            split.finish(&mut out)?;
+            if last {
+                break;
+            }
+        }
+        Ok((out, seen))
+    }
+}
+
 impl Target for Reductstore {
     fn kind(&self) -> TargetKind {
         TargetKind::Reductstore
@@ -190,62 +265,23 @@ impl Target for Reductstore {
         stop: u64,
         _parallel: usize,
     ) -> Result<ReadOutcome> {
-        let t0 = Instant::now();
-        let name = plan.entry_name(entry);
-        let url = self.entry_url(bucket, &name);
-        let resp = self
-            .req(reqwest::Method::POST, format!("{url}/q"))
-            .json(&json!({"query_type": "QUERY", "start": start, "stop": stop}))
-            .send()
-            .await?;
-        let info: Value = ok_or_error(resp, "ReductStore: query")
+        Ok(self
+            .batched_query(bucket, plan, entry, (start, stop), None)
             .await?
-            .json()
-            .await?;
-        let id = info["id"]
-            .as_u64()
-            .context("ReductStore query answer has no id")?;
-        let mut out = ReadOutcome {
-            requests: 1,
-            ..ReadOutcome::default()
-        };
-        loop {
-            let resp = self
-                .req(reqwest::Method::GET, format!("{url}/batch"))
-                .query(&[("q", id)])
-                .send()
-                .await?;
-            out.requests += 1;
-            if resp.status() == reqwest::StatusCode::NO_CONTENT {
-                break;
-            }
-            let mut resp = ok_or_error(resp, "ReductStore: batched read").await?;
-            let last = resp
-                .headers()
-                .get("x-reduct-last")
-                .is_some_and(|v| v.as_bytes() == b"true");
-            let mut records: Vec<BatchedMeta> = Vec::new();
-            for (key, value) in resp.headers() {
-                let Some(ts) = key.as_str().strip_prefix(TIME_PREFIX) else {
-                    continue;
-                };
-                let ts: u64 = ts.parse().with_context(|| format!("bad header {key}"))?;
-                let (size, labels) = parse_record_header(value.to_str().unwrap_or_default())?;
-                records.push((ts, size, labels));
-            }
-            // Headers come as a map; the body follows time order.
-            records.sort_by_key(|r| r.0);
-            let mut split = BodySplit::new(&records, plan, entry, start..stop);
-            while let Some(chunk) = resp.chunk().await? {
-                out.ttfb.get_or_insert_with(|| t0.elapsed());
-                split.feed(&chunk, &mut out)?;
-            }
-            split.finish(&mut out)?;
-            if last {
-                break;
-            }
-        }
-        Ok(out)
+            .0)
+    }
+
+    async fn query_when(
+        &self,
+        bucket: &str,
+        plan: &SizePlan,
+        entry: u32,
+        start: u64,
+        stop: u64,
+        when: &Value,
+    ) -> Result<(ReadOutcome, Vec<u64>)> {
+        self.batched_query(bucket, plan, entry, (start, stop), Some(when))
+            .await
     }
 
     async fn read_point(&self, bucket: &str, entry: &str, ts: u64) -> Result<PointRead> {

@@ -40,6 +40,81 @@ impl Tsblob {
     }
 }
 
+impl Tsblob {
+    /// One streamed query, every record verified; with `when`, a condition. Answers the
+    /// outcome and the timestamps returned.
+    async fn stream_query(
+        &self,
+        bucket: &str,
+        plan: &SizePlan,
+        entry: u32,
+        (start, stop): (u64, u64),
+        when: Option<&serde_json::Value>,
+    ) -> Result<(ReadOutcome, Vec<u64>)> {
+        let t0 = Instant::now();
+        let name = plan.entry_name(entry);
+        let resp = self
+            .http
+            .get(format!("{}/query", self.record_url(bucket, &name)))
+            .query(&[("start", start), ("stop", stop)])
+            .query(
+                &when
+                    .map(|w| vec![("when", w.to_string())])
+                    .unwrap_or_default(),
+            )
+            .send()
+            .await?;
+        let mut resp = ok_or_error(resp, "tsblob: query").await?;
+        let mut out = ReadOutcome {
+            requests: 1,
+            ..ReadOutcome::default()
+        };
+        let mut dec = Decoder::default();
+        let mut announced = None;
+        let mut check: Option<StreamCheck> = None;
+        let mut seen = Vec::new();
+        while let Some(chunk) = resp.chunk().await? {
+            out.ttfb.get_or_insert_with(|| t0.elapsed());
+            dec.feed(&chunk, |event| {
+                match event {
+                    Event::Record { ts, labels, len } => {
+                        if ts < start || ts >= stop {
+                            return Err(mismatch(format!(
+                                "tsblob returned {name} @ {ts} outside [{start}, {stop})"
+                            )));
+                        }
+                        check = Some(plan.stream_check(entry, ts, len, Some(&labels))?);
+                        seen.push(ts);
+                        out.bytes += len;
+                    }
+                    Event::Payload(piece) => check
+                        .as_mut()
+                        .context("tsblob query stream: payload before a record head")?
+                        .feed(piece)?,
+                    Event::RecordDone => {
+                        check
+                            .take()
+                            .context("tsblob query stream: record end without a head")?
+                            .finish()?;
+                        out.records += 1;
+                    }
+                    Event::End(n) => announced = Some(n),
+                }
+                Ok(())
+            })?;
+        }
+        match announced {
+            Some(n) if n == out.records && dec.pending() == 0 => Ok((out, seen)),
+            Some(n) => bail!(
+                "tsblob query stream: end frame says {n} records, {} received ({} bytes pending)",
+                out.records,
+                dec.pending()
+            ),
+            None => bail!("tsblob query stream ended without an end frame (truncated response)"),
+        }
+    }
+}
+
 impl Target for Tsblob {
     fn kind(&self) -> TargetKind {
         TargetKind::Tsblob
@@ -142,60 +217,23 @@ impl Target for Tsblob {
         stop: u64,
         _parallel: usize,
     ) -> Result<ReadOutcome> {
-        let t0 = Instant::now();
-        let name = plan.entry_name(entry);
-        let resp = self
-            .http
-            .get(format!("{}/query", self.record_url(bucket, &name)))
-            .query(&[("start", start), ("stop", stop)])
-            .send()
-            .await?;
-        let mut resp = ok_or_error(resp, "tsblob: query").await?;
-        let mut out = ReadOutcome {
-            requests: 1,
-            ..ReadOutcome::default()
-        };
-        let mut dec = Decoder::default();
-        let mut announced = None;
-        let mut check: Option<StreamCheck> = None;
-        while let Some(chunk) = resp.chunk().await? {
-            out.ttfb.get_or_insert_with(|| t0.elapsed());
-            dec.feed(&chunk, |event| {
-                match event {
-                    Event::Record { ts, labels, len } => {
-                        if ts < start || ts >= stop {
-                            return Err(mismatch(format!(
-                                "tsblob returned {name} @ {ts} outside [{start}, {stop})"
-                            )));
-                        }
-                        check = Some(plan.stream_check(entry, ts, len, Some(&labels))?);
-                        out.bytes += len;
-                    }
-                    Event::Payload(piece) => check
-                        .as_mut()
-                        .context("tsblob query stream: payload before a record head")?
-                        .feed(piece)?,
-                    Event::RecordDone => {
-                        check
-                            .take()
-                            .context("tsblob query stream: record end without a head")?
-                            .finish()?;
-                        out.records += 1;
-                    }
-                    Event::End(n) => announced = Some(n),
-                }
-                Ok(())
-            })?;
-        }
-        match announced {
-            Some(n) if n == out.records && dec.pending() == 0 => Ok(out),
-            Some(n) => bail!(
-                "tsblob query stream: end frame says {n} records, {} received ({} bytes pending)",
-                out.records,
-                dec.pending()
-            ),
-            None => bail!("tsblob query stream ended without an end frame (truncated response)"),
-        }
+        Ok(self
+            .stream_query(bucket, plan, entry, (start, stop), None)
+            .await?
+            .0)
+    }
+
+    async fn query_when(
+        &self,
+        bucket: &str,
+        plan: &SizePlan,
+        entry: u32,
+        start: u64,
+        stop: u64,
+        when: &serde_json::Value,
+    ) -> Result<(ReadOutcome, Vec<u64>)> {
+        self.stream_query(bucket, plan, entry, (start, stop), Some(when))
+            .await
     }
 
     async fn read_point(&self, bucket: &str, entry: &str, ts: u64) -> Result<PointRead> {

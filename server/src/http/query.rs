@@ -313,7 +313,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         _count: LiveCount::new(&metrics.follows),
     });
     tokio::spawn(async move {
-        let bytes = pump(p, first, tx, live).await;
+        let (bytes, _) = pump(p, first, tx, live).await;
         metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
@@ -590,16 +590,17 @@ impl Drop for LiveCount {
 }
 
 /// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
-/// bytes sent. A live tail waits between walks for a commit (or its settle timer), sending
+/// bytes sent and the production steps run after `first`. A live tail waits between walks for a commit (or its settle timer), sending
 /// a heartbeat whenever nothing was sent for its heartbeat period.
 async fn pump(
     mut p: Producer,
     first: Step,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
     mut live: Option<Live>,
-) -> u64 {
+) -> (u64, u64) {
     use tokio::time::Instant;
     let mut sent = 0u64;
+    let mut steps = 0u64;
     let mut next = Some(first);
     let mut last_sent = Instant::now();
     // With a settle time, one more walk once it has passed since the start, and since each
@@ -615,7 +616,7 @@ async fn pump(
             None => {
                 // A long scan without matches sends nothing: look for a closed channel.
                 if tx.is_closed() {
-                    return sent;
+                    return (sent, steps);
                 }
                 let Ok((back, step)) = tokio::task::spawn_blocking(move || {
                     let step = p.step();
@@ -626,9 +627,10 @@ async fn pump(
                     let _ = tx
                         .send(Err(std::io::Error::other("the query task failed")))
                         .await;
-                    return sent;
+                    return (sent, steps);
                 };
                 p = back;
+                steps += 1;
                 step
             }
         };
@@ -642,7 +644,7 @@ async fn pump(
             }
             Step::Abort(e) => {
                 let _ = tx.send(Err(e)).await;
-                return sent;
+                return (sent, steps);
             }
         };
         if let Some(l) = &live {
@@ -654,27 +656,27 @@ async fn pump(
         for piece in pieces {
             sent += piece.len() as u64;
             if tx.send(Ok(piece)).await.is_err() {
-                return sent; // the client went away
+                return (sent, steps); // the client went away
             }
             last_sent = Instant::now();
         }
         if last {
-            return sent;
+            return (sent, steps);
         }
         if !caught {
             continue;
         }
         let Some(l) = live.as_mut() else {
-            return sent; // only a live tail catches up
+            return (sent, steps); // only a live tail catches up
         };
         // Wait for a commit, the settle timer or the client leaving; heartbeats meanwhile.
         loop {
             let beat_at = last_sent + l.opts.heartbeat;
             tokio::select! {
-                _ = tx.closed() => return sent,
+                _ = tx.closed() => return (sent, steps),
                 changed = l.commits.changed() => {
                     if changed.is_err() {
-                        return sent; // the server is going away
+                        return (sent, steps); // the server is going away
                     }
                     if !l.opts.settle.is_zero() {
                         settle_at = Some(Instant::now() + l.opts.settle + Duration::from_millis(1));
@@ -689,7 +691,7 @@ async fn pump(
                     let beat = p.heartbeat_piece();
                     sent += beat.len() as u64;
                     if tx.send(Ok(beat)).await.is_err() {
-                        return sent;
+                        return (sent, steps);
                     }
                     last_sent = Instant::now();
                 }

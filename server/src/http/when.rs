@@ -5,7 +5,8 @@
 //!
 //! Notations: object (`{"&score": {"$gt": 10}}`), array (`{"$gt": ["&score", 10]}`), unary
 //! (`{"$each_n": 5}`, `{"$not": "&flag"}`); the keys of an object are ANDed in their order
-//! (aggregation operators such as `$each_n` depend on it, so the JSON is read in order).
+//! (aggregation operators such as `$each_n` depend on it, so the JSON is read in order); a key
+//! given twice keeps its last value, as in ReductStore.
 
 use std::fmt;
 
@@ -15,7 +16,7 @@ use tsblob_storage::{CmpOp, Condition, Operand, Value};
 
 use super::errors::AppError;
 
-/// A JSON value whose objects keep their keys in order (and their duplicates).
+/// A JSON value whose objects keep their keys in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {
     Null,
@@ -68,9 +69,14 @@ impl<'de> Deserialize<'de> for Json {
                 Ok(Json::Arr(v))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
-                let mut v = Vec::new();
+                // A key given twice keeps its first place and its last value, as in
+                // serde_json (and so ReductStore) and most JSON parsers.
+                let mut v: Vec<(String, Json)> = Vec::new();
                 while let Some((k, x)) = a.next_entry::<String, Json>()? {
-                    v.push((k, x));
+                    match v.iter_mut().find(|(seen, _)| *seen == k) {
+                        Some(slot) => slot.1 = x,
+                        None => v.push((k, x)),
+                    }
                 }
                 Ok(Json::Obj(v))
             }

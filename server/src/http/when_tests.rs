@@ -59,13 +59,13 @@ fn object_array_and_unary_notations() {
 }
 
 #[test]
-fn several_keys_are_anded_in_their_order_duplicates_included() {
+fn several_keys_are_anded_in_their_order_a_repeated_key_keeps_its_last_value() {
     assert_eq!(
-        p(r#"{"&score": {"$gt": 10}, "$each_n": 5, "&score": {"$lt": 20}}"#),
+        p(r#"{"&score": {"$gt": 10}, "$each_n": 5, "&cam": {"$eq": "a"}}"#),
         Condition::And(vec![
             Condition::Compare(CmpOp::Gt, label("score"), int(10)),
             Condition::EachN(5),
-            Condition::Compare(CmpOp::Lt, label("score"), int(20)),
+            Condition::Compare(CmpOp::Eq, label("cam"), text("a")),
         ])
     );
     assert_eq!(
@@ -73,6 +73,14 @@ fn several_keys_are_anded_in_their_order_duplicates_included() {
         Condition::And(vec![
             Condition::EachN(5),
             Condition::Compare(CmpOp::Gt, label("score"), int(10)),
+        ])
+    );
+    // as in ReductStore (serde_json): the first place, the last value
+    assert_eq!(
+        p(r#"{"&score": {"$gt": 10}, "$each_n": 5, "&score": {"$lt": 20}}"#),
+        Condition::And(vec![
+            Condition::Compare(CmpOp::Lt, label("score"), int(20)),
+            Condition::EachN(5),
         ])
     );
     assert_eq!(p("{}"), Condition::And(vec![]));
