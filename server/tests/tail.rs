@@ -322,3 +322,198 @@ async fn the_cli_tail_prints_one_line_per_record() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// (entry, ts, payload) of a decoded record.
+type Rec = (Option<String>, u64, Vec<u8>);
+
+/// Decodes a whole (finished) answer: its records and the end count.
+fn decode_all(body: &[u8]) -> (Vec<Rec>, Option<u64>) {
+    let (mut dec, mut buf) = (Decoder::new(), BytesMut::from(body));
+    let (mut out, mut end) = (Vec::new(), None);
+    while let Some(ev) = dec.next(&mut buf).unwrap() {
+        match ev {
+            Event::Record(h) => out.push((h.entry, h.ts, Vec::new())),
+            Event::Data(d) => out.last_mut().unwrap().2.extend_from_slice(&d),
+            Event::End(n) => end = Some(n),
+            Event::Heartbeat(_) => {}
+            Event::Error(j) => panic!("{}", String::from_utf8_lossy(&j)),
+        }
+    }
+    (out, end)
+}
+
+#[tokio::test]
+async fn multi_entry_queries_merge_in_timestamp_order() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    // three entries with interleaved timestamps, one tie, and one entry the glob misses
+    for ts in 0..30u64 {
+        let e = ["cams/front", "cams/rear", "imu"][(ts % 3) as usize];
+        let k = if ts % 2 == 0 { "even" } else { "odd" };
+        write(&c, &s, e, ts, &[("k", k)]).await;
+    }
+    write(&c, &s, "imu", 3, &[("k", "odd")]).await; // same ts as cams/front
+    write(&c, &s, "cams/front/deep", 4, &[]).await;
+    let get = |q: &str| {
+        let (c, url) = (c.clone(), s.url(&format!("/api/v1/b/b/query?{q}")));
+        async move { c.get(url).send().await.unwrap() }
+    };
+    let r = get("entries=cams/*,imu").await;
+    assert_eq!(r.status(), 200);
+    let (recs, end) = decode_all(&r.bytes().await.unwrap());
+    assert_eq!(end, Some(31));
+    let keys: Vec<(String, u64)> = recs
+        .iter()
+        .map(|(e, ts, _)| (e.clone().unwrap(), *ts))
+        .collect();
+    assert_eq!(
+        &keys[..5],
+        &[
+            ("cams/front".to_string(), 0),
+            ("cams/rear".to_string(), 1),
+            ("imu".to_string(), 2),
+            ("cams/front".to_string(), 3),
+            ("imu".to_string(), 3),
+        ]
+    );
+    assert!(keys
+        .windows(2)
+        .all(|w| (w[0].1, &w[0].0) < (w[1].1, &w[1].0)));
+    assert_eq!(recs[4].2, b"p3");
+    // ** reaches across segments
+    let (recs, _) = decode_all(&get("entries=**").await.bytes().await.unwrap());
+    assert_eq!(recs.len(), 32);
+    // a condition and $limit over the merged stream; repeated entries= add up
+    let when: String =
+        form_urlencoded::byte_serialize(br#"{"&k": {"$eq": "odd"}, "$limit": 4}"#).collect();
+    let (recs, _) = decode_all(
+        &get(&format!("entries=cams/rear&entries=imu&when={when}"))
+            .await
+            .bytes()
+            .await
+            .unwrap(),
+    );
+    let keys: Vec<(String, u64)> = recs
+        .into_iter()
+        .map(|(e, ts, _)| (e.unwrap(), ts))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("cams/rear".to_string(), 1),
+            ("imu".to_string(), 3),
+            ("imu".to_string(), 5),
+            ("cams/rear".to_string(), 7)
+        ]
+    );
+    // meta=true adds the entry; POST takes "entries" as a list
+    let text = c
+        .post(s.url("/api/v1/b/b/query"))
+        .body(r#"{"entries": ["imu", "cams/rear"], "meta": true, "stop": 3}"#)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        (&lines[0]["entry"], &lines[0]["ts"]),
+        (&"cams/rear".into(), &1.into())
+    );
+    assert_eq!(
+        (&lines[1]["entry"], &lines[1]["ts"]),
+        (&"imu".into(), &2.into())
+    );
+    // a single-entry answer is unchanged: kind-1 frames, no "entry"
+    let r = c
+        .get(s.url("/api/v1/b/b/imu/query?stop=3"))
+        .send()
+        .await
+        .unwrap();
+    let body = r.bytes().await.unwrap();
+    assert_eq!(body[0], 1);
+    assert_eq!(decode_all(&body).0, [(None, 2, b"p2".to_vec())]);
+    // errors: no entries, an unknown plain name, entries on the entry route, DELETE
+    assert_eq!(get("start=0").await.status(), 400);
+    assert_eq!(get("entries=nope").await.status(), 404);
+    let (recs, end) = decode_all(&get("entries=nope/*").await.bytes().await.unwrap());
+    assert_eq!((recs.len(), end), (0, Some(0)));
+    let r = c
+        .get(s.url("/api/v1/b/b/imu/query?entries=imu"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let r = c
+        .delete(s.url("/api/v1/b/b/query?entries=imu"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    // an entry cannot be named `query`: the bucket-level route is unambiguous
+    let r = c
+        .post(s.url("/api/v1/b/b/x/query/y"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = c
+        .post(s.url("/api/v1/b/b/query"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400); // a POST query body that is not JSON
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_entry_tail_follows_every_entry_in_order() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    write(&c, &s, "a", 1, &[]).await;
+    write(&c, &s, "b", 2, &[]).await;
+    let resp = reqwest::get(s.url("/api/v1/b/b/query?entries=a,b&follow=true&heartbeat=1"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let (mut dec, mut buf) = (Decoder::new(), BytesMut::new());
+    let mut got: Vec<(String, u64)> = Vec::new();
+    let mut next_ts = 3u64;
+    while got.len() < 20 {
+        // one write to each entry in turn, once the previous one arrived
+        if got.len() as u64 == next_ts - 1 && next_ts <= 20 {
+            let e = if next_ts.is_multiple_of(2) { "b" } else { "a" };
+            write(&c, &s, e, next_ts, &[]).await;
+            next_ts += 1;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        buf.extend_from_slice(&chunk);
+        while let Some(ev) = dec.next(&mut buf).unwrap() {
+            if let Event::Record(h) = ev {
+                got.push((h.entry.unwrap(), h.ts));
+            }
+        }
+    }
+    let want: Vec<(String, u64)> = (1..=20u64)
+        .map(|ts| {
+            (
+                (if ts.is_multiple_of(2) { "b" } else { "a" }).to_string(),
+                ts,
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+}

@@ -34,6 +34,7 @@ mod index;
 mod labels;
 mod layout;
 mod lock;
+mod multi;
 mod names;
 mod quota;
 mod read;
@@ -53,6 +54,7 @@ pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
     WriteError,
 };
+pub use multi::{entry_pattern_matches, MultiIter};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};
 pub use record::{

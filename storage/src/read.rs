@@ -161,6 +161,27 @@ pub struct QueryItem {
 }
 
 impl QueryItem {
+    pub(crate) fn new(
+        store: &Store,
+        bucket: &str,
+        entry: Arc<Entry>,
+        ts: u64,
+        value: IndexValue,
+    ) -> QueryItem {
+        QueryItem {
+            meta: meta_of(ts, &value),
+            store: store.clone(),
+            entry,
+            value,
+            bucket: bucket.to_string(),
+        }
+    }
+
+    /// The entry the record belongs to.
+    pub fn entry(&self) -> &str {
+        self.entry.name()
+    }
+
     /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
     /// by a FIFO quota) after the query listed it: callers skip such items.
     pub fn data(&self) -> Result<Vec<u8>> {

@@ -170,6 +170,26 @@ async fn entry_route(
 ) -> Result<Response, AppError> {
     let (entry, route) = split_entry_path(&rest);
     tsblob_storage::validate_bucket_name(&bucket)?;
+    if entry.is_empty() && route == EntryRoute::Query {
+        // `/api/v1/b/{bucket}/query`: no entry may be named `query` (a reserved last
+        // segment), so this is the bucket-level, multi-entry query.
+        let method = req.method().clone();
+        let target = records::Target {
+            state,
+            caller,
+            bucket,
+            entry: String::new(),
+        };
+        return match method {
+            Method::GET => query::stream_bucket(target, req).await,
+            Method::POST => query::stream_bucket_post(target, req).await,
+            method => Err(AppError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{method} is not supported on a bucket-level query: GET or POST with entries (removal goes entry by entry)"),
+            )),
+        };
+    }
     tsblob_storage::validate_entry_name(entry)?;
     let (bucket, entry) = (bucket.clone(), entry.to_string());
     let method = req.method().clone();

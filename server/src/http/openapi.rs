@@ -29,6 +29,8 @@ use super::{batch, buckets, errors, metrics, query, records, tokens};
         batch::write,
         query::stream,
         query::stream_post,
+        query::stream_bucket,
+        query::stream_bucket_post,
         query::remove,
         tokens::list,
         tokens::create,

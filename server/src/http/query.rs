@@ -17,14 +17,16 @@ use axum::response::{IntoResponse, Response};
 use bytes::BufMut;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{LabelFilter, Labels, Query, QueryIter};
+use tsblob_storage::{LabelFilter, Labels, MultiIter, Query, QueryItem, QueryIter};
 
 use super::body::{channel_body, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
 use super::records::{remove_range, Target};
 use super::when::Json;
-use crate::framing::{put_end, put_error, put_heartbeat, put_record_head, MEDIA_TYPE};
+use crate::framing::{
+    put_end, put_entry_record_head, put_error, put_heartbeat, put_record_head, MEDIA_TYPE,
+};
 
 /// The media type of `meta=true` answers: one JSON object per line.
 pub const NDJSON: &str = "application/x-ndjson";
@@ -40,7 +42,7 @@ const WHOLE_PAYLOAD: u64 = 1 << 20;
 /// Chunks queued between the producer and the socket.
 const DEPTH: usize = 16;
 
-const KNOWN: &str = "start, stop, limit, desc, when, strict, meta, follow, heartbeat, settle_ms, eq.<key>, ne.<key>, has, missing";
+const KNOWN: &str = "start, stop, limit, desc, when, strict, meta, follow, heartbeat, settle_ms, entries, eq.<key>, ne.<key>, has, missing";
 
 /// The heartbeat period of a live tail unless `heartbeat=` says otherwise.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -55,6 +57,8 @@ pub struct QueryRequest {
     pub meta: bool,
     /// A live tail: `Some` with `follow=true`.
     pub follow: Option<FollowOpts>,
+    /// The entries (names and globs) of a bucket-level query (`entries=`).
+    pub entries: Option<Vec<String>>,
 }
 
 /// How a live tail (`follow=true`) runs.
@@ -130,6 +134,12 @@ pub fn parse_query(q: Option<&str>) -> Result<QueryRequest, AppError> {
             "follow" => follow = parse_bool(&k, &v)?,
             "heartbeat" => heartbeat = Some(parse_u64(&k, &v)?),
             "settle_ms" => settle_ms = Some(parse_u64(&k, &v)?),
+            "entries" => r.entries.get_or_insert_with(Vec::new).extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(String::from),
+            ),
             "when" => {
                 if query.when.is_some() {
                     return Err(AppError::bad_request(
@@ -206,6 +216,9 @@ pub struct QueryBody {
     /// timestamp (default 0, at most 60000), so that a record committed up to that late is
     /// not skipped.
     pub settle_ms: Option<u64>,
+    /// Bucket-level queries only (`/api/v1/b/{bucket}/query`): entry names and globs
+    /// (`*` within a segment, `**` across), e.g. `["cams/*", "imu"]`.
+    pub entries: Option<Vec<String>>,
 }
 
 /// Parses the JSON body of a `POST` query.
@@ -230,6 +243,7 @@ pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
         query,
         meta: b.meta,
         follow,
+        entries: b.entries,
     })
 }
 
@@ -254,7 +268,72 @@ pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
 pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
     let r = parse_query(req.uri().query())?;
-    answer(t, r).await
+    answer(t, one_entry(r)?).await
+}
+
+/// `entries` belongs to the bucket-level route.
+fn one_entry(r: QueryRequest) -> Result<QueryRequest, AppError> {
+    if r.entries.is_some() {
+        return Err(AppError::bad_request(
+            "entries= selects entries of a bucket-level query: use /api/v1/b/{bucket}/query?entries=...",
+        ));
+    }
+    Ok(r)
+}
+
+/// A bucket-level query needs `entries`.
+fn many_entries(r: QueryRequest) -> Result<QueryRequest, AppError> {
+    if r.entries.as_ref().is_none_or(|e| e.is_empty()) {
+        return Err(AppError::bad_request(
+            "a bucket-level query needs entries: names and globs, comma-separated (entries=cams/*,imu; entries=** for every entry)",
+        ));
+    }
+    Ok(r)
+}
+
+/// Streams the records of several entries merged in timestamp order.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}/query", tag = "records",
+    params(("bucket" = String, Path),
+           ("entries" = String, Query, description = "entry names and globs, comma-separated (repeatable): `*` matches within a segment, `**` across segments; e.g. cams/*,imu. A plain name must exist (404); a glob may match nothing"),
+           ("start" = Option<u64>, Query, description = "inclusive, µs"),
+           ("stop" = Option<u64>, Query, description = "exclusive, µs"),
+           ("limit" = Option<u64>, Query, description = "over the merged stream"), ("desc" = Option<bool>, Query, description = "newest first"),
+           ("when" = Option<String>, Query, description = "a condition as URL-encoded JSON, applied per record, its aggregation operators ($each_n, $each_t, $limit) over the merged stream"),
+           ("strict" = Option<bool>, Query),
+           ("meta" = Option<bool>, Query, description = "NDJSON lines {ts, entry, size, content_type, labels}"),
+           ("follow" = Option<bool>, Query, description = "live tail over the entries (as on the entry route)"),
+           ("heartbeat" = Option<u64>, Query), ("settle_ms" = Option<u64>, Query)),
+    responses((status = 200, description = "record frames of kind 4 (each names its entry), then an end frame; ties in timestamp come in entry-name order",
+               content_type = "application/x-tsblob-records", body = Vec<u8>),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn stream_bucket(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let r = parse_query(req.uri().query())?;
+    answer(t, many_entries(r)?).await
+}
+
+/// The bucket-level query with a JSON body (`"entries": [...]` required).
+#[utoipa::path(post, path = "/api/v1/b/{bucket}/query", tag = "records",
+    params(("bucket" = String, Path)),
+    request_body = QueryBody,
+    responses((status = 200, description = "as GET", content_type = "application/x-tsblob-records", body = Vec<u8>),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn stream_bucket_post(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let body = post_body(&t, req).await?;
+    answer(t, many_entries(parse_body(&body)?)?).await
+}
+
+async fn post_body(t: &Target, req: Request) -> Result<Vec<u8>, AppError> {
+    if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
+        return Err(AppError::bad_request(format!(
+            "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
+        )));
+    }
+    BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
+        .collect(1024)
+        .await
 }
 
 /// The same query with a JSON body, for conditions too long for a URL.
@@ -267,15 +346,8 @@ pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
               (status = 422, body = ErrorBody)))]
 pub async fn stream_post(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
-    if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
-        return Err(AppError::bad_request(format!(
-            "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
-        )));
-    }
-    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
-        .collect(1024)
-        .await?;
-    answer(t, parse_body(&body)?).await
+    let body = post_body(&t, req).await?;
+    answer(t, one_entry(parse_body(&body)?)?).await
 }
 
 async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
@@ -283,13 +355,20 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         query,
         meta,
         follow,
+        entries,
     } = r;
     // A live tail subscribes before its first walk: a commit after that walk's read
     // transaction began always wakes it.
     let commits = follow.map(|_| t.state.commits.subscribe());
     // Opening the query answers an unknown bucket or entry with a status, before any frame.
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    let iter = blocking(move || Ok(store.query(&bucket, &entry, &query)?)).await?;
+    let iter = blocking(move || {
+        Ok(match entries {
+            Some(patterns) => Walk::Many(store.query_entries(&bucket, &patterns, &query)?),
+            None => Walk::One(store.query(&bucket, &entry, &query)?),
+        })
+    })
+    .await?;
     // The first step runs before the status is sent: an error before any record (a strict
     // condition meeting a missing label) is answered with its status.
     let mut p = Producer::new(iter, meta);
@@ -377,17 +456,46 @@ impl Pieces {
     }
 }
 
+/// What a producer walks: one entry, or several merged.
+pub(crate) enum Walk {
+    One(QueryIter),
+    Many(MultiIter),
+}
+
+impl Walk {
+    fn next_bounded(&mut self) -> Option<tsblob_storage::Result<Option<QueryItem>>> {
+        match self {
+            Walk::One(i) => i.next_bounded(),
+            Walk::Many(i) => i.next_bounded(),
+        }
+    }
+
+    fn resume(&mut self, horizon: u64) -> bool {
+        match self {
+            Walk::One(i) => i.resume(horizon),
+            Walk::Many(i) => i.resume(horizon),
+        }
+    }
+
+    fn is_many(&self) -> bool {
+        matches!(self, Walk::Many(_))
+    }
+}
+
 /// One NDJSON line of a `meta=true` answer.
 #[derive(Serialize)]
 struct MetaLine<'a> {
     ts: u64,
+    /// Multi-entry answers only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry: Option<&'a str>,
     size: u64,
     content_type: &'a str,
     labels: &'a Labels,
 }
 
 pub(crate) struct Producer {
-    iter: QueryIter,
+    iter: Walk,
     /// NDJSON metadata lines instead of record frames.
     meta: bool,
     count: u64,
@@ -399,7 +507,7 @@ pub(crate) struct Producer {
 }
 
 impl Producer {
-    pub(crate) fn new(iter: QueryIter, meta: bool) -> Producer {
+    pub(crate) fn new(iter: Walk, meta: bool) -> Producer {
         Producer {
             iter,
             meta,
@@ -517,6 +625,7 @@ impl Producer {
             if self.meta {
                 let line = MetaLine {
                     ts: m.ts,
+                    entry: self.iter.is_many().then(|| item.entry()),
                     size: m.size,
                     content_type: &m.content_type,
                     labels: &m.labels,
@@ -532,13 +641,7 @@ impl Producer {
             if m.size <= WHOLE_PAYLOAD {
                 match item.data() {
                     Ok(data) => {
-                        put_record_head(
-                            &mut out.buf,
-                            m.ts,
-                            &m.content_type,
-                            &m.labels,
-                            data.len() as u64,
-                        );
+                        self.put_head(&mut out.buf, &item, data.len() as u64);
                         out.push(data);
                         self.count += 1;
                     }
@@ -548,13 +651,23 @@ impl Producer {
             } else {
                 match item.reader() {
                     Ok(r) => {
-                        put_record_head(&mut out.buf, m.ts, &m.content_type, &m.labels, m.size);
+                        self.put_head(&mut out.buf, &item, m.size);
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
                     Err(e) => return self.fail(out, AppError::from(e)),
                 }
             }
+        }
+    }
+
+    /// A record frame's head: kind 4 (naming the entry) in a multi-entry answer.
+    fn put_head(&self, out: &mut BytesMut, item: &QueryItem, len: u64) {
+        let m = &item.meta;
+        if self.iter.is_many() {
+            put_entry_record_head(out, item.entry(), m.ts, &m.content_type, &m.labels, len);
+        } else {
+            put_record_head(out, m.ts, &m.content_type, &m.labels, len);
         }
     }
 
@@ -716,10 +829,10 @@ pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
             "the query route removes ranges: give start and stop, not ts",
         ));
     }
-    let r = parse_query(raw)?;
-    if r.meta || r.query.descending {
+    let r = one_entry(parse_query(raw)?)?;
+    if r.meta || r.query.descending || r.follow.is_some() {
         return Err(AppError::bad_request(
-            "meta and desc have no meaning for DELETE: removal goes oldest first and answers {\"removed\": N}",
+            "meta, desc and follow have no meaning for DELETE: removal goes oldest first and answers {\"removed\": N}",
         ));
     }
     let q = r.query;
@@ -757,7 +870,7 @@ mod tests {
             form_urlencoded::byte_serialize(br#"{"&n": {"$gt": 1000000}}"#).collect::<String>()
         )))
         .unwrap();
-        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false);
+        let mut p = Producer::new(Walk::One(s.query("b", "e", &r.query).unwrap()), false);
         let mut steps = 0;
         loop {
             steps += 1;
