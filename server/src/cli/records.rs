@@ -35,6 +35,22 @@ fn entry_path(bucket: &str, entry: &str) -> String {
     format!("/api/v1/b/{}/{}", seg(bucket), seg(entry))
 }
 
+/// The query route of one entry, or the bucket-level one with `entries=` added to `params`.
+fn query_path(
+    bucket: &str,
+    entry: Option<&str>,
+    entries: Option<&str>,
+    params: &mut Vec<(String, String)>,
+) -> String {
+    match (entry, entries) {
+        (Some(e), _) => format!("{}/query", entry_path(bucket, e)),
+        (None, list) => {
+            params.push(("entries".into(), list.unwrap_or("**").to_string()));
+            format!("/api/v1/b/{}/query", seg(bucket))
+        }
+    }
+}
+
 fn parse_label(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -208,7 +224,14 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
 #[derive(Debug, clap::Args)]
 pub struct QueryArgs {
     pub bucket: String,
-    pub entry: String,
+    /// The entry (or --entries for several).
+    #[arg(required_unless_present = "entries", conflicts_with = "entries")]
+    pub entry: Option<String>,
+    /// Several entries merged in timestamp order: names and globs, comma-separated
+    /// ('cams/*,imu'; `*` within a segment, `**` across). Records are listed with their
+    /// entry, and --out writes <folder>/<entry>/<ts><ext>.
+    #[arg(long, value_name = "LIST")]
+    pub entries: Option<String>,
     /// Inclusive start (µs, RFC 3339, now-1h); default: the oldest.
     #[arg(long, value_parser = parse_time)]
     pub start: Option<u64>,
@@ -288,7 +311,12 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     if args.strict {
         params.push(("strict".into(), "true".into()));
     }
-    let path = format!("{}/query", entry_path(&args.bucket, &args.entry));
+    let path = query_path(
+        &args.bucket,
+        args.entry.as_deref(),
+        args.entries.as_deref(),
+        &mut params,
+    );
     if (args.list || args.json) && args.out.is_none() {
         params.push(("meta".into(), "true".into()));
         let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
@@ -400,7 +428,12 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
 #[derive(clap::Args)]
 pub struct TailArgs {
     pub bucket: String,
-    pub entry: String,
+    /// The entry (or --entries for several).
+    #[arg(required_unless_present = "entries", conflicts_with = "entries")]
+    pub entry: Option<String>,
+    /// Several entries merged in timestamp order: names and globs, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub entries: Option<String>,
     /// Start here (µs, RFC 3339, now-1h); default: the oldest record.
     #[arg(long, value_parser = parse_time)]
     pub start: Option<u64>,
@@ -425,7 +458,13 @@ pub struct TailArgs {
 /// times in a row at most, with a growing pause).
 pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.client)?;
-    let path = format!("{}/query", entry_path(&args.bucket, &args.entry));
+    let mut entries = Vec::new();
+    let path = query_path(
+        &args.bucket,
+        args.entry.as_deref(),
+        args.entries.as_deref(),
+        &mut entries,
+    );
     let when = when_param(args.when.as_deref(), None)?;
     let mut cursor = args.start;
     let (mut records, mut failures) = (0u64, 0u32);
@@ -435,6 +474,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
             ("meta".into(), "true".into()),
             ("heartbeat".into(), args.heartbeat.to_string()),
         ];
+        params.extend(entries.iter().cloned());
         if let Some(s) = cursor {
             params.push(("start".into(), s.to_string()));
         }
@@ -517,8 +557,13 @@ async fn open_record_file(
     h: &FrameHead,
 ) -> anyhow::Result<Option<tokio::fs::File>> {
     let labels: Vec<String> = h.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let entry = h
+        .entry
+        .as_deref()
+        .map(|e| format!("{e} "))
+        .unwrap_or_default();
     let line = format!(
-        "{} {} {} {} {}",
+        "{entry}{} {} {} {} {}",
         h.ts,
         format_time(h.ts),
         size(h.payload_len),
@@ -530,6 +575,17 @@ async fn open_record_file(
     }
     match &args.out {
         Some(dir) => {
+            let dir = match &h.entry {
+                // Entry names are validated by the server: no empty, '.' or '..' segment.
+                Some(e) => {
+                    let d = dir.join(e);
+                    tokio::fs::create_dir_all(&d)
+                        .await
+                        .with_context(|| format!("cannot create {}", d.display()))?;
+                    d
+                }
+                None => dir.clone(),
+            };
             let p = dir.join(format!("{}{}", h.ts, extension_of(&h.content_type)));
             let f = tokio::fs::File::create(&p)
                 .await
