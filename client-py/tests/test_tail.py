@@ -130,3 +130,33 @@ async def test_async_tail(server: Server, aclient: AsyncClient, bucket: str) -> 
             break
     await task
     assert got == list(range(1, 51))
+
+
+def test_multi_entry_query(client: Client, bucket: str) -> None:
+    for ts in range(12):
+        entry = ["cams/front", "cams/rear", "imu"][ts % 3]
+        client.write(bucket, entry, b"p%d" % ts, ts=ts, labels={"odd": str(ts % 2)})
+    client.write(bucket, "imu", b"tie", ts=3)  # same ts as cams/front
+    got = [(r.entry, r.timestamp, r.data) for r in client.query(bucket, entries=["cams/*", "imu"])]
+    assert got[:5] == [("cams/front", 0, b"p0"), ("cams/rear", 1, b"p1"), ("imu", 2, b"p2"),
+                       ("cams/front", 3, b"p3"), ("imu", 3, b"tie")]
+    assert len(got) == 13
+    infos = list(client.query(bucket, entries=["**"], meta=True, when={"&odd": {"$eq": 1}, "$limit": 3}))
+    # (the tie at imu 3 has no label: it does not match)
+    assert [(i.entry, i.timestamp) for i in infos] == [("cams/rear", 1), ("cams/front", 3), ("imu", 5)]
+    # single-entry records carry no entry
+    assert [r.entry for r in client.query(bucket, "imu", stop=3)] == [None]
+    with pytest.raises(tsblob.InvalidInput):
+        client.query(bucket)
+    with pytest.raises(tsblob.EntryNotFound):
+        list(client.query(bucket, entries=["nope"]))
+    tail = client.tail(bucket, entries=["cams/*"], start=9, heartbeat=1)
+    assert [(r.entry, r.timestamp) for r in (next(tail), next(tail))] == [("cams/front", 9), ("cams/rear", 10)]
+    tail.close()
+
+
+async def test_async_multi_entry_query(aclient: AsyncClient, bucket: str) -> None:
+    for ts in range(6):
+        await aclient.write(bucket, "a" if ts % 2 else "b", b"p%d" % ts, ts=ts)
+    got = [(r.entry, r.timestamp) async for r in aclient.query(bucket, entries=["a", "b"])]
+    assert got == [("b", 0), ("a", 1), ("b", 2), ("a", 3), ("b", 4), ("a", 5)]

@@ -343,14 +343,16 @@ class AsyncClient:
         resp = await self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts))
         return RecordInfo(*c.info_from_headers(resp.headers))
 
-    def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None,
               labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
               exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, when: Optional[Mapping[str, Any]] = None,
-              strict: bool = False, meta: bool = False) -> Union[AsyncQueryIterator, AsyncIterator[RecordInfo]]:
+              strict: bool = False, meta: bool = False,
+              entries: Optional[Sequence[str]] = None) -> Union[AsyncQueryIterator, AsyncIterator[RecordInfo]]:
         """See :meth:`tsblob.Client.query`; use with ``async for``."""
         params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse, when, strict, meta)
-        path = c.entry_path(bucket, entry) + "/query"
+        path = c.query_path(bucket, entry, entries, params)
         if meta:
             return self._iter_meta(path, params)
         return AsyncQueryIterator(self, path, params)
@@ -369,17 +371,19 @@ class AsyncClient:
                 if info is not None:
                     yield info
 
-    async def tail(self, bucket: str, entry: str, start: Optional[Timestamp] = None, *,
+    async def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
                    when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
                    heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
-                   retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF) -> AsyncIterator[Any]:
+                   retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+                   entries: Optional[Sequence[str]] = None) -> AsyncIterator[Any]:
         """See :meth:`tsblob.Client.tail`; use with ``async for`` (``await gen.aclose()`` or
         breaking out of the loop stops it)."""
-        path = c.entry_path(bucket, entry) + "/query"
+        extra: c.Params = []
+        path = c.query_path(bucket, entry, entries, extra)
         cursor = None if start is None else c.to_micros(start)
         failures = 0
         while True:
-            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms)
+            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms) + extra
             it: Any = self._iter_meta(path, params) if meta else AsyncQueryIterator(self, path, params)
             try:
                 async for rec in it:

@@ -332,11 +332,13 @@ class Client:
         resp = self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts))
         return RecordInfo(*c.info_from_headers(resp.headers))
 
-    def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None,
               labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
               exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, when: Optional[Mapping[str, Any]] = None,
-              strict: bool = False, meta: bool = False) -> Union[QueryIterator, Iterator[RecordInfo]]:
+              strict: bool = False, meta: bool = False,
+              entries: Optional[Sequence[str]] = None) -> Union[QueryIterator, Iterator[RecordInfo]]:
         """Records with ``start <= ts < stop`` (both optional), oldest first (``reverse``:
         newest first), at most ``limit``. Label filters, all combined with AND: ``labels``
         equal, ``exclude`` not equal (or missing), ``has`` present, ``missing`` absent.
@@ -344,12 +346,17 @@ class Client:
         (``{"&score": {"$gt": 10}, "$each_t": "1s"}``, see docs/api.md); ``strict``: a
         comparison with a missing label raises instead of being false.
 
+        ``entries=["cams/*", "imu"]`` (instead of ``entry``) merges several entries of the
+        bucket in timestamp order (names and globs: ``*`` within a segment, ``**`` across;
+        ties in the order of the entries' names); each record's ``entry`` says where it
+        belongs, and ``limit``/``when`` count over the merged stream.
+
         ``meta=True`` yields :class:`RecordInfo` (timestamp, size, content type, labels)
         without payloads. The request starts on the first ``next()``; memory stays bounded
         however many records match (see :class:`QueryIterator`).
         """
         params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse, when, strict, meta)
-        path = c.entry_path(bucket, entry) + "/query"
+        path = c.query_path(bucket, entry, entries, params)
         if meta:
             return self._iter_meta(path, params)
         return QueryIterator(self, path, params)
@@ -368,10 +375,11 @@ class Client:
                 if info is not None:
                     yield info
 
-    def tail(self, bucket: str, entry: str, start: Optional[Timestamp] = None, *,
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
              heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
-             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF) -> Iterator[Any]:
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> Iterator[Any]:
         """A live tail: the records from ``start`` on (everything stored without it), then
         each new one as it is written, oldest first, forever (or until a ``$limit`` in
         ``when`` is reached). Yields :class:`Record` (``meta=True``: :class:`RecordInfo`);
@@ -380,12 +388,14 @@ class Client:
         so nothing is missed or seen twice across reconnections; errors the server answers
         raise at once. ``heartbeat``: seconds between the server's keep-alives when idle
         (default 15; keep it below the client's ``timeout``); ``settle_ms``: see docs/api.md.
-        Break out of the loop (or ``close()`` the generator) to stop."""
-        path = c.entry_path(bucket, entry) + "/query"
+        Break out of the loop (or ``close()`` the generator) to stop. ``entries=[...]``
+        (instead of ``entry``) follows several entries merged, as in :meth:`query`."""
+        extra: c.Params = []
+        path = c.query_path(bucket, entry, entries, extra)
         cursor = None if start is None else c.to_micros(start)
         failures = 0
         while True:
-            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms)
+            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms) + extra
             it: Any = self._iter_meta(path, params) if meta else QueryIterator(self, path, params)
             try:
                 for rec in it:

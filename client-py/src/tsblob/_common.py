@@ -177,6 +177,25 @@ def meta_line(line: bytes) -> Optional[RecordInfo]:
     return RecordInfo.from_json(doc)
 
 
+def query_path(bucket: str, entry: Optional[str], entries: Optional[Union[str, Sequence[str]]],
+               params: Params) -> str:
+    """The query route of one entry, or the bucket-level one with ``entries`` added to
+    ``params`` (names and globs: ``*`` within a segment, ``**`` across)."""
+    if entries is None:
+        if entry is None:
+            raise InvalidInput("give an entry, or entries=[...] (names and globs) for a multi-entry query",
+                               code="bad_request")
+        return entry_path(bucket, entry) + "/query"
+    if entry is not None:
+        raise InvalidInput("give either an entry or entries=[...], not both", code="bad_request")
+    names = _names(entries)
+    if not names:
+        raise InvalidInput("entries=[] names no entry: give names or globs such as ['cams/*', 'imu']",
+                           code="bad_request")
+    params.append(("entries", ",".join(names)))
+    return bucket_path(bucket) + "/query"
+
+
 TAIL_RETRIES = 5
 """Reconnections a tail attempts in a row (after a dropped connection) before it gives up."""
 TAIL_BACKOFF = 0.5
