@@ -762,7 +762,12 @@ async fn pump(
         };
         if let Some(l) = &live {
             // A long catch-up scan that matches nothing still keeps the connection alive.
-            if pieces.is_empty() && !last && last_sent.elapsed() >= l.opts.heartbeat {
+            // (Only between frames: never inside a large record's payload.)
+            if pieces.is_empty()
+                && !last
+                && p.large.is_none()
+                && last_sent.elapsed() >= l.opts.heartbeat
+            {
                 pieces.push(p.heartbeat_piece());
             }
         }
