@@ -143,3 +143,30 @@ def test_bad_labels_are_a_protocol_error() -> None:
     head = struct.pack("<BQHHIQ", 1, 5, 0, 1, 3, 0) + b"\x05\x00k"
     with pytest.raises(TsblobError):
         parse(head + encode_end(1), [100], 100)
+
+
+def test_heartbeats_and_records_with_their_entry() -> None:
+    """Frame kind 3 (heartbeat) and kind 4 (a record naming its entry), fed a byte at a time."""
+    from tsblob._framing import EV_HEARTBEAT
+
+    entry = "cams/front".encode()
+    labels = struct.pack("<H", 1) + b"k" + struct.pack("<H", 1) + b"v"
+    head4 = struct.pack("<BQHHIQ", 4, 9, 3, 1, len(labels), 2) + struct.pack("<H", len(entry)) + entry
+    body = (struct.pack("<BQ", 3, 42) + head4 + b"a/b" + labels + b"hi"
+            + stream([(10, b"", "", {})])[:-9] + struct.pack("<BQ", 3, 43) + encode_end(2))
+    p = FrameParser(eager_limit=1 << 20)
+    events = []
+    for i in range(len(body)):
+        p.feed(body[i:i + 1])
+        while True:
+            ev = p.next_event()
+            if ev is None:
+                break
+            events.append(ev)
+    assert events[0] == (EV_HEARTBEAT, 42)
+    assert events[1][0] == EV_RECORD and events[1][2] == b"hi"
+    h = events[1][1]
+    assert (h.entry, h.ts, h.content_type, h.labels) == ("cams/front", 9, "a/b", {"k": "v"})
+    assert events[2][0] == EV_RECORD and events[2][1].entry is None and events[2][1].ts == 10
+    assert events[3] == (EV_HEARTBEAT, 43)
+    assert events[4] == (EV_END, 2)

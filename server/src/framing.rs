@@ -17,6 +17,13 @@ pub const TS_NOW: u64 = u64::MAX;
 pub const KIND_END: u8 = 0;
 pub const KIND_RECORD: u8 = 1;
 pub const KIND_ERROR: u8 = 2;
+/// A live tail (`follow=true`) keeping its connection alive: the server's time, u64 LE µs.
+pub const KIND_HEARTBEAT: u8 = 3;
+/// A record of a multi-entry query: a record frame whose head is followed by the entry's
+/// name (u16 LE length, then the name) before the content type.
+pub const KIND_ENTRY_RECORD: u8 = 4;
+/// Bytes of a heartbeat frame.
+pub const HEARTBEAT_LEN: usize = 9;
 /// Bytes of the fixed part of a record frame.
 pub const RECORD_HEAD_LEN: usize = 25;
 /// Labels and error documents larger than this are refused: they are metadata, and a
@@ -26,6 +33,8 @@ pub const MAX_META_LEN: usize = 1 << 20;
 /// The head of a record frame: everything but the payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameHead {
+    /// The entry, in the answer of a multi-entry query (frame kind 4); `None` otherwise.
+    pub entry: Option<String>,
     pub ts: u64,
     pub content_type: String,
     pub labels: Labels,
@@ -40,19 +49,51 @@ pub fn put_record_head(
     labels: &Labels,
     payload_len: u64,
 ) {
+    put_head(out, None, ts, content_type, labels, payload_len);
+}
+
+/// Appends the head of a record frame that names its entry (kind 4, multi-entry queries).
+pub fn put_entry_record_head(
+    out: &mut BytesMut,
+    entry: &str,
+    ts: u64,
+    content_type: &str,
+    labels: &Labels,
+    payload_len: u64,
+) {
+    put_head(out, Some(entry), ts, content_type, labels, payload_len);
+}
+
+fn put_head(
+    out: &mut BytesMut,
+    entry: Option<&str>,
+    ts: u64,
+    content_type: &str,
+    labels: &Labels,
+    payload_len: u64,
+) {
     let ct: &str = if content_type == DEFAULT_CONTENT_TYPE {
         ""
     } else {
         content_type
     };
     let labels_len: usize = labels.iter().map(|(k, v)| 4 + k.len() + v.len()).sum();
-    out.reserve(RECORD_HEAD_LEN + ct.len() + labels_len);
-    out.put_u8(KIND_RECORD);
+    let entry_len = entry.map_or(0, |e| 2 + e.len());
+    out.reserve(RECORD_HEAD_LEN + entry_len + ct.len() + labels_len);
+    out.put_u8(if entry.is_some() {
+        KIND_ENTRY_RECORD
+    } else {
+        KIND_RECORD
+    });
     out.put_u64_le(ts);
     out.put_u16_le(ct.len() as u16);
     out.put_u16_le(labels.len() as u16);
     out.put_u32_le(labels_len as u32);
     out.put_u64_le(payload_len);
+    if let Some(e) = entry {
+        out.put_u16_le(e.len() as u16);
+        out.put_slice(e.as_bytes());
+    }
     out.put_slice(ct.as_bytes());
     for (k, v) in labels {
         out.put_u16_le(k.len() as u16);
@@ -74,6 +115,12 @@ pub fn put_end(out: &mut BytesMut, count: u64) {
     out.put_u64_le(count);
 }
 
+/// Appends a heartbeat frame carrying the server's time (µs).
+pub fn put_heartbeat(out: &mut BytesMut, now: u64) {
+    out.put_u8(KIND_HEARTBEAT);
+    out.put_u64_le(now);
+}
+
 /// Appends an error frame carrying an `{"error": {...}}` document.
 pub fn put_error(out: &mut BytesMut, json: &[u8]) {
     out.put_u8(KIND_ERROR);
@@ -92,6 +139,8 @@ pub enum Event {
     End(u64),
     /// An error frame with its JSON document.
     Error(Bytes),
+    /// A heartbeat of a live tail, with the server's time (µs).
+    Heartbeat(u64),
 }
 
 /// A framing violation; the message says where and what.
@@ -223,17 +272,39 @@ impl Decoder {
                 self.state = State::Done;
                 Ok(Some(Event::Error(json)))
             }
-            KIND_RECORD => self.record_head(buf),
+            KIND_HEARTBEAT => {
+                if buf.len() < HEARTBEAT_LEN {
+                    return Ok(None);
+                }
+                buf.advance(1);
+                let now = buf.get_u64_le();
+                self.offset += HEARTBEAT_LEN as u64;
+                Ok(Some(Event::Heartbeat(now)))
+            }
+            KIND_RECORD | KIND_ENTRY_RECORD => self.record_head(buf, kind == KIND_ENTRY_RECORD),
             other => self.fail(format!(
-                "unknown frame kind {other:#04x}: expected 0x01 (record), 0x00 (end) or 0x02 (error)"
+                "unknown frame kind {other:#04x}: expected 0x01 (record), 0x00 (end), 0x02 (error), 0x03 (heartbeat) or 0x04 (record with entry)"
             )),
         }
     }
 
-    fn record_head(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, FrameError> {
+    fn record_head(
+        &mut self,
+        buf: &mut BytesMut,
+        with_entry: bool,
+    ) -> Result<Option<Event>, FrameError> {
         if buf.len() < RECORD_HEAD_LEN {
             return Ok(None);
         }
+        // The entry name of a kind-4 frame sits between the fixed head and the content type.
+        let entry_len = if with_entry {
+            if buf.len() < RECORD_HEAD_LEN + 2 {
+                return Ok(None);
+            }
+            2 + u16::from_le_bytes([buf[RECORD_HEAD_LEN], buf[RECORD_HEAD_LEN + 1]]) as usize
+        } else {
+            0
+        };
         let mut fixed = &buf[1..RECORD_HEAD_LEN];
         let ts = fixed.get_u64_le();
         let ct_len = fixed.get_u16_le() as usize;
@@ -245,12 +316,21 @@ impl Decoder {
                 "labels length {labels_len} is over the {MAX_META_LEN}-byte limit"
             ));
         }
-        let total = RECORD_HEAD_LEN + ct_len + labels_len;
+        let total = RECORD_HEAD_LEN + entry_len + ct_len + labels_len;
         if buf.len() < total {
             return Ok(None);
         }
         let whole = buf.split_to(total);
-        let ct_bytes = &whole[RECORD_HEAD_LEN..RECORD_HEAD_LEN + ct_len];
+        let entry = if with_entry {
+            match std::str::from_utf8(&whole[RECORD_HEAD_LEN + 2..RECORD_HEAD_LEN + entry_len]) {
+                Ok(e) => Some(e.to_string()),
+                Err(_) => return self.fail("entry name is not UTF-8"),
+            }
+        } else {
+            None
+        };
+        let at = RECORD_HEAD_LEN + entry_len;
+        let ct_bytes = &whole[at..at + ct_len];
         let content_type = if ct_bytes.is_empty() {
             DEFAULT_CONTENT_TYPE.to_string()
         } else if ct_bytes.iter().all(|b| (0x20..0x7f).contains(b)) {
@@ -258,7 +338,7 @@ impl Decoder {
         } else {
             return self.fail("content type is not printable ASCII");
         };
-        let labels = match parse_labels(&whole[RECORD_HEAD_LEN + ct_len..], label_count) {
+        let labels = match parse_labels(&whole[at + ct_len..], label_count) {
             Ok(l) => l,
             Err(e) => return self.fail(e),
         };
@@ -272,6 +352,7 @@ impl Decoder {
             }
         };
         Ok(Some(Event::Record(FrameHead {
+            entry,
             ts,
             content_type,
             labels,
@@ -357,7 +438,7 @@ mod tests {
                 Event::Record(h) => heads.push(h),
                 Event::Data(d) => payload.extend_from_slice(&d),
                 Event::End(n) => end = Some(n),
-                Event::Error(_) => panic!("no error frame was written"),
+                Event::Error(_) | Event::Heartbeat(_) => panic!("no such frame was written"),
             }
         }
         assert_eq!(heads.len(), 2);
@@ -388,6 +469,38 @@ mod tests {
         assert_eq!(&b[25..28], b"a/b");
         assert_eq!(&b[28..35], &[1, 0, b'k', 2, 0, b'v', b'v']);
         assert_eq!(&b[35..], b"xyz");
+    }
+
+    #[test]
+    fn heartbeats_and_records_with_their_entry() {
+        let mut b = BytesMut::new();
+        put_heartbeat(&mut b, 42);
+        put_entry_record_head(&mut b, "cams/front", 9, "a/b", &labels(&[("k", "v")]), 2);
+        b.put_slice(b"hi");
+        put_record(&mut b, 10, "", &Labels::new(), b"");
+        put_heartbeat(&mut b, 43);
+        put_end(&mut b, 2);
+        assert_eq!(&b[..HEARTBEAT_LEN], &[3, 42, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(b[HEARTBEAT_LEN], KIND_ENTRY_RECORD);
+        assert_eq!(
+            &b[HEARTBEAT_LEN + 25..HEARTBEAT_LEN + 27],
+            &10u16.to_le_bytes()
+        );
+        let ev = decode_bytewise(&b).unwrap();
+        assert_eq!(ev[0], Event::Heartbeat(42));
+        let Event::Record(h) = &ev[1] else { panic!() };
+        assert_eq!(
+            (h.entry.as_deref(), h.ts, h.content_type.as_str()),
+            (Some("cams/front"), 9, "a/b")
+        );
+        assert_eq!(h.labels, labels(&[("k", "v")]));
+        // (fed a byte at a time, the payload comes a byte at a time)
+        assert_eq!(ev[2], Event::Data(Bytes::from_static(b"h")));
+        assert_eq!(ev[3], Event::Data(Bytes::from_static(b"i")));
+        let Event::Record(h) = &ev[4] else { panic!() };
+        assert_eq!((h.entry.as_deref(), h.ts), (None, 10));
+        assert_eq!(ev[5], Event::Heartbeat(43));
+        assert_eq!(ev[6], Event::End(2));
     }
 
     #[test]

@@ -32,6 +32,8 @@ enum Command {
     Query(cli::QueryArgs),
     /// Records and bytes of an entry per time step (from the index, no payload read).
     Histogram(cli::HistogramArgs),
+    /// Follow an entry: one line per record, then each new one as it is written.
+    Tail(cli::TailArgs),
     /// Remove a record, a time range or a whole entry.
     Rm(cli::RmArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
@@ -62,6 +64,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Query(args) => cli::query(args).await,
         Command::Histogram(args) => cli::histogram(args).await,
         Command::Rm(args) => cli::rm(args).await,
+        Command::Tail(args) => cli::tail(args).await,
         Command::Bench(args) => tsblob_compare::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
     }

@@ -73,6 +73,9 @@ pub struct Change {
     pub files: Vec<(u64, Arc<File>)>,
 }
 
+/// Called after every successful commit (see [`Committer::on_commit`]).
+pub type Listener = Arc<dyn Fn() + Send + Sync>;
+
 /// A follower's outcome, filled in by the leader (typed: a follower sees `DiskFull` as
 /// `DiskFull`, see `Error::duplicate`).
 type Slot = Arc<Mutex<Option<Result<()>>>>;
@@ -88,6 +91,8 @@ pub struct Committer {
     policy: SyncPolicy,
     /// Block files written since the last periodic sync.
     dirty: Mutex<HashMap<u64, Arc<File>>>,
+    /// Called by a group's leader after its commit (cloned out of the lock, then called).
+    listeners: Mutex<Arc<[Listener]>>,
 }
 
 impl Committer {
@@ -103,6 +108,26 @@ impl Committer {
             cv: Condvar::new(),
             policy,
             dirty: Mutex::new(Rank::CommitDirty, HashMap::new()),
+            listeners: Mutex::new(Rank::Listeners, Arc::from(Vec::new())),
+        }
+    }
+
+    /// Adds a listener, called by the leader of every group commit that succeeded (after
+    /// its transaction committed: a read transaction opened after the call sees the
+    /// group's changes). It runs on the leader's thread holding no lock of the committer,
+    /// but possibly under the leader's own caller's entry or structure lock: it must be
+    /// cheap, must not block and must not call back into the store.
+    pub fn on_commit(&self, listener: Listener) {
+        let mut l = self.listeners.lock();
+        let mut all: Vec<Listener> = l.iter().cloned().collect();
+        all.push(listener);
+        *l = Arc::from(all);
+    }
+
+    fn notify(&self) {
+        let listeners = self.listeners.lock().clone();
+        for l in listeners.iter() {
+            l();
         }
     }
 
@@ -130,6 +155,9 @@ impl Committer {
                 *s.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
             }
             drop(group);
+            if res.is_ok() {
+                self.notify();
+            }
             q = self.queue.lock();
             q.leader = false;
             self.cv.notify_all();

@@ -35,6 +35,7 @@ mod index;
 mod labels;
 mod layout;
 mod lock;
+mod multi;
 mod names;
 mod quota;
 mod read;
@@ -57,6 +58,7 @@ pub use error::{
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
+pub use multi::{entry_pattern_matches, MultiIter};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};
 pub use record::{

@@ -37,6 +37,8 @@ pub(crate) enum Rank {
     Interner = 70,
     /// The sync thread's handle (only at open and close).
     Syncer = 80,
+    /// `Committer`: the commit listeners (a leaf: the list is cloned out, then called).
+    Listeners = 90,
 }
 
 #[cfg(debug_assertions)]

@@ -73,11 +73,13 @@ impl Store {
             entry: e,
             lo: query.start.unwrap_or(0),
             hi: query.stop.unwrap_or(u64::MAX),
+            stop: query.stop.unwrap_or(u64::MAX),
             descending: query.descending,
             sel: Selector::new(query),
             page: VecDeque::new(),
             failed: None,
             done: false,
+            ended: false,
         })
     }
 }
@@ -159,6 +161,27 @@ pub struct QueryItem {
 }
 
 impl QueryItem {
+    pub(crate) fn new(
+        store: &Store,
+        bucket: &str,
+        entry: Arc<Entry>,
+        ts: u64,
+        value: IndexValue,
+    ) -> QueryItem {
+        QueryItem {
+            meta: meta_of(ts, &value),
+            store: store.clone(),
+            entry,
+            value,
+            bucket: bucket.to_string(),
+        }
+    }
+
+    /// The entry the record belongs to.
+    pub fn entry(&self) -> &str {
+        self.entry.name()
+    }
+
     /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
     /// by a FIFO quota) after the query listed it: callers skip such items.
     pub fn data(&self) -> Result<Vec<u8>> {
@@ -186,16 +209,50 @@ pub struct QueryIter {
     /// The window still to visit: `[lo, hi)`.
     lo: u64,
     hi: u64,
+    /// The query's own `stop` (`hi` may be lower while following: see [`QueryIter::resume`]).
+    stop: u64,
     descending: bool,
     sel: Selector,
     page: VecDeque<(u64, IndexValue)>,
     /// An error to return once the records selected before it are out.
     failed: Option<Error>,
+    /// The walk of `[lo, hi)` is over (a later `resume` may start another).
     done: bool,
+    /// The query is over for good: a limit, a `$limit` or an error ended it.
+    ended: bool,
 }
 
 impl QueryIter {
+    /// Following a stream of records as they are written: once this iterator has returned
+    /// `None`, walks again from just after the last index record it scanned (matching or
+    /// not) up to `min(stop, horizon)`, keeping the condition's state (`$each_n`,
+    /// `$each_t`, `$limit` and the query's limit count over the whole stream). Also sets
+    /// the bound of the first walk when called before it. Returns false when the query
+    /// cannot yield more: it is descending, a limit or an error ended it, or its range is
+    /// used up. A record committed after the walk passed its timestamp is never returned.
+    pub fn resume(&mut self, horizon: u64) -> bool {
+        if self.ended || self.descending || self.lo >= self.stop {
+            return false;
+        }
+        if !self.page.is_empty() || self.failed.is_some() {
+            return true; // the current walk has not been consumed yet
+        }
+        self.hi = self.stop.min(horizon);
+        self.done = false;
+        true
+    }
+
+    /// The timestamp the next walk starts from (ascending): one past the last index record
+    /// scanned.
+    pub fn cursor(&self) -> u64 {
+        self.lo
+    }
+
     fn fill(&mut self) -> Result<()> {
+        if self.lo >= self.hi {
+            self.done = true;
+            return Ok(());
+        }
         let index = &self.store.inner.index;
         let txn = index.read_txn()?;
         let mut out = Vec::with_capacity(PAGE);
@@ -218,10 +275,14 @@ impl QueryIter {
             }
         }
         match self.sel.select(out, &mut self.page) {
-            Ok(true) => self.done = true,
+            Ok(true) => {
+                self.done = true;
+                self.ended = true;
+            }
             Ok(false) => {}
             Err(e) => {
                 self.done = true;
+                self.ended = true;
                 self.failed = Some(e);
             }
         }
@@ -241,6 +302,7 @@ impl QueryIter {
             }
             if let Err(e) = self.fill() {
                 self.done = true;
+                self.ended = true;
                 return Some(Err(e));
             }
         }
@@ -289,5 +351,83 @@ impl Iterator for QueryIter {
                 Err(e) => return Some(Err(e)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod follow_tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use crate::*;
+
+    fn drain(it: &mut QueryIter) -> Vec<u64> {
+        it.by_ref().map(|i| i.unwrap().meta.ts).collect()
+    }
+
+    #[test]
+    fn a_resumed_query_sees_new_records_once_and_keeps_its_condition_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let commits = Arc::new(AtomicU64::new(0));
+        let c = commits.clone();
+        s.on_commit(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        for ts in 0..10 {
+            s.write("b", "e", &WriteMeta::at(ts), b"x").unwrap();
+        }
+        // one commit per write, and one that created the entry
+        assert_eq!(commits.load(Ordering::SeqCst), 11);
+        let q = Query {
+            when: Some(Condition::And(vec![
+                Condition::EachN(3),
+                Condition::Limit(5),
+            ])),
+            ..Query::default()
+        };
+        let mut it = s.query("b", "e", &q).unwrap();
+        assert!(it.resume(u64::MAX));
+        assert_eq!(drain(&mut it), [2, 5, 8]);
+        // nothing new: the next walk is empty and the query goes on
+        assert!(it.resume(u64::MAX));
+        assert_eq!(drain(&mut it), Vec::<u64>::new());
+        for ts in 10..30 {
+            s.write("b", "e", &WriteMeta::at(ts), b"x").unwrap();
+        }
+        // a horizon bounds a walk; the rest comes with the next one
+        assert!(it.resume(12));
+        assert_eq!(drain(&mut it), [11]);
+        assert_eq!(it.cursor(), 12);
+        assert!(it.resume(u64::MAX));
+        // $each_n counted on from 11; $limit(5) ends the stream after 14
+        assert_eq!(drain(&mut it), [14]);
+        assert!(!it.resume(u64::MAX));
+        // a query's stop ends following once the cursor reaches it
+        let mut it = s
+            .query(
+                "b",
+                "e",
+                &Query {
+                    stop: Some(30),
+                    ..Query::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(drain(&mut it).len(), 30);
+        assert!(!it.resume(u64::MAX));
+        // descending queries cannot follow
+        let mut it = s
+            .query(
+                "b",
+                "e",
+                &Query {
+                    descending: true,
+                    ..Query::default()
+                },
+            )
+            .unwrap();
+        assert!(!it.resume(u64::MAX));
     }
 }

@@ -366,6 +366,18 @@ impl Store {
         Ok(())
     }
 
+    /// Calls `listener` after every successful index commit (a write, a batch, a label
+    /// update, a removal...), so that a reader can wait for new records without polling:
+    /// a query started after the call sees what that commit added. Called on the
+    /// committing thread, holding no lock of the committer but possibly its caller's entry
+    /// lock: a listener must be cheap and non-blocking (bump a counter, wake a waiter) and
+    /// must never call back into the store. There is no unregistering: register one
+    /// listener that fans out. Listeners may be called for commits that add nothing a
+    /// reader cares about.
+    pub fn on_commit(&self, listener: Box<dyn Fn() + Send + Sync>) {
+        self.inner.committer.on_commit(Arc::from(listener));
+    }
+
     /// Forces everything written so far to stable storage.
     pub fn sync(&self) -> Result<()> {
         self.inner.committer.sync_now(&self.inner.index)

@@ -28,7 +28,7 @@ from . import _common as c
 from ._client import file_size, parse_json
 from ._errors import ProtocolError, TransportError, TsblobError, error_from_response_body
 from ._http import Response, transport_error
-from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
+from ._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._models import (AsyncRecord, BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token)
 from ._timestamps import Timestamp
 
@@ -127,6 +127,8 @@ class AsyncQueryIterator(AsyncIterator[AsyncRecord]):
         while True:
             ev = parser.next_event()
             if ev is not None:
+                if ev[0] == EV_HEARTBEAT:  # a live tail is idle: nothing to hand out
+                    continue
                 return ev
             assert self._chunks is not None
             try:
@@ -160,11 +162,11 @@ class AsyncQueryIterator(AsyncIterator[AsyncRecord]):
             kind = ev[0]
             if kind == EV_RECORD:
                 h = ev[1]
-                return AsyncRecord(h.ts, h.content_type, h.labels, h.size, ev[2])
+                return AsyncRecord(h.ts, h.content_type, h.labels, h.size, ev[2], None, h.entry)
             if kind == EV_HEAD:
                 h = ev[1]
                 self._payload = self._stream_payload()
-                return AsyncRecord(h.ts, h.content_type, h.labels, h.size, None, self._payload)
+                return AsyncRecord(h.ts, h.content_type, h.labels, h.size, None, self._payload, h.entry)
             if kind == EV_END:
                 assert self._chunks is not None
                 async for rest in self._chunks:  # the HTTP end of the body: keeps the connection
@@ -350,14 +352,16 @@ class AsyncClient:
         resp = await self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts))
         return RecordInfo(*c.info_from_headers(resp.headers))
 
-    def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None,
               labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
               exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, when: Optional[Mapping[str, Any]] = None,
-              strict: bool = False, meta: bool = False) -> Union[AsyncQueryIterator, AsyncIterator[RecordInfo]]:
+              strict: bool = False, meta: bool = False,
+              entries: Optional[Sequence[str]] = None) -> Union[AsyncQueryIterator, AsyncIterator[RecordInfo]]:
         """See :meth:`tsblob.Client.query`; use with ``async for``."""
         params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse, when, strict, meta)
-        path = c.entry_path(bucket, entry) + "/query"
+        path = c.query_path(bucket, entry, entries, params)
         if meta:
             return self._iter_meta(path, params)
         return AsyncQueryIterator(self, path, params)
@@ -368,9 +372,41 @@ class AsyncClient:
             async for chunk in aiter_response(resp):
                 lines, rest = c.split_lines(rest, chunk)
                 for line in lines:
-                    yield c.meta_line(line)
+                    info = c.meta_line(line)
+                    if info is not None:
+                        yield info
             if rest.strip():
-                yield c.meta_line(rest)
+                info = c.meta_line(rest)
+                if info is not None:
+                    yield info
+
+    async def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+                   when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+                   heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+                   retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+                   entries: Optional[Sequence[str]] = None) -> AsyncIterator[Any]:
+        """See :meth:`tsblob.Client.tail`; use with ``async for`` (``await gen.aclose()`` or
+        breaking out of the loop stops it)."""
+        extra: c.Params = []
+        path = c.query_path(bucket, entry, entries, extra)
+        cursor = None if start is None else c.to_micros(start)
+        failures = 0
+        while True:
+            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms) + extra
+            it: Any = self._iter_meta(path, params) if meta else AsyncQueryIterator(self, path, params)
+            try:
+                async for rec in it:
+                    failures = 0
+                    cursor = rec.timestamp + 1
+                    yield rec
+                return  # the stream ended: its limit was reached
+            except (TransportError, ProtocolError):
+                failures += 1
+                if failures > retries:
+                    raise
+            finally:
+                await it.aclose()
+            await asyncio.sleep(c.tail_delay(failures, backoff))
 
     async def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
                            stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,

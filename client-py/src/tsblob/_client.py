@@ -14,14 +14,15 @@ import json
 import os
 import ssl
 import stat
+import time
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 from . import _common as c
-from ._errors import ProtocolError, TsblobError, error_from_response_body
-from ._framing import EV_END, EV_HEAD, EV_RECORD, MEDIA_TYPE, FrameParser
+from ._errors import ProtocolError, TransportError, TsblobError, error_from_response_body
+from ._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
 from ._http import Response, SyncTransport, iter_response, lower_headers
 from ._models import BatchResult, Bucket, EntryInfo, Health, Histogram, Record, RecordInfo, ServerInfo, Token
 from ._timestamps import Timestamp
@@ -118,6 +119,8 @@ class QueryIterator(Iterator[Record]):
         while True:
             ev = parser.next_event()
             if ev is not None:
+                if ev[0] == EV_HEARTBEAT:  # a live tail is idle: nothing to hand out
+                    continue
                 return ev
             assert self._chunks is not None
             try:
@@ -148,11 +151,11 @@ class QueryIterator(Iterator[Record]):
             kind = ev[0]
             if kind == EV_RECORD:
                 h = ev[1]
-                return Record(h.ts, h.content_type, h.labels, h.size, ev[2])
+                return Record(h.ts, h.content_type, h.labels, h.size, ev[2], None, h.entry)
             if kind == EV_HEAD:
                 h = ev[1]
                 self._payload = self._stream_payload()
-                return Record(h.ts, h.content_type, h.labels, h.size, None, self._payload)
+                return Record(h.ts, h.content_type, h.labels, h.size, None, self._payload, h.entry)
             if kind == EV_END:
                 # Read the HTTP end of the body too, so that the connection can be reused.
                 assert self._chunks is not None
@@ -338,11 +341,13 @@ class Client:
         resp = self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts))
         return RecordInfo(*c.info_from_headers(resp.headers))
 
-    def query(self, bucket: str, entry: str, start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None,
               labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None, reverse: bool = False, *,
               exclude: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, when: Optional[Mapping[str, Any]] = None,
-              strict: bool = False, meta: bool = False) -> Union[QueryIterator, Iterator[RecordInfo]]:
+              strict: bool = False, meta: bool = False,
+              entries: Optional[Sequence[str]] = None) -> Union[QueryIterator, Iterator[RecordInfo]]:
         """Records with ``start <= ts < stop`` (both optional), oldest first (``reverse``:
         newest first), at most ``limit``. Label filters, all combined with AND: ``labels``
         equal, ``exclude`` not equal (or missing), ``has`` present, ``missing`` absent.
@@ -350,12 +355,17 @@ class Client:
         (``{"&score": {"$gt": 10}, "$each_t": "1s"}``, see docs/api.md); ``strict``: a
         comparison with a missing label raises instead of being false.
 
+        ``entries=["cams/*", "imu"]`` (instead of ``entry``) merges several entries of the
+        bucket in timestamp order (names and globs: ``*`` within a segment, ``**`` across;
+        ties in the order of the entries' names); each record's ``entry`` says where it
+        belongs, and ``limit``/``when`` count over the merged stream.
+
         ``meta=True`` yields :class:`RecordInfo` (timestamp, size, content type, labels)
         without payloads. The request starts on the first ``next()``; memory stays bounded
         however many records match (see :class:`QueryIterator`).
         """
         params = c.query_params(start, stop, labels, exclude, has, missing, limit, reverse, when, strict, meta)
-        path = c.entry_path(bucket, entry) + "/query"
+        path = c.query_path(bucket, entry, entries, params)
         if meta:
             return self._iter_meta(path, params)
         return QueryIterator(self, path, params)
@@ -366,9 +376,49 @@ class Client:
             for chunk in iter_response(resp):
                 lines, rest = c.split_lines(rest, chunk)
                 for line in lines:
-                    yield c.meta_line(line)
+                    info = c.meta_line(line)
+                    if info is not None:
+                        yield info
             if rest.strip():
-                yield c.meta_line(rest)
+                info = c.meta_line(rest)
+                if info is not None:
+                    yield info
+
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> Iterator[Any]:
+        """A live tail: the records from ``start`` on (everything stored without it), then
+        each new one as it is written, oldest first, forever (or until a ``$limit`` in
+        ``when`` is reached). Yields :class:`Record` (``meta=True``: :class:`RecordInfo`);
+        heartbeats are skipped. A dropped connection is reopened from the last timestamp + 1
+        (up to ``retries`` times in a row, waiting ``backoff`` seconds, doubled each time),
+        so nothing is missed or seen twice across reconnections; errors the server answers
+        raise at once. ``heartbeat``: seconds between the server's keep-alives when idle
+        (default 15; keep it below the client's ``timeout``); ``settle_ms``: see docs/api.md.
+        Break out of the loop (or ``close()`` the generator) to stop. ``entries=[...]``
+        (instead of ``entry``) follows several entries merged, as in :meth:`query`."""
+        extra: c.Params = []
+        path = c.query_path(bucket, entry, entries, extra)
+        cursor = None if start is None else c.to_micros(start)
+        failures = 0
+        while True:
+            params = c.tail_params(cursor, when, strict, meta, heartbeat, settle_ms) + extra
+            it: Any = self._iter_meta(path, params) if meta else QueryIterator(self, path, params)
+            try:
+                for rec in it:
+                    failures = 0
+                    cursor = rec.timestamp + 1
+                    yield rec
+                return  # the stream ended: its limit was reached
+            except (TransportError, ProtocolError):
+                failures += 1
+                if failures > retries:
+                    raise
+            finally:
+                it.close()
+            time.sleep(c.tail_delay(failures, backoff))
 
     def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
                      stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,

@@ -164,15 +164,64 @@ def when_params(when: Optional[Mapping[str, Any]], strict: bool) -> Params:
     return params
 
 
-def meta_line(line: bytes) -> RecordInfo:
-    """One NDJSON line of a ``meta=True`` query; an ``{"error": ...}`` line raises."""
+def meta_line(line: bytes) -> Optional[RecordInfo]:
+    """One NDJSON line of a ``meta=True`` query; an ``{"error": ...}`` line raises; a live
+    tail's ``{"heartbeat": µs}`` line is ``None``."""
     try:
         doc = json.loads(line)
     except ValueError as e:
         raise ProtocolError(f"a metadata line is not JSON: {line[:200]!r}") from e
     if isinstance(doc, dict) and "error" in doc:
         raise error_from_json(doc, None)
+    if isinstance(doc, dict) and "heartbeat" in doc and "ts" not in doc:
+        return None
     return RecordInfo.from_json(doc)
+
+
+def query_path(bucket: str, entry: Optional[str], entries: Optional[Union[str, Sequence[str]]],
+               params: Params) -> str:
+    """The query route of one entry, or the bucket-level one with ``entries`` added to
+    ``params`` (names and globs: ``*`` within a segment, ``**`` across)."""
+    if entries is None:
+        if entry is None:
+            raise InvalidInput("give an entry, or entries=[...] (names and globs) for a multi-entry query",
+                               code="bad_request")
+        return entry_path(bucket, entry) + "/query"
+    if entry is not None:
+        raise InvalidInput("give either an entry or entries=[...], not both", code="bad_request")
+    names = _names(entries)
+    if not names:
+        raise InvalidInput("entries=[] names no entry: give names or globs such as ['cams/*', 'imu']",
+                           code="bad_request")
+    params.append(("entries", ",".join(names)))
+    return bucket_path(bucket) + "/query"
+
+
+TAIL_RETRIES = 5
+"""Reconnections a tail attempts in a row (after a dropped connection) before it gives up."""
+TAIL_BACKOFF = 0.5
+"""Seconds before the first reconnection; doubled at each failure in a row, at most 30 s."""
+
+
+def tail_params(start: Optional[int], when: Optional[Mapping[str, Any]], strict: bool, meta: bool,
+                heartbeat: Optional[int], settle_ms: Optional[int]) -> Params:
+    """Parameters of a live tail (``follow=true``) from ``start`` (µs) on."""
+    params: Params = [("follow", "true")]
+    if start is not None:
+        params.append(("start", str(start)))
+    params.extend(when_params(when, strict))
+    if meta:
+        params.append(("meta", "true"))
+    if heartbeat is not None:
+        params.append(("heartbeat", str(int(heartbeat))))
+    if settle_ms is not None:
+        params.append(("settle_ms", str(int(settle_ms))))
+    return params
+
+
+def tail_delay(failures: int, backoff: float) -> float:
+    """Seconds to wait before reconnection number ``failures`` (1, 2, ...)."""
+    return float(min(backoff * (2 ** (failures - 1)), 30.0))
 
 
 def split_lines(buf: bytes, chunk: bytes) -> Tuple[List[bytes], bytes]:

@@ -30,6 +30,7 @@ __all__ = [
     "EV_HEAD",
     "EV_CHUNK",
     "EV_END",
+    "EV_HEARTBEAT",
 ]
 
 MEDIA_TYPE = "application/x-tsblob-records"
@@ -40,6 +41,8 @@ SERVER_TS = 0xFFFF_FFFF_FFFF_FFFF
 KIND_END = 0
 KIND_RECORD = 1
 KIND_ERROR = 2
+KIND_HEARTBEAT = 3  # a live tail's keep-alive: the server's time, u64 LE µs
+KIND_ENTRY_RECORD = 4  # a record of a multi-entry query: the head, then u16 LE + entry name
 
 _HEAD = struct.Struct("<BQHHIQ")  # kind, ts, content type len, label count, labels len, payload len
 _END = struct.Struct("<BQ")
@@ -52,6 +55,7 @@ EV_RECORD = 1  # (EV_RECORD, head, payload: bytes): a whole record (payload <= e
 EV_HEAD = 2  # (EV_HEAD, head): a large record starts; EV_CHUNKs follow
 EV_CHUNK = 3  # (EV_CHUNK, data: bytes, last: bool): part of the current large payload
 EV_END = 4  # (EV_END, count): the end frame; the stream is complete
+EV_HEARTBEAT = 5  # (EV_HEARTBEAT, server time µs): a live tail is idle; skip it
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -59,16 +63,19 @@ Buffer = Union[bytes, bytearray, memoryview]
 class Head:
     """Metadata of one record frame."""
 
-    __slots__ = ("ts", "content_type", "labels", "size")
+    __slots__ = ("ts", "content_type", "labels", "size", "entry")
 
-    def __init__(self, ts: int, content_type: str, labels: Dict[str, str], size: int) -> None:
+    def __init__(self, ts: int, content_type: str, labels: Dict[str, str], size: int,
+                 entry: Optional[str] = None) -> None:
         self.ts = ts
         self.content_type = content_type
         self.labels = labels
         self.size = size
+        self.entry = entry  # set by multi-entry queries (frame kind 4)
 
     def __repr__(self) -> str:
-        return f"Head(ts={self.ts}, content_type={self.content_type!r}, labels={self.labels!r}, size={self.size})"
+        return (f"Head(ts={self.ts}, content_type={self.content_type!r}, labels={self.labels!r}, "
+                f"size={self.size}, entry={self.entry!r})")
 
 
 def _encode_labels(labels: Optional[Mapping[str, str]]) -> Tuple[bytes, int]:
@@ -161,21 +168,33 @@ class FrameParser:
         if self.finished or not avail:
             return None
         kind = buf[pos]
-        if kind == KIND_RECORD:
+        if kind == KIND_RECORD or kind == KIND_ENTRY_RECORD:
             if avail < HEAD_SIZE:
                 return None
             _, ts, ct_len, count, lab_len, size = _HEAD.unpack_from(buf, pos)
-            meta_end = pos + HEAD_SIZE + ct_len + lab_len
+            p = pos + HEAD_SIZE
+            entry = None
+            if kind == KIND_ENTRY_RECORD:
+                if avail < HEAD_SIZE + 2:
+                    return None
+                (entry_len,) = _U16.unpack_from(buf, p)
+                if avail < HEAD_SIZE + 2 + entry_len:
+                    return None
+                try:
+                    entry = bytes(buf[p + 2:p + 2 + entry_len]).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ProtocolError("a record frame's entry name is not UTF-8") from None
+                p += 2 + entry_len
+            meta_end = p + ct_len + lab_len
             if len(buf) < meta_end:
                 return None
             eager = size <= self.eager_limit
             if eager and len(buf) - meta_end < size:
                 return None
-            p = pos + HEAD_SIZE
             content_type = bytes(buf[p:p + ct_len]).decode("ascii") if ct_len else DEFAULT_CONTENT_TYPE
             labels = self._labels(buf, p + ct_len, count, meta_end) if count else {}
             self.records += 1
-            head = Head(ts, content_type, labels, size)
+            head = Head(ts, content_type, labels, size, entry)
             if eager:
                 self._pos = meta_end + size
                 data = buf[meta_end:meta_end + size] if type(buf) is bytes else _take(buf, meta_end, meta_end + size)
@@ -195,6 +214,12 @@ class FrameParser:
             if self._pos != len(buf):
                 raise ProtocolError("the server sent bytes after the end of the record stream")
             return (EV_END, count)
+        if kind == KIND_HEARTBEAT:
+            if avail < _END.size:
+                return None
+            _, now = _END.unpack_from(buf, pos)
+            self._pos = pos + _END.size
+            return (EV_HEARTBEAT, now)
         if kind == KIND_ERROR:
             if avail < _ERR.size:
                 return None

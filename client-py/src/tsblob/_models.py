@@ -188,15 +188,18 @@ class Token:
 
 
 class RecordInfo:
-    """Metadata of a record: timestamp (µs), content type, labels, payload size."""
+    """Metadata of a record: timestamp (µs), content type, labels, payload size, and the
+    entry it belongs to in the answer of a multi-entry query (``None`` otherwise)."""
 
-    __slots__ = ("timestamp", "content_type", "labels", "size")
+    __slots__ = ("timestamp", "content_type", "labels", "size", "entry")
 
-    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int) -> None:
+    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
+                 entry: Optional[str] = None) -> None:
         self.timestamp = timestamp
         self.content_type = content_type
         self.labels = labels
         self.size = size
+        self.entry = entry
 
     @property
     def ts(self) -> int:
@@ -210,18 +213,21 @@ class RecordInfo:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "RecordInfo":
+        entry = d.get("entry")
         return cls(int(d["ts"]), str(d.get("content_type", "application/octet-stream")),
-                   {str(k): str(v) for k, v in (d.get("labels") or {}).items()}, int(d.get("size", 0)))
+                   {str(k): str(v) for k, v in (d.get("labels") or {}).items()}, int(d.get("size", 0)),
+                   None if entry is None else str(entry))
 
     def __repr__(self) -> str:
+        entry = "" if self.entry is None else f", entry={self.entry!r}"
         return (f"{type(self).__name__}(timestamp={self.timestamp}, content_type={self.content_type!r}, "
-                f"labels={self.labels!r}, size={self.size})")
+                f"labels={self.labels!r}, size={self.size}{entry})")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RecordInfo):
             return NotImplemented
-        return (self.timestamp, self.content_type, self.labels, self.size) == (
-            other.timestamp, other.content_type, other.labels, other.size)
+        return (self.timestamp, self.content_type, self.labels, self.size, self.entry) == (
+            other.timestamp, other.content_type, other.labels, other.size, other.entry)
 
     __hash__ = None  # type: ignore[assignment]  # labels are mutable
 
@@ -239,8 +245,9 @@ class Record(RecordInfo):
     __slots__ = ("_data", "_source")
 
     def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
-                 data: Optional[bytes] = None, source: Optional[Iterator[bytes]] = None) -> None:
-        super().__init__(timestamp, content_type, labels, size)
+                 data: Optional[bytes] = None, source: Optional[Iterator[bytes]] = None,
+                 entry: Optional[str] = None) -> None:
+        super().__init__(timestamp, content_type, labels, size, entry)
         self._data = data
         self._source = source
 
@@ -281,8 +288,9 @@ class AsyncRecord(RecordInfo):
     __slots__ = ("_data", "_source")
 
     def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
-                 data: Optional[bytes] = None, source: Optional[AsyncIterator[bytes]] = None) -> None:
-        super().__init__(timestamp, content_type, labels, size)
+                 data: Optional[bytes] = None, source: Optional[AsyncIterator[bytes]] = None,
+                 entry: Optional[str] = None) -> None:
+        super().__init__(timestamp, content_type, labels, size, entry)
         self._data = data
         self._source = source
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub use client::{seg, Client, ClientArgs};
 pub use histogram::{histogram, HistogramArgs};
-pub use records::{get, put, query, rm, GetArgs, PutArgs, QueryArgs, RmArgs};
+pub use records::{get, put, query, rm, tail, GetArgs, PutArgs, QueryArgs, RmArgs, TailArgs};
 
 use crate::config::parse_size;
 

@@ -35,6 +35,22 @@ fn entry_path(bucket: &str, entry: &str) -> String {
     format!("/api/v1/b/{}/{}", seg(bucket), seg(entry))
 }
 
+/// The query route of one entry, or the bucket-level one with `entries=` added to `params`.
+fn query_path(
+    bucket: &str,
+    entry: Option<&str>,
+    entries: Option<&str>,
+    params: &mut Vec<(String, String)>,
+) -> String {
+    match (entry, entries) {
+        (Some(e), _) => format!("{}/query", entry_path(bucket, e)),
+        (None, list) => {
+            params.push(("entries".into(), list.unwrap_or("**").to_string()));
+            format!("/api/v1/b/{}/query", seg(bucket))
+        }
+    }
+}
+
 fn parse_label(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -208,7 +224,14 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
 #[derive(Debug, clap::Args)]
 pub struct QueryArgs {
     pub bucket: String,
-    pub entry: String,
+    /// The entry (or --entries for several).
+    #[arg(required_unless_present = "entries", conflicts_with = "entries")]
+    pub entry: Option<String>,
+    /// Several entries merged in timestamp order: names and globs, comma-separated
+    /// ('cams/*,imu'; `*` within a segment, `**` across). Records are listed with their
+    /// entry, and --out writes <folder>/<entry>/<ts><ext>.
+    #[arg(long, value_name = "LIST")]
+    pub entries: Option<String>,
     /// Inclusive start (µs, RFC 3339, now-1h); default: the oldest.
     #[arg(long, value_parser = parse_time)]
     pub start: Option<u64>,
@@ -288,7 +311,12 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     if args.strict {
         params.push(("strict".into(), "true".into()));
     }
-    let path = format!("{}/query", entry_path(&args.bucket, &args.entry));
+    let path = query_path(
+        &args.bucket,
+        args.entry.as_deref(),
+        args.entries.as_deref(),
+        &mut params,
+    );
     if (args.list || args.json) && args.out.is_none() {
         params.push(("meta".into(), "true".into()));
         let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
@@ -326,6 +354,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
                     }
                 }
                 Event::End(n) => end = Some(n),
+                Event::Heartbeat(_) => {}
                 Event::Error(json) => {
                     pb.finish_and_clear();
                     bail!(
@@ -352,42 +381,156 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 /// Prints the NDJSON lines of a `meta=true` query, as they are or as text lines.
+/// Prints one NDJSON metadata line of a query (as it is with `json`, else as a readable
+/// line); returns the record's timestamp, or `None` for a live tail's heartbeat line.
+fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Option<u64>> {
+    let v: serde_json::Value = serde_json::from_slice(line).with_context(|| {
+        format!(
+            "the server sent a line that is not JSON: {}",
+            String::from_utf8_lossy(line)
+        )
+    })?;
+    if v.get("error").is_some() {
+        bail!("the server stopped the query after {records} records: {v}");
+    }
+    if v.get("heartbeat").is_some() && v.get("ts").is_none() {
+        return Ok(None);
+    }
+    let ts = v["ts"].as_u64().unwrap_or(0);
+    if json {
+        println!("{v}");
+        return Ok(Some(ts));
+    }
+    let labels: Vec<String> = v["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let entry = v["entry"]
+        .as_str()
+        .map(|e| format!("{e} "))
+        .unwrap_or_default();
+    println!(
+        "{entry}{} {} {} {} {}",
+        ts,
+        format_time(ts),
+        size(v["size"].as_u64().unwrap_or(0)),
+        v["content_type"].as_str().unwrap_or(""),
+        labels.join(",")
+    );
+    Ok(Some(ts))
+}
+
+/// Arguments of `tsblob tail`.
+#[derive(clap::Args)]
+pub struct TailArgs {
+    pub bucket: String,
+    /// The entry (or --entries for several).
+    #[arg(required_unless_present = "entries", conflicts_with = "entries")]
+    pub entry: Option<String>,
+    /// Several entries merged in timestamp order: names and globs, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub entries: Option<String>,
+    /// Start here (µs, RFC 3339, now-1h); default: the oldest record.
+    #[arg(long, value_parser = parse_time)]
+    pub start: Option<u64>,
+    /// A condition in ReductStore's `when` language, e.g. '{"&score": {"$gt": 10}}'.
+    #[arg(long, value_name = "JSON")]
+    pub when: Option<String>,
+    /// Print JSON lines: {"ts", "size", "content_type", "labels"}.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds between the server's heartbeats while nothing arrives.
+    #[arg(long, default_value_t = 15)]
+    pub heartbeat: u64,
+    /// Deliver a record only once the server's clock is this many ms past its timestamp.
+    #[arg(long)]
+    pub settle_ms: Option<u64>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// `tsblob tail`: one line per record, from --start on, then each new record as it is
+/// written, until interrupted. A dropped connection is reopened from the last ts + 1 (five
+/// times in a row at most, with a growing pause).
+pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.client)?;
+    let mut entries = Vec::new();
+    let path = query_path(
+        &args.bucket,
+        args.entry.as_deref(),
+        args.entries.as_deref(),
+        &mut entries,
+    );
+    let when = when_param(args.when.as_deref(), None)?;
+    let mut cursor = args.start;
+    let (mut records, mut failures) = (0u64, 0u32);
+    loop {
+        let mut params: Vec<(String, String)> = vec![
+            ("follow".into(), "true".into()),
+            ("meta".into(), "true".into()),
+            ("heartbeat".into(), args.heartbeat.to_string()),
+        ];
+        params.extend(entries.iter().cloned());
+        if let Some(s) = cursor {
+            params.push(("start".into(), s.to_string()));
+        }
+        if let Some(w) = &when {
+            params.push(("when".into(), w.clone()));
+        }
+        if let Some(s) = args.settle_ms {
+            params.push(("settle_ms".into(), s.to_string()));
+        }
+        let cut = match c.request(Method::GET, &path).query(&params).send().await {
+            Err(e) => anyhow::Error::from(e).context("cannot reach the server"),
+            Ok(resp) => {
+                // An error status (unknown entry, bad condition...): no point in retrying.
+                let resp = super::client::check(resp).await?;
+                let mut body = resp.bytes_stream();
+                let mut buf = BytesMut::new();
+                let cut = loop {
+                    while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                        let line = buf.split_to(i + 1);
+                        if line.len() > 1 {
+                            if let Some(ts) =
+                                print_meta_line(&line[..line.len() - 1], args.json, records)?
+                            {
+                                records += 1;
+                                failures = 0;
+                                cursor = Some(ts + 1);
+                            }
+                        }
+                    }
+                    match body.next().await {
+                        Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                        Some(Err(e)) => break anyhow::Error::from(e),
+                        // The stream ended: its $limit was reached.
+                        None => return Ok(()),
+                    }
+                };
+                cut
+            }
+        };
+        failures += 1;
+        if failures > 5 {
+            return Err(cut.context("the tail's connection failed 5 times in a row"));
+        }
+        eprintln!("tail: {cut:#}; reconnecting from {:?}", cursor);
+        tokio::time::sleep(std::time::Duration::from_millis(250 << failures)).await;
+    }
+}
+
 async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
     let mut body = resp.bytes_stream();
     let mut buf = BytesMut::new();
     let mut records = 0u64;
     let mut print = |line: &[u8]| -> anyhow::Result<()> {
-        let v: serde_json::Value = serde_json::from_slice(line).with_context(|| {
-            format!(
-                "the server sent a line that is not JSON: {}",
-                String::from_utf8_lossy(line)
-            )
-        })?;
-        if v.get("error").is_some() {
-            bail!("the server stopped the query after {records} records: {v}");
+        if print_meta_line(line, json, records)?.is_some() {
+            records += 1;
         }
-        records += 1;
-        if json {
-            println!("{v}");
-            return Ok(());
-        }
-        let ts = v["ts"].as_u64().unwrap_or(0);
-        let labels: Vec<String> = v["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or("")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        println!(
-            "{} {} {} {} {}",
-            ts,
-            format_time(ts),
-            size(v["size"].as_u64().unwrap_or(0)),
-            v["content_type"].as_str().unwrap_or(""),
-            labels.join(",")
-        );
         Ok(())
     };
     loop {
@@ -414,8 +557,13 @@ async fn open_record_file(
     h: &FrameHead,
 ) -> anyhow::Result<Option<tokio::fs::File>> {
     let labels: Vec<String> = h.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let entry = h
+        .entry
+        .as_deref()
+        .map(|e| format!("{e} "))
+        .unwrap_or_default();
     let line = format!(
-        "{} {} {} {} {}",
+        "{entry}{} {} {} {} {}",
         h.ts,
         format_time(h.ts),
         size(h.payload_len),
@@ -427,6 +575,17 @@ async fn open_record_file(
     }
     match &args.out {
         Some(dir) => {
+            let dir = match &h.entry {
+                // Entry names are validated by the server: no empty, '.' or '..' segment.
+                Some(e) => {
+                    let d = dir.join(e);
+                    tokio::fs::create_dir_all(&d)
+                        .await
+                        .with_context(|| format!("cannot create {}", d.display()))?;
+                    d
+                }
+                None => dir.clone(),
+            };
             let p = dir.join(format!("{}{}", h.ts, extension_of(&h.content_type)));
             let f = tokio::fs::File::create(&p)
                 .await

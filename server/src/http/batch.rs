@@ -204,6 +204,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             };
             match event {
                 Event::Record(head) => {
+                    if head.entry.is_some() {
+                        fault = Some(malformed(format!(
+                            "record frame {} names an entry (kind 4): a batch writes to the entry of its URL, use record frames (kind 1)",
+                            dec.records()
+                        )));
+                        break 'body;
+                    }
                     if head.payload_len > limits.max_batch_record {
                         fault = Some(malformed(format!(
                             "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST",
@@ -244,9 +251,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         break 'body;
                     }
                 }
-                Event::Error(_) => {
+                Event::Error(_) | Event::Heartbeat(_) => {
                     fault = Some(malformed(
-                        "error frames (kind 2) are not allowed in a batch",
+                        "error and heartbeat frames (kinds 2 and 3) are not allowed in a batch",
                     ));
                     break 'body;
                 }

@@ -29,6 +29,8 @@ pub struct Metrics {
     sent: IntCounter,
     /// Bytes of query streams (also counted in `sent`, kept apart for the query rate).
     pub query_bytes: IntCounter,
+    /// Live tails (`follow=true`) streaming now.
+    pub follows: IntGauge,
     in_flight: IntGauge,
     disk_bytes: IntGauge,
     free_bytes: IntGauge,
@@ -70,6 +72,10 @@ impl Metrics {
                 "tsblob_query_sent_bytes_total",
                 "Bytes of query streams sent",
             )?,
+            follows: g(
+                "tsblob_query_follows",
+                "Live tails (follow=true queries) streaming now",
+            )?,
             in_flight: g("tsblob_http_requests_in_flight", "Requests being handled")?,
             disk_bytes: g("tsblob_disk_usage_bytes", "Bytes of block files on disk")?,
             free_bytes: g(
@@ -94,6 +100,7 @@ impl Metrics {
             m.registry.register(Box::new(c.clone()))?;
         }
         for g in [
+            &m.follows,
             &m.in_flight,
             &m.disk_bytes,
             &m.free_bytes,

@@ -70,16 +70,27 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     pub limits: Arc<Limits>,
     pub started: Instant,
+    /// Bumped after every index commit (the engine's commit listener): live tails
+    /// (`follow=true`) wait on it instead of polling.
+    pub commits: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl AppState {
     pub fn new(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<AppState> {
+        let commits = Arc::new(tokio::sync::watch::channel(0u64).0);
+        let tx = commits.clone();
+        // Runs on the committing thread, under its caller's entry lock: only bumps a counter
+        // (send_modify never waits on a receiver).
+        store.on_commit(Box::new(move || {
+            tx.send_modify(|v| *v = v.wrapping_add(1));
+        }));
         Ok(AppState {
             store,
             auth: Arc::new(auth),
             metrics: Arc::new(metrics::Metrics::new()?),
             limits: Arc::new(limits),
             started: Instant::now(),
+            commits,
         })
     }
 }
@@ -163,6 +174,26 @@ async fn entry_route(
 ) -> Result<Response, AppError> {
     let (entry, route) = split_entry_path(&rest);
     tsblob_storage::validate_bucket_name(&bucket)?;
+    if entry.is_empty() && route == EntryRoute::Query {
+        // `/api/v1/b/{bucket}/query`: no entry may be named `query` (a reserved last
+        // segment), so this is the bucket-level, multi-entry query.
+        let method = req.method().clone();
+        let target = records::Target {
+            state,
+            caller,
+            bucket,
+            entry: String::new(),
+        };
+        return match method {
+            Method::GET => query::stream_bucket(target, req).await,
+            Method::POST => query::stream_bucket_post(target, req).await,
+            method => Err(AppError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{method} is not supported on a bucket-level query: GET or POST with entries (removal goes entry by entry)"),
+            )),
+        };
+    }
     tsblob_storage::validate_entry_name(entry)?;
     let (bucket, entry) = (bucket.clone(), entry.to_string());
     let method = req.method().clone();

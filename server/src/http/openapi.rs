@@ -30,6 +30,8 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, tokens};
         batch::write,
         query::stream,
         query::stream_post,
+        query::stream_bucket,
+        query::stream_bucket_post,
         query::remove,
         tokens::list,
         tokens::create,

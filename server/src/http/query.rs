@@ -9,20 +9,24 @@
 //! chunk size, and a slow reader holds no blocking thread while it waits. No state outlives the
 //! response: to continue after a `limit`, a client queries again from the last ts + 1.
 
+use std::time::Duration;
+
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::BufMut;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{LabelFilter, Labels, Query, QueryIter};
+use tsblob_storage::{LabelFilter, Labels, MultiIter, Query, QueryItem, QueryIter};
 
 use super::body::{channel_body, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
 use super::records::{remove_range, Target};
 use super::when::Json;
-use crate::framing::{put_end, put_error, put_record_head, MEDIA_TYPE};
+use crate::framing::{
+    put_end, put_entry_record_head, put_error, put_heartbeat, put_record_head, MEDIA_TYPE,
+};
 
 /// The media type of `meta=true` answers: one JSON object per line.
 pub const NDJSON: &str = "application/x-ndjson";
@@ -38,8 +42,12 @@ const WHOLE_PAYLOAD: u64 = 1 << 20;
 /// Chunks queued between the producer and the socket.
 const DEPTH: usize = 16;
 
-const KNOWN: &str =
-    "start, stop, limit, desc, when, strict, meta, eq.<key>, ne.<key>, has, missing";
+const KNOWN: &str = "start, stop, limit, desc, when, strict, meta, follow, heartbeat, settle_ms, entries, eq.<key>, ne.<key>, has, missing";
+
+/// The heartbeat period of a live tail unless `heartbeat=` says otherwise.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// The longest `settle_ms` a live tail may ask for.
+const MAX_SETTLE_MS: u64 = 60_000;
 
 /// A parsed query request: what to select and how to answer.
 #[derive(Debug, Clone, Default)]
@@ -47,12 +55,70 @@ pub struct QueryRequest {
     pub query: Query,
     /// Answer the metadata as NDJSON instead of record frames.
     pub meta: bool,
+    /// A live tail: `Some` with `follow=true`.
+    pub follow: Option<FollowOpts>,
+    /// The entries (names and globs) of a bucket-level query (`entries=`).
+    pub entries: Option<Vec<String>>,
+}
+
+/// How a live tail (`follow=true`) runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowOpts {
+    /// A heartbeat is sent after this long without anything sent.
+    pub heartbeat: Duration,
+    /// A record is delivered only once the server's clock is this far past its timestamp.
+    pub settle: Duration,
+}
+
+/// Checks and assembles the follow options of a query (`heartbeat` and `settle_ms` only
+/// with `follow`; no `desc` and no `stop`).
+fn follow_opts(
+    q: &Query,
+    follow: bool,
+    heartbeat: Option<u64>,
+    settle_ms: Option<u64>,
+) -> Result<Option<FollowOpts>, AppError> {
+    if !follow {
+        if heartbeat.is_some() || settle_ms.is_some() {
+            return Err(AppError::bad_request(
+                "heartbeat and settle_ms only apply to a live tail: add follow=true",
+            ));
+        }
+        return Ok(None);
+    }
+    if q.descending {
+        return Err(AppError::bad_request(
+            "follow=true streams oldest first: drop desc",
+        ));
+    }
+    if q.stop.is_some() {
+        return Err(AppError::bad_request(
+            "follow=true has no stop: it streams until the client closes the connection (use a plain query for a closed range)",
+        ));
+    }
+    let heartbeat = heartbeat.unwrap_or(DEFAULT_HEARTBEAT.as_secs());
+    if !(1..=3600).contains(&heartbeat) {
+        return Err(AppError::bad_request(format!(
+            "heartbeat={heartbeat}: give seconds between 1 and 3600"
+        )));
+    }
+    let settle_ms = settle_ms.unwrap_or(0);
+    if settle_ms > MAX_SETTLE_MS {
+        return Err(AppError::bad_request(format!(
+            "settle_ms={settle_ms} is over the {MAX_SETTLE_MS} ms limit"
+        )));
+    }
+    Ok(Some(FollowOpts {
+        heartbeat: Duration::from_secs(heartbeat),
+        settle: Duration::from_millis(settle_ms),
+    }))
 }
 
 /// Parses the query string of a query.
 pub fn parse_query(q: Option<&str>) -> Result<QueryRequest, AppError> {
     let mut r = QueryRequest::default();
     let query = &mut r.query;
+    let (mut follow, mut heartbeat, mut settle_ms) = (false, None, None);
     for (k, v) in pairs(q) {
         let label = |key: &str| -> Result<String, AppError> {
             tsblob_storage::validate_label_key(key)?;
@@ -65,6 +131,15 @@ pub fn parse_query(q: Option<&str>) -> Result<QueryRequest, AppError> {
             "desc" => query.descending = parse_bool(&k, &v)?,
             "strict" => query.strict = parse_bool(&k, &v)?,
             "meta" => r.meta = parse_bool(&k, &v)?,
+            "follow" => follow = parse_bool(&k, &v)?,
+            "heartbeat" => heartbeat = Some(parse_u64(&k, &v)?),
+            "settle_ms" => settle_ms = Some(parse_u64(&k, &v)?),
+            "entries" => r.entries.get_or_insert_with(Vec::new).extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(String::from),
+            ),
             "when" => {
                 if query.when.is_some() {
                     return Err(AppError::bad_request(
@@ -87,6 +162,7 @@ pub fn parse_query(q: Option<&str>) -> Result<QueryRequest, AppError> {
         }
     }
     check_range(&r.query)?;
+    r.follow = follow_opts(&r.query, follow, heartbeat, settle_ms)?;
     Ok(r)
 }
 
@@ -129,6 +205,20 @@ pub struct QueryBody {
     /// A comparison with a missing label is an error (422 `missing_label`) instead of false.
     #[serde(default)]
     pub strict: bool,
+    /// A live tail: the records from `start` on, then each new one as it is committed,
+    /// with heartbeats while idle; no `stop`, no `desc`.
+    #[serde(default)]
+    pub follow: bool,
+    /// Seconds without anything sent before a live tail sends a heartbeat (1 to 3600,
+    /// default 15).
+    pub heartbeat: Option<u64>,
+    /// A live tail delivers a record only once the server's clock is this many ms past its
+    /// timestamp (default 0, at most 60000), so that a record committed up to that late is
+    /// not skipped.
+    pub settle_ms: Option<u64>,
+    /// Bucket-level queries only (`/api/v1/b/{bucket}/query`): entry names and globs
+    /// (`*` within a segment, `**` across), e.g. `["cams/*", "imu"]`.
+    pub entries: Option<Vec<String>>,
 }
 
 /// Parses the JSON body of a `POST` query.
@@ -148,9 +238,12 @@ pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
         filters: Vec::new(),
     };
     check_range(&query)?;
+    let follow = follow_opts(&query, b.follow, b.heartbeat, b.settle_ms)?;
     Ok(QueryRequest {
         query,
         meta: b.meta,
+        follow,
+        entries: b.entries,
     })
 }
 
@@ -163,6 +256,9 @@ pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
            ("when" = Option<String>, Query, description = "a condition as URL-encoded JSON, ReductStore's `when` language: {\"&score\": {\"$gt\": 10}}"),
            ("strict" = Option<bool>, Query, description = "a comparison with a missing label is an error (422 missing_label) instead of false"),
            ("meta" = Option<bool>, Query, description = "answer application/x-ndjson: one {ts, size, content_type, labels} per line, no payloads"),
+           ("follow" = Option<bool>, Query, description = "live tail: the records from start on, then every new matching record as it is committed, oldest first, with heartbeat frames (kind 3; with meta=true {\"heartbeat\": µs} lines) while idle; no stop, no desc"),
+           ("heartbeat" = Option<u64>, Query, description = "with follow: seconds without anything sent before a heartbeat (1..3600, default 15)"),
+           ("settle_ms" = Option<u64>, Query, description = "with follow: deliver a record only once the server's clock is this many ms past its timestamp (0..60000, default 0)"),
            ("has" = Option<String>, Query, description = "label key that must exist (repeatable)"),
            ("missing" = Option<String>, Query, description = "label key that must not exist (repeatable)")),
     responses((status = 200, description = "record frames, then an end frame (or an error frame); with meta=true NDJSON lines",
@@ -172,7 +268,72 @@ pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
 pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
     let r = parse_query(req.uri().query())?;
-    answer(t, r).await
+    answer(t, one_entry(r)?).await
+}
+
+/// `entries` belongs to the bucket-level route.
+fn one_entry(r: QueryRequest) -> Result<QueryRequest, AppError> {
+    if r.entries.is_some() {
+        return Err(AppError::bad_request(
+            "entries= selects entries of a bucket-level query: use /api/v1/b/{bucket}/query?entries=...",
+        ));
+    }
+    Ok(r)
+}
+
+/// A bucket-level query needs `entries`.
+fn many_entries(r: QueryRequest) -> Result<QueryRequest, AppError> {
+    if r.entries.as_ref().is_none_or(|e| e.is_empty()) {
+        return Err(AppError::bad_request(
+            "a bucket-level query needs entries: names and globs, comma-separated (entries=cams/*,imu; entries=** for every entry)",
+        ));
+    }
+    Ok(r)
+}
+
+/// Streams the records of several entries merged in timestamp order.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}/query", tag = "records",
+    params(("bucket" = String, Path),
+           ("entries" = String, Query, description = "entry names and globs, comma-separated (repeatable): `*` matches within a segment, `**` across segments; e.g. cams/*,imu. A plain name must exist (404); a glob may match nothing"),
+           ("start" = Option<u64>, Query, description = "inclusive, µs"),
+           ("stop" = Option<u64>, Query, description = "exclusive, µs"),
+           ("limit" = Option<u64>, Query, description = "over the merged stream"), ("desc" = Option<bool>, Query, description = "newest first"),
+           ("when" = Option<String>, Query, description = "a condition as URL-encoded JSON, applied per record, its aggregation operators ($each_n, $each_t, $limit) over the merged stream"),
+           ("strict" = Option<bool>, Query),
+           ("meta" = Option<bool>, Query, description = "NDJSON lines {ts, entry, size, content_type, labels}"),
+           ("follow" = Option<bool>, Query, description = "live tail over the entries (as on the entry route)"),
+           ("heartbeat" = Option<u64>, Query), ("settle_ms" = Option<u64>, Query)),
+    responses((status = 200, description = "record frames of kind 4 (each names its entry), then an end frame; ties in timestamp come in entry-name order",
+               content_type = "application/x-tsblob-records", body = Vec<u8>),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn stream_bucket(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let r = parse_query(req.uri().query())?;
+    answer(t, many_entries(r)?).await
+}
+
+/// The bucket-level query with a JSON body (`"entries": [...]` required).
+#[utoipa::path(post, path = "/api/v1/b/{bucket}/query", tag = "records",
+    params(("bucket" = String, Path)),
+    request_body = QueryBody,
+    responses((status = 200, description = "as GET", content_type = "application/x-tsblob-records", body = Vec<u8>),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn stream_bucket_post(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let body = post_body(&t, req).await?;
+    answer(t, many_entries(parse_body(&body)?)?).await
+}
+
+async fn post_body(t: &Target, req: Request) -> Result<Vec<u8>, AppError> {
+    if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
+        return Err(AppError::bad_request(format!(
+            "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
+        )));
+    }
+    BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
+        .collect(1024)
+        .await
 }
 
 /// The same query with a JSON body, for conditions too long for a URL.
@@ -185,25 +346,35 @@ pub async fn stream(t: Target, req: Request) -> Result<Response, AppError> {
               (status = 422, body = ErrorBody)))]
 pub async fn stream_post(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
-    if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
-        return Err(AppError::bad_request(format!(
-            "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
-        )));
-    }
-    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
-        .collect(1024)
-        .await?;
-    answer(t, parse_body(&body)?).await
+    let body = post_body(&t, req).await?;
+    answer(t, one_entry(parse_body(&body)?)?).await
 }
 
 async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
-    let QueryRequest { query, meta } = r;
+    let QueryRequest {
+        query,
+        meta,
+        follow,
+        entries,
+    } = r;
+    // A live tail subscribes before its first walk: a commit after that walk's read
+    // transaction began always wakes it.
+    let commits = follow.map(|_| t.state.commits.subscribe());
     // Opening the query answers an unknown bucket or entry with a status, before any frame.
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    let iter = blocking(move || Ok(store.query(&bucket, &entry, &query)?)).await?;
+    let iter = blocking(move || {
+        Ok(match entries {
+            Some(patterns) => Walk::Many(store.query_entries(&bucket, &patterns, &query)?),
+            None => Walk::One(store.query(&bucket, &entry, &query)?),
+        })
+    })
+    .await?;
     // The first step runs before the status is sent: an error before any record (a strict
     // condition meeting a missing label) is answered with its status.
     let mut p = Producer::new(iter, meta);
+    if let Some(f) = follow {
+        p.follow(f.settle);
+    }
     let (p, first) = blocking(move || {
         let step = p.step();
         Ok((p, step))
@@ -215,8 +386,13 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     };
     let (tx, body) = channel_body(DEPTH);
     let metrics = t.state.metrics.clone();
+    let live = follow.zip(commits).map(|(opts, commits)| Live {
+        opts,
+        commits,
+        _count: LiveCount::new(&metrics.follows),
+    });
     tokio::spawn(async move {
-        let (bytes, _) = pump(p, first, tx).await;
+        let (bytes, _) = pump(p, first, tx, live).await;
         metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
@@ -230,6 +406,8 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
 /// What one production step yields.
 enum Step {
     More(Vec<Bytes>),
+    /// A live tail caught up: the pieces, then wait for a commit before the next step.
+    Caught(Vec<Bytes>),
     Last(Vec<Bytes>),
     /// The pieces before an error, then the error (sent as an error frame or line).
     Fail(Vec<Bytes>, AppError),
@@ -278,31 +456,96 @@ impl Pieces {
     }
 }
 
+/// What a producer walks: one entry, or several merged.
+pub(crate) enum Walk {
+    One(QueryIter),
+    Many(MultiIter),
+}
+
+impl Walk {
+    fn next_bounded(&mut self) -> Option<tsblob_storage::Result<Option<QueryItem>>> {
+        match self {
+            Walk::One(i) => i.next_bounded(),
+            Walk::Many(i) => i.next_bounded(),
+        }
+    }
+
+    fn resume(&mut self, horizon: u64) -> bool {
+        match self {
+            Walk::One(i) => i.resume(horizon),
+            Walk::Many(i) => i.resume(horizon),
+        }
+    }
+
+    fn is_many(&self) -> bool {
+        matches!(self, Walk::Many(_))
+    }
+}
+
 /// One NDJSON line of a `meta=true` answer.
 #[derive(Serialize)]
 struct MetaLine<'a> {
     ts: u64,
+    /// Multi-entry answers only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry: Option<&'a str>,
     size: u64,
     content_type: &'a str,
     labels: &'a Labels,
 }
 
 pub(crate) struct Producer {
-    iter: QueryIter,
+    iter: Walk,
     /// NDJSON metadata lines instead of record frames.
     meta: bool,
     count: u64,
     large: Option<(tsblob_storage::RecordReader, u64)>,
+    /// A live tail: its settle time in µs (records newer than now minus it wait).
+    follow: Option<u64>,
+    /// The next step starts a new walk (a live tail woken by a commit or a timer).
+    rearm: bool,
 }
 
 impl Producer {
-    pub(crate) fn new(iter: QueryIter, meta: bool) -> Producer {
+    pub(crate) fn new(iter: Walk, meta: bool) -> Producer {
         Producer {
             iter,
             meta,
             count: 0,
             large: None,
+            follow: None,
+            rearm: false,
         }
+    }
+
+    /// Makes this a live tail: at the end of the records it reports `Step::Caught` and walks
+    /// on from its cursor at the next step.
+    fn follow(&mut self, settle: Duration) {
+        let settle = settle.as_micros() as u64;
+        self.follow = Some(settle);
+        let horizon = self.horizon();
+        self.iter.resume(horizon);
+    }
+
+    /// The upper bound of a live tail's walk: timestamps below `now - settle` (all of them
+    /// without a settle time).
+    fn horizon(&self) -> u64 {
+        match self.follow {
+            Some(0) | None => u64::MAX,
+            Some(settle) => tsblob_storage::now_micros().saturating_sub(settle),
+        }
+    }
+
+    /// A heartbeat frame, or an `{"heartbeat": µs}` line.
+    fn heartbeat_piece(&self) -> Bytes {
+        let now = tsblob_storage::now_micros();
+        let mut b = BytesMut::new();
+        if self.meta {
+            b.extend_from_slice(format!("{{\"heartbeat\":{now}}}\n").as_bytes());
+        } else {
+            put_heartbeat(&mut b, now);
+        }
+        b.freeze()
     }
 
     /// An error as the stream ends it: an error frame, or an `{"error": ...}` line.
@@ -320,6 +563,10 @@ impl Producer {
     fn step(&mut self) -> Step {
         let mut out = Pieces::default();
         let mut idle = 0;
+        if std::mem::take(&mut self.rearm) {
+            let horizon = self.horizon();
+            self.iter.resume(horizon);
+        }
         loop {
             if out.len() >= CHUNK {
                 return Step::More(out.finish());
@@ -355,6 +602,10 @@ impl Producer {
             }
             let item = match self.iter.next_bounded() {
                 None => {
+                    if self.follow.is_some() && self.iter.resume(self.horizon()) {
+                        self.rearm = true;
+                        return Step::Caught(out.finish());
+                    }
                     if !self.meta {
                         put_end(&mut out.buf, self.count);
                     }
@@ -374,6 +625,7 @@ impl Producer {
             if self.meta {
                 let line = MetaLine {
                     ts: m.ts,
+                    entry: self.iter.is_many().then(|| item.entry()),
                     size: m.size,
                     content_type: &m.content_type,
                     labels: &m.labels,
@@ -389,13 +641,7 @@ impl Producer {
             if m.size <= WHOLE_PAYLOAD {
                 match item.data() {
                     Ok(data) => {
-                        put_record_head(
-                            &mut out.buf,
-                            m.ts,
-                            &m.content_type,
-                            &m.labels,
-                            data.len() as u64,
-                        );
+                        self.put_head(&mut out.buf, &item, data.len() as u64);
                         out.push(data);
                         self.count += 1;
                     }
@@ -405,7 +651,7 @@ impl Producer {
             } else {
                 match item.reader() {
                     Ok(r) => {
-                        put_record_head(&mut out.buf, m.ts, &m.content_type, &m.labels, m.size);
+                        self.put_head(&mut out.buf, &item, m.size);
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
@@ -415,22 +661,68 @@ impl Producer {
         }
     }
 
+    /// A record frame's head: kind 4 (naming the entry) in a multi-entry answer.
+    fn put_head(&self, out: &mut BytesMut, item: &QueryItem, len: u64) {
+        let m = &item.meta;
+        if self.iter.is_many() {
+            put_entry_record_head(out, item.entry(), m.ts, &m.content_type, &m.labels, len);
+        } else {
+            put_record_head(out, m.ts, &m.content_type, &m.labels, len);
+        }
+    }
+
     fn fail(&self, out: Pieces, e: AppError) -> Step {
         tracing::warn!("query stream ended by an error: {e}");
         Step::Fail(out.finish(), e)
     }
 }
 
+/// What a live tail needs besides its producer. Dropped when its stream ends (or its
+/// client leaves): nothing of it outlives the response.
+struct Live {
+    opts: FollowOpts,
+    /// The commit counter, subscribed to before the first walk.
+    commits: tokio::sync::watch::Receiver<u64>,
+    _count: LiveCount,
+}
+
+/// Counts a live tail in `tsblob_query_follows` while it exists.
+struct LiveCount(prometheus::IntGauge);
+
+impl LiveCount {
+    fn new(g: &prometheus::IntGauge) -> LiveCount {
+        g.inc();
+        LiveCount(g.clone())
+    }
+}
+
+impl Drop for LiveCount {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
-/// bytes sent and the production steps run after `first`.
+/// bytes sent and the production steps run after `first`. A live tail waits between walks for a commit (or its settle timer), sending
+/// a heartbeat whenever nothing was sent for its heartbeat period.
 async fn pump(
     mut p: Producer,
     first: Step,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    mut live: Option<Live>,
 ) -> (u64, u64) {
+    use tokio::time::Instant;
     let mut sent = 0u64;
     let mut steps = 0u64;
     let mut next = Some(first);
+    let mut last_sent = Instant::now();
+    // With a settle time, one more walk once it has passed since the start, and since each
+    // commit, so a record committed late (within the settle time) is still delivered.
+    let mut settle_at = live
+        .as_ref()
+        .map(|l| l.opts.settle)
+        .filter(|s| !s.is_zero())
+        .map(|s| Instant::now() + s + Duration::from_millis(1));
     loop {
         let step = match next.take() {
             Some(s) => s,
@@ -455,26 +747,73 @@ async fn pump(
                 step
             }
         };
-        let (pieces, last) = match step {
-            Step::More(b) => (b, false),
-            Step::Last(b) => (b, true),
+        let (mut pieces, last, caught) = match step {
+            Step::More(b) => (b, false, false),
+            Step::Caught(b) => (b, false, true),
+            Step::Last(b) => (b, true, false),
             Step::Fail(mut b, e) => {
                 b.push(p.error_piece(&e));
-                (b, true)
+                (b, true, false)
             }
             Step::Abort(e) => {
                 let _ = tx.send(Err(e)).await;
                 return (sent, steps);
             }
         };
+        if let Some(l) = &live {
+            // A long catch-up scan that matches nothing still keeps the connection alive.
+            // (Only between frames: never inside a large record's payload.)
+            if pieces.is_empty()
+                && !last
+                && p.large.is_none()
+                && last_sent.elapsed() >= l.opts.heartbeat
+            {
+                pieces.push(p.heartbeat_piece());
+            }
+        }
         for piece in pieces {
             sent += piece.len() as u64;
             if tx.send(Ok(piece)).await.is_err() {
                 return (sent, steps); // the client went away
             }
+            last_sent = Instant::now();
         }
         if last {
             return (sent, steps);
+        }
+        if !caught {
+            continue;
+        }
+        let Some(l) = live.as_mut() else {
+            return (sent, steps); // only a live tail catches up
+        };
+        // Wait for a commit, the settle timer or the client leaving; heartbeats meanwhile.
+        loop {
+            let beat_at = last_sent + l.opts.heartbeat;
+            tokio::select! {
+                _ = tx.closed() => return (sent, steps),
+                changed = l.commits.changed() => {
+                    if changed.is_err() {
+                        return (sent, steps); // the server is going away
+                    }
+                    if !l.opts.settle.is_zero() {
+                        settle_at = Some(Instant::now() + l.opts.settle + Duration::from_millis(1));
+                    }
+                    break;
+                }
+                _ = tokio::time::sleep_until(settle_at.unwrap_or(beat_at)), if settle_at.is_some() => {
+                    settle_at = None;
+                    break;
+                }
+                _ = tokio::time::sleep_until(beat_at) => {
+                    let beat = p.heartbeat_piece();
+                    sent += beat.len() as u64;
+                    if tx.send(Ok(beat)).await.is_err() {
+                        return (sent, steps);
+                    }
+                    last_sent = Instant::now();
+                }
+            }
         }
     }
 }
@@ -495,10 +834,10 @@ pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
             "the query route removes ranges: give start and stop, not ts",
         ));
     }
-    let r = parse_query(raw)?;
-    if r.meta || r.query.descending {
+    let r = one_entry(parse_query(raw)?)?;
+    if r.meta || r.query.descending || r.follow.is_some() {
         return Err(AppError::bad_request(
-            "meta and desc have no meaning for DELETE: removal goes oldest first and answers {\"removed\": N}",
+            "meta, desc and follow have no meaning for DELETE: removal goes oldest first and answers {\"removed\": N}",
         ));
     }
     let q = r.query;
@@ -536,7 +875,7 @@ mod tests {
             form_urlencoded::byte_serialize(br#"{"&n": {"$gt": 1000000}}"#).collect::<String>()
         )))
         .unwrap();
-        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false);
+        let mut p = Producer::new(Walk::One(s.query("b", "e", &r.query).unwrap()), false);
         let mut steps = 0;
         loop {
             steps += 1;

@@ -130,6 +130,7 @@ pub fn decode_query(body: &[u8]) -> Result<Vec<Got>, String> {
             Some(Event::Error(json)) => {
                 return Err(format!("error frame: {}", String::from_utf8_lossy(&json)))
             }
+            Some(Event::Heartbeat(_)) => {}
             None => {
                 return Err(format!(
                     "stream ended without an end frame after {} records",
@@ -305,6 +306,7 @@ pub async fn checked_query_keys(
                     }
                     return Ok(out);
                 }
+                Event::Heartbeat(_) => {}
                 Event::Error(json) => {
                     return Err(QueryError::ErrorFrame(
                         String::from_utf8_lossy(&json).into_owned(),

@@ -1,0 +1,162 @@
+"""Live tails (``Client.tail`` / ``AsyncClient.tail``) against a real ``tsblob serve``: one
+writer and three tailers, a reconnection after a dropped connection, heartbeats keeping an
+idle tail open past the client's timeout, and ``meta=True``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import List
+
+import pytest
+
+import tsblob
+from tsblob import AsyncClient, Client
+from tsblob import _client as client_module
+
+from conftest import Server
+
+N = 200
+
+
+def _tail_n(server: Server, bucket: str, n: int, out: List[int], **kw: object) -> None:
+    with server.client() as db:
+        for rec in db.tail(bucket, "cam", start=0, heartbeat=1, **kw):
+            out.append(rec.timestamp)
+            assert rec.data == b"p%d" % rec.timestamp
+            if len(out) == n:
+                break
+
+
+def test_one_writer_three_tailers(server: Server, client: Client, bucket: str) -> None:
+    client.write(bucket, "cam", b"p1", ts=1)  # a tail needs the entry to exist
+    seen: List[List[int]] = [[], [], []]
+    threads = [threading.Thread(target=_tail_n, args=(server, bucket, N, seen[i])) for i in range(3)]
+    for t in threads:
+        t.start()
+    for ts in range(2, N + 1):
+        client.write(bucket, "cam", b"p%d" % ts, ts=ts)
+        if ts % 40 == 0:
+            time.sleep(0.05)
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive()
+    for got in seen:
+        assert got == list(range(1, N + 1))
+
+
+def test_a_dropped_connection_resumes_from_the_last_timestamp(server: Server, client: Client, bucket: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    for ts in range(1, 21):
+        client.write(bucket, "cam", b"p%d" % ts, ts=ts)
+    opened: List[str] = []
+
+    class Flaky(client_module.QueryIterator):
+        """The first stream breaks after 7 records, as a cut connection would."""
+
+        def __init__(self, *a: object, **kw: object) -> None:
+            super().__init__(*a, **kw)  # type: ignore[arg-type]
+            opened.append(dict(self._params).get("start", "-"))
+            self._n = 0
+
+        def __next__(self) -> tsblob.Record:
+            if len(opened) == 1 and self._n == 7:
+                raise tsblob.ProtocolError("the record stream ended in the middle of a record")
+            self._n += 1
+            return super().__next__()
+
+    monkeypatch.setattr(client_module, "QueryIterator", Flaky)
+    got: List[int] = []
+    with server.client() as db:
+        for rec in db.tail(bucket, "cam", heartbeat=1, backoff=0.01):
+            got.append(rec.timestamp)
+            if len(got) == 20:
+                break
+    assert got == list(range(1, 21))
+    assert opened == ["-", "8"]
+
+
+def test_heartbeats_keep_an_idle_tail_open_past_the_client_timeout(server: Server, client: Client,
+                                                                   bucket: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    client.write(bucket, "cam", b"p1", ts=1)
+    reconnects: List[int] = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(client_module.time, "sleep", lambda s: (reconnects.append(1), real_sleep(s)))
+    got: List[int] = []
+
+    def writer() -> None:
+        real_sleep(3.5)
+        client.write(bucket, "cam", b"p2", ts=2)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    with server.client(timeout=2.0) as db:
+        for rec in db.tail(bucket, "cam", heartbeat=1):
+            got.append(rec.timestamp)
+            if len(got) == 2:
+                break
+    t.join()
+    assert got == [1, 2]
+    assert reconnects == []  # idle for 3.5 s with a 2 s read timeout: heartbeats kept it open
+
+
+def test_meta_tail_and_limit(client: Client, bucket: str) -> None:
+    for ts in range(1, 11):
+        client.write(bucket, "cam", b"p%d" % ts, ts=ts, labels={"k": "x" if ts % 2 else "y"})
+    infos = list(client.tail(bucket, "cam", meta=True, heartbeat=1,
+                             when={"&k": {"$eq": "x"}, "$limit": 3}))
+    assert [i.timestamp for i in infos] == [1, 3, 5]
+    assert all(isinstance(i, tsblob.RecordInfo) and i.labels["k"] == "x" for i in infos)
+    with pytest.raises(tsblob.BadRequest):
+        list(client.tail(bucket, "cam", heartbeat=0))
+
+
+async def test_async_tail(server: Server, aclient: AsyncClient, bucket: str) -> None:
+    await aclient.write(bucket, "cam", b"p1", ts=1)
+
+    async def writer() -> None:
+        async with AsyncClient(server.url) as w:
+            for ts in range(2, 51):
+                await w.write(bucket, "cam", b"p%d" % ts, ts=ts)
+
+    task = asyncio.create_task(writer())
+    got: List[int] = []
+    async for rec in aclient.tail(bucket, "cam", heartbeat=1):
+        assert rec.data == b"p%d" % rec.timestamp
+        got.append(rec.timestamp)
+        if len(got) == 50:
+            break
+    await task
+    assert got == list(range(1, 51))
+
+
+def test_multi_entry_query(client: Client, bucket: str) -> None:
+    for ts in range(12):
+        entry = ["cams/front", "cams/rear", "imu"][ts % 3]
+        client.write(bucket, entry, b"p%d" % ts, ts=ts, labels={"odd": str(ts % 2)})
+    client.write(bucket, "imu", b"tie", ts=3)  # same ts as cams/front
+    got = [(r.entry, r.timestamp, r.data) for r in client.query(bucket, entries=["cams/*", "imu"])]
+    assert got[:5] == [("cams/front", 0, b"p0"), ("cams/rear", 1, b"p1"), ("imu", 2, b"p2"),
+                       ("cams/front", 3, b"p3"), ("imu", 3, b"tie")]
+    assert len(got) == 13
+    infos = list(client.query(bucket, entries=["**"], meta=True, when={"&odd": {"$eq": 1}, "$limit": 3}))
+    # (the tie at imu 3 has no label: it does not match)
+    assert [(i.entry, i.timestamp) for i in infos] == [("cams/rear", 1), ("cams/front", 3), ("imu", 5)]
+    # single-entry records carry no entry
+    assert [r.entry for r in client.query(bucket, "imu", stop=3)] == [None]
+    with pytest.raises(tsblob.InvalidInput):
+        client.query(bucket)
+    with pytest.raises(tsblob.EntryNotFound):
+        list(client.query(bucket, entries=["nope"]))
+    tail = client.tail(bucket, entries=["cams/*"], start=9, heartbeat=1)
+    assert [(r.entry, r.timestamp) for r in (next(tail), next(tail))] == [("cams/front", 9), ("cams/rear", 10)]
+    tail.close()
+
+
+async def test_async_multi_entry_query(aclient: AsyncClient, bucket: str) -> None:
+    for ts in range(6):
+        await aclient.write(bucket, "a" if ts % 2 else "b", b"p%d" % ts, ts=ts)
+    got = [(r.entry, r.timestamp) async for r in aclient.query(bucket, entries=["a", "b"])]
+    assert got == [("b", 0), ("a", 1), ("b", 2), ("a", 3), ("b", 4), ("a", 5)]
