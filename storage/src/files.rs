@@ -10,47 +10,45 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::block::open_block;
-use crate::lock::{Mutex, Rank};
+use crate::lock::{Rank, RwLock};
 use crate::Result;
 
 pub(crate) struct FileCache {
-    map: Mutex<Lru>,
+    /// Readers (every record read) share the lock; a hit only bumps its atomic stamp.
+    map: RwLock<HashMap<u64, Slot>>,
+    clock: AtomicU64,
     budget: usize,
 }
 
-struct Lru {
-    clock: u64,
-    /// Block id → (handle, the block's base timestamp, last use).
-    map: HashMap<u64, (Arc<File>, u64, u64)>,
+/// A cached handle, the block's base timestamp, and when it was last used.
+struct Slot {
+    file: Arc<File>,
+    base_ts: u64,
+    used: AtomicU64,
 }
 
 impl FileCache {
     pub fn new(budget: usize) -> FileCache {
         FileCache {
-            map: Mutex::new(
-                Rank::Files,
-                Lru {
-                    clock: 0,
-                    map: HashMap::new(),
-                },
-            ),
+            map: RwLock::new(Rank::Files, HashMap::new()),
+            clock: AtomicU64::new(0),
             budget: budget.max(8),
         }
     }
 
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// The handle of a block and its base timestamp, opened on first use.
     pub fn get(&self, id: u64, path: impl FnOnce() -> PathBuf) -> Result<(Arc<File>, u64)> {
-        {
-            let mut lru = self.map.lock();
-            lru.clock += 1;
-            let now = lru.clock;
-            if let Some((f, base, used)) = lru.map.get_mut(&id) {
-                *used = now;
-                return Ok((f.clone(), *base));
-            }
+        if let Some(slot) = self.map.read().get(&id) {
+            slot.used.store(self.tick(), Ordering::Relaxed);
+            return Ok((slot.file.clone(), slot.base_ts));
         }
         let (file, base_ts, _) = open_block(&path())?;
         self.insert(id, file.clone(), base_ts);
@@ -59,28 +57,37 @@ impl FileCache {
 
     /// Keeps a handle just created (a new block).
     pub fn insert(&self, id: u64, file: Arc<File>, base_ts: u64) {
-        let mut lru = self.map.lock();
-        if lru.map.len() >= self.budget {
-            let mut stamps: Vec<u64> = lru.map.values().map(|v| v.2).collect();
+        let now = self.tick();
+        let mut map = self.map.write();
+        if map.len() >= self.budget {
+            let mut stamps: Vec<u64> = map
+                .values()
+                .map(|v| v.used.load(Ordering::Relaxed))
+                .collect();
             let cut = stamps.len() / 4;
             let (_, nth, _) = stamps.select_nth_unstable(cut);
             let limit = *nth;
-            lru.map.retain(|_, v| v.2 > limit);
+            map.retain(|_, v| v.used.load(Ordering::Relaxed) > limit);
         }
-        lru.clock += 1;
-        let now = lru.clock;
-        lru.map.insert(id, (file, base_ts, now));
+        map.insert(
+            id,
+            Slot {
+                file,
+                base_ts,
+                used: AtomicU64::new(now),
+            },
+        );
     }
 
     /// Drops a deleted block's handle: an unlinked file's space is freed only when its
     /// last descriptor closes.
     pub fn forget(&self, id: u64) {
-        self.map.lock().map.remove(&id);
+        self.map.write().remove(&id);
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.map.lock().map.len()
+        self.map.read().len()
     }
 }
 
