@@ -41,6 +41,20 @@ impl Spool {
         Ok(())
     }
 
+    /// Appends several received pieces with one admission and one `pwritev` (a network body
+    /// arrives in pieces; gathering them into one buffer first would be a copy).
+    pub fn append_pieces(&mut self, pieces: &[&[u8]]) -> Result<()> {
+        let n: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        self.store.admit_received(&self.bucket, self.len + n, n)?;
+        write_pieces_at(&self.file, pieces, self.len)
+            .map_err(|e| Error::io("writing to a spool file", e))?;
+        for p in pieces {
+            self.crc = crc32c::crc32c_append(self.crc, p);
+        }
+        self.len += n;
+        Ok(())
+    }
+
     /// Bytes received so far.
     pub fn len(&self) -> u64 {
         self.len
@@ -83,6 +97,55 @@ impl Store {
             bucket,
         })
     }
+}
+
+/// Writes `pieces` one after the other at `offset` with `pwritev`, resuming after a short
+/// write.
+fn write_pieces_at(file: &File, pieces: &[&[u8]], mut offset: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut rest: Vec<&[u8]> = pieces.iter().copied().filter(|p| !p.is_empty()).collect();
+    while !rest.is_empty() {
+        let iov: Vec<libc::iovec> = rest
+            .iter()
+            .take(512)
+            .map(|p| libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            })
+            .collect();
+        // SAFETY: every iovec points into a live slice for the duration of the call.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                offset as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        offset += n as u64;
+        let mut left = n as usize;
+        while left > 0 {
+            let first = rest[0];
+            if left >= first.len() {
+                left -= first.len();
+                rest.remove(0);
+            } else {
+                rest[0] = &first[left..];
+                left = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`, in the kernel where the

@@ -254,8 +254,15 @@ fn spooled_writes_store_what_was_received_and_dropped_spools_nothing() {
         .unwrap();
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         let mut spool = s.spool(&name).unwrap();
-        for piece in data.chunks(65_537) {
+        // Half as single appends, half as gathered pieces (one pwritev), empty ones included.
+        let (first, second) = data.split_at(1_500_000);
+        for piece in first.chunks(65_537) {
             spool.append(piece).unwrap();
+        }
+        let mut pieces: Vec<&[u8]> = second.chunks(7_001).collect();
+        pieces.insert(3, &[]);
+        for group in pieces.chunks(100) {
+            spool.append_pieces(group).unwrap();
         }
         assert_eq!(spool.len(), data.len() as u64);
         let ts = s

@@ -10,7 +10,7 @@
 //! The spool is the engine's ([`tsblob_storage::Spool`]): its appends pass the free-space
 //! guard and refuse early a body that a HARD quota can no longer fit.
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use tokio::task::JoinHandle;
 use tsblob_storage::{Result, Spool, Store, WriteMeta};
 
@@ -32,10 +32,12 @@ pub fn write_spooled(
     store.write_spooled(bucket, entry, meta, spool)
 }
 
-/// Appends `piece` on the blocking pool, handing the spool back.
-fn spawn_append(mut spool: Spool, piece: BytesMut) -> JoinHandle<(Spool, Result<()>)> {
+/// Appends the received pieces on the blocking pool (one `pwritev`, no gathering copy),
+/// handing the spool back.
+fn spawn_append(mut spool: Spool, pieces: Vec<Bytes>) -> JoinHandle<(Spool, Result<()>)> {
     tokio::task::spawn_blocking(move || {
-        let r = spool.append(&piece);
+        let slices: Vec<&[u8]> = pieces.iter().map(|b| b.as_ref()).collect();
+        let r = spool.append_pieces(&slices);
         (spool, r)
     })
 }
@@ -75,11 +77,13 @@ pub async fn receive(
     let (s, b) = (store.clone(), bucket.to_string());
     let mut spool = Some(blocking(move || Ok(s.spool(&b)?)).await?);
     let mut in_flight: Option<JoinHandle<(Spool, Result<()>)>> = None;
-    let mut piece = BytesMut::new();
+    let mut piece: Vec<Bytes> = Vec::new();
+    let mut piece_len = 0;
     loop {
         let done = match chunks.next().await {
             Ok(Some(bytes)) => {
-                piece.extend_from_slice(&bytes);
+                piece_len += bytes.len();
+                piece.push(bytes);
                 false
             }
             Ok(None) => true,
@@ -89,9 +93,10 @@ pub async fn receive(
                 return Err(e);
             }
         };
-        if piece.len() >= PIECE || (done && !piece.is_empty()) {
+        if piece_len >= PIECE || (done && piece_len > 0) {
             let s = idle(&mut spool, &mut in_flight).await?;
             in_flight = Some(spawn_append(s, std::mem::take(&mut piece)));
+            piece_len = 0;
         }
         if done {
             return idle(&mut spool, &mut in_flight).await;
