@@ -135,6 +135,33 @@ impl Checker {
                     }
                 }
                 unacked(self);
+                // Acknowledged operations were applied in lane order, but a write whose span
+                // overlaps an acknowledged removal's may have landed after it (soak seed
+                // 825068730): it may be present too.
+                let removals: Vec<Span> = seg
+                    .lanes
+                    .iter()
+                    .zip(lanes)
+                    .flat_map(|(ops, res)| ops.iter().zip(res))
+                    .filter_map(|(op, r)| match (op, r) {
+                        (
+                            Op::RemoveEntry { .. } | Op::RemoveBucket { .. },
+                            Some((Outcome::Done, span)),
+                        ) => Some(*span),
+                        _ => None,
+                    })
+                    .collect();
+                for (ops, res) in seg.lanes.iter().zip(lanes) {
+                    for (op, r) in ops.iter().zip(res) {
+                        if let (Op::Write { b, e, rec }, Some((Outcome::Done, span))) = (op, r) {
+                            if removals.iter().any(|rm| span.end >= rm.start) {
+                                let k = key(b, e, rec.ts);
+                                self.model
+                                    .widen(&k, vec![State::Present(version(rec), *span)]);
+                            }
+                        }
+                    }
+                }
             }
             _ => {
                 for (l, (ops, res)) in seg.lanes.iter().zip(lanes).enumerate() {
