@@ -95,25 +95,6 @@ fn stalled_upload(a: &str, path: &str, len: u64, first: usize) -> TcpStream {
     t
 }
 
-fn read_answer(t: &mut TcpStream, timeout: Duration) -> (u16, String) {
-    t.set_read_timeout(Some(timeout)).unwrap();
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match t.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|r| r.get(..3))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
-}
-
 /// Bug "hang": a slow upload (> 256 KiB, arriving slowly) to entry `slow` of bucket `b`
 /// while `GET /metrics` and `DELETE /api/v1/b/b/zzz` are sent: neither returned, and then
 /// every write to the bucket timed out. The streamed write path held the entry mutex and a

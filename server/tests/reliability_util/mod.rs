@@ -149,6 +149,13 @@ pub fn raw_http(addr: &str, request: &[u8], timeout: Duration) -> (u16, String) 
     tcp.set_write_timeout(Some(timeout)).unwrap();
     // A server that answers early and closes may make the rest of the write fail: fine.
     let _ = tcp.write_all(request);
+    read_answer(&mut tcp, timeout)
+}
+
+/// Reads a connection's answer until it closes or stays silent for `timeout`: the status
+/// (`0` without a status line) and the raw text.
+pub fn read_answer(tcp: &mut TcpStream, timeout: Duration) -> (u16, String) {
+    tcp.set_read_timeout(Some(timeout)).unwrap();
     let mut answer = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
