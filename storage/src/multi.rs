@@ -266,13 +266,7 @@ impl Iterator for MultiIter {
     type Item = Result<QueryItem>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            match self.next_bounded()? {
-                Ok(Some(item)) => return Some(Ok(item)),
-                Ok(None) => continue,
-                Err(e) => return Some(Err(e)),
-            }
-        }
+        crate::read::walk_to_item(|| self.next_bounded())
     }
 }
 

@@ -340,17 +340,25 @@ impl QueryIter {
     }
 }
 
+/// The next item of a walk that hands back between pages (`Ok(None)`): walks on until an
+/// item, an error or the end. The `Iterator` of `QueryIter` and `MultiIter`.
+pub(crate) fn walk_to_item(
+    mut step: impl FnMut() -> Option<Result<Option<QueryItem>>>,
+) -> Option<Result<QueryItem>> {
+    loop {
+        match step()? {
+            Ok(Some(item)) => return Some(Ok(item)),
+            Ok(None) => continue,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+}
+
 impl Iterator for QueryIter {
     type Item = Result<QueryItem>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            match self.next_bounded()? {
-                Ok(Some(item)) => return Some(Ok(item)),
-                Ok(None) => continue,
-                Err(e) => return Some(Err(e)),
-            }
-        }
+        walk_to_item(|| self.next_bounded())
     }
 }
 
