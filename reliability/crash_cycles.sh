@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP crash harness (server/tests/reliability_crash.rs) for many SIGKILL cycles against
+# The HTTP crash harness (server/tests/it/reliability_crash.rs) for many SIGKILL cycles against
 # a release build of `tsblob serve` (target/release/tsblob): every acknowledged record must
 # read back byte-identical after every restart. CI runs 50 cycles through `cargo test`.
 #   reliability/crash_cycles.sh [cycles=1000] [seed]
@@ -12,4 +12,4 @@ if [ -n "${2:-}" ]; then
 fi
 cargo build --release --locked -p tsblob-server --bin tsblob
 # --release: the test's CARGO_BIN_EXE_tsblob is then target/release/tsblob.
-cargo test --release --locked -p tsblob-server --test reliability_crash -- --nocapture
+cargo test --release --locked -p tsblob-server --test it -- --nocapture reliability_crash::

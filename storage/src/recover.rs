@@ -48,14 +48,33 @@ fn lock_folder(path: &Path) -> Result<File> {
         .write(true)
         .open(path.join(LOCK_FILE))
         .map_err(|e| OpenError::Folder(path.to_path_buf(), format!("cannot write in it: {e}")))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(OpenError::Locked(path.to_path_buf()).into()),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(OpenError::Folder(path.to_path_buf(), format!("cannot lock: {e}")).into())
+    // A store dropped a moment ago may still hold the lock for a few milliseconds: its last
+    // reference can be in a background thread (sync, retention) finishing a pass, and a child
+    // process that this process forks keeps the lock's file description until it execs. Bug
+    // seen: a reopen right after `drop` answered `Locked` when the engine's tests ran in one
+    // binary beside tests that spawn children. So a busy lock is retried for up to a second
+    // before `Locked` is the answer.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(OpenError::Locked(path.to_path_buf()).into())
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(
+                    OpenError::Folder(path.to_path_buf(), format!("cannot lock: {e}")).into(),
+                )
+            }
         }
     }
 }
+
+/// How long `open` waits for a folder lock that another holder is releasing.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Bucket folders: subfolders holding a settings file.
 fn bucket_dirs(path: &Path) -> Result<Vec<(String, PathBuf)>> {

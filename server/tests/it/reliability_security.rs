@@ -4,7 +4,7 @@
 //! (even at trace level) or the data folder in plain text.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

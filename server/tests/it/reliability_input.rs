@@ -4,8 +4,8 @@
 //! store nothing it should not, and leave the server serving.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod reliability_util;
+use crate::common;
+use crate::reliability_util;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -10,8 +10,8 @@
 //! `TSBLOB_CRASH_SEED` replays a run (the seed is printed).
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod reliability_util;
+use crate::common;
+use crate::reliability_util;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! Many threads writing and reading the same entry and different ones at once.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -3,8 +3,8 @@
 //! must misbehave (stall, promise a body it never sends, send chunked).
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod reliability_util;
+use crate::common;
+use crate::reliability_util;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

@@ -5,7 +5,7 @@
 //! `TSBLOB_CRASH_CYCLES` sets the number of kill cycles (default 50).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -102,7 +102,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_record() {
     for cycle in 0..cycles {
         let mut child = Command::new(&exe)
             .args([
-                "crash_child_writer",
+                "crash::crash_child_writer",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

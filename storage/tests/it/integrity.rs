@@ -2,7 +2,7 @@
 //! receipt before reservation, durable removal, failed commits, local damage, bounds.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::*;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -572,7 +572,7 @@ fn ten_thousand_entries_under_ulimit_1024() {
     let dir = tempfile::tempdir().unwrap();
     let status = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "ten_thousand_entries_under_ulimit_1024",
+            "integrity::ten_thousand_entries_under_ulimit_1024",
             "--exact",
             "--nocapture",
         ])
@@ -765,23 +765,43 @@ fn retention_runs_without_writes() {
     ));
 }
 
-/// The deadlock watch can fail: two threads deadlocked on purpose (the threads stay stuck
-/// until the test process exits).
+/// The deadlock watch can fail: two threads deadlocked on purpose. The stuck threads stay
+/// until their process exits, and parking_lot's detector is process-wide, so the deadlock is
+/// made in a child process of this test binary: in the one test binary of the crate it would
+/// otherwise be seen by every other test's watch.
 #[test]
 fn deadlock_watch_sees_a_real_cycle() {
-    let watch = DeadlockWatch::start();
-    let a = Arc::new(parking_lot::Mutex::new(()));
-    let b = Arc::new(parking_lot::Mutex::new(()));
-    let go = Arc::new(Barrier::new(2));
-    for (x, y) in [(a.clone(), b.clone()), (b, a)] {
-        let go = go.clone();
-        std::thread::spawn(move || {
-            let _x = x.lock();
-            go.wait();
-            let _y = y.lock();
-        });
+    if std::env::var_os("TSBLOB_DEADLOCK_CHILD").is_some() {
+        let watch = DeadlockWatch::start();
+        let a = Arc::new(parking_lot::Mutex::new(()));
+        let b = Arc::new(parking_lot::Mutex::new(()));
+        let go = Arc::new(Barrier::new(2));
+        for (x, y) in [(a.clone(), b.clone()), (b, a)] {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                let _x = x.lock();
+                go.wait();
+                let _y = y.lock();
+            });
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch.finish()));
+        assert!(r.is_err(), "the watch missed a deadlock");
+        // The deadlocked threads would keep the process alive: exit with the verdict.
+        std::process::exit(0);
     }
-    std::thread::sleep(Duration::from_millis(400));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch.finish()));
-    assert!(r.is_err(), "the watch missed a deadlock");
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "integrity::deadlock_watch_sees_a_real_cycle",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TSBLOB_DEADLOCK_CHILD", "1")
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the child's deadlock watch missed the cycle"
+    );
 }

@@ -4,7 +4,7 @@
 //! walks, and no state left behind by tails that went away.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! before the old frame is flagged.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::*;
 use std::process::Command;
 use tsblob_storage::*;
@@ -100,7 +100,7 @@ fn crash_point_child() {
 fn child(dir: &std::path::Path, step: &str, crash: bool) -> std::process::ExitStatus {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "crash_point_child",
+        "crash_points::crash_point_child",
         "--exact",
         "--nocapture",
         "--test-threads=1",

@@ -3,7 +3,7 @@
 //! graceful shutdown on SIGTERM, and the warning for a non-loopback address.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -197,7 +197,12 @@ fn killed(
     }
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut child = Command::new(exe)
-        .args(["model_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "model::model_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("TSBLOB_MODEL_CHILD_SEED", h.seed.to_string())
         .env("TSBLOB_MODEL_CHILD_DIR", dir)
         .stdout(Stdio::piped())

@@ -2,7 +2,7 @@
 //! removals, labels, compression, quotas and reopening.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::*;
 use std::io::Read;
 use tsblob_storage::*;

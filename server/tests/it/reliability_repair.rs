@@ -5,8 +5,8 @@
 //! serves a damaged one.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod reliability_util;
+use crate::common;
+use crate::reliability_util;
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -9,8 +9,8 @@
 //!   goes first, and reads during eviction never return a payload that is gone or wrong.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-mod reliability_util;
+use crate::common;
+use crate::reliability_util;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! resident memory is sampled from /proc: it must stay bounded (< 200 MB).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

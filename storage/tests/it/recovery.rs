@@ -3,7 +3,7 @@
 //! truncated mid-record, a flipped payload byte.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::*;
 use std::fs::OpenOptions;
 use std::io::Write;

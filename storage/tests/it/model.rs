@@ -10,16 +10,14 @@
 //! killed history's operations and the child's acknowledgements and keeps a copy of the
 //! store as the kill left it.
 
-mod common;
-mod model {
-    pub mod check;
-    pub mod exec;
-    pub mod generate;
-    pub mod run;
-    pub mod state;
-}
+use crate::common;
+mod check;
+mod exec;
+mod generate;
+mod run;
+mod state;
 
-use model::run::{child, run_history, Report};
+use run::{child, run_history, Report};
 use std::time::Instant;
 
 fn env_u64(name: &str) -> Option<u64> {

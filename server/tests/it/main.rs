@@ -1,0 +1,22 @@
+//! The server's integration tests, one test binary (one link of tokio, axum and reqwest
+//! instead of thirteen): each file a module, `common` (a real `tsblob serve` child process)
+//! and `reliability_util` shared. Run one part with `cargo test -p tsblob-server --test it
+//! reliability_crash::` (a module path filters).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod reliability_util;
+
+mod big_record;
+mod compare_e2e;
+mod console;
+mod reliability_crash;
+mod reliability_disk;
+mod reliability_input;
+mod reliability_integrity;
+mod reliability_repair;
+mod reliability_security;
+mod reliability_soak;
+mod router;
+mod serve;
+mod tail;

@@ -1,0 +1,13 @@
+//! The engine's integration tests, one test binary (one link instead of eight): each file a
+//! module. Tests that must run in a process of their own (a crash, a kill, a lower file
+//! limit, a deliberate deadlock) re-run this binary with `--exact module::test`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod concurrency;
+mod crash;
+mod crash_points;
+mod engine;
+mod integrity;
+mod model;
+mod recovery;
