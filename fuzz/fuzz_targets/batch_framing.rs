@@ -1,19 +1,45 @@
-//! Fuzzes the record framing every batch upload is parsed with (`server/src/framing.rs`,
-//! compiled here from its source file so the fuzz build does not pull in the whole server).
+//! Fuzzes the record framing every batch upload is parsed with (`tsblob_proto::framing`,
+//! the crate the server, the CLI and the bench share).
 //!
 //! The first input byte picks how the rest is cut into pieces, as a network would: the
-//! decoder must never panic, must give the same events whatever the cut (it is
-//! incremental), and its payload pieces must add up to what each record frame announced.
+//! decoders must never panic, must give the same events whatever the cut (they are
+//! incremental), and their payload pieces must add up to what each record frame announced.
+//! The client-side `ChunkDecoder` (payloads as slices of the received chunks) must agree
+//! with the server's `Decoder` event for event.
 #![no_main]
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
+use tsblob_proto::framing::{ChunkDecoder, Decoder, Event, FrameError};
 
-#[path = "../../server/src/framing.rs"]
-#[allow(dead_code)]
-mod framing;
+/// Appends an event, joining payload pieces so that two cuts can be compared.
+fn push_event(events: &mut Vec<Event>, ev: Event) {
+    match (events.last_mut(), ev) {
+        (Some(Event::Data(prev)), Event::Data(b)) => {
+            let mut joined = BytesMut::from(&prev[..]);
+            joined.extend_from_slice(&b);
+            *prev = joined.freeze();
+        }
+        (_, ev) => events.push(ev),
+    }
+}
 
-use framing::{Decoder, Event};
+/// The same as [`decode`], through the `ChunkDecoder`.
+fn decode_chunks(input: &[u8], piece: usize) -> (Vec<Event>, Option<String>) {
+    let mut d = ChunkDecoder::new();
+    let mut events = Vec::new();
+    for chunk in input.chunks(piece.max(1)) {
+        d.push(Bytes::copy_from_slice(chunk));
+        loop {
+            match d.next_event() {
+                Ok(None) => break,
+                Ok(Some(ev)) => push_event(&mut events, ev),
+                Err(FrameError(e)) => return (events, Some(e)),
+            }
+        }
+    }
+    (events, None)
+}
 
 /// Decodes `input` fed in pieces of `piece` bytes; payload pieces are joined so that two
 /// cuts of the same input can be compared.
@@ -31,14 +57,7 @@ fn decode(input: &[u8], piece: usize) -> (Vec<Event>, Option<String>) {
                 Ok(Some(Event::Data(b))) => {
                     received += b.len() as u64;
                     assert!(Some(received) <= announced, "more payload than announced");
-                    match events.last_mut() {
-                        Some(Event::Data(prev)) => {
-                            let mut joined = BytesMut::from(&prev[..]);
-                            joined.extend_from_slice(&b);
-                            *prev = joined.freeze();
-                        }
-                        _ => events.push(Event::Data(b)),
-                    }
+                    push_event(&mut events, Event::Data(b));
                 }
                 Ok(Some(ev)) => {
                     if let Some(want) = announced {
@@ -70,5 +89,14 @@ fuzz_target!(|data: &[u8]| {
     );
     if whole_err.is_none() {
         assert_eq!(whole, pieces, "the cut changed the events");
+    }
+    let (chunked, chunked_err) = decode_chunks(input, usize::from(cut % 64) + 1);
+    assert_eq!(
+        whole_err.is_some(),
+        chunked_err.is_some(),
+        "the chunk decoder's verdict differs"
+    );
+    if whole_err.is_none() {
+        assert_eq!(whole, chunked, "the chunk decoder's events differ");
     }
 });

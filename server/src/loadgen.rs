@@ -14,7 +14,7 @@ use reqwest::Method;
 
 use crate::cli::{seg, Client, ClientArgs};
 use crate::config::parse_size;
-use crate::framing::{put_end, put_record, Decoder, Event};
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
@@ -223,14 +223,17 @@ async fn workers(
                                 &mut body,
                                 ts_base + first + i,
                                 "",
-                                &Default::default(),
+                                &tsblob_proto::Labels::new(),
                                 &payload,
                             );
                         }
                         put_end(&mut body, n);
                         let req = client
                             .request(Method::POST, &format!("{path}/batch"))
-                            .header(reqwest::header::CONTENT_TYPE, crate::framing::MEDIA_TYPE)
+                            .header(
+                                reqwest::header::CONTENT_TYPE,
+                                tsblob_proto::framing::MEDIA_TYPE,
+                            )
                             .body(body.freeze());
                         let v = client.json(req).await?;
                         if v["failed"].as_u64() != Some(0) {

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use tsblob_server::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
 use tsblob_server::http::{app, auth::Auth, AppState, Limits};
 use tsblob_storage::{Labels, Store, StoreOptions};
 

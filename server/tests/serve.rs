@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use common::Server;
 use serde_json::{json, Value};
-use tsblob_server::framing::{put_end, put_record, Decoder, Event};
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event};
 use tsblob_storage::Labels;
 
 #[tokio::test]

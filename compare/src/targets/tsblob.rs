@@ -3,20 +3,17 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
-use bytes::Bytes;
-use serde_json::{json, Value};
-
-use super::tsblob_frames::{encode_end, encode_record, Decoder, Event};
 use super::{
     http_client, ok_or_error, point_read_from, BatchRecord, PointRead, ReadOutcome, Target,
     TargetKind,
 };
 use crate::payload::StreamCheck;
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
-
-const LABEL_PREFIX: &str = "x-tsblob-label-";
-const FRAMES: &str = "application/x-tsblob-records";
+use anyhow::{bail, Context, Result};
+use bytes::{Bytes, BytesMut};
+use serde_json::{json, Value};
+use tsblob_proto::framing::{put_end, put_record, ChunkDecoder, Event, MEDIA_TYPE as FRAMES};
+use tsblob_proto::headers::{encode_label_value, label_header, LABEL_PREFIX};
 
 /// A tsblob server at `base` (`http://host:port`).
 pub struct Tsblob {
@@ -69,46 +66,54 @@ impl Tsblob {
             requests: 1,
             ..ReadOutcome::default()
         };
-        let mut dec = Decoder::default();
+        let mut dec = ChunkDecoder::new();
         let mut announced = None;
         let mut check: Option<StreamCheck> = None;
         let mut seen = Vec::new();
         while let Some(chunk) = resp.chunk().await? {
             out.ttfb.get_or_insert_with(|| t0.elapsed());
-            dec.feed(&chunk, |event| {
+            dec.push(chunk);
+            while let Some(event) = dec.next_event()? {
                 match event {
-                    Event::Record { ts, labels, len } => {
+                    Event::Record(head) => {
+                        let ts = head.ts;
                         if ts < start || ts >= stop {
                             return Err(mismatch(format!(
                                 "tsblob returned {name} @ {ts} outside [{start}, {stop})"
                             )));
                         }
-                        check = Some(plan.stream_check(entry, ts, len, Some(&labels))?);
+                        let labels: Vec<(String, String)> = head.labels.into_iter().collect();
+                        check =
+                            Some(plan.stream_check(entry, ts, head.payload_len, Some(&labels))?);
                         seen.push(ts);
-                        out.bytes += len;
+                        out.bytes += head.payload_len;
                     }
-                    Event::Payload(piece) => check
+                    Event::Data(piece) => check
                         .as_mut()
                         .context("tsblob query stream: payload before a record head")?
-                        .feed(piece)?,
-                    Event::RecordDone => {
-                        check
-                            .take()
-                            .context("tsblob query stream: record end without a head")?
-                            .finish()?;
+                        .feed(&piece)?,
+                    Event::End(n) => announced = Some(n),
+                    Event::Heartbeat(_) => {}
+                    Event::Error(json) => bail!(
+                        "tsblob ended the query stream with an error frame: {}",
+                        String::from_utf8_lossy(&json)
+                    ),
+                }
+                // A record is complete when its payload is: at the next frame boundary.
+                if dec.at_frame_boundary() {
+                    if let Some(c) = check.take() {
+                        c.finish()?;
                         out.records += 1;
                     }
-                    Event::End(n) => announced = Some(n),
                 }
-                Ok(())
-            })?;
+            }
         }
         match announced {
-            Some(n) if n == out.records && dec.pending() == 0 => Ok((out, seen)),
+            Some(n) if n == out.records && dec.buffered() == 0 => Ok((out, seen)),
             Some(n) => bail!(
                 "tsblob query stream: end frame says {n} records, {} received ({} bytes pending)",
                 out.records,
-                dec.pending()
+                dec.buffered()
             ),
             None => bail!("tsblob query stream ended without an end frame (truncated response)"),
         }
@@ -169,7 +174,7 @@ impl Target for Tsblob {
             .query(&[("ts", ts)])
             .header("content-type", CONTENT_TYPE);
         for (k, v) in labels {
-            req = req.header(format!("{LABEL_PREFIX}{k}"), v);
+            req = req.header(label_header(k), encode_label_value(v));
         }
         let resp = req.body(payload).send().await?;
         ok_or_error(resp, "tsblob: write").await?;
@@ -182,16 +187,17 @@ impl Target for Tsblob {
         entry: &str,
         records: Vec<BatchRecord>,
     ) -> Result<(u64, Option<String>)> {
-        let mut body = Vec::new();
+        let size: usize = records.iter().map(|r| 64 + r.payload.len()).sum();
+        let mut body = BytesMut::with_capacity(size);
         for r in &records {
-            encode_record(&mut body, r.ts, CONTENT_TYPE, &r.labels, &r.payload);
+            put_record(&mut body, r.ts, CONTENT_TYPE, &r.labels, &r.payload);
         }
-        encode_end(&mut body, records.len() as u64);
+        put_end(&mut body, records.len() as u64);
         let resp = self
             .http
             .post(format!("{}/batch", self.record_url(bucket, entry)))
             .header("content-type", FRAMES)
-            .body(body)
+            .body(body.freeze())
             .send()
             .await?;
         let answer: Value = ok_or_error(resp, "tsblob: batch write")

@@ -13,8 +13,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::client::{seg, Client, ClientArgs};
 use super::human::{format_time, parse_time, size};
-use crate::framing::{Decoder, Event, FrameHead};
-use crate::http::headers::{encode_label_value, LABEL_PREFIX, TS_HEADER};
+use tsblob_proto::framing::{Decoder, Event, FrameHead};
+use tsblob_proto::headers::{encode_label_value, LABEL_PREFIX, TS_HEADER};
 
 fn bar(len: Option<u64>) -> ProgressBar {
     match len {

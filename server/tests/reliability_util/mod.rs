@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tsblob_server::framing::{put_end, put_record, Decoder, Event};
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event};
 use tsblob_storage::Labels;
 
 /// The shortest payload [`payload`] makes (its length, then its key).
