@@ -666,14 +666,24 @@ mod tests {
     fn chunk_decoder_agrees_with_the_decoder_whatever_the_cut() {
         let mut b = BytesMut::new();
         put_heartbeat(&mut b, 1);
-        put_record(&mut b, 7, "image/jpeg", &labels(&[("cam", "front")]), &[5; 300]);
+        put_record(
+            &mut b,
+            7,
+            "image/jpeg",
+            &labels(&[("cam", "front")]),
+            &[5; 300],
+        );
         put_entry_record_head(&mut b, "a/b", 8, "", &Labels::new(), 3);
         b.put_slice(b"xyz");
         put_record(&mut b, 9, "", &Labels::new(), b"");
         put_end(&mut b, 3);
         let want = joined(decode_bytewise(&b).unwrap());
         for piece in [1, 2, 3, 7, 24, 25, 26, 64, 500, b.len()] {
-            assert_eq!(joined(decode_chunks(&b, piece).unwrap()), want, "piece {piece}");
+            assert_eq!(
+                joined(decode_chunks(&b, piece).unwrap()),
+                want,
+                "piece {piece}"
+            );
         }
         let mut bad = b.clone();
         bad[HEARTBEAT_LEN] = 9;

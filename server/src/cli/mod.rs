@@ -15,7 +15,7 @@ pub use client::{seg, Client, ClientArgs};
 pub use histogram::{histogram, HistogramArgs};
 pub use records::{get, put, query, rm, tail, GetArgs, PutArgs, QueryArgs, RmArgs, TailArgs};
 
-use crate::config::parse_size;
+use tsblob_proto::parse_size;
 
 /// `tsblob bucket ...`
 #[derive(Debug, clap::Args)]
