@@ -7,10 +7,13 @@
 //! - [`names`]: the name rules and reserved words of buckets, entries and label keys, and
 //!   how an entry path splits into entry and route;
 //! - [`size`]: byte sizes as flags are written (`KB` = 10^3, `KiB` = 2^10);
-//! - the record limits and the label map every side shares.
+//! - the record limits and the label map every side shares;
+//! - `client` (feature `client`): a small async client of the HTTP API over reqwest.
 //!
 //! The default build needs no async runtime (the engine depends on it).
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod framing;
 pub mod headers;
 pub mod names;

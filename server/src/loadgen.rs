@@ -9,14 +9,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use bytes::BytesMut;
-use futures_util::StreamExt;
 use reqwest::Method;
 
 use tsblob_compare::stats::Stats;
 use tsblob_compare::workload::{below, rng};
 
-use crate::cli::{seg, Client, ClientArgs};
-use tsblob_proto::framing::{put_end, put_record, Decoder, Event};
+use crate::cli::{connect, Client, ClientArgs};
+use tsblob_proto::framing::{put_end, put_record, Event};
 use tsblob_proto::parse_size;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -92,12 +91,15 @@ pub fn rss_parts(pid: u32) -> String {
 }
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
-    let client = Arc::new(Client::new(&args.client)?);
-    let entry_path = format!("/api/v1/b/{}/{}", seg(&args.bucket), seg(&args.entry));
+    let client = Arc::new(connect(&args.client)?);
+    let entry_path = tsblob_proto::client::entry_path(&args.bucket, &args.entry);
     if matches!(args.mode, Mode::Post | Mode::Batch) {
         // Create the bucket if needed; an existing one is fine.
         let r = client
-            .request(Method::POST, &format!("/api/v1/b/{}", seg(&args.bucket)))
+            .request(
+                Method::POST,
+                &tsblob_proto::client::bucket_path(&args.bucket),
+            )
             .send()
             .await
             .context("cannot reach the server")?;
@@ -181,6 +183,7 @@ async fn workers(
         let (client, next, payload) = (client.clone(), next.clone(), payload.clone());
         let (mode, ts_base, count, path) =
             (args.mode, args.ts_base, args.count, entry_path.to_string());
+        let (bucket, entry) = (args.bucket.clone(), args.entry.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat = Stats::default();
             let (mut records, mut bytes) = (0u64, 0u64);
@@ -215,14 +218,7 @@ async fn workers(
                             );
                         }
                         put_end(&mut body, n);
-                        let req = client
-                            .request(Method::POST, &format!("{path}/batch"))
-                            .header(
-                                reqwest::header::CONTENT_TYPE,
-                                tsblob_proto::framing::MEDIA_TYPE,
-                            )
-                            .body(body.freeze());
-                        let v = client.json(req).await?;
+                        let v = client.write_batch(&bucket, &entry, body.freeze()).await?;
                         if v["failed"].as_u64() != Some(0) {
                             bail!(
                                 "a batch had failures: {}",
@@ -268,25 +264,17 @@ async fn workers(
 
 async fn query(client: &Client, entry_path: &str) -> anyhow::Result<Outcome> {
     let t0 = Instant::now();
-    let resp = client
-        .send(client.request(Method::GET, &format!("{entry_path}/query")))
-        .await?;
+    let mut stream = client.query(&format!("{entry_path}/query"), &[]).await?;
     let first_byte = t0.elapsed().as_micros() as u64;
-    let mut body = resp.bytes_stream();
-    let mut dec = Decoder::new();
-    let mut buf = BytesMut::new();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut end = None;
-    while let Some(chunk) = body.next().await {
-        buf.extend_from_slice(&chunk?);
-        while let Some(ev) = dec.next(&mut buf)? {
-            match ev {
-                Event::Record(_) => records += 1,
-                Event::Data(d) => bytes += d.len() as u64,
-                Event::End(n) => end = Some(n),
-                Event::Heartbeat(_) => {}
-                Event::Error(e) => bail!("query failed: {}", String::from_utf8_lossy(&e)),
-            }
+    while let Some(ev) = stream.next_event().await? {
+        match ev {
+            Event::Record(_) => records += 1,
+            Event::Data(d) => bytes += d.len() as u64,
+            Event::End(n) => end = Some(n),
+            Event::Heartbeat(_) => {}
+            Event::Error(e) => bail!("query failed: {}", String::from_utf8_lossy(&e)),
         }
     }
     if end != Some(records) {
