@@ -149,11 +149,18 @@ impl Client {
         bucket: &str,
         settings: &Value,
     ) -> Result<Value, ClientError> {
-        self.json(
-            self.request(Method::POST, &bucket_path(bucket))
-                .json(settings),
-        )
-        .await
+        self.send_settings(Method::POST, bucket, settings).await
+    }
+
+    /// Bucket settings sent with `method` (POST creates, PUT changes).
+    async fn send_settings(
+        &self,
+        method: Method,
+        bucket: &str,
+        settings: &Value,
+    ) -> Result<Value, ClientError> {
+        let req = self.request(method, &bucket_path(bucket)).json(settings);
+        self.json(req).await
     }
 
     /// `GET /api/v1/b/{bucket}`: settings, sizes and entries.
@@ -168,11 +175,7 @@ impl Client {
         bucket: &str,
         settings: &Value,
     ) -> Result<Value, ClientError> {
-        self.json(
-            self.request(Method::PUT, &bucket_path(bucket))
-                .json(settings),
-        )
-        .await
+        self.send_settings(Method::PUT, bucket, settings).await
     }
 
     /// `DELETE /api/v1/b/{bucket}`.

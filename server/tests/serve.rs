@@ -328,6 +328,24 @@ fn warns_when_listening_beyond_loopback_without_a_token() {
     assert!(!quiet.stderr_contains("WARNING", Duration::from_millis(500)));
 }
 
+/// Runs the `tsblob` CLI with `env` (and none of the caller's TSBLOB_* variables):
+/// success, stdout, stderr.
+fn cli(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(args)
+        .env_remove("TSBLOB_URL")
+        .env_remove("TSBLOB_TOKEN")
+        .env_remove("TSBLOB_ALIAS")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn cli_client_put_get_query_rm() {
     let s = Server::start(&[]);
@@ -335,19 +353,7 @@ fn cli_client_put_get_query_rm() {
     let file = dir.path().join("frame.jpg");
     std::fs::write(&file, vec![3u8; 2_000_000]).unwrap();
     let url = s.url("");
-    let run = |args: &[&str]| -> (bool, String, String) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-            .args(args)
-            .env("TSBLOB_URL", &url)
-            .env_remove("TSBLOB_TOKEN")
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str]| cli(args, &[("TSBLOB_URL", &url)]);
     assert!(run(&["bucket", "create", "cams", "--compression", "zstd"]).0);
     let (ok, out, err) = run(&[
         "put",
@@ -458,21 +464,8 @@ fn cli_profiles_json_filters_tokens_and_forced_removals() {
     let file = dir.path().join("p.bin");
     std::fs::write(&file, b"payload").unwrap();
     let url = s.url("");
-    let run = |args: &[&str]| -> (bool, String, String) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-            .args(args)
-            .env("XDG_CONFIG_HOME", config.path())
-            .env_remove("TSBLOB_URL")
-            .env_remove("TSBLOB_TOKEN")
-            .env_remove("TSBLOB_ALIAS")
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let home = config.path().to_string_lossy().into_owned();
+    let run = |args: &[&str]| cli(args, &[("XDG_CONFIG_HOME", &home)]);
     let json_lines = |out: &str| -> Vec<serde_json::Value> {
         out.lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))

@@ -147,13 +147,7 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
         }
         BucketCommand::Ls { json } => {
             let v = c.list_buckets().await?;
-            for b in v["buckets"].as_array().into_iter().flatten() {
-                if json {
-                    println!("{b}");
-                } else {
-                    print_bucket_line(b);
-                }
-            }
+            human::print_list(&v["buckets"], json, print_bucket_line);
         }
         BucketCommand::Info { name, json } => {
             let b = c.bucket(&name).await?;

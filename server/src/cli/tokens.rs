@@ -90,13 +90,7 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
     match args.command {
         TokenCommand::Ls { json } => {
             let v = c.list_tokens().await?;
-            for t in v["tokens"].as_array().into_iter().flatten() {
-                if json {
-                    println!("{t}");
-                } else {
-                    print_token(t);
-                }
-            }
+            human::print_list(&v["tokens"], json, print_token);
         }
         TokenCommand::Create {
             name,
