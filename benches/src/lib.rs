@@ -1,6 +1,8 @@
 //! Shared helpers of the engine benchmarks (`benches/engine.rs`, `benches/figures.rs`).
 #![allow(clippy::unwrap_used)]
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::path::Path;
 use tsblob_storage::*;
 
@@ -20,15 +22,8 @@ pub fn open(dir: &Path) -> Store {
 
 /// A deterministic, incompressible payload.
 pub fn payload(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    Xoshiro256PlusPlus::seed_from_u64(seed).fill_bytes(&mut out);
     out
 }
 

@@ -38,13 +38,14 @@ pub struct BenchArgs {
     /// Seed of timestamps, labels and payloads.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Record sizes, comma separated (1KB, 10KB, 100KB, 1MB, 10MB by default).
+    /// Record sizes, comma separated (1KiB, 10KiB, 100KiB, 1MiB, 10MiB by default; KB, MB
+    /// are powers of 1000).
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<String>,
-    /// Records per size (default: 10,000 up to 100 KB, 300 MB worth above).
+    /// Records per size (default: 10,000 up to 100 KiB, 300 MiB worth above).
     #[arg(long)]
     pub records: Option<u64>,
-    /// Payload bytes per size instead of a record count (e.g. 200MB).
+    /// Payload bytes per size instead of a record count (e.g. 200MiB).
     #[arg(long)]
     pub bytes_per_size: Option<String>,
     /// Entries per size.

@@ -9,14 +9,18 @@
 //! streams over the pieces a response arrives in without copying them. Earlier versions
 //! generated every payload with a xorshift generator and compared 32 bytes at a time; the
 //! client then spent more CPU per byte checking a range read than the fastest server spent
-//! serving it (see `docs/benchmarking.md`).
+//! serving it (see `docs/benchmarking.md`). The pool comes from the workload's seeded RNG
+//! (xoshiro256++, `rand_xoshiro`; before issue 16 four hand-written xorshift lanes, so the
+//! bytes of a seed differ from older versions' — every target still gets the same bytes).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Result;
 
-use crate::workload::{entry_name, mismatch, mix};
+use rand_xoshiro::rand_core::RngCore;
+
+use crate::workload::{entry_name, mismatch, mix, rng};
 
 /// Bytes of tag at the start of every payload.
 pub const TAG_LEN: usize = 16;
@@ -34,11 +38,7 @@ fn pool(seed: u64, size: u64) -> Arc<[u8]> {
     map.entry((seed, size))
         .or_insert_with(|| {
             let mut out = vec![0u8; (size + SLACK) as usize];
-            let mut gen = Lanes::new(mix(seed ^ mix(size) ^ 0x9001));
-            for chunk in out.chunks_mut(32) {
-                let block = gen.next_block();
-                chunk.copy_from_slice(&block[..chunk.len()]);
-            }
+            rng(seed ^ mix(size) ^ 0x9001).fill_bytes(&mut out);
             out.into()
         })
         .clone()
@@ -192,31 +192,6 @@ impl StreamCheck {
             )));
         }
         Ok(())
-    }
-}
-
-/// Four xorshift64 lanes, 32 bytes a step: fills the pools (vectorises, several GB/s).
-#[derive(Debug, Clone)]
-pub struct Lanes([u64; 4]);
-
-impl Lanes {
-    /// Lanes for a key (never all-zero: xorshift would stay at zero).
-    pub fn new(key: u64) -> Lanes {
-        let lane = |i: u64| mix(key ^ i.wrapping_mul(0xA076_1D64_78BD_642F)) | 1;
-        Lanes([lane(0), lane(1), lane(2), lane(3)])
-    }
-
-    /// The next 32 bytes.
-    #[inline]
-    pub fn next_block(&mut self) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        for (i, x) in self.0.iter_mut().enumerate() {
-            *x ^= *x << 13;
-            *x ^= *x >> 7;
-            *x ^= *x << 17;
-            out[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
-        }
-        out
     }
 }
 

@@ -17,7 +17,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use crate::stats::{Stats, Summary};
 use crate::targets::{BatchRecord, Target};
 use crate::workload::{
-    mismatch, Phase, SizePlan, SplitMix, VerificationFailed, Workload, BASE_TS, TS_STEP,
+    below, mismatch, rng, Phase, SizePlan, VerificationFailed, Workload, BASE_TS, TS_STEP,
 };
 
 /// What one operation did.
@@ -326,17 +326,17 @@ pub fn whole_windows(plan: &SizePlan) -> Vec<Window> {
 
 /// Phase 3b: random sub-windows, the same on every target (seeded).
 pub fn sub_windows(plan: &SizePlan, count: u32, max_share: f64) -> Vec<Window> {
-    let mut rng = SplitMix(plan.seed ^ plan.size.rotate_left(17) ^ 0x5ab_5eed);
+    let mut rng = rng(plan.seed ^ plan.size.rotate_left(17) ^ 0x5ab_5eed);
     (0..count)
         .filter_map(|_| {
-            let e = rng.below(u64::from(plan.entries)) as u32;
+            let e = below(&mut rng, u64::from(plan.entries)) as u32;
             let len = plan.entry_len(e);
             if len == 0 {
                 return None;
             }
             let longest = ((len as f64 * max_share) as u64).clamp(1, len);
-            let w = 1 + rng.below(longest);
-            let j0 = rng.below(len - w + 1);
+            let w = 1 + below(&mut rng, longest);
+            let j0 = below(&mut rng, len - w + 1);
             Some((e, BASE_TS + j0 * TS_STEP, BASE_TS + (j0 + w) * TS_STEP))
         })
         .collect()
@@ -459,8 +459,8 @@ pub async fn range_when<T: Target>(
 /// Phase 4: random point reads.
 pub async fn point_reads<T: Target>(ctx: &Ctx<T>, plan: &Arc<SizePlan>) -> Result<Summary> {
     let n = ctx.workload.scaled_point_reads();
-    let mut rng = SplitMix(plan.seed ^ plan.size.rotate_left(29) ^ 0x9017);
-    let picks: Arc<Vec<u64>> = Arc::new((0..n).map(|_| rng.below(plan.count)).collect());
+    let mut rng = rng(plan.seed ^ plan.size.rotate_left(29) ^ 0x9017);
+    let picks: Arc<Vec<u64>> = Arc::new((0..n).map(|_| below(&mut rng, plan.count)).collect());
     let (target, bucket, plan2, picks2) = (
         Arc::clone(&ctx.target),
         Arc::clone(&ctx.bucket),

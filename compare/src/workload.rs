@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{Expected, StreamCheck};
@@ -462,64 +463,32 @@ pub fn entry_name(size: u64, entry: u32) -> String {
     format!("s{size}-e{entry}")
 }
 
-/// A 64-bit finaliser (SplitMix64's) used to derive independent keys from small integers.
-pub fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The workload's seeded generator: xoshiro256++ from `rand_xoshiro` (the repository's one
+/// seeded RNG), whose output is fixed by its definition on every platform and version.
+pub type Rng = rand_xoshiro::Xoshiro256PlusPlus;
+
+/// The generator for `seed`.
+pub fn rng(seed: u64) -> Rng {
+    Rng::seed_from_u64(seed)
 }
 
-/// SplitMix64: a tiny, fast, seedable generator. Its output is fixed by its definition, so a
-/// payload written by one version of this tool verifies with any other.
-#[derive(Debug, Clone)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
+/// A 64-bit key derived from `z` (independent keys from small integers): the first output
+/// of the generator seeded with it.
+pub fn mix(z: u64) -> u64 {
+    rng(z).next_u64()
 }
 
-/// Parses a size such as `1KB`, `10 KiB`, `2MB`, `512` (bytes). KB/MB/GB are binary here
-/// (1 KB = 1024 bytes), as the default sizes are.
+/// A number in `0..n` (n > 0).
+pub fn below(rng: &mut Rng, n: u64) -> u64 {
+    rng.next_u64() % n.max(1)
+}
+
+/// Parses a size (`1KiB` = 1024 bytes, `1KB` = 1000): the one `parse_size` of the binary.
 pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .with_context(|| format!("size {text:?}: expected a number then KB, MB or GB"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => bail!("size {text:?}: unknown unit {other:?}, use KB, MB or GB"),
-    };
-    n.checked_mul(mult)
-        .with_context(|| format!("size {text:?} is too large"))
+    tsblob_proto::parse_size(text).map_err(anyhow::Error::msg)
 }
 
-/// Prints a size the way [`parse_size`] reads it.
-pub fn format_size(bytes: u64) -> String {
-    for (unit, mult) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes >= mult && bytes.is_multiple_of(mult) {
-            return format!("{} {unit}", bytes / mult);
-        }
-    }
-    format!("{bytes} B")
-}
+pub use tsblob_proto::format_size;
 
 #[cfg(test)]
 mod tests {
@@ -592,8 +561,10 @@ mod tests {
     }
 
     #[test]
-    fn sizes_parse_and_print() -> Result<()> {
-        assert_eq!(parse_size("1KB")?, 1024);
+    fn sizes_mean_what_they_say() -> Result<()> {
+        // Regression (issue 16): `1KB` was 1024 bytes here and 1000 in `tsblob serve`.
+        assert_eq!(parse_size("1KB")?, 1000);
+        assert_eq!(parse_size("1KiB")?, 1024);
         assert_eq!(parse_size("10 MiB")?, 10 << 20);
         assert_eq!(format_size(100 << 10), "100 KiB");
         assert!(parse_size("3 parsecs").is_err());

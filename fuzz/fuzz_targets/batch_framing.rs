@@ -1,32 +1,49 @@
-//! Fuzzes the record framing every batch upload is parsed with (`server/src/framing.rs`,
-//! compiled here from its source file so the fuzz build does not pull in the whole server).
+//! Fuzzes the record framing every batch upload is parsed with (`tsblob_proto::framing`,
+//! the crate the server, the CLI and the bench share).
 //!
 //! The first input byte picks how the rest is cut into pieces, as a network would: the
-//! decoder must never panic, must give the same events whatever the cut (it is
-//! incremental), and its payload pieces must add up to what each record frame announced.
+//! decoders must never panic, must give the same events whatever the cut (they are
+//! incremental), and their payload pieces must add up to what each record frame announced.
+//! The client-side `ChunkDecoder` (payloads as slices of the received chunks) must agree
+//! with the server's `Decoder` event for event.
 #![no_main]
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
+use tsblob_proto::framing::{ChunkDecoder, Decoder, Event, FrameError};
 
-#[path = "../../server/src/framing.rs"]
-#[allow(dead_code)]
-mod framing;
+/// One of the two decoders: the server's (fed a `BytesMut`) or the clients' (fed chunks).
+enum Dec {
+    Server(Decoder, BytesMut),
+    Client(ChunkDecoder),
+}
 
-use framing::{Decoder, Event};
+impl Dec {
+    fn push(&mut self, chunk: &[u8]) {
+        match self {
+            Dec::Server(_, buf) => buf.extend_from_slice(chunk),
+            Dec::Client(d) => d.push(Bytes::copy_from_slice(chunk)),
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<Event>, FrameError> {
+        match self {
+            Dec::Server(d, buf) => d.next(buf),
+            Dec::Client(d) => d.next_event(),
+        }
+    }
+}
 
 /// Decodes `input` fed in pieces of `piece` bytes; payload pieces are joined so that two
 /// cuts of the same input can be compared.
-fn decode(input: &[u8], piece: usize) -> (Vec<Event>, Option<String>) {
-    let mut d = Decoder::new();
-    let mut buf = BytesMut::new();
+fn decode(mut d: Dec, input: &[u8], piece: usize) -> (Vec<Event>, Option<String>) {
     let mut events: Vec<Event> = Vec::new();
     let mut announced: Option<u64> = None;
     let mut received = 0u64;
     for chunk in input.chunks(piece.max(1)) {
-        buf.extend_from_slice(chunk);
+        d.push(chunk);
         loop {
-            match d.next(&mut buf) {
+            match d.next() {
                 Ok(None) => break,
                 Ok(Some(Event::Data(b))) => {
                     received += b.len() as u64;
@@ -50,7 +67,7 @@ fn decode(input: &[u8], piece: usize) -> (Vec<Event>, Option<String>) {
                     };
                     events.push(ev);
                 }
-                Err(e) => return (events, Some(e.0)),
+                Err(FrameError(e)) => return (events, Some(e)),
             }
         }
     }
@@ -61,14 +78,21 @@ fuzz_target!(|data: &[u8]| {
     let Some((&cut, input)) = data.split_first() else {
         return;
     };
-    let (whole, whole_err) = decode(input, input.len());
-    let (pieces, pieces_err) = decode(input, usize::from(cut % 64) + 1);
-    assert_eq!(
-        whole_err.is_some(),
-        pieces_err.is_some(),
-        "the cut changed the verdict"
-    );
-    if whole_err.is_none() {
-        assert_eq!(whole, pieces, "the cut changed the events");
+    let server = || Dec::Server(Decoder::new(), BytesMut::new());
+    let (whole, whole_err) = decode(server(), input, input.len());
+    let piece = usize::from(cut % 64) + 1;
+    for (what, d) in [
+        ("the cut", server()),
+        ("the chunk decoder", Dec::Client(ChunkDecoder::new())),
+    ] {
+        let (events, err) = decode(d, input, piece);
+        assert_eq!(
+            whole_err.is_some(),
+            err.is_some(),
+            "{what} changed the verdict"
+        );
+        if whole_err.is_none() {
+            assert_eq!(whole, events, "{what} changed the events");
+        }
     }
 });

@@ -9,34 +9,7 @@ use std::time::Duration;
 use tsblob_storage::{BucketSettings, Compression, QuotaType, StoreOptions, SyncPolicy};
 
 use crate::http::Limits;
-
-/// Parses a byte size: `1048576`, `64KiB`, `256MiB`, `4GiB`, `1TiB`, or decimal `10MB`, `1GB`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size: use e.g. 1048576, 64MiB, 4GiB or 10GB"))?;
-    let mult: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "K" => 1 << 10,
-        "MiB" | "M" => 1 << 20,
-        "GiB" | "G" => 1 << 30,
-        "TiB" | "T" => 1 << 40,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?}: use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too large"))
-}
+use tsblob_proto::parse_size;
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
@@ -171,17 +144,6 @@ mod tests {
     struct T {
         #[command(flatten)]
         serve: ServeArgs,
-    }
-
-    #[test]
-    fn sizes_parse_with_units() {
-        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
-        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
-        assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
-        assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("-1").is_err());
-        assert!(parse_size("99999999999TiB").is_err());
     }
 
     #[test]

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use bytes::BytesMut;
-use futures_util::StreamExt;
 use reqwest::Method;
 
-use crate::cli::{seg, Client, ClientArgs};
-use crate::config::parse_size;
-use crate::framing::{put_end, put_record, Decoder, Event};
+use tsblob_compare::stats::Stats;
+use tsblob_compare::workload::{below, rng};
+
+use crate::cli::{connect, Client, ClientArgs};
+use tsblob_proto::framing::{put_end, put_record, Event};
+use tsblob_proto::parse_size;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
@@ -88,30 +90,16 @@ pub fn rss_parts(pid: u32) -> String {
     )
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// A tiny deterministic generator (splitmix64): the same seed gives the same reads.
-fn next_rand(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
-    let client = Arc::new(Client::new(&args.client)?);
-    let entry_path = format!("/api/v1/b/{}/{}", seg(&args.bucket), seg(&args.entry));
+    let client = Arc::new(connect(&args.client)?);
+    let entry_path = tsblob_proto::client::entry_path(&args.bucket, &args.entry);
     if matches!(args.mode, Mode::Post | Mode::Batch) {
         // Create the bucket if needed; an existing one is fine.
         let r = client
-            .request(Method::POST, &format!("/api/v1/b/{}", seg(&args.bucket)))
+            .request(
+                Method::POST,
+                &tsblob_proto::client::bucket_path(&args.bucket),
+            )
             .send()
             .await
             .context("cannot reach the server")?;
@@ -133,7 +121,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
     });
     let payload = bytes::Bytes::from((0..args.size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     let started = Instant::now();
-    let (records, bytes, mut lat) = match args.mode {
+    let (records, bytes, lat) = match args.mode {
         Mode::Query => query(&client, &entry_path).await?,
         _ => workers(&args, client.clone(), &entry_path, payload).await?,
     };
@@ -141,7 +129,6 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
     if let Some(s) = sampler {
         s.abort();
     }
-    lat.sort_unstable();
     println!(
         "mode={:?} size={} conns={} records={records} time={elapsed:.2}s rate={:.0} rec/s throughput={:.1} MB/s",
         args.mode,
@@ -150,13 +137,14 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
         records as f64 / elapsed,
         bytes as f64 / elapsed / 1e6
     );
+    let lat = &lat.latency;
     if !lat.is_empty() {
         println!(
             "latency per request: p50={}µs p95={}µs p99={}µs max={}µs (n={})",
-            percentile(&lat, 0.50),
-            percentile(&lat, 0.95),
-            percentile(&lat, 0.99),
-            lat.last().copied().unwrap_or(0),
+            lat.value_at_quantile(0.50),
+            lat.value_at_quantile(0.95),
+            lat.value_at_quantile(0.99),
+            lat.max(),
             lat.len()
         );
     }
@@ -173,7 +161,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-type Outcome = (u64, u64, Vec<u64>);
+/// Records, payload bytes, and the requests' latencies (µs, hdrhistogram).
+type Outcome = (u64, u64, Stats);
 
 async fn workers(
     args: &LoadArgs,
@@ -194,10 +183,11 @@ async fn workers(
         let (client, next, payload) = (client.clone(), next.clone(), payload.clone());
         let (mode, ts_base, count, path) =
             (args.mode, args.ts_base, args.count, entry_path.to_string());
+        let (bucket, entry) = (args.bucket.clone(), args.entry.clone());
         tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
+            let mut lat = Stats::default();
             let (mut records, mut bytes) = (0u64, 0u64);
-            let mut rng = 0x5EED ^ w;
+            let mut rng = rng(0x5EED ^ w);
             loop {
                 let r = next.fetch_add(1, Ordering::Relaxed);
                 if r >= requests {
@@ -223,16 +213,12 @@ async fn workers(
                                 &mut body,
                                 ts_base + first + i,
                                 "",
-                                &Default::default(),
+                                &tsblob_proto::Labels::new(),
                                 &payload,
                             );
                         }
                         put_end(&mut body, n);
-                        let req = client
-                            .request(Method::POST, &format!("{path}/batch"))
-                            .header(reqwest::header::CONTENT_TYPE, crate::framing::MEDIA_TYPE)
-                            .body(body.freeze());
-                        let v = client.json(req).await?;
+                        let v = client.write_batch(&bucket, &entry, body.freeze()).await?;
                         if v["failed"].as_u64() != Some(0) {
                             bail!(
                                 "a batch had failures: {}",
@@ -247,7 +233,7 @@ async fn workers(
                         bytes += n * payload.len() as u64;
                     }
                     Mode::Get => {
-                        let i = next_rand(&mut rng) % count.max(1);
+                        let i = below(&mut rng, count);
                         let resp = client
                             .send(
                                 client
@@ -261,47 +247,39 @@ async fn workers(
                     }
                     Mode::Query => unreachable!("query runs on its own"),
                 }
-                lat.push(t0.elapsed().as_micros() as u64);
+                lat.latency(t0.elapsed());
             }
             anyhow::Ok((records, bytes, lat))
         }));
     }
-    let (mut records, mut bytes, mut lat) = (0, 0, Vec::new());
+    let (mut records, mut bytes, mut lat) = (0, 0, Stats::default());
     for t in tasks {
-        let (r, b, mut l) = t.await.context("a load task panicked")??;
+        let (r, b, l) = t.await.context("a load task panicked")??;
         records += r;
         bytes += b;
-        lat.append(&mut l);
+        lat.merge(&l);
     }
     Ok((records, bytes, lat))
 }
 
 async fn query(client: &Client, entry_path: &str) -> anyhow::Result<Outcome> {
     let t0 = Instant::now();
-    let resp = client
-        .send(client.request(Method::GET, &format!("{entry_path}/query")))
-        .await?;
+    let mut stream = client.query(&format!("{entry_path}/query"), &[]).await?;
     let first_byte = t0.elapsed().as_micros() as u64;
-    let mut body = resp.bytes_stream();
-    let mut dec = Decoder::new();
-    let mut buf = BytesMut::new();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut end = None;
-    while let Some(chunk) = body.next().await {
-        buf.extend_from_slice(&chunk?);
-        while let Some(ev) = dec.next(&mut buf)? {
-            match ev {
-                Event::Record(_) => records += 1,
-                Event::Data(d) => bytes += d.len() as u64,
-                Event::End(n) => end = Some(n),
-                Event::Heartbeat(_) => {}
-                Event::Error(e) => bail!("query failed: {}", String::from_utf8_lossy(&e)),
-            }
+    while let Some(ev) = stream.next_event().await? {
+        match ev {
+            Event::Record(_) => records += 1,
+            Event::Data(d) => bytes += d.len() as u64,
+            Event::End(n) => end = Some(n),
+            Event::Heartbeat(_) => {}
+            Event::Error(e) => bail!("query failed: {}", String::from_utf8_lossy(&e)),
         }
     }
     if end != Some(records) {
         bail!("the query stream ended without a matching end frame");
     }
     println!("time to first byte: {first_byte}µs");
-    Ok((records, bytes, Vec::new()))
+    Ok((records, bytes, Stats::default()))
 }

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use thiserror::Error;
+pub use tsblob_proto::NameError;
 
 /// The top-level error of every engine operation.
 #[derive(Debug, Error)]
@@ -94,34 +95,6 @@ impl From<heed::Error> for Error {
             other => Error::Index(other.to_string()),
         }
     }
-}
-
-/// A bucket, entry or label name that cannot be used.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum NameError {
-    #[error("{kind} name is empty: give a name of 1 to {max} characters")]
-    Empty { kind: &'static str, max: usize },
-    #[error("{kind} name {name:?} is longer than {max} bytes")]
-    TooLong {
-        kind: &'static str,
-        name: String,
-        max: usize,
-    },
-    #[error("{kind} name {name:?} has a path segment that is empty, '.' or '..': names may not escape or alias folders")]
-    DotSegment { kind: &'static str, name: String },
-    #[error("{kind} name {name:?} contains {ch:?}, which is not allowed: use letters, digits, '-', '_' and '.'{slash}")]
-    BadChar {
-        kind: &'static str,
-        name: String,
-        ch: char,
-        slash: &'static str,
-    },
-    #[error("{kind} name {name:?} uses the reserved word {segment:?}: reserved words are the data folder's own files (index, tokens, settings, tsblob.lock, names starting with '.' or 'index.') and, as an entry's last segment, the HTTP API's route words (batch, query, info, labels); choose another name")]
-    Reserved {
-        kind: &'static str,
-        name: String,
-        segment: String,
-    },
 }
 
 /// Something the caller named does not exist.

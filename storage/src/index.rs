@@ -935,13 +935,9 @@ mod tests {
     fn random_ops_agree_with_a_model() {
         let (_d, index) = open();
         let mut model: BTreeMap<u64, IndexValue> = BTreeMap::new();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut rnd = |n: u64| rng.next_u64() % n;
         // More label sets than the interner keeps: the rest go inline.
         let metas: Vec<Arc<RecMeta>> = (0..MAX_METAS as u64 + 40)
             .map(|i| rec_meta("image/jpeg", &[("n", i.to_string())]))

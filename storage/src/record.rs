@@ -1,19 +1,10 @@
 //! What a record is to a user of the engine: metadata, payload, and what a write or query asks.
 
-use std::collections::BTreeMap;
-
-/// At most this many labels per record (write, batch and label update alike).
-pub const MAX_LABELS: usize = 1000;
-/// At most this many bytes of label keys and values per record, in all.
-pub const MAX_LABELS_BYTES: usize = 64 << 10;
-/// At most this many bytes in one label value.
-pub const MAX_LABEL_VALUE: usize = 4096;
-
-/// Labels of a record: string keys to string values, kept sorted.
-pub type Labels = BTreeMap<String, String>;
-
-/// The content type a record has when none is given.
-pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+// The record limits and the label map are part of the wire protocol: one definition, in
+// `tsblob-proto`.
+pub use tsblob_proto::{
+    Labels, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
+};
 
 /// Metadata of a stored record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 pub mod minio;
 pub mod reductstore;
 pub mod tsblob;
-mod tsblob_frames;
 
 use std::future::Future;
 use std::time::Duration;

@@ -4,39 +4,31 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use bytes::Bytes;
-use serde_json::{json, Value};
+use bytes::{Bytes, BytesMut};
+use serde_json::json;
+use tsblob_proto::client::{entry_path, Client};
+use tsblob_proto::framing::{put_end, put_record, Event, MEDIA_TYPE as FRAMES};
+use tsblob_proto::headers::LABEL_PREFIX;
 
-use super::tsblob_frames::{encode_end, encode_record, Decoder, Event};
 use super::{
-    http_client, ok_or_error, point_read_from, BatchRecord, PointRead, ReadOutcome, Target,
-    TargetKind,
+    http_client, point_read_from, BatchRecord, PointRead, ReadOutcome, Target, TargetKind,
 };
 use crate::payload::StreamCheck;
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
 
-const LABEL_PREFIX: &str = "x-tsblob-label-";
-const FRAMES: &str = "application/x-tsblob-records";
-
 /// A tsblob server at `base` (`http://host:port`).
 pub struct Tsblob {
-    base: String,
-    http: reqwest::Client,
+    client: Client,
     concurrency: usize,
 }
 
 impl Tsblob {
-    /// A client for the server at `base`.
+    /// A client for the server at `base` (tsblob-proto's, over a pool sized to the load).
     pub fn new(base: &str, concurrency: usize) -> Result<Tsblob> {
         Ok(Tsblob {
-            base: base.trim_end_matches('/').to_string(),
-            http: http_client(concurrency)?,
+            client: Client::with_http(http_client(concurrency)?, base, None),
             concurrency,
         })
-    }
-
-    fn record_url(&self, bucket: &str, entry: &str) -> String {
-        format!("{}/api/v1/b/{bucket}/{entry}", self.base)
     }
 }
 
@@ -53,62 +45,66 @@ impl Tsblob {
     ) -> Result<(ReadOutcome, Vec<u64>)> {
         let t0 = Instant::now();
         let name = plan.entry_name(entry);
-        let resp = self
-            .http
-            .get(format!("{}/query", self.record_url(bucket, &name)))
-            .query(&[("start", start), ("stop", stop)])
-            .query(
-                &when
-                    .map(|w| vec![("when", w.to_string())])
-                    .unwrap_or_default(),
-            )
-            .send()
-            .await?;
-        let mut resp = ok_or_error(resp, "tsblob: query").await?;
+        let mut params = vec![
+            ("start".to_string(), start.to_string()),
+            ("stop".to_string(), stop.to_string()),
+        ];
+        if let Some(w) = when {
+            params.push(("when".to_string(), w.to_string()));
+        }
+        let path = format!("{}/query", entry_path(bucket, &name));
+        let mut stream = self
+            .client
+            .query(&path, &params)
+            .await
+            .context("tsblob: query")?;
         let mut out = ReadOutcome {
             requests: 1,
             ..ReadOutcome::default()
         };
-        let mut dec = Decoder::default();
         let mut announced = None;
         let mut check: Option<StreamCheck> = None;
         let mut seen = Vec::new();
-        while let Some(chunk) = resp.chunk().await? {
+        while let Some(event) = stream.next_event().await? {
             out.ttfb.get_or_insert_with(|| t0.elapsed());
-            dec.feed(&chunk, |event| {
-                match event {
-                    Event::Record { ts, labels, len } => {
-                        if ts < start || ts >= stop {
-                            return Err(mismatch(format!(
-                                "tsblob returned {name} @ {ts} outside [{start}, {stop})"
-                            )));
-                        }
-                        check = Some(plan.stream_check(entry, ts, len, Some(&labels))?);
-                        seen.push(ts);
-                        out.bytes += len;
+            match event {
+                Event::Record(head) => {
+                    let ts = head.ts;
+                    if ts < start || ts >= stop {
+                        return Err(mismatch(format!(
+                            "tsblob returned {name} @ {ts} outside [{start}, {stop})"
+                        )));
                     }
-                    Event::Payload(piece) => check
-                        .as_mut()
-                        .context("tsblob query stream: payload before a record head")?
-                        .feed(piece)?,
-                    Event::RecordDone => {
-                        check
-                            .take()
-                            .context("tsblob query stream: record end without a head")?
-                            .finish()?;
-                        out.records += 1;
-                    }
-                    Event::End(n) => announced = Some(n),
+                    let labels: Vec<(String, String)> = head.labels.into_iter().collect();
+                    check = Some(plan.stream_check(entry, ts, head.payload_len, Some(&labels))?);
+                    seen.push(ts);
+                    out.bytes += head.payload_len;
                 }
-                Ok(())
-            })?;
+                Event::Data(piece) => check
+                    .as_mut()
+                    .context("tsblob query stream: payload before a record head")?
+                    .feed(&piece)?,
+                Event::End(n) => announced = Some(n),
+                Event::Heartbeat(_) => {}
+                Event::Error(json) => bail!(
+                    "tsblob ended the query stream with an error frame: {}",
+                    String::from_utf8_lossy(&json)
+                ),
+            }
+            // A record is complete when its payload is: at the next frame boundary.
+            if stream.at_frame_boundary() {
+                if let Some(c) = check.take() {
+                    c.finish()?;
+                    out.records += 1;
+                }
+            }
         }
         match announced {
-            Some(n) if n == out.records && dec.pending() == 0 => Ok((out, seen)),
+            Some(n) if n == out.records && stream.buffered() == 0 => Ok((out, seen)),
             Some(n) => bail!(
                 "tsblob query stream: end frame says {n} records, {} received ({} bytes pending)",
                 out.records,
-                dec.pending()
+                stream.buffered()
             ),
             None => bail!("tsblob query stream ended without an end frame (truncated response)"),
         }
@@ -121,12 +117,7 @@ impl Target for Tsblob {
     }
 
     async fn version(&self) -> Result<String> {
-        let resp = self
-            .http
-            .get(format!("{}/health", self.base))
-            .send()
-            .await?;
-        let body: Value = ok_or_error(resp, "tsblob /health").await?.json().await?;
+        let body = self.client.health().await.context("tsblob /health")?;
         Ok(body["version"].as_str().unwrap_or("unknown").to_string())
     }
 
@@ -145,13 +136,10 @@ impl Target for Tsblob {
                               "max_block_size": f.block_bytes, "compression": "none"}),
             None => json!({"quota_type": "none", "compression": "none"}),
         };
-        let resp = self
-            .http
-            .post(format!("{}/api/v1/b/{bucket}", self.base))
-            .json(&settings)
-            .send()
-            .await?;
-        ok_or_error(resp, "tsblob: create bucket").await?;
+        self.client
+            .create_bucket(bucket, &settings)
+            .await
+            .context("tsblob: create bucket")?;
         Ok(())
     }
 
@@ -163,16 +151,10 @@ impl Target for Tsblob {
         labels: &[(String, String)],
         payload: Bytes,
     ) -> Result<()> {
-        let mut req = self
-            .http
-            .post(self.record_url(bucket, entry))
-            .query(&[("ts", ts)])
-            .header("content-type", CONTENT_TYPE);
-        for (k, v) in labels {
-            req = req.header(format!("{LABEL_PREFIX}{k}"), v);
-        }
-        let resp = req.body(payload).send().await?;
-        ok_or_error(resp, "tsblob: write").await?;
+        self.client
+            .write(bucket, entry, Some(ts), CONTENT_TYPE, labels, payload)
+            .await
+            .context("tsblob: write")?;
         Ok(())
     }
 
@@ -182,22 +164,17 @@ impl Target for Tsblob {
         entry: &str,
         records: Vec<BatchRecord>,
     ) -> Result<(u64, Option<String>)> {
-        let mut body = Vec::new();
+        let size: usize = records.iter().map(|r| 64 + r.payload.len()).sum();
+        let mut body = BytesMut::with_capacity(size);
         for r in &records {
-            encode_record(&mut body, r.ts, CONTENT_TYPE, &r.labels, &r.payload);
+            put_record(&mut body, r.ts, CONTENT_TYPE, &r.labels, &r.payload);
         }
-        encode_end(&mut body, records.len() as u64);
-        let resp = self
-            .http
-            .post(format!("{}/batch", self.record_url(bucket, entry)))
-            .header("content-type", FRAMES)
-            .body(body)
-            .send()
-            .await?;
-        let answer: Value = ok_or_error(resp, "tsblob: batch write")
-            .await?
-            .json()
-            .await?;
+        put_end(&mut body, records.len() as u64);
+        let answer = self
+            .client
+            .write_batch(bucket, entry, body.freeze())
+            .await
+            .context("tsblob: batch write")?;
         let failed = answer["failed"]
             .as_u64()
             .context("tsblob batch answer has no `failed` count")?;
@@ -239,24 +216,19 @@ impl Target for Tsblob {
     async fn read_point(&self, bucket: &str, entry: &str, ts: u64) -> Result<PointRead> {
         let t0 = Instant::now();
         let resp = self
-            .http
-            .get(self.record_url(bucket, entry))
-            .query(&[("ts", ts)])
-            .send()
-            .await?;
+            .client
+            .read(bucket, entry, Some(ts))
+            .await
+            .context("tsblob: read")?;
         point_read_from(resp, t0, "tsblob: read", LABEL_PREFIX).await
     }
 
     async fn bucket_size(&self, bucket: &str) -> Result<u64> {
-        let resp = self
-            .http
-            .get(format!("{}/api/v1/b/{bucket}", self.base))
-            .send()
-            .await?;
-        let body: Value = ok_or_error(resp, "tsblob: bucket info")
-            .await?
-            .json()
-            .await?;
+        let body = self
+            .client
+            .bucket(bucket)
+            .await
+            .context("tsblob: bucket info")?;
         body["info"]["size"]
             .as_u64()
             .context("tsblob bucket info has no info.size")

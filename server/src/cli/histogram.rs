@@ -3,7 +3,7 @@
 
 use reqwest::Method;
 
-use super::client::{seg, Client, ClientArgs};
+use super::client::{connect, ClientArgs};
 use super::human::{format_time, parse_time, size};
 
 /// `tsblob histogram BUCKET ENTRY`
@@ -46,7 +46,7 @@ pub fn parse_step(s: &str) -> Result<u64, String> {
 }
 
 pub async fn histogram(args: HistogramArgs) -> anyhow::Result<()> {
-    let c = Client::new(&args.client)?;
+    let c = connect(&args.client)?;
     let mut params: Vec<(&str, String)> = Vec::new();
     for (k, v) in [
         ("start", args.start),
@@ -58,9 +58,8 @@ pub async fn histogram(args: HistogramArgs) -> anyhow::Result<()> {
         }
     }
     let path = format!(
-        "/api/v1/b/{}/{}/histogram",
-        seg(&args.bucket),
-        seg(&args.entry)
+        "{}/histogram",
+        tsblob_proto::client::entry_path(&args.bucket, &args.entry)
     );
     let h = c.json(c.request(Method::GET, &path).query(&params)).await?;
     if args.json {

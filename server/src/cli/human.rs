@@ -40,6 +40,18 @@ pub fn size(bytes: u64) -> String {
     indicatif::HumanBytes(bytes).to_string()
 }
 
+/// Prints a listing of the API (an array of objects): one JSON line per item with `json`,
+/// else one readable line each, by `line`.
+pub fn print_list(items: &serde_json::Value, json: bool, line: impl Fn(&serde_json::Value)) {
+    for item in items.as_array().into_iter().flatten() {
+        if json {
+            println!("{item}");
+        } else {
+            line(item);
+        }
+    }
+}
+
 /// Seconds since a start, for summaries.
 pub fn since(start: SystemTime) -> Duration {
     start.elapsed().unwrap_or_default()

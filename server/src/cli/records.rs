@@ -11,10 +11,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::Method;
 use tokio::io::AsyncWriteExt;
 
-use super::client::{seg, Client, ClientArgs};
+use super::client::{check, connect, ClientArgs};
+use super::filters::{parse_label, FilterArgs};
 use super::human::{format_time, parse_time, size};
-use crate::framing::{Decoder, Event, FrameHead};
-use crate::http::headers::{encode_label_value, LABEL_PREFIX, TS_HEADER};
+use tsblob_proto::client::entry_path;
+use tsblob_proto::framing::{Event, FrameHead};
 
 fn bar(len: Option<u64>) -> ProgressBar {
     match len {
@@ -31,10 +32,6 @@ fn bar(len: Option<u64>) -> ProgressBar {
     }
 }
 
-fn entry_path(bucket: &str, entry: &str) -> String {
-    format!("/api/v1/b/{}/{}", seg(bucket), seg(entry))
-}
-
 /// The query route of one entry, or the bucket-level one with `entries=` added to `params`.
 fn query_path(
     bucket: &str,
@@ -46,15 +43,9 @@ fn query_path(
         (Some(e), _) => format!("{}/query", entry_path(bucket, e)),
         (None, list) => {
             params.push(("entries".into(), list.unwrap_or("**").to_string()));
-            format!("/api/v1/b/{}/query", seg(bucket))
+            format!("{}/query", tsblob_proto::client::bucket_path(bucket))
         }
     }
-}
-
-fn parse_label(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("label {s:?} must be key=value"))
 }
 
 /// A content type from a file name, for the common cases.
@@ -110,7 +101,7 @@ pub struct PutArgs {
 }
 
 pub async fn put(args: PutArgs) -> anyhow::Result<()> {
-    let c = Client::new(&args.client)?;
+    let c = connect(&args.client)?;
     let file = tokio::fs::File::open(&args.file)
         .await
         .with_context(|| format!("cannot open {}", args.file.display()))?;
@@ -126,17 +117,10 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
         .content_type
         .clone()
         .unwrap_or_else(|| guess_content_type(&args.file).to_string());
-    let mut req = c
-        .request(Method::POST, &entry_path(&args.bucket, &args.entry))
-        .header(reqwest::header::CONTENT_TYPE, ct)
+    let req = c
+        .write_request(&args.bucket, &args.entry, args.ts, &ct, &args.labels)
         .header(reqwest::header::CONTENT_LENGTH, len)
         .body(reqwest::Body::wrap_stream(stream));
-    if let Some(ts) = args.ts {
-        req = req.query(&[("ts", ts)]);
-    }
-    for (k, v) in &args.labels {
-        req = req.header(format!("{LABEL_PREFIX}{k}"), encode_label_value(v));
-    }
     let v = c.json(req).await;
     pb.finish_and_clear();
     let v = v?;
@@ -167,19 +151,10 @@ pub struct GetArgs {
 }
 
 pub async fn get(args: GetArgs) -> anyhow::Result<()> {
-    let c = Client::new(&args.client)?;
-    let mut req = c.request(Method::GET, &entry_path(&args.bucket, &args.entry));
-    if let Some(ts) = args.ts {
-        req = req.query(&[("ts", ts)]);
-    }
-    let resp = c.send(req).await?;
+    let c = connect(&args.client)?;
+    let resp = c.read(&args.bucket, &args.entry, args.ts).await?;
     let len = resp.content_length();
-    let ts = resp
-        .headers()
-        .get(TS_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
+    let ts = tsblob_proto::client::record_ts(&resp).unwrap_or(0);
     let mut out: Box<dyn tokio::io::AsyncWrite + Unpin> = match &args.out {
         Some(p) => Box::new(
             tokio::fs::File::create(p)
@@ -243,9 +218,8 @@ pub struct QueryArgs {
     /// Newest first.
     #[arg(long)]
     pub desc: bool,
-    /// Only records whose label key equals value (repeatable).
-    #[arg(long = "eq", value_name = "KEY=VALUE", value_parser = parse_label)]
-    pub eq: Vec<(String, String)>,
+    #[command(flatten)]
+    pub filters: FilterArgs,
     /// Write one file per record (<ts><ext>) into this folder instead of payloads to stdout.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -256,39 +230,15 @@ pub struct QueryArgs {
     /// Like --list, as JSON lines: {"ts", "size", "content_type", "labels"}.
     #[arg(long)]
     pub json: bool,
-    /// A condition in ReductStore's `when` language, e.g. '{"&score": {"$gt": 10}}'.
-    #[arg(long, value_name = "JSON")]
-    pub when: Option<String>,
     /// At most one record per this step (after --when): "1s", "100ms", "5m".
     #[arg(long, value_name = "DURATION")]
     pub each_t: Option<String>,
-    /// A comparison with a missing label is an error instead of false.
-    #[arg(long)]
-    pub strict: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
 
-/// The `when` parameter of `--when` and `--each-t`, the condition's text kept as given (its
-/// keys' order matters to aggregation operators).
-fn when_param(when: Option<&str>, each_t: Option<&str>) -> anyhow::Result<Option<String>> {
-    if let Some(w) = when {
-        let v: serde_json::Value = serde_json::from_str(w)
-            .with_context(|| format!("--when {w:?} is not JSON: give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))?;
-        if !v.is_object() {
-            bail!("--when must be a JSON object such as '{{\"&score\": {{\"$gt\": 10}}}}'");
-        }
-    }
-    let each = each_t.map(|t| format!("{{\"$each_t\": {}}}", serde_json::Value::from(t)));
-    Ok(match (when, each) {
-        (Some(w), Some(e)) => Some(format!("{{\"$and\": [{w}, {e}]}}")),
-        (Some(w), None) => Some(w.to_string()),
-        (None, e) => e,
-    })
-}
-
 pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let c = Client::new(&args.client)?;
+    let c = connect(&args.client)?;
     let mut params: Vec<(String, String)> = Vec::new();
     if let Some(s) = args.start {
         params.push(("start".into(), s.to_string()));
@@ -302,15 +252,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     if args.desc {
         params.push(("desc".into(), "true".into()));
     }
-    for (k, v) in &args.eq {
-        params.push((format!("eq.{k}"), v.clone()));
-    }
-    if let Some(w) = when_param(args.when.as_deref(), args.each_t.as_deref())? {
-        params.push(("when".into(), w));
-    }
-    if args.strict {
-        params.push(("strict".into(), "true".into()));
-    }
+    params.extend(args.filters.params(args.each_t.as_deref())?);
     let path = query_path(
         &args.bucket,
         args.entry.as_deref(),
@@ -322,7 +264,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
         let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
         return list_meta(resp, args.json).await;
     }
-    let resp = c.send(c.request(Method::GET, &path).query(&params)).await?;
+    let mut stream = c.query(&path, &params).await?;
     if let Some(dir) = &args.out {
         tokio::fs::create_dir_all(dir)
             .await
@@ -331,42 +273,37 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     let pb = bar(None);
     let mut stdout = tokio::io::stdout();
     let mut file: Option<tokio::fs::File> = None;
-    let mut dec = Decoder::new();
-    let mut buf = BytesMut::new();
-    let mut body = resp.bytes_stream();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut end = None;
-    loop {
-        while let Some(ev) = dec.next(&mut buf)? {
-            match ev {
-                Event::Record(h) => {
-                    records += 1;
-                    pb.set_message(format!("{records} records"));
-                    file = open_record_file(&args, &h).await?;
-                }
-                Event::Data(d) => {
-                    bytes += d.len() as u64;
-                    pb.inc(d.len() as u64);
-                    match file.as_mut() {
-                        Some(f) => f.write_all(&d).await?,
-                        None if !args.list => stdout.write_all(&d).await?,
-                        None => {}
-                    }
-                }
-                Event::End(n) => end = Some(n),
-                Event::Heartbeat(_) => {}
-                Event::Error(json) => {
-                    pb.finish_and_clear();
-                    bail!(
-                        "the server stopped the query after {records} records: {}",
-                        String::from_utf8_lossy(&json)
-                    );
+    while let Some(ev) = stream
+        .next_event()
+        .await
+        .context("the query stream was cut off")?
+    {
+        match ev {
+            Event::Record(h) => {
+                records += 1;
+                pb.set_message(format!("{records} records"));
+                file = open_record_file(&args, &h).await?;
+            }
+            Event::Data(d) => {
+                bytes += d.len() as u64;
+                pb.inc(d.len() as u64);
+                match file.as_mut() {
+                    Some(f) => f.write_all(&d).await?,
+                    None if !args.list => stdout.write_all(&d).await?,
+                    None => {}
                 }
             }
-        }
-        match body.next().await {
-            Some(chunk) => buf.extend_from_slice(&chunk.context("the query stream was cut off")?),
-            None => break,
+            Event::End(n) => end = Some(n),
+            Event::Heartbeat(_) => {}
+            Event::Error(json) => {
+                pb.finish_and_clear();
+                bail!(
+                    "the server stopped the query after {records} records: {}",
+                    String::from_utf8_lossy(&json)
+                );
+            }
         }
     }
     stdout.flush().await?;
@@ -437,9 +374,8 @@ pub struct TailArgs {
     /// Start here (µs, RFC 3339, now-1h); default: the oldest record.
     #[arg(long, value_parser = parse_time)]
     pub start: Option<u64>,
-    /// A condition in ReductStore's `when` language, e.g. '{"&score": {"$gt": 10}}'.
-    #[arg(long, value_name = "JSON")]
-    pub when: Option<String>,
+    #[command(flatten)]
+    pub filters: FilterArgs,
     /// Print JSON lines: {"ts", "size", "content_type", "labels"}.
     #[arg(long)]
     pub json: bool,
@@ -457,7 +393,7 @@ pub struct TailArgs {
 /// written, until interrupted. A dropped connection is reopened from the last ts + 1 (five
 /// times in a row at most, with a growing pause).
 pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
-    let c = Client::new(&args.client)?;
+    let c = connect(&args.client)?;
     let mut entries = Vec::new();
     let path = query_path(
         &args.bucket,
@@ -465,7 +401,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
         args.entries.as_deref(),
         &mut entries,
     );
-    let when = when_param(args.when.as_deref(), None)?;
+    let filters = args.filters.params(None)?;
     let mut cursor = args.start;
     let (mut records, mut failures) = (0u64, 0u32);
     loop {
@@ -478,9 +414,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
         if let Some(s) = cursor {
             params.push(("start".into(), s.to_string()));
         }
-        if let Some(w) = &when {
-            params.push(("when".into(), w.clone()));
-        }
+        params.extend(filters.iter().cloned());
         if let Some(s) = args.settle_ms {
             params.push(("settle_ms".into(), s.to_string()));
         }
@@ -488,7 +422,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
             Err(e) => anyhow::Error::from(e).context("cannot reach the server"),
             Ok(resp) => {
                 // An error status (unknown entry, bad condition...): no point in retrying.
-                let resp = super::client::check(resp).await?;
+                let resp = check(resp).await?;
                 let mut body = resp.bytes_stream();
                 let mut buf = BytesMut::new();
                 let cut = loop {
@@ -602,7 +536,7 @@ pub struct RmArgs {
     pub bucket: String,
     pub entry: String,
     /// Remove the record at this timestamp.
-    #[arg(long, value_parser = parse_time, conflicts_with_all = ["start", "stop", "all"])]
+    #[arg(long, value_parser = parse_time, conflicts_with_all = ["start", "stop", "all", "limit"])]
     pub ts: Option<u64>,
     /// Remove records from this time (inclusive) ...
     #[arg(long, value_parser = parse_time)]
@@ -610,28 +544,57 @@ pub struct RmArgs {
     /// ... to this one (exclusive).
     #[arg(long, value_parser = parse_time)]
     pub stop: Option<u64>,
-    /// Remove the whole entry.
-    #[arg(long, conflicts_with_all = ["start", "stop"])]
+    /// With filters: remove at most this many matching records, oldest first.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Only the records that match these filters (within --start/--stop).
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    /// Remove the whole entry (needs --force; the same as `tsblob entry rm`).
+    #[arg(long, conflicts_with_all = ["start", "stop", "limit"])]
     pub all: bool,
+    /// Yes, remove the whole entry.
+    #[arg(long, requires = "all")]
+    pub force: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
 
 pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
-    let c = Client::new(&args.client)?;
+    let c = connect(&args.client)?;
     let path = entry_path(&args.bucket, &args.entry);
-    let mut req = c.request(Method::DELETE, &path);
-    if let Some(ts) = args.ts {
-        req = req.query(&[("ts", ts)]);
-    } else if args.start.is_some() || args.stop.is_some() {
-        let range: Vec<(&str, u64)> = [("start", args.start), ("stop", args.stop)]
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .collect();
-        req = req.query(&range);
-    } else if !args.all {
-        bail!("say what to remove: --ts, --start/--stop, or --all for the whole entry");
-    }
+    let range: Vec<(String, String)> = [("start", args.start), ("stop", args.stop)]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string())))
+        .collect();
+    let req = if args.filters.any() || args.filters.strict || args.limit.is_some() {
+        if args.ts.is_some() || args.all {
+            bail!("filters choose among a time range: use them with --start/--stop, not --ts or --all");
+        }
+        // The matching records of the range: DELETE on the query route.
+        let mut params = range;
+        params.extend(args.filters.params(None)?);
+        if let Some(l) = args.limit {
+            params.push(("limit".into(), l.to_string()));
+        }
+        c.request(Method::DELETE, &format!("{path}/query"))
+            .query(&params)
+    } else if let Some(ts) = args.ts {
+        c.request(Method::DELETE, &path).query(&[("ts", ts)])
+    } else if !range.is_empty() {
+        c.request(Method::DELETE, &path).query(&range)
+    } else if args.all {
+        if !args.force {
+            bail!(
+                "removing entry {}/{} deletes all its records: add --force to do it",
+                args.bucket,
+                args.entry
+            );
+        }
+        c.request(Method::DELETE, &path)
+    } else {
+        bail!("say what to remove: --ts, --start/--stop, filters (--when, --eq, ...), or --all --force for the whole entry");
+    };
     let v = c.json(req).await?;
     println!("removed {}", v["removed"]);
     Ok(())

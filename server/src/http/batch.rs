@@ -17,7 +17,7 @@ use tsblob_storage::{BatchRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
 use super::body::{content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
 use super::records::Target;
-use crate::framing::{Decoder, Event, FrameHead, TS_NOW};
+use tsblob_proto::framing::{Decoder, Event, FrameHead, TS_NOW};
 
 /// A chunk is written when the memory it holds reaches this many bytes (payloads, content
 /// types, labels and the per-record overhead of [`held_bytes`]) ...

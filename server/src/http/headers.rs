@@ -2,37 +2,11 @@
 //! `x-tsblob-label-<key>` header per label, values percent-encoded UTF-8.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
+use tsblob_proto::headers::{decode_label_value, encode_label_value, label_header};
+pub use tsblob_proto::headers::{LABEL_PREFIX, TS_HEADER};
 use tsblob_storage::{Labels, RecordMeta, DEFAULT_CONTENT_TYPE};
 
 use super::errors::AppError;
-
-pub const TS_HEADER: &str = "x-tsblob-ts";
-pub const LABEL_PREFIX: &str = "x-tsblob-label-";
-
-/// What is encoded in a label header value: controls, `%`, and the space (which HTTP would
-/// trim at either end). Bytes outside ASCII are always encoded.
-const LABEL_VALUE: &AsciiSet = &CONTROLS.add(b'%').add(b' ');
-
-pub fn encode_label_value(v: &str) -> String {
-    utf8_percent_encode(v, LABEL_VALUE).to_string()
-}
-
-pub fn decode_label_value(key: &str, raw: &[u8]) -> Result<String, AppError> {
-    let text = std::str::from_utf8(raw).map_err(|_| {
-        AppError::invalid_label(format!(
-            "label {key:?}: the header value is not ASCII; percent-encode UTF-8 label values"
-        ))
-    })?;
-    percent_decode_str(text)
-        .decode_utf8()
-        .map(|v| v.into_owned())
-        .map_err(|_| {
-            AppError::invalid_label(format!(
-                "label {key:?}: the percent-decoded value is not valid UTF-8"
-            ))
-        })
-}
 
 /// The engine's per-record label bounds (`MAX_LABELS`, `MAX_LABELS_BYTES`), checked before
 /// a body is received: a write whose labels will be refused is refused before its payload
@@ -60,7 +34,8 @@ pub fn labels_from(headers: &HeaderMap) -> Result<Labels, AppError> {
     for (name, value) in headers {
         if let Some(key) = name.as_str().strip_prefix(LABEL_PREFIX) {
             tsblob_storage::validate_label_key(key)?;
-            let v = decode_label_value(key, value.as_bytes())?;
+            let v = decode_label_value(key, value.as_bytes())
+                .map_err(|e| AppError::invalid_label(e.to_string()))?;
             if labels.insert(key.to_string(), v).is_some() {
                 return Err(AppError::invalid_label(format!(
                     "label {key:?} is given twice: send each label once"
@@ -100,7 +75,7 @@ pub fn put_meta(headers: &mut HeaderMap, meta: &RecordMeta) {
     }
     headers.insert(TS_HEADER, HeaderValue::from(meta.ts));
     for (k, v) in &meta.labels {
-        let name = HeaderName::try_from(format!("{LABEL_PREFIX}{k}"));
+        let name = HeaderName::try_from(label_header(k));
         let value = HeaderValue::try_from(encode_label_value(v));
         if let (Ok(name), Ok(value)) = (name, value) {
             headers.insert(name, value);

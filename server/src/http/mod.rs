@@ -31,6 +31,7 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
+use tsblob_proto::names::{split_entry_path, EntryRoute};
 use tsblob_storage::Store;
 
 pub use errors::AppError;
@@ -134,36 +135,6 @@ pub fn app(state: AppState) -> Router {
     api.merge(ui::routes()).with_state(state)
 }
 
-/// What the path after `/api/v1/b/{bucket}/` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryRoute {
-    Record,
-    Batch,
-    Query,
-    Info,
-    Histogram,
-}
-
-/// Splits `robot1/lidar/query` into the entry and the route word.
-pub fn split_entry_path(rest: &str) -> (&str, EntryRoute) {
-    for (suffix, route) in [
-        ("batch", EntryRoute::Batch),
-        ("query", EntryRoute::Query),
-        ("info", EntryRoute::Info),
-        ("histogram", EntryRoute::Histogram),
-    ] {
-        if let Some(entry) = rest.strip_suffix(suffix) {
-            if entry.is_empty() {
-                return ("", route);
-            }
-            if let Some(entry) = entry.strip_suffix('/') {
-                return (entry, route);
-            }
-        }
-    }
-    (rest, EntryRoute::Record)
-}
-
 /// Everything under an entry: one route with a wildcard (entry names contain `/`), sent to
 /// its handler by method and by the reserved last segment.
 async fn entry_route(
@@ -248,31 +219,4 @@ async fn method_not_allowed(req: Request) -> AppError {
             req.uri().path()
         ),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entry_paths_split_on_reserved_words_only() {
-        assert_eq!(split_entry_path("cam"), ("cam", EntryRoute::Record));
-        assert_eq!(
-            split_entry_path("robot1/lidar"),
-            ("robot1/lidar", EntryRoute::Record)
-        );
-        assert_eq!(
-            split_entry_path("robot1/lidar/query"),
-            ("robot1/lidar", EntryRoute::Query)
-        );
-        assert_eq!(split_entry_path("cam/batch"), ("cam", EntryRoute::Batch));
-        assert_eq!(split_entry_path("cam/info"), ("cam", EntryRoute::Info));
-        assert_eq!(
-            split_entry_path("cam/histogram"),
-            ("cam", EntryRoute::Histogram)
-        );
-        assert_eq!(split_entry_path("batch"), ("", EntryRoute::Batch));
-        // a segment that merely ends in a route word is part of the name
-        assert_eq!(split_entry_path("myquery"), ("myquery", EntryRoute::Record));
-    }
 }

@@ -24,7 +24,7 @@ use super::errors::{blocking, AppError, ErrorBody};
 use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
 use super::records::{remove_range, Target};
 use super::when::Json;
-use crate::framing::{
+use tsblob_proto::framing::{
     put_end, put_entry_record_head, put_error, put_heartbeat, put_record_head, MEDIA_TYPE,
 };
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use tsblob_server::framing::{Decoder, Event};
+use tsblob_proto::framing::{Decoder, Event};
 
 const SIZE: u64 = 1 << 30;
 const CHUNK: u64 = 1 << 20;

@@ -373,7 +373,7 @@ fn ctrl_c_stops_spawned_peers_and_removes_their_data() {
         &dir.0,
         &[
             "--sizes",
-            "100KB",
+            "100KiB",
             "--records",
             "200000",
             "--against",

@@ -312,8 +312,8 @@ fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
         labels.insert(format!("k{i}"), format!("v{i}"));
     }
     let mut body = bytes::BytesMut::new();
-    tsblob_server::framing::put_record(&mut body, 2, "", &labels, &payload(2, 100));
-    tsblob_server::framing::put_end(&mut body, 1);
+    tsblob_proto::framing::put_record(&mut body, 2, "", &labels, &payload(2, 100));
+    tsblob_proto::framing::put_end(&mut body, 1);
     let (status, answer) = raw_http(&a, &post("/api/v1/b/b/e/batch", &body), T);
     assert!(status == 200 || (400..500).contains(&status), "{answer}");
     let (st, read) = raw_http(&a, &get("/api/v1/b/b/e?ts=2"), T);

@@ -416,9 +416,9 @@ fn a_batch_with_huge_labels_is_refused_and_stores_nothing() {
         (0..250).map(|j| (format!("k{j}"), value.clone())).collect();
     let mut body = bytes::BytesMut::new();
     for ts in 1..=32u64 {
-        tsblob_server::framing::put_record(&mut body, ts, "", &labels, b"p");
+        tsblob_proto::framing::put_record(&mut body, ts, "", &labels, b"p");
     }
-    tsblob_server::framing::put_end(&mut body, 32);
+    tsblob_proto::framing::put_end(&mut body, 32);
     let (status, v) = call(&a, "POST", "/api/v1/b/b/e/batch", &body);
     let refused = status == 413
         || status == 422

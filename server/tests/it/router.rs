@@ -7,9 +7,11 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use axum::Router;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use tsblob_server::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
 use tsblob_server::http::{app, auth::Auth, AppState, Limits};
 use tsblob_storage::{Labels, Store, StoreOptions};
 
@@ -861,13 +863,10 @@ async fn fifo_quota_evicts_and_metrics_count_it() {
     );
 }
 
-/// splitmix64: deterministic pseudo-random bytes for the garbage test.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// Deterministic pseudo-random numbers for the garbage tests (the repository's one seeded
+/// RNG, `rand_xoshiro`).
+fn next(rng: &mut Xoshiro256PlusPlus) -> u64 {
+    rng.next_u64()
 }
 
 #[tokio::test]
@@ -882,7 +881,7 @@ async fn mangled_batches_never_crash_or_half_write_silently() {
         ],
         Some(3),
     );
-    let mut rng = 42u64;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(42);
     for round in 0..300u64 {
         let mut body = valid.to_vec();
         // Flip, cut or extend at random places.
@@ -928,7 +927,7 @@ async fn mangled_batches_never_crash_or_half_write_silently() {
 #[tokio::test]
 async fn metrics_series_stay_bounded_whatever_the_methods_and_paths() {
     let f = fixture_with(Some("root-secret"), Limits::default());
-    let mut seed = 7u64;
+    let mut seed = Xoshiro256PlusPlus::seed_from_u64(7);
     for i in 0..300 {
         let method = format!("M{:x}", next(&mut seed));
         let path = format!("/api/v1/b/b{i}/e{}/query", next(&mut seed) % 1000);

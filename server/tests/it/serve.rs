@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use common::Server;
 use serde_json::{json, Value};
-use tsblob_server::framing::{put_end, put_record, Decoder, Event};
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event};
 use tsblob_storage::Labels;
 
 #[tokio::test]
@@ -328,6 +328,24 @@ fn warns_when_listening_beyond_loopback_without_a_token() {
     assert!(!quiet.stderr_contains("WARNING", Duration::from_millis(500)));
 }
 
+/// Runs the `tsblob` CLI with `env` (and none of the caller's TSBLOB_* variables):
+/// success, stdout, stderr.
+fn cli(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(args)
+        .env_remove("TSBLOB_URL")
+        .env_remove("TSBLOB_TOKEN")
+        .env_remove("TSBLOB_ALIAS")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn cli_client_put_get_query_rm() {
     let s = Server::start(&[]);
@@ -335,19 +353,7 @@ fn cli_client_put_get_query_rm() {
     let file = dir.path().join("frame.jpg");
     std::fs::write(&file, vec![3u8; 2_000_000]).unwrap();
     let url = s.url("");
-    let run = |args: &[&str]| -> (bool, String, String) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-            .args(args)
-            .env("TSBLOB_URL", &url)
-            .env_remove("TSBLOB_TOKEN")
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str]| cli(args, &[("TSBLOB_URL", &url)]);
     assert!(run(&["bucket", "create", "cams", "--compression", "zstd"]).0);
     let (ok, out, err) = run(&[
         "put",
@@ -442,9 +448,159 @@ fn cli_client_put_get_query_rm() {
     let (ok, _, err) = run(&["get", "cams", "nope"]);
     assert!(!ok && err.contains("404 entry_not_found"), "{err}");
     assert!(run(&["rm", "cams", "robot/front", "--ts", "1704067200000000"]).0);
-    assert!(run(&["bucket", "rm", "cams"]).0);
+    assert!(run(&["bucket", "rm", "cams", "--force"]).0);
     let (ok, _, err) = run(&["bucket", "info", "cams"]);
     assert!(!ok && err.contains("bucket_not_found"), "{err}");
+}
+
+/// The CLI of issue 16: saved profiles (`alias`, `-a`), `--json` on listings and info,
+/// every label filter of the API (on `query` and on `rm`), `bucket update`, `entry`
+/// commands, token commands, and removals of whole buckets and entries only with --force.
+#[test]
+fn cli_profiles_json_filters_tokens_and_forced_removals() {
+    let s = Server::start(&["--token", "root-secret"]);
+    let config = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.bin");
+    std::fs::write(&file, b"payload").unwrap();
+    let url = s.url("");
+    let home = config.path().to_string_lossy().into_owned();
+    let run = |args: &[&str]| cli(args, &[("XDG_CONFIG_HOME", &home)]);
+    let json_lines = |out: &str| -> Vec<serde_json::Value> {
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+            .collect()
+    };
+    let ts_of = |out: &str| -> Vec<u64> {
+        json_lines(out)
+            .iter()
+            .map(|v| v["ts"].as_u64().unwrap())
+            .collect()
+    };
+
+    // Profiles: saved with mode 0600 (they hold tokens), listed without the token.
+    let (ok, _, err) = run(&["alias", "add", "prod", &url, "--token", "root-secret"]);
+    assert!(ok, "{err}");
+    let saved = config.path().join("tsblob/aliases.toml");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&saved).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the aliases file must be private");
+    let (ok, out, _) = run(&["alias", "ls", "--json"]);
+    assert!(ok && !out.contains("root-secret"), "{out}");
+    assert_eq!(json_lines(&out)[0]["alias"], "prod");
+    assert_eq!(json_lines(&out)[0]["token"], true);
+    // Without the profile's token the server refuses; with it the command works.
+    let (ok, _, err) = run(&["bucket", "ls", "--url", &url]);
+    assert!(!ok && err.contains("401"), "{err}");
+    let (ok, _, err) = run(&["bucket", "-a", "prod", "create", "cams"]);
+    assert!(ok, "{err}");
+
+    // bucket update, with decimal and binary sizes meaning what they say.
+    let (ok, _, err) = run(&[
+        "bucket",
+        "-a",
+        "prod",
+        "update",
+        "cams",
+        "--quota-type",
+        "fifo",
+        "--quota-size",
+        "10MB",
+        "--max-block-size",
+        "1MiB",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = run(&["bucket", "-a", "prod", "info", "cams", "--json"]);
+    let b: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(ok);
+    assert_eq!(b["settings"]["quota_size"], 10_000_000);
+    assert_eq!(b["settings"]["max_block_size"], 1 << 20);
+    let (ok, out, _) = run(&["bucket", "-a", "prod", "ls", "--json"]);
+    assert!(
+        ok && json_lines(&out).iter().any(|b| b["name"] == "cams"),
+        "{out}"
+    );
+
+    // Label filters: eq, ne (a missing label counts as "not equal"), has, missing.
+    for (ts, label) in [("1", "cam=a"), ("2", "cam=b"), ("3", "other=x")] {
+        let f = file.to_str().unwrap();
+        let (ok, _, err) = run(&[
+            "put", "-a", "prod", "cams", "e", f, "--ts", ts, "--label", label,
+        ]);
+        assert!(ok, "{err}");
+    }
+    let query = |filter: &[&str]| -> Vec<u64> {
+        let mut args = vec!["query", "-a", "prod", "cams", "e", "--json"];
+        args.extend_from_slice(filter);
+        let (ok, out, err) = run(&args);
+        assert!(ok, "{filter:?}: {err}");
+        ts_of(&out)
+    };
+    assert_eq!(query(&["--eq", "cam=b"]), vec![2]);
+    assert_eq!(query(&["--ne", "cam=a"]), vec![2, 3]);
+    assert_eq!(query(&["--has", "cam"]), vec![1, 2]);
+    assert_eq!(query(&["--missing", "cam"]), vec![3]);
+    // rm with a filter removes only the matches of the range.
+    let (ok, out, err) = run(&[
+        "rm", "-a", "prod", "cams", "e", "--start", "0", "--stop", "10", "--eq", "cam=a",
+    ]);
+    assert!(ok && out.contains("removed 1"), "{out} {err}");
+    assert_eq!(query(&[]), vec![2, 3]);
+
+    // entry info --json; whole-entry removal only with --force.
+    let (ok, out, _) = run(&["entry", "-a", "prod", "info", "cams", "e", "--json"]);
+    let e: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(ok && e["record_count"] == 2, "{out}");
+    for args in [
+        &["entry", "-a", "prod", "rm", "cams", "e"][..],
+        &["rm", "-a", "prod", "cams", "e", "--all"],
+    ] {
+        let (ok, _, err) = run(args);
+        assert!(!ok && err.contains("--force"), "{args:?}: {err}");
+    }
+    assert_eq!(
+        query(&[]),
+        vec![2, 3],
+        "a refused removal removed something"
+    );
+    let (ok, _, err) = run(&["entry", "-a", "prod", "rm", "cams", "e", "--force"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(&["entry", "-a", "prod", "info", "cams", "e"]);
+    assert!(!ok && err.contains("404"), "{err}");
+
+    // Tokens: create (the value once, on stdout), list, use, remove.
+    let (ok, value, err) = run(&["token", "-a", "prod", "create", "reader", "--read", "cams"]);
+    assert!(ok && value.trim().starts_with("tsb_"), "{value} {err}");
+    let (ok, out, _) = run(&["token", "-a", "prod", "ls", "--json"]);
+    assert!(
+        ok && json_lines(&out).iter().any(|t| t["name"] == "reader"),
+        "{out}"
+    );
+    let (ok, out, err) = run(&[
+        "token",
+        "me",
+        "--json",
+        "--url",
+        &url,
+        "--token",
+        value.trim(),
+    ]);
+    let me: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
+    assert!(
+        ok && me["name"] == "reader" && me["read"][0] == "cams",
+        "{out} {err}"
+    );
+    let (ok, _, err) = run(&["token", "-a", "prod", "rm", "reader"]);
+    assert!(ok, "{err}");
+
+    // Bucket removal only with --force; a forgotten alias is a clear error.
+    let (ok, _, err) = run(&["bucket", "-a", "prod", "rm", "cams"]);
+    assert!(!ok && err.contains("--force"), "{err}");
+    let (ok, _, err) = run(&["bucket", "-a", "prod", "rm", "cams", "--force"]);
+    assert!(ok, "{err}");
+    assert!(run(&["alias", "rm", "prod"]).0);
+    let (ok, _, err) = run(&["bucket", "-a", "prod", "ls"]);
+    assert!(!ok && err.contains("no alias \"prod\""), "{err}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use common::Server;
 use futures_util::StreamExt;
-use tsblob_server::framing::{Decoder, Event};
+use tsblob_proto::framing::{Decoder, Event};
 
 /// What a tail delivered, as it arrives.
 #[derive(Debug, PartialEq)]

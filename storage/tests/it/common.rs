@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use tsblob_storage::*;
 
 pub fn open(dir: &std::path::Path) -> Store {
@@ -28,15 +30,8 @@ pub fn meta(ts: u64) -> WriteMeta {
 
 /// Deterministic payload for (ts, len): a reader can check any record without a copy.
 pub fn payload(ts: u64, len: usize) -> Vec<u8> {
-    let mut x = ts.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    Xoshiro256PlusPlus::seed_from_u64(ts).fill_bytes(&mut out);
     out
 }
 

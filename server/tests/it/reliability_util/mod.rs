@@ -12,27 +12,22 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tsblob_server::framing::{put_end, put_record, Decoder, Event};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use tsblob_proto::framing::{put_end, put_record, Decoder, Event};
 use tsblob_storage::Labels;
 
 /// The shortest payload [`payload`] makes (its length, then its key).
 pub const MIN_PAYLOAD: usize = 16;
 
 /// The payload with key `key` (the timestamp, where the writer knows it) and `len` bytes:
-/// the length (u64 LE), the key (u64 LE), then a xorshift stream seeded by the key.
+/// the length (u64 LE), the key (u64 LE), then random bytes seeded by the key.
 pub fn payload(key: u64, len: usize) -> Vec<u8> {
     let len = len.max(MIN_PAYLOAD);
-    let mut out = Vec::with_capacity(len);
-    out.extend_from_slice(&(len as u64).to_le_bytes());
-    out.extend_from_slice(&key.to_le_bytes());
-    let mut x = key ^ 0x9E37_79B9_7F4A_7C15;
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let take = (len - out.len()).min(8);
-        out.extend_from_slice(&x.to_le_bytes()[..take]);
-    }
+    let mut out = vec![0; len];
+    out[..8].copy_from_slice(&(len as u64).to_le_bytes());
+    out[8..16].copy_from_slice(&key.to_le_bytes());
+    Xoshiro256PlusPlus::seed_from_u64(key).fill_bytes(&mut out[16..]);
     out
 }
 

@@ -2,12 +2,12 @@
 //!
 //! `docs/api.md` draws the frames byte by byte; this module is their only implementation in
 //! Rust, shared by the server (parsing batches, writing query streams), the CLI client and
-//! the load generator. The decoder is incremental: it is fed whatever bytes arrived and
+//! the bench (`compare/`). The decoder is incremental: it is fed whatever bytes arrived and
 //! yields events as soon as they are complete, so neither side ever has to hold a whole
 //! body, and a payload is handed out in the pieces it arrived in.
 
+use crate::{LabelPairs, Labels, DEFAULT_CONTENT_TYPE};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tsblob_storage::{Labels, DEFAULT_CONTENT_TYPE};
 
 /// The media type of framed bodies.
 pub const MEDIA_TYPE: &str = "application/x-tsblob-records";
@@ -46,7 +46,7 @@ pub fn put_record_head(
     out: &mut BytesMut,
     ts: u64,
     content_type: &str,
-    labels: &Labels,
+    labels: &(impl LabelPairs + ?Sized),
     payload_len: u64,
 ) {
     put_head(out, None, ts, content_type, labels, payload_len);
@@ -58,7 +58,7 @@ pub fn put_entry_record_head(
     entry: &str,
     ts: u64,
     content_type: &str,
-    labels: &Labels,
+    labels: &(impl LabelPairs + ?Sized),
     payload_len: u64,
 ) {
     put_head(out, Some(entry), ts, content_type, labels, payload_len);
@@ -69,7 +69,7 @@ fn put_head(
     entry: Option<&str>,
     ts: u64,
     content_type: &str,
-    labels: &Labels,
+    labels: &(impl LabelPairs + ?Sized),
     payload_len: u64,
 ) {
     let ct: &str = if content_type == DEFAULT_CONTENT_TYPE {
@@ -77,7 +77,11 @@ fn put_head(
     } else {
         content_type
     };
-    let labels_len: usize = labels.iter().map(|(k, v)| 4 + k.len() + v.len()).sum();
+    let labels_len: usize = labels
+        .label_pairs()
+        .map(|(k, v)| 4 + k.len() + v.len())
+        .sum();
+    let label_count = labels.label_pairs().count();
     let entry_len = entry.map_or(0, |e| 2 + e.len());
     out.reserve(RECORD_HEAD_LEN + entry_len + ct.len() + labels_len);
     out.put_u8(if entry.is_some() {
@@ -87,7 +91,7 @@ fn put_head(
     });
     out.put_u64_le(ts);
     out.put_u16_le(ct.len() as u16);
-    out.put_u16_le(labels.len() as u16);
+    out.put_u16_le(label_count as u16);
     out.put_u32_le(labels_len as u32);
     out.put_u64_le(payload_len);
     if let Some(e) = entry {
@@ -95,7 +99,7 @@ fn put_head(
         out.put_slice(e.as_bytes());
     }
     out.put_slice(ct.as_bytes());
-    for (k, v) in labels {
+    for (k, v) in labels.label_pairs() {
         out.put_u16_le(k.len() as u16);
         out.put_slice(k.as_bytes());
         out.put_u16_le(v.len() as u16);
@@ -104,7 +108,13 @@ fn put_head(
 }
 
 /// Appends a whole record frame.
-pub fn put_record(out: &mut BytesMut, ts: u64, content_type: &str, labels: &Labels, data: &[u8]) {
+pub fn put_record(
+    out: &mut BytesMut,
+    ts: u64,
+    content_type: &str,
+    labels: &(impl LabelPairs + ?Sized),
+    data: &[u8],
+) {
     put_record_head(out, ts, content_type, labels, data.len() as u64);
     out.put_slice(data);
 }
@@ -162,8 +172,17 @@ enum State {
     Done,
 }
 
+/// What a look at the bytes in hand gives: a complete event and the bytes it took, or the
+/// total number of bytes needed before the frame head can be decoded (more than in hand).
+enum Step {
+    Need(usize),
+    Event(Event, usize),
+}
+
 /// An incremental decoder. Feed it by appending to a `BytesMut` and call
-/// [`Decoder::next`] until it returns `Ok(None)` (more bytes needed).
+/// [`Decoder::next`] until it returns `Ok(None)` (more bytes needed). A client that
+/// receives `Bytes` chunks uses [`ChunkDecoder`] instead, which hands payloads on
+/// without copying them.
 #[derive(Debug)]
 pub struct Decoder {
     state: State,
@@ -214,72 +233,85 @@ impl Decoder {
     /// The next complete event in `buf`, consuming its bytes; `Ok(None)` if more are needed.
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, FrameError> {
         match self.state {
-            State::Done => {
-                if buf.is_empty() {
-                    Ok(None)
-                } else {
-                    self.fail("bytes after the end frame: nothing may follow it")
+            State::Done => self.after_end(buf.is_empty()),
+            State::Payload { .. } => Ok(self
+                .take_payload(buf.len())
+                .map(|n| Event::Data(buf.split_to(n).freeze()))),
+            State::Head => match self.head(buf)? {
+                Step::Need(_) => Ok(None),
+                Step::Event(event, used) => {
+                    buf.advance(used);
+                    Ok(Some(event))
                 }
-            }
-            State::Payload { remaining } => {
-                if buf.is_empty() {
-                    return Ok(None);
-                }
-                let n = (buf.len() as u64).min(remaining) as usize;
-                let data = buf.split_to(n).freeze();
-                self.offset += n as u64;
-                let left = remaining - n as u64;
-                self.state = if left == 0 {
-                    State::Head
-                } else {
-                    State::Payload { remaining: left }
-                };
-                Ok(Some(Event::Data(data)))
-            }
-            State::Head => self.head(buf),
+            },
         }
     }
 
-    fn head(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, FrameError> {
+    fn after_end(&self, nothing_left: bool) -> Result<Option<Event>, FrameError> {
+        if nothing_left {
+            Ok(None)
+        } else {
+            self.fail("bytes after the end frame: nothing may follow it")
+        }
+    }
+
+    /// In a payload with `available` bytes in hand: how many of them belong to it (`None`
+    /// if there are none), the state moved past them.
+    fn take_payload(&mut self, available: usize) -> Option<usize> {
+        let State::Payload { remaining } = self.state else {
+            return None;
+        };
+        if available == 0 {
+            return None;
+        }
+        let n = (available as u64).min(remaining) as usize;
+        self.offset += n as u64;
+        let left = remaining - n as u64;
+        self.state = if left == 0 {
+            State::Head
+        } else {
+            State::Payload { remaining: left }
+        };
+        Some(n)
+    }
+
+    fn head(&mut self, buf: &[u8]) -> Result<Step, FrameError> {
         let Some(&kind) = buf.first() else {
-            return Ok(None);
+            return Ok(Step::Need(1));
         };
         match kind {
             KIND_END => {
                 if buf.len() < 9 {
-                    return Ok(None);
+                    return Ok(Step::Need(9));
                 }
-                buf.advance(1);
-                let count = buf.get_u64_le();
+                let count = (&buf[1..9]).get_u64_le();
                 self.offset += 9;
                 self.state = State::Done;
-                Ok(Some(Event::End(count)))
+                Ok(Step::Event(Event::End(count), 9))
             }
             KIND_ERROR => {
                 if buf.len() < 5 {
-                    return Ok(None);
+                    return Ok(Step::Need(5));
                 }
                 let len = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
                 if len > MAX_META_LEN {
                     return self.fail(format!("error frame of {len} bytes is too large"));
                 }
                 if buf.len() < 5 + len {
-                    return Ok(None);
+                    return Ok(Step::Need(5 + len));
                 }
-                buf.advance(5);
-                let json = buf.split_to(len).freeze();
+                let json = Bytes::copy_from_slice(&buf[5..5 + len]);
                 self.offset += 5 + len as u64;
                 self.state = State::Done;
-                Ok(Some(Event::Error(json)))
+                Ok(Step::Event(Event::Error(json), 5 + len))
             }
             KIND_HEARTBEAT => {
                 if buf.len() < HEARTBEAT_LEN {
-                    return Ok(None);
+                    return Ok(Step::Need(HEARTBEAT_LEN));
                 }
-                buf.advance(1);
-                let now = buf.get_u64_le();
+                let now = (&buf[1..HEARTBEAT_LEN]).get_u64_le();
                 self.offset += HEARTBEAT_LEN as u64;
-                Ok(Some(Event::Heartbeat(now)))
+                Ok(Step::Event(Event::Heartbeat(now), HEARTBEAT_LEN))
             }
             KIND_RECORD | KIND_ENTRY_RECORD => self.record_head(buf, kind == KIND_ENTRY_RECORD),
             other => self.fail(format!(
@@ -288,18 +320,14 @@ impl Decoder {
         }
     }
 
-    fn record_head(
-        &mut self,
-        buf: &mut BytesMut,
-        with_entry: bool,
-    ) -> Result<Option<Event>, FrameError> {
+    fn record_head(&mut self, buf: &[u8], with_entry: bool) -> Result<Step, FrameError> {
         if buf.len() < RECORD_HEAD_LEN {
-            return Ok(None);
+            return Ok(Step::Need(RECORD_HEAD_LEN));
         }
         // The entry name of a kind-4 frame sits between the fixed head and the content type.
         let entry_len = if with_entry {
             if buf.len() < RECORD_HEAD_LEN + 2 {
-                return Ok(None);
+                return Ok(Step::Need(RECORD_HEAD_LEN + 2));
             }
             2 + u16::from_le_bytes([buf[RECORD_HEAD_LEN], buf[RECORD_HEAD_LEN + 1]]) as usize
         } else {
@@ -318,9 +346,9 @@ impl Decoder {
         }
         let total = RECORD_HEAD_LEN + entry_len + ct_len + labels_len;
         if buf.len() < total {
-            return Ok(None);
+            return Ok(Step::Need(total));
         }
-        let whole = buf.split_to(total);
+        let whole = &buf[..total];
         let entry = if with_entry {
             match std::str::from_utf8(&whole[RECORD_HEAD_LEN + 2..RECORD_HEAD_LEN + entry_len]) {
                 Ok(e) => Some(e.to_string()),
@@ -351,13 +379,114 @@ impl Decoder {
                 remaining: payload_len,
             }
         };
-        Ok(Some(Event::Record(FrameHead {
-            entry,
-            ts,
-            content_type,
-            labels,
-            payload_len,
-        })))
+        Ok(Step::Event(
+            Event::Record(FrameHead {
+                entry,
+                ts,
+                content_type,
+                labels,
+                payload_len,
+            }),
+            total,
+        ))
+    }
+}
+
+/// The [`Decoder`] for a client reading a response as `Bytes` chunks: [`ChunkDecoder::push`]
+/// each chunk, then call [`ChunkDecoder::next_event`] until it returns `Ok(None)`. Payload pieces
+/// are slices of the pushed chunks (no copy, so gigabytes can be checked as they stream);
+/// only a frame head cut between two chunks is gathered in a small buffer.
+#[derive(Debug, Default)]
+pub struct ChunkDecoder {
+    dec: Decoder,
+    /// The start of a frame head whose end has not arrived yet.
+    partial: BytesMut,
+    /// What is left of the pushed chunk.
+    input: Bytes,
+}
+
+impl ChunkDecoder {
+    pub fn new() -> ChunkDecoder {
+        ChunkDecoder::default()
+    }
+
+    /// Adds received bytes. Push when [`ChunkDecoder::next_event`] has returned `Ok(None)` (the
+    /// previous chunk is used up); otherwise the unread rest is joined with `chunk` (a copy).
+    pub fn push(&mut self, chunk: Bytes) {
+        if self.input.is_empty() {
+            self.input = chunk;
+        } else {
+            let mut joined = BytesMut::with_capacity(self.input.len() + chunk.len());
+            joined.extend_from_slice(&self.input);
+            joined.extend_from_slice(&chunk);
+            self.input = joined.freeze();
+        }
+    }
+
+    /// The next complete event; `Ok(None)` when the pushed bytes are used up.
+    pub fn next_event(&mut self) -> Result<Option<Event>, FrameError> {
+        loop {
+            if !self.partial.is_empty() {
+                // A head begun in an earlier chunk: take just the bytes it still needs.
+                match self.dec.head(&self.partial)? {
+                    Step::Event(event, used) => {
+                        self.partial.advance(used);
+                        return Ok(Some(event));
+                    }
+                    Step::Need(total) => {
+                        if self.input.is_empty() {
+                            return Ok(None);
+                        }
+                        let take = (total - self.partial.len()).min(self.input.len());
+                        self.partial.extend_from_slice(&self.input.split_to(take));
+                        continue;
+                    }
+                }
+            }
+            return match self.dec.state {
+                State::Done => self.dec.after_end(self.input.is_empty()),
+                State::Payload { .. } => Ok(self
+                    .dec
+                    .take_payload(self.input.len())
+                    .map(|n| Event::Data(self.input.split_to(n)))),
+                State::Head => {
+                    if self.input.is_empty() {
+                        return Ok(None);
+                    }
+                    match self.dec.head(&self.input)? {
+                        Step::Event(event, used) => {
+                            self.input.advance(used);
+                            Ok(Some(event))
+                        }
+                        Step::Need(_) => {
+                            self.partial.extend_from_slice(&self.input);
+                            self.input.clear();
+                            Ok(None)
+                        }
+                    }
+                }
+            };
+        }
+    }
+
+    /// Record frames whose head has been decoded.
+    pub fn records(&self) -> u64 {
+        self.dec.records()
+    }
+
+    /// True once an end or error frame was decoded.
+    pub fn is_done(&self) -> bool {
+        self.dec.is_done()
+    }
+
+    /// True between frames (not inside a payload).
+    pub fn at_frame_boundary(&self) -> bool {
+        self.dec.at_frame_boundary()
+    }
+
+    /// Bytes pushed but not yet decoded (a partial head, or the unread rest of a chunk).
+    pub fn buffered(&self) -> usize {
+        self.partial.len() + self.input.len()
     }
 }
 
@@ -501,6 +630,92 @@ mod tests {
         assert_eq!((h.entry.as_deref(), h.ts), (None, 10));
         assert_eq!(ev[5], Event::Heartbeat(43));
         assert_eq!(ev[6], Event::End(2));
+    }
+
+    /// Decodes `bytes` with the `ChunkDecoder`, pushed in pieces of `piece` bytes.
+    fn decode_chunks(bytes: &[u8], piece: usize) -> Result<Vec<Event>, FrameError> {
+        let mut d = ChunkDecoder::new();
+        let mut out = Vec::new();
+        for chunk in bytes.chunks(piece) {
+            d.push(Bytes::copy_from_slice(chunk));
+            while let Some(e) = d.next_event()? {
+                out.push(e);
+            }
+        }
+        assert_eq!(d.buffered(), 0);
+        Ok(out)
+    }
+
+    /// Joins consecutive payload pieces, so that two cuts of one body compare equal.
+    fn joined(events: Vec<Event>) -> Vec<Event> {
+        let mut out: Vec<Event> = Vec::new();
+        for e in events {
+            match (out.last_mut(), e) {
+                (Some(Event::Data(prev)), Event::Data(d)) => {
+                    let mut b = BytesMut::from(&prev[..]);
+                    b.extend_from_slice(&d);
+                    *prev = b.freeze();
+                }
+                (_, e) => out.push(e),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn chunk_decoder_agrees_with_the_decoder_whatever_the_cut() {
+        let mut b = BytesMut::new();
+        put_heartbeat(&mut b, 1);
+        put_record(
+            &mut b,
+            7,
+            "image/jpeg",
+            &labels(&[("cam", "front")]),
+            &[5; 300],
+        );
+        put_entry_record_head(&mut b, "a/b", 8, "", &Labels::new(), 3);
+        b.put_slice(b"xyz");
+        put_record(&mut b, 9, "", &Labels::new(), b"");
+        put_end(&mut b, 3);
+        let want = joined(decode_bytewise(&b).unwrap());
+        for piece in [1, 2, 3, 7, 24, 25, 26, 64, 500, b.len()] {
+            assert_eq!(
+                joined(decode_chunks(&b, piece).unwrap()),
+                want,
+                "piece {piece}"
+            );
+        }
+        let mut bad = b.clone();
+        bad[HEARTBEAT_LEN] = 9;
+        for piece in [1, 5, bad.len()] {
+            assert!(decode_chunks(&bad, piece).is_err());
+        }
+        let mut after_end = BytesMut::new();
+        put_end(&mut after_end, 0);
+        after_end.put_u8(0);
+        assert!(decode_chunks(&after_end, 4).is_err());
+    }
+
+    #[test]
+    fn chunk_decoder_hands_payloads_on_without_copying() {
+        let mut b = BytesMut::new();
+        put_record(&mut b, 1, "", &Labels::new(), &[7; 1000]);
+        put_end(&mut b, 1);
+        let body = b.freeze();
+        let mut d = ChunkDecoder::new();
+        d.push(body.clone());
+        let mut pieces = 0;
+        while let Some(e) = d.next_event().unwrap() {
+            if let Event::Data(p) = e {
+                pieces += 1;
+                assert_eq!(p.len(), 1000);
+                // The piece points into the pushed chunk's memory.
+                let at = p.as_ptr() as usize - body.as_ptr() as usize;
+                assert_eq!(at, RECORD_HEAD_LEN);
+            }
+        }
+        assert_eq!(pieces, 1);
+        assert!(d.is_done());
     }
 
     #[test]

@@ -1,0 +1,387 @@
+//! A small async client of the HTTP API (`docs/api.md`) over reqwest, for the CLI, the
+//! load generator and the bench: base URL, bearer token, path building, and every
+//! non-2xx answer turned into [`ClientError::Status`] with the server's
+//! `{"error": {"code", "message"}}` as it is.
+
+use bytes::Bytes;
+use reqwest::{Method, RequestBuilder, Response};
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::framing::{ChunkDecoder, Event, FrameError, MEDIA_TYPE};
+use crate::headers::{encode_label_value, label_header, TS_HEADER};
+use crate::LabelPairs;
+
+/// What went wrong talking to a server.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The server could not be reached (refused, reset, timed out, bad URL).
+    #[error("cannot reach the server at {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The server answered with an error status.
+    #[error("{status} {code}: {message}")]
+    Status {
+        status: u16,
+        /// The error's `code` (`bucket_not_found`, ...), or `http_error` for an answer
+        /// without the JSON error document.
+        code: String,
+        message: String,
+    },
+    /// The answer was cut off or could not be read.
+    #[error("reading the server's answer failed: {0}")]
+    Body(#[source] reqwest::Error),
+    /// The answer is not the JSON or framing the API documents.
+    #[error("the server's answer breaks the protocol: {0}")]
+    Protocol(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> Self {
+        ClientError::Protocol(e.0)
+    }
+}
+
+/// Percent-encodes a path segment; `/` inside entry names is kept (it separates segments
+/// in the API too).
+pub fn seg(s: &str) -> String {
+    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'/');
+    percent_encoding::utf8_percent_encode(s, SET).to_string()
+}
+
+/// `/api/v1/b/{bucket}`.
+pub fn bucket_path(bucket: &str) -> String {
+    format!("/api/v1/b/{}", seg(bucket))
+}
+
+/// `/api/v1/b/{bucket}/{entry}`.
+pub fn entry_path(bucket: &str, entry: &str) -> String {
+    format!("/api/v1/b/{}/{}", seg(bucket), seg(entry))
+}
+
+/// A client of one server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    /// A client of the server at `url` (`http://host:port`), with a bearer token if given
+    /// (an empty token counts as none).
+    pub fn new(url: &str, token: Option<&str>) -> Result<Client, ClientError> {
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .map_err(ClientError::Build)?;
+        Ok(Client::with_http(http, url, token))
+    }
+
+    /// The same over an HTTP client built by the caller (pool sizes, timeouts).
+    pub fn with_http(http: reqwest::Client, url: &str, token: Option<&str>) -> Client {
+        Client {
+            http,
+            base: url.trim_end_matches('/').to_string(),
+            token: token.filter(|t| !t.is_empty()).map(str::to_string),
+        }
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The full URL of an API path.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request to an API path, with the token.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let r = self.http.request(method, self.url(path));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    /// Sends; a non-2xx answer becomes [`ClientError::Status`].
+    pub async fn send(&self, req: RequestBuilder) -> Result<Response, ClientError> {
+        let resp = req.send().await.map_err(|source| ClientError::Connect {
+            url: self.base.clone(),
+            source,
+        })?;
+        check(resp).await
+    }
+
+    /// Sends and reads a JSON answer.
+    pub async fn json(&self, req: RequestBuilder) -> Result<Value, ClientError> {
+        let resp = self.send(req).await?;
+        let body = resp.bytes().await.map_err(ClientError::Body)?;
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::Protocol(format!("the answer is not JSON: {e}")))
+    }
+
+    /// `GET /health`.
+    pub async fn health(&self) -> Result<Value, ClientError> {
+        self.json(self.request(Method::GET, "/health")).await
+    }
+
+    /// `GET /api/v1/b`: `{"buckets": [...]}`.
+    pub async fn list_buckets(&self) -> Result<Value, ClientError> {
+        self.json(self.request(Method::GET, "/api/v1/b")).await
+    }
+
+    /// `POST /api/v1/b/{bucket}` with (partial) settings.
+    pub async fn create_bucket(
+        &self,
+        bucket: &str,
+        settings: &Value,
+    ) -> Result<Value, ClientError> {
+        self.send_settings(Method::POST, bucket, settings).await
+    }
+
+    /// Bucket settings sent with `method` (POST creates, PUT changes).
+    async fn send_settings(
+        &self,
+        method: Method,
+        bucket: &str,
+        settings: &Value,
+    ) -> Result<Value, ClientError> {
+        let req = self.request(method, &bucket_path(bucket)).json(settings);
+        self.json(req).await
+    }
+
+    /// `GET /api/v1/b/{bucket}`: settings, sizes and entries.
+    pub async fn bucket(&self, bucket: &str) -> Result<Value, ClientError> {
+        self.json(self.request(Method::GET, &bucket_path(bucket)))
+            .await
+    }
+
+    /// `PUT /api/v1/b/{bucket}` with the settings to change.
+    pub async fn update_bucket(
+        &self,
+        bucket: &str,
+        settings: &Value,
+    ) -> Result<Value, ClientError> {
+        self.send_settings(Method::PUT, bucket, settings).await
+    }
+
+    /// `DELETE /api/v1/b/{bucket}`.
+    pub async fn remove_bucket(&self, bucket: &str) -> Result<Value, ClientError> {
+        self.json(self.request(Method::DELETE, &bucket_path(bucket)))
+            .await
+    }
+
+    /// `GET /api/v1/b/{bucket}/{entry}/info`.
+    pub async fn entry(&self, bucket: &str, entry: &str) -> Result<Value, ClientError> {
+        let path = format!("{}/info", entry_path(bucket, entry));
+        self.json(self.request(Method::GET, &path)).await
+    }
+
+    /// `DELETE /api/v1/b/{bucket}/{entry}`: the whole entry.
+    pub async fn remove_entry(&self, bucket: &str, entry: &str) -> Result<Value, ClientError> {
+        self.json(self.request(Method::DELETE, &entry_path(bucket, entry)))
+            .await
+    }
+
+    /// `GET /api/v1/tokens`: `{"tokens": [...]}`.
+    pub async fn list_tokens(&self) -> Result<Value, ClientError> {
+        self.json(self.request(Method::GET, "/api/v1/tokens")).await
+    }
+
+    /// `POST /api/v1/tokens/{name}` with `{"full_access", "read", "write"}`: `{"name",
+    /// "value"}` (the value is shown once).
+    pub async fn create_token(&self, name: &str, spec: &Value) -> Result<Value, ClientError> {
+        let path = format!("/api/v1/tokens/{}", seg(name));
+        self.json(self.request(Method::POST, &path).json(spec))
+            .await
+    }
+
+    /// `DELETE /api/v1/tokens/{name}[?disable_auth=true]`.
+    pub async fn remove_token(&self, name: &str, disable_auth: bool) -> Result<Value, ClientError> {
+        let path = format!("/api/v1/tokens/{}", seg(name));
+        let mut req = self.request(Method::DELETE, &path);
+        if disable_auth {
+            req = req.query(&[("disable_auth", "true")]);
+        }
+        self.json(req).await
+    }
+
+    /// `GET /api/v1/me`: the calling token's permissions.
+    pub async fn me(&self) -> Result<Value, ClientError> {
+        self.json(self.request(Method::GET, "/api/v1/me")).await
+    }
+
+    /// A request writing one record: `POST .../{entry}[?ts=]` with its content type and
+    /// label headers; the caller adds the body and sends it with [`Client::json`].
+    pub fn write_request(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+        content_type: &str,
+        labels: &(impl LabelPairs + ?Sized),
+    ) -> RequestBuilder {
+        let mut req = self
+            .request(Method::POST, &entry_path(bucket, entry))
+            .header(reqwest::header::CONTENT_TYPE, content_type);
+        if let Some(ts) = ts {
+            req = req.query(&[("ts", ts)]);
+        }
+        for (k, v) in labels.label_pairs() {
+            req = req.header(label_header(k), encode_label_value(v));
+        }
+        req
+    }
+
+    /// Writes one record; answers its timestamp.
+    pub async fn write(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+        content_type: &str,
+        labels: &(impl LabelPairs + ?Sized),
+        payload: impl Into<reqwest::Body>,
+    ) -> Result<u64, ClientError> {
+        let req = self
+            .write_request(bucket, entry, ts, content_type, labels)
+            .body(payload);
+        let v = self.json(req).await?;
+        v["ts"]
+            .as_u64()
+            .ok_or_else(|| ClientError::Protocol(format!("a write answered {v}, without `ts`")))
+    }
+
+    /// `POST .../{entry}/batch` with a framed body (`framing::put_record` ..., `put_end`):
+    /// the server's answer (`{"written", "failed", "results"}`).
+    pub async fn write_batch(
+        &self,
+        bucket: &str,
+        entry: &str,
+        body: Bytes,
+    ) -> Result<Value, ClientError> {
+        let path = format!("{}/batch", entry_path(bucket, entry));
+        let req = self
+            .request(Method::POST, &path)
+            .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
+            .body(body);
+        self.json(req).await
+    }
+
+    /// `GET .../{entry}[?ts=]`: the record's response (the latest without `ts`), its body
+    /// not read yet.
+    pub async fn read(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+    ) -> Result<Response, ClientError> {
+        let mut req = self.request(Method::GET, &entry_path(bucket, entry));
+        if let Some(ts) = ts {
+            req = req.query(&[("ts", ts)]);
+        }
+        self.send(req).await
+    }
+
+    /// A query stream: `GET` on `path` (an entry's or the bucket's `.../query`) with
+    /// `params`, answered as a [`QueryStream`] of frame events.
+    pub async fn query(
+        &self,
+        path: &str,
+        params: &[(String, String)],
+    ) -> Result<QueryStream, ClientError> {
+        let resp = self
+            .send(self.request(Method::GET, path).query(params))
+            .await?;
+        Ok(QueryStream {
+            resp,
+            dec: ChunkDecoder::new(),
+        })
+    }
+}
+
+/// The timestamp of a read's answer (`x-tsblob-ts`).
+pub fn record_ts(resp: &Response) -> Option<u64> {
+    resp.headers()
+        .get(TS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The frames of a query answer, decoded as they arrive (payloads as slices of the
+/// received chunks).
+pub struct QueryStream {
+    resp: Response,
+    dec: ChunkDecoder,
+}
+
+impl QueryStream {
+    /// The next event; `Ok(None)` once the body has ended (after the end frame, or cut off:
+    /// [`QueryStream::is_done`] tells which).
+    pub async fn next_event(&mut self) -> Result<Option<Event>, ClientError> {
+        loop {
+            if let Some(e) = self.dec.next_event()? {
+                return Ok(Some(e));
+            }
+            match self.resp.chunk().await.map_err(ClientError::Body)? {
+                Some(chunk) => self.dec.push(chunk),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// True once the end or error frame arrived.
+    pub fn is_done(&self) -> bool {
+        self.dec.is_done()
+    }
+
+    /// True between frames.
+    pub fn at_frame_boundary(&self) -> bool {
+        self.dec.at_frame_boundary()
+    }
+
+    /// Record frames received.
+    pub fn records(&self) -> u64 {
+        self.dec.records()
+    }
+
+    /// Bytes received but not decoded.
+    pub fn buffered(&self) -> usize {
+        self.dec.buffered()
+    }
+}
+
+/// Passes a successful response through; otherwise [`ClientError::Status`] with the
+/// server's error code and message.
+pub async fn check(resp: Response) -> Result<Response, ClientError> {
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    Err(match serde_json::from_str::<Value>(&text) {
+        Ok(v) if v["error"]["code"].is_string() => ClientError::Status {
+            status: status.as_u16(),
+            code: v["error"]["code"].as_str().unwrap_or("").to_string(),
+            message: v["error"]["message"].as_str().unwrap_or("").to_string(),
+        },
+        _ => ClientError::Status {
+            status: status.as_u16(),
+            code: "http_error".into(),
+            message: format!("{status}: {text}"),
+        },
+    })
+}

@@ -1,0 +1,62 @@
+//! tsblob's wire protocol, in one place for the server, the CLI, the bench (`compare/`),
+//! the fuzzers and the engine:
+//!
+//! - [`framing`]: the record framing of batch bodies and query streams, encoder and
+//!   incremental decoders;
+//! - [`headers`]: record metadata in HTTP headers (label values percent-encoded);
+//! - [`names`]: the name rules and reserved words of buckets, entries and label keys, and
+//!   how an entry path splits into entry and route;
+//! - [`size`]: byte sizes as flags are written (`KB` = 10^3, `KiB` = 2^10);
+//! - the record limits and the label map every side shares;
+//! - `client` (feature `client`): a small async client of the HTTP API over reqwest.
+//!
+//! The default build needs no async runtime (the engine depends on it).
+
+#[cfg(feature = "client")]
+pub mod client;
+pub mod framing;
+pub mod headers;
+pub mod names;
+pub mod size;
+
+pub use names::{validate_bucket_name, validate_entry_name, validate_label_key, NameError};
+pub use size::{format_size, parse_size};
+
+use std::collections::BTreeMap;
+
+/// At most this many labels per record (write, batch and label update alike).
+pub const MAX_LABELS: usize = 1000;
+/// At most this many bytes of label keys and values per record, in all.
+pub const MAX_LABELS_BYTES: usize = 64 << 10;
+/// At most this many bytes in one label value.
+pub const MAX_LABEL_VALUE: usize = 4096;
+
+/// Labels of a record: string keys to string values, kept sorted.
+pub type Labels = BTreeMap<String, String>;
+
+/// The content type a record has when none is given.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// Labels as key-value pairs, however a caller keeps them: a [`Labels`] map or a list of
+/// pairs (the bench keeps its labels in the order it generated them).
+pub trait LabelPairs {
+    fn label_pairs(&self) -> impl Iterator<Item = (&str, &str)>;
+}
+
+impl LabelPairs for Labels {
+    fn label_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl LabelPairs for [(String, String)] {
+    fn label_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl LabelPairs for Vec<(String, String)> {
+    fn label_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.as_slice().label_pairs()
+    }
+}

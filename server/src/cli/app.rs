@@ -1,0 +1,114 @@
+//! The `tsblob` command line: every subcommand, parsed by clap (`docs/cli.md` is generated
+//! from it: `TSBLOB_UPDATE_DOCS=1 cargo test -p tsblob-server --lib cli_reference`).
+
+use clap::{Parser, Subcommand};
+
+use crate::{cli, config, loadgen, serve};
+
+#[derive(Parser)]
+#[command(name = "tsblob", version, about = "A store for timestamped blobs")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Command {
+    /// Run the server (data in ./tsblob-data, listening on 127.0.0.1:8686 by default).
+    Serve(config::ServeArgs),
+    /// Create, update, list, inspect and remove buckets on a server.
+    Bucket(cli::BucketArgs),
+    /// Inspect and remove entries.
+    Entry(cli::EntryArgs),
+    /// Write a file as one record.
+    Put(cli::PutArgs),
+    /// Read one record (the latest by default) to a file or stdout.
+    Get(cli::GetArgs),
+    /// Read the records of a time range into a folder or to stdout.
+    Query(cli::QueryArgs),
+    /// Records and bytes of an entry per time step (from the index, no payload read).
+    Histogram(cli::HistogramArgs),
+    /// Follow an entry: one line per record, then each new one as it is written.
+    Tail(cli::TailArgs),
+    /// Remove a record, a time range, the records matching filters, or a whole entry.
+    Rm(cli::RmArgs),
+    /// Manage the server's access tokens.
+    Token(cli::TokenArgs),
+    /// Save servers under short names, used with --alias/-a.
+    Alias(cli::AliasArgs),
+    /// Compare tsblob with MinIO and ReductStore on one seeded workload.
+    Bench(tsblob_compare::BenchArgs),
+    /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
+    #[command(hide = true)]
+    Loadgen(loadgen::LoadArgs),
+}
+
+/// Runs one command.
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Bucket(args) => cli::bucket(args).await,
+        Command::Entry(args) => cli::entry(args).await,
+        Command::Put(args) => cli::put(args).await,
+        Command::Get(args) => cli::get(args).await,
+        Command::Query(args) => cli::query(args).await,
+        Command::Histogram(args) => cli::histogram(args).await,
+        Command::Rm(args) => cli::rm(args).await,
+        Command::Tail(args) => cli::tail(args).await,
+        Command::Token(args) => cli::token(args).await,
+        Command::Alias(args) => cli::alias(args),
+        Command::Bench(args) => tsblob_compare::run(args).await,
+        Command::Loadgen(args) => loadgen::run(args).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// `docs/cli.md` is the clap definition printed as Markdown; this fails when a flag
+    /// changed and the page was not regenerated (`TSBLOB_UPDATE_DOCS=1` rewrites it).
+    #[test]
+    fn cli_reference_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md");
+        let generated = format!(
+            "<!-- Generated from the clap definitions (server/src/cli/app.rs) by the test\n     cli_reference_is_current: TSBLOB_UPDATE_DOCS=1 cargo test -p tsblob-server --lib cli_reference -->\n\n{}",
+            clap_markdown::help_markdown::<Cli>()
+        );
+        if std::env::var_os("TSBLOB_UPDATE_DOCS").is_some() {
+            std::fs::write(path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "docs/cli.md is stale: regenerate it with TSBLOB_UPDATE_DOCS=1 cargo test -p tsblob-server --lib cli_reference"
+        );
+    }
+
+    #[test]
+    fn removals_of_whole_buckets_and_entries_need_force() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        for args in [
+            &["tsblob", "bucket", "rm", "b"][..],
+            &["tsblob", "entry", "rm", "b", "e"],
+            &["tsblob", "rm", "b", "e", "--all"],
+        ] {
+            // They parse (the refusal is a clear error at run time, not a usage error)...
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
+        // ... and --force is a flag of each.
+        for args in [
+            &["tsblob", "bucket", "rm", "b", "--force"][..],
+            &["tsblob", "entry", "rm", "b", "e", "--force"],
+            &["tsblob", "rm", "b", "e", "--all", "--force"],
+            &["tsblob", "bucket", "ls", "-a", "prod", "--json"],
+            &["tsblob", "bucket", "-a", "prod", "ls"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! `tsblob entry info|rm`.
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+
+use super::buckets::opt_time;
+use super::client::{connect, ClientArgs};
+use super::human;
+
+/// `tsblob entry ...`
+#[derive(Debug, clap::Args)]
+pub struct EntryArgs {
+    #[command(subcommand)]
+    pub command: EntryCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum EntryCommand {
+    /// Show an entry's records, size and time span.
+    Info {
+        bucket: String,
+        entry: String,
+        /// The API's entry object as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an entry and all its records (needs --force).
+    Rm {
+        bucket: String,
+        entry: String,
+        /// Yes, remove every record of the entry.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// One line of an entry: name, size, records, oldest → latest.
+pub fn print_entry_line(e: &Value) {
+    println!(
+        "  {:<30} {:>12} {:>10} rec  {}  →  {}",
+        e["name"].as_str().unwrap_or(""),
+        human::size(e["size"].as_u64().unwrap_or(0)),
+        e["record_count"].as_u64().unwrap_or(0),
+        opt_time(&e["oldest"]),
+        opt_time(&e["latest"]),
+    );
+}
+
+pub async fn entry(args: EntryArgs) -> anyhow::Result<()> {
+    let c = connect(&args.client)?;
+    match args.command {
+        EntryCommand::Info {
+            bucket,
+            entry,
+            json,
+        } => {
+            let e = c.entry(&bucket, &entry).await?;
+            if json {
+                println!("{e}");
+            } else {
+                print_entry_line(&e);
+            }
+        }
+        EntryCommand::Rm {
+            bucket,
+            entry,
+            force,
+        } => {
+            if !force {
+                bail!(
+                    "removing entry {bucket}/{entry} deletes all its records: add --force to do it"
+                );
+            }
+            c.remove_entry(&bucket, &entry)
+                .await
+                .with_context(|| format!("removing entry {bucket}/{entry}"))?;
+            println!("removed entry {bucket}/{entry}");
+        }
+    }
+    Ok(())
+}
