@@ -91,3 +91,20 @@ impl DeadlockWatch {
         );
     }
 }
+
+/// Runs the calling test (`module::name`) again in a child process of this test binary and
+/// fails if it fails there: for a test whose outcome depends on the process (its open files,
+/// a process-wide detector). Returns `true` in the child, where the test body runs, and
+/// `false` in the parent once the child passed.
+pub fn own_process(test: &str) -> bool {
+    if std::env::var("TSBLOB_TEST_CHILD").as_deref() == Ok(test) {
+        return true;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("TSBLOB_TEST_CHILD", test)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{test} failed in its own process");
+    false
+}
