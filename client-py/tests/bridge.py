@@ -72,7 +72,7 @@ class Bridge:
 
     def __getattr__(self, name: str) -> Any:
         target = self._target
-        if name == "data" and isinstance(target, tsblob.AsyncRecord) and not target.loaded:
+        if name == "data" and isinstance(target, tsblob.AsyncRecord) and not target.loaded and not target.tell():
             return self._loop.run(target.read())  # the sync Record reads a streamed payload here
         attr = getattr(target, RENAMES.get(name, name) if hasattr(target, RENAMES.get(name, "")) else name)
         if callable(attr) and not isinstance(attr, type):

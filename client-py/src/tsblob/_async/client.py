@@ -101,21 +101,20 @@ class AsyncRecord(RecordInfo):
             end = len(self._data) if size is None or size < 0 else min(self._pos + size, len(self._data))
             start, self._pos = self._pos, max(self._pos, end)
             return self._data if (start == 0 and end == len(self._data)) else self._data[start:end]
-        if size is None or size < 0:
-            whole = self._pos == 0
-            out = b"".join([chunk async for chunk in self.aiter_chunks()])
-            if whole:
-                self._data = out
-            return out
+        whole = self._pos == 0
+        limit = -1 if size is None or size < 0 else size
         parts: List[bytes] = []
         got = 0
-        while got < size:
-            chunk = await self._pull(size - got)
+        while limit < 0 or got < limit:
+            chunk = await self._pull(c.STREAM_CHUNK if limit < 0 else limit - got)
             if not chunk:
                 break
             parts.append(chunk)
             got += len(chunk)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        out = parts[0] if len(parts) == 1 else b"".join(parts)
+        if whole and limit < 0:
+            self._data = out  # read whole: keep it for data (and seeking)
+        return out
 
     async def readinto(self, buffer: Any) -> int:
         """Reads into a writable buffer (``bytearray``, ``memoryview``); returns the bytes read."""
