@@ -14,8 +14,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import (Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple,
-                    Union)
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, unquote, urlencode
 
 from ._errors import InvalidInput, ProtocolError, TsblobError, error_from_json
@@ -264,19 +263,21 @@ class Resume:
 
     def __init__(self) -> None:
         self.last: Optional[int] = None
-        self.seen: Set[Optional[str]] = set()
+        self.seen: List[Optional[str]] = []
         self.count = 0
 
-    def handed_out(self, ts: int, entry: Optional[str]) -> None:
-        if ts != self.last:
+    def take(self, ts: int, entry: Optional[str]) -> bool:
+        """Notes a record about to be handed out; False for one of a reopened stream that was
+        handed out before the cut (to be skipped)."""
+        if ts == self.last:
+            if entry in self.seen:
+                return False
+            self.seen.append(entry)
+        else:
             self.last = ts
-            self.seen = set()
-        self.seen.add(entry)
+            self.seen = [entry]
         self.count += 1
-
-    def skip(self, ts: int, entry: Optional[str]) -> bool:
-        """True for a record of the reopened stream that was handed out before the cut."""
-        return ts == self.last and entry in self.seen
+        return True
 
     def params(self, params: Params) -> Params:
         """``params`` of the query reopened from here."""

@@ -56,11 +56,12 @@ class AsyncRecord(RecordInfo):
                  entry: Optional[str] = None) -> None:
         super().__init__(timestamp, content_type, labels, size, entry)
         self._data = data
-        self._source = source
         self._pos = 0
-        self._rest = b""
-        self._roff = 0
         self._closed = False
+        if data is None:  # a streamed payload (set only then: a query makes many records)
+            self._source = source
+            self._rest = b""
+            self._roff = 0
 
     @property
     def loaded(self) -> bool:
@@ -339,9 +340,8 @@ class AsyncQueryIterator(AsyncIterator[Any]):
             if item is None:
                 await self.aclose()
                 raise StopAsyncIteration
-            if self._resume.skip(item.timestamp, item.entry):
+            if not self._resume.take(item.timestamp, item.entry):
                 continue  # handed out before the connection dropped
-            self._resume.handed_out(item.timestamp, item.entry)
             self._failures = 0
             return item
 
