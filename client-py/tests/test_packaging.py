@@ -68,8 +68,7 @@ def test_both_clients_have_the_same_methods_and_docstrings() -> None:
                    for n in vars(async_cls) if not n.startswith("_")}
         assert public == renamed
         for name in public:
-            doc = getattr(sync_cls, name).__doc__
-            assert doc or name in {"readable", "writable", "tell", "seek", "closed"}, f"{sync_cls.__name__}.{name}"
+            assert getattr(sync_cls, name).__doc__, f"{sync_cls.__name__}.{name} has no docstring"
 
 
 def test_sources_parse_as_the_oldest_supported_python() -> None:

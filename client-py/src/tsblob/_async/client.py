@@ -13,6 +13,7 @@ of ``await`` so that they read right in both clients.
 
 from __future__ import annotations
 
+import io
 import json
 import zlib
 from contextlib import asynccontextmanager
@@ -152,9 +153,11 @@ class AsyncRecord(RecordInfo):
         return done
 
     def readable(self) -> bool:
+        """True: a record is a file open for reading."""
         return True
 
     def writable(self) -> bool:
+        """False: records are never overwritten."""
         return False
 
     def seekable(self) -> bool:
@@ -162,8 +165,8 @@ class AsyncRecord(RecordInfo):
         return self._data is not None
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        import io
-
+        """Moves the position of a loaded record (``whence`` 0: from the start, 1: from the
+        current position, 2: from the end); a streamed one raises ``io.UnsupportedOperation``."""
         if self._data is None:
             raise io.UnsupportedOperation(
                 "a streamed record is not seekable: read it with read(), or load it first (data)")
@@ -174,6 +177,7 @@ class AsyncRecord(RecordInfo):
         return self._pos
 
     def tell(self) -> int:
+        """Bytes of the payload read so far (the position)."""
         return self._pos
 
     def close(self) -> None:
@@ -183,6 +187,7 @@ class AsyncRecord(RecordInfo):
 
     @property
     def closed(self) -> bool:
+        """True after ``close()``."""
         return self._closed
 
     def __enter__(self) -> "AsyncRecord":
@@ -272,11 +277,13 @@ class AsyncQueryIterator(AsyncIterator[Any]):
             if ev[2]:
                 return
 
-    async def _next_item(self) -> Optional[RecordInfo]:
-        """The next record of the open stream, or ``None`` at its end."""
+    async def _next_item(self, ev: Any) -> Optional[RecordInfo]:
+        """The next record of the open stream (from ``ev``, an event already taken from the
+        parser, if not ``None``), or ``None`` at its end."""
         parser = self._parser
         while True:
-            ev = parser.next_event()
+            if ev is None:
+                ev = parser.next_event()
             if ev is None:
                 if not await self._feed():
                     if self._meta:
@@ -296,6 +303,7 @@ class AsyncQueryIterator(AsyncIterator[Any]):
                 self._payload = self._stream_payload()
                 return AsyncRecord(h.ts, h.content_type, h.labels, h.size, None, self._payload, h.entry)
             if kind == EV_HEARTBEAT:  # a live tail is idle: nothing to hand out
+                ev = None
                 continue
             if kind == EV_END:
                 # Read the HTTP end of the body too, so that the connection can be reused.
@@ -324,7 +332,15 @@ class AsyncQueryIterator(AsyncIterator[Any]):
                     payload, self._payload = self._payload, None
                     async for _ in payload:  # skip what the caller did not read of the last record
                         pass
-                item = await self._next_item()
+                # A record already in the parser's buffer is handed out without a coroutine
+                # (most records of a query: a network read brings many).
+                ev = self._parser.next_event()
+                if not self._meta and ev is not None and ev[0] == EV_RECORD:
+                    h = ev[1]
+                    item: Optional[RecordInfo] = AsyncRecord(h.ts, h.content_type, h.labels, h.size, ev[2], None,
+                                                             h.entry)
+                else:
+                    item = await self._next_item(ev)
             except TsblobError as e:
                 await self._drop()
                 if not self._may_resume(e):
@@ -432,9 +448,10 @@ class AsyncClient:
 
     async def _json(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
                     content: Any = None, headers: Optional[Dict[str, str]] = None, retry: bool = False) -> Any:
-        resp = await self._send(method, path, params, json_body=json_body, content=content, headers=headers,
-                                retry=retry)
-        return c.parse_json(resp)
+        if json_body is not None:
+            content, headers = json.dumps(json_body).encode(), c.JSON_HEADERS
+        policy = self.retry if retry else c.NO_RETRY
+        return c.parse_json(await self._request(method, c.target(path, params), content, headers, policy, False))
 
     async def _stored_crc_is(self, path: str, ts: int, payload: Any) -> bool:
         """True when the record stored at ``ts`` has ``payload``'s size and CRC-32 (read in
@@ -545,9 +562,10 @@ class AsyncClient:
         params = c.ts_params(ts)
         content, length = prepare_body(data, size)
         headers = c.write_headers(content_type, labels, length)
-        retry = bool(params) and isinstance(content, (bytes, bytearray, memoryview))
+        policy = self.retry if params and isinstance(content, (bytes, bytearray, memoryview)) else c.NO_RETRY
         try:
-            return int((await self._json("POST", path, params, content=content, headers=headers, retry=retry))["ts"])
+            resp = await self._request("POST", c.target(path, params), content, headers, policy, False)
+            return int(c.parse_json(resp)["ts"])
         except TimestampExists as e:
             t = int(params[0][1])
             if e.attempts and await self._stored_crc_is(path, t, content):
