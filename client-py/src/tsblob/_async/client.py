@@ -26,6 +26,7 @@ from .. import _common as c
 from .._aio import POOL_SIZE, AsyncTransport, Stream, load_rest, prepare_body, sleep
 from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
+from .._handles import BucketHandle
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
 from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token
 from .._timestamps import Timestamp
@@ -479,11 +480,9 @@ class AsyncClient:
 
     # -- buckets -------------------------------------------------------------------------
 
-    def bucket(self, name: str) -> Any:
+    def bucket(self, name: str) -> BucketHandle:
         """A handle on a bucket: ``db.bucket("robot1").write("cam", data)``; its ``entry(name)``
         gives an entry handle. No request is sent (see :class:`BucketHandle`)."""
-        from .._handles import BucketHandle
-
         c.bucket_path(name)  # a bad name fails here, not at first use
         return BucketHandle(self, name)
 
