@@ -16,7 +16,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, List, Optional
 
 import urllib.error
 import urllib.request
@@ -25,6 +25,9 @@ import pytest
 
 import tsblob
 from bridge import Bridge, Loop
+
+if TYPE_CHECKING:
+    from proxy import Proxy
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "test-admin-token-0123456789"

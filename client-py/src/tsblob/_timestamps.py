@@ -111,7 +111,8 @@ def to_micros(value: Timestamp) -> int:
     elif type(value).__name__ == "datetime64":  # numpy, not imported: its own conversion
         if value != value:  # NaT
             raise _bad(value, "is NaT (not a time)")
-        us = int(value.astype("datetime64[us]").astype("int64"))
+        np_value: Any = value
+        us = int(np_value.astype("datetime64[us]").astype("int64"))
     elif isinstance(value, int) or hasattr(value, "__index__"):  # int subclasses, numpy integers
         return to_micros(operator.index(value))
     elif hasattr(value, "__float__") and type(value).__module__ == "numpy":  # numpy floats
