@@ -51,7 +51,15 @@ def expected_digest(total: int) -> str:
     return h.hexdigest()
 
 
-def test_200mb_record_streams_in_and_out_sync(client: Client, bucket: str) -> None:
+@pytest.fixture
+def sync_client(server: Server) -> Iterator[Client]:
+    """The sync client only: the async one has its own test below (async uploads)."""
+    with server.client() as db:
+        yield db
+
+
+def test_200mb_record_streams_in_and_out_sync(sync_client: Client, bucket: str) -> None:
+    client = sync_client
     ts, peak_in = peak_of(lambda: client.write(bucket, "big", pattern_chunks(BIG), ts=T0, size=BIG))
     assert ts == T0
     assert peak_in < PEAK_LIMIT, f"writing 200 MB peaked at {peak_in / MB:.1f} MB"
