@@ -56,6 +56,14 @@ def test_a_multi_entry_query_resumes_inside_ties(make_client: Callable[..., Clie
     assert infos == got
 
 
+def test_a_query_reopens_after_a_gateway_error(make_client: Callable[..., Client], client: Client, bucket: str,
+                                              proxy: Proxy) -> None:
+    client.write_batch(bucket, "cam", [(T0 + i, b"x" * 1000) for i in range(50)])
+    proxy.plan(Status(503), Cut(20_000), Status(504))
+    got = [r.timestamp - T0 for r in make_client(proxy.url, retries=FAST).query(bucket, "cam")]
+    assert got == list(range(50)) and proxy.connections == 4
+
+
 def test_a_query_gives_up_after_its_retries(make_client: Callable[..., Client], client: Client, bucket: str,
                                             proxy: Proxy) -> None:
     client.write_batch(bucket, "cam", [(T0 + i, b"x" * 1000) for i in range(100)])

@@ -17,7 +17,7 @@
 classes) are loaded on first use. Every error is a :class:`TsblobError`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, List
 
 from ._common import Retry
 from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
@@ -53,6 +53,10 @@ def __getattr__(name: str) -> Any:
 
         return getattr(client, name)
     raise AttributeError(f"module 'tsblob' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_ASYNC))
 
 
 __all__ = [
