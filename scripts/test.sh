@@ -37,23 +37,39 @@ scripts/install-browser.sh
 export TSBLOB_UI_TESTS=required
 # pytest exits 5 when it collects no test: that is a failure here, and set -e makes it one.
 (cd client-py && "$venv/bin/python" -m pytest -q tests)
-# The SDK tests again on every other CPython from 3.10 (the oldest the package supports) the
-# machine has, each in a virtualenv of its own; the console tests ran above.
+# The SDK tests again on the oldest supported CPython (3.10) and the newest the machine has,
+# each in a virtualenv of its own (the console tests and the slow memory tests ran above).
+# Interpreters: python3.N on PATH, or pyenv's builds (~/.pyenv/versions/3.N.*).
+python_of() {
+  local c
+  for c in "$(command -v "python$1" || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/python"$1"; do
+    if [ -n "$c" ] && [ -x "$c" ] && "$c" -c 'import sys' >/dev/null 2>&1; then
+      echo "$c"
+      return
+    fi
+  done
+}
 main_py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-ran="$main_py"
+found=""
 for v in 3.10 3.11 3.12 3.13 3.14 3.15; do
-  py=$(command -v "python$v" || true)
-  if [ -z "$py" ] || [ "$v" = "$main_py" ]; then
+  if [ -n "$(python_of "$v")" ]; then
+    found="$found $v"
+  fi
+done
+read -r -a found_list <<<"$found"
+ran="$main_py"
+for v in "${found_list[0]:-}" "${found_list[${#found_list[@]}-1]:-}"; do
+  if [ -z "$v" ] || [ "$v" = "$main_py" ] || [[ " $ran " == *" $v "* ]]; then
     continue
   fi
   echo "== python tests on python$v"
   pv="$cache/venv-py$v"
   if [ ! -x "$pv/bin/python" ]; then
-    "$py" -m venv "$pv"
+    "$(python_of "$v")" -m venv "$pv"
   fi
   "$pv/bin/python" -m pip install --quiet --upgrade pip
   "$pv/bin/python" -m pip install --quiet -e "$root/client-py[test]"
-  (cd client-py && "$pv/bin/python" -m pytest -q --ignore=tests/ui tests)
+  (cd client-py && "$pv/bin/python" -m pytest -q --ignore=tests/ui -m "not slow" tests)
   ran="$ran $v"
 done
 echo "== python SDK tests ran on CPython $ran"

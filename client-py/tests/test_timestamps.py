@@ -69,7 +69,7 @@ def test_numpy_values() -> None:
     assert to_micros(np.datetime64("2024-05-01", "D")) == to_micros(date(2024, 5, 1))
     assert [to_micros(x) for x in np.array([1, 2, 3], dtype=np.int64)] == [1, 2, 3]
     with pytest.raises(InvalidInput, match="NaT"):
-        to_micros(np.datetime64("NaT"))
+        to_micros(np.datetime64("NaT", "us"))
     with pytest.raises(InvalidInput, match="before 1970"):
         to_micros(np.int64(-5))
 
