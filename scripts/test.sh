@@ -50,16 +50,17 @@ python_of() {
   done
 }
 main_py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-found=""
+oldest=""
+newest=""
 for v in 3.10 3.11 3.12 3.13 3.14 3.15; do
   if [ -n "$(python_of "$v")" ]; then
-    found="$found $v"
+    oldest="${oldest:-$v}"
+    newest="$v"
   fi
 done
-read -r -a found_list <<<"$found"
 ran="$main_py"
-for v in "${found_list[0]:-}" "${found_list[${#found_list[@]}-1]:-}"; do
-  if [ -z "$v" ] || [ "$v" = "$main_py" ] || [[ " $ran " == *" $v "* ]]; then
+for v in $oldest $newest; do
+  if [[ " $ran " == *" $v "* ]]; then
     continue
   fi
   echo "== python tests on python$v"
