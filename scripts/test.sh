@@ -37,6 +37,43 @@ scripts/install-browser.sh
 export TSBLOB_UI_TESTS=required
 # pytest exits 5 when it collects no test: that is a failure here, and set -e makes it one.
 (cd client-py && "$venv/bin/python" -m pytest -q tests)
+# The SDK tests again on the oldest supported CPython (3.10) and the newest the machine has,
+# each in a virtualenv of its own (the console tests and the slow memory tests ran above).
+# Interpreters: python3.N on PATH, or pyenv's builds (~/.pyenv/versions/3.N.*).
+python_of() {
+  local c
+  for c in "$(command -v "python$1" || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/python"$1"; do
+    if [ -n "$c" ] && [ -x "$c" ] && "$c" -c 'import sys' >/dev/null 2>&1; then
+      echo "$c"
+      return
+    fi
+  done
+}
+main_py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+oldest=""
+newest=""
+for v in 3.10 3.11 3.12 3.13 3.14 3.15; do
+  if [ -n "$(python_of "$v")" ]; then
+    oldest="${oldest:-$v}"
+    newest="$v"
+  fi
+done
+ran="$main_py"
+for v in $oldest $newest; do
+  if [[ " $ran " == *" $v "* ]]; then
+    continue
+  fi
+  echo "== python tests on python$v"
+  pv="$cache/venv-py$v"
+  if [ ! -x "$pv/bin/python" ]; then
+    "$(python_of "$v")" -m venv "$pv"
+  fi
+  "$pv/bin/python" -m pip install --quiet --upgrade pip
+  "$pv/bin/python" -m pip install --quiet -e "$root/client-py[test]"
+  (cd client-py && "$pv/bin/python" -m pytest -q --ignore=tests/ui -m "not slow" tests)
+  ran="$ran $v"
+done
+echo "== python SDK tests ran on CPython $ran"
 
 # Reliability (issue #7), step 1 of 2: schemathesis against the OpenAPI document served by
 # the release binary built above (no 5xx; every answer as documented).

@@ -31,6 +31,7 @@ import tsblob
 from bench_vs_reduct import Spawned, find_tsblob, free_port, wait_ready
 
 BODY = b"x" * 1000
+BASE = 1_700_000_000_000_000  # µs (2023): a realistic timestamp, and no "looks like seconds" warning
 
 
 def sync_loop(fn: Callable[[int], object], n: int, base: int) -> float:
@@ -58,7 +59,7 @@ def run(url: str, n: int) -> Dict[str, float]:
 
     with httpx.Client(base_url=url) as h:
         out["httpx.Client"] = sync_loop(
-            lambda i: h.post(path.format(entry="httpx"), params={"ts": i}, content=BODY).json(), n, 10**9)
+            lambda i: h.post(path.format(entry="httpx"), params={"ts": i}, content=BODY).json(), n, BASE)
 
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80)
 
@@ -66,25 +67,25 @@ def run(url: str, n: int) -> Dict[str, float]:
         conn.request("POST", path.format(entry="stdlib") + f"?ts={i}", body=BODY)
         return json.loads(conn.getresponse().read())
 
-    out["http.client"] = sync_loop(stdlib, n, 10**9)
+    out["http.client"] = sync_loop(stdlib, n, BASE)
     conn.close()
 
     with tsblob.Client(url) as db:
-        out["tsblob.Client"] = sync_loop(lambda i: db.write("transport", "sdk-sync", BODY, ts=i), n, 10**9)
+        out["tsblob.Client"] = sync_loop(lambda i: db.write("transport", "sdk-sync", BODY, ts=i), n, BASE)
 
     async def async_variants() -> None:
         async with httpx.AsyncClient(base_url=url) as h:
             async def hx(i: int) -> object:
                 return (await h.post(path.format(entry="httpx-async"), params={"ts": i}, content=BODY)).json()
-            out["httpx.AsyncClient"] = await async_loop(hx, n, 10**9)
+            out["httpx.AsyncClient"] = await async_loop(hx, n, BASE)
         async with aiohttp.ClientSession() as s:
             async def aio(i: int) -> object:
                 async with s.post(url + path.format(entry="aiohttp"), params={"ts": i}, data=BODY) as r:
                     return await r.json()
-            out["aiohttp"] = await async_loop(aio, n, 10**9)
+            out["aiohttp"] = await async_loop(aio, n, BASE)
         async with tsblob.AsyncClient(url) as db:
             out["tsblob.AsyncClient"] = await async_loop(
-                lambda i: db.write("transport", "sdk-async", BODY, ts=i), n, 10**9)
+                lambda i: db.write("transport", "sdk-async", BODY, ts=i), n, BASE)
 
     asyncio.run(async_variants())
     return out

@@ -16,7 +16,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, List, Optional
 
 import urllib.error
 import urllib.request
@@ -24,6 +24,10 @@ import urllib.request
 import pytest
 
 import tsblob
+from bridge import Bridge, Loop
+
+if TYPE_CHECKING:
+    from proxy import Proxy
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "test-admin-token-0123456789"
@@ -136,10 +140,35 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
+@pytest.fixture(params=["sync", "async"])
+def make_client(request: pytest.FixtureRequest, server: Server) -> Iterator[Callable[..., tsblob.Client]]:
+    """Makes clients of ``server`` (keyword arguments as for ``Client``): a ``Client``, or an
+    ``AsyncClient`` driven through :class:`bridge.Bridge`; every test that takes ``client``
+    or ``make_client`` runs once with each, so one test body checks both clients."""
+    made: List[tsblob.Client] = []
+    loop = Loop() if request.param == "async" else None
+
+    def make(url: Optional[str] = None, **kw: Any) -> tsblob.Client:
+        kw.setdefault("token", server.token)
+        if loop is None:
+            db = tsblob.Client(url or server.url, **kw)
+        else:
+            db = Bridge(tsblob.AsyncClient(url or server.url, **kw), loop)  # type: ignore[assignment]
+        made.append(db)
+        return db
+
+    make.flavour = request.param  # type: ignore[attr-defined]
+    yield make
+    for db in made:
+        db.close()
+    if loop is not None:
+        loop.stop()
+
+
 @pytest.fixture
-def client(server: Server) -> Iterator[tsblob.Client]:
-    with server.client() as db:
-        yield db
+def client(make_client: Callable[..., tsblob.Client]) -> tsblob.Client:
+    """A client of the session's server, sync or async (see ``make_client``)."""
+    return make_client()
 
 
 @pytest.fixture
@@ -149,12 +178,24 @@ async def aclient(server: Server) -> AsyncIterator[tsblob.AsyncClient]:
 
 
 @pytest.fixture
-def bucket(client: tsblob.Client) -> Iterator[str]:
+def bucket(server: Server) -> Iterator[str]:
     """A fresh, empty bucket, removed after the test."""
     name = f"t-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(name)
+    with server.client() as db:
+        db.create_bucket(name)
     yield name
-    try:
-        client.remove_bucket(name)
-    except tsblob.NotFound:
-        pass
+    with server.client() as db:
+        try:
+            db.remove_bucket(name)
+        except tsblob.NotFound:
+            pass
+
+
+@pytest.fixture
+def proxy(server: Server) -> Iterator["Proxy"]:
+    """A fault-injecting TCP proxy in front of the session's server (see proxy.py)."""
+    from proxy import Proxy
+
+    p = Proxy(server.url)
+    yield p
+    p.close()

@@ -73,25 +73,28 @@ def test_batches_respect_both_limits_and_keep_order() -> None:
     items = [(i, bytes([i % 256]) * 1000) for i in range(1, 101)]
     bodies = list(c.iter_batches(iter(items), max_bytes=10_000, max_records=1000))
     assert all(len(b) <= 10_000 for b, _ in bodies)
-    assert sum(n for _, n in bodies) == 100
+    assert sum(len(spans) for _, spans in bodies) == 100
     ts = [r[0] for b, _ in bodies for r in decode(b) if r[0] != "end"]
     assert ts == list(range(1, 101))
     bodies = list(c.iter_batches(items, max_bytes=1 << 30, max_records=7))
-    assert [n for _, n in bodies] == [7] * 14 + [2]
+    assert [len(spans) for _, spans in bodies] == [7] * 14 + [2]
 
 
 def test_a_record_larger_than_a_batch_travels_alone() -> None:
     bodies = list(c.iter_batches([b"a", b"x" * 5000, b"b"], max_bytes=1000, max_records=10))
-    assert [n for _, n in bodies] == [1, 1, 1]
+    assert [len(spans) for _, spans in bodies] == [1, 1, 1]
 
 
 def test_every_item_form() -> None:
     rec = Record(9, "image/png", {"k": "v"}, 3, b"rec")
     items = [b"raw", (1, b"t2"), (2, b"t3", {"a": "1"}), (3, b"t4", None, "text/plain"),
              {"data": b"d", "ts": "1970-01-01T00:00:00.000004Z", "labels": {"b": "2"}}, rec]
-    (body, n), = c.iter_batches(items, 1 << 20, 100)
+    (body, spans), = c.iter_batches(items, 1 << 20, 100)
     got = decode(body)
-    assert n == 6 and got[-1] == ("end", 6)
+    assert len(spans) == 6 and got[-1] == ("end", 6)
+    # each span locates its record's payload in the body (what a retry's CRC check reads)
+    assert [(ts, bytes(body[off:off + n])) for ts, off, n in spans] == [
+        (None, b"raw"), (1, b"t2"), (2, b"t3"), (3, b"t4"), (4, b"d"), (9, b"rec")]
     assert got[0][0] == 0xFFFF_FFFF_FFFF_FFFF and got[0][1] == b"raw"
     assert got[2][3] == {"a": "1"} and got[3][2] == "text/plain"
     assert got[4][0] == 4 and got[4][3] == {"b": "2"}

@@ -13,9 +13,9 @@ import pytest
 
 import tsblob
 from tsblob import AsyncClient, Client
-from tsblob import _client as client_module
 
 from conftest import Server
+from proxy import Cut, Proxy
 
 N = 200
 
@@ -46,60 +46,44 @@ def test_one_writer_three_tailers(server: Server, client: Client, bucket: str) -
         assert got == list(range(1, N + 1))
 
 
-def test_a_dropped_connection_resumes_from_the_last_timestamp(server: Server, client: Client, bucket: str,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    for ts in range(1, 21):
-        client.write(bucket, "cam", b"p%d" % ts, ts=ts)
-    opened: List[str] = []
-
-    class Flaky(client_module.QueryIterator):
-        """The first stream breaks after 7 records, as a cut connection would."""
-
-        def __init__(self, *a: object, **kw: object) -> None:
-            super().__init__(*a, **kw)  # type: ignore[arg-type]
-            opened.append(dict(self._params).get("start", "-"))
-            self._n = 0
-
-        def __next__(self) -> tsblob.Record:
-            if len(opened) == 1 and self._n == 7:
-                raise tsblob.ProtocolError("the record stream ended in the middle of a record")
-            self._n += 1
-            return super().__next__()
-
-    monkeypatch.setattr(client_module, "QueryIterator", Flaky)
+def test_a_dropped_connection_resumes_from_the_last_timestamp(make_client, client: Client, bucket: str,  # type: ignore[no-untyped-def]
+                                                              proxy: Proxy) -> None:
+    """A real cut (the test proxy closes the connection in the middle of the stream): the
+    tail reopens from the last timestamp and hands out every record once."""
+    for ts in range(1, 41):
+        client.write(bucket, "cam", b"p%03d" % ts * 100, ts=ts)
+    proxy.plan(Cut(7_777), Cut(9_999))
     got: List[int] = []
-    with server.client() as db:
+    with make_client(proxy.url) as db:
         for rec in db.tail(bucket, "cam", heartbeat=1, backoff=0.01):
+            assert rec.data == b"p%03d" % rec.timestamp * 100
             got.append(rec.timestamp)
-            if len(got) == 20:
+            if len(got) == 40:
                 break
-    assert got == list(range(1, 21))
-    assert opened == ["-", "8"]
+    assert got == list(range(1, 41))
+    assert proxy.connections == 3
 
 
-def test_heartbeats_keep_an_idle_tail_open_past_the_client_timeout(server: Server, client: Client,
-                                                                   bucket: str,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_heartbeats_keep_an_idle_tail_open_past_the_client_timeout(make_client, client: Client,  # type: ignore[no-untyped-def]
+                                                                   bucket: str, proxy: Proxy) -> None:
     client.write(bucket, "cam", b"p1", ts=1)
-    reconnects: List[int] = []
-    real_sleep = time.sleep
-    monkeypatch.setattr(client_module.time, "sleep", lambda s: (reconnects.append(1), real_sleep(s)))
     got: List[int] = []
 
     def writer() -> None:
-        real_sleep(3.5)
+        time.sleep(3.5)
         client.write(bucket, "cam", b"p2", ts=2)
 
     t = threading.Thread(target=writer)
     t.start()
-    with server.client(timeout=2.0) as db:
+    with make_client(proxy.url, timeout=2.0) as db:
         for rec in db.tail(bucket, "cam", heartbeat=1):
             got.append(rec.timestamp)
             if len(got) == 2:
                 break
     t.join()
     assert got == [1, 2]
-    assert reconnects == []  # idle for 3.5 s with a 2 s read timeout: heartbeats kept it open
+    # idle for 3.5 s with a 2 s read timeout: heartbeats kept the one connection open
+    assert proxy.connections == 1
 
 
 def test_meta_tail_and_limit(client: Client, bucket: str) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+import warnings
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from tsblob import InvalidInput, from_micros, to_micros
+from tsblob import InvalidInput, TimestampWarning, from_micros, to_micros
 
 US = 1_714_564_800_123_456  # 2024-05-01T12:00:00.123456Z
 
@@ -55,3 +57,42 @@ def test_bad_values_are_refused_with_a_reason(bad: object) -> None:
         to_micros(bad)  # type: ignore[arg-type]
     assert info.value.code == "invalid_timestamp"
     assert repr(bad)[:10] in str(info.value) or "timestamp" in str(info.value)
+
+
+def test_numpy_values() -> None:
+    np = pytest.importorskip("numpy")
+    assert to_micros(np.int64(US)) == US and to_micros(np.uint64(US)) == US
+    assert to_micros(np.float64(1_714_564_800.5)) == 1_714_564_800_500_000
+    assert to_micros(np.float32(2.0)) == 2_000_000
+    assert to_micros(np.datetime64("2024-05-01T12:00:00.123456789", "ns")) == US  # truncated to µs
+    assert to_micros(np.datetime64("2024-05-01T12:00:00", "s")) == US - 123_456
+    assert to_micros(np.datetime64("2024-05-01", "D")) == to_micros(date(2024, 5, 1))
+    assert [to_micros(x) for x in np.array([1, 2, 3], dtype=np.int64)] == [1, 2, 3]
+    with pytest.raises(InvalidInput, match="NaT"):
+        to_micros(np.datetime64("NaT", "us"))
+    with pytest.raises(InvalidInput, match="before 1970"):
+        to_micros(np.int64(-5))
+
+
+def test_a_timedelta_is_relative_to_now() -> None:
+    before = time.time_ns() // 1000
+    got = to_micros(timedelta(minutes=-5))
+    after = time.time_ns() // 1000
+    assert before - 300_000_000 <= got <= after - 300_000_000
+    assert abs(to_micros(timedelta(0)) - time.time_ns() // 1000) < 1_000_000
+
+
+@pytest.mark.parametrize("value, unit, means", [
+    (1_714_564_800, "seconds", 1_714_564_800_000_000),
+    (1_714_564_800_123, "milliseconds", 1_714_564_800_123_000),
+])
+def test_an_int_that_looks_like_seconds_or_ms_warns(value: int, unit: str, means: int) -> None:
+    with pytest.warns(TimestampWarning, match=f"looks like {unit}.*pass {means}"):
+        assert to_micros(value) == value  # still taken as µs: the warning says what to pass
+
+
+def test_microseconds_and_small_ints_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for v in (0, 1, 99_999_999, US, 100_000_000_000_000, 1_700_000_000.0):
+            to_micros(v)

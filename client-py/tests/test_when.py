@@ -32,8 +32,8 @@ def test_query_when(client: Client, bucket: str) -> None:
     assert rel([r.timestamp for r in client.query(bucket, "w", when=q)]) == [0, 2, 3, 5, 6]
     # with the other filters and ReductStore's aggregation operators
     assert rel([r.timestamp for r in client.query(bucket, "w", when={"$each_n": 10})]) == [9, 19, 29]
-    assert rel([r.timestamp for r in client.query(bucket, "w", when={"$each_t": "10ms"}, reverse=True,
-                                                   labels={"cam": "a"})]) == [15, 3]
+    assert rel([r.timestamp for r in client.query(bucket, "w", when={"$each_t": "10ms"}, desc=True,
+                                                   eq={"cam": "a"})]) == [15, 3]
     assert rel([r.timestamp for r in client.query(bucket, "w", when={"&n": {"$gt": 3}, "$limit": 2})]) == [4, 5]
 
 

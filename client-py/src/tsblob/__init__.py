@@ -1,40 +1,73 @@
 """tsblob: the Python SDK of the tsblob store for timestamped blobs.
 
-``Client`` (sync) and ``AsyncClient`` (asyncio) have the same methods::
+``Client`` (sync, standard library only) and ``AsyncClient`` (asyncio, the extra
+``tsblob[async]``) have the same methods: the client is written once (see
+``tsblob/_async/client.py``)::
 
     from tsblob import Client
 
     with Client("http://127.0.0.1:8686") as db:
         db.create_bucket("cams", exist_ok=True)
-        ts = db.write("cams", "front", jpeg_bytes, labels={"robot": "r1"})
-        for rec in db.query("cams", "front", start=ts):
+        cam = db.bucket("cams").entry("robot1/front")
+        ts = cam.write(jpeg_bytes, labels={"robot": "r1"})
+        for rec in cam.query(start=ts):
             print(rec.timestamp, rec.size, rec.labels)
 
-Every error is a :class:`TsblobError`; see ``docs/python.md`` for the guide.
+``import tsblob`` does not import aiohttp: ``AsyncClient`` (and its record and iterator
+classes) are loaded on first use. Every error is a :class:`TsblobError`.
 """
 
-from ._async_client import AsyncClient, AsyncQueryIterator
-from ._client import Client, QueryIterator
-from ._errors import (BadRequest, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
-                      EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MethodNotAllowed,
-                      MalformedBatch, NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded,
-                      RecordNotFound, RequestTimeout, ServerError, TimestampExists, TokenExists, TokenNotFound,
-                      TransportError, TsblobError, Unauthorized)
-from ._models import (AsyncRecord, BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram,
-                      Record, RecordInfo, RecordResult, ServerInfo, Token)
-from ._timestamps import Timestamp, from_micros, to_micros
+from typing import TYPE_CHECKING, Any, List
 
-__version__ = "0.1.0"
+from ._common import Retry
+from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
+                      EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
+                      NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
+                      ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
+                      Unauthorized)
+from ._handles import BucketHandle, EntryHandle, install as _install_handles
+from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, RecordInfo,
+                      RecordResult, ServerInfo, Token)
+from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
+from ._version import __version__
+
+try:
+    from ._sync.client import Client, QueryIterator, Record
+except ImportError as e:  # pragma: no cover - a source checkout that was never built
+    raise ImportError(
+        "tsblob/_sync/client.py is missing: it is generated from tsblob/_async/client.py when the package is "
+        "built; install it (pip install -e client-py) or run `python client-py/hatch_build.py`") from e
+
+_install_handles(Client)
+
+if TYPE_CHECKING:
+    from ._async.client import AsyncClient, AsyncQueryIterator, AsyncRecord
+
+_ASYNC = ("AsyncClient", "AsyncQueryIterator", "AsyncRecord")
+
+
+def __getattr__(name: str) -> Any:
+    # The async client is imported on first use only: it needs aiohttp (tsblob[async]).
+    if name in _ASYNC:
+        from ._async import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'tsblob' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_ASYNC))
+
 
 __all__ = [
-    "Client", "AsyncClient", "QueryIterator", "AsyncQueryIterator",
-    "Record", "AsyncRecord", "RecordInfo", "RecordResult", "BatchResult",
+    "Client", "AsyncClient", "QueryIterator", "AsyncQueryIterator", "Retry",
+    "Record", "AsyncRecord", "RecordInfo", "RecordResult", "BatchResult", "BucketHandle", "EntryHandle",
     "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "Histogram", "ServerInfo", "Token",
-    "Timestamp", "to_micros", "from_micros",
+    "Timestamp", "TimestampWarning", "to_micros", "from_micros",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
-    "PayloadTooLarge",
+    "PayloadTooLarge", "BatchError",
     "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",
     "__version__",
 ]

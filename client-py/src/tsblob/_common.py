@@ -8,12 +8,16 @@ clients cannot drift apart.
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
+import warnings
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, unquote, urlencode
 
-from ._errors import InvalidInput, ProtocolError, error_from_json
+from ._errors import InvalidInput, ProtocolError, TsblobError, error_from_json
 from ._framing import SERVER_TS, encode_end, encode_record
 from ._models import RecordInfo
 from ._timestamps import Timestamp, to_micros
@@ -31,6 +35,90 @@ STREAM_CHUNK = 1 << 20
 
 Labels = Mapping[str, str]
 Params = List[Tuple[str, Any]]
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+class Response:
+    """A whole answer: status, headers (names lower-cased, in order) and body."""
+
+    __slots__ = ("status", "headers", "body", "attempts")
+
+    def __init__(self, status: int, headers: List[Tuple[str, str]], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.attempts = 0  # earlier attempts of the call that failed and were retried
+
+
+def parse_json(resp: Response) -> Any:
+    try:
+        return json.loads(resp.body)
+    except ValueError:
+        raise TsblobError(f"the server answered {resp.status} with a body that is not JSON: {resp.body[:200]!r}",
+                          code="protocol", status=resp.status) from None
+
+
+def env_url(url: Optional[str]) -> str:
+    """``url``, else ``$TSBLOB_URL``, else ``http://127.0.0.1:8686`` (as the CLI)."""
+    return (url or os.environ.get("TSBLOB_URL") or DEFAULT_URL).rstrip("/")
+
+
+def env_token(token: Optional[str]) -> Optional[str]:
+    """``token``, else ``$TSBLOB_TOKEN`` (as the CLI); ``""`` means no token."""
+    if token is None:
+        token = os.environ.get("TSBLOB_TOKEN")
+    return token or None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When and how an idempotent call is sent again.
+
+    A call is retried after a connection error or a ``502``/``503``/``504`` answer (``statuses``)
+    at most ``attempts`` times, waiting ``backoff`` seconds before the first retry, doubled each
+    time up to ``max_backoff``, each wait drawn in its upper half at random (jitter, so that
+    clients cut off together do not come back together). Idempotent calls: reads, queries
+    (which also resume after a dropped connection, see :meth:`Client.query`), ``head``,
+    info and listings, settings and label updates, and writes with an explicit timestamp and
+    a bytes payload (a ``409`` on a retry whose stored record has the payload's CRC counts as
+    success). Never retried: writes without a timestamp or with a streamed payload, removals,
+    bucket and token creation. ``Retry(attempts=0)`` (or ``retries=0``) turns retries off.
+    """
+
+    attempts: int = 3
+    backoff: float = 0.1
+    max_backoff: float = 5.0
+    statuses: FrozenSet[int] = frozenset({502, 503, 504})
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1, 2, ...)."""
+        full = min(self.backoff * (2 ** (attempt - 1)), self.max_backoff)
+        return float(full * (0.5 + random.random() / 2))
+
+
+NO_RETRY = Retry(attempts=0)
+
+
+def retry_policy(retries: Union[int, Retry, None]) -> Retry:
+    if retries is None:
+        return NO_RETRY
+    if isinstance(retries, Retry):
+        return retries
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InvalidInput(f"retries={retries!r}: give a number of retries (0 for none) or a tsblob.Retry",
+                           code="bad_request")
+    return Retry(attempts=retries)
+
+
+def renamed(old: str, new: str, old_value: Any, new_value: Any, default: Any = None) -> Any:
+    """The value of an option under its new name, taking the old (deprecated) name too."""
+    if old_value is default:
+        return new_value
+    warnings.warn(f"{old}= is deprecated: use {new}= (the name the HTTP API and the CLI use)",
+                  DeprecationWarning, stacklevel=3)
+    if new_value is not default:
+        raise InvalidInput(f"give {new}= or its old name {old}=, not both", code="bad_request")
+    return old_value
 
 # Printable ASCII stays readable in label headers; '%' (the escape) and space (trimmed at the
 # ends of header values by HTTP parsers) are encoded, like every byte outside ASCII.
@@ -121,9 +209,9 @@ def ts_params(ts: Optional[Timestamp]) -> Params:
     return [] if ts is None else [("ts", str(to_micros(ts)))]
 
 
-def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], labels: Optional[Labels],
-                 exclude: Optional[Labels], has: Optional[Sequence[str]], missing: Optional[Sequence[str]],
-                 limit: Optional[int], reverse: bool, when: Optional[Mapping[str, Any]] = None,
+def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], eq: Optional[Labels],
+                 ne: Optional[Labels], has: Optional[Sequence[str]], missing: Optional[Sequence[str]],
+                 limit: Optional[int], desc: bool, when: Optional[Mapping[str, Any]] = None,
                  strict: bool = False, meta: bool = False) -> Params:
     params: Params = []
     if start is not None:
@@ -134,11 +222,11 @@ def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], labels: 
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInput(f"limit {limit!r} must be a non-negative int", code="bad_request")
         params.append(("limit", str(limit)))
-    if reverse:
+    if desc:
         params.append(("desc", "true"))
-    for k, v in (labels or {}).items():
+    for k, v in (eq or {}).items():
         params.append((f"eq.{k}", str(v)))
-    for k, v in (exclude or {}).items():
+    for k, v in (ne or {}).items():
         params.append((f"ne.{k}", str(v)))
     for k in _names(has):
         params.append(("has", k))
@@ -162,6 +250,54 @@ def when_params(when: Optional[Mapping[str, Any]], strict: bool) -> Params:
     if strict:
         params.append(("strict", "true"))
     return params
+
+
+class Resume:
+    """Where a query stands, to reopen it after a dropped connection without missing or
+    repeating a record: the last timestamp handed out and the entries already handed out at
+    that timestamp (several for a multi-entry query; ``None`` for one entry), and how many
+    records were handed out in all (for ``limit``). The reopened query starts at that
+    timestamp inclusive (``stop`` just after it when newest first) and skips those."""
+
+    __slots__ = ("last", "seen", "count")
+
+    def __init__(self) -> None:
+        self.last: Optional[int] = None
+        self.seen: List[Optional[str]] = []
+        self.count = 0
+
+    def take(self, ts: int, entry: Optional[str]) -> bool:
+        """Notes a record about to be handed out; False for one of a reopened stream that was
+        handed out before the cut (to be skipped)."""
+        if ts == self.last:
+            if entry in self.seen:
+                return False
+            self.seen.append(entry)
+        else:
+            self.last = ts
+            self.seen = [entry]
+        self.count += 1
+        return True
+
+    def params(self, params: Params) -> Params:
+        """``params`` of the query reopened from here."""
+        if self.last is None:
+            return params
+        get = dict(params).get
+        desc = get("desc") == "true"
+        out: Params = [(k, v) for k, v in params if k not in ("start", "stop", "limit")]
+        if desc:
+            out.append(("stop", str(self.last + 1)))
+            if get("start") is not None:
+                out.append(("start", get("start")))
+        else:
+            out.append(("start", str(self.last)))
+            if get("stop") is not None:
+                out.append(("stop", get("stop")))
+        limit = get("limit")
+        if limit is not None:
+            out.append(("limit", str(int(limit) - self.count + len(self.seen))))
+        return out
 
 
 def meta_line(line: bytes) -> Optional[RecordInfo]:
@@ -219,15 +355,32 @@ def tail_params(start: Optional[int], when: Optional[Mapping[str, Any]], strict:
     return params
 
 
-def tail_delay(failures: int, backoff: float) -> float:
-    """Seconds to wait before reconnection number ``failures`` (1, 2, ...)."""
-    return float(min(backoff * (2 ** (failures - 1)), 30.0))
+class MetaParser:
+    """The NDJSON answer of a ``meta=True`` query, with the push interface of
+    :class:`~tsblob._framing.FrameParser`: ``feed()`` chunks, take :class:`RecordInfo` out of
+    ``next_event()`` (``None`` when it needs more), ``eof()`` at the end."""
 
+    __slots__ = ("_rest", "_lines")
 
-def split_lines(buf: bytes, chunk: bytes) -> Tuple[List[bytes], bytes]:
-    """Complete lines of ``buf + chunk`` and the incomplete rest."""
-    *lines, rest = (buf + chunk).split(b"\n")
-    return [ln for ln in lines if ln.strip()], rest
+    def __init__(self) -> None:
+        self._rest = b""
+        self._lines: List[bytes] = []
+
+    def feed(self, data: bytes) -> None:
+        *lines, self._rest = (self._rest + bytes(data)).split(b"\n")
+        self._lines.extend(ln for ln in lines if ln.strip())
+
+    def next_event(self) -> Optional[RecordInfo]:
+        while self._lines:
+            info = meta_line(self._lines.pop(0))
+            if info is not None:
+                return info
+        return None
+
+    def eof(self) -> None:
+        rest, self._rest = self._rest, b""
+        if rest.strip():
+            self._lines.append(rest)
 
 
 def _names(keys: Optional[Union[str, Sequence[str]]]) -> List[str]:
@@ -295,12 +448,14 @@ def _normalise(item: BatchItem) -> Tuple[Optional[int], Any, Optional[str], Opti
                     "(ts, data[, labels[, content_type]]), a dict with 'data', or a Record")
 
 
-def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int) -> Iterator[Tuple[bytearray, int]]:
+def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int
+                 ) -> Iterator[Tuple[bytearray, List[Tuple[Optional[int], int, int]]]]:
     """Splits records into request bodies of at most ``max_bytes`` (a record larger than that
-    travels alone) and ``max_records`` records; yields ``(body, record count)``. Only one
-    body exists at a time, built in place: the caller's payload objects are not kept."""
+    travels alone) and ``max_records`` records; yields ``(body, spans)``, a span being
+    ``(ts or None, payload offset in body, payload length)`` per record. Only one body exists
+    at a time, built in place: the caller's payload objects are not kept."""
     body = bytearray()
-    count = 0
+    spans: List[Tuple[Optional[int], int, int]] = []
     for item in records:
         ts, data, ct, labels = _normalise(item)
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -310,16 +465,16 @@ def iter_batches(records: Iterable[BatchItem], max_bytes: int, max_records: int)
             raise InvalidInput(f"timestamp {ts} is reserved", code="invalid_timestamp")
         head, payload = encode_record(ts, data, ct, labels)
         fsize = len(head) + len(payload)
-        if count and (len(body) + fsize > max_bytes or count >= max_records):
-            body += encode_end(count)
-            yield body, count
-            body, count = bytearray(), 0
+        if spans and (len(body) + fsize > max_bytes or len(spans) >= max_records):
+            body += encode_end(len(spans))
+            yield body, spans
+            body, spans = bytearray(), []
         body += head
+        spans.append((ts, len(body), len(payload)))
         body += payload
-        count += 1
-    if count:
-        body += encode_end(count)
-        yield body, count
+    if spans:
+        body += encode_end(len(spans))
+        yield body, spans
 
 
 def histogram_params(start: Optional[Timestamp], stop: Optional[Timestamp],

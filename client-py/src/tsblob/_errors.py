@@ -33,6 +33,7 @@ __all__ = [
     "RequestTimeout",
     "PayloadTooLarge",
     "InvalidInput",
+    "BatchError",
     "ServerError",
     "CorruptRecord",
     "InsufficientStorage",
@@ -48,6 +49,10 @@ class TsblobError(Exception):
     ``code`` the server's machine-readable code (``bucket_not_found``...), ``message`` its
     human-readable explanation.
     """
+
+    #: Earlier attempts of the call that failed and were retried before this error (see
+    #: :class:`tsblob.Retry`); 0 when the call was sent once.
+    attempts = 0
 
     def __init__(self, message: str, *, code: str = "error", status: Optional[int] = None) -> None:
         super().__init__(message)
@@ -148,6 +153,21 @@ class RequestTimeout(TsblobError):
 
 class PayloadTooLarge(TsblobError):
     """413: the body is over the server's configured limit."""
+
+
+class BatchError(TsblobError):
+    """``write_batch`` stored some records but not all. ``result`` is the
+    :class:`~tsblob.BatchResult` (which records failed and why); ``errors`` its failed
+    records; the first failure is the ``__cause__``. Pass ``raise_errors=False`` to get the
+    result without this exception."""
+
+    def __init__(self, message: str, *, result: Any, code: str = "batch_failed", status: Optional[int] = None) -> None:
+        super().__init__(message, code=code, status=status)
+        self.result = result
+
+    @property
+    def errors(self) -> List[Any]:
+        return list(self.result.errors)
 
 
 class InvalidInput(TsblobError):

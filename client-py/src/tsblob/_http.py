@@ -13,17 +13,29 @@ arrived, and a check that a body with ``Content-Length`` was not cut short.
 from __future__ import annotations
 
 import http.client
+import os
 import select
 import socket
 import ssl
+import stat
 import threading
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+import time
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ._errors import TransportError
+from ._common import STREAM_CHUNK, Response
+from ._errors import InvalidInput, TransportError
 
-__all__ = ["SyncTransport", "Response", "TRANSPORT_ERRORS"]
+if TYPE_CHECKING:
+    from ._sync.client import Record
+
+__all__ = ["SyncTransport", "Stream", "Response", "TRANSPORT_ERRORS", "prepare_body", "sleep", "load_rest",
+           "file_size"]
+
+sleep = time.sleep
+"""How the sync client waits between retries."""
+POOL_SIZE = 8
+"""Idle connections kept by default (threads beyond it open and close their own)."""
 
 TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
 # Errors that mean "the server had closed this kept-alive connection" when met while sending
@@ -32,15 +44,39 @@ _STALE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, http.cl
 READ_CHUNK = 256 << 10
 
 
-class Response:
-    """A whole answer: status, headers (names lower-cased, in order) and body."""
+def file_size(f: Any) -> Optional[int]:
+    """Bytes left in a regular file from its current position, or ``None`` if unknown."""
+    try:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return int(st.st_size - f.tell())
+    except (AttributeError, OSError, ValueError):
+        return None
 
-    __slots__ = ("status", "headers", "body")
 
-    def __init__(self, status: int, headers: List[Tuple[str, str]], body: bytes) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
+def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
+    """(body for the transport, Content-Length or None) for a sync upload."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return data, None  # http.client sets the length itself
+    if isinstance(data, str):
+        raise TypeError("write() takes bytes, a binary file or an iterator of bytes; encode str first "
+                        "(e.g. text.encode()) and pass content_type='text/plain; charset=utf-8'")
+    if hasattr(data, "read"):
+        f = data
+        return iter(lambda: f.read(STREAM_CHUNK), b""), size if size is not None else file_size(f)
+    if isinstance(data, Iterable):
+        return iter(data), size
+    raise TypeError(f"write() cannot send a {type(data).__name__}: give bytes, a binary file or an iterator of bytes")
+
+
+def load_rest(record: "Record") -> bytes:
+    """``Record.data`` of a streamed record: reads the rest of its payload (the sync client may
+    block)."""
+    if record.tell():
+        raise InvalidInput(f"{record.tell()} bytes of record {record.timestamp} were already read with read(): "
+                           "keep reading with read(), or read the record again", code="payload_consumed")
+    return b"".join(record.iter_chunks())
 
 
 def lower_headers(resp: http.client.HTTPResponse) -> List[Tuple[str, str]]:
@@ -143,7 +179,7 @@ def _readable(sock: socket.socket) -> bool:
 class SyncTransport:
     """Sends requests to one server over a pool of at most ``pool_size`` idle connections."""
 
-    def __init__(self, url: str, headers: Dict[str, str], timeout: Optional[float], pool_size: int = 8,
+    def __init__(self, url: str, headers: Dict[str, str], timeout: Optional[float], pool_size: int = POOL_SIZE,
                  ssl_context: Optional[ssl.SSLContext] = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -254,18 +290,42 @@ class SyncTransport:
             self._put(conn)
         return out
 
-    @contextmanager
-    def stream(self, method: str, target: str, headers: Optional[Dict[str, str]] = None
-               ) -> Iterator[http.client.HTTPResponse]:
-        """Sends a request and yields the answer unread; the connection goes back to the
-        pool only if the body was read to its end (else it is closed: an early stop)."""
+    def open(self, method: str, target: str, headers: Optional[Dict[str, str]] = None) -> "Stream":
+        """Sends a request and returns the answer unread (:class:`Stream`)."""
         conn, resp = self._send(method, target, None, headers)
+        return Stream(self, conn, resp)
+
+
+class Stream:
+    """An answer being read: ``status``, ``headers`` (lower-case names), ``chunks()`` (the
+    body as it arrives) or ``read()`` (all of it), then ``close()``: the connection goes back
+    to the pool only if the body was read to its end (else it is closed: an early stop)."""
+
+    __slots__ = ("_t", "_conn", "_resp", "status", "headers")
+
+    def __init__(self, transport: SyncTransport, conn: http.client.HTTPConnection,
+                 resp: http.client.HTTPResponse) -> None:
+        self._t = transport
+        self._conn: Optional[http.client.HTTPConnection] = conn
+        self._resp = resp
+        self.status = resp.status
+        self.headers = lower_headers(resp)
+
+    def chunks(self, size: int = READ_CHUNK) -> Iterator[bytes]:
+        return iter_response(self._resp, size)
+
+    def read(self) -> bytes:
         try:
-            yield resp
-        except BaseException:
-            conn.close()
-            raise
-        if resp.isclosed() and not resp.will_close:
-            self._put(conn)
+            return self._resp.read()
+        except TRANSPORT_ERRORS as e:
+            self.close()
+            raise transport_error(e, "reading the answer") from e
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._resp.isclosed() and not self._resp.will_close:
+            self._t._put(conn)
         else:
             conn.close()

@@ -4,17 +4,17 @@ Control-plane answers (buckets, entries, server info, tokens) are frozen datacla
 from the server's JSON. Records are small classes with ``__slots__`` because a query can
 produce hundreds of thousands of them.
 
-A :class:`Record` either holds its payload (``data`` is ready) or streams it from the open
-HTTP response (``iter_chunks()``); :class:`AsyncRecord` is the same for the async client.
+``Record``/``AsyncRecord`` (a record's payload, readable as a file) are defined with the
+clients (``_async/client.py``), since reading a streamed payload is I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, AsyncIterator, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from ._errors import TsblobError, error_from_json
+from ._errors import BatchError, TsblobError, error_from_json
 from ._timestamps import from_micros
 
 __all__ = [
@@ -25,8 +25,6 @@ __all__ = [
     "ServerInfo",
     "Health",
     "RecordInfo",
-    "Record",
-    "AsyncRecord",
     "RecordResult",
     "BatchResult",
     "Token",
@@ -232,98 +230,6 @@ class RecordInfo:
     __hash__ = None  # type: ignore[assignment]  # labels are mutable
 
 
-class Record(RecordInfo):
-    """A record read with the sync client.
-
-    Small records arrive with their payload: ``data`` is ready. A large record (read with
-    ``read_stream`` or a query item above the client's ``eager_limit``) streams its payload
-    from the open response: iterate ``iter_chunks()`` once to process it with bounded memory,
-    or touch ``data`` to load it whole. A query moves on by skipping whatever of a large
-    payload was not read.
-    """
-
-    __slots__ = ("_data", "_source")
-
-    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
-                 data: Optional[bytes] = None, source: Optional[Iterator[bytes]] = None,
-                 entry: Optional[str] = None) -> None:
-        super().__init__(timestamp, content_type, labels, size, entry)
-        self._data = data
-        self._source = source
-
-    @property
-    def loaded(self) -> bool:
-        """True when ``data`` is in memory (no network read needed)."""
-        return self._data is not None
-
-    @property
-    def data(self) -> bytes:
-        """The whole payload; reads what is left of a streamed record into memory."""
-        if self._data is None:
-            self._data = b"".join(self.iter_chunks())
-        return self._data
-
-    def read(self) -> bytes:
-        """Same as ``data``."""
-        return self.data
-
-    def iter_chunks(self) -> Iterator[bytes]:
-        """The payload piece by piece, as it comes off the network (once for a streamed
-        record: a second iteration raises)."""
-        if self._data is not None:
-            yield self._data
-            return
-        source, self._source = self._source, None
-        if source is None:
-            raise TsblobError("this record's payload was already read by an earlier iter_chunks()",
-                              code="payload_consumed")
-        yield from source
-
-
-class AsyncRecord(RecordInfo):
-    """A record read with the async client: ``await record.read()`` or
-    ``async for chunk in record.aiter_chunks()``; ``data`` works once the payload is loaded
-    (always, for records up to the client's ``eager_limit``)."""
-
-    __slots__ = ("_data", "_source")
-
-    def __init__(self, timestamp: int, content_type: str, labels: Dict[str, str], size: int,
-                 data: Optional[bytes] = None, source: Optional[AsyncIterator[bytes]] = None,
-                 entry: Optional[str] = None) -> None:
-        super().__init__(timestamp, content_type, labels, size, entry)
-        self._data = data
-        self._source = source
-
-    @property
-    def loaded(self) -> bool:
-        return self._data is not None
-
-    @property
-    def data(self) -> bytes:
-        if self._data is None:
-            raise TsblobError(
-                f"the payload of record {self.timestamp} ({self.size} bytes) is streamed: "
-                "use `await record.read()` or `async for chunk in record.aiter_chunks()`",
-                code="payload_not_loaded")
-        return self._data
-
-    async def read(self) -> bytes:
-        if self._data is None:
-            self._data = b"".join([c async for c in self.aiter_chunks()])
-        return self._data
-
-    async def aiter_chunks(self) -> AsyncIterator[bytes]:
-        if self._data is not None:
-            yield self._data
-            return
-        source, self._source = self._source, None
-        if source is None:
-            raise TsblobError("this record's payload was already read by an earlier aiter_chunks()",
-                              code="payload_consumed")
-        async for chunk in source:
-            yield chunk
-
-
 class RecordResult:
     """The fate of one record of a batch: ``status`` 201 when stored, else ``error``."""
 
@@ -362,10 +268,13 @@ class BatchResult:
         return [r for r in self.results if not r.ok]
 
     def raise_for_errors(self) -> "BatchResult":
-        """Raises the first record's error if any record failed; returns self otherwise."""
-        for r in self.results:
-            if r.error is not None:
-                raise r.error
+        """Raises :class:`~tsblob.BatchError` if any record failed (the first failure as its
+        cause); returns self otherwise."""
+        errors = self.errors
+        if errors:
+            first = errors[0]
+            raise BatchError(f"{len(errors)} of {len(self.results)} records were not written (the others were); "
+                             f"the first, ts {first.ts}: {first.error}", result=self) from first.error
         return self
 
     def _add(self, doc: Mapping[str, Any]) -> None:

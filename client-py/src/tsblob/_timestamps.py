@@ -9,7 +9,14 @@ timestamp accepts:
 - ``datetime.datetime``: aware datetimes are exact; **naive ones are taken as UTC** (not
   local time: an edge device's clock zone should not change which record is read);
 - ``datetime.date``: midnight UTC of that day;
-- ``str``: ISO 8601 (``2024-05-01T12:00:00.123456Z``, ``+02:00`` offsets, or naive = UTC).
+- ``str``: ISO 8601 (``2024-05-01T12:00:00.123456Z``, ``+02:00`` offsets, or naive = UTC);
+- ``datetime.timedelta``: relative to now (``timedelta(hours=-1)``: an hour ago);
+- numpy values (numpy is not needed otherwise): integers (``np.int64``) as ``int``, floats
+  as ``float``, ``np.datetime64`` of any unit (converted exactly to µs).
+
+An ``int`` that looks like seconds or milliseconds since the epoch (between 1973 and 5138 in
+those units, i.e. within three years of 1970 as µs) draws a :class:`TimestampWarning`: the
+store counts microseconds, and ``int(time.time())`` would land in January 1970.
 
 Conversion of datetimes is done in integer arithmetic: no float rounding ever moves a
 timestamp by a microsecond.
@@ -18,16 +25,29 @@ timestamp by a microsecond.
 from __future__ import annotations
 
 import math
+import operator
 import re
+import time
+import warnings
 from datetime import date, datetime, timedelta, timezone
-from typing import Union
+from typing import Any, Union
 
 from ._errors import InvalidInput
 
-__all__ = ["Timestamp", "to_micros", "from_micros", "MAX_TS"]
+__all__ = ["Timestamp", "TimestampWarning", "to_micros", "from_micros", "MAX_TS"]
 
-Timestamp = Union[int, float, datetime, date, str]
-"""Anything accepted where a timestamp is expected."""
+Timestamp = Union[int, float, datetime, date, str, timedelta, Any]
+"""Anything accepted where a timestamp is expected (``Any``: numpy scalars)."""
+
+
+class TimestampWarning(UserWarning):
+    """An integer timestamp that looks like seconds or milliseconds, not microseconds."""
+
+
+# Values that are seconds (resp. ms) since the epoch of the years 1973..5138 when read in
+# those units: as µs they fall in 1970-1973, which no real record has.
+_SECONDS_LIKE = (100_000_000, 100_000_000_000)
+_MILLIS_LIKE = (100_000_000_000, 100_000_000_000_000)
 
 MAX_TS = 0xFFFF_FFFF_FFFF_FFFE
 """The largest timestamp a record may have (all ones is reserved in batch frames)."""
@@ -69,8 +89,12 @@ def to_micros(value: Timestamp) -> int:
     """
     if isinstance(value, bool):
         raise _bad(value, "is a bool: give microseconds (int), seconds (float), a datetime or an ISO string")
-    if isinstance(value, int):
+    if type(value) is int:  # the common case first
         us = value
+        if _SECONDS_LIKE[0] <= us < _MILLIS_LIKE[1]:
+            _warn_units(us)
+    elif isinstance(value, timedelta):
+        us = time.time_ns() // 1000 + value // _ONE_US
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise _bad(value, "is not a finite number of seconds")
@@ -84,13 +108,30 @@ def to_micros(value: Timestamp) -> int:
             us = _datetime_micros(_parse_iso(value))
         except ValueError:
             raise _bad(value, "is not an ISO 8601 date-time such as 2024-05-01T12:00:00.5Z") from None
+    elif type(value).__name__ == "datetime64":  # numpy, not imported: its own conversion
+        if value != value:  # NaT
+            raise _bad(value, "is NaT (not a time)")
+        np_value: Any = value
+        us = int(np_value.astype("datetime64[us]").astype("int64"))
+    elif isinstance(value, int) or hasattr(value, "__index__"):  # int subclasses, numpy integers
+        return to_micros(operator.index(value))
+    elif hasattr(value, "__float__") and type(value).__module__ == "numpy":  # numpy floats
+        return to_micros(float(value))
     else:
-        raise _bad(value, f"has type {type(value).__name__}: give an int (µs), a float (s), a datetime or an ISO string")
+        raise _bad(value, f"has type {type(value).__name__}: give an int (µs), a float (s), a datetime, "
+                          "an ISO string or a timedelta from now")
     if us < 0:
         raise _bad(value, "is before 1970-01-01T00:00:00Z: the store keeps non-negative µs since the epoch")
     if us > MAX_TS:
         raise _bad(value, f"is above the largest timestamp {MAX_TS} µs")
     return us
+
+
+def _warn_units(us: int) -> None:
+    unit, factor = ("seconds", 1_000_000) if us < _SECONDS_LIKE[1] else ("milliseconds", 1_000)
+    warnings.warn(f"timestamp {us} looks like {unit} since the epoch, but integers are microseconds: "
+                  f"it means {from_micros(us).isoformat()}; for {from_micros(us * factor).isoformat()} "
+                  f"pass {us * factor} (or a float of seconds, or a datetime)", TimestampWarning, stacklevel=4)
 
 
 def from_micros(us: int) -> datetime:

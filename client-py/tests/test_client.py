@@ -1,4 +1,5 @@
-"""Every method of the sync ``Client`` against a real ``tsblob serve``."""
+"""Every method of the client against a real ``tsblob serve``, run once with ``Client`` and
+once with ``AsyncClient`` (the ``client``/``make_client`` fixtures of conftest.py)."""
 
 from __future__ import annotations
 
@@ -120,32 +121,36 @@ def test_read_stream(client: Client, bucket: str) -> None:
         assert rec.data == payload
 
 
-def test_write_batch_any_iterable_and_per_record_results(client: Client, bucket: str) -> None:
+def test_write_batch_any_iterable_and_per_record_results(make_client, client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
     def gen():  # type: ignore[no-untyped-def]
         for i in range(250):
             yield (T0 + i, f"rec{i}".encode(), {"i": str(i), "even": str(i % 2 == 0).lower()})
 
-    small = Client(client.url, batch_max_records=100)
-    try:
-        res = small.write_batch(bucket, "b", gen())
-    finally:
-        small.close()
+    small = make_client(batch_max_records=100)
+    res = small.write_batch(bucket, "b", gen())
     assert res.written == 250 and res.failed == 0 and res.batches == 3
     assert [r.ts for r in res.results] == [T0 + i for i in range(250)]
     assert all(r.ok and r.status == 201 for r in res.results)
 
-    # A duplicate timestamp fails alone; the others of the batch are stored.
-    res = client.write_batch(bucket, "b", [(T0 + 5, b"dup"), {"ts": T0 + 1000, "data": b"new"}, b"server-ts"])
-    assert (res.written, res.failed) == (2, 1)
+    # A duplicate timestamp fails alone; the others of the batch are stored, and the call
+    # raises at the end (a logger that forgets to look at the result loses nothing silently).
+    with pytest.raises(tsblob.BatchError) as e:
+        client.write_batch(bucket, "b", [(T0 + 5, b"dup"), {"ts": T0 + 1000, "data": b"new"}, b"server-ts"])
+    res = e.value.result
+    assert isinstance(e.value.__cause__, tsblob.TimestampExists) and "1 of 3 records" in str(e.value)
+    assert (res.written, res.failed) == (2, 1) and e.value.errors == [res.results[0]]
     assert isinstance(res.results[0].error, tsblob.TimestampExists) and res.results[0].status == 409
     assert res.results[1].ok and res.results[2].ok and res.results[2].ts is not None
     assert res.results[2].ts > T0 + 1000
-    with pytest.raises(tsblob.TimestampExists):
-        res.raise_for_errors()
     assert client.read(bucket, "b", T0 + 5).data == b"rec5"  # never overwritten
+    # raise_errors=False hands the result back instead; raise_for_errors() raises then.
+    res = client.write_batch(bucket, "b", [(T0 + 6, b"dup"), (T0 + 1001, b"new")], raise_errors=False)
+    assert (res.written, res.failed) == (1, 1)
+    with pytest.raises(tsblob.BatchError):
+        res.raise_for_errors()
 
     # Records read from one entry can be written to another as they are.
-    copied = client.write_batch(bucket, "copy", client.query(bucket, "b", stop=T0 + 10))
+    copied = client.write_batch(bucket, "copy", list(client.query(bucket, "b", stop=T0 + 10)))
     assert copied.written == 10
     assert [r.labels["i"] for r in client.query(bucket, "copy")] == [str(i) for i in range(10)]
 
@@ -156,21 +161,21 @@ def test_query_filters_limit_reverse(client: Client, bucket: str) -> None:
     all_ts = [r.timestamp for r in client.query(bucket, "q")]
     assert all_ts == [T0 + i for i in range(30)]
     assert [r.timestamp for r in client.query(bucket, "q", start=T0 + 10, stop=T0 + 13)] == [T0 + 10, T0 + 11, T0 + 12]
-    assert [r.timestamp for r in client.query(bucket, "q", limit=3, reverse=True)] == [T0 + 29, T0 + 28, T0 + 27]
-    front = list(client.query(bucket, "q", labels={"cam": "front"}))
+    assert [r.timestamp for r in client.query(bucket, "q", limit=3, desc=True)] == [T0 + 29, T0 + 28, T0 + 27]
+    front = list(client.query(bucket, "q", eq={"cam": "front"}))
     assert [r.data for r in front] == [bytes([i]) for i in range(1, 30, 2)]
-    assert len(list(client.query(bucket, "q", exclude={"cam": "front"}))) == 15
+    assert len(list(client.query(bucket, "q", ne={"cam": "front"}))) == 15
     assert [r.timestamp - T0 for r in client.query(bucket, "q", has=["flag"])] == list(range(0, 30, 3))
-    assert len(list(client.query(bucket, "q", missing=["flag"], labels={"cam": "back"}))) == 10
+    assert len(list(client.query(bucket, "q", missing=["flag"], eq={"cam": "back"}))) == 10
     assert list(client.query(bucket, "q", start=T0 + 100)) == []
 
 
-def test_query_large_records_stream_and_skip(client: Client, bucket: str) -> None:
+def test_query_large_records_stream_and_skip(make_client, client: Client, bucket: str) -> None:  # type: ignore[no-untyped-def]
     big = [bytes([i]) * 300_000 for i in range(4)]
     for i, data in enumerate(big):
         client.write(bucket, "mix", data, ts=T0 + 2 * i)
         client.write(bucket, "mix", b"small", ts=T0 + 2 * i + 1)
-    with Client(client.url, eager_limit=1000) as db:
+    with make_client(eager_limit=1000) as db:
         seen = []
         for rec in db.query(bucket, "mix"):
             if rec.size > 1000:
@@ -234,7 +239,8 @@ def test_one_client_shared_by_threads(client: Client, bucket: str) -> None:
 
 def test_connections_are_reused_after_queries_and_streams(server, bucket: str) -> None:  # type: ignore[no-untyped-def]
     """Regression: a query stopped reading at the end frame, before the HTTP end of the
-    body, so every query closed its connection instead of returning it to the pool."""
+    body, so every query closed its connection instead of returning it to the pool. (The
+    sync client's own pool; aiohttp keeps the async one.)"""
     with Client(server.url, pool_size=1) as db:
         db.write_batch(bucket, "reuse", [(T0 + i, b"x" * 10) for i in range(10)])
         db.write(bucket, "big", b"y" * (3 << 20), ts=T0)
