@@ -57,7 +57,7 @@ def summarise(db: Client, bucket: str, entry: str, start: int, stop: int,
     if save:
         os.makedirs(save, exist_ok=True)
     # `with`: the connection is handed back at once even if the loop stops early.
-    with db.query(bucket, entry, start=start, stop=stop, labels=labels or None) as records:
+    with db.query(bucket, entry, start=start, stop=stop, eq=labels or None) as records:
         for rec in records:
             count += 1
             total += rec.size

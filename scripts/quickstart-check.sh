@@ -123,7 +123,7 @@ with Client(sys.argv[1]) as db:
     assert rec.labels == {"kind": "test"}, rec.labels
     ts = db.write("demo", "sensor-1", b"from python", labels={"kind": "py"})
     assert db.read("demo", "sensor-1").data == b"from python"
-    got = [r.timestamp for r in db.query("demo", "sensor-1", labels={"kind": "py"})]
+    got = [r.timestamp for r in db.query("demo", "sensor-1", eq={"kind": "py"})]
     assert got == [ts], got
 print("python ok")
 EOF
