@@ -70,11 +70,21 @@ pub fn entry_path(bucket: &str, entry: &str) -> String {
 }
 
 /// A client of one server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+}
+
+/// Shows the server, never the token.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
 }
 
 impl Client {

@@ -567,7 +567,11 @@ pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string())))
         .collect();
-    let req = if args.filters.any() || args.filters.strict || args.limit.is_some() {
+    if !args.filters.any() && (args.filters.strict || args.limit.is_some()) {
+        // Alone they would select every record of the entry.
+        bail!("--strict and --limit go with a filter (--when, --eq, --ne, --has, --missing)");
+    }
+    let req = if args.filters.any() {
         if args.ts.is_some() || args.all {
             bail!("filters choose among a time range: use them with --start/--stop, not --ts or --all");
         }

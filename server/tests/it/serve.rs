@@ -558,6 +558,8 @@ fn cli_profiles_json_filters_tokens_and_forced_removals() {
         let (ok, _, err) = run(args);
         assert!(!ok && err.contains("--force"), "{args:?}: {err}");
     }
+    let (ok, _, err) = run(&["rm", "-a", "prod", "cams", "e", "--limit", "1"]);
+    assert!(!ok && err.contains("go with a filter"), "{err}");
     assert_eq!(
         query(&[]),
         vec![2, 3],
