@@ -10,4 +10,6 @@ pub mod config;
 pub mod framing;
 pub mod http;
 pub mod loadgen;
+pub mod private_file;
+pub mod replication;
 pub mod serve;

@@ -8,9 +8,9 @@ const LABEL_KEY_MAX: usize = 128;
 /// Last segments of an entry name that the HTTP API uses for its own routes.
 const RESERVED_LAST: [&str; 5] = ["batch", "query", "info", "labels", "histogram"];
 /// Names in the data folder that belong to the engine or to the program embedding it (the
-/// server keeps its tokens in `tokens`): no bucket may take them. Names that start with `.`
+/// server keeps its tokens in `tokens` and its replication tasks in `replications`): no bucket may take them. Names that start with `.`
 /// (the engine's scratch folders) or `index.` (a damaged index set aside) are reserved too.
-const RESERVED_BUCKETS: [&str; 4] = ["index", "tokens", "tsblob.lock", "settings"];
+const RESERVED_BUCKETS: [&str; 5] = ["index", "tokens", "tsblob.lock", "settings", "replications"];
 
 fn plain(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
@@ -165,6 +165,7 @@ mod tests {
             "é",
             "index",
             "tokens",
+            "replications",
             ".trash",
             ".x",
             "tsblob.lock",
