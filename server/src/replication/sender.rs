@@ -341,6 +341,9 @@ impl Sender {
         put_end(&mut body, recs.len() as u64);
         let plain = body.freeze();
         let (payload, zstd) = compress(plain).await;
+        // No progress for `timeout`, or slower than 64 KiB/s on average: retried.
+        let timeout = self.repl.options().timeout
+            + Duration::from_secs_f64(payload.len() as f64 / (64.0 * 1024.0));
         let spec = &self.spec;
         let url = format!(
             "{}/api/v1/b/{}/{}/batch?if_exists=compare",
@@ -352,7 +355,7 @@ impl Sender {
             .repl
             .http()
             .post(&url)
-            .timeout(self.repl.options().timeout)
+            .timeout(timeout)
             .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
             .body(payload);
         if zstd {
