@@ -36,6 +36,9 @@ enum Command {
     Tail(cli::TailArgs),
     /// Remove a record, a time range or a whole entry.
     Rm(cli::RmArgs),
+    /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
+    /// pause, resume, rm.
+    Replication(cli::ReplicationArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
     Bench(tsblob_compare::BenchArgs),
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
@@ -59,6 +62,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::run(args).await,
         Command::Bucket(args) => cli::bucket(args).await,
+        Command::Replication(args) => cli::replication(args).await,
         Command::Put(args) => cli::put(args).await,
         Command::Get(args) => cli::get(args).await,
         Command::Query(args) => cli::query(args).await,

@@ -272,7 +272,11 @@ impl FeedFilter {
 
     /// Whether the entry is one the filter names.
     pub fn wants_entry(&self, entry: &str) -> bool {
-        self.patterns.is_empty() || self.patterns.iter().any(|p| entry_pattern_matches(p, entry))
+        self.patterns.is_empty()
+            || self
+                .patterns
+                .iter()
+                .any(|p| entry_pattern_matches(p, entry))
     }
 
     /// Whether a record of a wanted entry matches the condition.
@@ -414,7 +418,7 @@ impl Store {
         let feed = self.feed();
         let txn = self.inner.index.read_txn()?;
         let Some((_, bucket)) = feed.reader(&txn, name)? else {
-            return Err(NotFound::Bucket(format!("(feed reader {name:?})")).into());
+            return Err(NotFound::FeedReader(name.to_string()).into());
         };
         let mut page = FeedPage {
             end: after,
@@ -422,18 +426,17 @@ impl Store {
         };
         let lo = after.saturating_add(1).to_be_bytes();
         let mut bytes = 0u64;
-        let mut scanned = 0usize;
         let mut wanted: Vec<(u64, u64, String, u64)> = Vec::new();
-        for item in feed
+        for (scanned, item) in feed
             .items
             .range(&txn, &(Bound::Included(&lo[..]), Bound::Unbounded))?
+            .enumerate()
         {
             let (k, v) = item?;
             if scanned >= SCAN_LIMIT || wanted.len() >= max_records {
                 page.more = true;
                 break;
             }
-            scanned += 1;
             let it = decode_item(k, v)?;
             page.end = it.seq;
             if it.bucket != bucket.as_bytes() {

@@ -21,11 +21,11 @@ use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
 pub use crate::chunk::RecMeta;
-use crate::feed::Feed;
 use crate::chunk::{
     append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef,
     Slot,
 };
+use crate::feed::Feed;
 use crate::frame::{Reader, FLAG_ZSTD};
 use crate::{Error, OpenError, Result};
 

@@ -28,7 +28,13 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     let got: Vec<(String, u64, Vec<u8>)> = page
         .records
         .iter()
-        .map(|r| (r.entry.clone(), r.ts, r.record.as_ref().unwrap().data.clone()))
+        .map(|r| {
+            (
+                r.entry.clone(),
+                r.ts,
+                r.record.as_ref().unwrap().data.clone(),
+            )
+        })
         .collect();
     assert_eq!(
         got,
@@ -46,15 +52,22 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     drop(store);
 
     let store = open(dir.path());
-    assert_eq!(store.feed_readers().unwrap(), vec![("t".into(), "a".into(), second)]);
+    assert_eq!(
+        store.feed_readers().unwrap(),
+        vec![("t".into(), "a".into(), second)]
+    );
     // Watching resumes at open: a write after the reopen is fed too.
     store.write("a", "e", &meta(200), b"x200").unwrap();
-    let page = store.feed_read("t", second, &mut all(), 100, u64::MAX).unwrap();
+    let page = store
+        .feed_read("t", second, &mut all(), 100, u64::MAX)
+        .unwrap();
     let ts: Vec<u64> = page.records.iter().map(|r| r.ts).collect();
     assert_eq!(ts, vec![7, 200]);
     // Entry globs and conditions filter.
     let mut only_e = FeedFilter::new(vec!["e".into()], None);
-    let page = store.feed_read("t", second, &mut only_e, 100, u64::MAX).unwrap();
+    let page = store
+        .feed_read("t", second, &mut only_e, 100, u64::MAX)
+        .unwrap();
     assert_eq!(page.records.len(), 1);
     assert_eq!(page.end, page.records[0].seq);
     // Unsubscribing stops the feed and empties it.
@@ -81,7 +94,9 @@ fn evicted_before_read_is_reported_gone() {
     store.create_bucket("a", settings).unwrap();
     store.feed_subscribe("t", "a").unwrap();
     for ts in 1..=40u64 {
-        store.write("a", "e", &meta(ts), &payload(ts, 4096)).unwrap();
+        store
+            .write("a", "e", &meta(ts), &payload(ts, 4096))
+            .unwrap();
     }
     let page = store.feed_read("t", 0, &mut all(), 1000, u64::MAX).unwrap();
     assert_eq!(page.records.len(), 40);

@@ -6,6 +6,7 @@ pub mod client;
 pub mod histogram;
 pub mod human;
 pub mod records;
+pub mod replication;
 
 use anyhow::Context;
 use reqwest::Method;
@@ -14,6 +15,7 @@ use serde_json::Value;
 pub use client::{seg, Client, ClientArgs};
 pub use histogram::{histogram, HistogramArgs};
 pub use records::{get, put, query, rm, tail, GetArgs, PutArgs, QueryArgs, RmArgs, TailArgs};
+pub use replication::{replication, ReplicationArgs};
 
 use crate::config::parse_size;
 

@@ -101,14 +101,24 @@ enum IfExists {
 }
 
 /// Whether the stored record at `ts` has the payload whose CRC32C is `crc` (a retry).
-fn same_payload(store: &tsblob_storage::Store, bucket: &str, entry: &str, ts: u64, crc: u32) -> bool {
+fn same_payload(
+    store: &tsblob_storage::Store,
+    bucket: &str,
+    entry: &str,
+    ts: u64,
+    crc: u32,
+) -> bool {
     store
         .read(bucket, entry, Some(ts))
         .is_ok_and(|r| crc32c::crc32c(&r.data) == crc)
 }
 
 /// Writes one chunk on the blocking pool; the handle yields one result per record.
-fn spawn_chunk(t: &Target, records: Vec<BatchRecord>, if_exists: IfExists) -> JoinHandle<ChunkOutcome> {
+fn spawn_chunk(
+    t: &Target,
+    records: Vec<BatchRecord>,
+    if_exists: IfExists,
+) -> JoinHandle<ChunkOutcome> {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
     tokio::task::spawn_blocking(move || {
         let asked: Vec<Option<u64>> = records.iter().map(|r| r.meta.ts).collect();

@@ -184,13 +184,19 @@ pub(crate) fn now_us() -> u64 {
 }
 
 fn invalid(message: String) -> AppError {
-    AppError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_replication", message)
+    AppError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_replication",
+        message,
+    )
 }
 
 /// Checks a task's settings (not the source bucket's existence: the engine does).
 pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
     tsblob_storage::validate_bucket_name(name).map_err(|e| {
-        invalid(format!("task name: {e} (task names follow the bucket name rules)"))
+        invalid(format!(
+            "task name: {e} (task names follow the bucket name rules)"
+        ))
     })?;
     tsblob_storage::validate_bucket_name(&spec.src_bucket)?;
     tsblob_storage::validate_bucket_name(&spec.dst_bucket)?;
@@ -290,7 +296,13 @@ impl Replications {
     pub fn start_all(self: &Arc<Self>) {
         let tasks = self.tasks.lock();
         for (name, t) in tasks.iter() {
-            sender::spawn(self.clone(), name.clone(), t.spec.clone(), t.shared.clone(), t.cancel.clone());
+            sender::spawn(
+                self.clone(),
+                name.clone(),
+                t.spec.clone(),
+                t.shared.clone(),
+                t.cancel.clone(),
+            );
         }
     }
 
@@ -335,7 +347,11 @@ impl Replications {
     pub async fn put(self: &Arc<Self>, name: &str, mut spec: TaskSpec) -> Result<bool, AppError> {
         validate(name, &spec)?;
         let _guard = self.changes.lock().await;
-        let old = self.tasks.lock().get(name).map(|t| (t.spec.clone(), t.shared.clone()));
+        let old = self
+            .tasks
+            .lock()
+            .get(name)
+            .map(|t| (t.spec.clone(), t.shared.clone()));
         if old.is_none() && self.tasks.lock().len() >= MAX_TASKS {
             return Err(AppError::new(
                 StatusCode::CONFLICT,
@@ -351,7 +367,11 @@ impl Replications {
         if spec.dst_token.as_deref() == Some("") {
             spec.dst_token = None;
         }
-        let (store, n, b) = (self.store.clone(), name.to_string(), spec.src_bucket.clone());
+        let (store, n, b) = (
+            self.store.clone(),
+            name.to_string(),
+            spec.src_bucket.clone(),
+        );
         crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await?;
         let (counters, backfill) = match &old {
             Some((o, shared)) => {
@@ -359,7 +379,11 @@ impl Replications {
                 let keep = o.src_bucket == spec.src_bucket && o.from == spec.from;
                 (
                     s.counters.clone(),
-                    if keep { s.backfill.clone() } else { spec.from.map(new_backfill) },
+                    if keep {
+                        s.backfill.clone()
+                    } else {
+                        spec.from.map(new_backfill)
+                    },
                 )
             }
             None => (Counters::default(), spec.from.map(new_backfill)),

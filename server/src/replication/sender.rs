@@ -91,7 +91,11 @@ impl Sender {
 
     fn error(&self, message: String) {
         tracing::warn!(task = %self.name, "replication: {message}");
-        self.repl.metrics.errors.with_label_values(&[&self.name]).inc();
+        self.repl
+            .metrics
+            .errors
+            .with_label_values(&[&self.name])
+            .inc();
         let mut s = self.shared.lock();
         s.counters.errors += 1;
         s.counters.last_error = Some(Event {
@@ -109,7 +113,12 @@ impl Sender {
         }
         let mut filter = match feed_filter(&self.spec) {
             Ok(f) => f,
-            Err(e) => return self.error(format!("the task's condition does not parse: {}", e.message)),
+            Err(e) => {
+                return self.error(format!(
+                    "the task's condition does not parse: {}",
+                    e.message
+                ))
+            }
         };
         tracing::info!(task = %self.name, "replication sender started");
         let mut commits = self.repl.commits();
@@ -127,7 +136,11 @@ impl Sender {
                 None => {
                     let (store, n) = (self.store(), self.name.clone());
                     match blocking(move || {
-                        Ok(store.feed_readers()?.into_iter().find(|(r, _, _)| *r == n).map(|(_, _, p)| p))
+                        Ok(store
+                            .feed_readers()?
+                            .into_iter()
+                            .find(|(r, _, _)| *r == n)
+                            .map(|(_, _, p)| p))
                     })
                     .await
                     {
@@ -368,7 +381,10 @@ impl Sender {
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
-                self.error(format!("sending {} record(s) to {dst} failed: {e}", recs.len()));
+                self.error(format!(
+                    "sending {} record(s) to {dst} failed: {e}",
+                    recs.len()
+                ));
                 return recs;
             }
         };
@@ -384,8 +400,14 @@ impl Sender {
         let Some(answer) = answer.filter(|a| status.is_success() || !a.results.is_empty()) else {
             let why = serde_json::from_slice::<serde_json::Value>(&text)
                 .ok()
-                .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(String::from))
-                .unwrap_or_else(|| String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned());
+                .and_then(|v| {
+                    v.pointer("/error/message")
+                        .and_then(|m| m.as_str())
+                        .map(String::from)
+                })
+                .unwrap_or_else(|| {
+                    String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned()
+                });
             self.error(format!("{dst} answered {status}: {why}"));
             return recs;
         };
@@ -409,7 +431,11 @@ impl Sender {
                         |e| e.message,
                     );
                     tracing::warn!(task = %self.name, "replication conflict: {message}");
-                    self.repl.metrics.conflicts.with_label_values(&[&self.name]).inc();
+                    self.repl
+                        .metrics
+                        .conflicts
+                        .with_label_values(&[&self.name])
+                        .inc();
                     let mut s = self.shared.lock();
                     s.counters.conflicts += 1;
                     s.counters.last_conflict = Some(Event {
@@ -421,7 +447,10 @@ impl Sender {
                 429 | 500.. => {
                     if left.is_empty() {
                         let why = res.error.map_or_else(String::new, |e| e.message);
-                        self.error(format!("{dst} could not store record {} ({}): {why}", r.ts, res.status));
+                        self.error(format!(
+                            "{dst} could not store record {} ({}): {why}",
+                            r.ts, res.status
+                        ));
                     }
                     left.push(r);
                 }
@@ -438,7 +467,9 @@ impl Sender {
         m.sent_records
             .with_label_values(&[&self.name])
             .inc_by(sent + existing);
-        m.sent_bytes.with_label_values(&[&self.name]).inc_by(sent_bytes);
+        m.sent_bytes
+            .with_label_values(&[&self.name])
+            .inc_by(sent_bytes);
         let mut s = self.shared.lock();
         s.counters.sent_records += sent;
         s.counters.sent_bytes += sent_bytes;
@@ -466,7 +497,9 @@ impl Sender {
             let lag = p
                 .oldest_written_us
                 .map_or(0, |w| now_us().saturating_sub(w) / 1_000_000);
-            m.lag_seconds.with_label_values(&[&self.name]).set(lag as i64);
+            m.lag_seconds
+                .with_label_values(&[&self.name])
+                .set(lag as i64);
         }
     }
 

@@ -73,12 +73,7 @@ impl Api {
         }
     }
 
-    pub async fn json(
-        &self,
-        m: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (u16, Value) {
+    pub async fn json(&self, m: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut r = self.req(m, path);
         if let Some(b) = body {
             r = r.json(&b);
@@ -86,12 +81,19 @@ impl Api {
         let resp = r.send().await.unwrap();
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     pub async fn create_bucket(&self, name: &str, settings: Value) {
         let (s, v) = self
-            .json(reqwest::Method::POST, &format!("/api/v1/b/{name}"), Some(settings))
+            .json(
+                reqwest::Method::POST,
+                &format!("/api/v1/b/{name}"),
+                Some(settings),
+            )
             .await;
         assert!(s == 200 || s == 201, "create bucket {name}: {s} {v}");
     }
@@ -225,8 +227,16 @@ pub fn task_spec(src: &str, dst: &str, dst_bucket: &str) -> Value {
 /// Asserts the destination holds exactly `want`, byte for byte (a dump cannot hold a
 /// record twice: it would have failed).
 pub fn assert_same(want: &Dump, got: &Dump) {
-    let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).take(5).collect();
+    let missing: Vec<_> = want
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !want.contains_key(*k))
+        .take(5)
+        .collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
         "destination differs: {} wanted, {} there; missing e.g. {missing:?}; extra e.g. {extra:?}",
