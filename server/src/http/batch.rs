@@ -61,12 +61,17 @@ pub struct BatchResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
     pub written: u64,
-    /// Records found already stored with the same payload (`if_exists=compare`: status 200).
-    #[serde(default)]
+    /// Records found already stored with the same payload (`if_exists=compare`: status
+    /// 200); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub existing: u64,
     pub failed: u64,
     /// One element per record frame handled, in order.
     pub results: Vec<RecordResult>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 type ChunkOutcome = Vec<RecordResult>;

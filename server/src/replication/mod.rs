@@ -130,6 +130,16 @@ pub enum Phase {
     Paused,
 }
 
+impl Phase {
+    /// Before the sender runs.
+    fn of(mode: Mode) -> Phase {
+        match mode {
+            Mode::Enabled => Phase::Idle,
+            Mode::Paused => Phase::Paused,
+        }
+    }
+}
+
 /// A task's live state, shared with its sender.
 pub struct Shared {
     pub counters: Counters,
@@ -242,6 +252,7 @@ impl Replications {
         let mut tasks = BTreeMap::new();
         for t in file.tasks {
             metrics.add(&t.name);
+            let phase = Phase::of(t.spec.mode);
             tasks.insert(
                 t.name.clone(),
                 Task {
@@ -249,7 +260,7 @@ impl Replications {
                     shared: Arc::new(Mutex::new(Shared {
                         counters: t.counters,
                         backfill: t.backfill,
-                        phase: Phase::Idle,
+                        phase,
                         dirty: false,
                     })),
                     cancel: CancellationToken::new(),
@@ -391,7 +402,7 @@ impl Replications {
         let shared = Arc::new(Mutex::new(Shared {
             counters,
             backfill,
-            phase: Phase::Idle,
+            phase: Phase::of(spec.mode),
             dirty: false,
         }));
         let cancel = CancellationToken::new();
