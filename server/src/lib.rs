@@ -5,6 +5,7 @@
 //! **Architecture invariant:** only this crate knows HTTP and JSON; the engine
 //! (`tsblob-storage`) is called on tokio's blocking pool and never sees a request.
 
+pub mod batch_client;
 pub mod cli;
 pub mod config;
 pub mod framing;

@@ -8,14 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tsblob_storage::{FeedFilter, Labels, Query, Store};
+use tsblob_storage::{FeedFilter, Query, Store};
 
 use super::{now_us, Backfill, Event, Mode, Phase, Replications, Shared, TaskSpec};
-use crate::framing::{put_end, put_record, MEDIA_TYPE};
-use crate::http::batch::BatchResult;
+use crate::batch_client::{post_batch, Destination, OutRecord};
 use crate::http::AppError;
 
 /// A page holds at most this many records ...
@@ -25,17 +23,8 @@ const PAGE_RECORDS: usize = 2000;
 const PAGE_BYTES: u64 = 8 << 20;
 /// The first wait after an error (it doubles up to `Options::max_backoff`).
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-/// Bodies smaller than this go uncompressed.
-const ZSTD_MIN: usize = 4096;
 
-/// One record on its way.
-struct Out {
-    entry: String,
-    ts: u64,
-    content_type: String,
-    labels: Labels,
-    data: Vec<u8>,
-}
+type Out = OutRecord;
 
 /// The task's filter over the feed: its entries and condition.
 pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, AppError> {
@@ -347,70 +336,21 @@ impl Sender {
     }
 
     async fn send_entry(&self, entry: &str, recs: Vec<Out>) -> Vec<Out> {
-        let mut body = BytesMut::new();
-        for r in &recs {
-            put_record(&mut body, r.ts, &r.content_type, &r.labels, &r.data);
-        }
-        put_end(&mut body, recs.len() as u64);
-        let plain = body.freeze();
-        let (payload, zstd) = compress(plain).await;
-        // No progress for `timeout`, or slower than 64 KiB/s on average: retried.
-        let timeout = self.repl.options().timeout
-            + Duration::from_secs_f64(payload.len() as f64 / (64.0 * 1024.0));
         let spec = &self.spec;
-        let url = format!(
-            "{}/api/v1/b/{}/{}/batch?if_exists=compare",
-            spec.dst_url.trim_end_matches('/'),
-            crate::cli::client::seg(&spec.dst_bucket),
-            crate::cli::client::seg(entry)
-        );
-        let mut req = self
-            .repl
-            .http()
-            .post(&url)
-            .timeout(timeout)
-            .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
-            .body(payload);
-        if zstd {
-            req = req.header(reqwest::header::CONTENT_ENCODING, "zstd");
-        }
-        if let Some(t) = &spec.dst_token {
-            req = req.bearer_auth(t);
-        }
-        let dst = format!("{}/{}/{entry}", spec.dst_url, spec.dst_bucket);
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => {
-                self.error(format!(
-                    "sending {} record(s) to {dst} failed: {e}",
-                    recs.len()
-                ));
+        let dst = Destination {
+            url: spec.dst_url.clone(),
+            bucket: spec.dst_bucket.clone(),
+            token: spec.dst_token.clone(),
+        };
+        let timeout = self.repl.options().timeout;
+        let answer = match post_batch(self.repl.http(), &dst, entry, &recs, timeout).await {
+            Ok(a) => a,
+            Err(message) => {
+                self.error(message);
                 return recs;
             }
         };
-        let status = resp.status();
-        let text = match resp.bytes().await {
-            Ok(b) => b,
-            Err(e) => {
-                self.error(format!("reading the answer of {dst} failed: {e}"));
-                return recs;
-            }
-        };
-        let answer: Option<BatchResult> = serde_json::from_slice(&text).ok();
-        let Some(answer) = answer.filter(|a| status.is_success() || !a.results.is_empty()) else {
-            let why = serde_json::from_slice::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| {
-                    v.pointer("/error/message")
-                        .and_then(|m| m.as_str())
-                        .map(String::from)
-                })
-                .unwrap_or_else(|| {
-                    String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned()
-                });
-            self.error(format!("{dst} answered {status}: {why}"));
-            return recs;
-        };
+        let dst = format!("{dst}/{entry}");
         let mut left = Vec::new();
         let mut results = answer.results.into_iter();
         let (mut sent, mut sent_bytes, mut existing) = (0u64, 0u64, 0u64);
@@ -518,19 +458,6 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
 ) -> Result<T, AppError> {
     crate::http::errors::blocking(f).await
-}
-
-/// zstd (level 1) when it saves at least an eighth of the bytes.
-async fn compress(plain: bytes::Bytes) -> (bytes::Bytes, bool) {
-    if plain.len() < ZSTD_MIN {
-        return (plain, false);
-    }
-    let copy = plain.clone();
-    let packed = tokio::task::spawn_blocking(move || zstd::bulk::compress(&copy, 1)).await;
-    match packed {
-        Ok(Ok(p)) if p.len() < plain.len() - plain.len() / 8 => (bytes::Bytes::from(p), true),
-        _ => (plain, false),
-    }
 }
 
 /// The next page of a backfill: records of `entries` with `ts >= bf.ts` (after `bf.entry`
