@@ -88,7 +88,10 @@ pub async fn post_batch(
         req = req.bearer_auth(t);
     }
     let resp = req.send().await.map_err(|e| {
-        format!("sending {} record(s) to {dst}/{entry} failed: {e}", recs.len())
+        format!(
+            "sending {} record(s) to {dst}/{entry} failed: {e}",
+            recs.len()
+        )
     })?;
     let status = resp.status();
     let text = resp

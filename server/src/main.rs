@@ -39,6 +39,8 @@ enum Command {
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
+    /// Copy records: server to server, server to a folder (export), folder to server (import).
+    Cp(cli::CpArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
     Bench(tsblob_compare::BenchArgs),
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
@@ -63,6 +65,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Bucket(args) => cli::bucket(args).await,
         Command::Replication(args) => cli::replication(args).await,
+        Command::Cp(args) => cli::cp(args).await,
         Command::Put(args) => cli::put(args).await,
         Command::Get(args) => cli::get(args).await,
         Command::Query(args) => cli::query(args).await,

@@ -3,6 +3,7 @@
 //! [`records`].
 
 pub mod client;
+pub mod cp;
 pub mod histogram;
 pub mod human;
 pub mod records;
@@ -13,6 +14,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 pub use client::{seg, Client, ClientArgs};
+pub use cp::{cp, CpArgs};
 pub use histogram::{histogram, HistogramArgs};
 pub use records::{get, put, query, rm, tail, GetArgs, PutArgs, QueryArgs, RmArgs, TailArgs};
 pub use replication::{replication, ReplicationArgs};

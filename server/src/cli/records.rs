@@ -16,7 +16,7 @@ use super::human::{format_time, parse_time, size};
 use crate::framing::{Decoder, Event, FrameHead};
 use crate::http::headers::{encode_label_value, LABEL_PREFIX, TS_HEADER};
 
-fn bar(len: Option<u64>) -> ProgressBar {
+pub(crate) fn bar(len: Option<u64>) -> ProgressBar {
     match len {
         Some(n) => ProgressBar::new(n).with_style(
             ProgressStyle::with_template(
@@ -77,7 +77,7 @@ fn guess_content_type(path: &std::path::Path) -> &'static str {
     }
 }
 
-fn extension_of(content_type: &str) -> &'static str {
+pub(crate) fn extension_of(content_type: &str) -> &'static str {
     match content_type {
         "image/jpeg" => ".jpg",
         "image/png" => ".png",
@@ -271,7 +271,10 @@ pub struct QueryArgs {
 
 /// The `when` parameter of `--when` and `--each-t`, the condition's text kept as given (its
 /// keys' order matters to aggregation operators).
-fn when_param(when: Option<&str>, each_t: Option<&str>) -> anyhow::Result<Option<String>> {
+pub(crate) fn when_param(
+    when: Option<&str>,
+    each_t: Option<&str>,
+) -> anyhow::Result<Option<String>> {
     if let Some(w) = when {
         let v: serde_json::Value = serde_json::from_str(w)
             .with_context(|| format!("--when {w:?} is not JSON: give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))?;
