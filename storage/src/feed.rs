@@ -338,27 +338,28 @@ impl Store {
     }
 
     /// Registers reader `name` on `bucket` (a replication task): from now on every record
-    /// put into the bucket is in the feed for it. Returns its position: the current end of
-    /// the feed for a new reader, the stored one for a reader that exists with the same
-    /// bucket (a reader moved to another bucket starts again at the end).
-    pub fn feed_subscribe(&self, name: &str, bucket: &str) -> Result<u64> {
+    /// put into the bucket is in the feed for it. Returns its position and whether it was
+    /// created now: a new reader starts at the current end of the feed, one that exists
+    /// with the same bucket keeps its stored position (a reader moved to another bucket
+    /// starts again at the end).
+    pub fn feed_subscribe(&self, name: &str, bucket: &str) -> Result<(u64, bool)> {
         self.get_bucket(bucket)?;
         let index = &self.inner.index;
         let feed = self.feed();
         let mut txn = index.write_txn()?;
-        let pos = match feed.reader(&txn, name)? {
-            Some((pos, b)) if b == bucket => pos,
+        let (pos, created) = match feed.reader(&txn, name)? {
+            Some((pos, b)) if b == bucket => (pos, false),
             _ => {
                 let pos = feed.next(&txn)?;
                 feed.put_reader(&mut txn, name, pos, bucket)?;
-                pos
+                (pos, true)
             }
         };
         // The watched set changes under the write transaction: the next group commit sees it.
         feed.rewatch(index, &txn)?;
         feed.trim(&mut txn)?;
         txn.commit()?;
-        Ok(pos)
+        Ok((pos, created))
     }
 
     /// Removes reader `name` (no error if there is none) and trims what only it needed.

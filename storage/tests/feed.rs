@@ -18,7 +18,7 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     store.create_bucket("a", BucketSettings::default()).unwrap();
     store.create_bucket("b", BucketSettings::default()).unwrap();
     store.write("a", "e", &meta(5), b"before").unwrap();
-    assert_eq!(store.feed_subscribe("t", "a").unwrap(), 0);
+    assert_eq!(store.feed_subscribe("t", "a").unwrap(), (0, true));
     // Out of timestamp order, a new entry, and another bucket.
     store.write("a", "e", &meta(100), b"x100").unwrap();
     store.write("a", "e", &meta(50), b"x50").unwrap();

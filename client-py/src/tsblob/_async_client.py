@@ -448,3 +448,22 @@ class AsyncClient:
 
     async def me(self) -> Token:
         return Token.from_json((await self._json("GET", f"{c.API}/me")))
+
+    # -- replication ---------------------------------------------------------------------
+
+    async def put_replication(self, name: str, src_bucket: str, dst_url: str, dst_bucket: str, *,
+                              dst_token: Optional[str] = None, entries: Sequence[str] = (),
+                              when: Optional[Mapping[str, Any]] = None, mode: str = "enabled",
+                              from_ts: Optional[int] = None) -> Dict[str, Any]:
+        body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts)
+        return dict(await self._json("PUT", c.replication_path(name), json_body=body))
+
+    async def get_replication(self, name: str) -> Dict[str, Any]:
+        return dict(await self._json("GET", c.replication_path(name)))
+
+    async def list_replications(self) -> List[Dict[str, Any]]:
+        return list((await self._json("GET", f"{c.API}/replications")).get("replications", []))
+
+    async def remove_replication(self, name: str) -> None:
+        await self._send("DELETE", c.replication_path(name))
+

@@ -303,18 +303,43 @@ impl Replications {
         self.commits.subscribe()
     }
 
-    /// Starts a sender for every task (at server start; needs a tokio runtime).
-    pub fn start_all(self: &Arc<Self>) {
-        let tasks = self.tasks.lock();
-        for (name, t) in tasks.iter() {
-            sender::spawn(
-                self.clone(),
-                name.clone(),
-                t.spec.clone(),
-                t.shared.clone(),
-                t.cancel.clone(),
-            );
+    /// Starts a sender for every task (at server start). A task whose feed reader is
+    /// missing (the index was rebuilt or restored without it) is subscribed again with a
+    /// backfill of everything it selects, paused or not: from now on its bucket's writes
+    /// are in the feed.
+    pub async fn start_all(self: &Arc<Self>) -> Result<(), AppError> {
+        type Start = (String, TaskSpec, Arc<Mutex<Shared>>, CancellationToken);
+        let tasks: Vec<Start> = self
+            .tasks
+            .lock()
+            .iter()
+            .map(|(n, t)| {
+                (
+                    n.clone(),
+                    t.spec.clone(),
+                    t.shared.clone(),
+                    t.cancel.clone(),
+                )
+            })
+            .collect();
+        let mut lost = false;
+        for (name, spec, shared, cancel) in tasks {
+            let (store, n, b) = (self.store.clone(), name.clone(), spec.src_bucket.clone());
+            match crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
+                Ok((_, true)) => {
+                    shared.lock().backfill = lost_reader(&name, spec.from);
+                    lost = true;
+                }
+                Ok((_, false)) => {}
+                // The source bucket is gone: the sender reports it (and retries).
+                Err(e) => tracing::warn!(task = %name, "replication: {}", e.message),
+            }
+            sender::spawn(self.clone(), name, spec, shared, cancel);
         }
+        if lost {
+            self.save().await?;
+        }
+        Ok(())
     }
 
     fn file(&self) -> TaskFile {
@@ -383,19 +408,21 @@ impl Replications {
             name.to_string(),
             spec.src_bucket.clone(),
         );
-        crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await?;
+        let (_, created) =
+            crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await?;
         let (counters, backfill) = match &old {
             Some((o, shared)) => {
                 let s = shared.lock();
-                let keep = o.src_bucket == spec.src_bucket && o.from == spec.from;
-                (
-                    s.counters.clone(),
-                    if keep {
-                        s.backfill.clone()
-                    } else {
-                        spec.from.map(new_backfill)
-                    },
-                )
+                let same = o.src_bucket == spec.src_bucket;
+                let backfill = if same && created {
+                    // The reader was lost with the index: send everything again.
+                    lost_reader(name, spec.from)
+                } else if same && o.from == spec.from {
+                    s.backfill.clone()
+                } else {
+                    spec.from.map(new_backfill)
+                };
+                (s.counters.clone(), backfill)
             }
             None => (Counters::default(), spec.from.map(new_backfill)),
         };
@@ -492,7 +519,15 @@ impl Replications {
     }
 }
 
-fn new_backfill(from: u64) -> Backfill {
+/// The backfill of a task whose feed reader was lost (nothing says what was delivered).
+pub(crate) fn lost_reader(name: &str, from: Option<u64>) -> Option<Backfill> {
+    let from = from.unwrap_or(0);
+    tracing::warn!(task = name,
+        "replication: the task's change-feed position is gone (the index was rebuilt or restored); re-sending everything it selects from {from}");
+    Some(new_backfill(from))
+}
+
+pub(crate) fn new_backfill(from: u64) -> Backfill {
     Backfill {
         ts: from,
         entry: None,

@@ -137,7 +137,17 @@ impl Sender {
                             pos = Some(p);
                             p
                         }
-                        Ok(None) => return, // the task was removed
+                        Ok(None) if self.cancel.is_cancelled() => return, // removed
+                        Ok(None) => {
+                            // The reader is gone with the index (rebuilt, or restored from
+                            // a copy without it): nothing says what was delivered, so
+                            // everything the task selects is sent again (what the
+                            // destination has counts as existing).
+                            if self.resubscribe(&mut backoff).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
                         Err(e) => {
                             self.error(format!("cannot read the feed position: {}", e.message));
                             if self.pause(&mut backoff).await.is_err() {
@@ -185,6 +195,7 @@ impl Sender {
                 Ok(p) => p,
                 Err(e) => {
                     self.error(format!("cannot read the change feed: {e}"));
+                    pos = None;
                     if self.pause(&mut backoff).await.is_err() {
                         return;
                     }
@@ -209,20 +220,10 @@ impl Sender {
                     }
                 }
             }
-            if gone > 0 {
-                self.repl
-                    .metrics
-                    .evicted_before_sent
-                    .with_label_values(&[&self.name])
-                    .inc_by(gone);
-                let mut s = self.shared.lock();
-                s.counters.evicted_before_sent += gone;
-                s.dirty = true;
-            }
             if page.end == p {
                 // Nothing new: wait for a commit (or a second, for the figures).
                 self.phase(Phase::Idle);
-                self.update_pending(&mut last_pending, true).await;
+                self.update_pending(&mut last_pending, false).await;
                 self.save_now_and_then(&mut last_save).await;
                 tokio::select! {
                     _ = self.cancel.cancelled() => return,
@@ -249,9 +250,42 @@ impl Sender {
                 }
             }
             pos = Some(end);
+            // Counted once the page is acknowledged (a page read again is not counted twice).
+            if gone > 0 {
+                self.repl
+                    .metrics
+                    .evicted_before_sent
+                    .with_label_values(&[&self.name])
+                    .inc_by(gone);
+                let mut s = self.shared.lock();
+                s.counters.evicted_before_sent += gone;
+                s.dirty = true;
+            }
             self.update_pending(&mut last_pending, !page.more).await;
             self.save_now_and_then(&mut last_save).await;
         }
+    }
+
+    /// Subscribes the task again after its feed reader was lost, with a backfill of
+    /// everything it selects (from its `from`, or the beginning).
+    async fn resubscribe(&self, backoff: &mut Duration) -> Result<(), Cancelled> {
+        let (store, n, b) = (
+            self.store(),
+            self.name.clone(),
+            self.spec.src_bucket.clone(),
+        );
+        if let Err(e) = blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
+            self.error(format!(
+                "cannot subscribe to the change feed again: {}",
+                e.message
+            ));
+            return self.pause(backoff).await;
+        }
+        self.shared.lock().backfill = super::lost_reader(&self.name, self.spec.from);
+        if let Err(e) = self.repl.save().await {
+            self.error(format!("cannot save the backfill position: {}", e.message));
+        }
+        Ok(())
     }
 
     /// Sends one page of the backfill and records how far it got.
