@@ -7,6 +7,7 @@
 
 pub mod payload;
 pub mod phases;
+pub mod replicate;
 pub mod report;
 pub mod runner;
 pub mod spawn;
@@ -130,6 +131,27 @@ pub struct BenchArgs {
     /// No progress bars.
     #[arg(long)]
     pub no_progress: bool,
+
+    /// Measure replication instead of the workload's phases: tsblob → tsblob against
+    /// ReductStore → ReductStore, catch-up of a backlog and lag under a steady rate (four
+    /// spawned servers per round; --json writes the rounds).
+    #[arg(long)]
+    pub replicate: bool,
+    /// --replicate: records in the backlog.
+    #[arg(long, default_value_t = 10_000)]
+    pub replicate_records: u64,
+    /// --replicate: payload bytes per record.
+    #[arg(long, default_value_t = 10_240)]
+    pub replicate_size: usize,
+    /// --replicate: records per second written during the lag measure.
+    #[arg(long, default_value_t = 200)]
+    pub replicate_rate: u64,
+    /// --replicate: seconds of steady writes.
+    #[arg(long, default_value_t = 10)]
+    pub replicate_seconds: u64,
+    /// --replicate: rounds (each system once per round, on fresh folders).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
 }
 
 impl BenchArgs {
@@ -218,6 +240,15 @@ impl BenchArgs {
 /// Runs the comparison and prints the report. Ctrl-C (or SIGTERM) stops the spawned targets
 /// and removes their data before returning an error.
 pub async fn run(args: BenchArgs) -> Result<()> {
+    if args.replicate {
+        return tokio::select! {
+            result = replicate::run(&args) => result,
+            signal = shutdown_signal() => {
+                signal?;
+                bail!("interrupted: spawned targets were stopped and their data removed")
+            }
+        };
+    }
     let workload = args.workload()?;
     let targets = args.targets()?;
     tokio::select! {

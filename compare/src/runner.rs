@@ -167,7 +167,7 @@ fn write_outputs(args: &BenchArgs, report: &Report) -> Result<()> {
     Ok(())
 }
 
-async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
+pub(crate) async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
     let port = free_port()?;
@@ -186,7 +186,7 @@ async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
     Ok(s)
 }
 
-async fn spawn_reductstore(bin: &Path, dir: &Path) -> Result<Spawned> {
+pub(crate) async fn spawn_reductstore(bin: &Path, dir: &Path) -> Result<Spawned> {
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
     let port = free_port()?;

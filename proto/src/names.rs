@@ -36,7 +36,8 @@ pub const RESERVED_ENTRY_WORDS: [&str; 5] = ["batch", "query", "info", "histogra
 /// server keeps its tokens in `tokens`): no bucket may take them. Names that start with
 /// [`RESERVED_BUCKET_PREFIXES`] (`.`: the engine's scratch folders; `index.`: a damaged
 /// index set aside) are reserved too.
-pub const RESERVED_BUCKETS: [&str; 4] = ["index", "tokens", "settings", "tsblob.lock"];
+pub const RESERVED_BUCKETS: [&str; 5] =
+    ["index", "tokens", "settings", "tsblob.lock", "replications"];
 /// Prefixes no bucket name may start with.
 pub const RESERVED_BUCKET_PREFIXES: [&str; 2] = [".", "index."];
 /// Whole entry names that are reserved: an entry's folder sits beside its bucket's settings

@@ -55,6 +55,13 @@ pub struct ServeArgs {
     /// --body-deadline; 0: the whole body must arrive within --body-deadline.
     #[arg(long, env = "TSBLOB_BODY_MIN_RATE", default_value = "64KiB", value_parser = parse_size)]
     pub body_min_rate: u64,
+    /// Replication: a request to a destination that has not completed in this long fails
+    /// and is retried.
+    #[arg(long, env = "TSBLOB_REPLICATION_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub replication_timeout: Duration,
+    /// Replication: the longest wait between attempts after errors (it doubles from 200 ms).
+    #[arg(long, env = "TSBLOB_REPLICATION_MAX_BACKOFF", default_value = "10s", value_parser = parse_duration)]
+    pub replication_max_backoff: Duration,
     /// Writes are refused (507 disk_full) when free space would drop below this.
     #[arg(long, env = "TSBLOB_FREE_SPACE_RESERVE", default_value = "256MiB", value_parser = parse_size)]
     pub free_space_reserve: u64,

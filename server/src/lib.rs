@@ -6,8 +6,11 @@
 //! **Architecture invariant:** only this crate knows HTTP and JSON; the engine
 //! (`tsblob-storage`) is called on tokio's blocking pool and never sees a request.
 
+pub mod batch_client;
 pub mod cli;
 pub mod config;
 pub mod http;
 pub mod loadgen;
+pub mod private_file;
+pub mod replication;
 pub mod serve;

@@ -77,6 +77,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let state = AppState::new(store.clone(), auth, args.limits())?;
+    state.replications.set_options(crate::replication::Options {
+        timeout: args.replication_timeout,
+        max_backoff: args.replication_max_backoff,
+    });
+    state
+        .replications
+        .start_all()
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the replication tasks: {}", e.message))?;
     let app = http::app(state);
     println!(
         "tsblob {} serving {} on http://{addr} (sync {})",

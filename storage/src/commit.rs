@@ -17,6 +17,7 @@ use std::sync::Arc;
 use heed::RwTxn;
 use parking_lot::Condvar;
 
+use crate::feed::FeedBatch;
 use crate::index::{BlockMeta, Index, IndexValue, RecChange};
 use crate::lock::{Mutex, Rank};
 use crate::{Error, Result, SyncPolicy};
@@ -228,13 +229,16 @@ impl Committer {
 /// order of the ops is kept.
 fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<()> {
     let mut txn = index.write_txn()?;
+    // Record puts of watched buckets go to the change feed in this same transaction.
+    let mut fed = index.feed().batch();
     let mut recs = RecordOps::default();
     for (c, _) in group.iter_mut() {
         for op in std::mem::take(&mut c.ops) {
-            apply(index, &mut txn, op, &mut recs)?;
+            apply(index, &mut txn, op, &mut recs, &mut fed)?;
         }
     }
     recs.flush(index, &mut txn)?;
+    index.feed().append(&mut txn, fed)?;
     txn.commit()?;
     Ok(())
 }
@@ -274,13 +278,22 @@ impl RecordOps {
     }
 }
 
-fn apply(index: &Index, txn: &mut RwTxn<'_>, op: Op, recs: &mut RecordOps) -> Result<()> {
+fn apply(
+    index: &Index,
+    txn: &mut RwTxn<'_>,
+    op: Op,
+    recs: &mut RecordOps,
+    fed: &mut FeedBatch,
+) -> Result<()> {
     match op {
         Op::PutRec {
             entry_id,
             ts,
             value,
-        } => recs.push(entry_id, ts, Some(value)),
+        } => {
+            fed.put(entry_id, ts);
+            recs.push(entry_id, ts, Some(value))
+        }
         Op::DelRec { entry_id, ts } => recs.push(entry_id, ts, None),
         Op::PutBlock { id, meta } => index.put_block(txn, id, &meta)?,
         Op::DelBlock { id } => index.delete_block(txn, id)?,
@@ -293,7 +306,10 @@ fn apply(index: &Index, txn: &mut RwTxn<'_>, op: Op, recs: &mut RecordOps) -> Re
             recs.flush(index, txn)?;
             index.delete_block_records(txn, entry_id, min, max, block_id)?
         }
-        Op::PutEntry { bucket, entry, id } => index.put_entry(txn, &bucket, &entry, id)?,
+        Op::PutEntry { bucket, entry, id } => {
+            index.feed().learn_entry(&bucket, &entry, id);
+            index.put_entry(txn, &bucket, &entry, id)?
+        }
         Op::DelEntry { bucket, entry } => index.delete_entry(txn, &bucket, &entry)?,
         Op::DelEntryRecords { entry_id } => {
             recs.flush(index, txn)?;

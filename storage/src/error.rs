@@ -104,6 +104,10 @@ pub enum NotFound {
     Bucket(String),
     #[error("entry {entry:?} does not exist in bucket {bucket:?}")]
     Entry { bucket: String, entry: String },
+    #[error(
+        "no change-feed reader {0:?}: subscribe it first (a replication task that was removed)"
+    )]
+    FeedReader(String),
     #[error("no record at timestamp {ts} in {bucket}/{entry}")]
     Record {
         bucket: String,

@@ -25,6 +25,7 @@ use crate::chunk::{
     append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef,
     Slot,
 };
+use crate::feed::Feed;
 use crate::frame::{Reader, FLAG_ZSTD};
 use crate::{Error, OpenError, Result};
 
@@ -171,6 +172,9 @@ pub struct Index {
     blocks: Database<Bytes, Bytes>,
     entries: Database<Bytes, Bytes>,
     meta: Database<Bytes, Bytes>,
+    /// The change feed's tables (`feed.rs`), in the same environment so a record's feed
+    /// item commits in its index transaction.
+    feed: Feed,
     /// The `metas` table in memory, per entry id, filled lazily. It may run ahead of what
     /// is committed (ids a write transaction assigned): [`Index::forget_metas`] clears it
     /// when a write transaction fails.
@@ -181,7 +185,7 @@ impl Index {
     pub fn open(dir: &Path, map_size: usize) -> Result<Index> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {dir:?}"), e))?;
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
-        opts.map_size(map_size).max_dbs(8).max_readers(1024);
+        opts.map_size(map_size).max_dbs(12).max_readers(1024);
         // SAFETY: the data folder is locked by this process (see `Store::open`), so no
         // other process maps the same file; NO_SYNC because the store syncs on its own
         // terms (sync policy), and the index can be rebuilt from the block files.
@@ -200,6 +204,7 @@ impl Index {
         let blocks = env.create_database(&mut wtxn, Some("blocks"))?;
         let entries = env.create_database(&mut wtxn, Some("entries"))?;
         let meta = env.create_database(&mut wtxn, Some("meta"))?;
+        let feed = Feed::open(&env, &mut wtxn)?;
         wtxn.commit()?;
         Ok(Index {
             env,
@@ -208,8 +213,13 @@ impl Index {
             blocks,
             entries,
             meta,
+            feed,
             interner: RwLock::new(Rank::Interner, HashMap::new()),
         })
+    }
+
+    pub(crate) fn feed(&self) -> &Feed {
+        &self.feed
     }
 
     pub fn read_txn(&self) -> Result<RoTxn<'_, WithoutTls>> {

@@ -28,6 +28,7 @@ mod chunk;
 mod commit;
 mod entry;
 mod error;
+mod feed;
 mod files;
 mod frame;
 mod histogram;
@@ -55,6 +56,7 @@ pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
     WriteError,
 };
+pub use feed::{FeedFilter, FeedPage, FeedPending, FeedRecord};
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };

@@ -35,6 +35,8 @@ pub(crate) enum Rank {
     CommitDirty = 62,
     /// `Index`: the label-set interner (taken inside index transactions).
     Interner = 70,
+    /// `Feed`: the watched entries (taken inside index transactions, a leaf).
+    FeedWatch = 71,
     /// The sync thread's handle (only at open and close).
     Syncer = 80,
     /// `Committer`: the commit listeners (a leaf: the list is cloned out, then called).

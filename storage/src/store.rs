@@ -119,6 +119,10 @@ impl Store {
     pub fn open(path: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         let loaded = crate::recover::open(path.as_ref(), &opts)?;
         let inner = Arc::new(Inner::new(loaded, opts));
+        Store {
+            inner: inner.clone(),
+        }
+        .feed_load()?;
         if let SyncPolicy::Periodic(every) = inner.opts.sync {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
             let handle = std::thread::Builder::new()

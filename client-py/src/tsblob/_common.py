@@ -491,3 +491,22 @@ def histogram_params(start: Optional[Timestamp], stop: Optional[Timestamp],
             raise InvalidInput(f"step={step!r} is not a positive number of microseconds", code="bad_request")
         params.append(("step", str(us)))
     return params
+
+
+def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: Optional[str],
+                     entries: Sequence[str], when: Optional[Mapping[str, Any]], mode: str,
+                     from_ts: Optional[int]) -> Dict[str, Any]:
+    """The JSON of ``PUT /api/v1/replications/{name}`` (docs/replication.md)."""
+    body: Dict[str, Any] = {"src_bucket": src_bucket, "dst_url": dst_url, "dst_bucket": dst_bucket,
+                            "entries": list(entries), "mode": mode}
+    if dst_token is not None:
+        body["dst_token"] = dst_token
+    if when is not None:
+        body["when"] = dict(when)
+    if from_ts is not None:
+        body["from"] = int(from_ts)
+    return body
+
+
+def replication_path(name: str) -> str:
+    return f"{API}/replications/{quote(name, safe='')}"

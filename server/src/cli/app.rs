@@ -36,6 +36,11 @@ pub enum Command {
     Rm(cli::RmArgs),
     /// Manage the server's access tokens.
     Token(cli::TokenArgs),
+    /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
+    /// pause, resume, rm.
+    Replication(cli::ReplicationArgs),
+    /// Copy records: server to server, server to a folder (export), folder to server (import).
+    Cp(cli::CpArgs),
     /// Save servers under short names, used with --alias/-a.
     Alias(cli::AliasArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
@@ -58,6 +63,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Rm(args) => cli::rm(args).await,
         Command::Tail(args) => cli::tail(args).await,
         Command::Token(args) => cli::token(args).await,
+        Command::Replication(args) => cli::replication(args).await,
+        Command::Cp(args) => cli::cp(args).await,
         Command::Alias(args) => cli::alias(args),
         Command::Bench(args) => tsblob_compare::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,

@@ -71,7 +71,10 @@ impl FilterArgs {
 
 /// The `when` parameter of `--when` and `--each-t`, the condition's text kept as given (its
 /// keys' order matters to aggregation operators).
-fn when_param(when: Option<&str>, each_t: Option<&str>) -> anyhow::Result<Option<String>> {
+pub(crate) fn when_param(
+    when: Option<&str>,
+    each_t: Option<&str>,
+) -> anyhow::Result<Option<String>> {
     if let Some(w) = when {
         let v: serde_json::Value = serde_json::from_str(w)
             .with_context(|| format!("--when {w:?} is not JSON: give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))?;

@@ -6,18 +6,22 @@
 pub mod app;
 pub mod buckets;
 pub mod client;
+pub mod cp;
 pub mod entries;
 pub mod filters;
 pub mod histogram;
 pub mod human;
 pub mod profiles;
 pub mod records;
+pub mod replication;
 pub mod tokens;
 
 pub use buckets::{bucket, BucketArgs};
 pub use client::{connect, seg, Client, ClientArgs};
+pub use cp::{cp, CpArgs};
 pub use entries::{entry, EntryArgs};
 pub use histogram::{histogram, HistogramArgs};
 pub use profiles::{alias, AliasArgs};
 pub use records::{get, put, query, rm, tail, GetArgs, PutArgs, QueryArgs, RmArgs, TailArgs};
+pub use replication::{replication, ReplicationArgs};
 pub use tokens::{token, TokenArgs};

@@ -17,7 +17,7 @@ use super::human::{format_time, parse_time, size};
 use tsblob_proto::client::entry_path;
 use tsblob_proto::framing::{Event, FrameHead};
 
-fn bar(len: Option<u64>) -> ProgressBar {
+pub(crate) fn bar(len: Option<u64>) -> ProgressBar {
     match len {
         Some(n) => ProgressBar::new(n).with_style(
             ProgressStyle::with_template(
@@ -68,7 +68,7 @@ fn guess_content_type(path: &std::path::Path) -> &'static str {
     }
 }
 
-fn extension_of(content_type: &str) -> &'static str {
+pub(crate) fn extension_of(content_type: &str) -> &'static str {
     match content_type {
         "image/jpeg" => ".jpg",
         "image/png" => ".png",

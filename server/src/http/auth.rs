@@ -280,35 +280,21 @@ impl Auth {
         Ok(())
     }
 
-    /// Writes the token file atomically: a temporary file, fsync, rename.
+    /// Writes the token file atomically (hashes are not secrets, but there is no reason
+    /// for others to read them: mode 0600).
     fn save(&self, tokens: &BTreeMap<String, StoredToken>) -> Result<(), AppError> {
-        use std::io::Write;
         let file = TokenFile {
             tokens: tokens.values().cloned().collect(),
         };
-        let tmp = self.path.with_extension("tmp");
-        let write = || -> std::io::Result<()> {
-            let json = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            // Hashes are not secrets, but there is no reason for others to read them.
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-            let mut f = opts.open(&tmp)?;
-            f.write_all(&json)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
-            if let Some(dir) = self.path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
-            }
-            Ok(())
-        };
-        write().map_err(|e| {
-            AppError::internal(format!(
-                "cannot write the token file {}: {e}",
-                self.path.display()
-            ))
-        })
+        serde_json::to_vec_pretty(&file)
+            .map_err(std::io::Error::other)
+            .and_then(|json| crate::private_file::write_atomic(&self.path, &json))
+            .map_err(|e| {
+                AppError::internal(format!(
+                    "cannot write the token file {}: {e}",
+                    self.path.display()
+                ))
+            })
     }
 }
 

@@ -61,9 +61,17 @@ pub struct BatchResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
     pub written: u64,
+    /// Records found already stored with the same payload (`if_exists=compare`: status
+    /// 200); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub existing: u64,
     pub failed: u64,
     /// One element per record frame handled, in order.
     pub results: Vec<RecordResult>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 type ChunkOutcome = Vec<RecordResult>;
@@ -87,21 +95,74 @@ fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
     }
 }
 
+/// What a batch does with a record whose timestamp is taken (`?if_exists=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IfExists {
+    /// 409 `timestamp_exists` (the default, as for a single write).
+    Fail,
+    /// Compare the payloads' CRC32C: the same is 200 (already stored: a retried copy),
+    /// a different one 409 `conflict`. Replication and `tsblob cp` use it.
+    Compare,
+}
+
+/// Whether the stored record at `ts` has the payload whose CRC32C is `crc` (a retry).
+fn same_payload(
+    store: &tsblob_storage::Store,
+    bucket: &str,
+    entry: &str,
+    ts: u64,
+    crc: u32,
+) -> bool {
+    store
+        .read(bucket, entry, Some(ts))
+        .is_ok_and(|r| crc32c::crc32c(&r.data) == crc)
+}
+
 /// Writes one chunk on the blocking pool; the handle yields one result per record.
-fn spawn_chunk(t: &Target, records: Vec<BatchRecord>) -> JoinHandle<ChunkOutcome> {
+fn spawn_chunk(
+    t: &Target,
+    records: Vec<BatchRecord>,
+    if_exists: IfExists,
+) -> JoinHandle<ChunkOutcome> {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
     tokio::task::spawn_blocking(move || {
         let asked: Vec<Option<u64>> = records.iter().map(|r| r.meta.ts).collect();
+        let crcs: Vec<u32> = match if_exists {
+            IfExists::Compare => records.iter().map(|r| crc32c::crc32c(&r.data)).collect(),
+            IfExists::Fail => Vec::new(),
+        };
         match store.write_batch(&bucket, &entry, records) {
             Ok(results) => results
                 .into_iter()
                 .zip(asked)
-                .map(|(r, ts)| match r {
+                .enumerate()
+                .map(|(i, (r, ts))| match r {
                     Ok(ts) => RecordResult {
                         ts: Some(ts),
                         status: 201,
                         error: None,
                     },
+                    Err(tsblob_storage::Error::Write(tsblob_storage::WriteError::Conflict {
+                        ts: at,
+                        ..
+                    })) if if_exists == IfExists::Compare => {
+                        if crcs.get(i).is_some_and(|c| same_payload(&store, &bucket, &entry, at, *c)) {
+                            RecordResult {
+                                ts: Some(at),
+                                status: 200,
+                                error: None,
+                            }
+                        } else {
+                            RecordResult {
+                                ts: Some(at),
+                                ..detail(
+                                    StatusCode::CONFLICT,
+                                    "conflict",
+                                    format!("a different record (another payload) is stored at timestamp {at} in {bucket}/{entry}: it is kept, never overwritten; remove it first to replace it"),
+                                )
+                            }
+                        }
+                    }
                     Err(e) => {
                         let a = AppError::from(e);
                         RecordResult {
@@ -162,7 +223,9 @@ impl Pending {
 
 /// Writes many records from one framed body; per-record results in the answer.
 #[utoipa::path(post, path = "/api/v1/b/{bucket}/{entry}/batch", tag = "records",
-    params(("bucket" = String, Path), ("entry" = String, Path)),
+    params(("bucket" = String, Path), ("entry" = String, Path),
+        ("if_exists" = Option<String>, Query, description = "fail (default: 409 timestamp_exists) or compare (same payload CRC: 200, counted in `existing`; different: 409 conflict)"),
+        ("Content-Encoding" = Option<String>, Header, description = "zstd: the body is one zstd stream of the framing")),
     request_body(content = Vec<u8>, content_type = "application/x-tsblob-records",
         description = "record frames then one end frame (docs/api.md)"),
     responses((status = 200, body = BatchResult, description = "the body parsed; see each record's status"),
@@ -171,17 +234,33 @@ impl Pending {
 pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
     let (parts, body) = req.into_parts();
-    if let Some((k, _)) = super::params::pairs(parts.uri.query()).first() {
-        return Err(super::params::unknown(k, "no parameters"));
+    let mut if_exists = IfExists::Fail;
+    for (k, v) in super::params::pairs(parts.uri.query()) {
+        match (k.as_str(), v.as_str()) {
+            ("if_exists", "fail") => if_exists = IfExists::Fail,
+            ("if_exists", "compare") => if_exists = IfExists::Compare,
+            ("if_exists", other) => {
+                return Err(AppError::bad_request(format!(
+                    "if_exists={other:?} is not a choice: use \"fail\" (the default) or \"compare\""
+                )))
+            }
+            _ => return Err(super::params::unknown(&k, "if_exists")),
+        }
     }
     let limits = t.state.limits.clone();
     if content_length(&parts.headers)?.is_some_and(|n| n > limits.max_body) {
         return Err(AppError::too_large(limits.max_body));
     }
+    let zstd_body = super::headers::zstd_encoded(&parts.headers)?;
     // An unknown bucket is refused before a byte of the body is read.
     let (store, bucket) = (t.state.store.clone(), t.bucket.clone());
     blocking(move || Ok(store.bucket(&bucket).map(|_| ())?)).await?;
 
+    let body = if zstd_body {
+        super::body::decompress_zstd(body, &limits).await?
+    } else {
+        body
+    };
     let mut chunks = BodyChunks::new(body, limits.max_body, &limits);
     let mut dec = Decoder::new();
     let mut buf = BytesMut::new();
@@ -269,7 +348,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 }
                 if chunk_bytes >= CHUNK_BYTES || chunk.len() >= CHUNK_RECORDS {
                     settle(in_flight.take(), &mut results).await;
-                    in_flight = Some(spawn_chunk(&t, std::mem::take(&mut chunk)));
+                    in_flight = Some(spawn_chunk(&t, std::mem::take(&mut chunk), if_exists));
                     chunk_bytes = 0;
                 }
             }
@@ -293,15 +372,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     if fault.is_none() && !chunk.is_empty() {
         settle(in_flight.take(), &mut results).await;
-        in_flight = Some(spawn_chunk(&t, chunk));
+        in_flight = Some(spawn_chunk(&t, chunk, if_exists));
     }
     settle(in_flight, &mut results).await;
 
     let written = results.iter().filter(|r| r.status == 201).count() as u64;
+    let existing = results.iter().filter(|r| r.status == 200).count() as u64;
     let answer = BatchResult {
         error: fault.as_ref().map(|f| f.body().error),
         written,
-        failed: results.len() as u64 - written,
+        existing,
+        failed: results.len() as u64 - written - existing,
         results,
     };
     let status = fault.map_or(StatusCode::OK, |f| f.status);

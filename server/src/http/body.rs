@@ -148,6 +148,37 @@ pub fn content_length(headers: &axum::http::HeaderMap) -> Result<Option<u64>, Ap
     }
 }
 
+/// Receives a `Content-Encoding: zstd` body (at most `max_body` bytes, with the usual idle
+/// and deadline limits) and decompresses it on the blocking pool to at most `max_body`
+/// bytes (a small body that expands past it is refused, not buffered).
+pub async fn decompress_zstd(body: Body, limits: &Limits) -> Result<Body, AppError> {
+    let mut chunks = BodyChunks::new(body, limits.max_body, limits);
+    let mut packed = Vec::new();
+    while let Some(b) = chunks.next().await? {
+        packed.extend_from_slice(&b);
+    }
+    let max = limits.max_body;
+    let plain = super::errors::blocking(move || {
+        use std::io::Read;
+        let bad = |e: std::io::Error| {
+            AppError::bad_request(format!(
+                "the zstd body does not decompress ({e}): send one complete zstd frame, or the body plain without Content-Encoding"
+            ))
+        };
+        let dec = zstd::stream::read::Decoder::new(&packed[..]).map_err(bad)?;
+        let mut out = Vec::new();
+        dec.take(max.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(bad)?;
+        if out.len() as u64 > max {
+            return Err(AppError::too_large(max));
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Body::from(plain))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

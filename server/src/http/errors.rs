@@ -188,6 +188,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, "bucket_not_found"),
         Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, "entry_not_found"),
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
+        Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, "replication_not_found"),
         Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, "bucket_exists"),
         Error::Bucket(BucketError::InvalidSettings(_)) => {
             (S::UNPROCESSABLE_ENTITY, "invalid_settings")

@@ -83,6 +83,25 @@ pub fn put_meta(headers: &mut HeaderMap, meta: &RecordMeta) {
     }
 }
 
+/// Whether a request body is zstd-compressed (`Content-Encoding: zstd`); `identity` or no
+/// header is plain; any other coding is refused (415).
+pub fn zstd_encoded(headers: &HeaderMap) -> Result<bool, AppError> {
+    let Some(v) = headers.get(axum::http::header::CONTENT_ENCODING) else {
+        return Ok(false);
+    };
+    match v.to_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        Ok("zstd") => Ok(true),
+        Ok("identity") | Ok("") => Ok(false),
+        _ => Err(AppError::new(
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            format!(
+                "Content-Encoding {v:?} is not supported here: send the body plain or as one zstd stream (Content-Encoding: zstd)"
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -41,6 +41,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// The registry, for metrics kept elsewhere (replication).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     pub fn new() -> anyhow::Result<Metrics> {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
@@ -138,6 +143,7 @@ fn op_of(method: &Method, path: &str) -> &'static str {
             "/health" => "health",
             "/metrics" => "metrics",
             p if p.starts_with("/api/v1/tokens") || p == "/api/v1/me" => "tokens",
+            p if p.starts_with("/api/v1/replications") => "replication",
             p if p.starts_with("/api/v1/") => "service",
             _ => "other",
         };

@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod params;
 pub mod query;
 pub mod records;
+pub mod replications;
 pub mod spool;
 pub mod tokens;
 pub mod ui;
@@ -74,6 +75,8 @@ pub struct AppState {
     /// Bumped after every index commit (the engine's commit listener): live tails
     /// (`follow=true`) wait on it instead of polling.
     pub commits: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Replication tasks (their senders start with [`crate::replication::Replications::start_all`]).
+    pub replications: Arc<crate::replication::Replications>,
 }
 
 impl AppState {
@@ -85,10 +88,17 @@ impl AppState {
         store.on_commit(Box::new(move || {
             tx.send_modify(|v| *v = v.wrapping_add(1));
         }));
+        let metrics = Arc::new(metrics::Metrics::new()?);
+        let replications = Arc::new(crate::replication::Replications::load(
+            store.clone(),
+            commits.clone(),
+            crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
+        )?);
         Ok(AppState {
             store,
             auth: Arc::new(auth),
-            metrics: Arc::new(metrics::Metrics::new()?),
+            metrics,
+            replications,
             limits: Arc::new(limits),
             started: Instant::now(),
             commits,
@@ -106,6 +116,13 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/api/v1/tokens/{name}",
             post(tokens::create).delete(tokens::remove),
+        )
+        .route("/api/v1/replications", get(replications::list))
+        .route(
+            "/api/v1/replications/{name}",
+            get(replications::get_one)
+                .put(replications::put)
+                .delete(replications::remove),
         )
         .route("/api/v1/b", get(buckets::list))
         .route(

@@ -4,7 +4,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{batch, buckets, errors, histogram, metrics, query, records, tokens};
+use super::{batch, buckets, errors, histogram, metrics, query, records, replications, tokens};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -37,6 +37,10 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, tokens};
         tokens::create,
         tokens::remove,
         tokens::me,
+        replications::list,
+        replications::get_one,
+        replications::put,
+        replications::remove,
         document,
     ),
     components(schemas(
@@ -60,6 +64,16 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, tokens};
         tokens::TokenList,
         tokens::TokenSpec,
         tokens::NewToken,
+        replications::ReplicationList,
+        crate::replication::TaskSpec,
+        crate::replication::TaskInfo,
+        crate::replication::Settings,
+        crate::replication::Status,
+        crate::replication::Counters,
+        crate::replication::Backfill,
+        crate::replication::Event,
+        crate::replication::Mode,
+        crate::replication::Phase,
     )),
     modifiers(&BearerAuth, &CommonErrors),
     security(("bearer" = []))

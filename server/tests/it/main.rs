@@ -6,10 +6,12 @@
 
 mod common;
 mod reliability_util;
+mod replication_util;
 
 mod big_record;
 mod compare_e2e;
 mod console;
+mod cp;
 mod reliability_crash;
 mod reliability_disk;
 mod reliability_input;
@@ -17,6 +19,7 @@ mod reliability_integrity;
 mod reliability_repair;
 mod reliability_security;
 mod reliability_soak;
+mod replication;
 mod router;
 mod serve;
 mod tail;

@@ -1032,3 +1032,169 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
 }
 
 mod query_when;
+
+/// `if_exists=compare` (what replication and `tsblob cp` send): a record already stored
+/// with the same payload is 200 and counted in `existing`, a different one is 409
+/// `conflict` and stays; `Content-Encoding: zstd` bodies are accepted, broken ones are 400,
+/// other codings 415.
+#[tokio::test]
+async fn batch_if_exists_compare_and_zstd_bodies() {
+    let f = fixture();
+    f.bucket("b").await;
+    f.call("POST", "/api/v1/b/b/e?ts=1", "same").await;
+    f.call("POST", "/api/v1/b/b/e?ts=2", "theirs").await;
+    let body = frames(
+        &[
+            (1, "", &[], b"same"),
+            (2, "", &[], b"mine"),
+            (3, "", &[], b"new"),
+        ],
+        Some(3),
+    );
+    let packed = zstd::bulk::compress(&body, 3).unwrap();
+    let req = Request::builder()
+        .method("POST")
+        .uri("/api/v1/b/b/e/batch?if_exists=compare")
+        .header("content-encoding", "zstd")
+        .body(Body::from(packed))
+        .unwrap();
+    let a = f.send(req).await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    let v = a.json();
+    let statuses: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, vec![200, 409, 201], "{v}");
+    assert_eq!(v["results"][1]["error"]["code"], "conflict");
+    assert_eq!(
+        (
+            v["written"].as_u64(),
+            v["existing"].as_u64(),
+            v["failed"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    let a = f.call("GET", "/api/v1/b/b/e?ts=2", "").await;
+    assert_eq!(
+        &a.body[..],
+        b"theirs",
+        "a conflict overwrote the stored record"
+    );
+    // Without the parameter a taken timestamp stays a plain 409 timestamp_exists.
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/b/e/batch",
+            frames(&[(1, "", &[], b"same")], Some(1)),
+        )
+        .await;
+    assert_eq!(a.json()["results"][0]["error"]["code"], "timestamp_exists");
+    for (uri, enc, body, status, code) in [
+        (
+            "/api/v1/b/b/e/batch?if_exists=maybe",
+            None,
+            Bytes::new(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/api/v1/b/b/e/batch",
+            Some("zstd"),
+            Bytes::from_static(b"not zstd"),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/api/v1/b/b/e/batch",
+            Some("gzip"),
+            Bytes::new(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+        ),
+    ] {
+        let mut r = Request::builder().method("POST").uri(uri);
+        if let Some(e) = enc {
+            r = r.header("content-encoding", e);
+        }
+        let a = f.send(r.body(Body::from(body)).unwrap()).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (status, code),
+            "{uri} {enc:?}"
+        );
+    }
+}
+
+/// Replication task settings are checked before anything is stored, with a 4xx that says
+/// what to fix.
+#[tokio::test]
+async fn replication_task_settings_are_validated() {
+    let f = fixture();
+    f.bucket("b").await;
+    let put = |body: Value| {
+        Request::builder()
+            .method("PUT")
+            .uri("/api/v1/replications/t")
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let ok = json!({"src_bucket": "b", "dst_url": "http://127.0.0.1:9", "dst_bucket": "c", "mode": "paused"});
+    for (change, status, code) in [
+        (
+            json!({"dst_url": "https://cloud"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_replication",
+        ),
+        (
+            json!({"dst_url": "cloud"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_replication",
+        ),
+        (
+            json!({"src_bucket": "nope"}),
+            StatusCode::NOT_FOUND,
+            "bucket_not_found",
+        ),
+        (
+            json!({"entries": ["../x"]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_name",
+        ),
+        (
+            json!({"when": {"$bogus": 1}}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            json!({"surprise": 1}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            json!({"mode": "sometimes"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+    ] {
+        let mut body = ok.clone();
+        for (k, v) in change.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let a = f.send(put(body.clone())).await;
+        assert_eq!(a.status, status, "{body}: {:?}", a.body);
+        assert_eq!(a.code(), code, "{body}");
+    }
+    let a = f.call("GET", "/api/v1/replications", "").await;
+    assert_eq!(
+        a.json()["replications"],
+        json!([]),
+        "a refused task was stored"
+    );
+    let a = f.send(put(ok)).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
+    assert_eq!(a.json()["status"]["phase"], "paused");
+}

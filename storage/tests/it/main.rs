@@ -8,6 +8,7 @@ mod concurrency;
 mod crash;
 mod crash_points;
 mod engine;
+mod feed;
 mod integrity;
 mod model;
 mod recovery;

@@ -749,3 +749,27 @@ class AsyncClient:
     async def me(self) -> Token:
         """The permissions of the token this client uses."""
         return Token.from_json(await self._json("GET", f"{c.API}/me", retry=True))
+
+    # -- replication ---------------------------------------------------------------------
+
+    async def put_replication(self, name: str, src_bucket: str, dst_url: str, dst_bucket: str, *,
+                              dst_token: Optional[str] = None, entries: Sequence[str] = (),
+                              when: Optional[Mapping[str, Any]] = None, mode: str = "enabled",
+                              from_ts: Optional[int] = None) -> Dict[str, Any]:
+        """Creates or replaces a replication task (admin token needed) and returns it as the
+        server answers it: ``{"name", "settings", "status"}`` (the token is never echoed;
+        omitting ``dst_token`` on a replace keeps the stored one). See docs/replication.md."""
+        body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts)
+        return dict(await self._json("PUT", c.replication_path(name), json_body=body))
+
+    async def get_replication(self, name: str) -> Dict[str, Any]:
+        """A task's settings and status (pending records and bytes, lag, counters)."""
+        return dict(await self._json("GET", c.replication_path(name), retry=True))
+
+    async def list_replications(self) -> List[Dict[str, Any]]:
+        """Every replication task with its settings and status."""
+        return list((await self._json("GET", f"{c.API}/replications", retry=True)).get("replications", []))
+
+    async def remove_replication(self, name: str) -> None:
+        """Removes a replication task (what it already sent stays at the destination)."""
+        await self._send("DELETE", c.replication_path(name))

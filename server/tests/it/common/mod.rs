@@ -132,6 +132,12 @@ impl Server {
         assert!(ok, "kill -TERM failed");
     }
 
+    /// SIGKILL, then reaps the process.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {

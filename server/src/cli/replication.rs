@@ -1,0 +1,165 @@
+//! `tsblob replication ls|status|create|pause|resume|rm`: replication tasks on the server
+//! given by `--url` (the source), over `/api/v1/replications`.
+
+use anyhow::Context;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::{human, seg, Client, ClientArgs};
+
+/// `tsblob replication ...`
+#[derive(Debug, clap::Args)]
+pub struct ReplicationArgs {
+    #[command(subcommand)]
+    pub command: ReplicationCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ReplicationCommand {
+    /// List tasks: mode, phase, backlog and lag.
+    Ls,
+    /// A task's settings and every status figure (as JSON with --json).
+    Status {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create (or replace) a task replicating SRC_BUCKET to DST_URL/DST_BUCKET.
+    Create {
+        name: String,
+        src_bucket: String,
+        /// The destination server's base URL (http://host:port).
+        dst_url: String,
+        dst_bucket: String,
+        /// Token for the destination (write permission on DST_BUCKET is enough).
+        #[arg(long, env = "TSBLOB_DST_TOKEN", hide_env_values = true)]
+        dst_token: Option<String>,
+        /// Entry names or globs (`*` in a segment, `**` across); repeat or separate by commas.
+        #[arg(long, value_delimiter = ',')]
+        entries: Vec<String>,
+        /// A condition of the query language, as JSON.
+        #[arg(long)]
+        when: Option<String>,
+        /// Also send the records already stored with a timestamp at or after this one
+        /// (µs, or RFC 3339).
+        #[arg(long)]
+        from: Option<String>,
+        /// Create the task paused.
+        #[arg(long)]
+        paused: bool,
+    },
+    /// Stop sending (the position and the backlog are kept).
+    Pause { name: String },
+    /// Start sending again from the position.
+    Resume { name: String },
+    /// Remove a task (what it sent stays at the destination).
+    Rm { name: String },
+}
+
+fn path(name: &str) -> String {
+    format!("/api/v1/replications/{}", seg(name))
+}
+
+fn line(t: &Value) {
+    let s = &t["status"];
+    let lag = s["oldest_pending_age_s"]
+        .as_f64()
+        .map_or_else(|| "-".to_string(), |a| format!("{a:.1}s"));
+    println!(
+        "{:<20} {:<8} {:<8} {} → {}/{}  pending {} ({})  lag {}  sent {}  errors {}  conflicts {}  evicted before sent {}",
+        t["name"].as_str().unwrap_or(""),
+        t["settings"]["mode"].as_str().unwrap_or(""),
+        s["phase"].as_str().unwrap_or(""),
+        t["settings"]["src_bucket"].as_str().unwrap_or(""),
+        t["settings"]["dst_url"].as_str().unwrap_or(""),
+        t["settings"]["dst_bucket"].as_str().unwrap_or(""),
+        s["pending_records"],
+        human::size(s["pending_bytes"].as_u64().unwrap_or(0)),
+        lag,
+        s["sent_records"],
+        s["errors"],
+        s["conflicts"],
+        s["evicted_before_sent"],
+    );
+}
+
+/// Sets a task's mode, keeping its settings (and its stored destination token).
+async fn set_mode(c: &Client, name: &str, mode: &str) -> anyhow::Result<()> {
+    let t = c.json(c.request(Method::GET, &path(name))).await?;
+    let mut spec = t["settings"].clone();
+    if let Some(o) = spec.as_object_mut() {
+        o.remove("dst_token_set");
+        o.insert("mode".into(), json!(mode));
+    }
+    c.json(c.request(Method::PUT, &path(name)).json(&spec))
+        .await
+        .with_context(|| format!("setting task {name} to {mode}"))?;
+    println!("task {name}: {mode}");
+    Ok(())
+}
+
+pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
+    let c = super::connect(&args.client)?;
+    match args.command {
+        ReplicationCommand::Ls => {
+            let v = c
+                .json(c.request(Method::GET, "/api/v1/replications"))
+                .await?;
+            for t in v["replications"].as_array().into_iter().flatten() {
+                line(t);
+            }
+        }
+        ReplicationCommand::Status { name, json } => {
+            let t = c.json(c.request(Method::GET, &path(&name))).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&t)?);
+            } else {
+                line(&t);
+                for (k, v) in t["status"].as_object().into_iter().flatten() {
+                    println!("  {k}: {v}");
+                }
+            }
+        }
+        ReplicationCommand::Create {
+            name,
+            src_bucket,
+            dst_url,
+            dst_bucket,
+            dst_token,
+            entries,
+            when,
+            from,
+            paused,
+        } => {
+            let mut spec = json!({
+                "src_bucket": src_bucket, "dst_url": dst_url, "dst_bucket": dst_bucket,
+                "entries": entries, "mode": if paused { "paused" } else { "enabled" },
+            });
+            if let Some(t) = dst_token {
+                spec["dst_token"] = json!(t);
+            }
+            if let Some(w) = when {
+                spec["when"] = serde_json::from_str(&w)
+                    .with_context(|| format!("--when {w:?} is not JSON"))?;
+            }
+            if let Some(f) = from {
+                spec["from"] = json!(human::parse_time(&f).map_err(anyhow::Error::msg)?);
+            }
+            let t = c
+                .json(c.request(Method::PUT, &path(&name)).json(&spec))
+                .await?;
+            line(&t);
+        }
+        ReplicationCommand::Pause { name } => set_mode(&c, &name, "paused").await?,
+        ReplicationCommand::Resume { name } => set_mode(&c, &name, "enabled").await?,
+        ReplicationCommand::Rm { name } => {
+            c.send(c.request(Method::DELETE, &path(&name)))
+                .await
+                .with_context(|| format!("removing task {name}"))?;
+            println!("removed task {name}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,544 @@
+//! A task's sender: reads its feed (and first its backfill, if any) in bounded pages,
+//! delivers each page with batch writes to the destination, and acknowledges the page to
+//! the feed only once every record of it is resolved (stored, found with the same payload,
+//! a conflict, refused for good, or gone at the source). Errors are retried with a doubling
+//! backoff; nothing here ever blocks a writer (the feed is appended by the commits).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tsblob_storage::{FeedFilter, Query, Store};
+
+use super::{now_us, Backfill, Event, Mode, Phase, Replications, Shared, TaskSpec};
+use crate::batch_client::{post_batch, Destination, OutRecord};
+use crate::http::AppError;
+
+/// A page holds at most this many records ...
+const PAGE_RECORDS: usize = 2000;
+/// ... and stops after the record that brings its payloads to this many bytes (so a
+/// sender holds about this much, plus one record, plus its compressed copy).
+const PAGE_BYTES: u64 = 8 << 20;
+/// The first wait after an error (it doubles up to `Options::max_backoff`).
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+type Out = OutRecord;
+
+/// The task's filter over the feed: its entries and condition.
+pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, AppError> {
+    let when = condition(spec)?;
+    Ok(FeedFilter::new(spec.entries.clone(), when.as_ref()))
+}
+
+fn condition(spec: &TaskSpec) -> Result<Option<tsblob_storage::Condition>, AppError> {
+    spec.when
+        .as_ref()
+        .map(|w| crate::http::when::parse_text(&w.to_string()))
+        .transpose()
+}
+
+pub fn spawn(
+    repl: Arc<Replications>,
+    name: String,
+    spec: TaskSpec,
+    shared: Arc<Mutex<Shared>>,
+    cancel: CancellationToken,
+) {
+    tokio::spawn(async move {
+        let s = Sender {
+            repl,
+            name,
+            spec,
+            shared,
+            cancel,
+        };
+        s.run().await;
+    });
+}
+
+struct Sender {
+    repl: Arc<Replications>,
+    name: String,
+    spec: TaskSpec,
+    shared: Arc<Mutex<Shared>>,
+    cancel: CancellationToken,
+}
+
+/// The task was cancelled (removed, replaced) while it waited.
+struct Cancelled;
+
+impl Sender {
+    fn store(&self) -> Store {
+        self.repl.store().clone()
+    }
+
+    fn phase(&self, p: Phase) {
+        self.shared.lock().phase = p;
+    }
+
+    fn error(&self, message: String) {
+        tracing::warn!(task = %self.name, "replication: {message}");
+        self.repl
+            .metrics
+            .errors
+            .with_label_values(&[&self.name])
+            .inc();
+        let mut s = self.shared.lock();
+        s.counters.errors += 1;
+        s.counters.last_error = Some(Event {
+            message,
+            at: now_us(),
+        });
+        s.dirty = true;
+    }
+
+    async fn run(self) {
+        if self.spec.mode == Mode::Paused {
+            self.phase(Phase::Paused);
+            tracing::info!(task = %self.name, "replication task paused");
+            return;
+        }
+        let mut filter = match feed_filter(&self.spec) {
+            Ok(f) => f,
+            Err(e) => {
+                return self.error(format!(
+                    "the task's condition does not parse: {}",
+                    e.message
+                ))
+            }
+        };
+        tracing::info!(task = %self.name, "replication sender started");
+        let mut commits = self.repl.commits();
+        let mut backoff = FIRST_BACKOFF;
+        let mut last_save = Instant::now();
+        let mut last_pending = Instant::now() - Duration::from_secs(10);
+        let mut pos: Option<u64> = None;
+        loop {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            // Where the feed stands (again after an error reading it).
+            let p = match pos {
+                Some(p) => p,
+                None => {
+                    let (store, n) = (self.store(), self.name.clone());
+                    match blocking(move || {
+                        Ok(store
+                            .feed_readers()?
+                            .into_iter()
+                            .find(|(r, _, _)| *r == n)
+                            .map(|(_, _, p)| p))
+                    })
+                    .await
+                    {
+                        Ok(Some(p)) => {
+                            pos = Some(p);
+                            p
+                        }
+                        Ok(None) if self.cancel.is_cancelled() => return, // removed
+                        Ok(None) => {
+                            // The reader is gone with the index (rebuilt, or restored from
+                            // a copy without it): nothing says what was delivered, so
+                            // everything the task selects is sent again (what the
+                            // destination has counts as existing).
+                            if self.resubscribe(&mut backoff).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        Err(e) => {
+                            self.error(format!("cannot read the feed position: {}", e.message));
+                            if self.pause(&mut backoff).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            let backfill = self.shared.lock().backfill.clone().filter(|b| !b.done);
+            if let Some(bf) = backfill {
+                if self.backfill_step(bf, &filter, &mut backoff).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            // Mark the commits seen before reading: one that lands after the read wakes us.
+            commits.borrow_and_update();
+            let (store, n) = (self.store(), self.name.clone());
+            let read = blocking(move || {
+                let page = store.feed_read(&n, p, &mut filter, PAGE_RECORDS, PAGE_BYTES);
+                Ok((page, filter))
+            })
+            .await;
+            let page = match read {
+                Ok((page, f)) => {
+                    filter = f;
+                    page
+                }
+                Err(e) => {
+                    // The filter moved into the failed task: build it again.
+                    filter = match feed_filter(&self.spec) {
+                        Ok(f) => f,
+                        Err(_) => return,
+                    };
+                    self.error(format!("cannot read the change feed: {}", e.message));
+                    if self.pause(&mut backoff).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let page = match page {
+                Ok(p) => p,
+                Err(e) => {
+                    self.error(format!("cannot read the change feed: {e}"));
+                    pos = None;
+                    if self.pause(&mut backoff).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let mut outs = Vec::with_capacity(page.records.len());
+            let mut gone = 0u64;
+            for r in page.records {
+                match r.record {
+                    Some(rec) => outs.push(Out {
+                        entry: r.entry,
+                        ts: r.ts,
+                        content_type: rec.meta.content_type,
+                        labels: rec.meta.labels,
+                        data: rec.data,
+                    }),
+                    None => {
+                        gone += 1;
+                        tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
+                            "replication: the record was evicted (or removed) at the source before it was sent");
+                    }
+                }
+            }
+            if page.end == p {
+                // Nothing new: wait for a commit (or a second, for the figures).
+                self.phase(Phase::Idle);
+                self.update_pending(&mut last_pending, false).await;
+                self.save_now_and_then(&mut last_save).await;
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return,
+                    _ = commits.changed() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                continue;
+            }
+            if !outs.is_empty() && self.deliver(outs, &mut backoff).await.is_err() {
+                return;
+            }
+            let (store, n, end) = (self.store(), self.name.clone(), page.end);
+            // The position moves only now: everything up to `end` is resolved.
+            loop {
+                let (store, n) = (store.clone(), n.clone());
+                match blocking(move || Ok(store.feed_ack(&n, end)?)).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        self.error(format!("cannot store the feed position: {}", e.message));
+                        if self.pause(&mut backoff).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            pos = Some(end);
+            // Counted once the page is acknowledged (a page read again is not counted twice).
+            if gone > 0 {
+                self.repl
+                    .metrics
+                    .evicted_before_sent
+                    .with_label_values(&[&self.name])
+                    .inc_by(gone);
+                let mut s = self.shared.lock();
+                s.counters.evicted_before_sent += gone;
+                s.dirty = true;
+            }
+            self.update_pending(&mut last_pending, !page.more).await;
+            self.save_now_and_then(&mut last_save).await;
+        }
+    }
+
+    /// Subscribes the task again after its feed reader was lost, with a backfill of
+    /// everything it selects (from its `from`, or the beginning).
+    async fn resubscribe(&self, backoff: &mut Duration) -> Result<(), Cancelled> {
+        let (store, n, b) = (
+            self.store(),
+            self.name.clone(),
+            self.spec.src_bucket.clone(),
+        );
+        if let Err(e) = blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
+            self.error(format!(
+                "cannot subscribe to the change feed again: {}",
+                e.message
+            ));
+            return self.pause(backoff).await;
+        }
+        self.shared.lock().backfill = super::lost_reader(&self.name, self.spec.from);
+        if let Err(e) = self.repl.save().await {
+            self.error(format!("cannot save the backfill position: {}", e.message));
+        }
+        Ok(())
+    }
+
+    /// Sends one page of the backfill and records how far it got.
+    async fn backfill_step(
+        &self,
+        bf: Backfill,
+        filter: &FeedFilter,
+        backoff: &mut Duration,
+    ) -> Result<(), Cancelled> {
+        let store = self.store();
+        let spec = self.spec.clone();
+        let entries: Vec<String> = match store.list_entries(&spec.src_bucket) {
+            Ok(list) => list
+                .into_iter()
+                .map(|e| e.name)
+                .filter(|n| filter.wants_entry(n))
+                .collect(),
+            Err(e) => {
+                self.error(format!("backfill: {e}"));
+                return self.pause(backoff).await;
+            }
+        };
+        let read = blocking(move || read_backfill(&store, &spec, &entries, bf)).await;
+        let (outs, next) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                self.error(format!("backfill: {}", e.message));
+                return self.pause(backoff).await;
+            }
+        };
+        if !outs.is_empty() {
+            self.deliver(outs, backoff).await?;
+        }
+        if next.done {
+            tracing::info!(task = %self.name, "replication backfill done");
+        }
+        self.shared.lock().backfill = Some(next);
+        if let Err(e) = self.repl.save().await {
+            self.error(format!("cannot save the backfill position: {}", e.message));
+        }
+        Ok(())
+    }
+
+    async fn pause(&self, backoff: &mut Duration) -> Result<(), Cancelled> {
+        self.phase(Phase::Backoff);
+        let wait = *backoff;
+        *backoff = (*backoff * 2).min(self.repl.options().max_backoff);
+        tokio::select! {
+            _ = self.cancel.cancelled() => Err(Cancelled),
+            _ = tokio::time::sleep(wait) => Ok(()),
+        }
+    }
+
+    /// Delivers every record (retrying what is not resolved) or is cancelled.
+    async fn deliver(&self, mut todo: Vec<Out>, backoff: &mut Duration) -> Result<(), Cancelled> {
+        loop {
+            self.phase(Phase::Sending);
+            let left = tokio::select! {
+                _ = self.cancel.cancelled() => return Err(Cancelled),
+                left = self.attempt(todo) => left,
+            };
+            if left.is_empty() {
+                *backoff = FIRST_BACKOFF;
+                return Ok(());
+            }
+            self.pause(backoff).await?;
+            todo = left;
+        }
+    }
+
+    /// One attempt: a batch per entry. Returns the records to try again.
+    async fn attempt(&self, todo: Vec<Out>) -> Vec<Out> {
+        let mut by_entry: BTreeMap<String, Vec<Out>> = BTreeMap::new();
+        for o in todo {
+            by_entry.entry(o.entry.clone()).or_default().push(o);
+        }
+        let mut left = Vec::new();
+        for (entry, recs) in by_entry {
+            left.extend(self.send_entry(&entry, recs).await);
+        }
+        left
+    }
+
+    async fn send_entry(&self, entry: &str, recs: Vec<Out>) -> Vec<Out> {
+        let spec = &self.spec;
+        let dst = Destination {
+            url: spec.dst_url.clone(),
+            bucket: spec.dst_bucket.clone(),
+            token: spec.dst_token.clone(),
+        };
+        let timeout = self.repl.options().timeout;
+        let answer = match post_batch(self.repl.http(), &dst, entry, &recs, timeout).await {
+            Ok(a) => a,
+            Err(message) => {
+                self.error(message);
+                return recs;
+            }
+        };
+        let dst = format!("{dst}/{entry}");
+        let mut left = Vec::new();
+        let mut results = answer.results.into_iter();
+        let (mut sent, mut sent_bytes, mut existing) = (0u64, 0u64, 0u64);
+        for r in recs {
+            let Some(res) = results.next() else {
+                left.push(r);
+                continue;
+            };
+            match res.status {
+                201 => {
+                    sent += 1;
+                    sent_bytes += r.data.len() as u64;
+                }
+                200 => existing += 1,
+                409 => {
+                    let message = res.error.map_or_else(
+                        || format!("a different record is stored at {} in {dst}", r.ts),
+                        |e| e.message,
+                    );
+                    tracing::warn!(task = %self.name, "replication conflict: {message}");
+                    self.repl
+                        .metrics
+                        .conflicts
+                        .with_label_values(&[&self.name])
+                        .inc();
+                    let mut s = self.shared.lock();
+                    s.counters.conflicts += 1;
+                    s.counters.last_conflict = Some(Event {
+                        message,
+                        at: now_us(),
+                    });
+                    s.dirty = true;
+                }
+                429 | 500.. => {
+                    if left.is_empty() {
+                        let why = res.error.map_or_else(String::new, |e| e.message);
+                        self.error(format!(
+                            "{dst} could not store record {} ({}): {why}",
+                            r.ts, res.status
+                        ));
+                    }
+                    left.push(r);
+                }
+                other => {
+                    let why = res.error.map_or_else(String::new, |e| e.message);
+                    self.error(format!(
+                        "{dst} refused record {} for good ({other}): {why}; it is skipped",
+                        r.ts
+                    ));
+                }
+            }
+        }
+        let m = &self.repl.metrics;
+        m.sent_records
+            .with_label_values(&[&self.name])
+            .inc_by(sent + existing);
+        m.sent_bytes
+            .with_label_values(&[&self.name])
+            .inc_by(sent_bytes);
+        let mut s = self.shared.lock();
+        s.counters.sent_records += sent;
+        s.counters.sent_bytes += sent_bytes;
+        s.counters.existing_records += existing;
+        s.dirty = true;
+        left
+    }
+
+    async fn update_pending(&self, last: &mut Instant, force: bool) {
+        if !force && last.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        *last = Instant::now();
+        let (store, n, spec) = (self.store(), self.name.clone(), self.spec.clone());
+        let pending = blocking(move || {
+            let filter = FeedFilter::new(spec.entries.clone(), None);
+            Ok(store.feed_pending(&n, &filter)?)
+        })
+        .await;
+        if let Ok(p) = pending {
+            let m = &self.repl.metrics;
+            m.pending_records
+                .with_label_values(&[&self.name])
+                .set(p.records as i64);
+            let lag = p
+                .oldest_written_us
+                .map_or(0, |w| now_us().saturating_sub(w) / 1_000_000);
+            m.lag_seconds
+                .with_label_values(&[&self.name])
+                .set(lag as i64);
+        }
+    }
+
+    async fn save_now_and_then(&self, last: &mut Instant) {
+        if last.elapsed() < Duration::from_secs(3) || !self.shared.lock().dirty {
+            return;
+        }
+        *last = Instant::now();
+        if let Err(e) = self.repl.save().await {
+            tracing::warn!(task = %self.name, "cannot save the replication counters: {}", e.message);
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    crate::http::errors::blocking(f).await
+}
+
+/// The next page of a backfill: records of `entries` with `ts >= bf.ts` (after `bf.entry`
+/// at `bf.ts`), in timestamp order, bounded like a feed page.
+fn read_backfill(
+    store: &Store,
+    spec: &TaskSpec,
+    entries: &[String],
+    bf: Backfill,
+) -> Result<(Vec<Out>, Backfill), AppError> {
+    let mut next = bf.clone();
+    let mut outs = Vec::new();
+    if entries.is_empty() {
+        next.done = true;
+        return Ok((outs, next));
+    }
+    let q = Query {
+        start: Some(bf.ts),
+        when: condition(spec)?,
+        ..Query::default()
+    };
+    let mut bytes = 0u64;
+    for item in store.query_entries(&spec.src_bucket, entries, &q)? {
+        let item = item?;
+        let (ts, entry) = (item.meta.ts, item.entry().to_string());
+        if ts == bf.ts && bf.entry.as_ref().is_some_and(|e| entry <= *e) {
+            continue;
+        }
+        let data = match item.data() {
+            Ok(d) => d,
+            Err(tsblob_storage::Error::NotFound(_)) => continue, // removed meanwhile
+            Err(e) => return Err(e.into()),
+        };
+        bytes += data.len() as u64;
+        outs.push(Out {
+            entry: entry.clone(),
+            ts,
+            content_type: item.meta.content_type.clone(),
+            labels: item.meta.labels.clone(),
+            data,
+        });
+        next.ts = ts;
+        next.entry = Some(entry);
+        if outs.len() >= PAGE_RECORDS || bytes >= PAGE_BYTES {
+            return Ok((outs, next));
+        }
+    }
+    next.done = true;
+    Ok((outs, next))
+}

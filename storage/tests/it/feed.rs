@@ -1,0 +1,133 @@
+//! The change feed (`storage/src/feed.rs`): what replication reads.
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+use common::*;
+use tsblob_storage::*;
+
+fn all() -> FeedFilter {
+    FeedFilter::new(Vec::new(), None)
+}
+
+/// Writes in any timestamp order reach the feed in commit order, only for the watched
+/// bucket, and only after the reader exists; positions and the backlog survive a reopen.
+#[test]
+fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_bucket("a", BucketSettings::default()).unwrap();
+    store.create_bucket("b", BucketSettings::default()).unwrap();
+    store.write("a", "e", &meta(5), b"before").unwrap();
+    assert_eq!(store.feed_subscribe("t", "a").unwrap(), (0, true));
+    // Out of timestamp order, a new entry, and another bucket.
+    store.write("a", "e", &meta(100), b"x100").unwrap();
+    store.write("a", "e", &meta(50), b"x50").unwrap();
+    store.write("b", "e", &meta(60), b"other").unwrap();
+    store.write("a", "new/one", &meta(7), b"x7").unwrap();
+    let page = store.feed_read("t", 0, &mut all(), 100, u64::MAX).unwrap();
+    let got: Vec<(String, u64, Vec<u8>)> = page
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r.entry.clone(),
+                r.ts,
+                r.record.as_ref().unwrap().data.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("e".into(), 100, b"x100".to_vec()),
+            ("e".into(), 50, b"x50".to_vec()),
+            ("new/one".into(), 7, b"x7".to_vec()),
+        ]
+    );
+    assert!(!page.more);
+    let pending = store.feed_pending("t", &all()).unwrap();
+    assert_eq!((pending.records, pending.bytes), (3, 9));
+    let second = page.records[1].seq;
+    store.feed_ack("t", second).unwrap();
+    drop(store);
+
+    let store = open(dir.path());
+    assert_eq!(
+        store.feed_readers().unwrap(),
+        vec![("t".into(), "a".into(), second)]
+    );
+    // Watching resumes at open: a write after the reopen is fed too.
+    store.write("a", "e", &meta(200), b"x200").unwrap();
+    let page = store
+        .feed_read("t", second, &mut all(), 100, u64::MAX)
+        .unwrap();
+    let ts: Vec<u64> = page.records.iter().map(|r| r.ts).collect();
+    assert_eq!(ts, vec![7, 200]);
+    // Entry globs and conditions filter.
+    let mut only_e = FeedFilter::new(vec!["e".into()], None);
+    let page = store
+        .feed_read("t", second, &mut only_e, 100, u64::MAX)
+        .unwrap();
+    assert_eq!(page.records.len(), 1);
+    assert_eq!(page.end, page.records[0].seq);
+    // Unsubscribing stops the feed and empties it.
+    store.feed_unsubscribe("t").unwrap();
+    store.write("a", "e", &meta(300), b"x300").unwrap();
+    assert!(store.feed_readers().unwrap().is_empty());
+    store.feed_subscribe("t2", "a").unwrap();
+    let page = store.feed_read("t2", 0, &mut all(), 100, u64::MAX).unwrap();
+    assert!(page.records.is_empty(), "{page:?}");
+}
+
+/// A record the FIFO quota evicted before it was read is reported gone (`record: None`),
+/// never skipped silently.
+#[test]
+fn evicted_before_read_is_reported_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let settings = BucketSettings {
+        quota_type: QuotaType::Fifo,
+        quota_size: 64 << 10,
+        max_block_size: 16 << 10,
+        ..BucketSettings::default()
+    };
+    store.create_bucket("a", settings).unwrap();
+    store.feed_subscribe("t", "a").unwrap();
+    for ts in 1..=40u64 {
+        store
+            .write("a", "e", &meta(ts), &payload(ts, 4096))
+            .unwrap();
+    }
+    let page = store.feed_read("t", 0, &mut all(), 1000, u64::MAX).unwrap();
+    assert_eq!(page.records.len(), 40);
+    let gone = page.records.iter().filter(|r| r.record.is_none()).count();
+    assert!(gone > 0, "the quota evicted nothing");
+    for r in page.records.iter().filter_map(|r| r.record.as_ref()) {
+        assert_eq!(r.data, payload(r.meta.ts, 4096));
+    }
+    // The oldest are the ones gone.
+    assert!(page.records[..gone].iter().all(|r| r.record.is_none()));
+}
+
+/// The byte bound ends a page after the record that reached it; the next read resumes there.
+#[test]
+fn pages_are_bounded_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_bucket("a", BucketSettings::default()).unwrap();
+    store.feed_subscribe("t", "a").unwrap();
+    for ts in 1..=10u64 {
+        store.write("a", "e", &meta(ts), &payload(ts, 100)).unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut pos = 0;
+    loop {
+        let page = store.feed_read("t", pos, &mut all(), 3, 250).unwrap();
+        seen.extend(page.records.iter().map(|r| r.ts));
+        pos = page.end;
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(seen, (1..=10).collect::<Vec<_>>());
+}
