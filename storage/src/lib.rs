@@ -46,6 +46,7 @@ mod select;
 mod settings;
 mod spool;
 mod store;
+mod tier;
 mod trash;
 mod when;
 mod write;
@@ -53,7 +54,7 @@ mod write;
 pub use block::RecordReader;
 pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
-    WriteError,
+    TierError, WriteError,
 };
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
@@ -71,6 +72,9 @@ pub use settings::{
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
+pub use tier::{
+    ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig, TierStats,
+};
 pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.
