@@ -11,3 +11,4 @@ pub mod framing;
 pub mod http;
 pub mod loadgen;
 pub mod serve;
+pub mod tier;

@@ -447,6 +447,16 @@ impl Store {
         self.inner.committer.on_commit(Arc::from(listener));
     }
 
+    /// The object store this store is a read-only replica of (a tier that does not
+    /// upload), if it is one: its server refuses writes.
+    pub fn read_replica_of(&self) -> Option<String> {
+        self.inner
+            .tier
+            .as_ref()
+            .filter(|t| !t.config().upload)
+            .map(|t| t.config().store.describe())
+    }
+
     /// The tier's state and counters (`None` without a tier).
     pub fn tier_stats(&self) -> Option<TierStats> {
         self.inner.tier.as_ref().map(Tier::stats)

@@ -246,10 +246,13 @@ impl Tier {
     }
 
     pub fn stats(&self) -> TierStats {
+        // One leaf lock at a time (a struct expression would hold both guards).
+        let last_error = self.last_error.lock().clone();
+        let pending_deletes = self.deletes.lock().len() as u64;
         TierStats {
             target: self.cfg.store.describe(),
             available: self.is_available(),
-            last_error: self.last_error.lock().clone(),
+            last_error,
             upload_queue: self.queue.load(Ordering::Relaxed),
             uploaded_blocks: self.uploaded_blocks.load(Ordering::Relaxed),
             uploaded_bytes: self.uploaded_bytes.load(Ordering::Relaxed),
@@ -260,7 +263,7 @@ impl Tier {
             cache_misses: self.cache.misses(),
             cache_bytes: self.cache.bytes(),
             deleted_objects: self.deleted.load(Ordering::Relaxed),
-            pending_deletes: self.deletes.lock().len() as u64,
+            pending_deletes,
             uploads_enabled: self.cfg.upload,
         }
     }
