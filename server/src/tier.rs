@@ -36,7 +36,11 @@ pub fn open(args: &ServeArgs, mode: &TierMode) -> anyhow::Result<TierConfig> {
         TierMode::Tier { url, .. } => (url, true),
         TierMode::Replica { url } => (url, false),
     };
-    let s3 = S3Store::connect(url, args.tier_endpoint.as_deref(), args.tier_region.as_deref())?;
+    let s3 = S3Store::connect(
+        url,
+        args.tier_endpoint.as_deref(),
+        args.tier_region.as_deref(),
+    )?;
     if upload {
         s3.ensure_bucket()?;
     }
@@ -68,10 +72,6 @@ pub fn restore(data: &Path, opts: &StoreOptions) -> anyhow::Result<()> {
         } else {
             format!("; skipped damaged sidecars {:?}", r.skipped)
         }
-    );
-    println!(
-        "restored {} blocks ({} records) from the object store",
-        r.adopted_blocks, r.adopted_records
     );
     Ok(())
 }
@@ -133,7 +133,11 @@ pub struct S3Store {
 
 impl S3Store {
     /// A client for `s3://bucket/prefix` (the URL) at `endpoint` (None: AWS's own).
-    pub fn connect(url: &str, endpoint: Option<&str>, region: Option<&str>) -> anyhow::Result<S3Store> {
+    pub fn connect(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> anyhow::Result<S3Store> {
         let (bucket, prefix) = parse_url(url)?;
         if endpoint.is_some_and(|e| !e.starts_with("http://")) {
             bail!("--tier-endpoint {:?}: only plain http:// endpoints are supported by this build (put a TLS-terminating proxy on loopback in front of an https store)", endpoint.unwrap_or_default());
@@ -264,7 +268,9 @@ impl S3Store {
             .await
             .map_err(|e| classify(&e, &key))?;
         let Some(id) = create.upload_id().map(str::to_string) else {
-            return Err(ObjectError::Refused("no upload id in the multipart answer".into()));
+            return Err(ObjectError::Refused(
+                "no upload id in the multipart answer".into(),
+            ));
         };
         let mut parts = Vec::new();
         let mut at = 0u64;
@@ -299,7 +305,11 @@ impl S3Store {
                 .bucket(&bucket)
                 .key(&key)
                 .upload_id(&id)
-                .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
+                .multipart_upload(
+                    CompletedMultipartUpload::builder()
+                        .set_parts(Some(parts))
+                        .build(),
+                )
                 .send()
                 .await
                 .map_err(|e| classify(&e, &key))?;

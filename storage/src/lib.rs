@@ -72,9 +72,7 @@ pub use settings::{
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
-pub use tier::{
-    ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig, TierStats,
-};
+pub use tier::{ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig, TierStats};
 pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.

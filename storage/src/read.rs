@@ -9,8 +9,8 @@ use std::sync::Arc;
 use crate::block::read_frame;
 use crate::entry::Entry;
 use crate::index::IndexValue;
-use crate::store::Inner;
 use crate::select::Selector;
+use crate::store::Inner;
 use crate::*;
 
 /// How many index records a query fetches per LMDB read transaction.
@@ -45,8 +45,7 @@ impl Store {
     /// Reads a record (`ts = None`: the latest).
     pub fn read(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<Record> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        read_value(&self.inner, &e, ts, v)
-            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+        read_value(&self.inner, &e, ts, v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
     /// The metadata of a record, from the index alone.
@@ -238,7 +237,7 @@ impl QueryItem {
             &self.value,
             true,
         )
-            .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }
 }
 

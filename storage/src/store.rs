@@ -124,7 +124,6 @@ impl Inner {
         *self.tier_thread.lock() = Some(handle);
     }
 
-
     pub fn note_evicted(&self) {
         self.evicted_blocks.fetch_add(1, Ordering::Relaxed);
     }
@@ -459,7 +458,11 @@ impl Store {
 
     /// The tier's state and counters (`None` without a tier).
     pub fn tier_stats(&self) -> Option<TierStats> {
-        self.inner.tier.as_ref().map(Tier::stats)
+        let mut stats = self.inner.tier.as_ref().map(Tier::stats)?;
+        if stats.uploads_enabled {
+            stats.upload_queue = self.upload_candidates().len() as u64;
+        }
+        Some(stats)
     }
 
     /// Empties the cache of tiered block ranges, so the next read of a tiered record goes to

@@ -50,18 +50,64 @@ pub struct Metrics {
 /// Gauges of the tier: name, help, and the counter of `TierStats` each shows.
 type TierField = fn(&tsblob_storage::TierStats) -> u64;
 const TIER_GAUGES: &[(&str, &str, TierField)] = &[
-    ("tsblob_tier_available", "1 if the object store answered its last call, else 0", |t| u64::from(t.available)),
-    ("tsblob_tier_upload_queue", "Sealed blocks waiting for upload", |t| t.upload_queue),
-    ("tsblob_tier_uploaded_blocks", "Blocks uploaded and verified since start", |t| t.uploaded_blocks),
-    ("tsblob_tier_uploaded_bytes", "Bytes of blocks uploaded since start", |t| t.uploaded_bytes),
-    ("tsblob_tier_upload_errors", "Failed uploads since start (retried)", |t| t.upload_errors),
-    ("tsblob_tier_gets", "Ranged GETs of tiered records since start", |t| t.gets),
-    ("tsblob_tier_get_errors", "Failed GETs of tiered records since start", |t| t.get_errors),
-    ("tsblob_tier_cache_hits", "Reads of tiered records served by the range cache", |t| t.cache_hits),
-    ("tsblob_tier_cache_misses", "Reads of tiered records the range cache missed", |t| t.cache_misses),
-    ("tsblob_tier_cache_bytes", "Bytes in the range cache", |t| t.cache_bytes),
-    ("tsblob_tier_deleted_objects", "Objects deleted (FIFO, retention, removal) since start", |t| t.deleted_objects),
-    ("tsblob_tier_pending_deletes", "Object deletions waiting for the store", |t| t.pending_deletes),
+    (
+        "tsblob_tier_available",
+        "1 if the object store answered its last call, else 0",
+        |t| u64::from(t.available),
+    ),
+    (
+        "tsblob_tier_upload_queue",
+        "Sealed blocks waiting for upload",
+        |t| t.upload_queue,
+    ),
+    (
+        "tsblob_tier_uploaded_blocks",
+        "Blocks uploaded and verified since start",
+        |t| t.uploaded_blocks,
+    ),
+    (
+        "tsblob_tier_uploaded_bytes",
+        "Bytes of blocks uploaded since start",
+        |t| t.uploaded_bytes,
+    ),
+    (
+        "tsblob_tier_upload_errors",
+        "Failed uploads since start (retried)",
+        |t| t.upload_errors,
+    ),
+    (
+        "tsblob_tier_gets",
+        "Ranged GETs of tiered records since start",
+        |t| t.gets,
+    ),
+    (
+        "tsblob_tier_get_errors",
+        "Failed GETs of tiered records since start",
+        |t| t.get_errors,
+    ),
+    (
+        "tsblob_tier_cache_hits",
+        "Reads of tiered records served by the range cache",
+        |t| t.cache_hits,
+    ),
+    (
+        "tsblob_tier_cache_misses",
+        "Reads of tiered records the range cache missed",
+        |t| t.cache_misses,
+    ),
+    ("tsblob_tier_cache_bytes", "Bytes in the range cache", |t| {
+        t.cache_bytes
+    }),
+    (
+        "tsblob_tier_deleted_objects",
+        "Objects deleted (FIFO, retention, removal) since start",
+        |t| t.deleted_objects,
+    ),
+    (
+        "tsblob_tier_pending_deletes",
+        "Object deletions waiting for the store",
+        |t| t.pending_deletes,
+    ),
 ];
 
 impl Metrics {
@@ -124,7 +170,10 @@ impl Metrics {
                 &["bucket", "tier"],
             )?,
             bucket_blocks: IntGaugeVec::new(
-                Opts::new("tsblob_bucket_blocks", "Blocks of a bucket, local or tiered"),
+                Opts::new(
+                    "tsblob_bucket_blocks",
+                    "Blocks of a bucket, local or tiered",
+                ),
                 &["bucket", "tier"],
             )?,
             tier: TIER_GAUGES
@@ -279,10 +328,8 @@ pub async fn scrape(
 ) -> Result<Response, AppError> {
     caller.require_all_buckets("read the metrics")?;
     let store = state.store.clone();
-    let (stats, buckets, tier) = blocking(move || {
-        Ok((store.stats(), store.list_buckets()?, store.tier_stats()))
-    })
-    .await?;
+    let (stats, buckets, tier) =
+        blocking(move || Ok((store.stats(), store.list_buckets()?, store.tier_stats()))).await?;
     let m = &state.metrics;
     let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     m.bucket_bytes.reset();
@@ -294,8 +341,12 @@ pub async fn scrape(
             ("local", local, local_blocks),
             ("tiered", b.tiered_size, b.tiered_blocks),
         ] {
-            m.bucket_bytes.with_label_values(&[&b.name, tier]).set(clamp(bytes));
-            m.bucket_blocks.with_label_values(&[&b.name, tier]).set(clamp(blocks));
+            m.bucket_bytes
+                .with_label_values(&[&b.name, tier])
+                .set(clamp(bytes));
+            m.bucket_blocks
+                .with_label_values(&[&b.name, tier])
+                .set(clamp(blocks));
         }
     }
     if let Some(t) = &tier {

@@ -243,7 +243,11 @@ pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Val
 
 /// A read replica answers reads only: GET and HEAD, and POST of a query. Anything else
 /// under `/api/v1/b` is 405 with the reason.
-async fn read_only(State(state): State<AppState>, req: Request, next: middleware::Next) -> Response {
+async fn read_only(
+    State(state): State<AppState>,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
     let path = req.uri().path();
     let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         || (*req.method() == Method::POST && path.ends_with("/query"));

@@ -94,7 +94,7 @@ pub struct TierStats {
     pub available: bool,
     /// The last object store failure, if the store is unavailable.
     pub last_error: Option<String>,
-    /// Sealed blocks waiting for upload (as of the tier thread's last look).
+    /// Sealed blocks that the buckets' settings say should be uploaded now.
     pub upload_queue: u64,
     pub uploaded_blocks: u64,
     pub uploaded_bytes: u64,
@@ -136,7 +136,6 @@ pub(crate) struct Tier {
     sweep: AtomicBool,
     available: AtomicBool,
     last_error: Mutex<Option<String>>,
-    queue: AtomicU64,
     uploaded_blocks: AtomicU64,
     uploaded_bytes: AtomicU64,
     upload_errors: AtomicU64,
@@ -156,7 +155,6 @@ impl Tier {
             sweep: AtomicBool::new(true),
             available: AtomicBool::new(true),
             last_error: Mutex::new(Rank::TierState, None),
-            queue: AtomicU64::new(0),
             uploaded_blocks: AtomicU64::new(0),
             uploaded_bytes: AtomicU64::new(0),
             upload_errors: AtomicU64::new(0),
@@ -214,7 +212,10 @@ impl Tier {
 
     fn ok(&self) {
         if !self.available.swap(true, Ordering::AcqRel) {
-            log::info!("the object store {} is available again", self.cfg.store.describe());
+            log::info!(
+                "the object store {} is available again",
+                self.cfg.store.describe()
+            );
         }
         *self.last_error.lock() = None;
     }
@@ -253,7 +254,7 @@ impl Tier {
             target: self.cfg.store.describe(),
             available: self.is_available(),
             last_error,
-            upload_queue: self.queue.load(Ordering::Relaxed),
+            upload_queue: 0,
             uploaded_blocks: self.uploaded_blocks.load(Ordering::Relaxed),
             uploaded_bytes: self.uploaded_bytes.load(Ordering::Relaxed),
             upload_errors: self.upload_errors.load(Ordering::Relaxed),

@@ -68,7 +68,11 @@ impl Tier {
                     .and_then(|n| got.get(..n))
                     .map(<[u8]>::to_vec)
                 else {
-                    return Err(corrupt(&t.key, v.offset, "the object ends inside the record"));
+                    return Err(corrupt(
+                        &t.key,
+                        v.offset,
+                        "the object ends inside the record",
+                    ));
                 };
                 self.cache.insert(v.block_id, v.offset, got);
                 frame

@@ -51,14 +51,10 @@ impl Store {
         } else {
             format!("{prefix}/")
         };
-        let keys = tier
-            .config()
-            .store
-            .list(&list_prefix)
-            .map_err(|e| {
-                tier.failed(&e);
-                refresh_err(e)
-            })?;
+        let keys = tier.config().store.list(&list_prefix).map_err(|e| {
+            tier.failed(&e);
+            refresh_err(e)
+        })?;
         tier.ok();
         let mut heads: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
         let mut present: HashSet<u64> = HashSet::new();
@@ -96,11 +92,7 @@ impl Store {
                 continue;
             };
             if !settings.contains_key(&bname) {
-                let s = match tier
-                    .config()
-                    .store
-                    .get(&settings_key(&prefix, &bname))
-                {
+                let s = match tier.config().store.get(&settings_key(&prefix, &bname)) {
                     Ok(text) => BucketSettings::from_file_text(&String::from_utf8_lossy(&text))
                         .unwrap_or_default(),
                     Err(ObjectError::NotFound(_)) => BucketSettings::default(),

@@ -16,7 +16,7 @@
 //!    that is uploaded again (PUTs overwrite); after it, a leftover file that open deletes.
 //!
 //! Writers never wait on any of this: the thread holds an entry lock only for the commit.
-//! A failed round backs off (250 ms doubling to 30 s).
+//! A failed round backs off (250 ms doubling to 10 s).
 
 use std::io::Read;
 use std::sync::atomic::Ordering;
@@ -31,7 +31,7 @@ use crate::entry::Entry;
 use crate::index::BlockMeta;
 use crate::*;
 
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// What one upload came to.
 enum Outcome {
@@ -90,7 +90,6 @@ impl Store {
         }
         ok &= self.reupload_dirty(tier);
         let jobs = self.upload_candidates();
-        tier.queue.store(jobs.len() as u64, Ordering::Relaxed);
         for batch in jobs.chunks(tier.config().uploads.max(1)) {
             let results: Vec<Result<Outcome>> = std::thread::scope(|s| {
                 let handles: Vec<_> = batch
@@ -100,8 +99,9 @@ impl Store {
                 handles
                     .into_iter()
                     .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(Error::Index("an upload thread panicked".into())))
+                        h.join().unwrap_or_else(|_| {
+                            Err(Error::Index("an upload thread panicked".into()))
+                        })
                     })
                     .collect()
             });
@@ -111,7 +111,6 @@ impl Store {
                     Ok(Outcome::Tiered(bytes)) => {
                         tier.uploaded_blocks.fetch_add(1, Ordering::Relaxed);
                         tier.uploaded_bytes.fetch_add(bytes, Ordering::Relaxed);
-                        tier.queue.fetch_sub(1, Ordering::Relaxed);
                     }
                     Ok(Outcome::Changed) => {}
                     Err(err) => {
@@ -133,7 +132,7 @@ impl Store {
     }
 
     /// Sealed local blocks to upload now, oldest first.
-    fn upload_candidates(&self) -> Vec<(Arc<Bucket>, Arc<Entry>, u64)> {
+    pub(crate) fn upload_candidates(&self) -> Vec<(Arc<Bucket>, Arc<Entry>, u64)> {
         let now = now_micros();
         let mut out = Vec::new();
         for b in self.inner.buckets() {
@@ -182,10 +181,7 @@ impl Store {
             })
         };
         up(store.put_file(&key, &path, len, crc))?;
-        up(store.put_bytes(
-            &tier.key(b.name(), e.name(), id, "heads"),
-            &heads.encode(),
-        ))?;
+        up(store.put_bytes(&tier.key(b.name(), e.name(), id, "heads"), &heads.encode()))?;
         up(store.put_bytes(
             &settings_key(&tier.config().prefix, b.name()),
             b.settings().to_file_text().as_bytes(),
@@ -194,10 +190,12 @@ impl Store {
             tier.failed(&err);
             tier_error(err)
         })?;
-        if head != Some(super::ObjectHead {
-            len,
-            crc32c: Some(crc),
-        }) {
+        if head
+            != Some(super::ObjectHead {
+                len,
+                crc32c: Some(crc),
+            })
+        {
             return Err(TierError::Upload(format!(
                 "the object {key:?} does not match the block after upload (expected {len} bytes, CRC32C {crc:08x}; found {head:?}): it is uploaded again"
             ))
@@ -307,7 +305,9 @@ impl Store {
                 }
             };
             // Removed from the set before the PUT: a removal meanwhile marks it again.
-            tier.dirty.lock().remove(&(bname.clone(), ename.clone(), id));
+            tier.dirty
+                .lock()
+                .remove(&(bname.clone(), ename.clone(), id));
             if let Err(err) = tier
                 .config()
                 .store
