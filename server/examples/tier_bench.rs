@@ -91,17 +91,27 @@ fn settings(tier: bool) -> BucketSettings {
     }
 }
 
+/// Opens a store; a store just dropped may still be held by its tier thread until the end of
+/// that thread's round (an upload in flight), so a `Locked` folder is retried for a while.
 fn open(dir: &std::path::Path, tier: Option<TierConfig>) -> Store {
-    Store::open(
-        dir,
-        StoreOptions {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let opts = StoreOptions {
             sync: SyncPolicy::Never,
             free_space_reserve: 0,
-            tier,
+            tier: tier.clone(),
             ..StoreOptions::default()
-        },
-    )
-    .unwrap()
+        };
+        match Store::open(dir, opts) {
+            Ok(s) => return s,
+            Err(tsblob_storage::Error::Open(tsblob_storage::OpenError::Locked(_)))
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("opening {dir:?}: {e}"),
+        }
+    }
 }
 
 /// Writes `n` records; returns MB/s of acknowledged writes.

@@ -336,6 +336,28 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
     check_record(&c, &s, "front", 1_001).await;
     assert!(metric(&c, &s, "tsblob_tier_cache_hits").await > hits);
 
+    // Labels of a tiered record cannot change (its frame is in the object store)...
+    let r = c
+        .patch(s.url("/api/v1/b/cams/front?ts=1002"))
+        .body(r#"{"labels": {"k": "changed"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "record_tiered");
+    // ...but it can be removed: gone at once, and its block's sidecar is uploaded again
+    // without it (the tier thread's next round, every 250 ms).
+    let r = c
+        .delete(s.url("/api/v1/b/cams/front?ts=1005"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let all: Vec<u64> = all.into_iter().filter(|t| *t != 1_005).collect();
+    assert_query_is(&query(&c, &s, "front").await, &all);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
     // A restart seals the active block: then every block is tiered.
     drop(s);
     let s = serve(data.path(), &args);
@@ -356,12 +378,19 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
     let r = serve(fresh.path(), &restore);
     let rinfo = bucket_info(&c, &r).await;
     for k in ["record_count", "size", "block_count", "oldest", "latest"] {
+        // (the removed record is not in the restored index either)
         assert_eq!(rinfo[k], info[k], "{k} after restore");
     }
     for &ts in &all {
         check_record(&c, &r, "front", ts).await;
     }
     assert_query_is(&query(&c, &r, "front").await, &all);
+    let gone = c
+        .get(r.url("/api/v1/b/cams/front?ts=1005"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404, "a removed record came back in the restore");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -30,10 +30,15 @@ impl Tier {
             Some(f) => f,
             None => {
                 let want = if ahead {
-                    self.cfg
-                        .read_ahead
-                        .max(v.frame_len)
-                        .min(t.len.saturating_sub(v.offset))
+                    // Read-ahead; the whole rest of the block when it is at most twice the
+                    // read-ahead (a second GET for a short tail costs a round trip).
+                    let rest = t.len.saturating_sub(v.offset);
+                    let ahead = self.cfg.read_ahead.max(v.frame_len);
+                    if rest <= ahead.saturating_mul(2) {
+                        rest
+                    } else {
+                        ahead
+                    }
                 } else {
                     v.frame_len
                 };
