@@ -390,7 +390,11 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
         .send()
         .await
         .unwrap();
-    assert_eq!(gone.status(), 404, "a removed record came back in the restore");
+    assert_eq!(
+        gone.status(),
+        404,
+        "a removed record came back in the restore"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
