@@ -347,7 +347,7 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "record_tiered");
     // ...but it can be removed: gone at once, and its block's sidecar is uploaded again
-    // without it (the tier thread's next round, every 250 ms).
+    // without it, even if the server is killed right after (the note is on disk).
     let r = c
         .delete(s.url("/api/v1/b/cams/front?ts=1005"))
         .send()
@@ -356,9 +356,8 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
     assert_eq!(r.status(), 200);
     let all: Vec<u64> = all.into_iter().filter(|t| *t != 1_005).collect();
     assert_query_is(&query(&c, &s, "front").await, &all);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
 
-    // A restart seals the active block: then every block is tiered.
+    // A restart (after a kill -9: dropping `Server` kills it) seals the active block: then every block is tiered.
     drop(s);
     let s = serve(data.path(), &args);
     let info = wait_tiered(&c, &s, 10).await;

@@ -60,6 +60,7 @@ impl Inner {
     fn new(loaded: Loaded, opts: StoreOptions) -> Inner {
         let tier = opts.tier.clone().map(Tier::new);
         if let Some(t) = &tier {
+            t.load_dirty(&loaded.path);
             for b in loaded.buckets.values() {
                 for e in b.entries() {
                     let st = e.lock();

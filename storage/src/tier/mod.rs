@@ -37,6 +37,9 @@ pub(crate) use layout::block_key;
 use crate::lock::{Mutex, Rank, RwLock};
 use cache::RangeCache;
 
+/// The folder (in the data folder) of blocks whose sidecars must be uploaded again.
+pub(crate) const DIRTY_DIR: &str = ".tier-dirty";
+
 /// How a store tiers to an object store (`StoreOptions::tier`).
 #[derive(Clone)]
 pub struct TierConfig {
@@ -128,6 +131,9 @@ pub(crate) struct Tier {
     /// Tiered blocks whose heads sidecar must be uploaded again (a record was removed):
     /// (bucket, entry, id).
     dirty: Mutex<BTreeSet<(String, String, u64)>>,
+    /// Where `dirty` is kept across restarts: one file per block, named by its id, holding
+    /// `bucket\nentry` (`<data>/.tier-dirty/`).
+    dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
     /// Object keys to delete (blocks evicted, expired or removed).
     deletes: Mutex<Vec<String>>,
     cache: RangeCache,
@@ -151,6 +157,7 @@ impl Tier {
             cfg,
             blocks: RwLock::new(Rank::TierState, HashMap::new()),
             dirty: Mutex::new(Rank::TierState, BTreeSet::new()),
+            dirty_dir: std::sync::OnceLock::new(),
             deletes: Mutex::new(Rank::TierState, Vec::new()),
             sweep: AtomicBool::new(true),
             available: AtomicBool::new(true),
@@ -194,6 +201,7 @@ impl Tier {
         let was = self.blocks.write().remove(&id);
         self.cache.forget(id);
         self.dirty.lock().retain(|(_, _, d)| *d != id);
+        self.clean(id);
         if was.is_some() && self.cfg.upload {
             let mut d = self.deletes.lock();
             d.push(self.key(bucket, entry, id, "heads"));
@@ -201,12 +209,56 @@ impl Tier {
         }
     }
 
-    /// A record of tiered block `id` was removed: its sidecar is uploaded again.
+    /// Loads the blocks whose sidecars still have to be uploaded again (a removal before a
+    /// restart) from `<data>/.tier-dirty/`.
+    pub fn load_dirty(&self, root: &std::path::Path) {
+        let dir = root.join(DIRTY_DIR);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            log::warn!("cannot create {dir:?}: {e}");
+        }
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            let mut set = self.dirty.lock();
+            for d in rd.flatten() {
+                let name = d.file_name().to_string_lossy().into_owned();
+                let text = std::fs::read_to_string(d.path()).unwrap_or_default();
+                match (u64::from_str_radix(&name, 16), text.split_once('\n')) {
+                    (Ok(id), Some((b, e))) => {
+                        set.insert((b.to_string(), e.to_string(), id));
+                    }
+                    _ => {
+                        let _ = std::fs::remove_file(d.path());
+                    }
+                }
+            }
+        }
+        let _ = self.dirty_dir.set(dir);
+    }
+
+    /// A record of tiered block `id` was removed: its sidecar is uploaded again (noted on
+    /// disk first, so a restart does not forget it).
     pub fn mark_dirty(&self, bucket: &str, entry: &str, id: u64) {
-        if self.cfg.upload {
-            self.dirty
-                .lock()
-                .insert((bucket.to_string(), entry.to_string(), id));
+        if !self.cfg.upload {
+            return;
+        }
+        if let Some(dir) = self.dirty_dir.get() {
+            let path = dir.join(format!("{id:016x}"));
+            if let Err(e) = std::fs::write(&path, format!("{bucket}\n{entry}")) {
+                log::warn!("cannot note {path:?} (the sidecar is still uploaded again unless the process stops first): {e}");
+            }
+        }
+        self.dirty
+            .lock()
+            .insert((bucket.to_string(), entry.to_string(), id));
+    }
+
+    /// The sidecar of `id` was uploaded again (or its block is gone): forgets the note,
+    /// unless a removal marked the block again meanwhile.
+    pub fn clean(&self, id: u64) {
+        if self.dirty.lock().iter().any(|(_, _, d)| *d == id) {
+            return;
+        }
+        if let Some(dir) = self.dirty_dir.get() {
+            let _ = std::fs::remove_file(dir.join(format!("{id:016x}")));
         }
     }
 

@@ -288,6 +288,7 @@ impl Store {
                 });
             let Some((e, meta)) = found.filter(|(_, m)| m.tiered) else {
                 tier.dirty.lock().remove(&(bname, ename, id));
+                tier.clean(id);
                 continue;
             };
             let crc = match tier.head_crc(&tier.key(&bname, &ename, id, "blk")) {
@@ -317,6 +318,7 @@ impl Store {
                 tier.dirty.lock().insert((bname, ename, id));
                 return false;
             }
+            tier.clean(id);
         }
         true
     }
