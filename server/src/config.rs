@@ -96,9 +96,65 @@ pub struct ServeArgs {
     /// Longest wait for in-flight requests at shutdown before syncing and exiting anyway.
     #[arg(long, env = "TSBLOB_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// Tier sealed blocks to this object store: s3://BUCKET or s3://BUCKET/PREFIX (buckets
+    /// tier by their tier_local_max and tier_after settings). Credentials and region come
+    /// from the AWS environment variables or profile.
+    #[arg(long, env = "TSBLOB_TIER_URL")]
+    pub tier_url: Option<String>,
+    /// Endpoint of an S3-compatible store (MinIO, Ceph...): http://host:port. Absent: AWS.
+    #[arg(long, env = "TSBLOB_TIER_ENDPOINT")]
+    pub tier_endpoint: Option<String>,
+    /// Region of the object store (default: the AWS configuration's, else us-east-1).
+    #[arg(long, env = "TSBLOB_TIER_REGION")]
+    pub tier_region: Option<String>,
+    /// Bytes of tiered block ranges cached locally for reads.
+    #[arg(long, env = "TSBLOB_TIER_CACHE", default_value = "256MiB", value_parser = parse_size)]
+    pub tier_cache: u64,
+    /// Uploads to the object store in flight at once.
+    #[arg(long, env = "TSBLOB_TIER_UPLOADS", default_value_t = 4)]
+    pub tier_uploads: usize,
+    /// Before serving, rebuild the data folder's index of tiered blocks from this object
+    /// store (a lost device's history comes back); then tier into it as --tier-url.
+    #[arg(long, env = "TSBLOB_RESTORE_FROM", conflicts_with = "read_replica")]
+    pub restore_from: Option<String>,
+    /// Serve read-only queries from this object store (the data folder holds only the
+    /// index), adopting newly tiered blocks every --replica-refresh. Writes answer 405.
+    #[arg(long, env = "TSBLOB_READ_REPLICA")]
+    pub read_replica: Option<String>,
+    /// How often a read replica looks for newly tiered blocks.
+    #[arg(long, env = "TSBLOB_REPLICA_REFRESH", default_value = "5s", value_parser = parse_duration)]
+    pub replica_refresh: Duration,
+}
+
+/// How `tsblob serve` uses an object store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TierMode {
+    /// Tier into it (`--tier-url`; after `--restore-from`, restore first).
+    Tier { url: String, restore: bool },
+    /// A read-only replica of it.
+    Replica { url: String },
 }
 
 impl ServeArgs {
+    /// What the tier flags ask for (`--tier-url` and `--restore-from` must agree).
+    pub fn tier_mode(&self) -> Result<Option<TierMode>, String> {
+        match (&self.tier_url, &self.restore_from, &self.read_replica) {
+            (_, _, Some(url)) => Ok(Some(TierMode::Replica { url: url.clone() })),
+            (Some(t), Some(r), None) if t.trim_end_matches('/') != r.trim_end_matches('/') => Err(format!(
+                "--restore-from {r} and --tier-url {t} differ: a restored folder tiers into the store it came from (give one of them)"
+            )),
+            (t, Some(r), None) => Ok(Some(TierMode::Tier {
+                url: t.clone().unwrap_or_else(|| r.clone()),
+                restore: true,
+            })),
+            (Some(t), None, None) => Ok(Some(TierMode::Tier {
+                url: t.clone(),
+                restore: false,
+            })),
+            (None, None, None) => Ok(None),
+        }
+    }
+
     /// Settings of buckets created without explicit ones.
     pub fn default_bucket(&self) -> Result<BucketSettings, String> {
         let s = BucketSettings {
@@ -110,6 +166,7 @@ impl ServeArgs {
             max_age: self
                 .default_max_age
                 .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+            ..BucketSettings::default()
         };
         s.validate()
             .map_err(|e| format!("the --default-* bucket settings are invalid: {e}"))?;
@@ -124,6 +181,7 @@ impl ServeArgs {
             free_space_reserve: self.free_space_reserve,
             default_bucket: self.default_bucket()?,
             max_open_files: self.max_open_files,
+            tier: None,
         })
     }
 

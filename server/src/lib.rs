@@ -14,3 +14,4 @@ pub mod loadgen;
 pub mod private_file;
 pub mod replication;
 pub mod serve;
+pub mod tier;

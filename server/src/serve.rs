@@ -7,7 +7,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
-use crate::config::ServeArgs;
+use crate::config::{ServeArgs, TierMode};
 use crate::http::{self, auth::Auth, AppState};
 
 fn init_logging(filter: &str) -> anyhow::Result<()> {
@@ -52,14 +52,37 @@ async fn shutdown_signal() {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
-    let opts = args.store_options().map_err(anyhow::Error::msg)?;
+    let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
+    let mode = args.tier_mode().map_err(anyhow::Error::msg)?;
+    if let Some(mode) = &mode {
+        let a = args.clone();
+        let m = mode.clone();
+        opts.tier = Some(
+            tokio::task::spawn_blocking(move || crate::tier::open(&a, &m))
+                .await
+                .context("connecting to the object store panicked")??,
+        );
+    }
     let data = args.data.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&data, opts))
-        .await
-        .context("opening the store panicked")?
-        .with_context(|| format!("cannot open the data folder {}", args.data.display()))?;
+    let restore = matches!(mode, Some(TierMode::Tier { restore: true, .. }));
+    let store = tokio::task::spawn_blocking(move || {
+        if restore {
+            crate::tier::restore(&data, &opts)?;
+        }
+        let store = Store::open(&data, opts)?;
+        if store.read_replica_of().is_some() {
+            crate::tier::refresh_once(&store);
+        }
+        Ok::<_, anyhow::Error>(store)
+    })
+    .await
+    .context("opening the store panicked")?
+    .with_context(|| format!("cannot open the data folder {}", args.data.display()))?;
+    if let Some(TierMode::Replica { .. }) = &mode {
+        crate::tier::refresh_replica(store.clone(), args.replica_refresh);
+    }
     for event in &store.recovery_report().events {
         tracing::warn!("recovery: {event}");
     }

@@ -134,17 +134,39 @@ pub fn read_frame(
     if raw {
         return Ok((h, payload));
     }
-    let stored = &head[h.head_len..];
-    let data = if h.flags & FLAG_ZSTD != 0 {
-        let out = zstd::bulk::decompress(stored, h.raw_len as usize)
-            .map_err(|e| corrupt_at(format!("zstd: {e}")))?;
-        if out.len() as u64 != h.raw_len {
-            return Err(corrupt_at("decompressed length differs".into()));
-        }
-        out
-    } else {
-        stored.to_vec()
-    };
+    let data = stored_payload(&h, &head[h.head_len..]).map_err(corrupt_at)?;
+    Ok((h, data))
+}
+
+/// The original payload of a CRC-checked frame from its stored bytes (decompressed if the
+/// frame says so).
+fn stored_payload(h: &HeadFields, stored: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    if h.flags & FLAG_ZSTD == 0 {
+        return Ok(stored.to_vec());
+    }
+    let out =
+        zstd::bulk::decompress(stored, h.raw_len as usize).map_err(|e| format!("zstd: {e}"))?;
+    if out.len() as u64 != h.raw_len {
+        return Err("decompressed length differs".into());
+    }
+    Ok(out)
+}
+
+/// A whole frame already in memory (fetched from the object store) checked as
+/// [`read_frame`] checks one read from a file: its head, its length, its CRC32C; returns the
+/// head fields and the original payload. The error says what was wrong.
+pub fn frame_from_bytes(
+    frame: &[u8],
+    base_ts: u64,
+) -> std::result::Result<(HeadFields, Vec<u8>), String> {
+    let h = check_head(frame, base_ts).map_err(|f| format!("{f:?}"))?;
+    if h.head_len as u64 + h.stored_len != frame.len() as u64 {
+        return Err("frame length differs from the index".into());
+    }
+    if crc32c::crc32c(&frame[FRAME_PREFIX..]) != h.crc {
+        return Err("CRC32C mismatch".into());
+    }
+    let data = stored_payload(&h, &frame[h.head_len..])?;
     Ok((h, data))
 }
 
@@ -353,6 +375,8 @@ type Zstd = zstd::stream::read::Decoder<'static, io::BufReader<CrcCheck<FileSlic
 enum Body {
     Raw(CrcCheck<FileSlice>),
     Zstd(Box<Zstd>),
+    /// A payload already read and checked (a tiered record: `frame_from_bytes`).
+    Checked(io::Cursor<Vec<u8>>),
 }
 
 impl RecordReader {
@@ -410,6 +434,14 @@ impl RecordReader {
         })
     }
 
+    /// A reader over a payload already read whole and CRC-checked.
+    pub(crate) fn checked(meta: RecordMeta, data: Vec<u8>) -> RecordReader {
+        RecordReader {
+            meta,
+            body: Body::Checked(io::Cursor::new(data)),
+        }
+    }
+
     pub fn meta(&self) -> &RecordMeta {
         &self.meta
     }
@@ -423,7 +455,7 @@ impl RecordReader {
     pub fn read_chunk(&mut self, max: usize) -> io::Result<Vec<u8>> {
         match &mut self.body {
             Body::Raw(r) => r.read_chunk(max),
-            Body::Zstd(_) => {
+            Body::Zstd(_) | Body::Checked(_) => {
                 let mut buf = vec![0u8; max.max(1)];
                 let n = self.read(&mut buf)?;
                 buf.truncate(n);
@@ -437,6 +469,7 @@ impl Read for RecordReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match &mut self.body {
             Body::Raw(r) => r.read(buf),
+            Body::Checked(c) => c.read(buf),
             Body::Zstd(d) => {
                 let n = d.read(buf)?;
                 if n == 0 && !buf.is_empty() {

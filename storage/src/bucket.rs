@@ -170,6 +170,8 @@ impl Bucket {
             record_count: 0,
             size: self.size(),
             block_count: 0,
+            tiered_size: 0,
+            tiered_blocks: 0,
             entry_count: entries.len() as u64,
             oldest: None,
             latest: None,
@@ -177,6 +179,9 @@ impl Bucket {
             expired_blocks: self.expired.load(Ordering::Relaxed),
         };
         for e in entries {
+            let (bytes, blocks) = e.lock().tiered();
+            info.tiered_size += bytes;
+            info.tiered_blocks += blocks;
             let ei = e.info(index)?;
             info.record_count += ei.record_count;
             info.block_count += ei.block_count;

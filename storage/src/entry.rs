@@ -66,6 +66,36 @@ impl EntryState {
         self.blocks.values().map(|b| b.indexed_len).sum()
     }
 
+    /// Bytes and number of blocks kept only in the object store.
+    pub fn tiered(&self) -> (u64, u64) {
+        self.blocks
+            .values()
+            .filter(|b| b.tiered)
+            .fold((0, 0), |(bytes, n), b| (bytes + b.indexed_len, n + 1))
+    }
+
+    /// Sealed blocks kept locally (not the active one), oldest first.
+    pub fn local_sealed(&self) -> impl Iterator<Item = (u64, BlockMeta)> + '_ {
+        self.blocks
+            .iter()
+            .filter(|(id, m)| m.sealed && !m.tiered && !self.is_active(**id))
+            .map(|(id, m)| (*id, *m))
+    }
+
+    /// A block was uploaded and verified: returns its metadata marked tiered (to be
+    /// committed), or `None` if it is gone.
+    pub fn mark_tiered(&mut self, id: u64) -> Option<BlockMeta> {
+        let m = self.blocks.get_mut(&id)?;
+        m.tiered = true;
+        Some(*m)
+    }
+
+    /// A block adopted from the object store (restore, replica refresh).
+    pub fn adopt(&mut self, id: u64, meta: BlockMeta) {
+        self.ceiling = self.ceiling.max(Some(meta.max_ts));
+        self.blocks.insert(id, meta);
+    }
+
     pub fn block(&self, id: u64) -> Option<BlockMeta> {
         self.blocks.get(&id).copied()
     }
@@ -211,6 +241,15 @@ impl Entry {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The name of the bucket the entry is in (its folder's parent).
+    pub fn bucket_name(&self) -> String {
+        self.dir
+            .parent()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     pub fn block_path(&self, block_id: u64) -> PathBuf {

@@ -24,6 +24,8 @@ pub enum Error {
     Open(#[from] OpenError),
     #[error(transparent)]
     Query(#[from] QueryError),
+    #[error(transparent)]
+    Tier(#[from] TierError),
     /// An operating-system I/O error, with what was being done.
     #[error("{context}: {source}")]
     Io {
@@ -50,6 +52,7 @@ impl Error {
             Error::Corrupt(e) => Error::Corrupt(e.clone()),
             Error::Open(e) => Error::Index(e.to_string()),
             Error::Query(e) => Error::Query(e.clone()),
+            Error::Tier(e) => Error::Tier(e.clone()),
             Error::Io { context, source } => Error::Io {
                 context: context.clone(),
                 source: match source.raw_os_error() {
@@ -114,6 +117,43 @@ pub enum NotFound {
         entry: String,
         ts: u64,
     },
+}
+
+/// Tiering to an object store (`tier/`).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum TierError {
+    /// A record stored only in the object store could not be fetched.
+    #[error("record {ts} of {bucket}/{entry} is kept only in the object store, which is unavailable ({reason}); retry once it is back (GET /health reports the tier's state)")]
+    Unavailable {
+        bucket: String,
+        entry: String,
+        ts: u64,
+        reason: String,
+    },
+    /// The object store answered, but without the object the index points to.
+    #[error("block {block:016x} of {bucket}/{entry} is missing from the object store (key {key:?}): it was deleted outside tsblob; restore the object or remove the records")]
+    Missing {
+        bucket: String,
+        entry: String,
+        block: u64,
+        key: String,
+    },
+    /// A label update of a record whose block is tiered (its frame is in the object store).
+    #[error("record {ts} of {bucket}/{entry} is tiered (kept in the object store): its labels can no longer be changed; write a new record instead")]
+    Tiered {
+        bucket: String,
+        entry: String,
+        ts: u64,
+    },
+    /// A write sent to a read-only replica.
+    #[error("this server is a read-only replica of {0}: send writes to the server that tiers into that object store")]
+    ReadOnly(String),
+    /// An upload to the object store failed (retried by the tier thread).
+    #[error("upload to the object store failed: {0}")]
+    Upload(String),
+    /// Restoring from, or refreshing a replica from, the object store failed.
+    #[error("reading the object store's index failed: {0}")]
+    Refresh(String),
 }
 
 /// A query that cannot go on.

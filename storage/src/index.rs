@@ -133,6 +133,8 @@ pub struct BlockMeta {
     /// Bytes of the block file up to the end of the last frame the index has seen.
     pub indexed_len: u64,
     pub sealed: bool,
+    /// Uploaded to the object store and verified: the local file is gone (`tier/`).
+    pub tiered: bool,
 }
 
 impl BlockMeta {
@@ -144,20 +146,24 @@ impl BlockMeta {
         b[20..28].copy_from_slice(&self.max_ts.to_le_bytes());
         b[28..36].copy_from_slice(&self.records.to_le_bytes());
         b[36..44].copy_from_slice(&self.indexed_len.to_le_bytes());
-        b[44] = u8::from(self.sealed);
+        // Bit 0: sealed; bit 1: tiered (older indexes only ever wrote 0 or 1).
+        b[44] = u8::from(self.sealed) | (u8::from(self.tiered) << 1);
         b
     }
 
     pub fn decode(b: &[u8]) -> Option<BlockMeta> {
         let mut r = Reader::new(b);
+        let (entry_id, base_ts, min_ts, max_ts) = (r.u32()?, r.u64()?, r.u64()?, r.u64()?);
+        let (records, indexed_len, state) = (r.u64()?, r.u64()?, r.u8()?);
         Some(BlockMeta {
-            entry_id: r.u32()?,
-            base_ts: r.u64()?,
-            min_ts: r.u64()?,
-            max_ts: r.u64()?,
-            records: r.u64()?,
-            indexed_len: r.u64()?,
-            sealed: r.u8()? != 0,
+            entry_id,
+            base_ts,
+            min_ts,
+            max_ts,
+            records,
+            indexed_len,
+            sealed: state & 1 != 0,
+            tiered: state & 2 != 0,
         })
     }
 }
@@ -784,8 +790,11 @@ mod tests {
             records: 4,
             indexed_len: 5,
             sealed: true,
+            tiered: false,
         };
         assert_eq!(BlockMeta::decode(&m.encode()), Some(m));
+        let t = BlockMeta { tiered: true, ..m };
+        assert_eq!(BlockMeta::decode(&t.encode()), Some(t));
     }
 
     fn rec_meta(ct: &str, pairs: &[(&str, String)]) -> Arc<RecMeta> {

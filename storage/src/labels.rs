@@ -107,6 +107,20 @@ impl Store {
         ops: &mut Vec<Op>,
         undo: &mut Undo,
     ) -> Result<IndexValue> {
+        if self
+            .inner
+            .tier
+            .as_ref()
+            .is_some_and(|t| t.is_tiered(old.block_id))
+        {
+            // Copying the frame would mean a GET under the entry lock.
+            return Err(TierError::Tiered {
+                bucket: b.name().to_string(),
+                entry: e.name().to_string(),
+                ts,
+            }
+            .into());
+        }
         let (src, src_base) = self
             .inner
             .files

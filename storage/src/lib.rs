@@ -47,6 +47,7 @@ mod select;
 mod settings;
 mod spool;
 mod store;
+mod tier;
 mod trash;
 mod when;
 mod write;
@@ -54,7 +55,7 @@ mod write;
 pub use block::RecordReader;
 pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
-    WriteError,
+    TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedPage, FeedPending, FeedRecord};
 pub use histogram::{
@@ -73,6 +74,7 @@ pub use settings::{
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
+pub use tier::{ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig, TierStats};
 pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.

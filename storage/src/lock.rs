@@ -28,6 +28,10 @@ pub(crate) enum Rank {
     Files = 52,
     /// `Store`: the free-space measurement (a leaf).
     FreeSpace = 53,
+    /// `Tier`: the set of tiered blocks, the pending object deletions (leaves).
+    TierState = 54,
+    /// `Tier`: the cache of block ranges (a leaf; never held across a fetch).
+    TierCache = 55,
     /// `Committer`: its queue (taken under an entry lock; waits release it).
     CommitQueue = 60,
     /// `Committer`: a waiter's result slot, files to sync (leaves).

@@ -267,6 +267,10 @@ impl Store {
         st.forget_block(id);
         self.inner.files.forget(id);
         self.inner.committer.forget(id);
+        if let Some(t) = &self.inner.tier {
+            // A tiered block's objects go too (FIFO and retention count both tiers).
+            t.forget(bucket.name(), entry.name(), id);
+        }
         if let Some(t) = trashed {
             self.inner.trash.empty(&t);
         }

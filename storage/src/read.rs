@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use crate::block::read_frame;
 use crate::entry::Entry;
-use crate::files::FileCache;
 use crate::index::IndexValue;
 use crate::select::Selector;
+use crate::store::Inner;
 use crate::*;
 
 /// How many index records a query fetches per LMDB read transaction.
@@ -45,8 +45,7 @@ impl Store {
     /// Reads a record (`ts = None`: the latest).
     pub fn read(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<Record> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        read_value(&self.inner.files, &e, ts, v)
-            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+        read_value(&self.inner, &e, ts, v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
     /// The metadata of a record, from the index alone.
@@ -58,7 +57,7 @@ impl Store {
     /// A record's payload as a stream, for records too large to hold in memory.
     pub fn open_record(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordReader> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        open_value(&self.inner.files, &e, &v)
+        open_value(&self.inner, &e, ts, &v, false)
             .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
@@ -108,9 +107,35 @@ fn gone_is_not_found(err: Error, bucket: &str, entry: &str, ts: u64) -> Error {
     }
 }
 
+/// A block file's handle and base timestamp; for a block that is not on the local disk
+/// and is tiered, the record's head fields and payload read from the object store instead
+/// (`ahead`: a query's read, fetching ahead into the cache).
+enum Source {
+    Local(Arc<std::fs::File>, u64),
+    Tiered(Vec<u8>),
+}
+
+fn source(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) -> Result<Source> {
+    match inner.files.get(v.block_id, || e.block_path(v.block_id)) {
+        Ok((file, base_ts)) => Ok(Source::Local(file, base_ts)),
+        Err(Error::Io { source, context }) if source.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(tier) = &inner.tier {
+                if let Some((_, data)) = tier.read_record(&e.bucket_name(), e, ts, v, ahead)? {
+                    return Ok(Source::Tiered(data));
+                }
+            }
+            Err(Error::Io { source, context })
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// Reads and checks a record's payload (the path is only built for an error message).
-fn read_payload(files: &FileCache, e: &Entry, ts: u64, v: &IndexValue) -> Result<Vec<u8>> {
-    let (file, base_ts) = files.get(v.block_id, || e.block_path(v.block_id))?;
+fn read_payload(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) -> Result<Vec<u8>> {
+    let (file, base_ts) = match source(inner, e, ts, v, ahead)? {
+        Source::Local(file, base_ts) => (file, base_ts),
+        Source::Tiered(data) => return Ok(data),
+    };
     let path = || e.block_path(v.block_id);
     let (head, data) = read_frame(
         &file,
@@ -132,23 +157,31 @@ fn read_payload(files: &FileCache, e: &Entry, ts: u64, v: &IndexValue) -> Result
     Ok(data)
 }
 
-fn read_value(files: &FileCache, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
-    let data = read_payload(files, e, ts, &v)?;
+fn read_value(inner: &Inner, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
+    let data = read_payload(inner, e, ts, &v, false)?;
     Ok(Record {
         meta: meta_of(ts, &v),
         data,
     })
 }
 
-fn open_value(files: &FileCache, e: &Entry, v: &IndexValue) -> Result<RecordReader> {
-    let (file, base_ts) = files.get(v.block_id, || e.block_path(v.block_id))?;
-    RecordReader::open(
-        file,
-        &e.block_path(v.block_id),
-        v.offset,
-        v.frame_len,
-        base_ts,
-    )
+fn open_value(
+    inner: &Inner,
+    e: &Entry,
+    ts: u64,
+    v: &IndexValue,
+    ahead: bool,
+) -> Result<RecordReader> {
+    match source(inner, e, ts, v, ahead)? {
+        Source::Local(file, base_ts) => RecordReader::open(
+            file,
+            &e.block_path(v.block_id),
+            v.offset,
+            v.frame_len,
+            base_ts,
+        ),
+        Source::Tiered(data) => Ok(RecordReader::checked(meta_of(ts, v), data)),
+    }
 }
 
 /// One record found by a query: its metadata now, its payload on demand.
@@ -186,18 +219,25 @@ impl QueryItem {
     /// by a FIFO quota) after the query listed it: callers skip such items.
     pub fn data(&self) -> Result<Vec<u8>> {
         read_payload(
-            &self.store.inner.files,
+            &self.store.inner,
             &self.entry,
             self.meta.ts,
             &self.value,
+            true,
         )
         .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }
 
     /// The payload as a stream (for large records); the CRC is checked at its end.
     pub fn reader(&self) -> Result<RecordReader> {
-        open_value(&self.store.inner.files, &self.entry, &self.value)
-            .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+        open_value(
+            &self.store.inner,
+            &self.entry,
+            self.meta.ts,
+            &self.value,
+            true,
+        )
+        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }
 }
 

@@ -111,9 +111,12 @@ pub struct BucketInfo {
     pub name: String,
     pub settings: crate::BucketSettings,
     pub record_count: u64,
-    /// Bytes of block files on disk: what the quota counts. Precision: one block.
+    /// Bytes of blocks, local plus tiered: what the quota counts. Precision: one block.
     pub size: u64,
     pub block_count: u64,
+    /// Of `size` and `block_count`: kept only in the object store (tiered).
+    pub tiered_size: u64,
+    pub tiered_blocks: u64,
     pub entry_count: u64,
     pub oldest: Option<u64>,
     pub latest: Option<u64>,

@@ -313,7 +313,26 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
             };
             seen_entries.insert(key);
             let mut blocks = BTreeMap::new();
-            let files = block_files(&edir)?;
+            let mut files = block_files(&edir)?;
+            // Tiered blocks live in the object store: a local file left by a crash between
+            // the commit that tiered the block and its unlink is deleted.
+            let tiered: Vec<(u64, BlockMeta)> = metas
+                .iter()
+                .filter(|(_, m)| m.entry_id == id && m.tiered)
+                .map(|(bid, m)| (*bid, *m))
+                .collect();
+            for (bid, m) in tiered {
+                metas.remove(&bid);
+                if let Some(p) = files.remove(&bid) {
+                    note(report, &format!("block {bid:016x} of {bname}/{ename} is tiered: deleting the local copy a crash left"));
+                    if let Err(e) = std::fs::remove_file(&p) {
+                        log::warn!("could not delete {p:?}: {e}");
+                    }
+                }
+                next_block = next_block.max(bid + 1);
+                size += m.indexed_len;
+                blocks.insert(bid, BlockMeta { sealed: true, ..m });
+            }
             // Metadata whose file vanished: drop it and its records.
             let stale: Vec<u64> = metas
                 .iter()

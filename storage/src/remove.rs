@@ -88,8 +88,13 @@ impl Store {
         Ok(())
     }
 
-    /// Sets a frame's `deleted` flag (outside its CRC), so a rebuild skips it.
+    /// Sets a frame's `deleted` flag (outside its CRC), so a rebuild skips it. A tiered
+    /// block has no local file: its heads sidecar is uploaded again without the record.
     pub(crate) fn flag_deleted(&self, e: &Entry, v: &IndexValue) -> Result<()> {
+        if let Some(t) = self.inner.tier.as_ref().filter(|t| t.is_tiered(v.block_id)) {
+            t.mark_dirty(&e.bucket_name(), e.name(), v.block_id);
+            return Ok(());
+        }
         let file = self.block_file(e, v.block_id)?;
         file.write_all_at(&[v.flags | FLAG_DELETED], v.offset + 1)
             .map_err(|err| {

@@ -71,6 +71,8 @@ pub struct StoreOptions {
     /// Block files kept open at once, across every entry (`None`: half of what
     /// `RLIMIT_NOFILE` leaves after a margin; see `files.rs`).
     pub max_open_files: Option<usize>,
+    /// Tiering of sealed blocks to an object store (`None`: everything stays local).
+    pub tier: Option<crate::TierConfig>,
 }
 
 impl Default for StoreOptions {
@@ -81,6 +83,7 @@ impl Default for StoreOptions {
             free_space_reserve: 256 << 20,
             default_bucket: BucketSettings::default(),
             max_open_files: None,
+            tier: None,
         }
     }
 }
@@ -173,6 +176,13 @@ pub struct BucketSettings {
     /// than this (by its timestamp, against the clock) is deleted, in the background and
     /// before writes. `None`: records are kept until removed or evicted.
     pub max_age: Option<u64>,
+    /// With a tier (`StoreOptions::tier`): bytes of sealed blocks kept on the local disk;
+    /// older sealed blocks are uploaded to the object store and their local copy dropped.
+    /// `None`: no budget (only `tier_after` tiers).
+    pub tier_local_max: Option<u64>,
+    /// With a tier: sealed blocks whose newest record is older than this many microseconds
+    /// are uploaded even below `tier_local_max`. `None`: no age rule.
+    pub tier_after: Option<u64>,
 }
 
 impl Default for BucketSettings {
@@ -184,6 +194,8 @@ impl Default for BucketSettings {
             max_block_records: 1 << 20,
             compression: Compression::None,
             max_age: None,
+            tier_local_max: None,
+            tier_after: None,
         }
     }
 }
@@ -198,6 +210,10 @@ pub struct BucketSettingsUpdate {
     pub compression: Option<Compression>,
     /// `Some(None)` turns age-based retention off.
     pub max_age: Option<Option<u64>>,
+    /// `Some(None)` turns the local budget of tiering off.
+    pub tier_local_max: Option<Option<u64>>,
+    /// `Some(None)` turns age-based tiering off.
+    pub tier_after: Option<Option<u64>>,
 }
 
 impl BucketSettings {
@@ -209,6 +225,8 @@ impl BucketSettings {
             max_block_records: u.max_block_records.unwrap_or(self.max_block_records),
             compression: u.compression.unwrap_or(self.compression),
             max_age: u.max_age.unwrap_or(self.max_age),
+            tier_local_max: u.tier_local_max.unwrap_or(self.tier_local_max),
+            tier_after: u.tier_after.unwrap_or(self.tier_after),
         }
     }
 
@@ -229,6 +247,12 @@ impl BucketSettings {
         if self.max_age == Some(0) {
             return Err("max_age must be longer than 0 (or absent to keep records forever)".into());
         }
+        if self.tier_after == Some(0) {
+            return Err(
+                "tier_after must be longer than 0 (or absent to tier by tier_local_max only)"
+                    .into(),
+            );
+        }
         if let Compression::Zstd { level } = self.compression {
             if !(1..=22).contains(&level) {
                 return Err(format!("zstd level {level} is out of range: use 1 to 22"));
@@ -245,6 +269,12 @@ impl BucketSettings {
         );
         if let Some(age) = self.max_age {
             text.push_str(&format!("max_age = {age}\n"));
+        }
+        if let Some(b) = self.tier_local_max {
+            text.push_str(&format!("tier_local_max = {b}\n"));
+        }
+        if let Some(age) = self.tier_after {
+            text.push_str(&format!("tier_after = {age}\n"));
         }
         text
     }
@@ -268,6 +298,8 @@ impl BucketSettings {
                 "max_block_records" => s.max_block_records = num(v)?,
                 "compression" => s.compression = v.parse()?,
                 "max_age" => s.max_age = Some(num(v)?),
+                "tier_local_max" => s.tier_local_max = Some(num(v)?),
+                "tier_after" => s.tier_after = Some(num(v)?),
                 _ => {} // unknown keys from newer versions are ignored
             }
         }

@@ -21,6 +21,7 @@ use crate::lock::{Mutex, Rank, RwLock};
 use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::quota::FreeSpace;
 use crate::recover::Loaded;
+use crate::tier::{Tier, Tiered};
 use crate::trash::{sync_dir, Trash};
 use crate::*;
 
@@ -49,12 +50,38 @@ pub(crate) struct Inner {
     closing: AtomicBool,
     syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
     keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
+    tier_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Tiering to an object store (`tier/`), if configured.
+    pub tier: Option<Tier>,
     _lock: File,
 }
 
 impl Inner {
     fn new(loaded: Loaded, opts: StoreOptions) -> Inner {
+        let tier = opts.tier.clone().map(Tier::new);
+        if let Some(t) = &tier {
+            t.load_dirty(&loaded.path);
+            for b in loaded.buckets.values() {
+                for e in b.entries() {
+                    let st = e.lock();
+                    for id in st.block_ids().collect::<Vec<_>>() {
+                        if let Some(m) = st.block(id).filter(|m| m.tiered) {
+                            t.add(
+                                id,
+                                Tiered {
+                                    key: t.key(b.name(), e.name(), id, "blk"),
+                                    base_ts: m.base_ts,
+                                    len: m.indexed_len,
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+        }
         Inner {
+            tier,
+            tier_thread: Mutex::new(Rank::Syncer, None),
             committer: Committer::new(opts.sync),
             files: FileCache::new(opts.max_open_files.unwrap_or_else(files::default_budget)),
             free: FreeSpace::new(),
@@ -78,6 +105,24 @@ impl Inner {
 
     pub fn new_block_id(&self) -> u64 {
         self.next_block.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The id the next new block will get (no block has an id this high yet).
+    pub fn peek_next_block(&self) -> u64 {
+        self.next_block.load(Ordering::Relaxed)
+    }
+
+    /// Block ids at least this high are new (restore and replicas adopt blocks by id).
+    pub fn bump_next_block(&self, at_least: u64) {
+        self.next_block.fetch_max(at_least, Ordering::Relaxed);
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    pub fn set_tier_thread(&self, handle: std::thread::JoinHandle<()>) {
+        *self.tier_thread.lock() = Some(handle);
     }
 
     pub fn note_evicted(&self) {
@@ -161,7 +206,28 @@ impl Store {
             })
             .map_err(|e| Error::io("starting the retention thread", e))?;
         *inner.keeper.lock() = Some(handle);
-        Ok(Store { inner })
+        let store = Store { inner };
+        if let Some(t) = &store.inner.tier {
+            if store.inner.report.rebuilt.is_some() && t.config().upload {
+                // A rebuilt index knows only local blocks: tiered ones come back from the
+                // object store's sidecars, and until they do no object may be swept as an
+                // orphan.
+                match store.tier_refresh() {
+                    Ok(r) => log::warn!(
+                        "index rebuilt: adopted {} tiered blocks ({} records) from {}",
+                        r.adopted_blocks,
+                        r.adopted_records,
+                        t.config().store.describe()
+                    ),
+                    Err(e) => {
+                        log::error!("index rebuilt, but the object store could not be read ({e}): tiered records are missing until a restart with the store reachable");
+                        t.forbid_sweep();
+                    }
+                }
+            }
+        }
+        store.start_tier_thread()?;
+        Ok(store)
     }
 
     pub fn path(&self) -> &Path {
@@ -328,6 +394,9 @@ impl Store {
         for id in st.block_ids() {
             self.inner.committer.forget(id);
             self.inner.files.forget(id);
+            if let Some(t) = &self.inner.tier {
+                t.forget(b.name(), e.name(), id);
+            }
         }
         st.mark_removed();
         b.forget_entry(e);
@@ -380,6 +449,33 @@ impl Store {
     /// reader cares about.
     pub fn on_commit(&self, listener: Box<dyn Fn() + Send + Sync>) {
         self.inner.committer.on_commit(Arc::from(listener));
+    }
+
+    /// The object store this store is a read-only replica of (a tier that does not
+    /// upload), if it is one: its server refuses writes.
+    pub fn read_replica_of(&self) -> Option<String> {
+        self.inner
+            .tier
+            .as_ref()
+            .filter(|t| !t.config().upload)
+            .map(|t| t.config().store.describe())
+    }
+
+    /// The tier's state and counters (`None` without a tier).
+    pub fn tier_stats(&self) -> Option<TierStats> {
+        let mut stats = self.inner.tier.as_ref().map(Tier::stats)?;
+        if stats.uploads_enabled {
+            stats.upload_queue = self.upload_candidates().len() as u64;
+        }
+        Some(stats)
+    }
+
+    /// Empties the cache of tiered block ranges, so the next read of a tiered record goes to
+    /// the object store (benchmarks of cold reads).
+    pub fn tier_clear_cache(&self) {
+        if let Some(t) = &self.inner.tier {
+            t.clear_cache();
+        }
     }
 
     /// Forces everything written so far to stable storage.

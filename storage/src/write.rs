@@ -216,7 +216,7 @@ impl Store {
             max_ts: first_ts,
             records: 0,
             indexed_len: len,
-            sealed: false,
+            ..BlockMeta::default()
         };
         ops.push(Op::PutBlock { id, meta });
         bucket.grow(len);

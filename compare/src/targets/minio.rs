@@ -30,6 +30,22 @@ pub struct Minio {
     binary_version: Option<String>,
 }
 
+/// The aws-sdk-s3 settings tsblob uses for S3-compatible stores (this target, and the
+/// server's tier): path-style addressing, a behavior version, checksums only when an
+/// operation requires them, and hyper's plain-HTTP connector with a pool of `pool` idle
+/// connections per host. The caller adds region, credentials and endpoint.
+pub fn s3_config(pool: usize) -> aws_sdk_s3::config::Builder {
+    let http = aws_smithy_http_client::Builder::new()
+        .pool_max_idle_per_host(pool)
+        .build_http();
+    aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .force_path_style(true)
+        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+        .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+        .http_client(http)
+}
+
 /// The object key of a record.
 fn key(entry: &str, ts: u64) -> String {
     format!("{entry}/{ts:020}")
@@ -44,13 +60,7 @@ impl Minio {
         concurrency: usize,
         binary_version: Option<String>,
     ) -> Minio {
-        // Plain HTTP on loopback: hyper's connector without a TLS stack, pool sized to the
-        // concurrency like the other clients.
-        let http = aws_smithy_http_client::Builder::new()
-            .pool_max_idle_per_host(concurrency)
-            .build_http();
-        let config = aws_sdk_s3::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
+        let config = s3_config(concurrency)
             .region(Region::new(REGION))
             .credentials_provider(Credentials::new(
                 access_key,
@@ -60,10 +70,6 @@ impl Minio {
                 "tsblob-bench",
             ))
             .endpoint_url(url)
-            .force_path_style(true)
-            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
-            .http_client(http)
             .build();
         Minio {
             s3: aws_sdk_s3::Client::from_conf(config),

@@ -28,6 +28,12 @@ pub struct SettingsJson {
     pub compression: String,
     /// Age-based retention in microseconds (null: keep records until removed).
     pub max_age: Option<u64>,
+    /// With a tier (`--tier-url`): bytes of sealed blocks kept locally; older ones are
+    /// uploaded and their local copy dropped (null: no local budget).
+    pub tier_local_max: Option<u64>,
+    /// With a tier: sealed blocks whose newest record is older than this (microseconds)
+    /// are uploaded even below the local budget (null: no age rule).
+    pub tier_after: Option<u64>,
 }
 
 impl From<&BucketSettings> for SettingsJson {
@@ -39,6 +45,8 @@ impl From<&BucketSettings> for SettingsJson {
             max_block_records: s.max_block_records,
             compression: s.compression.to_string(),
             max_age: s.max_age,
+            tier_local_max: s.tier_local_max,
+            tier_after: s.tier_after,
         }
     }
 }
@@ -57,6 +65,39 @@ pub struct SettingsInput {
     /// `"none"` (or `0`) turns it off.
     #[schema(value_type = Option<String>)]
     pub max_age: Option<serde_json::Value>,
+    /// Bytes of sealed blocks kept locally with a tier (a number or a size such as
+    /// `"10GiB"`); `"none"` turns the budget off.
+    #[schema(value_type = Option<String>)]
+    pub tier_local_max: Option<serde_json::Value>,
+    /// Upload sealed blocks older than this with a tier: microseconds or a duration such
+    /// as `"1h"`; `"none"` turns it off.
+    #[schema(value_type = Option<String>)]
+    pub tier_after: Option<serde_json::Value>,
+}
+
+/// A `tier_local_max` given as bytes or as a size (`"10GiB"`); `"none"` is off.
+fn parse_local_max(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
+    let bad = |why: String| {
+        AppError::invalid_settings(format!(
+            "tier_local_max {v} is not a size ({why}): give bytes (a number) or a string such as \"10GiB\"; \"none\" turns the local budget off"
+        ))
+    };
+    match v {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| bad("not a whole number".into())),
+        serde_json::Value::String(s) if s == "none" => Ok(None),
+        serde_json::Value::String(s) => tsblob_proto::parse_size(s).map(Some).map_err(bad),
+        _ => Err(bad("wrong type".into())),
+    }
+}
+
+/// The same error about another setting (durations share one parser).
+fn rename_setting(e: AppError, from: &str, to: &str) -> AppError {
+    let body = e.body();
+    AppError::invalid_settings(body.error.message.replacen(from, to, 1))
 }
 
 /// A `max_age` given as microseconds or as a duration (`"30d"`); `none` or 0 is off.
@@ -90,7 +131,7 @@ impl SettingsInput {
         } else {
             serde_json::from_slice(body).map_err(|e| {
                 AppError::bad_request(format!(
-                    "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age"
+                    "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age, tier_local_max, tier_after"
                 ))
             })?
         };
@@ -109,6 +150,16 @@ impl SettingsInput {
                 .transpose()
                 .map_err(AppError::invalid_settings)?,
             max_age: input.max_age.as_ref().map(parse_max_age).transpose()?,
+            tier_local_max: input
+                .tier_local_max
+                .as_ref()
+                .map(parse_local_max)
+                .transpose()?,
+            tier_after: input
+                .tier_after
+                .as_ref()
+                .map(|v| parse_max_age(v).map_err(|e| rename_setting(e, "max_age", "tier_after")))
+                .transpose()?,
         })
     }
 }
@@ -117,9 +168,13 @@ impl SettingsInput {
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BucketInfoJson {
     pub record_count: u64,
-    /// Bytes of block files on disk (what the quota counts; precision one block).
+    /// Bytes of blocks, local plus tiered (what the quota counts; precision one block).
     pub size: u64,
     pub block_count: u64,
+    /// Of `size`: bytes of blocks kept only in the object store (tiered).
+    pub tiered_size: u64,
+    /// Of `block_count`: blocks kept only in the object store.
+    pub tiered_blocks: u64,
     pub entry_count: u64,
     pub oldest: Option<u64>,
     pub latest: Option<u64>,
@@ -152,6 +207,8 @@ impl BucketJson {
                 record_count: b.record_count,
                 size: b.size,
                 block_count: b.block_count,
+                tiered_size: b.tiered_size,
+                tiered_blocks: b.tiered_blocks,
                 entry_count: b.entry_count,
                 oldest: b.oldest,
                 latest: b.latest,

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use tsblob_storage::{BucketError, Error, NameError, NotFound, WriteError};
+use tsblob_storage::{BucketError, Error, NameError, NotFound, TierError, WriteError};
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone)]
@@ -38,7 +38,12 @@ impl AppError {
     /// by that reference (see the module documentation).
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AppError {
         let message = message.into();
-        if status.is_server_error() && status != StatusCode::INSUFFICIENT_STORAGE {
+        // 507 (disk full) and 503 (object store unavailable) messages are built from
+        // what the client may know (see `From<Error>`), and say what to do.
+        if status.is_server_error()
+            && status != StatusCode::INSUFFICIENT_STORAGE
+            && status != StatusCode::SERVICE_UNAVAILABLE
+        {
             let reference = format!("{:08x}", rand::random::<u32>());
             tracing::error!(code, reference = %reference, "{message}");
             return AppError {
@@ -203,6 +208,10 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
             WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, "bad_request"),
         },
         Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
+        Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
+        Error::Tier(TierError::Tiered { .. }) => (S::CONFLICT, "record_tiered"),
+        Error::Tier(TierError::Missing { .. }) => (S::SERVICE_UNAVAILABLE, "tier_object_missing"),
+        Error::Tier(_) => (S::SERVICE_UNAVAILABLE, "tier_unavailable"),
         Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
         Error::Open(_) | Error::Io { .. } | Error::Index(_) => {
             (S::INTERNAL_SERVER_ERROR, "internal")
@@ -230,8 +239,27 @@ impl From<Error> for AppError {
                 format!("the server's disk is full{detail}: writes are refused until space is freed (remove data, or lower --free-space-reserve); reads keep working"),
             );
         }
+        if let Error::Tier(t) = &e {
+            return tier_error(status, code, t);
+        }
         AppError::new(status, code, e.to_string())
     }
+}
+
+/// A tier failure for a client: what failed and what to do, without the object store's
+/// own error text (logged instead: it names endpoints).
+fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError {
+    let message = match e {
+        TierError::Unavailable {
+            bucket, entry, ts, ..
+        } => format!("record {ts} of {bucket}/{entry} is kept only in the object store, which is unavailable: retry once it is back (GET /health reports the tier's state)"),
+        TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; restore the object or remove the records"),
+        TierError::Tiered { .. } => e.to_string(),
+        TierError::ReadOnly(_) => "this server is a read-only replica of an object store: send writes to the server that tiers into it".to_string(),
+        TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
+    };
+    tracing::warn!("{code}: {e}");
+    AppError::new(status, code, message)
 }
 
 impl From<NameError> for AppError {

@@ -11,8 +11,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -38,7 +38,77 @@ pub struct Metrics {
     buckets: IntGauge,
     evicted_blocks: IntGauge,
     expired_blocks: IntGauge,
+    /// Per bucket and tier (`local`, `tiered`): bytes and blocks.
+    bucket_bytes: IntGaugeVec,
+    bucket_blocks: IntGaugeVec,
+    /// The tier's counters (`TIER_GAUGES`), set at scrape time when there is a tier.
+    tier: Vec<IntGauge>,
+    /// The tier gauges are registered on the first scrape of a server with a tier.
+    tier_registered: std::sync::OnceLock<()>,
 }
+
+/// Gauges of the tier: name, help, and the counter of `TierStats` each shows.
+type TierField = fn(&tsblob_storage::TierStats) -> u64;
+const TIER_GAUGES: &[(&str, &str, TierField)] = &[
+    (
+        "tsblob_tier_available",
+        "1 if the object store answered its last call, else 0",
+        |t| u64::from(t.available),
+    ),
+    (
+        "tsblob_tier_upload_queue",
+        "Sealed blocks waiting for upload",
+        |t| t.upload_queue,
+    ),
+    (
+        "tsblob_tier_uploaded_blocks",
+        "Blocks uploaded and verified since start",
+        |t| t.uploaded_blocks,
+    ),
+    (
+        "tsblob_tier_uploaded_bytes",
+        "Bytes of blocks uploaded since start",
+        |t| t.uploaded_bytes,
+    ),
+    (
+        "tsblob_tier_upload_errors",
+        "Failed uploads since start (retried)",
+        |t| t.upload_errors,
+    ),
+    (
+        "tsblob_tier_gets",
+        "Ranged GETs of tiered records since start",
+        |t| t.gets,
+    ),
+    (
+        "tsblob_tier_get_errors",
+        "Failed GETs of tiered records since start",
+        |t| t.get_errors,
+    ),
+    (
+        "tsblob_tier_cache_hits",
+        "Reads of tiered records served by the range cache",
+        |t| t.cache_hits,
+    ),
+    (
+        "tsblob_tier_cache_misses",
+        "Reads of tiered records the range cache missed",
+        |t| t.cache_misses,
+    ),
+    ("tsblob_tier_cache_bytes", "Bytes in the range cache", |t| {
+        t.cache_bytes
+    }),
+    (
+        "tsblob_tier_deleted_objects",
+        "Objects deleted (FIFO, retention, removal) since start",
+        |t| t.deleted_objects,
+    ),
+    (
+        "tsblob_tier_pending_deletes",
+        "Object deletions waiting for the store",
+        |t| t.pending_deletes,
+    ),
+];
 
 impl Metrics {
     /// The registry, for metrics kept elsewhere (replication).
@@ -97,8 +167,29 @@ impl Metrics {
                 "tsblob_retention_expired_blocks",
                 "Blocks removed by age-based retention (max_age) since the server started",
             )?,
+            bucket_bytes: IntGaugeVec::new(
+                Opts::new(
+                    "tsblob_bucket_bytes",
+                    "Bytes of a bucket's blocks, local or tiered (in the object store only)",
+                ),
+                &["bucket", "tier"],
+            )?,
+            bucket_blocks: IntGaugeVec::new(
+                Opts::new(
+                    "tsblob_bucket_blocks",
+                    "Blocks of a bucket, local or tiered",
+                ),
+                &["bucket", "tier"],
+            )?,
+            tier: TIER_GAUGES
+                .iter()
+                .map(|(n, h, _)| IntGauge::new(*n, *h))
+                .collect::<Result<_, _>>()?,
+            tier_registered: std::sync::OnceLock::new(),
             registry,
         };
+        m.registry.register(Box::new(m.bucket_bytes.clone()))?;
+        m.registry.register(Box::new(m.bucket_blocks.clone()))?;
         m.registry.register(Box::new(m.requests.clone()))?;
         m.registry.register(Box::new(m.latency.clone()))?;
         for c in [&m.received, &m.sent, &m.query_bytes] {
@@ -243,9 +334,39 @@ pub async fn scrape(
 ) -> Result<Response, AppError> {
     caller.require_all_buckets("read the metrics")?;
     let store = state.store.clone();
-    let stats = blocking(move || Ok(store.stats())).await?;
+    let (stats, buckets, tier) =
+        blocking(move || Ok((store.stats(), store.list_buckets()?, store.tier_stats()))).await?;
     let m = &state.metrics;
     let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    m.bucket_bytes.reset();
+    m.bucket_blocks.reset();
+    for b in &buckets {
+        let local = b.size.saturating_sub(b.tiered_size);
+        let local_blocks = b.block_count.saturating_sub(b.tiered_blocks);
+        for (tier, bytes, blocks) in [
+            ("local", local, local_blocks),
+            ("tiered", b.tiered_size, b.tiered_blocks),
+        ] {
+            m.bucket_bytes
+                .with_label_values(&[&b.name, tier])
+                .set(clamp(bytes));
+            m.bucket_blocks
+                .with_label_values(&[&b.name, tier])
+                .set(clamp(blocks));
+        }
+    }
+    if let Some(t) = &tier {
+        if m.tier_registered.set(()).is_ok() {
+            for g in &m.tier {
+                m.registry.register(Box::new(g.clone())).map_err(|e| {
+                    AppError::internal(format!("registering the tier metrics failed: {e}"))
+                })?;
+            }
+        }
+        for (g, (_, _, f)) in m.tier.iter().zip(TIER_GAUGES) {
+            g.set(clamp(f(t)));
+        }
+    }
     m.disk_bytes.set(clamp(stats.disk_bytes));
     m.free_bytes.set(clamp(stats.free_bytes));
     m.records.set(clamp(stats.record_count));

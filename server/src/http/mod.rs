@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path, Request, State};
 use axum::http::Method;
 use axum::middleware;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tsblob_proto::names::{split_entry_path, EntryRoute};
@@ -140,6 +140,7 @@ pub fn app(state: AppState) -> Router {
         .route("/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), read_only))
         .layer(middleware::from_fn(errors::json_errors))
         .layer(middleware::from_fn_with_state(
             state.auth.clone(),
@@ -211,11 +212,42 @@ async fn entry_route(
     }
 }
 
-/// Health check; never needs a token.
+/// Health check; never needs a token. With a tier, says whether the object store is
+/// reachable (`tier.available`); the server itself is up either way (200).
 #[utoipa::path(get, path = "/health", tag = "service",
-    responses((status = 200, description = "The server is up", body = serde_json::Value)))]
-pub async fn health() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+    responses((status = 200, description = "The server is up; `tier` (with --tier-url or --read-replica) says whether the object store is available", body = serde_json::Value)))]
+pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Value> {
+    let mut body = serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")});
+    if let Some(t) = state.store.tier_stats() {
+        body["tier"] = serde_json::json!({
+            "status": if t.available { "available" } else { "unavailable" },
+            "available": t.available,
+            "upload_queue": t.upload_queue,
+            "read_replica": !t.uploads_enabled,
+        });
+    }
+    axum::Json(body)
+}
+
+/// A read replica answers reads only: GET and HEAD, and POST of a query. Anything else
+/// under `/api/v1/b` is 405 with the reason.
+async fn read_only(
+    State(state): State<AppState>,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
+    let path = req.uri().path();
+    let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
+        || (*req.method() == Method::POST && path.ends_with("/query"));
+    if !read && path.starts_with("/api/v1/b") {
+        if let Some(of) = state.store.read_replica_of() {
+            return AppError::from(tsblob_storage::Error::from(
+                tsblob_storage::TierError::ReadOnly(of),
+            ))
+            .into_response();
+        }
+    }
+    next.run(req).await
 }
 
 async fn not_found(req: Request) -> AppError {

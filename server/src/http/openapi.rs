@@ -98,7 +98,8 @@ impl utoipa::Modify for BearerAuth {
 /// route can give without repeating them on each handler: any route (but `/health`) can
 /// answer 400 (bad query string), 401 and 403 (tokens) and 500; a route under a bucket
 /// 404 and 422 (names); a write 408 (stalled body), 413 (over the limit) and 507 (quota or
-/// disk full). Each answer's body is the `ErrorBody` JSON.
+/// disk full); with a tier, a route under a bucket 503 (object store unavailable) and a
+/// write 405 (read-only replica). Each answer's body is the `ErrorBody` JSON.
 struct CommonErrors;
 
 impl utoipa::Modify for CommonErrors {
@@ -139,6 +140,19 @@ impl utoipa::Modify for CommonErrors {
                 if under_bucket {
                     codes.push(("404", "unknown bucket, entry or record"));
                     codes.push(("422", "invalid name, timestamp or label"));
+                    // With a tier (--tier-url, --read-replica).
+                    codes.push((
+                        "503",
+                        "a record kept only in the object store, which is unavailable",
+                    ));
+                    if writes
+                        || op
+                            .operation_id
+                            .as_deref()
+                            .is_some_and(|o| o.contains("remove"))
+                    {
+                        codes.push(("405", "a write sent to a read-only replica"));
+                    }
                 }
                 if writes {
                     codes.push(("408", "the request body stalled"));

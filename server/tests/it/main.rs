@@ -23,3 +23,4 @@ mod replication;
 mod router;
 mod serve;
 mod tail;
+mod tier;

@@ -31,10 +31,19 @@ impl Server {
 
     /// A server on an existing data folder (not removed when this server is dropped).
     pub fn start_in(data: &Path, args: &[&str]) -> Server {
-        Server::spawn(data, "127.0.0.1:0", args)
+        Server::spawn_env(data, "127.0.0.1:0", args, &[])
+    }
+
+    /// `start_in` with extra environment variables (credentials of a peer, say).
+    pub fn start_in_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn_env(data, "127.0.0.1:0", args, env)
     }
 
     fn spawn(data: &Path, listen: &str, args: &[&str]) -> Server {
+        Server::spawn_env(data, listen, args, &[])
+    }
+
+    fn spawn_env(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tsblob"));
         cmd.arg("serve")
             .arg("--data")
@@ -48,6 +57,7 @@ impl Server {
                 cmd.env_remove(k);
             }
         }
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().unwrap();
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();

@@ -160,6 +160,8 @@ pub fn initial_buckets(rng: &mut StdRng) -> Vec<(String, BucketSettings)> {
         // Retention deletes by the clock, which the model does not follow: tested apart
         // (storage/tests/integrity.rs, retention_*).
         max_age: None,
+        // Tiering needs an object store: tested against MinIO (server/tests/tier.rs).
+        ..BucketSettings::default()
     };
     let fifo_quota = rng.random_range(96 << 10..320 << 10);
     let hard_quota = rng.random_range(96 << 10..320 << 10);
@@ -379,6 +381,7 @@ impl LanePlan {
                     max_block_records: rng.random_bool(0.3).then(|| rng.random_range(1..8)),
                     compression: None,
                     max_age: None,
+                    ..BucketSettingsUpdate::default()
                 };
                 Op::UpdateBucket { b, update }
             }

@@ -1,0 +1,706 @@
+//! Tiering sealed blocks to a real MinIO (started by these tests from the peer binary that
+//! `scripts/install-peers.sh` installs; missing, the tests fail rather than skip): records
+//! read back byte-identical after tiering and after cache eviction, an index rebuilt from the
+//! object store alone, MinIO killed while uploading and while reading, kill -9 of tsblob
+//! between upload and commit, FIFO across tiers, a read replica.
+//!
+//! Data is small (4 KiB blocks of ~1 KB records) so each test takes seconds.
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use common::Server;
+use tsblob_proto::framing::{Decoder, Event};
+
+const USER: &str = "tsblobtier";
+const PASSWORD: &str = "tsblobtier-secret";
+
+/// A MinIO server on a free loopback port with its own folder, killed when dropped.
+struct Minio {
+    child: Option<Child>,
+    dir: PathBuf,
+    port: u16,
+    _tmp: tempfile::TempDir,
+}
+
+fn minio_bin() -> PathBuf {
+    let dir = std::env::var_os("TSBLOB_PEERS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/tsblob/peers/bin")
+        });
+    let bin = dir.join("minio");
+    assert!(
+        bin.is_file(),
+        "peer binary {} is missing: run scripts/install-peers.sh (or set TSBLOB_PEERS_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Minio {
+    fn start() -> Minio {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut m = Minio {
+            child: None,
+            dir: tmp.path().to_path_buf(),
+            port: free_port(),
+            _tmp: tmp,
+        };
+        m.restart();
+        m
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts (again) on the same port and folder, and waits until it is ready.
+    fn restart(&mut self) {
+        let child = Command::new(minio_bin())
+            .arg("server")
+            .arg(&self.dir)
+            .args(["--address", &format!("127.0.0.1:{}", self.port)])
+            .args(["--console-address", &format!("127.0.0.1:{}", free_port())])
+            .env("MINIO_ROOT_USER", USER)
+            .env("MINIO_ROOT_PASSWORD", PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = format!("127.0.0.1:{}", self.port);
+        loop {
+            let (status, _) = raw_get(&addr, "/minio/health/ready");
+            if status == 200 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "MinIO never became ready");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Minio {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn raw_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut tcp) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = tcp.read_to_string(&mut answer);
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// `tsblob serve` arguments that tier into `minio` under `prefix`.
+fn tier_args(minio: &Minio, prefix: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "--tier-url".into(),
+        format!("s3://tsblob-tier/{prefix}"),
+        "--tier-endpoint".into(),
+        minio.endpoint(),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// A tsblob server with the MinIO credentials in its environment.
+fn serve(data: &Path, args: &[String]) -> Server {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    Server::start_in_env(
+        data,
+        &a,
+        &[
+            ("AWS_ACCESS_KEY_ID", USER),
+            ("AWS_SECRET_ACCESS_KEY", PASSWORD),
+        ],
+    )
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// A payload that differs per timestamp (and is not compressible).
+fn payload(ts: u64, len: usize) -> Vec<u8> {
+    let mut x = ts.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+async fn create_bucket(c: &reqwest::Client, s: &Server, name: &str, settings: &str) {
+    let r = c
+        .post(s.url(&format!("/api/v1/b/{name}")))
+        .body(settings.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+async fn write(c: &reqwest::Client, s: &Server, entry: &str, ts: u64) -> u16 {
+    c.post(s.url(&format!("/api/v1/b/cams/{entry}?ts={ts}")))
+        .header("x-tsblob-label-k", format!("v{}", ts % 3))
+        .body(payload(ts, 1000))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn bucket_info(c: &reqwest::Client, s: &Server) -> serde_json::Value {
+    let r = c.get(s.url("/api/v1/b/cams")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.json::<serde_json::Value>().await.unwrap()["info"].clone()
+}
+
+/// Waits until the bucket has at least `n` tiered blocks.
+async fn wait_tiered(c: &reqwest::Client, s: &Server, n: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = bucket_info(c, s).await;
+        if info["tiered_blocks"].as_u64().unwrap() >= n {
+            return info;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} blocks tiered: {info}",
+            info["tiered_blocks"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Reads a record; asserts it is the payload written at `ts` with its label.
+async fn check_record(c: &reqwest::Client, s: &Server, entry: &str, ts: u64) {
+    let r = c
+        .get(s.url(&format!("/api/v1/b/cams/{entry}?ts={ts}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "record {ts}: {}", r.text().await.unwrap());
+    let label = r
+        .headers()
+        .get("x-tsblob-label-k")
+        .map(|v| v.to_str().unwrap().to_string());
+    assert_eq!(label, Some(format!("v{}", ts % 3)), "labels of {ts}");
+    let body = r.bytes().await.unwrap();
+    assert!(body[..] == payload(ts, 1000)[..], "payload of {ts} differs");
+}
+
+/// (ts, payload) of every record of a query over the entry.
+async fn query(c: &reqwest::Client, s: &Server, entry: &str) -> Vec<(u64, Vec<u8>)> {
+    let r = c
+        .get(s.url(&format!("/api/v1/b/cams/{entry}/query")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body = r.bytes().await.unwrap();
+    let (mut dec, mut buf) = (Decoder::new(), BytesMut::from(&body[..]));
+    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut ended = false;
+    while let Some(ev) = dec.next(&mut buf).unwrap() {
+        match ev {
+            Event::Record(h) => out.push((h.ts, Vec::new())),
+            Event::Data(d) => out.last_mut().unwrap().1.extend_from_slice(&d),
+            Event::End(n) => {
+                assert_eq!(n, out.len() as u64);
+                ended = true;
+            }
+            Event::Heartbeat(_) => {}
+            Event::Error(j) => panic!("query failed: {}", String::from_utf8_lossy(&j)),
+        }
+    }
+    assert!(ended, "the query stream did not end cleanly");
+    out
+}
+
+fn assert_query_is(got: &[(u64, Vec<u8>)], expected: &[u64]) {
+    let ts: Vec<u64> = got.iter().map(|(t, _)| *t).collect();
+    assert_eq!(ts, expected);
+    for (t, data) in got {
+        assert!(
+            data[..] == payload(*t, 1000)[..],
+            "query payload of {t} differs"
+        );
+    }
+}
+
+async fn metric(c: &reqwest::Client, s: &Server, name: &str) -> i64 {
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no metric {name}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn block_files(data: &Path) -> usize {
+    std::fs::read_dir(data.join("cams/front"))
+        .map(|d| {
+            d.flatten()
+                .filter(|f| f.path().extension().is_some_and(|e| e == "blk"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+const SMALL: &str = r#"{"max_block_size": 4096, "tier_local_max": 0}"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a_restore() {
+    let minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    // A cache of 4 KiB holds about one block: reads of 40 records evict it over and over.
+    let args = tier_args(&minio, "edge/one", &["--tier-cache", "4KiB"]);
+    let s = serve(data.path(), &args);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    let all: Vec<u64> = (1..=40).map(|i| 1_000 + i).collect();
+    for &ts in &all {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    let info = wait_tiered(&c, &s, 9).await;
+    // Only the active block (and any not yet uploaded) is local: tiered copies are gone.
+    assert!(
+        block_files(data.path()) <= 2,
+        "{} local blocks",
+        block_files(data.path())
+    );
+    assert_eq!(info["record_count"], 40);
+    for &ts in &all {
+        check_record(&c, &s, "front", ts).await;
+    }
+    assert_query_is(&query(&c, &s, "front").await, &all);
+    assert!(metric(&c, &s, "tsblob_tier_gets").await > 0);
+    assert!(metric(&c, &s, "tsblob_tier_cache_bytes").await <= 4096);
+    // A cached point read is a hit: read the same record twice.
+    let hits = metric(&c, &s, "tsblob_tier_cache_hits").await;
+    check_record(&c, &s, "front", 1_001).await;
+    check_record(&c, &s, "front", 1_001).await;
+    assert!(metric(&c, &s, "tsblob_tier_cache_hits").await > hits);
+
+    // Labels of a tiered record cannot change (its frame is in the object store)...
+    let r = c
+        .patch(s.url("/api/v1/b/cams/front?ts=1002"))
+        .body(r#"{"labels": {"k": "changed"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "record_tiered");
+    // ...but it can be removed: gone at once, and its block's sidecar is uploaded again
+    // without it, even if the server is killed right after (the note is on disk).
+    let r = c
+        .delete(s.url("/api/v1/b/cams/front?ts=1005"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let all: Vec<u64> = all.into_iter().filter(|t| *t != 1_005).collect();
+    assert_query_is(&query(&c, &s, "front").await, &all);
+
+    // A restart (after a kill -9: dropping `Server` kills it) seals the active block: then every block is tiered.
+    drop(s);
+    let s = serve(data.path(), &args);
+    let info = wait_tiered(&c, &s, 10).await;
+    assert_eq!(info["tiered_blocks"], info["block_count"]);
+    assert_eq!(block_files(data.path()), 0);
+    drop(s);
+
+    // A new machine: its index comes from the object store's sidecars alone.
+    let fresh = tempfile::tempdir().unwrap();
+    let mut restore = vec![
+        "--restore-from".to_string(),
+        "s3://tsblob-tier/edge/one".to_string(),
+        "--tier-endpoint".to_string(),
+        minio.endpoint(),
+    ];
+    restore.extend(["--tier-cache".to_string(), "4KiB".to_string()]);
+    let r = serve(fresh.path(), &restore);
+    let rinfo = bucket_info(&c, &r).await;
+    for k in ["record_count", "size", "block_count", "oldest", "latest"] {
+        // (the removed record is not in the restored index either)
+        assert_eq!(rinfo[k], info[k], "{k} after restore");
+    }
+    for &ts in &all {
+        check_record(&c, &r, "front", ts).await;
+    }
+    assert_query_is(&query(&c, &r, "front").await, &all);
+    let gone = c
+        .get(r.url("/api/v1/b/cams/front?ts=1005"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        gone.status(),
+        404,
+        "a removed record came back in the restore"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn minio_down_reads_answer_503_writes_go_on_and_uploads_resume() {
+    let mut minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    let s = serve(data.path(), &tier_args(&minio, "edge/two", &[]));
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    wait_tiered(&c, &s, 4).await;
+
+    minio.kill();
+    // A record kept only in the object store: 503 with a JSON error, quickly.
+    let t0 = Instant::now();
+    let r = c
+        .get(s.url("/api/v1/b/cams/front?ts=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tier_unavailable");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("object store"),
+        "{body}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "a read hung {:?}",
+        t0.elapsed()
+    );
+    let health: serde_json::Value = c
+        .get(s.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["tier"]["available"], false, "{health}");
+    assert_eq!(metric(&c, &s, "tsblob_tier_available").await, 0);
+    // Writes go on locally while the store is down (these blocks wait for it).
+    for ts in 21..=40u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    let before = bucket_info(&c, &s).await["tiered_blocks"].as_u64().unwrap();
+    assert!(metric(&c, &s, "tsblob_tier_upload_queue").await > 0);
+    // Uploads fail (and are counted) while the store is down.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&c, &s, "tsblob_tier_upload_errors").await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no upload failed while MinIO was down"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        bucket_info(&c, &s).await["tiered_blocks"].as_u64().unwrap(),
+        before
+    );
+
+    minio.restart();
+    // Uploads retry with backoff (at most 10 s apart) and catch up.
+    wait_tiered(&c, &s, before + 4).await;
+    for ts in 1..=40u64 {
+        check_record(&c, &s, "front", ts).await;
+    }
+    let health: serde_json::Value = c
+        .get(s.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["tier"]["available"], true, "{health}");
+}
+
+/// A server that aborts at an engine step (`TSBLOB_CRASH_AT`), as kill -9 would leave it.
+fn run_until_crash(data: &Path, args: &[String], step: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .arg("serve")
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("TSBLOB_CRASH_AT", step)
+        .env("AWS_ACCESS_KEY_ID", USER)
+        .env("AWS_SECRET_ACCESS_KEY", PASSWORD)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(
+                !status.success(),
+                "the server should have aborted at {step}"
+            );
+            return;
+        }
+        assert!(Instant::now() < deadline, "the server never reached {step}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_between_upload_and_commit_or_before_the_unlink_loses_nothing() {
+    let minio = Minio::start();
+    let c = client();
+    for step in ["tier-uploaded", "tier-committed"] {
+        let data = tempfile::tempdir().unwrap();
+        let prefix = format!("crash/{step}");
+        // Write with tiering off for this bucket, then turn it on in a server that
+        // aborts at `step` of its first upload.
+        let args = tier_args(&minio, &prefix, &[]);
+        let s = serve(data.path(), &args);
+        create_bucket(&c, &s, "cams", r#"{"max_block_size": 4096}"#).await;
+        for ts in 1..=20u64 {
+            assert_eq!(write(&c, &s, "front", ts).await, 201);
+        }
+        let r = c
+            .put(s.url("/api/v1/b/cams"))
+            .body(r#"{"tier_local_max": 0}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        drop(s);
+        run_until_crash(data.path(), &args, step);
+        // After the crash: every record is there, and the upload resumes.
+        let s = serve(data.path(), &args);
+        let info = wait_tiered(&c, &s, 5).await;
+        assert_eq!(info["record_count"], 20, "{step}: {info}");
+        for ts in 1..=20u64 {
+            check_record(&c, &s, "front", ts).await;
+        }
+        assert_eq!(
+            block_files(data.path()) as u64,
+            info["block_count"].as_u64().unwrap() - info["tiered_blocks"].as_u64().unwrap(),
+            "{step}: a local copy of a tiered block was left behind"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fifo_counts_both_tiers_and_evicted_objects_do_not_come_back_in_a_restore() {
+    let minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    let args = tier_args(&minio, "fifo", &[]);
+    let s = serve(data.path(), &args);
+    let c = client();
+    // 20 KB quota over local + tiered bytes; everything sealed is tiered at once.
+    create_bucket(
+        &c,
+        &s,
+        "cams",
+        r#"{"max_block_size": 4096, "tier_local_max": 0, "quota_type": "fifo", "quota_size": 20000}"#,
+    )
+    .await;
+    for ts in 1..=80u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+        if ts % 20 == 0 {
+            wait_tiered(&c, &s, 1).await;
+        }
+    }
+    let info = bucket_info(&c, &s).await;
+    assert!(info["size"].as_u64().unwrap() <= 20_000 + 4096, "{info}");
+    assert!(info["evicted_blocks"].as_u64().unwrap() > 0, "{info}");
+    assert!(info["tiered_blocks"].as_u64().unwrap() > 0, "{info}");
+    let r = c
+        .get(s.url("/api/v1/b/cams/front?ts=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "the oldest record was evicted");
+    let kept: Vec<u64> = query(&c, &s, "front")
+        .await
+        .iter()
+        .map(|(t, _)| *t)
+        .collect();
+    // Evicted tiered blocks' objects are deleted in the background.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&c, &s, "tsblob_tier_pending_deletes").await > 0 {
+        assert!(Instant::now() < deadline, "object deletions never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(metric(&c, &s, "tsblob_tier_deleted_objects").await > 0);
+    // Restart (the active block is sealed and tiered), then restore elsewhere: exactly the
+    // kept records come back, no evicted one.
+    drop(s);
+    let s = serve(data.path(), &args);
+    let info = wait_tiered(&c, &s, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while bucket_info(&c, &s).await["tiered_blocks"] != bucket_info(&c, &s).await["block_count"] {
+        assert!(Instant::now() < deadline, "not everything tiered: {info}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(s);
+    let fresh = tempfile::tempdir().unwrap();
+    let r = serve(
+        fresh.path(),
+        &[
+            "--restore-from".to_string(),
+            "s3://tsblob-tier/fifo".to_string(),
+            "--tier-endpoint".to_string(),
+            minio.endpoint(),
+        ],
+    );
+    let restored: Vec<u64> = query(&c, &r, "front")
+        .await
+        .iter()
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(restored, kept);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_replica_sees_newly_tiered_blocks_and_refuses_writes() {
+    let minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    let w = serve(data.path(), &tier_args(&minio, "replica", &[]));
+    let c = client();
+    create_bucket(&c, &w, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &w, "front", ts).await, 201);
+    }
+    wait_tiered(&c, &w, 4).await;
+    let rdata = tempfile::tempdir().unwrap();
+    let r = serve(
+        rdata.path(),
+        &[
+            "--read-replica".to_string(),
+            "s3://tsblob-tier/replica".to_string(),
+            "--tier-endpoint".to_string(),
+            minio.endpoint(),
+            "--replica-refresh".to_string(),
+            "300ms".to_string(),
+        ],
+    );
+    let first = bucket_info(&c, &r).await["record_count"].as_u64().unwrap();
+    assert!(
+        first >= 16,
+        "the replica sees the tiered blocks at start: {first}"
+    );
+    for ts in 1..=first {
+        check_record(&c, &r, "front", ts).await;
+    }
+    // New blocks on the writer appear on the replica once tiered.
+    for ts in 21..=60u64 {
+        assert_eq!(write(&c, &w, "front", ts).await, 201);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = bucket_info(&c, &r).await["record_count"].as_u64().unwrap();
+        if n >= 56 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica has {n} records");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    check_record(&c, &r, "front", 50).await;
+    // Writes answer 405 with the reason.
+    let resp = c
+        .post(r.url("/api/v1/b/cams/front?ts=99999"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "read_only_replica");
+    let resp = c.delete(r.url("/api/v1/b/cams")).send().await.unwrap();
+    assert_eq!(resp.status(), 405);
+    // Queries (POST too) are reads.
+    let q = c
+        .post(r.url("/api/v1/b/cams/front/query"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(q.status(), 200);
+}
+
+#[test]
+fn a_refused_bucket_creation_stops_the_server_with_a_clear_error() {
+    let minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .arg("serve")
+        .arg("--data")
+        .arg(data.path())
+        .args(["--listen", "127.0.0.1:0"])
+        .args(["--tier-url", "s3://tsblob-tier/x", "--tier-endpoint"])
+        .arg(minio.endpoint())
+        .env("AWS_ACCESS_KEY_ID", USER)
+        .env("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("credentials"), "{err}");
+}

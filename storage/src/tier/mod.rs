@@ -1,0 +1,323 @@
+//! Tiering sealed blocks to an S3-compatible object store.
+//!
+//! - `store.rs`: the blocking [`ObjectStore`] trait an embedder implements (the server does,
+//!   with aws-sdk-s3).
+//! - `layout.rs`: object keys and the *heads* sidecar that makes a block object
+//!   self-contained for rebuilding an index.
+//! - `upload.rs`: the tier thread: which sealed blocks to upload (per bucket,
+//!   `tier_local_max` and `tier_after`), bounded concurrent uploads with backoff, verify
+//!   (size and CRC32C), then the commit that marks the block tiered, then the local copy is
+//!   dropped; object deletions of evicted or removed blocks.
+//! - `read.rs`: reads of tiered records (one ranged GET per frame, read-ahead for queries,
+//!   the range cache `cache.rs`), CRC-checked as local reads are.
+//! - `refresh.rs`: an index built from the object store alone (`--restore-from`,
+//!   `--read-replica`).
+//!
+//! A tiered block keeps its metadata in the index (`BlockMeta::tiered`) and its records in
+//! the chunks, so quotas and `max_age` count it and queries list it like a local one; only
+//! payload reads differ. No engine lock is held across a network call.
+
+mod cache;
+mod layout;
+mod read;
+mod refresh;
+mod store;
+mod upload;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use refresh::RefreshReport;
+pub use store::{ObjectError, ObjectHead, ObjectStore};
+
+pub(crate) use layout::block_key;
+
+use crate::lock::{Mutex, Rank, RwLock};
+use cache::RangeCache;
+
+/// The folder (in the data folder) of blocks whose sidecars must be uploaded again.
+pub(crate) const DIRTY_DIR: &str = ".tier-dirty";
+
+/// How a store tiers to an object store (`StoreOptions::tier`).
+#[derive(Clone)]
+pub struct TierConfig {
+    pub store: Arc<dyn ObjectStore>,
+    /// Key prefix in the object store's bucket (no leading or trailing `/`; may be empty).
+    pub prefix: String,
+    /// Bytes of block ranges kept in the local cache.
+    pub cache_bytes: u64,
+    /// Uploads in flight at once.
+    pub uploads: usize,
+    /// Bytes a query's read of a tiered block fetches at once (a point read fetches exactly
+    /// its frame).
+    pub read_ahead: u64,
+    /// How often the tier thread looks for blocks to upload.
+    pub every: Duration,
+    /// False on a read replica: nothing is uploaded or deleted, and writes are refused.
+    pub upload: bool,
+}
+
+impl std::fmt::Debug for TierConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TierConfig")
+            .field("store", &self.store.describe())
+            .field("prefix", &self.prefix)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("uploads", &self.uploads)
+            .field("read_ahead", &self.read_ahead)
+            .field("every", &self.every)
+            .field("upload", &self.upload)
+            .finish()
+    }
+}
+
+impl TierConfig {
+    /// Defaults for everything but the store and prefix.
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> TierConfig {
+        TierConfig {
+            store,
+            prefix: prefix.trim_matches('/').to_string(),
+            cache_bytes: 256 << 20,
+            uploads: 4,
+            read_ahead: 4 << 20,
+            every: Duration::from_millis(250),
+            upload: true,
+        }
+    }
+}
+
+/// The tier's counters, for metrics and `/health`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierStats {
+    /// Where the tier points.
+    pub target: String,
+    /// False after a failed object store call, until one succeeds.
+    pub available: bool,
+    /// The last object store failure, if the store is unavailable.
+    pub last_error: Option<String>,
+    /// Sealed blocks that the buckets' settings say should be uploaded now.
+    pub upload_queue: u64,
+    pub uploaded_blocks: u64,
+    pub uploaded_bytes: u64,
+    pub upload_errors: u64,
+    /// Ranged GETs of tiered records, and those that failed.
+    pub gets: u64,
+    pub get_errors: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_bytes: u64,
+    /// Objects deleted (FIFO, retention, removals), and deletions waiting.
+    pub deleted_objects: u64,
+    pub pending_deletes: u64,
+    /// Whether this store uploads (false: a read replica).
+    pub uploads_enabled: bool,
+}
+
+/// Where a tiered block's object is and what reading it needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Tiered {
+    pub key: String,
+    pub base_ts: u64,
+    pub len: u64,
+}
+
+/// The tier's shared state (one per store, in `Inner`).
+pub(crate) struct Tier {
+    cfg: TierConfig,
+    /// Tiered blocks by id.
+    blocks: RwLock<HashMap<u64, Tiered>>,
+    /// Tiered blocks whose heads sidecar must be uploaded again (a record was removed):
+    /// (bucket, entry, id).
+    dirty: Mutex<BTreeSet<(String, String, u64)>>,
+    /// Where `dirty` is kept across restarts: one file per block, named by its id, holding
+    /// `bucket\nentry` (`<data>/.tier-dirty/`).
+    dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
+    /// Object keys to delete (blocks evicted, expired or removed).
+    deletes: Mutex<Vec<String>>,
+    cache: RangeCache,
+    /// False when orphan objects must not be swept (an index rebuilt without the object
+    /// store's sidecars would call every tiered block an orphan).
+    sweep: AtomicBool,
+    available: AtomicBool,
+    last_error: Mutex<Option<String>>,
+    uploaded_blocks: AtomicU64,
+    uploaded_bytes: AtomicU64,
+    upload_errors: AtomicU64,
+    gets: AtomicU64,
+    get_errors: AtomicU64,
+    deleted: AtomicU64,
+}
+
+impl Tier {
+    pub fn new(cfg: TierConfig) -> Tier {
+        Tier {
+            cache: RangeCache::new(cfg.cache_bytes),
+            cfg,
+            blocks: RwLock::new(Rank::TierState, HashMap::new()),
+            dirty: Mutex::new(Rank::TierState, BTreeSet::new()),
+            dirty_dir: std::sync::OnceLock::new(),
+            deletes: Mutex::new(Rank::TierState, Vec::new()),
+            sweep: AtomicBool::new(true),
+            available: AtomicBool::new(true),
+            last_error: Mutex::new(Rank::TierState, None),
+            uploaded_blocks: AtomicU64::new(0),
+            uploaded_bytes: AtomicU64::new(0),
+            upload_errors: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            get_errors: AtomicU64::new(0),
+            deleted: AtomicU64::new(0),
+        }
+    }
+
+    pub fn config(&self) -> &TierConfig {
+        &self.cfg
+    }
+
+    pub fn key(&self, bucket: &str, entry: &str, id: u64, ext: &str) -> String {
+        block_key(&self.cfg.prefix, bucket, entry, id, ext)
+    }
+
+    /// A block is now tiered (uploaded and committed, or found so at open).
+    pub fn add(&self, id: u64, t: Tiered) {
+        self.blocks.write().insert(id, t);
+    }
+
+    pub fn get(&self, id: u64) -> Option<Tiered> {
+        self.blocks.read().get(&id).cloned()
+    }
+
+    pub fn is_tiered(&self, id: u64) -> bool {
+        self.blocks.read().contains_key(&id)
+    }
+
+    pub fn tiered_ids(&self) -> Vec<u64> {
+        self.blocks.read().keys().copied().collect()
+    }
+
+    /// A tiered block was deleted from the index: its objects go too (in the background).
+    pub fn forget(&self, bucket: &str, entry: &str, id: u64) {
+        let was = self.blocks.write().remove(&id);
+        self.cache.forget(id);
+        self.dirty.lock().retain(|(_, _, d)| *d != id);
+        self.clean(id);
+        if was.is_some() && self.cfg.upload {
+            let mut d = self.deletes.lock();
+            d.push(self.key(bucket, entry, id, "heads"));
+            d.push(self.key(bucket, entry, id, "blk"));
+        }
+    }
+
+    /// Loads the blocks whose sidecars still have to be uploaded again (a removal before a
+    /// restart) from `<data>/.tier-dirty/`.
+    pub fn load_dirty(&self, root: &std::path::Path) {
+        let dir = root.join(DIRTY_DIR);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            log::warn!("cannot create {dir:?}: {e}");
+        }
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            let mut set = self.dirty.lock();
+            for d in rd.flatten() {
+                let name = d.file_name().to_string_lossy().into_owned();
+                let text = std::fs::read_to_string(d.path()).unwrap_or_default();
+                match (u64::from_str_radix(&name, 16), text.split_once('\n')) {
+                    (Ok(id), Some((b, e))) => {
+                        set.insert((b.to_string(), e.to_string(), id));
+                    }
+                    _ => {
+                        let _ = std::fs::remove_file(d.path());
+                    }
+                }
+            }
+        }
+        let _ = self.dirty_dir.set(dir);
+    }
+
+    /// A record of tiered block `id` was removed: its sidecar is uploaded again (noted on
+    /// disk first, so a restart does not forget it).
+    pub fn mark_dirty(&self, bucket: &str, entry: &str, id: u64) {
+        if !self.cfg.upload {
+            return;
+        }
+        if let Some(dir) = self.dirty_dir.get() {
+            let path = dir.join(format!("{id:016x}"));
+            if let Err(e) = std::fs::write(&path, format!("{bucket}\n{entry}")) {
+                log::warn!("cannot note {path:?} (the sidecar is still uploaded again unless the process stops first): {e}");
+            }
+        }
+        self.dirty
+            .lock()
+            .insert((bucket.to_string(), entry.to_string(), id));
+    }
+
+    /// The sidecar of `id` was uploaded again (or its block is gone): forgets the note,
+    /// unless a removal marked the block again meanwhile.
+    pub fn clean(&self, id: u64) {
+        if self.dirty.lock().iter().any(|(_, _, d)| *d == id) {
+            return;
+        }
+        if let Some(dir) = self.dirty_dir.get() {
+            let _ = std::fs::remove_file(dir.join(format!("{id:016x}")));
+        }
+    }
+
+    fn ok(&self) {
+        if !self.available.swap(true, Ordering::AcqRel) {
+            log::info!(
+                "the object store {} is available again",
+                self.cfg.store.describe()
+            );
+        }
+        *self.last_error.lock() = None;
+    }
+
+    fn failed(&self, e: &ObjectError) {
+        if let ObjectError::Unavailable(_) = e {
+            if self.available.swap(false, Ordering::AcqRel) {
+                log::warn!("the object store is unavailable: {e}");
+            }
+        }
+        *self.last_error.lock() = Some(e.to_string());
+    }
+
+    pub fn forbid_sweep(&self) {
+        self.sweep.store(false, Ordering::Release);
+    }
+
+    pub fn may_sweep(&self) -> bool {
+        self.sweep.load(Ordering::Acquire)
+    }
+
+    pub fn is_available(&self) -> bool {
+        self.available.load(Ordering::Acquire)
+    }
+
+    /// Empties the range cache (benchmarks and tests: the next read is cold).
+    pub fn clear_cache(&self) {
+        self.cache.clear();
+    }
+
+    pub fn stats(&self) -> TierStats {
+        // One leaf lock at a time (a struct expression would hold both guards).
+        let last_error = self.last_error.lock().clone();
+        let pending_deletes = self.deletes.lock().len() as u64;
+        TierStats {
+            target: self.cfg.store.describe(),
+            available: self.is_available(),
+            last_error,
+            upload_queue: 0,
+            uploaded_blocks: self.uploaded_blocks.load(Ordering::Relaxed),
+            uploaded_bytes: self.uploaded_bytes.load(Ordering::Relaxed),
+            upload_errors: self.upload_errors.load(Ordering::Relaxed),
+            gets: self.gets.load(Ordering::Relaxed),
+            get_errors: self.get_errors.load(Ordering::Relaxed),
+            cache_hits: self.cache.hits(),
+            cache_misses: self.cache.misses(),
+            cache_bytes: self.cache.bytes(),
+            deleted_objects: self.deleted.load(Ordering::Relaxed),
+            pending_deletes,
+            uploads_enabled: self.cfg.upload,
+        }
+    }
+}
