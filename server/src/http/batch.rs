@@ -70,6 +70,19 @@ pub struct BatchResult {
     pub results: Vec<RecordResult>,
 }
 
+/// A 400 before any record was handled, in the batch answer's shape (as documented for
+/// every 400 of this route).
+fn refused(e: AppError) -> Response {
+    let answer = BatchResult {
+        error: Some(e.body().error),
+        written: 0,
+        existing: 0,
+        failed: 0,
+        results: Vec::new(),
+    };
+    (e.status, Json(answer)).into_response()
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -230,7 +243,8 @@ impl Pending {
         description = "record frames then one end frame (docs/api.md)"),
     responses((status = 200, body = BatchResult, description = "the body parsed; see each record's status"),
               (status = 400, body = BatchResult, description = "malformed_batch, with what was kept"),
-              (status = 404, body = ErrorBody), (status = 413, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
+              (status = 415, body = ErrorBody, description = "unsupported_encoding: a Content-Encoding other than zstd")))]
 pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
     let (parts, body) = req.into_parts();
@@ -240,11 +254,11 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             ("if_exists", "fail") => if_exists = IfExists::Fail,
             ("if_exists", "compare") => if_exists = IfExists::Compare,
             ("if_exists", other) => {
-                return Err(AppError::bad_request(format!(
+                return Ok(refused(AppError::bad_request(format!(
                     "if_exists={other:?} is not a choice: use \"fail\" (the default) or \"compare\""
-                )))
+                ))))
             }
-            _ => return Err(super::params::unknown(&k, "if_exists")),
+            _ => return Ok(refused(super::params::unknown(&k, "if_exists"))),
         }
     }
     let limits = t.state.limits.clone();
@@ -257,7 +271,11 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     blocking(move || Ok(store.bucket(&bucket).map(|_| ())?)).await?;
 
     let body = if zstd_body {
-        super::body::decompress_zstd(body, &limits).await?
+        match super::body::decompress_zstd(body, &limits).await {
+            Ok(b) => b,
+            Err(e) if e.status == StatusCode::BAD_REQUEST => return Ok(refused(e)),
+            Err(e) => return Err(e),
+        }
     } else {
         body
     };
