@@ -132,6 +132,27 @@ pub struct S3Store {
 }
 
 impl S3Store {
+    /// One GET of `key`, whole or of an HTTP `range` (`bytes=a-b`).
+    fn fetch(&self, key: &str, range: Option<String>) -> Result<Vec<u8>, ObjectError> {
+        let (s3, bucket, key) = (self.s3.clone(), self.bucket.clone(), key.to_string());
+        self.run(async move {
+            let out = s3
+                .get_object()
+                .bucket(bucket)
+                .key(&key)
+                .set_range(range)
+                .send()
+                .await
+                .map_err(|e| classify(&e, &key))?;
+            let body = out
+                .body
+                .collect()
+                .await
+                .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
+            Ok(body.into_bytes().to_vec())
+        })
+    }
+
     /// A client for `s3://bucket/prefix` (the URL) at `endpoint` (None: AWS's own).
     pub fn connect(
         url: &str,
@@ -431,42 +452,11 @@ impl ObjectStore for S3Store {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let (s3, bucket, key) = (self.s3.clone(), self.bucket.clone(), key.to_string());
-        self.run(async move {
-            let out = s3
-                .get_object()
-                .bucket(bucket)
-                .key(&key)
-                .range(format!("bytes={start}-{}", start + len - 1))
-                .send()
-                .await
-                .map_err(|e| classify(&e, &key))?;
-            let body = out
-                .body
-                .collect()
-                .await
-                .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
-            Ok(body.into_bytes().to_vec())
-        })
+        self.fetch(key, Some(format!("bytes={start}-{}", start + len - 1)))
     }
 
     fn get(&self, key: &str) -> Result<Vec<u8>, ObjectError> {
-        let (s3, bucket, key) = (self.s3.clone(), self.bucket.clone(), key.to_string());
-        self.run(async move {
-            let out = s3
-                .get_object()
-                .bucket(bucket)
-                .key(&key)
-                .send()
-                .await
-                .map_err(|e| classify(&e, &key))?;
-            let body = out
-                .body
-                .collect()
-                .await
-                .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
-            Ok(body.into_bytes().to_vec())
-        })
+        self.fetch(key, None)
     }
 
     fn head(&self, key: &str) -> Result<Option<ObjectHead>, ObjectError> {

@@ -76,23 +76,6 @@ async fn write(c: &reqwest::Client, s: &Server, entry: &str, ts: u64, labels: &[
     assert_eq!(r.status(), 201);
 }
 
-async fn metric(c: &reqwest::Client, s: &Server, name: &str) -> i64 {
-    let text = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in /metrics"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_writer_three_tailers_each_see_every_record_once_in_order() {
     let s = Server::start(&[]);
@@ -261,7 +244,7 @@ async fn tails_that_went_away_leave_nothing_behind() {
     for (rx, _) in tails.iter_mut() {
         assert_eq!(next_ts(rx).await, 1);
     }
-    assert_eq!(metric(&c, &s, "tsblob_query_follows").await, 50);
+    assert_eq!(common::metric(&c, &s, "tsblob_query_follows").await, 50);
     assert!(fds() >= before + 50);
     for (_, task) in tails {
         task.abort(); // the connection closes
@@ -271,7 +254,7 @@ async fn tails_that_went_away_leave_nothing_behind() {
     write(&c, &s, "cam", 2, &[]).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let live = metric(&c, &s, "tsblob_query_follows").await;
+        let live = common::metric(&c, &s, "tsblob_query_follows").await;
         if live == 0 && fds() <= before + 2 {
             break;
         }
@@ -282,7 +265,10 @@ async fn tails_that_went_away_leave_nothing_behind() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(metric(&c, &s, "tsblob_http_requests_in_flight").await, 1);
+    assert_eq!(
+        common::metric(&c, &s, "tsblob_http_requests_in_flight").await,
+        1
+    );
     // still responsive
     let r = c.get(s.url("/api/v1/b/b/cam?ts=2")).send().await.unwrap();
     assert_eq!(r.text().await.unwrap(), "p2");

@@ -274,23 +274,6 @@ fn assert_query_is(got: &[(u64, Vec<u8>)], expected: &[u64]) {
     }
 }
 
-async fn metric(c: &reqwest::Client, s: &Server, name: &str) -> i64 {
-    let text = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no metric {name}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn block_files(data: &Path) -> usize {
     std::fs::read_dir(data.join("cams/front"))
         .map(|d| {
@@ -328,13 +311,13 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
         check_record(&c, &s, "front", ts).await;
     }
     assert_query_is(&query(&c, &s, "front").await, &all);
-    assert!(metric(&c, &s, "tsblob_tier_gets").await > 0);
-    assert!(metric(&c, &s, "tsblob_tier_cache_bytes").await <= 4096);
+    assert!(common::metric(&c, &s, "tsblob_tier_gets").await > 0);
+    assert!(common::metric(&c, &s, "tsblob_tier_cache_bytes").await <= 4096);
     // A cached point read is a hit: read the same record twice.
-    let hits = metric(&c, &s, "tsblob_tier_cache_hits").await;
+    let hits = common::metric(&c, &s, "tsblob_tier_cache_hits").await;
     check_record(&c, &s, "front", 1_001).await;
     check_record(&c, &s, "front", 1_001).await;
-    assert!(metric(&c, &s, "tsblob_tier_cache_hits").await > hits);
+    assert!(common::metric(&c, &s, "tsblob_tier_cache_hits").await > hits);
 
     // Labels of a tiered record cannot change (its frame is in the object store)...
     let r = c
@@ -440,16 +423,16 @@ async fn minio_down_reads_answer_503_writes_go_on_and_uploads_resume() {
         .await
         .unwrap();
     assert_eq!(health["tier"]["available"], false, "{health}");
-    assert_eq!(metric(&c, &s, "tsblob_tier_available").await, 0);
+    assert_eq!(common::metric(&c, &s, "tsblob_tier_available").await, 0);
     // Writes go on locally while the store is down (these blocks wait for it).
     for ts in 21..=40u64 {
         assert_eq!(write(&c, &s, "front", ts).await, 201);
     }
     let before = bucket_info(&c, &s).await["tiered_blocks"].as_u64().unwrap();
-    assert!(metric(&c, &s, "tsblob_tier_upload_queue").await > 0);
+    assert!(common::metric(&c, &s, "tsblob_tier_upload_queue").await > 0);
     // Uploads fail (and are counted) while the store is down.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&c, &s, "tsblob_tier_upload_errors").await == 0 {
+    while common::metric(&c, &s, "tsblob_tier_upload_errors").await == 0 {
         assert!(
             Instant::now() < deadline,
             "no upload failed while MinIO was down"
@@ -584,11 +567,11 @@ async fn fifo_counts_both_tiers_and_evicted_objects_do_not_come_back_in_a_restor
         .collect();
     // Evicted tiered blocks' objects are deleted in the background.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&c, &s, "tsblob_tier_pending_deletes").await > 0 {
+    while common::metric(&c, &s, "tsblob_tier_pending_deletes").await > 0 {
         assert!(Instant::now() < deadline, "object deletions never ran");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(metric(&c, &s, "tsblob_tier_deleted_objects").await > 0);
+    assert!(common::metric(&c, &s, "tsblob_tier_deleted_objects").await > 0);
     // Restart (the active block is sealed and tiered), then restore elsewhere: exactly the
     // kept records come back, no evicted one.
     drop(s);

@@ -184,3 +184,21 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// The value of an unlabelled series `name` in the server's `/metrics` (fails if absent).
+pub async fn metric(c: &reqwest::Client, s: &Server, name: &str) -> i64 {
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
