@@ -41,6 +41,10 @@ enum Command {
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
     #[command(hide = true)]
     Loadgen(loadgen::LoadArgs),
+    /// The `limit` target of `tsblob bench` (started by it): discards writes, answers reads
+    /// from a mapped file.
+    #[command(hide = true, name = "bench-limit")]
+    BenchLimit(tsblob_compare::limit::LimitArgs),
 }
 
 #[tokio::main]
@@ -67,5 +71,6 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Tail(args) => cli::tail(args).await,
         Command::Bench(args) => tsblob_compare::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
+        Command::BenchLimit(args) => tsblob_compare::limit::serve(args).await,
     }
 }

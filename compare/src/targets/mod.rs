@@ -7,7 +7,7 @@
 pub mod minio;
 pub mod reductstore;
 pub mod tsblob;
-mod tsblob_frames;
+pub(crate) mod tsblob_frames;
 
 use std::future::Future;
 use std::time::Duration;
@@ -28,6 +28,9 @@ pub enum TargetKind {
     Minio,
     /// ReductStore through its HTTP API v1.
     Reductstore,
+    /// The physical limit: a server on tsblob's stack that discards writes and answers reads
+    /// from a mapped file, without an index (`crate::limit`).
+    Limit,
 }
 
 impl TargetKind {
@@ -37,6 +40,7 @@ impl TargetKind {
             TargetKind::Tsblob => "tsblob",
             TargetKind::Minio => "minio",
             TargetKind::Reductstore => "reductstore",
+            TargetKind::Limit => "limit",
         }
     }
 
@@ -45,7 +49,11 @@ impl TargetKind {
         match name.trim().to_ascii_lowercase().as_str() {
             "minio" => Ok(TargetKind::Minio),
             "reductstore" | "reduct" => Ok(TargetKind::Reductstore),
-            other => bail!("unknown peer {other:?} in --against: use minio, reductstore or both"),
+            "limit" => Ok(TargetKind::Limit),
+            other => bail!(
+                "unknown peer {other:?} in --against: use minio, reductstore, limit (a comma \
+                 separated list of them)"
+            ),
         }
     }
 }

@@ -18,11 +18,13 @@ use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
 const LABEL_PREFIX: &str = "x-tsblob-label-";
 const FRAMES: &str = "application/x-tsblob-records";
 
-/// A tsblob server at `base` (`http://host:port`).
+/// A tsblob server at `base` (`http://host:port`), or the `limit` server, which answers the
+/// same requests (`crate::limit`): one client for both, so both see the same request bytes.
 pub struct Tsblob {
     base: String,
     http: reqwest::Client,
     concurrency: usize,
+    kind: TargetKind,
 }
 
 impl Tsblob {
@@ -32,6 +34,15 @@ impl Tsblob {
             base: base.trim_end_matches('/').to_string(),
             http: http_client(concurrency)?,
             concurrency,
+            kind: TargetKind::Tsblob,
+        })
+    }
+
+    /// A client for the `limit` server at `base`.
+    pub fn limit(base: &str, concurrency: usize) -> Result<Tsblob> {
+        Ok(Tsblob {
+            kind: TargetKind::Limit,
+            ..Tsblob::new(base, concurrency)?
         })
     }
 
@@ -117,7 +128,21 @@ impl Tsblob {
 
 impl Target for Tsblob {
     fn kind(&self) -> TargetKind {
-        TargetKind::Tsblob
+        self.kind
+    }
+
+    fn when_support(&self) -> Result<(), &'static str> {
+        match self.kind {
+            TargetKind::Limit => Err("the limit server has no index to filter on"),
+            _ => Ok(()),
+        }
+    }
+
+    fn fifo_support(&self) -> Result<(), &'static str> {
+        match self.kind {
+            TargetKind::Limit => Err("the limit server keeps nothing: no quota to hold"),
+            _ => Ok(()),
+        }
     }
 
     async fn version(&self) -> Result<String> {

@@ -18,14 +18,26 @@ pub fn encode_record(
     labels: &[(String, String)],
     payload: &[u8],
 ) {
+    encode_record_head(out, ts, content_type, labels, payload.len() as u64);
+    out.put_slice(payload);
+}
+
+/// Appends a record frame's head: its `payload_len` bytes of payload must follow.
+pub fn encode_record_head(
+    out: &mut Vec<u8>,
+    ts: u64,
+    content_type: &str,
+    labels: &[(String, String)],
+    payload_len: u64,
+) {
     let labels_len: usize = labels.iter().map(|(k, v)| 4 + k.len() + v.len()).sum();
-    out.reserve(RECORD_HEADER + content_type.len() + labels_len + payload.len());
+    out.reserve(RECORD_HEADER + content_type.len() + labels_len);
     out.put_u8(KIND_RECORD);
     out.put_u64_le(ts);
     out.put_u16_le(content_type.len() as u16);
     out.put_u16_le(labels.len() as u16);
     out.put_u32_le(labels_len as u32);
-    out.put_u64_le(payload.len() as u64);
+    out.put_u64_le(payload_len);
     out.put_slice(content_type.as_bytes());
     for (k, v) in labels {
         out.put_u16_le(k.len() as u16);
@@ -33,7 +45,6 @@ pub fn encode_record(
         out.put_u16_le(v.len() as u16);
         out.put_slice(v.as_bytes());
     }
-    out.put_slice(payload);
 }
 
 /// Appends the end frame that closes a batch of `count` records.
