@@ -9,6 +9,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod buckets;
+pub mod budget;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
@@ -73,6 +74,8 @@ pub struct AppState {
     /// Bumped after every index commit (the engine's commit listener): live tails
     /// (`follow=true`) wait on it instead of polling.
     pub commits: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Memory that single-record bodies may hold while received whole (`budget.rs`).
+    pub(crate) bodies: budget::MemoryBudget,
 }
 
 impl AppState {
@@ -91,6 +94,7 @@ impl AppState {
             limits: Arc::new(limits),
             started: Instant::now(),
             commits,
+            bodies: budget::MemoryBudget::default(),
         })
     }
 }
