@@ -21,6 +21,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -98,9 +99,14 @@ pub async fn serve(args: LimitArgs) -> Result<()> {
         .route("/api/v1/b/{bucket}/{entry}/batch", post(discard_batch))
         .route("/api/v1/b/{bucket}/{entry}/query", get(query))
         .with_state(state);
+    // TCP_NODELAY as tsblob's own accept loop sets it: without it a response written as a
+    // small head then a large payload waits on the client's delayed ACK (Nagle).
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+        .with_context(|| format!("cannot listen on {}", args.listen))?
+        .tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
     axum::serve(listener, app)
         .await
         .context("the limit server stopped")
@@ -274,12 +280,13 @@ async fn query(
             if !buf.is_empty() {
                 out.push(Bytes::from(buf));
             }
-            let step = futures_util::stream::iter(out.into_iter().map(Ok));
+            let step = futures_util::stream::iter(
+                out.into_iter().map(Ok::<Bytes, std::convert::Infallible>),
+            );
             Some((step, (seq, last, size)))
         },
     )
-    .flatten()
-    .map(|r: Result<Bytes, std::convert::Infallible>| r);
+    .flatten();
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
