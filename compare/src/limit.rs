@@ -124,11 +124,11 @@ async fn create_bucket() -> StatusCode {
 }
 
 /// Reads a body to its end and drops it.
-async fn drain(body: Body) -> Result<u64, Response> {
+async fn drain(body: Body) -> Result<u64, String> {
     let mut stream = body.into_data_stream();
     let mut n = 0u64;
     while let Some(piece) = stream.next().await {
-        let piece = piece.map_err(|e| error(StatusCode::BAD_REQUEST, format!("body: {e}")))?;
+        let piece = piece.map_err(|e| format!("reading the body failed: {e}"))?;
         n += piece.len() as u64;
     }
     Ok(n)
@@ -137,14 +137,14 @@ async fn drain(body: Body) -> Result<u64, Response> {
 async fn discard(body: Body) -> Response {
     match drain(body).await {
         Ok(_) => StatusCode::CREATED.into_response(),
-        Err(e) => e,
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
 
 async fn discard_batch(body: Body) -> Response {
     match drain(body).await {
         Ok(_) => Json(serde_json::json!({"failed": 0, "results": []})).into_response(),
-        Err(e) => e,
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
 
@@ -154,17 +154,17 @@ fn error(status: StatusCode, message: String) -> Response {
 }
 
 impl Limit {
-    /// The plan and entry index of an entry name `s<size>-e<entry>`.
-    fn entry(&self, name: &str) -> Result<(&Size, u32), Response> {
+    /// The plan and entry index of an entry name `s<size>-e<entry>` (a 404 otherwise).
+    fn entry(&self, name: &str) -> Result<(&Size, u32), Box<Response>> {
         let parsed = name
             .strip_prefix('s')
             .and_then(|r| r.split_once("-e"))
             .and_then(|(s, e)| Some((s.parse::<u64>().ok()?, e.parse::<u32>().ok()?)));
         let not_found = || {
-            error(
+            Box::new(error(
                 StatusCode::NOT_FOUND,
                 format!("entry {name:?} is not in the workload the limit server was given"),
-            )
+            ))
         };
         let (size, entry) = parsed.ok_or_else(not_found)?;
         let s = self.sizes.get(&size).ok_or_else(not_found)?;
@@ -199,7 +199,7 @@ async fn point(
 ) -> Response {
     let (s, e) = match state.entry(&entry) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let seq = match q.ts.checked_sub(BASE_TS) {
         Some(d) if d % TS_STEP == 0 && d / TS_STEP < s.plan.entry_len(e) => d / TS_STEP,
@@ -242,7 +242,7 @@ async fn query(
 ) -> Response {
     let (s, e) = match state.entry(&entry) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let first = q.start.saturating_sub(BASE_TS).div_ceil(TS_STEP);
     let end = first + s.plan.expected_in(e, q.start, q.stop);
