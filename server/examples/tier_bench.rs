@@ -13,6 +13,8 @@
 //! (defaults 2000, 65536, 3). Prints Markdown.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -72,15 +74,9 @@ fn start_minio(dir: &std::path::Path) -> (Minio, String) {
 }
 
 fn payload(i: u64, len: usize) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut out = vec![0; len];
+    Xoshiro256PlusPlus::seed_from_u64(i).fill_bytes(&mut out);
+    out
 }
 
 fn settings(tier: bool) -> BucketSettings {

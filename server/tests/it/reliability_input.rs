@@ -383,11 +383,13 @@ fn slow_clients_are_cut_off_without_exhausting_the_server() {
             t
         })
         .collect();
-    // While they dawdle, a normal client is served promptly.
+    // While they dawdle, a normal client is served promptly: well before the 2 s header
+    // timeout would free an exhausted server. (1 s was the bound; 1.03 s was seen in CI once
+    // this test shared its binary, and the 2 cores, with the other server tests.)
     let started = Instant::now();
     assert_serving(&s);
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_millis(1500),
         "health took {:?}",
         started.elapsed()
     );

@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -163,15 +165,9 @@ fn client() -> reqwest::Client {
 
 /// A payload that differs per timestamp (and is not compressible).
 fn payload(ts: u64, len: usize) -> Vec<u8> {
-    let mut x = ts.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut out = vec![0; len];
+    Xoshiro256PlusPlus::seed_from_u64(ts).fill_bytes(&mut out);
+    out
 }
 
 async fn create_bucket(c: &reqwest::Client, s: &Server, name: &str, settings: &str) {

@@ -5,6 +5,8 @@
 
 pub mod proxy;
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -28,21 +30,17 @@ pub fn payload(entry: &str, ts: u64, len: usize, text: bool) -> Vec<u8> {
     for b in entry.bytes() {
         x = x.rotate_left(5) ^ b as u64;
     }
-    let mut out = Vec::with_capacity(len + 8);
+    let mut out = Vec::with_capacity(len);
     if text {
         let line = format!("{entry} {ts} sensor reading ok\n");
         while out.len() < len {
             out.extend_from_slice(line.as_bytes());
         }
+        out.truncate(len);
     } else {
-        while out.len() < len {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            out.extend_from_slice(&x.to_le_bytes());
-        }
+        out.resize(len, 0);
+        Xoshiro256PlusPlus::seed_from_u64(x).fill_bytes(&mut out);
     }
-    out.truncate(len);
     out
 }
 
