@@ -119,8 +119,9 @@ async fn health() -> Json<serde_json::Value> {
     }))
 }
 
-async fn create_bucket() -> StatusCode {
-    StatusCode::OK
+/// Answers like tsblob (a JSON body: the shared client parses one) without keeping anything.
+async fn create_bucket(Path(bucket): Path<String>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "name": bucket }))
 }
 
 /// Reads a body to its end and drops it.
@@ -134,9 +135,11 @@ async fn drain(body: Body) -> Result<u64, String> {
     Ok(n)
 }
 
-async fn discard(body: Body) -> Response {
+/// Reads a write's body and drops it; answers like tsblob (`201 {"ts"}`), as the shared
+/// client reads the timestamp back.
+async fn discard(Query(q): Query<TsParam>, body: Body) -> Response {
     match drain(body).await {
-        Ok(_) => StatusCode::CREATED.into_response(),
+        Ok(_) => (StatusCode::CREATED, Json(serde_json::json!({ "ts": q.ts }))).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
