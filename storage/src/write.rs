@@ -248,6 +248,25 @@ impl Store {
             .unwrap_or_else(|| Err(Error::Index("write produced no result".into())))
     }
 
+    /// Writes several records of one entry, each given as the pieces it arrived in, with
+    /// one append and one index commit; one result per record, in order (a duplicate
+    /// timestamp or a bad label fails only its own record). The outer error is for failures
+    /// of the whole group (unknown bucket, bad entry name, quota...). The server's writer
+    /// thread uses it for concurrent single writes (`server/src/http/writer.rs`).
+    pub fn write_group<P: AsRef<[u8]>>(
+        &self,
+        bucket: &str,
+        entry: &str,
+        records: &[(&WriteMeta, &[P])],
+    ) -> Result<Vec<Result<u64>>> {
+        self.write_many(
+            bucket,
+            entry,
+            records.iter().map(|&(m, p)| (m, p)),
+            records.len(),
+        )
+    }
+
     /// Writes many records with one index commit; one result per record, in order.
     /// The outer error is for failures of the whole batch (unknown bucket, disk full...).
     pub fn write_batch(

@@ -9,10 +9,10 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
-use tsblob_storage::{BatchRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
+use tsblob_storage::{WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::{content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
@@ -132,19 +132,22 @@ fn same_payload(
 }
 
 /// Writes one chunk on the blocking pool; the handle yields one result per record.
-fn spawn_chunk(
-    t: &Target,
-    records: Vec<BatchRecord>,
-    if_exists: IfExists,
-) -> JoinHandle<ChunkOutcome> {
+fn spawn_chunk(t: &Target, records: Vec<Parsed>, if_exists: IfExists) -> JoinHandle<ChunkOutcome> {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
     tokio::task::spawn_blocking(move || {
         let asked: Vec<Option<u64>> = records.iter().map(|r| r.meta.ts).collect();
         let crcs: Vec<u32> = match if_exists {
-            IfExists::Compare => records.iter().map(|r| crc32c::crc32c(&r.data)).collect(),
+            IfExists::Compare => records
+                .iter()
+                .map(|r| r.data.iter().fold(0, |c, p| crc32c::crc32c_append(c, p)))
+                .collect(),
             IfExists::Fail => Vec::new(),
         };
-        match store.write_batch(&bucket, &entry, records) {
+        let group: Vec<(&WriteMeta, &[Bytes])> = records
+            .iter()
+            .map(|r| (&r.meta, r.data.as_slice()))
+            .collect();
+        match store.write_group(&bucket, &entry, &group) {
             Ok(results) => results
                 .into_iter()
                 .zip(asked)
@@ -217,13 +220,22 @@ async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<Reco
 /// The record being assembled from its frame head and payload pieces.
 struct Pending {
     head: FrameHead,
-    data: Vec<u8>,
+    /// The payload as the decoder cut it from the body (slices of the receive buffer: no
+    /// copy; `Store::write_group` appends pieces of 16 KiB and more from them directly).
+    data: Vec<Bytes>,
+    len: u64,
+}
+
+/// A parsed record waiting in a chunk: its metadata and payload pieces.
+struct Parsed {
+    meta: WriteMeta,
+    data: Vec<Bytes>,
 }
 
 impl Pending {
-    fn into_record(self) -> BatchRecord {
+    fn into_record(self) -> Parsed {
         let ct = self.head.content_type;
-        BatchRecord {
+        Parsed {
             meta: WriteMeta {
                 ts: (self.head.ts != TS_NOW).then_some(self.head.ts),
                 content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
@@ -283,7 +295,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let mut dec = Decoder::new();
     let mut buf = BytesMut::new();
     let mut current: Option<Pending> = None;
-    let mut chunk: Vec<BatchRecord> = Vec::new();
+    let mut chunk: Vec<Parsed> = Vec::new();
     let mut chunk_bytes = 0usize;
     let mut in_flight: Option<JoinHandle<ChunkOutcome>> = None;
     let mut results: Vec<RecordResult> = Vec::new();
@@ -328,15 +340,16 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                     }
                     chunk_bytes += held_bytes(&head);
                     // Memory follows the bytes that arrive, not the length a head claims.
-                    let len = (head.payload_len as usize).min(CHUNK_BYTES);
                     current = Some(Pending {
                         head,
-                        data: Vec::with_capacity(len),
+                        data: Vec::new(),
+                        len: 0,
                     });
                 }
                 Event::Data(d) => {
                     if let Some(p) = current.as_mut() {
-                        p.data.extend_from_slice(&d);
+                        p.len += d.len() as u64;
+                        p.data.push(d);
                     }
                 }
                 Event::End(n) => {
@@ -358,10 +371,10 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             // A record is complete once its payload is; zero-length ones at once.
             if current
                 .as_ref()
-                .is_some_and(|p| p.data.len() as u64 == p.head.payload_len)
+                .is_some_and(|p| p.len == p.head.payload_len)
             {
                 if let Some(p) = current.take() {
-                    chunk_bytes += p.data.len();
+                    chunk_bytes += p.len as usize;
                     chunk.push(p.into_record());
                 }
                 if chunk_bytes >= CHUNK_BYTES || chunk.len() >= CHUNK_RECORDS {

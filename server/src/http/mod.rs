@@ -23,6 +23,7 @@ pub mod spool;
 pub mod tokens;
 pub mod ui;
 pub mod when;
+mod writer;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +81,8 @@ pub struct AppState {
     pub replications: Arc<crate::replication::Replications>,
     /// Memory that single-record bodies may hold while received whole (`budget.rs`).
     pub(crate) bodies: budget::MemoryBudget,
+    /// The store's writer thread, which writes small single records in groups (`writer.rs`).
+    pub(crate) writer: writer::Writer,
 }
 
 impl AppState {
@@ -97,6 +100,7 @@ impl AppState {
             commits.clone(),
             crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
         )?);
+        let writer = writer::Writer::start(store.clone())?;
         Ok(AppState {
             store,
             auth: Arc::new(auth),
@@ -106,6 +110,7 @@ impl AppState {
             started: Instant::now(),
             commits,
             bodies: budget::MemoryBudget::default(),
+            writer,
         })
     }
 }

@@ -124,6 +124,12 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         None => None,
     };
     let ts = match (len, in_memory) {
+        // Small bodies go to the writer thread, which groups concurrent writes.
+        (Some(_), Some(None)) => {
+            let pieces = chunks.pieces().await?;
+            let writer = t.state.writer.clone();
+            writer.write(bucket, entry, meta, pieces).await?
+        }
         (Some(_), Some(_permit)) => {
             let pieces = chunks.pieces().await?;
             blocking(move || Ok(store.write_pieces(&bucket, &entry, &meta, &pieces)?)).await?

@@ -1031,6 +1031,7 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
     assert_eq!(f.call("GET", "/api/v1/b", "").await.status, StatusCode::OK);
 }
 
+mod grouped_writes;
 mod query_when;
 
 /// `if_exists=compare` (what replication and `tsblob cp` send): a record already stored

@@ -88,3 +88,48 @@ fn pieced_writes_read_back_whole_and_survive_a_rebuild() {
         .into_bytes();
     assert_eq!(s.read("z", "logs", Some(9)).unwrap().data, text);
 }
+
+/// `Store::write_group` (the server's writer thread: concurrent single writes of one entry
+/// in one append and one commit): a record that fails (a timestamp already stored, one
+/// repeated inside the group, bad labels) fails alone, the others are stored and read back
+/// whole, also after a rebuild from the block files; a bad entry name fails the group.
+#[test]
+fn a_group_write_fails_only_the_records_that_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_labels = WriteMeta {
+        labels: [("no spaces".to_string(), "x".to_string())].into(),
+        ..meta(7)
+    };
+    let metas = [meta(3), meta(5), meta(3), bad_labels, meta(9), meta(1)];
+    let datas: Vec<Vec<Vec<u8>>> = metas
+        .iter()
+        .map(|m| cut(&payload(m.ts.unwrap_or(0), 3000), &[1000, 20_000]))
+        .collect();
+    {
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        s.write("b", "e", &meta(1), &payload(1, 3000)).unwrap();
+        let group: Vec<(&WriteMeta, &[Vec<u8>])> = metas
+            .iter()
+            .zip(&datas)
+            .map(|(m, d)| (m, d.as_slice()))
+            .collect();
+        let results = s.write_group("b", "e", &group).unwrap();
+        let oks: Vec<Option<u64>> = results.iter().map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(oks, [Some(3), Some(5), None, None, Some(9), None]);
+        for (i, r) in results.iter().enumerate() {
+            if let Err(e) = r {
+                let conflict = matches!(e, Error::Write(WriteError::Conflict { .. }));
+                let label = matches!(e, Error::Write(WriteError::InvalidLabel(_)));
+                assert!(if i == 3 { label } else { conflict }, "record {i}: {e}");
+            }
+        }
+        assert!(s.write_group("b", "bad name", &group[..1]).is_err());
+    }
+    rebuild_index(dir.path(), &opts()).unwrap();
+    let s = open(dir.path());
+    for ts in [1, 3, 5, 9] {
+        assert_eq!(s.read("b", "e", Some(ts)).unwrap().data, payload(ts, 3000));
+    }
+    assert_eq!(s.entry("b", "e").unwrap().record_count, 4);
+}

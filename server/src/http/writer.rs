@@ -1,0 +1,169 @@
+//! The writer thread: single-record writes of small bodies (received whole in memory) go to
+//! one thread per store instead of tokio's blocking pool. It takes every write queued while
+//! it was busy, groups them by entry and writes each group with one append and one index
+//! commit (`Store::write_group`), then answers each request through its oneshot.
+//!
+//! Per 1 KiB write this replaces a hand-off to a pooled thread, a group-commit
+//! leader/follower wake-up and the wake-up back with one queue push and one oneshot: under
+//! load the thread never sleeps between groups (`docs/benchmarks/speed-2026-11-23.md`).
+//!
+//! The ack rule is the engine's: a request is answered after `write_group` returned, that
+//! is after its frames were appended and its index commit went through (fsynced first with
+//! `SyncPolicy::Always`). One request's failure fails only itself: a record's own error
+//! (duplicate timestamp, bad labels) is per record, and when a whole group fails (unknown
+//! bucket, bad entry name, quota) its records are written again one by one, so each gets
+//! its own answer.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tsblob_storage::{Store, WriteMeta};
+
+use super::errors::AppError;
+
+/// At most this many writes are taken into one round of groups...
+const MAX_JOBS: usize = 256;
+/// ...and at most this many payload bytes (the server sends bodies up to 256 KiB here).
+const MAX_BYTES: usize = 8 << 20;
+
+type Reply = oneshot::Sender<tsblob_storage::Result<u64>>;
+
+struct Job {
+    bucket: String,
+    entry: String,
+    meta: WriteMeta,
+    pieces: Vec<Bytes>,
+    reply: Reply,
+}
+
+impl Job {
+    fn len(&self) -> usize {
+        self.pieces.iter().map(Bytes::len).sum()
+    }
+}
+
+/// The sending side of a store's writer thread; the thread ends when the last clone is
+/// dropped (after answering what was queued).
+#[derive(Clone)]
+pub(crate) struct Writer {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+impl Writer {
+    /// Starts the writer thread of `store`.
+    pub(crate) fn start(store: Store) -> std::io::Result<Writer> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("tsblob-writer".into())
+            .spawn(move || run(store, rx))?;
+        Ok(Writer { tx })
+    }
+
+    /// Writes one record whose payload is `pieces`; answers once it is committed.
+    pub(crate) async fn write(
+        &self,
+        bucket: String,
+        entry: String,
+        meta: WriteMeta,
+        pieces: Vec<Bytes>,
+    ) -> Result<u64, AppError> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            bucket,
+            entry,
+            meta,
+            pieces,
+            reply,
+        };
+        if self.tx.send(job).is_err() {
+            return Err(AppError::internal(
+                "the writer thread has stopped; nothing was stored: restart the server",
+            ));
+        }
+        match answer.await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(AppError::internal(
+                "the write failed inside the server (see its log); it may not have been \
+                 stored: read it back or write it again",
+            )),
+        }
+    }
+}
+
+fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let mut jobs: Vec<Job> = Vec::new();
+    while let Some(first) = rx.blocking_recv() {
+        let mut bytes = first.len();
+        jobs.push(first);
+        while jobs.len() < MAX_JOBS && bytes < MAX_BYTES {
+            match rx.try_recv() {
+                Ok(j) => {
+                    bytes += j.len();
+                    jobs.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        // A panic drops the replies of the round's unanswered jobs (their requests get a
+        // 500) and the thread goes on with the next round.
+        let round = std::mem::take(&mut jobs);
+        if std::panic::catch_unwind(AssertUnwindSafe(|| write_round(&store, round))).is_err() {
+            tracing::error!("the writer thread panicked on a round of writes; they were refused");
+        }
+    }
+}
+
+/// Writes a round of jobs: grouped by entry (arrival order kept within an entry), one
+/// `write_group` per entry.
+fn write_round(store: &Store, jobs: Vec<Job>) {
+    let mut groups: Vec<Vec<Job>> = Vec::new();
+    let mut at: HashMap<(String, String), usize> = HashMap::new();
+    for j in jobs {
+        match at.get(&(j.bucket.clone(), j.entry.clone())) {
+            Some(&i) => groups[i].push(j),
+            None => {
+                at.insert((j.bucket.clone(), j.entry.clone()), groups.len());
+                groups.push(vec![j]);
+            }
+        }
+    }
+    for g in groups {
+        write_entry(store, g);
+    }
+}
+
+fn write_entry(store: &Store, jobs: Vec<Job>) {
+    let Some(first) = jobs.first() else {
+        return;
+    };
+    let records: Vec<(&WriteMeta, &[Bytes])> = jobs
+        .iter()
+        .map(|j| (&j.meta, j.pieces.as_slice()))
+        .collect();
+    match store.write_group(&first.bucket, &first.entry, &records) {
+        Ok(results) => {
+            drop(records);
+            for (j, r) in jobs.into_iter().zip(results) {
+                // A dropped receiver is a client that went away: nothing to tell.
+                let _ = j.reply.send(r);
+            }
+        }
+        Err(e) if jobs.len() == 1 => {
+            drop(records);
+            if let Some(j) = jobs.into_iter().next() {
+                let _ = j.reply.send(Err(e));
+            }
+        }
+        Err(_) => {
+            // The group failed as a whole (e.g. a quota that one record fits but not all):
+            // each record again on its own, for its own answer.
+            drop(records);
+            for j in jobs {
+                let r = store.write_pieces(&j.bucket, &j.entry, &j.meta, &j.pieces);
+                let _ = j.reply.send(r);
+            }
+        }
+    }
+}
