@@ -26,8 +26,14 @@ pub fn parse_block_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// A block file just created: its handle and its length (the header's).
+pub struct NewBlock {
+    pub file: Arc<File>,
+    pub len: u64,
+}
+
 /// Creates a block file and writes its header; returns the file and the header length.
-pub fn create_block(path: &Path, id: u64, base_ts: u64, entry: &str) -> Result<(Arc<File>, u64)> {
+pub fn create_block(path: &Path, id: u64, base_ts: u64, entry: &str) -> Result<NewBlock> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -37,11 +43,22 @@ pub fn create_block(path: &Path, id: u64, base_ts: u64, entry: &str) -> Result<(
     let header = encode_block_header(id, base_ts, entry);
     file.write_all_at(&header, 0)
         .map_err(|e| Error::io(format!("writing block header {path:?}"), e))?;
-    Ok((Arc::new(file), header.len() as u64))
+    Ok(NewBlock {
+        file: Arc::new(file),
+        len: header.len() as u64,
+    })
+}
+
+/// A block file opened by [`open_block`].
+pub struct OpenedBlock {
+    pub file: Arc<File>,
+    pub base_ts: u64,
+    /// The length of its header: where its first frame starts.
+    pub header_len: u64,
 }
 
 /// Opens a block for reading (and in-place flag updates); returns it with its base ts.
-pub fn open_block(path: &Path) -> Result<(Arc<File>, u64, u64)> {
+pub fn open_block(path: &Path) -> Result<OpenedBlock> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -55,7 +72,11 @@ pub fn open_block(path: &Path) -> Result<(Arc<File>, u64, u64)> {
         offset: 0,
         reason: "bad block header".into(),
     })?;
-    Ok((Arc::new(file), h.base_ts, h.len as u64))
+    Ok(OpenedBlock {
+        file: Arc::new(file),
+        base_ts: h.base_ts,
+        header_len: h.len as u64,
+    })
 }
 
 pub fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -213,8 +213,16 @@ pub struct HeadSpec<'a> {
     pub padded: bool,
 }
 
+/// A frame head built by [`encode_head`].
+pub struct EncodedHead {
+    /// The head bytes, CRC field zero.
+    pub bytes: Vec<u8>,
+    /// The offset of the stored-length field (patched by a padded, streamed write).
+    pub len_at: usize,
+}
+
 /// Returns the head bytes (CRC field zero) and the offset of the stored-length field.
-pub fn encode_head(spec: &HeadSpec<'_>) -> (Vec<u8>, usize) {
+pub fn encode_head(spec: &HeadSpec<'_>) -> EncodedHead {
     let mut h = Vec::with_capacity(32 + spec.content_type.len());
     h.push(FRAME_MAGIC);
     h.push(spec.flags);
@@ -248,7 +256,7 @@ pub fn encode_head(spec: &HeadSpec<'_>) -> (Vec<u8>, usize) {
     }
     put_varint(&mut h, lab.len() as u64);
     h.extend_from_slice(&lab);
-    (h, len_at)
+    EncodedHead { bytes: h, len_at }
 }
 
 /// Why a frame does not parse.
@@ -392,7 +400,7 @@ mod tests {
                     labels: &labels,
                     padded,
                 };
-                let (head, _) = encode_head(&spec);
+                let head = encode_head(&spec).bytes;
                 let h = decode_head(&head, 5_000).unwrap();
                 assert_eq!(h.ts, 1_000);
                 assert_eq!(h.stored_len, 42);

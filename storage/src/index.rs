@@ -37,8 +37,45 @@ pub const MAX_METAS: u32 = 256;
 
 type Txn<'a> = RoTxn<'a, WithoutTls>;
 
-/// A record put (`Some`) or delete (`None`) at a timestamp, for [`Index::apply_changes`].
-pub type RecChange = (u64, Option<IndexValue>);
+/// The direction of a walk over an entry's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Oldest first.
+    Ascending,
+    /// Newest first.
+    Descending,
+}
+
+impl Order {
+    /// `Descending` when a query asks for `descending`.
+    pub fn of(descending: bool) -> Order {
+        if descending {
+            Order::Descending
+        } else {
+            Order::Ascending
+        }
+    }
+}
+
+/// A record put (`value: Some`) or delete (`None`) at a timestamp, for
+/// [`Index::apply_changes`].
+pub struct RecChange {
+    pub ts: u64,
+    pub value: Option<IndexValue>,
+}
+
+impl RecChange {
+    pub fn put(ts: u64, value: IndexValue) -> RecChange {
+        RecChange {
+            ts,
+            value: Some(value),
+        }
+    }
+
+    pub fn delete(ts: u64) -> RecChange {
+        RecChange { ts, value: None }
+    }
+}
 
 pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
     let mut k = [0u8; 12];
@@ -496,7 +533,7 @@ impl Index {
         txn: &Txn<'_>,
         entry_id: u32,
         span: std::ops::Range<u64>,
-        descending: bool,
+        order: Order,
         max: usize,
         out: &mut Vec<(u64, IndexValue)>,
     ) -> Result<()> {
@@ -512,7 +549,7 @@ impl Index {
         let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
         let mut last = None;
         let mut n = 0;
-        if descending {
+        if order == Order::Descending {
             for item in self.chunks.rev_range(txn, &range)? {
                 let (k, v) = item?;
                 let slots = decode_chunk(key_ts(k)?, v).map_err(bad)?;
@@ -554,14 +591,14 @@ impl Index {
     pub fn last(&self, txn: &Txn<'_>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
         // u64::MAX itself is never a valid timestamp (reserved), so the exclusive stop is fine.
-        self.range(txn, entry_id, 0..u64::MAX, true, 1, &mut out)?;
+        self.range(txn, entry_id, 0..u64::MAX, Order::Descending, 1, &mut out)?;
         Ok(out.pop())
     }
 
     /// The oldest record of an entry.
     pub fn first(&self, txn: &Txn<'_>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
-        self.range(txn, entry_id, 0..u64::MAX, false, 1, &mut out)?;
+        self.range(txn, entry_id, 0..u64::MAX, Order::Ascending, 1, &mut out)?;
         Ok(out.pop())
     }
 
@@ -577,8 +614,8 @@ impl Index {
     ) -> Result<()> {
         let mut slots_in: Vec<(u64, Option<Slot>)> = Vec::with_capacity(changes.len());
         let mut last: Option<(Arc<RecMeta>, MetaRef)> = None;
-        for (ts, v) in changes {
-            let Some(v) = v else {
+        for RecChange { ts, value } in changes {
+            let Some(v) = value else {
                 slots_in.push((ts, None));
                 continue;
             };
@@ -827,6 +864,10 @@ mod tests {
 
     fn put(index: &Index, entry: u32, recs: Vec<(u64, Option<IndexValue>)>) {
         let mut txn = index.write_txn().unwrap();
+        let recs = recs
+            .into_iter()
+            .map(|(ts, value)| RecChange { ts, value })
+            .collect();
         index.apply_changes(&mut txn, entry, recs).unwrap();
         txn.commit().unwrap();
     }
@@ -871,7 +912,9 @@ mod tests {
     ) -> Vec<u64> {
         let txn = index.read_txn().unwrap();
         let mut out = Vec::new();
-        index.range(&txn, e, span, desc, max, &mut out).unwrap();
+        index
+            .range(&txn, e, span, Order::of(desc), max, &mut out)
+            .unwrap();
         out.into_iter().map(|(ts, _)| ts).collect()
     }
 
@@ -985,7 +1028,14 @@ mod tests {
             }
             let mut txn = index.write_txn().unwrap();
             index
-                .apply_changes(&mut txn, 7, changes.into_iter().collect())
+                .apply_changes(
+                    &mut txn,
+                    7,
+                    changes
+                        .into_iter()
+                        .map(|(ts, value)| RecChange { ts, value })
+                        .collect(),
+                )
                 .unwrap();
             if round % 37 == 36 {
                 let (b, lo, hi) = (1 + rnd(5), rnd(20_000), rnd(40_000));
@@ -1010,7 +1060,14 @@ mod tests {
         }
         let mut all = Vec::new();
         index
-            .range(&txn, 7, 0..u64::MAX, true, usize::MAX, &mut all)
+            .range(
+                &txn,
+                7,
+                0..u64::MAX,
+                Order::Descending,
+                usize::MAX,
+                &mut all,
+            )
             .unwrap();
         let want: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
         assert_eq!(all, want);
@@ -1031,7 +1088,7 @@ mod tests {
         let b = rec_meta("b/b", &[("k", "v".into())]);
         let mut txn = index.write_txn().unwrap();
         index
-            .apply_changes(&mut txn, 1, vec![(5, Some(value(1, 0, a.clone())))])
+            .apply_changes(&mut txn, 1, vec![RecChange::put(5, value(1, 0, a.clone()))])
             .unwrap();
         drop(txn); // aborted: id 0 = a was never committed
         index.forget_metas();
