@@ -7,10 +7,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::frame::{
-    check_head, decode_block_header, decode_head, encode_block_header, FrameFault, FrameHead,
-    HeadFields, FLAG_ZSTD, FRAME_PREFIX,
+use crate::codec::block::{decode_block_header, encode_block_header, MAX_BLOCK_HEADER};
+use crate::codec::frame::{
+    check_head, decode_head, FrameHead, HeadFields, FLAG_ZSTD, FRAME_PREFIX,
 };
+use crate::codec::DecodeError;
 use crate::{CorruptionError, Error, RecordMeta, Result};
 
 /// The file name of a block: its id in 16 hex digits, so names sort in id order.
@@ -64,10 +65,10 @@ pub fn open_block(path: &Path) -> Result<OpenedBlock> {
         .write(true)
         .open(path)
         .map_err(|e| Error::io(format!("opening block {path:?}"), e))?;
-    let mut buf = vec![0u8; 8 + 8 + 8 + 2 + 255 + 4];
+    let mut buf = vec![0u8; MAX_BLOCK_HEADER];
     let n =
         read_at_most(&file, &mut buf, 0).map_err(|e| Error::io(format!("reading {path:?}"), e))?;
-    let h = decode_block_header(&buf[..n]).ok_or_else(|| CorruptionError::Record {
+    let h = decode_block_header(&buf[..n]).map_err(|_| CorruptionError::Record {
         path: path.to_path_buf(),
         offset: 0,
         reason: "bad block header".into(),
@@ -263,11 +264,12 @@ pub fn read_head(
         buf.truncate(got);
         match decode_head(&buf, base_ts) {
             Ok(h) => return Ok(Ok(Some(h))),
-            Err(FrameFault::Garbage(why)) => return Ok(Err(why)),
-            Err(FrameFault::Short) if (got as u64) < want || want >= (80 << 20) => {
+            Err(DecodeError::Garbage(why)) => return Ok(Err(why)),
+            Err(DecodeError::Crc) => return Ok(Err("bad CRC")),
+            Err(DecodeError::Short) if (got as u64) < want || want >= (80 << 20) => {
                 return Ok(Ok(None))
             }
-            Err(FrameFault::Short) => want *= 8,
+            Err(DecodeError::Short) => want *= 8,
         }
     }
 }

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use crate::block::{head_crc, read_head};
 use crate::bucket::Bucket;
+use crate::codec::frame::{encode_head, HeadSpec, FLAG_DELETED, FRAME_PREFIX};
 use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
 use crate::files::CachedBlock;
-use crate::frame::{encode_head, HeadSpec, FLAG_DELETED, FRAME_PREFIX};
 use crate::index::{IndexValue, RecMeta};
 use crate::read::meta_of;
 use crate::write::{check_meta, frame_need, Undo};

@@ -16,8 +16,8 @@ use heed::RwTxn;
 
 use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame, OpenedBlock};
 use crate::bucket::Bucket;
+use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::entry::{Entry, EntryState};
-use crate::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::index::{BlockMeta, Index, IndexValue, RecChange, RecMeta, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;

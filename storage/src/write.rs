@@ -13,11 +13,10 @@ use std::sync::Arc;
 
 use crate::block::{create_block, NewBlock};
 use crate::bucket::Bucket;
+use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
+use crate::codec::frame::{encode_head, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX};
 use crate::commit::{BlockFile, Change, Op};
 use crate::entry::{Active, BlockState, Entry, EntryState};
-use crate::frame::{
-    encode_head, put_padded_varint, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX, PADDED_VARINT,
-};
 use crate::index::{BlockMeta, IndexValue, RecMeta};
 use crate::spool::{copy_range, Spool, SpoolReader};
 use crate::trash::sync_dir;
