@@ -7,10 +7,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::frame::{
-    check_head, decode_block_header, decode_head, encode_block_header, FrameFault, FrameHead,
-    HeadFields, FLAG_ZSTD, FRAME_PREFIX,
+use crate::codec::block::{decode_block_header, encode_block_header, MAX_BLOCK_HEADER};
+use crate::codec::frame::{
+    check_head, decode_head, FrameHead, HeadFields, FLAG_ZSTD, FRAME_PREFIX,
 };
+use crate::codec::DecodeError;
 use crate::{CorruptionError, Error, RecordMeta, Result};
 
 /// The file name of a block: its id in 16 hex digits, so names sort in id order.
@@ -26,8 +27,14 @@ pub fn parse_block_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// A block file just created: its handle and its length (the header's).
+pub struct NewBlock {
+    pub file: Arc<File>,
+    pub len: u64,
+}
+
 /// Creates a block file and writes its header; returns the file and the header length.
-pub fn create_block(path: &Path, id: u64, base_ts: u64, entry: &str) -> Result<(Arc<File>, u64)> {
+pub fn create_block(path: &Path, id: u64, base_ts: u64, entry: &str) -> Result<NewBlock> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -37,25 +44,40 @@ pub fn create_block(path: &Path, id: u64, base_ts: u64, entry: &str) -> Result<(
     let header = encode_block_header(id, base_ts, entry);
     file.write_all_at(&header, 0)
         .map_err(|e| Error::io(format!("writing block header {path:?}"), e))?;
-    Ok((Arc::new(file), header.len() as u64))
+    Ok(NewBlock {
+        file: Arc::new(file),
+        len: header.len() as u64,
+    })
+}
+
+/// A block file opened by [`open_block`].
+pub struct OpenedBlock {
+    pub file: Arc<File>,
+    pub base_ts: u64,
+    /// The length of its header: where its first frame starts.
+    pub header_len: u64,
 }
 
 /// Opens a block for reading (and in-place flag updates); returns it with its base ts.
-pub fn open_block(path: &Path) -> Result<(Arc<File>, u64, u64)> {
+pub fn open_block(path: &Path) -> Result<OpenedBlock> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
         .map_err(|e| Error::io(format!("opening block {path:?}"), e))?;
-    let mut buf = vec![0u8; 8 + 8 + 8 + 2 + 255 + 4];
+    let mut buf = vec![0u8; MAX_BLOCK_HEADER];
     let n =
         read_at_most(&file, &mut buf, 0).map_err(|e| Error::io(format!("reading {path:?}"), e))?;
-    let h = decode_block_header(&buf[..n]).ok_or_else(|| CorruptionError::Record {
+    let h = decode_block_header(&buf[..n]).map_err(|_| CorruptionError::Record {
         path: path.to_path_buf(),
         offset: 0,
         reason: "bad block header".into(),
     })?;
-    Ok((Arc::new(file), h.base_ts, h.len as u64))
+    Ok(OpenedBlock {
+        file: Arc::new(file),
+        base_ts: h.base_ts,
+        header_len: h.len as u64,
+    })
 }
 
 pub fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -242,11 +264,12 @@ pub fn read_head(
         buf.truncate(got);
         match decode_head(&buf, base_ts) {
             Ok(h) => return Ok(Ok(Some(h))),
-            Err(FrameFault::Garbage(why)) => return Ok(Err(why)),
-            Err(FrameFault::Short) if (got as u64) < want || want >= (80 << 20) => {
+            Err(DecodeError::Garbage(why)) => return Ok(Err(why)),
+            Err(DecodeError::Crc) => return Ok(Err("bad CRC")),
+            Err(DecodeError::Short) if (got as u64) < want || want >= (80 << 20) => {
                 return Ok(Ok(None))
             }
-            Err(FrameFault::Short) => want *= 8,
+            Err(DecodeError::Short) => want *= 8,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::entry::Entry;
+use crate::entry::{Entry, TieredSize};
 use crate::index::Index;
 use crate::layout::SETTINGS_FILE;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
@@ -179,7 +179,7 @@ impl Bucket {
             expired_blocks: self.expired.load(Ordering::Relaxed),
         };
         for e in entries {
-            let (bytes, blocks) = e.lock().tiered();
+            let TieredSize { bytes, blocks } = e.lock().tiered();
             info.tiered_size += bytes;
             info.tiered_blocks += blocks;
             let ei = e.info(index)?;

@@ -71,7 +71,14 @@ pub enum Op {
 #[derive(Default)]
 pub struct Change {
     pub ops: Vec<Op>,
-    pub files: Vec<(u64, Arc<File>)>,
+    pub files: Vec<BlockFile>,
+}
+
+/// A block file a change wrote to, for the commit's fsync.
+#[derive(Clone)]
+pub struct BlockFile {
+    pub id: u64,
+    pub file: Arc<File>,
 }
 
 /// Called after every successful commit (see [`Committer::on_commit`]).
@@ -81,8 +88,14 @@ pub type Listener = Arc<dyn Fn() + Send + Sync>;
 /// `DiskFull`, see `Error::duplicate`).
 type Slot = Arc<Mutex<Option<Result<()>>>>;
 
+/// A change waiting for a group commit, with the slot its writer waits on.
+struct Queued {
+    change: Change,
+    slot: Slot,
+}
+
 struct Queue {
-    pending: Vec<(Change, Slot)>,
+    pending: Vec<Queued>,
     leader: bool,
 }
 
@@ -136,7 +149,10 @@ impl Committer {
     pub fn commit(&self, index: &Index, change: Change) -> Result<()> {
         let slot: Slot = Arc::new(Mutex::new(Rank::CommitSlot, None));
         let mut q = self.queue.lock();
-        q.pending.push((change, slot.clone()));
+        q.pending.push(Queued {
+            change,
+            slot: slot.clone(),
+        });
         loop {
             if let Some(res) = slot.lock().take() {
                 return res;
@@ -152,8 +168,8 @@ impl Committer {
             if let Err(e) = &res {
                 log::error!("index commit of {} change(s) failed: {e}", group.len());
             }
-            for (_, s) in &group {
-                *s.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
+            for Queued { slot, .. } in &group {
+                *slot.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
             }
             drop(group);
             if res.is_ok() {
@@ -165,11 +181,11 @@ impl Committer {
         }
     }
 
-    fn run_group(&self, index: &Index, group: &mut [(Change, Slot)]) -> Result<()> {
+    fn run_group(&self, index: &Index, group: &mut [Queued]) -> Result<()> {
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
-        for (c, _) in group.iter() {
-            for (id, f) in &c.files {
-                files.insert(*id, f.clone());
+        for Queued { change, .. } in group.iter() {
+            for f in &change.files {
+                files.insert(f.id, f.file.clone());
             }
         }
         if self.policy == SyncPolicy::Always {
@@ -227,13 +243,13 @@ impl Committer {
 /// gathered per entry and applied chunk by chunk (each chunk read and written once); ops
 /// that scan records (block and entry removal) first apply what was gathered, so the
 /// order of the ops is kept.
-fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<()> {
+fn write_group(index: &Index, group: &mut [Queued]) -> Result<()> {
     let mut txn = index.write_txn()?;
     // Record puts of watched buckets go to the change feed in this same transaction.
     let mut fed = index.feed().batch();
     let mut recs = RecordOps::default();
-    for (c, _) in group.iter_mut() {
-        for op in std::mem::take(&mut c.ops) {
+    for Queued { change, .. } in group.iter_mut() {
+        for op in std::mem::take(&mut change.ops) {
             apply(index, &mut txn, op, &mut recs, &mut fed)?;
         }
     }
@@ -246,27 +262,40 @@ fn write_group(index: &Index, group: &mut [(Change, Slot)]) -> Result<()> {
 /// Record puts (`Some`) and deletes (`None`) not applied yet, per entry, in op order.
 #[derive(Default)]
 struct RecordOps {
-    by_entry: Vec<(u32, Vec<RecChange>)>,
+    by_entry: Vec<EntryChanges>,
+}
+
+/// One entry's record changes gathered in a group, in op order.
+struct EntryChanges {
+    entry_id: u32,
+    changes: Vec<RecChange>,
 }
 
 impl RecordOps {
-    fn push(&mut self, entry_id: u32, ts: u64, value: Option<IndexValue>) {
-        match self.by_entry.iter_mut().find(|(e, _)| *e == entry_id) {
-            Some((_, v)) => v.push((ts, value)),
-            None => self.by_entry.push((entry_id, vec![(ts, value)])),
+    fn push(&mut self, entry_id: u32, change: RecChange) {
+        match self.by_entry.iter_mut().find(|e| e.entry_id == entry_id) {
+            Some(e) => e.changes.push(change),
+            None => self.by_entry.push(EntryChanges {
+                entry_id,
+                changes: vec![change],
+            }),
         }
     }
 
     fn flush(&mut self, index: &Index, txn: &mut RwTxn<'_>) -> Result<()> {
-        for (entry_id, mut changes) in self.by_entry.drain(..) {
-            if !changes.is_sorted_by(|a, b| a.0 < b.0) {
+        for EntryChanges {
+            entry_id,
+            mut changes,
+        } in self.by_entry.drain(..)
+        {
+            if !changes.is_sorted_by(|a, b| a.ts < b.ts) {
                 // Stable: of two ops on one timestamp, the later one stays last...
-                changes.sort_by_key(|c| c.0);
+                changes.sort_by_key(|c| c.ts);
                 // ...and wins.
                 let mut out: Vec<RecChange> = Vec::with_capacity(changes.len());
                 for c in changes {
                     match out.last_mut() {
-                        Some(l) if l.0 == c.0 => *l = c,
+                        Some(l) if l.ts == c.ts => *l = c,
                         _ => out.push(c),
                     }
                 }
@@ -292,9 +321,9 @@ fn apply(
             value,
         } => {
             fed.put(entry_id, ts);
-            recs.push(entry_id, ts, Some(value))
+            recs.push(entry_id, RecChange::put(ts, value))
         }
-        Op::DelRec { entry_id, ts } => recs.push(entry_id, ts, None),
+        Op::DelRec { entry_id, ts } => recs.push(entry_id, RecChange::delete(ts)),
         Op::PutBlock { id, meta } => index.put_block(txn, id, &meta)?,
         Op::DelBlock { id } => index.delete_block(txn, id)?,
         Op::DelBlockRecords {

@@ -34,6 +34,20 @@ pub(crate) struct EntryState {
     removed: bool,
 }
 
+/// A block of an entry with its metadata (as the entry holds it, or to be committed).
+#[derive(Clone, Copy)]
+pub(crate) struct BlockState {
+    pub id: u64,
+    pub meta: BlockMeta,
+}
+
+/// What an entry keeps only in the object store.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct TieredSize {
+    pub bytes: u64,
+    pub blocks: u64,
+}
+
 /// The block an entry appends to (its handle comes from the file cache).
 #[derive(Clone, Copy)]
 pub(crate) struct Active {
@@ -67,19 +81,22 @@ impl EntryState {
     }
 
     /// Bytes and number of blocks kept only in the object store.
-    pub fn tiered(&self) -> (u64, u64) {
+    pub fn tiered(&self) -> TieredSize {
         self.blocks
             .values()
             .filter(|b| b.tiered)
-            .fold((0, 0), |(bytes, n), b| (bytes + b.indexed_len, n + 1))
+            .fold(TieredSize::default(), |t, b| TieredSize {
+                bytes: t.bytes + b.indexed_len,
+                blocks: t.blocks + 1,
+            })
     }
 
     /// Sealed blocks kept locally (not the active one), oldest first.
-    pub fn local_sealed(&self) -> impl Iterator<Item = (u64, BlockMeta)> + '_ {
+    pub fn local_sealed(&self) -> impl Iterator<Item = BlockState> + '_ {
         self.blocks
             .iter()
             .filter(|(id, m)| m.sealed && !m.tiered && !self.is_active(**id))
-            .map(|(id, m)| (*id, *m))
+            .map(|(id, m)| BlockState { id: *id, meta: *m })
     }
 
     /// A block was uploaded and verified: returns its metadata marked tiered (to be
@@ -129,11 +146,11 @@ impl EntryState {
     }
 
     /// Seals the active block; returns its id and final metadata, to be committed.
-    pub fn seal_active(&mut self) -> Option<(u64, BlockMeta)> {
+    pub fn seal_active(&mut self) -> Option<BlockState> {
         let a = self.active.take()?;
         let m = self.blocks.get_mut(&a.id)?;
         m.sealed = true;
-        Some((a.id, *m))
+        Some(BlockState { id: a.id, meta: *m })
     }
 
     /// A new block becomes the active one.
@@ -150,11 +167,7 @@ impl EntryState {
 
     /// Frames of `len` bytes in all were appended to the active block, holding these
     /// timestamps: updates its metadata and returns it (to be committed).
-    pub fn appended(
-        &mut self,
-        len: u64,
-        ts: impl Iterator<Item = u64>,
-    ) -> Option<(u64, BlockMeta)> {
+    pub fn appended(&mut self, len: u64, ts: impl Iterator<Item = u64>) -> Option<BlockState> {
         let a = self.active.as_mut()?;
         a.len += len;
         let (id, new_len) = (a.id, a.len);
@@ -169,7 +182,7 @@ impl EntryState {
             meta.records += 1;
         }
         meta.indexed_len = new_len;
-        Some((id, *meta))
+        Some(BlockState { id, meta: *meta })
     }
 
     /// Drops a deleted block (and the active mark, if it was the active one).

@@ -13,9 +13,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::block::open_block;
+use crate::block::{open_block, OpenedBlock};
 use crate::lock::{Rank, RwLock};
 use crate::Result;
+
+/// A block's open handle and its base timestamp, from [`FileCache::get`].
+pub(crate) struct CachedBlock {
+    pub file: Arc<File>,
+    pub base_ts: u64,
+}
 
 pub(crate) struct FileCache {
     /// Readers (every record read) share the lock; a hit only bumps its atomic stamp.
@@ -45,14 +51,17 @@ impl FileCache {
     }
 
     /// The handle of a block and its base timestamp, opened on first use.
-    pub fn get(&self, id: u64, path: impl FnOnce() -> PathBuf) -> Result<(Arc<File>, u64)> {
+    pub fn get(&self, id: u64, path: impl FnOnce() -> PathBuf) -> Result<CachedBlock> {
         if let Some(slot) = self.map.read().get(&id) {
             slot.used.store(self.tick(), Ordering::Relaxed);
-            return Ok((slot.file.clone(), slot.base_ts));
+            return Ok(CachedBlock {
+                file: slot.file.clone(),
+                base_ts: slot.base_ts,
+            });
         }
-        let (file, base_ts, _) = open_block(&path())?;
+        let OpenedBlock { file, base_ts, .. } = open_block(&path())?;
         self.insert(id, file.clone(), base_ts);
-        Ok((file, base_ts))
+        Ok(CachedBlock { file, base_ts })
     }
 
     /// Keeps a handle just created (a new block).
@@ -117,12 +126,17 @@ mod tests {
         let cache = FileCache::new(8);
         for id in 0..40u64 {
             let path = dir.path().join(format!("{id}"));
-            let (f, _) = crate::block::create_block(&path, id, 1, "e").expect("create");
+            let f = crate::block::create_block(&path, id, 1, "e")
+                .expect("create")
+                .file;
             cache.insert(id, f, 1);
             assert!(cache.len() <= 8, "{} handles", cache.len());
         }
         // An evicted handle reopens on demand.
-        let (_, base) = cache.get(0, || dir.path().join("0")).expect("reopen");
+        let base = cache
+            .get(0, || dir.path().join("0"))
+            .expect("reopen")
+            .base_ts;
         assert_eq!(base, 1);
     }
 }

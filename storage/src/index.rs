@@ -2,7 +2,7 @@
 //!
 //! Tables (all keys big-endian so LMDB's byte order is numeric order):
 //! - `chunks`:  `entry_id u32 ++ chunk_key u64` → up to 64 records of the entry, sorted by
-//!   timestamp and delta-encoded (see [`crate::chunk`]). Every record of a chunk has
+//!   timestamp and delta-encoded (see [`crate::codec::chunk`]). Every record of a chunk has
 //!   `ts >= chunk_key` and `ts <` the next chunk's key.
 //! - `metas`:   `entry_id u32 ++ meta_id u32` → content type and labels, interned per entry
 //! - `blocks`:  `block_id u64` → [`BlockMeta`]
@@ -20,13 +20,18 @@ use crate::lock::{Rank, RwLock};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
-pub use crate::chunk::RecMeta;
-use crate::chunk::{
-    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, BadChunk, ChunkReader, MetaRef,
-    Slot,
+use crate::codec;
+use crate::codec::chunk::{
+    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, ChunkReader, MetaRef, Slot,
 };
+use crate::codec::frame::FLAG_ZSTD;
+use crate::codec::index::{
+    block_key, chunk_key, decode_block_key, decode_entry_id_value, decode_entry_key,
+    entry_id_value, entry_key, key_entry, key_meta_id, meta_key,
+};
+pub use crate::codec::RecMeta;
+use crate::codec::{DecodeError, Reader};
 use crate::feed::Feed;
-use crate::frame::{Reader, FLAG_ZSTD};
 use crate::{Error, OpenError, Result};
 
 pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
@@ -37,35 +42,51 @@ pub const MAX_METAS: u32 = 256;
 
 type Txn<'a> = RoTxn<'a, WithoutTls>;
 
-/// A record put (`Some`) or delete (`None`) at a timestamp, for [`Index::apply_changes`].
-pub type RecChange = (u64, Option<IndexValue>);
-
-pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
-    let mut k = [0u8; 12];
-    k[..4].copy_from_slice(&entry_id.to_be_bytes());
-    k[4..].copy_from_slice(&ts.to_be_bytes());
-    k
+/// The direction of a walk over an entry's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Oldest first.
+    Ascending,
+    /// Newest first.
+    Descending,
 }
 
-fn meta_key(entry_id: u32, id: u32) -> [u8; 8] {
-    let mut k = [0u8; 8];
-    k[..4].copy_from_slice(&entry_id.to_be_bytes());
-    k[4..].copy_from_slice(&id.to_be_bytes());
-    k
+impl Order {
+    /// `Descending` when a query asks for `descending`.
+    pub fn of(descending: bool) -> Order {
+        if descending {
+            Order::Descending
+        } else {
+            Order::Ascending
+        }
+    }
 }
 
-fn key_entry(k: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(k.get(..4)?.try_into().ok()?))
+/// A record put (`value: Some`) or delete (`None`) at a timestamp, for
+/// [`Index::apply_changes`].
+pub struct RecChange {
+    pub ts: u64,
+    pub value: Option<IndexValue>,
+}
+
+impl RecChange {
+    pub fn put(ts: u64, value: IndexValue) -> RecChange {
+        RecChange {
+            ts,
+            value: Some(value),
+        }
+    }
+
+    pub fn delete(ts: u64) -> RecChange {
+        RecChange { ts, value: None }
+    }
 }
 
 fn key_ts(k: &[u8]) -> Result<u64> {
-    k.get(4..12)
-        .and_then(|b| b.try_into().ok())
-        .map(u64::from_be_bytes)
-        .ok_or_else(|| Error::Index("bad chunk key: rebuild the index".into()))
+    codec::index::key_ts(k).map_err(|_| Error::Index("bad chunk key: rebuild the index".into()))
 }
 
-fn bad(_: BadChunk) -> Error {
+fn bad(_: DecodeError) -> Error {
     Error::Index("undecodable index chunk: rebuild the index".into())
 }
 
@@ -135,37 +156,6 @@ pub struct BlockMeta {
     pub sealed: bool,
     /// Uploaded to the object store and verified: the local file is gone (`tier/`).
     pub tiered: bool,
-}
-
-impl BlockMeta {
-    pub fn encode(&self) -> [u8; 45] {
-        let mut b = [0u8; 45];
-        b[0..4].copy_from_slice(&self.entry_id.to_le_bytes());
-        b[4..12].copy_from_slice(&self.base_ts.to_le_bytes());
-        b[12..20].copy_from_slice(&self.min_ts.to_le_bytes());
-        b[20..28].copy_from_slice(&self.max_ts.to_le_bytes());
-        b[28..36].copy_from_slice(&self.records.to_le_bytes());
-        b[36..44].copy_from_slice(&self.indexed_len.to_le_bytes());
-        // Bit 0: sealed; bit 1: tiered (older indexes only ever wrote 0 or 1).
-        b[44] = u8::from(self.sealed) | (u8::from(self.tiered) << 1);
-        b
-    }
-
-    pub fn decode(b: &[u8]) -> Option<BlockMeta> {
-        let mut r = Reader::new(b);
-        let (entry_id, base_ts, min_ts, max_ts) = (r.u32()?, r.u64()?, r.u64()?, r.u64()?);
-        let (records, indexed_len, state) = (r.u64()?, r.u64()?, r.u8()?);
-        Some(BlockMeta {
-            entry_id,
-            base_ts,
-            min_ts,
-            max_ts,
-            records,
-            indexed_len,
-            sealed: state & 1 != 0,
-            tiered: state & 2 != 0,
-        })
-    }
 }
 
 /// The opened LMDB environment and its tables.
@@ -251,11 +241,11 @@ impl Index {
     }
 
     pub fn put_block(&self, txn: &mut RwTxn<'_>, id: u64, meta: &BlockMeta) -> Result<()> {
-        Ok(self.blocks.put(txn, &id.to_be_bytes(), &meta.encode())?)
+        Ok(self.blocks.put(txn, &block_key(id), &meta.encode())?)
     }
 
     pub fn delete_block(&self, txn: &mut RwTxn<'_>, id: u64) -> Result<()> {
-        self.blocks.delete(txn, &id.to_be_bytes())?;
+        self.blocks.delete(txn, &block_key(id))?;
         Ok(())
     }
 
@@ -264,10 +254,9 @@ impl Index {
         let mut out = Vec::new();
         for item in self.blocks.iter(txn)? {
             let (k, v) = item?;
-            let id = <[u8; 8]>::try_from(k)
-                .map(u64::from_be_bytes)
+            let id = decode_block_key(k)
                 .map_err(|_| Error::Index("a block key is not 8 bytes".into()))?;
-            out.push((id, BlockMeta::decode(v)));
+            out.push((id, BlockMeta::decode(v).ok()));
         }
         Ok(out)
     }
@@ -275,7 +264,7 @@ impl Index {
     pub fn put_entry(&self, txn: &mut RwTxn<'_>, bucket: &str, entry: &str, id: u32) -> Result<()> {
         Ok(self
             .entries
-            .put(txn, &entry_key(bucket, entry), &id.to_be_bytes())?)
+            .put(txn, &entry_key(bucket, entry), &entry_id_value(id))?)
     }
 
     pub fn delete_entry(&self, txn: &mut RwTxn<'_>, bucket: &str, entry: &str) -> Result<()> {
@@ -288,13 +277,10 @@ impl Index {
         let mut out = Vec::new();
         for item in self.entries.iter(txn)? {
             let (k, v) = item?;
-            let id = <[u8; 4]>::try_from(v)
-                .map(u32::from_be_bytes)
+            let id = decode_entry_id_value(v)
                 .map_err(|_| Error::Index("an entry id is not 4 bytes".into()))?;
-            let mut parts = k.splitn(2, |b| *b == 0);
-            let (Some(b), Some(e)) = (parts.next(), parts.next()) else {
-                return Err(Error::Index("an entry key has no separator".into()));
-            };
+            let (b, e) = decode_entry_key(k)
+                .map_err(|_| Error::Index("an entry key has no separator".into()))?;
             out.push((
                 String::from_utf8_lossy(b).into_owned(),
                 String::from_utf8_lossy(e).into_owned(),
@@ -332,7 +318,7 @@ impl Index {
         let mut n = 0u64;
         for item in self.chunks.iter(txn)? {
             let (_, v) = item?;
-            n += chunk_count(v).ok_or_else(|| bad(BadChunk))?;
+            n += chunk_count(v).map_err(bad)?;
         }
         Ok(n)
     }
@@ -348,7 +334,7 @@ impl Index {
             .chunks
             .get_lower_than_or_equal_to(txn, &chunk_key(entry_id, ts))?
         {
-            Some((k, v)) if key_entry(k) == Some(entry_id) => Ok(Some((key_ts(k)?, v))),
+            Some((k, v)) if key_entry(k) == Ok(entry_id) => Ok(Some((key_ts(k)?, v))),
             _ => Ok(None),
         }
     }
@@ -364,7 +350,7 @@ impl Index {
             .chunks
             .get_greater_than_or_equal_to(txn, &chunk_key(entry_id, ts))?
         {
-            Some((k, v)) if key_entry(k) == Some(entry_id) => Ok(Some((key_ts(k)?, v))),
+            Some((k, v)) if key_entry(k) == Ok(entry_id) => Ok(Some((key_ts(k)?, v))),
             _ => Ok(None),
         }
     }
@@ -397,7 +383,7 @@ impl Index {
                 ))
             })?;
         let a =
-            Arc::new(RecMeta::decode(&mut Reader::new(v)).ok_or_else(|| {
+            Arc::new(RecMeta::decode(&mut Reader::new(v)).map_err(|_| {
                 Error::Index("undecodable index metadata: rebuild the index".into())
             })?);
         // Committed (this transaction sees it), and an id never changes meaning while its
@@ -427,11 +413,7 @@ impl Index {
             let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
             for item in self.metas.range(txn, &range)? {
                 let (k, v) = item?;
-                let id = k
-                    .get(4..8)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u32::from_be_bytes);
-                let (Some(id), Some(m)) = (id, RecMeta::decode(&mut Reader::new(v))) else {
+                let (Ok(id), Ok(m)) = (key_meta_id(k), RecMeta::decode(&mut Reader::new(v))) else {
                     return Err(Error::Index(
                         "undecodable index metadata: rebuild the index".into(),
                     ));
@@ -496,7 +478,7 @@ impl Index {
         txn: &Txn<'_>,
         entry_id: u32,
         span: std::ops::Range<u64>,
-        descending: bool,
+        order: Order,
         max: usize,
         out: &mut Vec<(u64, IndexValue)>,
     ) -> Result<()> {
@@ -512,7 +494,7 @@ impl Index {
         let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
         let mut last = None;
         let mut n = 0;
-        if descending {
+        if order == Order::Descending {
             for item in self.chunks.rev_range(txn, &range)? {
                 let (k, v) = item?;
                 let slots = decode_chunk(key_ts(k)?, v).map_err(bad)?;
@@ -554,14 +536,14 @@ impl Index {
     pub fn last(&self, txn: &Txn<'_>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
         // u64::MAX itself is never a valid timestamp (reserved), so the exclusive stop is fine.
-        self.range(txn, entry_id, 0..u64::MAX, true, 1, &mut out)?;
+        self.range(txn, entry_id, 0..u64::MAX, Order::Descending, 1, &mut out)?;
         Ok(out.pop())
     }
 
     /// The oldest record of an entry.
     pub fn first(&self, txn: &Txn<'_>, entry_id: u32) -> Result<Option<(u64, IndexValue)>> {
         let mut out = Vec::with_capacity(1);
-        self.range(txn, entry_id, 0..u64::MAX, false, 1, &mut out)?;
+        self.range(txn, entry_id, 0..u64::MAX, Order::Ascending, 1, &mut out)?;
         Ok(out.pop())
     }
 
@@ -577,8 +559,8 @@ impl Index {
     ) -> Result<()> {
         let mut slots_in: Vec<(u64, Option<Slot>)> = Vec::with_capacity(changes.len());
         let mut last: Option<(Arc<RecMeta>, MetaRef)> = None;
-        for (ts, v) in changes {
-            let Some(v) = v else {
+        for RecChange { ts, value } in changes {
+            let Some(v) = value else {
                 slots_in.push((ts, None));
                 continue;
             };
@@ -623,7 +605,7 @@ impl Index {
             if let (Some((k, v)), None) = (target, next_key) {
                 if batch.iter().all(|(_, s)| s.is_some()) {
                     let slots: Vec<Slot> = batch.iter().filter_map(|(_, s)| s.clone()).collect();
-                    if let Ok(chunks) = append_chunks(k, v, &slots) {
+                    if let Ok(Some(chunks)) = append_chunks(k, v, &slots) {
                         for (k, v) in chunks {
                             self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
                         }
@@ -712,15 +694,6 @@ impl Index {
     }
 }
 
-/// Bytes of an entry-table key.
-fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(bucket.len() + entry.len() + 1);
-    k.extend_from_slice(bucket.as_bytes());
-    k.push(0);
-    k.extend_from_slice(entry.as_bytes());
-    k
-}
-
 impl Index {
     /// Adds the records of an entry in `span` (`[start, stop)`) into `bins` (count and
     /// payload bytes per `step` from `origin`), from the chunks alone: no metadata is
@@ -776,26 +749,9 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::CHUNK_RECORDS;
+    use crate::codec::chunk::CHUNK_RECORDS;
     use crate::Labels;
     use std::collections::BTreeMap;
-
-    #[test]
-    fn block_meta_round_trips() {
-        let m = BlockMeta {
-            entry_id: 9,
-            base_ts: 1,
-            min_ts: 2,
-            max_ts: 3,
-            records: 4,
-            indexed_len: 5,
-            sealed: true,
-            tiered: false,
-        };
-        assert_eq!(BlockMeta::decode(&m.encode()), Some(m));
-        let t = BlockMeta { tiered: true, ..m };
-        assert_eq!(BlockMeta::decode(&t.encode()), Some(t));
-    }
 
     fn rec_meta(ct: &str, pairs: &[(&str, String)]) -> Arc<RecMeta> {
         Arc::new(RecMeta {
@@ -827,6 +783,10 @@ mod tests {
 
     fn put(index: &Index, entry: u32, recs: Vec<(u64, Option<IndexValue>)>) {
         let mut txn = index.write_txn().unwrap();
+        let recs = recs
+            .into_iter()
+            .map(|(ts, value)| RecChange { ts, value })
+            .collect();
         index.apply_changes(&mut txn, entry, recs).unwrap();
         txn.commit().unwrap();
     }
@@ -871,7 +831,9 @@ mod tests {
     ) -> Vec<u64> {
         let txn = index.read_txn().unwrap();
         let mut out = Vec::new();
-        index.range(&txn, e, span, desc, max, &mut out).unwrap();
+        index
+            .range(&txn, e, span, Order::of(desc), max, &mut out)
+            .unwrap();
         out.into_iter().map(|(ts, _)| ts).collect()
     }
 
@@ -985,7 +947,14 @@ mod tests {
             }
             let mut txn = index.write_txn().unwrap();
             index
-                .apply_changes(&mut txn, 7, changes.into_iter().collect())
+                .apply_changes(
+                    &mut txn,
+                    7,
+                    changes
+                        .into_iter()
+                        .map(|(ts, value)| RecChange { ts, value })
+                        .collect(),
+                )
                 .unwrap();
             if round % 37 == 36 {
                 let (b, lo, hi) = (1 + rnd(5), rnd(20_000), rnd(40_000));
@@ -1010,7 +979,14 @@ mod tests {
         }
         let mut all = Vec::new();
         index
-            .range(&txn, 7, 0..u64::MAX, true, usize::MAX, &mut all)
+            .range(
+                &txn,
+                7,
+                0..u64::MAX,
+                Order::Descending,
+                usize::MAX,
+                &mut all,
+            )
             .unwrap();
         let want: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
         assert_eq!(all, want);
@@ -1031,7 +1007,7 @@ mod tests {
         let b = rec_meta("b/b", &[("k", "v".into())]);
         let mut txn = index.write_txn().unwrap();
         index
-            .apply_changes(&mut txn, 1, vec![(5, Some(value(1, 0, a.clone())))])
+            .apply_changes(&mut txn, 1, vec![RecChange::put(5, value(1, 0, a.clone()))])
             .unwrap();
         drop(txn); // aborted: id 0 = a was never committed
         index.forget_metas();

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use crate::block::{head_crc, read_head};
 use crate::bucket::Bucket;
+use crate::codec::frame::{encode_head, HeadSpec, FLAG_DELETED, FRAME_PREFIX};
 use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
-use crate::frame::{encode_head, HeadSpec, FLAG_DELETED, FRAME_PREFIX};
+use crate::files::CachedBlock;
 use crate::index::{IndexValue, RecMeta};
 use crate::read::meta_of;
 use crate::write::{check_meta, frame_need, Undo};
@@ -121,7 +122,10 @@ impl Store {
             }
             .into());
         }
-        let (src, src_base) = self
+        let CachedBlock {
+            file: src,
+            base_ts: src_base,
+        } = self
             .inner
             .files
             .get(old.block_id, || e.block_path(old.block_id))?;
@@ -141,7 +145,7 @@ impl Store {
         let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
         let at = self.frame_at(b, e, st, ts, meta_bytes(meta) + old.frame_len, ops, undo)?;
         let flags = old.flags & !FLAG_DELETED;
-        let (mut head, _) = encode_head(&HeadSpec {
+        let mut head = encode_head(&HeadSpec {
             flags,
             ts,
             base_ts: at.block.base_ts,
@@ -150,7 +154,8 @@ impl Store {
             content_type: ct,
             labels: &meta.labels,
             padded: false,
-        });
+        })
+        .bytes;
         // Stream the stored bytes across, with their CRC.
         let src_at = old.offset + old_head.head_len as u64;
         let dst_at = at.start + head.len() as u64;

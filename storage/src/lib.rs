@@ -24,13 +24,12 @@
 
 mod block;
 mod bucket;
-mod chunk;
+mod codec;
 mod commit;
 mod entry;
 mod error;
 mod feed;
 mod files;
-mod frame;
 mod histogram;
 mod index;
 mod labels;
@@ -106,13 +105,13 @@ pub mod fuzzing {
     /// Parses `bytes` as a block file (header, then frames) the way recovery does, checking
     /// every CRC. Must never panic, whatever the bytes; returns the number of valid frames.
     pub fn parse_block(bytes: &[u8]) -> usize {
-        let Some(h) = crate::frame::decode_block_header(bytes) else {
+        let Ok(h) = crate::codec::block::decode_block_header(bytes) else {
             return 0;
         };
         let mut pos = h.len;
         let mut n = 0;
         while pos < bytes.len() {
-            let Ok(head) = crate::frame::decode_head(&bytes[pos..], h.base_ts) else {
+            let Ok(head) = crate::codec::frame::decode_head(&bytes[pos..], h.base_ts) else {
                 break;
             };
             let Some(end) = usize::try_from(head.frame_len())
@@ -121,7 +120,7 @@ pub mod fuzzing {
             else {
                 break;
             };
-            if end > bytes.len() || crate::frame::frame_crc(&bytes[pos..end]) != head.crc {
+            if end > bytes.len() || crate::codec::frame::frame_crc(&bytes[pos..end]) != head.crc {
                 break;
             }
             n += 1;

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::entry::Entry;
-use crate::index::IndexValue;
+use crate::index::{IndexValue, Order};
 use crate::names::validate_entry_name;
 use crate::read::QueryItem;
 use crate::select::Selector;
@@ -59,7 +59,7 @@ struct Source {
 }
 
 impl Source {
-    fn fill(&mut self, store: &Store, descending: bool) -> Result<()> {
+    fn fill(&mut self, store: &Store, order: Order) -> Result<()> {
         if self.lo >= self.hi {
             self.done = true;
             return Ok(());
@@ -71,7 +71,7 @@ impl Source {
             &txn,
             self.entry.id(),
             self.lo..self.hi,
-            descending,
+            order,
             PAGE,
             &mut out,
         )?;
@@ -79,7 +79,7 @@ impl Source {
             self.done = true;
         }
         if let Some((ts, _)) = out.last() {
-            if descending {
+            if order == Order::Descending {
                 self.hi = *ts;
             } else {
                 self.lo = ts.saturating_add(1);
@@ -99,7 +99,7 @@ pub struct MultiIter {
     /// Sorted by entry name: the order of ties.
     sources: Vec<Source>,
     sel: Selector,
-    descending: bool,
+    order: Order,
     stop: u64,
     /// The last record merged (timestamp, source): a live tail's later walks drop what
     /// would come before it.
@@ -162,7 +162,7 @@ impl Store {
             bucket: bucket.to_string(),
             sources,
             sel: Selector::new(query),
-            descending: query.descending,
+            order: Order::of(query.descending),
             stop: hi,
             last: None,
             failed: None,
@@ -181,7 +181,7 @@ impl MultiIter {
     /// `min(stop, horizon)`, keeping the condition's state. A record whose (timestamp,
     /// entry) comes before the last one merged is dropped, so the stream stays in order.
     pub fn resume(&mut self, horizon: u64) -> bool {
-        if self.ended || self.descending {
+        if self.ended || self.order == Order::Descending {
             return false;
         }
         if self.failed.is_some() {
@@ -215,13 +215,13 @@ impl MultiIter {
             }
             for s in &mut self.sources {
                 if s.page.is_empty() && !s.done {
-                    if let Err(e) = s.fill(&self.store, self.descending) {
+                    if let Err(e) = s.fill(&self.store, self.order) {
                         self.ended = true;
                         return Some(Err(e));
                     }
                 }
             }
-            let desc = self.descending;
+            let desc = self.order == Order::Descending;
             let pick = self
                 .sources
                 .iter()

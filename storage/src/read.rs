@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::block::read_frame;
 use crate::entry::Entry;
-use crate::index::IndexValue;
+use crate::files::CachedBlock;
+use crate::index::{IndexValue, Order};
 use crate::select::Selector;
 use crate::store::Inner;
 use crate::*;
@@ -117,7 +118,7 @@ enum Source {
 
 fn source(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) -> Result<Source> {
     match inner.files.get(v.block_id, || e.block_path(v.block_id)) {
-        Ok((file, base_ts)) => Ok(Source::Local(file, base_ts)),
+        Ok(CachedBlock { file, base_ts }) => Ok(Source::Local(file, base_ts)),
         Err(Error::Io { source, context }) if source.kind() == std::io::ErrorKind::NotFound => {
             if let Some(tier) = &inner.tier {
                 if let Some((_, data)) = tier.read_record(&e.bucket_name(), e, ts, v, ahead)? {
@@ -300,7 +301,7 @@ impl QueryIter {
             &txn,
             self.entry.id(),
             self.lo..self.hi,
-            self.descending,
+            Order::of(self.descending),
             PAGE,
             &mut out,
         )?;

@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use heed::RwTxn;
 
-use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame};
+use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame, OpenedBlock};
 use crate::bucket::Bucket;
+use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::entry::{Entry, EntryState};
-use crate::frame::{FLAG_DELETED, FRAME_MAGIC};
-use crate::index::{BlockMeta, Index, IndexValue, RecMeta, INDEX_VERSION};
+use crate::index::{BlockMeta, Index, IndexValue, RecChange, RecMeta, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;
 use crate::trash::Trash;
@@ -404,7 +404,11 @@ fn check_block(
     blocks: &mut BTreeMap<u64, BlockMeta>,
     report: &mut RecoveryReport,
 ) -> Result<Option<BlockMeta>> {
-    let (file, base_ts, header_len) = match open_block(bpath) {
+    let OpenedBlock {
+        file,
+        base_ts,
+        header_len,
+    } = match open_block(bpath) {
         Ok(x) => x,
         Err(e) => {
             let aside = bpath.with_extension("corrupt");
@@ -584,7 +588,10 @@ fn index_batch(
         return Ok(());
     }
     batch.sort_unstable_by_key(|(ts, _)| *ts);
-    let changes = batch.drain(..).map(|(ts, v)| (ts, Some(v))).collect();
+    let changes = batch
+        .drain(..)
+        .map(|(ts, v)| RecChange::put(ts, v))
+        .collect();
     index.apply_changes(txn, entry_id, changes)
 }
 

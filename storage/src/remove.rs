@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;
 
 use crate::bucket::Bucket;
+use crate::codec::frame::FLAG_DELETED;
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
-use crate::frame::FLAG_DELETED;
 use crate::index::IndexValue;
 use crate::*;
 

@@ -1,7 +1,7 @@
 //! Selecting records from the index alone: label filters, a condition and a limit, applied
 //! to pages of index records by queries (`read.rs`) and by [`Store::remove_where`].
 
-use crate::index::IndexValue;
+use crate::index::{IndexValue, Order};
 use crate::when::{Matcher, Stop};
 use crate::*;
 
@@ -83,9 +83,14 @@ impl Store {
             let mut page = Vec::with_capacity(REMOVE_PAGE);
             {
                 let txn = self.inner.index.read_txn()?;
-                self.inner
-                    .index
-                    .range(&txn, e.id(), lo..hi, false, REMOVE_PAGE, &mut page)?;
+                self.inner.index.range(
+                    &txn,
+                    e.id(),
+                    lo..hi,
+                    Order::Ascending,
+                    REMOVE_PAGE,
+                    &mut page,
+                )?;
             }
             let last = page.last().map(|(ts, _)| *ts);
             let full = page.len() == REMOVE_PAGE;

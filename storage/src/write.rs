@@ -11,13 +11,12 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use crate::block::create_block;
+use crate::block::{create_block, NewBlock};
 use crate::bucket::Bucket;
-use crate::commit::{Change, Op};
-use crate::entry::{Active, Entry, EntryState};
-use crate::frame::{
-    encode_head, put_padded_varint, HeadSpec, FLAG_ZSTD, FRAME_PREFIX, PADDED_VARINT,
-};
+use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
+use crate::codec::frame::{encode_head, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX};
+use crate::commit::{BlockFile, Change, Op};
+use crate::entry::{Active, BlockState, Entry, EntryState};
 use crate::index::{BlockMeta, IndexValue, RecMeta};
 use crate::spool::{copy_range, Spool, SpoolReader};
 use crate::trash::sync_dir;
@@ -87,7 +86,7 @@ pub(crate) struct Undo {
     start: Option<Active>,
     created: Vec<u64>,
     /// Every block the write appended to, for the commit's fsync.
-    touched: Vec<(u64, Arc<File>)>,
+    touched: Vec<BlockFile>,
 }
 
 impl Undo {
@@ -100,8 +99,11 @@ impl Undo {
     }
 
     fn touch(&mut self, id: u64, file: &Arc<File>) {
-        if !self.touched.iter().any(|(t, _)| *t == id) {
-            self.touched.push((id, file.clone()));
+        if !self.touched.iter().any(|t| t.id == id) {
+            self.touched.push(BlockFile {
+                id,
+                file: file.clone(),
+            });
         }
     }
 }
@@ -186,7 +188,7 @@ impl Store {
                 return Ok(a);
             }
         }
-        if let Some((id, meta)) = st.seal_active() {
+        if let Some(BlockState { id, meta }) = st.seal_active() {
             ops.push(Op::PutBlock { id, meta });
         }
         let id = self.inner.new_block_id();
@@ -202,7 +204,7 @@ impl Store {
             }
             e => e,
         };
-        let (file, len) =
+        let NewBlock { file, len } =
             create_block(&entry.block_path(id), id, first_ts, entry.name()).map_err(gone)?;
         undo.created.push(id);
         if self.inner.sync_dirs() {
@@ -225,7 +227,7 @@ impl Store {
 
     /// The open handle of a block of `entry`.
     pub(crate) fn block_file(&self, entry: &Entry, id: u64) -> Result<Arc<File>> {
-        Ok(self.inner.files.get(id, || entry.block_path(id))?.0)
+        Ok(self.inner.files.get(id, || entry.block_path(id))?.file)
     }
 
     /// Writes one record; returns its timestamp.
@@ -243,7 +245,8 @@ impl Store {
         meta: &WriteMeta,
         pieces: &[P],
     ) -> Result<u64> {
-        let mut r = self.write_many(bucket, entry, std::iter::once((meta, pieces)), 1)?;
+        let mut r =
+            self.write_many(bucket, entry, std::iter::once(RecordIn { meta, pieces }), 1)?;
         r.pop()
             .unwrap_or_else(|| Err(Error::Index("write produced no result".into())))
     }
@@ -280,9 +283,10 @@ impl Store {
         self.write_many(
             bucket,
             entry,
-            records
-                .iter()
-                .map(|r| (&r.meta, std::slice::from_ref(&r.data))),
+            records.iter().map(|r| RecordIn {
+                meta: &r.meta,
+                pieces: std::slice::from_ref(&r.data),
+            }),
             n,
         )
     }
@@ -293,22 +297,22 @@ impl Store {
         &self,
         bucket: &str,
         entry: &str,
-        records: impl Iterator<Item = (&'a WriteMeta, &'a [P])> + Clone,
+        records: impl Iterator<Item = RecordIn<'a, P>> + Clone,
         n: usize,
     ) -> Result<Vec<Result<u64>>> {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
         let need: u64 = records
             .clone()
-            .map(|(m, d)| frame_need(m, pieces_len(d)))
+            .map(|r| frame_need(r.meta, pieces_len(r.pieces)))
             .sum();
         let _res = self.reserve(&b, need)?;
         let e = self.entry_or_create(&b, entry)?;
         let settings = b.settings();
         // Compress outside the entry lock: it is the costly part.
-        let prepared: Vec<(Result<()>, Option<Vec<u8>>)> = records
-            .clone()
-            .map(|(m, d)| {
+        let prepared: Vec<Prepared<'a, P>> = records
+            .map(|record| {
+                let d = record.pieces;
                 let packed = match d {
                     [one] => compress(settings.compression, one.as_ref()),
                     _ if settings.compression == Compression::None => None,
@@ -321,22 +325,19 @@ impl Store {
                             }),
                     ),
                 };
-                (check_meta(m), packed)
+                Prepared {
+                    check: check_meta(record.meta),
+                    record,
+                    packed,
+                }
             })
             .collect();
         let mut st = e.lock_live(bucket)?;
         let mut undo = Undo::begin(&st);
         let mut results: Vec<Result<u64>> = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n + 2);
-        let appended = self.append_many(
-            &b,
-            &e,
-            &mut st,
-            records.zip(prepared),
-            &mut results,
-            &mut ops,
-            &mut undo,
-        );
+        let appended =
+            self.append_many(&b, &e, &mut st, prepared, &mut results, &mut ops, &mut undo);
         match appended {
             Ok(()) if ops.is_empty() => Ok(results),
             Ok(()) => {
@@ -356,7 +357,7 @@ impl Store {
         b: &Bucket,
         e: &Entry,
         st: &mut EntryState,
-        records: impl Iterator<Item = ((&'a WriteMeta, &'a [P]), (Result<()>, Option<Vec<u8>>))>,
+        records: Vec<Prepared<'a, P>>,
         results: &mut Vec<Result<u64>>,
         ops: &mut Vec<Op>,
         undo: &mut Undo,
@@ -364,7 +365,7 @@ impl Store {
         let settings = b.settings();
         let mut buf = Gather::default();
         let mut seen = BatchSeen::default();
-        let mut pending: Vec<(u64, IndexValue)> = Vec::new();
+        let mut pending: Vec<PendingRec> = Vec::new();
         let mut start_len = 0;
         let mut block_id = 0;
         // One read transaction for every duplicate check of the batch (opened by the first
@@ -373,7 +374,12 @@ impl Store {
         let mut txn = None;
         // Records of a batch mostly share their content type and labels: one copy.
         let mut shared: Option<Arc<RecMeta>> = None;
-        for ((meta, data), (check, packed)) in records {
+        for Prepared {
+            record: RecordIn { meta, pieces: data },
+            check,
+            packed,
+        } in records
+        {
             if let Err(err) = check {
                 results.push(Err(err));
                 continue;
@@ -403,7 +409,9 @@ impl Store {
                 None => (0, raw_len),
             };
             let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
-            let (mut head, _) = encode_head(&HeadSpec {
+            let EncodedHead {
+                bytes: mut head, ..
+            } = encode_head(&HeadSpec {
                 flags,
                 ts,
                 base_ts: a.base_ts,
@@ -441,9 +449,9 @@ impl Store {
                     m
                 }
             };
-            pending.push((
+            pending.push(PendingRec {
                 ts,
-                IndexValue {
+                value: IndexValue {
                     block_id,
                     offset: at,
                     frame_len,
@@ -452,7 +460,7 @@ impl Store {
                     flags,
                     meta: rec_meta,
                 },
-            ));
+            });
             results.push(Ok(ts));
         }
         self.flush_pending(b, e, st, &mut buf, &mut pending, ops, undo)
@@ -466,7 +474,7 @@ impl Store {
         e: &Entry,
         st: &mut EntryState,
         buf: &mut Gather<'_>,
-        pending: &mut Vec<(u64, IndexValue)>,
+        pending: &mut Vec<PendingRec>,
         ops: &mut Vec<Op>,
         undo: &mut Undo,
     ) -> Result<()> {
@@ -478,7 +486,7 @@ impl Store {
                 "frames pending without an active block".into(),
             ));
         };
-        let file = self.inner.files.get(a.id, || e.block_path(a.id))?.0;
+        let file = self.inner.files.get(a.id, || e.block_path(a.id))?.file;
         undo.touch(a.id, &file);
         buf.write_at(&file, a.len)
             .map_err(|err| Error::io(format!("appending to block {:016x}", a.id), err))?;
@@ -652,7 +660,10 @@ impl Store {
             )?;
             let at = self.frame_at(&b, &e, &mut st, ts, raw, &mut ops, &mut undo)?;
             let flags = if level.is_some() { FLAG_ZSTD } else { 0 };
-            let (mut head, len_at) = encode_head(&HeadSpec {
+            let EncodedHead {
+                bytes: mut head,
+                len_at,
+            } = encode_head(&HeadSpec {
                 flags,
                 ts,
                 base_ts: at.block.base_ts,
@@ -768,7 +779,7 @@ impl Store {
     ) {
         let len = value.frame_len;
         b.grow(len);
-        index_frames(e, st, len, &mut vec![(ts, value)], ops);
+        index_frames(e, st, len, &mut vec![PendingRec { ts, value }], ops);
     }
 }
 
@@ -777,17 +788,49 @@ fn index_frames(
     e: &Entry,
     st: &mut EntryState,
     len: u64,
-    pending: &mut Vec<(u64, IndexValue)>,
+    pending: &mut Vec<PendingRec>,
     ops: &mut Vec<Op>,
 ) {
-    if let Some((id, meta)) = st.appended(len, pending.iter().map(|(ts, _)| *ts)) {
-        ops.extend(pending.drain(..).map(|(ts, value)| Op::PutRec {
-            entry_id: e.id(),
-            ts,
-            value,
-        }));
+    if let Some(BlockState { id, meta }) = st.appended(len, pending.iter().map(|p| p.ts)) {
+        ops.extend(
+            pending
+                .drain(..)
+                .map(|PendingRec { ts, value }| Op::PutRec {
+                    entry_id: e.id(),
+                    ts,
+                    value,
+                }),
+        );
         ops.push(Op::PutBlock { id, meta });
     }
+}
+
+/// One record given to [`Store::write_many`]: what it says and its payload, as pieces.
+struct RecordIn<'a, P> {
+    meta: &'a WriteMeta,
+    pieces: &'a [P],
+}
+
+// Derived `Clone` would ask `P: Clone`; the fields are references.
+impl<P> Clone for RecordIn<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P> Copy for RecordIn<'_, P> {}
+
+/// A record prepared outside the entry lock: its check and its compressed payload (`None`:
+/// stored raw).
+struct Prepared<'a, P> {
+    record: RecordIn<'a, P>,
+    check: Result<()>,
+    packed: Option<Vec<u8>>,
+}
+
+/// A frame appended (or about to be) and not yet queued for the index.
+struct PendingRec {
+    ts: u64,
+    value: IndexValue,
 }
 
 /// Timestamps picked earlier in one batch. Most batches are in order and never ask, so

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use super::{ObjectError, Tier};
 use crate::block::frame_from_bytes;
+use crate::codec::frame::HeadFields;
 use crate::entry::Entry;
-use crate::frame::HeadFields;
 use crate::index::IndexValue;
 use crate::*;
 

@@ -86,7 +86,7 @@ impl Store {
                 continue;
             }
             let bytes = tier.config().store.get(&key).map_err(refresh_err)?;
-            let Some(h) = Heads::decode(&bytes).filter(|h| h.block_id == id) else {
+            let Some(h) = Heads::decode(&bytes).ok().filter(|h| h.block_id == id) else {
                 log::warn!("the heads sidecar {key:?} is damaged: its block is skipped");
                 report.skipped.push(key);
                 continue;

@@ -28,7 +28,7 @@ use super::{ObjectError, Tier, Tiered};
 use crate::bucket::Bucket;
 use crate::commit::{Change, Op};
 use crate::entry::Entry;
-use crate::index::BlockMeta;
+use crate::index::{BlockMeta, Order};
 use crate::*;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -144,9 +144,9 @@ impl Store {
             let mut local_bytes = 0u64;
             for e in b.entries() {
                 let st = e.lock();
-                let (tiered_bytes, _) = st.tiered();
+                let tiered_bytes = st.tiered().bytes;
                 local_bytes += st.block_bytes() - tiered_bytes;
-                local.extend(st.local_sealed().map(|(id, m)| (id, m, e.clone())));
+                local.extend(st.local_sealed().map(|b| (b.id, b.meta, e.clone())));
             }
             local.sort_by_key(|(id, _, _)| *id);
             for (id, m, e) in local {
@@ -258,7 +258,7 @@ impl Store {
                 &txn,
                 e.id(),
                 meta.min_ts..meta.max_ts.saturating_add(1),
-                false,
+                Order::Ascending,
                 usize::MAX,
                 &mut all,
             )?;

@@ -19,11 +19,8 @@
 
 use std::sync::Arc;
 
-use crate::frame::{
-    decode_labels, encode_labels, loaded_content_type, put_varint, stored_content_type, unzigzag,
-    zigzag, Reader,
-};
-use crate::Labels;
+use super::bytes::{put_varint, unzigzag, zigzag};
+use super::{DecodeError, Reader, RecMeta};
 
 /// Records per chunk at most (below 128, so the count is always one varint byte).
 pub const CHUNK_RECORDS: usize = 64;
@@ -38,34 +35,6 @@ pub const SAME_HEAD: u8 = 0x04;
 pub const SAME_SIZE: u8 = 0x08;
 pub const SAME_META: u8 = 0x10;
 const KNOWN_FLAGS: u8 = 0x1f;
-
-/// What the index keeps of a record besides where it is: content type and labels.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct RecMeta {
-    pub content_type: String,
-    pub labels: Labels,
-}
-
-impl RecMeta {
-    /// Content type (varint length + ASCII, 0 = the default), then the labels as in a frame
-    /// (varint count, then key and value with varint lengths).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let ct = stored_content_type(&self.content_type);
-        put_varint(out, ct.len() as u64);
-        out.extend_from_slice(ct.as_bytes());
-        encode_labels(out, &self.labels);
-    }
-
-    pub fn decode(r: &mut Reader<'_>) -> Option<RecMeta> {
-        let ctl = usize::try_from(r.varint()?).ok()?;
-        let content_type = loaded_content_type(r.str(ctl)?);
-        let labels = decode_labels(r)?;
-        Some(RecMeta {
-            content_type,
-            labels,
-        })
-    }
-}
 
 /// A record's metadata inside a chunk: an id of the entry's `metas` table, or inline (an
 /// entry with more distinct label sets than the interner keeps).
@@ -105,10 +74,6 @@ impl Slot {
         (self.frame_len.saturating_sub(self.stored) << 1) | u64::from(self.zstd)
     }
 }
-
-/// A chunk that does not decode: the index must be rebuilt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadChunk;
 
 /// The previous record, as the next one is encoded against it.
 #[derive(Clone)]
@@ -205,7 +170,7 @@ fn encode_slot(out: &mut Vec<u8>, prev: &mut Prev, s: &Slot) {
 /// by their first record's. `even` spreads the records evenly over as few chunks as
 /// possible (a chunk in the middle of an entry, where later inserts land); otherwise each
 /// chunk is filled up before the next starts (the entry's last chunk, where appends land).
-pub fn encode_chunks(first_key: u64, slots: &[Slot], even: bool) -> Vec<(u64, Vec<u8>)> {
+pub fn encode_chunks(first_key: u64, slots: &[Slot], even: bool) -> Chunks {
     let per = if even {
         let pieces = slots.len().div_ceil(CHUNK_RECORDS).max(1);
         slots.len().div_ceil(pieces)
@@ -245,13 +210,19 @@ pub struct ChunkReader<'a> {
     frame_len: u64,
 }
 
+/// Encoded chunks: (chunk key, value) pairs, in key order.
+pub type Chunks = Vec<(u64, Vec<u8>)>;
+
+/// A field that overflows its type: the chunk is damaged.
+const OVERFLOW: DecodeError = DecodeError::Garbage("a chunk field overflows");
+
 /// A record that repeats every field of the one before it.
 const ALL_SAME: u8 = SAME_STEP | CONTIGUOUS | SAME_HEAD | SAME_SIZE | SAME_META;
 
 impl<'a> ChunkReader<'a> {
-    pub fn new(key: u64, value: &'a [u8]) -> Result<ChunkReader<'a>, BadChunk> {
+    pub fn new(key: u64, value: &'a [u8]) -> Result<ChunkReader<'a>, DecodeError> {
         let mut r = Reader::new(value);
-        let left = r.varint().ok_or(BadChunk)?;
+        let left = r.varint()?;
         Ok(ChunkReader {
             r,
             left,
@@ -268,7 +239,7 @@ impl<'a> ChunkReader<'a> {
 
     /// The next record, `None` after the last (then the value must be used up).
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<Option<Slot>, BadChunk> {
+    pub fn next(&mut self) -> Result<Option<Slot>, DecodeError> {
         Ok(if self.advance()? {
             Some(self.current())
         } else {
@@ -278,12 +249,12 @@ impl<'a> ChunkReader<'a> {
 
     /// The first record at or after `ts`; the records before it are skipped without being
     /// built (a run of records that repeat everything costs a byte compare each).
-    pub fn seek(&mut self, ts: u64) -> Result<Option<Slot>, BadChunk> {
+    pub fn seek(&mut self, ts: u64) -> Result<Option<Slot>, DecodeError> {
         loop {
             if !self.first && self.prev.step > 0 {
                 let p = &mut self.prev;
                 while self.left > 0 && self.r.buf.get(self.r.pos) == Some(&ALL_SAME) {
-                    let next = p.ts.checked_add(p.step).ok_or(BadChunk)?;
+                    let next = p.ts.checked_add(p.step).ok_or(OVERFLOW)?;
                     if next >= ts {
                         break;
                     }
@@ -304,7 +275,7 @@ impl<'a> ChunkReader<'a> {
 
     /// Reads past the last record (checking the value is used up); `last_ts` is then
     /// the chunk's newest timestamp.
-    pub fn skip_to_end(&mut self) -> Result<(), BadChunk> {
+    pub fn skip_to_end(&mut self) -> Result<(), DecodeError> {
         while self.seek(u64::MAX)?.is_some() {}
         Ok(())
     }
@@ -331,64 +302,55 @@ impl<'a> ChunkReader<'a> {
     }
 
     /// Reads the next record into `prev`; false after the last.
-    fn advance(&mut self) -> Result<bool, BadChunk> {
+    fn advance(&mut self) -> Result<bool, DecodeError> {
         if self.left == 0 {
             return if self.r.pos == self.r.buf.len() {
                 Ok(false)
             } else {
-                Err(BadChunk)
+                Err(DecodeError::Garbage("bytes after a chunk's last record"))
             };
         }
         self.left -= 1;
         let r = &mut self.r;
         let p = &mut self.prev;
-        let flags = r.u8().ok_or(BadChunk)?;
+        let flags = r.u8()?;
         if flags & !KNOWN_FLAGS != 0 || (self.first && flags & SAME_META != 0) {
-            return Err(BadChunk);
+            return Err(DecodeError::Garbage("unknown chunk record flags"));
         }
         let delta = if flags & SAME_STEP != 0 {
             p.step
         } else {
-            r.varint().ok_or(BadChunk)?
+            r.varint()?
         };
         if delta == 0 && !self.first {
-            return Err(BadChunk); // timestamps strictly increase within a chunk
+            return Err(DecodeError::Garbage("timestamps do not increase")); // strictly, in a chunk
         }
         self.first = false;
-        let ts = p.ts.checked_add(delta).ok_or(BadChunk)?;
+        let ts = p.ts.checked_add(delta).ok_or(OVERFLOW)?;
         let (block_id, offset) = if flags & CONTIGUOUS != 0 {
             (p.block, p.end)
         } else {
-            let block = p
-                .block
-                .wrapping_add(unzigzag(r.varint().ok_or(BadChunk)?) as u64);
+            let block = p.block.wrapping_add(unzigzag(r.varint()?) as u64);
             let base = if block == p.block { p.end } else { 0 };
-            (
-                block,
-                base.wrapping_add(unzigzag(r.varint().ok_or(BadChunk)?) as u64),
-            )
+            (block, base.wrapping_add(unzigzag(r.varint()?) as u64))
         };
         let head = if flags & SAME_HEAD != 0 {
             p.head
         } else {
-            r.varint().ok_or(BadChunk)?
+            r.varint()?
         };
         let (size, stored) = if flags & SAME_SIZE != 0 {
             (p.size, p.stored)
         } else {
-            let size = r.varint().ok_or(BadChunk)?;
-            let stored = if head & 1 == 1 {
-                r.varint().ok_or(BadChunk)?
-            } else {
-                size
-            };
+            let size = r.varint()?;
+            let stored = if head & 1 == 1 { r.varint()? } else { size };
             (size, stored)
         };
-        let frame_len = (head >> 1).checked_add(stored).ok_or(BadChunk)?;
+        let frame_len = (head >> 1).checked_add(stored).ok_or(OVERFLOW)?;
         if flags & SAME_META == 0 {
-            p.meta = Some(match r.varint().ok_or(BadChunk)? {
-                0 => MetaRef::Inline(Arc::new(RecMeta::decode(r).ok_or(BadChunk)?)),
-                id => MetaRef::Id(u32::try_from(id - 1).map_err(|_| BadChunk)?),
+            p.meta = Some(match r.varint()? {
+                0 => MetaRef::Inline(Arc::new(RecMeta::decode(r)?)),
+                id => MetaRef::Id(u32::try_from(id - 1).map_err(|_| OVERFLOW)?),
             });
         }
         p.ts = ts;
@@ -407,11 +369,13 @@ impl<'a> ChunkReader<'a> {
 /// value)`: the chunk's new value (unless it was full), then new chunks after it, each
 /// filled up. The old
 /// records are skipped, not decoded: an append costs the new records' bytes.
+///
+/// `Ok(None)` when the records are not all newer than the chunk's (the caller merges).
 pub fn append_chunks(
     key: u64,
     value: &[u8],
     slots: &[Slot],
-) -> Result<Vec<(u64, Vec<u8>)>, BadChunk> {
+) -> Result<Option<Chunks>, DecodeError> {
     let mut rd = ChunkReader::new(key, value)?;
     let count = rd.left();
     rd.skip_to_end()?;
@@ -419,7 +383,7 @@ pub fn append_chunks(
         .first()
         .is_some_and(|s| s.ts <= rd.last_ts() && count > 0)
     {
-        return Err(BadChunk); // not an append: the caller merges instead
+        return Ok(None); // not an append: the caller merges instead
     }
     let mut prev = rd.prev;
     let mut v = Vec::with_capacity(value.len() + 2 * slots.len().min(CHUNK_RECORDS));
@@ -442,11 +406,11 @@ pub fn append_chunks(
     if i < slots.len() {
         out.extend(encode_chunks(slots[i].ts, &slots[i..], false));
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// Every record of a chunk.
-pub fn decode_chunk(key: u64, value: &[u8]) -> Result<Vec<Slot>, BadChunk> {
+pub fn decode_chunk(key: u64, value: &[u8]) -> Result<Vec<Slot>, DecodeError> {
     let mut rd = ChunkReader::new(key, value)?;
     let mut out = Vec::with_capacity(rd.left().min(CHUNK_RECORDS as u64) as usize);
     while let Some(s) = rd.next()? {
@@ -456,7 +420,7 @@ pub fn decode_chunk(key: u64, value: &[u8]) -> Result<Vec<Slot>, BadChunk> {
 }
 
 /// The record count of a chunk value, without decoding it.
-pub fn chunk_count(value: &[u8]) -> Option<u64> {
+pub fn chunk_count(value: &[u8]) -> Result<u64, DecodeError> {
     Reader::new(value).varint()
 }
 
@@ -534,7 +498,7 @@ mod tests {
             last_key = Some(*k);
             let got = decode_chunk(*k, v).unwrap();
             assert!(!got.is_empty() && got.len() <= CHUNK_RECORDS);
-            assert_eq!(chunk_count(v), Some(got.len() as u64));
+            assert_eq!(chunk_count(v), Ok(got.len() as u64));
             assert!(got.iter().all(|s| s.ts >= *k));
             back.extend(got);
         }
@@ -695,7 +659,9 @@ mod tests {
             (5, 195),
         ] {
             let (k, v) = encode_chunks(1000, &slots[..have], false).remove(0);
-            let got = append_chunks(k, &v, &slots[have..have + add]).unwrap();
+            let got = append_chunks(k, &v, &slots[have..have + add])
+                .unwrap()
+                .unwrap();
             let mut want = encode_chunks(1000, &slots[..have + add], false);
             if have == CHUNK_RECORDS {
                 want.remove(0); // a full chunk is not written again
@@ -704,7 +670,7 @@ mod tests {
         }
         // Not an append: refused.
         let (k, v) = encode_chunks(1000, &slots[5..10], false).remove(0);
-        assert!(append_chunks(k, &v, &slots[..1]).is_err());
+        assert_eq!(append_chunks(k, &v, &slots[..1]), Ok(None));
     }
 
     #[test]
@@ -742,7 +708,10 @@ mod tests {
         let slots = regular(20, 1);
         let (k, v) = encode_chunks(1, &slots, false).remove(0);
         for cut in 0..v.len() {
-            assert!(decode_chunk(k, &v[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                matches!(decode_chunk(k, &v[..cut]), Err(DecodeError::Short)),
+                "cut at {cut}"
+            );
         }
         let mut extra = v.clone();
         extra.push(0);
@@ -754,18 +723,12 @@ mod tests {
         bad[1] |= SAME_META; // the first record has no previous metadata
         assert!(decode_chunk(k, &bad).is_err());
         // Random bytes never panic.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
+        use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x2545_f491_4f6c_dd1d);
         for _ in 0..2000 {
-            let len = (x % 40) as usize;
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
-            let _ = decode_chunk(x, &bytes);
+            let mut bytes = vec![0u8; (rng.next_u64() % 40) as usize];
+            rng.fill_bytes(&mut bytes);
+            let _ = decode_chunk(rng.next_u64(), &bytes);
         }
     }
 }

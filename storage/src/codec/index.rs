@@ -1,0 +1,239 @@
+//! The keys and values of the index's tables other than the chunk values ([`super::chunk`]):
+//! `metas` values ([`RecMeta`]), `blocks` values ([`BlockMeta`]) and the keys of `chunks`,
+//! `metas`, `blocks` and `entries` ("LMDB index" in `docs/storage-format.md`). Keys are
+//! big-endian, so LMDB's byte order is numeric order; values are little-endian.
+
+use super::frame::{decode_labels, encode_labels, loaded_content_type, stored_content_type};
+use super::{bytes::put_varint, DecodeError, Reader};
+use crate::index::BlockMeta;
+use crate::Labels;
+
+/// What the index keeps of a record besides where it is: content type and labels (a
+/// `metas` value, or inline in a chunk, or in a heads sidecar).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct RecMeta {
+    pub content_type: String,
+    pub labels: Labels,
+}
+
+impl RecMeta {
+    /// Content type (varint length + ASCII, 0 = the default), then the labels as in a frame
+    /// (varint count, then key and value with varint lengths).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let ct = stored_content_type(&self.content_type);
+        put_varint(out, ct.len() as u64);
+        out.extend_from_slice(ct.as_bytes());
+        encode_labels(out, &self.labels);
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<RecMeta, DecodeError> {
+        let ctl = r.length()?;
+        let content_type = loaded_content_type(r.str(ctl)?);
+        let labels = decode_labels(r)?;
+        Ok(RecMeta {
+            content_type,
+            labels,
+        })
+    }
+}
+
+/// Bytes of a `blocks` value.
+pub const BLOCK_META_LEN: usize = 45;
+
+impl BlockMeta {
+    /// | offset | size | field |
+    /// |---|---|---|
+    /// | 0 | 4 | entry id |
+    /// | 4 | 8 | base timestamp |
+    /// | 12 | 8 | smallest live timestamp |
+    /// | 20 | 8 | largest live timestamp |
+    /// | 28 | 8 | live records |
+    /// | 36 | 8 | indexed length |
+    /// | 44 | 1 | bit 0 sealed, bit 1 tiered |
+    pub fn encode(&self) -> [u8; BLOCK_META_LEN] {
+        let mut b = [0u8; BLOCK_META_LEN];
+        b[0..4].copy_from_slice(&self.entry_id.to_le_bytes());
+        b[4..12].copy_from_slice(&self.base_ts.to_le_bytes());
+        b[12..20].copy_from_slice(&self.min_ts.to_le_bytes());
+        b[20..28].copy_from_slice(&self.max_ts.to_le_bytes());
+        b[28..36].copy_from_slice(&self.records.to_le_bytes());
+        b[36..44].copy_from_slice(&self.indexed_len.to_le_bytes());
+        // Bit 0: sealed; bit 1: tiered (older indexes only ever wrote 0 or 1).
+        b[44] = u8::from(self.sealed) | (u8::from(self.tiered) << 1);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<BlockMeta, DecodeError> {
+        let mut r = Reader::new(b);
+        let (entry_id, base_ts, min_ts, max_ts) = (r.u32()?, r.u64()?, r.u64()?, r.u64()?);
+        let (records, indexed_len, state) = (r.u64()?, r.u64()?, r.u8()?);
+        Ok(BlockMeta {
+            entry_id,
+            base_ts,
+            min_ts,
+            max_ts,
+            records,
+            indexed_len,
+            sealed: state & 1 != 0,
+            tiered: state & 2 != 0,
+        })
+    }
+}
+
+/// A `chunks` key: `entry_id` u32 BE ++ chunk key u64 BE.
+pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..4].copy_from_slice(&entry_id.to_be_bytes());
+    k[4..].copy_from_slice(&ts.to_be_bytes());
+    k
+}
+
+/// A `metas` key: `entry_id` u32 BE ++ `meta_id` u32 BE.
+pub fn meta_key(entry_id: u32, id: u32) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..4].copy_from_slice(&entry_id.to_be_bytes());
+    k[4..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The entry id a `chunks` or `metas` key starts with.
+pub fn key_entry(k: &[u8]) -> Result<u32, DecodeError> {
+    Ok(u32::from_be_bytes(be(k.get(..4))?))
+}
+
+/// The chunk key (timestamp) of a `chunks` key.
+pub fn key_ts(k: &[u8]) -> Result<u64, DecodeError> {
+    Ok(u64::from_be_bytes(be(k.get(4..12))?))
+}
+
+/// The meta id of a `metas` key.
+pub fn key_meta_id(k: &[u8]) -> Result<u32, DecodeError> {
+    Ok(u32::from_be_bytes(be(k.get(4..8))?))
+}
+
+/// A `blocks` key: the block id, u64 BE.
+pub fn block_key(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+pub fn decode_block_key(k: &[u8]) -> Result<u64, DecodeError> {
+    Ok(u64::from_be_bytes(be(Some(k))?))
+}
+
+/// An `entries` key: `bucket` ++ `0x00` ++ entry name.
+pub fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(bucket.len() + entry.len() + 1);
+    k.extend_from_slice(bucket.as_bytes());
+    k.push(0);
+    k.extend_from_slice(entry.as_bytes());
+    k
+}
+
+/// An `entries` key read back: (bucket, entry) as bytes.
+pub fn decode_entry_key(k: &[u8]) -> Result<(&[u8], &[u8]), DecodeError> {
+    let mut parts = k.splitn(2, |b| *b == 0);
+    match (parts.next(), parts.next()) {
+        (Some(b), Some(e)) => Ok((b, e)),
+        _ => Err(DecodeError::Garbage("an entry key has no separator")),
+    }
+}
+
+/// An `entries` value: the entry id, u32 BE.
+pub fn entry_id_value(id: u32) -> [u8; 4] {
+    id.to_be_bytes()
+}
+
+pub fn decode_entry_id_value(v: &[u8]) -> Result<u32, DecodeError> {
+    Ok(u32::from_be_bytes(be(Some(v))?))
+}
+
+/// Exactly `N` bytes, else the key or value is short (or too long, for a whole value).
+fn be<const N: usize>(b: Option<&[u8]>) -> Result<[u8; N], DecodeError> {
+    let b = b.ok_or(DecodeError::Short)?;
+    <[u8; N]>::try_from(b).map_err(|_| {
+        if b.len() < N {
+            DecodeError::Short
+        } else {
+            DecodeError::Garbage("a key or value is longer than its type")
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_meta_round_trips_and_short_values_are_errors() {
+        let m = BlockMeta {
+            entry_id: 9,
+            base_ts: 1,
+            min_ts: 2,
+            max_ts: 3,
+            records: 4,
+            indexed_len: 5,
+            sealed: true,
+            tiered: false,
+        };
+        assert_eq!(BlockMeta::decode(&m.encode()), Ok(m));
+        let t = BlockMeta { tiered: true, ..m };
+        assert_eq!(BlockMeta::decode(&t.encode()), Ok(t));
+        let bytes = t.encode();
+        for cut in 0..bytes.len() {
+            assert_eq!(BlockMeta::decode(&bytes[..cut]), Err(DecodeError::Short));
+        }
+    }
+
+    #[test]
+    fn rec_meta_round_trips_and_damage_is_an_error() {
+        let m = RecMeta {
+            content_type: "image/jpeg".into(),
+            labels: [("k".to_string(), "v".to_string())].into_iter().collect(),
+        };
+        let mut v = Vec::new();
+        m.encode(&mut v);
+        assert_eq!(RecMeta::decode(&mut Reader::new(&v)), Ok(m));
+        for cut in 0..v.len() {
+            assert_eq!(
+                RecMeta::decode(&mut Reader::new(&v[..cut])),
+                Err(DecodeError::Short)
+            );
+        }
+        // The default content type is stored empty and read back as itself.
+        let d = RecMeta {
+            content_type: crate::DEFAULT_CONTENT_TYPE.into(),
+            labels: Labels::new(),
+        };
+        let mut v = Vec::new();
+        d.encode(&mut v);
+        assert_eq!(v, [0, 0]);
+        assert_eq!(RecMeta::decode(&mut Reader::new(&v)), Ok(d));
+        // Not UTF-8.
+        assert!(matches!(
+            RecMeta::decode(&mut Reader::new(&[1, 0xff, 0])),
+            Err(DecodeError::Garbage(_))
+        ));
+    }
+
+    #[test]
+    fn keys_round_trip_and_short_keys_are_errors() {
+        let k = chunk_key(7, 0x0102_0304_0506_0708);
+        assert_eq!(key_entry(&k), Ok(7));
+        assert_eq!(key_ts(&k), Ok(0x0102_0304_0506_0708));
+        assert_eq!(key_ts(&k[..11]), Err(DecodeError::Short));
+        assert_eq!(key_entry(&k[..3]), Err(DecodeError::Short));
+        // Big-endian: byte order is numeric order.
+        assert!(chunk_key(1, 255) < chunk_key(1, 256));
+        assert!(chunk_key(1, u64::MAX) < chunk_key(2, 0));
+        let m = meta_key(3, 4);
+        assert_eq!((key_entry(&m), key_meta_id(&m)), (Ok(3), Ok(4)));
+        assert_eq!(decode_block_key(&block_key(42)), Ok(42));
+        assert_eq!(decode_block_key(&[0; 7]), Err(DecodeError::Short));
+        assert!(decode_block_key(&[0; 9]).is_err());
+        let e = entry_key("b", "robot/lidar");
+        assert_eq!(decode_entry_key(&e), Ok((&b"b"[..], &b"robot/lidar"[..])));
+        assert!(decode_entry_key(b"no separator").is_err());
+        assert_eq!(decode_entry_id_value(&entry_id_value(9)), Ok(9));
+        assert_eq!(decode_entry_id_value(&[0; 3]), Err(DecodeError::Short));
+    }
+}
