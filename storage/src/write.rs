@@ -265,7 +265,9 @@ impl Store {
         self.write_many(
             bucket,
             entry,
-            records.iter().map(|&(m, p)| (m, p)),
+            records
+                .iter()
+                .map(|&(meta, pieces)| RecordIn { meta, pieces }),
             records.len(),
         )
     }
