@@ -6,6 +6,7 @@
 //! every phase on every target; [`report`] renders the results.
 
 pub mod limit;
+pub mod loadgen;
 pub mod payload;
 pub mod phases;
 pub mod replicate;

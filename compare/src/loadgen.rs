@@ -1,7 +1,9 @@
-//! `tsblob loadgen` (hidden): drives a server over HTTP with N connections and prints
-//! records/s, MB/s, latency percentiles and, given `--server-pid`, the server's peak RSS.
-//! The figures in `docs/benchmarks/http-*.md` come from it; every loop is bounded by
-//! `--count`.
+//! `tsblob loadgen` (hidden): drives one tsblob server over HTTP with N connections and
+//! prints records/s, MB/s, latency percentiles and, given `--server-pid`, the server's peak
+//! RSS. The figures in `docs/benchmarks/http-*.md` come from it (`server/bench/http_bench.sh`);
+//! every loop is bounded by `--count`. It shares the bench's statistics ([`Stats`]:
+//! hdrhistogram), seeded RNG ([`crate::workload::rng`]) and process readings
+//! ([`crate::spawn::rss_of`]); the CLI entry (`server/src/cli/app.rs`) adds where to connect.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,10 +13,10 @@ use anyhow::{bail, Context};
 use bytes::BytesMut;
 use reqwest::Method;
 
-use tsblob_compare::stats::Stats;
-use tsblob_compare::workload::{below, rng};
-
-use crate::cli::{connect, Client, ClientArgs};
+use crate::spawn::{rss_of, rss_parts};
+use crate::stats::Stats;
+use crate::workload::{below, rng};
+use tsblob_proto::client::Client;
 use tsblob_proto::framing::{put_end, put_record, Event};
 use tsblob_proto::parse_size;
 
@@ -56,42 +58,11 @@ pub struct LoadArgs {
     /// Report this process's peak RSS (the server's pid).
     #[arg(long)]
     pub server_pid: Option<u32>,
-    #[command(flatten)]
-    pub client: ClientArgs,
 }
 
-/// `VmRSS` and `VmHWM` (peak) of a process, in bytes, from /proc.
-pub fn rss_of(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb * 1024)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// `RssAnon` (heap, stacks) and `RssFile` (mapped files: the LMDB index) of a process:
-/// mapped index pages are page cache the kernel can drop, heap is not.
-pub fn rss_parts(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let mb = |name: &str| -> f64 {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb * 1024.0 / 1e6)
-    };
-    format!(
-        "anon {:.1} MB, file {:.1} MB",
-        mb("RssAnon:"),
-        mb("RssFile:")
-    )
-}
-
-pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
-    let client = Arc::new(connect(&args.client)?);
+/// Runs the load `args` describe against the server `client` talks to.
+pub async fn run(client: Client, args: LoadArgs) -> anyhow::Result<()> {
+    let client = Arc::new(client);
     let entry_path = tsblob_proto::client::entry_path(&args.bucket, &args.entry);
     if matches!(args.mode, Mode::Post | Mode::Batch) {
         // Create the bucket if needed; an existing one is fine.
@@ -112,8 +83,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
         let peak = peak.clone();
         tokio::spawn(async move {
             loop {
-                if let Some((rss, _)) = rss_of(pid) {
-                    peak.fetch_max(rss, Ordering::Relaxed);
+                if let Some(rss) = rss_of(pid) {
+                    peak.fetch_max(rss.now, Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -149,13 +120,13 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(pid) = args.server_pid {
-        let (rss, hwm) = rss_of(pid).unwrap_or((0, 0));
+        let rss = rss_of(pid).unwrap_or_default();
         println!(
             "server pid {pid}: RSS now {:.1} MB ({}), peak sampled {:.1} MB, VmHWM {:.1} MB",
-            rss as f64 / 1e6,
+            rss.now as f64 / 1e6,
             rss_parts(pid),
             peak.load(Ordering::Relaxed) as f64 / 1e6,
-            hwm as f64 / 1e6
+            rss.peak as f64 / 1e6
         );
     }
     Ok(())

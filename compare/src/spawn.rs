@@ -172,6 +172,48 @@ pub fn find_binary(name: &str, explicit: Option<&Path>) -> Result<PathBuf> {
         })
 }
 
+/// Resident memory of a process, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rss {
+    /// `VmRSS`: resident now.
+    pub now: u64,
+    /// `VmHWM`: the peak resident size so far.
+    pub peak: u64,
+}
+
+/// `VmRSS` and `VmHWM` (peak) of a process, in bytes, from /proc.
+pub fn rss_of(pid: u32) -> Option<Rss> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    };
+    Some(Rss {
+        now: field("VmRSS:")?,
+        peak: field("VmHWM:")?,
+    })
+}
+
+/// `RssAnon` (heap, stacks) and `RssFile` (mapped files: the LMDB index) of a process:
+/// mapped index pages are page cache the kernel can drop, heap is not.
+pub fn rss_parts(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mb = |name: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb * 1024.0 / 1e6)
+    };
+    format!(
+        "anon {:.1} MB, file {:.1} MB",
+        mb("RssAnon:"),
+        mb("RssFile:")
+    )
+}
+
 /// Allocated bytes (st_blocks × 512) of every file under `dir`: what the data takes on disk,
 /// including preallocated space and filesystem block rounding.
 pub fn disk_usage(dir: &Path) -> Result<u64> {

@@ -1,6 +1,6 @@
 //! The `tsblob` binary's library: the HTTP server over the engine ([`http`], [`serve`]),
-//! its configuration ([`config`]), the CLI client ([`cli`]) and the HTTP load generator
-//! ([`loadgen`]). The wire format they share (framing, label headers, name rules, sizes)
+//! its configuration ([`config`]) and the CLI client ([`cli`]; `tsblob bench` and the
+//! hidden `tsblob loadgen` are the `tsblob-compare` crate's). The wire format they share (framing, label headers, name rules, sizes)
 //! is the `tsblob-proto` crate.
 //!
 //! **Architecture invariant:** only this crate knows HTTP and JSON; the engine
@@ -10,7 +10,6 @@ pub mod batch_client;
 pub mod cli;
 pub mod config;
 pub mod http;
-pub mod loadgen;
 pub mod private_file;
 pub mod replication;
 pub mod serve;

@@ -18,7 +18,7 @@ use heed::RwTxn;
 use parking_lot::Condvar;
 
 use crate::feed::FeedBatch;
-use crate::index::{BlockMeta, Index, IndexValue, RecChange};
+use crate::index::{BlockState, Index, IndexValue, RecChange};
 use crate::lock::{Mutex, Rank};
 use crate::{Error, Result, SyncPolicy};
 
@@ -40,7 +40,7 @@ pub enum Op {
     },
     PutBlock {
         id: u64,
-        meta: BlockMeta,
+        state: BlockState,
     },
     DelBlock {
         id: u64,
@@ -196,8 +196,8 @@ impl Committer {
         }
         let res = write_group(index, group);
         if res.is_err() {
-            // The interner may hold metadata ids of the aborted transaction.
-            index.forget_metas();
+            // The interner may hold attrs ids of the aborted transaction.
+            index.forget_attrs();
         }
         res?;
         match self.policy {
@@ -324,7 +324,7 @@ fn apply(
             recs.push(entry_id, RecChange::put(ts, value))
         }
         Op::DelRec { entry_id, ts } => recs.push(entry_id, RecChange::delete(ts)),
-        Op::PutBlock { id, meta } => index.put_block(txn, id, &meta)?,
+        Op::PutBlock { id, state } => index.put_block(txn, id, &state)?,
         Op::DelBlock { id } => index.delete_block(txn, id)?,
         Op::DelBlockRecords {
             entry_id,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::bucket::Bucket;
-use crate::index::{BlockMeta, Index};
+use crate::index::{BlockState, Index};
 use crate::lock::{Mutex, MutexGuard, Rank};
 use crate::names::entry_dir_name;
 use crate::*;
@@ -22,8 +22,8 @@ pub(crate) struct Entry {
 }
 
 pub(crate) struct EntryState {
-    /// Every block of the entry with its metadata, as committed (or about to be).
-    blocks: BTreeMap<u64, BlockMeta>,
+    /// Every block of the entry with its state, as committed (or about to be).
+    blocks: BTreeMap<u64, BlockState>,
     /// The block appended to; always one of `blocks`.
     active: Option<Active>,
     pub last_auto_ts: u64,
@@ -34,11 +34,11 @@ pub(crate) struct EntryState {
     removed: bool,
 }
 
-/// A block of an entry with its metadata (as the entry holds it, or to be committed).
+/// A block of an entry with its state (as the entry holds it, or to be committed).
 #[derive(Clone, Copy)]
-pub(crate) struct BlockState {
+pub(crate) struct Block {
     pub id: u64,
-    pub meta: BlockMeta,
+    pub state: BlockState,
 }
 
 /// What an entry keeps only in the object store.
@@ -57,7 +57,7 @@ pub(crate) struct Active {
 }
 
 impl EntryState {
-    pub fn new(blocks: BTreeMap<u64, BlockMeta>) -> EntryState {
+    pub fn new(blocks: BTreeMap<u64, BlockState>) -> EntryState {
         let ceiling = blocks
             .values()
             .filter(|m| m.records > 0)
@@ -92,28 +92,28 @@ impl EntryState {
     }
 
     /// Sealed blocks kept locally (not the active one), oldest first.
-    pub fn local_sealed(&self) -> impl Iterator<Item = BlockState> + '_ {
+    pub fn local_sealed(&self) -> impl Iterator<Item = Block> + '_ {
         self.blocks
             .iter()
             .filter(|(id, m)| m.sealed && !m.tiered && !self.is_active(**id))
-            .map(|(id, m)| BlockState { id: *id, meta: *m })
+            .map(|(id, m)| Block { id: *id, state: *m })
     }
 
-    /// A block was uploaded and verified: returns its metadata marked tiered (to be
+    /// A block was uploaded and verified: returns its state marked tiered (to be
     /// committed), or `None` if it is gone.
-    pub fn mark_tiered(&mut self, id: u64) -> Option<BlockMeta> {
+    pub fn mark_tiered(&mut self, id: u64) -> Option<BlockState> {
         let m = self.blocks.get_mut(&id)?;
         m.tiered = true;
         Some(*m)
     }
 
     /// A block adopted from the object store (restore, replica refresh).
-    pub fn adopt(&mut self, id: u64, meta: BlockMeta) {
-        self.ceiling = self.ceiling.max(Some(meta.max_ts));
-        self.blocks.insert(id, meta);
+    pub fn adopt(&mut self, id: u64, state: BlockState) {
+        self.ceiling = self.ceiling.max(Some(state.max_ts));
+        self.blocks.insert(id, state);
     }
 
-    pub fn block(&self, id: u64) -> Option<BlockMeta> {
+    pub fn block(&self, id: u64) -> Option<BlockState> {
         self.blocks.get(&id).copied()
     }
 
@@ -145,29 +145,32 @@ impl EntryState {
             && (a.len + bytes < settings.max_block_size || alone)
     }
 
-    /// Seals the active block; returns its id and final metadata, to be committed.
-    pub fn seal_active(&mut self) -> Option<BlockState> {
+    /// Seals the active block; returns its id and final state, to be committed.
+    pub fn seal_active(&mut self) -> Option<Block> {
         let a = self.active.take()?;
         let m = self.blocks.get_mut(&a.id)?;
         m.sealed = true;
-        Some(BlockState { id: a.id, meta: *m })
+        Some(Block {
+            id: a.id,
+            state: *m,
+        })
     }
 
     /// A new block becomes the active one.
-    pub fn start_block(&mut self, id: u64, meta: BlockMeta, len: u64) -> Active {
+    pub fn start_block(&mut self, id: u64, state: BlockState, len: u64) -> Active {
         let a = Active {
             id,
             len,
-            base_ts: meta.base_ts,
+            base_ts: state.base_ts,
         };
-        self.blocks.insert(id, meta);
+        self.blocks.insert(id, state);
         self.active = Some(a);
         a
     }
 
     /// Frames of `len` bytes in all were appended to the active block, holding these
-    /// timestamps: updates its metadata and returns it (to be committed).
-    pub fn appended(&mut self, len: u64, ts: impl Iterator<Item = u64>) -> Option<BlockState> {
+    /// timestamps: updates its state and returns it (to be committed).
+    pub fn appended(&mut self, len: u64, ts: impl Iterator<Item = u64>) -> Option<Block> {
         let a = self.active.as_mut()?;
         a.len += len;
         let (id, new_len) = (a.id, a.len);
@@ -182,11 +185,11 @@ impl EntryState {
             meta.records += 1;
         }
         meta.indexed_len = new_len;
-        Some(BlockState { id, meta: *meta })
+        Some(Block { id, state: *meta })
     }
 
     /// Drops a deleted block (and the active mark, if it was the active one).
-    pub fn forget_block(&mut self, id: u64) -> Option<BlockMeta> {
+    pub fn forget_block(&mut self, id: u64) -> Option<BlockState> {
         if self.is_active(id) {
             self.active = None;
         }
@@ -198,19 +201,19 @@ impl EntryState {
     }
 
     /// One live record of `block_id` is gone (removed, or superseded by a label update):
-    /// returns the block's new metadata.
-    pub fn retire_one(&mut self, block_id: u64) -> Option<BlockMeta> {
+    /// returns the block's new state.
+    pub fn retire_one(&mut self, block_id: u64) -> Option<BlockState> {
         let m = self.blocks.get_mut(&block_id)?;
         m.records = m.records.saturating_sub(1);
         Some(*m)
     }
 
-    /// After a failed write: reload an entry's block metadata from the index (memory ran ahead
+    /// After a failed write: reload an entry's block states from the index (memory ran ahead
     /// of it) and leave it without an active block, so memory agrees with what is committed.
     pub fn reload(&mut self, index: &Index, bucket: &Bucket, entry_id: u32) -> Result<()> {
         let txn = index.read_txn()?;
         let before = self.block_bytes();
-        let blocks: BTreeMap<u64, BlockMeta> = index
+        let blocks: BTreeMap<u64, BlockState> = index
             .blocks(&txn)?
             .into_iter()
             .filter_map(|(id, m)| m.filter(|m| m.entry_id == entry_id).map(|m| (id, m)))

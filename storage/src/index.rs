@@ -4,10 +4,12 @@
 //! - `chunks`:  `entry_id u32 ++ chunk_key u64` → up to 64 records of the entry, sorted by
 //!   timestamp and delta-encoded (see [`crate::codec::chunk`]). Every record of a chunk has
 //!   `ts >= chunk_key` and `ts <` the next chunk's key.
-//! - `metas`:   `entry_id u32 ++ meta_id u32` → content type and labels, interned per entry
-//! - `blocks`:  `block_id u64` → [`BlockMeta`]
+//! - `metas`:   `entry_id u32 ++ attrs_id u32` → [`Attrs`] (content type and labels), interned
+//!   per entry
+//! - `blocks`:  `block_id u64` → [`BlockState`]
 //! - `entries`: `bucket \0 entry` → `entry_id u32`
-//! - `meta`:    small named values (format version)
+//! - `meta`:    small named values (format version); in code `Index::info` ("meta" is a
+//!   record's metadata everywhere else, see docs/architecture.md, "Words")
 //!
 //! The index is a cache of the block files: `recover::rebuild_index` recreates it.
 
@@ -22,14 +24,14 @@ use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
 use crate::codec;
 use crate::codec::chunk::{
-    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, ChunkReader, MetaRef, Slot,
+    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, AttrsRef, ChunkReader, Slot,
 };
 use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::{
-    block_key, chunk_key, decode_block_key, decode_entry_id_value, decode_entry_key,
-    entry_id_value, entry_key, key_entry, key_meta_id, meta_key,
+    attrs_key, block_key, chunk_key, decode_block_key, decode_entry_id_value, decode_entry_key,
+    entry_id_value, entry_key, key_attrs_id, key_entry,
 };
-pub use crate::codec::RecMeta;
+pub use crate::codec::Attrs;
 use crate::codec::{DecodeError, Reader};
 use crate::feed::Feed;
 use crate::{Error, OpenError, Result};
@@ -38,7 +40,7 @@ pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
 
 /// Distinct (content type, labels) sets interned per entry; an entry with more stores the
 /// rest inline in its chunks. Bounds the `metas` table and the in-memory interner.
-pub const MAX_METAS: u32 = 256;
+pub const MAX_ATTRS: u32 = 256;
 
 type Txn<'a> = RoTxn<'a, WithoutTls>;
 
@@ -101,11 +103,11 @@ pub struct IndexValue {
     pub size: u64,
     pub flags: u8,
     /// Content type and labels, shared by the records that have the same.
-    pub meta: Arc<RecMeta>,
+    pub attrs: Arc<Attrs>,
 }
 
 impl IndexValue {
-    fn from_slot(s: Slot, meta: Arc<RecMeta>) -> IndexValue {
+    fn from_slot(s: Slot, meta: Arc<Attrs>) -> IndexValue {
         IndexValue {
             block_id: s.block_id,
             offset: s.offset,
@@ -113,11 +115,11 @@ impl IndexValue {
             stored: s.stored,
             size: s.size,
             flags: if s.zstd { FLAG_ZSTD } else { 0 },
-            meta,
+            attrs: meta,
         }
     }
 
-    fn into_slot(self, ts: u64, meta: MetaRef) -> Slot {
+    fn into_slot(self, ts: u64, meta: AttrsRef) -> Slot {
         Slot {
             ts,
             block_id: self.block_id,
@@ -126,16 +128,16 @@ impl IndexValue {
             stored: self.stored,
             size: self.size,
             zstd: self.flags & FLAG_ZSTD != 0,
-            meta,
+            attrs: meta,
         }
     }
 }
 
-/// One entry's interned metadata, both ways.
+/// One entry's interned attrs, both ways.
 #[derive(Default)]
-struct EntryMetas {
-    by_id: HashMap<u32, Arc<RecMeta>>,
-    ids: HashMap<Arc<RecMeta>, u32>,
+struct EntryAttrs {
+    by_id: HashMap<u32, Arc<Attrs>>,
+    ids: HashMap<Arc<Attrs>, u32>,
     next: u32,
     /// The whole `metas` range of the entry was read (by a writer): `ids` and `next` are
     /// complete. Readers only ever add single `by_id` entries.
@@ -144,7 +146,7 @@ struct EntryMetas {
 
 /// The state of one block file as the index knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BlockMeta {
+pub struct BlockState {
     pub entry_id: u32,
     pub base_ts: u64,
     pub min_ts: u64,
@@ -164,17 +166,19 @@ pub struct BlockMeta {
 pub struct Index {
     env: Env<WithoutTls>,
     chunks: Database<Bytes, Bytes>,
-    metas: Database<Bytes, Bytes>,
+    /// The `metas` table (its on-disk name): interned [`Attrs`].
+    attrs: Database<Bytes, Bytes>,
     blocks: Database<Bytes, Bytes>,
     entries: Database<Bytes, Bytes>,
-    meta: Database<Bytes, Bytes>,
+    /// The `meta` table (its on-disk name): the format version.
+    info: Database<Bytes, Bytes>,
     /// The change feed's tables (`feed.rs`), in the same environment so a record's feed
     /// item commits in its index transaction.
     feed: Feed,
     /// The `metas` table in memory, per entry id, filled lazily. It may run ahead of what
-    /// is committed (ids a write transaction assigned): [`Index::forget_metas`] clears it
+    /// is committed (ids a write transaction assigned): [`Index::forget_attrs`] clears it
     /// when a write transaction fails.
-    interner: RwLock<HashMap<u32, EntryMetas>>,
+    interner: RwLock<HashMap<u32, EntryAttrs>>,
 }
 
 impl Index {
@@ -196,19 +200,19 @@ impl Index {
         })?;
         let mut wtxn = env.write_txn()?;
         let chunks = env.create_database(&mut wtxn, Some("chunks"))?;
-        let metas = env.create_database(&mut wtxn, Some("metas"))?;
+        let attrs = env.create_database(&mut wtxn, Some("metas"))?;
         let blocks = env.create_database(&mut wtxn, Some("blocks"))?;
         let entries = env.create_database(&mut wtxn, Some("entries"))?;
-        let meta = env.create_database(&mut wtxn, Some("meta"))?;
+        let info = env.create_database(&mut wtxn, Some("meta"))?;
         let feed = Feed::open(&env, &mut wtxn)?;
         wtxn.commit()?;
         Ok(Index {
             env,
             chunks,
-            metas,
+            attrs,
             blocks,
             entries,
-            meta,
+            info,
             feed,
             interner: RwLock::new(Rank::Interner, HashMap::new()),
         })
@@ -233,15 +237,15 @@ impl Index {
 
     /// The index format version, if one was written.
     pub fn version(&self, txn: &Txn<'_>) -> Result<Option<Vec<u8>>> {
-        Ok(self.meta.get(txn, b"version")?.map(|v| v.to_vec()))
+        Ok(self.info.get(txn, b"version")?.map(|v| v.to_vec()))
     }
 
     pub fn set_version(&self, txn: &mut RwTxn<'_>) -> Result<()> {
-        Ok(self.meta.put(txn, b"version", INDEX_VERSION)?)
+        Ok(self.info.put(txn, b"version", INDEX_VERSION)?)
     }
 
-    pub fn put_block(&self, txn: &mut RwTxn<'_>, id: u64, meta: &BlockMeta) -> Result<()> {
-        Ok(self.blocks.put(txn, &block_key(id), &meta.encode())?)
+    pub fn put_block(&self, txn: &mut RwTxn<'_>, id: u64, state: &BlockState) -> Result<()> {
+        Ok(self.blocks.put(txn, &block_key(id), &state.encode())?)
     }
 
     pub fn delete_block(&self, txn: &mut RwTxn<'_>, id: u64) -> Result<()> {
@@ -249,14 +253,14 @@ impl Index {
         Ok(())
     }
 
-    /// Every block's id and metadata (`None`: undecodable).
-    pub fn blocks(&self, txn: &Txn<'_>) -> Result<Vec<(u64, Option<BlockMeta>)>> {
+    /// Every block's id and state (`None`: undecodable).
+    pub fn blocks(&self, txn: &Txn<'_>) -> Result<Vec<(u64, Option<BlockState>)>> {
         let mut out = Vec::new();
         for item in self.blocks.iter(txn)? {
             let (k, v) = item?;
             let id = decode_block_key(k)
                 .map_err(|_| Error::Index("a block key is not 8 bytes".into()))?;
-            out.push((id, BlockMeta::decode(v).ok()));
+            out.push((id, BlockState::decode(v).ok()));
         }
         Ok(out)
     }
@@ -294,22 +298,22 @@ impl Index {
     /// back to LMDB's free list), for a rebuild.
     pub fn clear_all(&self, txn: &mut RwTxn<'_>) -> Result<()> {
         self.chunks.clear(txn)?;
-        self.metas.clear(txn)?;
+        self.attrs.clear(txn)?;
         self.blocks.clear(txn)?;
         self.entries.clear(txn)?;
-        self.meta.clear(txn)?;
+        self.info.clear(txn)?;
         let legacy: Option<Database<Bytes, Bytes>> =
             self.env.open_database(txn, Some("records"))?;
         if let Some(db) = legacy {
             db.clear(txn)?;
         }
-        self.forget_metas();
+        self.forget_attrs();
         Ok(())
     }
 
     /// Drops the in-memory interner (after a failed write transaction, whose ids it may
     /// hold); it reloads from the `metas` table on demand.
-    pub fn forget_metas(&self) {
+    pub fn forget_attrs(&self) {
         self.interner.write().clear();
     }
 
@@ -355,7 +359,7 @@ impl Index {
         }
     }
 
-    /// The record at `ts`, as its chunk holds it (metadata not resolved).
+    /// The record at `ts`, as its chunk holds it (attrs not resolved).
     pub fn find(&self, txn: &Txn<'_>, entry_id: u32, ts: u64) -> Result<Option<Slot>> {
         let Some((k, v)) = self.floor_chunk(txn, entry_id, ts)? else {
             return Ok(None);
@@ -365,7 +369,7 @@ impl Index {
     }
 
     /// The content type and labels a chunk record refers to.
-    fn resolve(&self, txn: &Txn<'_>, entry_id: u32, id: u32) -> Result<Arc<RecMeta>> {
+    fn resolve(&self, txn: &Txn<'_>, entry_id: u32, id: u32) -> Result<Arc<Attrs>> {
         if let Some(a) = self
             .interner
             .read()
@@ -375,15 +379,15 @@ impl Index {
             return Ok(a.clone());
         }
         let v = self
-            .metas
-            .get(txn, &meta_key(entry_id, id))?
+            .attrs
+            .get(txn, &attrs_key(entry_id, id))?
             .ok_or_else(|| {
                 Error::Index(format!(
                     "index chunk refers to unknown metadata {id}: rebuild the index"
                 ))
             })?;
         let a =
-            Arc::new(RecMeta::decode(&mut Reader::new(v)).map_err(|_| {
+            Arc::new(Attrs::decode(&mut Reader::new(v)).map_err(|_| {
                 Error::Index("undecodable index metadata: rebuild the index".into())
             })?);
         // Committed (this transaction sees it), and an id never changes meaning while its
@@ -398,22 +402,22 @@ impl Index {
     }
 
     /// The id of `meta` in the entry's `metas` table, assigned (and stored in `txn`) if
-    /// new; inline once the entry has [`MAX_METAS`] ids.
-    fn intern(&self, txn: &mut RwTxn<'_>, entry_id: u32, meta: &Arc<RecMeta>) -> Result<MetaRef> {
+    /// new; inline once the entry has [`MAX_ATTRS`] ids.
+    fn intern(&self, txn: &mut RwTxn<'_>, entry_id: u32, meta: &Arc<Attrs>) -> Result<AttrsRef> {
         if let Some(em) = self.interner.read().get(&entry_id) {
             if let (true, Some(id)) = (em.loaded, em.ids.get(meta)) {
-                return Ok(MetaRef::Id(*id));
+                return Ok(AttrsRef::Id(*id));
             }
         }
         let mut cache = self.interner.write();
         let em = cache.entry(entry_id).or_default();
         if !em.loaded {
-            let lo = meta_key(entry_id, 0);
-            let hi = meta_key(entry_id, u32::MAX);
+            let lo = attrs_key(entry_id, 0);
+            let hi = attrs_key(entry_id, u32::MAX);
             let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
-            for item in self.metas.range(txn, &range)? {
+            for item in self.attrs.range(txn, &range)? {
                 let (k, v) = item?;
-                let (Ok(id), Ok(m)) = (key_meta_id(k), RecMeta::decode(&mut Reader::new(v))) else {
+                let (Ok(id), Ok(m)) = (key_attrs_id(k), Attrs::decode(&mut Reader::new(v))) else {
                     return Err(Error::Index(
                         "undecodable index metadata: rebuild the index".into(),
                     ));
@@ -426,37 +430,37 @@ impl Index {
             em.loaded = true;
         }
         if let Some(id) = em.ids.get(meta) {
-            return Ok(MetaRef::Id(*id));
+            return Ok(AttrsRef::Id(*id));
         }
-        if em.next >= MAX_METAS {
-            return Ok(MetaRef::Inline(meta.clone()));
+        if em.next >= MAX_ATTRS {
+            return Ok(AttrsRef::Inline(meta.clone()));
         }
         let id = em.next;
         let mut v = Vec::with_capacity(32);
         meta.encode(&mut v);
-        self.metas.put(txn, &meta_key(entry_id, id), &v)?;
+        self.attrs.put(txn, &attrs_key(entry_id, id), &v)?;
         em.next += 1;
         em.ids.insert(meta.clone(), id);
         em.by_id.insert(id, meta.clone());
-        Ok(MetaRef::Id(id))
+        Ok(AttrsRef::Id(id))
     }
 
-    /// A chunk record with its metadata; `last` caches the previous id's.
+    /// A chunk record with its attrs; `last` caches the previous id's.
     fn value(
         &self,
         txn: &Txn<'_>,
         entry_id: u32,
         s: Slot,
-        last: &mut Option<(u32, Arc<RecMeta>)>,
+        last: &mut Option<(u32, Arc<Attrs>)>,
     ) -> Result<(u64, IndexValue)> {
-        let meta = match (&s.meta, &*last) {
-            (MetaRef::Id(id), Some((lid, m))) if id == lid => m.clone(),
-            (MetaRef::Id(id), _) => {
+        let meta = match (&s.attrs, &*last) {
+            (AttrsRef::Id(id), Some((lid, m))) if id == lid => m.clone(),
+            (AttrsRef::Id(id), _) => {
                 let m = self.resolve(txn, entry_id, *id)?;
                 *last = Some((*id, m.clone()));
                 m
             }
-            (MetaRef::Inline(m), _) => m.clone(),
+            (AttrsRef::Inline(m), _) => m.clone(),
         };
         Ok((s.ts, IndexValue::from_slot(s, meta)))
     }
@@ -558,17 +562,17 @@ impl Index {
         changes: Vec<RecChange>,
     ) -> Result<()> {
         let mut slots_in: Vec<(u64, Option<Slot>)> = Vec::with_capacity(changes.len());
-        let mut last: Option<(Arc<RecMeta>, MetaRef)> = None;
+        let mut last: Option<(Arc<Attrs>, AttrsRef)> = None;
         for RecChange { ts, value } in changes {
             let Some(v) = value else {
                 slots_in.push((ts, None));
                 continue;
             };
             let m = match &last {
-                Some((a, r)) if Arc::ptr_eq(a, &v.meta) || **a == *v.meta => r.clone(),
+                Some((a, r)) if Arc::ptr_eq(a, &v.attrs) || **a == *v.attrs => r.clone(),
                 _ => {
-                    let r = self.intern(txn, entry_id, &v.meta)?;
-                    last = Some((v.meta.clone(), r.clone()));
+                    let r = self.intern(txn, entry_id, &v.attrs)?;
+                    last = Some((v.attrs.clone(), r.clone()));
                     r
                 }
             };
@@ -679,16 +683,16 @@ impl Index {
         Ok(())
     }
 
-    /// Deletes every record of an entry, and its interned metadata.
+    /// Deletes every record of an entry, and its interned attrs.
     pub fn delete_entry_records(&self, txn: &mut RwTxn<'_>, entry_id: u32) -> Result<()> {
         let lo = chunk_key(entry_id, 0);
         let hi = chunk_key(entry_id, u64::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.chunks.delete_range(txn, &range)?;
-        let lo = meta_key(entry_id, 0);
-        let hi = meta_key(entry_id, u32::MAX);
+        let lo = attrs_key(entry_id, 0);
+        let hi = attrs_key(entry_id, u32::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
-        self.metas.delete_range(txn, &range)?;
+        self.attrs.delete_range(txn, &range)?;
         self.interner.write().remove(&entry_id);
         Ok(())
     }
@@ -753,8 +757,8 @@ mod tests {
     use crate::Labels;
     use std::collections::BTreeMap;
 
-    fn rec_meta(ct: &str, pairs: &[(&str, String)]) -> Arc<RecMeta> {
-        Arc::new(RecMeta {
+    fn rec_attrs(ct: &str, pairs: &[(&str, String)]) -> Arc<Attrs> {
+        Arc::new(Attrs {
             content_type: ct.into(),
             labels: pairs
                 .iter()
@@ -763,7 +767,7 @@ mod tests {
         })
     }
 
-    fn value(block_id: u64, offset: u64, meta: Arc<RecMeta>) -> IndexValue {
+    fn value(block_id: u64, offset: u64, meta: Arc<Attrs>) -> IndexValue {
         IndexValue {
             block_id,
             offset,
@@ -771,7 +775,7 @@ mod tests {
             stored: 1024,
             size: 1024,
             flags: 0,
-            meta,
+            attrs: meta,
         }
     }
 
@@ -840,8 +844,8 @@ mod tests {
     #[test]
     fn round_robin_single_puts_fill_chunks_and_queries_cross_them() {
         let (_d, index) = open();
-        let metas: Vec<Arc<RecMeta>> = (0..10)
-            .map(|i| rec_meta("", &[("l0", "cam".into()), ("l1", i.to_string())]))
+        let metas: Vec<Arc<Attrs>> = (0..10)
+            .map(|i| rec_attrs("", &[("l0", "cam".into()), ("l1", i.to_string())]))
             .collect();
         // 16 entries, one record per commit, round-robin: what the comparison writes.
         for i in 0..16 * 300u64 {
@@ -869,7 +873,7 @@ mod tests {
             .sum();
         assert!(bytes < 16 * 300 * 5 / 2, "{bytes} bytes of chunks");
         // Ten label sets per entry, interned.
-        assert_eq!(index.metas.len(&txn).unwrap(), 16 * 10);
+        assert_eq!(index.attrs.len(&txn).unwrap(), 16 * 10);
         drop(txn);
         // Windows crossing chunk boundaries, both directions, with limits.
         for (lo, hi) in [
@@ -897,13 +901,13 @@ mod tests {
         assert_eq!(index.first(&txn, 16).unwrap().unwrap().0, want[0]);
         let (ts, v) = index.last(&txn, 16).unwrap().unwrap();
         assert_eq!(ts, want[299]);
-        assert_eq!(v.meta, metas[9]);
+        assert_eq!(v.attrs, metas[9]);
         assert_eq!((v.block_id, v.offset), (16, 100 + 299 * 1044));
         let v = index
             .get_record(&txn, 5, 1_000_000 + 77_000)
             .unwrap()
             .unwrap();
-        assert_eq!(v.meta.labels["l1"], "7");
+        assert_eq!(v.attrs.labels["l1"], "7");
         assert!(index.contains(&txn, 5, 1_000_000 + 64_000).unwrap());
         assert!(!index.contains(&txn, 5, 1_000_000 + 64_001).unwrap());
         assert!(!index.contains(&txn, 17, 1_000_000).unwrap());
@@ -920,8 +924,8 @@ mod tests {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
         let mut rnd = |n: u64| rng.next_u64() % n;
         // More label sets than the interner keeps: the rest go inline.
-        let metas: Vec<Arc<RecMeta>> = (0..MAX_METAS as u64 + 40)
-            .map(|i| rec_meta("image/jpeg", &[("n", i.to_string())]))
+        let metas: Vec<Arc<Attrs>> = (0..MAX_ATTRS as u64 + 40)
+            .map(|i| rec_attrs("image/jpeg", &[("n", i.to_string())]))
             .collect();
         for round in 0..300 {
             let mut changes: BTreeMap<u64, Option<IndexValue>> = BTreeMap::new();
@@ -963,7 +967,7 @@ mod tests {
             }
             txn.commit().unwrap();
             if round % 50 == 49 {
-                index.forget_metas(); // as after a failed commit: reloads from the table
+                index.forget_attrs(); // as after a failed commit: reloads from the table
             }
             let got = check_chunks(&index);
             let want: Vec<u64> = model.keys().copied().collect();
@@ -990,37 +994,37 @@ mod tests {
             .unwrap();
         let want: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
         assert_eq!(all, want);
-        assert_eq!(index.metas.len(&txn).unwrap(), u64::from(MAX_METAS));
+        assert_eq!(index.attrs.len(&txn).unwrap(), u64::from(MAX_ATTRS));
         drop(txn);
         let mut txn = index.write_txn().unwrap();
         index.delete_entry_records(&mut txn, 7).unwrap();
         txn.commit().unwrap();
         let txn = index.read_txn().unwrap();
         assert_eq!(index.count_records(&txn).unwrap(), 0);
-        assert_eq!(index.metas.len(&txn).unwrap(), 0);
+        assert_eq!(index.attrs.len(&txn).unwrap(), 0);
     }
 
     #[test]
     fn ids_of_an_aborted_transaction_are_not_reused_wrongly() {
         let (_d, index) = open();
-        let a = rec_meta("a/a", &[]);
-        let b = rec_meta("b/b", &[("k", "v".into())]);
+        let a = rec_attrs("a/a", &[]);
+        let b = rec_attrs("b/b", &[("k", "v".into())]);
         let mut txn = index.write_txn().unwrap();
         index
             .apply_changes(&mut txn, 1, vec![RecChange::put(5, value(1, 0, a.clone()))])
             .unwrap();
         drop(txn); // aborted: id 0 = a was never committed
-        index.forget_metas();
+        index.forget_attrs();
         put(&index, 1, vec![(6, Some(value(1, 0, b.clone())))]);
         let txn = index.read_txn().unwrap();
-        assert_eq!(index.get_record(&txn, 1, 6).unwrap().unwrap().meta, b);
+        assert_eq!(index.get_record(&txn, 1, 6).unwrap().unwrap().attrs, b);
         assert!(index.get_record(&txn, 1, 5).unwrap().is_none());
     }
 
     #[test]
     fn a_put_below_the_first_chunk_rekeys_it_and_replace_keeps_count() {
         let (_d, index) = open();
-        let m = rec_meta("", &[]);
+        let m = rec_attrs("", &[]);
         put(
             &index,
             2,
@@ -1029,13 +1033,13 @@ mod tests {
                 .collect(),
         );
         put(&index, 2, vec![(5, Some(value(2, 0, m.clone())))]);
-        let n = rec_meta("", &[("x", "y".into())]);
+        let n = rec_attrs("", &[("x", "y".into())]);
         put(&index, 2, vec![(1500, Some(value(3, 0, n.clone())))]);
         let got = check_chunks(&index);
         assert_eq!(got[&2].len(), 101);
         assert_eq!(got[&2][0], 5);
         let txn = index.read_txn().unwrap();
         let v = index.get_record(&txn, 2, 1500).unwrap().unwrap();
-        assert_eq!((v.block_id, v.meta), (3, n));
+        assert_eq!((v.block_id, v.attrs), (3, n));
     }
 }

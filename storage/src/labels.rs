@@ -14,7 +14,7 @@ use crate::codec::frame::{encode_head, HeadSpec, FLAG_DELETED, FRAME_PREFIX};
 use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
 use crate::files::CachedBlock;
-use crate::index::{IndexValue, RecMeta};
+use crate::index::{Attrs, IndexValue};
 use crate::read::meta_of;
 use crate::write::{check_meta, frame_need, Undo};
 use crate::*;
@@ -44,8 +44,8 @@ impl Store {
         let first = self.lookup(&e, ts)?.ok_or_else(not_found)?;
         let estimate = WriteMeta {
             ts: Some(ts),
-            content_type: Some(first.meta.content_type.clone()),
-            labels: merged(&first.meta.labels, set, remove),
+            content_type: Some(first.attrs.content_type.clone()),
+            labels: merged(&first.attrs.labels, set, remove),
         };
         let _res = self.reserve(&b, frame_need(&estimate, first.frame_len))?;
         let mut st = e.lock_live(bucket)?;
@@ -55,8 +55,8 @@ impl Store {
         }
         let meta = WriteMeta {
             ts: Some(ts),
-            content_type: Some(old.meta.content_type.clone()),
-            labels: merged(&old.meta.labels, set, remove),
+            content_type: Some(old.attrs.content_type.clone()),
+            labels: merged(&old.attrs.labels, set, remove),
         };
         check_meta(&meta)?;
         let mut undo = Undo::begin(&st);
@@ -73,7 +73,7 @@ impl Store {
         if let Some(m) = retired {
             ops.push(Op::PutBlock {
                 id: old.block_id,
-                meta: m,
+                state: m,
             });
         }
         self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
@@ -193,7 +193,7 @@ impl Store {
             stored: old.stored,
             size: old.size,
             flags,
-            meta: Arc::new(RecMeta {
+            attrs: Arc::new(Attrs {
                 content_type: ct.to_string(),
                 labels: meta.labels.clone(),
             }),

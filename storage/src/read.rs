@@ -88,8 +88,8 @@ pub(crate) fn meta_of(ts: u64, v: &IndexValue) -> RecordMeta {
     RecordMeta {
         ts,
         size: v.size,
-        content_type: v.meta.content_type.clone(),
-        labels: v.meta.labels.clone(),
+        content_type: v.attrs.content_type.clone(),
+        labels: v.attrs.labels.clone(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! The block files are the truth. At open, every block file is compared with what the
 //! index knows of it: bytes past the indexed length are scanned, CRC-valid frames are
 //! re-indexed and a torn or garbage tail is cut; a block shorter than the index thinks, or
-//! unknown to it, is re-indexed whole; metadata of a vanished block is dropped. A missing,
+//! unknown to it, is re-indexed whole; the state of a vanished block is dropped. A missing,
 //! unopenable, foreign-version or inconsistent index is rebuilt from scratch by the same
 //! scan. Every repair is logged and listed in the [`RecoveryReport`].
 
@@ -18,7 +18,7 @@ use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_fra
 use crate::bucket::Bucket;
 use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::entry::{Entry, EntryState};
-use crate::index::{BlockMeta, Index, IndexValue, RecChange, RecMeta, INDEX_VERSION};
+use crate::index::{Attrs, BlockState, Index, IndexValue, RecChange, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;
 use crate::trash::Trash;
@@ -270,7 +270,7 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
     let mut next_entry = 1u32;
     // Known entries and blocks, from the index.
     let mut known_entries: HashMap<(String, String), u32> = HashMap::new();
-    let mut metas: HashMap<u64, BlockMeta> = HashMap::new();
+    let mut metas: HashMap<u64, BlockState> = HashMap::new();
     {
         let txn = index.read_txn()?;
         for (b, e, id) in index.entries(&txn)? {
@@ -316,7 +316,7 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
             let mut files = block_files(&edir)?;
             // Tiered blocks live in the object store: a local file left by a crash between
             // the commit that tiered the block and its unlink is deleted.
-            let tiered: Vec<(u64, BlockMeta)> = metas
+            let tiered: Vec<(u64, BlockState)> = metas
                 .iter()
                 .filter(|(_, m)| m.entry_id == id && m.tiered)
                 .map(|(bid, m)| (*bid, *m))
@@ -331,7 +331,7 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                 }
                 next_block = next_block.max(bid + 1);
                 size += m.indexed_len;
-                blocks.insert(bid, BlockMeta { sealed: true, ..m });
+                blocks.insert(bid, BlockState { sealed: true, ..m });
             }
             // Metadata whose file vanished: drop it and its records.
             let stale: Vec<u64> = metas
@@ -382,7 +382,7 @@ fn drop_block_records(
     index: &Index,
     txn: &mut RwTxn<'_>,
     entry_id: u32,
-    m: &BlockMeta,
+    m: &BlockState,
     bid: u64,
 ) -> Result<()> {
     if m.records == 0 {
@@ -391,7 +391,7 @@ fn drop_block_records(
     index.delete_block_records(txn, entry_id, m.min_ts, m.max_ts, bid)
 }
 
-/// Reconciles one block file with its metadata. Returns the block's metadata, or `None`
+/// Reconciles one block file with its state. Returns the block's state, or `None`
 /// if the file is unusable (set aside).
 #[allow(clippy::too_many_arguments)]
 fn check_block(
@@ -400,10 +400,10 @@ fn check_block(
     entry_id: u32,
     bid: u64,
     bpath: &Path,
-    known: Option<BlockMeta>,
-    blocks: &mut BTreeMap<u64, BlockMeta>,
+    known: Option<BlockState>,
+    blocks: &mut BTreeMap<u64, BlockState>,
     report: &mut RecoveryReport,
-) -> Result<Option<BlockMeta>> {
+) -> Result<Option<BlockState>> {
     let OpenedBlock {
         file,
         base_ts,
@@ -439,9 +439,9 @@ fn check_block(
         Some(m) => {
             note(report, &format!("block {bpath:?} is {file_len} bytes but the index knew {}: re-indexing it whole", m.indexed_len));
             drop_block_records(index, txn, entry_id, &m, bid)?;
-            (fresh_meta(entry_id, base_ts), header_len)
+            (fresh_state(entry_id, base_ts), header_len)
         }
-        None => (fresh_meta(entry_id, base_ts), header_len),
+        None => (fresh_state(entry_id, base_ts), header_len),
     };
     let mut pos = from;
     let mut added = 0u64;
@@ -449,7 +449,7 @@ fn check_block(
     // timestamp is in `batch`, for a second frame of one timestamp within this scan.
     let mut batch: Vec<(u64, IndexValue)> = Vec::new();
     let mut batched: HashMap<u64, usize> = HashMap::new();
-    let mut shared: Option<Arc<RecMeta>> = None;
+    let mut shared: Option<Arc<Attrs>> = None;
     loop {
         if pos >= file_len {
             break;
@@ -518,12 +518,12 @@ fn check_block(
                     meta.records = meta.records.saturating_sub(1);
                 }
             }
-            let rec_meta = match &shared {
+            let rec_attrs = match &shared {
                 Some(m) if m.content_type == head.content_type && m.labels == head.labels => {
                     m.clone()
                 }
                 _ => {
-                    let m = Arc::new(RecMeta {
+                    let m = Arc::new(Attrs {
                         content_type: head.content_type.clone(),
                         labels: head.labels.clone(),
                     });
@@ -538,7 +538,7 @@ fn check_block(
                 stored: head.stored_len,
                 size: head.raw_len,
                 flags: head.flags,
-                meta: rec_meta,
+                attrs: rec_attrs,
             };
             match batched.get(&head.ts) {
                 Some(&i) => batch[i].1 = value,
@@ -595,11 +595,11 @@ fn index_batch(
     index.apply_changes(txn, entry_id, changes)
 }
 
-fn fresh_meta(entry_id: u32, base_ts: u64) -> BlockMeta {
-    BlockMeta {
+fn fresh_state(entry_id: u32, base_ts: u64) -> BlockState {
+    BlockState {
         entry_id,
         base_ts,
-        ..BlockMeta::default()
+        ..BlockState::default()
     }
 }
 

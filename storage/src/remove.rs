@@ -76,7 +76,7 @@ impl Store {
             if m.records == 0 && !st.is_active(id) {
                 emptied.push(id);
             }
-            ops.push(Op::PutBlock { id, meta: m });
+            ops.push(Op::PutBlock { id, state: m });
         }
         self.inner
             .committer

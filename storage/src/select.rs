@@ -42,7 +42,7 @@ impl Selector {
             if self.left == 0 {
                 return Ok(true);
             }
-            let labels = &v.meta.labels;
+            let labels = &v.attrs.labels;
             if !self.filters.iter().all(|f| f.matches(labels)) {
                 continue;
             }

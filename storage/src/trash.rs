@@ -6,7 +6,7 @@
 //! syncing the folder it left). Then the index commit that forgets it runs, then the trashed
 //! copy is deleted. A crash at any point leaves one of two states that recovery reads the
 //! same way: the thing is missing from its place, so the index's records of it are dropped
-//! (`recover.rs` drops metadata of vanished blocks and entries of vanished folders), and
+//! (`recover.rs` drops the index's state of vanished blocks and entries of vanished folders), and
 //! whatever is in `.trash/` is deleted at open. A removal never comes back. If the index
 //! commit fails, the rename is undone.
 

@@ -16,8 +16,8 @@ use crate::bucket::Bucket;
 use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
 use crate::codec::frame::{encode_head, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX};
 use crate::commit::{BlockFile, Change, Op};
-use crate::entry::{Active, BlockState, Entry, EntryState};
-use crate::index::{BlockMeta, IndexValue, RecMeta};
+use crate::entry::{Active, Block, Entry, EntryState};
+use crate::index::{Attrs, BlockState, IndexValue};
 use crate::spool::{copy_range, Spool, SpoolReader};
 use crate::trash::sync_dir;
 use crate::*;
@@ -188,8 +188,8 @@ impl Store {
                 return Ok(a);
             }
         }
-        if let Some(BlockState { id, meta }) = st.seal_active() {
-            ops.push(Op::PutBlock { id, meta });
+        if let Some(Block { id, state }) = st.seal_active() {
+            ops.push(Op::PutBlock { id, state });
         }
         let id = self.inner.new_block_id();
         // The entry's folder may have gone to the trash (its bucket is being removed): then
@@ -211,18 +211,18 @@ impl Store {
             sync_dir(entry.dir()).map_err(gone)?;
         }
         self.inner.files.insert(id, file, first_ts);
-        let meta = BlockMeta {
+        let state = BlockState {
             entry_id: entry.id(),
             base_ts: first_ts,
             min_ts: first_ts,
             max_ts: first_ts,
             records: 0,
             indexed_len: len,
-            ..BlockMeta::default()
+            ..BlockState::default()
         };
-        ops.push(Op::PutBlock { id, meta });
+        ops.push(Op::PutBlock { id, state });
         bucket.grow(len);
-        Ok(st.start_block(id, meta, len))
+        Ok(st.start_block(id, state, len))
     }
 
     /// The open handle of a block of `entry`.
@@ -375,7 +375,7 @@ impl Store {
         // entry's timestamps meanwhile.
         let mut txn = None;
         // Records of a batch mostly share their content type and labels: one copy.
-        let mut shared: Option<Arc<RecMeta>> = None;
+        let mut shared: Option<Arc<Attrs>> = None;
         for Prepared {
             record: RecordIn { meta, pieces: data },
             check,
@@ -440,10 +440,10 @@ impl Store {
                 Some(c) => buf.copy(c),
                 None => data.iter().for_each(|p| buf.payload(p.as_ref())),
             }
-            let rec_meta = match &shared {
+            let rec_attrs = match &shared {
                 Some(m) if m.content_type == ct && m.labels == meta.labels => m.clone(),
                 _ => {
-                    let m = Arc::new(RecMeta {
+                    let m = Arc::new(Attrs {
                         content_type: ct.to_string(),
                         labels: meta.labels.clone(),
                     });
@@ -460,7 +460,7 @@ impl Store {
                     stored: stored_len,
                     size: raw_len,
                     flags,
-                    meta: rec_meta,
+                    attrs: rec_attrs,
                 },
             });
             results.push(Ok(ts));
@@ -725,7 +725,7 @@ impl Store {
                 stored,
                 size: raw,
                 flags,
-                meta: Arc::new(RecMeta {
+                attrs: Arc::new(Attrs {
                     content_type: ct.to_string(),
                     labels: meta.labels.clone(),
                 }),
@@ -785,7 +785,7 @@ impl Store {
     }
 }
 
-/// Queues index ops for frames just appended to the active block and updates its metadata.
+/// Queues index ops for frames just appended to the active block and updates its state.
 fn index_frames(
     e: &Entry,
     st: &mut EntryState,
@@ -793,7 +793,7 @@ fn index_frames(
     pending: &mut Vec<PendingRec>,
     ops: &mut Vec<Op>,
 ) {
-    if let Some(BlockState { id, meta }) = st.appended(len, pending.iter().map(|p| p.ts)) {
+    if let Some(Block { id, state }) = st.appended(len, pending.iter().map(|p| p.ts)) {
         ops.extend(
             pending
                 .drain(..)
@@ -803,7 +803,7 @@ fn index_frames(
                     value,
                 }),
         );
-        ops.push(Op::PutBlock { id, meta });
+        ops.push(Op::PutBlock { id, state });
     }
 }
 

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{cli, config, loadgen, serve};
+use crate::{cli, config, serve};
 
 #[derive(Parser)]
 #[command(name = "tsblob", version, about = "A store for timestamped blobs")]
@@ -47,11 +47,20 @@ pub enum Command {
     Bench(tsblob_compare::BenchArgs),
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
     #[command(hide = true)]
-    Loadgen(loadgen::LoadArgs),
+    Loadgen(LoadgenArgs),
     /// The `limit` target of `tsblob bench` (started by it): discards writes, answers reads
     /// from a mapped file.
     #[command(hide = true, name = "bench-limit")]
     BenchLimit(tsblob_compare::limit::LimitArgs),
+}
+
+/// `tsblob loadgen`: the load (`tsblob_compare::loadgen`) and where to send it.
+#[derive(Debug, clap::Args)]
+pub struct LoadgenArgs {
+    #[command(flatten)]
+    pub load: tsblob_compare::loadgen::LoadArgs,
+    #[command(flatten)]
+    pub client: cli::ClientArgs,
 }
 
 /// Runs one command.
@@ -71,7 +80,9 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Cp(args) => cli::cp(args).await,
         Command::Alias(args) => cli::alias(args),
         Command::Bench(args) => tsblob_compare::run(args).await,
-        Command::Loadgen(args) => loadgen::run(args).await,
+        Command::Loadgen(args) => {
+            tsblob_compare::loadgen::run(cli::connect(&args.client)?, args.load).await
+        }
         Command::BenchLimit(args) => tsblob_compare::limit::serve(args).await,
     }
 }

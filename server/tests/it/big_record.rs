@@ -64,8 +64,8 @@ async fn one_gib_record_streams_in_and_out_with_bounded_server_memory() {
         let peak = peak.clone();
         tokio::spawn(async move {
             loop {
-                if let Some((rss, _)) = tsblob_server::loadgen::rss_of(pid) {
-                    peak.fetch_max(rss, Ordering::Relaxed);
+                if let Some(rss) = tsblob_compare::spawn::rss_of(pid) {
+                    peak.fetch_max(rss.now, Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

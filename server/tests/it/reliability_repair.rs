@@ -191,7 +191,7 @@ const OVERFLOWING_FRAME: [u8; 75] = [
 ];
 
 /// Pins an engine bug (reported in docs/reliability.md): `FrameHead::frame_len`
-/// (`storage/src/frame.rs`) adds the head length to a stored length read from disk without
+/// (`storage/src/frame.rs`, now `storage/src/codec/frame.rs`) adds the head length to a stored length read from disk without
 /// a check, so this garbage tail overflows: a build with overflow checks (every debug
 /// build, so every `cargo test` server) panics while opening the store and `tsblob serve`
 /// does not start; a release build wraps and happens to cut the tail on a CRC mismatch.

@@ -10,17 +10,17 @@
 //! | `0x02` [`CONTIGUOUS`] | same block, frame offset = previous frame's end |
 //! | `0x04` [`SAME_HEAD`] | `head_len << 1 \| zstd` equals the previous record's |
 //! | `0x08` [`SAME_SIZE`] | original and stored lengths equal the previous record's |
-//! | `0x10` [`SAME_META`] | content type and labels equal the previous record's |
+//! | `0x10` [`SAME_ATTRS`] | content type and labels equal the previous record's |
 //!
 //! The first record of a chunk is encoded against an imaginary previous record at the
-//! chunk's key with step 0, block 0, offset 0, head 0, sizes 0 and no metadata. A record
+//! chunk's key with step 0, block 0, offset 0, head 0, sizes 0 and no attributes. A record
 //! written at a regular interval right after the previous one in the same block, with the
 //! same size and labels, costs one byte. `docs/storage-format.md` draws the fields.
 
 use std::sync::Arc;
 
 use super::bytes::{put_varint, unzigzag, zigzag};
-use super::{DecodeError, Reader, RecMeta};
+use super::{Attrs, DecodeError, Reader};
 
 /// Records per chunk at most (below 128, so the count is always one varint byte).
 pub const CHUNK_RECORDS: usize = 64;
@@ -33,22 +33,22 @@ pub const SAME_STEP: u8 = 0x01;
 pub const CONTIGUOUS: u8 = 0x02;
 pub const SAME_HEAD: u8 = 0x04;
 pub const SAME_SIZE: u8 = 0x08;
-pub const SAME_META: u8 = 0x10;
+pub const SAME_ATTRS: u8 = 0x10;
 const KNOWN_FLAGS: u8 = 0x1f;
 
-/// A record's metadata inside a chunk: an id of the entry's `metas` table, or inline (an
+/// A record's [`Attrs`] inside a chunk: an id of the entry's `metas` table, or inline (an
 /// entry with more distinct label sets than the interner keeps).
 #[derive(Debug, Clone)]
-pub enum MetaRef {
+pub enum AttrsRef {
     Id(u32),
-    Inline(Arc<RecMeta>),
+    Inline(Arc<Attrs>),
 }
 
-impl PartialEq for MetaRef {
-    fn eq(&self, other: &MetaRef) -> bool {
+impl PartialEq for AttrsRef {
+    fn eq(&self, other: &AttrsRef) -> bool {
         match (self, other) {
-            (MetaRef::Id(a), MetaRef::Id(b)) => a == b,
-            (MetaRef::Inline(a), MetaRef::Inline(b)) => Arc::ptr_eq(a, b) || a == b,
+            (AttrsRef::Id(a), AttrsRef::Id(b)) => a == b,
+            (AttrsRef::Inline(a), AttrsRef::Inline(b)) => Arc::ptr_eq(a, b) || a == b,
             _ => false,
         }
     }
@@ -66,7 +66,7 @@ pub struct Slot {
     /// Original payload length.
     pub size: u64,
     pub zstd: bool,
-    pub meta: MetaRef,
+    pub attrs: AttrsRef,
 }
 
 impl Slot {
@@ -85,7 +85,7 @@ struct Prev {
     head: u64,
     size: u64,
     stored: u64,
-    meta: Option<MetaRef>,
+    meta: Option<AttrsRef>,
 }
 
 impl Prev {
@@ -120,9 +120,9 @@ fn encode_slot(out: &mut Vec<u8>, prev: &mut Prev, s: &Slot) {
     if s.size == prev.size && s.stored == prev.stored {
         flags |= SAME_SIZE;
     }
-    let same_meta = prev.meta.as_ref() == Some(&s.meta);
-    if same_meta {
-        flags |= SAME_META;
+    let same_attrs = prev.meta.as_ref() == Some(&s.attrs);
+    if same_attrs {
+        flags |= SAME_ATTRS;
     }
     out.push(flags);
     if flags & SAME_STEP == 0 {
@@ -146,15 +146,15 @@ fn encode_slot(out: &mut Vec<u8>, prev: &mut Prev, s: &Slot) {
             put_varint(out, s.stored);
         }
     }
-    if !same_meta {
-        match &s.meta {
-            MetaRef::Id(id) => put_varint(out, u64::from(*id) + 1),
-            MetaRef::Inline(m) => {
+    if !same_attrs {
+        match &s.attrs {
+            AttrsRef::Id(id) => put_varint(out, u64::from(*id) + 1),
+            AttrsRef::Inline(m) => {
                 put_varint(out, 0);
                 m.encode(out);
             }
         }
-        prev.meta = Some(s.meta.clone());
+        prev.meta = Some(s.attrs.clone());
     }
     prev.ts = s.ts;
     prev.step = delta;
@@ -217,7 +217,7 @@ pub type Chunks = Vec<(u64, Vec<u8>)>;
 const OVERFLOW: DecodeError = DecodeError::Garbage("a chunk field overflows");
 
 /// A record that repeats every field of the one before it.
-const ALL_SAME: u8 = SAME_STEP | CONTIGUOUS | SAME_HEAD | SAME_SIZE | SAME_META;
+const ALL_SAME: u8 = SAME_STEP | CONTIGUOUS | SAME_HEAD | SAME_SIZE | SAME_ATTRS;
 
 impl<'a> ChunkReader<'a> {
     pub fn new(key: u64, value: &'a [u8]) -> Result<ChunkReader<'a>, DecodeError> {
@@ -296,8 +296,8 @@ impl<'a> ChunkReader<'a> {
             stored: p.stored,
             size: p.size,
             zstd: p.head & 1 == 1,
-            // Set by the first record (which may not say SAME_META) and kept after.
-            meta: p.meta.clone().unwrap_or(MetaRef::Id(0)),
+            // Set by the first record (which may not say SAME_ATTRS) and kept after.
+            attrs: p.meta.clone().unwrap_or(AttrsRef::Id(0)),
         }
     }
 
@@ -314,7 +314,7 @@ impl<'a> ChunkReader<'a> {
         let r = &mut self.r;
         let p = &mut self.prev;
         let flags = r.u8()?;
-        if flags & !KNOWN_FLAGS != 0 || (self.first && flags & SAME_META != 0) {
+        if flags & !KNOWN_FLAGS != 0 || (self.first && flags & SAME_ATTRS != 0) {
             return Err(DecodeError::Garbage("unknown chunk record flags"));
         }
         let delta = if flags & SAME_STEP != 0 {
@@ -347,10 +347,10 @@ impl<'a> ChunkReader<'a> {
             (size, stored)
         };
         let frame_len = (head >> 1).checked_add(stored).ok_or(OVERFLOW)?;
-        if flags & SAME_META == 0 {
+        if flags & SAME_ATTRS == 0 {
             p.meta = Some(match r.varint()? {
-                0 => MetaRef::Inline(Arc::new(RecMeta::decode(r)?)),
-                id => MetaRef::Id(u32::try_from(id - 1).map_err(|_| OVERFLOW)?),
+                0 => AttrsRef::Inline(Arc::new(Attrs::decode(r)?)),
+                id => AttrsRef::Id(u32::try_from(id - 1).map_err(|_| OVERFLOW)?),
             });
         }
         p.ts = ts;
@@ -463,8 +463,8 @@ pub fn merge(slots: &mut Vec<Slot>, changes: impl IntoIterator<Item = (u64, Opti
 mod tests {
     use super::*;
 
-    fn meta(ct: &str, labels: &[(&str, &str)]) -> Arc<RecMeta> {
-        Arc::new(RecMeta {
+    fn meta(ct: &str, labels: &[(&str, &str)]) -> Arc<Attrs> {
+        Arc::new(Attrs {
             content_type: ct.into(),
             labels: labels
                 .iter()
@@ -484,7 +484,7 @@ mod tests {
                 stored: 1024,
                 size: 1024,
                 zstd: false,
-                meta: MetaRef::Id((i % 3) as u32),
+                attrs: AttrsRef::Id((i % 3) as u32),
             })
             .collect()
     }
@@ -510,11 +510,11 @@ mod tests {
     fn regular_records_cost_about_a_byte() {
         let mut slots = regular(64, 1_700_000_000_000_000);
         for s in &mut slots {
-            s.meta = MetaRef::Id(0);
+            s.attrs = AttrsRef::Id(0);
         }
         let chunks = round_trip(&slots, false);
         assert_eq!(chunks.len(), 1);
-        // count, first record (flags, block, offset, head, size, meta), second record's
+        // count, first record (flags, block, offset, head, size, attrs), second record's
         // step, then one flags byte per record.
         assert!(chunks[0].1.len() <= 64 + 16, "{} bytes", chunks[0].1.len());
     }
@@ -535,11 +535,11 @@ mod tests {
                 stored: if zstd { 1000 + i } else { 1990 + i },
                 size: 1990 + i,
                 zstd,
-                meta: match i % 4 {
-                    0 => MetaRef::Inline(m.clone()),
-                    1 => MetaRef::Id(u32::MAX - 1),
-                    2 => MetaRef::Inline(meta(crate::DEFAULT_CONTENT_TYPE, &[])),
-                    _ => MetaRef::Id(0),
+                attrs: match i % 4 {
+                    0 => AttrsRef::Inline(m.clone()),
+                    1 => AttrsRef::Id(u32::MAX - 1),
+                    2 => AttrsRef::Inline(meta(crate::DEFAULT_CONTENT_TYPE, &[])),
+                    _ => AttrsRef::Id(0),
                 },
             });
         }
@@ -560,8 +560,8 @@ mod tests {
             .into_iter()
             .enumerate()
             .map(|(i, mut s)| {
-                // Inline metadata that changes every record: ~410 bytes each.
-                s.meta = MetaRef::Inline(if i % 2 == 0 {
+                // Inline attrs that change every record: ~410 bytes each.
+                s.attrs = AttrsRef::Inline(if i % 2 == 0 {
                     big.clone()
                 } else {
                     meta("x/z", &[("k", &"w".repeat(400))])
@@ -617,7 +617,7 @@ mod tests {
         let mut newer = base[2].clone();
         newer.block_id = 8;
         newer.offset = 40;
-        newer.meta = MetaRef::Inline(meta("a/b", &[("x", "y")]));
+        newer.attrs = AttrsRef::Inline(meta("a/b", &[("x", "y")]));
         merge(&mut s, [(4000, Some(newer.clone()))]);
         assert_eq!(s.len(), base.len());
         assert_eq!(s[2], newer);
@@ -678,7 +678,7 @@ mod tests {
         let mut slots = regular(64, 1000);
         // Irregular records among regular runs.
         (slots[10].size, slots[10].stored, slots[10].frame_len) = (5, 5, 21);
-        slots[30].meta = MetaRef::Inline(meta("a/b", &[("k", "v")]));
+        slots[30].attrs = AttrsRef::Inline(meta("a/b", &[("k", "v")]));
         slots[31].ts += 1;
         slots[50].offset += 1;
         let (k, v) = encode_chunks(1000, &slots, false).remove(0);
@@ -720,7 +720,7 @@ mod tests {
         bad[1] = 0xff; // unknown flags
         assert!(decode_chunk(k, &bad).is_err());
         let mut bad = v.clone();
-        bad[1] |= SAME_META; // the first record has no previous metadata
+        bad[1] |= SAME_ATTRS; // the first record has no previous attrs
         assert!(decode_chunk(k, &bad).is_err());
         // Random bytes never panic.
         use rand_xoshiro::rand_core::{RngCore, SeedableRng};

@@ -13,7 +13,7 @@
 //! | payload | S bytes |
 //!
 //! The labels and content type encodings are shared with the index's `metas` values
-//! ([`RecMeta`](super::RecMeta)) and the heads sidecar.
+//! ([`Attrs`](super::Attrs)) and the heads sidecar.
 
 use super::bytes::{put_padded_varint, put_varint, unzigzag, zigzag, PADDED_VARINT};
 use super::{DecodeError, Reader};

@@ -9,13 +9,13 @@
 //! | block object CRC32C | u32 LE |
 //! | entry name | varint length + UTF-8 |
 //! | record count | varint |
-//! | per record | varint ts, offset, frame length, stored length, original length; u8 flags; a `metas` value ([`RecMeta`]) |
+//! | per record | varint ts, offset, frame length, stored length, original length; u8 flags; a `metas` value ([`Attrs`]) |
 //! | CRC32C | u32 LE of every byte before it |
 
 use std::sync::Arc;
 
 use super::bytes::put_varint;
-use super::{DecodeError, Reader, RecMeta};
+use super::{Attrs, DecodeError, Reader};
 use crate::index::IndexValue;
 
 pub(crate) const HEADS_MAGIC: &[u8; 8] = b"TSHDS001";
@@ -52,7 +52,7 @@ impl Heads {
             put_varint(&mut out, v.stored);
             put_varint(&mut out, v.size);
             out.push(v.flags);
-            v.meta.encode(&mut out);
+            v.attrs.encode(&mut out);
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -78,7 +78,7 @@ impl Heads {
         let entry = r.str(n)?.to_string();
         let count = r.varint()?;
         let mut records = Vec::new();
-        let mut shared: Option<Arc<RecMeta>> = None;
+        let mut shared: Option<Arc<Attrs>> = None;
         for _ in 0..count {
             let ts = r.varint()?;
             let offset = r.varint()?;
@@ -86,7 +86,7 @@ impl Heads {
             let stored = r.varint()?;
             let size = r.varint()?;
             let flags = r.u8()?;
-            let meta = RecMeta::decode(&mut r)?;
+            let meta = Attrs::decode(&mut r)?;
             let meta = match &shared {
                 Some(m) if **m == meta => m.clone(),
                 _ => {
@@ -104,7 +104,7 @@ impl Heads {
                     stored,
                     size,
                     flags,
-                    meta,
+                    attrs: meta,
                 },
             ));
         }
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn heads_round_trip_and_refuse_damage() {
-        let meta = Arc::new(RecMeta {
+        let meta = Arc::new(Attrs {
             content_type: "image/jpeg".into(),
             labels: [("k".to_string(), "v".to_string())].into_iter().collect(),
         });
@@ -136,7 +136,7 @@ mod tests {
             stored: 10,
             size: 10,
             flags: 0,
-            meta: meta.clone(),
+            attrs: meta.clone(),
         };
         let h = Heads {
             block_id: 9,

@@ -1,22 +1,24 @@
 //! The keys and values of the index's tables other than the chunk values ([`super::chunk`]):
-//! `metas` values ([`RecMeta`]), `blocks` values ([`BlockMeta`]) and the keys of `chunks`,
+//! `metas` values ([`Attrs`]), `blocks` values ([`BlockState`]) and the keys of `chunks`,
 //! `metas`, `blocks` and `entries` ("LMDB index" in `docs/storage-format.md`). Keys are
 //! big-endian, so LMDB's byte order is numeric order; values are little-endian.
 
 use super::frame::{decode_labels, encode_labels, loaded_content_type, stored_content_type};
 use super::{bytes::put_varint, DecodeError, Reader};
-use crate::index::BlockMeta;
+use crate::index::BlockState;
 use crate::Labels;
 
-/// What the index keeps of a record besides where it is: content type and labels (a
-/// `metas` value, or inline in a chunk, or in a heads sidecar).
+/// A record's *attributes*: its content type and labels, what the index keeps of it
+/// besides where it is and its size (a `metas` value, or inline in a chunk, or in a heads
+/// sidecar). Part of the record's meta ([`crate::RecordMeta`]), shared by the records that
+/// have the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct RecMeta {
+pub struct Attrs {
     pub content_type: String,
     pub labels: Labels,
 }
 
-impl RecMeta {
+impl Attrs {
     /// Content type (varint length + ASCII, 0 = the default), then the labels as in a frame
     /// (varint count, then key and value with varint lengths).
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -26,11 +28,11 @@ impl RecMeta {
         encode_labels(out, &self.labels);
     }
 
-    pub fn decode(r: &mut Reader<'_>) -> Result<RecMeta, DecodeError> {
+    pub fn decode(r: &mut Reader<'_>) -> Result<Attrs, DecodeError> {
         let ctl = r.length()?;
         let content_type = loaded_content_type(r.str(ctl)?);
         let labels = decode_labels(r)?;
-        Ok(RecMeta {
+        Ok(Attrs {
             content_type,
             labels,
         })
@@ -38,9 +40,9 @@ impl RecMeta {
 }
 
 /// Bytes of a `blocks` value.
-pub const BLOCK_META_LEN: usize = 45;
+pub const BLOCK_STATE_LEN: usize = 45;
 
-impl BlockMeta {
+impl BlockState {
     /// | offset | size | field |
     /// |---|---|---|
     /// | 0 | 4 | entry id |
@@ -50,8 +52,8 @@ impl BlockMeta {
     /// | 28 | 8 | live records |
     /// | 36 | 8 | indexed length |
     /// | 44 | 1 | bit 0 sealed, bit 1 tiered |
-    pub fn encode(&self) -> [u8; BLOCK_META_LEN] {
-        let mut b = [0u8; BLOCK_META_LEN];
+    pub fn encode(&self) -> [u8; BLOCK_STATE_LEN] {
+        let mut b = [0u8; BLOCK_STATE_LEN];
         b[0..4].copy_from_slice(&self.entry_id.to_le_bytes());
         b[4..12].copy_from_slice(&self.base_ts.to_le_bytes());
         b[12..20].copy_from_slice(&self.min_ts.to_le_bytes());
@@ -63,11 +65,11 @@ impl BlockMeta {
         b
     }
 
-    pub fn decode(b: &[u8]) -> Result<BlockMeta, DecodeError> {
+    pub fn decode(b: &[u8]) -> Result<BlockState, DecodeError> {
         let mut r = Reader::new(b);
         let (entry_id, base_ts, min_ts, max_ts) = (r.u32()?, r.u64()?, r.u64()?, r.u64()?);
         let (records, indexed_len, state) = (r.u64()?, r.u64()?, r.u8()?);
-        Ok(BlockMeta {
+        Ok(BlockState {
             entry_id,
             base_ts,
             min_ts,
@@ -89,7 +91,7 @@ pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
 }
 
 /// A `metas` key: `entry_id` u32 BE ++ `meta_id` u32 BE.
-pub fn meta_key(entry_id: u32, id: u32) -> [u8; 8] {
+pub fn attrs_key(entry_id: u32, id: u32) -> [u8; 8] {
     let mut k = [0u8; 8];
     k[..4].copy_from_slice(&entry_id.to_be_bytes());
     k[4..].copy_from_slice(&id.to_be_bytes());
@@ -106,8 +108,8 @@ pub fn key_ts(k: &[u8]) -> Result<u64, DecodeError> {
     Ok(u64::from_be_bytes(be(k.get(4..12))?))
 }
 
-/// The meta id of a `metas` key.
-pub fn key_meta_id(k: &[u8]) -> Result<u32, DecodeError> {
+/// The attrs id of a `metas` key.
+pub fn key_attrs_id(k: &[u8]) -> Result<u32, DecodeError> {
     Ok(u32::from_be_bytes(be(k.get(4..8))?))
 }
 
@@ -165,7 +167,7 @@ mod tests {
 
     #[test]
     fn block_meta_round_trips_and_short_values_are_errors() {
-        let m = BlockMeta {
+        let m = BlockState {
             entry_id: 9,
             base_ts: 1,
             min_ts: 2,
@@ -175,42 +177,42 @@ mod tests {
             sealed: true,
             tiered: false,
         };
-        assert_eq!(BlockMeta::decode(&m.encode()), Ok(m));
-        let t = BlockMeta { tiered: true, ..m };
-        assert_eq!(BlockMeta::decode(&t.encode()), Ok(t));
+        assert_eq!(BlockState::decode(&m.encode()), Ok(m));
+        let t = BlockState { tiered: true, ..m };
+        assert_eq!(BlockState::decode(&t.encode()), Ok(t));
         let bytes = t.encode();
         for cut in 0..bytes.len() {
-            assert_eq!(BlockMeta::decode(&bytes[..cut]), Err(DecodeError::Short));
+            assert_eq!(BlockState::decode(&bytes[..cut]), Err(DecodeError::Short));
         }
     }
 
     #[test]
     fn rec_meta_round_trips_and_damage_is_an_error() {
-        let m = RecMeta {
+        let m = Attrs {
             content_type: "image/jpeg".into(),
             labels: [("k".to_string(), "v".to_string())].into_iter().collect(),
         };
         let mut v = Vec::new();
         m.encode(&mut v);
-        assert_eq!(RecMeta::decode(&mut Reader::new(&v)), Ok(m));
+        assert_eq!(Attrs::decode(&mut Reader::new(&v)), Ok(m));
         for cut in 0..v.len() {
             assert_eq!(
-                RecMeta::decode(&mut Reader::new(&v[..cut])),
+                Attrs::decode(&mut Reader::new(&v[..cut])),
                 Err(DecodeError::Short)
             );
         }
         // The default content type is stored empty and read back as itself.
-        let d = RecMeta {
+        let d = Attrs {
             content_type: crate::DEFAULT_CONTENT_TYPE.into(),
             labels: Labels::new(),
         };
         let mut v = Vec::new();
         d.encode(&mut v);
         assert_eq!(v, [0, 0]);
-        assert_eq!(RecMeta::decode(&mut Reader::new(&v)), Ok(d));
+        assert_eq!(Attrs::decode(&mut Reader::new(&v)), Ok(d));
         // Not UTF-8.
         assert!(matches!(
-            RecMeta::decode(&mut Reader::new(&[1, 0xff, 0])),
+            Attrs::decode(&mut Reader::new(&[1, 0xff, 0])),
             Err(DecodeError::Garbage(_))
         ));
     }
@@ -225,8 +227,8 @@ mod tests {
         // Big-endian: byte order is numeric order.
         assert!(chunk_key(1, 255) < chunk_key(1, 256));
         assert!(chunk_key(1, u64::MAX) < chunk_key(2, 0));
-        let m = meta_key(3, 4);
-        assert_eq!((key_entry(&m), key_meta_id(&m)), (Ok(3), Ok(4)));
+        let m = attrs_key(3, 4);
+        assert_eq!((key_entry(&m), key_attrs_id(&m)), (Ok(3), Ok(4)));
         assert_eq!(decode_block_key(&block_key(42)), Ok(42));
         assert_eq!(decode_block_key(&[0; 7]), Err(DecodeError::Short));
         assert!(decode_block_key(&[0; 9]).is_err());

@@ -13,7 +13,7 @@
 //! - `refresh.rs`: an index built from the object store alone (`--restore-from`,
 //!   `--read-replica`).
 //!
-//! A tiered block keeps its metadata in the index (`BlockMeta::tiered`) and its records in
+//! A tiered block keeps its state in the index (`BlockState::tiered`) and its records in
 //! the chunks, so quotas and `max_age` count it and queries list it like a local one; only
 //! payload reads differ. No engine lock is held across a network call.
 

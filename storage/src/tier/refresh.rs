@@ -15,7 +15,7 @@ use super::{ObjectError, Tier, Tiered};
 use crate::bucket::Bucket;
 use crate::commit::{Change, Op};
 use crate::entry::Entry;
-use crate::index::BlockMeta;
+use crate::index::BlockState;
 use crate::*;
 
 /// What a refresh did.
@@ -126,7 +126,7 @@ impl Store {
         if st.block(h.block_id).is_some() {
             return Ok(());
         }
-        let mut meta = BlockMeta {
+        let mut meta = BlockState {
             entry_id: e.id(),
             base_ts: h.base_ts,
             min_ts: h.base_ts,
@@ -151,7 +151,7 @@ impl Store {
             .collect();
         ops.push(Op::PutBlock {
             id: h.block_id,
-            meta,
+            state: meta,
         });
         self.inner
             .committer

@@ -28,7 +28,7 @@ use super::{ObjectError, Tier, Tiered};
 use crate::bucket::Bucket;
 use crate::commit::{Change, Op};
 use crate::entry::Entry;
-use crate::index::{BlockMeta, Order};
+use crate::index::{BlockState, Order};
 use crate::*;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -140,13 +140,13 @@ impl Store {
             if s.tier_local_max.is_none() && s.tier_after.is_none() {
                 continue;
             }
-            let mut local: Vec<(u64, BlockMeta, Arc<Entry>)> = Vec::new();
+            let mut local: Vec<(u64, BlockState, Arc<Entry>)> = Vec::new();
             let mut local_bytes = 0u64;
             for e in b.entries() {
                 let st = e.lock();
                 let tiered_bytes = st.tiered().bytes;
                 local_bytes += st.block_bytes() - tiered_bytes;
-                local.extend(st.local_sealed().map(|b| (b.id, b.meta, e.clone())));
+                local.extend(st.local_sealed().map(|b| (b.id, b.state, e.clone())));
             }
             local.sort_by_key(|(id, _, _)| *id);
             for (id, m, e) in local {
@@ -220,7 +220,7 @@ impl Store {
             return Ok(Outcome::Changed);
         };
         let change = Change {
-            ops: vec![Op::PutBlock { id, meta: m }],
+            ops: vec![Op::PutBlock { id, state: m }],
             files: vec![],
         };
         if let Err(err) = self.inner.committer.commit(&self.inner.index, change) {
@@ -249,7 +249,7 @@ impl Store {
     }
 
     /// The heads sidecar of a block: its live records, from the index.
-    fn heads_of(&self, e: &Entry, id: u64, meta: &BlockMeta, crc: u32) -> Result<Heads> {
+    fn heads_of(&self, e: &Entry, id: u64, meta: &BlockState, crc: u32) -> Result<Heads> {
         let mut records = Vec::new();
         if meta.records > 0 {
             let txn = self.inner.index.read_txn()?;

@@ -174,7 +174,8 @@ impl Server {
 
     /// `VmRSS` and `VmHWM` (peak) of the server, in bytes.
     pub fn rss(&self) -> (u64, u64) {
-        tsblob_server::loadgen::rss_of(self.pid()).unwrap_or((0, 0))
+        let r = tsblob_compare::spawn::rss_of(self.pid()).unwrap_or_default();
+        (r.now, r.peak)
     }
 }
 

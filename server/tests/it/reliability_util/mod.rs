@@ -204,9 +204,7 @@ pub fn sigkill(pid: u32) {
 
 /// Resident set size of a process in bytes (`VmRSS` from /proc), 0 if unknown.
 pub fn rss_bytes(pid: u32) -> u64 {
-    tsblob_server::loadgen::rss_of(pid)
-        .map(|(rss, _)| rss)
-        .unwrap_or(0)
+    tsblob_compare::spawn::rss_of(pid).map_or(0, |r| r.now)
 }
 
 /// Why a checked query did not give a verified answer.

@@ -5,6 +5,8 @@
 //! uncertain; an observation (a read) must match one allowed state and collapses the set to
 //! what it matched.
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use tsblob_storage::Labels;
@@ -89,24 +91,21 @@ pub fn fingerprint(data: &[u8]) -> u64 {
 pub fn payload(entry: &str, ts: u64, ver: u32, len: u32) -> Vec<u8> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (entry, ts, ver).hash(&mut h);
-    let mut x = h.finish() | 1;
-    let mut out = Vec::with_capacity(len as usize + 8);
+    let seed = h.finish();
     if ver.is_multiple_of(4) {
-        let pattern = x.to_le_bytes();
+        let pattern = seed.to_le_bytes();
+        let mut out = Vec::with_capacity(len as usize + 21);
         while out.len() < len as usize {
             out.extend_from_slice(b"tsblob-model-");
             out.extend_from_slice(&pattern);
         }
+        out.truncate(len as usize);
+        out
     } else {
-        while out.len() < len as usize {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            out.extend_from_slice(&x.to_le_bytes());
-        }
+        let mut out = vec![0u8; len as usize];
+        Xoshiro256PlusPlus::seed_from_u64(seed).fill_bytes(&mut out);
+        out
     }
-    out.truncate(len as usize);
-    out
 }
 
 pub fn payload_fp(key: &Key, ver: u32, len: u32) -> u64 {
