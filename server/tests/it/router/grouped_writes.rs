@@ -19,6 +19,10 @@ fn body_of(entry: &str, ts: u64) -> Vec<u8> {
     format!("{entry}@{ts}:").repeat(60).into_bytes()
 }
 
+/// A request: its URI, the status it must get, and the entry and timestamp to read back
+/// when it is stored.
+type Case = (String, StatusCode, Option<(String, u64)>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_small_writes_are_grouped_and_fail_alone() {
     let f = std::sync::Arc::new(fixture());
@@ -33,8 +37,7 @@ async fn concurrent_small_writes_are_grouped_and_fail_alone() {
             .await;
         assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
     }
-    // (uri, expected status, entry and ts to read back when 201)
-    let mut cases: Vec<(String, StatusCode, Option<(String, u64)>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     for i in 0..400u64 {
         let (entry, ts) = match i % 4 {
             0 | 1 => (format!("cam{}", i % 25), 1000 + i),
