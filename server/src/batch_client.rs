@@ -131,3 +131,76 @@ pub async fn post_batch(
         }
     }
 }
+
+/// What a destination did with one record sent alone.
+#[derive(Debug)]
+pub enum Single {
+    /// Stored (201).
+    Stored,
+    /// The same payload was there already (200 with `if_exists=compare`).
+    Existing,
+    /// Another payload is stored at the timestamp (409): kept, never overwritten.
+    Conflict(String),
+    /// Refused for good (a 4xx other than those below): do not retry.
+    Refused(String),
+    /// Failed as a whole (transport, 401/403/404, 429, 5xx): try again later.
+    Retry(String),
+}
+
+/// Writes one record with a single-record `POST ?ts=&if_exists=compare` (for records over
+/// the destination's batch limit), its payload streamed from `body` (`size` bytes).
+pub async fn post_single(
+    http: &reqwest::Client,
+    dst: &Destination,
+    entry: &str,
+    meta: &tsblob_storage::RecordMeta,
+    body: reqwest::Body,
+    timeout: Duration,
+) -> Single {
+    let client =
+        tsblob_proto::client::Client::with_http(http.clone(), &dst.url, dst.token.as_deref());
+    let ct = if meta.content_type.is_empty() {
+        "application/octet-stream"
+    } else {
+        meta.content_type.as_str()
+    };
+    let req = client
+        .write_request(&dst.bucket, entry, Some(meta.ts), ct, &meta.labels)
+        .query(&[("if_exists", "compare")])
+        .header(reqwest::header::CONTENT_LENGTH, meta.size)
+        .timeout(timeout + Duration::from_secs_f64(meta.size as f64 / MIN_RATE))
+        .body(body);
+    let what = format!("record {} ({} bytes) to {dst}/{entry}", meta.ts, meta.size);
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => return Single::Retry(format!("sending {what} failed: {e}")),
+    };
+    let status = resp.status().as_u16();
+    let text = match resp.bytes().await {
+        Ok(t) => t,
+        Err(e) => return Single::Retry(format!("reading the answer for {what} failed: {e}")),
+    };
+    let why = || {
+        serde_json::from_slice::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .and_then(|m| m.as_str())
+                    .map(String::from)
+            })
+            .unwrap_or_else(|| String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned())
+    };
+    match status {
+        201 => Single::Stored,
+        200 => Single::Existing,
+        409 => Single::Conflict(why()),
+        401 | 403 | 404 | 408 | 429 | 500.. => Single::Retry(format!(
+            "{dst}/{entry} answered {status} for {what}: {}",
+            why()
+        )),
+        _ => Single::Refused(format!(
+            "{dst}/{entry} refused {what} ({status}): {}",
+            why()
+        )),
+    }
+}

@@ -57,7 +57,7 @@ pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
     TierError, WriteError,
 };
-pub use feed::{FeedFilter, FeedPage, FeedPending, FeedRecord};
+pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };

@@ -32,7 +32,7 @@ use super::filters::when_param;
 use super::human::{parse_time, size};
 use super::records::{bar, extension_of};
 use super::{seg, Client};
-use crate::batch_client::{post_batch, Destination, OutRecord};
+use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
 use tsblob_proto::framing::{Decoder, Event};
 
 /// A batch is sent when its payloads reach this many bytes ...
@@ -530,13 +530,15 @@ async fn send_with_retries(
     totals: &mut Totals,
 ) -> anyhow::Result<()> {
     let mut wait = Duration::from_millis(200);
-    for attempt in 1..=ATTEMPTS {
+    let mut attempt = 1;
+    while !recs.is_empty() {
         let answer = match post_batch(http, dst, entry, &recs, Duration::from_secs(30)).await {
             Ok(a) => a,
             Err(e) if attempt < ATTEMPTS => {
                 eprintln!("{e}; retrying in {wait:?}");
                 tokio::time::sleep(wait).await;
                 wait *= 2;
+                attempt += 1;
                 continue;
             }
             Err(e) => bail!("{e}; run the copy again to continue"),
@@ -544,27 +546,53 @@ async fn send_with_retries(
         let mut results = answer.results.into_iter();
         let mut left = Vec::new();
         let mut refused = None;
+        let mut too_large = false;
+        // A record too large for a batch went alone: the rest is sent at once.
+        let mut moved = false;
         for r in recs {
+            if too_large {
+                // Not read by the destination after the record it found too large.
+                left.push(r);
+                continue;
+            }
             match results.next().map(|x| (x.status, x.error)) {
-                Some((201, _)) => {
-                    totals.written += 1;
-                    totals.bytes += r.data.len() as u64;
+                Some((413, Some(e))) if e.code == "record_too_large" => {
+                    // Over the destination's --max-batch-record: sent alone.
+                    too_large = true;
+                    let outcome = send_alone(http, dst, entry, &r).await;
+                    moved = !matches!(outcome, Single::Retry(_));
+                    tally(outcome, &r, entry, totals, &mut refused, &mut left);
                 }
-                Some((200, _)) => totals.existing += 1,
+                Some((201, _)) => tally(Single::Stored, &r, entry, totals, &mut refused, &mut left),
+                Some((200, _)) => {
+                    tally(Single::Existing, &r, entry, totals, &mut refused, &mut left)
+                }
                 Some((409, e)) => {
-                    totals.conflicts += 1;
-                    eprintln!(
-                        "conflict: {}",
-                        e.map_or_else(|| format!("{entry} {}", r.ts), |e| e.message)
-                    );
+                    let m = e.map_or_else(|| format!("{entry} {}", r.ts), |e| e.message);
+                    tally(
+                        Single::Conflict(m),
+                        &r,
+                        entry,
+                        totals,
+                        &mut refused,
+                        &mut left,
+                    )
                 }
                 Some((s, _)) if s == 429 || s >= 500 => left.push(r),
                 Some((s, e)) => {
-                    refused.get_or_insert(format!(
+                    let m = format!(
                         "{dst}/{entry} refused record {} ({s}): {}",
                         r.ts,
                         e.map_or_else(String::new, |e| e.message)
-                    ));
+                    );
+                    tally(
+                        Single::Refused(m),
+                        &r,
+                        entry,
+                        totals,
+                        &mut refused,
+                        &mut left,
+                    )
                 }
                 None => left.push(r),
             }
@@ -572,14 +600,72 @@ async fn send_with_retries(
         if let Some(why) = refused {
             bail!(why);
         }
-        if left.is_empty() {
-            return Ok(());
-        }
         recs = left;
+        if moved || recs.is_empty() {
+            continue; // the rest goes at once (a record too large is not a failure)
+        }
+        if attempt >= ATTEMPTS {
+            bail!("{dst}/{entry}: {} record(s) still not stored after {ATTEMPTS} attempts; run the copy again", recs.len())
+        }
+        attempt += 1;
         tokio::time::sleep(wait).await;
         wait *= 2;
     }
-    bail!("{dst}/{entry}: {} record(s) still not stored after {ATTEMPTS} attempts; run the copy again", recs.len())
+    Ok(())
+}
+
+/// Sends one record with a single-record write (`if_exists=compare`): for a record over
+/// the destination's `--max-batch-record`.
+async fn send_alone(
+    http: &reqwest::Client,
+    dst: &Destination,
+    entry: &str,
+    r: &OutRecord,
+) -> Single {
+    let meta = tsblob_storage::RecordMeta {
+        ts: r.ts,
+        size: r.data.len() as u64,
+        content_type: r.content_type.clone(),
+        labels: r.labels.clone(),
+    };
+    post_single(
+        http,
+        dst,
+        entry,
+        &meta,
+        r.data.clone().into(),
+        Duration::from_secs(30),
+    )
+    .await
+}
+
+/// Counts what the destination did with record `r`.
+fn tally(
+    outcome: Single,
+    r: &OutRecord,
+    entry: &str,
+    totals: &mut Totals,
+    refused: &mut Option<String>,
+    left: &mut Vec<OutRecord>,
+) {
+    match outcome {
+        Single::Stored => {
+            totals.written += 1;
+            totals.bytes += r.data.len() as u64;
+        }
+        Single::Existing => totals.existing += 1,
+        Single::Conflict(m) => {
+            totals.conflicts += 1;
+            eprintln!("conflict: {entry} {}: {m}", r.ts);
+        }
+        Single::Refused(m) => {
+            refused.get_or_insert(m);
+        }
+        Single::Retry(m) => {
+            eprintln!("{m}; retrying");
+            left.push(r.clone());
+        }
+    }
 }
 
 /// Writes records into an export folder: payload file first, then its index line (so a

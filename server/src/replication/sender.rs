@@ -5,15 +5,16 @@
 //! backoff; nothing here ever blocks a writer (the feed is appended by the commits).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tsblob_storage::{FeedFilter, Query, Store};
+use tsblob_storage::{FeedFilter, FeedLimits, FeedPayload, Query, RecordMeta, Store};
 
 use super::{now_us, Backfill, Event, Mode, Phase, Replications, Shared, TaskSpec};
-use crate::batch_client::{post_batch, Destination, OutRecord};
+use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
 use crate::http::AppError;
 
 /// A page holds at most this many records ...
@@ -23,8 +24,28 @@ const PAGE_RECORDS: usize = 2000;
 const PAGE_BYTES: u64 = 8 << 20;
 /// The first wait after an error (it doubles up to `Options::max_backoff`).
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// Payloads larger than this are not read into a page: they are streamed from the
+/// source's block, each in a single-record write of its own.
+const INLINE_MAX: u64 = 4 << 20;
 
-type Out = OutRecord;
+/// A record to deliver.
+#[derive(Debug)]
+enum Out {
+    /// In memory: sent in a batch.
+    Whole(OutRecord),
+    /// Too large for a batch (ours or the destination's): sent alone, streamed from the
+    /// source's block.
+    Large(String, RecordMeta),
+}
+
+impl Out {
+    fn entry(&self) -> &str {
+        match self {
+            Out::Whole(r) => &r.entry,
+            Out::Large(e, _) => e,
+        }
+    }
+}
 
 /// The task's filter over the feed: its entries and condition.
 pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, AppError> {
@@ -53,6 +74,7 @@ pub fn spawn(
             spec,
             shared,
             cancel,
+            single_from: AtomicU64::new(u64::MAX),
         };
         s.run().await;
     });
@@ -64,6 +86,9 @@ struct Sender {
     spec: TaskSpec,
     shared: Arc<Mutex<Shared>>,
     cancel: CancellationToken,
+    /// Records of at least this many bytes go alone: the smallest the destination refused
+    /// in a batch (`record_too_large`, over its `--max-batch-record`).
+    single_from: AtomicU64,
 }
 
 /// The task was cancelled (removed, replaced) while it waited.
@@ -169,7 +194,12 @@ impl Sender {
             commits.borrow_and_update();
             let (store, n) = (self.store(), self.name.clone());
             let read = blocking(move || {
-                let page = store.feed_read(&n, p, &mut filter, PAGE_RECORDS, PAGE_BYTES);
+                let limits = FeedLimits {
+                    records: PAGE_RECORDS,
+                    bytes: PAGE_BYTES,
+                    inline: INLINE_MAX,
+                };
+                let page = store.feed_read(&n, p, &mut filter, limits);
                 Ok((page, filter))
             })
             .await;
@@ -205,15 +235,16 @@ impl Sender {
             let mut outs = Vec::with_capacity(page.records.len());
             let mut gone = 0u64;
             for r in page.records {
-                match r.record {
-                    Some(rec) => outs.push(Out {
+                match r.payload {
+                    FeedPayload::Whole(rec) => outs.push(Out::Whole(OutRecord {
                         entry: r.entry,
                         ts: r.ts,
                         content_type: rec.meta.content_type,
                         labels: rec.meta.labels,
                         data: rec.data,
-                    }),
-                    None => {
+                    })),
+                    FeedPayload::Large(meta) => outs.push(Out::Large(r.entry, meta)),
+                    FeedPayload::Gone => {
                         gone += 1;
                         tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
                             "replication: the record was evicted (or removed) at the source before it was sent");
@@ -251,16 +282,7 @@ impl Sender {
             }
             pos = Some(end);
             // Counted once the page is acknowledged (a page read again is not counted twice).
-            if gone > 0 {
-                self.repl
-                    .metrics
-                    .evicted_before_sent
-                    .with_label_values(&[&self.name])
-                    .inc_by(gone);
-                let mut s = self.shared.lock();
-                s.counters.evicted_before_sent += gone;
-                s.dirty = true;
-            }
+            self.evicted(gone);
             self.update_pending(&mut last_pending, !page.more).await;
             self.save_now_and_then(&mut last_save).await;
         }
@@ -329,6 +351,21 @@ impl Sender {
         Ok(())
     }
 
+    /// Counts records the source lost before they were sent.
+    fn evicted(&self, gone: u64) {
+        if gone == 0 {
+            return;
+        }
+        self.repl
+            .metrics
+            .evicted_before_sent
+            .with_label_values(&[&self.name])
+            .inc_by(gone);
+        let mut s = self.shared.lock();
+        s.counters.evicted_before_sent += gone;
+        s.dirty = true;
+    }
+
     async fn pause(&self, backoff: &mut Duration) -> Result<(), Cancelled> {
         self.phase(Phase::Backoff);
         let wait = *backoff;
@@ -360,7 +397,7 @@ impl Sender {
     async fn attempt(&self, todo: Vec<Out>) -> Vec<Out> {
         let mut by_entry: BTreeMap<String, Vec<Out>> = BTreeMap::new();
         for o in todo {
-            by_entry.entry(o.entry.clone()).or_default().push(o);
+            by_entry.entry(o.entry().to_string()).or_default().push(o);
         }
         let mut left = Vec::new();
         for (entry, recs) in by_entry {
@@ -369,29 +406,80 @@ impl Sender {
         left
     }
 
+    fn destination(&self) -> Destination {
+        Destination {
+            url: self.spec.dst_url.clone(),
+            bucket: self.spec.dst_bucket.clone(),
+            token: self.spec.dst_token.clone(),
+        }
+    }
+
+    /// Sends the records of one entry: those in memory in batches, the large ones (and any
+    /// the destination finds too large for a batch) alone. Returns the records to retry.
     async fn send_entry(&self, entry: &str, recs: Vec<Out>) -> Vec<Out> {
-        let spec = &self.spec;
-        let dst = Destination {
-            url: spec.dst_url.clone(),
-            bucket: spec.dst_bucket.clone(),
-            token: spec.dst_token.clone(),
-        };
+        let single_from = self.single_from.load(Ordering::Relaxed);
+        let (mut batch, mut alone) = (Vec::new(), Vec::new());
+        for o in recs {
+            match o {
+                Out::Whole(r) if r.data.len() as u64 >= single_from => {
+                    alone.push(Out::Large(entry.to_string(), meta_of(r)))
+                }
+                Out::Whole(r) => batch.push(r),
+                large => alone.push(large),
+            }
+        }
+        let mut left = Vec::new();
+        while !batch.is_empty() {
+            let (retry, rest, too_large) = self.send_batch(entry, batch).await;
+            left.extend(retry.into_iter().map(Out::Whole));
+            if let Some(r) = too_large {
+                self.single_from
+                    .fetch_min(r.data.len() as u64, Ordering::Relaxed);
+                alone.push(Out::Large(entry.to_string(), meta_of(r)));
+            }
+            batch = rest;
+        }
+        for o in alone {
+            if let Out::Large(_, meta) = &o {
+                if !self.send_alone(entry, meta).await {
+                    left.push(o);
+                }
+            }
+        }
+        left
+    }
+
+    /// One batch. Returns the records to retry, those after a record the destination
+    /// found too large (to send next, without it) and that record.
+    async fn send_batch(
+        &self,
+        entry: &str,
+        recs: Vec<OutRecord>,
+    ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>) {
+        let dst = self.destination();
         let timeout = self.repl.options().timeout;
         let answer = match post_batch(self.repl.http(), &dst, entry, &recs, timeout).await {
             Ok(a) => a,
             Err(message) => {
                 self.error(message);
-                return recs;
+                return (recs, Vec::new(), None);
             }
         };
         let dst = format!("{dst}/{entry}");
         let mut left = Vec::new();
         let mut results = answer.results.into_iter();
         let (mut sent, mut sent_bytes, mut existing) = (0u64, 0u64, 0u64);
-        for r in recs {
+        let mut recs = recs.into_iter();
+        let mut too_large = None;
+        for r in recs.by_ref() {
             let Some(res) = results.next() else {
                 left.push(r);
                 continue;
+            };
+            let why = || {
+                res.error
+                    .as_ref()
+                    .map_or_else(String::new, |e| e.message.clone())
             };
             match res.status {
                 201 => {
@@ -399,44 +487,100 @@ impl Sender {
                     sent_bytes += r.data.len() as u64;
                 }
                 200 => existing += 1,
-                409 => {
-                    let message = res.error.map_or_else(
-                        || format!("a different record is stored at {} in {dst}", r.ts),
-                        |e| e.message,
-                    );
-                    tracing::warn!(task = %self.name, "replication conflict: {message}");
-                    self.repl
-                        .metrics
-                        .conflicts
-                        .with_label_values(&[&self.name])
-                        .inc();
-                    let mut s = self.shared.lock();
-                    s.counters.conflicts += 1;
-                    s.counters.last_conflict = Some(Event {
-                        message,
-                        at: now_us(),
-                    });
-                    s.dirty = true;
+                409 => self.conflict(res.error.as_ref().map_or_else(
+                    || format!("a different record is stored at {} in {dst}", r.ts),
+                    |e| e.message.clone(),
+                )),
+                413 if res
+                    .error
+                    .as_ref()
+                    .is_some_and(|e| e.code == "record_too_large") =>
+                {
+                    tracing::info!(task = %self.name,
+                        "replication: record {} ({} bytes) is over {dst}'s batch limit: it goes alone", r.ts, r.data.len());
+                    too_large = Some(r);
+                    break;
                 }
                 429 | 500.. => {
                     if left.is_empty() {
-                        let why = res.error.map_or_else(String::new, |e| e.message);
                         self.error(format!(
-                            "{dst} could not store record {} ({}): {why}",
-                            r.ts, res.status
+                            "{dst} could not store record {} ({}): {}",
+                            r.ts,
+                            res.status,
+                            why()
                         ));
                     }
                     left.push(r);
                 }
-                other => {
-                    let why = res.error.map_or_else(String::new, |e| e.message);
-                    self.error(format!(
-                        "{dst} refused record {} for good ({other}): {why}; it is skipped",
-                        r.ts
-                    ));
-                }
+                other => self.error(format!(
+                    "{dst} refused record {} for good ({other}): {}; it is skipped",
+                    r.ts,
+                    why()
+                )),
             }
         }
+        self.count_sent(sent, sent_bytes, existing);
+        (left, recs.collect(), too_large)
+    }
+
+    /// Sends one record alone, its payload streamed from the source's block. Returns
+    /// whether it is resolved (stored, there already, a conflict, refused for good, gone
+    /// at the source); `false`: try again.
+    async fn send_alone(&self, entry: &str, meta: &RecordMeta) -> bool {
+        let (store, bucket, e, ts) = (
+            self.store(),
+            self.spec.src_bucket.clone(),
+            entry.to_string(),
+            meta.ts,
+        );
+        let reader = match blocking(move || Ok(store.open_record(&bucket, &e, Some(ts))?)).await {
+            Ok(r) => r,
+            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => {
+                tracing::warn!(task = %self.name, entry, ts,
+                    "replication: the record was evicted (or removed) at the source before it was sent");
+                self.evicted(1);
+                return true;
+            }
+            Err(e) => {
+                self.error(format!("cannot read record {ts} of {entry}: {}", e.message));
+                return false;
+            }
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(crate::http::records::stream_record(reader, tx));
+        let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let dst = self.destination();
+        let timeout = self.repl.options().timeout;
+        match post_single(self.repl.http(), &dst, entry, meta, body, timeout).await {
+            Single::Stored => self.count_sent(1, meta.size, 0),
+            Single::Existing => self.count_sent(0, 0, 1),
+            Single::Conflict(message) => self.conflict(message),
+            Single::Refused(message) => self.error(format!("{message}; it is skipped")),
+            Single::Retry(message) => {
+                self.error(message);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn conflict(&self, message: String) {
+        tracing::warn!(task = %self.name, "replication conflict: {message}");
+        self.repl
+            .metrics
+            .conflicts
+            .with_label_values(&[&self.name])
+            .inc();
+        let mut s = self.shared.lock();
+        s.counters.conflicts += 1;
+        s.counters.last_conflict = Some(Event {
+            message,
+            at: now_us(),
+        });
+        s.dirty = true;
+    }
+
+    fn count_sent(&self, sent: u64, sent_bytes: u64, existing: u64) {
         let m = &self.repl.metrics;
         m.sent_records
             .with_label_values(&[&self.name])
@@ -449,7 +593,6 @@ impl Sender {
         s.counters.sent_bytes += sent_bytes;
         s.counters.existing_records += existing;
         s.dirty = true;
-        left
     }
 
     async fn update_pending(&self, last: &mut Instant, force: bool) {
@@ -520,19 +663,23 @@ fn read_backfill(
         if ts == bf.ts && bf.entry.as_ref().is_some_and(|e| entry <= *e) {
             continue;
         }
-        let data = match item.data() {
-            Ok(d) => d,
-            Err(tsblob_storage::Error::NotFound(_)) => continue, // removed meanwhile
-            Err(e) => return Err(e.into()),
-        };
-        bytes += data.len() as u64;
-        outs.push(Out {
-            entry: entry.clone(),
-            ts,
-            content_type: item.meta.content_type.clone(),
-            labels: item.meta.labels.clone(),
-            data,
-        });
+        bytes += item.meta.size;
+        if item.meta.size > INLINE_MAX {
+            outs.push(Out::Large(entry.clone(), item.meta.clone()));
+        } else {
+            let data = match item.data() {
+                Ok(d) => d,
+                Err(tsblob_storage::Error::NotFound(_)) => continue, // removed meanwhile
+                Err(e) => return Err(e.into()),
+            };
+            outs.push(Out::Whole(OutRecord {
+                entry: entry.clone(),
+                ts,
+                content_type: item.meta.content_type.clone(),
+                labels: item.meta.labels.clone(),
+                data,
+            }));
+        }
         next.ts = ts;
         next.entry = Some(entry);
         if outs.len() >= PAGE_RECORDS || bytes >= PAGE_BYTES {
@@ -541,4 +688,14 @@ fn read_backfill(
     }
     next.done = true;
     Ok((outs, next))
+}
+
+/// The metadata of a record in memory (sent alone, its payload streamed from the source).
+fn meta_of(r: OutRecord) -> RecordMeta {
+    RecordMeta {
+        ts: r.ts,
+        size: r.data.len() as u64,
+        content_type: r.content_type,
+        labels: r.labels,
+    }
 }

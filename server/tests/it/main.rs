@@ -20,6 +20,7 @@ mod reliability_repair;
 mod reliability_security;
 mod reliability_soak;
 mod replication;
+mod replication_large;
 mod router;
 mod serve;
 mod tail;
