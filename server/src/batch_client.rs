@@ -9,6 +9,7 @@ use tsblob_storage::Labels;
 
 use crate::http::batch::BatchResult;
 use tsblob_proto::framing::{put_end, put_record, MEDIA_TYPE};
+use tsblob_proto::tls::error_chain;
 
 /// Bodies smaller than this go uncompressed.
 const ZSTD_MIN: usize = 4096;
@@ -105,15 +106,18 @@ pub async fn post_batch(
     }
     let resp = req.send().await.map_err(|e| {
         format!(
-            "sending {} record(s) to {dst}/{entry} failed: {e}",
-            recs.len()
+            "sending {} record(s) to {dst}/{entry} failed: {}",
+            recs.len(),
+            error_chain(&e)
         )
     })?;
     let status = resp.status();
-    let text = resp
-        .bytes()
-        .await
-        .map_err(|e| format!("reading the answer of {dst}/{entry} failed: {e}"))?;
+    let text = resp.bytes().await.map_err(|e| {
+        format!(
+            "reading the answer of {dst}/{entry} failed: {}",
+            error_chain(&e)
+        )
+    })?;
     match serde_json::from_slice::<BatchResult>(&text) {
         Ok(a) if status.is_success() || !a.results.is_empty() => Ok(a),
         _ => {
@@ -173,12 +177,17 @@ pub async fn post_single(
     let what = format!("record {} ({} bytes) to {dst}/{entry}", meta.ts, meta.size);
     let resp = match req.send().await {
         Ok(r) => r,
-        Err(e) => return Single::Retry(format!("sending {what} failed: {e}")),
+        Err(e) => return Single::Retry(format!("sending {what} failed: {}", error_chain(&e))),
     };
     let status = resp.status().as_u16();
     let text = match resp.bytes().await {
         Ok(t) => t,
-        Err(e) => return Single::Retry(format!("reading the answer for {what} failed: {e}")),
+        Err(e) => {
+            return Single::Retry(format!(
+                "reading the answer for {what} failed: {}",
+                error_chain(&e)
+            ))
+        }
     };
     let why = || {
         serde_json::from_slice::<serde_json::Value>(&text)

@@ -48,9 +48,9 @@ const INDEX: &str = "index.ndjson";
 /// `tsblob cp SRC DST`
 #[derive(Debug, clap::Args)]
 pub struct CpArgs {
-    /// Source: `http://host:port/BUCKET[/ENTRY-GLOB]` or an export folder.
+    /// Source: `http[s]://host:port/BUCKET[/ENTRY-GLOB]` or an export folder.
     pub src: String,
-    /// Destination: `http://host:port/BUCKET` or a folder.
+    /// Destination: `http[s]://host:port/BUCKET` or a folder.
     pub dst: String,
     /// Entry names or globs (`*` in a segment, `**` across), comma-separated; default: the
     /// source URL's entry part, or every entry.
@@ -76,6 +76,10 @@ pub struct CpArgs {
     /// Token for a server destination.
     #[arg(long, env = "TSBLOB_DST_TOKEN", hide_env_values = true)]
     pub dst_token: Option<String>,
+    /// PEM file of certificates to trust for https:// servers besides the Mozilla roots
+    /// (a private CA, a self-signed certificate).
+    #[arg(long, env = "TSBLOB_CA")]
+    pub ca: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -88,26 +92,28 @@ enum Place {
         url: String,
         bucket: String,
         entries: Option<String>,
+        /// `--ca`: certificates trusted for https besides the usual roots.
+        ca: Option<Vec<u8>>,
     },
     Folder(PathBuf),
 }
 
-fn place(s: &str) -> anyhow::Result<Place> {
-    if s.starts_with("https://") {
-        bail!("{s}: https is not supported by this build's client; use http:// (through a TLS tunnel if needed)");
-    }
-    let Some(rest) = s.strip_prefix("http://") else {
-        return Ok(Place::Folder(PathBuf::from(s)));
+fn place(s: &str, ca: &Option<Vec<u8>>) -> anyhow::Result<Place> {
+    let (scheme, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
+        (Some(rest), _) => ("http", rest),
+        (_, Some(rest)) => ("https", rest),
+        _ => return Ok(Place::Folder(PathBuf::from(s))),
     };
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let mut parts = path.trim_matches('/').splitn(2, '/');
     let bucket = parts.next().unwrap_or("").to_string();
     if bucket.is_empty() {
-        bail!("{s}: name the bucket, as in http://{host}/BUCKET[/ENTRY-GLOB]");
+        bail!("{s}: name the bucket, as in {scheme}://{host}/BUCKET[/ENTRY-GLOB]");
     }
     tsblob_storage::validate_bucket_name(&bucket).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
     Ok(Place::Server {
-        url: format!("http://{host}"),
+        url: format!("{scheme}://{host}"),
+        ca: ca.clone(),
         bucket,
         entries: parts.next().filter(|e| !e.is_empty()).map(String::from),
     })
@@ -135,8 +141,14 @@ struct Totals {
 }
 
 pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
-    let src = place(&args.src)?;
-    let dst = place(&args.dst)?;
+    let ca = match &args.ca {
+        Some(path) => Some(
+            std::fs::read(path).with_context(|| format!("cannot read --ca {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let src = place(&args.src, &ca)?;
+    let dst = place(&args.dst, &ca)?;
     if let Place::Server {
         entries: Some(e), ..
     } = &dst
@@ -177,11 +189,14 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         let token = args.src_token.clone();
         tokio::spawn(async move {
             match src {
-                Place::Server { url, bucket, .. } => {
+                Place::Server {
+                    url, bucket, ca, ..
+                } => {
                     read_server(
                         &url,
                         &bucket,
                         token,
+                        ca.as_deref(),
                         &patterns,
                         start,
                         stop,
@@ -197,13 +212,15 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         })
     };
     let consumed = match &dst {
-        Place::Server { url, bucket, .. } => {
+        Place::Server {
+            url, bucket, ca, ..
+        } => {
             let d = Destination {
                 url: url.clone(),
                 bucket: bucket.clone(),
                 token: args.dst_token.clone(),
             };
-            write_server(&d, rx, &pb).await
+            write_server(&d, ca.as_deref(), rx, &pb).await
         }
         Place::Folder(dir) => write_folder(dir, rx, &pb).await,
     };
@@ -244,14 +261,18 @@ async fn from_last(
     args: &CpArgs,
 ) -> anyhow::Result<Option<u64>> {
     let source_entries: Vec<String> = match src {
-        Place::Server { url, bucket, .. } => server_entries(url, bucket, args.src_token.clone())
+        Place::Server {
+            url, bucket, ca, ..
+        } => server_entries(url, bucket, args.src_token.clone(), ca.as_deref())
             .await?
             .into_keys()
             .collect(),
         Place::Folder(dir) => folder_entries(dir)?.into_iter().map(|(e, _)| e).collect(),
     };
     let latest: HashMap<String, u64> = match dst {
-        Place::Server { url, bucket, .. } => server_entries(url, bucket, args.dst_token.clone())
+        Place::Server {
+            url, bucket, ca, ..
+        } => server_entries(url, bucket, args.dst_token.clone(), ca.as_deref())
             .await?
             .into_iter()
             .filter_map(|(e, l)| l.map(|l| (e, l)))
@@ -284,8 +305,9 @@ async fn server_entries(
     url: &str,
     bucket: &str,
     token: Option<String>,
+    ca: Option<&[u8]>,
 ) -> anyhow::Result<BTreeMap<String, Option<u64>>> {
-    let c = Client::new(url, token.as_deref())?;
+    let c = Client::with_ca(url, token.as_deref(), ca)?;
     let b = c
         .json(c.request(Method::GET, &format!("/api/v1/b/{}", seg(bucket))))
         .await?;
@@ -303,13 +325,14 @@ async fn read_server(
     url: &str,
     bucket: &str,
     token: Option<String>,
+    ca: Option<&[u8]>,
     patterns: &[String],
     start: Option<u64>,
     stop: Option<u64>,
     when: Option<&str>,
     tx: mpsc::Sender<OutRecord>,
 ) -> anyhow::Result<u64> {
-    let c = Client::new(url, token.as_deref())?;
+    let c = Client::with_ca(url, token.as_deref(), ca)?;
     let mut params: Vec<(String, String)> = vec![("entries".into(), patterns.join(","))];
     if let Some(s) = start {
         params.push(("start".into(), s.to_string()));
@@ -489,11 +512,11 @@ async fn read_folder(
 /// Sends records in batches (one request per entry of a batch), retrying failed attempts.
 async fn write_server(
     dst: &Destination,
+    ca: Option<&[u8]>,
     mut rx: mpsc::Receiver<OutRecord>,
     pb: &indicatif::ProgressBar,
 ) -> anyhow::Result<Totals> {
-    let http = reqwest::Client::builder()
-        .tcp_nodelay(true)
+    let http = tsblob_proto::tls::builder(ca)?
         .connect_timeout(Duration::from_secs(10))
         .build()?;
     let mut totals = Totals::default();

@@ -68,6 +68,11 @@ pub fn spawn(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
+        // A task trusting its own CA has its own client; the others share the server's.
+        let http = match spec.dst_ca.as_deref() {
+            None => Ok(repl.http().clone()),
+            Some(ca) => super::http_client(Some(ca)),
+        };
         let s = Sender {
             repl,
             name,
@@ -75,6 +80,14 @@ pub fn spawn(
             shared,
             cancel,
             single_from: AtomicU64::new(u64::MAX),
+            http: match http {
+                Ok(h) => h,
+                Err(e) => {
+                    // Checked at PUT: only a task file edited by hand gets here.
+                    tracing::warn!("replication: {}", e.message);
+                    return;
+                }
+            },
         };
         s.run().await;
     });
@@ -89,6 +102,7 @@ struct Sender {
     /// Records of at least this many bytes go alone: the smallest the destination refused
     /// in a batch (`record_too_large`, over its `--max-batch-record`).
     single_from: AtomicU64,
+    http: reqwest::Client,
 }
 
 /// The task was cancelled (removed, replaced) while it waited.
@@ -458,7 +472,7 @@ impl Sender {
     ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>) {
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
-        let answer = match post_batch(self.repl.http(), &dst, entry, &recs, timeout).await {
+        let answer = match post_batch(&self.http, &dst, entry, &recs, timeout).await {
             Ok(a) => a,
             Err(message) => {
                 self.error(message);
@@ -551,7 +565,7 @@ impl Sender {
         let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
-        match post_single(self.repl.http(), &dst, entry, meta, body, timeout).await {
+        match post_single(&self.http, &dst, entry, meta, body, timeout).await {
             Single::Stored => self.count_sent(1, meta.size, 0),
             Single::Existing => self.count_sent(0, 0, 1),
             Single::Conflict(message) => self.conflict(message),

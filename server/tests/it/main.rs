@@ -21,6 +21,7 @@ mod reliability_security;
 mod reliability_soak;
 mod replication;
 mod replication_large;
+mod replication_tls;
 mod router;
 mod serve;
 mod tail;
