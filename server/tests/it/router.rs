@@ -1149,7 +1149,12 @@ async fn replication_task_settings_are_validated() {
     let ok = json!({"src_bucket": "b", "dst_url": "http://127.0.0.1:9", "dst_bucket": "c", "mode": "paused"});
     for (change, status, code) in [
         (
-            json!({"dst_url": "https://cloud"}),
+            json!({"dst_url": "ftp://cloud"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_replication",
+        ),
+        (
+            json!({"dst_url": "https://cloud", "dst_ca": "-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n"}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_replication",
         ),
