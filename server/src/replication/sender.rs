@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tsblob_storage::{FeedFilter, FeedLimits, FeedPayload, Query, RecordMeta, Store};
+use tsblob_storage::{FeedFilter, FeedLimits, FeedPage, FeedPayload, Query, RecordMeta, Store};
 
 use super::{now_us, Backfill, Event, Mode, Phase, Replications, Shared, TaskSpec};
 use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
@@ -105,6 +105,10 @@ struct Sender {
     http: reqwest::Client,
 }
 
+/// A feed read under way: the page (or the engine's error) and the filter back.
+type ReadHandle =
+    tokio::task::JoinHandle<Result<(tsblob_storage::Result<FeedPage>, FeedFilter), AppError>>;
+
 /// The task was cancelled (removed, replaced) while it waited.
 struct Cancelled;
 
@@ -139,7 +143,7 @@ impl Sender {
             tracing::info!(task = %self.name, "replication task paused");
             return;
         }
-        let mut filter = match feed_filter(&self.spec) {
+        let filter = match feed_filter(&self.spec) {
             Ok(f) => f,
             Err(e) => {
                 return self.error(format!(
@@ -154,6 +158,9 @@ impl Sender {
         let mut last_save = Instant::now();
         let mut last_pending = Instant::now() - Duration::from_secs(10);
         let mut pos: Option<u64> = None;
+        let mut filter = Some(filter);
+        // The read of the page after position `.0`, under way.
+        let mut prefetch: Option<(u64, ReadHandle)> = None;
         loop {
             if self.cancel.is_cancelled() {
                 return;
@@ -199,36 +206,53 @@ impl Sender {
             };
             let backfill = self.shared.lock().backfill.clone().filter(|b| !b.done);
             if let Some(bf) = backfill {
-                if self.backfill_step(bf, &filter, &mut backoff).await.is_err() {
+                prefetch = None;
+                let f = match filter.take() {
+                    Some(f) => f,
+                    None => match feed_filter(&self.spec) {
+                        Ok(f) => f,
+                        Err(_) => return,
+                    },
+                };
+                let step = self.backfill_step(bf, &f, &mut backoff).await;
+                filter = Some(f);
+                if step.is_err() {
                     return;
                 }
                 continue;
             }
-            // Mark the commits seen before reading: one that lands after the read wakes us.
-            commits.borrow_and_update();
-            let (store, n) = (self.store(), self.name.clone());
-            let read = blocking(move || {
-                let limits = FeedLimits {
-                    records: PAGE_RECORDS,
-                    bytes: PAGE_BYTES,
-                    inline: INLINE_MAX,
-                };
-                let page = store.feed_read(&n, p, &mut filter, limits);
-                Ok((page, filter))
-            })
-            .await;
+            // The page after `p`: read ahead while the previous page was sent, or now.
+            let read = match prefetch.take() {
+                Some((after, handle)) if after == p => handle.await,
+                _ => {
+                    // Mark the commits seen before reading: one that lands after the read
+                    // wakes us.
+                    commits.borrow_and_update();
+                    let f = match filter.take() {
+                        Some(f) => f,
+                        None => match feed_filter(&self.spec) {
+                            Ok(f) => f,
+                            Err(_) => return,
+                        },
+                    };
+                    self.spawn_read(p, f).await
+                }
+            };
             let page = match read {
-                Ok((page, f)) => {
-                    filter = f;
+                Ok(Ok((page, f))) => {
+                    filter = Some(f);
                     page
                 }
-                Err(e) => {
-                    // The filter moved into the failed task: build it again.
-                    filter = match feed_filter(&self.spec) {
-                        Ok(f) => f,
-                        Err(_) => return,
-                    };
+                Ok(Err(e)) => {
+                    // The filter moved into the failed task: it is built again.
                     self.error(format!("cannot read the change feed: {}", e.message));
+                    if self.pause(&mut backoff).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    self.error(format!("cannot read the change feed: {e}"));
                     if self.pause(&mut backoff).await.is_err() {
                         return;
                     }
@@ -277,6 +301,15 @@ impl Sender {
                 }
                 continue;
             }
+            // Read the next page while this one is sent: at most one page ahead (so a
+            // sender holds two pages at most). Only the acknowledgement below moves the
+            // durable position, in order, after delivery.
+            if page.more {
+                if let Some(f) = filter.take() {
+                    commits.borrow_and_update();
+                    prefetch = Some((page.end, self.spawn_read(page.end, f)));
+                }
+            }
             if !outs.is_empty() && self.deliver(outs, &mut backoff).await.is_err() {
                 return;
             }
@@ -300,6 +333,21 @@ impl Sender {
             self.update_pending(&mut last_pending, !page.more).await;
             self.save_now_and_then(&mut last_save).await;
         }
+    }
+
+    /// Reads the feed page after `after` on the blocking pool (the filter travels with it:
+    /// its aggregation state goes on from page to page).
+    fn spawn_read(&self, after: u64, mut filter: FeedFilter) -> ReadHandle {
+        let (store, n) = (self.store(), self.name.clone());
+        tokio::spawn(blocking(move || {
+            let limits = FeedLimits {
+                records: PAGE_RECORDS,
+                bytes: PAGE_BYTES,
+                inline: INLINE_MAX,
+            };
+            let page = store.feed_read(&n, after, &mut filter, limits);
+            Ok((page, filter))
+        }))
     }
 
     /// Subscribes the task again after its feed reader was lost, with a backfill of
