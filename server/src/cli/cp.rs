@@ -555,7 +555,9 @@ async fn send_with_retries(
     let mut wait = Duration::from_millis(200);
     let mut attempt = 1;
     while !recs.is_empty() {
-        let answer = match post_batch(http, dst, entry, &recs, Duration::from_secs(30)).await {
+        let (back, answer) = post_batch(http, dst, entry, recs, Duration::from_secs(30)).await;
+        recs = back;
+        let answer = match answer {
             Ok(a) => a,
             Err(e) if attempt < ATTEMPTS => {
                 eprintln!("{e}; retrying in {wait:?}");

@@ -411,6 +411,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             }
         }
         match chunks.next().await {
+            // A decompressed body arrives as one chunk: taken as it is when nothing is
+            // buffered (no copy of megabytes into fresh pages), appended otherwise.
+            Ok(Some(bytes)) if buf.is_empty() => {
+                buf = bytes
+                    .try_into_mut()
+                    .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+            }
             Ok(Some(bytes)) => buf.extend_from_slice(&bytes),
             Ok(None) => {
                 if !dec.is_done() {

@@ -520,7 +520,8 @@ impl Sender {
     ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>) {
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
-        let answer = match post_batch(&self.http, &dst, entry, &recs, timeout).await {
+        let (recs, answer) = post_batch(&self.http, &dst, entry, recs, timeout).await;
+        let answer = match answer {
             Ok(a) => a,
             Err(message) => {
                 self.error(message);
