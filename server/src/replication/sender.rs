@@ -89,7 +89,7 @@ pub fn spawn(
                 }
             },
         };
-        s.run().await;
+        Arc::new(s).run().await;
     });
 }
 
@@ -103,6 +103,20 @@ struct Sender {
     /// in a batch (`record_too_large`, over its `--max-batch-record`).
     single_from: AtomicU64,
     http: reqwest::Client,
+}
+
+/// Pages a sender has in flight at most (read and being sent; a third is read only once
+/// the oldest is acknowledged): the memory bound is two pages.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// A feed page being sent by its own task.
+struct InFlight {
+    /// The feed position to acknowledge once it is delivered.
+    end: u64,
+    /// Records of it gone at the source (counted at the acknowledgement).
+    gone: u64,
+    more: bool,
+    handle: tokio::task::JoinHandle<Result<(), Cancelled>>,
 }
 
 /// A feed read under way: the page (or the engine's error) and the filter back.
@@ -137,7 +151,7 @@ impl Sender {
         s.dirty = true;
     }
 
-    async fn run(self) {
+    async fn run(self: Arc<Self>) {
         if self.spec.mode == Mode::Paused {
             self.phase(Phase::Paused);
             tracing::info!(task = %self.name, "replication task paused");
@@ -159,8 +173,9 @@ impl Sender {
         let mut last_pending = Instant::now() - Duration::from_secs(10);
         let mut pos: Option<u64> = None;
         let mut filter = Some(filter);
-        // The read of the page after position `.0`, under way.
-        let mut prefetch: Option<(u64, ReadHandle)> = None;
+        // Pages read and being sent, oldest first, and where the next read starts.
+        let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
+        let mut read_at: Option<u64> = None;
         loop {
             if self.cancel.is_cancelled() {
                 return;
@@ -206,7 +221,6 @@ impl Sender {
             };
             let backfill = self.shared.lock().backfill.clone().filter(|b| !b.done);
             if let Some(bf) = backfill {
-                prefetch = None;
                 let f = match filter.take() {
                     Some(f) => f,
                     None => match feed_filter(&self.spec) {
@@ -221,75 +235,81 @@ impl Sender {
                 }
                 continue;
             }
-            // The page after `p`: read ahead while the previous page was sent, or now.
-            let read = match prefetch.take() {
-                Some((after, handle)) if after == p => handle.await,
-                _ => {
-                    // Mark the commits seen before reading: one that lands after the read
-                    // wakes us.
-                    commits.borrow_and_update();
-                    let f = match filter.take() {
-                        Some(f) => f,
-                        None => match feed_filter(&self.spec) {
-                            Ok(f) => f,
-                            Err(_) => return,
-                        },
-                    };
-                    self.spawn_read(p, f).await
-                }
-            };
-            let page = match read {
-                Ok(Ok((page, f))) => {
-                    filter = Some(f);
-                    page
-                }
-                Ok(Err(e)) => {
-                    // The filter moved into the failed task: it is built again.
-                    self.error(format!("cannot read the change feed: {}", e.message));
-                    if self.pause(&mut backoff).await.is_err() {
-                        return;
+            // Fill the pipeline: read the page after the last one read (while the pages
+            // in flight are sent by their own tasks), up to MAX_IN_FLIGHT pages.
+            let at = *read_at.get_or_insert(p);
+            let mut fresh = false;
+            if in_flight.len() < MAX_IN_FLIGHT {
+                // Mark the commits seen before reading: one that lands after the read
+                // wakes us.
+                commits.borrow_and_update();
+                let f = match filter.take() {
+                    Some(f) => f,
+                    None => match feed_filter(&self.spec) {
+                        Ok(f) => f,
+                        Err(_) => return,
+                    },
+                };
+                let page = match self.spawn_read(at, f).await {
+                    Ok(Ok((page, f))) => {
+                        filter = Some(f);
+                        page
                     }
-                    continue;
-                }
-                Err(e) => {
-                    self.error(format!("cannot read the change feed: {e}"));
-                    if self.pause(&mut backoff).await.is_err() {
-                        return;
+                    failed => {
+                        let why = match failed {
+                            Ok(Err(e)) => e.message,
+                            Err(e) => e.to_string(),
+                            Ok(Ok(_)) => String::new(),
+                        };
+                        // The filter went with the failed read: it is built again.
+                        self.error(format!("cannot read the change feed: {why}"));
+                        if self.pause(&mut backoff).await.is_err() {
+                            return;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            };
-            let page = match page {
-                Ok(p) => p,
-                Err(e) => {
-                    self.error(format!("cannot read the change feed: {e}"));
-                    pos = None;
-                    if self.pause(&mut backoff).await.is_err() {
-                        return;
+                };
+                let page = match page {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.error(format!("cannot read the change feed: {e}"));
+                        // Start again from the durable position (what was in flight is
+                        // sent again: the destination finds it existing).
+                        for f in in_flight.drain(..) {
+                            f.handle.abort();
+                        }
+                        pos = None;
+                        read_at = None;
+                        if self.pause(&mut backoff).await.is_err() {
+                            return;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            };
-            let mut outs = Vec::with_capacity(page.records.len());
-            let mut gone = 0u64;
-            for r in page.records {
-                match r.payload {
-                    FeedPayload::Whole(rec) => outs.push(Out::Whole(OutRecord {
-                        entry: r.entry,
-                        ts: r.ts,
-                        content_type: rec.meta.content_type,
-                        labels: rec.meta.labels,
-                        data: rec.data,
-                    })),
-                    FeedPayload::Large(meta) => outs.push(Out::Large(r.entry, meta)),
-                    FeedPayload::Gone => {
-                        gone += 1;
-                        tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
-                            "replication: the record was evicted (or removed) at the source before it was sent");
-                    }
+                };
+                if page.end != at {
+                    fresh = true;
+                    read_at = Some(page.end);
+                    let (outs, gone) = self.outs(page.records);
+                    let me = self.clone();
+                    let handle = tokio::spawn(async move {
+                        let mut backoff = FIRST_BACKOFF;
+                        if outs.is_empty() {
+                            return Ok(());
+                        }
+                        me.deliver(outs, &mut backoff).await
+                    });
+                    in_flight.push_back(InFlight {
+                        end: page.end,
+                        gone,
+                        more: page.more,
+                        handle,
+                    });
                 }
             }
-            if page.end == p {
+            if fresh && in_flight.len() < MAX_IN_FLIGHT {
+                continue; // read the next page at once
+            }
+            let Some(oldest) = in_flight.pop_front() else {
                 // Nothing new: wait for a commit (or a second, for the figures).
                 self.phase(Phase::Idle);
                 self.update_pending(&mut last_pending, false).await;
@@ -300,21 +320,20 @@ impl Sender {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
                 continue;
-            }
-            // Read the next page while this one is sent: at most one page ahead (so a
-            // sender holds two pages at most). Only the acknowledgement below moves the
-            // durable position, in order, after delivery.
-            if page.more {
-                if let Some(f) = filter.take() {
-                    commits.borrow_and_update();
-                    prefetch = Some((page.end, self.spawn_read(page.end, f)));
+            };
+            // The oldest page in flight: once delivered, the position moves past it (pages
+            // are acknowledged in feed order, only once every record of them is resolved).
+            match oldest.handle.await {
+                Ok(Ok(())) => {}
+                _ => {
+                    // Cancelled (the task was removed or replaced).
+                    for f in in_flight.drain(..) {
+                        f.handle.abort();
+                    }
+                    return;
                 }
             }
-            if !outs.is_empty() && self.deliver(outs, &mut backoff).await.is_err() {
-                return;
-            }
-            let (store, n, end) = (self.store(), self.name.clone(), page.end);
-            // The position moves only now: everything up to `end` is resolved.
+            let (store, n, end) = (self.store(), self.name.clone(), oldest.end);
             loop {
                 let (store, n) = (store.clone(), n.clone());
                 match blocking(move || Ok(store.feed_ack(&n, end)?)).await {
@@ -322,6 +341,9 @@ impl Sender {
                     Err(e) => {
                         self.error(format!("cannot store the feed position: {}", e.message));
                         if self.pause(&mut backoff).await.is_err() {
+                            for f in in_flight.drain(..) {
+                                f.handle.abort();
+                            }
                             return;
                         }
                     }
@@ -329,10 +351,35 @@ impl Sender {
             }
             pos = Some(end);
             // Counted once the page is acknowledged (a page read again is not counted twice).
-            self.evicted(gone);
-            self.update_pending(&mut last_pending, !page.more).await;
+            self.evicted(oldest.gone);
+            self.update_pending(&mut last_pending, !oldest.more && in_flight.is_empty())
+                .await;
             self.save_now_and_then(&mut last_save).await;
         }
+    }
+
+    /// The records of a feed page to send, and how many were gone at the source.
+    fn outs(&self, records: Vec<tsblob_storage::FeedRecord>) -> (Vec<Out>, u64) {
+        let mut outs = Vec::with_capacity(records.len());
+        let mut gone = 0u64;
+        for r in records {
+            match r.payload {
+                FeedPayload::Whole(rec) => outs.push(Out::Whole(OutRecord {
+                    entry: r.entry,
+                    ts: r.ts,
+                    content_type: rec.meta.content_type,
+                    labels: rec.meta.labels,
+                    data: rec.data,
+                })),
+                FeedPayload::Large(meta) => outs.push(Out::Large(r.entry, meta)),
+                FeedPayload::Gone => {
+                    gone += 1;
+                    tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
+                        "replication: the record was evicted (or removed) at the source before it was sent");
+                }
+            }
+        }
+        (outs, gone)
     }
 
     /// Reads the feed page after `after` on the blocking pool (the filter travels with it:
