@@ -126,12 +126,21 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     let chunks = BodyChunks::new(body, limits.max_body, &limits);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    let (ts, status) = match len {
-        Some(n) if n <= SMALL_BODY => {
-            let data = chunks.collect(n as usize).await?;
-            let crc = crc32c::crc32c(&data);
+    // Small bodies, and larger ones while the memory budget has room, are received whole in
+    // memory and written with one call (no spool file, no second copy); the rest are spooled.
+    let in_memory = match len {
+        Some(n) if n <= SMALL_BODY => Some(None),
+        Some(n) => t.state.bodies.try_take(n).map(Some),
+        None => None,
+    };
+    let (ts, status) = match (len, in_memory) {
+        (Some(_), Some(_permit)) => {
+            let pieces = chunks.pieces().await?;
+            let crc = pieces
+                .iter()
+                .fold(0, |crc, piece| crc32c::crc32c_append(crc, piece));
             blocking(move || {
-                let written = store.write(&bucket, &entry, &meta, &data);
+                let written = store.write_pieces(&bucket, &entry, &meta, &pieces);
                 settle_write(&store, &bucket, &entry, written, if_exists, crc)
             })
             .await?
