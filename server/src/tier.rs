@@ -165,7 +165,8 @@ impl S3Store {
                 .collect()
                 .await
                 .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
-            Ok(body.into_bytes().to_vec())
+            // Bytes → Vec without a copy when the body arrived in one piece.
+            Ok(Vec::from(body.into_bytes()))
         })
     }
 

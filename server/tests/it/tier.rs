@@ -712,3 +712,90 @@ fn a_refused_bucket_creation_stops_the_server_with_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("credentials"), "{err}");
 }
+
+/// Blocks over 16 MiB go up in parts (multipart upload with a full-object CRC32C, read
+/// back by HEAD before the local copy goes): one of ~20 MiB reads back byte-identical.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_block_larger_than_a_part_goes_up_in_parts_and_reads_back() {
+    let minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    let s = serve(data.path(), &tier_args(&minio, "multi", &[]));
+    let c = client();
+    create_bucket(
+        &c,
+        &s,
+        "cams",
+        r#"{"max_block_size": 20971520, "tier_local_max": 0}"#,
+    )
+    .await;
+    let mb = |ts: u64| payload(ts, 1 << 20);
+    for ts in 1..=21u64 {
+        let r = c
+            .post(s.url(&format!("/api/v1/b/cams/big?ts={ts}")))
+            .body(mb(ts))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    wait_tiered(&c, &s, 1).await;
+    assert!(common::metric(&c, &s, "tsblob_tier_uploaded_bytes").await > 16 << 20);
+    assert_eq!(common::metric(&c, &s, "tsblob_tier_upload_errors").await, 0);
+    for ts in [1u64, 10, 17, 20] {
+        let r = c
+            .get(s.url(&format!("/api/v1/b/cams/big?ts={ts}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(
+            r.bytes().await.unwrap()[..] == mb(ts)[..],
+            "payload of {ts}"
+        );
+    }
+}
+
+/// `tier_after` alone (no local budget): sealed blocks whose newest record is older than it
+/// go up, younger ones stay local until they age.
+#[tokio::test(flavor = "multi_thread")]
+async fn tier_after_uploads_blocks_once_their_records_are_old_enough() {
+    let minio = Minio::start();
+    let data = tempfile::tempdir().unwrap();
+    let s = serve(data.path(), &tier_args(&minio, "after", &[]));
+    let c = client();
+    create_bucket(
+        &c,
+        &s,
+        "cams",
+        r#"{"max_block_size": 4096, "tier_after": "4s"}"#,
+    )
+    .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let written = Instant::now();
+    for i in 0..20u64 {
+        assert_eq!(write(&c, &s, "front", now + i).await, 201);
+    }
+    // Several sealed blocks, all younger than 4 s: none tiered (a tier round runs every
+    // 250 ms, so one second is four chances to be wrong).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let info = bucket_info(&c, &s).await;
+    assert!(info["block_count"].as_u64().unwrap() >= 4, "{info}");
+    if written.elapsed() < Duration::from_secs(3) {
+        assert_eq!(info["tiered_blocks"], 0, "tiered before tier_after: {info}");
+    }
+    // Once they are older than 4 s, the sealed ones go up (the active block stays).
+    let info = wait_tiered(&c, &s, 3).await;
+    assert!(written.elapsed() >= Duration::from_secs(3), "{info}");
+    for i in 0..20u64 {
+        let r = c
+            .get(s.url(&format!("/api/v1/b/cams/front?ts={}", now + i)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(r.bytes().await.unwrap()[..] == payload(now + i, 1000)[..]);
+    }
+}

@@ -27,7 +27,7 @@ mod refresh;
 mod store;
 mod upload;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,13 +150,19 @@ pub(crate) struct Tiered {
     pub key: String,
     pub base_ts: u64,
     pub len: u64,
+    /// The entry the block belongs to (a query's read-ahead fetches that entry's next one).
+    pub entry_id: u32,
 }
 
 /// The tier's shared state (one per store, in `Inner`).
 pub(crate) struct Tier {
     cfg: TierConfig,
-    /// Tiered blocks by id.
-    blocks: RwLock<HashMap<u64, Tiered>>,
+    /// Tiered blocks by id (ordered: a query's next block of an entry is the next id of
+    /// that entry).
+    blocks: RwLock<BTreeMap<u64, Tiered>>,
+    /// Fetches of a query's next tiered block under way (block id → first byte and the
+    /// thread fetching), at most [`read::PREFETCHES`] at once.
+    prefetch: Mutex<HashMap<u64, read::Prefetch>>,
     /// Tiered blocks whose heads sidecar must be uploaded again (a record was removed):
     /// (bucket, entry, id).
     dirty: Mutex<BTreeSet<(String, String, u64)>>,
@@ -192,7 +198,8 @@ impl Tier {
         Tier {
             cache: RangeCache::new(cfg.cache_bytes),
             cfg,
-            blocks: RwLock::new(Rank::TierState, HashMap::new()),
+            blocks: RwLock::new(Rank::TierState, BTreeMap::new()),
+            prefetch: Mutex::new(Rank::TierState, HashMap::new()),
             dirty: Mutex::new(Rank::TierState, BTreeSet::new()),
             dirty_dir: std::sync::OnceLock::new(),
             settings_sent: Mutex::new(Rank::TierState, HashMap::new()),
@@ -240,6 +247,7 @@ impl Tier {
     pub fn forget(&self, bucket: &str, entry: &str, id: u64) {
         let was = self.blocks.write().remove(&id);
         self.cache.forget(id);
+        drop(self.prefetch.lock().remove(&id));
         self.dirty.lock().retain(|(_, _, d)| *d != id);
         self.clean(id);
         if was.is_some() && self.cfg.upload {
@@ -338,6 +346,7 @@ impl Tier {
 
     /// Empties the range cache (benchmarks and tests: the next read is cold).
     pub fn clear_cache(&self) {
+        self.prefetch.lock().clear();
         self.cache.clear();
     }
 

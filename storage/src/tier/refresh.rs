@@ -185,6 +185,7 @@ impl Store {
                 key: tier.key(b.name(), e.name(), h.block_id, "blk"),
                 base_ts: h.base_ts,
                 len: h.block_len,
+                entry_id: e.id(),
             },
         );
         Ok(())

@@ -242,6 +242,7 @@ impl Store {
                 key,
                 base_ts: m.base_ts,
                 len,
+                entry_id: e.id(),
             },
         );
         crate::crash_point("tier-committed");
