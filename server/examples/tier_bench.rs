@@ -2,7 +2,9 @@
 //! through the engine (no HTTP, so the figures are the tier's own):
 //!
 //! 1. ingest rate with tiering on (every sealed block uploaded as it is sealed) against off,
-//!    runs alternated, median and range;
+//!    one warm-up pair discarded, the order within a pair alternated, median and range; with
+//!    the writer thread's own CPU time and run-queue wait, and the CPU seconds of this
+//!    process and of MinIO (which shares the machine's cores);
 //! 2. point-read latency of a tiered record, cold (range cache emptied before each read: one
 //!    ranged GET) and cached (p50, p99 by hdrhistogram);
 //! 3. range-read throughput of a whole tiered entry (cache emptied first: ranged GETs with
