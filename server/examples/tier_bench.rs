@@ -361,14 +361,18 @@ fn main() {
         .filter(|k| k.ends_with(".blk"))
         .collect();
     let (mut tier_rates, mut plain_rates) = (Vec::new(), Vec::new());
+    let mut gets = Vec::new();
     for _ in 0..runs {
         store.tier_clear_cache();
+        let before = store.tier_stats().unwrap();
         let t0 = Instant::now();
         let mut bytes = 0u64;
         for item in store.query("b", "e", &Query::default()).unwrap() {
             bytes += item.unwrap().data().unwrap().len() as u64;
         }
         tier_rates.push(bytes as f64 / t0.elapsed().as_secs_f64() / 1e6);
+        let after = store.tier_stats().unwrap();
+        gets.push(after.gets - before.gets);
         let t0 = Instant::now();
         let mut plain = 0u64;
         for k in &keys {
@@ -396,7 +400,7 @@ fn main() {
     }
     let mut r = ratios;
     println!(
-        "\nmedian ratio **{:.2}** (range {lo:.2}–{hi:.2}); target ≥ 0.80; {} block objects",
+        "\nmedian ratio **{:.2}** (range {lo:.2}–{hi:.2}); target ≥ 0.80; {} block objects; ranged GETs per query (prefetches included): {gets:?}",
         median(&mut r),
         keys.len()
     );
