@@ -215,42 +215,60 @@ async fn concurrent_updates_and_updates_during_uploads_leave_the_store_agreeing(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing() {
     let minio = Minio::start();
-    let data = tempfile::tempdir().unwrap();
-    let args = tier_args(&minio, "lab/crash", &[]);
-    let s = serve(data.path(), &args);
     let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=8u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    // Aborts (as kill -9 would leave it) right after the index commit of a label update,
+    // before anything goes to the object store; and before that commit, after the note.
+    for (step, expected) in [
+        ("tier-label-committed", "after-crash"),
+        ("tier-label-noted", "v1"),
+    ] {
+        let data = tempfile::tempdir().unwrap();
+        let prefix = format!("lab/{step}");
+        let args = tier_args(&minio, &prefix, &[]);
+        let s = serve(data.path(), &args);
+        create_bucket(&c, &s, "cams", SMALL).await;
+        for ts in 1..=8u64 {
+            assert_eq!(write(&c, &s, "front", ts).await, 201);
+        }
+        wait_tiered(&c, &s, 1).await;
+        drop(s);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut s = Server::start_in_env(
+            data.path(),
+            &a,
+            &[
+                ("AWS_ACCESS_KEY_ID", USER),
+                ("AWS_SECRET_ACCESS_KEY", PASSWORD),
+                ("TSBLOB_CRASH_AT", step),
+            ],
+        );
+        let r = c
+            .patch(s.url("/api/v1/b/cams/front?ts=1"))
+            .body(r#"{"labels": {"k": "after-crash"}}"#)
+            .send()
+            .await;
+        assert!(r.is_err() || r.unwrap().status() != 200, "{step}");
+        assert!(
+            s.wait(Duration::from_secs(10)).is_some(),
+            "no crash at {step}"
+        );
+        // Committed or not, the restarted server and the object store agree: the note
+        // makes it upload the sidecar from the index.
+        let s = serve(data.path(), &args);
+        assert_eq!(
+            label(&c, &s, 1, "k").await.as_deref(),
+            Some(expected),
+            "{step}"
+        );
+        wait_sidecars(&c, &s).await;
+        drop(s);
+        let fresh = tempfile::tempdir().unwrap();
+        let r = restored(&minio, &prefix, fresh.path());
+        assert_eq!(
+            label(&c, &r, 1, "k").await.as_deref(),
+            Some(expected),
+            "{step}"
+        );
+        check_record(&c, &r, "front", 2).await;
     }
-    wait_tiered(&c, &s, 1).await;
-    drop(s);
-    // This server aborts (as kill -9 would leave it) right after the index commit of a
-    // label update, before anything goes to the object store.
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut s = Server::start_in_env(
-        data.path(),
-        &a,
-        &[
-            ("AWS_ACCESS_KEY_ID", USER),
-            ("AWS_SECRET_ACCESS_KEY", PASSWORD),
-            ("TSBLOB_CRASH_AT", "tier-label-committed"),
-        ],
-    );
-    let r = c
-        .patch(s.url("/api/v1/b/cams/front?ts=1"))
-        .body(r#"{"labels": {"k": "after-crash"}}"#)
-        .send()
-        .await;
-    assert!(r.is_err() || r.unwrap().status() != 200);
-    assert!(s.wait(Duration::from_secs(10)).is_some(), "no crash");
-    // The commit happened; the restarted server uploads the sidecar from the on-disk note.
-    let s = serve(data.path(), &args);
-    assert_eq!(label(&c, &s, 1, "k").await.as_deref(), Some("after-crash"));
-    wait_sidecars(&c, &s).await;
-    drop(s);
-    let fresh = tempfile::tempdir().unwrap();
-    let r = restored(&minio, "lab/crash", fresh.path());
-    assert_eq!(label(&c, &r, 1, "k").await.as_deref(), Some("after-crash"));
-    check_record(&c, &r, "front", 2).await;
 }
