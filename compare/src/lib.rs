@@ -5,6 +5,7 @@
 //! stops them whatever happens; [`phases`] drives a target with virtual users; [`runner`] runs
 //! every phase on every target; [`report`] renders the results.
 
+pub mod limit;
 pub mod payload;
 pub mod phases;
 pub mod replicate;
@@ -26,9 +27,17 @@ use crate::workload::{parse_size, Phase, Workload};
 /// defaults.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Peers to compare against tsblob, comma separated: minio, reductstore.
+    /// Peers to compare against tsblob, comma separated: minio, reductstore, limit (a
+    /// server on tsblob's stack that discards writes and answers reads from a mapped file:
+    /// the physical limit; tsblob's cells are reported as a percentage of it).
     #[arg(long, value_delimiter = ',')]
     pub against: Vec<String>,
+    /// Runs every target's phases this many times (a fresh server and bucket each round,
+    /// targets alternating) and reports the median round of each cell and the range of
+    /// records/s; with --replicate, the rounds of the replication measure (each system once
+    /// per round, on fresh folders).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub repeat: u32,
 
     /// Workload file (TOML, or JSON when it ends in .json); see docs/benchmarking.md.
     #[arg(long, value_name = "FILE")]
@@ -149,9 +158,6 @@ pub struct BenchArgs {
     /// --replicate: seconds of steady writes.
     #[arg(long, default_value_t = 10)]
     pub replicate_seconds: u64,
-    /// --replicate: rounds (each system once per round, on fresh folders).
-    #[arg(long, default_value_t = 3)]
-    pub repeat: u32,
 }
 
 impl BenchArgs {

@@ -44,6 +44,11 @@ fn pool(seed: u64, size: u64) -> Arc<[u8]> {
         .clone()
 }
 
+/// The pool of one (seed, size): every payload of that size is a tag and a window of it.
+pub fn pool_bytes(seed: u64, size: u64) -> Arc<[u8]> {
+    pool(seed, size)
+}
+
 /// The bytes one record must hold: a tag, then a window of the pool.
 #[derive(Clone)]
 pub struct Expected {
@@ -84,6 +89,14 @@ impl Expected {
     /// True for an empty payload.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The payload as its 16-byte tag (only its first `min(len, 16)` bytes count) and the
+    /// range of the pool ([`pool_bytes`]) that follows it: what the `limit` server sends
+    /// from its copy of the pool.
+    pub fn tag_and_window(&self) -> ([u8; TAG_LEN], std::ops::Range<usize>) {
+        let head = self.len.min(TAG_LEN);
+        (self.tag, self.start + head..self.start + self.len)
     }
 
     /// The whole payload, for a writer.

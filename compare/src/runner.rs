@@ -1,7 +1,7 @@
 //! Runs every phase on every target, one target at a time (so they never compete for the CPU
 //! or the disk), then writes the report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -70,72 +70,56 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
         cells: Vec::new(),
         disk: Vec::new(),
     };
-    for kind in kinds {
-        let dir = run_dir.path().join(kind.name());
-        let c = workload.concurrency;
-        let (info, cells, disk) = match kind {
-            TargetKind::Tsblob => {
-                let (url, spawned) = match &args.tsblob_url {
-                    Some(url) => (url.clone(), None),
-                    None => {
-                        let bin = match &args.tsblob_bin {
-                            Some(b) => b.clone(),
-                            None => std::env::current_exe()
-                                .context("cannot find the tsblob executable")?,
-                        };
-                        let s = spawn_tsblob(&bin, &dir).await?;
-                        (s.url.clone(), Some(s))
-                    }
-                };
-                let target = Arc::new(Tsblob::new(&url, c)?);
-                run_target(target, &url, spawned, &workload, &bucket, &progress).await?
-            }
-            TargetKind::Reductstore => {
-                let (url, spawned, token) = match (&args.reductstore_url, &reductstore_bin) {
-                    (Some(url), _) => (url.clone(), None, args.reductstore_token.clone()),
-                    (None, bin) => {
-                        let bin = bin.as_deref().context("reductstore binary not resolved")?;
-                        let s = spawn_reductstore(bin, &dir).await?;
-                        (s.url.clone(), Some(s), None)
-                    }
-                };
-                let target = Arc::new(Reductstore::new(&url, token, c)?);
-                run_target(target, &url, spawned, &workload, &bucket, &progress).await?
-            }
-            TargetKind::Minio => {
-                let (url, spawned, version, user, password) = match (&args.minio_url, &minio_bin) {
-                    (Some(url), _) => (
-                        url.clone(),
-                        None,
-                        None,
-                        args.minio_access_key.clone(),
-                        args.minio_secret_key.clone(),
-                    ),
-                    (None, bin) => {
-                        let bin = bin.as_deref().context("minio binary not resolved")?;
-                        let version = minio_version(bin);
-                        let s = spawn_minio(bin, &dir).await?;
-                        (
-                            s.url.clone(),
-                            Some(s),
-                            Some(version),
-                            MINIO_USER.into(),
-                            MINIO_PASSWORD.into(),
-                        )
-                    }
-                };
-                let target = Arc::new(Minio::new(&url, &user, &password, c, version));
-                run_target(target, &url, spawned, &workload, &bucket, &progress).await?
-            }
-        };
-        report.targets.push(info);
-        report.cells.extend(cells);
-        report.disk.extend(disk);
-        if !args.keep_data {
-            // Free the disk before the next target writes (the run folder goes at the end).
-            let _ = std::fs::remove_dir_all(&dir);
-        }
+    let bins = Bins {
+        minio: minio_bin,
+        reductstore: reductstore_bin,
+    };
+    if kinds.contains(&TargetKind::Limit) {
+        std::fs::write(
+            run_dir.path().join("limit-workload.json"),
+            serde_json::to_string(&*workload)?,
+        )?;
     }
+    let rounds = args.repeat.max(1);
+    let (mut cells, mut disk) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        // A fresh bucket per round: a connected target keeps the records of earlier rounds.
+        let bucket = match rounds {
+            1 => bucket.clone(),
+            _ => format!("{bucket}-r{round}"),
+        };
+        let (mut round_cells, mut round_disk) = (Vec::new(), Vec::new());
+        for &kind in &kinds {
+            let dir = match rounds {
+                1 => run_dir.path().join(kind.name()),
+                _ => run_dir.path().join(format!("{}-r{round}", kind.name())),
+            };
+            let (info, c, d) = run_kind(
+                args,
+                kind,
+                &bins,
+                &dir,
+                run_dir.path(),
+                &workload,
+                &bucket,
+                &progress,
+            )
+            .await?;
+            if round == 1 {
+                report.targets.push(info);
+            }
+            round_cells.extend(c);
+            round_disk.extend(d);
+            if !args.keep_data {
+                // Free the disk before the next target writes (the run folder goes at the end).
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+        cells.push(round_cells);
+        disk.push(round_disk);
+    }
+    report.cells = report::median_of_rounds(&cells);
+    report.disk = report::median_disk_of_rounds(&disk);
     progress.clear().ok();
     report.total_seconds = started.elapsed().as_secs_f64();
     report.compute_ratios();
@@ -165,6 +149,108 @@ fn write_outputs(args: &BenchArgs, report: &Report) -> Result<()> {
         report::chart::write(report, p)?;
     }
     Ok(())
+}
+
+/// Peer binaries found before anything starts.
+struct Bins {
+    minio: Option<PathBuf>,
+    reductstore: Option<PathBuf>,
+}
+
+/// Starts (or connects to) one target and runs every phase on it.
+#[allow(clippy::too_many_arguments)]
+async fn run_kind(
+    args: &BenchArgs,
+    kind: TargetKind,
+    bins: &Bins,
+    dir: &Path,
+    run_dir: &Path,
+    workload: &Arc<Workload>,
+    bucket: &str,
+    progress: &MultiProgress,
+) -> Result<TargetRun> {
+    let c = workload.concurrency;
+    match kind {
+        TargetKind::Tsblob => {
+            let (url, spawned) = match &args.tsblob_url {
+                Some(url) => (url.clone(), None),
+                None => {
+                    let bin = match &args.tsblob_bin {
+                        Some(b) => b.clone(),
+                        None => {
+                            std::env::current_exe().context("cannot find the tsblob executable")?
+                        }
+                    };
+                    let s = spawn_tsblob(&bin, dir).await?;
+                    (s.url.clone(), Some(s))
+                }
+            };
+            let target = Arc::new(Tsblob::new(&url, c)?);
+            run_target(target, &url, spawned, workload, bucket, progress).await
+        }
+        TargetKind::Reductstore => {
+            let (url, spawned, token) = match (&args.reductstore_url, &bins.reductstore) {
+                (Some(url), _) => (url.clone(), None, args.reductstore_token.clone()),
+                (None, bin) => {
+                    let bin = bin.as_deref().context("reductstore binary not resolved")?;
+                    let s = spawn_reductstore(bin, dir).await?;
+                    (s.url.clone(), Some(s), None)
+                }
+            };
+            let target = Arc::new(Reductstore::new(&url, token, c)?);
+            run_target(target, &url, spawned, workload, bucket, progress).await
+        }
+        TargetKind::Minio => {
+            let (url, spawned, version, user, password) = match (&args.minio_url, &bins.minio) {
+                (Some(url), _) => (
+                    url.clone(),
+                    None,
+                    None,
+                    args.minio_access_key.clone(),
+                    args.minio_secret_key.clone(),
+                ),
+                (None, bin) => {
+                    let bin = bin.as_deref().context("minio binary not resolved")?;
+                    let version = minio_version(bin);
+                    let s = spawn_minio(bin, dir).await?;
+                    (
+                        s.url.clone(),
+                        Some(s),
+                        Some(version),
+                        MINIO_USER.into(),
+                        MINIO_PASSWORD.into(),
+                    )
+                }
+            };
+            let target = Arc::new(Minio::new(&url, &user, &password, c, version));
+            run_target(target, &url, spawned, workload, bucket, progress).await
+        }
+        TargetKind::Limit => {
+            let bin = std::env::current_exe().context("cannot find the tsblob executable")?;
+            let s = spawn_limit(&bin, dir, &run_dir.join("limit-workload.json")).await?;
+            let url = s.url.clone();
+            let target = Arc::new(Tsblob::limit(&url, c)?);
+            run_target(target, &url, Some(s), workload, bucket, progress).await
+        }
+    }
+}
+
+/// The `limit` target: this executable's hidden `bench-limit` subcommand.
+async fn spawn_limit(bin: &Path, dir: &Path, workload: &Path) -> Result<Spawned> {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let port = free_port()?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("bench-limit")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data")
+        .arg(&data)
+        .arg("--workload")
+        .arg(workload);
+    let mut s = Spawned::start("limit", cmd, port, data, dir.join("limit.log"))?;
+    s.wait_ready("/health", READY_TIMEOUT).await?;
+    Ok(s)
 }
 
 pub(crate) async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {

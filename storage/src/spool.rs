@@ -101,7 +101,11 @@ impl Store {
 
 /// Writes `pieces` one after the other at `offset` with `pwritev`, resuming after a short
 /// write.
-fn write_pieces_at(file: &File, pieces: &[&[u8]], mut offset: u64) -> std::io::Result<()> {
+pub(crate) fn write_pieces_at(
+    file: &File,
+    pieces: &[&[u8]],
+    mut offset: u64,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let mut rest: Vec<&[u8]> = pieces.iter().copied().filter(|p| !p.is_empty()).collect();
     while !rest.is_empty() {

@@ -230,7 +230,20 @@ impl Store {
 
     /// Writes one record; returns its timestamp.
     pub fn write(&self, bucket: &str, entry: &str, meta: &WriteMeta, data: &[u8]) -> Result<u64> {
-        let mut r = self.write_many(bucket, entry, std::iter::once((meta, data)), 1)?;
+        self.write_pieces(bucket, entry, meta, &[data])
+    }
+
+    /// Writes one record whose payload is the concatenation of `pieces` (a network body as it
+    /// arrived), without gathering them into one buffer first: they are appended with the
+    /// frame's head in one `pwritev` (a compressed bucket compresses a joined copy).
+    pub fn write_pieces<P: AsRef<[u8]>>(
+        &self,
+        bucket: &str,
+        entry: &str,
+        meta: &WriteMeta,
+        pieces: &[P],
+    ) -> Result<u64> {
+        let mut r = self.write_many(bucket, entry, std::iter::once((meta, pieces)), 1)?;
         r.pop()
             .unwrap_or_else(|| Err(Error::Index("write produced no result".into())))
     }
@@ -248,24 +261,27 @@ impl Store {
         self.write_many(
             bucket,
             entry,
-            records.iter().map(|r| (&r.meta, r.data.as_slice())),
+            records
+                .iter()
+                .map(|r| (&r.meta, std::slice::from_ref(&r.data))),
             n,
         )
     }
 
-    /// The write path of `write` and `write_batch`.
-    fn write_many<'a>(
+    /// The write path of `write`, `write_pieces` and `write_batch`: each record's payload
+    /// is the concatenation of its pieces.
+    fn write_many<'a, P: AsRef<[u8]> + 'a>(
         &self,
         bucket: &str,
         entry: &str,
-        records: impl Iterator<Item = (&'a WriteMeta, &'a [u8])> + Clone,
+        records: impl Iterator<Item = (&'a WriteMeta, &'a [P])> + Clone,
         n: usize,
     ) -> Result<Vec<Result<u64>>> {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
         let need: u64 = records
             .clone()
-            .map(|(m, d)| frame_need(m, d.len() as u64))
+            .map(|(m, d)| frame_need(m, pieces_len(d)))
             .sum();
         let _res = self.reserve(&b, need)?;
         let e = self.entry_or_create(&b, entry)?;
@@ -273,7 +289,21 @@ impl Store {
         // Compress outside the entry lock: it is the costly part.
         let prepared: Vec<(Result<()>, Option<Vec<u8>>)> = records
             .clone()
-            .map(|(m, d)| (check_meta(m), compress(settings.compression, d)))
+            .map(|(m, d)| {
+                let packed = match d {
+                    [one] => compress(settings.compression, one.as_ref()),
+                    _ if settings.compression == Compression::None => None,
+                    _ => compress(
+                        settings.compression,
+                        &d.iter()
+                            .fold(Vec::with_capacity(pieces_len(d) as usize), |mut all, p| {
+                                all.extend_from_slice(p.as_ref());
+                                all
+                            }),
+                    ),
+                };
+                (check_meta(m), packed)
+            })
             .collect();
         let mut st = e.lock_live(bucket)?;
         let mut undo = Undo::begin(&st);
@@ -302,18 +332,18 @@ impl Store {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn append_many<'a>(
+    fn append_many<'a, P: AsRef<[u8]> + 'a>(
         &self,
         b: &Bucket,
         e: &Entry,
         st: &mut EntryState,
-        records: impl Iterator<Item = ((&'a WriteMeta, &'a [u8]), (Result<()>, Option<Vec<u8>>))>,
+        records: impl Iterator<Item = ((&'a WriteMeta, &'a [P]), (Result<()>, Option<Vec<u8>>))>,
         results: &mut Vec<Result<u64>>,
         ops: &mut Vec<Op>,
         undo: &mut Undo,
     ) -> Result<()> {
         let settings = b.settings();
-        let mut buf: Vec<u8> = Vec::new();
+        let mut buf = Gather::default();
         let mut seen = BatchSeen::default();
         let mut pending: Vec<(u64, IndexValue)> = Vec::new();
         let mut start_len = 0;
@@ -348,27 +378,39 @@ impl Store {
                 start_len = a.len;
                 block_id = a.id;
             }
-            let (flags, stored) = match &packed {
-                Some(c) => (FLAG_ZSTD, c.as_slice()),
-                None => (0, data),
+            let raw_len = pieces_len(data);
+            let (flags, stored_len) = match &packed {
+                Some(c) => (FLAG_ZSTD, c.len() as u64),
+                None => (0, raw_len),
             };
             let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
             let (mut head, _) = encode_head(&HeadSpec {
                 flags,
                 ts,
                 base_ts: a.base_ts,
-                stored_len: stored.len() as u64,
-                raw_len: data.len() as u64,
+                stored_len,
+                raw_len,
                 content_type: ct,
                 labels: &meta.labels,
                 padded: false,
             });
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&head[FRAME_PREFIX..]), stored);
+            let head_crc = crc32c::crc32c(&head[FRAME_PREFIX..]);
+            let crc = match &packed {
+                Some(c) => crc32c::crc32c_append(head_crc, c),
+                None => data
+                    .iter()
+                    .fold(head_crc, |crc, p| crc32c::crc32c_append(crc, p.as_ref())),
+            };
             head[2..6].copy_from_slice(&crc.to_le_bytes());
             let at = start_len + buf.len() as u64;
-            let frame_len = (head.len() + stored.len()) as u64;
-            buf.extend_from_slice(&head);
-            buf.extend_from_slice(stored);
+            let frame_len = head.len() as u64 + stored_len;
+            buf.copy(&head);
+            match &packed {
+                // A compressed payload is the loop's own: copied (it is small or it would
+                // not have compressed well enough to be kept).
+                Some(c) => buf.copy(c),
+                None => data.iter().for_each(|p| buf.payload(p.as_ref())),
+            }
             let rec_meta = match &shared {
                 Some(m) if m.content_type == ct && m.labels == meta.labels => m.clone(),
                 _ => {
@@ -386,8 +428,8 @@ impl Store {
                     block_id,
                     offset: at,
                     frame_len,
-                    stored: stored.len() as u64,
-                    size: data.len() as u64,
+                    stored: stored_len,
+                    size: raw_len,
                     flags,
                     meta: rec_meta,
                 },
@@ -404,7 +446,7 @@ impl Store {
         b: &Bucket,
         e: &Entry,
         st: &mut EntryState,
-        buf: &mut Vec<u8>,
+        buf: &mut Gather<'_>,
         pending: &mut Vec<(u64, IndexValue)>,
         ops: &mut Vec<Op>,
         undo: &mut Undo,
@@ -419,7 +461,7 @@ impl Store {
         };
         let file = self.inner.files.get(a.id, || e.block_path(a.id))?.0;
         undo.touch(a.id, &file);
-        file.write_all_at(buf, a.len)
+        buf.write_at(&file, a.len)
             .map_err(|err| Error::io(format!("appending to block {:016x}", a.id), err))?;
         b.grow(buf.len() as u64);
         index_frames(e, st, buf.len() as u64, pending, ops);
@@ -793,5 +835,70 @@ impl std::io::Write for FrameWriter<'_> {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// Bytes of a payload given in pieces.
+fn pieces_len<P: AsRef<[u8]>>(pieces: &[P]) -> u64 {
+    pieces.iter().map(|p| p.as_ref().len() as u64).sum()
+}
+
+/// Payloads (or pieces of one) from this size on are appended from the caller's buffer (one `pwritev` of the
+/// gathered pieces) instead of being copied behind their head first.
+const GATHER_FROM: usize = 16 << 10;
+
+/// The frames of one append: heads and small payloads copied together, large payloads
+/// borrowed from the caller, written with one `pwritev`. A 10 MiB payload used to be copied
+/// into one buffer with its head before the write: one more pass over every byte.
+#[derive(Default)]
+struct Gather<'a> {
+    parts: Vec<GatherPart<'a>>,
+    len: usize,
+}
+
+enum GatherPart<'a> {
+    Copied(Vec<u8>),
+    Borrowed(&'a [u8]),
+}
+
+impl<'a> Gather<'a> {
+    /// Appends a copy of `bytes`.
+    fn copy(&mut self, bytes: &[u8]) {
+        match self.parts.last_mut() {
+            Some(GatherPart::Copied(v)) => v.extend_from_slice(bytes),
+            _ => self.parts.push(GatherPart::Copied(bytes.to_vec())),
+        }
+        self.len += bytes.len();
+    }
+
+    /// Appends a payload: borrowed when large, copied when small.
+    fn payload(&mut self, bytes: &'a [u8]) {
+        if bytes.len() < GATHER_FROM {
+            self.copy(bytes);
+        } else {
+            self.parts.push(GatherPart::Borrowed(bytes));
+            self.len += bytes.len();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn write_at(&self, file: &std::fs::File, offset: u64) -> std::io::Result<()> {
+        let pieces: Vec<&[u8]> = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                GatherPart::Copied(v) => v.as_slice(),
+                GatherPart::Borrowed(b) => b,
+            })
+            .collect();
+        crate::spool::write_pieces_at(file, &pieces, offset)
+    }
+
+    fn clear(&mut self) {
+        self.parts.clear();
+        self.len = 0;
     }
 }

@@ -4,7 +4,8 @@ use super::Report;
 
 const COLUMNS: &str = "phase,size,target,status,reason,records,bytes,seconds,records_per_s,\
 mb_per_s,latency_p50_ms,latency_p95_ms,latency_p99_ms,ttfb_p50_ms,ttfb_p95_ms,ttfb_p99_ms,\
-errors,verified,tsblob_speedup,disk_bytes,disk_per_payload_byte,note,server_cpu_s";
+errors,verified,tsblob_speedup,disk_bytes,disk_per_payload_byte,note,server_cpu_s,\
+records_per_s_runs,pct_of_limit";
 
 /// Quotes a field when it holds a comma, a quote or a line break (RFC 4180).
 fn field(s: &str) -> String {
@@ -52,12 +53,18 @@ pub fn render(report: &Report) -> String {
                     String::new(),
                     field(c.note.as_deref().unwrap_or_default()),
                     opt(c.server_cpu_s),
+                    c.repeats
+                        .iter()
+                        .map(f64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(";"),
+                    opt(c.pct_of_limit),
                 ]);
             }
             None => {
                 f.push("n/a".to_string());
                 f.push(field(c.reason.as_deref().unwrap_or_default()));
-                f.extend(std::iter::repeat_n(String::new(), 18));
+                f.extend(std::iter::repeat_n(String::new(), 20));
             }
         }
         out.push_str(&f.join(","));
@@ -81,8 +88,7 @@ pub fn render(report: &Report) -> String {
         f.extend(std::iter::repeat_n(String::new(), 12));
         f.push(opt(d.disk_bytes));
         f.push(opt(d.per_payload_byte));
-        f.push(String::new());
-        f.push(String::new());
+        f.extend(std::iter::repeat_n(String::new(), 4));
         out.push_str(&f.join(","));
         out.push('\n');
     }

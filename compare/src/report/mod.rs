@@ -52,6 +52,13 @@ pub struct Cell {
     /// only): on a machine whose cores the client shares, what each server costs per byte.
     #[serde(default)]
     pub server_cpu_s: Option<f64>,
+    /// Records/s of every round that measured this cell (`--repeat`), in round order; the
+    /// result is the median round's.
+    #[serde(default)]
+    pub repeats: Vec<f64>,
+    /// tsblob's cells only: its records/s as a percentage of the `limit` target's.
+    #[serde(default)]
+    pub pct_of_limit: Option<f64>,
 }
 
 impl Cell {
@@ -66,6 +73,8 @@ impl Cell {
             tsblob_speedup: None,
             note: None,
             server_cpu_s: None,
+            repeats: Vec::new(),
+            pct_of_limit: None,
         }
     }
 
@@ -80,8 +89,87 @@ impl Cell {
             tsblob_speedup: None,
             note: None,
             server_cpu_s: None,
+            repeats: Vec::new(),
+            pct_of_limit: None,
         }
     }
+
+    fn key(&self) -> (Phase, u64, TargetKind) {
+        (self.phase, self.size, self.target)
+    }
+}
+
+/// One cell per (phase, size, target) from the cells of several rounds (`--repeat`): the
+/// round with the median records/s (of an even count, the upper middle one) gives the
+/// result and server CPU, every round's records/s is kept in `repeats`, and errors add up
+/// over the rounds. A cell no round measured stays the first round's n/a.
+pub fn median_of_rounds(rounds: &[Vec<Cell>]) -> Vec<Cell> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|cell| {
+            let same: Vec<&Cell> = rounds
+                .iter()
+                .filter_map(|r| r.iter().find(|c| c.key() == cell.key()))
+                .collect();
+            let mut measured: Vec<&Cell> = same
+                .iter()
+                .copied()
+                .filter(|c| c.result.is_some())
+                .collect();
+            let rps = |c: &Cell| c.result.as_ref().map_or(0.0, |r| r.records_per_s);
+            let repeats: Vec<f64> = measured.iter().map(|c| rps(c)).collect();
+            measured.sort_by(|a, b| rps(a).total_cmp(&rps(b)));
+            let Some(median) = measured.get(measured.len() / 2) else {
+                return cell.clone();
+            };
+            let mut out = (*median).clone();
+            let errors: u64 = measured
+                .iter()
+                .filter_map(|c| c.result.as_ref())
+                .map(|r| r.errors)
+                .sum();
+            if let Some(r) = out.result.as_mut() {
+                r.errors = errors;
+                if r.first_error.is_none() {
+                    r.first_error = measured
+                        .iter()
+                        .find_map(|c| c.result.as_ref()?.first_error.clone());
+                }
+            }
+            out.repeats = repeats;
+            out
+        })
+        .collect()
+}
+
+/// One disk cell per (size, target) from several rounds: the median ratio.
+pub fn median_disk_of_rounds(rounds: &[Vec<DiskCell>]) -> Vec<DiskCell> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|d| {
+            let mut same: Vec<&DiskCell> = rounds
+                .iter()
+                .filter_map(|r| {
+                    r.iter()
+                        .find(|x| x.size == d.size && x.target == d.target)
+                        .filter(|x| x.per_payload_byte.is_some())
+                })
+                .collect();
+            same.sort_by(|a, b| {
+                a.per_payload_byte
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.per_payload_byte.unwrap_or(0.0))
+            });
+            same.get(same.len() / 2)
+                .map_or_else(|| d.clone(), |m| (*m).clone())
+        })
+        .collect()
 }
 
 /// Disk used per payload byte for one size on one target.
@@ -173,7 +261,7 @@ impl Report {
     }
 
     /// Fills `tsblob_speedup` of every measured cell from tsblob's cell of the same phase and
-    /// size.
+    /// size, and `pct_of_limit` of tsblob's cells from the `limit` target's.
     pub fn compute_ratios(&mut self) {
         let base: Vec<(Phase, u64, f64)> = self
             .cells
@@ -191,6 +279,22 @@ impl Report {
                 _ => None,
             };
         }
+        let limit: Vec<(Phase, u64, f64)> = self
+            .cells
+            .iter()
+            .filter(|c| c.target == TargetKind::Limit)
+            .filter_map(|c| Some((c.phase, c.size, c.result.as_ref()?.records_per_s)))
+            .collect();
+        for cell in &mut self.cells {
+            let (Some(r), TargetKind::Tsblob) = (&cell.result, cell.target) else {
+                continue;
+            };
+            cell.pct_of_limit = limit
+                .iter()
+                .find(|(p, s, _)| *p == cell.phase && *s == cell.size)
+                .filter(|(_, _, l)| *l > 0.0)
+                .map(|(_, _, l)| r.records_per_s / l * 100.0);
+        }
     }
 
     /// Phases present, in run order.
@@ -203,7 +307,7 @@ impl Report {
 }
 
 /// Column headers of a phase table (terminal and Markdown).
-pub const HEADERS: [&str; 15] = [
+pub const HEADERS: [&str; 17] = [
     "size",
     "target",
     "records",
@@ -218,6 +322,8 @@ pub const HEADERS: [&str; 15] = [
     "verified",
     "tsblob ×",
     "server CPU s",
+    "rec/s range",
+    "% of limit",
     "notes",
 ];
 
@@ -249,6 +355,12 @@ pub fn row(cell: &Cell) -> Vec<String> {
                     .map_or_else(|| "n/a (no tsblob cell)".to_string(), |x| format!("{x:.2}")),
                 cell.server_cpu_s
                     .map_or_else(|| "n/a (not spawned)".to_string(), |x| format!("{x:.2}")),
+                rps_range(&cell.repeats),
+                match (cell.target, cell.pct_of_limit) {
+                    (_, Some(p)) => format!("{p:.0}%"),
+                    (TargetKind::Tsblob, None) => "n/a (no limit cell)".to_string(),
+                    _ => String::new(),
+                },
             ]);
             let mut notes = cell.note.clone().unwrap_or_default();
             if let Some(e) = &r.first_error {
@@ -261,7 +373,7 @@ pub fn row(cell: &Cell) -> Vec<String> {
             out.push(notes);
         }
         None => {
-            out.extend(std::iter::repeat_n("n/a".to_string(), 12));
+            out.extend(std::iter::repeat_n("n/a".to_string(), 14));
             out.push(format!(
                 "n/a: {}",
                 cell.reason.as_deref().unwrap_or("not measured")
@@ -302,6 +414,16 @@ pub fn disk_row(d: &DiskCell) -> Vec<String> {
             format!("n/a: {}", d.reason.as_deref().unwrap_or("not measured")),
         ],
     }
+}
+
+/// `min–max (N runs)` of the rounds' records/s, or `1 run`.
+fn rps_range(repeats: &[f64]) -> String {
+    if repeats.len() < 2 {
+        return "1 run".to_string();
+    }
+    let min = repeats.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = repeats.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{min:.0}–{max:.0} ({} runs)", repeats.len())
 }
 
 fn ms(v: f64) -> String {
@@ -354,4 +476,80 @@ pub fn preamble(report: &Report) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Stats;
+
+    fn measured(target: TargetKind, rps: f64, errors: u64) -> Cell {
+        let mut stats = Stats {
+            records: rps as u64,
+            errors,
+            ..Stats::default()
+        };
+        if errors > 0 {
+            stats.first_error = Some(format!("{errors} failed"));
+        }
+        let mut c = Cell::measured(
+            Phase::WriteSingle,
+            1024,
+            target,
+            stats.summary(std::time::Duration::from_secs(1), false),
+        );
+        c.server_cpu_s = Some(rps / 1000.0);
+        c
+    }
+
+    #[test]
+    fn rounds_give_the_median_round_all_figures_and_summed_errors() {
+        let rounds = vec![
+            vec![
+                measured(TargetKind::Tsblob, 300.0, 0),
+                measured(TargetKind::Limit, 10.0, 0),
+            ],
+            vec![
+                measured(TargetKind::Tsblob, 100.0, 2),
+                measured(TargetKind::Limit, 30.0, 0),
+            ],
+            vec![
+                measured(TargetKind::Tsblob, 200.0, 0),
+                measured(TargetKind::Limit, 20.0, 0),
+            ],
+        ];
+        let cells = median_of_rounds(&rounds);
+        assert_eq!(cells.len(), 2);
+        let t = &cells[0];
+        assert_eq!(t.repeats, vec![300.0, 100.0, 200.0]);
+        let r = t.result.as_ref().unwrap();
+        assert_eq!(r.records_per_s, 200.0);
+        // The CPU is the median round's, not another round's.
+        assert_eq!(t.server_cpu_s, Some(0.2));
+        assert_eq!(r.errors, 2, "an error of any round shows");
+        assert_eq!(r.first_error.as_deref(), Some("2 failed"));
+        let mut report = Report {
+            tool: String::new(),
+            started_unix: 0,
+            total_seconds: 0.0,
+            machine: Machine::detect(),
+            workload: Workload::default(),
+            targets: Vec::new(),
+            cells,
+            disk: Vec::new(),
+        };
+        report.compute_ratios();
+        assert_eq!(report.cells[0].pct_of_limit, Some(1000.0));
+        assert_eq!(report.cells[1].pct_of_limit, None);
+        assert_eq!(report.cells[1].tsblob_speedup, Some(10.0));
+        assert_eq!(row(&report.cells[0])[14], "100–300 (3 runs)");
+        assert_eq!(row(&report.cells[0])[15], "1000%");
+    }
+
+    #[test]
+    fn a_cell_no_round_measured_stays_n_a() {
+        let na = Cell::na(Phase::PointRead, 1024, TargetKind::Limit, "why");
+        let cells = median_of_rounds(&[vec![na.clone()], vec![na.clone()]]);
+        assert_eq!(cells, vec![na]);
+    }
 }

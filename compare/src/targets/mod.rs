@@ -27,6 +27,9 @@ pub enum TargetKind {
     Minio,
     /// ReductStore through its HTTP API v1.
     Reductstore,
+    /// The physical limit: a server on tsblob's stack that discards writes and answers reads
+    /// from a mapped file, without an index (`crate::limit`).
+    Limit,
 }
 
 impl TargetKind {
@@ -36,6 +39,7 @@ impl TargetKind {
             TargetKind::Tsblob => "tsblob",
             TargetKind::Minio => "minio",
             TargetKind::Reductstore => "reductstore",
+            TargetKind::Limit => "limit",
         }
     }
 
@@ -44,7 +48,11 @@ impl TargetKind {
         match name.trim().to_ascii_lowercase().as_str() {
             "minio" => Ok(TargetKind::Minio),
             "reductstore" | "reduct" => Ok(TargetKind::Reductstore),
-            other => bail!("unknown peer {other:?} in --against: use minio, reductstore or both"),
+            "limit" => Ok(TargetKind::Limit),
+            other => bail!(
+                "unknown peer {other:?} in --against: use minio, reductstore, limit (a comma \
+                 separated list of them)"
+            ),
         }
     }
 }

@@ -17,9 +17,12 @@ use crate::payload::StreamCheck;
 use crate::workload::{mismatch, FifoSpec, SizePlan, CONTENT_TYPE};
 
 /// A tsblob server at `base` (`http://host:port`).
+/// A tsblob server, or the `limit` server, which answers the same requests
+/// (`crate::limit`): one client for both, so both see the same request bytes.
 pub struct Tsblob {
     client: Client,
     concurrency: usize,
+    kind: TargetKind,
 }
 
 impl Tsblob {
@@ -28,6 +31,15 @@ impl Tsblob {
         Ok(Tsblob {
             client: Client::with_http(http_client(concurrency)?, base, None),
             concurrency,
+            kind: TargetKind::Tsblob,
+        })
+    }
+
+    /// A client for the `limit` server at `base`.
+    pub fn limit(base: &str, concurrency: usize) -> Result<Tsblob> {
+        Ok(Tsblob {
+            kind: TargetKind::Limit,
+            ..Tsblob::new(base, concurrency)?
         })
     }
 }
@@ -113,7 +125,21 @@ impl Tsblob {
 
 impl Target for Tsblob {
     fn kind(&self) -> TargetKind {
-        TargetKind::Tsblob
+        self.kind
+    }
+
+    fn when_support(&self) -> Result<(), &'static str> {
+        match self.kind {
+            TargetKind::Limit => Err("the limit server has no index to filter on"),
+            _ => Ok(()),
+        }
+    }
+
+    fn fifo_support(&self) -> Result<(), &'static str> {
+        match self.kind {
+            TargetKind::Limit => Err("the limit server keeps nothing: no quota to hold"),
+            _ => Ok(()),
+        }
     }
 
     async fn version(&self) -> Result<String> {

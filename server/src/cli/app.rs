@@ -48,6 +48,10 @@ pub enum Command {
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
     #[command(hide = true)]
     Loadgen(loadgen::LoadArgs),
+    /// The `limit` target of `tsblob bench` (started by it): discards writes, answers reads
+    /// from a mapped file.
+    #[command(hide = true, name = "bench-limit")]
+    BenchLimit(tsblob_compare::limit::LimitArgs),
 }
 
 /// Runs one command.
@@ -68,6 +72,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Alias(args) => cli::alias(args),
         Command::Bench(args) => tsblob_compare::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
+        Command::BenchLimit(args) => tsblob_compare::limit::serve(args).await,
     }
 }
 

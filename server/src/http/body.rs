@@ -110,6 +110,15 @@ impl BodyChunks {
         }
     }
 
+    /// The whole body as the pieces it arrived in (no copy into one buffer).
+    pub async fn pieces(mut self) -> Result<Vec<Bytes>, AppError> {
+        let mut out = Vec::new();
+        while let Some(chunk) = self.next().await? {
+            out.push(chunk);
+        }
+        Ok(out)
+    }
+
     /// Collects a small body whole.
     pub async fn collect(mut self, expected: usize) -> Result<Vec<u8>, AppError> {
         let mut out = Vec::with_capacity(expected);

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod buckets;
+pub mod budget;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
@@ -77,6 +78,8 @@ pub struct AppState {
     pub commits: Arc<tokio::sync::watch::Sender<u64>>,
     /// Replication tasks (their senders start with [`crate::replication::Replications::start_all`]).
     pub replications: Arc<crate::replication::Replications>,
+    /// Memory that single-record bodies may hold while received whole (`budget.rs`).
+    pub(crate) bodies: budget::MemoryBudget,
 }
 
 impl AppState {
@@ -102,6 +105,7 @@ impl AppState {
             limits: Arc::new(limits),
             started: Instant::now(),
             commits,
+            bodies: budget::MemoryBudget::default(),
         })
     }
 }

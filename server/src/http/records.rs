@@ -116,10 +116,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     let chunks = BodyChunks::new(body, limits.max_body, &limits);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    let ts = match len {
-        Some(n) if n <= SMALL_BODY => {
-            let data = chunks.collect(n as usize).await?;
-            blocking(move || Ok(store.write(&bucket, &entry, &meta, &data)?)).await?
+    // Small bodies, and larger ones while the memory budget has room, are received whole in
+    // memory and written with one call (no spool file, no second copy); the rest are spooled.
+    let in_memory = match len {
+        Some(n) if n <= SMALL_BODY => Some(None),
+        Some(n) => t.state.bodies.try_take(n).map(Some),
+        None => None,
+    };
+    let ts = match (len, in_memory) {
+        (Some(_), Some(_permit)) => {
+            let pieces = chunks.pieces().await?;
+            blocking(move || Ok(store.write_pieces(&bucket, &entry, &meta, &pieces)?)).await?
         }
         _ => {
             // The whole body is received before the engine is asked for anything.

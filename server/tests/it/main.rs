@@ -10,6 +10,7 @@ mod replication_util;
 
 mod big_record;
 mod compare_e2e;
+mod compare_limit;
 mod console;
 mod cp;
 mod reliability_crash;

@@ -11,4 +11,5 @@ mod engine;
 mod feed;
 mod integrity;
 mod model;
+mod pieces;
 mod recovery;
