@@ -74,7 +74,10 @@ pub use settings::{
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
-pub use tier::{ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig, TierStats};
+pub use tier::{
+    lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig,
+    TierStats,
+};
 pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.

@@ -27,3 +27,5 @@ mod router;
 mod serve;
 mod tail;
 mod tier;
+mod tier_labels;
+mod tier_tls;
