@@ -15,8 +15,8 @@ use crate::LabelPairs;
 /// What went wrong talking to a server.
 #[derive(Debug, Error)]
 pub enum ClientError {
-    /// The server could not be reached (refused, reset, timed out, bad URL).
-    #[error("cannot reach the server at {url}: {source}")]
+    /// The server could not be reached (refused, reset, timed out, bad URL, TLS).
+    #[error("cannot reach the server at {url}: {}", crate::tls::error_chain(.source))]
     Connect {
         url: String,
         #[source]
@@ -40,6 +40,9 @@ pub enum ClientError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Build(#[source] reqwest::Error),
+    /// The CA bundle given for https is not usable.
+    #[error(transparent)]
+    Ca(#[from] crate::tls::CaError),
 }
 
 impl From<FrameError> for ClientError {
@@ -88,11 +91,19 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client of the server at `url` (`http://host:port`), with a bearer token if given
-    /// (an empty token counts as none).
+    /// A client of the server at `url` (`http://host:port` or `https://`), with a bearer
+    /// token if given (an empty token counts as none).
     pub fn new(url: &str, token: Option<&str>) -> Result<Client, ClientError> {
-        let http = reqwest::Client::builder()
-            .tcp_nodelay(true)
+        Client::with_ca(url, token, None)
+    }
+
+    /// The same, trusting also the certificates of a PEM bundle (see [`crate::tls`]).
+    pub fn with_ca(
+        url: &str,
+        token: Option<&str>,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Client, ClientError> {
+        let http = crate::tls::builder(ca_pem)?
             .build()
             .map_err(ClientError::Build)?;
         Ok(Client::with_http(http, url, token))

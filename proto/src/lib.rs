@@ -8,7 +8,8 @@
 //!   how an entry path splits into entry and route;
 //! - [`size`]: byte sizes as flags are written (`KB` = 10^3, `KiB` = 2^10);
 //! - the record limits and the label map every side shares;
-//! - `client` (feature `client`): a small async client of the HTTP API over reqwest.
+//! - `client` (feature `client`): a small async client of the HTTP API over reqwest, and
+//!   `tls`, the client builder every side uses (https by rustls, webpki roots, a CA file).
 //!
 //! The default build needs no async runtime (the engine depends on it).
 
@@ -18,6 +19,8 @@ pub mod framing;
 pub mod headers;
 pub mod names;
 pub mod size;
+#[cfg(feature = "client")]
+pub mod tls;
 
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key, NameError};
 pub use size::{format_size, parse_size};

@@ -2,12 +2,14 @@
 //! through the engine (no HTTP, so the figures are the tier's own):
 //!
 //! 1. ingest rate with tiering on (every sealed block uploaded as it is sealed) against off,
-//!    runs alternated, median and range;
+//!    one warm-up pair discarded, the order within a pair alternated, median and range; with
+//!    the writer thread's own CPU time and run-queue wait, and the CPU seconds of this
+//!    process and of MinIO (which shares the machine's cores);
 //! 2. point-read latency of a tiered record, cold (range cache emptied before each read: one
 //!    ranged GET) and cached (p50, p99 by hdrhistogram);
 //! 3. range-read throughput of a whole tiered entry (cache emptied first: ranged GETs with
 //!    read-ahead) against plain aws-sdk-s3 GETs of the same block objects from the same MinIO,
-//!    one at a time as the query reads them.
+//!    one at a time as the query reads them; which side goes first alternates per run.
 //!
 //! `cargo run --release -p tsblob-server --example tier_bench -- [records] [payload bytes] [runs]`
 //! (defaults 2000, 65536, 3). Prints Markdown.
@@ -30,6 +32,20 @@ const USER: &str = "tsblobbench";
 const PASSWORD: &str = "tsblobbench-secret";
 
 struct Minio(Child);
+
+/// CPU seconds (user + system) a process has used so far: `/proc/<pid>/stat` fields 14 and
+/// 15, in clock ticks of 1/100 s (Linux's USER_HZ).
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces: count fields after its closing ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // rest starts at field 3 (state): utime is field 14, stime field 15.
+    (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
+}
 impl Drop for Minio {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -110,9 +126,25 @@ fn open(dir: &std::path::Path, tier: Option<TierConfig>) -> Store {
     }
 }
 
+/// This thread's time on a CPU and waiting for one (run queue), in seconds:
+/// `/proc/thread-self/schedstat`.
+fn thread_sched() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+    let (cpu, wait) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
+    (cpu as f64 / 1e9, wait as f64 / 1e9)
+}
+
 /// Writes `n` records; returns MB/s of acknowledged writes.
 fn ingest(store: &Store, n: u64, len: usize) -> f64 {
+    ingest_sched(store, n, len).0
+}
+
+/// Writes `n` records; returns MB/s of acknowledged writes, and MB per second of the
+/// writer thread's own CPU time, and the seconds it waited for a CPU.
+fn ingest_sched(store: &Store, n: u64, len: usize) -> (f64, f64, f64) {
     let data: Vec<Vec<u8>> = (0..16).map(|i| payload(i, len)).collect();
+    let (c0, w0) = thread_sched();
     let t0 = Instant::now();
     for i in 0..n {
         store
@@ -124,7 +156,10 @@ fn ingest(store: &Store, n: u64, len: usize) -> f64 {
             )
             .unwrap();
     }
-    (n as f64 * len as f64) / t0.elapsed().as_secs_f64() / 1e6
+    let wall = t0.elapsed().as_secs_f64();
+    let (c1, w1) = thread_sched();
+    let mb = n as f64 * len as f64 / 1e6;
+    (mb / wall, mb / (c1 - c0).max(1e-9), w1 - w0)
 }
 
 fn wait_drained(store: &Store) -> Duration {
@@ -156,7 +191,8 @@ fn main() {
     let (_minio, endpoint) = start_minio(&tmp.path().join("minio"));
     std::env::set_var("AWS_ACCESS_KEY_ID", USER);
     std::env::set_var("AWS_SECRET_ACCESS_KEY", PASSWORD);
-    let s3 = Arc::new(S3Store::connect("s3://tsblob-bench/edge", Some(&endpoint), None).unwrap());
+    let s3 =
+        Arc::new(S3Store::connect("s3://tsblob-bench/edge", Some(&endpoint), None, None).unwrap());
     s3.ensure_bucket().unwrap();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -168,10 +204,44 @@ fn main() {
         .unwrap_or_default();
     println!("# Tiering figures\n\nCPU: {cpu}; {} cores. {n} records of {len} bytes, 4 MiB blocks, SyncPolicy::Never, MinIO single drive on the same machine (tmpfs or disk of /tmp).\n", std::thread::available_parallelism().map_or(0, |n| n.get()));
 
-    // 1. Ingest, runs alternated off / on.
-    let (mut off, mut on, mut drain) = (Vec::new(), Vec::new(), Vec::new());
-    for run in 0..runs {
-        for tier in [false, true] {
+    // 1. Ingest. One warm-up pair (not reported: first writes into a fresh /tmp folder
+    // and MinIO's first objects are slower), then `runs` pairs, the order within a pair
+    // alternated. CPU seconds of this process (the engine and its uploads) and of MinIO
+    // are taken around each ingest, and around ingest + drain for the tiered one.
+    struct Run {
+        off: f64,
+        on: f64,
+        drain: f64,
+        cpu_on: f64,
+        minio_on: f64,
+        minio_all: f64,
+        cpu_rate_off: f64,
+        cpu_rate_on: f64,
+        wait_off: f64,
+        wait_on: f64,
+    }
+    let me = std::process::id().to_string();
+    let minio_pid = _minio.0.id().to_string();
+    let mut results = Vec::new();
+    for run in 0..=runs {
+        let order = if run % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut r = Run {
+            off: 0.0,
+            on: 0.0,
+            drain: 0.0,
+            cpu_on: 0.0,
+            minio_on: 0.0,
+            minio_all: 0.0,
+            cpu_rate_off: 0.0,
+            cpu_rate_on: 0.0,
+            wait_off: 0.0,
+            wait_on: 0.0,
+        };
+        for tier in order {
             let dir = tmp.path().join(format!("ingest-{run}-{tier}"));
             let cfg = tier.then(|| {
                 let mut c = TierConfig::new(s3.clone(), &format!("edge/ingest-{run}"));
@@ -180,36 +250,67 @@ fn main() {
             });
             let store = open(&dir, cfg);
             store.create_bucket("b", settings(tier)).unwrap();
-            let rate = ingest(&store, n, len);
+            let (c0, m0) = (cpu_secs(&me), cpu_secs(&minio_pid));
+            let (rate, cpu_rate, wait) = ingest_sched(&store, n, len);
+            let (c1, m1) = (cpu_secs(&me), cpu_secs(&minio_pid));
             if tier {
-                on.push(rate);
-                drain.push(wait_drained(&store).as_secs_f64());
+                r.on = rate;
+                r.cpu_rate_on = cpu_rate;
+                r.wait_on = wait;
+                r.drain = wait_drained(&store).as_secs_f64();
+                r.cpu_on = c1 - c0;
+                r.minio_on = m1 - m0;
+                r.minio_all = cpu_secs(&minio_pid) - m0;
             } else {
-                off.push(rate);
+                r.off = rate;
+                r.cpu_rate_off = cpu_rate;
+                r.wait_off = wait;
             }
             drop(store);
             let _ = std::fs::remove_dir_all(&dir);
         }
+        if run > 0 {
+            results.push(r);
+        }
     }
-    let ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+    let ratios: Vec<f64> = results.iter().map(|r| r.on / r.off).collect();
     let (lo, hi) = ratios
         .iter()
         .fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
-    println!("## Ingest (engine writes, MB/s)\n\n| run | tiering off | tiering on | on/off | uploads drained after |\n|---|---|---|---|---|");
-    for i in 0..runs {
+    println!("## Ingest (engine writes, MB/s)\n\nWall: MB/s of acknowledged writes. Writer CPU: MB per second of the writing thread's own CPU time (what the writer costs, whatever else runs), and the seconds it waited in the run queue for a CPU. CPU seconds of this whole process (writer and uploads) and of MinIO during the tiered ingest, and MinIO's until the uploads drained.\n\n| run | wall off | wall on | on/off | writer-CPU MB/s off | on | on/off | run-queue wait off / on (s) | drained after | CPU s tsblob (on) | CPU s MinIO during ingest | CPU s MinIO to drain |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, r) in results.iter().enumerate() {
         println!(
-            "| {} | {:.0} | {:.0} | {:.2} | {:.2} s |",
+            "| {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.2} | {:.2} / {:.2} | {:.2} s | {:.2} | {:.2} | {:.2} |",
             i + 1,
-            off[i],
-            on[i],
+            r.off,
+            r.on,
             ratios[i],
-            drain[i]
+            r.cpu_rate_off,
+            r.cpu_rate_on,
+            r.cpu_rate_on / r.cpu_rate_off,
+            r.wait_off,
+            r.wait_on,
+            r.drain,
+            r.cpu_on,
+            r.minio_on,
+            r.minio_all
         );
     }
     let mut r = ratios.clone();
     println!(
-        "\nmedian on/off **{:.2}** (range {lo:.2}–{hi:.2}); target ≥ 0.90\n",
+        "\nWall on/off: median **{:.2}** (range {lo:.2}–{hi:.2}); target ≥ 0.90",
         median(&mut r)
+    );
+    let mut c: Vec<f64> = results
+        .iter()
+        .map(|r| r.cpu_rate_on / r.cpu_rate_off)
+        .collect();
+    let (clo, chi) = c
+        .iter()
+        .fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+    println!(
+        "Writer-CPU on/off: median **{:.2}** (range {clo:.2}–{chi:.2})\n",
+        median(&mut c)
     );
 
     // A tiered entry to read.
@@ -252,27 +353,37 @@ fn main() {
     }
 
     // 3. Range read: the whole entry through the tier vs plain GETs of the block objects.
-    let keys: Vec<(String, u64)> = s3
+    let keys: Vec<String> = s3
         .list("edge/read/b/e/")
         .unwrap()
         .into_iter()
-        .filter(|(k, _)| k.ends_with(".blk"))
+        .map(|o| o.key)
+        .filter(|k| k.ends_with(".blk"))
         .collect();
     let (mut tier_rates, mut plain_rates) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
+    let mut gets = Vec::new();
+    // Which side reads first alternates: the first one also warms MinIO's page cache.
+    for run in 0..runs {
+        let plain_get = || {
+            let t0 = Instant::now();
+            let mut plain = 0u64;
+            for k in &keys {
+                plain += s3.get(k).unwrap().len() as u64;
+            }
+            plain as f64 / t0.elapsed().as_secs_f64() / 1e6
+        };
+        let first = (run % 2 == 1).then(plain_get);
         store.tier_clear_cache();
+        let before = store.tier_stats().unwrap();
         let t0 = Instant::now();
         let mut bytes = 0u64;
         for item in store.query("b", "e", &Query::default()).unwrap() {
             bytes += item.unwrap().data().unwrap().len() as u64;
         }
         tier_rates.push(bytes as f64 / t0.elapsed().as_secs_f64() / 1e6);
-        let t0 = Instant::now();
-        let mut plain = 0u64;
-        for (k, _) in &keys {
-            plain += s3.get(k).unwrap().len() as u64;
-        }
-        plain_rates.push(plain as f64 / t0.elapsed().as_secs_f64() / 1e6);
+        let after = store.tier_stats().unwrap();
+        gets.push(after.gets - before.gets);
+        plain_rates.push(first.unwrap_or_else(plain_get));
     }
     let ratios: Vec<f64> = tier_rates
         .iter()
@@ -294,7 +405,7 @@ fn main() {
     }
     let mut r = ratios;
     println!(
-        "\nmedian ratio **{:.2}** (range {lo:.2}–{hi:.2}); target ≥ 0.80; {} block objects",
+        "\nmedian ratio **{:.2}** (range {lo:.2}–{hi:.2}); target ≥ 0.80; {} block objects; ranged GETs per query (prefetches included): {gets:?}",
         median(&mut r),
         keys.len()
     );

@@ -8,7 +8,8 @@ use bytes::{Bytes, BytesMut};
 use tsblob_storage::Labels;
 
 use crate::http::batch::BatchResult;
-use tsblob_proto::framing::{put_end, put_record, MEDIA_TYPE};
+use tsblob_proto::framing::{put_end, put_record_head, MEDIA_TYPE};
+use tsblob_proto::tls::error_chain;
 
 /// Bodies smaller than this go uncompressed.
 const ZSTD_MIN: usize = 4096;
@@ -44,47 +45,108 @@ impl std::fmt::Display for Destination {
 /// rest is not tried (images and video do not; text and sensor data do).
 const ZSTD_SAMPLE: usize = 64 << 10;
 
-/// zstd (level 1) when it saves at least an eighth of the bytes (judged on a sample
-/// first, so incompressible payloads cost one small attempt per body).
-pub async fn compress(plain: Bytes) -> (Bytes, bool) {
-    if plain.len() < ZSTD_MIN {
-        return (plain, false);
+/// The framed body of `recs` (record frames, then the end frame): zstd (level 1, the
+/// frame announcing its size) when that saves at least an eighth of the bytes, judged on
+/// the first [`ZSTD_SAMPLE`] bytes first, so incompressible payloads cost one small
+/// attempt. The payloads are read in place: the plain body is only built when it is sent
+/// plain. Blocking (run it on the blocking pool).
+fn encode_body(recs: &[OutRecord]) -> (Bytes, bool) {
+    let mut heads = BytesMut::new();
+    let mut ends = Vec::with_capacity(recs.len());
+    for r in recs {
+        put_record_head(
+            &mut heads,
+            r.ts,
+            &r.content_type,
+            &r.labels,
+            r.data.len() as u64,
+        );
+        ends.push(heads.len());
     }
-    let copy = plain.clone();
-    let packed = tokio::task::spawn_blocking(move || {
-        let sample = &copy[..copy.len().min(ZSTD_SAMPLE)];
-        let s = zstd::bulk::compress(sample, 1).ok()?;
-        if s.len() >= sample.len() - sample.len() / 8 {
-            return None;
-        }
-        if sample.len() == copy.len() {
-            return Some(s);
-        }
-        zstd::bulk::compress(&copy, 1).ok()
-    })
-    .await;
-    match packed {
-        Ok(Some(p)) if p.len() < plain.len() - plain.len() / 8 => (Bytes::from(p), true),
-        _ => (plain, false),
+    let mut tail = BytesMut::new();
+    put_end(&mut tail, recs.len() as u64);
+    let mut from = 0;
+    let mut pieces: Vec<&[u8]> = Vec::with_capacity(recs.len() * 2 + 1);
+    for (r, end) in recs.iter().zip(&ends) {
+        pieces.push(&heads[from..*end]);
+        pieces.push(&r.data);
+        from = *end;
     }
+    pieces.push(&tail);
+    let total: usize = pieces.iter().map(|p| p.len()).sum();
+    if total >= ZSTD_MIN {
+        if let Some(packed) = zstd_if_it_pays(&pieces, total) {
+            return (Bytes::from(packed), true);
+        }
+    }
+    let mut body = BytesMut::with_capacity(total);
+    for p in pieces {
+        body.extend_from_slice(p);
+    }
+    (body.freeze(), false)
 }
 
-/// Posts `recs` (all of entry `entry`) as one batch. `Ok` carries the server's per-record
-/// results (in order; fewer than `recs` if the body was refused part way); `Err` a
-/// message for an attempt that failed as a whole (transport, or an error answer).
+fn zstd_if_it_pays(pieces: &[&[u8]], total: usize) -> Option<Vec<u8>> {
+    use std::io::Write;
+    let mut sample = Vec::with_capacity(total.min(ZSTD_SAMPLE));
+    for p in pieces {
+        let room = ZSTD_SAMPLE - sample.len();
+        sample.extend_from_slice(&p[..p.len().min(room)]);
+        if sample.len() == ZSTD_SAMPLE {
+            break;
+        }
+    }
+    let s = zstd::bulk::compress(&sample, 1).ok()?;
+    if s.len() >= sample.len() - sample.len() / 8 {
+        return None;
+    }
+    let packed = if sample.len() == total {
+        s
+    } else {
+        let mut enc = zstd::stream::Encoder::new(Vec::with_capacity(s.len() * 2), 1).ok()?;
+        enc.include_contentsize(true).ok()?;
+        enc.set_pledged_src_size(Some(total as u64)).ok()?;
+        for p in pieces {
+            enc.write_all(p).ok()?;
+        }
+        enc.finish().ok()?
+    };
+    (packed.len() < total - total / 8).then_some(packed)
+}
+
+/// Posts `recs` (all of entry `entry`) as one batch, and hands them back. `Ok` carries the
+/// server's per-record results (in order; fewer than `recs` if the body was refused part
+/// way); `Err` a message for an attempt that failed as a whole (transport, or an error
+/// answer).
 pub async fn post_batch(
     http: &reqwest::Client,
     dst: &Destination,
     entry: &str,
-    recs: &[OutRecord],
+    recs: Vec<OutRecord>,
+    timeout: Duration,
+) -> (Vec<OutRecord>, Result<BatchResult, String>) {
+    let shared = std::sync::Arc::new(recs);
+    let job = shared.clone();
+    let encoded = tokio::task::spawn_blocking(move || encode_body(&job)).await;
+    // The task is over (even if it failed): the records are ours again, uncopied.
+    let recs = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
+    let (payload, zstd) = match encoded {
+        Ok(e) => e,
+        Err(e) => return (recs, Err(format!("encoding a batch failed: {e}"))),
+    };
+    let answer = send_batch(http, dst, entry, recs.len(), payload, zstd, timeout).await;
+    (recs, answer)
+}
+
+async fn send_batch(
+    http: &reqwest::Client,
+    dst: &Destination,
+    entry: &str,
+    count: usize,
+    payload: Bytes,
+    zstd: bool,
     timeout: Duration,
 ) -> Result<BatchResult, String> {
-    let mut body = BytesMut::new();
-    for r in recs {
-        put_record(&mut body, r.ts, &r.content_type, &r.labels, &r.data);
-    }
-    put_end(&mut body, recs.len() as u64);
-    let (payload, zstd) = compress(body.freeze()).await;
     let timeout = timeout + Duration::from_secs_f64(payload.len() as f64 / MIN_RATE);
     let url = format!(
         "{}/api/v1/b/{}/{}/batch?if_exists=compare",
@@ -105,15 +167,17 @@ pub async fn post_batch(
     }
     let resp = req.send().await.map_err(|e| {
         format!(
-            "sending {} record(s) to {dst}/{entry} failed: {e}",
-            recs.len()
+            "sending {count} record(s) to {dst}/{entry} failed: {}",
+            error_chain(&e)
         )
     })?;
     let status = resp.status();
-    let text = resp
-        .bytes()
-        .await
-        .map_err(|e| format!("reading the answer of {dst}/{entry} failed: {e}"))?;
+    let text = resp.bytes().await.map_err(|e| {
+        format!(
+            "reading the answer of {dst}/{entry} failed: {}",
+            error_chain(&e)
+        )
+    })?;
     match serde_json::from_slice::<BatchResult>(&text) {
         Ok(a) if status.is_success() || !a.results.is_empty() => Ok(a),
         _ => {
@@ -128,6 +192,144 @@ pub async fn post_batch(
                     String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned()
                 });
             Err(format!("{dst}/{entry} answered {status}: {why}"))
+        }
+    }
+}
+
+/// What a destination did with one record sent alone.
+#[derive(Debug)]
+pub enum Single {
+    /// Stored (201).
+    Stored,
+    /// The same payload was there already (200 with `if_exists=compare`).
+    Existing,
+    /// Another payload is stored at the timestamp (409): kept, never overwritten.
+    Conflict(String),
+    /// Refused for good (a 4xx other than those below): do not retry.
+    Refused(String),
+    /// Failed as a whole (transport, 401/403/404, 429, 5xx): try again later.
+    Retry(String),
+}
+
+/// Writes one record with a single-record `POST ?ts=&if_exists=compare` (for records over
+/// the destination's batch limit), its payload streamed from `body` (`size` bytes).
+pub async fn post_single(
+    http: &reqwest::Client,
+    dst: &Destination,
+    entry: &str,
+    meta: &tsblob_storage::RecordMeta,
+    body: reqwest::Body,
+    timeout: Duration,
+) -> Single {
+    let client =
+        tsblob_proto::client::Client::with_http(http.clone(), &dst.url, dst.token.as_deref());
+    let ct = if meta.content_type.is_empty() {
+        "application/octet-stream"
+    } else {
+        meta.content_type.as_str()
+    };
+    let req = client
+        .write_request(&dst.bucket, entry, Some(meta.ts), ct, &meta.labels)
+        .query(&[("if_exists", "compare")])
+        .header(reqwest::header::CONTENT_LENGTH, meta.size)
+        .timeout(timeout + Duration::from_secs_f64(meta.size as f64 / MIN_RATE))
+        .body(body);
+    let what = format!("record {} ({} bytes) to {dst}/{entry}", meta.ts, meta.size);
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => return Single::Retry(format!("sending {what} failed: {}", error_chain(&e))),
+    };
+    let status = resp.status().as_u16();
+    let text = match resp.bytes().await {
+        Ok(t) => t,
+        Err(e) => {
+            return Single::Retry(format!(
+                "reading the answer for {what} failed: {}",
+                error_chain(&e)
+            ))
+        }
+    };
+    let why = || {
+        serde_json::from_slice::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .and_then(|m| m.as_str())
+                    .map(String::from)
+            })
+            .unwrap_or_else(|| String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned())
+    };
+    match status {
+        201 => Single::Stored,
+        200 => Single::Existing,
+        409 => Single::Conflict(why()),
+        401 | 403 | 404 | 408 | 429 | 500.. => Single::Retry(format!(
+            "{dst}/{entry} answered {status} for {what}: {}",
+            why()
+        )),
+        _ => Single::Refused(format!(
+            "{dst}/{entry} refused {what} ({status}): {}",
+            why()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tsblob_proto::framing::put_record;
+
+    fn rec(ts: u64, data: Vec<u8>) -> OutRecord {
+        let labels: Labels = [("k".to_string(), ts.to_string())].into_iter().collect();
+        OutRecord {
+            entry: "e".into(),
+            ts,
+            content_type: "text/plain".into(),
+            labels,
+            data,
+        }
+    }
+
+    /// The body is the framing of the records whether it is compressed or not (and the
+    /// compressed frame announces its size, which the server allocates at once).
+    #[test]
+    fn bodies_are_the_framing_plain_or_compressed() {
+        let text: Vec<OutRecord> = (0..50)
+            .map(|i| rec(i, format!("reading {i} ok\n").repeat(500).into_bytes()))
+            .collect();
+        let noise: Vec<OutRecord> = (0..3)
+            .map(|i| {
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ i;
+                let data = (0..100_000)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                rec(i, data)
+            })
+            .collect();
+        for (recs, packed) in [(text, true), (noise, false)] {
+            let mut want = BytesMut::new();
+            for r in &recs {
+                put_record(&mut want, r.ts, &r.content_type, &r.labels, &r.data);
+            }
+            put_end(&mut want, recs.len() as u64);
+            let (body, zstd) = encode_body(&recs);
+            assert_eq!(zstd, packed);
+            let plain = if zstd {
+                assert_eq!(
+                    zstd::zstd_safe::get_frame_content_size(&body).unwrap(),
+                    Some(want.len() as u64)
+                );
+                zstd::stream::decode_all(&body[..]).unwrap()
+            } else {
+                body.to_vec()
+            };
+            assert_eq!(plain, want.to_vec());
         }
     }
 }

@@ -101,9 +101,15 @@ pub struct ServeArgs {
     /// from the AWS environment variables or profile.
     #[arg(long, env = "TSBLOB_TIER_URL")]
     pub tier_url: Option<String>,
-    /// Endpoint of an S3-compatible store (MinIO, Ceph...): http://host:port. Absent: AWS.
+    /// Endpoint of an S3-compatible store (MinIO, Ceph...): http://host:port or
+    /// https://host:port. Absent: AWS (over https).
     #[arg(long, env = "TSBLOB_TIER_ENDPOINT")]
     pub tier_endpoint: Option<String>,
+    /// PEM file of certificate authorities trusted for an https:// --tier-endpoint besides
+    /// the system's (a private CA, a self-signed MinIO). Default: the AWS_CA_BUNDLE
+    /// variable.
+    #[arg(long, env = "TSBLOB_TIER_CA")]
+    pub tier_ca: Option<PathBuf>,
     /// Region of the object store (default: the AWS configuration's, else us-east-1).
     #[arg(long, env = "TSBLOB_TIER_REGION")]
     pub tier_region: Option<String>,

@@ -16,10 +16,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_s3::primitives::{ByteStream, Length};
-use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{
+    ChecksumAlgorithm, ChecksumMode, ChecksumType, CompletedMultipartUpload, CompletedPart,
+};
 use base64::Engine;
-use tsblob_storage::{ObjectError, ObjectHead, ObjectStore, Store, StoreOptions, TierConfig};
+use tsblob_storage::{
+    Listed, ObjectError, ObjectHead, ObjectStore, Store, StoreOptions, TierConfig,
+};
 
 use crate::config::{ServeArgs, TierMode};
 use std::sync::Arc;
@@ -36,13 +40,22 @@ pub fn open(args: &ServeArgs, mode: &TierMode) -> anyhow::Result<TierConfig> {
         TierMode::Tier { url, .. } => (url, true),
         TierMode::Replica { url } => (url, false),
     };
+    let ca = match &args.tier_ca {
+        Some(p) => Some(p.clone()),
+        None => std::env::var_os("AWS_CA_BUNDLE")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from),
+    };
     let s3 = S3Store::connect(
         url,
         args.tier_endpoint.as_deref(),
         args.tier_region.as_deref(),
+        ca.as_deref(),
     )?;
     if upload {
         s3.ensure_bucket()?;
+    } else {
+        s3.check_reachable()?;
     }
     let prefix = s3.prefix().to_string();
     let mut cfg = TierConfig::new(Arc::new(s3), &prefix);
@@ -125,6 +138,9 @@ pub fn parse_url(url: &str) -> anyhow::Result<(String, String)> {
 
 pub struct S3Store {
     rt: tokio::runtime::Runtime,
+    /// The uploads' runtime: its threads run at the uploads' lower CPU priority, so a
+    /// writer on a small device is not slowed by the sending of sealed blocks.
+    up: tokio::runtime::Runtime,
     s3: aws_sdk_s3::Client,
     bucket: String,
     prefix: String,
@@ -149,30 +165,65 @@ impl S3Store {
                 .collect()
                 .await
                 .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
-            Ok(body.into_bytes().to_vec())
+            // Bytes → Vec without a copy when the body arrived in one piece.
+            Ok(Vec::from(body.into_bytes()))
         })
     }
 
-    /// A client for `s3://bucket/prefix` (the URL) at `endpoint` (None: AWS's own).
+    /// One PUT of `data` with its CRC32C, as the checksum the store verifies on receipt and
+    /// as metadata. The payload is not signed (`UNSIGNED-PAYLOAD`): the checksum covers it,
+    /// and SHA-256 of every block would cost the device more CPU than the upload itself.
+    fn put(&self, key: &str, data: Vec<u8>, crc: u32) -> Result<(), ObjectError> {
+        let (s3, bucket, key) = (self.s3.clone(), self.bucket.clone(), key.to_string());
+        self.run_up(async move {
+            s3.put_object()
+                .bucket(bucket)
+                .key(&key)
+                .metadata(CRC_META, format!("{crc:08x}"))
+                .checksum_crc32_c(crc_b64(crc))
+                .body(ByteStream::from(data))
+                .customize()
+                .disable_payload_signing()
+                .send()
+                .await
+                .map_err(|e| classify(&e, &key))?;
+            Ok(())
+        })
+    }
+
+    /// A client for `s3://bucket/prefix` (the URL) at `endpoint` (None: AWS's own), over
+    /// http:// or https:// (rustls; the system's root certificates plus those of the PEM
+    /// file `ca`, for a private CA or a self-signed store).
     pub fn connect(
         url: &str,
         endpoint: Option<&str>,
         region: Option<&str>,
+        ca: Option<&Path>,
     ) -> anyhow::Result<S3Store> {
         let (bucket, prefix) = parse_url(url)?;
-        if endpoint.is_some_and(|e| !e.starts_with("http://")) {
-            bail!("--tier-endpoint {:?}: only plain http:// endpoints are supported by this build (put a TLS-terminating proxy on loopback in front of an https store)", endpoint.unwrap_or_default());
+        if let Some(e) = endpoint {
+            if !(e.starts_with("http://") || e.starts_with("https://")) {
+                bail!("--tier-endpoint {e:?} must start with http:// or https://");
+            }
         }
+        let http = http_client(ca)?;
+        let up = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tsblob-s3-up")
+            .on_thread_start(tsblob_storage::lower_thread_priority)
+            .enable_all()
+            .build()
+            .context("cannot start the object store's upload runtime")?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("tsblob-s3")
             .enable_all()
             .build()
             .context("cannot start the object store's runtime")?;
-        // The provider chain's own HTTP calls (container and instance credentials) use the
-        // same plain-HTTP connector (those endpoints are http:// link-local addresses).
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(aws_smithy_http_client::Builder::new().build_http());
+        // The provider chain's own HTTP calls (STS, SSO, container and instance
+        // credentials) use the same connector.
+        let mut loader =
+            aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http.clone());
         // An S3-compatible endpoint ignores the region: don't ask the instance metadata
         // service for one (a second of timeouts off AWS).
         if let Some(r) = region.or(endpoint.map(|_| "us-east-1")) {
@@ -184,7 +235,9 @@ impl S3Store {
             .operation_attempt_timeout(Duration::from_secs(30))
             .operation_timeout(Duration::from_secs(60))
             .build();
-        let mut cfg = tsblob_compare::targets::minio::s3_config(16).timeout_config(timeouts);
+        let mut cfg = tsblob_compare::targets::minio::s3_config(16)
+            .http_client(http)
+            .timeout_config(timeouts);
         cfg = cfg.region(
             shared
                 .region()
@@ -199,6 +252,7 @@ impl S3Store {
         }
         Ok(S3Store {
             rt,
+            up,
             s3: aws_sdk_s3::Client::from_conf(cfg.build()),
             bucket,
             prefix,
@@ -215,8 +269,23 @@ impl S3Store {
         &self,
         fut: impl Future<Output = Result<T, ObjectError>> + Send + 'static,
     ) -> Result<T, ObjectError> {
+        Self::run_on(&self.rt, fut)
+    }
+
+    /// Runs an upload's `fut` on the uploads' runtime and waits for it.
+    fn run_up<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = Result<T, ObjectError>> + Send + 'static,
+    ) -> Result<T, ObjectError> {
+        Self::run_on(&self.up, fut)
+    }
+
+    fn run_on<T: Send + 'static>(
+        rt: &tokio::runtime::Runtime,
+        fut: impl Future<Output = Result<T, ObjectError>> + Send + 'static,
+    ) -> Result<T, ObjectError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.rt.spawn(async move {
+        rt.spawn(async move {
             let _ = tx.send(fut.await);
         });
         rx.recv().unwrap_or_else(|_| {
@@ -224,6 +293,28 @@ impl S3Store {
                 "the object store client is shutting down".into(),
             ))
         })
+    }
+
+    /// A read replica's first look at the bucket: a TLS failure (a certificate signed by
+    /// an unknown CA, a wrong name) stops the start; an unreachable store does not (the
+    /// replica refresh retries).
+    pub fn check_reachable(&self) -> anyhow::Result<()> {
+        let (s3, bucket) = (self.s3.clone(), self.bucket.clone());
+        let head = self.run(async move {
+            s3.head_bucket()
+                .bucket(&bucket)
+                .send()
+                .await
+                .map_err(|e| classify(&e, &bucket))
+        });
+        match head {
+            Err(e @ ObjectError::Tls(_)) => bail!("{e}"),
+            Err(e) => {
+                tracing::warn!("the object store {}: {e}", self.describe());
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+        }
     }
 
     /// Creates the bucket if it does not exist. A store that cannot be reached is not an
@@ -244,6 +335,7 @@ impl S3Store {
                 tracing::warn!("the object store {} is unreachable at start ({why}): writes continue locally, uploads retry", self.describe());
                 return Ok(());
             }
+            Err(e @ ObjectError::Tls(_)) => bail!("{e}"),
             Err(ObjectError::Refused(why)) => bail!(
                 "the object store refused access to bucket {:?} ({why}): check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or a profile) and their permissions",
                 self.bucket
@@ -271,61 +363,104 @@ impl S3Store {
         }
     }
 
-    async fn put_multipart(
-        s3: aws_sdk_s3::Client,
-        bucket: String,
-        key: String,
-        path: std::path::PathBuf,
-        len: u64,
-        crc: u32,
-    ) -> Result<(), ObjectError> {
-        let create = s3
-            .create_multipart_upload()
-            .bucket(&bucket)
-            .key(&key)
-            .metadata(CRC_META, format!("{crc:08x}"))
-            .checksum_algorithm(ChecksumAlgorithm::Crc32C)
-            .send()
-            .await
-            .map_err(|e| classify(&e, &key))?;
+    /// Uploads in parts of [`PART`] bytes, each read once: its CRC32C is computed from the
+    /// bytes in memory, sent with the part (checked by the store), and folded into the whole
+    /// object's CRC32C, which completes the upload as a full-object checksum. Returns it.
+    fn put_multipart(&self, key: &str, path: &Path, len: u64) -> Result<u32, ObjectError> {
+        let (s3, bucket, k) = (self.s3.clone(), self.bucket.clone(), key.to_string());
+        let create = self.run_up(async move {
+            s3.create_multipart_upload()
+                .bucket(&bucket)
+                .key(&k)
+                .checksum_algorithm(ChecksumAlgorithm::Crc32C)
+                .checksum_type(ChecksumType::FullObject)
+                .send()
+                .await
+                .map_err(|e| classify(&e, &k))
+        })?;
         let Some(id) = create.upload_id().map(str::to_string) else {
             return Err(ObjectError::Refused(
                 "no upload id in the multipart answer".into(),
             ));
         };
+        let result = self.put_parts(key, path, len, &id);
+        if result.is_err() {
+            let (s3, bucket, k, id) = (
+                self.s3.clone(),
+                self.bucket.clone(),
+                key.to_string(),
+                id.clone(),
+            );
+            let _ = self.run_up(async move {
+                let _ = s3
+                    .abort_multipart_upload()
+                    .bucket(&bucket)
+                    .key(&k)
+                    .upload_id(&id)
+                    .send()
+                    .await;
+                Ok(())
+            });
+        }
+        result
+    }
+
+    fn put_parts(&self, key: &str, path: &Path, len: u64, id: &str) -> Result<u32, ObjectError> {
+        let mut file = open_block(path)?;
         let mut parts = Vec::new();
+        let mut whole = 0u32;
         let mut at = 0u64;
         let mut n = 1i32;
-        let result: Result<(), ObjectError> = async {
-            while at < len {
-                let size = PART.min(len - at);
-                let bytes = read_part(&path, at, size).await?;
-                let sum = crc_b64(crc32c::crc32c(&bytes));
+        while at < len {
+            let size = PART.min(len - at);
+            let bytes = read_exact(&mut file, size)?;
+            let crc = crc32c::crc32c(&bytes);
+            whole = crc32c::crc32c_combine(whole, crc, bytes.len());
+            let sum = crc_b64(crc);
+            let (s3, bucket, k, up) = (
+                self.s3.clone(),
+                self.bucket.clone(),
+                key.to_string(),
+                id.to_string(),
+            );
+            let s = sum.clone();
+            let etag = self.run_up(async move {
                 let part = s3
                     .upload_part()
                     .bucket(&bucket)
-                    .key(&key)
-                    .upload_id(&id)
+                    .key(&k)
+                    .upload_id(&up)
                     .part_number(n)
-                    .checksum_crc32_c(&sum)
+                    .checksum_crc32_c(&s)
                     .body(ByteStream::from(bytes))
                     .send()
                     .await
-                    .map_err(|e| classify(&e, &key))?;
-                parts.push(
-                    CompletedPart::builder()
-                        .part_number(n)
-                        .set_e_tag(part.e_tag().map(str::to_string))
-                        .checksum_crc32_c(sum)
-                        .build(),
-                );
-                at += size;
-                n += 1;
-            }
+                    .map_err(|e| classify(&e, &k))?;
+                Ok(part.e_tag().map(str::to_string))
+            })?;
+            parts.push(
+                CompletedPart::builder()
+                    .part_number(n)
+                    .set_e_tag(etag)
+                    .checksum_crc32_c(sum)
+                    .build(),
+            );
+            at += size;
+            n += 1;
+        }
+        let (s3, bucket, k, up) = (
+            self.s3.clone(),
+            self.bucket.clone(),
+            key.to_string(),
+            id.to_string(),
+        );
+        self.run_up(async move {
             s3.complete_multipart_upload()
                 .bucket(&bucket)
-                .key(&key)
-                .upload_id(&id)
+                .key(&k)
+                .upload_id(&up)
+                .checksum_type(ChecksumType::FullObject)
+                .checksum_crc32_c(crc_b64(whole))
                 .multipart_upload(
                     CompletedMultipartUpload::builder()
                         .set_parts(Some(parts))
@@ -333,34 +468,24 @@ impl S3Store {
                 )
                 .send()
                 .await
-                .map_err(|e| classify(&e, &key))?;
+                .map_err(|e| classify(&e, &k))?;
             Ok(())
-        }
-        .await;
-        if result.is_err() {
-            let _ = s3
-                .abort_multipart_upload()
-                .bucket(&bucket)
-                .key(&key)
-                .upload_id(&id)
-                .send()
-                .await;
-        }
-        result
+        })?;
+        Ok(whole)
     }
 }
 
-async fn read_part(path: &Path, at: u64, size: u64) -> Result<Vec<u8>, ObjectError> {
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut f = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| ObjectError::Refused(format!("opening the block to upload: {e}")))?;
-    f.seek(std::io::SeekFrom::Start(at))
-        .await
-        .map_err(|e| ObjectError::Refused(format!("reading the block to upload: {e}")))?;
+fn open_block(path: &Path) -> Result<std::fs::File, ObjectError> {
+    std::fs::File::open(path)
+        .map_err(|e| ObjectError::Refused(format!("opening the block to upload: {e}")))
+}
+
+/// The next `size` bytes of `file` (the block's length is the index's: a shorter file is
+/// an error, not a short object).
+fn read_exact(file: &mut std::fs::File, size: u64) -> Result<Vec<u8>, ObjectError> {
+    use std::io::Read;
     let mut buf = vec![0u8; size as usize];
-    f.read_exact(&mut buf)
-        .await
+    file.read_exact(&mut buf)
         .map_err(|e| ObjectError::Refused(format!("reading the block to upload: {e}")))?;
     Ok(buf)
 }
@@ -368,6 +493,12 @@ async fn read_part(path: &Path, at: u64, size: u64) -> Result<Vec<u8>, ObjectErr
 /// S3's form of a CRC32C: base64 of its 4 big-endian bytes.
 fn crc_b64(crc: u32) -> String {
     base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes())
+}
+
+/// A full-object CRC32C from S3's form (`None` for a composite `...-N` checksum).
+fn crc_from_b64(s: &str) -> Option<u32> {
+    let b = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    Some(u32::from_be_bytes(b.try_into().ok()?))
 }
 
 /// An SDK error as the engine's kind: not found, refused (4xx), or unavailable (no
@@ -391,61 +522,92 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
         SdkError::ResponseError(r) if r.raw().status().as_u16() == 404 => {
             ObjectError::NotFound(what.to_string())
         }
+        _ if tls_failure(e) => ObjectError::Tls(format!("{text}; if the store's certificate is signed by a private authority (or is self-signed), give that certificate in PEM with --tier-ca FILE (or AWS_CA_BUNDLE)")),
         _ => ObjectError::Unavailable(text),
     }
 }
 
-impl ObjectStore for S3Store {
-    fn put_file(&self, key: &str, path: &Path, len: u64, crc32c: u32) -> Result<(), ObjectError> {
-        let (s3, bucket, key, path) = (
-            self.s3.clone(),
-            self.bucket.clone(),
-            key.to_string(),
-            path.to_path_buf(),
-        );
-        if len > PART {
-            return self.run(S3Store::put_multipart(s3, bucket, key, path, len, crc32c));
+/// Whether rustls refused the handshake (somewhere in the error's chain of sources).
+fn tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(e);
+    while let Some(err) = at {
+        if err.is::<rustls::Error>() {
+            return true;
         }
-        self.run(async move {
-            let body = ByteStream::read_from()
-                .path(&path)
-                .length(Length::Exact(len))
-                .build()
-                .await
-                .map_err(|e| ObjectError::Refused(format!("reading the block to upload: {e}")))?;
-            s3.put_object()
-                .bucket(bucket)
-                .key(&key)
-                .metadata(CRC_META, format!("{crc32c:08x}"))
-                .checksum_crc32_c(crc_b64(crc32c))
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| classify(&e, &key))?;
-            Ok(())
-        })
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if tls_failure(inner) {
+                return true;
+            }
+        }
+        at = err.source();
+    }
+    false
+}
+
+/// The connector: rustls (aws-lc-rs) with the system's roots plus the certificates of the PEM
+/// file `ca`, checked here (the SDK would panic on a bad one at the first connection).
+fn http_client(ca: Option<&Path>) -> anyhow::Result<aws_sdk_s3::config::SharedHttpClient> {
+    use aws_smithy_http_client::tls;
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut trust = tls::TrustStore::default();
+    if let Some(path) = ca {
+        let pem = std::fs::read(path).with_context(|| {
+            format!(
+                "cannot read the CA file {} (--tier-ca or AWS_CA_BUNDLE)",
+                path.display()
+            )
+        })?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the CA file {} is not PEM certificates: {e}",
+                    path.display()
+                )
+            })?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in certs {
+            roots.add(c).map_err(|e| {
+                anyhow::anyhow!(
+                    "the CA file {} holds a certificate rustls cannot use: {e}",
+                    path.display()
+                )
+            })?;
+        }
+        if roots.is_empty() {
+            bail!(
+                "the CA file {} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)",
+                path.display()
+            );
+        }
+        trust = trust.with_pem_certificate(pem);
+    }
+    Ok(aws_smithy_http_client::Builder::new()
+        .pool_max_idle_per_host(16)
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::AwsLc,
+        ))
+        .tls_context(tls::TlsContext::builder().with_trust_store(trust).build()?)
+        .build_https())
+}
+
+impl ObjectStore for S3Store {
+    fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<u32, ObjectError> {
+        if len > PART {
+            return self.put_multipart(key, path, len);
+        }
+        // One read: the CRC32C is computed from the bytes in memory and sent with them.
+        let data = read_exact(&mut open_block(path)?, len)?;
+        let crc = crc32c::crc32c(&data);
+        self.put(key, data, crc)?;
+        Ok(crc)
     }
 
     fn put_bytes(&self, key: &str, data: &[u8]) -> Result<(), ObjectError> {
-        let (s3, bucket, key, data) = (
-            self.s3.clone(),
-            self.bucket.clone(),
-            key.to_string(),
-            data.to_vec(),
-        );
-        self.run(async move {
-            let crc = crc32c::crc32c(&data);
-            s3.put_object()
-                .bucket(bucket)
-                .key(&key)
-                .metadata(CRC_META, format!("{crc:08x}"))
-                .checksum_crc32_c(crc_b64(crc))
-                .body(ByteStream::from(data))
-                .send()
-                .await
-                .map_err(|e| classify(&e, &key))?;
-            Ok(())
-        })
+        self.put(key, data.to_vec(), crc32c::crc32c(data))
     }
 
     fn get_range(&self, key: &str, start: u64, len: u64) -> Result<Vec<u8>, ObjectError> {
@@ -462,13 +624,23 @@ impl ObjectStore for S3Store {
     fn head(&self, key: &str) -> Result<Option<ObjectHead>, ObjectError> {
         let (s3, bucket, key) = (self.s3.clone(), self.bucket.clone(), key.to_string());
         self.run(async move {
-            match s3.head_object().bucket(bucket).key(&key).send().await {
+            let head = s3
+                .head_object()
+                .bucket(bucket)
+                .key(&key)
+                .checksum_mode(ChecksumMode::Enabled)
+                .send()
+                .await;
+            match head {
+                // The store's own full-object CRC32C (what it verified on receipt), else
+                // the metadata of objects written before checksums were read back.
                 Ok(h) => Ok(Some(ObjectHead {
                     len: h.content_length().map_or(0, |l| l.max(0) as u64),
-                    crc32c: h
-                        .metadata()
-                        .and_then(|m| m.get(CRC_META))
-                        .and_then(|v| u32::from_str_radix(v, 16).ok()),
+                    crc32c: h.checksum_crc32_c().and_then(crc_from_b64).or_else(|| {
+                        h.metadata()
+                            .and_then(|m| m.get(CRC_META))
+                            .and_then(|v| u32::from_str_radix(v, 16).ok())
+                    }),
                 })),
                 Err(e) => match classify(&e, &key) {
                     ObjectError::NotFound(_) => Ok(None),
@@ -491,7 +663,7 @@ impl ObjectStore for S3Store {
         })
     }
 
-    fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, ObjectError> {
+    fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError> {
         let (s3, bucket, prefix) = (self.s3.clone(), self.bucket.clone(), prefix.to_string());
         self.run(async move {
             let mut out = Vec::new();
@@ -505,7 +677,11 @@ impl ObjectStore for S3Store {
                 let page = page.map_err(|e| classify(&e, &prefix))?;
                 for o in page.contents() {
                     if let Some(k) = o.key() {
-                        out.push((k.to_string(), o.size().map_or(0, |s| s.max(0) as u64)));
+                        out.push(Listed {
+                            key: k.to_string(),
+                            len: o.size().map_or(0, |s| s.max(0) as u64),
+                            etag: o.e_tag().unwrap_or_default().to_string(),
+                        });
                     }
                 }
             }

@@ -138,13 +138,6 @@ pub enum TierError {
         block: u64,
         key: String,
     },
-    /// A label update of a record whose block is tiered (its frame is in the object store).
-    #[error("record {ts} of {bucket}/{entry} is tiered (kept in the object store): its labels can no longer be changed; write a new record instead")]
-    Tiered {
-        bucket: String,
-        entry: String,
-        ts: u64,
-    },
     /// A write sent to a read-only replica.
     #[error("this server is a read-only replica of {0}: send writes to the server that tiers into that object store")]
     ReadOnly(String),

@@ -17,7 +17,7 @@
 //!
 //! What the feed holds is only a pointer: the record is read when it is sent. A record the
 //! FIFO quota evicted (or a user removed) before that reads as gone
-//! ([`FeedRecord::record`] is `None`): the reader counts it, never silently skips it.
+//! ([`FeedPayload::Gone`]): the reader counts it, never silently skips it.
 //! Label updates put a record again and so appear in the feed again (the destination finds
 //! the same payload there and counts it delivered). Records re-indexed by recovery (written
 //! but never acknowledged before a crash) are not in the feed.
@@ -34,6 +34,7 @@ use heed::{Database, Env, RoTxn, RwTxn, WithoutTls};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
 use crate::multi::entry_pattern_matches;
+use crate::record::RecordMeta;
 use crate::when::{Matcher, Stop};
 use crate::*;
 
@@ -300,8 +301,60 @@ pub struct FeedRecord {
     pub ts: u64,
     /// When the record was committed (µs since the epoch).
     pub written_us: u64,
-    /// `None`: the record is gone (evicted by the FIFO quota, or removed) before it was read.
-    pub record: Option<Record>,
+    pub payload: FeedPayload,
+}
+
+/// What a feed item's record holds when it is read.
+#[derive(Debug)]
+pub enum FeedPayload {
+    /// The record is gone (evicted by the FIFO quota, or removed) before it was read.
+    Gone,
+    /// The record with its payload in memory.
+    Whole(Record),
+    /// A record larger than the read's `max_inline`: its metadata only (stream the payload
+    /// with [`Store::open_record`]).
+    Large(RecordMeta),
+}
+
+impl FeedRecord {
+    /// The record, when its payload was read into memory.
+    pub fn whole(&self) -> Option<&Record> {
+        match &self.payload {
+            FeedPayload::Whole(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The record's metadata, unless it is gone.
+    pub fn meta(&self) -> Option<&RecordMeta> {
+        match &self.payload {
+            FeedPayload::Gone => None,
+            FeedPayload::Whole(r) => Some(&r.meta),
+            FeedPayload::Large(m) => Some(m),
+        }
+    }
+}
+
+/// How much one [`Store::feed_read`] returns.
+#[derive(Debug, Clone, Copy)]
+pub struct FeedLimits {
+    /// Records at most.
+    pub records: usize,
+    /// The page ends after the record that brings its payloads to this many bytes.
+    pub bytes: u64,
+    /// Payloads up to this many bytes are read into memory; larger ones are not.
+    pub inline: u64,
+}
+
+impl FeedLimits {
+    /// Everything in memory (tests, small pages).
+    pub fn new(records: usize, bytes: u64) -> FeedLimits {
+        FeedLimits {
+            records,
+            bytes,
+            inline: u64::MAX,
+        }
+    }
 }
 
 /// What [`Store::feed_read`] found.
@@ -406,16 +459,21 @@ impl Store {
     }
 
     /// Items after `after` for reader `name`'s bucket that `filter` wants, with their
-    /// records read (payloads in memory): at most `max_records`, and stopping once
-    /// `max_bytes` of payload are held.
+    /// records read (payloads of at most `max_inline` bytes in memory, larger ones as
+    /// [`FeedPayload::Large`]): at most `max_records`, and stopping once the records
+    /// reach `max_bytes` of payload.
     pub fn feed_read(
         &self,
         name: &str,
         after: u64,
         filter: &mut FeedFilter,
-        max_records: usize,
-        max_bytes: u64,
+        limits: FeedLimits,
     ) -> Result<FeedPage> {
+        let FeedLimits {
+            records: max_records,
+            bytes: max_bytes,
+            inline: max_inline,
+        } = limits;
         let feed = self.feed();
         let txn = self.inner.index.read_txn()?;
         let Some((_, bucket)) = feed.reader(&txn, name)? else {
@@ -450,23 +508,26 @@ impl Store {
         }
         drop(txn);
         for (seq, ts, entry, written_us) in wanted {
-            let record = match self.read(&bucket, &entry, Some(ts)) {
-                Ok(r) => Some(r),
-                Err(Error::NotFound(_)) => None,
+            let payload = match self.read_bounded(&bucket, &entry, ts, max_inline) {
+                Ok((meta, data)) => {
+                    if !filter.wants(ts, &meta.labels) {
+                        continue;
+                    }
+                    bytes += meta.size;
+                    match data {
+                        Some(data) => FeedPayload::Whole(Record { meta, data }),
+                        None => FeedPayload::Large(meta),
+                    }
+                }
+                Err(Error::NotFound(_)) => FeedPayload::Gone,
                 Err(e) => return Err(e),
             };
-            if let Some(r) = &record {
-                if !filter.wants(ts, &r.meta.labels) {
-                    continue;
-                }
-                bytes += r.meta.size;
-            }
             page.records.push(FeedRecord {
                 seq,
                 entry,
                 ts,
                 written_us,
-                record,
+                payload,
             });
             if bytes >= max_bytes {
                 // Stop after this one: the page ends at its sequence number.

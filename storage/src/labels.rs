@@ -1,4 +1,5 @@
-//! Label updates. Blocks are append-only, so a record with new labels is a new frame: the
+//! Label updates. (Of a record whose block is tiered: `tier/labels.rs`.) Blocks are
+//! append-only, so a record with new labels is a new frame: the
 //! old frame's stored bytes are copied as they are (still compressed, never decompressed,
 //! never held whole in memory) behind a new head, the index is pointed at the copy, and the
 //! old frame is retired. All of it under the entry's lock, with the record's location read
@@ -47,7 +48,12 @@ impl Store {
             content_type: Some(first.attrs.content_type.clone()),
             labels: merged(&first.attrs.labels, set, remove),
         };
-        let _res = self.reserve(&b, frame_need(&estimate, first.frame_len))?;
+        // A tiered record's update writes no frame (see `tier/labels.rs`): nothing to reserve.
+        let tier = self.inner.tier.as_ref();
+        let _res = match tier.is_some_and(|t| t.is_tiered(first.block_id)) {
+            true => None,
+            false => Some(self.reserve(&b, frame_need(&estimate, first.frame_len))?),
+        };
         let mut st = e.lock_live(bucket)?;
         let old = self.lookup(&e, ts)?.ok_or_else(not_found)?;
         if st.block(old.block_id).is_none() {
@@ -59,6 +65,10 @@ impl Store {
             labels: merged(&old.attrs.labels, set, remove),
         };
         check_meta(&meta)?;
+        if let Some(t) = tier.filter(|t| t.is_tiered(old.block_id)) {
+            let new = self.relabel_tiered(t, &b, &e, &mut st, ts, &old, meta.labels)?;
+            return Ok(meta_of(ts, &new));
+        }
         let mut undo = Undo::begin(&st);
         let mut ops = Vec::new();
         let copied = self.copy_frame(&b, &e, &mut st, ts, &old, &meta, &mut ops, &mut undo);
@@ -108,20 +118,6 @@ impl Store {
         ops: &mut Vec<Op>,
         undo: &mut Undo,
     ) -> Result<IndexValue> {
-        if self
-            .inner
-            .tier
-            .as_ref()
-            .is_some_and(|t| t.is_tiered(old.block_id))
-        {
-            // Copying the frame would mean a GET under the entry lock.
-            return Err(TierError::Tiered {
-                bucket: b.name().to_string(),
-                entry: e.name().to_string(),
-                ts,
-            }
-            .into());
-        }
         let CachedBlock {
             file: src,
             base_ts: src_base,

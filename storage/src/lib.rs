@@ -56,7 +56,7 @@ pub use error::{
     BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
     TierError, WriteError,
 };
-pub use feed::{FeedFilter, FeedPage, FeedPending, FeedRecord};
+pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
@@ -73,7 +73,10 @@ pub use settings::{
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
-pub use tier::{ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig, TierStats};
+pub use tier::{
+    lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig,
+    TierStats,
+};
 pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.

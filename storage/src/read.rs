@@ -49,6 +49,25 @@ impl Store {
         read_value(&self.inner, &e, ts, v).map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
+    /// A record's metadata and, when its payload is at most `max_inline` bytes, the payload
+    /// (a larger one stays on disk: read it with [`Store::open_record`]).
+    pub(crate) fn read_bounded(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: u64,
+        max_inline: u64,
+    ) -> Result<(RecordMeta, Option<Vec<u8>>)> {
+        let (e, ts, v) = self.locate(bucket, entry, Some(ts))?;
+        let meta = meta_of(ts, &v);
+        if meta.size > max_inline {
+            return Ok((meta, None));
+        }
+        let data = read_payload(&self.inner, &e, ts, &v, false)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
+        Ok((meta, Some(data)))
+    }
+
     /// The metadata of a record, from the index alone.
     pub fn head(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordMeta> {
         let (_, ts, v) = self.locate(bucket, entry, ts)?;

@@ -69,6 +69,16 @@ impl Store {
             }
         }
         let mut emptied = Vec::new();
+        // Tiered blocks are marked again after the commit (see `tier/labels.rs`: a sidecar
+        // upload that read the index before it must be followed by another).
+        let tiered: Vec<u64> = match &self.inner.tier {
+            Some(t) => touched
+                .iter()
+                .copied()
+                .filter(|id| t.is_tiered(*id))
+                .collect(),
+            None => Vec::new(),
+        };
         for id in touched {
             let Some(m) = st.block(id) else {
                 continue;
@@ -82,6 +92,11 @@ impl Store {
             .committer
             .commit(&self.inner.index, Change { ops, files: vec![] })?;
         crate::crash_point("records-removal-committed");
+        if let Some(t) = &self.inner.tier {
+            for id in tiered {
+                t.mark_dirty(&e.bucket_name(), e.name(), id);
+            }
+        }
         for id in emptied {
             self.delete_block(b, e, st, id)?;
         }

@@ -72,6 +72,7 @@ impl Inner {
                                     key: t.key(b.name(), e.name(), id, "blk"),
                                     base_ts: m.base_ts,
                                     len: m.indexed_len,
+                                    entry_id: e.id(),
                                 },
                             );
                         }

@@ -495,12 +495,14 @@ def histogram_params(start: Optional[Timestamp], stop: Optional[Timestamp],
 
 def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: Optional[str],
                      entries: Sequence[str], when: Optional[Mapping[str, Any]], mode: str,
-                     from_ts: Optional[int]) -> Dict[str, Any]:
+                     from_ts: Optional[int], dst_ca: Optional[str] = None) -> Dict[str, Any]:
     """The JSON of ``PUT /api/v1/replications/{name}`` (docs/replication.md)."""
     body: Dict[str, Any] = {"src_bucket": src_bucket, "dst_url": dst_url, "dst_bucket": dst_bucket,
                             "entries": list(entries), "mode": mode}
     if dst_token is not None:
         body["dst_token"] = dst_token
+    if dst_ca is not None:
+        body["dst_ca"] = dst_ca
     if when is not None:
         body["when"] = dict(when)
     if from_ts is not None:

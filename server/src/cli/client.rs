@@ -24,6 +24,10 @@ pub struct ClientArgs {
     /// A saved server profile (`tsblob alias add`): its URL and token.
     #[arg(long, short = 'a', env = "TSBLOB_ALIAS", global = true)]
     pub alias: Option<String>,
+    /// PEM file of certificates to trust for an https:// server besides the Mozilla roots
+    /// (a private CA, a self-signed certificate).
+    #[arg(long, env = "TSBLOB_CA", global = true)]
+    pub ca: Option<std::path::PathBuf>,
 }
 
 impl ClientArgs {
@@ -50,5 +54,11 @@ impl ClientArgs {
 /// The client these arguments name.
 pub fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
     let (url, token) = args.resolve()?;
-    Client::new(&url, token.as_deref()).context("cannot set up the HTTP client")
+    let ca = match &args.ca {
+        Some(path) => Some(
+            std::fs::read(path).with_context(|| format!("cannot read --ca {}", path.display()))?,
+        ),
+        None => None,
+    };
+    Client::with_ca(&url, token.as_deref(), ca.as_deref()).context("cannot set up the HTTP client")
 }

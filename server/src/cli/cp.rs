@@ -32,7 +32,7 @@ use super::filters::when_param;
 use super::human::{parse_time, size};
 use super::records::{bar, extension_of};
 use super::{seg, Client};
-use crate::batch_client::{post_batch, Destination, OutRecord};
+use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
 use tsblob_proto::framing::{Decoder, Event};
 
 /// A batch is sent when its payloads reach this many bytes ...
@@ -48,9 +48,9 @@ const INDEX: &str = "index.ndjson";
 /// `tsblob cp SRC DST`
 #[derive(Debug, clap::Args)]
 pub struct CpArgs {
-    /// Source: `http://host:port/BUCKET[/ENTRY-GLOB]` or an export folder.
+    /// Source: `http[s]://host:port/BUCKET[/ENTRY-GLOB]` or an export folder.
     pub src: String,
-    /// Destination: `http://host:port/BUCKET` or a folder.
+    /// Destination: `http[s]://host:port/BUCKET` or a folder.
     pub dst: String,
     /// Entry names or globs (`*` in a segment, `**` across), comma-separated; default: the
     /// source URL's entry part, or every entry.
@@ -76,6 +76,10 @@ pub struct CpArgs {
     /// Token for a server destination.
     #[arg(long, env = "TSBLOB_DST_TOKEN", hide_env_values = true)]
     pub dst_token: Option<String>,
+    /// PEM file of certificates to trust for https:// servers besides the Mozilla roots
+    /// (a private CA, a self-signed certificate).
+    #[arg(long, env = "TSBLOB_CA")]
+    pub ca: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -88,26 +92,28 @@ enum Place {
         url: String,
         bucket: String,
         entries: Option<String>,
+        /// `--ca`: certificates trusted for https besides the usual roots.
+        ca: Option<Vec<u8>>,
     },
     Folder(PathBuf),
 }
 
-fn place(s: &str) -> anyhow::Result<Place> {
-    if s.starts_with("https://") {
-        bail!("{s}: https is not supported by this build's client; use http:// (through a TLS tunnel if needed)");
-    }
-    let Some(rest) = s.strip_prefix("http://") else {
-        return Ok(Place::Folder(PathBuf::from(s)));
+fn place(s: &str, ca: &Option<Vec<u8>>) -> anyhow::Result<Place> {
+    let (scheme, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
+        (Some(rest), _) => ("http", rest),
+        (_, Some(rest)) => ("https", rest),
+        _ => return Ok(Place::Folder(PathBuf::from(s))),
     };
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let mut parts = path.trim_matches('/').splitn(2, '/');
     let bucket = parts.next().unwrap_or("").to_string();
     if bucket.is_empty() {
-        bail!("{s}: name the bucket, as in http://{host}/BUCKET[/ENTRY-GLOB]");
+        bail!("{s}: name the bucket, as in {scheme}://{host}/BUCKET[/ENTRY-GLOB]");
     }
     tsblob_storage::validate_bucket_name(&bucket).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
     Ok(Place::Server {
-        url: format!("http://{host}"),
+        url: format!("{scheme}://{host}"),
+        ca: ca.clone(),
         bucket,
         entries: parts.next().filter(|e| !e.is_empty()).map(String::from),
     })
@@ -135,8 +141,14 @@ struct Totals {
 }
 
 pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
-    let src = place(&args.src)?;
-    let dst = place(&args.dst)?;
+    let ca = match &args.ca {
+        Some(path) => Some(
+            std::fs::read(path).with_context(|| format!("cannot read --ca {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let src = place(&args.src, &ca)?;
+    let dst = place(&args.dst, &ca)?;
     if let Place::Server {
         entries: Some(e), ..
     } = &dst
@@ -177,11 +189,14 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         let token = args.src_token.clone();
         tokio::spawn(async move {
             match src {
-                Place::Server { url, bucket, .. } => {
+                Place::Server {
+                    url, bucket, ca, ..
+                } => {
                     read_server(
                         &url,
                         &bucket,
                         token,
+                        ca.as_deref(),
                         &patterns,
                         start,
                         stop,
@@ -197,13 +212,15 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         })
     };
     let consumed = match &dst {
-        Place::Server { url, bucket, .. } => {
+        Place::Server {
+            url, bucket, ca, ..
+        } => {
             let d = Destination {
                 url: url.clone(),
                 bucket: bucket.clone(),
                 token: args.dst_token.clone(),
             };
-            write_server(&d, rx, &pb).await
+            write_server(&d, ca.as_deref(), rx, &pb).await
         }
         Place::Folder(dir) => write_folder(dir, rx, &pb).await,
     };
@@ -244,14 +261,18 @@ async fn from_last(
     args: &CpArgs,
 ) -> anyhow::Result<Option<u64>> {
     let source_entries: Vec<String> = match src {
-        Place::Server { url, bucket, .. } => server_entries(url, bucket, args.src_token.clone())
+        Place::Server {
+            url, bucket, ca, ..
+        } => server_entries(url, bucket, args.src_token.clone(), ca.as_deref())
             .await?
             .into_keys()
             .collect(),
         Place::Folder(dir) => folder_entries(dir)?.into_iter().map(|(e, _)| e).collect(),
     };
     let latest: HashMap<String, u64> = match dst {
-        Place::Server { url, bucket, .. } => server_entries(url, bucket, args.dst_token.clone())
+        Place::Server {
+            url, bucket, ca, ..
+        } => server_entries(url, bucket, args.dst_token.clone(), ca.as_deref())
             .await?
             .into_iter()
             .filter_map(|(e, l)| l.map(|l| (e, l)))
@@ -284,8 +305,9 @@ async fn server_entries(
     url: &str,
     bucket: &str,
     token: Option<String>,
+    ca: Option<&[u8]>,
 ) -> anyhow::Result<BTreeMap<String, Option<u64>>> {
-    let c = Client::new(url, token.as_deref())?;
+    let c = Client::with_ca(url, token.as_deref(), ca)?;
     let b = c
         .json(c.request(Method::GET, &format!("/api/v1/b/{}", seg(bucket))))
         .await?;
@@ -303,13 +325,14 @@ async fn read_server(
     url: &str,
     bucket: &str,
     token: Option<String>,
+    ca: Option<&[u8]>,
     patterns: &[String],
     start: Option<u64>,
     stop: Option<u64>,
     when: Option<&str>,
     tx: mpsc::Sender<OutRecord>,
 ) -> anyhow::Result<u64> {
-    let c = Client::new(url, token.as_deref())?;
+    let c = Client::with_ca(url, token.as_deref(), ca)?;
     let mut params: Vec<(String, String)> = vec![("entries".into(), patterns.join(","))];
     if let Some(s) = start {
         params.push(("start".into(), s.to_string()));
@@ -489,11 +512,11 @@ async fn read_folder(
 /// Sends records in batches (one request per entry of a batch), retrying failed attempts.
 async fn write_server(
     dst: &Destination,
+    ca: Option<&[u8]>,
     mut rx: mpsc::Receiver<OutRecord>,
     pb: &indicatif::ProgressBar,
 ) -> anyhow::Result<Totals> {
-    let http = reqwest::Client::builder()
-        .tcp_nodelay(true)
+    let http = tsblob_proto::tls::builder(ca)?
         .connect_timeout(Duration::from_secs(10))
         .build()?;
     let mut totals = Totals::default();
@@ -530,13 +553,17 @@ async fn send_with_retries(
     totals: &mut Totals,
 ) -> anyhow::Result<()> {
     let mut wait = Duration::from_millis(200);
-    for attempt in 1..=ATTEMPTS {
-        let answer = match post_batch(http, dst, entry, &recs, Duration::from_secs(30)).await {
+    let mut attempt = 1;
+    while !recs.is_empty() {
+        let (back, answer) = post_batch(http, dst, entry, recs, Duration::from_secs(30)).await;
+        recs = back;
+        let answer = match answer {
             Ok(a) => a,
             Err(e) if attempt < ATTEMPTS => {
                 eprintln!("{e}; retrying in {wait:?}");
                 tokio::time::sleep(wait).await;
                 wait *= 2;
+                attempt += 1;
                 continue;
             }
             Err(e) => bail!("{e}; run the copy again to continue"),
@@ -544,27 +571,53 @@ async fn send_with_retries(
         let mut results = answer.results.into_iter();
         let mut left = Vec::new();
         let mut refused = None;
+        let mut too_large = false;
+        // A record too large for a batch went alone: the rest is sent at once.
+        let mut moved = false;
         for r in recs {
+            if too_large {
+                // Not read by the destination after the record it found too large.
+                left.push(r);
+                continue;
+            }
             match results.next().map(|x| (x.status, x.error)) {
-                Some((201, _)) => {
-                    totals.written += 1;
-                    totals.bytes += r.data.len() as u64;
+                Some((413, Some(e))) if e.code == "record_too_large" => {
+                    // Over the destination's --max-batch-record: sent alone.
+                    too_large = true;
+                    let outcome = send_alone(http, dst, entry, &r).await;
+                    moved = !matches!(outcome, Single::Retry(_));
+                    tally(outcome, &r, entry, totals, &mut refused, &mut left);
                 }
-                Some((200, _)) => totals.existing += 1,
+                Some((201, _)) => tally(Single::Stored, &r, entry, totals, &mut refused, &mut left),
+                Some((200, _)) => {
+                    tally(Single::Existing, &r, entry, totals, &mut refused, &mut left)
+                }
                 Some((409, e)) => {
-                    totals.conflicts += 1;
-                    eprintln!(
-                        "conflict: {}",
-                        e.map_or_else(|| format!("{entry} {}", r.ts), |e| e.message)
-                    );
+                    let m = e.map_or_else(|| format!("{entry} {}", r.ts), |e| e.message);
+                    tally(
+                        Single::Conflict(m),
+                        &r,
+                        entry,
+                        totals,
+                        &mut refused,
+                        &mut left,
+                    )
                 }
                 Some((s, _)) if s == 429 || s >= 500 => left.push(r),
                 Some((s, e)) => {
-                    refused.get_or_insert(format!(
+                    let m = format!(
                         "{dst}/{entry} refused record {} ({s}): {}",
                         r.ts,
                         e.map_or_else(String::new, |e| e.message)
-                    ));
+                    );
+                    tally(
+                        Single::Refused(m),
+                        &r,
+                        entry,
+                        totals,
+                        &mut refused,
+                        &mut left,
+                    )
                 }
                 None => left.push(r),
             }
@@ -572,14 +625,72 @@ async fn send_with_retries(
         if let Some(why) = refused {
             bail!(why);
         }
-        if left.is_empty() {
-            return Ok(());
-        }
         recs = left;
+        if moved || recs.is_empty() {
+            continue; // the rest goes at once (a record too large is not a failure)
+        }
+        if attempt >= ATTEMPTS {
+            bail!("{dst}/{entry}: {} record(s) still not stored after {ATTEMPTS} attempts; run the copy again", recs.len())
+        }
+        attempt += 1;
         tokio::time::sleep(wait).await;
         wait *= 2;
     }
-    bail!("{dst}/{entry}: {} record(s) still not stored after {ATTEMPTS} attempts; run the copy again", recs.len())
+    Ok(())
+}
+
+/// Sends one record with a single-record write (`if_exists=compare`): for a record over
+/// the destination's `--max-batch-record`.
+async fn send_alone(
+    http: &reqwest::Client,
+    dst: &Destination,
+    entry: &str,
+    r: &OutRecord,
+) -> Single {
+    let meta = tsblob_storage::RecordMeta {
+        ts: r.ts,
+        size: r.data.len() as u64,
+        content_type: r.content_type.clone(),
+        labels: r.labels.clone(),
+    };
+    post_single(
+        http,
+        dst,
+        entry,
+        &meta,
+        r.data.clone().into(),
+        Duration::from_secs(30),
+    )
+    .await
+}
+
+/// Counts what the destination did with record `r`.
+fn tally(
+    outcome: Single,
+    r: &OutRecord,
+    entry: &str,
+    totals: &mut Totals,
+    refused: &mut Option<String>,
+    left: &mut Vec<OutRecord>,
+) {
+    match outcome {
+        Single::Stored => {
+            totals.written += 1;
+            totals.bytes += r.data.len() as u64;
+        }
+        Single::Existing => totals.existing += 1,
+        Single::Conflict(m) => {
+            totals.conflicts += 1;
+            eprintln!("conflict: {entry} {}: {m}", r.ts);
+        }
+        Single::Refused(m) => {
+            refused.get_or_insert(m);
+        }
+        Single::Retry(m) => {
+            eprintln!("{m}; retrying");
+            left.push(r.clone());
+        }
+    }
 }
 
 /// Writes records into an export folder: payload file first, then its index line (so a

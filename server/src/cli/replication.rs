@@ -30,12 +30,16 @@ pub enum ReplicationCommand {
     Create {
         name: String,
         src_bucket: String,
-        /// The destination server's base URL (http://host:port).
+        /// The destination server's base URL (http://host:port or https://host:port).
         dst_url: String,
         dst_bucket: String,
         /// Token for the destination (write permission on DST_BUCKET is enough).
         #[arg(long, env = "TSBLOB_DST_TOKEN", hide_env_values = true)]
         dst_token: Option<String>,
+        /// PEM file of certificates the source trusts for an https destination besides the
+        /// Mozilla roots (its private CA, its self-signed certificate); stored in the task.
+        #[arg(long)]
+        dst_ca: Option<std::path::PathBuf>,
         /// Entry names or globs (`*` in a segment, `**` across); repeat or separate by commas.
         #[arg(long, value_delimiter = ',')]
         entries: Vec<String>,
@@ -91,6 +95,7 @@ async fn set_mode(c: &Client, name: &str, mode: &str) -> anyhow::Result<()> {
     let mut spec = t["settings"].clone();
     if let Some(o) = spec.as_object_mut() {
         o.remove("dst_token_set");
+        o.remove("dst_ca_set");
         o.insert("mode".into(), json!(mode));
     }
     c.json(c.request(Method::PUT, &path(name)).json(&spec))
@@ -128,6 +133,7 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
             dst_url,
             dst_bucket,
             dst_token,
+            dst_ca,
             entries,
             when,
             from,
@@ -139,6 +145,11 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
             });
             if let Some(t) = dst_token {
                 spec["dst_token"] = json!(t);
+            }
+            if let Some(path) = dst_ca {
+                let pem = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read --dst-ca {}", path.display()))?;
+                spec["dst_ca"] = json!(pem);
             }
             if let Some(w) = when {
                 spec["when"] = serde_json::from_str(&w)

@@ -108,9 +108,10 @@ fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
     }
 }
 
-/// What a batch does with a record whose timestamp is taken (`?if_exists=`).
+/// What a write does with a record whose timestamp is taken (`?if_exists=`, on the
+/// batch and the single-record write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum IfExists {
+pub(crate) enum IfExists {
     /// 409 `timestamp_exists` (the default, as for a single write).
     Fail,
     /// Compare the payloads' CRC32C: the same is 200 (already stored: a retried copy),
@@ -118,17 +119,48 @@ enum IfExists {
     Compare,
 }
 
-/// Whether the stored record at `ts` has the payload whose CRC32C is `crc` (a retry).
-fn same_payload(
+impl IfExists {
+    /// The value of an `if_exists` parameter.
+    pub(crate) fn parse(value: &str) -> Result<IfExists, AppError> {
+        match value {
+            "fail" => Ok(IfExists::Fail),
+            "compare" => Ok(IfExists::Compare),
+            other => Err(AppError::bad_request(format!(
+                "if_exists={other:?} is not a choice: use \"fail\" (the default) or \"compare\""
+            ))),
+        }
+    }
+}
+
+/// Whether the stored record at `ts` has the payload whose CRC32C is `crc` (a retry). The
+/// stored payload is streamed, never held whole. Blocking.
+pub(crate) fn same_payload(
     store: &tsblob_storage::Store,
     bucket: &str,
     entry: &str,
     ts: u64,
     crc: u32,
 ) -> bool {
-    store
-        .read(bucket, entry, Some(ts))
-        .is_ok_and(|r| crc32c::crc32c(&r.data) == crc)
+    let Ok(mut r) = store.open_record(bucket, entry, Some(ts)) else {
+        return false;
+    };
+    let mut stored = 0u32;
+    loop {
+        match r.read_chunk(1 << 20) {
+            Ok(c) if c.is_empty() => return stored == crc,
+            Ok(c) => stored = crc32c::crc32c_append(stored, &c),
+            Err(_) => return false,
+        }
+    }
+}
+
+/// The 409 of a record whose timestamp holds another payload (`if_exists=compare`).
+pub(crate) fn conflict(bucket: &str, entry: &str, at: u64) -> AppError {
+    AppError::new(
+        StatusCode::CONFLICT,
+        "conflict",
+        format!("a different record (another payload) is stored at timestamp {at} in {bucket}/{entry}: it is kept, never overwritten; remove it first to replace it"),
+    )
 }
 
 /// Writes one chunk on the blocking pool; the handle yields one result per record.
@@ -162,20 +194,20 @@ fn spawn_chunk(t: &Target, records: Vec<Parsed>, if_exists: IfExists) -> JoinHan
                         ts: at,
                         ..
                     })) if if_exists == IfExists::Compare => {
-                        if crcs.get(i).is_some_and(|c| same_payload(&store, &bucket, &entry, at, *c)) {
+                        if crcs
+                            .get(i)
+                            .is_some_and(|c| same_payload(&store, &bucket, &entry, at, *c))
+                        {
                             RecordResult {
                                 ts: Some(at),
                                 status: 200,
                                 error: None,
                             }
                         } else {
+                            let c = conflict(&bucket, &entry, at);
                             RecordResult {
                                 ts: Some(at),
-                                ..detail(
-                                    StatusCode::CONFLICT,
-                                    "conflict",
-                                    format!("a different record (another payload) is stored at timestamp {at} in {bucket}/{entry}: it is kept, never overwritten; remove it first to replace it"),
-                                )
+                                ..detail(c.status, c.code, c.message)
                             }
                         }
                     }
@@ -262,14 +294,11 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let (parts, body) = req.into_parts();
     let mut if_exists = IfExists::Fail;
     for (k, v) in super::params::pairs(parts.uri.query()) {
-        match (k.as_str(), v.as_str()) {
-            ("if_exists", "fail") => if_exists = IfExists::Fail,
-            ("if_exists", "compare") => if_exists = IfExists::Compare,
-            ("if_exists", other) => {
-                return Ok(refused(AppError::bad_request(format!(
-                    "if_exists={other:?} is not a choice: use \"fail\" (the default) or \"compare\""
-                ))))
-            }
+        match k.as_str() {
+            "if_exists" => match IfExists::parse(&v) {
+                Ok(i) => if_exists = i,
+                Err(e) => return Ok(refused(e)),
+            },
             _ => return Ok(refused(super::params::unknown(&k, "if_exists"))),
         }
     }
@@ -300,6 +329,8 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let mut in_flight: Option<JoinHandle<ChunkOutcome>> = None;
     let mut results: Vec<RecordResult> = Vec::new();
     let mut fault: Option<AppError> = None;
+    // The timestamp of a record over `--max-batch-record` (it ends the batch).
+    let mut too_large: Option<u64> = None;
 
     'body: loop {
         loop {
@@ -321,10 +352,18 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         break 'body;
                     }
                     if head.payload_len > limits.max_batch_record {
-                        fault = Some(malformed(format!(
-                            "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST",
-                            dec.records(), head.payload_len, limits.max_batch_record
-                        )));
+                        // The records before it are complete: they are written, and this
+                        // one's result (413 `record_too_large`) follows theirs, so a client
+                        // knows which to send alone.
+                        too_large = Some(head.ts);
+                        fault = Some(AppError::new(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "record_too_large",
+                            format!(
+                                "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST (the records after it were not read)",
+                                dec.records(), head.payload_len, limits.max_batch_record
+                            ),
+                        ));
                         break 'body;
                     }
                     if dec.records() > limits.max_batch_records {
@@ -385,6 +424,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             }
         }
         match chunks.next().await {
+            // A decompressed body arrives as one chunk: taken as it is when nothing is
+            // buffered (no copy of megabytes into fresh pages), appended otherwise.
+            Ok(Some(bytes)) if buf.is_empty() => {
+                buf = bytes
+                    .try_into_mut()
+                    .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+            }
             Ok(Some(bytes)) => buf.extend_from_slice(&bytes),
             Ok(None) => {
                 if !dec.is_done() {
@@ -401,11 +447,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             }
         }
     }
-    if fault.is_none() && !chunk.is_empty() {
+    if (fault.is_none() || too_large.is_some()) && !chunk.is_empty() {
         settle(in_flight.take(), &mut results).await;
         in_flight = Some(spawn_chunk(&t, chunk, if_exists));
     }
     settle(in_flight, &mut results).await;
+    if let (Some(ts), Some(f)) = (too_large, &fault) {
+        results.push(RecordResult {
+            ts: (ts != TS_NOW).then_some(ts),
+            ..detail(f.status, f.code, f.message.clone())
+        });
+    }
 
     let written = results.iter().filter(|r| r.status == 201).count() as u64;
     let existing = results.iter().filter(|r| r.status == 200).count() as u64;

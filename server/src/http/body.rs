@@ -175,7 +175,13 @@ pub async fn decompress_zstd(body: Body, limits: &Limits) -> Result<Body, AppErr
             ))
         };
         let dec = zstd::stream::read::Decoder::new(&packed[..]).map_err(bad)?;
-        let mut out = Vec::new();
+        // The frame says how large it is (a one-shot compressor writes it): the output is
+        // allocated once instead of grown by doubling (a copy each time).
+        let announced = zstd::zstd_safe::get_frame_content_size(&packed)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        let mut out = Vec::with_capacity(announced.min(max).min(256 << 20) as usize);
         dec.take(max.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(bad)?;

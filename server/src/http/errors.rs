@@ -209,7 +209,6 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         },
         Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
         Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
-        Error::Tier(TierError::Tiered { .. }) => (S::CONFLICT, "record_tiered"),
         Error::Tier(TierError::Missing { .. }) => (S::SERVICE_UNAVAILABLE, "tier_object_missing"),
         Error::Tier(_) => (S::SERVICE_UNAVAILABLE, "tier_unavailable"),
         Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
@@ -254,7 +253,6 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
             bucket, entry, ts, ..
         } => format!("record {ts} of {bucket}/{entry} is kept only in the object store, which is unavailable: retry once it is back (GET /health reports the tier's state)"),
         TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; restore the object or remove the records"),
-        TierError::Tiered { .. } => e.to_string(),
         TierError::ReadOnly(_) => "this server is a read-only replica of an object store: send writes to the server that tiers into it".to_string(),
         TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
     };

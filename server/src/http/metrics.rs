@@ -108,6 +108,11 @@ const TIER_GAUGES: &[(&str, &str, TierField)] = &[
         "Object deletions waiting for the store",
         |t| t.pending_deletes,
     ),
+    (
+        "tsblob_tier_pending_sidecars",
+        "Heads sidecars of tiered blocks waiting to be uploaded again (removals, label updates)",
+        |t| t.pending_sidecars,
+    ),
 ];
 
 impl Metrics {

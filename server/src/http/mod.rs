@@ -222,7 +222,8 @@ async fn entry_route(
 }
 
 /// Health check; never needs a token. With a tier, says whether the object store is
-/// reachable (`tier.available`); the server itself is up either way (200).
+/// reachable (`tier.available`, and `tier.error` why not); the server itself is up either
+/// way (200).
 #[utoipa::path(get, path = "/health", tag = "service",
     responses((status = 200, description = "The server is up; `tier` (with --tier-url or --read-replica) says whether the object store is available", body = serde_json::Value)))]
 pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Value> {
@@ -233,6 +234,7 @@ pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Val
             "available": t.available,
             "upload_queue": t.upload_queue,
             "read_replica": !t.uploads_enabled,
+            "error": t.last_error,
         });
     }
     axum::Json(body)

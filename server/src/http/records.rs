@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tsblob_storage::{EntryInfo, Labels, RecordMeta, WriteMeta};
 
 use super::auth::Caller;
+use super::batch::{conflict, same_payload, IfExists};
 use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{check_label_bounds, content_type_from, labels_from, put_meta, TS_HEADER};
@@ -91,18 +92,27 @@ impl From<EntryInfo> for EntryJson {
 /// Writes one record; the body is the payload.
 #[utoipa::path(post, path = "/api/v1/b/{bucket}/{entry}", tag = "records",
     params(("bucket" = String, Path), ("entry" = String, Path, description = "may contain '/'"),
-           ("ts" = Option<u64>, Query, description = "µs since the Unix epoch; default: now")),
+           ("ts" = Option<u64>, Query, description = "µs since the Unix epoch; default: now"),
+           ("if_exists" = Option<String>, Query, description = "fail (default: 409 timestamp_exists) or compare (the same payload CRC32C stored at ts: 200; a different one: 409 conflict)")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream",
         description = "the payload; Content-Type is stored; labels as x-tsblob-label-<key> headers"),
-    responses((status = 201, body = Written), (status = 409, body = ErrorBody),
+    responses((status = 201, body = Written), (status = 200, body = Written, description = "if_exists=compare: the same payload is stored at ts already"),
+              (status = 409, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
               (status = 422, body = ErrorBody), (status = 507, body = ErrorBody)))]
 pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
     let (parts, body) = req.into_parts();
-    let params = RecordParams::parse(parts.uri.query(), false)?;
+    let (mut ts, mut if_exists) = (None, IfExists::Fail);
+    for (k, v) in super::params::pairs(parts.uri.query()) {
+        match k.as_str() {
+            "ts" => ts = Some(super::params::parse_ts(&k, &v)?),
+            "if_exists" => if_exists = IfExists::parse(&v)?,
+            _ => return Err(super::params::unknown(&k, "ts and if_exists")),
+        }
+    }
     let meta = WriteMeta {
-        ts: params.ts,
+        ts,
         content_type: content_type_from(&parts.headers)?,
         labels: labels_from(&parts.headers)?,
     };
@@ -123,20 +133,29 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         Some(n) => t.state.bodies.try_take(n).map(Some),
         None => None,
     };
-    let ts = match (len, in_memory) {
-        // Small bodies go to the writer thread, which groups concurrent writes.
-        (Some(_), Some(None)) => {
+    let (ts, status) = match (len, in_memory) {
+        // Small bodies go to the writer thread, which groups concurrent writes; a write that
+        // asks to compare with a stored record (`if_exists=compare`) is settled below.
+        (Some(_), Some(None)) if if_exists == IfExists::Fail => {
             let pieces = chunks.pieces().await?;
             let writer = t.state.writer.clone();
-            writer.write(bucket, entry, meta, pieces).await?
+            let ts = writer.write(bucket, entry, meta, pieces).await?;
+            (ts, StatusCode::CREATED)
         }
         (Some(_), Some(_permit)) => {
             let pieces = chunks.pieces().await?;
-            blocking(move || Ok(store.write_pieces(&bucket, &entry, &meta, &pieces)?)).await?
+            let crc = pieces
+                .iter()
+                .fold(0, |crc, piece| crc32c::crc32c_append(crc, piece));
+            blocking(move || {
+                let written = store.write_pieces(&bucket, &entry, &meta, &pieces);
+                settle_write(&store, &bucket, &entry, written, if_exists, crc)
+            })
+            .await?
         }
         _ => {
             // The whole body is received before the engine is asked for anything.
-            let spool = spool::receive(&store, &bucket, chunks).await?;
+            let (spool, crc) = spool::receive(&store, &bucket, chunks).await?;
             if len.is_some_and(|n| n != spool.len()) {
                 return Err(AppError::bad_request(format!(
                     "the body has {} bytes but Content-Length said {}: nothing was stored",
@@ -144,13 +163,41 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                     len.unwrap_or_default()
                 )));
             }
-            blocking(move || Ok(spool::write_spooled(&store, &bucket, &entry, &meta, spool)?))
-                .await?
+            blocking(move || {
+                let written = spool::write_spooled(&store, &bucket, &entry, &meta, spool);
+                settle_write(&store, &bucket, &entry, written, if_exists, crc)
+            })
+            .await?
         }
     };
-    let mut resp = (StatusCode::CREATED, Json(Written { ts })).into_response();
+    let mut resp = (status, Json(Written { ts })).into_response();
     resp.headers_mut().insert(TS_HEADER, HeaderValue::from(ts));
     Ok(resp)
+}
+
+/// A write's answer: 201, or with `if_exists=compare` and the timestamp taken, 200 when
+/// the stored payload has the body's CRC32C (`crc`) and 409 `conflict` when not. Blocking.
+fn settle_write(
+    store: &tsblob_storage::Store,
+    bucket: &str,
+    entry: &str,
+    written: tsblob_storage::Result<u64>,
+    if_exists: IfExists,
+    crc: u32,
+) -> Result<(u64, StatusCode), AppError> {
+    match written {
+        Ok(ts) => Ok((ts, StatusCode::CREATED)),
+        Err(tsblob_storage::Error::Write(tsblob_storage::WriteError::Conflict { ts, .. }))
+            if if_exists == IfExists::Compare =>
+        {
+            if same_payload(store, bucket, entry, ts, crc) {
+                Ok((ts, StatusCode::OK))
+            } else {
+                Err(conflict(bucket, entry, ts))
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 enum Opened {
@@ -222,7 +269,7 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
 
 /// Sends a large record in chunks, each read on the blocking pool: between reads the task
 /// waits for the client asynchronously, so a slow reader holds no blocking thread.
-async fn stream_record(
+pub(crate) async fn stream_record(
     mut reader: tsblob_storage::RecordReader,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {

@@ -65,15 +65,16 @@ async fn idle(
         .ok_or_else(|| AppError::internal("the spool of a request went missing"))
 }
 
-/// Receives the whole body into a new spool of `bucket`. The network is awaited on the
-/// async side only; each ~1 MiB piece is appended on the blocking pool while the next one
-/// arrives. Any failure (limit, stall, cut-off, quota, disk) drops the spool: nothing was
-/// stored, reserved or evicted.
+/// Receives the whole body into a new spool of `bucket`, with the body's CRC32C (for
+/// `if_exists=compare`). The network is awaited on the async side only; each ~1 MiB piece
+/// is appended on the blocking pool while the next one arrives. Any failure (limit, stall,
+/// cut-off, quota, disk) drops the spool: nothing was stored, reserved or evicted.
 pub async fn receive(
     store: &Store,
     bucket: &str,
     mut chunks: BodyChunks,
-) -> Result<Spool, AppError> {
+) -> Result<(Spool, u32), AppError> {
+    let mut crc = 0u32;
     let (s, b) = (store.clone(), bucket.to_string());
     let mut spool = Some(blocking(move || Ok(s.spool(&b)?)).await?);
     let mut in_flight: Option<JoinHandle<(Spool, Result<()>)>> = None;
@@ -82,6 +83,7 @@ pub async fn receive(
     loop {
         let done = match chunks.next().await {
             Ok(Some(bytes)) => {
+                crc = crc32c::crc32c_append(crc, &bytes);
                 piece_len += bytes.len();
                 piece.push(bytes);
                 false
@@ -99,7 +101,7 @@ pub async fn receive(
             piece_len = 0;
         }
         if done {
-            return idle(&mut spool, &mut in_flight).await;
+            return Ok((idle(&mut spool, &mut in_flight).await?, crc));
         }
     }
 }

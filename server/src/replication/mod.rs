@@ -47,6 +47,10 @@ pub struct TaskSpec {
     pub dst_bucket: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_token: Option<String>,
+    /// For an `https://` destination: PEM certificates to trust besides the Mozilla roots
+    /// (its private CA, or its self-signed certificate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_ca: Option<String>,
     #[serde(default)]
     pub entries: Vec<String>,
     /// A condition of the query language (docs/api.md), on the record's labels and timestamp.
@@ -216,11 +220,14 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
             spec.dst_url
         ))
     })?;
-    if url.scheme() != "http" {
+    if url.scheme() != "http" && url.scheme() != "https" {
         return Err(invalid(format!(
-            "dst_url {:?}: only http:// destinations are supported by this build (no TLS client); reach an https server through a local TLS tunnel or proxy",
+            "dst_url {:?}: give an http:// or https:// URL",
             spec.dst_url
         )));
+    }
+    if let Some(ca) = &spec.dst_ca {
+        tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }
     for p in &spec.entries {
         tsblob_storage::validate_entry_name(&p.replace('*', "x"))?;
@@ -267,10 +274,7 @@ impl Replications {
                 },
             );
         }
-        let http = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(5))
-            .build()?;
+        let http = http_client(None).map_err(|e| anyhow::anyhow!(e.message))?;
         Ok(Replications {
             path,
             store,
@@ -399,9 +403,15 @@ impl Replications {
             if spec.dst_token.is_none() {
                 spec.dst_token = o.dst_token.clone();
             }
+            if spec.dst_ca.is_none() {
+                spec.dst_ca = o.dst_ca.clone();
+            }
         }
         if spec.dst_token.as_deref() == Some("") {
             spec.dst_token = None;
+        }
+        if spec.dst_ca.as_deref() == Some("") {
+            spec.dst_ca = None;
         }
         let (store, n, b) = (
             self.store.clone(),
@@ -519,6 +529,16 @@ impl Replications {
     }
 }
 
+/// The HTTP client of senders: http and https (rustls, the Mozilla roots plus `ca`, a
+/// task's `dst_ca`).
+pub(crate) fn http_client(ca: Option<&str>) -> Result<reqwest::Client, AppError> {
+    tsblob_proto::tls::builder(ca.map(str::as_bytes))
+        .map_err(|e| invalid(format!("dst_ca: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| AppError::internal(format!("cannot build the HTTP client: {e}")))
+}
+
 /// The backfill of a task whose feed reader was lost (nothing says what was delivered).
 pub(crate) fn lost_reader(name: &str, from: Option<u64>) -> Option<Backfill> {
     let from = from.unwrap_or(0);
@@ -551,6 +571,8 @@ pub struct Settings {
     pub dst_bucket: String,
     /// A destination token is stored (its value is never answered).
     pub dst_token_set: bool,
+    /// Certificates to trust for the destination are stored (`dst_ca`).
+    pub dst_ca_set: bool,
     pub entries: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -567,6 +589,7 @@ impl Settings {
             dst_url: s.dst_url.clone(),
             dst_bucket: s.dst_bucket.clone(),
             dst_token_set: s.dst_token.is_some(),
+            dst_ca_set: s.dst_ca.is_some(),
             entries: s.entries.clone(),
             when: s.when.clone(),
             mode: s.mode,

@@ -5,15 +5,16 @@
 //! backoff; nothing here ever blocks a writer (the feed is appended by the commits).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tsblob_storage::{FeedFilter, Query, Store};
+use tsblob_storage::{FeedFilter, FeedLimits, FeedPage, FeedPayload, Query, RecordMeta, Store};
 
 use super::{now_us, Backfill, Event, Mode, Phase, Replications, Shared, TaskSpec};
-use crate::batch_client::{post_batch, Destination, OutRecord};
+use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
 use crate::http::AppError;
 
 /// A page holds at most this many records ...
@@ -23,8 +24,28 @@ const PAGE_RECORDS: usize = 2000;
 const PAGE_BYTES: u64 = 8 << 20;
 /// The first wait after an error (it doubles up to `Options::max_backoff`).
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// Payloads larger than this are not read into a page: they are streamed from the
+/// source's block, each in a single-record write of its own.
+const INLINE_MAX: u64 = 4 << 20;
 
-type Out = OutRecord;
+/// A record to deliver.
+#[derive(Debug)]
+enum Out {
+    /// In memory: sent in a batch.
+    Whole(OutRecord),
+    /// Too large for a batch (ours or the destination's): sent alone, streamed from the
+    /// source's block.
+    Large(String, RecordMeta),
+}
+
+impl Out {
+    fn entry(&self) -> &str {
+        match self {
+            Out::Whole(r) => &r.entry,
+            Out::Large(e, _) => e,
+        }
+    }
+}
 
 /// The task's filter over the feed: its entries and condition.
 pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, AppError> {
@@ -47,14 +68,28 @@ pub fn spawn(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
+        // A task trusting its own CA has its own client; the others share the server's.
+        let http = match spec.dst_ca.as_deref() {
+            None => Ok(repl.http().clone()),
+            Some(ca) => super::http_client(Some(ca)),
+        };
         let s = Sender {
             repl,
             name,
             spec,
             shared,
             cancel,
+            single_from: AtomicU64::new(u64::MAX),
+            http: match http {
+                Ok(h) => h,
+                Err(e) => {
+                    // Checked at PUT: only a task file edited by hand gets here.
+                    tracing::warn!("replication: {}", e.message);
+                    return;
+                }
+            },
         };
-        s.run().await;
+        Arc::new(s).run().await;
     });
 }
 
@@ -64,7 +99,29 @@ struct Sender {
     spec: TaskSpec,
     shared: Arc<Mutex<Shared>>,
     cancel: CancellationToken,
+    /// Records of at least this many bytes go alone: the smallest the destination refused
+    /// in a batch (`record_too_large`, over its `--max-batch-record`).
+    single_from: AtomicU64,
+    http: reqwest::Client,
 }
+
+/// Pages a sender has in flight at most (read and being sent; a third is read only once
+/// the oldest is acknowledged): the memory bound is two pages.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// A feed page being sent by its own task.
+struct InFlight {
+    /// The feed position to acknowledge once it is delivered.
+    end: u64,
+    /// Records of it gone at the source (counted at the acknowledgement).
+    gone: u64,
+    more: bool,
+    handle: tokio::task::JoinHandle<Result<(), Cancelled>>,
+}
+
+/// A feed read under way: the page (or the engine's error) and the filter back.
+type ReadHandle =
+    tokio::task::JoinHandle<Result<(tsblob_storage::Result<FeedPage>, FeedFilter), AppError>>;
 
 /// The task was cancelled (removed, replaced) while it waited.
 struct Cancelled;
@@ -94,13 +151,13 @@ impl Sender {
         s.dirty = true;
     }
 
-    async fn run(self) {
+    async fn run(self: Arc<Self>) {
         if self.spec.mode == Mode::Paused {
             self.phase(Phase::Paused);
             tracing::info!(task = %self.name, "replication task paused");
             return;
         }
-        let mut filter = match feed_filter(&self.spec) {
+        let filter = match feed_filter(&self.spec) {
             Ok(f) => f,
             Err(e) => {
                 return self.error(format!(
@@ -115,6 +172,10 @@ impl Sender {
         let mut last_save = Instant::now();
         let mut last_pending = Instant::now() - Duration::from_secs(10);
         let mut pos: Option<u64> = None;
+        let mut filter = Some(filter);
+        // Pages read and being sent, oldest first, and where the next read starts.
+        let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
+        let mut read_at: Option<u64> = None;
         loop {
             if self.cancel.is_cancelled() {
                 return;
@@ -160,67 +221,95 @@ impl Sender {
             };
             let backfill = self.shared.lock().backfill.clone().filter(|b| !b.done);
             if let Some(bf) = backfill {
-                if self.backfill_step(bf, &filter, &mut backoff).await.is_err() {
+                let f = match filter.take() {
+                    Some(f) => f,
+                    None => match feed_filter(&self.spec) {
+                        Ok(f) => f,
+                        Err(_) => return,
+                    },
+                };
+                let step = self.backfill_step(bf, &f, &mut backoff).await;
+                filter = Some(f);
+                if step.is_err() {
                     return;
                 }
                 continue;
             }
-            // Mark the commits seen before reading: one that lands after the read wakes us.
-            commits.borrow_and_update();
-            let (store, n) = (self.store(), self.name.clone());
-            let read = blocking(move || {
-                let page = store.feed_read(&n, p, &mut filter, PAGE_RECORDS, PAGE_BYTES);
-                Ok((page, filter))
-            })
-            .await;
-            let page = match read {
-                Ok((page, f)) => {
-                    filter = f;
-                    page
-                }
-                Err(e) => {
-                    // The filter moved into the failed task: build it again.
-                    filter = match feed_filter(&self.spec) {
+            // Fill the pipeline: read the page after the last one read (while the pages
+            // in flight are sent by their own tasks), up to MAX_IN_FLIGHT pages.
+            let at = *read_at.get_or_insert(p);
+            let mut fresh = false;
+            if in_flight.len() < MAX_IN_FLIGHT {
+                // Mark the commits seen before reading: one that lands after the read
+                // wakes us.
+                commits.borrow_and_update();
+                let f = match filter.take() {
+                    Some(f) => f,
+                    None => match feed_filter(&self.spec) {
                         Ok(f) => f,
                         Err(_) => return,
-                    };
-                    self.error(format!("cannot read the change feed: {}", e.message));
-                    if self.pause(&mut backoff).await.is_err() {
-                        return;
+                    },
+                };
+                let page = match self.spawn_read(at, f).await {
+                    Ok(Ok((page, f))) => {
+                        filter = Some(f);
+                        page
                     }
-                    continue;
-                }
-            };
-            let page = match page {
-                Ok(p) => p,
-                Err(e) => {
-                    self.error(format!("cannot read the change feed: {e}"));
-                    pos = None;
-                    if self.pause(&mut backoff).await.is_err() {
-                        return;
+                    failed => {
+                        let why = match failed {
+                            Ok(Err(e)) => e.message,
+                            Err(e) => e.to_string(),
+                            Ok(Ok(_)) => String::new(),
+                        };
+                        // The filter went with the failed read: it is built again.
+                        self.error(format!("cannot read the change feed: {why}"));
+                        if self.pause(&mut backoff).await.is_err() {
+                            return;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            };
-            let mut outs = Vec::with_capacity(page.records.len());
-            let mut gone = 0u64;
-            for r in page.records {
-                match r.record {
-                    Some(rec) => outs.push(Out {
-                        entry: r.entry,
-                        ts: r.ts,
-                        content_type: rec.meta.content_type,
-                        labels: rec.meta.labels,
-                        data: rec.data,
-                    }),
-                    None => {
-                        gone += 1;
-                        tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
-                            "replication: the record was evicted (or removed) at the source before it was sent");
+                };
+                let page = match page {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.error(format!("cannot read the change feed: {e}"));
+                        // Start again from the durable position (what was in flight is
+                        // sent again: the destination finds it existing).
+                        for f in in_flight.drain(..) {
+                            f.handle.abort();
+                        }
+                        pos = None;
+                        read_at = None;
+                        if self.pause(&mut backoff).await.is_err() {
+                            return;
+                        }
+                        continue;
                     }
+                };
+                if page.end != at {
+                    fresh = true;
+                    read_at = Some(page.end);
+                    let (outs, gone) = self.outs(page.records);
+                    let me = self.clone();
+                    let handle = tokio::spawn(async move {
+                        let mut backoff = FIRST_BACKOFF;
+                        if outs.is_empty() {
+                            return Ok(());
+                        }
+                        me.deliver(outs, &mut backoff).await
+                    });
+                    in_flight.push_back(InFlight {
+                        end: page.end,
+                        gone,
+                        more: page.more,
+                        handle,
+                    });
                 }
             }
-            if page.end == p {
+            if fresh && in_flight.len() < MAX_IN_FLIGHT {
+                continue; // read the next page at once
+            }
+            let Some(oldest) = in_flight.pop_front() else {
                 // Nothing new: wait for a commit (or a second, for the figures).
                 self.phase(Phase::Idle);
                 self.update_pending(&mut last_pending, false).await;
@@ -231,12 +320,20 @@ impl Sender {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
                 continue;
+            };
+            // The oldest page in flight: once delivered, the position moves past it (pages
+            // are acknowledged in feed order, only once every record of them is resolved).
+            match oldest.handle.await {
+                Ok(Ok(())) => {}
+                _ => {
+                    // Cancelled (the task was removed or replaced).
+                    for f in in_flight.drain(..) {
+                        f.handle.abort();
+                    }
+                    return;
+                }
             }
-            if !outs.is_empty() && self.deliver(outs, &mut backoff).await.is_err() {
-                return;
-            }
-            let (store, n, end) = (self.store(), self.name.clone(), page.end);
-            // The position moves only now: everything up to `end` is resolved.
+            let (store, n, end) = (self.store(), self.name.clone(), oldest.end);
             loop {
                 let (store, n) = (store.clone(), n.clone());
                 match blocking(move || Ok(store.feed_ack(&n, end)?)).await {
@@ -244,6 +341,9 @@ impl Sender {
                     Err(e) => {
                         self.error(format!("cannot store the feed position: {}", e.message));
                         if self.pause(&mut backoff).await.is_err() {
+                            for f in in_flight.drain(..) {
+                                f.handle.abort();
+                            }
                             return;
                         }
                     }
@@ -251,19 +351,50 @@ impl Sender {
             }
             pos = Some(end);
             // Counted once the page is acknowledged (a page read again is not counted twice).
-            if gone > 0 {
-                self.repl
-                    .metrics
-                    .evicted_before_sent
-                    .with_label_values(&[&self.name])
-                    .inc_by(gone);
-                let mut s = self.shared.lock();
-                s.counters.evicted_before_sent += gone;
-                s.dirty = true;
-            }
-            self.update_pending(&mut last_pending, !page.more).await;
+            self.evicted(oldest.gone);
+            self.update_pending(&mut last_pending, !oldest.more && in_flight.is_empty())
+                .await;
             self.save_now_and_then(&mut last_save).await;
         }
+    }
+
+    /// The records of a feed page to send, and how many were gone at the source.
+    fn outs(&self, records: Vec<tsblob_storage::FeedRecord>) -> (Vec<Out>, u64) {
+        let mut outs = Vec::with_capacity(records.len());
+        let mut gone = 0u64;
+        for r in records {
+            match r.payload {
+                FeedPayload::Whole(rec) => outs.push(Out::Whole(OutRecord {
+                    entry: r.entry,
+                    ts: r.ts,
+                    content_type: rec.meta.content_type,
+                    labels: rec.meta.labels,
+                    data: rec.data,
+                })),
+                FeedPayload::Large(meta) => outs.push(Out::Large(r.entry, meta)),
+                FeedPayload::Gone => {
+                    gone += 1;
+                    tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
+                        "replication: the record was evicted (or removed) at the source before it was sent");
+                }
+            }
+        }
+        (outs, gone)
+    }
+
+    /// Reads the feed page after `after` on the blocking pool (the filter travels with it:
+    /// its aggregation state goes on from page to page).
+    fn spawn_read(&self, after: u64, mut filter: FeedFilter) -> ReadHandle {
+        let (store, n) = (self.store(), self.name.clone());
+        tokio::spawn(blocking(move || {
+            let limits = FeedLimits {
+                records: PAGE_RECORDS,
+                bytes: PAGE_BYTES,
+                inline: INLINE_MAX,
+            };
+            let page = store.feed_read(&n, after, &mut filter, limits);
+            Ok((page, filter))
+        }))
     }
 
     /// Subscribes the task again after its feed reader was lost, with a backfill of
@@ -329,6 +460,21 @@ impl Sender {
         Ok(())
     }
 
+    /// Counts records the source lost before they were sent.
+    fn evicted(&self, gone: u64) {
+        if gone == 0 {
+            return;
+        }
+        self.repl
+            .metrics
+            .evicted_before_sent
+            .with_label_values(&[&self.name])
+            .inc_by(gone);
+        let mut s = self.shared.lock();
+        s.counters.evicted_before_sent += gone;
+        s.dirty = true;
+    }
+
     async fn pause(&self, backoff: &mut Duration) -> Result<(), Cancelled> {
         self.phase(Phase::Backoff);
         let wait = *backoff;
@@ -360,7 +506,7 @@ impl Sender {
     async fn attempt(&self, todo: Vec<Out>) -> Vec<Out> {
         let mut by_entry: BTreeMap<String, Vec<Out>> = BTreeMap::new();
         for o in todo {
-            by_entry.entry(o.entry.clone()).or_default().push(o);
+            by_entry.entry(o.entry().to_string()).or_default().push(o);
         }
         let mut left = Vec::new();
         for (entry, recs) in by_entry {
@@ -369,29 +515,81 @@ impl Sender {
         left
     }
 
+    fn destination(&self) -> Destination {
+        Destination {
+            url: self.spec.dst_url.clone(),
+            bucket: self.spec.dst_bucket.clone(),
+            token: self.spec.dst_token.clone(),
+        }
+    }
+
+    /// Sends the records of one entry: those in memory in batches, the large ones (and any
+    /// the destination finds too large for a batch) alone. Returns the records to retry.
     async fn send_entry(&self, entry: &str, recs: Vec<Out>) -> Vec<Out> {
-        let spec = &self.spec;
-        let dst = Destination {
-            url: spec.dst_url.clone(),
-            bucket: spec.dst_bucket.clone(),
-            token: spec.dst_token.clone(),
-        };
+        let single_from = self.single_from.load(Ordering::Relaxed);
+        let (mut batch, mut alone) = (Vec::new(), Vec::new());
+        for o in recs {
+            match o {
+                Out::Whole(r) if r.data.len() as u64 >= single_from => {
+                    alone.push(Out::Large(entry.to_string(), meta_of(r)))
+                }
+                Out::Whole(r) => batch.push(r),
+                large => alone.push(large),
+            }
+        }
+        let mut left = Vec::new();
+        while !batch.is_empty() {
+            let (retry, rest, too_large) = self.send_batch(entry, batch).await;
+            left.extend(retry.into_iter().map(Out::Whole));
+            if let Some(r) = too_large {
+                self.single_from
+                    .fetch_min(r.data.len() as u64, Ordering::Relaxed);
+                alone.push(Out::Large(entry.to_string(), meta_of(r)));
+            }
+            batch = rest;
+        }
+        for o in alone {
+            if let Out::Large(_, meta) = &o {
+                if !self.send_alone(entry, meta).await {
+                    left.push(o);
+                }
+            }
+        }
+        left
+    }
+
+    /// One batch. Returns the records to retry, those after a record the destination
+    /// found too large (to send next, without it) and that record.
+    async fn send_batch(
+        &self,
+        entry: &str,
+        recs: Vec<OutRecord>,
+    ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>) {
+        let dst = self.destination();
         let timeout = self.repl.options().timeout;
-        let answer = match post_batch(self.repl.http(), &dst, entry, &recs, timeout).await {
+        let (recs, answer) = post_batch(&self.http, &dst, entry, recs, timeout).await;
+        let answer = match answer {
             Ok(a) => a,
             Err(message) => {
                 self.error(message);
-                return recs;
+                return (recs, Vec::new(), None);
             }
         };
         let dst = format!("{dst}/{entry}");
         let mut left = Vec::new();
         let mut results = answer.results.into_iter();
         let (mut sent, mut sent_bytes, mut existing) = (0u64, 0u64, 0u64);
-        for r in recs {
+        let mut recs = recs.into_iter();
+        let mut too_large = None;
+        for r in recs.by_ref() {
             let Some(res) = results.next() else {
                 left.push(r);
                 continue;
+            };
+            let why = || {
+                res.error
+                    .as_ref()
+                    .map_or_else(String::new, |e| e.message.clone())
             };
             match res.status {
                 201 => {
@@ -399,44 +597,100 @@ impl Sender {
                     sent_bytes += r.data.len() as u64;
                 }
                 200 => existing += 1,
-                409 => {
-                    let message = res.error.map_or_else(
-                        || format!("a different record is stored at {} in {dst}", r.ts),
-                        |e| e.message,
-                    );
-                    tracing::warn!(task = %self.name, "replication conflict: {message}");
-                    self.repl
-                        .metrics
-                        .conflicts
-                        .with_label_values(&[&self.name])
-                        .inc();
-                    let mut s = self.shared.lock();
-                    s.counters.conflicts += 1;
-                    s.counters.last_conflict = Some(Event {
-                        message,
-                        at: now_us(),
-                    });
-                    s.dirty = true;
+                409 => self.conflict(res.error.as_ref().map_or_else(
+                    || format!("a different record is stored at {} in {dst}", r.ts),
+                    |e| e.message.clone(),
+                )),
+                413 if res
+                    .error
+                    .as_ref()
+                    .is_some_and(|e| e.code == "record_too_large") =>
+                {
+                    tracing::info!(task = %self.name,
+                        "replication: record {} ({} bytes) is over {dst}'s batch limit: it goes alone", r.ts, r.data.len());
+                    too_large = Some(r);
+                    break;
                 }
                 429 | 500.. => {
                     if left.is_empty() {
-                        let why = res.error.map_or_else(String::new, |e| e.message);
                         self.error(format!(
-                            "{dst} could not store record {} ({}): {why}",
-                            r.ts, res.status
+                            "{dst} could not store record {} ({}): {}",
+                            r.ts,
+                            res.status,
+                            why()
                         ));
                     }
                     left.push(r);
                 }
-                other => {
-                    let why = res.error.map_or_else(String::new, |e| e.message);
-                    self.error(format!(
-                        "{dst} refused record {} for good ({other}): {why}; it is skipped",
-                        r.ts
-                    ));
-                }
+                other => self.error(format!(
+                    "{dst} refused record {} for good ({other}): {}; it is skipped",
+                    r.ts,
+                    why()
+                )),
             }
         }
+        self.count_sent(sent, sent_bytes, existing);
+        (left, recs.collect(), too_large)
+    }
+
+    /// Sends one record alone, its payload streamed from the source's block. Returns
+    /// whether it is resolved (stored, there already, a conflict, refused for good, gone
+    /// at the source); `false`: try again.
+    async fn send_alone(&self, entry: &str, meta: &RecordMeta) -> bool {
+        let (store, bucket, e, ts) = (
+            self.store(),
+            self.spec.src_bucket.clone(),
+            entry.to_string(),
+            meta.ts,
+        );
+        let reader = match blocking(move || Ok(store.open_record(&bucket, &e, Some(ts))?)).await {
+            Ok(r) => r,
+            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => {
+                tracing::warn!(task = %self.name, entry, ts,
+                    "replication: the record was evicted (or removed) at the source before it was sent");
+                self.evicted(1);
+                return true;
+            }
+            Err(e) => {
+                self.error(format!("cannot read record {ts} of {entry}: {}", e.message));
+                return false;
+            }
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(crate::http::records::stream_record(reader, tx));
+        let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let dst = self.destination();
+        let timeout = self.repl.options().timeout;
+        match post_single(&self.http, &dst, entry, meta, body, timeout).await {
+            Single::Stored => self.count_sent(1, meta.size, 0),
+            Single::Existing => self.count_sent(0, 0, 1),
+            Single::Conflict(message) => self.conflict(message),
+            Single::Refused(message) => self.error(format!("{message}; it is skipped")),
+            Single::Retry(message) => {
+                self.error(message);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn conflict(&self, message: String) {
+        tracing::warn!(task = %self.name, "replication conflict: {message}");
+        self.repl
+            .metrics
+            .conflicts
+            .with_label_values(&[&self.name])
+            .inc();
+        let mut s = self.shared.lock();
+        s.counters.conflicts += 1;
+        s.counters.last_conflict = Some(Event {
+            message,
+            at: now_us(),
+        });
+        s.dirty = true;
+    }
+
+    fn count_sent(&self, sent: u64, sent_bytes: u64, existing: u64) {
         let m = &self.repl.metrics;
         m.sent_records
             .with_label_values(&[&self.name])
@@ -449,7 +703,6 @@ impl Sender {
         s.counters.sent_bytes += sent_bytes;
         s.counters.existing_records += existing;
         s.dirty = true;
-        left
     }
 
     async fn update_pending(&self, last: &mut Instant, force: bool) {
@@ -520,19 +773,23 @@ fn read_backfill(
         if ts == bf.ts && bf.entry.as_ref().is_some_and(|e| entry <= *e) {
             continue;
         }
-        let data = match item.data() {
-            Ok(d) => d,
-            Err(tsblob_storage::Error::NotFound(_)) => continue, // removed meanwhile
-            Err(e) => return Err(e.into()),
-        };
-        bytes += data.len() as u64;
-        outs.push(Out {
-            entry: entry.clone(),
-            ts,
-            content_type: item.meta.content_type.clone(),
-            labels: item.meta.labels.clone(),
-            data,
-        });
+        bytes += item.meta.size;
+        if item.meta.size > INLINE_MAX {
+            outs.push(Out::Large(entry.clone(), item.meta.clone()));
+        } else {
+            let data = match item.data() {
+                Ok(d) => d,
+                Err(tsblob_storage::Error::NotFound(_)) => continue, // removed meanwhile
+                Err(e) => return Err(e.into()),
+            };
+            outs.push(Out::Whole(OutRecord {
+                entry: entry.clone(),
+                ts,
+                content_type: item.meta.content_type.clone(),
+                labels: item.meta.labels.clone(),
+                data,
+            }));
+        }
         next.ts = ts;
         next.entry = Some(entry);
         if outs.len() >= PAGE_RECORDS || bytes >= PAGE_BYTES {
@@ -541,4 +798,14 @@ fn read_backfill(
     }
     next.done = true;
     Ok((outs, next))
+}
+
+/// The metadata of a record in memory (sent alone, its payload streamed from the source).
+fn meta_of(r: OutRecord) -> RecordMeta {
+    RecordMeta {
+        ts: r.ts,
+        size: r.data.len() as u64,
+        content_type: r.content_type,
+        labels: r.labels,
+    }
 }

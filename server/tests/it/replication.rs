@@ -460,6 +460,15 @@ async fn scoped_destination_token_admin_only_routes_and_conflicts() {
         })
         .collect();
     src.write("b", "e", &recs).await.unwrap();
+    // A record over the sender's 4 MiB inline bound goes alone (a single-record POST with
+    // if_exists=compare): write permission is enough for it too.
+    let large = (
+        31,
+        "image/jpeg",
+        labels(&[("n", "31")]),
+        payload("e", 31, 5 << 20, false),
+    );
+    src.write("b", "e", &[large]).await.unwrap();
     let v = src.wait_caught_up("ok", Duration::from_secs(30)).await;
     assert_eq!(v["status"]["conflicts"], json!(1), "{v}");
     assert!(
@@ -476,7 +485,7 @@ async fn scoped_destination_token_admin_only_routes_and_conflicts() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     let v = src.task("denied").await;
-    assert_eq!(v["status"]["pending_records"], json!(30), "{v}");
+    assert_eq!(v["status"]["pending_records"], json!(31), "{v}");
     assert!(
         v["status"]["last_error"]["message"]
             .as_str()

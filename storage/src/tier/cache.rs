@@ -42,7 +42,16 @@ impl RangeCache {
     }
 
     /// `len` bytes of block `id` from `start`, if one cached range holds them all.
+    #[cfg(test)]
     pub fn get(&self, id: u64, start: u64, len: u64) -> Option<Vec<u8>> {
+        let (bytes, from) = self.get_shared(id, start, len)?;
+        let to = from + usize::try_from(len).ok()?;
+        Some(bytes[from..to].to_vec())
+    }
+
+    /// The cached range holding `len` bytes of block `id` from `start`, and where in it
+    /// they begin (no copy: the caller reads them in place).
+    pub fn get_shared(&self, id: u64, start: u64, len: u64) -> Option<(Arc<Vec<u8>>, usize)> {
         let mut st = self.state.lock();
         st.clock += 1;
         let now = st.clock;
@@ -50,9 +59,9 @@ impl RangeCache {
             let (s, slot) = ranges.range_mut(..=start).next_back()?;
             let from = usize::try_from(start - s).ok()?;
             let to = from.checked_add(usize::try_from(len).ok()?)?;
-            let bytes = slot.bytes.get(from..to)?.to_vec();
+            slot.bytes.get(from..to)?;
             slot.used = now;
-            Some(bytes)
+            Some((slot.bytes.clone(), from))
         });
         drop(st);
         let counter = if found.is_some() {
@@ -67,6 +76,11 @@ impl RangeCache {
     /// Keeps `bytes` (block `id` from `start`), evicting least recently used ranges past
     /// the budget. A range larger than the whole budget is not kept.
     pub fn insert(&self, id: u64, start: u64, bytes: Vec<u8>) {
+        self.insert_shared(id, start, Arc::new(bytes));
+    }
+
+    /// As [`RangeCache::insert`], of bytes the caller goes on reading.
+    pub fn insert_shared(&self, id: u64, start: u64, bytes: Arc<Vec<u8>>) {
         let len = bytes.len() as u64;
         if len == 0 || len > self.budget {
             return;
@@ -74,13 +88,11 @@ impl RangeCache {
         let mut st = self.state.lock();
         st.clock += 1;
         let now = st.clock;
-        let old = st.blocks.entry(id).or_default().insert(
-            start,
-            Slot {
-                bytes: Arc::new(bytes),
-                used: now,
-            },
-        );
+        let old = st
+            .blocks
+            .entry(id)
+            .or_default()
+            .insert(start, Slot { bytes, used: now });
         st.bytes += len;
         if let Some(old) = old {
             st.bytes -= old.bytes.len() as u64;

@@ -10,6 +10,8 @@
 //!   dropped; object deletions of evicted or removed blocks.
 //! - `read.rs`: reads of tiered records (one ranged GET per frame, read-ahead for queries,
 //!   the range cache `cache.rs`), CRC-checked as local reads are.
+//! - `labels.rs`: label updates of tiered records (the index commit, then the heads
+//!   sidecar uploaded again).
 //! - `refresh.rs`: an index built from the object store alone (`--restore-from`,
 //!   `--read-replica`).
 //!
@@ -18,24 +20,48 @@
 //! payload reads differ. No engine lock is held across a network call.
 
 mod cache;
+mod labels;
 mod layout;
 mod read;
 mod refresh;
 mod store;
 mod upload;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use refresh::RefreshReport;
-pub use store::{ObjectError, ObjectHead, ObjectStore};
+pub use store::{Listed, ObjectError, ObjectHead, ObjectStore};
 
 pub(crate) use layout::block_key;
 
 use crate::lock::{Mutex, Rank, RwLock};
 use cache::RangeCache;
+
+/// Nice value of the threads that upload (the tier thread here; the object store's own
+/// threads by [`lower_thread_priority`]): uploads are background work that must not take
+/// CPU from writers on a small device.
+const UPLOAD_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's CPU priority to the uploads' (Linux: nice 10 for this
+/// thread only). An embedder's [`ObjectStore`] calls it on the threads that send uploads.
+/// Failure only costs priority, so it is logged, not returned.
+pub fn lower_thread_priority() {
+    // SAFETY: gettid and setpriority take no pointers; on Linux PRIO_PROCESS with a
+    // thread id sets that thread's nice value.
+    let rc = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, UPLOAD_NICE)
+    };
+    if rc != 0 {
+        log::debug!(
+            "could not lower an upload thread's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
 
 /// The folder (in the data folder) of blocks whose sidecars must be uploaded again.
 pub(crate) const DIRTY_DIR: &str = ".tier-dirty";
@@ -111,6 +137,9 @@ pub struct TierStats {
     /// Objects deleted (FIFO, retention, removals), and deletions waiting.
     pub deleted_objects: u64,
     pub pending_deletes: u64,
+    /// Heads sidecars of tiered blocks waiting to be uploaded again (records removed or
+    /// relabelled).
+    pub pending_sidecars: u64,
     /// Whether this store uploads (false: a read replica).
     pub uploads_enabled: bool,
 }
@@ -121,19 +150,31 @@ pub(crate) struct Tiered {
     pub key: String,
     pub base_ts: u64,
     pub len: u64,
+    /// The entry the block belongs to (a query's read-ahead fetches that entry's next one).
+    pub entry_id: u32,
 }
 
 /// The tier's shared state (one per store, in `Inner`).
 pub(crate) struct Tier {
     cfg: TierConfig,
-    /// Tiered blocks by id.
-    blocks: RwLock<HashMap<u64, Tiered>>,
+    /// Tiered blocks by id (ordered: a query's next block of an entry is the next id of
+    /// that entry).
+    blocks: RwLock<BTreeMap<u64, Tiered>>,
+    /// Fetches of a query's next tiered block under way (block id → first byte and the
+    /// thread fetching), at most [`read::PREFETCHES`] at once.
+    prefetch: Mutex<HashMap<u64, read::Prefetch>>,
     /// Tiered blocks whose heads sidecar must be uploaded again (a record was removed):
     /// (bucket, entry, id).
     dirty: Mutex<BTreeSet<(String, String, u64)>>,
     /// Where `dirty` is kept across restarts: one file per block, named by its id, holding
     /// `bucket\nentry` (`<data>/.tier-dirty/`).
     dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
+    /// The settings text last uploaded per bucket (`<bucket>/settings` goes up when it
+    /// changes, not with every block).
+    settings_sent: Mutex<HashMap<String, String>>,
+    /// The ETag of each tiered block's heads sidecar as last read (read replicas: a
+    /// sidecar uploaded again after a removal or label update is read again).
+    heads_seen: Mutex<HashMap<u64, String>>,
     /// Object keys to delete (blocks evicted, expired or removed).
     deletes: Mutex<Vec<String>>,
     cache: RangeCache,
@@ -148,6 +189,8 @@ pub(crate) struct Tier {
     gets: AtomicU64,
     get_errors: AtomicU64,
     deleted: AtomicU64,
+    /// Sidecars out of `dirty` whose upload is under way (counted as pending).
+    sidecars_in_flight: AtomicU64,
 }
 
 impl Tier {
@@ -155,9 +198,12 @@ impl Tier {
         Tier {
             cache: RangeCache::new(cfg.cache_bytes),
             cfg,
-            blocks: RwLock::new(Rank::TierState, HashMap::new()),
+            blocks: RwLock::new(Rank::TierState, BTreeMap::new()),
+            prefetch: Mutex::new(Rank::TierState, HashMap::new()),
             dirty: Mutex::new(Rank::TierState, BTreeSet::new()),
             dirty_dir: std::sync::OnceLock::new(),
+            settings_sent: Mutex::new(Rank::TierState, HashMap::new()),
+            heads_seen: Mutex::new(Rank::TierState, HashMap::new()),
             deletes: Mutex::new(Rank::TierState, Vec::new()),
             sweep: AtomicBool::new(true),
             available: AtomicBool::new(true),
@@ -168,6 +214,7 @@ impl Tier {
             gets: AtomicU64::new(0),
             get_errors: AtomicU64::new(0),
             deleted: AtomicU64::new(0),
+            sidecars_in_flight: AtomicU64::new(0),
         }
     }
 
@@ -200,6 +247,7 @@ impl Tier {
     pub fn forget(&self, bucket: &str, entry: &str, id: u64) {
         let was = self.blocks.write().remove(&id);
         self.cache.forget(id);
+        drop(self.prefetch.lock().remove(&id));
         self.dirty.lock().retain(|(_, _, d)| *d != id);
         self.clean(id);
         if was.is_some() && self.cfg.upload {
@@ -234,32 +282,35 @@ impl Tier {
         let _ = self.dirty_dir.set(dir);
     }
 
-    /// A record of tiered block `id` was removed: its sidecar is uploaded again (noted on
-    /// disk first, so a restart does not forget it).
+    /// A record of tiered block `id` was removed or relabelled: its sidecar is uploaded
+    /// again (noted on disk first, so a restart does not forget it).
     pub fn mark_dirty(&self, bucket: &str, entry: &str, id: u64) {
         if !self.cfg.upload {
             return;
         }
+        // The note and the set change together (under the set's lock), so `clean` cannot
+        // delete a note written after it looked at the set.
+        let mut set = self.dirty.lock();
         if let Some(dir) = self.dirty_dir.get() {
             let path = dir.join(format!("{id:016x}"));
             if let Err(e) = std::fs::write(&path, format!("{bucket}\n{entry}")) {
                 log::warn!("cannot note {path:?} (the sidecar is still uploaded again unless the process stops first): {e}");
             }
         }
-        self.dirty
-            .lock()
-            .insert((bucket.to_string(), entry.to_string(), id));
+        set.insert((bucket.to_string(), entry.to_string(), id));
     }
 
     /// The sidecar of `id` was uploaded again (or its block is gone): forgets the note,
     /// unless a removal marked the block again meanwhile.
     pub fn clean(&self, id: u64) {
-        if self.dirty.lock().iter().any(|(_, _, d)| *d == id) {
+        let set = self.dirty.lock();
+        if set.iter().any(|(_, _, d)| *d == id) {
             return;
         }
         if let Some(dir) = self.dirty_dir.get() {
             let _ = std::fs::remove_file(dir.join(format!("{id:016x}")));
         }
+        drop(set);
     }
 
     fn ok(&self) {
@@ -273,7 +324,7 @@ impl Tier {
     }
 
     fn failed(&self, e: &ObjectError) {
-        if let ObjectError::Unavailable(_) = e {
+        if let ObjectError::Unavailable(_) | ObjectError::Tls(_) = e {
             if self.available.swap(false, Ordering::AcqRel) {
                 log::warn!("the object store is unavailable: {e}");
             }
@@ -295,6 +346,7 @@ impl Tier {
 
     /// Empties the range cache (benchmarks and tests: the next read is cold).
     pub fn clear_cache(&self) {
+        self.prefetch.lock().clear();
         self.cache.clear();
     }
 
@@ -302,6 +354,8 @@ impl Tier {
         // One leaf lock at a time (a struct expression would hold both guards).
         let last_error = self.last_error.lock().clone();
         let pending_deletes = self.deletes.lock().len() as u64;
+        let pending_sidecars =
+            self.dirty.lock().len() as u64 + self.sidecars_in_flight.load(Ordering::Acquire);
         TierStats {
             target: self.cfg.store.describe(),
             available: self.is_available(),
@@ -317,6 +371,7 @@ impl Tier {
             cache_bytes: self.cache.bytes(),
             deleted_objects: self.deleted.load(Ordering::Relaxed),
             pending_deletes,
+            pending_sidecars,
             uploads_enabled: self.cfg.upload,
         }
     }

@@ -1,11 +1,14 @@
 //! Reading tiered records: a cached range of the block, or a ranged GET (exactly the frame
 //! for a point read; `read_ahead` bytes for a query, so the next frames come from the
-//! cache). The frame is checked as a local one (head, length, CRC32C) before a byte is
+//! cache). A query's miss also starts fetching the entry's next tiered block on a thread of
+//! its own (at most [`PREFETCHES`] under way), so the round trips of consecutive blocks
+//! overlap with the reading of the current one. The frame is checked as a local one (head, length, CRC32C) before a byte is
 //! returned.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use super::{ObjectError, Tier};
+use super::{ObjectError, Tier, Tiered};
 use crate::block::frame_from_bytes;
 use crate::codec::frame::HeadFields;
 use crate::entry::Entry;
@@ -26,19 +29,18 @@ impl Tier {
         let Some(t) = self.get(v.block_id) else {
             return Ok(None);
         };
-        let frame = match self.cache.get(v.block_id, v.offset, v.frame_len) {
-            Some(f) => f,
+        // A prefetch of this block (a query's read-ahead) lands in the cache first, and the
+        // one after it starts.
+        if self.take_prefetch(v.block_id) && ahead {
+            self.prefetch_next(t.entry_id, v.block_id);
+        }
+        let (buf, at) = match self.cache.get_shared(v.block_id, v.offset, v.frame_len) {
+            Some(found) => found,
             None => {
                 let want = if ahead {
-                    // Read-ahead; the whole rest of the block when it is at most twice the
-                    // read-ahead (a second GET for a short tail costs a round trip).
-                    let rest = t.len.saturating_sub(v.offset);
-                    let ahead = self.cfg.read_ahead.max(v.frame_len);
-                    if rest <= ahead.saturating_mul(2) {
-                        rest
-                    } else {
-                        ahead
-                    }
+                    // The next block of the entry is fetched meanwhile.
+                    self.prefetch_next(t.entry_id, v.block_id);
+                    self.ahead(&t, v.offset, v.frame_len)
                 } else {
                     v.frame_len
                 };
@@ -68,23 +70,23 @@ impl Tier {
                         .into());
                     }
                 };
-                let Some(frame) = usize::try_from(v.frame_len)
-                    .ok()
-                    .and_then(|n| got.get(..n))
-                    .map(<[u8]>::to_vec)
-                else {
-                    return Err(corrupt(
-                        &t.key,
-                        v.offset,
-                        "the object ends inside the record",
-                    ));
-                };
-                self.cache.insert(v.block_id, v.offset, got);
-                frame
+                let got = Arc::new(got);
+                self.cache.insert_shared(v.block_id, v.offset, got.clone());
+                (got, 0)
             }
         };
+        let Some(frame) = usize::try_from(v.frame_len)
+            .ok()
+            .and_then(|n| buf.get(at..at.checked_add(n)?))
+        else {
+            return Err(corrupt(
+                &t.key,
+                v.offset,
+                "the object ends inside the record",
+            ));
+        };
         let (h, data) =
-            frame_from_bytes(&frame, t.base_ts).map_err(|why| corrupt(&t.key, v.offset, &why))?;
+            frame_from_bytes(frame, t.base_ts).map_err(|why| corrupt(&t.key, v.offset, &why))?;
         if h.ts != ts {
             return Err(corrupt(
                 &t.key,
@@ -94,6 +96,96 @@ impl Tier {
         }
         Ok(Some((h, data)))
     }
+
+    /// Bytes a query's read fetches from `offset` of block `t`: the read-ahead, or the whole
+    /// rest of the block when it is at most twice that (a second GET for a short tail costs
+    /// a round trip).
+    fn ahead(&self, t: &Tiered, offset: u64, frame_len: u64) -> u64 {
+        let rest = t.len.saturating_sub(offset);
+        let ahead = self.cfg.read_ahead.max(frame_len);
+        if rest <= ahead.saturating_mul(2) {
+            rest
+        } else {
+            ahead
+        }
+    }
+
+    /// Waits for a prefetch of block `id`, if one was started, and caches what it got;
+    /// whether there was one.
+    fn take_prefetch(&self, id: u64) -> bool {
+        let Some(p) = self.prefetch.lock().remove(&id) else {
+            return false;
+        };
+        self.land(id, p);
+        true
+    }
+
+    fn land(&self, id: u64, p: Prefetch) {
+        match p.handle.join() {
+            Ok(Ok(bytes)) => {
+                self.ok();
+                self.cache.insert(id, p.start, bytes);
+            }
+            Ok(Err(err)) => {
+                // The read that wanted it fetches it again (and reports that error).
+                self.get_errors.fetch_add(1, Ordering::Relaxed);
+                self.failed(&err);
+            }
+            Err(_) => log::error!("a prefetch of block {id:016x} panicked"),
+        }
+    }
+
+    /// Starts fetching the first range of the entry's next tiered block after `after` (a
+    /// query reads blocks in order), unless [`PREFETCHES`] are under way or it is already.
+    /// Finished prefetches nobody took are moved into the cache (its budget bounds them).
+    pub(crate) fn prefetch_next(&self, entry_id: u32, after: u64) {
+        let next = self
+            .blocks
+            .read()
+            .range(after.saturating_add(1)..)
+            .find(|(_, t)| t.entry_id == entry_id)
+            .map(|(id, t)| (*id, t.clone()));
+        let Some((id, t)) = next else { return };
+        let done: Vec<(u64, Prefetch)> = {
+            let mut map = self.prefetch.lock();
+            let finished: Vec<u64> = map
+                .iter()
+                .filter(|(_, p)| p.handle.is_finished())
+                .map(|(k, _)| *k)
+                .collect();
+            finished
+                .into_iter()
+                .filter_map(|k| map.remove(&k).map(|p| (k, p)))
+                .collect()
+        };
+        for (k, p) in done {
+            self.land(k, p);
+        }
+        let mut map = self.prefetch.lock();
+        if map.len() >= PREFETCHES || map.contains_key(&id) {
+            return;
+        }
+        let want = self.ahead(&t, 0, 0);
+        let store = self.cfg.store.clone();
+        let key = t.key.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tsblob-prefetch".into())
+            .spawn(move || store.get_range(&key, 0, want));
+        if let Ok(handle) = spawned {
+            self.gets.fetch_add(1, Ordering::Relaxed);
+            map.insert(id, Prefetch { start: 0, handle });
+        }
+    }
+}
+
+/// Prefetches of next blocks under way at once, over all queries: each holds at most twice
+/// the read-ahead in memory until a read takes it or it moves into the cache.
+pub(crate) const PREFETCHES: usize = 2;
+
+/// A fetch of a block's first range, on a thread of its own.
+pub(crate) struct Prefetch {
+    start: u64,
+    handle: std::thread::JoinHandle<std::result::Result<Vec<u8>, ObjectError>>,
 }
 
 fn corrupt(key: &str, offset: u64, reason: &str) -> Error {

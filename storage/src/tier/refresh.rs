@@ -6,7 +6,9 @@
 //! does not know, creates the bucket (settings from `<bucket>/settings`) and entry if
 //! needed, then commits the sidecar's records and the block's metadata (`tiered`). On a
 //! replica, tiered blocks whose objects are gone (FIFO or removal on the writer) are
-//! dropped from its index. No payload is downloaded.
+//! dropped from its index, and those whose heads sidecar was uploaded again (its ETag
+//! changed: records removed or relabelled on the writer) get the sidecar's records. No
+//! payload is downloaded.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -25,6 +27,9 @@ pub struct RefreshReport {
     pub adopted_blocks: u64,
     /// Records they hold.
     pub adopted_records: u64,
+    /// Tiered blocks already in the index whose records were made those of their sidecar,
+    /// uploaded again since it was read (removals and label updates on the writer).
+    pub updated_blocks: u64,
     /// Tiered blocks dropped because their objects are gone (replicas).
     pub dropped_blocks: u64,
     /// Sidecars that could not be read (damaged): their blocks were skipped.
@@ -56,12 +61,12 @@ impl Store {
             refresh_err(e)
         })?;
         tier.ok();
-        let mut heads: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
+        let mut heads: BTreeMap<u64, (String, String, String, String)> = BTreeMap::new();
         let mut present: HashSet<u64> = HashSet::new();
-        for (key, _) in &keys {
-            match parse_block_key(&prefix, key) {
+        for o in &keys {
+            match parse_block_key(&prefix, &o.key) {
                 Some((b, e, id, ext)) if ext == "heads" => {
-                    heads.insert(id, (b, e, key.clone()));
+                    heads.insert(id, (b, e, o.key.clone(), o.etag.clone()));
                 }
                 Some((_, _, id, ext)) if ext == "blk" => {
                     present.insert(id);
@@ -81,8 +86,12 @@ impl Store {
             .flat_map(|e| e.lock().block_ids().collect::<Vec<_>>())
             .collect();
         let mut settings: HashMap<String, BucketSettings> = HashMap::new();
-        for (id, (bname, ename, key)) in heads {
-            if known.contains(&id) || !present.contains(&id) {
+        for (id, (bname, ename, key, etag)) in heads {
+            if !present.contains(&id) {
+                continue;
+            }
+            let seen = tier.heads_seen.lock().get(&id) == Some(&etag);
+            if known.contains(&id) && (seen || !tier.is_tiered(id)) {
                 continue;
             }
             let bytes = tier.config().store.get(&key).map_err(refresh_err)?;
@@ -91,6 +100,16 @@ impl Store {
                 report.skipped.push(key);
                 continue;
             };
+            if known.contains(&id) {
+                // A tiered block whose sidecar was uploaded again (records removed or
+                // relabelled on the writer): its records are made the sidecar's.
+                if let Some(e) = self.get_bucket(&bname).ok().and_then(|b| b.entry(&ename)) {
+                    self.reapply_heads(&e, h)?;
+                    report.updated_blocks += 1;
+                }
+                tier.heads_seen.lock().insert(id, etag);
+                continue;
+            }
             if !settings.contains_key(&bname) {
                 let s = match tier.config().store.get(&settings_key(&prefix, &bname)) {
                     Ok(text) => BucketSettings::from_file_text(&String::from_utf8_lossy(&text))
@@ -115,6 +134,7 @@ impl Store {
             let e = self.entry_or_create(&b, &ename)?;
             report.adopted_records += h.records.len() as u64;
             self.adopt_block(tier, &b, &e, h)?;
+            tier.heads_seen.lock().insert(id, etag);
             report.adopted_blocks += 1;
         }
         Ok(report)
@@ -165,8 +185,64 @@ impl Store {
                 key: tier.key(b.name(), e.name(), h.block_id, "blk"),
                 base_ts: h.base_ts,
                 len: h.block_len,
+                entry_id: e.id(),
             },
         );
+        Ok(())
+    }
+
+    /// Makes the index's records of tiered block `h.block_id` those of its sidecar `h`:
+    /// labels as the sidecar has them, records it no longer lists removed.
+    fn reapply_heads(&self, e: &Entry, h: Heads) -> Result<()> {
+        let mut st = e.lock();
+        let Some(mut meta) = st.block(h.block_id).filter(|m| m.tiered) else {
+            return Ok(());
+        };
+        let mut now = Vec::new();
+        {
+            let txn = self.inner.index.read_txn()?;
+            self.inner.index.range(
+                &txn,
+                e.id(),
+                meta.min_ts..meta.max_ts.saturating_add(1),
+                crate::index::Order::Ascending,
+                usize::MAX,
+                &mut now,
+            )?;
+        }
+        let listed: HashMap<u64, &crate::index::IndexValue> =
+            h.records.iter().map(|(ts, v)| (*ts, v)).collect();
+        let mut ops = Vec::new();
+        for (ts, v) in now.iter().filter(|(_, v)| v.block_id == h.block_id) {
+            match listed.get(ts) {
+                None => ops.push(Op::DelRec {
+                    entry_id: e.id(),
+                    ts: *ts,
+                }),
+                Some(new) if *new != v => ops.push(Op::PutRec {
+                    entry_id: e.id(),
+                    ts: *ts,
+                    value: (*new).clone(),
+                }),
+                Some(_) => {}
+            }
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let removed = ops
+            .iter()
+            .filter(|o| matches!(o, Op::DelRec { .. }))
+            .count() as u64;
+        meta.records = meta.records.saturating_sub(removed);
+        ops.push(Op::PutBlock {
+            id: h.block_id,
+            state: meta,
+        });
+        self.inner
+            .committer
+            .commit(&self.inner.index, Change { ops, files: vec![] })?;
+        st.adopt(h.block_id, meta);
         Ok(())
     }
 

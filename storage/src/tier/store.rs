@@ -15,6 +15,10 @@ pub enum ObjectError {
     /// may retry later.
     #[error("the object store is unavailable: {0}")]
     Unavailable(String),
+    /// The TLS handshake with the object store failed (a certificate signed by an unknown
+    /// authority, a wrong name): retrying will not help until the configuration changes.
+    #[error("the TLS handshake with the object store failed: {0}")]
+    Tls(String),
     /// No object under that key.
     #[error("no object {0:?} in the object store")]
     NotFound(String),
@@ -24,20 +28,30 @@ pub enum ObjectError {
     Refused(String),
 }
 
-/// An object's size and the CRC32C of its bytes that tsblob stored with it.
+/// An object's size and the CRC32C of its bytes as the store reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObjectHead {
     pub len: u64,
-    /// The `tsblob-crc32c` metadata of the object (`None`: not written by tsblob).
+    /// The store's full-object CRC32C checksum of the object (`None`: none stored).
     pub crc32c: Option<u32>,
+}
+
+/// One object of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub len: u64,
+    /// The store's tag of the object's content (S3's ETag): it changes when the object is
+    /// written again (a re-uploaded heads sidecar).
+    pub etag: String,
 }
 
 /// A blocking S3-like object store: keys are `/`-separated strings.
 pub trait ObjectStore: Send + Sync + 'static {
-    /// Stores `len` bytes of the file at `path` under `key`, with `crc32c` (of those bytes)
-    /// as metadata and as the checksum the store verifies on receipt. Large files go up in
-    /// parts (multipart upload).
-    fn put_file(&self, key: &str, path: &Path, len: u64, crc32c: u32) -> Result<(), ObjectError>;
+    /// Stores the first `len` bytes of the file at `path` under `key`, reading them once:
+    /// their CRC32C is computed as they are read, sent as the checksum the store verifies
+    /// on receipt, and returned. Large files go up in parts (multipart upload).
+    fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<u32, ObjectError>;
     /// Stores `data` under `key` (small objects: sidecars, settings).
     fn put_bytes(&self, key: &str, data: &[u8]) -> Result<(), ObjectError>;
     /// `len` bytes of the object from `start` (one ranged GET).
@@ -48,8 +62,8 @@ pub trait ObjectStore: Send + Sync + 'static {
     fn head(&self, key: &str) -> Result<Option<ObjectHead>, ObjectError>;
     /// Deletes an object (no error if it is already gone).
     fn delete(&self, key: &str) -> Result<(), ObjectError>;
-    /// Every key under `prefix` with its size.
-    fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, ObjectError>;
+    /// Every object under `prefix`.
+    fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError>;
     /// Where it points, for messages (`s3://bucket/prefix at http://...`).
     fn describe(&self) -> String;
 }

@@ -7,9 +7,10 @@
 //! the budget, and any whose newest record is older than `tier_after`); up to
 //! `TierConfig::uploads` of them go up at once (scoped threads), each:
 //!
-//! 1. CRC32C of the block file; its live records from the index (the heads sidecar);
-//! 2. PUT of the block (multipart when large; the store checks the CRC on receipt), PUT of
-//!    the sidecar, PUT of the bucket's settings;
+//! 1. PUT of the block, read once: the object store computes its CRC32C as it reads
+//!    (multipart when large) and sends it as the checksum the store checks on receipt;
+//! 2. its live records from the index (the heads sidecar), PUT of the sidecar, PUT of the
+//!    bucket's settings if they changed since the last upload;
 //! 3. HEAD: the object's size and stored CRC must be the file's;
 //! 4. under the entry lock: if the block still has the records the sidecar lists, commit
 //!    `tiered`; then the file is unlinked. A crash before the commit leaves a local block
@@ -18,7 +19,6 @@
 //! Writers never wait on any of this: the thread holds an entry lock only for the commit.
 //! A failed round backs off (250 ms doubling to 10 s).
 
-use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +51,7 @@ impl Store {
         let handle = std::thread::Builder::new()
             .name("tsblob-tier".into())
             .spawn(move || {
+                super::lower_thread_priority();
                 let mut backoff = every;
                 let mut swept = false;
                 loop {
@@ -170,26 +171,31 @@ impl Store {
         };
         let path = e.block_path(id);
         let len = meta.indexed_len;
-        let crc = file_crc(&path, len)?;
-        let heads = self.heads_of(e, id, &meta, crc)?;
         let key = tier.key(b.name(), e.name(), id, "blk");
         let store = &tier.config().store;
-        let up = |r: std::result::Result<(), ObjectError>| {
-            r.map_err(|err| {
-                tier.failed(&err);
-                tier_error(err)
-            })
-        };
-        up(store.put_file(&key, &path, len, crc))?;
-        up(store.put_bytes(&tier.key(b.name(), e.name(), id, "heads"), &heads.encode()))?;
-        up(store.put_bytes(
-            &settings_key(&tier.config().prefix, b.name()),
-            b.settings().to_file_text().as_bytes(),
-        ))?;
-        let head = store.head(&key).map_err(|err| {
+        let up = |err: ObjectError| {
             tier.failed(&err);
             tier_error(err)
-        })?;
+        };
+        let crc = store.put_file(&key, &path, len).map_err(up)?;
+        let heads = self.heads_of(e, id, &meta, crc)?;
+        store
+            .put_bytes(&tier.key(b.name(), e.name(), id, "heads"), &heads.encode())
+            .map_err(up)?;
+        let settings = b.settings().to_file_text();
+        let sent = tier.settings_sent.lock().get(b.name()) == Some(&settings);
+        if !sent {
+            store
+                .put_bytes(
+                    &settings_key(&tier.config().prefix, b.name()),
+                    settings.as_bytes(),
+                )
+                .map_err(up)?;
+            tier.settings_sent
+                .lock()
+                .insert(b.name().to_string(), settings);
+        }
+        let head = store.head(&key).map_err(up)?;
         if head
             != Some(super::ObjectHead {
                 len,
@@ -236,6 +242,7 @@ impl Store {
                 key,
                 base_ts: m.base_ts,
                 len,
+                entry_id: e.id(),
             },
         );
         crate::crash_point("tier-committed");
@@ -291,10 +298,17 @@ impl Store {
                 tier.clean(id);
                 continue;
             };
+            // Out of the set before the index is read: a removal or label update committed
+            // after this read marks the block again, and it goes up once more.
+            let _flight = InFlight::new(&tier.sidecars_in_flight);
+            tier.dirty
+                .lock()
+                .remove(&(bname.clone(), ename.clone(), id));
             let crc = match tier.head_crc(&tier.key(&bname, &ename, id, "blk")) {
                 Ok(c) => c,
                 Err(err) => {
                     tier.failed(&err);
+                    tier.dirty.lock().insert((bname, ename, id));
                     return false;
                 }
             };
@@ -302,13 +316,10 @@ impl Store {
                 Ok(h) => h,
                 Err(err) => {
                     log::error!("listing the records of block {id:016x}: {err}");
+                    tier.dirty.lock().insert((bname, ename, id));
                     return false;
                 }
             };
-            // Removed from the set before the PUT: a removal meanwhile marks it again.
-            tier.dirty
-                .lock()
-                .remove(&(bname.clone(), ename.clone(), id));
             if let Err(err) = tier
                 .config()
                 .store
@@ -340,10 +351,10 @@ impl Store {
             .flat_map(|e| e.lock().block_ids().collect::<Vec<_>>())
             .collect();
         let limit = self.inner.peek_next_block();
-        for (key, _) in tier.config().store.list(&list_prefix)? {
-            if let Some((_, _, id, _)) = parse_block_key(prefix, &key) {
+        for o in tier.config().store.list(&list_prefix)? {
+            if let Some((_, _, id, _)) = parse_block_key(prefix, &o.key) {
                 if id < limit && !known.contains(&id) {
-                    tier.config().store.delete(&key)?;
+                    tier.config().store.delete(&o.key)?;
                     tier.deleted.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -376,34 +387,22 @@ impl Tier {
     }
 }
 
-fn tier_error(e: ObjectError) -> Error {
-    TierError::Upload(e.to_string()).into()
+/// Counts a sidecar upload under way while it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicU64) -> InFlight<'a> {
+        n.fetch_add(1, Ordering::AcqRel);
+        InFlight(n)
+    }
 }
 
-/// CRC32C of the first `len` bytes of a file.
-fn file_crc(path: &std::path::Path, len: u64) -> Result<u32> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(format!("opening {path:?}"), e))?;
-    let mut r = f.take(len);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut crc = 0u32;
-    let mut seen = 0u64;
-    loop {
-        let n = r
-            .read(&mut buf)
-            .map_err(|e| Error::io(format!("reading {path:?}"), e))?;
-        if n == 0 {
-            break;
-        }
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-        seen += n as u64;
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
-    if seen != len {
-        return Err(CorruptionError::Record {
-            path: path.to_path_buf(),
-            offset: seen,
-            reason: format!("block file is {seen} bytes, the index says {len}"),
-        }
-        .into());
-    }
-    Ok(crc)
+}
+
+fn tier_error(e: ObjectError) -> Error {
+    TierError::Upload(e.to_string()).into()
 }

@@ -24,17 +24,13 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     store.write("a", "e", &meta(50), b"x50").unwrap();
     store.write("b", "e", &meta(60), b"other").unwrap();
     store.write("a", "new/one", &meta(7), b"x7").unwrap();
-    let page = store.feed_read("t", 0, &mut all(), 100, u64::MAX).unwrap();
+    let page = store
+        .feed_read("t", 0, &mut all(), FeedLimits::new(100, u64::MAX))
+        .unwrap();
     let got: Vec<(String, u64, Vec<u8>)> = page
         .records
         .iter()
-        .map(|r| {
-            (
-                r.entry.clone(),
-                r.ts,
-                r.record.as_ref().unwrap().data.clone(),
-            )
-        })
+        .map(|r| (r.entry.clone(), r.ts, r.whole().unwrap().data.clone()))
         .collect();
     assert_eq!(
         got,
@@ -59,14 +55,14 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     // Watching resumes at open: a write after the reopen is fed too.
     store.write("a", "e", &meta(200), b"x200").unwrap();
     let page = store
-        .feed_read("t", second, &mut all(), 100, u64::MAX)
+        .feed_read("t", second, &mut all(), FeedLimits::new(100, u64::MAX))
         .unwrap();
     let ts: Vec<u64> = page.records.iter().map(|r| r.ts).collect();
     assert_eq!(ts, vec![7, 200]);
     // Entry globs and conditions filter.
     let mut only_e = FeedFilter::new(vec!["e".into()], None);
     let page = store
-        .feed_read("t", second, &mut only_e, 100, u64::MAX)
+        .feed_read("t", second, &mut only_e, FeedLimits::new(100, u64::MAX))
         .unwrap();
     assert_eq!(page.records.len(), 1);
     assert_eq!(page.end, page.records[0].seq);
@@ -75,7 +71,9 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     store.write("a", "e", &meta(300), b"x300").unwrap();
     assert!(store.feed_readers().unwrap().is_empty());
     store.feed_subscribe("t2", "a").unwrap();
-    let page = store.feed_read("t2", 0, &mut all(), 100, u64::MAX).unwrap();
+    let page = store
+        .feed_read("t2", 0, &mut all(), FeedLimits::new(100, u64::MAX))
+        .unwrap();
     assert!(page.records.is_empty(), "{page:?}");
 }
 
@@ -98,15 +96,17 @@ fn evicted_before_read_is_reported_gone() {
             .write("a", "e", &meta(ts), &payload(ts, 4096))
             .unwrap();
     }
-    let page = store.feed_read("t", 0, &mut all(), 1000, u64::MAX).unwrap();
+    let page = store
+        .feed_read("t", 0, &mut all(), FeedLimits::new(1000, u64::MAX))
+        .unwrap();
     assert_eq!(page.records.len(), 40);
-    let gone = page.records.iter().filter(|r| r.record.is_none()).count();
+    let gone = page.records.iter().filter(|r| r.meta().is_none()).count();
     assert!(gone > 0, "the quota evicted nothing");
-    for r in page.records.iter().filter_map(|r| r.record.as_ref()) {
+    for r in page.records.iter().filter_map(|r| r.whole()) {
         assert_eq!(r.data, payload(r.meta.ts, 4096));
     }
     // The oldest are the ones gone.
-    assert!(page.records[..gone].iter().all(|r| r.record.is_none()));
+    assert!(page.records[..gone].iter().all(|r| r.meta().is_none()));
 }
 
 /// The byte bound ends a page after the record that reached it; the next read resumes there.
@@ -122,7 +122,9 @@ fn pages_are_bounded_and_resume() {
     let mut seen = Vec::new();
     let mut pos = 0;
     loop {
-        let page = store.feed_read("t", pos, &mut all(), 3, 250).unwrap();
+        let page = store
+            .feed_read("t", pos, &mut all(), FeedLimits::new(3, 250))
+            .unwrap();
         seen.extend(page.records.iter().map(|r| r.ts));
         pos = page.end;
         if !page.more {
@@ -130,4 +132,28 @@ fn pages_are_bounded_and_resume() {
         }
     }
     assert_eq!(seen, (1..=10).collect::<Vec<_>>());
+}
+
+/// Records above the read's inline bound come back as metadata only (the replication
+/// sender streams them from the block): a page never holds a large payload in memory.
+#[test]
+fn large_payloads_stay_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_bucket("a", BucketSettings::default()).unwrap();
+    store.feed_subscribe("t", "a").unwrap();
+    store.write("a", "e", &meta(1), &payload(1, 100)).unwrap();
+    store.write("a", "e", &meta(2), &payload(2, 5000)).unwrap();
+    let limits = FeedLimits {
+        records: 10,
+        bytes: u64::MAX,
+        inline: 1000,
+    };
+    let page = store.feed_read("t", 0, &mut all(), limits).unwrap();
+    assert_eq!(page.records.len(), 2);
+    assert_eq!(page.records[0].whole().unwrap().data, payload(1, 100));
+    match &page.records[1].payload {
+        FeedPayload::Large(m) => assert_eq!((m.ts, m.size), (2, 5000)),
+        other => panic!("expected metadata only, got {other:?}"),
+    }
 }

@@ -755,11 +755,14 @@ class AsyncClient:
     async def put_replication(self, name: str, src_bucket: str, dst_url: str, dst_bucket: str, *,
                               dst_token: Optional[str] = None, entries: Sequence[str] = (),
                               when: Optional[Mapping[str, Any]] = None, mode: str = "enabled",
-                              from_ts: Optional[int] = None) -> Dict[str, Any]:
+                              from_ts: Optional[int] = None,
+                              dst_ca: Optional[str] = None) -> Dict[str, Any]:
         """Creates or replaces a replication task (admin token needed) and returns it as the
         server answers it: ``{"name", "settings", "status"}`` (the token is never echoed;
-        omitting ``dst_token`` on a replace keeps the stored one). See docs/replication.md."""
-        body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts)
+        omitting ``dst_token`` on a replace keeps the stored one). ``dst_ca``: PEM
+        certificates to trust for an https destination. See docs/replication.md."""
+        body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts,
+                                  dst_ca)
         return dict(await self._json("PUT", c.replication_path(name), json_body=body))
 
     async def get_replication(self, name: str) -> Dict[str, Any]:

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 pub mod proxy;
+pub mod tls_proxy;
 
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;

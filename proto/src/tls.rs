@@ -1,0 +1,72 @@
+//! The HTTP client every part of tsblob builds (the CLI, `tsblob cp`, replication senders,
+//! the bench): `http://` and `https://` servers, TLS by rustls (aws-lc-rs crypto, bundled:
+//! no system OpenSSL), trusting the Mozilla root certificates of `webpki-root-certs` (the
+//! same on every machine, whatever the system has) plus, when given, the certificates of a
+//! PEM bundle: a private CA, or a destination's self-signed certificate.
+
+use reqwest::{Certificate, ClientBuilder};
+use thiserror::Error;
+
+/// A CA bundle that cannot be used.
+#[derive(Debug, Error)]
+pub enum CaError {
+    #[error("the CA bundle is not PEM certificates ({0}): give the CA's certificate(s), -----BEGIN CERTIFICATE----- blocks")]
+    NotPem(String),
+    #[error("the CA bundle holds no certificate: give the CA's certificate(s), -----BEGIN CERTIFICATE----- blocks")]
+    Empty,
+}
+
+/// The certificates of a PEM bundle (at least one).
+pub fn parse_ca(pem: &[u8]) -> Result<Vec<Certificate>, CaError> {
+    let certs = Certificate::from_pem_bundle(pem).map_err(|e| CaError::NotPem(error_chain(&e)))?;
+    if certs.is_empty() {
+        return Err(CaError::Empty);
+    }
+    Ok(certs)
+}
+
+/// A client builder trusting the Mozilla roots and the certificates of `ca_pem`.
+pub fn builder(ca_pem: Option<&[u8]>) -> Result<ClientBuilder, CaError> {
+    let mut roots: Vec<Certificate> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
+        .iter()
+        .filter_map(|der| Certificate::from_der(der).ok())
+        .collect();
+    if let Some(pem) = ca_pem {
+        roots.extend(parse_ca(pem)?);
+    }
+    Ok(reqwest::Client::builder()
+        .tls_certs_only(roots)
+        .tcp_nodelay(true))
+}
+
+/// An error with its causes (`reqwest::Error` shows only its own message: "error sending
+/// request", without the TLS or connection failure under it).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let m = s.to_string();
+        if !out.contains(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ca_bundles_are_checked() {
+        assert!(matches!(parse_ca(b"hello"), Err(CaError::Empty)));
+        assert!(matches!(
+            parse_ca(b"-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"),
+            Err(CaError::NotPem(_))
+        ));
+        assert!(builder(None).unwrap().build().is_ok());
+    }
+}
