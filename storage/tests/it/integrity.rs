@@ -582,9 +582,14 @@ fn ten_thousand_entries_under_ulimit_1024() {
     assert!(status.success(), "the child under ulimit -n 1024 failed");
 }
 
-/// The same with an explicit budget of 64 handles, checked against /proc/self/fd.
+/// The same with an explicit budget of 64 handles, checked against /proc/self/fd. In a
+/// process of its own: the descriptors of the tests running beside it in the one test binary
+/// counted against the budget (CI: "11 -> 495 descriptors" while other modules ran).
 #[test]
 fn ten_thousand_entries_within_an_explicit_budget() {
+    if !own_process("integrity::ten_thousand_entries_within_an_explicit_budget") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     ten_thousand_entries(dir.path(), Some(64));
 }
