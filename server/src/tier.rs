@@ -295,18 +295,24 @@ impl S3Store {
         })
     }
 
-    /// A read replica's first look at the bucket: a TLS failure (a certificate signed by
-    /// an unknown CA, a wrong name) stops the start; an unreachable store does not (the
-    /// replica refresh retries).
-    pub fn check_reachable(&self) -> anyhow::Result<()> {
+    /// `HEAD` of the object-store bucket, its failure classified.
+    fn head_bucket(&self) -> Result<(), ObjectError> {
         let (s3, bucket) = (self.s3.clone(), self.bucket.clone());
-        let head = self.run(async move {
+        self.run(async move {
             s3.head_bucket()
                 .bucket(&bucket)
                 .send()
                 .await
+                .map(|_| ())
                 .map_err(|e| classify(&e, &bucket))
-        });
+        })
+    }
+
+    /// A read replica's first look at the bucket: a TLS failure (a certificate signed by
+    /// an unknown CA, a wrong name) stops the start; an unreachable store does not (the
+    /// replica refresh retries).
+    pub fn check_reachable(&self) -> anyhow::Result<()> {
+        let head = self.head_bucket();
         match head {
             Err(e @ ObjectError::Tls(_)) => bail!("{e}"),
             Err(e) => {
@@ -320,14 +326,7 @@ impl S3Store {
     /// Creates the bucket if it does not exist. A store that cannot be reached is not an
     /// error here (writes go on locally and uploads retry); one that refuses is.
     pub fn ensure_bucket(&self) -> anyhow::Result<()> {
-        let (s3, bucket) = (self.s3.clone(), self.bucket.clone());
-        let head = self.run(async move {
-            s3.head_bucket()
-                .bucket(&bucket)
-                .send()
-                .await
-                .map_err(|e| classify(&e, &bucket))
-        });
+        let head = self.head_bucket();
         match head {
             Ok(_) => return Ok(()),
             Err(ObjectError::NotFound(_)) => {}

@@ -11,22 +11,7 @@ use replication_util::*;
 use serde_json::json;
 
 fn cp(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-        .arg("cp")
-        .args(args)
-        .arg("--quiet")
-        .env_remove("TSBLOB_SRC_TOKEN")
-        .env_remove("TSBLOB_DST_TOKEN")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    tsblob_cli(&[&["cp"], args, &["--quiet"]].concat())
 }
 
 async fn fill(api: &Api, bucket: &str) {

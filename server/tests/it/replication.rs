@@ -15,18 +15,8 @@ use replication_util::*;
 use reqwest::Method;
 use serde_json::json;
 
-/// Fast retries so the tests do not wait long after a fault.
-const ARGS: &[&str] = &[
-    "--replication-timeout",
-    "3s",
-    "--replication-max-backoff",
-    "500ms",
-    "--free-space-reserve",
-    "0",
-];
-
 fn start(dir: &std::path::Path) -> Server {
-    Server::start_in(dir, ARGS)
+    Server::start_in(dir, FAST_RETRY)
 }
 
 /// The records of `dump` that a task with these entries and condition replicates.
@@ -399,8 +389,8 @@ async fn fifo_evictions_before_sending_are_counted_not_skipped_silently() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoped_destination_token_admin_only_routes_and_conflicts() {
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let src_s = Server::start_in(d1.path(), &[ARGS, &["--token", "src-admin"]].concat());
-    let dst_s = Server::start_in(d2.path(), &[ARGS, &["--token", "dst-admin"]].concat());
+    let src_s = Server::start_in(d1.path(), &[FAST_RETRY, &["--token", "src-admin"]].concat());
+    let dst_s = Server::start_in(d2.path(), &[FAST_RETRY, &["--token", "dst-admin"]].concat());
     let src = Api::new(&src_s.url(""), Some("src-admin"));
     let dst = Api::new(&dst_s.url(""), Some("dst-admin"));
     src.create_bucket("b", json!({})).await;
@@ -520,7 +510,7 @@ fn cli(url: &str, args: &[&str]) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_creates_pauses_resumes_and_removes_tasks() {
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let src_s = Server::start_in(d1.path(), &[ARGS, &["--token", "admin"]].concat());
+    let src_s = Server::start_in(d1.path(), &[FAST_RETRY, &["--token", "admin"]].concat());
     let dst_s = start(d2.path());
     let src = Api::new(&src_s.url(""), Some("admin"));
     let dst = Api::new(&dst_s.url(""), None);

@@ -17,18 +17,9 @@ use replication_util::proxy::{Mode, Proxy};
 use replication_util::*;
 use serde_json::json;
 
-const ARGS: &[&str] = &[
-    "--replication-timeout",
-    "3s",
-    "--replication-max-backoff",
-    "500ms",
-    "--free-space-reserve",
-    "0",
-];
-
 /// The destination refuses batched records over 64 KiB (so the test data stays small).
 fn start_small_batches(dir: &std::path::Path) -> Server {
-    let mut args = ARGS.to_vec();
+    let mut args = FAST_RETRY.to_vec();
     args.extend(["--max-batch-record", "64KiB"]);
     Server::start_in(dir, &args)
 }
@@ -75,7 +66,7 @@ async fn write_one(api: &Api, bucket: &str, ts: u64, ct: &str, l: &[(&str, &str)
 async fn records_over_the_destination_batch_limit_arrive_alone_through_a_cut() {
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (src_s, dst_s) = (
-        Server::start_in(d1.path(), ARGS),
+        Server::start_in(d1.path(), FAST_RETRY),
         start_small_batches(d2.path()),
     );
     let (src, dst) = (
@@ -141,18 +132,8 @@ async fn records_over_the_destination_batch_limit_arrive_alone_through_a_cut() {
     let from = format!("{}/edge", src_s.url(""));
     let to = format!("{}/copy", dst2_s.url(""));
     for run in 0..2 {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-            .args(["cp", &from, &to, "--quiet"])
-            .env_remove("TSBLOB_SRC_TOKEN")
-            .env_remove("TSBLOB_DST_TOKEN")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "cp run {run}: {text}");
+        let (ok, text) = tsblob_cli(&["cp", &from, &to, "--quiet"]);
+        assert!(ok, "cp run {run}: {text}");
         if run == 1 {
             assert!(text.contains("0 written, 9 already there"), "{text}");
         }

@@ -16,41 +16,12 @@ use replication_util::tls_proxy::{Cert, TlsProxy};
 use replication_util::*;
 use serde_json::json;
 
-const ARGS: &[&str] = &[
-    "--replication-timeout",
-    "3s",
-    "--replication-max-backoff",
-    "500ms",
-    "--free-space-reserve",
-    "0",
-];
-
-fn tsblob(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-        .args(args)
-        .env_remove("TSBLOB_SRC_TOKEN")
-        .env_remove("TSBLOB_DST_TOKEN")
-        .env_remove("TSBLOB_CA")
-        .env_remove("TSBLOB_URL")
-        .env_remove("TSBLOB_TOKEN")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_destination_with_its_ca_and_a_wrong_ca_fails_clearly() {
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (src_s, dst_s) = (
-        Server::start_in(d1.path(), ARGS),
-        Server::start_in(d2.path(), ARGS),
+        Server::start_in(d1.path(), FAST_RETRY),
+        Server::start_in(d2.path(), FAST_RETRY),
     );
     let (src, dst) = (
         Api::new(&src_s.url(""), None),
@@ -129,13 +100,13 @@ async fn https_destination_with_its_ca_and_a_wrong_ca_fails_clearly() {
     dst.create_bucket("copy", json!({})).await;
     let from = format!("{}/edge", src_s.url(""));
     let to = format!("{}/copy", proxy.url());
-    let (ok, text) = tsblob(&["cp", &from, &to, "--quiet"]);
+    let (ok, text) = tsblob_cli(&["cp", &from, &to, "--quiet"]);
     assert!(!ok && text.to_lowercase().contains("certificate"), "{text}");
-    let (ok, text) = tsblob(&["cp", &from, &to, "--quiet", "--ca", ca]);
+    let (ok, text) = tsblob_cli(&["cp", &from, &to, "--quiet", "--ca", ca]);
     assert!(ok, "{text}");
     assert_same(&src.dump("edge").await, &dst.dump("copy").await);
-    let (ok, text) = tsblob(&["bucket", "ls", "--url", &proxy.url(), "--ca", ca]);
+    let (ok, text) = tsblob_cli(&["bucket", "ls", "--url", &proxy.url(), "--ca", ca]);
     assert!(ok && text.contains("copy"), "{text}");
-    let (ok, text) = tsblob(&["bucket", "ls", "--url", &proxy.url()]);
+    let (ok, text) = tsblob_cli(&["bucket", "ls", "--url", &proxy.url()]);
     assert!(!ok && text.to_lowercase().contains("certificate"), "{text}");
 }

@@ -25,6 +25,38 @@ pub struct Api {
     pub token: Option<String>,
 }
 
+/// Fast retries so the tests do not wait long after a fault.
+pub const FAST_RETRY: &[&str] = &[
+    "--replication-timeout",
+    "3s",
+    "--replication-max-backoff",
+    "500ms",
+    "--free-space-reserve",
+    "0",
+];
+
+/// Runs the `tsblob` CLI with `args`, none of the environment's tokens, CA or URL:
+/// (succeeded, stdout + stderr).
+pub fn tsblob_cli(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(args)
+        .env_remove("TSBLOB_SRC_TOKEN")
+        .env_remove("TSBLOB_DST_TOKEN")
+        .env_remove("TSBLOB_CA")
+        .env_remove("TSBLOB_URL")
+        .env_remove("TSBLOB_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 /// A payload that depends on (entry, ts) only, `len` bytes; compressible when `text`.
 pub fn payload(entry: &str, ts: u64, len: usize, text: bool) -> Vec<u8> {
     let mut x = ts.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ entry.len() as u64 ^ 0x5555;
