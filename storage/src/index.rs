@@ -24,7 +24,8 @@ use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
 use crate::codec;
 use crate::codec::chunk::{
-    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, AttrsRef, ChunkReader, Slot,
+    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, AttrsRef, ChunkReader, Fill,
+    Slot,
 };
 use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::{
@@ -629,7 +630,15 @@ impl Index {
                 }
             }
             if let Some(fk) = first_key {
-                for (k, v) in encode_chunks(fk, &slots, next_key.is_some()) {
+                for (k, v) in encode_chunks(
+                    fk,
+                    &slots,
+                    if next_key.is_some() {
+                        Fill::Even
+                    } else {
+                        Fill::Packed
+                    },
+                ) {
                     if old_key == Some(k) && old_value == v {
                         continue; // unchanged
                     }
@@ -676,7 +685,7 @@ impl Index {
             }
             // Keyed as before (at most its first record); a record's encoding may grow
             // when its neighbour goes, so this can split, below the next chunk's key.
-            for (k, v) in encode_chunks(k, &left, true) {
+            for (k, v) in encode_chunks(k, &left, Fill::Even) {
                 self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
             }
         }

@@ -63,7 +63,7 @@ impl Store {
         if meta.size > max_inline {
             return Ok((meta, None));
         }
-        let data = read_payload(&self.inner, &e, ts, &v, false)
+        let data = read_payload(&self.inner, &e, ts, &v, Access::Point)
             .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
         Ok((meta, Some(data)))
     }
@@ -77,7 +77,7 @@ impl Store {
     /// A record's payload as a stream, for records too large to hold in memory.
     pub fn open_record(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordReader> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        open_value(&self.inner, &e, ts, &v, false)
+        open_value(&self.inner, &e, ts, &v, Access::Point)
             .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
     }
 
@@ -127,20 +127,30 @@ fn gone_is_not_found(err: Error, bucket: &str, entry: &str, ts: u64) -> Error {
     }
 }
 
+/// How a record is read: alone (a point read), or as one of a query's records, which
+/// lets a tiered block's read fetch ahead into the cache for the records after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// One record by its timestamp.
+    Point,
+    /// The next record of a query (range scan).
+    Scan,
+}
+
 /// A block file's handle and base timestamp; for a block that is not on the local disk
 /// and is tiered, the record's head fields and payload read from the object store instead
-/// (`ahead`: a query's read, fetching ahead into the cache).
+/// (a query's read, [`Access::Scan`], fetches ahead into the cache).
 enum Source {
     Local(Arc<std::fs::File>, u64),
     Tiered(Vec<u8>),
 }
 
-fn source(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) -> Result<Source> {
+fn source(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, access: Access) -> Result<Source> {
     match inner.files.get(v.block_id, || e.block_path(v.block_id)) {
         Ok(CachedBlock { file, base_ts }) => Ok(Source::Local(file, base_ts)),
         Err(Error::Io { source, context }) if source.kind() == std::io::ErrorKind::NotFound => {
             if let Some(tier) = &inner.tier {
-                if let Some((_, data)) = tier.read_record(&e.bucket_name(), e, ts, v, ahead)? {
+                if let Some((_, data)) = tier.read_record(&e.bucket_name(), e, ts, v, access)? {
                     return Ok(Source::Tiered(data));
                 }
             }
@@ -151,8 +161,14 @@ fn source(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) -> Res
 }
 
 /// Reads and checks a record's payload (the path is only built for an error message).
-fn read_payload(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) -> Result<Vec<u8>> {
-    let (file, base_ts) = match source(inner, e, ts, v, ahead)? {
+fn read_payload(
+    inner: &Inner,
+    e: &Entry,
+    ts: u64,
+    v: &IndexValue,
+    access: Access,
+) -> Result<Vec<u8>> {
+    let (file, base_ts) = match source(inner, e, ts, v, access)? {
         Source::Local(file, base_ts) => (file, base_ts),
         Source::Tiered(data) => return Ok(data),
     };
@@ -178,7 +194,7 @@ fn read_payload(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, ahead: bool) 
 }
 
 fn read_value(inner: &Inner, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
-    let data = read_payload(inner, e, ts, &v, false)?;
+    let data = read_payload(inner, e, ts, &v, Access::Point)?;
     Ok(Record {
         meta: meta_of(ts, &v),
         data,
@@ -190,9 +206,9 @@ fn open_value(
     e: &Entry,
     ts: u64,
     v: &IndexValue,
-    ahead: bool,
+    access: Access,
 ) -> Result<RecordReader> {
-    match source(inner, e, ts, v, ahead)? {
+    match source(inner, e, ts, v, access)? {
         Source::Local(file, base_ts) => RecordReader::open(
             file,
             &e.block_path(v.block_id),
@@ -243,7 +259,7 @@ impl QueryItem {
             &self.entry,
             self.meta.ts,
             &self.value,
-            true,
+            Access::Scan,
         )
         .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }
@@ -255,7 +271,7 @@ impl QueryItem {
             &self.entry,
             self.meta.ts,
             &self.value,
-            true,
+            Access::Scan,
         )
         .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
     }

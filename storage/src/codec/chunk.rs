@@ -165,13 +165,22 @@ fn encode_slot(out: &mut Vec<u8>, prev: &mut Prev, s: &Slot) {
     prev.stored = s.stored;
 }
 
+/// How [`encode_chunks`] spreads records over chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Evenly over as few chunks as possible: a chunk in the middle of an entry, where
+    /// later inserts land.
+    Even,
+    /// Each chunk filled up before the next starts: the entry's last chunk, where appends
+    /// land.
+    Packed,
+}
+
 /// Encodes sorted, unique records into chunk values: `(key, value)` pairs. The first
 /// chunk's key is `first_key` (at most the first record's timestamp); later chunks are keyed
-/// by their first record's. `even` spreads the records evenly over as few chunks as
-/// possible (a chunk in the middle of an entry, where later inserts land); otherwise each
-/// chunk is filled up before the next starts (the entry's last chunk, where appends land).
-pub fn encode_chunks(first_key: u64, slots: &[Slot], even: bool) -> Chunks {
-    let per = if even {
+/// by their first record's; `fill` says how records are spread over the chunks.
+pub fn encode_chunks(first_key: u64, slots: &[Slot], fill: Fill) -> Chunks {
+    let per = if fill == Fill::Even {
         let pieces = slots.len().div_ceil(CHUNK_RECORDS).max(1);
         slots.len().div_ceil(pieces)
     } else {
@@ -404,7 +413,7 @@ pub fn append_chunks(
         out.push((key, v)); // else the chunk was full and stays as it is
     }
     if i < slots.len() {
-        out.extend(encode_chunks(slots[i].ts, &slots[i..], false));
+        out.extend(encode_chunks(slots[i].ts, &slots[i..], Fill::Packed));
     }
     Ok(Some(out))
 }
@@ -489,8 +498,8 @@ mod tests {
             .collect()
     }
 
-    fn round_trip(slots: &[Slot], even: bool) -> Vec<(u64, Vec<u8>)> {
-        let chunks = encode_chunks(slots.first().map_or(0, |s| s.ts), slots, even);
+    fn round_trip(slots: &[Slot], fill: Fill) -> Vec<(u64, Vec<u8>)> {
+        let chunks = encode_chunks(slots.first().map_or(0, |s| s.ts), slots, fill);
         let mut back = Vec::new();
         let mut last_key = None;
         for (k, v) in &chunks {
@@ -512,7 +521,7 @@ mod tests {
         for s in &mut slots {
             s.attrs = AttrsRef::Id(0);
         }
-        let chunks = round_trip(&slots, false);
+        let chunks = round_trip(&slots, Fill::Packed);
         assert_eq!(chunks.len(), 1);
         // count, first record (flags, block, offset, head, size, attrs), second record's
         // step, then one flags byte per record.
@@ -543,14 +552,14 @@ mod tests {
                 },
             });
         }
-        let chunks = round_trip(&slots, false);
+        let chunks = round_trip(&slots, Fill::Packed);
         assert!(chunks.len() >= 300 / CHUNK_RECORDS);
-        round_trip(&slots, true);
+        round_trip(&slots, Fill::Even);
         // A big timestamp and block ids going down round-trip too.
         let mut s2 = regular(3, u64::MAX - 10_000);
         s2[1].block_id = 2;
         s2[2].offset = 0;
-        round_trip(&s2, false);
+        round_trip(&s2, Fill::Packed);
     }
 
     #[test]
@@ -569,7 +578,7 @@ mod tests {
                 s
             })
             .collect();
-        let chunks = round_trip(&slots, false);
+        let chunks = round_trip(&slots, Fill::Packed);
         assert!(chunks.len() >= 3, "{} chunks", chunks.len());
         assert!(chunks.iter().all(|(_, v)| v.len() < CHUNK_BYTES + 500));
     }
@@ -577,18 +586,18 @@ mod tests {
     #[test]
     fn split_fills_or_spreads() {
         let slots = regular(130, 1000);
-        let filled = round_trip(&slots, false);
+        let filled = round_trip(&slots, Fill::Packed);
         let counts: Vec<u64> = filled
             .iter()
             .map(|(_, v)| chunk_count(v).unwrap())
             .collect();
         assert_eq!(counts, [64, 64, 2]);
-        let even = round_trip(&slots, true);
+        let even = round_trip(&slots, Fill::Even);
         let counts: Vec<u64> = even.iter().map(|(_, v)| chunk_count(v).unwrap()).collect();
         assert_eq!(counts, [44, 44, 42]);
         assert_eq!(even[1].0, slots[44].ts);
         // A first key below the first record is kept.
-        let chunks = encode_chunks(500, &slots, false);
+        let chunks = encode_chunks(500, &slots, Fill::Packed);
         assert_eq!(chunks[0].0, 500);
         assert_eq!(decode_chunk(500, &chunks[0].1).unwrap()[0], slots[0]);
     }
@@ -610,7 +619,7 @@ mod tests {
         );
         let ts: Vec<u64> = s.iter().map(|s| s.ts).collect();
         assert_eq!(ts, [1000, 2000, 4000, 5000, 6000, 8000, 9000]);
-        let chunks = round_trip(&s, false);
+        let chunks = round_trip(&s, Fill::Packed);
         assert_eq!(chunks.len(), 1);
         // Replace: a later copy of a record (label update) takes its place.
         let mut s = base.clone();
@@ -621,7 +630,7 @@ mod tests {
         merge(&mut s, [(4000, Some(newer.clone()))]);
         assert_eq!(s.len(), base.len());
         assert_eq!(s[2], newer);
-        round_trip(&s, false);
+        round_trip(&s, Fill::Packed);
         // Delete first, middle, last; deleting a missing record does nothing.
         for (del, left) in [
             (0u64, vec![2000u64, 4000, 6000, 8000]),
@@ -633,7 +642,7 @@ mod tests {
             merge(&mut s, [(del, None)]);
             assert_eq!(s.iter().map(|s| s.ts).collect::<Vec<_>>(), left);
             // Re-encoded under the old key (which is at most the first record's ts).
-            let chunks = encode_chunks(0, &s, true);
+            let chunks = encode_chunks(0, &s, Fill::Even);
             assert_eq!(chunks.len(), 1);
             assert_eq!(chunks[0].0, 0);
             assert_eq!(decode_chunk(0, &chunks[0].1).unwrap(), s);
@@ -658,18 +667,18 @@ mod tests {
             (30, 100),
             (5, 195),
         ] {
-            let (k, v) = encode_chunks(1000, &slots[..have], false).remove(0);
+            let (k, v) = encode_chunks(1000, &slots[..have], Fill::Packed).remove(0);
             let got = append_chunks(k, &v, &slots[have..have + add])
                 .unwrap()
                 .unwrap();
-            let mut want = encode_chunks(1000, &slots[..have + add], false);
+            let mut want = encode_chunks(1000, &slots[..have + add], Fill::Packed);
             if have == CHUNK_RECORDS {
                 want.remove(0); // a full chunk is not written again
             }
             assert_eq!(got, want, "{have}+{add}");
         }
         // Not an append: refused.
-        let (k, v) = encode_chunks(1000, &slots[5..10], false).remove(0);
+        let (k, v) = encode_chunks(1000, &slots[5..10], Fill::Packed).remove(0);
         assert_eq!(append_chunks(k, &v, &slots[..1]), Ok(None));
     }
 
@@ -681,7 +690,7 @@ mod tests {
         slots[30].attrs = AttrsRef::Inline(meta("a/b", &[("k", "v")]));
         slots[31].ts += 1;
         slots[50].offset += 1;
-        let (k, v) = encode_chunks(1000, &slots, false).remove(0);
+        let (k, v) = encode_chunks(1000, &slots, Fill::Packed).remove(0);
         for probe in [
             0,
             1000,
@@ -706,7 +715,7 @@ mod tests {
     #[test]
     fn damaged_chunks_are_errors_not_panics() {
         let slots = regular(20, 1);
-        let (k, v) = encode_chunks(1, &slots, false).remove(0);
+        let (k, v) = encode_chunks(1, &slots, Fill::Packed).remove(0);
         for cut in 0..v.len() {
             assert!(
                 matches!(decode_chunk(k, &v[..cut]), Err(DecodeError::Short)),

@@ -13,6 +13,7 @@ use crate::block::frame_from_bytes;
 use crate::codec::frame::HeadFields;
 use crate::entry::Entry;
 use crate::index::IndexValue;
+use crate::read::Access;
 use crate::*;
 
 impl Tier {
@@ -24,20 +25,20 @@ impl Tier {
         e: &Entry,
         ts: u64,
         v: &IndexValue,
-        ahead: bool,
+        access: Access,
     ) -> Result<Option<(HeadFields, Vec<u8>)>> {
         let Some(t) = self.get(v.block_id) else {
             return Ok(None);
         };
         // A prefetch of this block (a query's read-ahead) lands in the cache first, and the
         // one after it starts.
-        if self.take_prefetch(v.block_id) && ahead {
+        if self.take_prefetch(v.block_id) && access == Access::Scan {
             self.prefetch_next(t.entry_id, v.block_id);
         }
         let (buf, at) = match self.cache.get_shared(v.block_id, v.offset, v.frame_len) {
             Some(found) => found,
             None => {
-                let want = if ahead {
+                let want = if access == Access::Scan {
                     // The next block of the entry is fetched meanwhile.
                     self.prefetch_next(t.entry_id, v.block_id);
                     self.ahead(&t, v.offset, v.frame_len)
