@@ -228,6 +228,17 @@ pub(crate) async fn bucket_info(c: &reqwest::Client, s: &Server) -> serde_json::
     r.json::<serde_json::Value>().await.unwrap()["info"].clone()
 }
 
+/// `GET /health` (its `tier` object says whether the object store is reachable).
+pub(crate) async fn health(c: &reqwest::Client, s: &Server) -> serde_json::Value {
+    c.get(s.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// Waits until the bucket has at least `n` tiered blocks.
 pub(crate) async fn wait_tiered(c: &reqwest::Client, s: &Server, n: u64) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -439,15 +450,8 @@ async fn minio_down_reads_answer_503_writes_go_on_and_uploads_resume() {
         "a read hung {:?}",
         t0.elapsed()
     );
-    let health: serde_json::Value = c
-        .get(s.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(health["tier"]["available"], false, "{health}");
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["available"], false, "{h}");
     assert_eq!(common::metric(&c, &s, "tsblob_tier_available").await, 0);
     // Writes go on locally while the store is down (these blocks wait for it).
     for ts in 21..=40u64 {
@@ -475,15 +479,8 @@ async fn minio_down_reads_answer_503_writes_go_on_and_uploads_resume() {
     for ts in 1..=40u64 {
         check_record(&c, &s, "front", ts).await;
     }
-    let health: serde_json::Value = c
-        .get(s.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(health["tier"]["available"], true, "{health}");
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["available"], true, "{h}");
 }
 
 /// A server that aborts at an engine step (`TSBLOB_CRASH_AT`), as kill -9 would leave it.

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::tier::{
-    bucket_info, check_record, client, create_bucket, serve, wait_tiered, write, Minio, PASSWORD,
-    SMALL, USER,
+    bucket_info, check_record, client, create_bucket, health, serve, wait_tiered, write, Minio,
+    PASSWORD, SMALL, USER,
 };
 
 /// A self-signed certificate for 127.0.0.1 and localhost: MinIO's `public.crt` and
@@ -54,15 +54,8 @@ async fn tiering_over_https_with_a_private_ca_reads_back_byte_identical() {
     for &ts in &all {
         check_record(&c, &s, "front", ts).await;
     }
-    let health: serde_json::Value = c
-        .get(s.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(health["tier"]["available"], true, "{health}");
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["available"], true, "{h}");
     assert!(bucket_info(&c, &s).await["tiered_size"].as_u64().unwrap() > 0);
 }
 
