@@ -10,6 +10,7 @@ use crate::block::read_frame;
 use crate::entry::Entry;
 use crate::files::CachedBlock;
 use crate::index::{IndexValue, Order};
+use crate::mapped::{map_frame, Payload, MAP_MAX, MAP_MIN, MEMORY_MAX};
 use crate::select::Selector;
 use crate::store::Inner;
 use crate::*;
@@ -66,6 +67,21 @@ impl Store {
         let data = read_payload(&self.inner, &e, ts, &v, Access::Point)
             .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
         Ok((meta, Some(data)))
+    }
+
+    /// A record's metadata and its CRC-checked payload: mapped from its block when it is
+    /// large (no copy: [`Payload::Mapped`]), in memory otherwise. `None` for a payload to
+    /// stream with [`Store::open_record`] instead (see `payload_of`).
+    pub fn read_payload(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+    ) -> Result<(RecordMeta, Option<Payload>)> {
+        let (e, ts, v) = self.locate(bucket, entry, ts)?;
+        let p = payload_of(&self.inner, &e, ts, &v, Access::Point)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
+        Ok((meta_of(ts, &v), p))
     }
 
     /// The metadata of a record, from the index alone.
@@ -193,6 +209,47 @@ fn read_payload(
     Ok(data)
 }
 
+/// A record's payload without a copy where it can be ([`Payload::Mapped`]: a raw payload
+/// of [`MAP_MIN`] to [`MAP_MAX`] bytes in a local block), read into memory where it is
+/// small, tiered, or compressed and at most [`MEMORY_MAX`]; `None` otherwise (stream it).
+fn payload_of(
+    inner: &Inner,
+    e: &Entry,
+    ts: u64,
+    v: &IndexValue,
+    access: Access,
+) -> Result<Option<Payload>> {
+    if v.size > MAP_MAX {
+        return Ok(None);
+    }
+    if v.size >= MAP_MIN {
+        let (file, base_ts) = match source(inner, e, ts, v, access)? {
+            Source::Local(file, base_ts) => (file, base_ts),
+            Source::Tiered(data) => return Ok(Some(Payload::Memory(data))),
+        };
+        {
+            let path = || e.block_path(v.block_id);
+            let mapped = map_frame(
+                &file,
+                &path,
+                v.offset,
+                v.frame_len,
+                v.size,
+                v.flags,
+                base_ts,
+                ts,
+            )?;
+            if let Some(m) = mapped {
+                return Ok(Some(Payload::Mapped(m)));
+            }
+        }
+    }
+    if v.size > MEMORY_MAX {
+        return Ok(None);
+    }
+    read_payload(inner, e, ts, v, access).map(|d| Some(Payload::Memory(d)))
+}
+
 fn read_value(inner: &Inner, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
     let data = read_payload(inner, e, ts, &v, Access::Point)?;
     Ok(Record {
@@ -255,6 +312,20 @@ impl QueryItem {
     /// by a FIFO quota) after the query listed it: callers skip such items.
     pub fn data(&self) -> Result<Vec<u8>> {
         read_payload(
+            &self.store.inner,
+            &self.entry,
+            self.meta.ts,
+            &self.value,
+            Access::Scan,
+        )
+        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+    }
+
+    /// The payload, CRC-checked, mapped from its block when it is large (see
+    /// [`Store::read_payload`]); `None` for one to stream with [`QueryItem::reader`].
+    /// `NotFound` as for [`QueryItem::data`].
+    pub fn payload(&self) -> Result<Option<Payload>> {
+        payload_of(
             &self.store.inner,
             &self.entry,
             self.meta.ts,

@@ -9,21 +9,28 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
-use tsblob_storage::{WriteMeta, DEFAULT_CONTENT_TYPE};
+use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::{content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::records::settle_write;
 use super::records::Target;
-use tsblob_proto::framing::{Decoder, Event, FrameHead, TS_NOW};
+use super::spool::SpoolSink;
+use tsblob_proto::framing::{ChunkDecoder, Event, FrameHead, TS_NOW};
 
 /// A chunk is written when the memory it holds reaches this many bytes (payloads, content
 /// types, labels and the per-record overhead of [`held_bytes`]) ...
 const CHUNK_BYTES: usize = 1 << 20;
 /// ... or this many records.
 const CHUNK_RECORDS: usize = 4096;
+/// A record at least this large is spooled as its payload arrives (as a single-record
+/// body of that size is) instead of held in memory until it is complete: holding 10 MiB
+/// payloads kept the receive buffers alive and made the server fault in fresh pages for
+/// new ones (`clear_page` in the profile of docs/benchmarks/large-records-2026-11-23.md).
+const SPOOL_FROM: u64 = super::budget::MemoryBudget::LARGEST;
 /// What a record costs in memory besides its payload, content type and label bytes: the
 /// record and its result, ...
 const RECORD_OVERHEAD: usize = 160;
@@ -256,6 +263,62 @@ struct Pending {
     /// copy; `Store::write_group` appends pieces of 16 KiB and more from them directly).
     data: Vec<Bytes>,
     len: u64,
+    /// A large record's payload goes to a spool instead of `data` (see [`SPOOL_FROM`]).
+    spooled: Option<Spooling>,
+}
+
+/// A large record of a batch being received into a spool, or why it could not be.
+enum Spooling {
+    Sink(SpoolSink),
+    Failed(AppError),
+}
+
+impl Spooling {
+    async fn start(t: &Target) -> Spooling {
+        match SpoolSink::new(&t.state.store, &t.bucket).await {
+            Ok(sink) => Spooling::Sink(sink),
+            Err(e) => Spooling::Failed(e),
+        }
+    }
+
+    async fn push(&mut self, d: Bytes) {
+        let Spooling::Sink(sink) = self else {
+            return; // failed: the rest of the payload is read and dropped
+        };
+        if let Err(e) = sink.push(d).await {
+            if let Spooling::Sink(sink) = std::mem::replace(self, Spooling::Failed(e)) {
+                sink.abandon().await;
+            }
+        }
+    }
+}
+
+/// Writes a spooled record of a batch on the blocking pool; the handle yields its result.
+fn spawn_spooled(
+    t: &Target,
+    meta: WriteMeta,
+    spooled: Result<(Spool, u32), AppError>,
+    if_exists: IfExists,
+) -> JoinHandle<ChunkOutcome> {
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
+    tokio::task::spawn_blocking(move || {
+        let asked = meta.ts;
+        let settled = spooled.and_then(|(spool, crc)| {
+            let written = store.write_spooled(&bucket, &entry, &meta, spool);
+            settle_write(&store, &bucket, &entry, written, if_exists, crc)
+        });
+        vec![match settled {
+            Ok((ts, status)) => RecordResult {
+                ts: Some(ts),
+                status: status.as_u16(),
+                error: None,
+            },
+            Err(a) => RecordResult {
+                ts: asked,
+                ..detail(a.status, a.code, a.message)
+            },
+        }]
+    })
 }
 
 /// A parsed record waiting in a chunk: its metadata and payload pieces.
@@ -321,8 +384,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         body
     };
     let mut chunks = BodyChunks::new(body, limits.max_body, &limits);
-    let mut dec = Decoder::new();
-    let mut buf = BytesMut::new();
+    // Payload pieces are slices of the body chunks as hyper received them: no copy into a
+    // gathering buffer (which cost a copy and fresh pages per byte on 10 MiB records).
+    let mut dec = ChunkDecoder::new();
     let mut current: Option<Pending> = None;
     let mut chunk: Vec<Parsed> = Vec::new();
     let mut chunk_bytes = 0usize;
@@ -334,7 +398,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
 
     'body: loop {
         loop {
-            let event = match dec.next(&mut buf) {
+            let event = match dec.next_event() {
                 Ok(Some(e)) => e,
                 Ok(None) => break,
                 Err(e) => {
@@ -377,18 +441,34 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         ));
                         break 'body;
                     }
-                    chunk_bytes += held_bytes(&head);
+                    let spooled = if head.payload_len >= SPOOL_FROM {
+                        // The records before it are written first (results keep their order).
+                        if !chunk.is_empty() {
+                            settle(in_flight.take(), &mut results).await;
+                            in_flight =
+                                Some(spawn_chunk(&t, std::mem::take(&mut chunk), if_exists));
+                            chunk_bytes = 0;
+                        }
+                        Some(Spooling::start(&t).await)
+                    } else {
+                        chunk_bytes += held_bytes(&head);
+                        None
+                    };
                     // Memory follows the bytes that arrive, not the length a head claims.
                     current = Some(Pending {
                         head,
                         data: Vec::new(),
                         len: 0,
+                        spooled,
                     });
                 }
                 Event::Data(d) => {
                     if let Some(p) = current.as_mut() {
                         p.len += d.len() as u64;
-                        p.data.push(d);
+                        match p.spooled.as_mut() {
+                            Some(s) => s.push(d).await,
+                            None => p.data.push(d),
+                        }
                     }
                 }
                 Event::End(n) => {
@@ -412,7 +492,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 .as_ref()
                 .is_some_and(|p| p.len == p.head.payload_len)
             {
-                if let Some(p) = current.take() {
+                if let Some(mut p) = current.take() {
+                    if let Some(spooling) = p.spooled.take() {
+                        let spooled = match spooling {
+                            Spooling::Sink(sink) => sink.finish().await,
+                            Spooling::Failed(e) => Err(e),
+                        };
+                        settle(in_flight.take(), &mut results).await;
+                        let meta = p.into_record().meta;
+                        in_flight = Some(spawn_spooled(&t, meta, spooled, if_exists));
+                        continue;
+                    }
                     chunk_bytes += p.len as usize;
                     chunk.push(p.into_record());
                 }
@@ -424,14 +514,8 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             }
         }
         match chunks.next().await {
-            // A decompressed body arrives as one chunk: taken as it is when nothing is
-            // buffered (no copy of megabytes into fresh pages), appended otherwise.
-            Ok(Some(bytes)) if buf.is_empty() => {
-                buf = bytes
-                    .try_into_mut()
-                    .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
-            }
-            Ok(Some(bytes)) => buf.extend_from_slice(&bytes),
+            // `next_event` used up what was pushed before: the chunk is taken as it is.
+            Ok(Some(bytes)) => dec.push(bytes),
             Ok(None) => {
                 if !dec.is_done() {
                     fault = Some(malformed(format!(

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::BufMut;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{LabelFilter, Labels, MultiIter, Query, QueryItem, QueryIter};
+use tsblob_storage::{LabelFilter, Labels, MultiIter, Payload, Query, QueryItem, QueryIter};
 
 use super::body::{channel_body, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
@@ -35,10 +35,10 @@ pub const NDJSON: &str = "application/x-ndjson";
 const IDLE_PAGES: u32 = 16;
 
 /// Frames are gathered into chunks of about this size, one per step on the blocking pool
-/// (large enough that the hand-off to the pool costs little per byte).
+/// (large enough that the hand-off to the pool costs little per byte). A mapped payload
+/// (`tsblob_storage::Payload::Mapped`, up to `MAP_MAX`) is one piece however large: it
+/// holds page-cache pages, not memory of ours.
 const CHUNK: usize = 256 << 10;
-/// Payloads larger than this are streamed from their reader instead of read whole.
-const WHOLE_PAYLOAD: u64 = 1 << 20;
 /// Chunks queued between the producer and the socket.
 const DEPTH: usize = 16;
 
@@ -443,6 +443,18 @@ impl Pieces {
         self.done.push(Bytes::from(data));
     }
 
+    /// A record's payload: a mapped one as a piece of its own, without a copy.
+    fn push_payload(&mut self, p: Payload) {
+        match p {
+            Payload::Memory(data) => self.push(data),
+            Payload::Mapped(m) => {
+                self.flush();
+                self.len += m.as_ref().len();
+                self.done.push(Bytes::from_owner(m));
+            }
+        }
+    }
+
     fn flush(&mut self) {
         if !self.buf.is_empty() {
             self.len += self.buf.len();
@@ -638,25 +650,22 @@ impl Producer {
                 self.count += 1;
                 continue;
             }
-            if m.size <= WHOLE_PAYLOAD {
-                match item.data() {
-                    Ok(data) => {
-                        self.put_head(&mut out.buf, &item, data.len() as u64);
-                        out.push(data);
-                        self.count += 1;
-                    }
-                    Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return self.fail(out, AppError::from(e)),
+            match item.payload() {
+                Ok(Some(data)) => {
+                    self.put_head(&mut out.buf, &item, data.len() as u64);
+                    out.push_payload(data);
+                    self.count += 1;
                 }
-            } else {
-                match item.reader() {
+                Ok(None) => match item.reader() {
                     Ok(r) => {
                         self.put_head(&mut out.buf, &item, m.size);
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
                     Err(e) => return self.fail(out, AppError::from(e)),
-                }
+                },
+                Err(tsblob_storage::Error::NotFound(_)) => {}
+                Err(e) => return self.fail(out, AppError::from(e)),
             }
         }
     }

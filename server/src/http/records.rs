@@ -3,7 +3,6 @@
 //! entry routes (info, remove).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -12,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{EntryInfo, Labels, RecordMeta, WriteMeta};
+use tsblob_storage::{EntryInfo, Labels, Payload, RecordMeta, WriteMeta};
 
 use super::auth::Caller;
 use super::batch::{conflict, same_payload, IfExists};
@@ -27,8 +26,8 @@ use super::AppState;
 /// received into a spool (`spool.rs`). Either way the engine is called once, with the
 /// whole payload.
 const SMALL_BODY: u64 = 256 << 10;
-/// Records up to this size are read whole; larger ones are streamed in chunks.
-const SMALL_READ: u64 = 1 << 20;
+/// Records over `tsblob_storage::MAP_MAX` (and compressed ones over `MEMORY_MAX`) are
+/// streamed in chunks of this size.
 const READ_CHUNK: usize = 256 << 10;
 
 /// The bucket and entry a request is about, with who asks.
@@ -177,7 +176,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
 
 /// A write's answer: 201, or with `if_exists=compare` and the timestamp taken, 200 when
 /// the stored payload has the body's CRC32C (`crc`) and 409 `conflict` when not. Blocking.
-fn settle_write(
+pub(crate) fn settle_write(
     store: &tsblob_storage::Store,
     bucket: &str,
     entry: &str,
@@ -201,20 +200,8 @@ fn settle_write(
 }
 
 enum Opened {
-    Whole(RecordMeta, Vec<u8>),
+    Whole(RecordMeta, Payload),
     Stream(RecordMeta, tsblob_storage::RecordReader),
-}
-
-fn read_error(e: std::io::Error) -> AppError {
-    if e.kind() == std::io::ErrorKind::InvalidData {
-        AppError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "corrupt_record",
-            e.to_string(),
-        )
-    } else {
-        AppError::internal(format!("reading the record failed: {e}"))
-    }
 }
 
 /// Reads one record (`ts` absent: the latest), or only its metadata for `HEAD`.
@@ -239,19 +226,17 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         return Ok(resp);
     }
     let opened = blocking(move || {
-        let mut r = store.open_record(&bucket, &entry, params.ts)?;
-        let meta = r.meta().clone();
-        if meta.size <= SMALL_READ {
-            let mut data = Vec::with_capacity(meta.size as usize);
-            r.read_to_end(&mut data).map_err(read_error)?;
-            Ok(Opened::Whole(meta, data))
-        } else {
-            Ok(Opened::Stream(meta, r))
+        // Mapped from its block (large), or read whole (small); streamed past MAP_MAX.
+        if let (meta, Some(p)) = store.read_payload(&bucket, &entry, params.ts)? {
+            return Ok(Opened::Whole(meta, p));
         }
+        let r = store.open_record(&bucket, &entry, params.ts)?;
+        Ok(Opened::Stream(r.meta().clone(), r))
     })
     .await?;
     let (meta, body) = match opened {
-        Opened::Whole(meta, data) => (meta, Body::from(data)),
+        Opened::Whole(meta, Payload::Memory(data)) => (meta, Body::from(data)),
+        Opened::Whole(meta, Payload::Mapped(m)) => (meta, Body::from(Bytes::from_owner(m))),
         Opened::Stream(meta, reader) => {
             let (tx, body) = channel_body(4);
             tokio::spawn(stream_record(reader, tx));

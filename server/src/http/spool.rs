@@ -65,6 +65,63 @@ async fn idle(
         .ok_or_else(|| AppError::internal("the spool of a request went missing"))
 }
 
+/// A payload being spooled as it arrives: pieces are gathered to ~1 MiB and appended on
+/// the blocking pool while the next ones arrive (one append at a time). Used for a large
+/// single-record body ([`receive`]) and for a large record inside a batch.
+pub struct SpoolSink {
+    spool: Option<Spool>,
+    in_flight: Option<JoinHandle<(Spool, Result<()>)>>,
+    piece: Vec<Bytes>,
+    piece_len: usize,
+    crc: u32,
+}
+
+impl SpoolSink {
+    /// A new spool of `bucket` (fails for an unknown bucket).
+    pub async fn new(store: &Store, bucket: &str) -> Result<SpoolSink, AppError> {
+        let (s, b) = (store.clone(), bucket.to_string());
+        let spool = blocking(move || Ok(s.spool(&b)?)).await?;
+        Ok(SpoolSink {
+            spool: Some(spool),
+            in_flight: None,
+            piece: Vec::new(),
+            piece_len: 0,
+            crc: 0,
+        })
+    }
+
+    /// Adds received bytes; appends when ~1 MiB is gathered.
+    pub async fn push(&mut self, bytes: Bytes) -> Result<(), AppError> {
+        self.crc = crc32c::crc32c_append(self.crc, &bytes);
+        self.piece_len += bytes.len();
+        self.piece.push(bytes);
+        if self.piece_len >= PIECE {
+            self.append().await?;
+        }
+        Ok(())
+    }
+
+    async fn append(&mut self) -> Result<(), AppError> {
+        let s = idle(&mut self.spool, &mut self.in_flight).await?;
+        self.in_flight = Some(spawn_append(s, std::mem::take(&mut self.piece)));
+        self.piece_len = 0;
+        Ok(())
+    }
+
+    /// The spool with everything pushed, and the CRC32C of its bytes.
+    pub async fn finish(mut self) -> Result<(Spool, u32), AppError> {
+        if self.piece_len > 0 {
+            self.append().await?;
+        }
+        Ok((idle(&mut self.spool, &mut self.in_flight).await?, self.crc))
+    }
+
+    /// Gives up: a running append finishes before the spool is dropped with its task.
+    pub async fn abandon(mut self) {
+        let _ = idle(&mut self.spool, &mut self.in_flight).await;
+    }
+}
+
 /// Receives the whole body into a new spool of `bucket`, with the body's CRC32C (for
 /// `if_exists=compare`). The network is awaited on the async side only; each ~1 MiB piece
 /// is appended on the blocking pool while the next one arrives. Any failure (limit, stall,
@@ -74,34 +131,16 @@ pub async fn receive(
     bucket: &str,
     mut chunks: BodyChunks,
 ) -> Result<(Spool, u32), AppError> {
-    let mut crc = 0u32;
-    let (s, b) = (store.clone(), bucket.to_string());
-    let mut spool = Some(blocking(move || Ok(s.spool(&b)?)).await?);
-    let mut in_flight: Option<JoinHandle<(Spool, Result<()>)>> = None;
-    let mut piece: Vec<Bytes> = Vec::new();
-    let mut piece_len = 0;
+    let mut sink = SpoolSink::new(store, bucket).await?;
     loop {
-        let done = match chunks.next().await {
-            Ok(Some(bytes)) => {
-                crc = crc32c::crc32c_append(crc, &bytes);
-                piece_len += bytes.len();
-                piece.push(bytes);
-                false
-            }
-            Ok(None) => true,
-            Err(e) => {
-                // A running append finishes before the spool is dropped with its task.
-                let _ = idle(&mut spool, &mut in_flight).await;
-                return Err(e);
-            }
+        let pushed = match chunks.next().await {
+            Ok(Some(bytes)) => sink.push(bytes).await,
+            Ok(None) => return sink.finish().await,
+            Err(e) => Err(e),
         };
-        if piece_len >= PIECE || (done && piece_len > 0) {
-            let s = idle(&mut spool, &mut in_flight).await?;
-            in_flight = Some(spawn_append(s, std::mem::take(&mut piece)));
-            piece_len = 0;
-        }
-        if done {
-            return Ok((idle(&mut spool, &mut in_flight).await?, crc));
+        if let Err(e) = pushed {
+            sink.abandon().await;
+            return Err(e);
         }
     }
 }

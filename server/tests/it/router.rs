@@ -1036,6 +1036,7 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
 
 mod grouped_writes;
 mod if_exists;
+mod large_records;
 mod query_when;
 
 /// `if_exists=compare` (what replication and `tsblob cp` send): a record already stored
