@@ -87,7 +87,8 @@ impl std::fmt::Debug for MappedPayload {
 
 /// Maps the frame at `offset` and checks it as `block::read_frame` checks one it reads:
 /// its head, its length against the index, its CRC32C, its timestamp. `None` for a
-/// compressed frame (its payload must be decompressed into memory anyway).
+/// compressed frame (its payload must be decompressed into memory anyway) and when the
+/// mapping cannot be made (the caller reads the frame instead).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn map_frame(
     file: &File,
@@ -124,14 +125,21 @@ pub(crate) fn map_frame(
     // SAFETY: the mapped range lies within the file (checked above) and block files never
     // shrink under a committed frame while the store is open (see the module comment);
     // the bytes of a committed frame are never rewritten.
-    let map = unsafe {
+    let map = match unsafe {
         MmapOptions::new()
             .offset(offset)
             .len(len)
             .populate()
             .map(file)
-    }
-    .map_err(|e| Error::io(format!("mapping {:?}", path()), e))?;
+    } {
+        Ok(map) => map,
+        Err(e) => {
+            // Out of mappings (`vm.max_map_count`: many slow readers each holding some) or
+            // of address space: the caller reads the payload into memory instead.
+            log::debug!("mapping {:?} failed ({e}): reading instead", path());
+            return Ok(None);
+        }
+    };
     let head_len = (frame_len - size) as usize;
     let h = check_head(&map, base_ts).map_err(|f| corrupt(&format!("{f:?}")))?;
     if h.head_len != head_len || h.head_len as u64 + h.stored_len != frame_len {
