@@ -209,9 +209,13 @@ fn concurrent_rounds_and_single_writers_do_not_deadlock() {
                         continue;
                     }
                     // Three to five entries, forwards or backwards.
-                    let mut pick: Vec<&String> =
-                        (0..3 + (i % 3)).map(|k| &names[((i + k * (t + 1)) % 8) as usize]).collect();
-                    pick.dedup();
+                    let mut pick: Vec<&String> = Vec::new();
+                    for k in 0..3 + (i % 3) {
+                        let e = &names[((i + k * (t + 1)) % 8) as usize];
+                        if !pick.contains(&e) {
+                            pick.push(e);
+                        }
+                    }
                     if (i + t) % 2 == 0 {
                         pick.reverse();
                     }
