@@ -284,7 +284,8 @@ mod tests {
             let _c = e3.lock_keyed(3);
             let _q = queue.lock();
         }
-        let cases: [(&str, fn(&Mutex<()>, &Mutex<()>)); 4] = [
+        type Case = fn(&Mutex<()>, &Mutex<()>);
+        let cases: [(&str, Case); 4] = [
             ("decreasing keys", |a, b| {
                 let _b = b.lock_keyed(2);
                 let _a = a.lock_keyed(1);

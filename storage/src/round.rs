@@ -105,7 +105,9 @@ impl Store {
             out[at] = Some(self.write_group(bucket, entry, records));
         }
         out.into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Error::Index("a group of a round had no outcome".into()))))
+            .map(|o| {
+                o.unwrap_or_else(|| Err(Error::Index("a group of a round had no outcome".into())))
+            })
             .collect()
     }
 
@@ -156,12 +158,7 @@ impl Store {
             let parts = guards
                 .iter_mut()
                 .zip(undos)
-                .map(|(st, (b, e, undo))| Uncommitted {
-                    b,
-                    e,
-                    st: &mut **st,
-                    undo,
-                })
+                .map(|(st, (b, e, undo))| Uncommitted { b, e, st, undo })
                 .collect();
             self.commit_or_undo_all(ops, parts)
         };

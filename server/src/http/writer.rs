@@ -123,10 +123,10 @@ fn write_round(store: &Store, jobs: Vec<Job>) {
     // A round holds at most `MAX_JOBS` writes over a few entries: a linear look-up.
     let mut groups: Vec<Vec<Job>> = Vec::new();
     for j in jobs {
-        match groups
-            .iter_mut()
-            .find(|g| g.first().is_some_and(|f| f.bucket == j.bucket && f.entry == j.entry))
-        {
+        match groups.iter_mut().find(|g| {
+            g.first()
+                .is_some_and(|f| f.bucket == j.bucket && f.entry == j.entry)
+        }) {
             Some(g) => g.push(j),
             None => groups.push(vec![j]),
         }
@@ -138,7 +138,10 @@ fn write_round(store: &Store, jobs: Vec<Job>) {
     let round: Vec<Group<'_, Bytes>> = groups
         .iter()
         .zip(&records)
-        .filter_map(|(g, r)| g.first().map(|f| (f.bucket.as_str(), f.entry.as_str(), r.as_slice())))
+        .filter_map(|(g, r)| {
+            g.first()
+                .map(|f| (f.bucket.as_str(), f.entry.as_str(), r.as_slice()))
+        })
         .collect();
     let outcomes = store.write_groups(&round);
     drop(round);

@@ -36,18 +36,22 @@ fn a_round_fails_only_its_bad_parts() {
         .iter()
         .map(|m| pieces(m.ts.unwrap_or(0), 1024))
         .collect();
-    let recs: Vec<Rec> = metas.iter().zip(&datas).map(|(m, d)| (m, d.as_slice())).collect();
+    let recs: Vec<Rec> = metas
+        .iter()
+        .zip(&datas)
+        .map(|(m, d)| (m, d.as_slice()))
+        .collect();
     {
         let s = open(dir.path());
         s.create_bucket("b", BucketSettings::default()).unwrap();
         s.write("b", "old", &meta(1), &payload(1, 1024)).unwrap();
         s.write("b", "other", &meta(1), &payload(1, 1024)).unwrap();
         let groups: Vec<Group<'_, Vec<u8>>> = vec![
-            ("b", "old", &recs[0..4]),   // 10, 20 stored; 1 taken; bad labels
-            ("nope", "e", &recs[4..5]),  // unknown bucket
-            ("b", "new", &recs[0..2]),   // a new entry: 10, 20
+            ("b", "old", &recs[0..4]),  // 10, 20 stored; 1 taken; bad labels
+            ("nope", "e", &recs[4..5]), // unknown bucket
+            ("b", "new", &recs[0..2]),  // a new entry: 10, 20
             ("b", "bad name", &recs[4..5]),
-            ("b", "old", &recs[4..6]),   // the entry again: 40, 50 after the round
+            ("b", "old", &recs[4..6]), // the entry again: 40, 50 after the round
             ("b", "other", &recs[4..5]), // 40
         ];
         let out = s.write_groups(&groups);
@@ -62,11 +66,25 @@ fn a_round_fails_only_its_bad_parts() {
         };
         assert_eq!(oks(0), [Some(10), Some(20), None, None]);
         let own = &out[0].as_ref().unwrap();
-        assert!(matches!(own[2], Err(Error::Write(WriteError::Conflict { .. }))));
-        assert!(matches!(own[3], Err(Error::Write(WriteError::InvalidLabel(_)))));
-        assert!(matches!(out[1], Err(Error::NotFound(NotFound::Bucket(_)))), "{:?}", out[1].as_ref().err());
+        assert!(matches!(
+            own[2],
+            Err(Error::Write(WriteError::Conflict { .. }))
+        ));
+        assert!(matches!(
+            own[3],
+            Err(Error::Write(WriteError::InvalidLabel(_)))
+        ));
+        assert!(
+            matches!(out[1], Err(Error::NotFound(NotFound::Bucket(_)))),
+            "{:?}",
+            out[1].as_ref().err()
+        );
         assert_eq!(oks(2), [Some(10), Some(20)]);
-        assert!(matches!(out[3], Err(Error::Name(_))), "{:?}", out[3].as_ref().err());
+        assert!(
+            matches!(out[3], Err(Error::Name(_))),
+            "{:?}",
+            out[3].as_ref().err()
+        );
         assert_eq!(oks(4), [Some(40), Some(50)]);
         assert_eq!(oks(5), [Some(40)]);
     }
@@ -126,13 +144,20 @@ fn a_failed_round_commit_cuts_every_entry_and_keeps_what_was_acknowledged() {
             let ts = [10 + 2 * round, 11 + 2 * round];
             let metas = [fat(ts[0]), fat(ts[1])];
             let datas = [pieces(ts[0], 1024), pieces(ts[1], 1024)];
-            let recs: Vec<Rec> = metas.iter().zip(&datas).map(|(m, d)| (m, d.as_slice())).collect();
+            let recs: Vec<Rec> = metas
+                .iter()
+                .zip(&datas)
+                .map(|(m, d)| (m, d.as_slice()))
+                .collect();
             let groups: Vec<Group<'_, Vec<u8>>> =
                 entries.iter().map(|e| ("b", *e, recs.as_slice())).collect();
             let out = s.write_groups(&groups);
             let failed = out.iter().filter(|o| o.is_err()).count();
             // One transaction: all groups committed, or none.
-            assert!(failed == 0 || failed == entries.len(), "round {round}: {failed} groups failed");
+            assert!(
+                failed == 0 || failed == entries.len(),
+                "round {round}: {failed} groups failed"
+            );
             for (e, o) in entries.iter().zip(&out) {
                 match o {
                     Ok(rs) => {
@@ -150,18 +175,29 @@ fn a_failed_round_commit_cuts_every_entry_and_keeps_what_was_acknowledged() {
             }
         }
         assert!(!refused.is_empty(), "the map never filled up");
-        assert!(acked.len() > entries.len(), "no round went through before the map filled");
+        assert!(
+            acked.len() > entries.len(),
+            "no round went through before the map filled"
+        );
         for (e, t) in &refused {
-            assert!(s.read("b", e, Some(*t)).is_err(), "{e}@{t} was refused but reads");
+            assert!(
+                s.read("b", e, Some(*t)).is_err(),
+                "{e}@{t} was refused but reads"
+            );
         }
     }
     let check = |s: &Store, when: &str| {
         for (e, t) in &acked {
-            let r = s.read("b", e, Some(*t)).unwrap_or_else(|err| panic!("{when}: {e}@{t}: {err}"));
+            let r = s
+                .read("b", e, Some(*t))
+                .unwrap_or_else(|err| panic!("{when}: {e}@{t}: {err}"));
             assert_eq!(r.data, payload(*t, 1024), "{when}: {e}@{t}");
         }
         for (e, t) in &refused {
-            assert!(s.read("b", e, Some(*t)).is_err(), "{when}: refused {e}@{t} is back");
+            assert!(
+                s.read("b", e, Some(*t)).is_err(),
+                "{when}: refused {e}@{t} is back"
+            );
         }
         for e in entries {
             let n = acked.iter().filter(|(a, _)| *a == e).count() as u64;
@@ -243,8 +279,15 @@ fn concurrent_rounds_and_single_writers_do_not_deadlock() {
     watch.finish();
     assert!(written.len() > 1000);
     for (e, ts) in &written {
-        assert_eq!(s.read("b", e, Some(*ts)).unwrap().data, payload(*ts, 300), "{e}@{ts}");
+        assert_eq!(
+            s.read("b", e, Some(*ts)).unwrap().data,
+            payload(*ts, 300),
+            "{e}@{ts}"
+        );
     }
-    let total: u64 = names.iter().map(|e| s.entry("b", e).unwrap().record_count).sum();
+    let total: u64 = names
+        .iter()
+        .map(|e| s.entry("b", e).unwrap().record_count)
+        .sum();
     assert_eq!(total, written.len() as u64);
 }

@@ -33,7 +33,10 @@ type Case = (String, StatusCode, Option<(String, u64)>);
 
 /// The `ts` parameter of a request's URI.
 fn uri_ts(uri: &str) -> u64 {
-    uri.rsplit("ts=").next().and_then(|t| t.parse().ok()).unwrap_or(0)
+    uri.rsplit("ts=")
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Timestamps from here on are written with a label value over the limit (422).
