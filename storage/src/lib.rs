@@ -43,6 +43,7 @@ mod read;
 mod record;
 mod recover;
 mod remove;
+mod round;
 mod select;
 mod settings;
 mod spool;
@@ -70,6 +71,7 @@ pub use record::{
     RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
 };
 pub use recover::rebuild_index;
+pub use round::{Group, GroupResult};
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
 };

@@ -6,6 +6,13 @@
 //! out of order panics at once with both ranks named, whether or not another thread was
 //! there to deadlock with: a wrong order is found by any test that passes through it. In
 //! release builds the check compiles away and these are plain `parking_lot` locks.
+//!
+//! One exception to "strictly increasing": locks of one rank taken with a key
+//! ([`Mutex::lock_keyed`]) may be held together when they are taken in increasing key
+//! order, every one of them keyed. The writer thread's round takes its entries' locks so
+//! (by entry id, `Rank::Entry`), to commit them in one index transaction: two threads that
+//! each take keyed locks in increasing order cannot wait on each other in a cycle, and any
+//! other thread holds at most one entry lock.
 
 use std::ops::{Deref, DerefMut};
 
@@ -16,7 +23,8 @@ pub(crate) enum Rank {
     Structure = 10,
     /// `Bucket`: one eviction (or quota admission) at a time per bucket.
     Evict = 20,
-    /// `Entry`: an entry's blocks and active block. Never two at once.
+    /// `Entry`: an entry's blocks and active block. Never two at once, except keyed by
+    /// entry id in increasing order (`Store::write_groups`).
     Entry = 30,
     /// `Bucket`: its settings (read by writers under their entry lock).
     Settings = 40,
@@ -53,27 +61,31 @@ mod check {
     use std::cell::RefCell;
 
     thread_local! {
-        static HELD: RefCell<Vec<Rank>> = const { RefCell::new(Vec::new()) };
+        /// The ranks this thread holds, with the key of a keyed acquisition.
+        static HELD: RefCell<Vec<(Rank, Option<u64>)>> = const { RefCell::new(Vec::new()) };
     }
 
-    pub fn acquire(rank: Rank) {
+    /// Takes `rank` (with `key` for a keyed acquisition): every lock held must have a lower
+    /// rank, or the same rank and a lower key, both keyed.
+    pub fn acquire(rank: Rank, key: Option<u64>) {
         HELD.with(|h| {
             let mut h = h.borrow_mut();
-            if let Some(top) = h.iter().max() {
-                if *top >= rank {
-                    let held = h.clone();
-                    drop(h);
-                    panic!("lock order violated: taking {rank:?} while holding {held:?} (see docs/architecture.md, lock order)");
-                }
+            let fine = h.iter().all(|&(r, k)| {
+                r < rank || (r == rank && matches!((k, key), (Some(k), Some(key)) if k < key))
+            });
+            if !fine {
+                let held = h.clone();
+                drop(h);
+                panic!("lock order violated: taking {rank:?} (key {key:?}) while holding {held:?} (see docs/architecture.md, lock order)");
             }
-            h.push(rank);
+            h.push((rank, key));
         });
     }
 
-    pub fn release(rank: Rank) {
+    pub fn release(rank: Rank, key: Option<u64>) {
         HELD.with(|h| {
             let mut h = h.borrow_mut();
-            if let Some(i) = h.iter().rposition(|r| *r == rank) {
+            if let Some(i) = h.iter().rposition(|held| *held == (rank, key)) {
                 h.remove(i);
             }
         });
@@ -84,9 +96,9 @@ mod check {
 mod check {
     use super::Rank;
     #[inline(always)]
-    pub fn acquire(_: Rank) {}
+    pub fn acquire(_: Rank, _: Option<u64>) {}
     #[inline(always)]
-    pub fn release(_: Rank) {}
+    pub fn release(_: Rank, _: Option<u64>) {}
 }
 
 /// A mutex with a rank.
@@ -97,6 +109,7 @@ pub(crate) struct Mutex<T> {
 
 pub(crate) struct MutexGuard<'a, T> {
     rank: Rank,
+    key: Option<u64>,
     inner: parking_lot::MutexGuard<'a, T>,
 }
 
@@ -109,9 +122,21 @@ impl<T> Mutex<T> {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        check::acquire(self.rank);
+        check::acquire(self.rank, None);
         MutexGuard {
             rank: self.rank,
+            key: None,
+            inner: self.inner.lock(),
+        }
+    }
+
+    /// Locks as one of several locks of this rank held together: they must be taken in
+    /// increasing `key` order, each with its key (see the module's comment).
+    pub fn lock_keyed(&self, key: u64) -> MutexGuard<'_, T> {
+        check::acquire(self.rank, Some(key));
+        MutexGuard {
+            rank: self.rank,
+            key: Some(key),
             inner: self.inner.lock(),
         }
     }
@@ -127,7 +152,7 @@ impl<T> MutexGuard<'_, T> {
 
 impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
-        check::release(self.rank);
+        check::release(self.rank, self.key);
     }
 }
 
@@ -169,7 +194,7 @@ impl<T> RwLock<T> {
     }
 
     pub fn read(&self) -> ReadGuard<'_, T> {
-        check::acquire(self.rank);
+        check::acquire(self.rank, None);
         ReadGuard {
             rank: self.rank,
             inner: self.inner.read(),
@@ -177,7 +202,7 @@ impl<T> RwLock<T> {
     }
 
     pub fn write(&self) -> WriteGuard<'_, T> {
-        check::acquire(self.rank);
+        check::acquire(self.rank, None);
         WriteGuard {
             rank: self.rank,
             inner: self.inner.write(),
@@ -187,13 +212,13 @@ impl<T> RwLock<T> {
 
 impl<T> Drop for ReadGuard<'_, T> {
     fn drop(&mut self) {
-        check::release(self.rank);
+        check::release(self.rank, None);
     }
 }
 
 impl<T> Drop for WriteGuard<'_, T> {
     fn drop(&mut self) {
-        check::release(self.rank);
+        check::release(self.rank, None);
     }
 }
 
@@ -241,5 +266,55 @@ mod tests {
             let _c = c.lock();
         }));
         assert!(r.is_err(), "two entry locks at once must panic");
+    }
+
+    /// The writer thread's round (`Store::write_groups`) holds several entry locks at once,
+    /// taken by increasing entry id: keyed locks of one rank in increasing key order pass;
+    /// a decreasing or repeated key, an unkeyed lock of the rank among keyed ones, or a
+    /// lower rank under them panics.
+    #[test]
+    fn keyed_locks_of_one_rank_in_increasing_order_only() {
+        let e1 = Mutex::new(Rank::Entry, ());
+        let e2 = Mutex::new(Rank::Entry, ());
+        let e3 = Mutex::new(Rank::Entry, ());
+        let queue = Mutex::new(Rank::CommitQueue, ());
+        {
+            let _a = e1.lock_keyed(1);
+            let _b = e2.lock_keyed(2);
+            let _c = e3.lock_keyed(3);
+            let _q = queue.lock();
+        }
+        type Case = fn(&Mutex<()>, &Mutex<()>);
+        let cases: [(&str, Case); 4] = [
+            ("decreasing keys", |a, b| {
+                let _b = b.lock_keyed(2);
+                let _a = a.lock_keyed(1);
+            }),
+            ("a repeated key", |a, b| {
+                let _a = a.lock_keyed(1);
+                let _b = b.lock_keyed(1);
+            }),
+            ("an unkeyed lock after a keyed one", |a, b| {
+                let _a = a.lock_keyed(1);
+                let _b = b.lock();
+            }),
+            ("a keyed lock after an unkeyed one", |a, b| {
+                let _a = a.lock();
+                let _b = b.lock_keyed(2);
+            }),
+        ];
+        for (what, case) in cases {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&e1, &e2)));
+            assert!(r.is_err(), "{what} must panic");
+        }
+        let evict = Mutex::new(Rank::Evict, ());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _a = e1.lock_keyed(1);
+            let _e = evict.lock();
+        }));
+        assert!(r.is_err(), "Evict under a keyed entry lock must panic");
+        // Every guard released its rank: in order works again.
+        let _a = e1.lock_keyed(1);
+        let _b = e2.lock_keyed(2);
     }
 }

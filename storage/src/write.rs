@@ -304,50 +304,45 @@ impl Store {
     ) -> Result<Vec<Result<u64>>> {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
-        let need: u64 = records
-            .clone()
-            .map(|r| frame_need(r.meta, pieces_len(r.pieces)))
-            .sum();
-        let _res = self.reserve(&b, need)?;
+        let _res = self.reserve(&b, records_need(records.clone()))?;
         let e = self.entry_or_create(&b, entry)?;
-        let settings = b.settings();
-        // Compress outside the entry lock: it is the costly part.
-        let prepared: Vec<Prepared<'a, P>> = records
-            .map(|record| {
-                let d = record.pieces;
-                let packed = match d {
-                    [one] => compress(settings.compression, one.as_ref()),
-                    _ if settings.compression == Compression::None => None,
-                    _ => compress(
-                        settings.compression,
-                        &d.iter()
-                            .fold(Vec::with_capacity(pieces_len(d) as usize), |mut all, p| {
-                                all.extend_from_slice(p.as_ref());
-                                all
-                            }),
-                    ),
-                };
-                Prepared {
-                    check: check_meta(record.meta),
-                    record,
-                    packed,
-                }
-            })
-            .collect();
+        let prepared = prepare(&b, records);
         let mut st = e.lock_live(bucket)?;
-        let mut undo = Undo::begin(&st);
+        let appended = self.append_entry(&b, &e, &mut st, prepared, n);
+        let (results, ops, undo) = appended?;
+        if ops.is_empty() {
+            return Ok(results);
+        }
+        self.commit_or_undo_all(
+            ops,
+            vec![Uncommitted {
+                b: &b,
+                e: &e,
+                st: &mut st,
+                undo,
+            }],
+        )?;
+        Ok(results)
+    }
+
+    /// Appends a group's prepared records to its entry (whose lock `st` is): one result
+    /// per record, the index ops to commit and what to cut if the commit fails. A failed
+    /// append is cut here and is the error.
+    pub(crate) fn append_entry<'a, P: AsRef<[u8]> + 'a>(
+        &self,
+        b: &Bucket,
+        e: &Entry,
+        st: &mut EntryState,
+        prepared: Vec<Prepared<'a, P>>,
+        n: usize,
+    ) -> Result<(Vec<Result<u64>>, Vec<Op>, Undo)> {
+        let mut undo = Undo::begin(st);
         let mut results: Vec<Result<u64>> = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n + 2);
-        let appended =
-            self.append_many(&b, &e, &mut st, prepared, &mut results, &mut ops, &mut undo);
-        match appended {
-            Ok(()) if ops.is_empty() => Ok(results),
-            Ok(()) => {
-                self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
-                Ok(results)
-            }
+        match self.append_many(b, e, st, prepared, &mut results, &mut ops, &mut undo) {
+            Ok(()) => Ok((results, ops, undo)),
             Err(err) => {
-                self.undo(&b, &e, &mut st, undo);
+                self.undo(b, e, st, undo);
                 Err(err)
             }
         }
@@ -507,7 +502,20 @@ impl Store {
         ops: Vec<Op>,
         undo: Undo,
     ) -> Result<()> {
-        let files = undo.touched.clone();
+        self.commit_or_undo_all(ops, vec![Uncommitted { b, e, st, undo }])
+    }
+
+    /// Commits the ops of writes to one or more entries (each entry's lock held) in one
+    /// index transaction; if the commit fails, cuts what every one of them appended.
+    pub(crate) fn commit_or_undo_all(
+        &self,
+        ops: Vec<Op>,
+        parts: Vec<Uncommitted<'_>>,
+    ) -> Result<()> {
+        let files = parts
+            .iter()
+            .flat_map(|p| p.undo.touched.iter().cloned())
+            .collect();
         crate::crash_point("frames-appended");
         match self
             .inner
@@ -519,12 +527,14 @@ impl Store {
                 Ok(())
             }
             Err(err) => {
-                log::error!(
-                    "index commit failed for {}/{}: {err}; cutting what the write appended",
-                    b.name(),
-                    e.name()
-                );
-                self.undo(b, e, st, undo);
+                for Uncommitted { b, e, st, undo } in parts {
+                    log::error!(
+                        "index commit failed for {}/{}: {err}; cutting what the write appended",
+                        b.name(),
+                        e.name()
+                    );
+                    self.undo(b, e, st, undo);
+                }
                 Err(err)
             }
         }
@@ -808,9 +818,9 @@ fn index_frames(
 }
 
 /// One record given to [`Store::write_many`]: what it says and its payload, as pieces.
-struct RecordIn<'a, P> {
-    meta: &'a WriteMeta,
-    pieces: &'a [P],
+pub(crate) struct RecordIn<'a, P> {
+    pub meta: &'a WriteMeta,
+    pub pieces: &'a [P],
 }
 
 // Derived `Clone` would ask `P: Clone`; the fields are references.
@@ -821,9 +831,57 @@ impl<P> Clone for RecordIn<'_, P> {
 }
 impl<P> Copy for RecordIn<'_, P> {}
 
+/// A write to one entry appended under its lock (`st`) and waiting for its commit: what
+/// [`Store::commit_or_undo_all`] cuts if the commit fails.
+pub(crate) struct Uncommitted<'g> {
+    pub b: &'g Bucket,
+    pub e: &'g Entry,
+    pub st: &'g mut EntryState,
+    pub undo: Undo,
+}
+
+/// Bytes the records of a group reserve.
+pub(crate) fn records_need<'a, P: AsRef<[u8]> + 'a>(
+    records: impl Iterator<Item = RecordIn<'a, P>>,
+) -> u64 {
+    records
+        .map(|r| frame_need(r.meta, pieces_len(r.pieces)))
+        .sum()
+}
+
+/// Checks and compresses records outside the entry lock (compression is the costly part).
+pub(crate) fn prepare<'a, P: AsRef<[u8]> + 'a>(
+    b: &Bucket,
+    records: impl Iterator<Item = RecordIn<'a, P>>,
+) -> Vec<Prepared<'a, P>> {
+    let settings = b.settings();
+    records
+        .map(|record| {
+            let d = record.pieces;
+            let packed = match d {
+                [one] => compress(settings.compression, one.as_ref()),
+                _ if settings.compression == Compression::None => None,
+                _ => compress(
+                    settings.compression,
+                    &d.iter()
+                        .fold(Vec::with_capacity(pieces_len(d) as usize), |mut all, p| {
+                            all.extend_from_slice(p.as_ref());
+                            all
+                        }),
+                ),
+            };
+            Prepared {
+                check: check_meta(record.meta),
+                record,
+                packed,
+            }
+        })
+        .collect()
+}
+
 /// A record prepared outside the entry lock: its check and its compressed payload (`None`:
 /// stored raw).
-struct Prepared<'a, P> {
+pub(crate) struct Prepared<'a, P> {
     record: RecordIn<'a, P>,
     check: Result<()>,
     packed: Option<Vec<u8>>,

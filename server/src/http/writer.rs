@@ -1,25 +1,27 @@
 //! The writer thread: single-record writes of small bodies (received whole in memory) go to
 //! one thread per store instead of tokio's blocking pool. It takes every write queued while
-//! it was busy, groups them by entry and writes each group with one append and one index
-//! commit (`Store::write_group`), then answers each request through its oneshot.
+//! it was busy, groups them by entry and writes the round with `Store::write_groups`: one
+//! append per entry and **one index commit for the whole round**, then answers each request
+//! through its oneshot.
 //!
 //! Per 1 KiB write this replaces a hand-off to a pooled thread, a group-commit
 //! leader/follower wake-up and the wake-up back with one queue push and one oneshot: under
-//! load the thread never sleeps between groups (`docs/benchmarks/speed-2026-11-23.md`).
+//! load the thread never sleeps between groups (`docs/benchmarks/speed-2026-11-23.md`); and
+//! 16 writers of 16 entries share one LMDB transaction instead of 16
+//! (`docs/benchmarks/write-cpu-2026-11-23.md`).
 //!
-//! The ack rule is the engine's: a request is answered after `write_group` returned, that
-//! is after its frames were appended and its index commit went through (fsynced first with
-//! `SyncPolicy::Always`). One request's failure fails only itself: a record's own error
-//! (duplicate timestamp, bad labels) is per record, and when a whole group fails (unknown
-//! bucket, bad entry name, quota) its records are written again one by one, so each gets
-//! its own answer.
+//! The ack rule is the engine's: a request is answered after `write_groups` returned, that
+//! is after its frames were appended and the round's index commit went through (fsynced
+//! first with `SyncPolicy::Always`). One request's failure fails only itself: a record's own
+//! error (duplicate timestamp, bad labels) is per record, and when a whole group fails
+//! (unknown bucket, bad entry name, quota, a failed commit) its records are written again
+//! one by one, so each gets its own answer.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
-use tsblob_storage::{Store, WriteMeta};
+use tsblob_storage::{Group, GroupResult, Store, WriteMeta};
 
 use super::errors::AppError;
 
@@ -116,50 +118,56 @@ fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
 }
 
 /// Writes a round of jobs: grouped by entry (arrival order kept within an entry), one
-/// `write_group` per entry.
+/// append per entry and one index commit for the round (`Store::write_groups`).
 fn write_round(store: &Store, jobs: Vec<Job>) {
+    // A round holds at most `MAX_JOBS` writes over a few entries: a linear look-up.
     let mut groups: Vec<Vec<Job>> = Vec::new();
-    let mut at: HashMap<(String, String), usize> = HashMap::new();
     for j in jobs {
-        match at.get(&(j.bucket.clone(), j.entry.clone())) {
-            Some(&i) => groups[i].push(j),
-            None => {
-                at.insert((j.bucket.clone(), j.entry.clone()), groups.len());
-                groups.push(vec![j]);
-            }
+        match groups.iter_mut().find(|g| {
+            g.first()
+                .is_some_and(|f| f.bucket == j.bucket && f.entry == j.entry)
+        }) {
+            Some(g) => g.push(j),
+            None => groups.push(vec![j]),
         }
     }
-    for g in groups {
-        write_entry(store, g);
+    let records: Vec<Vec<(&WriteMeta, &[Bytes])>> = groups
+        .iter()
+        .map(|g| g.iter().map(|j| (&j.meta, j.pieces.as_slice())).collect())
+        .collect();
+    let round: Vec<Group<'_, Bytes>> = groups
+        .iter()
+        .zip(&records)
+        .filter_map(|(g, r)| {
+            g.first()
+                .map(|f| (f.bucket.as_str(), f.entry.as_str(), r.as_slice()))
+        })
+        .collect();
+    let outcomes = store.write_groups(&round);
+    drop(round);
+    drop(records);
+    for (g, outcome) in groups.into_iter().zip(outcomes) {
+        answer(store, g, outcome);
     }
 }
 
-fn write_entry(store: &Store, jobs: Vec<Job>) {
-    let Some(first) = jobs.first() else {
-        return;
-    };
-    let records: Vec<(&WriteMeta, &[Bytes])> = jobs
-        .iter()
-        .map(|j| (&j.meta, j.pieces.as_slice()))
-        .collect();
-    match store.write_group(&first.bucket, &first.entry, &records) {
+/// Answers a group's requests from its outcome.
+fn answer(store: &Store, jobs: Vec<Job>, outcome: GroupResult) {
+    match outcome {
         Ok(results) => {
-            drop(records);
             for (j, r) in jobs.into_iter().zip(results) {
                 // A dropped receiver is a client that went away: nothing to tell.
                 let _ = j.reply.send(r);
             }
         }
         Err(e) if jobs.len() == 1 => {
-            drop(records);
             if let Some(j) = jobs.into_iter().next() {
                 let _ = j.reply.send(Err(e));
             }
         }
         Err(_) => {
-            // The group failed as a whole (e.g. a quota that one record fits but not all):
-            // each record again on its own, for its own answer.
-            drop(records);
+            // The group failed as a whole (e.g. a quota that one record fits but not all,
+            // or the round's commit): each record again on its own, for its own answer.
             for j in jobs {
                 let r = store.write_pieces(&j.bucket, &j.entry, &j.meta, &j.pieces);
                 let _ = j.reply.send(r);

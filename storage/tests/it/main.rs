@@ -13,3 +13,4 @@ mod integrity;
 mod model;
 mod pieces;
 mod recovery;
+mod rounds;

@@ -1,18 +1,26 @@
 //! Single writes of small bodies go through the store's writer thread, which writes the
-//! writes queued meanwhile in groups (one append and one commit per entry,
-//! `server/src/http/writer.rs`): many concurrent writes to many entries and to one entry are
-//! all acknowledged and read back, and a write that fails inside a group (timestamp taken:
-//! 409, unknown bucket: 404, bad entry name: 422) fails alone.
+//! writes queued meanwhile as one round (one append per entry and one index commit for the
+//! whole round, `server/src/http/writer.rs`, `Store::write_groups`): many concurrent writes
+//! to many entries and to one entry are all acknowledged and read back, and a write that
+//! fails inside a round (timestamp taken: 409, unknown bucket: 404, bad entry name: 422, a
+//! label value over 4 KiB: 422) fails alone.
 
 use super::*;
 
 fn put(uri: String, body: Vec<u8>) -> Request<Body> {
-    Request::builder()
+    put_labelled(uri, body, false)
+}
+
+/// A write, with a label value of 5,000 bytes (over the 4 KiB limit) when `long_label`.
+fn put_labelled(uri: String, body: Vec<u8>, long_label: bool) -> Request<Body> {
+    let mut req = Request::builder()
         .method("POST")
         .uri(uri)
-        .header("content-length", body.len())
-        .body(Body::from(body))
-        .unwrap()
+        .header("content-length", body.len());
+    if long_label {
+        req = req.header("x-tsblob-label-big", "v".repeat(5000));
+    }
+    req.body(Body::from(body)).unwrap()
 }
 
 fn body_of(entry: &str, ts: u64) -> Vec<u8> {
@@ -22,6 +30,17 @@ fn body_of(entry: &str, ts: u64) -> Vec<u8> {
 /// A request: its URI, the status it must get, and the entry and timestamp to read back
 /// when it is stored.
 type Case = (String, StatusCode, Option<(String, u64)>);
+
+/// The `ts` parameter of a request's URI.
+fn uri_ts(uri: &str) -> u64 {
+    uri.rsplit("ts=")
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Timestamps from here on are written with a label value over the limit (422).
+const LONG_LABEL_TS: u64 = 1 << 40;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_small_writes_are_grouped_and_fail_alone() {
@@ -65,6 +84,13 @@ async fn concurrent_small_writes_are_grouped_and_fail_alone() {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 None,
             ));
+            // Its entry is written by the round's other requests; the marker below makes
+            // the task add the label.
+            cases.push((
+                format!("/api/v1/b/b/cam{}?ts={}", i % 25, LONG_LABEL_TS + i),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+            ));
         }
     }
     let mut tasks = Vec::new();
@@ -75,7 +101,8 @@ async fn concurrent_small_writes_are_grouped_and_fail_alone() {
                 Some((e, ts)) => body_of(e, *ts),
                 None => b"refused".to_vec(),
             };
-            let a = f.send(put(uri.clone(), body)).await;
+            let long = uri_ts(&uri) >= LONG_LABEL_TS;
+            let a = f.send(put_labelled(uri.clone(), body, long)).await;
             assert_eq!(a.status, want, "{uri}: {:?}", a.body);
             if want != StatusCode::CREATED {
                 assert!(!a.code().is_empty(), "{uri}: no error code in {:?}", a.body);
