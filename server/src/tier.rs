@@ -315,6 +315,18 @@ impl S3Store {
         &self.prefix
     }
 
+    /// Keeps the uploads' runtime (one thread) busy for `d`, returning once it is: the
+    /// regression test of the shared connection pool (a read must not wait for it).
+    #[doc(hidden)]
+    pub fn stall_uploads(&self, d: Duration) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.uploads.rt.spawn(async move {
+            let _ = tx.send(());
+            std::thread::sleep(d);
+        });
+        let _ = rx.recv();
+    }
+
     /// `HEAD` of the object-store bucket, its failure classified.
     fn head_bucket(&self) -> Result<(), ObjectError> {
         let bucket = self.bucket.clone();
