@@ -9,9 +9,8 @@
 //! a ring inside the budget: together at most a quarter of it (and never fewer than the
 //! newest [`SCAN_KEEP`], the block a query reads and the one prefetched after it), oldest
 //! out first. A range query reads its blocks once, in order: without the ring, one large
-//! query would push every range point reads use out of the cache, and filling the whole
-//! budget with blocks it has read past made each of its buffers fresh memory (first-touch
-//! page faults: about a quarter of a cold query's CPU), where a ring recycles a few.
+//! query would push every range point reads use out of the cache, filling the whole budget
+//! with blocks it has read past.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -245,9 +244,8 @@ mod tests {
         assert!(c.hits() >= 3 && c.misses() >= 4);
     }
 
-    /// Regression (range-read benchmark 0.73 of plain GETs): a cold range query filled the
-    /// whole budget with blocks it had read past, evicting what point reads had cached and
-    /// making every fetched buffer fresh memory.
+    /// A cold range query filled the whole budget with blocks it had read past, evicting
+    /// what point reads had cached.
     #[test]
     fn a_query_keeps_a_ring_of_its_ranges_and_leaves_point_reads_cached() {
         let c = RangeCache::new(1000);
