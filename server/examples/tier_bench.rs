@@ -13,7 +13,15 @@
 //!
 //! `cargo run --release -p tsblob-server --example tier_bench -- [records] [payload bytes] [runs]`
 //! (defaults 2000, 65536, 3). Prints Markdown.
+//!
+//! The allocator is the `tsblob` binary's (mimalloc, `server/src/main.rs`), for both sides:
+//! with glibc's malloc the cold query's 4 MiB range buffers were fresh pages every time
+//! (27,000 page faults per query against 800 for the plain GETs, whose one buffer is reused),
+//! a cost the server does not have.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -202,7 +210,7 @@ fn main() {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_default();
-    println!("# Tiering figures\n\nCPU: {cpu}; {} cores. {n} records of {len} bytes, 4 MiB blocks, SyncPolicy::Never, MinIO single drive on the same machine (tmpfs or disk of /tmp).\n", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!("# Tiering figures\n\nCPU: {cpu}; {} cores. {n} records of {len} bytes, 4 MiB blocks, SyncPolicy::Never, MinIO single drive on the same machine (tmpfs or disk of /tmp), mimalloc (the server's allocator).\n", std::thread::available_parallelism().map_or(0, |n| n.get()));
 
     // 1. Ingest. One warm-up pair (not reported: first writes into a fresh /tmp folder
     // and MinIO's first objects are slower), then `runs` pairs, the order within a pair

@@ -796,3 +796,35 @@ async fn tier_after_uploads_blocks_once_their_records_are_old_enough() {
         assert!(r.bytes().await.unwrap()[..] == payload(now + i, 1000)[..]);
     }
 }
+
+/// Regression (range reads at 0.73 of plain GETs): the reads' and the uploads' runtimes
+/// shared one client and so one connection pool, and hyper drives a connection on the
+/// runtime that opened it: a GET reusing a connection an upload had opened was received on
+/// the uploads' single low-priority thread, and waited whenever that thread was busy.
+#[test]
+fn a_read_does_not_ride_on_a_connection_the_uploads_opened() {
+    use tsblob_storage::ObjectStore;
+    let minio = Minio::start();
+    // The provider chain reads these (the same values wherever a test sets them).
+    std::env::set_var("AWS_ACCESS_KEY_ID", USER);
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", PASSWORD);
+    let url = "s3://tsblob-lanes/t";
+    let endpoint = minio.endpoint();
+    let connect =
+        || tsblob_server::tier::S3Store::connect(url, Some(&endpoint), None, None).unwrap();
+    // The bucket is made by another client, so the one under test has opened exactly one
+    // connection, the upload's, when it reads.
+    connect().ensure_bucket().unwrap();
+    let s3 = connect();
+    let data = vec![7u8; 1 << 20];
+    s3.put_bytes("t/object", &data).unwrap();
+    s3.stall_uploads(Duration::from_secs(6));
+    let t0 = Instant::now();
+    let got = s3.get_range("t/object", 0, data.len() as u64).unwrap();
+    let took = t0.elapsed();
+    assert!(got == data, "the object reads back");
+    assert!(
+        took < Duration::from_secs(3),
+        "a GET waited {took:?} for the stalled uploads' runtime"
+    );
+}

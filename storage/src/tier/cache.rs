@@ -4,8 +4,15 @@
 //! A read looks for a cached range of its block that covers its frame; a miss fetches
 //! (outside any lock) and inserts. One mutex (`Rank::TierCache`, a leaf) guards the map:
 //! it is held only to look up, insert or evict, never across a fetch.
+//!
+//! Ranges a query fetched ([`RangeCache::insert_scan`]: its read-ahead and prefetches) are
+//! a ring inside the budget: together at most a quarter of it (and never fewer than the
+//! newest [`SCAN_KEEP`], the block a query reads and the one prefetched after it), oldest
+//! out first. A range query reads its blocks once, in order: without the ring, one large
+//! query would push every range point reads use out of the cache, filling the whole budget
+//! with blocks it has read past.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -18,9 +25,14 @@ pub(crate) struct RangeCache {
     misses: AtomicU64,
 }
 
+/// Ranges of queries kept at least, however small the budget's quarter.
+pub(crate) const SCAN_KEEP: usize = 2;
+
 struct Slot {
     bytes: Arc<Vec<u8>>,
     used: u64,
+    /// Fetched by a query (in the scan ring).
+    scan: bool,
 }
 
 #[derive(Default)]
@@ -29,6 +41,36 @@ struct State {
     blocks: HashMap<u64, BTreeMap<u64, Slot>>,
     bytes: u64,
     clock: u64,
+    /// The scan ring, oldest first: (block, start) of ranges inserted by queries (an entry
+    /// whose slot has gone, or is no longer a scan slot, is skipped).
+    ring: VecDeque<(u64, u64)>,
+    /// Bytes of the slots marked `scan`.
+    scan_bytes: u64,
+}
+
+impl State {
+    /// Removes one slot, keeping the byte counts.
+    fn remove(&mut self, id: u64, start: u64) {
+        let Some(ranges) = self.blocks.get_mut(&id) else {
+            return;
+        };
+        if let Some(slot) = ranges.remove(&start) {
+            self.bytes -= slot.bytes.len() as u64;
+            if slot.scan {
+                self.scan_bytes -= slot.bytes.len() as u64;
+            }
+        }
+        if ranges.is_empty() {
+            self.blocks.remove(&id);
+        }
+    }
+
+    fn is_scan(&self, id: u64, start: u64) -> bool {
+        self.blocks
+            .get(&id)
+            .and_then(|r| r.get(&start))
+            .is_some_and(|s| s.scan)
+    }
 }
 
 impl RangeCache {
@@ -75,12 +117,23 @@ impl RangeCache {
 
     /// Keeps `bytes` (block `id` from `start`), evicting least recently used ranges past
     /// the budget. A range larger than the whole budget is not kept.
+    #[cfg(test)]
     pub fn insert(&self, id: u64, start: u64, bytes: Vec<u8>) {
         self.insert_shared(id, start, Arc::new(bytes));
     }
 
     /// As [`RangeCache::insert`], of bytes the caller goes on reading.
     pub fn insert_shared(&self, id: u64, start: u64, bytes: Arc<Vec<u8>>) {
+        self.put(id, start, bytes, false);
+    }
+
+    /// As [`RangeCache::insert_shared`], of a range a query fetched: it joins the scan
+    /// ring (see the module's comment).
+    pub fn insert_scan(&self, id: u64, start: u64, bytes: Arc<Vec<u8>>) {
+        self.put(id, start, bytes, true);
+    }
+
+    fn put(&self, id: u64, start: u64, bytes: Arc<Vec<u8>>, scan: bool) {
         let len = bytes.len() as u64;
         if len == 0 || len > self.budget {
             return;
@@ -88,14 +141,37 @@ impl RangeCache {
         let mut st = self.state.lock();
         st.clock += 1;
         let now = st.clock;
-        let old = st
-            .blocks
-            .entry(id)
-            .or_default()
-            .insert(start, Slot { bytes, used: now });
+        st.remove(id, start);
+        st.blocks.entry(id).or_default().insert(
+            start,
+            Slot {
+                bytes,
+                used: now,
+                scan,
+            },
+        );
         st.bytes += len;
-        if let Some(old) = old {
-            st.bytes -= old.bytes.len() as u64;
+        if scan {
+            st.scan_bytes += len;
+            st.ring.retain(|r| *r != (id, start));
+            st.ring.push_back((id, start));
+            // The ring's oldest ranges go first, down to its share of the budget.
+            while st.scan_bytes > self.budget / 4 {
+                let live = st.ring.iter().filter(|(b, s)| st.is_scan(*b, *s)).count();
+                if live <= SCAN_KEEP {
+                    break;
+                }
+                let Some((b, s)) = st.ring.pop_front() else {
+                    break;
+                };
+                if st.is_scan(b, s) {
+                    st.remove(b, s);
+                }
+            }
+            // Entries of slots evicted otherwise.
+            while st.ring.front().is_some_and(|(b, s)| !st.is_scan(*b, *s)) {
+                st.ring.pop_front();
+            }
         }
         while st.bytes > self.budget {
             let oldest = st
@@ -104,31 +180,31 @@ impl RangeCache {
                 .flat_map(|(b, r)| r.iter().map(move |(s, slot)| (slot.used, *b, *s)))
                 .min();
             let Some((_, b, s)) = oldest else { break };
-            if let Some(ranges) = st.blocks.get_mut(&b) {
-                if let Some(slot) = ranges.remove(&s) {
-                    st.bytes -= slot.bytes.len() as u64;
-                }
-                if st.blocks.get(&b).is_some_and(BTreeMap::is_empty) {
-                    st.blocks.remove(&b);
-                }
-            }
+            st.remove(b, s);
         }
     }
 
     /// Drops every range of a deleted block.
     pub fn forget(&self, id: u64) {
         let mut st = self.state.lock();
-        if let Some(ranges) = st.blocks.remove(&id) {
-            let freed: u64 = ranges.values().map(|s| s.bytes.len() as u64).sum();
-            st.bytes -= freed;
+        let starts: Vec<u64> = st
+            .blocks
+            .get(&id)
+            .map(|r| r.keys().copied().collect())
+            .unwrap_or_default();
+        for s in starts {
+            st.remove(id, s);
         }
+        st.ring.retain(|(b, _)| *b != id);
     }
 
     /// Empties the cache (tests and benchmarks: a cold read).
     pub fn clear(&self) {
         let mut st = self.state.lock();
         st.blocks.clear();
+        st.ring.clear();
         st.bytes = 0;
+        st.scan_bytes = 0;
     }
 
     pub fn bytes(&self) -> u64 {
@@ -166,5 +242,37 @@ mod tests {
         c.forget(1);
         assert_eq!(c.bytes(), 40);
         assert!(c.hits() >= 3 && c.misses() >= 4);
+    }
+
+    /// A cold range query filled the whole budget with blocks it had read past, evicting
+    /// what point reads had cached.
+    #[test]
+    fn a_query_keeps_a_ring_of_its_ranges_and_leaves_point_reads_cached() {
+        let c = RangeCache::new(1000);
+        c.insert_shared(9, 0, Arc::new(vec![1; 100])); // a point read's range
+        for block in 0..20u64 {
+            c.insert_scan(block + 100, 0, Arc::new(vec![2; 100]));
+        }
+        assert_eq!(
+            c.get(9, 0, 1),
+            Some(vec![1]),
+            "the point read's range stays"
+        );
+        // A quarter of 1000 holds two ranges of 100: the newest two blocks.
+        assert_eq!(c.get(119, 0, 1), Some(vec![2]));
+        assert_eq!(c.get(118, 0, 1), Some(vec![2]));
+        assert_eq!(c.get(117, 0, 1), None, "older ranges of the query are gone");
+        assert_eq!(c.bytes(), 300);
+        // However small the budget's quarter, a query keeps its newest two ranges.
+        let small = RangeCache::new(300);
+        for block in 0..5u64 {
+            small.insert_scan(block, 0, Arc::new(vec![3; 100]));
+        }
+        assert_eq!(small.get(4, 0, 1), Some(vec![3]));
+        assert_eq!(small.get(3, 0, 1), Some(vec![3]));
+        assert_eq!(small.get(2, 0, 1), None);
+        small.forget(4);
+        small.clear();
+        assert_eq!(small.bytes(), 0);
     }
 }

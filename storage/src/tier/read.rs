@@ -21,7 +21,6 @@ impl Tier {
     /// is not tiered (the caller's own error stands).
     pub(crate) fn read_record(
         &self,
-        bucket: &str,
         e: &Entry,
         ts: u64,
         v: &IndexValue,
@@ -30,11 +29,13 @@ impl Tier {
         let Some(t) = self.get(v.block_id) else {
             return Ok(None);
         };
-        // A prefetch of this block (a query's read-ahead) lands in the cache first, and the
-        // one after it starts.
-        if self.take_prefetch(v.block_id) && access == Access::Scan {
+        // A prefetch of this block (a query's read-ahead) lands in the cache first; the one
+        // of the block after it starts before that wait, so two GETs overlap (started
+        // after it, the next block's GET waited for this one's last byte: one GET at a time).
+        if access == Access::Scan && self.prefetching(v.block_id) {
             self.prefetch_next(t.entry_id, v.block_id);
         }
+        self.take_prefetch(v.block_id);
         let (buf, at) = match self.cache.get_shared(v.block_id, v.offset, v.frame_len) {
             Some(found) => found,
             None => {
@@ -56,13 +57,13 @@ impl Tier {
                         self.failed(&err);
                         return Err(match err {
                             ObjectError::NotFound(key) => TierError::Missing {
-                                bucket: bucket.into(),
+                                bucket: e.bucket_name(),
                                 entry: e.name().into(),
                                 block: v.block_id,
                                 key,
                             },
                             other => TierError::Unavailable {
-                                bucket: bucket.into(),
+                                bucket: e.bucket_name(),
                                 entry: e.name().into(),
                                 ts,
                                 reason: other.to_string(),
@@ -72,7 +73,11 @@ impl Tier {
                     }
                 };
                 let got = Arc::new(got);
-                self.cache.insert_shared(v.block_id, v.offset, got.clone());
+                if access == Access::Scan {
+                    self.cache.insert_scan(v.block_id, v.offset, got.clone());
+                } else {
+                    self.cache.insert_shared(v.block_id, v.offset, got.clone());
+                }
                 (got, 0)
             }
         };
@@ -111,21 +116,24 @@ impl Tier {
         }
     }
 
-    /// Waits for a prefetch of block `id`, if one was started, and caches what it got;
-    /// whether there was one.
-    fn take_prefetch(&self, id: u64) -> bool {
-        let Some(p) = self.prefetch.lock().remove(&id) else {
-            return false;
-        };
-        self.land(id, p);
-        true
+    /// Whether a prefetch of block `id` was started and not yet taken.
+    fn prefetching(&self, id: u64) -> bool {
+        self.prefetch.lock().contains_key(&id)
+    }
+
+    /// Waits for a prefetch of block `id`, if one was started, and caches what it got.
+    fn take_prefetch(&self, id: u64) {
+        let taken = self.prefetch.lock().remove(&id);
+        if let Some(p) = taken {
+            self.land(id, p);
+        }
     }
 
     fn land(&self, id: u64, p: Prefetch) {
         match p.handle.join() {
             Ok(Ok(bytes)) => {
                 self.ok();
-                self.cache.insert(id, p.start, bytes);
+                self.cache.insert_scan(id, p.start, Arc::new(bytes));
             }
             Ok(Err(err)) => {
                 // The read that wanted it fetches it again (and reports that error).
