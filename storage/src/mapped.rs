@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use memmap2::{Mmap, MmapOptions};
 
 use crate::codec::frame::{check_head, FLAG_ZSTD, FRAME_PREFIX};
+use crate::index::IndexValue;
 use crate::{CorruptionError, Error, Result};
 
 /// Payloads at least this large are mapped; smaller ones are read into a buffer (a
@@ -85,22 +86,19 @@ impl std::fmt::Debug for MappedPayload {
     }
 }
 
-/// Maps the frame at `offset` and checks it as `block::read_frame` checks one it reads:
+/// Maps the frame the index value `v` locates and checks it as `block::read_frame` checks one it reads:
 /// its head, its length against the index, its CRC32C, its timestamp. `None` for a
 /// compressed frame (its payload must be decompressed into memory anyway) and when the
 /// mapping cannot be made (the caller reads the frame instead).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn map_frame(
     file: &File,
     path: &dyn Fn() -> PathBuf,
-    offset: u64,
-    frame_len: u64,
-    size: u64,
-    flags: u8,
+    v: &IndexValue,
     base_ts: u64,
     ts: u64,
 ) -> Result<Option<MappedPayload>> {
-    if flags & FLAG_ZSTD != 0 || size > frame_len {
+    let (offset, frame_len, size) = (v.offset, v.frame_len, v.size);
+    if v.flags & FLAG_ZSTD != 0 || size > frame_len {
         return Ok(None);
     }
     let corrupt = |reason: &str| {

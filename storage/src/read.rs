@@ -225,21 +225,9 @@ fn payload_of(
             Source::Local(file, base_ts) => (file, base_ts),
             Source::Tiered(data) => return Ok(Some(Payload::Memory(data))),
         };
-        {
-            let path = || e.block_path(v.block_id);
-            let mapped = map_frame(
-                &file,
-                &path,
-                v.offset,
-                v.frame_len,
-                v.size,
-                v.flags,
-                base_ts,
-                ts,
-            )?;
-            if let Some(m) = mapped {
-                return Ok(Some(Payload::Mapped(m)));
-            }
+        let path = || e.block_path(v.block_id);
+        if let Some(m) = map_frame(&file, &path, v, base_ts, ts)? {
+            return Ok(Some(Payload::Mapped(m)));
         }
     }
     if v.size > MEMORY_MAX {
@@ -306,10 +294,13 @@ impl QueryItem {
         self.entry.name()
     }
 
-    /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
-    /// by a FIFO quota) after the query listed it: callers skip such items.
-    pub fn data(&self) -> Result<Vec<u8>> {
-        read_payload(
+    /// Reads this record the way `read` does, as one of a query's records; a block removed
+    /// since the query listed it is `NotFound`.
+    fn scan<T>(
+        &self,
+        read: fn(&Inner, &Entry, u64, &IndexValue, Access) -> Result<T>,
+    ) -> Result<T> {
+        read(
             &self.store.inner,
             &self.entry,
             self.meta.ts,
@@ -317,32 +308,24 @@ impl QueryItem {
             Access::Scan,
         )
         .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+    }
+
+    /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
+    /// by a FIFO quota) after the query listed it: callers skip such items.
+    pub fn data(&self) -> Result<Vec<u8>> {
+        self.scan(read_payload)
     }
 
     /// The payload, CRC-checked, mapped from its block when it is large (see
     /// [`Store::read_payload`]); `None` for one to stream with [`QueryItem::reader`].
     /// `NotFound` as for [`QueryItem::data`].
     pub fn payload(&self) -> Result<Option<Payload>> {
-        payload_of(
-            &self.store.inner,
-            &self.entry,
-            self.meta.ts,
-            &self.value,
-            Access::Scan,
-        )
-        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+        self.scan(payload_of)
     }
 
     /// The payload as a stream (for large records); the CRC is checked at its end.
     pub fn reader(&self) -> Result<RecordReader> {
-        open_value(
-            &self.store.inner,
-            &self.entry,
-            self.meta.ts,
-            &self.value,
-            Access::Scan,
-        )
-        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+        self.scan(open_value)
     }
 }
 
