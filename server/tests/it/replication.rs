@@ -487,22 +487,10 @@ async fn scoped_destination_token_admin_only_routes_and_conflicts() {
 }
 
 fn cli(url: &str, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
-        .arg("replication")
-        .args(args)
-        .args(["--url", url, "--token", "admin"])
-        .env_remove("TSBLOB_URL")
-        .env_remove("TSBLOB_TOKEN")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let mut all = vec!["replication"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--url", url, "--token", "admin"]);
+    tsblob_cli(&all)
 }
 
 /// The CLI drives the task API: create (paused, with a token that is then never shown),

@@ -16,7 +16,7 @@ use super::layout::{parse_block_key, settings_key, Heads};
 use super::{ObjectError, Tier, Tiered};
 use crate::bucket::Bucket;
 use crate::commit::{Change, Op};
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryState};
 use crate::index::BlockState;
 use crate::*;
 
@@ -160,7 +160,7 @@ impl Store {
             meta.min_ts = h.records.iter().map(|(t, _)| *t).min().unwrap_or(*first);
             meta.max_ts = h.records.iter().map(|(t, _)| *t).max().unwrap_or(*last);
         }
-        let mut ops: Vec<Op> = h
+        let ops: Vec<Op> = h
             .records
             .into_iter()
             .map(|(ts, value)| Op::PutRec {
@@ -169,14 +169,7 @@ impl Store {
                 value,
             })
             .collect();
-        ops.push(Op::PutBlock {
-            id: h.block_id,
-            state: meta,
-        });
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
-        st.adopt(h.block_id, meta);
+        self.commit_block(&mut st, ops, h.block_id, meta)?;
         b.grow(meta.indexed_len);
         self.inner.bump_next_block(h.block_id + 1);
         tier.add(
@@ -235,14 +228,23 @@ impl Store {
             .filter(|o| matches!(o, Op::DelRec { .. }))
             .count() as u64;
         meta.records = meta.records.saturating_sub(removed);
-        ops.push(Op::PutBlock {
-            id: h.block_id,
-            state: meta,
-        });
+        self.commit_block(&mut st, ops, h.block_id, meta)
+    }
+
+    /// Commits `ops` with the block's new state, then adopts that state in memory (under
+    /// the entry lock `st` the caller holds).
+    fn commit_block(
+        &self,
+        st: &mut EntryState,
+        mut ops: Vec<Op>,
+        id: u64,
+        state: BlockState,
+    ) -> Result<()> {
+        ops.push(Op::PutBlock { id, state });
         self.inner
             .committer
             .commit(&self.inner.index, Change { ops, files: vec![] })?;
-        st.adopt(h.block_id, meta);
+        st.adopt(id, state);
         Ok(())
     }
 
