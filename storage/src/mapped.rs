@@ -59,15 +59,6 @@ impl AsRef<[u8]> for Payload {
     }
 }
 
-impl From<Payload> for Vec<u8> {
-    fn from(p: Payload) -> Vec<u8> {
-        match p {
-            Payload::Mapped(m) => m.as_ref().to_vec(),
-            Payload::Memory(v) => v,
-        }
-    }
-}
-
 /// A payload mapped read-only from its block file (the frame's head is mapped with it).
 pub struct MappedPayload {
     map: Mmap,
