@@ -249,3 +249,41 @@ async fn mapped_reads_refuse_corrupt_and_cut_records() {
         StatusCode::CREATED
     );
 }
+
+/// Two batches race to store a large (spooled) record at the same timestamp of one entry:
+/// exactly one wins (201), the other gets 409 `timestamp_exists`, and the stored bytes are
+/// the winner's whole payload, never a mix of the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_batches_racing_for_one_spooled_record_store_one_whole() {
+    let f = std::sync::Arc::new(fixture());
+    f.bucket("b").await;
+    let payloads = [payload(5 << 20, 7), payload(5 << 20, 8)];
+    let tasks: Vec<_> = payloads
+        .iter()
+        .map(|p| {
+            let (f, body) = (f.clone(), frames(&[(42, "", &[], p)], Some(1)));
+            tokio::spawn(async move {
+                let a = batch(&f, "/api/v1/b/b/e/batch", in_pieces(body, 256 << 10)).await;
+                assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+                (
+                    statuses(&a)[0],
+                    a.json()["results"][0]["error"]["code"].clone(),
+                )
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let won: Vec<usize> = (0..2).filter(|&i| outcomes[i].0 == 201).collect();
+    assert_eq!(won.len(), 1, "{outcomes:?}");
+    let lost = 1 - won[0];
+    assert_eq!(outcomes[lost].0, 409, "{outcomes:?}");
+    assert_eq!(outcomes[lost].1, "timestamp_exists");
+    let r = f.call("GET", "/api/v1/b/b/e?ts=42", "").await;
+    assert!(
+        r.body == payloads[won[0]],
+        "the stored record is not the winner's"
+    );
+}
