@@ -34,6 +34,7 @@ mod histogram;
 mod index;
 mod labels;
 mod layout;
+mod link;
 mod lock;
 mod mapped;
 mod multi;

@@ -21,6 +21,9 @@ use crate::*;
 /// A payload being received; see the module documentation.
 pub struct Spool {
     file: File,
+    /// Where the payload starts in the file: room kept in front of it for a block header
+    /// and a frame head, so the file can become the record's block (see [`Store::spool_for`]).
+    base: u64,
     len: u64,
     crc: u32,
     store: Store,
@@ -34,7 +37,7 @@ impl Spool {
         let n = data.len() as u64;
         self.store.admit_received(&self.bucket, self.len + n, n)?;
         self.file
-            .write_all_at(data, self.len)
+            .write_all_at(data, self.base + self.len)
             .map_err(|e| Error::io("writing to a spool file", e))?;
         self.len += n;
         self.crc = crc32c::crc32c_append(self.crc, data);
@@ -46,7 +49,7 @@ impl Spool {
     pub fn append_pieces(&mut self, pieces: &[&[u8]]) -> Result<()> {
         let n: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         self.store.admit_received(&self.bucket, self.len + n, n)?;
-        write_pieces_at(&self.file, pieces, self.len)
+        write_pieces_at(&self.file, pieces, self.base + self.len)
             .map_err(|e| Error::io("writing to a spool file", e))?;
         for p in pieces {
             self.crc = crc32c::crc32c_append(self.crc, p);
@@ -68,6 +71,11 @@ impl Spool {
         &self.file
     }
 
+    /// Where the payload starts in [`Spool::file`].
+    pub(crate) fn base(&self) -> u64 {
+        self.base
+    }
+
     /// CRC32C of every byte received.
     pub(crate) fn crc(&self) -> u32 {
         self.crc
@@ -77,7 +85,7 @@ impl Spool {
     pub(crate) fn read_all(&self) -> Result<Vec<u8>> {
         let mut data = vec![0u8; self.len as usize];
         self.file
-            .read_exact_at(&mut data, 0)
+            .read_exact_at(&mut data, self.base)
             .map_err(|e| Error::io("reading a spool file", e))?;
         Ok(data)
     }
@@ -86,11 +94,24 @@ impl Spool {
 impl Store {
     /// Starts receiving a payload for `bucket` (see [`Spool`]): nothing is reserved yet.
     pub fn spool(&self, bucket: &str) -> Result<Spool> {
+        self.new_spool(bucket, 0)
+    }
+
+    /// As [`Store::spool`], for the record `meta` of `entry`: the payload is received at
+    /// the offset it would have as the only frame of a new block of that entry, so that a
+    /// large raw payload becomes its block without being copied ([`Store::write_spooled`]
+    /// writes the block header and the frame head in front of it and links the file in).
+    pub fn spool_for(&self, bucket: &str, entry: &str, meta: &WriteMeta) -> Result<Spool> {
+        self.new_spool(bucket, crate::link::room_for(entry, meta))
+    }
+
+    fn new_spool(&self, bucket: &str, base: u64) -> Result<Spool> {
         let bucket = self.get_bucket(bucket)?;
         let file = tempfile::tempfile_in(self.path())
             .map_err(|e| Error::io("creating a spool file in the data folder", e))?;
         Ok(Spool {
             file,
+            base,
             len: 0,
             crc: 0,
             store: self.clone(),

@@ -98,7 +98,12 @@ impl Undo {
         }
     }
 
-    fn touch(&mut self, id: u64, file: &Arc<File>) {
+    /// A block this write created: an undo deletes it.
+    pub(crate) fn created_block(&mut self, id: u64) {
+        self.created.push(id);
+    }
+
+    pub(crate) fn touch(&mut self, id: u64, file: &Arc<File>) {
         if !self.touched.iter().any(|t| t.id == id) {
             self.touched.push(BlockFile {
                 id,
@@ -599,7 +604,7 @@ impl Store {
             return self.write(bucket, entry, meta, &data);
         }
         validate_entry_name(entry)?;
-        let mut spool = self.spool(bucket)?;
+        let mut spool = self.spool_for(bucket, entry, meta)?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = match reader.read(&mut buf) {
@@ -626,7 +631,9 @@ impl Store {
     }
 
     /// Writes a record whose payload was received into `spool` (see [`Store::spool`]):
-    /// reserves exactly its size, then copies it into the entry's active block.
+    /// reserves exactly its size, then copies it into the entry's active block, or, for a
+    /// large raw payload in a spool made by [`Store::spool_for`], makes the spool file the
+    /// entry's new active block (`link.rs`: no copy).
     pub fn write_spooled(
         &self,
         bucket: &str,
@@ -648,7 +655,7 @@ impl Store {
         let mut sample = vec![0u8; SAMPLE];
         spool
             .file()
-            .read_exact_at(&mut sample, 0)
+            .read_exact_at(&mut sample, spool.base())
             .map_err(|e| Error::io("reading a spool file", e))?;
         let level = match settings.compression {
             Compression::Zstd { level } if compress(settings.compression, &sample).is_some() => {
@@ -670,6 +677,14 @@ impl Store {
                 meta.ts,
                 &mut BatchSeen::default(),
             )?;
+            if level.is_none() {
+                if let Some(value) =
+                    self.link_spool(&b, &e, &mut st, ts, meta, &spool, &mut ops, &mut undo)?
+                {
+                    self.frame_done(&b, &e, &mut st, ts, value, &mut ops);
+                    return Ok(ts);
+                }
+            }
             let at = self.frame_at(&b, &e, &mut st, ts, raw, &mut ops, &mut undo)?;
             let flags = if level.is_some() { FLAG_ZSTD } else { 0 };
             let EncodedHead {
@@ -698,8 +713,8 @@ impl Store {
                         .map_err(|e| Error::io("zstd", e))?;
                     let mut r = SpoolReader {
                         file: spool.file(),
-                        pos: 0,
-                        end: raw,
+                        pos: spool.base(),
+                        end: spool.base() + raw,
                     };
                     std::io::copy(&mut r, &mut enc)
                         .map_err(|e| Error::io("writing a record", e))?;
@@ -707,7 +722,7 @@ impl Store {
                     (w.stored, w.crc)
                 }
                 None => {
-                    copy_range(spool.file(), 0, &at.file, body_at, raw)
+                    copy_range(spool.file(), spool.base(), &at.file, body_at, raw)
                         .map_err(|e| Error::io("copying a spooled payload into its block", e))?;
                     (raw, spool.crc())
                 }

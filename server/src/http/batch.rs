@@ -274,8 +274,8 @@ enum Spooling {
 }
 
 impl Spooling {
-    async fn start(t: &Target) -> Spooling {
-        match SpoolSink::new(&t.state.store, &t.bucket).await {
+    async fn start(t: &Target, meta: &WriteMeta) -> Spooling {
+        match SpoolSink::new(&t.state.store, &t.bucket, &t.entry, meta).await {
             Ok(sink) => Spooling::Sink(sink),
             Err(e) => Spooling::Failed(e),
         }
@@ -327,15 +327,20 @@ struct Parsed {
     data: Vec<Bytes>,
 }
 
+/// The engine's metadata of a record frame's head.
+fn record_meta(head: FrameHead) -> WriteMeta {
+    let ct = head.content_type;
+    WriteMeta {
+        ts: (head.ts != TS_NOW).then_some(head.ts),
+        content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
+        labels: head.labels,
+    }
+}
+
 impl Pending {
     fn into_record(self) -> Parsed {
-        let ct = self.head.content_type;
         Parsed {
-            meta: WriteMeta {
-                ts: (self.head.ts != TS_NOW).then_some(self.head.ts),
-                content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
-                labels: self.head.labels,
-            },
+            meta: record_meta(self.head),
             data: self.data,
         }
     }
@@ -449,7 +454,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                                 Some(spawn_chunk(&t, std::mem::take(&mut chunk), if_exists));
                             chunk_bytes = 0;
                         }
-                        Some(Spooling::start(&t).await)
+                        Some(Spooling::start(&t, &record_meta(head.clone())).await)
                     } else {
                         chunk_bytes += held_bytes(&head);
                         None

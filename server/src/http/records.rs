@@ -154,7 +154,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         }
         _ => {
             // The whole body is received before the engine is asked for anything.
-            let (spool, crc) = spool::receive(&store, &bucket, chunks).await?;
+            let (spool, crc) = spool::receive(&store, &bucket, &entry, &meta, chunks).await?;
             if len.is_some_and(|n| n != spool.len()) {
                 return Err(AppError::bad_request(format!(
                     "the body has {} bytes but Content-Length said {}: nothing was stored",

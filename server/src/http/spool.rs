@@ -77,10 +77,21 @@ pub struct SpoolSink {
 }
 
 impl SpoolSink {
-    /// A new spool of `bucket` (fails for an unknown bucket).
-    pub async fn new(store: &Store, bucket: &str) -> Result<SpoolSink, AppError> {
-        let (s, b) = (store.clone(), bucket.to_string());
-        let spool = blocking(move || Ok(s.spool(&b)?)).await?;
+    /// A new spool of `bucket` for the record `meta` of `entry` (fails for an unknown
+    /// bucket): a large one becomes its own block, uncopied ([`Store::spool_for`]).
+    pub async fn new(
+        store: &Store,
+        bucket: &str,
+        entry: &str,
+        meta: &WriteMeta,
+    ) -> Result<SpoolSink, AppError> {
+        let (s, b, e, m) = (
+            store.clone(),
+            bucket.to_string(),
+            entry.to_string(),
+            meta.clone(),
+        );
+        let spool = blocking(move || Ok(s.spool_for(&b, &e, &m)?)).await?;
         Ok(SpoolSink {
             spool: Some(spool),
             in_flight: None,
@@ -122,16 +133,18 @@ impl SpoolSink {
     }
 }
 
-/// Receives the whole body into a new spool of `bucket`, with the body's CRC32C (for
+/// Receives the whole body into a new spool for the record `meta` of `bucket`/`entry`, with the body's CRC32C (for
 /// `if_exists=compare`). The network is awaited on the async side only; each ~1 MiB piece
 /// is appended on the blocking pool while the next one arrives. Any failure (limit, stall,
 /// cut-off, quota, disk) drops the spool: nothing was stored, reserved or evicted.
 pub async fn receive(
     store: &Store,
     bucket: &str,
+    entry: &str,
+    meta: &WriteMeta,
     mut chunks: BodyChunks,
 ) -> Result<(Spool, u32), AppError> {
-    let mut sink = SpoolSink::new(store, bucket).await?;
+    let mut sink = SpoolSink::new(store, bucket, entry, meta).await?;
     loop {
         let pushed = match chunks.next().await {
             Ok(Some(bytes)) => sink.push(bytes).await,

@@ -58,11 +58,14 @@ fn query_url(s: &Server, entry: usize, start: u64, stop: u64) -> String {
 }
 
 /// Length of the next record: mostly small, some tens of KB, now and then multi-MB (the
-/// server streams those in chunks, so a kill lands inside one regularly).
+/// server streams those in chunks, so a kill lands inside one regularly). Over 4 MiB they
+/// are spooled, and a spool becomes a block of its own (`storage/src/link.rs`): a kill
+/// can land between its link and its index commit too.
 fn pick_len(rng: &mut impl Rng) -> usize {
-    match rng.random_range(0..32) {
-        0 => rng.random_range(1_000_000..3_000_000),
-        1..=8 => rng.random_range(20_000..70_000),
+    match rng.random_range(0..64) {
+        0 => rng.random_range(4_300_000..6_000_000),
+        1 => rng.random_range(1_000_000..3_000_000),
+        2..=17 => rng.random_range(20_000..70_000),
         _ => rng.random_range(100..3_000),
     }
 }
