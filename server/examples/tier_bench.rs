@@ -11,8 +11,15 @@
 //!    read-ahead) against plain aws-sdk-s3 GETs of the same block objects from the same MinIO,
 //!    one at a time as the query reads them; which side goes first alternates per run.
 //!
-//! `cargo run --release -p tsblob-server --example tier_bench -- [records] [payload bytes] [runs]`
-//! (defaults 2000, 65536, 3). Prints Markdown.
+//! `cargo run --release -p tsblob-server --example tier_bench -- [records] [payload bytes] [runs]
+//! [shared|apart]` (defaults 2000, 65536, 3, shared). Prints Markdown.
+//!
+//! `shared`: MinIO and this process share every core, as they did in the first runs: on a
+//! machine of two cores MinIO's own work for the uploads (about 1.2 CPU s per 256 MB here)
+//! takes CPU from the writer, which then waits in the run queue. `apart`: this process is
+//! pinned to the first half of the cores and MinIO to the other half (`sched_setaffinity`),
+//! a stand-in for the object store on another machine, which is where tiering sends blocks:
+//! the ratio then measures what tiering costs the writer on its own device.
 //!
 //! The allocator is the `tsblob` binary's (mimalloc, `server/src/main.rs`), for both sides:
 //! with glibc's malloc the cold query's 4 MiB range buffers were fresh pages every time
@@ -69,7 +76,24 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_minio(dir: &std::path::Path) -> (Minio, String) {
+/// Restricts thread `pid` (0: the calling one) and the threads it creates later to the CPUs
+/// `cpus`.
+fn set_affinity(pid: libc::pid_t, cpus: std::ops::Range<usize>) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only
+    // touch it (and the syscall is async-signal-safe, so it may run in `pre_exec`).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn start_minio(dir: &std::path::Path, cpus: Option<std::ops::Range<usize>>) -> (Minio, String) {
     let bin = std::env::var_os("TSBLOB_PEERS_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -77,7 +101,15 @@ fn start_minio(dir: &std::path::Path) -> (Minio, String) {
         })
         .join("minio");
     let port = free_port();
-    let child = Command::new(&bin)
+    let mut cmd = Command::new(&bin);
+    if let Some(cpus) = cpus {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure only makes an async-signal-safe syscall.
+        unsafe {
+            cmd.pre_exec(move || set_affinity(0, cpus.clone()));
+        }
+    }
+    let child = cmd
         .arg("server")
         .arg(dir)
         .args(["--address", &format!("127.0.0.1:{port}")])
@@ -195,8 +227,20 @@ fn main() {
     let n: u64 = args.get(1).map_or(2000, |a| a.parse().unwrap());
     let len: usize = args.get(2).map_or(65536, |a| a.parse().unwrap());
     let runs: usize = args.get(3).map_or(3, |a| a.parse().unwrap());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let apart = match args.get(4).map(String::as_str) {
+        None | Some("shared") => false,
+        Some("apart") if cores >= 2 => true,
+        Some("apart") => panic!("`apart` needs at least two cores"),
+        Some(other) => panic!("placement {other:?}: use shared or apart"),
+    };
+    let minio_cpus = apart.then(|| {
+        // Before any other thread exists: every thread of this process inherits it.
+        set_affinity(0, 0..cores / 2).expect("pinning this process");
+        cores / 2..cores
+    });
     let tmp = tempfile::tempdir().unwrap();
-    let (_minio, endpoint) = start_minio(&tmp.path().join("minio"));
+    let (_minio, endpoint) = start_minio(&tmp.path().join("minio"), minio_cpus);
     std::env::set_var("AWS_ACCESS_KEY_ID", USER);
     std::env::set_var("AWS_SECRET_ACCESS_KEY", PASSWORD);
     let s3 =
@@ -210,7 +254,17 @@ fn main() {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_default();
-    println!("# Tiering figures\n\nCPU: {cpu}; {} cores. {n} records of {len} bytes, 4 MiB blocks, SyncPolicy::Never, MinIO single drive on the same machine (tmpfs or disk of /tmp), mimalloc (the server's allocator).\n", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    let placement = if apart {
+        format!(
+            "this process pinned to CPUs 0–{}, MinIO to CPUs {}–{} (`apart`)",
+            cores / 2 - 1,
+            cores / 2,
+            cores - 1
+        )
+    } else {
+        "MinIO and this process sharing every core (`shared`)".to_string()
+    };
+    println!("# Tiering figures\n\nCPU: {cpu}; {cores} cores; {placement}. {n} records of {len} bytes, 4 MiB blocks, SyncPolicy::Never, MinIO single drive on the same machine (tmpfs or disk of /tmp), mimalloc (the server's allocator).\n");
 
     // 1. Ingest. One warm-up pair (not reported: first writes into a fresh /tmp folder
     // and MinIO's first objects are slower), then `runs` pairs, the order within a pair
