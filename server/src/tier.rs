@@ -23,7 +23,7 @@ use aws_sdk_s3::types::{
 };
 use base64::Engine;
 use tsblob_storage::{
-    Listed, ObjectError, ObjectHead, ObjectStore, Store, StoreOptions, TierConfig,
+    Listed, ObjectError, ObjectHead, ObjectStore, PendingGet, Store, StoreOptions, TierConfig,
 };
 
 use crate::config::{ServeArgs, TierMode};
@@ -168,27 +168,48 @@ impl Lane {
         &self,
         call: impl FnOnce(aws_sdk_s3::Client) -> F,
     ) -> Result<T, ObjectError> {
+        self.start(call).recv().unwrap_or_else(|_| {
+            Err(ObjectError::Unavailable(
+                "the object store client is shutting down".into(),
+            ))
+        })
+    }
+
+    /// Runs the call on this lane's runtime; its answer comes through the receiver.
+    fn start<T: Send + 'static, F: Future<Output = Result<T, ObjectError>> + Send + 'static>(
+        &self,
+        call: impl FnOnce(aws_sdk_s3::Client) -> F,
+    ) -> std::sync::mpsc::Receiver<Result<T, ObjectError>> {
         let fut = call(self.s3.clone());
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.rt.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        rx.recv().unwrap_or_else(|_| {
-            Err(ObjectError::Unavailable(
-                "the object store client is shutting down".into(),
-            ))
-        })
+        rx
     }
 }
 
 impl S3Store {
     /// One GET of `key`, whole or of an HTTP `range` (`bytes=a-b`).
     fn fetch(&self, key: &str, range: Option<(u64, u64)>) -> Result<Vec<u8>, ObjectError> {
+        self.start_fetch(key, range).recv().unwrap_or_else(|_| {
+            Err(ObjectError::Unavailable(
+                "the object store client is shutting down".into(),
+            ))
+        })
+    }
+
+    /// Starts [`S3Store::fetch`]; the answer comes through the receiver.
+    fn start_fetch(
+        &self,
+        key: &str,
+        range: Option<(u64, u64)>,
+    ) -> std::sync::mpsc::Receiver<Result<Vec<u8>, ObjectError>> {
         // What the buffer is sized for at most: the range asked for, or a whole block.
         let want = range.map_or(WHOLE_RESERVE, |(_, len)| len);
         let range = range.map(|(start, len)| format!("bytes={start}-{}", start + len - 1));
         let (bucket, key) = (self.bucket.clone(), key.to_string());
-        self.reads.run(|s3| async move {
+        self.reads.start(|s3| async move {
             let out = s3
                 .get_object()
                 .bucket(bucket)
@@ -631,6 +652,10 @@ impl ObjectStore for S3Store {
             return Ok(Vec::new());
         }
         self.fetch(key, Some((start, len)))
+    }
+
+    fn start_get_range(&self, key: &str, start: u64, len: u64) -> Option<PendingGet> {
+        (len > 0).then(|| PendingGet::new(self.start_fetch(key, Some((start, len)))))
     }
 
     fn get(&self, key: &str) -> Result<Vec<u8>, ObjectError> {

@@ -162,7 +162,10 @@ pub fn read_frame(
 
 /// The original payload of a CRC-checked frame from its stored bytes (decompressed if the
 /// frame says so).
-fn stored_payload(h: &HeadFields, stored: &[u8]) -> std::result::Result<Vec<u8>, String> {
+pub(crate) fn stored_payload(
+    h: &HeadFields,
+    stored: &[u8],
+) -> std::result::Result<Vec<u8>, String> {
     if h.flags & FLAG_ZSTD == 0 {
         return Ok(stored.to_vec());
     }
@@ -176,11 +179,8 @@ fn stored_payload(h: &HeadFields, stored: &[u8]) -> std::result::Result<Vec<u8>,
 
 /// A whole frame already in memory (fetched from the object store) checked as
 /// [`read_frame`] checks one read from a file: its head, its length, its CRC32C; returns the
-/// head fields and the original payload. The error says what was wrong.
-pub fn frame_from_bytes(
-    frame: &[u8],
-    base_ts: u64,
-) -> std::result::Result<(HeadFields, Vec<u8>), String> {
+/// head fields (the stored payload is `frame[head_len..]`). The error says what was wrong.
+pub fn check_frame_bytes(frame: &[u8], base_ts: u64) -> std::result::Result<HeadFields, String> {
     let h = check_head(frame, base_ts).map_err(|f| format!("{f:?}"))?;
     if h.head_len as u64 + h.stored_len != frame.len() as u64 {
         return Err("frame length differs from the index".into());
@@ -188,8 +188,7 @@ pub fn frame_from_bytes(
     if crc32c::crc32c(&frame[FRAME_PREFIX..]) != h.crc {
         return Err("CRC32C mismatch".into());
     }
-    let data = stored_payload(&h, &frame[h.head_len..])?;
-    Ok((h, data))
+    Ok(h)
 }
 
 /// `preadv` of two buffers at `offset`, retried until both are full or the file ends. The
@@ -398,7 +397,7 @@ type Zstd = zstd::stream::read::Decoder<'static, io::BufReader<CrcCheck<FileSlic
 enum Body {
     Raw(CrcCheck<FileSlice>),
     Zstd(Box<Zstd>),
-    /// A payload already read and checked (a tiered record: `frame_from_bytes`).
+    /// A payload already read and checked (a tiered record: `check_frame_bytes`).
     Checked(io::Cursor<Vec<u8>>),
 }
 

@@ -63,7 +63,7 @@ pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedR
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
-pub use mapped::{MappedPayload, Payload, MAP_MAX, MAP_MIN};
+pub use mapped::{MappedPayload, Payload, SharedPayload, MAP_MAX, MAP_MIN};
 pub use multi::{entry_pattern_matches, MultiIter};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};
@@ -79,8 +79,8 @@ pub use settings::{
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
 pub use tier::{
-    lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, RefreshReport, TierConfig,
-    TierStats,
+    lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, PendingGet, RefreshReport,
+    TierConfig, TierStats,
 };
 pub use when::{CmpOp, Condition, Operand, Value};
 

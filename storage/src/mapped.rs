@@ -33,10 +33,12 @@ pub const MAP_MAX: u64 = 64 << 20;
 /// size; a larger one is streamed.
 pub const MEMORY_MAX: u64 = 1 << 20;
 
-/// A record's payload, CRC-checked: mapped from its block, or in memory (small records,
-/// compressed ones, tiered ones).
+/// A record's payload, CRC-checked: mapped from its block, a slice of a range fetched
+/// from the object store (a tiered record stored raw), or in memory (small records,
+/// compressed ones).
 pub enum Payload {
     Mapped(MappedPayload),
+    Shared(SharedPayload),
     Memory(Vec<u8>),
 }
 
@@ -48,14 +50,49 @@ impl Payload {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The payload in a buffer of its own (a copy unless it already is one).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Payload::Memory(v) => v,
+            other => other.as_ref().to_vec(),
+        }
+    }
 }
 
 impl AsRef<[u8]> for Payload {
     fn as_ref(&self) -> &[u8] {
         match self {
             Payload::Mapped(m) => m.as_ref(),
+            Payload::Shared(s) => s.as_ref(),
             Payload::Memory(v) => v,
         }
+    }
+}
+
+/// A payload inside a range of a tiered block held in memory (the tier's range cache
+/// holds the same buffer): handed out without copying it out of the range. It keeps the
+/// whole range alive until dropped, also after the cache let it go.
+pub struct SharedPayload {
+    buf: std::sync::Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
+}
+
+impl SharedPayload {
+    /// `range` of `buf`; `None` if it is not inside it.
+    pub(crate) fn new(
+        buf: std::sync::Arc<Vec<u8>>,
+        range: std::ops::Range<usize>,
+    ) -> Option<SharedPayload> {
+        buf.get(range.clone())?;
+        Some(SharedPayload { buf, range })
+    }
+}
+
+impl AsRef<[u8]> for SharedPayload {
+    fn as_ref(&self) -> &[u8] {
+        // `new` checked the range; the buffer is never changed while shared.
+        self.buf.get(self.range.clone()).unwrap_or_default()
     }
 }
 

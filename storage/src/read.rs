@@ -158,7 +158,7 @@ pub(crate) enum Access {
 /// (a query's read, [`Access::Scan`], fetches ahead into the cache).
 enum Source {
     Local(Arc<std::fs::File>, u64),
-    Tiered(Vec<u8>),
+    Tiered(Payload),
 }
 
 fn source(inner: &Inner, e: &Entry, ts: u64, v: &IndexValue, access: Access) -> Result<Source> {
@@ -184,11 +184,22 @@ fn read_payload(
 ) -> Result<Vec<u8>> {
     let (file, base_ts) = match source(inner, e, ts, v, access)? {
         Source::Local(file, base_ts) => (file, base_ts),
-        Source::Tiered(data) => return Ok(data),
+        Source::Tiered(data) => return Ok(data.into_vec()),
     };
+    read_local(e, ts, v, &file, base_ts)
+}
+
+/// Reads and checks a record's payload from its local block `file`.
+fn read_local(
+    e: &Entry,
+    ts: u64,
+    v: &IndexValue,
+    file: &std::fs::File,
+    base_ts: u64,
+) -> Result<Vec<u8>> {
     let path = || e.block_path(v.block_id);
     let (head, data) = read_frame(
-        &file,
+        file,
         &path,
         v.offset,
         v.frame_len,
@@ -220,11 +231,11 @@ fn payload_of(
     if v.size > MAP_MAX {
         return Ok(None);
     }
+    let (file, base_ts) = match source(inner, e, ts, v, access)? {
+        Source::Local(file, base_ts) => (file, base_ts),
+        Source::Tiered(data) => return Ok(Some(data)),
+    };
     if v.size >= MAP_MIN {
-        let (file, base_ts) = match source(inner, e, ts, v, access)? {
-            Source::Local(file, base_ts) => (file, base_ts),
-            Source::Tiered(data) => return Ok(Some(Payload::Memory(data))),
-        };
         let path = || e.block_path(v.block_id);
         if let Some(m) = map_frame(&file, &path, v, base_ts, ts)? {
             return Ok(Some(Payload::Mapped(m)));
@@ -233,7 +244,7 @@ fn payload_of(
     if v.size > MEMORY_MAX {
         return Ok(None);
     }
-    read_payload(inner, e, ts, v, access).map(|d| Some(Payload::Memory(d)))
+    read_local(e, ts, v, &file, base_ts).map(|d| Some(Payload::Memory(d)))
 }
 
 fn read_value(inner: &Inner, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {
@@ -259,7 +270,7 @@ fn open_value(
             v.frame_len,
             base_ts,
         ),
-        Source::Tiered(data) => Ok(RecordReader::checked(meta_of(ts, v), data)),
+        Source::Tiered(data) => Ok(RecordReader::checked(meta_of(ts, v), data.into_vec())),
     }
 }
 

@@ -443,14 +443,18 @@ impl Pieces {
         self.done.push(Bytes::from(data));
     }
 
-    /// A record's payload: a mapped one as a piece of its own, without a copy.
+    /// A record's payload: a mapped one, or a large slice of a tiered range, as a piece of
+    /// its own, without a copy.
     fn push_payload(&mut self, p: Payload) {
         match p {
             Payload::Memory(data) => self.push(data),
-            Payload::Mapped(m) => {
+            Payload::Shared(s) if s.as_ref().len() < OWN_PIECE => {
+                self.buf.extend_from_slice(s.as_ref())
+            }
+            p @ (Payload::Mapped(_) | Payload::Shared(_)) => {
                 self.flush();
-                self.len += m.as_ref().len();
-                self.done.push(Bytes::from_owner(m));
+                self.len += p.len();
+                self.done.push(Bytes::from_owner(p));
             }
         }
     }

@@ -236,7 +236,9 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
     .await?;
     let (meta, body) = match opened {
         Opened::Whole(meta, Payload::Memory(data)) => (meta, Body::from(data)),
-        Opened::Whole(meta, Payload::Mapped(m)) => (meta, Body::from(Bytes::from_owner(m))),
+        Opened::Whole(meta, p @ (Payload::Mapped(_) | Payload::Shared(_))) => {
+            (meta, Body::from(Bytes::from_owner(p)))
+        }
         Opened::Stream(meta, reader) => {
             let (tx, body) = channel_body(4);
             tokio::spawn(stream_record(reader, tx));

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use refresh::RefreshReport;
-pub use store::{Listed, ObjectError, ObjectHead, ObjectStore};
+pub use store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 
 pub(crate) use layout::block_key;
 

@@ -8,9 +8,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{ObjectError, Tier, Tiered};
-use crate::block::frame_from_bytes;
-use crate::codec::frame::HeadFields;
+use super::{ObjectError, PendingGet, Tier, Tiered};
+use crate::block::{check_frame_bytes, stored_payload};
+use crate::codec::frame::{HeadFields, FLAG_ZSTD};
 use crate::entry::Entry;
 use crate::index::IndexValue;
 use crate::read::Access;
@@ -25,7 +25,7 @@ impl Tier {
         ts: u64,
         v: &IndexValue,
         access: Access,
-    ) -> Result<Option<(HeadFields, Vec<u8>)>> {
+    ) -> Result<Option<(HeadFields, Payload)>> {
         let Some(t) = self.get(v.block_id) else {
             return Ok(None);
         };
@@ -81,9 +81,10 @@ impl Tier {
                 (got, 0)
             }
         };
-        let Some(frame) = usize::try_from(v.frame_len)
+        let Some((frame, end)) = usize::try_from(v.frame_len)
             .ok()
-            .and_then(|n| buf.get(at..at.checked_add(n)?))
+            .and_then(|n| at.checked_add(n))
+            .and_then(|end| Some((buf.get(at..end)?, end)))
         else {
             return Err(corrupt(
                 &t.key,
@@ -91,8 +92,21 @@ impl Tier {
                 "the object ends inside the record",
             ));
         };
-        let (h, data) =
-            frame_from_bytes(frame, t.base_ts).map_err(|why| corrupt(&t.key, v.offset, &why))?;
+        let h =
+            check_frame_bytes(frame, t.base_ts).map_err(|why| corrupt(&t.key, v.offset, &why))?;
+        // A raw payload is handed out as a slice of the fetched range (no copy out of it).
+        let data = if h.flags & FLAG_ZSTD == 0 {
+            SharedPayload::new(buf.clone(), at + h.head_len..end).map(Payload::Shared)
+        } else {
+            None
+        };
+        let data = match data {
+            Some(p) => p,
+            None => Payload::Memory(
+                stored_payload(&h, &frame[h.head_len..])
+                    .map_err(|why| corrupt(&t.key, v.offset, &why))?,
+            ),
+        };
         if h.ts != ts {
             return Err(corrupt(
                 &t.key,
@@ -130,17 +144,16 @@ impl Tier {
     }
 
     fn land(&self, id: u64, p: Prefetch) {
-        match p.handle.join() {
-            Ok(Ok(bytes)) => {
+        match p.get.wait() {
+            Ok(bytes) => {
                 self.ok();
                 self.cache.insert_scan(id, p.start, Arc::new(bytes));
             }
-            Ok(Err(err)) => {
+            Err(err) => {
                 // The read that wanted it fetches it again (and reports that error).
                 self.get_errors.fetch_add(1, Ordering::Relaxed);
                 self.failed(&err);
             }
-            Err(_) => log::error!("a prefetch of block {id:016x} panicked"),
         }
     }
 
@@ -158,9 +171,8 @@ impl Tier {
         let done: Vec<(u64, Prefetch)> = {
             let mut map = self.prefetch.lock();
             let finished: Vec<u64> = map
-                .iter()
-                .filter(|(_, p)| p.handle.is_finished())
-                .map(|(k, _)| *k)
+                .iter_mut()
+                .filter_map(|(k, p)| p.get.is_finished().then_some(*k))
                 .collect();
             finished
                 .into_iter()
@@ -175,14 +187,14 @@ impl Tier {
             return;
         }
         let want = self.ahead(&t, 0, 0);
-        let store = self.cfg.store.clone();
-        let key = t.key.clone();
-        let spawned = std::thread::Builder::new()
-            .name("tsblob-prefetch".into())
-            .spawn(move || store.get_range(&key, 0, want));
-        if let Ok(handle) = spawned {
+        let store = &self.cfg.store;
+        let started = match store.start_get_range(&t.key, 0, want) {
+            Some(get) => Ok(get),
+            None => PendingGet::on_thread(store.clone(), t.key.clone(), 0, want),
+        };
+        if let Ok(get) = started {
             self.gets.fetch_add(1, Ordering::Relaxed);
-            map.insert(id, Prefetch { start: 0, handle });
+            map.insert(id, Prefetch { start: 0, get });
         }
     }
 }
@@ -191,10 +203,10 @@ impl Tier {
 /// the read-ahead in memory until a read takes it or it moves into the cache.
 pub(crate) const PREFETCHES: usize = 2;
 
-/// A fetch of a block's first range, on a thread of its own.
+/// A fetch of a block's first range under way.
 pub(crate) struct Prefetch {
     start: u64,
-    handle: std::thread::JoinHandle<std::result::Result<Vec<u8>, ObjectError>>,
+    get: PendingGet,
 }
 
 fn corrupt(key: &str, offset: u64, reason: &str) -> Error {

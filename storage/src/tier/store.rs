@@ -56,6 +56,14 @@ pub trait ObjectStore: Send + Sync + 'static {
     fn put_bytes(&self, key: &str, data: &[u8]) -> Result<(), ObjectError>;
     /// `len` bytes of the object from `start` (one ranged GET).
     fn get_range(&self, key: &str, start: u64, len: u64) -> Result<Vec<u8>, ObjectError>;
+    /// Starts the ranged GET of [`ObjectStore::get_range`] and returns at once; the answer
+    /// is waited for with [`PendingGet::wait`]. `None` (the default): the caller runs
+    /// `get_range` on a thread of its own. A store with its own I/O threads answers straight
+    /// to the waiting thread: one hand-off fewer per GET, which a query's read-ahead pays
+    /// for every block (on a loaded core each hand-off waits for a time slice).
+    fn start_get_range(&self, _key: &str, _start: u64, _len: u64) -> Option<PendingGet> {
+        None
+    }
     /// The whole object.
     fn get(&self, key: &str) -> Result<Vec<u8>, ObjectError>;
     /// The object's size and stored checksum, `None` if there is no such object.
@@ -66,4 +74,57 @@ pub trait ObjectStore: Send + Sync + 'static {
     fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError>;
     /// Where it points, for messages (`s3://bucket/prefix at http://...`).
     fn describe(&self) -> String;
+}
+
+/// A GET under way ([`ObjectStore::start_get_range`]).
+pub struct PendingGet {
+    rx: std::sync::mpsc::Receiver<Result<Vec<u8>, ObjectError>>,
+    got: Option<Result<Vec<u8>, ObjectError>>,
+}
+
+impl PendingGet {
+    /// The GET whose answer will come through `rx` (one message).
+    pub fn new(rx: std::sync::mpsc::Receiver<Result<Vec<u8>, ObjectError>>) -> PendingGet {
+        PendingGet { rx, got: None }
+    }
+
+    /// `store.get_range(key, start, len)` on a thread of its own.
+    pub(crate) fn on_thread(
+        store: std::sync::Arc<dyn ObjectStore>,
+        key: String,
+        start: u64,
+        len: u64,
+    ) -> std::io::Result<PendingGet> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("tsblob-prefetch".into())
+            .spawn(move || {
+                let _ = tx.send(store.get_range(&key, start, len));
+            })?;
+        Ok(PendingGet::new(rx))
+    }
+
+    /// Whether the answer is in (without waiting).
+    pub fn is_finished(&mut self) -> bool {
+        if self.got.is_none() {
+            self.got = match self.rx.try_recv() {
+                Ok(r) => Some(r),
+                Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => Some(Err(gone())),
+            };
+        }
+        self.got.is_some()
+    }
+
+    /// The answer, once it is in.
+    pub fn wait(self) -> Result<Vec<u8>, ObjectError> {
+        match self.got {
+            Some(r) => r,
+            None => self.rx.recv().unwrap_or_else(|_| Err(gone())),
+        }
+    }
+}
+
+fn gone() -> ObjectError {
+    ObjectError::Unavailable("a GET ended without an answer".into())
 }
