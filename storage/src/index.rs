@@ -161,6 +161,22 @@ pub struct BlockState {
     pub tiered: bool,
 }
 
+impl BlockState {
+    /// A block just created for `entry_id` (its first record at `base_ts`), holding only its
+    /// header of `header_len` bytes so far.
+    pub fn new_block(entry_id: u32, base_ts: u64, header_len: u64) -> BlockState {
+        BlockState {
+            entry_id,
+            base_ts,
+            min_ts: base_ts,
+            max_ts: base_ts,
+            records: 0,
+            indexed_len: header_len,
+            ..BlockState::default()
+        }
+    }
+}
+
 /// The opened LMDB environment and its tables.
 /// The tables are private: every key and value is encoded and decoded here, and the rest
 /// of the engine speaks in entry ids, timestamps, block ids and names.

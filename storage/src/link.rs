@@ -151,15 +151,7 @@ impl Store {
         }
         self.inner.files.insert(id, file.clone(), ts);
         let header_len = header_len as u64;
-        let state = BlockState {
-            entry_id: e.id(),
-            base_ts: ts,
-            min_ts: ts,
-            max_ts: ts,
-            records: 0,
-            indexed_len: header_len,
-            ..BlockState::default()
-        };
+        let state = BlockState::new_block(e.id(), ts, header_len);
         ops.push(Op::PutBlock { id, state });
         b.grow(header_len);
         st.start_block(id, state, header_len);

@@ -198,15 +198,7 @@ fn read_local(
     base_ts: u64,
 ) -> Result<Vec<u8>> {
     let path = || e.block_path(v.block_id);
-    let (head, data) = read_frame(
-        file,
-        &path,
-        v.offset,
-        v.frame_len,
-        v.size,
-        v.flags,
-        base_ts,
-    )?;
+    let (head, data) = read_frame(file, &path, v.offset, v.frame_len, v.size, v.flags, base_ts)?;
     if head.ts != ts {
         return Err(CorruptionError::Record {
             path: path(),

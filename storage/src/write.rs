@@ -216,15 +216,7 @@ impl Store {
             sync_dir(entry.dir()).map_err(gone)?;
         }
         self.inner.files.insert(id, file, first_ts);
-        let state = BlockState {
-            entry_id: entry.id(),
-            base_ts: first_ts,
-            min_ts: first_ts,
-            max_ts: first_ts,
-            records: 0,
-            indexed_len: len,
-            ..BlockState::default()
-        };
+        let state = BlockState::new_block(entry.id(), first_ts, len);
         ops.push(Op::PutBlock { id, state });
         bucket.grow(len);
         Ok(st.start_block(id, state, len))
