@@ -5,14 +5,14 @@
 //! admin token given with `--token` is kept in memory only, also as a hash. As soon as any
 //! token exists, every route but `/health` needs `Authorization: Bearer <token>`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use super::errors::AppError;
 
