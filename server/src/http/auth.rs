@@ -342,18 +342,19 @@ fn validate_pattern(p: &str) -> Result<(), AppError> {
 
 impl Auth {
     /// The token check of every request under the API (part of the one middleware,
-    /// `http::gate`): puts the [`Caller`] into the request's extensions, or answers 401.
-    pub(crate) fn admit(&self, req: &mut Request) -> Result<(), Response> {
+    /// `http::gate`): puts the [`Caller`] into the request's extensions, or returns the
+    /// 401 answer.
+    pub(crate) fn admit(&self, req: &mut Request) -> Option<Response> {
         if req.uri().path() == "/health" || !self.enabled() {
             req.extensions_mut().insert(Caller::open());
-            return Ok(());
+            return None;
         }
         let header = req
             .headers()
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
         let Some(header) = header else {
-            return Err(unauthorized(
+            return Some(unauthorized(
                 "this server needs a token: send `Authorization: Bearer <token>`",
             ));
         };
@@ -361,16 +362,16 @@ impl Auth {
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
         else {
-            return Err(unauthorized(
+            return Some(unauthorized(
                 "the Authorization header must be `Bearer <token>`",
             ));
         };
         match self.authenticate(value.trim()) {
             Some(caller) => {
                 req.extensions_mut().insert(caller);
-                Ok(())
+                None
             }
-            None => Err(unauthorized(
+            None => Some(unauthorized(
                 "the token is not valid: check its value, or ask for a new one",
             )),
         }

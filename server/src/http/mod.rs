@@ -178,8 +178,8 @@ pub fn app(state: AppState) -> Router {
 async fn gate(State(state): State<AppState>, req: Request, next: middleware::Next) -> Response {
     let (mut req, started) = state.metrics.start(req);
     let resp = match state.auth.admit(&mut req) {
-        Err(refused) => refused,
-        Ok(()) => {
+        Some(refused) => refused,
+        None => {
             let resp = match read_only(&state, &req) {
                 Some(refused) => refused,
                 None => next.run(req).await,
