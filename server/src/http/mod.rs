@@ -95,7 +95,7 @@ pub struct Shared {
     pub replications: Arc<crate::replication::Replications>,
     /// Memory that single-record bodies may hold while received whole (`budget.rs`).
     pub(crate) bodies: budget::MemoryBudget,
-    /// The store's writer, which writes small single records in rounds (`writer.rs`).
+    /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
 }
 
@@ -114,7 +114,7 @@ impl AppState {
             commits.clone(),
             crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
         )?);
-        let writer = writer::Writer::new(store.clone());
+        let writer = writer::Writer::start(store.clone())?;
         let shared = Shared {
             store,
             auth: Arc::new(auth),

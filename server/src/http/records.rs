@@ -133,7 +133,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         None => None,
     };
     let (ts, status) = match (len, in_memory) {
-        // Small bodies go to the writer, which writes concurrent ones in rounds; a write that
+        // Small bodies go to the writer thread, which groups concurrent writes; a write that
         // asks to compare with a stored record (`if_exists=compare`) is settled below.
         (Some(_), Some(None)) if if_exists == IfExists::Fail => {
             let pieces = chunks.pieces().await?;

@@ -1,17 +1,13 @@
-//! The writer: single-record writes of small bodies (received whole in memory) are queued
-//! per store and written in rounds: a round takes every write queued, groups them by entry
-//! and writes them with `Store::write_groups`: one append per entry and **one index commit
-//! for the whole round**, then answers each request through its oneshot.
+//! The writer thread: single-record writes of small bodies (received whole in memory) go to
+//! one thread per store instead of tokio's blocking pool. It takes every write queued while
+//! it was busy, groups them by entry and writes the round with `Store::write_groups`: one
+//! append per entry and **one index commit for the whole round**, then answers each request
+//! through its oneshot.
 //!
-//! No thread of its own: the request that finds no round running writes one at once, on
-//! the runtime worker it runs on, with its own write and every other one queued; writes
-//! queued meanwhile wait for it, and when it is done and more are queued it spawns a task
-//! for the next round. Per 1 KiB write this saves the wake-up of a writer thread and the
-//! wake-up back from it (the thread slept and woke once per round, and its answers woke
-//! the runtime's workers from outside: `docs/benchmarks/write-cpu-2-2026-11-23.md`). A
-//! round is a few page-cache writes and one LMDB commit without fsync (tens of µs);
-//! with `sync=always`, whose every commit waits for an fsync, rounds run on the blocking
-//! pool instead. 16 writers of 16 entries still share one LMDB transaction per round
+//! Per 1 KiB write this replaces a hand-off to a pooled thread, a group-commit
+//! leader/follower wake-up and the wake-up back with one queue push and one oneshot: under
+//! load the thread never sleeps between groups (`docs/benchmarks/speed-2026-11-23.md`); and
+//! 16 writers of 16 entries share one LMDB transaction instead of 16
 //! (`docs/benchmarks/write-cpu-2026-11-23.md`).
 //!
 //! The ack rule is the engine's: a request is answered after `write_groups` returned, that
@@ -19,15 +15,12 @@
 //! first with `SyncPolicy::Always`). One request's failure fails only itself: a record's own
 //! error (duplicate timestamp, bad labels) is per record, and when a whole group fails
 //! (unknown bucket, bad entry name, quota, a failed commit) its records are written again
-//! one by one, so each gets its own answer. A round runs inside one poll of the request
-//! that started it: a client that goes away cannot cut it short.
+//! one by one, so each gets its own answer.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tsblob_storage::{Group, GroupResult, Store, WriteMeta};
 
 use super::errors::AppError;
@@ -53,38 +46,21 @@ impl Job {
     }
 }
 
-/// A store's writer: the queue of single writes and who is writing it now.
+/// The sending side of a store's writer thread; the thread ends when the last clone is
+/// dropped (after answering what was queued).
 #[derive(Clone)]
 pub(crate) struct Writer {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    store: Store,
-    queue: Mutex<Queue>,
-    /// Rounds run on the blocking pool instead of the runtime's worker (`sync=always`:
-    /// every round's commit waits for an fsync).
-    pooled: bool,
-}
-
-#[derive(Default)]
-struct Queue {
-    jobs: Vec<Job>,
-    /// A task is writing a round (it takes the queue when it starts the next one).
-    leading: bool,
+    tx: mpsc::UnboundedSender<Job>,
 }
 
 impl Writer {
-    /// The writer of `store`.
-    pub(crate) fn new(store: Store) -> Writer {
-        let pooled = store.options().sync == tsblob_storage::SyncPolicy::Always;
-        Writer {
-            inner: Arc::new(Inner {
-                store,
-                queue: Mutex::new(Queue::default()),
-                pooled,
-            }),
-        }
+    /// Starts the writer thread of `store`.
+    pub(crate) fn start(store: Store) -> std::io::Result<Writer> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("tsblob-writer".into())
+            .spawn(move || run(store, rx))?;
+        Ok(Writer { tx })
     }
 
     /// Writes one record whose payload is `pieces`; answers once it is committed.
@@ -103,13 +79,10 @@ impl Writer {
             pieces,
             reply,
         };
-        let lead = {
-            let mut q = self.inner.queue.lock();
-            q.jobs.push(job);
-            !std::mem::replace(&mut q.leading, true)
-        };
-        if lead {
-            self.inner.start_round();
+        if self.tx.send(job).is_err() {
+            return Err(AppError::internal(
+                "the writer thread has stopped; nothing was stored: restart the server",
+            ));
         }
         match answer.await {
             Ok(r) => Ok(r?),
@@ -121,55 +94,25 @@ impl Writer {
     }
 }
 
-impl Inner {
-    /// Runs the next round: at once on this thread (a runtime worker), or on the blocking
-    /// pool with `sync=always`.
-    fn start_round(self: &Arc<Self>) {
-        if self.pooled {
-            let me = Arc::clone(self);
-            tokio::task::spawn_blocking(move || me.round());
-        } else {
-            self.round();
-        }
-    }
-
-    /// Writes one round: every job queued (up to `MAX_JOBS` / `MAX_BYTES`); when more
-    /// arrived meanwhile, a task is spawned for the next round.
-    fn round(self: &Arc<Self>) {
-        let jobs = {
-            let mut q = self.queue.lock();
-            let mut bytes = 0;
-            let n = q
-                .jobs
-                .iter()
-                .take_while(|j| {
+fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let mut jobs: Vec<Job> = Vec::new();
+    while let Some(first) = rx.blocking_recv() {
+        let mut bytes = first.len();
+        jobs.push(first);
+        while jobs.len() < MAX_JOBS && bytes < MAX_BYTES {
+            match rx.try_recv() {
+                Ok(j) => {
                     bytes += j.len();
-                    bytes <= MAX_BYTES
-                })
-                .count()
-                .clamp(1, MAX_JOBS)
-                .min(q.jobs.len());
-            let rest = q.jobs.split_off(n);
-            std::mem::replace(&mut q.jobs, rest)
-        };
-        if !jobs.is_empty()
-            && std::panic::catch_unwind(AssertUnwindSafe(|| write_round(&self.store, jobs)))
-                .is_err()
-        {
-            tracing::error!("a round of writes panicked; they were refused");
-        }
-        let more = {
-            let mut q = self.queue.lock();
-            q.leading = !q.jobs.is_empty();
-            q.leading
-        };
-        if more {
-            if self.pooled {
-                self.start_round();
-            } else {
-                let next = Arc::clone(self);
-                tokio::spawn(async move { next.round() });
+                    jobs.push(j);
+                }
+                Err(_) => break,
             }
+        }
+        // A panic drops the replies of the round's unanswered jobs (their requests get a
+        // 500) and the thread goes on with the next round.
+        let round = std::mem::take(&mut jobs);
+        if std::panic::catch_unwind(AssertUnwindSafe(|| write_round(&store, round))).is_err() {
+            tracing::error!("the writer thread panicked on a round of writes; they were refused");
         }
     }
 }

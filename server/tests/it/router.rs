@@ -21,12 +21,8 @@ struct Fixture {
 }
 
 fn fixture_with(token: Option<&str>, limits: Limits) -> Fixture {
-    fixture_opts(token, limits, StoreOptions::default())
-}
-
-fn fixture_opts(token: Option<&str>, limits: Limits, opts: StoreOptions) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), opts).unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let auth = Auth::load(dir.path(), token).unwrap();
     let state = AppState::new(store, auth, limits).unwrap();
     Fixture {

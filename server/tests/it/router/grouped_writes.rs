@@ -1,10 +1,9 @@
-//! Single writes of small bodies go through the store's writer, which writes the writes
-//! queued meanwhile as one round (one append per entry and one index commit for the whole
-//! round, `server/src/http/writer.rs`, `Store::write_groups`), on the runtime worker of the
-//! request that started it (or on the blocking pool with `sync=always`): many concurrent
-//! writes to many entries and to one entry are all acknowledged and read back, and a write
-//! that fails inside a round (timestamp taken: 409, unknown bucket: 404, bad entry name:
-//! 422, a label value over 4 KiB: 422) fails alone. Both places of a round are tested.
+//! Single writes of small bodies go through the store's writer thread, which writes the
+//! writes queued meanwhile as one round (one append per entry and one index commit for the
+//! whole round, `server/src/http/writer.rs`, `Store::write_groups`): many concurrent writes
+//! to many entries and to one entry are all acknowledged and read back, and a write that
+//! fails inside a round (timestamp taken: 409, unknown bucket: 404, bad entry name: 422, a
+//! label value over 4 KiB: 422) fails alone.
 
 use super::*;
 
@@ -45,28 +44,7 @@ const LONG_LABEL_TS: u64 = 1 << 40;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_small_writes_are_grouped_and_fail_alone() {
-    grouped_writes_fail_alone(fixture()).await;
-}
-
-/// The same with `sync=always`, whose rounds run on the blocking pool.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_small_writes_with_sync_always_are_grouped_and_fail_alone() {
-    let opts = StoreOptions {
-        sync: tsblob_storage::SyncPolicy::Always,
-        ..StoreOptions::default()
-    };
-    grouped_writes_fail_alone(fixture_opts(None, Limits::default(), opts)).await;
-}
-
-/// Rounds started from a single-threaded runtime (the request's own worker is the only
-/// one): every write is answered.
-#[tokio::test(flavor = "current_thread")]
-async fn concurrent_small_writes_on_one_runtime_thread_are_grouped_and_fail_alone() {
-    grouped_writes_fail_alone(fixture()).await;
-}
-
-async fn grouped_writes_fail_alone(f: Fixture) {
-    let f = std::sync::Arc::new(f);
+    let f = std::sync::Arc::new(fixture());
     f.bucket("b").await;
     // Taken timestamps: each is written again below, concurrently with everything else.
     for ts in 1..=20u64 {
