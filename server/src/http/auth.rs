@@ -5,17 +5,14 @@
 //! admin token given with `--token` is kept in memory only, also as a hash. As soon as any
 //! token exists, every route but `/health` needs `Authorization: Bearer <token>`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use super::errors::AppError;
 
@@ -343,31 +340,41 @@ fn validate_pattern(p: &str) -> Result<(), AppError> {
     }
 }
 
-/// Middleware: finds the caller of each request, or answers 401.
-pub async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
-    if req.uri().path() == "/health" || !auth.enabled() {
-        req.extensions_mut().insert(Caller::open());
-        return next.run(req).await;
-    }
-    let header = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let Some(header) = header else {
-        return unauthorized("this server needs a token: send `Authorization: Bearer <token>`");
-    };
-    let Some(value) = header
-        .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
-    else {
-        return unauthorized("the Authorization header must be `Bearer <token>`");
-    };
-    match auth.authenticate(value.trim()) {
-        Some(caller) => {
-            req.extensions_mut().insert(caller);
-            next.run(req).await
+impl Auth {
+    /// The token check of every request under the API (part of the one middleware,
+    /// `http::gate`): puts the [`Caller`] into the request's extensions, or returns the
+    /// 401 answer.
+    pub(crate) fn admit(&self, req: &mut Request) -> Option<Response> {
+        if req.uri().path() == "/health" || !self.enabled() {
+            req.extensions_mut().insert(Caller::open());
+            return None;
         }
-        None => unauthorized("the token is not valid: check its value, or ask for a new one"),
+        let header = req
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let Some(header) = header else {
+            return Some(unauthorized(
+                "this server needs a token: send `Authorization: Bearer <token>`",
+            ));
+        };
+        let Some(value) = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+        else {
+            return Some(unauthorized(
+                "the Authorization header must be `Bearer <token>`",
+            ));
+        };
+        match self.authenticate(value.trim()) {
+            Some(caller) => {
+                req.extensions_mut().insert(caller);
+                None
+            }
+            None => Some(unauthorized(
+                "the token is not valid: check its value, or ask for a new one",
+            )),
+        }
     }
 }
 

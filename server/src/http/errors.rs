@@ -131,10 +131,10 @@ impl IntoResponse for AppError {
     }
 }
 
-/// Middleware: turns the plain-text rejections of axum's extractors (a path that is not
-/// UTF-8, say) into the JSON error shape, so that every error a client sees has one form.
-pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let resp = next.run(req).await;
+/// Turns the plain-text rejections of axum's extractors (a path that is not UTF-8, say)
+/// into the JSON error shape, so that every error a client sees has one form (part of the
+/// one middleware, `http::gate`).
+pub(crate) async fn json_errors(resp: Response) -> Response {
     let status = resp.status();
     let is_json = resp
         .headers()

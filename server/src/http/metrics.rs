@@ -1,13 +1,11 @@
 //! Prometheus metrics: requests, bytes, latencies (a middleware around every route) and
 //! the store's disk usage, free space and quota evictions (read at scrape time).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use prometheus::{
@@ -262,33 +260,58 @@ fn op_of(method: &Method, path: &str) -> &'static str {
     }
 }
 
-/// Middleware: counts and times every request and the bytes of its bodies.
-pub async fn track(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = req.method().clone();
-    let op = op_of(&method, req.uri().path());
-    // The access log line costs an allocation: only when it is enabled.
-    let req_path = tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string());
-    let req = req.map(|b| Body::new(Counted::new(b, m.received.clone())));
-    m.in_flight.inc();
-    let resp = next.run(req).await;
-    m.in_flight.dec();
-    if let Some(path) = req_path {
-        tracing::debug!(
-            %method,
-            path,
-            status = resp.status().as_u16(),
-            micros = started.elapsed().as_micros() as u64,
-            "request"
-        );
+/// What [`Metrics::start`] noted of a request, for [`Metrics::finish`].
+pub(crate) struct Started {
+    at: Instant,
+    method: Method,
+    op: &'static str,
+    /// The access log line's path (an allocation: only when debug logging is on).
+    path: Option<String>,
+}
+
+impl Metrics {
+    /// Counts and times every request and the bytes of its bodies (part of the one
+    /// middleware, `http::gate`): `start` before the request is handled, `finish` with its
+    /// response.
+    pub(crate) fn start(&self, req: Request) -> (Request, Started) {
+        let method = req.method().clone();
+        let started = Started {
+            at: Instant::now(),
+            op: op_of(&method, req.uri().path()),
+            path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
+            method,
+        };
+        let req = req.map(|b| Body::new(Counted::new(b, self.received.clone())));
+        self.in_flight.inc();
+        (req, started)
     }
-    m.latency
-        .with_label_values(&[op])
-        .observe(started.elapsed().as_secs_f64());
-    m.requests
-        .with_label_values(&[op, method_label(&method), resp.status().as_str()])
-        .inc();
-    resp.map(|b| Body::new(Counted::new(b, m.sent.clone())))
+
+    /// The end of what [`Metrics::start`] began: the response's counters and its body's.
+    pub(crate) fn finish(&self, started: Started, resp: Response) -> Response {
+        self.in_flight.dec();
+        let Started {
+            at,
+            method,
+            op,
+            path,
+        } = started;
+        if let Some(path) = path {
+            tracing::debug!(
+                %method,
+                path,
+                status = resp.status().as_u16(),
+                micros = at.elapsed().as_micros() as u64,
+                "request"
+            );
+        }
+        self.latency
+            .with_label_values(&[op])
+            .observe(at.elapsed().as_secs_f64());
+        self.requests
+            .with_label_values(&[op, method_label(&method), resp.status().as_str()])
+            .inc();
+        resp.map(|b| Body::new(Counted::new(b, self.sent.clone())))
+    }
 }
 
 /// A body that counts its data bytes and, unlike `BodyExt::map_frame`, keeps its size hint

@@ -166,17 +166,28 @@ pub fn app(state: AppState) -> Router {
         .route("/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), read_only))
-        .layer(middleware::from_fn(errors::json_errors))
-        .layer(middleware::from_fn_with_state(
-            state.auth.clone(),
-            auth::authenticate,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.metrics.clone(),
-            metrics::track,
-        ));
+        .layer(middleware::from_fn_with_state(state.clone(), gate));
     api.merge(ui::routes()).with_state(state)
+}
+
+/// The one middleware of the API routes, from the outside in: metrics (every answer is
+/// counted, refusals included), the token check (401), JSON errors (axum's plain-text
+/// rejections reshaped), the read-replica refusal (405). One `from_fn` layer: as four, each
+/// boxed a future and cloned a boxed service per request
+/// (`docs/benchmarks/write-cpu-2-2026-11-23.md`).
+async fn gate(State(state): State<AppState>, req: Request, next: middleware::Next) -> Response {
+    let (mut req, started) = state.metrics.start(req);
+    let resp = match state.auth.admit(&mut req) {
+        Some(refused) => refused,
+        None => {
+            let resp = match read_only(&state, &req) {
+                Some(refused) => refused,
+                None => next.run(req).await,
+            };
+            errors::json_errors(resp).await
+        }
+    };
+    state.metrics.finish(started, resp)
 }
 
 /// Everything under an entry: one route with a wildcard (entry names contain `/`), sent to
@@ -259,23 +270,20 @@ pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Val
 
 /// A read replica answers reads only: GET and HEAD, and POST of a query. Anything else
 /// under `/api/v1/b` is 405 with the reason.
-async fn read_only(
-    State(state): State<AppState>,
-    req: Request,
-    next: middleware::Next,
-) -> Response {
+fn read_only(state: &AppState, req: &Request) -> Option<Response> {
     let path = req.uri().path();
     let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         || (*req.method() == Method::POST && path.ends_with("/query"));
-    if !read && path.starts_with("/api/v1/b") {
-        if let Some(of) = state.store.read_replica_of() {
-            return AppError::from(tsblob_storage::Error::from(
-                tsblob_storage::TierError::ReadOnly(of),
-            ))
-            .into_response();
-        }
+    if read || !path.starts_with("/api/v1/b") {
+        return None;
     }
-    next.run(req).await
+    let of = state.store.read_replica_of()?;
+    Some(
+        AppError::from(tsblob_storage::Error::from(
+            tsblob_storage::TierError::ReadOnly(of),
+        ))
+        .into_response(),
+    )
 }
 
 async fn not_found(req: Request) -> AppError {
