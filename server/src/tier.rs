@@ -168,11 +168,7 @@ impl Lane {
         &self,
         call: impl FnOnce(aws_sdk_s3::Client) -> F,
     ) -> Result<T, ObjectError> {
-        self.start(call).recv().unwrap_or_else(|_| {
-            Err(ObjectError::Unavailable(
-                "the object store client is shutting down".into(),
-            ))
-        })
+        answer(self.start(call))
     }
 
     /// Runs the call on this lane's runtime; its answer comes through the receiver.
@@ -189,14 +185,19 @@ impl Lane {
     }
 }
 
+/// Waits for the answer of a call started on a lane.
+fn answer<T>(rx: std::sync::mpsc::Receiver<Result<T, ObjectError>>) -> Result<T, ObjectError> {
+    rx.recv().unwrap_or_else(|_| {
+        Err(ObjectError::Unavailable(
+            "the object store client is shutting down".into(),
+        ))
+    })
+}
+
 impl S3Store {
     /// One GET of `key`, whole or of an HTTP `range` (`bytes=a-b`).
     fn fetch(&self, key: &str, range: Option<(u64, u64)>) -> Result<Vec<u8>, ObjectError> {
-        self.start_fetch(key, range).recv().unwrap_or_else(|_| {
-            Err(ObjectError::Unavailable(
-                "the object store client is shutting down".into(),
-            ))
-        })
+        answer(self.start_fetch(key, range))
     }
 
     /// Starts [`S3Store::fetch`]; the answer comes through the receiver.

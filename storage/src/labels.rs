@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::block::{head_crc, read_head};
 use crate::bucket::Bucket;
-use crate::codec::frame::{encode_head, HeadSpec, FLAG_DELETED, FRAME_PREFIX};
+use crate::codec::frame::{encode_head, seal_head, HeadSpec, FLAG_DELETED};
 use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
 use crate::files::CachedBlock;
@@ -173,12 +173,7 @@ impl Store {
         if crc32c::crc32c_combine(old_crc, crc, old.stored as usize) != old_head.crc {
             return Err(corrupt("CRC32C mismatch: the record is damaged".into()));
         }
-        let new_crc = crc32c::crc32c_combine(
-            crc32c::crc32c(&head[FRAME_PREFIX..]),
-            crc,
-            old.stored as usize,
-        );
-        head[2..6].copy_from_slice(&new_crc.to_le_bytes());
+        seal_head(&mut head, crc, old.stored);
         at.file
             .write_all_at(&head, at.start)
             .map_err(|err| Error::io("writing a record head", err))?;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use crate::bucket::Bucket;
 use crate::codec::block::encode_block_header;
-use crate::codec::frame::{encode_head, HeadSpec, FRAME_PREFIX};
+use crate::codec::frame::{encode_head, seal_head, HeadSpec};
 use crate::commit::Op;
 use crate::entry::{Block, Entry, EntryState};
 use crate::index::{Attrs, BlockState, IndexValue};
@@ -53,7 +53,7 @@ fn linked_prefix(
 ) -> (Vec<u8>, usize) {
     let mut bytes = encode_block_header(id, ts, entry);
     let header_len = bytes.len();
-    let head = encode_head(&HeadSpec {
+    let mut head = encode_head(&HeadSpec {
         flags: 0,
         ts,
         base_ts: ts,
@@ -64,13 +64,8 @@ fn linked_prefix(
         padded: true,
     })
     .bytes;
-    let crc = crc32c::crc32c_combine(
-        crc32c::crc32c(&head[FRAME_PREFIX..]),
-        payload_crc,
-        raw as usize,
-    );
+    seal_head(&mut head, payload_crc, raw);
     bytes.extend_from_slice(&head);
-    bytes[header_len + 2..header_len + 6].copy_from_slice(&crc.to_le_bytes());
     (bytes, header_len)
 }
 

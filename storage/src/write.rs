@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::block::{create_block, NewBlock};
 use crate::bucket::Bucket;
 use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
-use crate::codec::frame::{encode_head, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX};
+use crate::codec::frame::{encode_head, seal_head, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX};
 use crate::commit::{BlockFile, Change, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
 use crate::index::{Attrs, BlockState, IndexValue};
@@ -305,20 +305,10 @@ impl Store {
         let e = self.entry_or_create(&b, entry)?;
         let prepared = prepare(&b, records);
         let mut st = e.lock_live(bucket)?;
-        let appended = self.append_entry(&b, &e, &mut st, prepared, n);
-        let (results, ops, undo) = appended?;
-        if ops.is_empty() {
-            return Ok(results);
+        let (results, ops, undo) = self.append_entry(&b, &e, &mut st, prepared, n)?;
+        if !ops.is_empty() {
+            self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
         }
-        self.commit_or_undo_all(
-            ops,
-            vec![Uncommitted {
-                b: &b,
-                e: &e,
-                st: &mut st,
-                undo,
-            }],
-        )?;
         Ok(results)
     }
 
@@ -726,12 +716,7 @@ impl Store {
                     raw,
                 );
             }
-            let crc = crc32c::crc32c_combine(
-                crc32c::crc32c(&head[FRAME_PREFIX..]),
-                payload_crc,
-                stored as usize,
-            );
-            head[2..6].copy_from_slice(&crc.to_le_bytes());
+            seal_head(&mut head, payload_crc, stored);
             at.file
                 .write_all_at(&head, at.start)
                 .map_err(|e| Error::io("writing a record head", e))?;

@@ -239,6 +239,17 @@ fn split_head(buf: &[u8], base_ts: u64) -> Result<(HeadFields, &[u8], &[u8]), De
     Ok((fields, ct, lab))
 }
 
+/// Sets the CRC field of `head` for a frame whose `stored` payload bytes (written apart
+/// from the head) have the CRC32C `payload_crc`: the head's covered bytes, then the payload.
+pub fn seal_head(head: &mut [u8], payload_crc: u32, stored: u64) {
+    let crc = crc32c::crc32c_combine(
+        crc32c::crc32c(&head[FRAME_PREFIX..]),
+        payload_crc,
+        stored as usize,
+    );
+    head[2..6].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// CRC32C over a whole frame's covered bytes (head after the prefix, then payload).
 pub fn frame_crc(frame: &[u8]) -> u32 {
     crc32c::crc32c(&frame[FRAME_PREFIX..])

@@ -95,14 +95,9 @@ impl Tier {
         let h =
             check_frame_bytes(frame, t.base_ts).map_err(|why| corrupt(&t.key, v.offset, &why))?;
         // A raw payload is handed out as a slice of the fetched range (no copy out of it).
-        let data = if h.flags & FLAG_ZSTD == 0 {
-            SharedPayload::new(buf.clone(), at + h.head_len..end).map(Payload::Shared)
-        } else {
-            None
-        };
-        let data = match data {
-            Some(p) => p,
-            None => Payload::Memory(
+        let data = match SharedPayload::new(buf.clone(), at + h.head_len..end) {
+            Some(shared) if h.flags & FLAG_ZSTD == 0 => Payload::Shared(shared),
+            _ => Payload::Memory(
                 stored_payload(&h, &frame[h.head_len..])
                     .map_err(|why| corrupt(&t.key, v.offset, &why))?,
             ),
