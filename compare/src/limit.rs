@@ -9,6 +9,12 @@
 //! space, as `sendfile` would) in tsblob's own framing. It has no index: it knows which
 //! records exist from the workload plan it is given (`--workload`), the way the bench itself
 //! does. Started by `tsblob bench` as the hidden `tsblob bench-limit` subcommand.
+//!
+//! With `--store` it is the `limit-store` target: the same server, except that a write's
+//! body is appended, piece by piece as it arrives, to one file per entry (page cache, no
+//! fsync, no index, no framing). That is the least work any store must do for a write —
+//! the bytes have to reach a file — so `% of limit-store` says how close tsblob's writes come
+//! to storing at all, where `% of limit` compares them with not storing.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -44,6 +50,10 @@ pub struct LimitArgs {
     /// The workload (JSON, as `tsblob bench` writes it): which records exist.
     #[arg(long)]
     pub workload: PathBuf,
+    /// Append each write's body to a file per entry (the `limit-store` target) instead of
+    /// dropping it.
+    #[arg(long)]
+    pub store: bool,
 }
 
 /// A payload size's plan and its pool file, mapped.
@@ -54,6 +64,60 @@ struct Size {
 
 struct Limit {
     sizes: HashMap<u64, Size>,
+    /// With `--store`: where written bodies go.
+    store: Option<Appender>,
+}
+
+/// The files written bodies are appended to (`--store`): one per entry, opened on its first
+/// write. Bodies are written on the runtime worker that receives them: the least work, not
+/// a model of how a server should do blocking I/O.
+struct Appender {
+    dir: PathBuf,
+    files: std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<std::fs::File>>>>,
+}
+
+impl Appender {
+    fn file(&self, entry: &str) -> Result<Arc<std::sync::Mutex<std::fs::File>>, String> {
+        let mut files = self
+            .files
+            .lock()
+            .map_err(|_| "a writer panicked".to_string())?;
+        if let Some(f) = files.get(entry) {
+            return Ok(Arc::clone(f));
+        }
+        // Entry names of the workload are `s<size>-e<n>`: safe as file names (checked).
+        if entry.is_empty()
+            || !entry
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(format!("entry {entry:?} is not a workload entry"));
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(entry))
+            .map_err(|e| format!("cannot open the entry's file: {e}"))?;
+        let file = Arc::new(std::sync::Mutex::new(file));
+        files.insert(entry.to_string(), Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Reads a body to its end, appending each piece as it arrives.
+    async fn append(&self, entry: &str, body: Body) -> Result<u64, String> {
+        use std::io::Write;
+        let file = self.file(entry)?;
+        let mut stream = body.into_data_stream();
+        let mut n = 0u64;
+        while let Some(piece) = stream.next().await {
+            let piece = piece.map_err(|e| format!("reading the body failed: {e}"))?;
+            let mut f = file.lock().map_err(|_| "a writer panicked".to_string())?;
+            f.write_all(&piece)
+                .map_err(|e| format!("appending to the entry's file failed: {e}"))?;
+            n += piece.len() as u64;
+        }
+        Ok(n)
+    }
 }
 
 /// A window of a mapped pool file, handed to hyper without a copy.
@@ -91,7 +155,19 @@ pub async fn serve(args: LimitArgs) -> Result<()> {
         let pool = Arc::new(unsafe { Mmap::map(&file) }.context("cannot map a pool file")?);
         sizes.insert(plan.size, Size { plan, pool });
     }
-    let state = Arc::new(Limit { sizes });
+    let store = match args.store {
+        true => {
+            let dir = args.data.join("store");
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            Some(Appender {
+                dir,
+                files: Default::default(),
+            })
+        }
+        false => None,
+    };
+    let state = Arc::new(Limit { sizes, store });
     let app = Router::new()
         .route("/health", get(health))
         .route("/api/v1/b/{bucket}", post(create_bucket))
@@ -135,17 +211,34 @@ async fn drain(body: Body) -> Result<u64, String> {
     Ok(n)
 }
 
-/// Reads a write's body and drops it; answers like tsblob (`201 {"ts"}`), as the shared
-/// client reads the timestamp back.
-async fn discard(Query(q): Query<TsParam>, body: Body) -> Response {
-    match drain(body).await {
+/// Reads a write's body and drops it (or appends it, `--store`); answers like tsblob
+/// (`201 {"ts"}`), as the shared client reads the timestamp back.
+async fn discard(
+    State(state): State<Arc<Limit>>,
+    Path((_bucket, entry)): Path<(String, String)>,
+    Query(q): Query<TsParam>,
+    body: Body,
+) -> Response {
+    let read = match &state.store {
+        Some(store) => store.append(&entry, body).await,
+        None => drain(body).await,
+    };
+    match read {
         Ok(_) => (StatusCode::CREATED, Json(serde_json::json!({ "ts": q.ts }))).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
 
-async fn discard_batch(body: Body) -> Response {
-    match drain(body).await {
+async fn discard_batch(
+    State(state): State<Arc<Limit>>,
+    Path((_bucket, entry)): Path<(String, String)>,
+    body: Body,
+) -> Response {
+    let read = match &state.store {
+        Some(store) => store.append(&entry, body).await,
+        None => drain(body).await,
+    };
+    match read {
         Ok(_) => Json(serde_json::json!({"failed": 0, "results": []})).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }

@@ -74,7 +74,7 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
         minio: minio_bin,
         reductstore: reductstore_bin,
     };
-    if kinds.contains(&TargetKind::Limit) {
+    if kinds.iter().any(|k| k.is_limit()) {
         std::fs::write(
             run_dir.path().join("limit-workload.json"),
             serde_json::to_string(&*workload)?,
@@ -225,18 +225,20 @@ async fn run_kind(
             let target = Arc::new(Minio::new(&url, &user, &password, c, version));
             run_target(target, &url, spawned, workload, bucket, progress).await
         }
-        TargetKind::Limit => {
+        TargetKind::Limit | TargetKind::LimitStore => {
             let bin = std::env::current_exe().context("cannot find the tsblob executable")?;
-            let s = spawn_limit(&bin, dir, &run_dir.join("limit-workload.json")).await?;
+            let workload_file = run_dir.join("limit-workload.json");
+            let s = spawn_limit(&bin, dir, &workload_file, kind).await?;
             let url = s.url.clone();
-            let target = Arc::new(Tsblob::limit(&url, c)?);
+            let target = Arc::new(Tsblob::limit(kind, &url, c)?);
             run_target(target, &url, Some(s), workload, bucket, progress).await
         }
     }
 }
 
-/// The `limit` target: this executable's hidden `bench-limit` subcommand.
-async fn spawn_limit(bin: &Path, dir: &Path, workload: &Path) -> Result<Spawned> {
+/// The `limit` and `limit-store` targets: this executable's hidden `bench-limit`
+/// subcommand (with `--store` for `limit-store`).
+async fn spawn_limit(bin: &Path, dir: &Path, workload: &Path, kind: TargetKind) -> Result<Spawned> {
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
     let port = free_port()?;
@@ -248,7 +250,11 @@ async fn spawn_limit(bin: &Path, dir: &Path, workload: &Path) -> Result<Spawned>
         .arg(&data)
         .arg("--workload")
         .arg(workload);
-    let mut s = Spawned::start("limit", cmd, port, data, dir.join("limit.log"))?;
+    if kind == TargetKind::LimitStore {
+        cmd.arg("--store");
+    }
+    let log = dir.join(format!("{}.log", kind.name()));
+    let mut s = Spawned::start(kind.name(), cmd, port, data, log)?;
     s.wait_ready("/health", READY_TIMEOUT).await?;
     Ok(s)
 }

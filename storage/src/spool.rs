@@ -76,8 +76,8 @@ impl Spool {
         self.base
     }
 
-    /// CRC32C of every byte received.
-    pub(crate) fn crc(&self) -> u32 {
+    /// CRC32C of every byte received (computed as they were appended).
+    pub fn crc(&self) -> u32 {
         self.crc
     }
 

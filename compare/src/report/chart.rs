@@ -24,6 +24,7 @@ fn color(kind: TargetKind) -> RGBColor {
         TargetKind::Minio => RGBColor(0x1f, 0x77, 0xb4),
         TargetKind::Reductstore => RGBColor(0x2c, 0xa0, 0x2c),
         TargetKind::Limit => RGBColor(0x7f, 0x7f, 0x7f),
+        TargetKind::LimitStore => RGBColor(0xbc, 0xbd, 0x22),
     }
 }
 

@@ -59,6 +59,9 @@ pub struct Cell {
     /// tsblob's cells only: its records/s as a percentage of the `limit` target's.
     #[serde(default)]
     pub pct_of_limit: Option<f64>,
+    /// tsblob's cells only: its records/s as a percentage of the `limit-store` target's.
+    #[serde(default)]
+    pub pct_of_limit_store: Option<f64>,
 }
 
 impl Cell {
@@ -75,6 +78,7 @@ impl Cell {
             server_cpu_s: None,
             repeats: Vec::new(),
             pct_of_limit: None,
+            pct_of_limit_store: None,
         }
     }
 
@@ -91,6 +95,7 @@ impl Cell {
             server_cpu_s: None,
             repeats: Vec::new(),
             pct_of_limit: None,
+            pct_of_limit_store: None,
         }
     }
 
@@ -261,7 +266,8 @@ impl Report {
     }
 
     /// Fills `tsblob_speedup` of every measured cell from tsblob's cell of the same phase and
-    /// size, and `pct_of_limit` of tsblob's cells from the `limit` target's.
+    /// size, and `pct_of_limit` (`pct_of_limit_store`) of tsblob's cells from the `limit`
+    /// (`limit-store`) target's.
     pub fn compute_ratios(&mut self) {
         let base: Vec<(Phase, u64, f64)> = self
             .cells
@@ -279,21 +285,30 @@ impl Report {
                 _ => None,
             };
         }
-        let limit: Vec<(Phase, u64, f64)> = self
-            .cells
-            .iter()
-            .filter(|c| c.target == TargetKind::Limit)
-            .filter_map(|c| Some((c.phase, c.size, c.result.as_ref()?.records_per_s)))
-            .collect();
-        for cell in &mut self.cells {
-            let (Some(r), TargetKind::Tsblob) = (&cell.result, cell.target) else {
-                continue;
-            };
-            cell.pct_of_limit = limit
+        for (kind, pct) in [
+            (
+                TargetKind::Limit,
+                (|c| &mut c.pct_of_limit) as fn(&mut Cell) -> &mut Option<f64>,
+            ),
+            (TargetKind::LimitStore, |c| &mut c.pct_of_limit_store),
+        ] {
+            let limit: Vec<(Phase, u64, f64)> = self
+                .cells
                 .iter()
-                .find(|(p, s, _)| *p == cell.phase && *s == cell.size)
-                .filter(|(_, _, l)| *l > 0.0)
-                .map(|(_, _, l)| r.records_per_s / l * 100.0);
+                .filter(|c| c.target == kind)
+                .filter_map(|c| Some((c.phase, c.size, c.result.as_ref()?.records_per_s)))
+                .collect();
+            for cell in &mut self.cells {
+                let (Some(r), TargetKind::Tsblob) = (&cell.result, cell.target) else {
+                    continue;
+                };
+                let rps = r.records_per_s;
+                *pct(cell) = limit
+                    .iter()
+                    .find(|(p, s, _)| *p == cell.phase && *s == cell.size)
+                    .filter(|(_, _, l)| *l > 0.0)
+                    .map(|(_, _, l)| rps / l * 100.0);
+            }
         }
     }
 
@@ -356,9 +371,11 @@ pub fn row(cell: &Cell) -> Vec<String> {
                 cell.server_cpu_s
                     .map_or_else(|| "n/a (not spawned)".to_string(), |x| format!("{x:.2}")),
                 rps_range(&cell.repeats),
-                match (cell.target, cell.pct_of_limit) {
-                    (_, Some(p)) => format!("{p:.0}%"),
-                    (TargetKind::Tsblob, None) => "n/a (no limit cell)".to_string(),
+                match (cell.target, cell.pct_of_limit, cell.pct_of_limit_store) {
+                    (_, Some(p), Some(s)) => format!("{p:.0}% (limit-store: {s:.0}%)"),
+                    (_, Some(p), None) => format!("{p:.0}%"),
+                    (_, None, Some(s)) => format!("limit-store: {s:.0}%"),
+                    (TargetKind::Tsblob, None, None) => "n/a (no limit cell)".to_string(),
                     _ => String::new(),
                 },
             ]);
@@ -544,6 +561,15 @@ mod tests {
         assert_eq!(report.cells[1].tsblob_speedup, Some(10.0));
         assert_eq!(row(&report.cells[0])[14], "100–300 (3 runs)");
         assert_eq!(row(&report.cells[0])[15], "1000%");
+        // With a limit-store cell, tsblob's row carries both percentages.
+        let mut store = measured(TargetKind::LimitStore, 400.0, 0);
+        store.repeats = vec![400.0];
+        report.cells.push(store);
+        report.compute_ratios();
+        assert_eq!(report.cells[0].pct_of_limit_store, Some(50.0));
+        assert_eq!(report.cells[2].pct_of_limit_store, None);
+        assert_eq!(row(&report.cells[0])[15], "1000% (limit-store: 50%)");
+        assert!(super::csv::render(&report).contains(",1000,50\n"));
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub enum TargetKind {
     /// The physical limit: a server on tsblob's stack that discards writes and answers reads
     /// from a mapped file, without an index (`crate::limit`).
     Limit,
+    /// The physical limit of storing: `limit`, except that each write's body is appended to
+    /// a file per entry (`crate::limit`, `--store`).
+    #[serde(rename = "limit-store")]
+    LimitStore,
 }
 
 impl TargetKind {
@@ -40,7 +44,13 @@ impl TargetKind {
             TargetKind::Minio => "minio",
             TargetKind::Reductstore => "reductstore",
             TargetKind::Limit => "limit",
+            TargetKind::LimitStore => "limit-store",
         }
+    }
+
+    /// One of the two limit servers (`crate::limit`).
+    pub fn is_limit(self) -> bool {
+        matches!(self, TargetKind::Limit | TargetKind::LimitStore)
     }
 
     /// Parses a `--against` item.
@@ -49,9 +59,10 @@ impl TargetKind {
             "minio" => Ok(TargetKind::Minio),
             "reductstore" | "reduct" => Ok(TargetKind::Reductstore),
             "limit" => Ok(TargetKind::Limit),
+            "limit-store" => Ok(TargetKind::LimitStore),
             other => bail!(
-                "unknown peer {other:?} in --against: use minio, reductstore, limit (a comma \
-                 separated list of them)"
+                "unknown peer {other:?} in --against: use minio, reductstore, limit, \
+                 limit-store (a comma separated list of them)"
             ),
         }
     }

@@ -35,10 +35,10 @@ impl Tsblob {
         })
     }
 
-    /// A client for the `limit` server at `base`.
-    pub fn limit(base: &str, concurrency: usize) -> Result<Tsblob> {
+    /// A client for a limit server (`kind`: `limit` or `limit-store`) at `base`.
+    pub fn limit(kind: TargetKind, base: &str, concurrency: usize) -> Result<Tsblob> {
         Ok(Tsblob {
-            kind: TargetKind::Limit,
+            kind,
             ..Tsblob::new(base, concurrency)?
         })
     }
@@ -130,14 +130,14 @@ impl Target for Tsblob {
 
     fn when_support(&self) -> Result<(), &'static str> {
         match self.kind {
-            TargetKind::Limit => Err("the limit server has no index to filter on"),
+            k if k.is_limit() => Err("the limit server has no index to filter on"),
             _ => Ok(()),
         }
     }
 
     fn fifo_support(&self) -> Result<(), &'static str> {
         match self.kind {
-            TargetKind::Limit => Err("the limit server keeps nothing: no quota to hold"),
+            k if k.is_limit() => Err("the limit server has no quota to hold"),
             _ => Ok(()),
         }
     }

@@ -305,7 +305,7 @@ fn spawn_spooled(
         let asked = meta.ts;
         let settled = spooled.and_then(|(spool, crc)| {
             let written = store.write_spooled(&bucket, &entry, &meta, spool);
-            settle_write(&store, &bucket, &entry, written, if_exists, crc)
+            settle_write(&store, &bucket, &entry, written, if_exists, || crc)
         });
         vec![match settled {
             Ok((ts, status)) => RecordResult {
