@@ -8,10 +8,13 @@ server's nor other processes') moves much less, and it is what a change of the S
 Each variant runs in a fresh process (``PYTHONPATH`` set to its source folder), ``rounds``
 times, alternating; each figure is the median over rounds, with the range.
 
-Operations: one 1 KB write with a timestamp (sync and async), and a time-range query of
-2,000 records of 1 KB, every payload touched (sync and async), per record.
+Operations: one write with a timestamp of each ``--write-sizes`` size (1 KB by default; at
+most ``--writes`` of them, and at most 100 MB a size: 100 writes of 1 MB, 10 of 10 MB), sync
+and async, and a time-range query of 2,000 records of 1 KB, every payload touched (sync and
+async), per record.
 
     python bench/sdk_cpu.py --variant before=/tmp/old/client-py/src --variant after=src --rounds 5
+    python bench/sdk_cpu.py --variant before=... --variant after=src --write-sizes 1KB,1MB,10MB
 
 Without ``--variant`` it measures the installed ``tsblob`` alone.
 """
@@ -29,16 +32,20 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from bench_vs_reduct import Spawned, find_tsblob, free_port, wait_ready
+from bench_vs_reduct import SIZES, Spawned, find_tsblob, free_port, wait_ready
 
 T0 = 1_700_000_000_000_000
 WORKER = r'''
 import asyncio, json, sys, time
 import tsblob
 url, bucket, n_write, n_query, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sizes = json.loads(sys.argv[6])  # [[name, bytes], ...]
 T0 = 1_700_000_000_000_000
 body = b"x" * 1000
 out = {}
+
+def count(size):
+    return max(10, min(n_write, 100_000_000 // size))
 
 def measure(name, n, fn):
     c0, w0 = time.process_time(), time.perf_counter()
@@ -48,8 +55,10 @@ def measure(name, n, fn):
 with tsblob.Client(url) as db:
     for i in range(50):  # warm-up: connection, caches
         db.write(bucket, f"warm-{tag}", body, ts=T0 + i)
-    measure("sync write 1 KB", n_write,
-            lambda: [db.write(bucket, f"w-{tag}", body, ts=T0 + i) for i in range(n_write)])
+    for name, size in sizes:
+        data, n = bytes(range(251)) * (size // 251) + b"z" * (size % 251), count(size)
+        measure(f"sync write {name}", n,
+                lambda: [db.write(bucket, f"w-{name}-{tag}", data, ts=T0 + i) for i in range(n)])
     def q():
         for rec in db.query(bucket, "q", start=T0, stop=T0 + n_query):
             rec.data
@@ -59,10 +68,12 @@ async def main():
     async with tsblob.AsyncClient(url) as db:
         for i in range(50):
             await db.write(bucket, f"awarm-{tag}", body, ts=T0 + i)
-        c0, w0 = time.process_time(), time.perf_counter()
-        for i in range(n_write):
-            await db.write(bucket, f"aw-{tag}", body, ts=T0 + i)
-        out["async write 1 KB"] = ((time.process_time() - c0) / n_write * 1e6, (time.perf_counter() - w0) / n_write * 1e6)
+        for name, size in sizes:
+            data, n = bytes(range(251)) * (size // 251) + b"z" * (size % 251), count(size)
+            c0, w0 = time.process_time(), time.perf_counter()
+            for i in range(n):
+                await db.write(bucket, f"aw-{name}-{tag}", data, ts=T0 + i)
+            out[f"async write {name}"] = ((time.process_time() - c0) / n * 1e6, (time.perf_counter() - w0) / n * 1e6)
         c0, w0 = time.process_time(), time.perf_counter()
         async for rec in db.query(bucket, "q", start=T0, stop=T0 + n_query):
             await rec.read()
@@ -79,7 +90,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--writes", type=int, default=2000)
     ap.add_argument("--records", type=int, default=2000)
+    ap.add_argument("--write-sizes", default="1KB", help="comma-separated, of " + ",".join(SIZES))
     args = ap.parse_args()
+    sizes = json.dumps([[s, SIZES[s]] for s in args.write_sizes.split(",") if s])
     variants = dict(v.split("=", 1) for v in args.variant) or {"installed": ""}
     tmp = Path(tempfile.mkdtemp(prefix="tsblob-sdkcpu-"))
     port = free_port()
@@ -100,7 +113,7 @@ def main() -> None:
                 if path:
                     env["PYTHONPATH"] = str(Path(path).resolve())
                 out = subprocess.run([sys.executable, "-c", WORKER, url, "sdkcpu", str(args.writes),
-                                      str(args.records), f"{name}-{r}"], env=env, capture_output=True, text=True,
+                                      str(args.records), f"{name}-{r}", sizes], env=env, capture_output=True, text=True,
                                      check=True)
                 for op, figs in json.loads(out.stdout.strip().splitlines()[-1]).items():
                     results[name].setdefault(op, []).append(figs)

@@ -107,6 +107,60 @@ def test_write_from_file_and_iterator(client: Client, bucket: str, tmp_path) -> 
         client.write(bucket, "f", "text")  # type: ignore[arg-type]
 
 
+def test_write_buffers_round_trip_above_every_chunk_size(client: Client, bucket: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Regression (issue 15, python part): the sync transport sends a request's head and a
+    bytes-like body with one ``sendmsg`` instead of joining them (a copy of the whole record),
+    for bodies of any size. Every buffer type must arrive byte-identical and with the right
+    Content-Length: above the 1 MiB chunk size, the 1 MiB old join limit and what one
+    ``sendmsg`` takes (the rest goes out through ``sendall`` from an offset), a memoryview
+    slice with a non-zero start, and a memoryview of 4-byte items (length in bytes)."""
+    import array
+
+    big = bytes(range(251)) * (3 * 4177 + 1)  # 3,145,878 B: no power of two, above 3 MiB
+    ints = array.array("i", range(300_000))  # 1.2 MB of 4-byte items
+    path = tmp_path / "big.bin"
+    path.write_bytes(big)
+    cases = [
+        ("bytes", big, big),
+        ("bytearray", bytearray(big), big),
+        ("memoryview", memoryview(big), big),
+        ("slice", memoryview(big)[12_345:], big[12_345:]),
+        ("ints", memoryview(ints), ints.tobytes()),
+        ("small-bytearray", bytearray(b"x" * 100), b"x" * 100),
+        ("empty-memoryview", memoryview(b""), b""),
+    ]
+    for i, (name, body, want) in enumerate(cases):
+        t = client.write(bucket, "buf", body, ts=T0 + i)
+        rec = client.read(bucket, "buf", t)
+        assert rec.size == len(want) and rec.data == want, name
+    with open(path, "rb") as f:
+        f.seek(7)  # sent from the current position
+        t = client.write(bucket, "buf", f, ts=T0 + 100)
+    assert client.read(bucket, "buf", t).data == big[7:]
+
+
+def test_file_body_sends_exactly_its_size(server, bucket: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Regression (issue 15, python part): the sync client sends a regular file with
+    ``sendfile`` and never more than the Content-Length it declared: ``size=`` smaller than
+    the file sends that many bytes (before, the rest of the file followed on the connection
+    and broke the next request), and a file with fewer bytes left than ``size=`` raises at
+    once (before, the server waited for bytes that never came) and leaves the client usable."""
+    payload = bytes(range(251)) * 9000  # 2,259,000 B
+    path = tmp_path / "f.bin"
+    path.write_bytes(payload)
+    with server.client(pool_size=1) as db:  # one connection: the next request reuses it
+        with open(path, "rb") as f:
+            t = db.write(bucket, "file", f, ts=T0, size=1_500_000)
+            assert f.tell() == 1_500_000  # the file is left after what was sent
+        assert db.read(bucket, "file", t).data == payload[:1_500_000]
+        assert db.write(bucket, "file", b"next", ts=T0 + 1) == T0 + 1
+        with open(path, "rb") as f, pytest.raises(tsblob.InvalidInput, match="2259000 bytes left"):
+            db.write(bucket, "file", f, ts=T0 + 2, size=len(payload) + 10)
+        assert db.write(bucket, "file", b"after", ts=T0 + 3) == T0 + 3
+        with pytest.raises(tsblob.NotFound):
+            db.read(bucket, "file", T0 + 2)
+
+
 def test_read_stream(client: Client, bucket: str) -> None:
     payload = b"abc" * 1_000_000
     client.write(bucket, "big", payload, ts=T0, labels={"k": "v"}, content_type="video/mp4")

@@ -61,7 +61,9 @@ async def _sync_chunks(it: Iterable[bytes]) -> AsyncIterator[bytes]:
 def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
     """(body for aiohttp, Content-Length or None)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data) if not isinstance(data, bytes) else data, None
+        # No copy: aiohttp sends any bytes-like body; a memoryview is cast to bytes so that
+        # its length counts bytes (an array of 4-byte items has 4 bytes an item).
+        return data if isinstance(data, bytes) else memoryview(data).cast("B"), None
     if isinstance(data, str):
         raise TypeError("write() takes bytes, a binary file or an iterator of bytes; encode str first "
                         "(e.g. text.encode()) and pass content_type='text/plain; charset=utf-8'")
