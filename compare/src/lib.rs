@@ -30,7 +30,9 @@ use crate::workload::{parse_size, Phase, Workload};
 pub struct BenchArgs {
     /// Peers to compare against tsblob, comma separated: minio, reductstore, limit (a
     /// server on tsblob's stack that discards writes and answers reads from a mapped file:
-    /// the physical limit; tsblob's cells are reported as a percentage of it).
+    /// the physical limit; tsblob's cells are reported as a percentage of it),
+    /// limit-store (the same server appending each write's body to a file per entry: what
+    /// storing at all costs).
     #[arg(long, value_delimiter = ',')]
     pub against: Vec<String>,
     /// Runs every target's phases this many times (a fresh server and bucket each round,
