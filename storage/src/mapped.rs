@@ -6,11 +6,17 @@
 //! than the copy (`clear_page` in the profiles). A mapped frame is the page cache itself:
 //! the payload goes from there to the socket in one copy, as the `limit` server's reads do.
 //!
+//! A point read maps its frame alone. A query maps a *window* of each block it reads
+//! ([`Windows`]): the frames of the records it listed in that block, up to [`WINDOW_MAX`],
+//! once, and slices every payload out of it, so a 100 KiB record costs neither a `pread`
+//! into a buffer nor an `mmap` + `munmap` of its own
+//! (`docs/benchmarks/range-read-2026-11-23.md`).
+//!
 //! Safety of the mapping: a mapped file must not shrink under the mapped bytes (that is a
 //! `SIGBUS`). Block files only ever shrink in two places: recovery at open (no reader yet),
 //! and [`crate::write`]'s undo of a write whose index commit failed, which cuts back to the
 //! length before that write: past every committed record, so past every frame a reader can
-//! find in the index and map. Removed blocks are unlinked, never truncated: a mapping keeps
+//! find in the index and map (a window spans only such frames: [`Span`]). Removed blocks are unlinked, never truncated: a mapping keeps
 //! an unlinked file's pages until it is dropped (as an open descriptor does).
 
 use std::fs::File;
