@@ -63,7 +63,7 @@ pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedR
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
-pub use mapped::{MappedPayload, Payload, SharedPayload, MAP_MAX, MAP_MIN};
+pub use mapped::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
 pub use multi::{entry_pattern_matches, MultiIter};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use read::{QueryItem, QueryIter};

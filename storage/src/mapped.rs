@@ -6,15 +6,22 @@
 //! than the copy (`clear_page` in the profiles). A mapped frame is the page cache itself:
 //! the payload goes from there to the socket in one copy, as the `limit` server's reads do.
 //!
+//! A point read maps its frame alone. A query maps a *window* of each block it reads
+//! ([`Windows`]): the frames of the records it listed in that block, up to [`WINDOW_MAX`],
+//! once, and slices every payload out of it, so a 100 KiB record costs neither a `pread`
+//! into a buffer nor an `mmap` + `munmap` of its own
+//! (`docs/benchmarks/range-read-2026-11-23.md`).
+//!
 //! Safety of the mapping: a mapped file must not shrink under the mapped bytes (that is a
 //! `SIGBUS`). Block files only ever shrink in two places: recovery at open (no reader yet),
 //! and [`crate::write`]'s undo of a write whose index commit failed, which cuts back to the
 //! length before that write: past every committed record, so past every frame a reader can
-//! find in the index and map. Removed blocks are unlinked, never truncated: a mapping keeps
+//! find in the index and map (a window spans only such frames: [`Span`]). Removed blocks are unlinked, never truncated: a mapping keeps
 //! an unlinked file's pages until it is dropped (as an open descriptor does).
 
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use memmap2::{Mmap, MmapOptions};
 
@@ -96,15 +103,18 @@ impl AsRef<[u8]> for SharedPayload {
     }
 }
 
-/// A payload mapped read-only from its block file (the frame's head is mapped with it).
+/// A payload mapped read-only from its block file: a slice of a mapping of the block (its
+/// frame alone for a point read, a window of several frames for a query's records:
+/// [`Windows`]), which it keeps alive until dropped.
 pub struct MappedPayload {
-    map: Mmap,
-    start: usize,
+    map: Arc<Mmap>,
+    range: std::ops::Range<usize>,
 }
 
 impl AsRef<[u8]> for MappedPayload {
     fn as_ref(&self) -> &[u8] {
-        &self.map[self.start..]
+        // `frame_in` checked the range against the mapping.
+        self.map.get(self.range.clone()).unwrap_or_default()
     }
 }
 
@@ -114,10 +124,235 @@ impl std::fmt::Debug for MappedPayload {
     }
 }
 
-/// Maps the frame the index value `v` locates and checks it as `block::read_frame` checks one it reads:
-/// its head, its length against the index, its CRC32C, its timestamp. `None` for a
-/// compressed frame (its payload must be decompressed into memory anyway) and when the
-/// mapping cannot be made (the caller reads the frame instead).
+/// A query maps at most this many bytes of a block at once (more only for a frame that is
+/// larger itself). A mapping stays alive while any payload sliced from it waits to be sent.
+pub const WINDOW_MAX: u64 = 8 << 20;
+
+/// The bytes of a block a query may map around one of its records: from the first to the
+/// end of the last frame, in the record's block, of the records the query listed from the
+/// index and has not returned yet (that record included). Every byte of it belongs to a
+/// committed frame's block prefix: a window never reaches past the committed length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    block_id: u64,
+    lo: u64,
+    hi: u64,
+}
+
+impl Span {
+    /// The span of `v`'s frame alone.
+    pub(crate) fn of(v: &IndexValue) -> Span {
+        Span {
+            block_id: v.block_id,
+            lo: v.offset,
+            hi: v.offset.saturating_add(v.frame_len),
+        }
+    }
+
+    /// More than `v`'s own frame.
+    pub(crate) fn is_shared(&self, v: &IndexValue) -> bool {
+        *self != Span::of(v)
+    }
+
+    fn covers(&self, v: &IndexValue) -> bool {
+        self.block_id == v.block_id
+            && v.offset >= self.lo
+            && v.offset.saturating_add(v.frame_len) <= self.hi
+    }
+
+    /// The span of `v` and the records `rest` (listed after it) that are in its block,
+    /// capped to [`WINDOW_MAX`] from `v` on in the walk's direction.
+    fn around<'a>(
+        v: &IndexValue,
+        rest: impl Iterator<Item = &'a IndexValue>,
+        descending: bool,
+    ) -> Span {
+        let mut s = Span::of(v);
+        for r in rest.filter(|r| r.block_id == v.block_id) {
+            s.lo = s.lo.min(r.offset);
+            s.hi = s.hi.max(r.offset.saturating_add(r.frame_len));
+        }
+        let own = Span::of(v);
+        let cap = WINDOW_MAX.max(v.frame_len);
+        if s.hi - s.lo > cap {
+            if descending {
+                s.lo = s.lo.max(own.hi.saturating_sub(cap));
+            } else {
+                s.hi = s.hi.min(own.lo.saturating_add(cap));
+            }
+        }
+        s
+    }
+}
+
+/// The span of each record a query walk returns, computed once per window rather than per
+/// record: [`Spans::next`] reuses the last span while it covers the record.
+#[derive(Default)]
+pub(crate) struct Spans {
+    last: Option<Span>,
+}
+
+impl Spans {
+    /// The span of `v`, about to be returned, with `rest` the listed records after it.
+    pub(crate) fn next<'a>(
+        &mut self,
+        v: &IndexValue,
+        rest: impl Iterator<Item = &'a IndexValue>,
+        descending: bool,
+    ) -> Span {
+        if let Some(s) = self.last.filter(|s| s.covers(v)) {
+            return s;
+        }
+        let s = Span::around(v, rest, descending);
+        self.last = Some(s);
+        s
+    }
+}
+
+/// The block window a query reads its records' payloads from: one mapping of several
+/// frames (a page of index records in one block, up to [`WINDOW_MAX`]) instead of a
+/// `pread` into a fresh buffer, or an `mmap` and `munmap`, per record. Owned by the
+/// query's reader (the server's producer), one per query, dropped with it.
+#[derive(Default)]
+pub struct Windows {
+    current: Option<Window>,
+}
+
+/// A mapped part of a block file: `span`'s bytes, the mapping starting at `span.lo`.
+struct Window {
+    span: Span,
+    map: Arc<Mmap>,
+}
+
+impl Windows {
+    /// `v`'s frame, checked, from the current window, or from a new one mapping `span`;
+    /// `None` for a compressed frame and when the mapping cannot be made (as
+    /// [`map_frame`]).
+    pub(crate) fn frame(
+        &mut self,
+        file: &File,
+        path: &dyn Fn() -> PathBuf,
+        v: &IndexValue,
+        span: Span,
+        base_ts: u64,
+        ts: u64,
+    ) -> Result<Option<MappedPayload>> {
+        if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
+            return Ok(None);
+        }
+        let hit = self.current.as_ref().filter(|w| w.span.covers(v));
+        let w = match hit {
+            Some(w) => w,
+            None => {
+                self.current = None; // let go of the old window before mapping the next
+                let Some(map) = map_range(file, path, v, span)? else {
+                    return Ok(None);
+                };
+                self.current.insert(Window {
+                    span,
+                    map: Arc::new(map),
+                })
+            }
+        };
+        frame_in(&w.map, w.span.lo, path, v, base_ts, ts).map(Some)
+    }
+}
+
+/// Maps `span` of a block file (populated), after checking that `v`'s frame, inside it,
+/// lies within the file. `None` when the mapping cannot be made.
+fn map_range(
+    file: &File,
+    path: &dyn Fn() -> PathBuf,
+    v: &IndexValue,
+    span: Span,
+) -> Result<Option<Mmap>> {
+    // Never map past the end of the file: touching such a page is a SIGBUS, not an error.
+    let file_len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {:?}", path()), e))?
+        .len();
+    if v.offset
+        .checked_add(v.frame_len)
+        .is_none_or(|end| end > file_len)
+    {
+        return Err(corrupt(
+            path,
+            v.offset,
+            "record extends past the end of its block",
+        ));
+    }
+    let hi = span.hi.min(file_len);
+    let len = usize::try_from(hi - span.lo)
+        .map_err(|_| corrupt(path, v.offset, "frame too large to map"))?;
+    // SAFETY: the mapped range lies within the file (checked above) and within the frames
+    // of committed records (`Span`); block files never shrink under a committed frame
+    // while the store is open (see the module comment), and the bytes of a committed
+    // frame are never rewritten (only its flags byte, which no reader relies on).
+    match unsafe {
+        MmapOptions::new()
+            .offset(span.lo)
+            .len(len)
+            .populate()
+            .map(file)
+    } {
+        Ok(map) => Ok(Some(map)),
+        Err(e) => {
+            // Out of mappings (`vm.max_map_count`: many slow readers each holding some) or
+            // of address space: the caller reads the payload into memory instead.
+            log::debug!("mapping {:?} failed ({e}): reading instead", path());
+            Ok(None)
+        }
+    }
+}
+
+fn corrupt(path: &dyn Fn() -> PathBuf, offset: u64, reason: &str) -> Error {
+    Error::Corrupt(CorruptionError::Record {
+        path: path(),
+        offset,
+        reason: reason.to_string(),
+    })
+}
+
+/// `v`'s frame inside `map` (which maps the block from file offset `map_at`), checked as
+/// `block::read_frame` checks one it reads: its head, its length against the index, its
+/// CRC32C, its timestamp.
+fn frame_in(
+    map: &Arc<Mmap>,
+    map_at: u64,
+    path: &dyn Fn() -> PathBuf,
+    v: &IndexValue,
+    base_ts: u64,
+    ts: u64,
+) -> Result<MappedPayload> {
+    let bad = |reason: &str| corrupt(path, v.offset, reason);
+    let start = usize::try_from(v.offset - map_at).map_err(|_| bad("frame too large to map"))?;
+    let frame = usize::try_from(v.frame_len)
+        .ok()
+        .and_then(|len| map.get(start..start.checked_add(len)?))
+        .ok_or_else(|| bad("record extends past the end of its block"))?;
+    let head_len = (v.frame_len - v.size) as usize;
+    let h = check_head(frame, base_ts).map_err(|f| bad(&format!("{f:?}")))?;
+    if h.head_len != head_len || h.head_len as u64 + h.stored_len != v.frame_len {
+        return Err(bad("frame length differs from the index"));
+    }
+    if crc32c::crc32c(&frame[FRAME_PREFIX..]) != h.crc {
+        return Err(bad("CRC32C mismatch"));
+    }
+    if h.ts != ts {
+        return Err(bad(&format!(
+            "index says timestamp {ts}, block says {}",
+            h.ts
+        )));
+    }
+    Ok(MappedPayload {
+        map: Arc::clone(map),
+        range: start + head_len..start + frame.len(),
+    })
+}
+
+/// Maps the frame the index value `v` locates, alone, and checks it ([`frame_in`]).
+/// `None` for a compressed frame (its payload must be decompressed into memory anyway) and
+/// when the mapping cannot be made (the caller reads the frame instead).
 pub(crate) fn map_frame(
     file: &File,
     path: &dyn Fn() -> PathBuf,
@@ -125,65 +360,7 @@ pub(crate) fn map_frame(
     base_ts: u64,
     ts: u64,
 ) -> Result<Option<MappedPayload>> {
-    let (offset, frame_len, size) = (v.offset, v.frame_len, v.size);
-    if v.flags & FLAG_ZSTD != 0 || size > frame_len {
-        return Ok(None);
-    }
-    let corrupt = |reason: &str| {
-        Error::Corrupt(CorruptionError::Record {
-            path: path(),
-            offset,
-            reason: reason.to_string(),
-        })
-    };
-    // Never map past the end of the file: touching such a page is a SIGBUS, not an error.
-    let file_len = file
-        .metadata()
-        .map_err(|e| Error::io(format!("stat {:?}", path()), e))?
-        .len();
-    if offset
-        .checked_add(frame_len)
-        .is_none_or(|end| end > file_len)
-    {
-        return Err(corrupt("record extends past the end of its block"));
-    }
-    let len = usize::try_from(frame_len).map_err(|_| corrupt("frame too large to map"))?;
-    // SAFETY: the mapped range lies within the file (checked above) and block files never
-    // shrink under a committed frame while the store is open (see the module comment);
-    // the bytes of a committed frame are never rewritten.
-    let map = match unsafe {
-        MmapOptions::new()
-            .offset(offset)
-            .len(len)
-            .populate()
-            .map(file)
-    } {
-        Ok(map) => map,
-        Err(e) => {
-            // Out of mappings (`vm.max_map_count`: many slow readers each holding some) or
-            // of address space: the caller reads the payload into memory instead.
-            log::debug!("mapping {:?} failed ({e}): reading instead", path());
-            return Ok(None);
-        }
-    };
-    let head_len = (frame_len - size) as usize;
-    let h = check_head(&map, base_ts).map_err(|f| corrupt(&format!("{f:?}")))?;
-    if h.head_len != head_len || h.head_len as u64 + h.stored_len != frame_len {
-        return Err(corrupt("frame length differs from the index"));
-    }
-    if crc32c::crc32c(&map[FRAME_PREFIX..]) != h.crc {
-        return Err(corrupt("CRC32C mismatch"));
-    }
-    if h.ts != ts {
-        return Err(corrupt(&format!(
-            "index says timestamp {ts}, block says {}",
-            h.ts
-        )));
-    }
-    Ok(Some(MappedPayload {
-        map,
-        start: head_len,
-    }))
+    Windows::default().frame(file, path, v, Span::of(v), base_ts, ts)
 }
 
 #[cfg(test)]
@@ -193,6 +370,110 @@ mod tests {
 
     fn payload(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i % 253) as u8).collect()
+    }
+
+    fn value(block_id: u64, offset: u64, frame_len: u64) -> crate::index::IndexValue {
+        crate::index::IndexValue {
+            block_id,
+            offset,
+            frame_len,
+            stored: frame_len - 10,
+            size: frame_len - 10,
+            flags: 0,
+            attrs: Default::default(),
+        }
+    }
+
+    /// Risk "a window past the committed length": a window spans only the frames of the
+    /// records the query listed (committed: they are in the index) in the record's block,
+    /// capped to WINDOW_MAX in the walk's direction; never the bytes after the last one.
+    #[test]
+    fn a_window_spans_only_listed_frames_of_its_block() {
+        use super::{Span, Spans, WINDOW_MAX};
+        let v = value(1, 100, 1000);
+        let rest = [value(1, 1100, 1000), value(2, 0, 5000), value(1, 2100, 500)];
+        let s = Span::around(&v, rest.iter(), false);
+        assert_eq!((s.block_id, s.lo, s.hi), (1, 100, 2600));
+        // alone, a record's span is its frame, which is not worth a window below MAP_MIN
+        assert_eq!(Span::around(&v, [].iter(), false), Span::of(&v));
+        assert!(!Span::of(&v).is_shared(&v) && s.is_shared(&v));
+        // capped from the record on, forwards or backwards
+        let far = [value(1, 100 + 2 * WINDOW_MAX, 1000)];
+        let s = Span::around(&v, far.iter(), false);
+        assert_eq!((s.lo, s.hi), (100, 100 + WINDOW_MAX));
+        let last = value(1, 100 + 2 * WINDOW_MAX, 1000);
+        let s = Span::around(&last, [v.clone()].iter(), true);
+        assert_eq!(s.hi, last.offset + 1000);
+        assert_eq!(s.hi - s.lo, WINDOW_MAX);
+        // a frame larger than the cap still fits its own span
+        let huge = value(1, 0, 3 * WINDOW_MAX);
+        assert_eq!(Span::around(&huge, far.iter(), false), Span::of(&huge));
+        // Spans reuses a span that covers the next record, and only then
+        let mut spans = Spans::default();
+        let first = spans.next(&v, rest.iter(), false);
+        assert_eq!(spans.next(&rest[0], [].iter(), false), first);
+        assert_eq!(spans.next(&rest[1], [].iter(), false), Span::of(&rest[1]));
+    }
+
+    /// A query's payloads of one block are slices of one mapping (each record's bytes right
+    /// after the previous record's frame head), ascending and descending, and are the bytes
+    /// written; a payload handed out outlives the removal of its block, and the records of a
+    /// block removed while the query runs read as gone (skipped), never as data.
+    #[test]
+    fn a_query_slices_its_payloads_from_one_window_per_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let data: Vec<Vec<u8>> = (0..40u64)
+            .map(|ts| {
+                payload(100 << 10)
+                    .into_iter()
+                    .map(|b| b ^ ts as u8)
+                    .collect()
+            })
+            .collect();
+        for (ts, d) in data.iter().enumerate() {
+            s.write("b", "e", &WriteMeta::at(ts as u64), d).unwrap();
+        }
+        for descending in [false, true] {
+            let q = Query {
+                descending,
+                ..Query::default()
+            };
+            let mut w = Windows::default();
+            let mut prev: Option<(u64, usize, usize)> = None;
+            let mut seen = 0;
+            for item in s.query("b", "e", &q).unwrap() {
+                let item = item.unwrap();
+                let p = item.payload_in(&mut w).unwrap().unwrap();
+                let Payload::Mapped(m) = &p else {
+                    panic!("a 100 KiB payload of a query was not sliced from a window");
+                };
+                assert!(p.as_ref() == &data[item.meta.ts as usize][..]);
+                let here = m.as_ref().as_ptr() as usize;
+                if let Some((ts, at, len)) = prev {
+                    // same mapping: the next frame starts where this one ended (+ its head)
+                    let gap = if descending {
+                        at - (here + p.len())
+                    } else {
+                        here - (at + len)
+                    };
+                    assert!(gap < 256, "ts {ts} -> {}: {gap} bytes apart", item.meta.ts);
+                }
+                prev = Some((item.meta.ts, here, p.len()));
+                seen += 1;
+            }
+            assert_eq!(seen, data.len());
+        }
+        // Removal while a query runs: the handed-out payload stays, the rest is gone.
+        let mut w = Windows::default();
+        let mut it = s.query("b", "e", &Query::default()).unwrap();
+        let first = it.next().unwrap().unwrap();
+        let p = first.payload_in(&mut w).unwrap().unwrap();
+        let second = it.next().unwrap().unwrap();
+        s.remove_bucket("b").unwrap();
+        assert!(p.as_ref() == &data[0][..]);
+        assert!(matches!(second.payload_in(&mut w), Err(Error::NotFound(_))));
     }
 
     /// Large raw payloads are mapped, small and compressed ones read into memory; all of

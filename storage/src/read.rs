@@ -10,7 +10,7 @@ use crate::block::read_frame;
 use crate::entry::Entry;
 use crate::files::CachedBlock;
 use crate::index::{IndexValue, Order};
-use crate::mapped::{map_frame, Payload, MAP_MAX, MAP_MIN, MEMORY_MAX};
+use crate::mapped::{map_frame, Payload, Span, Spans, Windows, MAP_MAX, MAP_MIN, MEMORY_MAX};
 use crate::select::Selector;
 use crate::store::Inner;
 use crate::*;
@@ -79,7 +79,7 @@ impl Store {
         ts: Option<u64>,
     ) -> Result<(RecordMeta, Option<Payload>)> {
         let (e, ts, v) = self.locate(bucket, entry, ts)?;
-        let p = payload_of(&self.inner, &e, ts, &v, Access::Point)
+        let p = payload_of(&self.inner, &e, ts, &v, Access::Point, None)
             .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
         Ok((meta_of(ts, &v), p))
     }
@@ -112,6 +112,7 @@ impl Store {
             descending: query.descending,
             sel: Selector::new(query),
             page: VecDeque::new(),
+            spans: Spans::default(),
             failed: None,
             done: false,
             ended: false,
@@ -211,27 +212,41 @@ fn read_local(
 }
 
 /// A record's payload without a copy where it can be ([`Payload::Mapped`]: a raw payload
-/// of [`MAP_MIN`] to [`MAP_MAX`] bytes in a local block), read into memory where it is
-/// small, tiered, or compressed and at most [`MEMORY_MAX`]; `None` otherwise (stream it).
+/// of [`MAP_MIN`] to [`MAP_MAX`] bytes in a local block, or of any size up to `MAP_MAX`
+/// inside a query's shared window: `window`), read into memory where it is small, tiered,
+/// or compressed and at most [`MEMORY_MAX`]; `None` otherwise (stream it).
 fn payload_of(
     inner: &Inner,
     e: &Entry,
     ts: u64,
     v: &IndexValue,
     access: Access,
+    window: Option<(&mut Windows, Span)>,
 ) -> Result<Option<Payload>> {
     if v.size > MAP_MAX {
         return Ok(None);
     }
+    // The block is looked up as for any read, also when a window of it is mapped: a block
+    // deleted since the query listed its records reads as gone (`NotFound`), as before.
     let (file, base_ts) = match source(inner, e, ts, v, access)? {
         Source::Local(file, base_ts) => (file, base_ts),
         Source::Tiered(data) => return Ok(Some(data)),
     };
-    if v.size >= MAP_MIN {
-        let path = || e.block_path(v.block_id);
-        if let Some(m) = map_frame(&file, &path, v, base_ts, ts)? {
-            return Ok(Some(Payload::Mapped(m)));
+    let path = || e.block_path(v.block_id);
+    match window {
+        // A window of several frames costs one mapping for all of them: worth it at
+        // any size (a frame alone is not, below MAP_MIN).
+        Some((w, span)) if v.size >= MAP_MIN || span.is_shared(v) => {
+            if let Some(m) = w.frame(&file, &path, v, span, base_ts, ts)? {
+                return Ok(Some(Payload::Mapped(m)));
+            }
         }
+        _ if v.size >= MAP_MIN => {
+            if let Some(m) = map_frame(&file, &path, v, base_ts, ts)? {
+                return Ok(Some(Payload::Mapped(m)));
+            }
+        }
+        _ => {}
     }
     if v.size > MEMORY_MAX {
         return Ok(None);
@@ -272,6 +287,8 @@ pub struct QueryItem {
     store: Store,
     entry: Arc<Entry>,
     value: IndexValue,
+    /// The committed bytes of its block around it that a window may map.
+    span: Span,
     bucket: String,
 }
 
@@ -287,6 +304,7 @@ impl QueryItem {
             meta: meta_of(ts, &value),
             store: store.clone(),
             entry,
+            span: Span::of(&value),
             value,
             bucket: bucket.to_string(),
         }
@@ -301,7 +319,7 @@ impl QueryItem {
     /// since the query listed it is `NotFound`.
     fn scan<T>(
         &self,
-        read: fn(&Inner, &Entry, u64, &IndexValue, Access) -> Result<T>,
+        read: impl FnOnce(&Inner, &Entry, u64, &IndexValue, Access) -> Result<T>,
     ) -> Result<T> {
         read(
             &self.store.inner,
@@ -323,7 +341,16 @@ impl QueryItem {
     /// [`Store::read_payload`]); `None` for one to stream with [`QueryItem::reader`].
     /// `NotFound` as for [`QueryItem::data`].
     pub fn payload(&self) -> Result<Option<Payload>> {
-        self.scan(payload_of)
+        self.scan(|inner, e, ts, v, access| payload_of(inner, e, ts, v, access, None))
+    }
+
+    /// [`QueryItem::payload`] for a reader of many of a query's records: a raw payload is
+    /// sliced from a mapped window of its block shared with the records after it
+    /// (`windows`, one per query), not read or mapped alone.
+    pub fn payload_in(&self, windows: &mut Windows) -> Result<Option<Payload>> {
+        self.scan(|inner, e, ts, v, access| {
+            payload_of(inner, e, ts, v, access, Some((windows, self.span)))
+        })
     }
 
     /// The payload as a stream (for large records); the CRC is checked at its end.
@@ -345,6 +372,8 @@ pub struct QueryIter {
     descending: bool,
     sel: Selector,
     page: VecDeque<(u64, IndexValue)>,
+    /// The span of the records returned last (see [`Span`]).
+    spans: Spans,
     /// An error to return once the records selected before it are out.
     failed: Option<Error>,
     /// The walk of `[lo, hi)` is over (a later `resume` may start another).
@@ -440,11 +469,14 @@ impl QueryIter {
         let Some((ts, value)) = self.page.pop_front() else {
             return Some(Ok(None));
         };
+        let rest = self.page.iter().map(|(_, v)| v);
+        let span = self.spans.next(&value, rest, self.descending);
         Some(Ok(Some(QueryItem {
             meta: meta_of(ts, &value),
             store: self.store.clone(),
             entry: self.entry.clone(),
             value,
+            span,
             bucket: self.bucket.clone(),
         })))
     }

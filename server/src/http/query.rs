@@ -17,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::BufMut;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{LabelFilter, Labels, MultiIter, Payload, Query, QueryItem, QueryIter};
+use tsblob_storage::{
+    LabelFilter, Labels, MultiIter, Payload, Query, QueryItem, QueryIter, Windows,
+};
 
 use super::body::{channel_body, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
@@ -37,8 +39,13 @@ const IDLE_PAGES: u32 = 16;
 /// Frames are gathered into chunks of about this size, one per step on the blocking pool
 /// (large enough that the hand-off to the pool costs little per byte). A mapped payload
 /// (`tsblob_storage::Payload::Mapped`, up to `MAP_MAX`) is one piece however large: it
-/// holds page-cache pages, not memory of ours.
+/// holds page-cache pages, not memory of ours, and counts towards `STEP` instead.
 const CHUNK: usize = 256 << 10;
+/// A step also ends once its pieces, mapped ones included, reach this many bytes. Mapped
+/// payloads cost no memory of ours, so a step of them can be larger than `CHUNK`: fewer
+/// hand-offs between the blocking pool and the response's task per byte (each costs
+/// futex wake-ups and context switches: `docs/benchmarks/range-read-2026-11-23.md`).
+const STEP: usize = 4 << 20;
 /// Chunks queued between the producer and the socket.
 const DEPTH: usize = 16;
 
@@ -426,11 +433,24 @@ struct Pieces {
     done: Vec<Bytes>,
     buf: BytesMut,
     len: usize,
+    /// Bytes of `done` that are mapped payloads (page cache: not memory of ours).
+    borrowed: usize,
 }
 
 impl Pieces {
     fn len(&self) -> usize {
         self.len + self.buf.len()
+    }
+
+    /// Bytes of ours the step holds (gathered, or in buffers read for it): all but the
+    /// mapped payloads.
+    fn held(&self) -> usize {
+        self.len() - self.borrowed
+    }
+
+    /// Whether the step is full: `CHUNK` bytes held, or `STEP` in all.
+    fn full(&self) -> bool {
+        self.held() >= CHUNK || self.len() >= STEP
     }
 
     fn push(&mut self, data: Vec<u8>) {
@@ -443,17 +463,21 @@ impl Pieces {
         self.done.push(Bytes::from(data));
     }
 
-    /// A record's payload: a mapped one, or a large slice of a tiered range, as a piece of
-    /// its own, without a copy.
+    /// A record's payload: a large mapped one (a slice of its block's window), or a large
+    /// slice of a tiered range, as a piece of its own, without a copy; a small one copied
+    /// next to its head.
     fn push_payload(&mut self, p: Payload) {
         match p {
             Payload::Memory(data) => self.push(data),
-            Payload::Shared(s) if s.as_ref().len() < OWN_PIECE => {
-                self.buf.extend_from_slice(s.as_ref())
+            p @ (Payload::Mapped(_) | Payload::Shared(_)) if p.len() < OWN_PIECE => {
+                self.buf.extend_from_slice(p.as_ref())
             }
             p @ (Payload::Mapped(_) | Payload::Shared(_)) => {
                 self.flush();
                 self.len += p.len();
+                if matches!(p, Payload::Mapped(_)) {
+                    self.borrowed += p.len();
+                }
                 self.done.push(Bytes::from_owner(p));
             }
         }
@@ -515,6 +539,8 @@ pub(crate) struct Producer {
     /// NDJSON metadata lines instead of record frames.
     meta: bool,
     count: u64,
+    /// The mapped block window payloads are sliced from.
+    windows: Windows,
     large: Option<(tsblob_storage::RecordReader, u64)>,
     /// A live tail: its settle time in µs (records newer than now minus it wait).
     follow: Option<u64>,
@@ -528,6 +554,7 @@ impl Producer {
             iter,
             meta,
             count: 0,
+            windows: Windows::default(),
             large: None,
             follow: None,
             rearm: false,
@@ -584,7 +611,7 @@ impl Producer {
             self.iter.resume(horizon);
         }
         loop {
-            if out.len() >= CHUNK {
+            if out.full() {
                 return Step::More(out.finish());
             }
             if let Some((reader, left)) = self.large.as_mut() {
@@ -654,7 +681,7 @@ impl Producer {
                 self.count += 1;
                 continue;
             }
-            match item.payload() {
+            match item.payload_in(&mut self.windows) {
                 Ok(Some(data)) => {
                     self.put_head(&mut out.buf, &item, data.len() as u64);
                     out.push_payload(data);

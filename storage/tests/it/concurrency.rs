@@ -118,3 +118,55 @@ fn writers_and_readers_on_shared_and_separate_entries() {
             .collect::<Vec<_>>()
     );
 }
+
+/// Risk "a query window past the committed length": a query maps a window of the block
+/// its records are in while a writer keeps appending to that same block. The window spans
+/// only frames the query listed from the index, so every record it hands out is whole and
+/// its own bytes (CRC-checked), whatever the writer is doing at the end of the block.
+#[test]
+fn query_windows_racing_appends_to_their_block_read_whole_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    const SIZE: usize = 20 << 10;
+    s.write("b", "e", &meta(0), &payload(0, SIZE)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (s, stop) = (s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut ts = 1;
+            while !stop.load(Ordering::Relaxed) && ts < 3000 {
+                s.write("b", "e", &meta(ts), &payload(ts, SIZE)).unwrap();
+                ts += 1;
+            }
+            ts
+        })
+    };
+    let mut queries = 0;
+    let mut records = 0;
+    while !writer.is_finished() || queries == 0 {
+        let mut w = Windows::default();
+        let mut last = None;
+        for item in s.query("b", "e", &Query::default()).unwrap() {
+            let item = item.unwrap();
+            let p = item.payload_in(&mut w).unwrap().unwrap();
+            assert!(
+                p.as_ref() == payload(item.meta.ts, SIZE),
+                "ts {} damaged",
+                item.meta.ts
+            );
+            assert!(last.is_none_or(|l| l < item.meta.ts));
+            last = Some(item.meta.ts);
+            records += 1;
+        }
+        queries += 1;
+        if queries >= 200 {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+    let written = writer.join().unwrap();
+    assert!(
+        queries > 1 && records > written as usize,
+        "{queries} queries, {records} records"
+    );
+}
