@@ -211,6 +211,17 @@ async fn drain(body: Body) -> Result<u64, String> {
     Ok(n)
 }
 
+impl Limit {
+    /// Reads a write's body to its end: dropped, or appended to the entry's file with
+    /// `--store`.
+    async fn take(&self, entry: &str, body: Body) -> Result<u64, String> {
+        match &self.store {
+            Some(store) => store.append(entry, body).await,
+            None => drain(body).await,
+        }
+    }
+}
+
 /// Reads a write's body and drops it (or appends it, `--store`); answers like tsblob
 /// (`201 {"ts"}`), as the shared client reads the timestamp back.
 async fn discard(
@@ -219,26 +230,19 @@ async fn discard(
     Query(q): Query<TsParam>,
     body: Body,
 ) -> Response {
-    let read = match &state.store {
-        Some(store) => store.append(&entry, body).await,
-        None => drain(body).await,
-    };
-    match read {
+    match state.take(&entry, body).await {
         Ok(_) => (StatusCode::CREATED, Json(serde_json::json!({ "ts": q.ts }))).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
 
+/// A batch's body, likewise; answers that nothing failed.
 async fn discard_batch(
     State(state): State<Arc<Limit>>,
     Path((_bucket, entry)): Path<(String, String)>,
     body: Body,
 ) -> Response {
-    let read = match &state.store {
-        Some(store) => store.append(&entry, body).await,
-        None => drain(body).await,
-    };
-    match read {
+    match state.take(&entry, body).await {
         Ok(_) => Json(serde_json::json!({"failed": 0, "results": []})).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
