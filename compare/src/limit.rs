@@ -211,17 +211,6 @@ async fn drain(body: Body) -> Result<u64, String> {
     Ok(n)
 }
 
-impl Limit {
-    /// Reads a write's body to its end: dropped, or appended to the entry's file with
-    /// `--store`.
-    async fn take(&self, entry: &str, body: Body) -> Result<u64, String> {
-        match &self.store {
-            Some(store) => store.append(entry, body).await,
-            None => drain(body).await,
-        }
-    }
-}
-
 /// Reads a write's body and drops it (or appends it, `--store`); answers like tsblob
 /// (`201 {"ts"}`), as the shared client reads the timestamp back.
 async fn discard(
@@ -254,6 +243,15 @@ fn error(status: StatusCode, message: String) -> Response {
 }
 
 impl Limit {
+    /// Reads a write's body to its end: dropped, or appended to the entry's file with
+    /// `--store`.
+    async fn take(&self, entry: &str, body: Body) -> Result<u64, String> {
+        match &self.store {
+            Some(store) => store.append(entry, body).await,
+            None => drain(body).await,
+        }
+    }
+
     /// The plan and entry index of an entry name `s<size>-e<entry>` (a 404 otherwise).
     fn entry(&self, name: &str) -> Result<(&Size, u32), Box<Response>> {
         let parsed = name

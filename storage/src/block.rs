@@ -12,6 +12,7 @@ use crate::codec::frame::{
     check_head, decode_head, FrameHead, HeadFields, FLAG_ZSTD, FRAME_PREFIX,
 };
 use crate::codec::DecodeError;
+use crate::index::IndexValue;
 use crate::{CorruptionError, Error, RecordMeta, Result};
 
 /// The file name of a block: its id in 16 hex digits, so names sort in id order.
@@ -101,21 +102,77 @@ fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
     })
 }
 
-/// Reads a whole frame and returns its fixed head fields and original payload, CRC-checked.
-/// `size` is the original payload length the index holds: for a raw payload it tells
-/// where the payload starts, so head and payload land in separate buffers with one
+/// What a frame's own head must agree with: the index's length and timestamp for it, and
+/// for a raw payload read into its own buffer, where the payload starts.
+pub(crate) struct Expect {
+    pub frame_len: u64,
+    pub head_len: Option<usize>,
+    pub ts: u64,
+}
+
+/// Why a frame was refused ([`check_frame`]); the reason of a
+/// [`CorruptionError::Record`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameFault {
+    #[error("{0:?}")]
+    Head(DecodeError),
+    #[error("frame length differs from the index")]
+    Length,
+    #[error("CRC32C mismatch")]
+    Crc,
+    #[error("index says timestamp {index}, block says {block}")]
+    Timestamp { index: u64, block: u64 },
+    #[error("zstd: {0}")]
+    Zstd(io::Error),
+    #[error("decompressed length differs")]
+    RawLength,
+}
+
+/// The one check of a frame, wherever its bytes came from (read from a block file, mapped,
+/// fetched from the object store): its head, its length against the index, its CRC32C, its
+/// timestamp. `head` starts at the frame's first byte and `payload` follows it; a frame
+/// in one piece is passed whole as `head` with an empty `payload`. Returns the head fields
+/// (the stored payload starts `head_len` bytes into the frame).
+pub(crate) fn check_frame(
+    head: &[u8],
+    payload: &[u8],
+    base_ts: u64,
+    want: &Expect,
+) -> std::result::Result<HeadFields, FrameFault> {
+    let h = check_head(head, base_ts).map_err(FrameFault::Head)?;
+    if h.head_len as u64 + h.stored_len != want.frame_len
+        || (head.len() + payload.len()) as u64 != want.frame_len
+        || want.head_len.is_some_and(|n| n != h.head_len)
+    {
+        return Err(FrameFault::Length);
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[FRAME_PREFIX..]), payload);
+    if crc != h.crc {
+        return Err(FrameFault::Crc);
+    }
+    if h.ts != want.ts {
+        return Err(FrameFault::Timestamp {
+            index: want.ts,
+            block: h.ts,
+        });
+    }
+    Ok(h)
+}
+
+/// Reads the whole frame the index value `v` locates and returns its original payload,
+/// checked ([`check_frame`]) against `v` and the record's timestamp `ts`. A raw payload's
+/// length tells where it starts, so head and payload land in separate buffers with one
 /// `preadv` and the payload is never moved.
 pub fn read_frame(
     file: &File,
     path: &dyn Fn() -> PathBuf,
-    offset: u64,
-    frame_len: u64,
-    size: u64,
-    flags: u8,
+    v: &IndexValue,
     base_ts: u64,
-) -> Result<(HeadFields, Vec<u8>)> {
+    ts: u64,
+) -> Result<Vec<u8>> {
+    let (offset, frame_len, size) = (v.offset, v.frame_len, v.size);
     let corrupt_at = |reason: String| corrupt(&path(), offset, reason);
-    let raw = flags & FLAG_ZSTD == 0 && size <= frame_len;
+    let raw = v.flags & FLAG_ZSTD == 0 && size <= frame_len;
     let head_len = if raw {
         (frame_len - size) as usize
     } else {
@@ -145,19 +202,16 @@ pub fn read_frame(
         // first `size` bytes of the capacity are initialised.
         unsafe { payload.set_len(size as usize) };
     }
-    let h = check_head(head, base_ts).map_err(|f| corrupt_at(format!("{f:?}")))?;
-    if h.head_len as u64 + h.stored_len != frame_len || (raw && h.head_len != head_len) {
-        return Err(corrupt_at("frame length differs from the index".into()));
-    }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[FRAME_PREFIX..]), &payload);
-    if crc != h.crc {
-        return Err(corrupt_at("CRC32C mismatch".into()));
-    }
+    let want = Expect {
+        frame_len,
+        head_len: raw.then_some(head_len),
+        ts,
+    };
+    let h = check_frame(head, &payload, base_ts, &want).map_err(|f| corrupt_at(f.to_string()))?;
     if raw {
-        return Ok((h, payload));
+        return Ok(payload);
     }
-    let data = stored_payload(&h, &head[h.head_len..]).map_err(corrupt_at)?;
-    Ok((h, data))
+    stored_payload(&h, &head[h.head_len..]).map_err(|f| corrupt_at(f.to_string()))
 }
 
 /// The original payload of a CRC-checked frame from its stored bytes (decompressed if the
@@ -165,30 +219,15 @@ pub fn read_frame(
 pub(crate) fn stored_payload(
     h: &HeadFields,
     stored: &[u8],
-) -> std::result::Result<Vec<u8>, String> {
+) -> std::result::Result<Vec<u8>, FrameFault> {
     if h.flags & FLAG_ZSTD == 0 {
         return Ok(stored.to_vec());
     }
-    let out =
-        zstd::bulk::decompress(stored, h.raw_len as usize).map_err(|e| format!("zstd: {e}"))?;
+    let out = zstd::bulk::decompress(stored, h.raw_len as usize).map_err(FrameFault::Zstd)?;
     if out.len() as u64 != h.raw_len {
-        return Err("decompressed length differs".into());
+        return Err(FrameFault::RawLength);
     }
     Ok(out)
-}
-
-/// A whole frame already in memory (fetched from the object store) checked as
-/// [`read_frame`] checks one read from a file: its head, its length, its CRC32C; returns the
-/// head fields (the stored payload is `frame[head_len..]`). The error says what was wrong.
-pub fn check_frame_bytes(frame: &[u8], base_ts: u64) -> std::result::Result<HeadFields, String> {
-    let h = check_head(frame, base_ts).map_err(|f| format!("{f:?}"))?;
-    if h.head_len as u64 + h.stored_len != frame.len() as u64 {
-        return Err("frame length differs from the index".into());
-    }
-    if crc32c::crc32c(&frame[FRAME_PREFIX..]) != h.crc {
-        return Err("CRC32C mismatch".into());
-    }
-    Ok(h)
 }
 
 /// `preadv` of two buffers at `offset`, retried until both are full or the file ends. The
@@ -502,5 +541,77 @@ impl Read for RecordReader {
                 Ok(n)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::frame::{encode_head, seal_head, HeadSpec};
+
+    /// A sealed raw frame of `payload` at `ts` (base 1000), and its head's length.
+    fn frame(payload: &[u8], ts: u64) -> (Vec<u8>, usize) {
+        let labels = crate::Labels::new();
+        let mut head = encode_head(&HeadSpec {
+            flags: 0,
+            ts,
+            base_ts: 1000,
+            stored_len: payload.len() as u64,
+            raw_len: payload.len() as u64,
+            content_type: "text/plain",
+            labels: &labels,
+            padded: false,
+        })
+        .bytes;
+        seal_head(&mut head, crc32c::crc32c(payload), payload.len() as u64);
+        let head_len = head.len();
+        head.extend_from_slice(payload);
+        (head, head_len)
+    }
+
+    /// The three frame checks that were twins (a frame read from a file, mapped, fetched
+    /// from the object store) are one: a frame passed whole and the same frame split into
+    /// head and payload get the same answer, and each fault is told apart.
+    #[test]
+    fn check_frame_is_one_check_for_whole_and_split_frames() {
+        let (f, hl) = frame(b"hello, frame", 1234);
+        let want = Expect {
+            frame_len: f.len() as u64,
+            head_len: Some(hl),
+            ts: 1234,
+        };
+        let whole = check_frame(&f, &[], 1000, &want).unwrap();
+        let split = check_frame(&f[..hl], &f[hl..], 1000, &want).unwrap();
+        assert_eq!((whole.head_len, whole.ts), (hl, 1234));
+        assert_eq!((split.head_len, split.stored_len), (hl, 12));
+
+        let mut flipped = f.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        for (head, payload) in [(&flipped[..], &[][..]), (&flipped[..hl], &flipped[hl..])] {
+            let e = check_frame(head, payload, 1000, &want).unwrap_err();
+            assert!(matches!(e, FrameFault::Crc), "{e}");
+        }
+        let e = check_frame(&f, &[], 1000, &Expect { ts: 1235, ..want }).unwrap_err();
+        assert_eq!(e.to_string(), "index says timestamp 1235, block says 1234");
+        let longer = Expect {
+            frame_len: f.len() as u64 + 1,
+            head_len: None,
+            ts: 1234,
+        };
+        assert!(matches!(
+            check_frame(&f, &[], 1000, &longer),
+            Err(FrameFault::Length)
+        ));
+        let moved = Expect {
+            frame_len: f.len() as u64,
+            head_len: Some(hl + 1),
+            ts: 1234,
+        };
+        assert!(matches!(
+            check_frame(&f, &[], 1000, &moved),
+            Err(FrameFault::Length)
+        ));
+        let e = check_frame(&f[..3], &[], 1000, &want).unwrap_err();
+        assert!(matches!(e, FrameFault::Head(_) | FrameFault::Length), "{e}");
     }
 }

@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use memmap2::{Mmap, MmapOptions};
 
-use crate::codec::frame::{check_head, FLAG_ZSTD, FRAME_PREFIX};
+use crate::block::{check_frame, Expect};
+use crate::codec::frame::FLAG_ZSTD;
 use crate::index::IndexValue;
 use crate::{CorruptionError, Error, Result};
 
@@ -331,19 +332,12 @@ fn frame_in(
         .and_then(|len| map.get(start..start.checked_add(len)?))
         .ok_or_else(|| bad("record extends past the end of its block"))?;
     let head_len = (v.frame_len - v.size) as usize;
-    let h = check_head(frame, base_ts).map_err(|f| bad(&format!("{f:?}")))?;
-    if h.head_len != head_len || h.head_len as u64 + h.stored_len != v.frame_len {
-        return Err(bad("frame length differs from the index"));
-    }
-    if crc32c::crc32c(&frame[FRAME_PREFIX..]) != h.crc {
-        return Err(bad("CRC32C mismatch"));
-    }
-    if h.ts != ts {
-        return Err(bad(&format!(
-            "index says timestamp {ts}, block says {}",
-            h.ts
-        )));
-    }
+    let want = Expect {
+        frame_len: v.frame_len,
+        head_len: Some(head_len),
+        ts,
+    };
+    check_frame(frame, &[], base_ts, &want).map_err(|f| bad(&f.to_string()))?;
     Ok(MappedPayload {
         map: Arc::clone(map),
         range: start + head_len..start + frame.len(),

@@ -199,16 +199,7 @@ fn read_local(
     base_ts: u64,
 ) -> Result<Vec<u8>> {
     let path = || e.block_path(v.block_id);
-    let (head, data) = read_frame(file, &path, v.offset, v.frame_len, v.size, v.flags, base_ts)?;
-    if head.ts != ts {
-        return Err(CorruptionError::Record {
-            path: path(),
-            offset: v.offset,
-            reason: format!("index says timestamp {ts}, block says {}", head.ts),
-        }
-        .into());
-    }
-    Ok(data)
+    read_frame(file, &path, v, base_ts, ts)
 }
 
 /// A record's payload without a copy where it can be ([`Payload::Mapped`]: a raw payload

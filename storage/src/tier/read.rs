@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{ObjectError, PendingGet, Tier, Tiered};
-use crate::block::{check_frame_bytes, stored_payload};
+use crate::block::{check_frame, stored_payload, Expect};
 use crate::codec::frame::{HeadFields, FLAG_ZSTD};
 use crate::entry::Entry;
 use crate::index::IndexValue;
@@ -92,23 +92,21 @@ impl Tier {
                 "the object ends inside the record",
             ));
         };
-        let h =
-            check_frame_bytes(frame, t.base_ts).map_err(|why| corrupt(&t.key, v.offset, &why))?;
+        let want = Expect {
+            frame_len: v.frame_len,
+            head_len: None,
+            ts,
+        };
+        let h = check_frame(frame, &[], t.base_ts, &want)
+            .map_err(|f| corrupt(&t.key, v.offset, &f.to_string()))?;
         // A raw payload is handed out as a slice of the fetched range (no copy out of it).
         let data = match SharedPayload::new(buf.clone(), at + h.head_len..end) {
             Some(shared) if h.flags & FLAG_ZSTD == 0 => Payload::Shared(shared),
             _ => Payload::Memory(
                 stored_payload(&h, &frame[h.head_len..])
-                    .map_err(|why| corrupt(&t.key, v.offset, &why))?,
+                    .map_err(|f| corrupt(&t.key, v.offset, &f.to_string()))?,
             ),
         };
-        if h.ts != ts {
-            return Err(corrupt(
-                &t.key,
-                v.offset,
-                &format!("index says timestamp {ts}, block says {}", h.ts),
-            ));
-        }
         Ok(Some((h, data)))
     }
 
