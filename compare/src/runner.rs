@@ -64,6 +64,8 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
         tool: format!("tsblob bench {}", env!("CARGO_PKG_VERSION")),
         started_unix,
         total_seconds: 0.0,
+        load_1m_start: report::load_1m(),
+        load_1m_end: None,
         machine: Machine::detect(),
         workload: (*workload).clone(),
         targets: Vec::new(),
@@ -122,6 +124,7 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
     report.disk = report::median_disk_of_rounds(&disk);
     progress.clear().ok();
     report.total_seconds = started.elapsed().as_secs_f64();
+    report.load_1m_end = report::load_1m();
     report.compute_ratios();
     println!("{}", report::table::render(&report));
     write_outputs(args, &report)?;
@@ -378,6 +381,7 @@ async fn run_target<T: Target>(
     // ... attached to a phase's cell.
     let with_cpu = |mut cell: Cell, before: Option<f64>| {
         cell.server_cpu_s = used_since(before);
+        cell.load_1m = report::load_1m();
         cell
     };
     let mut cells = Vec::new();
@@ -410,6 +414,7 @@ async fn run_target<T: Target>(
         let c0 = cpu();
         let batch = phases::write_batch(&ctx, &plan).await?;
         let batch_cpu = used_since(c0);
+        let batch_load = report::load_1m();
         // Writes that failed leave records the reads would miss: say so instead of reading.
         let write_errors: u64 = cells
             .last()
@@ -431,6 +436,7 @@ async fn run_target<T: Target>(
             Ok(()) => {
                 let mut cell = Cell::measured(Phase::WriteBatch, size, kind, batch);
                 cell.server_cpu_s = batch_cpu;
+                cell.load_1m = batch_load;
                 cell
             }
         });

@@ -5,7 +5,7 @@ use super::Report;
 const COLUMNS: &str = "phase,size,target,status,reason,records,bytes,seconds,records_per_s,\
 mb_per_s,latency_p50_ms,latency_p95_ms,latency_p99_ms,ttfb_p50_ms,ttfb_p95_ms,ttfb_p99_ms,\
 errors,verified,tsblob_speedup,disk_bytes,disk_per_payload_byte,note,server_cpu_s,\
-records_per_s_runs,pct_of_limit,pct_of_limit_store";
+records_per_s_runs,pct_of_limit,pct_of_limit_store,load_1m";
 
 /// Quotes a field when it holds a comma, a quote or a line break (RFC 4180).
 fn field(s: &str) -> String {
@@ -60,12 +60,13 @@ pub fn render(report: &Report) -> String {
                         .join(";"),
                     opt(c.pct_of_limit),
                     opt(c.pct_of_limit_store),
+                    opt(c.load_1m),
                 ]);
             }
             None => {
                 f.push("n/a".to_string());
                 f.push(field(c.reason.as_deref().unwrap_or_default()));
-                f.extend(std::iter::repeat_n(String::new(), 21));
+                f.extend(std::iter::repeat_n(String::new(), 22));
             }
         }
         out.push_str(&f.join(","));

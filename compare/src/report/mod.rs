@@ -62,6 +62,11 @@ pub struct Cell {
     /// tsblob's cells only: its records/s as a percentage of the `limit-store` target's.
     #[serde(default)]
     pub pct_of_limit_store: Option<f64>,
+    /// The machine's 1-minute load average when the phase ended, the highest over the
+    /// rounds (`--repeat`). The run itself (client and one server) keeps it near the CPU
+    /// count while a phase runs; well above that, other work shared the cores.
+    #[serde(default)]
+    pub load_1m: Option<f64>,
 }
 
 impl Cell {
@@ -79,6 +84,7 @@ impl Cell {
             repeats: Vec::new(),
             pct_of_limit: None,
             pct_of_limit_store: None,
+            load_1m: None,
         }
     }
 
@@ -96,6 +102,7 @@ impl Cell {
             repeats: Vec::new(),
             pct_of_limit: None,
             pct_of_limit_store: None,
+            load_1m: None,
         }
     }
 
@@ -145,6 +152,7 @@ pub fn median_of_rounds(rounds: &[Vec<Cell>]) -> Vec<Cell> {
                 }
             }
             out.repeats = repeats;
+            out.load_1m = same.iter().filter_map(|c| c.load_1m).max_by(f64::total_cmp);
             out
         })
         .collect()
@@ -192,6 +200,16 @@ pub struct DiskCell {
     pub per_payload_byte: Option<f64>,
     /// Why it was not measured.
     pub reason: Option<String>,
+}
+
+/// The machine's 1-minute load average (`/proc/loadavg`), if it can be read.
+pub fn load_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The machine the run was on.
@@ -247,6 +265,11 @@ pub struct Report {
     pub started_unix: u64,
     /// Wall-clock time of the whole run.
     pub total_seconds: f64,
+    /// The 1-minute load average when the run started and when it ended.
+    #[serde(default)]
+    pub load_1m_start: Option<f64>,
+    #[serde(default)]
+    pub load_1m_end: Option<f64>,
     /// Machine.
     pub machine: Machine,
     /// The workload as run (counts before scaling, and the scale).
@@ -322,7 +345,7 @@ impl Report {
 }
 
 /// Column headers of a phase table (terminal and Markdown).
-pub const HEADERS: [&str; 17] = [
+pub const HEADERS: [&str; 18] = [
     "size",
     "target",
     "records",
@@ -337,6 +360,7 @@ pub const HEADERS: [&str; 17] = [
     "verified",
     "tsblob ×",
     "server CPU s",
+    "load 1m",
     "rec/s range",
     "% of limit",
     "notes",
@@ -370,6 +394,8 @@ pub fn row(cell: &Cell) -> Vec<String> {
                     .map_or_else(|| "n/a (no tsblob cell)".to_string(), |x| format!("{x:.2}")),
                 cell.server_cpu_s
                     .map_or_else(|| "n/a (not spawned)".to_string(), |x| format!("{x:.2}")),
+                cell.load_1m
+                    .map_or_else(|| "n/a".to_string(), |x| format!("{x:.2}")),
                 rps_range(&cell.repeats),
                 match (cell.target, cell.pct_of_limit, cell.pct_of_limit_store) {
                     (_, Some(p), Some(s)) => format!("{p:.0}% (limit-store: {s:.0}%)"),
@@ -390,7 +416,7 @@ pub fn row(cell: &Cell) -> Vec<String> {
             out.push(notes);
         }
         None => {
-            out.extend(std::iter::repeat_n("n/a".to_string(), 14));
+            out.extend(std::iter::repeat_n("n/a".to_string(), 15));
             out.push(format!(
                 "n/a: {}",
                 cell.reason.as_deref().unwrap_or("not measured")
@@ -453,8 +479,20 @@ pub fn preamble(report: &Report) -> Vec<String> {
     let w = &report.workload;
     let mut lines = vec![
         format!(
-            "{} — {} CPUs ({}), {} GiB RAM, Linux {}; {:.0} s in total",
-            report.tool, m.cpus, m.cpu_model, m.memory_gib, m.kernel, report.total_seconds
+            "{} — {} CPUs ({}), {} GiB RAM, Linux {}; {:.0} s in total; 1-minute load \
+             average {} at the start, {} at the end",
+            report.tool,
+            m.cpus,
+            m.cpu_model,
+            m.memory_gib,
+            m.kernel,
+            report.total_seconds,
+            report
+                .load_1m_start
+                .map_or("n/a".into(), |l| format!("{l:.2}")),
+            report
+                .load_1m_end
+                .map_or("n/a".into(), |l| format!("{l:.2}")),
         ),
         format!(
             "workload: seed {}, sizes [{}], scale {}, {} entries per size, {} virtual users, \
@@ -535,8 +573,15 @@ mod tests {
                 measured(TargetKind::Limit, 20.0, 0),
             ],
         ];
+        let mut rounds = rounds;
+        for (round, load) in rounds.iter_mut().zip([1.5, 4.0, 2.0]) {
+            round[0].load_1m = Some(load);
+        }
         let cells = median_of_rounds(&rounds);
         assert_eq!(cells.len(), 2);
+        // The load is the highest any round ended with, not the median round's (2.0).
+        assert_eq!(cells[0].load_1m, Some(4.0));
+        assert_eq!(cells[1].load_1m, None);
         let t = &cells[0];
         assert_eq!(t.repeats, vec![300.0, 100.0, 200.0]);
         let r = t.result.as_ref().unwrap();
@@ -549,6 +594,8 @@ mod tests {
             tool: String::new(),
             started_unix: 0,
             total_seconds: 0.0,
+            load_1m_start: Some(0.5),
+            load_1m_end: Some(3.25),
             machine: Machine::detect(),
             workload: Workload::default(),
             targets: Vec::new(),
@@ -559,8 +606,11 @@ mod tests {
         assert_eq!(report.cells[0].pct_of_limit, Some(1000.0));
         assert_eq!(report.cells[1].pct_of_limit, None);
         assert_eq!(report.cells[1].tsblob_speedup, Some(10.0));
-        assert_eq!(row(&report.cells[0])[14], "100–300 (3 runs)");
-        assert_eq!(row(&report.cells[0])[15], "1000%");
+        assert_eq!(row(&report.cells[0])[14], "4.00");
+        assert_eq!(row(&report.cells[1])[14], "n/a");
+        assert_eq!(row(&report.cells[0])[15], "100–300 (3 runs)");
+        assert_eq!(row(&report.cells[0])[16], "1000%");
+        assert!(preamble(&report)[0].contains("load average 0.50 at the start, 3.25 at the end"));
         // With a limit-store cell, tsblob's row carries both percentages.
         let mut store = measured(TargetKind::LimitStore, 400.0, 0);
         store.repeats = vec![400.0];
@@ -568,8 +618,19 @@ mod tests {
         report.compute_ratios();
         assert_eq!(report.cells[0].pct_of_limit_store, Some(50.0));
         assert_eq!(report.cells[2].pct_of_limit_store, None);
-        assert_eq!(row(&report.cells[0])[15], "1000% (limit-store: 50%)");
-        assert!(super::csv::render(&report).contains(",1000,50\n"));
+        assert_eq!(row(&report.cells[0])[16], "1000% (limit-store: 50%)");
+        assert!(super::csv::render(&report).contains(",1000,50,4\n"));
+        for r in report.cells.iter().map(row) {
+            assert_eq!(r.len(), HEADERS.len());
+        }
+        let na = Cell::na(Phase::PointRead, 1024, TargetKind::Limit, "why");
+        assert_eq!(row(&na).len(), HEADERS.len());
+        report.cells.push(na);
+        let csv = super::csv::render(&report);
+        let columns = csv.lines().next().unwrap().split(',').count();
+        for line in csv.lines() {
+            assert_eq!(line.split(',').count(), columns, "{line}");
+        }
     }
 
     #[test]

@@ -201,6 +201,10 @@ fn every_phase_runs_on_all_three_targets_verified_and_reported() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let report = Report::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        report.load_1m_start.is_some() && report.load_1m_end.is_some(),
+        "the run's load average at its start and end"
+    );
     let w = &report.workload;
     let kinds = [
         TargetKind::Tsblob,
@@ -262,6 +266,11 @@ fn every_phase_runs_on_all_three_targets_verified_and_reported() {
                         assert!(
                             c.server_cpu_s.is_some_and(|s| s >= 0.0),
                             "{phase:?} {size} {kind:?} has no server CPU figure"
+                        );
+                        // The machine's load when the phase ended, read from procfs.
+                        assert!(
+                            c.load_1m.is_some_and(|l| l >= 0.0),
+                            "{phase:?} {size} {kind:?} has no load figure"
                         );
                         if phase.is_read() {
                             assert_eq!(
