@@ -182,8 +182,11 @@ pub struct Replications {
     path: PathBuf,
     store: Store,
     tasks: Mutex<BTreeMap<String, Task>>,
-    /// Serialises changes (and the task file's writes).
+    /// Serialises changes.
     changes: tokio::sync::Mutex<()>,
+    /// Serialises the task file's writes, each from the snapshot to the rename: the HTTP
+    /// handlers (under `changes`) and the senders save concurrently.
+    saving: tokio::sync::Mutex<()>,
     pub metrics: metrics::ReplicationMetrics,
     options: Mutex<Options>,
     http: reqwest::Client,
@@ -280,6 +283,7 @@ impl Replications {
             store,
             tasks: Mutex::new(tasks),
             changes: tokio::sync::Mutex::new(()),
+            saving: tokio::sync::Mutex::new(()),
             metrics,
             options: Mutex::new(Options::default()),
             http,
@@ -365,8 +369,11 @@ impl Replications {
         }
     }
 
-    /// Writes the task file (under `changes`, or from a sender: the latest state wins).
+    /// Writes the task file (under `changes`, or from a sender). One save at a time, each
+    /// taking its snapshot under `saving`, so the last file written holds the latest state
+    /// (two saves at once also shared one temporary file: one of them failed with a 500).
     pub(crate) async fn save(&self) -> Result<(), AppError> {
+        let _saving = self.saving.lock().await;
         let json = serde_json::to_vec_pretty(&self.file())
             .map_err(|e| AppError::internal(format!("cannot encode the replication tasks: {e}")))?;
         let path = self.path.clone();
