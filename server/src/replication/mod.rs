@@ -229,6 +229,27 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
             spec.dst_url
         )));
     }
+    // Credentials belong in `dst_token`, which is stored 0600 and never answered: a URL's
+    // are answered by every GET of the task and written to the log with every error.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "dst_url carries credentials (user:password@): give the base URL alone and the destination's token as dst_token".to_string(),
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            "dst_url has a query or fragment (?... or #...): give the destination server's base URL alone, such as http://cloud:8686, and its token as dst_token".to_string(),
+        ));
+    }
+    // The token is sent as `Authorization: Bearer <token>`: one that cannot be a header
+    // value would fail every send, so it is refused here.
+    if let Some(token) = spec.dst_token.as_deref().filter(|t| !t.is_empty()) {
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                "dst_token has spaces, control or non-ASCII characters: give the destination's token as it was shown (tsb_...)".to_string(),
+            ));
+        }
+    }
     if let Some(ca) = &spec.dst_ca {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }

@@ -190,3 +190,42 @@ fn content_encoding_on_a_single_write_was_stored_encoded() {
     assert_eq!(status, 200);
     assert!(answer.ends_with("\r\n\r\nplain"), "{answer}");
 }
+
+/// Bug "unsendable task": a replication task whose `dst_token` held a newline (or any
+/// byte a header value cannot hold) was stored (201) and then failed every send with
+/// "builder error"; a `dst_url` with `user:password@` was stored and answered back in clear
+/// by every GET of the task, while `dst_token` is never answered. Both are 422 now.
+#[test]
+fn replication_task_with_unsendable_token_or_url_credentials_was_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, a) = start(dir.path());
+    assert_eq!(call(&a, "POST", "/api/v1/b/src", &[], b"").0, 201);
+    let bad = [
+        r#"{"src_bucket": "src", "dst_url": "http://127.0.0.1:1", "dst_bucket": "d", "dst_token": "tsb_a\r\nx-evil: 1"}"#,
+        r#"{"src_bucket": "src", "dst_url": "http://127.0.0.1:1", "dst_bucket": "d", "dst_token": "tsb é"}"#,
+        r#"{"src_bucket": "src", "dst_url": "http://user:secret@127.0.0.1:1", "dst_bucket": "d"}"#,
+        r#"{"src_bucket": "src", "dst_url": "http://127.0.0.1:1/?token=secret", "dst_bucket": "d"}"#,
+    ];
+    for (i, spec) in bad.iter().enumerate() {
+        let got = call(
+            &a,
+            "PUT",
+            &format!("/api/v1/replications/r{i}"),
+            &[],
+            spec.as_bytes(),
+        );
+        assert_error(&got, 422, "invalid_replication");
+        assert!(!got.1.to_string().contains("secret"), "{}", got.1);
+    }
+    let (status, v) = call(&a, "GET", "/api/v1/replications", &[], b"");
+    assert_eq!(status, 200);
+    assert_eq!(
+        v["replications"],
+        serde_json::json!([]),
+        "a refused task was kept: {v}"
+    );
+    // A base URL with a path (a reverse proxy's prefix) and a plain token are fine.
+    let ok = r#"{"src_bucket": "src", "dst_url": "http://127.0.0.1:1/tsblob/", "dst_bucket": "d", "dst_token": "tsb_0123"}"#;
+    let (status, v) = call(&a, "PUT", "/api/v1/replications/ok", &[], ok.as_bytes());
+    assert_eq!(status, 201, "{v}");
+}
