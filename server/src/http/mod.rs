@@ -200,6 +200,7 @@ async fn entry_route(
 ) -> Result<Response, AppError> {
     let (entry, route) = split_entry_path(&rest);
     tsblob_storage::validate_bucket_name(&bucket)?;
+    params::refuse_repeats(req.uri().query())?;
     if entry.is_empty() && route == EntryRoute::Query {
         // `/api/v1/b/{bucket}/query`: no entry may be named `query` (a reserved last
         // segment), so this is the bucket-level, multi-entry query.

@@ -229,3 +229,61 @@ fn replication_task_with_unsendable_token_or_url_credentials_was_stored() {
     let (status, v) = call(&a, "PUT", "/api/v1/replications/ok", &[], ok.as_bytes());
     assert_eq!(status, 201, "{v}");
 }
+
+/// Bug "repeated parameter": a parameter given twice kept its last value, silently:
+/// `DELETE ?start=100&stop=200&start=0` removed `[0, 200)`, and `POST ?ts=1&ts=2` stored
+/// at 2. Every entry route refuses it (400) before touching anything.
+#[test]
+fn repeated_parameter_took_the_last_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, a) = start(dir.path());
+    assert_eq!(call(&a, "POST", "/api/v1/b/b", &[], b"").0, 201);
+    for ts in [10, 150] {
+        assert_eq!(
+            call(&a, "POST", &format!("/api/v1/b/b/e?ts={ts}"), &[], b"x").0,
+            201
+        );
+    }
+    let e = "/api/v1/b/b/e";
+    for (method, path) in [
+        ("DELETE", format!("{e}?start=100&stop=200&start=0")),
+        ("DELETE", format!("{e}/query?start=100&start=0")),
+        ("POST", format!("{e}?ts=1&ts=2")),
+        ("GET", format!("{e}?ts=10&ts=150")),
+        ("GET", format!("{e}/query?limit=1&limit=2")),
+        ("GET", format!("{e}/histogram?step=10&step=20")),
+        (
+            "POST",
+            format!("{e}/batch?if_exists=compare&if_exists=fail"),
+        ),
+    ] {
+        let got = call(&a, method, &path, &[], b"");
+        assert_error(&got, 400, "bad_request");
+        assert!(
+            got.1.to_string().contains("twice"),
+            "{method} {path}: {}",
+            got.1
+        );
+    }
+    // Nothing was removed or written; parameters that add up still may repeat.
+    let (status, answer) = raw_http(
+        &a,
+        format!("GET {e}/query?meta=true&has=x&has=y&ne.k=1&ne.k=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        T,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = raw_http(
+        &a,
+        format!("GET {e}/query?meta=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        T,
+    );
+    assert_eq!(status, 200);
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    for ts in ["\"ts\":10,", "\"ts\":150,"] {
+        assert!(body.contains(ts), "{ts} is gone: {body}");
+    }
+    assert!(
+        !body.contains("\"ts\":1,") && !body.contains("\"ts\":2,"),
+        "{body}"
+    );
+}
