@@ -287,3 +287,94 @@ fn repeated_parameter_took_the_last_value() {
         "{body}"
     );
 }
+
+/// A zstd frame of `blocks` RLE blocks of 128 KiB of `byte` each: 4 bytes of body per
+/// 128 KiB of plain bytes (a zstd bomb, made by hand: compressing a GiB takes seconds).
+fn zstd_bomb(blocks: usize, byte: u8) -> Vec<u8> {
+    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD]; // magic
+    out.push(0x00); // frame header: no content size, no checksum, no dictionary
+    out.push(7 << 3); // window descriptor: 2^(10+7) = 128 KiB
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let header = last | (1 << 1) | ((128u32 << 10) << 3); // RLE block of 128 KiB
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(byte);
+    }
+    out
+}
+
+/// Bug "zstd bomb": a `Content-Encoding: zstd` batch was decompressed whole into memory
+/// (up to `--max-body`, 4 GiB by default) before its frames were parsed: a 32 KB body of
+/// one repeated byte took 1 GiB of the server's memory, and a few of them at once would
+/// have had it killed. It is decompressed as it is parsed now: the parser refuses the
+/// garbage in the first piece and the rest is never produced.
+#[test]
+fn zstd_bomb_batch_was_decompressed_whole_into_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, a) = start(dir.path());
+    assert_eq!(call(&a, "POST", "/api/v1/b/b", &[], b"").0, 201);
+    let bomb = zstd_bomb(8192, 0x01); // 1 GiB of 0x01: a record frame announcing junk
+    assert!(bomb.len() < 40_000);
+    let (_, peak_before) = s.rss();
+    let started = Instant::now();
+    let got = call(
+        &a,
+        "POST",
+        "/api/v1/b/b/e/batch",
+        &[
+            ("Content-Encoding", "zstd"),
+            ("Content-Type", "application/x-tsblob-records"),
+        ],
+        &bomb,
+    );
+    assert!(
+        got.0 == 400 || got.0 == 413,
+        "the bomb was not refused: {} {}",
+        got.0,
+        got.1
+    );
+    assert!(got.1["error"]["code"].is_string(), "{}", got.1);
+    let (_, peak_after) = s.rss();
+    assert!(
+        peak_after < peak_before + (256 << 20),
+        "peak RSS went from {} MiB to {} MiB for a {}-byte body",
+        peak_before >> 20,
+        peak_after >> 20,
+        bomb.len()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    // Nothing was stored, and a real zstd batch still goes through.
+    let (status, _) = call(&a, "GET", "/api/v1/b/b/e/info", &[], b"");
+    assert_eq!(status, 404);
+    let body = batch_body(&[(1, 100), (2, 300_000)]);
+    let packed = zstd::bulk::compress(&body, 3).unwrap();
+    let got = call(
+        &a,
+        "POST",
+        "/api/v1/b/b/e/batch",
+        &[("Content-Encoding", "zstd")],
+        &packed,
+    );
+    assert_eq!(got.0, 200, "{}", got.1);
+    assert_eq!(got.1["written"], 2, "{}", got.1);
+    let (status, answer) = raw_http(
+        &a,
+        format!("GET /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        T,
+    );
+    assert_eq!(status, 200);
+    assert!(answer.len() > 300_000, "{} bytes", answer.len());
+    // A body that is not zstd at all is still a 400 with the error JSON.
+    let got = call(
+        &a,
+        "POST",
+        "/api/v1/b/b/e/batch",
+        &[("Content-Encoding", "zstd")],
+        b"not zstd",
+    );
+    assert_error(&got, 400, "bad_request");
+}
