@@ -378,3 +378,33 @@ fn zstd_bomb_batch_was_decompressed_whole_into_memory() {
     );
     assert_error(&got, 400, "bad_request");
 }
+
+/// Bug "folder too long": `a/a/.../a`, 255 bytes, was a valid entry name, but its folder
+/// (each `/` stored as `%2F`: 509 bytes) was over the file system's 255: its first write
+/// was a 500. It is 422 `invalid_name` now, saying why; names that fit still work.
+#[test]
+fn entry_whose_folder_name_was_too_long_was_a_500() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, a) = start(dir.path());
+    assert_eq!(call(&a, "POST", "/api/v1/b/b", &[], b"").0, 201);
+    let deep = format!("{}a", "a/".repeat(127));
+    for (method, path) in [
+        ("POST", format!("/api/v1/b/b/{deep}?ts=1")),
+        ("POST", format!("/api/v1/b/b/{deep}/batch")),
+    ] {
+        let got = call(&a, method, &path, &[], b"x");
+        assert_error(&got, 422, "invalid_name");
+        assert!(
+            got.1["error"]["message"].as_str().unwrap().contains("%2F"),
+            "{}",
+            got.1
+        );
+    }
+    let fits = format!("{}{}", "abcdefgh/".repeat(20), "y".repeat(35));
+    for entry in [fits, "z".repeat(255)] {
+        let got = call(&a, "POST", &format!("/api/v1/b/b/{entry}?ts=1"), &[], b"x");
+        assert_eq!(got.0, 201, "{entry}: {}", got.1);
+        let got = call(&a, "GET", &format!("/api/v1/b/b/{entry}/info"), &[], b"");
+        assert_eq!(got.1["record_count"], 1, "{}", got.1);
+    }
+}
