@@ -408,3 +408,69 @@ fn entry_whose_folder_name_was_too_long_was_a_500() {
         assert_eq!(got.1["record_count"], 1, "{}", got.1);
     }
 }
+
+/// Runs the `tsblob` CLI against `url` with the admin token; (success, stdout + stderr).
+fn cli(url: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(args)
+        .env("TSBLOB_URL", url)
+        .env("TSBLOB_TOKEN", ADMIN)
+        .env_remove("TSBLOB_ALIAS")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Bug "dot segments" (the CLI): names were put into URLs with their `/` as they were, and
+/// the URL was normalized before the request left: `tsblob entry rm cams x/../../victim
+/// --force` removed the whole bucket `victim`, `tsblob put cams a/../b` wrote to entry `b`
+/// and said `cams/a/../b`, and `tsblob bucket rm a/b --force` would remove entry `b` of
+/// bucket `a`. Such names now reach the server whole and are refused (422); nothing else
+/// is touched.
+#[test]
+fn cli_dot_segments_removed_another_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, a) = start(dir.path());
+    let url = s.url("");
+    let url = url.trim_end_matches('/');
+    for b in ["cams", "victim", "a"] {
+        assert_eq!(call(&a, "POST", &format!("/api/v1/b/{b}"), &[], b"").0, 201);
+    }
+    for (bucket, entry) in [("victim", "e"), ("a", "b"), ("cams", "b")] {
+        let got = call(
+            &a,
+            "POST",
+            &format!("/api/v1/b/{bucket}/{entry}?ts=1"),
+            &[],
+            b"x",
+        );
+        assert_eq!(got.0, 201, "{}", got.1);
+    }
+    let file = dir.path().join("payload");
+    std::fs::write(&file, b"payload").unwrap();
+    let file = file.to_str().unwrap();
+    for args in [
+        vec!["entry", "rm", "cams", "x/../../victim", "--force"],
+        vec!["bucket", "rm", "a/b", "--force"],
+        vec!["put", "cams", "a/../b", file, "--ts", "2"],
+        vec!["rm", "cams", "x/../b", "--ts", "1"],
+    ] {
+        let (ok, out) = cli(url, &args);
+        assert!(!ok, "{args:?} succeeded: {out}");
+        assert!(out.contains("invalid_name"), "{args:?}: {out}");
+    }
+    // Everything is still there, untouched.
+    for path in [
+        "/api/v1/b/victim/e?ts=1",
+        "/api/v1/b/a/b?ts=1",
+        "/api/v1/b/cams/b?ts=1",
+    ] {
+        assert_eq!(call(&a, "GET", path, &[], b"").0, 200, "{path} is gone");
+    }
+    assert_eq!(call(&a, "GET", "/api/v1/b/cams/b?ts=2", &[], b"").0, 404);
+}
