@@ -51,16 +51,35 @@ impl From<FrameError> for ClientError {
     }
 }
 
-/// Percent-encodes a path segment; `/` inside entry names is kept (it separates segments
-/// in the API too).
+/// Percent-encodes a name as one path segment (a bucket, token or task name): everything
+/// but `A-Z a-z 0-9 - _ .` is encoded, `/` too. Bug "dot segments": a name was sent with its
+/// `/` as they were, and the URL was normalized before it left, so `tsblob bucket rm a/b`
+/// removed entry `b` of bucket `a`; now the server gets the name whole and refuses it.
 pub fn seg(s: &str) -> String {
-    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'_')
-        .remove(b'.')
-        .remove(b'/');
-    percent_encoding::utf8_percent_encode(s, SET).to_string()
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
+
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.');
+
+/// Percent-encodes an entry name as path segments: `/` is kept between its segments (it
+/// separates them in the API too), unless one of them is empty, `.` or `..`, which URL
+/// normalization would resolve before the request leaves (`tsblob entry rm cams
+/// x/../../other` removed bucket `other`): then `/` is encoded too, and the server, given
+/// the name whole, refuses it (422 `invalid_name`). (A name of dots alone, `.` or `..`,
+/// is still resolved by the URL: it reaches no route, a 404.)
+pub fn entry_seg(s: &str) -> String {
+    if s.split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return seg(s);
+    }
+    percent_encoding::utf8_percent_encode(s, ENTRY_SEGMENTS).to_string()
+}
+
+const ENTRY_SEGMENTS: &percent_encoding::AsciiSet = &SEGMENT.remove(b'/');
 
 /// `/api/v1/b/{bucket}`.
 pub fn bucket_path(bucket: &str) -> String {
@@ -69,7 +88,7 @@ pub fn bucket_path(bucket: &str) -> String {
 
 /// `/api/v1/b/{bucket}/{entry}`.
 pub fn entry_path(bucket: &str, entry: &str) -> String {
-    format!("/api/v1/b/{}/{}", seg(bucket), seg(entry))
+    format!("/api/v1/b/{}/{}", seg(bucket), entry_seg(entry))
 }
 
 /// A client of one server.
@@ -405,4 +424,39 @@ pub async fn check(resp: Response) -> Result<Response, ClientError> {
             message: format!("{status}: {text}"),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bug "dot segments": `entry_path("cams", "x/../../other")` was
+    /// `/api/v1/b/cams/x/../../other`, which URL normalization turned into
+    /// `/api/v1/b/other` (a DELETE of it removed the bucket); `bucket_path("a/b")` addressed
+    /// entry `b` of bucket `a`. Such names now travel whole, for the server to refuse.
+    #[test]
+    fn dot_segments_addressed_another_resource() {
+        assert_eq!(
+            entry_path("cams", "robot1/front"),
+            "/api/v1/b/cams/robot1/front"
+        );
+        for (entry, sent) in [
+            ("x/../../other", "x%2F..%2F..%2Fother"),
+            ("a//b", "a%2F%2Fb"),
+            ("./a", ".%2Fa"),
+            ("a/", "a%2F"),
+        ] {
+            assert_eq!(entry_path("cams", entry), format!("/api/v1/b/cams/{sent}"));
+        }
+        assert_eq!(bucket_path("a/b"), "/api/v1/b/a%2Fb");
+        assert_eq!(bucket_path("a/../other"), "/api/v1/b/a%2F..%2Fother");
+        // What the URL keeps is what was meant: no dot segment is left to resolve.
+        for path in [
+            entry_path("cams", "x/../../other"),
+            bucket_path("a/../other"),
+        ] {
+            let url = reqwest::Url::parse(&format!("http://h{path}")).map(|u| u.path().to_string());
+            assert_eq!(url.ok().as_deref(), Some(path.as_str()));
+        }
+    }
 }

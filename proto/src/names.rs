@@ -82,6 +82,8 @@ pub enum NameError {
         name: String,
         max: usize,
     },
+    #[error("entry name {name:?} needs a folder name of {len} bytes (each '/' is stored as the 3 bytes %2F), over the file system's 255: use fewer or shorter segments")]
+    FolderTooLong { name: String, len: usize },
     #[error("{kind} name {name:?} has a path segment that is empty, '.' or '..': names may not escape or alias folders")]
     DotSegment { kind: &'static str, name: String },
     #[error("{kind} name {name:?} contains {ch:?}, which is not allowed: use letters, digits, '-', '_' and '.'{slash}")]
@@ -176,6 +178,15 @@ pub fn validate_entry_name(name: &str) -> Result<(), NameError> {
             name: name.to_string(),
             ch,
             slash: " ('/' separates segments)",
+        });
+    }
+    // An entry's folder spells each `/` as `%2F` (the engine's `entry_dir_name`): a name of
+    // 255 bytes with slashes in it made a folder name over `NAME_MAX`, and a 500.
+    let folder = name.len() + 2 * name.bytes().filter(|b| *b == b'/').count();
+    if folder > ENTRY_MAX {
+        return Err(NameError::FolderTooLong {
+            name: name.to_string(),
+            len: folder,
         });
     }
     let mut last = "";
@@ -273,6 +284,24 @@ mod tests {
         }
         assert!(validate_bucket_name(&"a".repeat(65)).is_err());
         assert!(validate_label_key("Camera").is_err());
+    }
+
+    /// Bug "folder too long": `a/a/.../a` (255 bytes) was a valid entry name whose folder
+    /// (`a%2Fa%2F...`, 509 bytes) the file system refused: a 500 on its first write.
+    #[test]
+    fn entry_whose_folder_name_was_too_long_was_accepted() {
+        let deep = format!("{}a", "a/".repeat(127));
+        assert_eq!(deep.len(), ENTRY_MAX);
+        assert!(matches!(
+            validate_entry_name(&deep),
+            Err(NameError::FolderTooLong { len: 509, .. })
+        ));
+        // The longest names that fit: 255 bytes without a slash; 215 bytes with 20 `/`.
+        validate_entry_name(&"a".repeat(ENTRY_MAX)).unwrap();
+        let fits = format!("{}{}", "abcdefgh/".repeat(20), "y".repeat(35));
+        assert_eq!(fits.len() + 2 * 20, ENTRY_MAX);
+        validate_entry_name(&fits).unwrap();
+        assert!(validate_entry_name(&format!("{fits}y")).is_err());
     }
 
     #[test]

@@ -152,7 +152,7 @@ async fn send_batch(
         "{}/api/v1/b/{}/{}/batch?if_exists=compare",
         dst.url.trim_end_matches('/'),
         crate::cli::client::seg(&dst.bucket),
-        crate::cli::client::seg(entry)
+        crate::cli::client::entry_seg(entry)
     );
     let mut req = http
         .post(&url)

@@ -337,8 +337,31 @@ impl Store {
     /// Changes settings; a smaller FIFO quota takes effect at the next write.
     pub fn update_bucket(&self, name: &str, update: &BucketSettingsUpdate) -> Result<BucketInfo> {
         let bucket = self.get_bucket(name)?;
-        bucket.update_settings(update)?;
+        {
+            // Serialized with removal and creation: the settings file of a bucket removed
+            // meanwhile is not written into the trash (an I/O error), nor over the file of
+            // a bucket created again under its name; such a bucket is not found.
+            let _g = self.inner.structure.lock();
+            self.still_registered(name, &bucket)?;
+            bucket.update_settings(update)?;
+        }
         bucket.info(&self.inner.index)
+    }
+
+    /// `NotFound` unless `bucket` is still the bucket registered as `name` (under
+    /// `structure`, it stays so until the lock is released).
+    fn still_registered(&self, name: &str, bucket: &Arc<Bucket>) -> Result<()> {
+        let registered = self
+            .inner
+            .buckets
+            .read()
+            .get(name)
+            .is_some_and(|b| Arc::ptr_eq(b, bucket));
+        if registered {
+            Ok(())
+        } else {
+            Err(NotFound::Bucket(name.to_string()).into())
+        }
     }
 
     /// Removes a bucket with all its entries and records. The bucket's folder goes to the
@@ -349,15 +372,7 @@ impl Store {
         // The structure lock is held throughout: a bucket or entry of the same name created
         // meanwhile could otherwise lose its index key to this removal's commits.
         let _g = self.inner.structure.lock();
-        if !self
-            .inner
-            .buckets
-            .read()
-            .get(name)
-            .is_some_and(|b| Arc::ptr_eq(b, &bucket))
-        {
-            return Err(NotFound::Bucket(name.to_string()).into());
-        }
+        self.still_registered(name, &bucket)?;
         let trashed = self.inner.trash.take(bucket.dir())?;
         self.inner.buckets.write().remove(name);
         bucket.mark_removed();

@@ -3,7 +3,7 @@
 //! `tsblob_proto::client::Client`.
 
 use anyhow::Context;
-pub use tsblob_proto::client::{check, seg, Client};
+pub use tsblob_proto::client::{check, entry_seg, seg, Client};
 
 use super::profiles;
 

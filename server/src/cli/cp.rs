@@ -709,7 +709,11 @@ async fn write_folder(
     while let Some(r) = rx.recv().await {
         totals.read += 1;
         pb.inc(r.data.len() as u64);
-        // Entry names are validated by the server: no empty, '.' or '..' segment.
+        // Entry names come from the server: checked here too, so that a hostile or broken
+        // server cannot make the export write outside its folder (`../x`, `/etc/x`).
+        tsblob_proto::names::validate_entry_name(&r.entry).map_err(|e| {
+            anyhow::anyhow!("the server sent a record of an entry this export cannot hold: {e}")
+        })?;
         let dir = root.join(&r.entry);
         if !indexes.contains_key(&r.entry) {
             tokio::fs::create_dir_all(&dir)
@@ -775,4 +779,46 @@ async fn write_folder(
         f.sync_all().await?;
     }
     Ok(totals)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Bug "export escape": `tsblob cp` into a folder joined each record's entry name, as
+    /// the server sent it, to the folder: a hostile server (or anyone between it and an
+    /// http:// client) naming an entry `../outside` or `/abs` had files written outside it.
+    #[tokio::test]
+    async fn export_wrote_outside_its_folder_for_a_hostile_entry_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("export");
+        for entry in ["../outside", "/abs/x", "a/../../outside"] {
+            let (tx, rx) = mpsc::channel(1);
+            tx.send(OutRecord {
+                entry: entry.to_string(),
+                ts: 1,
+                content_type: String::new(),
+                labels: Labels::new(),
+                data: b"x".to_vec(),
+            })
+            .await
+            .unwrap();
+            drop(tx);
+            let pb = indicatif::ProgressBar::hidden();
+            let e = write_folder(&root, rx, &pb).await.unwrap_err().to_string();
+            assert!(e.contains("cannot hold"), "{entry}: {e}");
+        }
+        let mut outside: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        outside.sort();
+        assert_eq!(
+            outside,
+            ["export"],
+            "files were written outside the export folder"
+        );
+        assert!(!std::path::Path::new("/abs").exists());
+    }
 }

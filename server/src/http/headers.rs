@@ -102,6 +102,25 @@ pub fn zstd_encoded(headers: &HeaderMap) -> Result<bool, AppError> {
     }
 }
 
+/// A single write's body is its payload, stored as given: a `Content-Encoding` other than
+/// `identity` is refused (415), not stored compressed under the client's nose (a client
+/// sending `gzip` or `zstd` expected it to be decoded and read back plain).
+pub fn identity_only(headers: &HeaderMap) -> Result<(), AppError> {
+    let Some(v) = headers.get(axum::http::header::CONTENT_ENCODING) else {
+        return Ok(());
+    };
+    match v.to_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        Ok("identity") | Ok("") => Ok(()),
+        _ => Err(AppError::new(
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            format!(
+                "Content-Encoding {v:?} is not supported on a single-record write: send the payload as it is to be stored (no Content-Encoding), or send compressed records as a batch with Content-Encoding: zstd"
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -200,6 +200,7 @@ async fn entry_route(
 ) -> Result<Response, AppError> {
     let (entry, route) = split_entry_path(&rest);
     tsblob_storage::validate_bucket_name(&bucket)?;
+    params::refuse_repeats(req.uri().query())?;
     if entry.is_empty() && route == EntryRoute::Query {
         // `/api/v1/b/{bucket}/query`: no entry may be named `query` (a reserved last
         // segment), so this is the bucket-level, multi-entry query.
@@ -230,7 +231,10 @@ async fn entry_route(
         entry,
     };
     match (route, method) {
-        (EntryRoute::Record, Method::POST | Method::PUT) => records::write(target, req).await,
+        (EntryRoute::Record, Method::POST | Method::PUT) => {
+            headers::identity_only(req.headers())?;
+            records::write(target, req).await
+        }
         (EntryRoute::Record, Method::GET) => records::read(target, req, false).await,
         (EntryRoute::Record, Method::HEAD) => records::read(target, req, true).await,
         (EntryRoute::Record, Method::PATCH) => records::update_labels(target, req).await,

@@ -12,6 +12,34 @@ pub fn pairs(query: Option<&str>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Parameters that may be given several times: `entries` (names and globs add up) and the
+/// label filters (they AND).
+fn repeatable(key: &str) -> bool {
+    matches!(key, "entries" | "has" | "missing") || key.starts_with("eq.") || key.starts_with("ne.")
+}
+
+/// Refuses a parameter given twice that takes one value (`ts`, `start`, `stop`, `limit`,
+/// ...): the handlers keep the last one, so `DELETE ?start=100&stop=200&start=0` removed
+/// from 0, silently. Run on every entry route before its handler.
+pub fn refuse_repeats(query: Option<&str>) -> Result<(), AppError> {
+    let Some(query) = query else {
+        return Ok(());
+    };
+    let mut seen: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    for (k, _) in form_urlencoded::parse(query.as_bytes()) {
+        if repeatable(&k) {
+            continue;
+        }
+        if seen.contains(&k) {
+            return Err(AppError::bad_request(format!(
+                "query parameter {k:?} is given twice: give it once (only entries, has, missing, eq.<key> and ne.<key> may repeat)"
+            )));
+        }
+        seen.push(k);
+    }
+    Ok(())
+}
+
 /// A timestamp parameter: decimal µs, below `u64::MAX` (which the framing reserves).
 pub fn parse_ts(name: &str, value: &str) -> Result<u64, AppError> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -107,6 +135,24 @@ mod tests {
                 (422, "invalid_timestamp"),
                 "{bad:?}"
             );
+        }
+    }
+
+    /// Bug "repeated parameter": `?start=100&stop=200&start=0` kept the last `start`, so a
+    /// range removal took more than the client's first value said.
+    #[test]
+    fn repeated_parameter_took_the_last_value() {
+        for bad in [
+            "ts=1&ts=2",
+            "start=100&stop=200&start=0",
+            "limit=1&limit=2",
+            "when=%7B%7D&when=%7B%7D",
+        ] {
+            let e = refuse_repeats(Some(bad)).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code), (400, "bad_request"), "{bad}");
+        }
+        for ok in [None, Some(""), Some("entries=a&entries=b&eq.k=1&eq.k=2&ne.k=3&ne.k=4&has=a&has=b&missing=c&missing=d&start=1")] {
+            refuse_repeats(ok).unwrap();
         }
     }
 

@@ -98,6 +98,7 @@ impl From<EntryInfo> for EntryJson {
     responses((status = 201, body = Written), (status = 200, body = Written, description = "if_exists=compare: the same payload is stored at ts already"),
               (status = 409, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
+              (status = 415, body = ErrorBody, description = "unsupported_encoding: a Content-Encoding other than identity"),
               (status = 422, body = ErrorBody), (status = 507, body = ErrorBody)))]
 pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;

@@ -182,8 +182,11 @@ pub struct Replications {
     path: PathBuf,
     store: Store,
     tasks: Mutex<BTreeMap<String, Task>>,
-    /// Serialises changes (and the task file's writes).
+    /// Serialises changes.
     changes: tokio::sync::Mutex<()>,
+    /// Serialises the task file's writes, each from the snapshot to the rename: the HTTP
+    /// handlers (under `changes`) and the senders save concurrently.
+    saving: tokio::sync::Mutex<()>,
     pub metrics: metrics::ReplicationMetrics,
     options: Mutex<Options>,
     http: reqwest::Client,
@@ -225,6 +228,27 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
             "dst_url {:?}: give an http:// or https:// URL",
             spec.dst_url
         )));
+    }
+    // Credentials belong in `dst_token`, which is stored 0600 and never answered: a URL's
+    // are answered by every GET of the task and written to the log with every error.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "dst_url carries credentials (user:password@): give the base URL alone and the destination's token as dst_token".to_string(),
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            "dst_url has a query or fragment (?... or #...): give the destination server's base URL alone, such as http://cloud:8686, and its token as dst_token".to_string(),
+        ));
+    }
+    // The token is sent as `Authorization: Bearer <token>`: one that cannot be a header
+    // value would fail every send, so it is refused here.
+    if let Some(token) = spec.dst_token.as_deref().filter(|t| !t.is_empty()) {
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                "dst_token has spaces, control or non-ASCII characters: give the destination's token as it was shown (tsb_...)".to_string(),
+            ));
+        }
     }
     if let Some(ca) = &spec.dst_ca {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
@@ -280,6 +304,7 @@ impl Replications {
             store,
             tasks: Mutex::new(tasks),
             changes: tokio::sync::Mutex::new(()),
+            saving: tokio::sync::Mutex::new(()),
             metrics,
             options: Mutex::new(Options::default()),
             http,
@@ -365,8 +390,11 @@ impl Replications {
         }
     }
 
-    /// Writes the task file (under `changes`, or from a sender: the latest state wins).
+    /// Writes the task file (under `changes`, or from a sender). One save at a time, each
+    /// taking its snapshot under `saving`, so the last file written holds the latest state
+    /// (two saves at once also shared one temporary file: one of them failed with a 500).
     pub(crate) async fn save(&self) -> Result<(), AppError> {
+        let _saving = self.saving.lock().await;
         let json = serde_json::to_vec_pretty(&self.file())
             .map_err(|e| AppError::internal(format!("cannot encode the replication tasks: {e}")))?;
         let path = self.path.clone();

@@ -15,6 +15,7 @@ mod console;
 mod cp;
 mod reliability_crash;
 mod reliability_disk;
+mod reliability_hostile;
 mod reliability_input;
 mod reliability_integrity;
 mod reliability_repair;

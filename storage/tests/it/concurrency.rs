@@ -170,3 +170,60 @@ fn query_windows_racing_appends_to_their_block_read_whole_records() {
         "{queries} queries, {records} records"
     );
 }
+
+/// Bug "settings of a removed bucket" (found by the HTTP hostile sweep): a settings update
+/// racing the removal of its bucket wrote `settings.tmp` into a folder already moved to the
+/// trash and failed with an I/O error (a 500) instead of `NotFound`; had the bucket been
+/// created again meanwhile, the old bucket's settings would have been written over the new
+/// bucket's file. An update is now serialized with removal and creation.
+#[test]
+fn settings_update_racing_bucket_removal_was_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (s, stop) = (s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) || rounds < 200 {
+                let _ = s.create_bucket("b", BucketSettings::default());
+                std::thread::sleep(std::time::Duration::from_micros(20));
+                let _ = s.remove_bucket("b");
+                rounds += 1;
+            }
+        })
+    };
+    let updaters: Vec<_> = (0..3u64)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut applied = 0u64;
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                let mut i = 0u64;
+                while std::time::Instant::now() < until {
+                    i += 1;
+                    let update = BucketSettingsUpdate {
+                        max_block_records: Some(1000 + t * 10_000 + i),
+                        ..BucketSettingsUpdate::default()
+                    };
+                    match s.update_bucket("b", &update) {
+                        Ok(_) => applied += 1,
+                        Err(Error::NotFound(NotFound::Bucket(_))) => {}
+                        Err(e) => panic!("update {i} of thread {t}: {e}"),
+                    }
+                }
+                applied
+            })
+        })
+        .collect();
+    let applied: u64 = updaters.into_iter().map(|u| u.join().unwrap()).sum();
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    assert!(applied > 0, "no update ever met the bucket");
+    // The last bucket (if any) has the settings its file says, across a reopen.
+    let before = s.bucket("b").ok().map(|b| b.settings.max_block_records);
+    drop(s);
+    let s = open(dir.path());
+    let after = s.bucket("b").ok().map(|b| b.settings.max_block_records);
+    assert_eq!(before, after);
+}
