@@ -40,6 +40,16 @@ pub type Labels = BTreeMap<String, String>;
 /// The content type a record has when none is given.
 pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
+/// `s` quoted for an error message, cut after 64 characters with its length said: an
+/// error answer never echoes a huge value back whole (a 70 KB `Content-Type` was).
+pub fn quote_short(s: &str) -> String {
+    const SHOWN: usize = 64;
+    match s.char_indices().nth(SHOWN) {
+        None => format!("{s:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &s[..cut], s.len()),
+    }
+}
+
 /// Labels as key-value pairs, however a caller keeps them: a [`Labels`] map or a list of
 /// pairs (the bench keeps its labels in the order it generated them).
 pub trait LabelPairs {
@@ -61,5 +71,21 @@ impl LabelPairs for [(String, String)] {
 impl LabelPairs for Vec<(String, String)> {
     fn label_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         self.as_slice().label_pairs()
+    }
+}
+
+#[cfg(test)]
+mod quote_tests {
+    use super::quote_short;
+
+    /// Bug "echo": errors quoted the whole offending value back (a 70 KB content type, a
+    /// 64 KB name): now its first 64 characters and its length.
+    #[test]
+    fn errors_echoed_a_huge_value_whole() {
+        assert_eq!(quote_short("image/png"), "\"image/png\"");
+        let long = "é".repeat(70_000);
+        let q = quote_short(&long);
+        assert!(q.len() < 200, "{q}");
+        assert!(q.ends_with("... (140000 bytes)"), "{q}");
     }
 }

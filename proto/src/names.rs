@@ -76,7 +76,7 @@ fn reserved_help() -> String {
 pub enum NameError {
     #[error("{kind} name is empty: give a name of 1 to {max} characters")]
     Empty { kind: &'static str, max: usize },
-    #[error("{kind} name {name:?} is longer than {max} bytes")]
+    #[error("{kind} name {} is longer than {max} bytes", crate::quote_short(.name))]
     TooLong {
         kind: &'static str,
         name: String,

@@ -192,7 +192,7 @@ pub enum WriteError {
     },
     #[error("invalid label: {0}")]
     InvalidLabel(String),
-    #[error("invalid content type {0:?}: use a printable ASCII media type of at most 255 bytes")]
+    #[error("invalid content type {}: use a printable ASCII media type of at most 255 bytes", tsblob_proto::quote_short(.0))]
     InvalidContentType(String),
     #[error("the payload announced {expected} bytes but {got} arrived")]
     LengthMismatch { expected: u64, got: u64 },

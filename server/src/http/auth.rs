@@ -334,7 +334,8 @@ fn validate_pattern(p: &str) -> Result<(), AppError> {
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_name",
             format!(
-                "bucket pattern {p:?} is not valid: use a bucket name, optionally ending in '*'"
+                "bucket pattern {} is not valid: use a bucket name, optionally ending in '*'",
+                tsblob_proto::quote_short(p)
             ),
         ))
     }

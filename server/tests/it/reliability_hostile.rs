@@ -474,3 +474,46 @@ fn cli_dot_segments_removed_another_bucket() {
     }
     assert_eq!(call(&a, "GET", "/api/v1/b/cams/b?ts=2", &[], b"").0, 404);
 }
+
+/// Bug "echo": a refused 60 KB `Content-Type` (or bucket name, or token bucket pattern)
+/// was quoted back whole in the error message; the answer now quotes its start and says
+/// how long it was.
+#[test]
+fn errors_echoed_a_huge_value_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, a) = start(dir.path());
+    assert_eq!(call(&a, "POST", "/api/v1/b/b", &[], b"").0, 201);
+    let huge = "a".repeat(60_000);
+    let content_type = format!("text/{huge}");
+    let pattern = format!("[\"{huge}\"]");
+    let token = format!("{{\"read\": {pattern}}}");
+    for (method, path, headers, body, code) in [
+        (
+            "POST",
+            "/api/v1/b/b/e?ts=1".to_string(),
+            vec![("Content-Type", content_type.as_str())],
+            "x",
+            "invalid_content_type",
+        ),
+        (
+            "POST",
+            format!("/api/v1/b/{huge}"),
+            vec![],
+            "",
+            "invalid_name",
+        ),
+        (
+            "POST",
+            "/api/v1/tokens/t".to_string(),
+            vec![],
+            token.as_str(),
+            "invalid_name",
+        ),
+    ] {
+        let got = call(&a, method, &path, &headers, body.as_bytes());
+        assert_error(&got, 422, code);
+        let message = got.1["error"]["message"].as_str().unwrap();
+        assert!(message.len() < 1000, "{} bytes of message", message.len());
+        assert!(message.contains("bytes)"), "{message}");
+    }
+}
