@@ -321,11 +321,28 @@ fn operand(op: &str, e: Expr) -> Result<Operand, AppError> {
     match e {
         Expr::Val(o) => Ok(o),
         Expr::Dur(us) => Ok(Operand::Const(Value::Int(us))),
-        Expr::Cond(c) => Err(bad(format!(
-            "the operands of {op} are labels (\"&name\"), \"$timestamp\" or constants; found the condition {c:?}"
+        Expr::Cond(_) => Err(bad(format!(
+            "the operands of {op} are labels (\"&name\"), \"$timestamp\" or constants; found a condition (an operator such as $gt, $and or $not) where a value belongs"
         ))),
     }
 }
+
+/// An operand as the request wrote it, for error messages (never the parser's own forms).
+fn shown(e: &Expr) -> String {
+    match e {
+        Expr::Val(Operand::Const(Value::Int(i))) => i.to_string(),
+        Expr::Val(Operand::Const(Value::Float(f))) => f.to_string(),
+        Expr::Val(Operand::Const(Value::Bool(b))) => b.to_string(),
+        Expr::Val(Operand::Const(Value::Str(s))) => format!("the string {s:?}"),
+        Expr::Val(Operand::Label(l)) => format!("the label \"&{l}\""),
+        Expr::Val(Operand::Timestamp) => "\"$timestamp\"".to_string(),
+        Expr::Dur(us) => format!("a duration of {us} µs"),
+        Expr::Cond(_) => "a condition".to_string(),
+    }
+}
+
+/// Integers a float stands for exactly (an `f64` holds every integer up to 2^53).
+const EXACT_FLOAT_INT: f64 = 9_007_199_254_740_992.0;
 
 /// A non-negative integer operand (`$each_n`, `$limit`).
 fn count(op: &str, operands: Vec<Expr>) -> Result<u64, AppError> {
@@ -333,14 +350,19 @@ fn count(op: &str, operands: Vec<Expr>) -> Result<u64, AppError> {
         .map_err(|v| bad(format!("{op} takes exactly one operand, got {}", v.len())))?;
     let n = match &e {
         Expr::Val(Operand::Const(Value::Int(i))) => Some(*i),
-        Expr::Val(Operand::Const(Value::Float(f))) if f.fract() == 0.0 => Some(*f as i64),
+        Expr::Val(Operand::Const(Value::Float(f)))
+            if f.fract() == 0.0 && f.abs() <= EXACT_FLOAT_INT =>
+        {
+            Some(*f as i64)
+        }
         Expr::Val(Operand::Const(Value::Str(s))) => s.parse().ok(),
         _ => None,
     };
     match n {
         Some(n) if n >= 0 => Ok(n as u64),
         _ => Err(bad(format!(
-            "{op} takes a non-negative integer constant, as in {{{op:?}: 10}}; got {e:?}"
+            "{op} takes a non-negative integer constant, as in {{{op:?}: 10}}; got {}",
+            shown(&e)
         ))),
     }
 }

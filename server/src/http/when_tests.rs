@@ -224,3 +224,29 @@ fn every_error_says_what_and_how() {
         assert!(got.starts_with("when: "), "{got}");
     }
 }
+
+/// Regression: `when` errors showed the parser's Rust forms (`got Val(Label("a"))`, `found
+/// the condition Cmp(..)`), and `{"$each_n": 1e300}` was taken as `i64::MAX`.
+#[test]
+fn when_errors_showed_rust_debug_forms_and_each_n_took_1e300() {
+    let cases = [
+        (r#"{"$each_n": "&a"}"#, "got the label \"&a\""),
+        (r#"{"$limit": 1.5}"#, "got 1.5"),
+        (r#"{"$limit": "x"}"#, "got the string \"x\""),
+        (r#"{"$each_n": 1e300}"#, "non-negative integer constant"),
+        (r#"{"$each_n": -1e300}"#, "non-negative integer constant"),
+        (
+            r#"{"$in": ["&a", {"$eq": [1, 1]}]}"#,
+            "found a condition (an operator such as $gt",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = err(text);
+        assert!(got.contains(want), "{text}: {got:?} lacks {want:?}");
+        for debug in ["Val(", "Const(", "Label(", "Cmp(", "Int(", "Float(", "Str("] {
+            assert!(!got.contains(debug), "{text}: {got:?} shows {debug}");
+        }
+    }
+    // An exact integer written as a float still counts.
+    assert_eq!(p(r#"{"$each_n": 3.0}"#), Condition::EachN(3));
+}
