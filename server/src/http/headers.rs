@@ -83,21 +83,42 @@ pub fn put_meta(headers: &mut HeaderMap, meta: &RecordMeta) {
     }
 }
 
+/// A request's `Content-Encoding`: none (or `identity`), `zstd`, or any other (its value).
+enum Coding<'a> {
+    Identity,
+    Zstd(&'a HeaderValue),
+    Other(&'a HeaderValue),
+}
+
+fn content_coding(headers: &HeaderMap) -> Coding<'_> {
+    let Some(v) = headers.get(axum::http::header::CONTENT_ENCODING) else {
+        return Coding::Identity;
+    };
+    match v.to_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        Ok("zstd") => Coding::Zstd(v),
+        Ok("identity") | Ok("") => Coding::Identity,
+        _ => Coding::Other(v),
+    }
+}
+
+/// The 415 of a `Content-Encoding` a route does not take; `how` says what to send instead.
+fn unsupported_encoding(v: &HeaderValue, how: &str) -> AppError {
+    AppError::new(
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_encoding",
+        format!("Content-Encoding {v:?} is not supported {how}"),
+    )
+}
+
 /// Whether a request body is zstd-compressed (`Content-Encoding: zstd`); `identity` or no
 /// header is plain; any other coding is refused (415).
 pub fn zstd_encoded(headers: &HeaderMap) -> Result<bool, AppError> {
-    let Some(v) = headers.get(axum::http::header::CONTENT_ENCODING) else {
-        return Ok(false);
-    };
-    match v.to_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-        Ok("zstd") => Ok(true),
-        Ok("identity") | Ok("") => Ok(false),
-        _ => Err(AppError::new(
-            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_encoding",
-            format!(
-                "Content-Encoding {v:?} is not supported here: send the body plain or as one zstd stream (Content-Encoding: zstd)"
-            ),
+    match content_coding(headers) {
+        Coding::Zstd(_) => Ok(true),
+        Coding::Identity => Ok(false),
+        Coding::Other(v) => Err(unsupported_encoding(
+            v,
+            "here: send the body plain or as one zstd stream (Content-Encoding: zstd)",
         )),
     }
 }
@@ -106,17 +127,11 @@ pub fn zstd_encoded(headers: &HeaderMap) -> Result<bool, AppError> {
 /// `identity` is refused (415), not stored compressed under the client's nose (a client
 /// sending `gzip` or `zstd` expected it to be decoded and read back plain).
 pub fn identity_only(headers: &HeaderMap) -> Result<(), AppError> {
-    let Some(v) = headers.get(axum::http::header::CONTENT_ENCODING) else {
-        return Ok(());
-    };
-    match v.to_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-        Ok("identity") | Ok("") => Ok(()),
-        _ => Err(AppError::new(
-            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_encoding",
-            format!(
-                "Content-Encoding {v:?} is not supported on a single-record write: send the payload as it is to be stored (no Content-Encoding), or send compressed records as a batch with Content-Encoding: zstd"
-            ),
+    match content_coding(headers) {
+        Coding::Identity => Ok(()),
+        Coding::Zstd(v) | Coding::Other(v) => Err(unsupported_encoding(
+            v,
+            "on a single-record write: send the payload as it is to be stored (no Content-Encoding), or send compressed records as a batch with Content-Encoding: zstd",
         )),
     }
 }

@@ -231,10 +231,7 @@ async fn entry_route(
         entry,
     };
     match (route, method) {
-        (EntryRoute::Record, Method::POST | Method::PUT) => {
-            headers::identity_only(req.headers())?;
-            records::write(target, req).await
-        }
+        (EntryRoute::Record, Method::POST | Method::PUT) => records::write(target, req).await,
         (EntryRoute::Record, Method::GET) => records::read(target, req, false).await,
         (EntryRoute::Record, Method::HEAD) => records::read(target, req, true).await,
         (EntryRoute::Record, Method::PATCH) => records::update_labels(target, req).await,

@@ -17,7 +17,9 @@ use super::auth::Caller;
 use super::batch::{conflict, same_payload, IfExists};
 use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
-use super::headers::{check_label_bounds, content_type_from, labels_from, put_meta, TS_HEADER};
+use super::headers::{
+    check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER,
+};
 use super::params::RecordParams;
 use super::spool;
 use super::AppState;
@@ -101,6 +103,7 @@ impl From<EntryInfo> for EntryJson {
               (status = 415, body = ErrorBody, description = "unsupported_encoding: a Content-Encoding other than identity"),
               (status = 422, body = ErrorBody), (status = 507, body = ErrorBody)))]
 pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
+    identity_only(req.headers())?;
     t.caller.require_write(&t.bucket)?;
     let (parts, body) = req.into_parts();
     let (mut ts, mut if_exists) = (None, IfExists::Fail);
