@@ -90,7 +90,7 @@ def check_export(path: Path, want: Dict[str, List[Tuple[int, bytes, str, Dict[st
     with open(path, "rb") as f:
         r = mcap_reader.make_reader(f)
         start, end = (BASE + 100 * 1_000_000) * 1000, (BASE + 110 * 1_000_000) * 1000
-        sub = [m.log_time for _, _, m in r.iter_messages(topics=["imu"], start_time=start, end_time=end)]
+        sub = [m.log_time for _, _, m in r.iter_messages(topics=["imu"], starting_at=start, ending_before=end)]
     assert sub == [ts * 1000 for ts, *_ in want["imu"] if start <= ts * 1000 < end]
 
 

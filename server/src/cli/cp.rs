@@ -224,21 +224,19 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             match src {
                 Place::Server {
                     url, bucket, ca, ..
-                } => {
-                    read_server(
-                        &url,
-                        &bucket,
-                        token,
-                        ca.as_deref(),
-                        &patterns,
-                        start,
-                        stop,
-                        args_when.as_deref(),
-                        tx,
-                    )
-                    .await
-                    .map(|n| (n, None))
-                }
+                } => read_server(
+                    &url,
+                    &bucket,
+                    token,
+                    ca.as_deref(),
+                    &patterns,
+                    start,
+                    stop,
+                    args_when.as_deref(),
+                    tx,
+                )
+                .await
+                .map(|n| (n, None)),
                 Place::Folder(dir) => {
                     read_folder(&dir, &patterns, start, stop, args_when.as_deref(), tx)
                         .await

@@ -25,17 +25,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
 
+use ::mcap::records::MessageHeader;
+use ::mcap::write::NoSeek;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use ::mcap::records::MessageHeader;
-use ::mcap::write::NoSeek;
 use parking_lot::Mutex;
 use tsblob_storage::{Labels, MultiIter, Query, Store};
 
 use super::{
-    encoding_of, user_labels, L_ENCODING, L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA_ID, L_SEQUENCE,
-    L_TOPIC, LABELS_SCHEMA, LABELS_SCHEMA_NAME, LABELS_SUFFIX, M_CONTENT_TYPE, M_ENTRY,
+    encoding_of, user_labels, LABELS_SCHEMA, LABELS_SCHEMA_NAME, LABELS_SUFFIX, L_ENCODING,
+    L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE, M_ENTRY,
     M_LABELS_OF, SCHEMAS_ENTRY,
 };
 use crate::http::body::channel_body;
@@ -215,9 +215,11 @@ impl<W: Write> Exporter<W> {
         let schema = match self.labels_schema {
             Some(s) => s,
             None => {
-                let s =
-                    self.w
-                        .add_schema(LABELS_SCHEMA_NAME, "jsonschema", LABELS_SCHEMA.as_bytes())?;
+                let s = self.w.add_schema(
+                    LABELS_SCHEMA_NAME,
+                    "jsonschema",
+                    LABELS_SCHEMA.as_bytes(),
+                )?;
                 self.labels_schema = Some(s);
                 s
             }
@@ -542,7 +544,10 @@ mod tests {
             .collect();
         assert_eq!(msgs.len(), 7);
         assert_eq!(msgs[0], ("a/b".to_string(), 1000, b"{}".to_vec()));
-        assert_eq!(msgs[1], ("a/b#labels".to_string(), 1000, br#"{"k":"v"}"#.to_vec()));
+        assert_eq!(
+            msgs[1],
+            ("a/b#labels".to_string(), 1000, br#"{"k":"v"}"#.to_vec())
+        );
         assert!(msgs.contains(&("c".to_string(), 2000, b"\xff\xd8".to_vec())));
     }
 }

@@ -35,8 +35,8 @@ use ::mcap::sans_io::{LinearReadEvent, LinearReader, LinearReaderOptions};
 use tsblob_storage::Labels;
 
 use super::{
-    content_type_of, schema_ts, topic_to_entry, L_ENCODING, L_LOG_TIME, L_PUBLISH_TIME,
-    L_SCHEMA, L_SCHEMA_ENCODING, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE, M_LABELS_OF,
+    content_type_of, schema_ts, topic_to_entry, L_ENCODING, L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA,
+    L_SCHEMA_ENCODING, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE, M_LABELS_OF,
     SCHEMAS_ENTRY,
 };
 use crate::batch_client::OutRecord;
@@ -488,7 +488,10 @@ pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, ImportError> {
     let mut files = Vec::new();
     for item in std::fs::read_dir(path).map_err(io)? {
         let p = item.map_err(io)?.path();
-        if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("mcap")) && p.is_file() {
+        if p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))
+            && p.is_file()
+        {
             files.push(p);
         }
     }
@@ -546,8 +549,12 @@ mod tests {
             .chunk_size(Some(4096))
             .create(std::io::Cursor::new(Vec::new()))
             .unwrap();
-        let s = w.add_schema("pkg/msg/T", "ros2msg", b"uint8[] data").unwrap();
-        let a = w.add_channel(s, "/cams/front", "cdr", &BTreeMap::new()).unwrap();
+        let s = w
+            .add_schema("pkg/msg/T", "ros2msg", b"uint8[] data")
+            .unwrap();
+        let a = w
+            .add_channel(s, "/cams/front", "cdr", &BTreeMap::new())
+            .unwrap();
         let b = w.add_channel(0, "/imu", "json", &BTreeMap::new()).unwrap();
         for i in 0..n {
             let ch = if i % 2 == 0 { a } else { b };
@@ -628,7 +635,11 @@ mod tests {
         let (recs, report) = import(cut);
         assert!(!report.complete());
         assert_eq!(report.truncated.len(), 1, "{:?}", report.lines());
-        assert!(report.truncated[0].contains("not read"), "{}", report.truncated[0]);
+        assert!(
+            report.truncated[0].contains("not read"),
+            "{}",
+            report.truncated[0]
+        );
         let n = recs.iter().filter(|r| r.entry != SCHEMAS_ENTRY).count();
         assert!(n > 50 && n < 400, "{n} messages from half a file");
         // What came in is exactly the first messages of the intact file.
@@ -696,8 +707,15 @@ mod tests {
         // Exported again, the messages get their log times back.
         let mut x = Exporter::new(Vec::new()).unwrap();
         for r in &recs {
-            x.add(&r.entry, r.ts, &r.content_type, &r.labels, &r.data, &mut |_| Ok(None))
-                .unwrap();
+            x.add(
+                &r.entry,
+                r.ts,
+                &r.content_type,
+                &r.labels,
+                &r.data,
+                &mut |_| Ok(None),
+            )
+            .unwrap();
         }
         let bytes = x.finish().unwrap();
         let times: Vec<u64> = ::mcap::MessageStream::new(&bytes)

@@ -276,7 +276,15 @@ mod tests {
         assert_eq!(encoding_of("application/json; charset=utf-8"), "json");
         assert_eq!(encoding_of("application/x-cdr"), "cdr");
         assert_eq!(encoding_of("image/jpeg"), "image/jpeg");
-        for enc in ["json", "cdr", "ros1", "protobuf", "cbor", "msgpack", "flatbuffer"] {
+        for enc in [
+            "json",
+            "cdr",
+            "ros1",
+            "protobuf",
+            "cbor",
+            "msgpack",
+            "flatbuffer",
+        ] {
             assert_eq!(encoding_of(&content_type_of(enc)), enc);
         }
         assert_eq!(content_type_of("image/jpeg"), "image/jpeg");
@@ -286,8 +294,14 @@ mod tests {
     #[test]
     fn schema_timestamps_are_stable_and_far_off() {
         let a = schema_ts("std_msgs/msg/String", "ros2msg", b"string data");
-        assert_eq!(a, schema_ts("std_msgs/msg/String", "ros2msg", b"string data"));
-        assert_ne!(a, schema_ts("std_msgs/msg/String", "ros2msg", b"string dat"));
+        assert_eq!(
+            a,
+            schema_ts("std_msgs/msg/String", "ros2msg", b"string data")
+        );
+        assert_ne!(
+            a,
+            schema_ts("std_msgs/msg/String", "ros2msg", b"string dat")
+        );
         assert!((1u64 << 52..1u64 << 53).contains(&a));
     }
 }
