@@ -138,8 +138,8 @@ pub(super) async fn import(
         let mut sent = 0u64;
         let want = |r: &OutRecord| {
             patterns.iter().any(|p| entry_pattern_matches(p, &r.entry))
-                && !start.is_some_and(|s| r.ts < s)
-                && !stop.is_some_and(|s| r.ts >= s)
+                && start.is_none_or(|s| r.ts >= s)
+                && stop.is_none_or(|s| r.ts < s)
                 && filter.wants(r.ts, &r.labels)
         };
         let emit = |r: OutRecord| {
