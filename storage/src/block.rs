@@ -11,8 +11,8 @@ use crate::codec::block::{decode_block_header, encode_block_header, MAX_BLOCK_HE
 use crate::codec::frame::{
     check_head, decode_head, FrameHead, HeadFields, FLAG_ZSTD, FRAME_PREFIX,
 };
+use crate::codec::index::IndexValue;
 use crate::codec::DecodeError;
-use crate::index::IndexValue;
 use crate::{CorruptionError, Error, RecordMeta, Result};
 
 /// The file name of a block: its id in 16 hex digits, so names sort in id order.

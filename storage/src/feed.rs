@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use heed::types::Bytes;
-use heed::{Database, Env, RoTxn, RwTxn, WithoutTls};
+use heed::{RoTxn, RwTxn, WithoutTls};
 
+use crate::db::{Db, Table};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
 use crate::multi::entry_pattern_matches;
@@ -47,8 +47,8 @@ const PENDING_SCAN_LIMIT: usize = 1_000_000;
 
 /// The feed's tables and the set of watched entries (ids → `bucket \0 entry`).
 pub(crate) struct Feed {
-    items: Database<Bytes, Bytes>,
-    state: Database<Bytes, Bytes>,
+    items: Table,
+    state: Table,
     watch: RwLock<Watch>,
     /// Some bucket is watched: commits only gather their puts then.
     any: AtomicBool,
@@ -131,13 +131,15 @@ fn decode_item<'a>(k: &[u8], v: &'a [u8]) -> Result<Item<'a>> {
 }
 
 impl Feed {
-    pub(crate) fn open(env: &Env<WithoutTls>, txn: &mut RwTxn<'_>) -> Result<Feed> {
-        Ok(Feed {
-            items: env.create_database(txn, Some("feed"))?,
-            state: env.create_database(txn, Some("feed_state"))?,
+    /// The feed's tables of the index environment (watching nothing until
+    /// [`Feed::rewatch`]).
+    pub(crate) fn new(db: &Db) -> Feed {
+        Feed {
+            items: db.feed_items,
+            state: db.feed_state,
             watch: RwLock::new(Rank::FeedWatch, Watch::default()),
             any: AtomicBool::new(false),
-        })
+        }
     }
 
     /// Called by a group commit's leader once its write transaction is open (so a reader
@@ -381,7 +383,7 @@ pub struct FeedPending {
 
 impl Store {
     fn feed(&self) -> &Feed {
-        self.inner.index.feed()
+        &self.inner.feed
     }
 
     /// Loads the watched set at open.

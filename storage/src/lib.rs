@@ -26,6 +26,7 @@ mod block;
 mod bucket;
 mod codec;
 mod commit;
+mod db;
 mod entry;
 mod error;
 mod feed;
@@ -39,6 +40,7 @@ mod lock;
 mod mapped;
 mod multi;
 mod names;
+mod object_store;
 mod quota;
 mod read;
 mod record;
@@ -66,6 +68,7 @@ pub use histogram::{
 pub use mapped::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
 pub use multi::{entry_pattern_matches, MultiIter};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 pub use read::{QueryItem, QueryIter};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
@@ -75,13 +78,11 @@ pub use recover::rebuild_index;
 pub use round::{Group, GroupResult};
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
+    TierConfig,
 };
 pub use spool::Spool;
 pub use store::{Store, StoreStats};
-pub use tier::{
-    lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, PendingGet, RefreshReport,
-    TierConfig, TierStats,
-};
+pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{CmpOp, Condition, Operand, Value};
 
 /// The current time in microseconds since the Unix epoch.

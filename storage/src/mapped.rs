@@ -27,7 +27,7 @@ use memmap2::{Mmap, MmapOptions};
 
 use crate::block::{check_frame, Expect};
 use crate::codec::frame::FLAG_ZSTD;
-use crate::index::IndexValue;
+use crate::codec::index::IndexValue;
 use crate::{CorruptionError, Error, Result};
 
 /// Payloads at least this large are mapped; smaller ones are read into a buffer (a
@@ -366,8 +366,8 @@ mod tests {
         (0..n).map(|i| (i % 253) as u8).collect()
     }
 
-    fn value(block_id: u64, offset: u64, frame_len: u64) -> crate::index::IndexValue {
-        crate::index::IndexValue {
+    fn value(block_id: u64, offset: u64, frame_len: u64) -> crate::codec::index::IndexValue {
+        crate::codec::index::IndexValue {
             block_id,
             offset,
             frame_len,

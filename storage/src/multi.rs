@@ -9,8 +9,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::codec::index::IndexValue;
 use crate::entry::Entry;
-use crate::index::{IndexValue, Order};
+use crate::index::Order;
 use crate::names::validate_entry_name;
 use crate::read::QueryItem;
 use crate::select::Selector;

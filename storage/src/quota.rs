@@ -253,11 +253,7 @@ impl Store {
             });
         }
         ops.push(Op::DelBlock { id });
-        if let Err(e) = self
-            .inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })
-        {
+        if let Err(e) = self.inner.commit(Change { ops, files: vec![] }) {
             if let Some(t) = &trashed {
                 self.inner.trash.restore(t, &path);
             }

@@ -7,9 +7,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::block::read_frame;
+use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::files::CachedBlock;
-use crate::index::{IndexValue, Order};
+use crate::index::Order;
 use crate::mapped::{map_frame, Payload, Span, Spans, Windows, MAP_MAX, MAP_MIN, MEMORY_MAX};
 use crate::select::Selector;
 use crate::store::Inner;

@@ -12,9 +12,9 @@ use std::os::unix::fs::FileExt;
 
 use crate::bucket::Bucket;
 use crate::codec::frame::FLAG_DELETED;
+use crate::codec::index::IndexValue;
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
-use crate::index::IndexValue;
 use crate::*;
 
 impl Store {
@@ -88,9 +88,7 @@ impl Store {
             }
             ops.push(Op::PutBlock { id, state: m });
         }
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
+        self.inner.commit(Change { ops, files: vec![] })?;
         crate::crash_point("records-removal-committed");
         if let Some(t) = &self.inner.tier {
             for id in tiered {

@@ -1,7 +1,8 @@
 //! Selecting records from the index alone: label filters, a condition and a limit, applied
 //! to pages of index records by queries (`read.rs`) and by [`Store::remove_where`].
 
-use crate::index::{IndexValue, Order};
+use crate::codec::index::IndexValue;
+use crate::index::Order;
 use crate::when::{Matcher, Stop};
 use crate::*;
 

@@ -15,6 +15,7 @@ use std::sync::{Arc, Weak};
 use crate::bucket::{write_settings, Bucket};
 use crate::commit::{Change, Committer, Op};
 use crate::entry::{Entry, EntryState};
+use crate::feed::Feed;
 use crate::files::FileCache;
 use crate::index::Index;
 use crate::lock::{Mutex, Rank, RwLock};
@@ -35,6 +36,8 @@ pub(crate) struct Inner {
     pub path: PathBuf,
     pub opts: StoreOptions,
     pub index: Index,
+    /// The change feed, beside the index in its environment.
+    pub feed: Feed,
     pub committer: Committer,
     pub files: FileCache,
     pub trash: Trash,
@@ -88,6 +91,7 @@ impl Inner {
             free: FreeSpace::new(),
             path: loaded.path,
             opts,
+            feed: Feed::new(loaded.index.db()),
             index: loaded.index,
             trash: loaded.trash,
             buckets: RwLock::new(Rank::Buckets, loaded.buckets),
@@ -137,6 +141,11 @@ impl Inner {
     /// Whether folder changes must be synced (`SyncPolicy::Always`).
     pub fn sync_dirs(&self) -> bool {
         self.opts.sync == SyncPolicy::Always
+    }
+
+    /// Commits `change` to the index (and the change feed) through the group committer.
+    pub fn commit(&self, change: Change) -> Result<()> {
+        self.committer.commit(&self.index, &self.feed, change)
     }
 
     pub(crate) fn buckets(&self) -> Vec<Arc<Bucket>> {
@@ -298,7 +307,7 @@ impl Store {
             }],
             files: vec![],
         };
-        self.inner.committer.commit(&self.inner.index, change)?;
+        self.inner.commit(change)?;
         bucket.insert_entry(entry.clone());
         Ok(entry)
     }
@@ -403,9 +412,7 @@ impl Store {
             bucket: b.name().to_string(),
             entry: e.name().to_string(),
         });
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
+        self.inner.commit(Change { ops, files: vec![] })?;
         b.shrink(st.block_bytes());
         for id in st.block_ids() {
             self.inner.committer.forget(id);

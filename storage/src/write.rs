@@ -15,9 +15,9 @@ use crate::block::{create_block, NewBlock};
 use crate::bucket::Bucket;
 use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
 use crate::codec::frame::{encode_head, seal_head, EncodedHead, HeadSpec, FLAG_ZSTD, FRAME_PREFIX};
+use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::commit::{BlockFile, Change, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
-use crate::index::{Attrs, BlockState, IndexValue};
 use crate::spool::{copy_range, Spool, SpoolReader};
 use crate::trash::sync_dir;
 use crate::*;
@@ -504,11 +504,7 @@ impl Store {
             .flat_map(|p| p.undo.touched.iter().cloned())
             .collect();
         crate::crash_point("frames-appended");
-        match self
-            .inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files })
-        {
+        match self.inner.commit(Change { ops, files }) {
             Ok(()) => {
                 crate::crash_point("write-committed");
                 Ok(())
@@ -547,12 +543,13 @@ impl Store {
                 log::error!("could not delete unfinished block {id:016x}: {err}");
             }
         }
-        if let Err(err) = st.reload(&self.inner.index, b, e.id()) {
-            log::error!(
+        match st.reload(&self.inner.index, e.id()) {
+            Ok(change) => b.resize(change),
+            Err(err) => log::error!(
                 "could not reload {}/{} from the index: {err}",
                 b.name(),
                 e.name()
-            );
+            ),
         }
     }
 

@@ -9,7 +9,7 @@
 //! | [`block`] | the block file header | "Block header" |
 //! | [`frame`] | the record frame's head, labels, content types | "Record frame" |
 //! | [`chunk`] | the values of the index's `chunks` table | "`chunks`" |
-//! | [`index`] | the other index tables' keys and values: `metas` ([`Attrs`]), `blocks` ([`BlockState`](crate::index::BlockState)), `entries` | "`metas`", "`blocks`", "`entries`" |
+//! | [`index`] | the other index tables' keys and values: `metas` ([`Attrs`]), `blocks` ([`BlockState`](crate::codec::index::BlockState)), `entries` | "`metas`", "`blocks`", "`entries`" |
 //! | [`heads`] | the heads sidecar of a tiered block | "Heads sidecar" |
 //!
 //! The files that read and write these bytes (`block.rs`, `write.rs`, `read.rs`,

@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 use super::Tier;
 use crate::bucket::Bucket;
+use crate::codec::index::{Attrs, IndexValue};
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
-use crate::index::{Attrs, IndexValue};
 use crate::*;
 
 impl Store {
@@ -58,7 +58,7 @@ impl Store {
             }],
             files: vec![],
         };
-        self.inner.committer.commit(&self.inner.index, change)?;
+        self.inner.commit(change)?;
         crate::crash_point("tier-label-committed");
         tier.mark_dirty(b.name(), e.name(), old.block_id);
         Ok(value)

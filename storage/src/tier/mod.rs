@@ -1,7 +1,7 @@
 //! Tiering sealed blocks to an S3-compatible object store.
 //!
-//! - `store.rs`: the blocking [`ObjectStore`] trait an embedder implements (the server does,
-//!   with aws-sdk-s3).
+//! - `../object_store.rs` (beside this folder, as `settings.rs` holds [`TierConfig`]): the
+//!   blocking [`ObjectStore`] trait an embedder implements (the server does, with aws-sdk-s3).
 //! - `layout.rs`: object keys and the *heads* sidecar that makes a block object
 //!   self-contained for rebuilding an index.
 //! - `upload.rs`: the tier thread: which sealed blocks to upload (per bucket,
@@ -24,20 +24,18 @@ mod labels;
 mod layout;
 mod read;
 mod refresh;
-mod store;
 mod upload;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 pub use refresh::RefreshReport;
-pub use store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 
 pub(crate) use layout::block_key;
 
 use crate::lock::{Mutex, Rank, RwLock};
+use crate::object_store::ObjectError;
+use crate::settings::TierConfig;
 use cache::RangeCache;
 
 /// Nice value of the threads that upload (the tier thread here; the object store's own
@@ -65,54 +63,6 @@ pub fn lower_thread_priority() {
 
 /// The folder (in the data folder) of blocks whose sidecars must be uploaded again.
 pub(crate) const DIRTY_DIR: &str = ".tier-dirty";
-
-/// How a store tiers to an object store (`StoreOptions::tier`).
-#[derive(Clone)]
-pub struct TierConfig {
-    pub store: Arc<dyn ObjectStore>,
-    /// Key prefix in the object store's bucket (no leading or trailing `/`; may be empty).
-    pub prefix: String,
-    /// Bytes of block ranges kept in the local cache.
-    pub cache_bytes: u64,
-    /// Uploads in flight at once.
-    pub uploads: usize,
-    /// Bytes a query's read of a tiered block fetches at once (a point read fetches exactly
-    /// its frame).
-    pub read_ahead: u64,
-    /// How often the tier thread looks for blocks to upload.
-    pub every: Duration,
-    /// False on a read replica: nothing is uploaded or deleted, and writes are refused.
-    pub upload: bool,
-}
-
-impl std::fmt::Debug for TierConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TierConfig")
-            .field("store", &self.store.describe())
-            .field("prefix", &self.prefix)
-            .field("cache_bytes", &self.cache_bytes)
-            .field("uploads", &self.uploads)
-            .field("read_ahead", &self.read_ahead)
-            .field("every", &self.every)
-            .field("upload", &self.upload)
-            .finish()
-    }
-}
-
-impl TierConfig {
-    /// Defaults for everything but the store and prefix.
-    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> TierConfig {
-        TierConfig {
-            store,
-            prefix: prefix.trim_matches('/').to_string(),
-            cache_bytes: 256 << 20,
-            uploads: 4,
-            read_ahead: 4 << 20,
-            every: Duration::from_millis(250),
-            upload: true,
-        }
-    }
-}
 
 /// The tier's counters, for metrics and `/health`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

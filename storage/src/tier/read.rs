@@ -8,11 +8,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{ObjectError, PendingGet, Tier, Tiered};
+use super::{Tier, Tiered};
 use crate::block::{check_frame, stored_payload, Expect};
 use crate::codec::frame::{HeadFields, FLAG_ZSTD};
+use crate::codec::index::IndexValue;
 use crate::entry::Entry;
-use crate::index::IndexValue;
+use crate::object_store::{ObjectError, PendingGet};
 use crate::read::Access;
 use crate::*;
 

@@ -13,11 +13,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::layout::{parse_block_key, settings_key, Heads};
-use super::{ObjectError, Tier, Tiered};
+use super::{Tier, Tiered};
 use crate::bucket::Bucket;
+use crate::codec::index::BlockState;
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
-use crate::index::BlockState;
+use crate::object_store::ObjectError;
 use crate::*;
 
 /// What a refresh did.
@@ -203,7 +204,7 @@ impl Store {
                 &mut now,
             )?;
         }
-        let listed: HashMap<u64, &crate::index::IndexValue> =
+        let listed: HashMap<u64, &crate::codec::index::IndexValue> =
             h.records.iter().map(|(ts, v)| (*ts, v)).collect();
         let mut ops = Vec::new();
         for (ts, v) in now.iter().filter(|(_, v)| v.block_id == h.block_id) {
@@ -241,9 +242,7 @@ impl Store {
         state: BlockState,
     ) -> Result<()> {
         ops.push(Op::PutBlock { id, state });
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
+        self.inner.commit(Change { ops, files: vec![] })?;
         st.adopt(id, state);
         Ok(())
     }

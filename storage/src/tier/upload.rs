@@ -24,11 +24,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{parse_block_key, settings_key, Heads};
-use super::{ObjectError, Tier, Tiered};
+use super::{Tier, Tiered};
 use crate::bucket::Bucket;
+use crate::codec::index::BlockState;
 use crate::commit::{Change, Op};
 use crate::entry::Entry;
-use crate::index::{BlockState, Order};
+use crate::index::Order;
+use crate::object_store::{ObjectError, ObjectHead};
 use crate::*;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -197,7 +199,7 @@ impl Store {
         }
         let head = store.head(&key).map_err(up)?;
         if head
-            != Some(super::ObjectHead {
+            != Some(ObjectHead {
                 len,
                 crc32c: Some(crc),
             })
@@ -229,7 +231,7 @@ impl Store {
             ops: vec![Op::PutBlock { id, state: m }],
             files: vec![],
         };
-        if let Err(err) = self.inner.committer.commit(&self.inner.index, change) {
+        if let Err(err) = self.inner.commit(change) {
             if let Some(mut back) = st.block(id) {
                 back.tiered = false;
                 st.adopt(id, back);
