@@ -38,7 +38,6 @@ mod layout;
 mod link;
 mod lock;
 mod mapped;
-mod multi;
 mod names;
 mod object_store;
 mod quota;
@@ -66,10 +65,10 @@ pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
 pub use mapped::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
-pub use multi::{entry_pattern_matches, MultiIter};
-pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use names::{
+    entry_pattern_matches, validate_bucket_name, validate_entry_name, validate_label_key,
+};
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
-pub use read::{QueryItem, QueryIter};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
     RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
@@ -80,8 +79,7 @@ pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
     TierConfig,
 };
-pub use spool::Spool;
-pub use store::{Store, StoreStats};
+pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{CmpOp, Condition, Operand, Value};
 

@@ -247,6 +247,19 @@ pub fn seal_head(head: &mut [u8], payload_crc: u32, stored: u64) {
         payload_crc,
         stored as usize,
     );
+    put_crc(head, crc);
+}
+
+/// Sets the CRC field of `head` for a frame whose stored payload is `pieces`, in order (a
+/// payload in memory, however it is split): the head's covered bytes, then each piece.
+pub fn seal_head_over<'p>(head: &mut [u8], pieces: impl IntoIterator<Item = &'p [u8]>) {
+    let crc = pieces
+        .into_iter()
+        .fold(crc32c::crc32c(&head[FRAME_PREFIX..]), crc32c::crc32c_append);
+    put_crc(head, crc);
+}
+
+fn put_crc(head: &mut [u8], crc: u32) {
     head[2..6].copy_from_slice(&crc.to_le_bytes());
 }
 

@@ -20,11 +20,11 @@
 //! payload reads differ. No engine lock is held across a network call.
 
 mod cache;
-mod labels;
-mod layout;
+pub(crate) mod labels;
+pub(crate) mod layout;
 mod read;
-mod refresh;
-mod upload;
+pub(crate) mod refresh;
+pub(crate) mod upload;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub use refresh::RefreshReport;
 
 pub(crate) use layout::block_key;
+pub(crate) use read::Access;
 
 use crate::lock::{Mutex, Rank, RwLock};
 use crate::object_store::ObjectError;
@@ -106,41 +107,41 @@ pub(crate) struct Tiered {
 
 /// The tier's shared state (one per store, in `Inner`).
 pub(crate) struct Tier {
-    cfg: TierConfig,
+    pub(crate) cfg: TierConfig,
     /// Tiered blocks by id (ordered: a query's next block of an entry is the next id of
     /// that entry).
-    blocks: RwLock<BTreeMap<u64, Tiered>>,
+    pub(crate) blocks: RwLock<BTreeMap<u64, Tiered>>,
     /// Fetches of a query's next tiered block under way (block id → first byte and the
     /// thread fetching), at most [`read::PREFETCHES`] at once.
-    prefetch: Mutex<HashMap<u64, read::Prefetch>>,
+    pub(crate) prefetch: Mutex<HashMap<u64, read::Prefetch>>,
     /// Tiered blocks whose heads sidecar must be uploaded again (a record was removed):
     /// (bucket, entry, id).
-    dirty: Mutex<BTreeSet<(String, String, u64)>>,
+    pub(crate) dirty: Mutex<BTreeSet<(String, String, u64)>>,
     /// Where `dirty` is kept across restarts: one file per block, named by its id, holding
     /// `bucket\nentry` (`<data>/.tier-dirty/`).
-    dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
+    pub(crate) dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
     /// The settings text last uploaded per bucket (`<bucket>/settings` goes up when it
     /// changes, not with every block).
-    settings_sent: Mutex<HashMap<String, String>>,
+    pub(crate) settings_sent: Mutex<HashMap<String, String>>,
     /// The ETag of each tiered block's heads sidecar as last read (read replicas: a
     /// sidecar uploaded again after a removal or label update is read again).
-    heads_seen: Mutex<HashMap<u64, String>>,
+    pub(crate) heads_seen: Mutex<HashMap<u64, String>>,
     /// Object keys to delete (blocks evicted, expired or removed).
-    deletes: Mutex<Vec<String>>,
-    cache: RangeCache,
+    pub(crate) deletes: Mutex<Vec<String>>,
+    pub(crate) cache: RangeCache,
     /// False when orphan objects must not be swept (an index rebuilt without the object
     /// store's sidecars would call every tiered block an orphan).
-    sweep: AtomicBool,
-    available: AtomicBool,
-    last_error: Mutex<Option<String>>,
-    uploaded_blocks: AtomicU64,
-    uploaded_bytes: AtomicU64,
-    upload_errors: AtomicU64,
-    gets: AtomicU64,
-    get_errors: AtomicU64,
-    deleted: AtomicU64,
+    pub(crate) sweep: AtomicBool,
+    pub(crate) available: AtomicBool,
+    pub(crate) last_error: Mutex<Option<String>>,
+    pub(crate) uploaded_blocks: AtomicU64,
+    pub(crate) uploaded_bytes: AtomicU64,
+    pub(crate) upload_errors: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) get_errors: AtomicU64,
+    pub(crate) deleted: AtomicU64,
     /// Sidecars out of `dirty` whose upload is under way (counted as pending).
-    sidecars_in_flight: AtomicU64,
+    pub(crate) sidecars_in_flight: AtomicU64,
 }
 
 impl Tier {
@@ -263,7 +264,7 @@ impl Tier {
         drop(set);
     }
 
-    fn ok(&self) {
+    pub(crate) fn ok(&self) {
         if !self.available.swap(true, Ordering::AcqRel) {
             log::info!(
                 "the object store {} is available again",
@@ -273,7 +274,7 @@ impl Tier {
         *self.last_error.lock() = None;
     }
 
-    fn failed(&self, e: &ObjectError) {
+    pub(crate) fn failed(&self, e: &ObjectError) {
         if let ObjectError::Unavailable(_) | ObjectError::Tls(_) = e {
             if self.available.swap(false, Ordering::AcqRel) {
                 log::warn!("the object store is unavailable: {e}");

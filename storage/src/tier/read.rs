@@ -14,7 +14,6 @@ use crate::codec::frame::{HeadFields, FLAG_ZSTD};
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::object_store::{ObjectError, PendingGet};
-use crate::read::Access;
 use crate::*;
 
 impl Tier {
@@ -191,6 +190,16 @@ impl Tier {
             map.insert(id, Prefetch { start: 0, get });
         }
     }
+}
+
+/// How a record is read: alone (a point read), or as one of a query's records, which
+/// lets a tiered block's read fetch ahead into the cache for the records after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// One record by its timestamp.
+    Point,
+    /// The next record of a query (range scan).
+    Scan,
 }
 
 /// Prefetches of next blocks under way at once, over all queries: each holds at most twice

@@ -1,10 +1,22 @@
-//! The public face of the engine: [`Store`], and bucket and entry management.
+//! The public face of the engine: [`Store`], a thin facade over the engine's modules.
 //!
 //! State lives in three places: block files (the truth), the LMDB index (a rebuildable
 //! cache of where records are), and in-memory state (`Bucket`, `Entry`, built by
-//! `recover.rs` at open and kept in step with every commit). The operations live one
-//! module each: `write.rs`, `read.rs`, `remove.rs`, `labels.rs`, `quota.rs`. Locks are
-//! ranked (`lock.rs`); the order is written in `docs/architecture.md`.
+//! `recover.rs` at open and kept in step with every commit). `Store`'s methods are grouped
+//! one file each in this folder (`write.rs`, `read.rs`, `query.rs`, `remove.rs`,
+//! `labels.rs`, `quota.rs`, `feed.rs`, `tier.rs`); the modules they call sit beside this
+//! folder and never reach back into `Store` or [`Inner`]. Locks are ranked (`lock.rs`); the
+//! order is written in `docs/architecture.md`.
+
+mod feed;
+mod labels;
+mod query;
+mod quota;
+mod read;
+mod remove;
+mod spool;
+mod tier;
+mod write;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -21,10 +33,14 @@ use crate::index::Index;
 use crate::lock::{Mutex, Rank, RwLock};
 use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::quota::FreeSpace;
+use crate::read::Sources;
 use crate::recover::Loaded;
 use crate::tier::{Tier, Tiered};
 use crate::trash::{sync_dir, Trash};
 use crate::*;
+
+pub use query::{MultiIter, QueryItem, QueryIter};
+pub use spool::Spool;
 
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
@@ -146,6 +162,14 @@ impl Inner {
     /// Commits `change` to the index (and the change feed) through the group committer.
     pub fn commit(&self, change: Change) -> Result<()> {
         self.committer.commit(&self.index, &self.feed, change)
+    }
+
+    /// Where record payloads are read from.
+    pub fn sources(&self) -> Sources<'_> {
+        Sources {
+            files: &self.files,
+            tier: self.tier.as_ref(),
+        }
     }
 
     pub(crate) fn buckets(&self) -> Vec<Arc<Bucket>> {
