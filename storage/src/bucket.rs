@@ -10,11 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::entry::{Entry, SizeChange, TieredSize};
+use crate::error::{BucketError, Error, Result};
 use crate::index::Index;
 use crate::layout::SETTINGS_FILE;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
+use crate::record::BucketInfo;
+use crate::settings::{BucketSettings, BucketSettingsUpdate};
 use crate::trash::sync_dir;
-use crate::*;
 use std::fs::File;
 
 pub(crate) struct Bucket {

@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::codec::index::BlockState;
+use crate::error::{NotFound, Result};
 use crate::index::Index;
 use crate::lock::{Mutex, MutexGuard, Rank};
 use crate::names::entry_dir_name;
-use crate::*;
+use crate::record::EntryInfo;
+use crate::settings::BucketSettings;
 
 pub(crate) struct Entry {
     id: u32,

@@ -30,15 +30,23 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use heed::{RoTxn, RwTxn, WithoutTls};
 
+pub(crate) use crate::codec::feed::reader_key;
+use crate::codec::feed::{
+    decode_reader, decode_seq, encode_item, encode_reader, entry_key, seq_key, Item, NEXT_KEY,
+    READER_PREFIX,
+};
+use crate::codec::{self, DecodeError};
 use crate::db::{Db, Table};
+use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
 use crate::names::entry_pattern_matches;
+use crate::record::Record;
 use crate::record::RecordMeta;
+use crate::when::Condition;
 use crate::when::{Matcher, Stop};
-use crate::*;
+use crate::Labels;
 
-pub(crate) const NEXT_KEY: &[u8] = b"\0next";
 /// Feed items one [`Store::feed_read`] call looks at, at most (so a reader whose bucket is
 /// quiet while another is busy still returns, and moves its position past them).
 pub(crate) const SCAN_LIMIT: usize = 65_536;
@@ -74,21 +82,6 @@ impl FeedBatch {
     }
 }
 
-pub(crate) fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(bucket.len() + 1 + entry.len());
-    k.extend_from_slice(bucket.as_bytes());
-    k.push(0);
-    k.extend_from_slice(entry.as_bytes());
-    k
-}
-
-pub(crate) fn reader_key(name: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + name.len());
-    k.push(b'r');
-    k.extend_from_slice(name.as_bytes());
-    k
-}
-
 pub(crate) fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -101,32 +94,16 @@ pub(crate) fn bad_feed(what: &str) -> Error {
     ))
 }
 
-/// One decoded feed item.
-pub(crate) struct Item<'a> {
-    pub(crate) seq: u64,
-    pub(crate) written_us: u64,
-    pub(crate) ts: u64,
-    pub(crate) bucket: &'a [u8],
-    pub(crate) entry: &'a [u8],
+/// A feed item from its key and value, or the error that says which part is damaged.
+pub(crate) fn decode_item<'a>(k: &[u8], v: &'a [u8]) -> Result<Item<'a>> {
+    codec::feed::decode_item(k, v).map_err(damaged)
 }
 
-pub(crate) fn decode_item<'a>(k: &[u8], v: &'a [u8]) -> Result<Item<'a>> {
-    let seq = <[u8; 8]>::try_from(k)
-        .map(u64::from_be_bytes)
-        .map_err(|_| bad_feed("key"))?;
-    let (Some(w), Some(t), Some(rest)) = (v.get(..8), v.get(8..16), v.get(16..)) else {
-        return Err(bad_feed("item"));
-    };
-    let mut parts = rest.splitn(2, |b| *b == 0);
-    let (Some(bucket), Some(entry)) = (parts.next(), parts.next()) else {
-        return Err(bad_feed("item"));
-    };
-    Ok(Item {
-        seq,
-        written_us: u64::from_le_bytes(w.try_into().map_err(|_| bad_feed("item"))?),
-        ts: u64::from_le_bytes(t.try_into().map_err(|_| bad_feed("item"))?),
-        bucket,
-        entry,
+/// The error of a damaged feed key or value.
+fn damaged(e: DecodeError) -> Error {
+    bad_feed(match e {
+        DecodeError::Garbage(what) => what,
+        _ => "item",
     })
 }
 
@@ -175,23 +152,18 @@ impl Feed {
         let written = now_us();
         let mut v = Vec::new();
         for (k, ts) in keys {
-            v.clear();
-            v.extend_from_slice(&written.to_le_bytes());
-            v.extend_from_slice(&ts.to_le_bytes());
-            v.extend_from_slice(&k);
+            encode_item(&mut v, written, ts, &k);
             seq += 1;
-            self.items.put(txn, &seq.to_be_bytes(), &v)?;
+            self.items.put(txn, &seq_key(seq), &v)?;
         }
-        self.state.put(txn, NEXT_KEY, &seq.to_be_bytes())?;
+        self.state.put(txn, NEXT_KEY, &seq_key(seq))?;
         Ok(())
     }
 
     /// The last sequence number given out (0: none yet).
     pub(crate) fn next(&self, txn: &RoTxn<'_, WithoutTls>) -> Result<u64> {
         match self.state.get(txn, NEXT_KEY)? {
-            Some(b) => <[u8; 8]>::try_from(b)
-                .map(u64::from_be_bytes)
-                .map_err(|_| bad_feed("counter")),
+            Some(b) => decode_seq(b).map_err(damaged),
             None => Ok(0),
         }
     }
@@ -201,16 +173,9 @@ impl Feed {
         txn: &RoTxn<'_, WithoutTls>,
     ) -> Result<Vec<(String, u64, String)>> {
         let mut out = Vec::new();
-        for item in self.state.prefix_iter(txn, b"r")? {
+        for item in self.state.prefix_iter(txn, READER_PREFIX)? {
             let (k, v) = item?;
-            let name = String::from_utf8_lossy(&k[1..]).into_owned();
-            let pos = v
-                .get(..8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| bad_feed("reader"))?;
-            let bucket = String::from_utf8_lossy(&v[8..]).into_owned();
-            out.push((name, pos, bucket));
+            out.push(decode_reader(k, v).map_err(damaged)?);
         }
         Ok(out)
     }
@@ -234,9 +199,9 @@ impl Feed {
         pos: u64,
         bucket: &str,
     ) -> Result<()> {
-        let mut v = pos.to_be_bytes().to_vec();
-        v.extend_from_slice(bucket.as_bytes());
-        Ok(self.state.put(txn, &reader_key(name), &v)?)
+        Ok(self
+            .state
+            .put(txn, &reader_key(name), &encode_reader(pos, bucket))?)
     }
 
     /// Rebuilds the watched set from the readers and the index's entries (under a write
@@ -264,7 +229,7 @@ impl Feed {
             .map(|(_, p, _)| *p)
             .min()
             .unwrap_or(u64::MAX);
-        let hi = upto.to_be_bytes();
+        let hi = seq_key(upto);
         self.items
             .delete_range(txn, &(Bound::Unbounded, Bound::Included(&hi[..])))?;
         Ok(())

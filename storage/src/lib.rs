@@ -44,7 +44,6 @@ mod quota;
 mod read;
 mod record;
 mod recover;
-mod remove;
 mod round;
 mod select;
 mod settings;

@@ -11,8 +11,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::bucket::Bucket;
+use crate::error::{Error, Result, WriteError};
 use crate::lock::{Mutex, Rank};
-use crate::*;
+use crate::settings::BucketSettings;
 
 /// Free bytes for an unprivileged writer on the file system holding `path`.
 pub(crate) fn free_space(path: &Path) -> std::io::Result<u64> {

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 
 use crate::block::read_frame;
+use crate::block::RecordReader;
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
+use crate::error::{Error, NotFound, Result};
 use crate::files::{CachedBlock, FileCache};
 use crate::mapped::{map_frame, Payload, Span, Windows, MAP_MAX, MAP_MIN, MEMORY_MAX};
+use crate::record::{Record, RecordMeta};
 use crate::tier::{Access, Tier};
-use crate::*;
 
 pub(crate) fn meta_of(ts: u64, v: &IndexValue) -> RecordMeta {
     RecordMeta {

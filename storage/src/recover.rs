@@ -19,11 +19,14 @@ use crate::bucket::Bucket;
 use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::entry::{Entry, EntryState};
+use crate::error::{Error, OpenError, Result};
 use crate::index::{Index, RecChange, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;
+use crate::record::RecoveryReport;
+use crate::settings::{BucketSettings, StoreOptions, SyncPolicy};
 use crate::trash::Trash;
-use crate::*;
+use crate::{now_micros, validate_bucket_name, validate_entry_name};
 
 /// What opening a data folder found: built by this module, turned into the store's `Inner` by `Store::open`.
 pub(crate) struct Loaded {

@@ -19,9 +19,10 @@ use std::sync::Arc;
 
 use crate::bucket::Bucket;
 use crate::entry::Entry;
+use crate::error::Result;
 use crate::quota::Reservation;
+use crate::record::WriteMeta;
 use crate::write::Prepared;
-use crate::*;
 
 /// One group of [`Store::write_groups`]: a bucket, an entry and its records, each record
 /// given as its meta and the pieces of its payload.

@@ -2,8 +2,9 @@
 //! to pages of index records by queries (`read.rs`) and by [`Store::remove_where`].
 
 use crate::codec::index::IndexValue;
+use crate::error::{QueryError, Result};
+use crate::record::{LabelFilter, Query};
 use crate::when::{Matcher, Stop};
-use crate::*;
 
 /// Index records scanned per page by `remove_where` (one index commit per page at most).
 /// Records removed per index commit in a removal (by range or condition).

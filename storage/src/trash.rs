@@ -13,7 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::*;
+use crate::error::{Error, Result};
+use crate::now_micros;
+use crate::record::RecoveryReport;
 
 pub(crate) const TRASH_DIR: &str = ".trash";
 

@@ -14,7 +14,10 @@ use crate::bucket::Bucket;
 use crate::codec::index::IndexValue;
 use crate::commit::{BlockFile, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
-use crate::*;
+use crate::error::{Result, WriteError};
+use crate::record::WriteMeta;
+use crate::settings::Compression;
+use crate::{validate_label_key, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE};
 
 pub(crate) type Txn<'a> = heed::RoTxn<'a, heed::WithoutTls>;
 

@@ -3,8 +3,15 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
-use crate::feed::*;
-use crate::*;
+use crate::codec::feed::seq_key;
+use crate::error::{Error, NotFound, Result};
+use crate::feed::{
+    decode_item, reader_key, Feed, FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending,
+    FeedRecord, PENDING_SCAN_LIMIT, SCAN_LIMIT,
+};
+use crate::record::Record;
+use crate::settings::SyncPolicy;
+use crate::store::Store;
 
 impl Store {
     fn feed(&self) -> &Feed {
@@ -110,7 +117,7 @@ impl Store {
             end: after,
             ..FeedPage::default()
         };
-        let lo = after.saturating_add(1).to_be_bytes();
+        let lo = seq_key(after.saturating_add(1));
         let mut bytes = 0u64;
         let mut wanted: Vec<(u64, u64, String, u64)> = Vec::new();
         for (scanned, item) in feed
@@ -175,7 +182,7 @@ impl Store {
         let Some((pos, bucket)) = feed.reader(&txn, name)? else {
             return Ok(FeedPending::default());
         };
-        let lo = pos.saturating_add(1).to_be_bytes();
+        let lo = seq_key(pos.saturating_add(1));
         let mut out = FeedPending::default();
         let mut ids: HashMap<Vec<u8>, Option<u32>> = HashMap::new();
         let entries = index.entries(&txn)?;

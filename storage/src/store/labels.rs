@@ -9,11 +9,14 @@ use crate::codec::frame::{encode_head, seal_head, HeadSpec, FLAG_DELETED};
 use crate::codec::index::{Attrs, IndexValue};
 use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
+use crate::error::{CorruptionError, Error, NotFound, Result};
 use crate::files::CachedBlock;
-use crate::labels::*;
+use crate::labels::{merged, meta_bytes};
 use crate::read::meta_of;
+use crate::record::{RecordMeta, WriteMeta};
+use crate::store::Store;
 use crate::write::{check_meta, frame_need, Undo};
-use crate::*;
+use crate::{Labels, DEFAULT_CONTENT_TYPE};
 
 impl Store {
     /// Sets `set` and removes `remove` labels of a record.

@@ -5,16 +5,19 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::block::RecordReader;
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
-use crate::histogram::*;
+use crate::error::{Error, Result};
+use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
 use crate::index::Order;
 use crate::mapped::{Payload, Span, Spans, Windows};
-use crate::names::validate_entry_name;
-use crate::read::*;
+use crate::names::{entry_pattern_matches, validate_entry_name};
+use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
+use crate::record::{Query, Record, RecordMeta};
 use crate::select::Selector;
+use crate::store::Store;
 use crate::tier::Access;
-use crate::*;
 
 /// How many index records a query fetches per LMDB read transaction (per entry, for a
 /// merged query), and scans without a match before `next_bounded` hands back.
@@ -580,6 +583,7 @@ impl Iterator for MultiIter {
 mod histogram_tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::{BatchRecord, BucketSettings, StoreOptions, WriteMeta};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -674,6 +678,7 @@ mod histogram_tests {
 #[cfg(test)]
 mod multi_tests {
     use super::*;
+    use crate::{BucketSettings, Condition, StoreOptions, WriteMeta};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -806,7 +811,7 @@ mod follow_tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    use crate::*;
+    use crate::{BucketSettings, Condition, Query, QueryIter, Store, StoreOptions, WriteMeta};
 
     fn drain(it: &mut QueryIter) -> Vec<u64> {
         it.by_ref().map(|i| i.unwrap().meta.ts).collect()

@@ -4,8 +4,11 @@
 use crate::bucket::Bucket;
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
-use crate::quota::*;
-use crate::*;
+use crate::error::{Result, WriteError};
+use crate::now_micros;
+use crate::quota::{quota_exceeded, Reservation, EXPIRY_EVERY_MS};
+use crate::settings::{BucketSettings, QuotaType};
+use crate::store::Store;
 
 impl Store {
     /// Admits a write of `need` bytes, all of them received: checks the quota and the

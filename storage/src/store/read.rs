@@ -2,12 +2,15 @@
 
 use std::sync::Arc;
 
+use crate::block::RecordReader;
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
+use crate::error::{NotFound, Result};
 use crate::mapped::Payload;
-use crate::read::*;
+use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, read_value};
+use crate::record::{Record, RecordMeta};
+use crate::store::Store;
 use crate::tier::Access;
-use crate::*;
 
 impl Store {
     fn locate(
@@ -92,7 +95,11 @@ impl Store {
 
 #[cfg(test)]
 mod mapped_tests {
-    use crate::*;
+    use crate::error::Error;
+    use crate::mapped::{Payload, Windows};
+    use crate::record::{Query, WriteMeta};
+    use crate::settings::{BucketSettings, Compression, StoreOptions};
+    use crate::store::Store;
 
     fn payload(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i % 253) as u8).collect()

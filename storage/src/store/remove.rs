@@ -1,4 +1,13 @@
-//! `Store`'s removals: records, ranges and the matches of a query (`select.rs`).
+//! Removing records and ranges.
+//!
+//! A removed record gets the `deleted` flag in its frame header (the one byte of a block
+//! that changes after it is written) and leaves the index. A block whose records are all
+//! removed is deleted whole (`quota.rs`, `delete_block`), unless it is the block being
+//! appended to. Everything happens under the entry's lock, with the record's location read
+//! under that lock: a removal and a label update of one record are serialized, so neither
+//! can retire a frame the other already moved, nor bring back one the other removed.
+//!
+//! The removal of the matches of a query lists them with `select.rs`'s `Selector`.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;
@@ -8,9 +17,11 @@ use crate::codec::frame::FLAG_DELETED;
 use crate::codec::index::IndexValue;
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
+use crate::error::{Error, NotFound, Result};
 use crate::index::Order;
-use crate::select::*;
-use crate::*;
+use crate::record::Query;
+use crate::select::{Selector, REMOVE_PAGE};
+use crate::store::Store;
 
 impl Store {
     pub fn remove_record(&self, bucket: &str, entry: &str, ts: u64) -> Result<()> {
@@ -161,7 +172,11 @@ impl Store {
 
 #[cfg(test)]
 mod select_tests {
-    use crate::*;
+    use crate::error::{Error, QueryError};
+    use crate::record::{BatchRecord, Query, WriteMeta};
+    use crate::settings::{BucketSettings, StoreOptions};
+    use crate::store::Store;
+    use crate::when::{CmpOp, Condition, Operand, Value};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();

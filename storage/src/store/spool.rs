@@ -16,8 +16,9 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use crate::bucket::Bucket;
+use crate::error::{Error, Result};
 use crate::spool::write_pieces_at;
-use crate::*;
+use crate::store::Store;
 
 /// A payload being received; see the module documentation.
 pub struct Spool {

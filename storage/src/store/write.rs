@@ -16,13 +16,21 @@ use crate::codec::frame::{
 use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::commit::{Change, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
-use crate::link::*;
+use crate::error::{Error, NotFound, Result, WriteError};
+use crate::link::{link_file, linked_prefix, LINK_FROM};
 use crate::lock::MutexGuard;
-use crate::round::*;
+use crate::record::{BatchRecord, WriteMeta};
+use crate::round::{Admitted, Group, GroupResult};
+use crate::settings::Compression;
 use crate::spool::{copy_range, SpoolReader};
+use crate::store::spool::Spool;
+use crate::store::Store;
 use crate::trash::sync_dir;
-use crate::write::{prepare, records_need, Prepared, RecordIn, Uncommitted, Undo, *};
-use crate::*;
+use crate::write::{
+    check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need, BatchSeen,
+    FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo, SAMPLE,
+};
+use crate::{now_micros, validate_entry_name, DEFAULT_CONTENT_TYPE};
 
 impl Store {
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".
@@ -920,7 +928,12 @@ impl Store {
 #[cfg(test)]
 mod link_tests {
     #![allow(clippy::unwrap_used)]
-    use crate::*;
+    use crate::error::{Error, WriteError};
+    use crate::record::WriteMeta;
+    use crate::settings::{BucketSettings, Compression, QuotaType, StoreOptions};
+    use crate::store::spool::Spool;
+    use crate::store::Store;
+    use crate::Labels;
 
     fn payload(n: usize, seed: u32) -> Vec<u8> {
         // Incompressible enough that a zstd bucket stores it raw.

@@ -1,26 +1,23 @@
 //! Tiering sealed blocks to an S3-compatible object store.
 //!
-//! - `../object_store.rs` (beside this folder, as `settings.rs` holds [`TierConfig`]): the
+//! - `../object_store.rs` (beside this folder; [`TierConfig`] is in `settings.rs`): the
 //!   blocking [`ObjectStore`] trait an embedder implements (the server does, with aws-sdk-s3).
 //! - `layout.rs`: object keys and the *heads* sidecar that makes a block object
 //!   self-contained for rebuilding an index.
-//! - `upload.rs`: the tier thread: which sealed blocks to upload (per bucket,
-//!   `tier_local_max` and `tier_after`), bounded concurrent uploads with backoff, verify
-//!   (size and CRC32C), then the commit that marks the block tiered, then the local copy is
-//!   dropped; object deletions of evicted or removed blocks.
+//! - `upload.rs`: how the tier thread uploads (its comment), and the tier's pieces of it
+//!   (pending object deletions, an object's CRC by HEAD); the thread, its rounds and the
+//!   commit that marks a block tiered are `Store`'s, in `store/tier.rs`.
 //! - `read.rs`: reads of tiered records (one ranged GET per frame, read-ahead for queries,
 //!   the range cache `cache.rs`), CRC-checked as local reads are.
-//! - `labels.rs`: label updates of tiered records (the index commit, then the heads
-//!   sidecar uploaded again).
-//! - `refresh.rs`: an index built from the object store alone (`--restore-from`,
-//!   `--read-replica`).
+//! - `refresh.rs`: [`RefreshReport`]; the index built from the object store alone
+//!   (`--restore-from`, `--read-replica`) is `Store::tier_refresh` (`store/tier.rs`), as are
+//!   label updates of tiered records.
 //!
 //! A tiered block keeps its state in the index (`BlockState::tiered`) and its records in
 //! the chunks, so quotas and `max_age` count it and queries list it like a local one; only
 //! payload reads differ. No engine lock is held across a network call.
 
 mod cache;
-pub(crate) mod labels;
 pub(crate) mod layout;
 mod read;
 pub(crate) mod refresh;

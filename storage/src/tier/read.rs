@@ -13,8 +13,9 @@ use crate::block::{check_frame, stored_payload, Expect};
 use crate::codec::frame::{HeadFields, FLAG_ZSTD};
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
+use crate::error::{CorruptionError, Error, Result, TierError};
+use crate::mapped::{Payload, SharedPayload};
 use crate::object_store::{ObjectError, PendingGet};
-use crate::*;
 
 impl Tier {
     /// The head fields and payload of a record of a tiered block; `Ok(None)` if the block

@@ -10,8 +10,8 @@
 //! changed: records removed or relabelled on the writer) get the sidecar's records. No
 //! payload is downloaded.
 
+use crate::error::{Error, TierError};
 use crate::object_store::ObjectError;
-use crate::*;
 
 /// What a refresh did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

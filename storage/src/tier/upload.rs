@@ -18,13 +18,16 @@
 //!
 //! Writers never wait on any of this: the thread holds an entry lock only for the commit.
 //! A failed round backs off (250 ms doubling to 10 s).
+//!
+//! The thread and its rounds are `Store`'s methods (`store/tier.rs`: `start_tier_thread`,
+//! `tier_round`); this file holds the tier's side of them.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Tier;
+use crate::error::{Error, TierError};
 use crate::object_store::ObjectError;
-use crate::*;
 
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
