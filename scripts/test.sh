@@ -12,9 +12,10 @@ root=$PWD
 cache="${TSBLOB_CACHE:-$HOME/.cache/tsblob}"
 
 echo "== import cycles"
-# Module-level import cycles inside each crate (scripts/import-cycles.py). storage/ is being
-# taken apart into layers (issue 26): reported, not yet enforced.
-python3 scripts/import-cycles.py storage --report
+# Module-level import cycles inside a crate (scripts/import-cycles.py): none in storage/ (a
+# new one fails the run); server/'s are reported until they are taken apart (issue 26).
+python3 scripts/import-cycles.py --self-test
+python3 scripts/import-cycles.py storage
 python3 scripts/import-cycles.py server --report
 
 echo "== peers"
