@@ -1,4 +1,4 @@
-//! Label updates. (Of a record whose block is tiered: `tier/labels.rs`.) Blocks are
+//! Label updates. (Of a record whose block is tiered: `store/tier.rs`.) Blocks are
 //! append-only, so a record with new labels is a new frame: the
 //! old frame's stored bytes are copied as they are (still compressed, never decompressed,
 //! never held whole in memory) behind a new head, the index is pointed at the copy, and the

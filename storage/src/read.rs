@@ -11,7 +11,7 @@ use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::error::{Error, NotFound, Result};
 use crate::files::{CachedBlock, FileCache};
-use crate::mapped::{map_frame, Payload, Span, Windows, MAP_MAX, MAP_MIN, MEMORY_MAX};
+use crate::payload::{map_frame, Payload, Span, Windows, MAP_MAX, MAP_MIN, MEMORY_MAX};
 use crate::record::{Record, RecordMeta};
 use crate::tier::{Access, Tier};
 

@@ -46,7 +46,7 @@ impl Store {
             content_type: Some(first.attrs.content_type.clone()),
             labels: merged(&first.attrs.labels, set, remove),
         };
-        // A tiered record's update writes no frame (see `tier/labels.rs`): nothing to reserve.
+        // A tiered record's update writes no frame (see `store/tier.rs`): nothing to reserve.
         let tier = self.inner.tier.as_ref();
         let _res = match tier.is_some_and(|t| t.is_tiered(first.block_id)) {
             true => None,

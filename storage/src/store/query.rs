@@ -1,6 +1,6 @@
 //! Queries: `Store::query` (read.rs) and `Store::query_entries` iterate pages of index
 //! records (`QueryIter` for one entry, `MultiIter` merging several), filtered by a
-//! `Selector` (`select.rs`); `Store::histogram` counts per step.
+//! `Selector` (`selector.rs`); `Store::histogram` counts per step.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,11 +11,11 @@ use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
 use crate::index::Order;
-use crate::mapped::{Payload, Span, Spans, Windows};
 use crate::names::{entry_pattern_matches, validate_entry_name};
+use crate::payload::{Payload, Span, Spans, Windows};
 use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
 use crate::record::{Query, Record, RecordMeta};
-use crate::select::Selector;
+use crate::selector::Selector;
 use crate::store::Store;
 use crate::tier::Access;
 

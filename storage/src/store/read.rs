@@ -6,7 +6,7 @@ use crate::block::RecordReader;
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::error::{NotFound, Result};
-use crate::mapped::Payload;
+use crate::payload::Payload;
 use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, read_value};
 use crate::record::{Record, RecordMeta};
 use crate::store::Store;
@@ -96,7 +96,7 @@ impl Store {
 #[cfg(test)]
 mod mapped_tests {
     use crate::error::Error;
-    use crate::mapped::{Payload, Windows};
+    use crate::payload::{Payload, Windows};
     use crate::record::{Query, WriteMeta};
     use crate::settings::{BucketSettings, Compression, StoreOptions};
     use crate::store::Store;

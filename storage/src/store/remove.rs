@@ -7,7 +7,7 @@
 //! under that lock: a removal and a label update of one record are serialized, so neither
 //! can retire a frame the other already moved, nor bring back one the other removed.
 //!
-//! The removal of the matches of a query lists them with `select.rs`'s `Selector`.
+//! The removal of the matches of a query lists them with `selector.rs`'s `Selector`.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;
@@ -20,7 +20,7 @@ use crate::entry::{Entry, EntryState};
 use crate::error::{Error, NotFound, Result};
 use crate::index::Order;
 use crate::record::Query;
-use crate::select::{Selector, REMOVE_PAGE};
+use crate::selector::{Selector, REMOVE_PAGE};
 use crate::store::Store;
 
 impl Store {
@@ -75,7 +75,7 @@ impl Store {
             }
         }
         let mut emptied = Vec::new();
-        // Tiered blocks are marked again after the commit (see `tier/labels.rs`: a sidecar
+        // Tiered blocks are marked again after the commit (see `store/tier.rs`: a sidecar
         // upload that read the index before it must be followed by another).
         let tiered: Vec<u64> = match &self.inner.tier {
             Some(t) => touched

@@ -1,5 +1,5 @@
 //! `Store`'s tiering: the tier thread and uploads (`tier/upload.rs`), an index from the
-//! object store (`tier/refresh.rs`), label updates of tiered records (`tier/labels.rs`).
+//! object store (`tier/refresh.rs`), label updates of tiered records (`store/tier.rs`).
 //!
 //! Label updates of tiered records (`Store::update_tiered_labels`):
 //! A tiered record's frame is in the object store and its labels in the index; the index

@@ -1,6 +1,6 @@
 //! `Store`'s write path: single, streamed, spooled and batched writes (`write.rs` holds the
-//! framing and the undo), write rounds (`round.rs`), large spooled records linked as
-//! blocks of their own (`link.rs`), and spools (`spool.rs`).
+//! framing and the undo), write rounds (`write_round.rs`), large spooled records linked as
+//! blocks of their own (`spool_block.rs`), and spools (`spool.rs`).
 
 use std::fs::File;
 use std::io::Read;
@@ -17,12 +17,11 @@ use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::commit::{Change, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
 use crate::error::{Error, NotFound, Result, WriteError};
-use crate::link::{link_file, linked_prefix, LINK_FROM};
 use crate::lock::MutexGuard;
 use crate::record::{BatchRecord, WriteMeta};
-use crate::round::{Admitted, Group, GroupResult};
 use crate::settings::Compression;
 use crate::spool::{copy_range, SpoolReader};
+use crate::spool_block::{link_file, linked_prefix, LINK_FROM};
 use crate::store::spool::Spool;
 use crate::store::Store;
 use crate::trash::sync_dir;
@@ -30,6 +29,7 @@ use crate::write::{
     check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need, BatchSeen,
     FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo, SAMPLE,
 };
+use crate::write_round::{Admitted, Group, GroupResult};
 use crate::{now_micros, validate_entry_name, DEFAULT_CONTENT_TYPE};
 
 impl Store {
@@ -520,7 +520,7 @@ impl Store {
     /// Writes a record whose payload was received into `spool` (see [`Store::spool`]):
     /// reserves exactly its size, then copies it into the entry's active block, or, for a
     /// large raw payload in a spool made by [`Store::spool_for`], makes the spool file the
-    /// entry's new active block (`link.rs`: no copy).
+    /// entry's new active block (`spool_block.rs`: no copy).
     pub fn write_spooled(
         &self,
         bucket: &str,
@@ -907,7 +907,7 @@ impl Store {
     /// large raw payload becomes its block without being copied ([`Store::write_spooled`]
     /// writes the block header and the frame head in front of it and links the file in).
     pub fn spool_for(&self, bucket: &str, entry: &str, meta: &WriteMeta) -> Result<Spool> {
-        self.new_spool(bucket, crate::link::room_for(entry, meta))
+        self.new_spool(bucket, crate::spool_block::room_for(entry, meta))
     }
 
     fn new_spool(&self, bucket: &str, base: u64) -> Result<Spool> {

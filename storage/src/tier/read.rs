@@ -14,8 +14,8 @@ use crate::codec::frame::{HeadFields, FLAG_ZSTD};
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::error::{CorruptionError, Error, Result, TierError};
-use crate::mapped::{Payload, SharedPayload};
 use crate::object_store::{ObjectError, PendingGet};
+use crate::payload::{Payload, SharedPayload};
 
 impl Tier {
     /// The head fields and payload of a record of a tiered block; `Ok(None)` if the block
