@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use crate::entry::{Entry, SizeChange, TieredSize};
 use crate::error::{BucketError, Error, Result};
+use crate::files::sync_dir;
 use crate::index::Index;
 use crate::layout::SETTINGS_FILE;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
 use crate::record::BucketInfo;
 use crate::settings::{BucketSettings, BucketSettingsUpdate};
-use crate::trash::sync_dir;
 use std::fs::File;
 
 pub(crate) struct Bucket {

@@ -30,6 +30,7 @@ use crate::entry::{Entry, EntryState};
 use crate::error::{BucketError, Error, NotFound, Result};
 use crate::feed::Feed;
 use crate::files;
+use crate::files::sync_dir;
 use crate::files::FileCache;
 use crate::index::Index;
 use crate::lock::{Mutex, Rank, RwLock};
@@ -41,7 +42,7 @@ use crate::recover::Loaded;
 use crate::settings::{BucketSettings, BucketSettingsUpdate, StoreOptions, SyncPolicy};
 use crate::tier::TierStats;
 use crate::tier::{Tier, Tiered};
-use crate::trash::{sync_dir, Trash};
+use crate::trash::Trash;
 
 pub use query::{MultiIter, QueryItem, QueryIter};
 pub use spool::Spool;

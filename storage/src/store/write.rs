@@ -17,6 +17,7 @@ use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::commit::{Change, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
 use crate::error::{Error, NotFound, Result, WriteError};
+use crate::files::sync_dir;
 use crate::lock::MutexGuard;
 use crate::record::{BatchRecord, WriteMeta};
 use crate::settings::Compression;
@@ -24,7 +25,6 @@ use crate::spool::{copy_range, SpoolReader};
 use crate::spool_block::{link_file, linked_prefix, LINK_FROM};
 use crate::store::spool::Spool;
 use crate::store::Store;
-use crate::trash::sync_dir;
 use crate::write::{
     check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need, BatchSeen,
     FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo, SAMPLE,
