@@ -13,7 +13,8 @@ use crate::codec::frame::{
 };
 use crate::codec::index::IndexValue;
 use crate::codec::DecodeError;
-use crate::{CorruptionError, Error, RecordMeta, Result};
+use crate::error::{CorruptionError, Error, Result};
+use crate::record::RecordMeta;
 
 /// The file name of a block: its id in 16 hex digits, so names sort in id order.
 pub fn block_path(entry_dir: &Path, id: u64) -> PathBuf {

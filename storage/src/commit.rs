@@ -18,10 +18,11 @@ use heed::RwTxn;
 use parking_lot::Condvar;
 
 use crate::codec::index::{BlockState, IndexValue};
+use crate::error::{Error, Result};
 use crate::feed::{Feed, FeedBatch};
 use crate::index::{Index, RecChange};
 use crate::lock::{Mutex, Rank};
-use crate::{Error, Result, SyncPolicy};
+use crate::settings::SyncPolicy;
 
 /// At most this many block files wait for the periodic sync; past it, the committer syncs
 /// them at once (so the store never keeps an unbounded number of handles open for it).

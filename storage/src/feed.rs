@@ -41,11 +41,11 @@ use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
 use crate::names::entry_pattern_matches;
+use crate::record::Labels;
 use crate::record::Record;
 use crate::record::RecordMeta;
 use crate::when::Condition;
 use crate::when::{Matcher, Stop};
-use crate::Labels;
 
 /// Feed items one [`Store::feed_read`] call looks at, at most (so a reader whose bucket is
 /// quiet while another is busy still returns, and moves its position past them).

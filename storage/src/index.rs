@@ -704,7 +704,7 @@ impl Index {
 mod tests {
     use super::*;
     use crate::codec::chunk::CHUNK_RECORDS;
-    use crate::Labels;
+    use crate::record::Labels;
     use std::collections::BTreeMap;
 
     fn rec_attrs(ct: &str, pairs: &[(&str, String)]) -> Arc<Attrs> {

@@ -6,8 +6,8 @@
 //! under that lock, so concurrent updates and removals of one record are serialized and
 //! never retire a frame twice (which once deleted a block with a live neighbour in it).
 
+use crate::record::Labels;
 use crate::record::WriteMeta;
-use crate::Labels;
 
 pub(crate) fn merged(old: &Labels, set: &Labels, remove: &[String]) -> Labels {
     let mut labels = old.clone();

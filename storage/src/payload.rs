@@ -28,7 +28,7 @@ use memmap2::{Mmap, MmapOptions};
 use crate::block::{check_frame, Expect};
 use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::IndexValue;
-use crate::{CorruptionError, Error, Result};
+use crate::error::{CorruptionError, Error, Result};
 
 /// Payloads at least this large are mapped; smaller ones are read into a buffer (a
 /// `preadv` costs less than `mmap`, its page-table setup and `munmap`).

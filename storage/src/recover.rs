@@ -23,10 +23,11 @@ use crate::error::{Error, OpenError, Result};
 use crate::index::{Index, RecChange, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;
+use crate::names::{validate_bucket_name, validate_entry_name};
+use crate::now_micros;
 use crate::record::RecoveryReport;
 use crate::settings::{BucketSettings, StoreOptions, SyncPolicy};
 use crate::trash::Trash;
-use crate::{now_micros, validate_bucket_name, validate_entry_name};
 
 /// What opening a data folder found: built by this module, turned into the store's `Inner` by `Store::open`.
 pub(crate) struct Loaded {

@@ -27,7 +27,7 @@ use std::path::Path;
 use crate::codec::block::encode_block_header;
 use crate::codec::frame::{encode_head, seal_head, HeadSpec};
 use crate::record::WriteMeta;
-use crate::DEFAULT_CONTENT_TYPE;
+use crate::record::DEFAULT_CONTENT_TYPE;
 
 /// Raw spooled payloads from this size on become a block of their own; smaller ones are
 /// copied into the active block (a block per small record would be a file per record).

@@ -15,9 +15,10 @@ use crate::codec::index::IndexValue;
 use crate::commit::{BlockFile, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
 use crate::error::{Result, WriteError};
+use crate::names::validate_label_key;
 use crate::record::WriteMeta;
+use crate::record::{MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE};
 use crate::settings::Compression;
-use crate::{validate_label_key, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE};
 
 pub(crate) type Txn<'a> = heed::RoTxn<'a, heed::WithoutTls>;
 

@@ -17,7 +17,7 @@
 
 use super::bytes::{put_padded_varint, put_varint, unzigzag, zigzag, PADDED_VARINT};
 use super::{DecodeError, Reader};
-use crate::Labels;
+use crate::record::Labels;
 
 pub const FRAME_MAGIC: u8 = 0xA5;
 pub const FLAG_ZSTD: u8 = 0x01;

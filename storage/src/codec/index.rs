@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::frame::{decode_labels, encode_labels, loaded_content_type, stored_content_type};
 use super::{bytes::put_varint, DecodeError, Reader};
-use crate::Labels;
+use crate::record::Labels;
 
 /// A record's *attributes*: its content type and labels, what the index keeps of it
 /// besides where it is and its size (a `metas` value, or inline in a chunk, or in a heads

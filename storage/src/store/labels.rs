@@ -13,10 +13,10 @@ use crate::error::{CorruptionError, Error, NotFound, Result};
 use crate::files::CachedBlock;
 use crate::labels::{merged, meta_bytes};
 use crate::read::meta_of;
+use crate::record::{Labels, DEFAULT_CONTENT_TYPE};
 use crate::record::{RecordMeta, WriteMeta};
 use crate::store::Store;
 use crate::write::{check_meta, frame_need, Undo};
-use crate::{Labels, DEFAULT_CONTENT_TYPE};
 
 impl Store {
     /// Sets `set` and removes `remove` labels of a record.

@@ -583,7 +583,8 @@ impl Iterator for MultiIter {
 mod histogram_tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::{BatchRecord, BucketSettings, StoreOptions, WriteMeta};
+    use crate::record::{BatchRecord, WriteMeta};
+    use crate::settings::{BucketSettings, StoreOptions};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -678,7 +679,9 @@ mod histogram_tests {
 #[cfg(test)]
 mod multi_tests {
     use super::*;
-    use crate::{BucketSettings, Condition, StoreOptions, WriteMeta};
+    use crate::record::WriteMeta;
+    use crate::settings::{BucketSettings, StoreOptions};
+    use crate::when::Condition;
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -811,7 +814,11 @@ mod follow_tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    use crate::{BucketSettings, Condition, Query, QueryIter, Store, StoreOptions, WriteMeta};
+    use crate::record::{Query, WriteMeta};
+    use crate::settings::{BucketSettings, StoreOptions};
+    use crate::store::query::QueryIter;
+    use crate::store::Store;
+    use crate::when::Condition;
 
     fn drain(it: &mut QueryIter) -> Vec<u64> {
         it.by_ref().map(|i| i.unwrap().meta.ts).collect()

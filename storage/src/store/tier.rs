@@ -30,14 +30,15 @@ use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
 use crate::error::{BucketError, Error, Result, TierError};
 use crate::index::Order;
+use crate::now_micros;
 use crate::object_store::{ObjectError, ObjectHead};
+use crate::record::Labels;
 use crate::settings::BucketSettings;
 use crate::store::Store;
 use crate::tier::layout::{parse_block_key, settings_key, Heads};
 use crate::tier::refresh::{refresh_err, RefreshReport};
 use crate::tier::upload::{tier_error, InFlight, Outcome, MAX_BACKOFF};
 use crate::tier::{Tier, Tiered};
-use crate::{now_micros, Labels};
 
 impl Store {
     /// Starts the tier thread (stopped when the store closes).

@@ -19,6 +19,9 @@ use crate::entry::{Active, Block, Entry, EntryState};
 use crate::error::{Error, NotFound, Result, WriteError};
 use crate::files::sync_dir;
 use crate::lock::MutexGuard;
+use crate::names::validate_entry_name;
+use crate::now_micros;
+use crate::record::DEFAULT_CONTENT_TYPE;
 use crate::record::{BatchRecord, WriteMeta};
 use crate::settings::Compression;
 use crate::spool::{copy_range, SpoolReader};
@@ -30,7 +33,6 @@ use crate::write::{
     FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo, SAMPLE,
 };
 use crate::write_round::{Admitted, Group, GroupResult};
-use crate::{now_micros, validate_entry_name, DEFAULT_CONTENT_TYPE};
 
 impl Store {
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".
@@ -929,11 +931,11 @@ impl Store {
 mod link_tests {
     #![allow(clippy::unwrap_used)]
     use crate::error::{Error, WriteError};
+    use crate::record::Labels;
     use crate::record::WriteMeta;
     use crate::settings::{BucketSettings, Compression, QuotaType, StoreOptions};
     use crate::store::spool::Spool;
     use crate::store::Store;
-    use crate::Labels;
 
     fn payload(n: usize, seed: u32) -> Vec<u8> {
         // Incompressible enough that a zstd bucket stores it raw.
