@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::block::{head_crc, read_head};
 use crate::bucket::Bucket;
-use crate::codec::frame::{encode_head, seal_head, HeadSpec, FLAG_DELETED};
+use crate::codec::frame::{combine_crc, encode_head, seal_head, HeadSpec, FLAG_DELETED};
 use crate::codec::index::{Attrs, IndexValue};
 use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
@@ -168,7 +168,7 @@ impl Store {
         }
         let old_crc = head_crc(&src, old.offset, &old_head)
             .map_err(|err| Error::io("reading a record head", err))?;
-        if crc32c::crc32c_combine(old_crc, crc, old.stored as usize) != old_head.crc {
+        if combine_crc(old_crc, crc, old.stored) != old_head.crc {
             return Err(corrupt("CRC32C mismatch: the record is damaged".into()));
         }
         seal_head(&mut head, crc, old.stored);
