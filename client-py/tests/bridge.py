@@ -41,7 +41,7 @@ class Loop:
 def wrap(loop: Loop, value: Any) -> Any:
     if inspect.isawaitable(value):
         return wrap(loop, loop.run(_await(value)))
-    if isinstance(value, (tsblob.AsyncClient, tsblob.AsyncRecord, tsblob.BucketHandle, tsblob.EntryHandle)):
+    if isinstance(value, (tsblob.AsyncClient, tsblob.AsyncRecord, tsblob.AsyncBucketHandle, tsblob.AsyncEntryHandle)):
         return Bridge(value, loop)
     if hasattr(value, "__anext__"):
         return Iter(value, loop)

@@ -57,6 +57,31 @@ def test_handle_signatures_and_docstrings_come_from_the_client() -> None:
     assert not hasattr(tsblob.EntryHandle, "create_token")  # not an entry's method
 
 
+def test_every_bucket_and_entry_method_of_the_clients_is_an_explicit_handle_method() -> None:
+    """The handles are written out (generated at build time from the client), not added at
+    runtime: a type checker sees them. Each has the client method's parameters after the
+    bound ones, its return annotation and its docstring."""
+    for client, bucket_h, entry_h in ((tsblob.Client, tsblob.BucketHandle, tsblob.EntryHandle),
+                                      (tsblob.AsyncClient, tsblob.AsyncBucketHandle, tsblob.AsyncEntryHandle)):
+        checked = 0
+        for name, method in vars(client).items():
+            if name.startswith("_") or not callable(method):
+                continue
+            sig = inspect.signature(method)
+            params = list(sig.parameters)[1:3]
+            n = 2 if params == ["bucket", "entry"] else 1 if params[:1] == ["bucket"] else 0
+            for k, handle in ((1, bucket_h), (2, entry_h)):
+                if k > n:
+                    continue
+                assert name in vars(handle), f"{handle.__name__} lacks {name}"
+                hsig = inspect.signature(vars(handle)[name])
+                assert list(hsig.parameters.values())[1:] == list(sig.parameters.values())[1 + k:], name
+                assert hsig.return_annotation == sig.return_annotation or name == "read_stream", name
+                assert vars(handle)[name].__doc__ == method.__doc__
+                checked += 1
+        assert checked > 20
+
+
 def test_options_are_keyword_only(client: Client, bucket: str) -> None:
     with pytest.raises(TypeError):
         client.write(bucket, "e", b"x", T0, {"k": "v"})  # type: ignore[misc]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ._errors import BatchError, TsblobError, error_from_json
 from ._timestamps import from_micros
@@ -316,7 +316,7 @@ class Histogram:
         """Records in the window."""
         return sum(self.counts)
 
-    def steps(self) -> Iterator[tuple]:
+    def steps(self) -> Iterator[Tuple[int, int, int]]:
         """``(step start µs, count, bytes)`` for each step."""
         for i, (n, b) in enumerate(zip(self.counts, self.bytes)):
             yield self.start + i * self.step, n, b

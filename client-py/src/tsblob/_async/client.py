@@ -18,23 +18,25 @@ import json
 import zlib
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import (Any, AsyncIterator, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import (Any, AsyncIterator, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Sequence,
+                    Tuple, TypeVar, Union, cast, overload)
 from urllib.parse import quote
 
 from .. import _common as c
 from .._aio import POOL_SIZE, AsyncTransport, Stream, load_rest, prepare_body, sleep
 from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
-from .._handles import BucketHandle
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
 from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token
-from .._timestamps import Timestamp
+from .._timestamps import Timestamp, to_micros
+from .handles import AsyncBucketHandle
 
 __all__ = ["AsyncClient", "AsyncQueryIterator", "AsyncRecord"]
 
 Progress = Callable[[int, int], Any]
 """``progress(bytes done, bytes in all)``, called after each chunk of a download."""
+Item = TypeVar("Item", bound=RecordInfo)
+"""What a query iterator hands out: records (:class:`Record`), or :class:`RecordInfo` with ``meta=True``."""
 
 
 class AsyncRecord(RecordInfo):
@@ -198,7 +200,7 @@ class AsyncRecord(RecordInfo):
         self.close()
 
 
-class AsyncQueryIterator(AsyncIterator[Any]):
+class AsyncQueryIterator(AsyncIterator[Item]):
     """The records of a query (or a tail), parsed from the server's stream as they arrive.
 
     Use it in a ``for`` loop; use ``with`` (or ``close()``) to release the connection when you
@@ -229,10 +231,10 @@ class AsyncQueryIterator(AsyncIterator[Any]):
         self._done = False
         self._failures = 0
 
-    def __aiter__(self) -> "AsyncQueryIterator":
+    def __aiter__(self) -> AsyncQueryIterator[Item]:
         return self
 
-    async def __aenter__(self) -> "AsyncQueryIterator":
+    async def __aenter__(self) -> AsyncQueryIterator[Item]:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -322,7 +324,7 @@ class AsyncQueryIterator(AsyncIterator[Any]):
             return False
         return self._failures < self._policy.attempts
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> Item:
         while True:
             if self._done:
                 raise StopAsyncIteration
@@ -360,7 +362,7 @@ class AsyncQueryIterator(AsyncIterator[Any]):
             if not self._resume.take(item.timestamp, item.entry):
                 continue  # handed out before the connection dropped
             self._failures = 0
-            return item
+            return cast(Item, item)
 
 
 class AsyncClient:
@@ -480,11 +482,11 @@ class AsyncClient:
 
     # -- buckets -------------------------------------------------------------------------
 
-    def bucket(self, name: str) -> BucketHandle:
+    def bucket(self, name: str) -> AsyncBucketHandle:
         """A handle on a bucket: ``db.bucket("robot1").write("cam", data)``; its ``entry(name)``
         gives an entry handle. No request is sent (see :class:`BucketHandle`)."""
         c.bucket_path(name)  # a bad name fails here, not at first use
-        return BucketHandle(self, name)
+        return AsyncBucketHandle(self, name)
 
     async def create_bucket(self, bucket: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
                             max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
@@ -647,13 +649,40 @@ class AsyncClient:
         resp = await self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts), retry=True)
         return RecordInfo(*c.info_from_headers(resp.headers))
 
+    @overload
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
+              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
+              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[False] = False,
+              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
+              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[AsyncRecord]: ...
+
+    @overload
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
+              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
+              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[True],
+              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
+              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    @overload
     def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
               stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
               ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
               when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
               entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
-              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator:
+              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
+              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
+              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
+              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[Any]:
         """Records with ``start <= ts < stop`` (both optional), oldest first (``desc=True``:
         newest first), at most ``limit``. Label filters, combined with AND (the names of the
         HTTP API and the CLI): ``eq`` equal, ``ne`` not equal (or missing), ``has`` present,
@@ -678,11 +707,32 @@ class AsyncClient:
         path = c.query_path(bucket, entry, entries, params)
         return AsyncQueryIterator(self, path, params, meta=meta, resumable=when is None)
 
+    @overload
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[False] = False,
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[AsyncRecord]: ...
+
+    @overload
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[True],
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    @overload
     def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
              heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
              retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
-             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator:
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[Any]:
         """A live tail: the records from ``start`` on (everything stored without it), then
         each new one as it is written, oldest first, forever (or until a ``$limit`` in
         ``when`` is reached). Yields :class:`Record` (``meta=True``: :class:`RecordInfo`);
@@ -696,7 +746,7 @@ class AsyncClient:
         :meth:`query`."""
         extra: c.Params = []
         path = c.query_path(bucket, entry, entries, extra)
-        first = None if start is None else c.to_micros(start)
+        first = None if start is None else to_micros(start)
         params = c.tail_params(first, when, strict, meta, heartbeat, settle_ms) + extra
         policy = c.Retry(attempts=retries, backoff=backoff, max_backoff=30.0)
         return AsyncQueryIterator(self, path, params, meta=meta, policy=policy, resumable=True)
