@@ -19,7 +19,7 @@ classes) are loaded on first use. Every error is a :class:`TsblobError`.
 
 from typing import TYPE_CHECKING, Any, List
 
-from ._common import Retry
+from ._common import Retry, SettingsMismatch, SettingsMismatchError
 from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
                       EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
@@ -63,7 +63,7 @@ __all__ = [
     "Record", "AsyncRecord", "RecordInfo", "RecordResult", "BatchResult", "BucketHandle", "EntryHandle",
     "AsyncBucketHandle", "AsyncEntryHandle",
     "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "Histogram", "ServerInfo", "Token",
-    "Timestamp", "TimestampWarning", "to_micros", "from_micros",
+    "Timestamp", "TimestampWarning", "to_micros", "from_micros", "SettingsMismatch", "SettingsMismatchError",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",

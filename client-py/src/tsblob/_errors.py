@@ -170,8 +170,10 @@ class BatchError(TsblobError):
         return list(self.result.errors)
 
 
-class InvalidInput(TsblobError):
-    """422: an invalid name, timestamp, label, bucket setting or content type."""
+class InvalidInput(TsblobError, ValueError):
+    """422: an invalid name, timestamp, label, bucket setting or content type. Also a
+    ``ValueError``: the SDK raises it before sending for a value it can check itself (a
+    size such as ``"24MiB"``, a duration such as ``"30d"``, a label key...)."""
 
 
 class ServerError(TsblobError):

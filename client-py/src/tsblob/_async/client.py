@@ -488,19 +488,33 @@ class AsyncClient:
         c.bucket_path(name)  # a bad name fails here, not at first use
         return AsyncBucketHandle(self, name)
 
-    async def create_bucket(self, bucket: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
-                            max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
-                            compression: Optional[str] = None, exist_ok: bool = False) -> Bucket:
-        """Creates a bucket; settings left out take the server's defaults. With
-        ``exist_ok=True`` an existing bucket is returned as it is (its settings unchanged)."""
+    async def create_bucket(self, bucket: str, *, quota_type: Optional[str] = None,
+                            quota_size: Optional[c.Size] = None, max_block_size: Optional[c.Size] = None,
+                            max_block_records: Optional[int] = None, compression: Optional[str] = None,
+                            max_age: Optional[c.Duration] = None, tier_local_max: Optional[c.Size] = None,
+                            tier_after: Optional[c.Duration] = None, exist_ok: bool = False,
+                            strict: bool = False) -> Bucket:
+        """Creates a bucket; settings left out take the server's defaults. Sizes
+        (``quota_size``, ``max_block_size``, ``tier_local_max``) are bytes or strings such as
+        ``"24MiB"``/``"10GB"``; durations (``max_age``, ``tier_after``) are µs, a
+        ``timedelta`` or strings such as ``"30d"``/``"90s"``; a bad one raises
+        :class:`InvalidInput` (a ``ValueError``) before anything is sent.
+
+        With ``exist_ok=True`` an existing bucket is returned as it is (its settings are not
+        changed); if they differ from the settings asked for, a :class:`SettingsMismatch`
+        warning says which (``strict=True``: raised as :class:`SettingsMismatchError`).
+        """
         path = c.bucket_path(bucket)
-        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
+        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression, max_age,
+                               tier_local_max, tier_after)
         try:
             return Bucket.from_json(await self._json("POST", path, json_body=body, retry=exist_ok))
         except TsblobError as e:
-            if exist_ok and e.code == "bucket_exists":
-                return await self.get_bucket(bucket)
-            raise
+            if not (exist_ok and e.code == "bucket_exists"):
+                raise
+        found = await self.get_bucket(bucket)
+        c.check_existing_settings(bucket, body, found.settings, strict)
+        return found
 
     async def get_bucket(self, bucket: str) -> Bucket:
         """A bucket's settings, totals and entries."""
@@ -511,11 +525,15 @@ class AsyncClient:
         doc = await self._json("GET", f"{c.API}/b", retry=True)
         return [Bucket.from_json(b) for b in doc.get("buckets", [])]
 
-    async def update_bucket(self, bucket: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
-                            max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
-                            compression: Optional[str] = None) -> Bucket:
-        """Changes the given settings, leaves the others."""
-        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
+    async def update_bucket(self, bucket: str, *, quota_type: Optional[str] = None,
+                            quota_size: Optional[c.Size] = None, max_block_size: Optional[c.Size] = None,
+                            max_block_records: Optional[int] = None, compression: Optional[str] = None,
+                            max_age: Optional[c.Duration] = None, tier_local_max: Optional[c.Size] = None,
+                            tier_after: Optional[c.Duration] = None) -> Bucket:
+        """Changes the given settings, leaves the others (units as in :meth:`create_bucket`;
+        ``"none"`` turns ``max_age``, ``tier_local_max`` or ``tier_after`` off)."""
+        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression, max_age,
+                               tier_local_max, tier_after)
         return Bucket.from_json(await self._json("PUT", c.bucket_path(bucket), json_body=body, retry=True))
 
     async def remove_bucket(self, bucket: str) -> None:
@@ -545,7 +563,7 @@ class AsyncClient:
     # -- records -------------------------------------------------------------------------
 
     async def write(self, bucket: str, entry: str, data: Any, ts: Optional[Timestamp] = None, *,
-                    labels: Optional[Mapping[str, str]] = None, content_type: Optional[str] = None,
+                    labels: Optional[c.Labels] = None, content_type: Optional[str] = None,
                     size: Optional[int] = None) -> int:
         """Writes one record and returns its timestamp (µs).
 
@@ -651,38 +669,38 @@ class AsyncClient:
 
     @overload
     def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
-              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
-              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
               when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[False] = False,
-              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
-              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[AsyncRecord]: ...
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[AsyncRecord]: ...
 
     @overload
     def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
-              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
-              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
               when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[True],
-              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
-              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
 
     @overload
     def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
-              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
-              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
               when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
-              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
-              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
 
     def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
-              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
-              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
               when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
-              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
-              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[Any]:
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[Any]:
         """Records with ``start <= ts < stop`` (both optional), oldest first (``desc=True``:
         newest first), at most ``limit``. Label filters, combined with AND (the names of the
         HTTP API and the CLI): ``eq`` equal, ``ne`` not equal (or missing), ``has`` present,
@@ -761,7 +779,7 @@ class AsyncClient:
         return int(doc.get("removed", 0))
 
     async def update_labels(self, bucket: str, entry: str, ts: Timestamp,
-                            labels: Mapping[str, Optional[str]]) -> RecordInfo:
+                            labels: Mapping[str, Optional[c.LabelValue]]) -> RecordInfo:
         """Sets labels of a record; a value of ``None`` removes that label."""
         doc = await self._json("PATCH", c.entry_path(bucket, entry), c.ts_params(ts),
                                json_body=c.labels_patch(labels), retry=True)
