@@ -29,6 +29,7 @@ from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo
                       RecordResult, ServerInfo, Token)
 from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
 from ._version import __version__
+from ._frames import to_pandas
 
 try:
     from ._sync.client import Client, QueryIterator, Record
@@ -69,5 +70,5 @@ __all__ = [
     "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
     "PayloadTooLarge", "BatchError",
     "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",
-    "__version__",
+    "to_pandas", "__version__",
 ]

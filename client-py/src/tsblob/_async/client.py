@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zlib
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import (Any, AsyncIterator, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Sequence,
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Sequence,
                     Tuple, TypeVar, Union, cast, overload)
 from urllib.parse import quote
 
@@ -27,11 +28,19 @@ from .._aio import POOL_SIZE, AsyncTransport, Stream, load_rest, prepare_body, s
 from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
+from .. import _frames
 from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token
 from .._timestamps import Timestamp, to_micros
+
+if TYPE_CHECKING:
+    import numpy
+    import pandas
 from .handles import AsyncBucketHandle
 
 __all__ = ["AsyncClient", "AsyncQueryIterator", "AsyncRecord"]
+
+log = logging.getLogger("tsblob")
+"""Retries and resumptions are logged here (WARNING), with what failed and the wait."""
 
 Progress = Callable[[int, int], Any]
 """``progress(bytes done, bytes in all)``, called after each chunk of a download."""
@@ -155,6 +164,14 @@ class AsyncRecord(RecordInfo):
                     progress(done, self.size)
         return done
 
+    async def to_numpy(self, dtype: Any = None, shape: Union[None, int, Sequence[int]] = None
+                       ) -> "numpy.ndarray":
+        """The payload as a numpy array (needs numpy: ``tsblob[pandas]``): a ``.npy`` payload
+        as it was saved, anything else as raw values of ``dtype`` (default ``uint8``),
+        reshaped to ``shape`` if given. A streamed record is read whole first."""
+        data = self._data if self._data is not None else await self.read()
+        return _frames.payload_array(data, dtype, shape)
+
     def readable(self) -> bool:
         """True: a record is a file open for reading."""
         return True
@@ -239,6 +256,16 @@ class AsyncQueryIterator(AsyncIterator[Item]):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+    async def to_pandas(self) -> "pandas.DataFrame":
+        """Runs the query to its end and returns the records' metadata as a pandas DataFrame
+        (needs ``tsblob[pandas]``): ``ts`` (``datetime64[us, UTC]``), ``entry``, ``size``,
+        ``content_type``, then one column per label key (``None`` where a record lacks it).
+        Payloads are not kept: use ``meta=True`` to leave them on the server."""
+        items: List[RecordInfo] = []
+        async for item in self:
+            items.append(RecordInfo(item.timestamp, item.content_type, item.labels, item.size, item.entry))
+        return _frames.to_pandas(items)
 
     async def aclose(self) -> None:
         """Stops the query and gives the connection back (drops the rest of the stream)."""
@@ -348,10 +375,12 @@ class AsyncQueryIterator(AsyncIterator[Item]):
                 await self._drop()
                 if not self._may_resume(e):
                     self._done = True
-                    e.attempts = self._failures
-                    raise
+                    raise e._gave_up(self._failures)
                 self._failures += 1
-                await sleep(self._policy.delay(self._failures))
+                delay = self._policy.delay(self._failures)
+                log.warning("%s: %s; reopening from the last record in %.2f s (retry %d of %d)",
+                            self._path, e, delay, self._failures, self._policy.attempts)
+                await sleep(delay)
                 continue
             except BaseException:
                 await self.aclose()
@@ -432,15 +461,17 @@ class AsyncClient:
                         return resp
             except TransportError as e:
                 if attempt >= policy.attempts:
-                    e.attempts = attempt
-                    raise
+                    raise e._gave_up(attempt)
+                why = str(e)
             else:
                 if resp.status not in policy.statuses or attempt >= policy.attempts:
-                    err = error_from_response_body(resp.status, resp.body)
-                    err.attempts = attempt
-                    raise err
+                    raise error_from_response_body(resp.status, resp.body)._gave_up(attempt)
+                why = f"the server answered {resp.status}"
             attempt += 1
-            await sleep(policy.delay(attempt))
+            delay = policy.delay(attempt)
+            log.warning("%s %s: %s; retry %d of %d in %.2f s", method, target.split("?")[0], why, attempt,
+                        policy.attempts, delay)
+            await sleep(delay)
 
     async def _send(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
                     content: Any = None, headers: Optional[Dict[str, str]] = None, retry: bool = False) -> c.Response:
@@ -585,6 +616,12 @@ class AsyncClient:
         try:
             resp = await self._request("POST", c.target(path, params), content, headers, policy, False)
             return int(c.parse_json(resp)["ts"])
+        except TransportError as e:
+            if not params and e.request_sent:
+                e.message += ("; the record may have been stored (under a timestamp the server chose): a write "
+                              "without ts= is never retried, since a retry could store it twice; give ts= to "
+                              "make it retriable, or query the entry to see whether it arrived")
+            raise
         except TimestampExists as e:
             t = int(params[0][1])
             if e.attempts and await self._stored_crc_is(path, t, content):
