@@ -118,7 +118,10 @@ class Iter:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.it, name)
+        attr = getattr(self.it, name)
+        if callable(attr):  # to_pandas()...: awaited on the loop
+            return lambda *a, **kw: wrap(self.loop, attr(*a, **kw))
+        return attr
 
 
 class Ctx:

@@ -32,10 +32,17 @@ except ImportError as e:  # pragma: no cover - exercised by test_packaging in a 
 if TYPE_CHECKING:
     from ._async.client import AsyncRecord
 
-__all__ = ["AsyncTransport", "Stream", "prepare_body", "sleep", "load_rest"]
+__all__ = ["FileBase", "AsyncTransport", "Stream", "prepare_body", "sleep", "load_rest"]
 
 sleep = asyncio.sleep
 """How the async client waits between retries."""
+
+
+class FileBase:
+    """The base of ``AsyncRecord`` (the sync ``Record``'s is ``typing.BinaryIO``: an async
+    record's ``read`` is awaited, so it is no ``IO[bytes]``)."""
+
+    __slots__ = ()
 POOL_SIZE = 100
 """Connections open at once at most (aiohttp's connector limit)."""
 

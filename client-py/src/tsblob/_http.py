@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 from base64 import b64encode
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from ._common import STREAM_CHUNK, Response
@@ -31,11 +31,14 @@ from ._errors import InvalidInput, TransportError
 if TYPE_CHECKING:
     from ._sync.client import Record
 
-__all__ = ["SyncTransport", "Stream", "Response", "TRANSPORT_ERRORS", "prepare_body", "sleep", "load_rest",
+__all__ = ["FileBase", "SyncTransport", "Stream", "Response", "TRANSPORT_ERRORS", "prepare_body", "sleep", "load_rest",
            "file_size", "FileBody"]
 
 sleep = time.sleep
 """How the sync client waits between retries."""
+FileBase = BinaryIO
+"""The base of the sync ``Record``: a binary file for type checkers too (``PIL.Image.open``
+takes ``IO[bytes]``); ``typing.BinaryIO`` has no slots and no behaviour of its own."""
 POOL_SIZE = 8
 """Idle connections kept by default (threads beyond it open and close their own)."""
 

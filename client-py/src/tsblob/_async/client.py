@@ -24,7 +24,7 @@ from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable,
 from urllib.parse import quote
 
 from .. import _common as c
-from .._aio import POOL_SIZE, AsyncTransport, Stream, load_rest, prepare_body, sleep
+from .._aio import POOL_SIZE, AsyncTransport, FileBase, Stream, load_rest, prepare_body, sleep
 from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
@@ -48,7 +48,7 @@ Item = TypeVar("Item", bound=RecordInfo)
 """What a query iterator hands out: records (:class:`Record`), or :class:`RecordInfo` with ``meta=True``."""
 
 
-class AsyncRecord(RecordInfo):
+class AsyncRecord(RecordInfo, FileBase):
     """A record: its metadata (see :class:`RecordInfo`) and its payload, readable as a binary
     file object (``read(n)``, ``readinto``, ``seek``/``tell`` when loaded), so that
     ``shutil.copyfileobj(record, f)``, ``PIL.Image.open(record)`` or ``numpy.load(record)``
@@ -171,6 +171,89 @@ class AsyncRecord(RecordInfo):
         reshaped to ``shape`` if given. A streamed record is read whole first."""
         data = self._data if self._data is not None else await self.read()
         return _frames.payload_array(data, dtype, shape)
+
+    async def readline(self, size: Optional[int] = -1) -> bytes:
+        """The payload up to and including the next ``b"\\n"`` (at most ``size`` bytes), as a
+        file's ``readline``; ``b""`` at the end."""
+        if self._closed:
+            raise ValueError("I/O operation on a closed record")
+        limit = -1 if size is None or size < 0 else size
+        if self._data is not None:
+            data, start = self._data, self._pos
+            end = data.find(b"\n", start) + 1 or len(data)
+            end = max(start, end if limit < 0 else min(end, start + limit))
+            self._pos = end
+            return data[start:end]
+        parts: List[bytes] = []
+        got = 0
+        while limit < 0 or got < limit:
+            chunk = await self._pull(c.STREAM_CHUNK if limit < 0 else limit - got)
+            if not chunk:
+                break
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                back = len(chunk) - nl - 1  # handed back: the next read starts after the newline
+                self._roff -= back
+                self._pos -= back
+                parts.append(chunk[:nl + 1])
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    async def readlines(self, hint: int = -1) -> List[bytes]:
+        """The remaining lines of the payload (stops once ``hint`` bytes were read, if given)."""
+        lines: List[bytes] = []
+        got = 0
+        while hint is None or hint <= 0 or got < hint:
+            line = await self.readline()
+            if not line:
+                break
+            lines.append(line)
+            got += len(line)
+        return lines
+
+    def __aiter__(self) -> AsyncRecord:
+        return self
+
+    async def __anext__(self) -> bytes:
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+    @property
+    def mode(self) -> str:
+        """``"rb"``: a record is a binary file open for reading."""
+        return "rb"
+
+    @property
+    def name(self) -> str:
+        """``<entry>@<timestamp>`` (the entry when known), as a file's name."""
+        return f"{self.entry or ''}@{self.timestamp}"
+
+    def fileno(self) -> int:
+        """Raises ``io.UnsupportedOperation``: a record is no file descriptor."""
+        raise io.UnsupportedOperation("a record has no file descriptor")
+
+    def flush(self) -> None:
+        """Does nothing (nothing is ever written)."""
+
+    def isatty(self) -> bool:
+        """False."""
+        return False
+
+    def write(self, data: Any) -> int:
+        """Raises ``io.UnsupportedOperation``: records are never overwritten."""
+        raise io.UnsupportedOperation("records are never overwritten: write a new record with the client")
+
+    def writelines(self, lines: Any) -> None:
+        """Raises ``io.UnsupportedOperation``: records are never overwritten."""
+        raise io.UnsupportedOperation("records are never overwritten: write a new record with the client")
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        """Raises ``io.UnsupportedOperation``: records are never overwritten."""
+        raise io.UnsupportedOperation("records are never overwritten")
 
     def readable(self) -> bool:
         """True: a record is a file open for reading."""
