@@ -79,6 +79,9 @@ class Bridge:
             return lambda *a, **kw: wrap(self._loop, attr(*[unwrap(x) for x in a], **kw))
         return attr
 
+    def __iter__(self) -> "Iter":  # an async record's lines
+        return Iter(self._target.__aiter__(), self._loop)
+
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._target, name, value)
 

@@ -2,8 +2,8 @@
 
 Every ```python block of the repository's README.md, of client-py/README.md and of
 docs/python.md runs as a test against a real ``tsblob serve``: the blocks of one document in
-order, in one namespace (a block uses what an earlier one defined), with
-``http://127.0.0.1:8686`` pointing at the test's server (and ``$TSBLOB_URL`` set to it), in
+order, in one namespace (a block uses what an earlier one defined), against a fresh server
+of its own (as a reader starts), with ``http://127.0.0.1:8686`` pointing at it (and ``$TSBLOB_URL`` set to it), in
 a fresh working directory. The same blocks, joined per document, are checked by
 ``mypy --strict`` (``test_typing.py``). A block whose first line is
 ``# doc-test: skip (why)`` is shown only: neither run nor type-checked.
@@ -11,10 +11,7 @@ a fresh working directory. The same blocks, joined per document, are checked by
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List
@@ -63,11 +60,19 @@ def test_every_document_has_runnable_python_blocks() -> None:
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
-def test_the_python_blocks_of_the_docs_run(doc: Path, server: Server, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_python_blocks_of_the_docs_run(doc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server(tmp_path / "data", []).start()
+    try:
+        _run(doc, server, tmp_path, monkeypatch)
+    finally:
+        server.stop()
+
+
+def _run(doc: Path, server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TSBLOB_URL", server.url)
     monkeypatch.delenv("TSBLOB_TOKEN", raising=False)
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
     _prepare(doc, server)
     namespace: Dict[str, Any] = {"__name__": "__doc_test__"}
     for b in blocks(doc):
@@ -90,8 +95,6 @@ def _prepare(doc: Path, server: Server) -> None:
     import tsblob
 
     with tsblob.Client(server.url) as db:
-        for b in db.list_buckets():
-            db.remove_bucket(b.name)  # each document starts from an empty server, as its reader does
         if doc.name == "README.md" and doc.parent == REPO:
             db.create_bucket("demo")
             db.write("demo", "sensor-1", b"hello, tsblob", 1_700_000_000_000_000, content_type="text/plain",

@@ -188,3 +188,23 @@ def test_tsblob_url_and_token_are_read_from_the_environment(auth_server: Server,
             anon.me()
     monkeypatch.delenv("TSBLOB_URL")
     assert Client().url == "http://127.0.0.1:8686"
+
+
+def test_a_record_reads_lines_as_a_binary_file(make_client: Callable[..., Client], client: Client,
+                                               bucket: str) -> None:
+    """The sync ``Record`` is a ``typing.BinaryIO`` (``PIL.Image.open`` takes ``IO[bytes]``):
+    ``readline``, iteration by lines, ``mode``, ``name``; loaded and streamed alike."""
+    text = b"".join(b"line %d\n" % i for i in range(2000)) + b"tail"
+    client.write(bucket, "log", text, T0)
+    rec = client.read(bucket, "log", T0)
+    assert rec.mode == "rb" and rec.name.endswith(f"@{T0}") and not rec.isatty()
+    assert rec.readline() == b"line 0\n" and rec.readline(3) == b"lin" and rec.readline() == b"e 1\n"
+    assert rec.readlines()[-1] == b"tail" and rec.readline() == b""
+    with pytest.raises(io.UnsupportedOperation):
+        rec.write(b"x")
+    small = make_client(eager_limit=100)
+    for rec in small.query(bucket, "log"):
+        assert not rec.loaded
+        assert rec.readline() == b"line 0\n" and rec.read(4) == b"line"
+        lines = list(rec)
+        assert lines[0] == b" 1\n" and lines[-1] == b"tail" and len(lines) == 2000
