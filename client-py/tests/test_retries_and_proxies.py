@@ -99,6 +99,7 @@ def test_https_goes_through_a_connect_tunnel(make_client: Callable[..., Client],
         assert db.write(bucket, "tls", b"end to end", T0) == T0
         assert db.read(bucket, "tls").data == b"end to end"
         port = front.url.rsplit(":", 1)[1]
-        assert http_proxy.lines and all(ln == f"CONNECT 127.0.0.1:{port} HTTP/1.1" for ln in http_proxy.lines)
+        # (http.client says HTTP/1.0 in its CONNECT line, aiohttp HTTP/1.1)
+        assert http_proxy.lines and all(ln.startswith(f"CONNECT 127.0.0.1:{port} HTTP/1.") for ln in http_proxy.lines)
     finally:
         front.close()

@@ -73,8 +73,8 @@ def test_exist_ok_warns_when_the_existing_bucket_has_other_settings(client: Clie
         b = client.create_bucket(name, quota_type="fifo", quota_size="1GiB", exist_ok=True)
     assert b.settings.quota_type == "none"  # left as it was
     with pytest.raises(tsblob.SettingsMismatchError) as e:
-        client.create_bucket(name, quota_type="fifo", exist_ok=True, strict=True)
-    assert e.value.differences == {"quota_type": ("fifo", "none")}
+        client.create_bucket(name, quota_type="hard", quota_size="1GB", exist_ok=True, strict=True)
+    assert e.value.differences == {"quota_type": ("hard", "none"), "quota_size": (1_000_000_000, 0)}
     assert isinstance(e.value, ValueError)
     # The same settings (in other units, or the defaults): no warning.
     client.update_bucket(name, quota_type="fifo", quota_size=1 << 30, compression="zstd:3", max_age="1d")
