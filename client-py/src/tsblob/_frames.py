@@ -15,7 +15,7 @@ from ._errors import InvalidInput
 from ._models import RecordInfo
 
 if TYPE_CHECKING:
-    import numpy
+    import numpy.typing
     import pandas
 
 __all__ = ["to_pandas", "payload_array", "COLUMNS"]
@@ -69,7 +69,7 @@ def to_pandas(records: Iterable[RecordInfo]) -> "pandas.DataFrame":
     return frame
 
 
-def payload_array(data: bytes, dtype: Any = None, shape: Union[None, int, Sequence[int]] = None) -> "numpy.ndarray":
+def payload_array(data: bytes, dtype: Any = None, shape: Union[None, int, Sequence[int]] = None) -> "numpy.typing.NDArray[Any]":
     """A payload as a numpy array: a ``.npy`` payload (``numpy.save``) as it was saved;
     anything else as raw values of ``dtype`` (default ``uint8``), reshaped to ``shape`` if
     given. The array shares the payload's memory (read-only) when it can."""

@@ -33,7 +33,7 @@ from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordI
 from .._timestamps import Timestamp, to_micros
 
 if TYPE_CHECKING:
-    import numpy
+    import numpy.typing
     import pandas
 from .handles import AsyncBucketHandle
 
@@ -165,7 +165,7 @@ class AsyncRecord(RecordInfo, FileBase):
         return done
 
     async def to_numpy(self, dtype: Any = None, shape: Union[None, int, Sequence[int]] = None
-                       ) -> "numpy.ndarray":
+                       ) -> "numpy.typing.NDArray[Any]":
         """The payload as a numpy array (needs numpy: ``tsblob[pandas]``): a ``.npy`` payload
         as it was saved, anything else as raw values of ``dtype`` (default ``uint8``),
         reshaped to ``shape`` if given. A streamed record is read whole first."""
