@@ -48,7 +48,7 @@ def test_to_numpy_reads_npy_and_raw_payloads(client: Client, bucket: str) -> Non
         client.read(bucket, "a", T0 + 2).to_numpy(np.float32)
 
 
-def test_now_minus_a_duration_is_a_timestamp(client: Client, bucket: str) -> None:
+def test_now_minus_5m_worked_in_the_cli_but_not_in_the_sdk(client: Client, bucket: str) -> None:
     now = time.time_ns() // 1000
     t = client.write(bucket, "n", b"x", "now-5m")
     assert abs(t - (now - 300_000_000)) < 5_000_000

@@ -11,7 +11,7 @@ from tsblob import Client
 T0 = 1_700_000_000_000_000
 
 
-def test_bools_are_true_and_false_for_writes_eq_and_when_alike(client: Client, bucket: str) -> None:
+def test_a_bool_label_was_stored_as_True_and_eq_and_when_disagreed(client: Client, bucket: str) -> None:
     e = client.bucket(bucket).entry("alarms")
     e.write(b"a", T0, labels={"alarm": True, "n": 3, "f": 2.5})
     e.write(b"b", T0 + 1, labels={"alarm": False})

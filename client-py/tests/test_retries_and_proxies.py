@@ -21,7 +21,7 @@ T0 = 1_700_000_000_000_000
 FAST = Retry(attempts=2, backoff=0.01)
 
 
-def test_retries_are_logged_and_the_final_error_counts_the_attempts(
+def test_retries_were_silent_and_the_final_error_did_not_count_them(
         make_client: Callable[..., Client], bucket: str, proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:
     db = make_client(proxy.url, retries=FAST)
     proxy.plan(Status(503), Status(503), Status(503))
@@ -41,7 +41,7 @@ def test_retries_are_logged_and_the_final_error_counts_the_attempts(
     assert len([r for r in caplog.records if r.name == "tsblob"]) == 1
 
 
-def test_a_write_without_ts_that_lost_its_answer_says_it_may_be_stored(
+def test_a_write_without_ts_that_lost_its_answer_did_not_say_it_may_be_stored(
         make_client: Callable[..., Client], client: Client, bucket: str, proxy: Proxy) -> None:
     db = make_client(proxy.url, retries=FAST)
     proxy.plan(LoseAnswer())
@@ -68,7 +68,7 @@ def _clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(k, raising=False)
 
 
-def test_http_proxy_and_no_proxy_are_honoured(make_client: Callable[..., Client], server: Server, bucket: str,
+def test_http_proxy_and_no_proxy_were_ignored(make_client: Callable[..., Client], server: Server, bucket: str,
                                               http_proxy: HttpProxy, monkeypatch: pytest.MonkeyPatch) -> None:
     _clear_proxy_env(monkeypatch)
     monkeypatch.setenv("HTTP_PROXY", http_proxy.url.replace("http://", "http://robot:s%3Acret@"))
@@ -84,7 +84,7 @@ def test_http_proxy_and_no_proxy_are_honoured(make_client: Callable[..., Client]
     assert len(http_proxy.lines) == 3  # bypassed
 
 
-def test_https_goes_through_a_connect_tunnel(make_client: Callable[..., Client], server: Server, bucket: str,
+def test_https_proxy_was_ignored_now_a_connect_tunnel(make_client: Callable[..., Client], server: Server, bucket: str,
                                              http_proxy: HttpProxy, monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
     files = self_signed(str(tmp_path))

@@ -40,7 +40,7 @@ def test_durations_use_the_server_units() -> None:
 @pytest.mark.parametrize("kw", [{"quota_size": "1.5GB"}, {"quota_size": "12 parsecs"}, {"max_block_size": "MB"},
                                 {"quota_size": -1}, {"max_age": "soon"}, {"max_age": "0s"}, {"tier_after": 1.5},
                                 {"tier_local_max": "1 iB"}, {"max_block_records": 0}])
-def test_a_bad_size_or_duration_is_a_value_error_before_anything_is_sent(kw: dict) -> None:
+def test_a_size_string_got_serdes_expected_u64_now_a_value_error_before_sending(kw: dict) -> None:
     # Port 9 (discard) is closed: a request would be a TransportError, not a ValueError.
     with Client("http://127.0.0.1:9", retries=0) as db:
         with pytest.raises(ValueError, match=f"{next(iter(kw))}=.*checked by the client") as e:
@@ -51,7 +51,7 @@ def test_a_bad_size_or_duration_is_a_value_error_before_anything_is_sent(kw: dic
             db.update_bucket("x", **kw)
 
 
-def test_every_setting_is_set_and_read_back(client: Client, name: str) -> None:
+def test_max_age_and_tier_settings_were_unreachable_from_the_sdk(client: Client, name: str) -> None:
     b = client.create_bucket(name, quota_type="fifo", quota_size="1GiB", max_block_size="24MiB",
                              max_block_records=5000, compression="zstd", max_age="30d",
                              tier_local_max="10GB", tier_after="90s")
@@ -67,7 +67,7 @@ def test_every_setting_is_set_and_read_back(client: Client, name: str) -> None:
     assert (s3.max_age, s3.tier_local_max) == (None, None)
 
 
-def test_exist_ok_warns_when_the_existing_bucket_has_other_settings(client: Client, name: str) -> None:
+def test_exist_ok_returned_a_bucket_with_other_settings_silently(client: Client, name: str) -> None:
     client.create_bucket(name)
     with pytest.warns(tsblob.SettingsMismatch, match=r"quota_type 'fifo' asked, 'none' stored.*update_bucket"):
         b = client.create_bucket(name, quota_type="fifo", quota_size="1GiB", exist_ok=True)

@@ -38,7 +38,7 @@ def test_the_python_snippets_of_the_docs_pass_mypy_strict(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_handles_and_records_are_typed_without_any(tmp_path: Path) -> None:
+def test_entry_handle_had_no_write_for_mypy_and_records_were_any(tmp_path: Path) -> None:
     """What the issue found: ``"EntryHandle" has no attribute "write"`` and ``Any`` records."""
     code = '''
 from typing import List
