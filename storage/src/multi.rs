@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::entry::Entry;
 use crate::index::{IndexValue, Order};
 use crate::names::validate_entry_name;
-use crate::read::QueryItem;
+use crate::read::{first_in, QueryItem};
 use crate::select::Selector;
 use crate::*;
 
@@ -56,15 +56,23 @@ struct Source {
     page: VecDeque<(u64, IndexValue)>,
     /// The walk of `[lo, hi)` is over.
     done: bool,
+    /// As `QueryIter`'s: the first record past a horizon that ended the last walk.
+    ahead: Option<u64>,
 }
 
 impl Source {
-    fn fill(&mut self, store: &Store, order: Order) -> Result<()> {
+    /// Fetches the next page; `stop` is the query's (`hi` may be a live tail's horizon).
+    fn fill(&mut self, store: &Store, order: Order, stop: u64) -> Result<()> {
+        let index = &store.inner.index;
+        let bounded = order == Order::Ascending && self.hi < stop;
         if self.lo >= self.hi {
             self.done = true;
+            if bounded {
+                let txn = index.read_txn()?;
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..stop)?;
+            }
             return Ok(());
         }
-        let index = &store.inner.index;
         let txn = index.read_txn()?;
         let mut out = Vec::with_capacity(PAGE);
         index.range(
@@ -77,6 +85,9 @@ impl Source {
         )?;
         if out.len() < PAGE {
             self.done = true;
+            if bounded {
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..stop)?;
+            }
         }
         if let Some((ts, _)) = out.last() {
             if order == Order::Descending {
@@ -155,6 +166,7 @@ impl Store {
                 hi,
                 page: VecDeque::new(),
                 done: false,
+                ahead: None,
             })
             .collect();
         Ok(MultiIter {
@@ -181,6 +193,22 @@ impl MultiIter {
     /// `min(stop, horizon)`, keeping the condition's state. A record whose (timestamp,
     /// entry) comes before the last one merged is dropped, so the stream stays in order.
     pub fn resume(&mut self, horizon: u64) -> bool {
+        self.resume_where(horizon, |_| true)
+    }
+
+    /// [`MultiIter::resume`] for a live tail told which entries got records since its last
+    /// walk (`changed`: entry ids, sorted, as a commit listener is given them): only those
+    /// entries are walked again, and those whose last walk left a record past its horizon
+    /// ([`MultiIter::ahead`]) that the new horizon lets through. A tail of many entries
+    /// woken by a commit to one of them reads one entry's index, not every entry's.
+    pub fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
+        let hi = self.stop.min(horizon);
+        self.resume_where(horizon, |s| {
+            changed.binary_search(&s.entry.id()).is_ok() || s.ahead.is_some_and(|ts| ts < hi)
+        })
+    }
+
+    fn resume_where(&mut self, horizon: u64, due: impl Fn(&Source) -> bool) -> bool {
         if self.ended || self.order == Order::Descending {
             return false;
         }
@@ -193,12 +221,24 @@ impl MultiIter {
                 continue;
             }
             open = true;
-            if s.page.is_empty() {
+            if s.page.is_empty() && due(s) {
                 s.hi = self.stop.min(horizon);
                 s.done = false;
+                s.ahead = None;
             }
         }
         open
+    }
+
+    /// The ids of the entries merged (what a commit listener is given).
+    pub fn entry_ids(&self) -> Vec<u32> {
+        self.sources.iter().map(|s| s.entry.id()).collect()
+    }
+
+    /// As [`QueryIter::ahead`]: the earliest record a walk bounded by a horizon left for
+    /// later, over every entry.
+    pub fn ahead(&self) -> Option<u64> {
+        self.sources.iter().filter_map(|s| s.ahead).min()
     }
 
     /// Like [`QueryIter::next_bounded`]: the next record, `Some(Ok(None))` after a page's
@@ -215,7 +255,7 @@ impl MultiIter {
             }
             for s in &mut self.sources {
                 if s.page.is_empty() && !s.done {
-                    if let Err(e) = s.fill(&self.store, self.order) {
+                    if let Err(e) = s.fill(&self.store, self.order, self.stop) {
                         self.ended = true;
                         return Some(Err(e));
                     }
@@ -397,5 +437,95 @@ mod tests {
         assert!(it.resume(u64::MAX));
         let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
         assert_eq!(got, [4, 5]);
+    }
+
+    /// Defect 4 of issue 27: every commit woke every tail and each walked all its entries.
+    /// The commit listener now names the entries a commit put records into, and a tail walks
+    /// only those again.
+    #[test]
+    fn a_tail_woken_by_a_commit_walks_only_the_entries_that_changed() {
+        use std::sync::Arc;
+        let (_d, s) = store();
+        let named: Arc<parking_lot::Mutex<Vec<Vec<u32>>>> = Arc::default();
+        let n = named.clone();
+        s.on_commit(Box::new(move |ids: &[u32]| n.lock().push(ids.to_vec())));
+        for e in ["a", "b", "c"] {
+            s.write("b", e, &WriteMeta::at(1), b"x").unwrap();
+        }
+        let mut it = s
+            .query_entries("b", &pats(&["a", "b", "c"]), &Query::default())
+            .unwrap();
+        let ids = it.entry_ids();
+        assert_eq!(ids.len(), 3);
+        assert!(it.resume(u64::MAX));
+        assert_eq!(it.by_ref().count(), 3);
+        named.lock().clear();
+        s.write("b", "b", &WriteMeta::at(5), b"x").unwrap();
+        s.write("b", "c", &WriteMeta::at(6), b"x").unwrap();
+        // one commit per write, each naming its entry
+        assert_eq!(*named.lock(), [vec![ids[1]], vec![ids[2]]]);
+        // told only of b: c's record waits for the walk that is told of c
+        assert!(it.resume_changed(u64::MAX, &[ids[1]]));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [5]);
+        assert!(it.resume_changed(u64::MAX, &[]));
+        assert_eq!(it.by_ref().count(), 0);
+        assert!(it.resume_changed(u64::MAX, &[ids[2]]));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [6]);
+        // a batch over two entries and a removal: puts named once each, a removal none
+        named.lock().clear();
+        s.write_batch(
+            "b",
+            "a",
+            vec![
+                BatchRecord {
+                    meta: WriteMeta::at(7),
+                    data: b"x".to_vec(),
+                },
+                BatchRecord {
+                    meta: WriteMeta::at(8),
+                    data: b"x".to_vec(),
+                },
+            ],
+        )
+        .unwrap();
+        s.remove_record("b", "a", 7).unwrap();
+        assert_eq!(*named.lock(), [vec![ids[0]], vec![]]);
+    }
+
+    /// Item 6 of issue 27: a walk bounded by a settle horizon tells what it left past it,
+    /// so a tail knows when to walk again without a commit.
+    #[test]
+    fn a_walk_bounded_by_a_horizon_names_the_first_record_it_left() {
+        let (_d, s) = store();
+        s.write("b", "a", &WriteMeta::at(10), b"x").unwrap();
+        s.write("b", "b", &WriteMeta::at(30), b"x").unwrap();
+        s.write("b", "b", &WriteMeta::at(20), b"x").unwrap();
+        let mut it = s
+            .query_entries("b", &pats(&["a", "b"]), &Query::default())
+            .unwrap();
+        assert!(it.resume(15));
+        assert_eq!(it.by_ref().count(), 1);
+        assert_eq!(it.ahead(), Some(20));
+        // nothing changed, the horizon has not reached it: no walk, still ahead
+        assert!(it.resume_changed(18, &[]));
+        assert_eq!(it.by_ref().count(), 0);
+        assert_eq!(it.ahead(), Some(20));
+        // the horizon passed it: walked without being told of a change
+        assert!(it.resume_changed(25, &[]));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [20]);
+        assert_eq!(it.ahead(), Some(30));
+        // single entry too
+        let mut one = s.query("b", "b", &Query::default()).unwrap();
+        assert!(one.resume(25));
+        assert_eq!(one.by_ref().count(), 1);
+        assert_eq!(one.ahead(), Some(30));
+        assert!(one.resume_changed(26, &[]));
+        assert_eq!(one.by_ref().count(), 0);
+        assert!(one.resume_changed(31, &[]));
+        assert_eq!(one.by_ref().count(), 1);
+        assert_eq!(one.ahead(), None);
     }
 }

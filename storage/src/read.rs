@@ -116,6 +116,7 @@ impl Store {
             failed: None,
             done: false,
             ended: false,
+            ahead: None,
         })
     }
 }
@@ -272,6 +273,19 @@ fn open_value(
     }
 }
 
+/// The timestamp of an entry's first record in `span` (oldest first): what a live tail's
+/// walk, bounded by its horizon, left for later ([`QueryIter::ahead`]).
+pub(crate) fn first_in(
+    index: &crate::index::Index,
+    txn: &heed::RoTxn<'_, heed::WithoutTls>,
+    entry_id: u32,
+    span: std::ops::Range<u64>,
+) -> Result<Option<u64>> {
+    let mut out = Vec::with_capacity(1);
+    index.range(txn, entry_id, span, Order::Ascending, 1, &mut out)?;
+    Ok(out.first().map(|(ts, _)| *ts))
+}
+
 /// One record found by a query: its metadata now, its payload on demand.
 pub struct QueryItem {
     pub meta: RecordMeta,
@@ -371,6 +385,9 @@ pub struct QueryIter {
     done: bool,
     /// The query is over for good: a limit, a `$limit` or an error ended it.
     ended: bool,
+    /// The first record at or past `hi` (below `stop`) when the last walk ended at a
+    /// horizon below `stop`: when a live tail's settle time lets it through.
+    ahead: Option<u64>,
 }
 
 impl QueryIter {
@@ -382,14 +399,32 @@ impl QueryIter {
     /// cannot yield more: it is descending, a limit or an error ended it, or its range is
     /// used up. A record committed after the walk passed its timestamp is never returned.
     pub fn resume(&mut self, horizon: u64) -> bool {
+        self.resume_if(horizon, true)
+    }
+
+    /// [`QueryIter::resume`] for a live tail told which entries got records since its last
+    /// walk (`changed`: entry ids, sorted, as a commit listener is given them): walks again
+    /// only when its entry is among them, or when a record the last walk found past its
+    /// horizon ([`QueryIter::ahead`]) is now below the new one. Otherwise the next walk is
+    /// empty and costs nothing. Returns what `resume` returns.
+    pub fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
+        let due = changed.binary_search(&self.entry.id()).is_ok()
+            || self.ahead.is_some_and(|ts| ts < self.stop.min(horizon));
+        self.resume_if(horizon, due)
+    }
+
+    fn resume_if(&mut self, horizon: u64, walk: bool) -> bool {
         if self.ended || self.descending || self.lo >= self.stop {
             return false;
         }
         if !self.page.is_empty() || self.failed.is_some() {
             return true; // the current walk has not been consumed yet
         }
-        self.hi = self.stop.min(horizon);
-        self.done = false;
+        if walk {
+            self.hi = self.stop.min(horizon);
+            self.done = false;
+            self.ahead = None;
+        }
         true
     }
 
@@ -399,12 +434,28 @@ impl QueryIter {
         self.lo
     }
 
+    /// The id of the entry this query reads (what a commit listener is given).
+    pub fn entry_id(&self) -> u32 {
+        self.entry.id()
+    }
+
+    /// After a walk bounded by a horizon below the query's `stop` (a live tail with a
+    /// settle time): the timestamp of the first record it left for a later walk, if there
+    /// is one. A tail waits until its horizon passes it (no commit needs to wake it).
+    pub fn ahead(&self) -> Option<u64> {
+        self.ahead
+    }
+
     fn fill(&mut self) -> Result<()> {
+        let index = &self.store.inner.index;
         if self.lo >= self.hi {
             self.done = true;
+            if self.bounded() {
+                let txn = index.read_txn()?;
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..self.stop)?;
+            }
             return Ok(());
         }
-        let index = &self.store.inner.index;
         let txn = index.read_txn()?;
         let mut out = Vec::with_capacity(PAGE);
         index.range(
@@ -417,6 +468,9 @@ impl QueryIter {
         )?;
         if out.len() < PAGE {
             self.done = true;
+            if self.bounded() {
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..self.stop)?;
+            }
         }
         if let Some((ts, _)) = out.last() {
             if self.descending {
@@ -438,6 +492,11 @@ impl QueryIter {
             }
         }
         Ok(())
+    }
+
+    /// An ascending walk stopped by a horizon below `stop` (a live tail's settle time).
+    fn bounded(&self) -> bool {
+        !self.descending && self.hi < self.stop
     }
 
     /// One bounded step: the next record (`Some(Ok(Some(item)))`), or `Some(Ok(None))` when
@@ -534,7 +593,7 @@ mod follow_tests {
         s.create_bucket("b", BucketSettings::default()).unwrap();
         let commits = Arc::new(AtomicU64::new(0));
         let c = commits.clone();
-        s.on_commit(Box::new(move || {
+        s.on_commit(Box::new(move |_: &[u32]| {
             c.fetch_add(1, Ordering::SeqCst);
         }));
         for ts in 0..10 {
