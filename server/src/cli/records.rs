@@ -659,8 +659,8 @@ mod tail_tests {
     use super::*;
 
     /// Issue 27: `tsblob tail --entries` reopened a dropped tail from the last timestamp
-    /// + 1, which skipped the records of other entries with that same timestamp. It now
-    /// reopens at that timestamp and skips only what it printed.
+    /// plus one, which skipped the records of other entries with that same timestamp. It
+    /// now reopens at that timestamp and skips only what it printed.
     #[test]
     fn a_multi_entry_tail_resumed_from_last_ts_plus_one_skipped_records() {
         let mut c = TailCursor::default();

@@ -45,6 +45,10 @@ use crate::trash::Trash;
 pub use query::{MultiIter, QueryItem, QueryIter};
 pub use spool::Spool;
 
+/// What [`Store::on_commit`] calls after each commit: given the ids of the entries the
+/// commit put records into.
+pub type CommitListener = dyn Fn(&[u32]) + Send + Sync;
+
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Store {
@@ -290,7 +294,7 @@ impl Store {
     /// into (new records or label updates; sorted, each once, empty when it put none), so
     /// that it wakes only the readers of those entries ([`QueryIter::entry_id`],
     /// [`MultiIter::entry_ids`] name what a query reads).
-    pub fn on_commit(&self, listener: Box<dyn Fn(&[u32]) + Send + Sync>) {
+    pub fn on_commit(&self, listener: Box<CommitListener>) {
         self.inner.committer.on_commit(Arc::from(listener));
     }
 
