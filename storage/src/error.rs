@@ -176,6 +176,15 @@ pub enum WriteError {
     },
     #[error("invalid timestamp {ts}: {reason}")]
     InvalidTimestamp { ts: u64, reason: &'static str },
+    /// A record stamped before its bucket's `max_age` reaches back: retention would delete
+    /// it at once, so it is refused rather than acknowledged and then deleted.
+    #[error("timestamp {ts} is older than bucket {bucket:?} keeps records: its max_age is {max_age} µs, so the oldest timestamp it accepts now is {oldest}; write the record with a newer timestamp, or raise or clear the bucket's max_age")]
+    TooOld {
+        bucket: String,
+        ts: u64,
+        max_age: u64,
+        oldest: u64,
+    },
     #[error("bucket {bucket:?} has a HARD quota of {quota} bytes, uses {used} and the record needs {needed}: remove data, raise the quota or use a FIFO quota")]
     QuotaExceeded {
         bucket: String,

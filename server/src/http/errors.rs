@@ -201,6 +201,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::Write(w) => match w {
             WriteError::Conflict { .. } => (S::CONFLICT, "timestamp_exists"),
             WriteError::InvalidTimestamp { .. } => (S::UNPROCESSABLE_ENTITY, "invalid_timestamp"),
+            WriteError::TooOld { .. } => (S::UNPROCESSABLE_ENTITY, "too_old"),
             WriteError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
             WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, "disk_full"),
             WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, "invalid_label"),

@@ -20,6 +20,7 @@ pub mod query;
 pub mod records;
 pub mod replications;
 pub mod spool;
+pub mod tails;
 pub mod tokens;
 pub mod ui;
 pub mod when;
@@ -52,6 +53,8 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// How long a whole body may take (a base plus a minimum rate).
     pub body_deadline: body::BodyDeadline,
+    /// How many live tails may stream, in all and per token.
+    pub tails: tails::TailLimits,
 }
 
 impl Default for Limits {
@@ -62,6 +65,7 @@ impl Default for Limits {
             max_batch_records: 100_000,
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
+            tails: tails::TailLimits::default(),
         }
     }
 }
@@ -88,9 +92,11 @@ pub struct Shared {
     pub metrics: Arc<metrics::Metrics>,
     pub limits: Arc<Limits>,
     pub started: Instant,
-    /// Bumped after every index commit (the engine's commit listener): live tails
-    /// (`follow=true`) wait on it instead of polling.
+    /// Bumped after every index commit (the engine's commit listener): replication
+    /// senders wait on it instead of polling.
     pub commits: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Live tails (`follow=true`): woken by commits to the entries they read, capped.
+    pub tails: Arc<tails::Tails>,
     /// Replication tasks (their senders start with [`crate::replication::Replications::start_all`]).
     pub replications: Arc<crate::replication::Replications>,
     /// Memory that single-record bodies may hold while received whole (`budget.rs`).
@@ -102,13 +108,20 @@ pub struct Shared {
 impl AppState {
     pub fn new(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<AppState> {
         let commits = Arc::new(tokio::sync::watch::channel(0u64).0);
-        let tx = commits.clone();
-        // Runs on the committing thread, under its caller's entry lock: only bumps a counter
-        // (send_modify never waits on a receiver).
-        store.on_commit(Box::new(move || {
-            tx.send_modify(|v| *v = v.wrapping_add(1));
-        }));
         let metrics = Arc::new(metrics::Metrics::new()?);
+        let tails = Arc::new(tails::Tails::new(
+            limits.tails,
+            metrics.follows.clone(),
+            metrics.registry(),
+        )?);
+        let (tx, woken) = (commits.clone(), tails.clone());
+        // Runs on the committing thread, under its caller's entry lock: bumps a counter
+        // (send_modify never waits on a receiver) and wakes the tails of the entries the
+        // commit put records into (two short mutexes of `tails.rs`, no engine call).
+        store.on_commit(Box::new(move |entries: &[u32]| {
+            tx.send_modify(|v| *v = v.wrapping_add(1));
+            woken.committed(entries);
+        }));
         let replications = Arc::new(crate::replication::Replications::load(
             store.clone(),
             commits.clone(),
@@ -123,6 +136,7 @@ impl AppState {
             limits: Arc::new(limits),
             started: Instant::now(),
             commits,
+            tails,
             bodies: budget::MemoryBudget::default(),
             writer,
         };

@@ -27,6 +27,7 @@ mod replication_tls;
 mod router;
 mod serve;
 mod tail;
+mod tail_hostile;
 mod tier;
 mod tier_labels;
 mod tier_tls;
