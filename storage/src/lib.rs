@@ -39,6 +39,7 @@ mod lock;
 mod mapped;
 mod multi;
 mod names;
+mod pattern;
 mod quota;
 mod read;
 mod record;
@@ -64,8 +65,9 @@ pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
 pub use mapped::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
-pub use multi::{entry_pattern_matches, MultiIter};
+pub use multi::MultiIter;
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use pattern::{EntryPattern, PatternError, MAX_PATTERN_WILDCARDS};
 pub use read::{QueryItem, QueryIter};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,

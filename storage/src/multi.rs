@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::entry::Entry;
 use crate::index::{IndexValue, Order};
-use crate::names::validate_entry_name;
+use crate::pattern::EntryPattern;
 use crate::read::QueryItem;
 use crate::select::Selector;
 use crate::*;
@@ -19,34 +19,6 @@ use crate::*;
 /// Index records fetched per entry and read transaction, and scanned without a match before
 /// `next_bounded` hands back.
 const PAGE: usize = 256;
-
-/// True when `name` matches `pattern`: `*` matches any characters but `/` (within one
-/// segment), `**` any characters including `/`; everything else matches itself.
-pub fn entry_pattern_matches(pattern: &str, name: &str) -> bool {
-    fn go(p: &[u8], n: &[u8]) -> bool {
-        match p.first() {
-            None => n.is_empty(),
-            Some(b'*') if p.get(1) == Some(&b'*') => {
-                let rest = &p[2..];
-                (0..=n.len()).any(|i| go(rest, &n[i..]))
-            }
-            Some(b'*') => {
-                let rest = &p[1..];
-                for i in 0..=n.len() {
-                    if go(rest, &n[i..]) {
-                        return true;
-                    }
-                    if n.get(i) == Some(&b'/') {
-                        return false;
-                    }
-                }
-                false
-            }
-            Some(c) => n.first() == Some(c) && go(&p[1..], &n[1..]),
-        }
-    }
-    go(pattern.as_bytes(), name.as_bytes())
-}
 
 /// One entry's part of a merged query: the window still to walk and a page of it.
 struct Source {
@@ -118,10 +90,10 @@ impl Store {
         let mut names: Vec<String> = Vec::new();
         let all: Vec<String> = b.entries().iter().map(|e| e.name().to_string()).collect();
         for p in patterns {
-            if p.contains('*') {
-                // A pattern obeys the name rules once its stars are letters.
-                validate_entry_name(&p.replace('*', "x"))?;
-                names.extend(all.iter().filter(|n| entry_pattern_matches(p, n)).cloned());
+            // Compiled once, matched in linear time (see `pattern.rs`).
+            let pattern = EntryPattern::parse(p)?;
+            if pattern.is_glob() {
+                names.extend(all.iter().filter(|n| pattern.matches(n)).cloned());
             } else {
                 names.push(self.get_entry(&b, p)?.name().to_string());
             }
@@ -295,6 +267,7 @@ mod tests {
 
     #[test]
     fn globs() {
+        let entry_pattern_matches = |p: &str, n: &str| EntryPattern::parse(p).unwrap().matches(n);
         assert!(entry_pattern_matches("cams/*", "cams/front"));
         assert!(!entry_pattern_matches("cams/*", "cams/front/left"));
         assert!(entry_pattern_matches("cams/**", "cams/front/left"));
