@@ -364,6 +364,12 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         follow,
         entries,
     } = r;
+    // Counted against --max-streams and --max-streams-per-token until the producer ends
+    // (`limits.rs`): refused before any work.
+    let slot = t
+        .state
+        .streams
+        .open(t.caller.name.as_deref().unwrap_or(""))?;
     // A live tail subscribes before its first walk: a commit after that walk's read
     // transaction began always wakes it.
     let commits = follow.map(|_| t.state.commits.subscribe());
@@ -399,6 +405,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         _count: LiveCount::new(&metrics.follows),
     });
     tokio::spawn(async move {
+        let _slot = slot;
         let (bytes, _) = pump(p, first, tx, live).await;
         metrics.query_bytes.inc_by(bytes);
     });
