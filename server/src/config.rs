@@ -138,6 +138,9 @@ pub struct ServeArgs {
     /// How often a read replica looks for newly tiered blocks.
     #[arg(long, env = "TSBLOB_REPLICA_REFRESH", default_value = "5s", value_parser = parse_duration)]
     pub replica_refresh: Duration,
+    /// The cost bounds of requests (`http/limits.rs`).
+    #[command(flatten)]
+    pub cost: crate::http::limits::CostArgs,
 }
 
 /// How `tsblob serve` uses an object store.
@@ -200,7 +203,7 @@ impl ServeArgs {
     }
 
     pub fn limits(&self) -> Limits {
-        Limits {
+        let mut limits = Limits {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
             max_batch_records: self.max_batch_records,
@@ -213,7 +216,10 @@ impl ServeArgs {
                 max: self.max_tails,
                 per_token: self.max_tails_per_token,
             },
-        }
+            ..Limits::default()
+        };
+        self.cost.apply(&mut limits);
+        limits
     }
 }
 

@@ -38,6 +38,7 @@ mod layout;
 mod lock;
 mod names;
 mod object_store;
+mod pattern;
 mod payload;
 mod quota;
 mod read;
@@ -63,10 +64,9 @@ pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedR
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
-pub use names::{
-    entry_pattern_matches, validate_bucket_name, validate_entry_name, validate_label_key,
-};
+pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
+pub use pattern::{EntryPattern, PatternError, MAX_PATTERN_WILDCARDS};
 pub use payload::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,

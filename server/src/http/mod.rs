@@ -13,6 +13,8 @@ pub mod budget;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
+pub mod inflate;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -55,6 +57,16 @@ pub struct Limits {
     pub body_deadline: body::BodyDeadline,
     /// How many live tails may stream, in all and per token.
     pub tails: tails::TailLimits,
+    /// Memory all requests may hold at once, and the longest wait for room in it
+    /// (`budget.rs`, `--memory-budget`, `--memory-wait`).
+    pub memory_budget: u64,
+    pub memory_wait: Duration,
+    /// A zstd body's largest size as sent and once decompressed (`inflate.rs`).
+    pub max_compressed_body: u64,
+    pub max_decompressed_body: u64,
+    /// Query streams running at once, on the server and per token (`limits.rs`).
+    pub max_streams: usize,
+    pub max_streams_per_token: usize,
 }
 
 impl Default for Limits {
@@ -66,6 +78,12 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
             tails: tails::TailLimits::default(),
+            memory_budget: budget::MemoryBudget::DEFAULT,
+            memory_wait: budget::MemoryBudget::DEFAULT_WAIT,
+            max_compressed_body: 1 << 30,
+            max_decompressed_body: 4 << 30,
+            max_streams: 256,
+            max_streams_per_token: 64,
         }
     }
 }
@@ -99,8 +117,10 @@ pub struct Shared {
     pub tails: Arc<tails::Tails>,
     /// Replication tasks (their senders start with [`crate::replication::Replications::start_all`]).
     pub replications: Arc<crate::replication::Replications>,
-    /// Memory that single-record bodies may hold while received whole (`budget.rs`).
+    /// Memory every request together may hold (`budget.rs`): bodies, batches, zstd, queries.
     pub(crate) bodies: budget::MemoryBudget,
+    /// Query streams running now (`limits.rs`).
+    pub(crate) streams: Arc<limits::Streams>,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
 }
@@ -128,6 +148,12 @@ impl AppState {
             crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
         )?);
         let writer = writer::Writer::start(store.clone())?;
+        let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);
+        let streams = Arc::new(limits::Streams::new(
+            limits.max_streams,
+            limits.max_streams_per_token,
+            metrics.streams.clone(),
+        ));
         let shared = Shared {
             store,
             auth: Arc::new(auth),
@@ -137,7 +163,8 @@ impl AppState {
             started: Instant::now(),
             commits,
             tails,
-            bodies: budget::MemoryBudget::default(),
+            bodies,
+            streams,
             writer,
         };
         Ok(AppState {

@@ -9,10 +9,12 @@ mod reliability_util;
 mod replication_util;
 
 mod big_record;
+mod bystander;
 mod compare_e2e;
 mod compare_limit;
 mod console;
 mod cp;
+mod reliability_cost;
 mod reliability_crash;
 mod reliability_disk;
 mod reliability_hostile;
