@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod outbound_util;
 mod reliability_util;
 mod replication_util;
 
@@ -13,6 +14,7 @@ mod compare_e2e;
 mod compare_limit;
 mod console;
 mod cp;
+mod outbound;
 mod reliability_crash;
 mod reliability_disk;
 mod reliability_hostile;
@@ -28,5 +30,6 @@ mod router;
 mod serve;
 mod tail;
 mod tier;
+mod tier_faults;
 mod tier_labels;
 mod tier_tls;
