@@ -20,9 +20,9 @@ pub mod client;
 pub mod framing;
 pub mod headers;
 pub mod names;
-pub mod size;
 #[cfg(feature = "client")]
 pub mod outbound;
+pub mod size;
 #[cfg(feature = "client")]
 pub mod tls;
 

@@ -39,10 +39,7 @@ pub enum ReadError {
 /// (`Content-Length`) is refused before a byte is read, one that sends more is cut at the
 /// limit. A timeout set on the request covers this read too.
 pub async fn read_bounded(mut resp: Response, limit: usize) -> Result<Bytes, ReadError> {
-    if resp
-        .content_length()
-        .is_some_and(|n| n > limit as u64)
-    {
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
         return Err(ReadError::TooLarge { limit });
     }
     let mut buf = BytesMut::new();
@@ -164,7 +161,10 @@ mod tests {
     #[test]
     fn foreign_text_becomes_one_short_line() {
         assert_eq!(one_line("a\r\n\x1b[31mb\t\tc  ", 100), "a [31mb c");
-        assert_eq!(one_line(&"x".repeat(600), 10), format!("{}...", "x".repeat(10)));
+        assert_eq!(
+            one_line(&"x".repeat(600), 10),
+            format!("{}...", "x".repeat(10))
+        );
         assert_eq!(one_line("ééé", 2), "éé...");
     }
 
@@ -175,8 +175,7 @@ mod tests {
                 .unwrap();
         assert_eq!(code.as_deref(), Some("bucket_not_found"));
         assert_eq!(m, "no bucket");
-        let (code, _) =
-            error_fields(br#"{"error":{"code":"<script>","message":"m"}}"#).unwrap();
+        let (code, _) = error_fields(br#"{"error":{"code":"<script>","message":"m"}}"#).unwrap();
         assert_eq!(code, None);
         assert!(error_fields(b"<html>secret internal page</html>").is_none());
         assert!(error_fields(br#"{"results":[]}"#).is_none());

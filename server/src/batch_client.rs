@@ -198,7 +198,10 @@ async fn send_batch(
             }
             Ok(a)
         }
-        _ => Err(format!("{dst}/{entry} answered {status}: {}", error_text(&text))),
+        _ => Err(format!(
+            "{dst}/{entry} answered {status}: {}",
+            error_text(&text)
+        )),
     }
 }
 

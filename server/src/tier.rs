@@ -193,9 +193,7 @@ struct Calls {
 
 impl Calls {
     fn begin(self: &Arc<Self>) -> Call {
-        let id = self
-            .next
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.open.lock().insert(id, std::time::Instant::now());
         Call {
             calls: self.clone(),

@@ -377,7 +377,10 @@ impl Replications {
     /// are in the feed.
     pub async fn start_all(self: &Arc<Self>) -> Result<(), AppError> {
         if let Err(e) = self.prune_readers().await {
-            tracing::warn!("replication: cannot prune the feed readers of no task: {}", e.message);
+            tracing::warn!(
+                "replication: cannot prune the feed readers of no task: {}",
+                e.message
+            );
         }
         type Start = (String, TaskSpec, Arc<Mutex<Shared>>, CancellationToken);
         let tasks: Vec<Start> = self
@@ -649,10 +652,20 @@ impl Replications {
         }
         if resubscribe {
             if let Err(e) = self.save().await {
-                tracing::warn!(task = name, "replication: cannot save the backfill position: {}", e.message);
+                tracing::warn!(
+                    task = name,
+                    "replication: cannot save the backfill position: {}",
+                    e.message
+                );
             }
         }
-        sender::spawn(self.clone(), name.to_string(), spec.clone(), shared.clone(), cancel);
+        sender::spawn(
+            self.clone(),
+            name.to_string(),
+            spec.clone(),
+            shared.clone(),
+            cancel,
+        );
     }
 
     /// Removes task `name` (from the task file first: a crash after it leaves only a feed

@@ -136,7 +136,10 @@ async fn a_destination_redirected_to_an_internal_url_and_its_answer_was_echoed()
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(internal.requests(), 0, "the redirect was followed");
-    assert!(redirect.saw("TOKEN-SECRET"), "the destination got the token");
+    assert!(
+        redirect.saw("TOKEN-SECRET"),
+        "the destination got the token"
+    );
 
     // A destination whose error answer is a page, not a tsblob error document: its size is
     // said, never its text.
@@ -149,6 +152,11 @@ async fn a_destination_redirected_to_an_internal_url_and_its_answer_was_echoed()
     assert!(!m.contains("INTERNAL-SECRET"), "{m}");
     assert!(m.contains("not a tsblob error document"), "{m}");
     assert!(!s.stderr_contains("INTERNAL-SECRET", Duration::ZERO));
+    for name in ["page", "r"] {
+        let path = format!("/api/v1/replications/{name}");
+        assert_eq!(src.json(Method::DELETE, &path, None).await.0, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let before = internal.requests();
 
     // `tsblob cp` to the redirecting server, and the CLI's own client: not followed either.
@@ -159,7 +167,10 @@ async fn a_destination_redirected_to_an_internal_url_and_its_answer_was_echoed()
     assert!(out.contains("302"), "{out}");
     let (ok, out) = tsblob_cli(&["bucket", "--url", &redirect.url(), "ls"]);
     assert!(!ok, "{out}");
-    assert!(out.contains("302") && out.contains(internal.addr()), "{out}");
+    assert!(
+        out.contains("302") && out.contains(internal.addr()),
+        "{out}"
+    );
     for out in [&out] {
         assert!(!out.contains("REDIRECT-BODY-SECRET") && !out.contains("QUERY-SECRET"));
     }
@@ -219,7 +230,10 @@ async fn a_task_moved_to_another_host_sent_it_the_stored_token() {
     assert!(!m.contains("STORED-SECRET"), "{m}");
     // The task is unchanged.
     let t = src.task("t").await;
-    assert_eq!(t["settings"]["dst_url"], json!(format!("{}/", honest.url())));
+    assert_eq!(
+        t["settings"]["dst_url"],
+        json!(format!("{}/", honest.url()))
+    );
     // With a token for the new origin ("" for none), the move is accepted and the new
     // host gets that token, never the old one.
     let mut moved = task_spec("edge", &thief.url(), "cloud");
@@ -232,7 +246,10 @@ async fn a_task_moved_to_another_host_sent_it_the_stored_token() {
         assert!(Instant::now() < deadline, "the moved task never sent");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!thief.saw("STORED-SECRET"), "the stored token went to the new host");
+    assert!(
+        !thief.saw("STORED-SECRET"),
+        "the stored token went to the new host"
+    );
     assert!(!thief.saw("authorization:") && !thief.saw("Authorization:"));
 }
 
@@ -294,7 +311,11 @@ async fn a_task_whose_file_save_failed_was_listed_and_its_feed_reader_stayed() {
         .into_iter()
         .map(|(n, _, _)| n)
         .collect();
-    assert_eq!(readers, vec!["t".to_string()], "the orphan reader was not pruned");
+    assert_eq!(
+        readers,
+        vec!["t".to_string()],
+        "the orphan reader was not pruned"
+    );
 }
 
 /// Defect 11: a task's `when` `{"&cam": {"$eq": "front"}, "$each_n": 2}` was stored with
@@ -354,11 +375,9 @@ async fn a_task_when_was_reordered_and_selected_other_records_than_a_query() {
         }
     }
     assert_eq!(queried.len(), 5, "{queried:?}");
-    let sent: Vec<u64> = dst
-        .dump("cloud")
-        .await
-        .keys()
-        .map(|(_, ts)| *ts)
-        .collect();
-    assert_eq!(sent, queried, "the task selected other records than the query");
+    let sent: Vec<u64> = dst.dump("cloud").await.keys().map(|(_, ts)| *ts).collect();
+    assert_eq!(
+        sent, queried,
+        "the task selected other records than the query"
+    );
 }

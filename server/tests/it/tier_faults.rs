@@ -71,7 +71,11 @@ async fn a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_availa
         "{h}"
     );
     let (status, code, message, took) = reading.await.unwrap();
-    assert_eq!((status, code.as_str()), (503, "tier_unavailable"), "{message}");
+    assert_eq!(
+        (status, code.as_str()),
+        (503, "tier_unavailable"),
+        "{message}"
+    );
     assert!(
         took >= Duration::from_secs(4) && took < Duration::from_secs(8),
         "a read of a hung store took {took:?} with --tier-timeout 5s"
