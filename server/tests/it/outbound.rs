@@ -14,6 +14,13 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 use replication_util::*;
+
+/// A task from `edge` to `dst`/`bucket` that also sends the records written before it.
+fn task_spec(src: &str, dst: &str, bucket: &str) -> Value {
+    let mut v = replication_util::task_spec(src, dst, bucket);
+    v["from"] = json!(0);
+    v
+}
 use reqwest::Method;
 use serde_json::{json, Value};
 
