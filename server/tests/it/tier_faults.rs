@@ -62,9 +62,26 @@ async fn a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_availa
     assert_eq!(health(&c, &s).await["tier"]["status"], "available");
 
     proxy.set(Mode::Stall);
-    let reading = tokio::spawn(read(client(), s.url("/api/v1/b/cams/front?ts=2")));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let h = health(&c, &s).await;
+    // The proxy lets the exchange each pooled connection is waiting on pass, then stalls
+    // it: reads go on until one hangs.
+    let url = s.url("");
+    let reading = tokio::spawn(async move {
+        for ts in 5..=14u64 {
+            let r = read(client(), format!("{url}/api/v1/b/cams/front?ts={ts}")).await;
+            if r.0 != 200 {
+                return r;
+            }
+        }
+        panic!("no read hung");
+    });
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let h = loop {
+        let h = health(&c, &s).await;
+        if h["tier"]["status"] == "degraded" || Instant::now() > deadline {
+            break h;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(h["tier"]["status"], "degraded", "{h}");
     assert!(
         h["tier"]["error"].as_str().unwrap().contains("waited"),
@@ -119,25 +136,30 @@ async fn a_truncated_tiered_object_was_reported_as_an_outage_to_retry() {
 
     std::env::set_var("AWS_ACCESS_KEY_ID", USER);
     std::env::set_var("AWS_SECRET_ACCESS_KEY", PASSWORD);
-    let s3 = tsblob_server::tier::S3Store::connect(
-        "s3://tsblob-tier/damaged",
-        Some(&minio.endpoint()),
-        None,
-        None,
-    )
+    let endpoint = minio.endpoint();
+    tokio::task::spawn_blocking(move || {
+        let s3 = tsblob_server::tier::S3Store::connect(
+            "s3://tsblob-tier/damaged",
+            Some(&endpoint),
+            None,
+            None,
+        )
+        .unwrap();
+        let mut blocks: Vec<String> = s3
+            .list("damaged/")
+            .unwrap()
+            .into_iter()
+            .map(|l| l.key)
+            .filter(|k| k.ends_with(".blk"))
+            .collect();
+        blocks.sort();
+        assert!(blocks.len() >= 2, "{blocks:?}");
+        // The first block emptied (every range of it is past its end: 416), the second gone.
+        s3.put_bytes(&blocks[0], b"").unwrap();
+        s3.delete(&blocks[1]).unwrap();
+    })
+    .await
     .unwrap();
-    let mut blocks: Vec<String> = s3
-        .list("damaged/")
-        .unwrap()
-        .into_iter()
-        .map(|l| l.key)
-        .filter(|k| k.ends_with(".blk"))
-        .collect();
-    blocks.sort();
-    assert!(blocks.len() >= 2, "{blocks:?}");
-    // The first block emptied (every range of it is past its end: 416), the second gone.
-    s3.put_bytes(&blocks[0], b"").unwrap();
-    s3.delete(&blocks[1]).unwrap();
 
     let mut damaged = 0;
     for ts in 1..=20u64 {
