@@ -155,7 +155,7 @@ pub struct Shared {
 
 /// A change of the task file, applied in memory once the file is written.
 enum Change {
-    Put(StoredTask, Task),
+    Put(Box<(StoredTask, Task)>),
     Remove(String),
 }
 
@@ -452,7 +452,8 @@ impl Replications {
         let _saving = self.saving.lock().await;
         let mut file = self.file();
         match &change {
-            Some(Change::Put(stored, _)) => {
+            Some(Change::Put(put)) => {
+                let stored = &put.0;
                 file.tasks.retain(|t| t.name != stored.name);
                 file.tasks.push(stored.clone());
                 file.tasks.sort_by(|a, b| a.name.cmp(&b.name));
@@ -474,7 +475,10 @@ impl Replications {
         .await?;
         let mut tasks = self.tasks.lock();
         Ok(match change {
-            Some(Change::Put(stored, task)) => tasks.insert(stored.name, task),
+            Some(Change::Put(put)) => {
+                let (stored, task) = *put;
+                tasks.insert(stored.name, task)
+            }
             Some(Change::Remove(name)) => tasks.remove(&name),
             None => None,
         })
@@ -598,7 +602,10 @@ impl Replications {
             shared: shared.clone(),
             cancel: cancel.clone(),
         };
-        let previous = match self.save_with(Some(Change::Put(stored, task))).await {
+        let previous = match self
+            .save_with(Some(Change::Put(Box::new((stored, task)))))
+            .await
+        {
             Ok(p) => p,
             Err(e) => {
                 // Undo the reader's change: a new task's reader goes; a replaced task's
