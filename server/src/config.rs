@@ -119,6 +119,11 @@ pub struct ServeArgs {
     /// Uploads to the object store in flight at once.
     #[arg(long, env = "TSBLOB_TIER_UPLOADS", default_value_t = 4)]
     pub tier_uploads: usize,
+    /// A call to the object store ends within this time in total, its retries included (a
+    /// read of a hung store answers 503 then); a body that sends nothing for as long fails.
+    /// Connections have 2 s to open.
+    #[arg(long, env = "TSBLOB_TIER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub tier_timeout: Duration,
     /// Before serving, rebuild the data folder's index of tiered blocks from this object
     /// store (a lost device's history comes back); then tier into it as --tier-url.
     #[arg(long, env = "TSBLOB_RESTORE_FROM", conflicts_with = "read_replica")]

@@ -151,6 +151,16 @@ pub enum TierError {
         block: u64,
         key: String,
     },
+    /// The object store holds the block's object, damaged (shorter than the index says).
+    #[error("block {block:016x} of {bucket}/{entry} is damaged in the object store (key {key:?}, record {ts}): {reason}")]
+    Damaged {
+        bucket: String,
+        entry: String,
+        block: u64,
+        key: String,
+        ts: u64,
+        reason: String,
+    },
     /// A write sent to a read-only replica.
     #[error("this server is a read-only replica of {0}: send writes to the server that tiers into that object store")]
     ReadOnly(String),

@@ -38,11 +38,12 @@ impl AppError {
     /// by that reference (see the module documentation).
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AppError {
         let message = message.into();
-        // 507 (disk full) and 503 (object store unavailable) messages are built from
-        // what the client may know (see `From<Error>`), and say what to do.
+        // 507 (disk full), 503 (object store unavailable) and 500 `tier_damaged` messages
+        // are built from what the client may know (see `From<Error>`), and say what to do.
         if status.is_server_error()
             && status != StatusCode::INSUFFICIENT_STORAGE
             && status != StatusCode::SERVICE_UNAVAILABLE
+            && code != "tier_damaged"
         {
             let reference = format!("{:08x}", rand::random::<u32>());
             tracing::error!(code, reference = %reference, "{message}");
@@ -236,7 +237,11 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         },
         Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
         Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
-        Error::Tier(TierError::Missing { .. }) => (S::SERVICE_UNAVAILABLE, "tier_object_missing"),
+        // Permanent damage of a tiered object is not an outage: a 500 the client does not
+        // retry (a 503 said "retry once it is back" of an object that never would be).
+        Error::Tier(TierError::Missing { .. } | TierError::Damaged { .. }) => {
+            (S::INTERNAL_SERVER_ERROR, "tier_damaged")
+        }
         Error::Tier(_) => (S::SERVICE_UNAVAILABLE, "tier_unavailable"),
         Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
         Error::Open(_) | Error::Io { .. } | Error::Index(_) => {
@@ -279,7 +284,8 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
         TierError::Unavailable {
             bucket, entry, ts, ..
         } => format!("record {ts} of {bucket}/{entry} is kept only in the object store, which is unavailable: retry once it is back (GET /health reports the tier's state)"),
-        TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; restore the object or remove the records"),
+        TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; do not retry: restore the object or remove the records"),
+        TierError::Damaged { bucket, entry, block, ts, .. } => format!("record {ts} of {bucket}/{entry} is in a block ({block:016x}) that is damaged in the object store (shorter than the index says): do not retry; restore the object or remove the records"),
         TierError::ReadOnly(_) => "this server is a read-only replica of an object store: send writes to the server that tiers into it".to_string(),
         TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
     };

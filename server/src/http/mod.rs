@@ -299,12 +299,19 @@ async fn entry_route(
 pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Value> {
     let mut body = serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")});
     if let Some(t) = state.store.tier_stats() {
+        // `degraded`: no call has failed yet, but one has waited for the store past what a
+        // healthy store takes (a hung store said `available` until its timeout).
+        let status = match (t.available, &t.stalled) {
+            (false, _) => "unavailable",
+            (true, Some(_)) => "degraded",
+            (true, None) => "available",
+        };
         body["tier"] = serde_json::json!({
-            "status": if t.available { "available" } else { "unavailable" },
+            "status": status,
             "available": t.available,
             "upload_queue": t.upload_queue,
             "read_replica": !t.uploads_enabled,
-            "error": t.last_error,
+            "error": if t.available { t.stalled.or(t.last_error) } else { t.last_error.or(t.stalled) },
         });
     }
     axum::Json(body)

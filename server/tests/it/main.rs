@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod outbound_util;
 mod reliability_util;
 mod replication_util;
 
@@ -15,6 +16,7 @@ mod compare_limit;
 mod console;
 mod cp;
 mod reliability_cost;
+mod outbound;
 mod reliability_crash;
 mod reliability_disk;
 mod reliability_hostile;
@@ -31,5 +33,6 @@ mod serve;
 mod tail;
 mod tail_hostile;
 mod tier;
+mod tier_faults;
 mod tier_labels;
 mod tier_tls;
