@@ -9,6 +9,7 @@ mod reliability_util;
 mod replication_util;
 
 mod big_record;
+mod browser;
 mod compare_e2e;
 mod compare_limit;
 mod console;
