@@ -102,25 +102,28 @@ impl BrowserPolicy {
 
     /// Rules 1 to 3 for an API request: `Ok` with the CORS origin to answer (if any), or
     /// `Err` with the whole answer (a refusal, or a CORS preflight's 204).
-    pub(crate) fn admit(&self, req: &Request) -> Result<Cors, Response> {
+    pub(crate) fn admit(&self, req: &Request) -> Result<Cors, Box<Response>> {
         let headers = req.headers();
         if req.uri().path() != "/health" {
-            self.check_host(headers).map_err(refusal)?;
+            self.check_host(headers).map_err(|e| Box::new(refusal(e)))?;
         }
-        let cors = self.check_origin(headers).map_err(refusal)?;
+        let cors = self
+            .check_origin(headers)
+            .map_err(|e| Box::new(refusal(e)))?;
         if let Some(origin) = &cors.0 {
             if req.method() == Method::OPTIONS
                 && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
             {
-                return Err(preflight(origin, headers));
+                return Err(Box::new(preflight(origin, headers)));
             }
         }
         Ok(cors)
     }
 
     /// Rule 1 alone, for the console's files (public: only DNS rebinding matters there).
-    pub(crate) fn admit_host(&self, req: &Request) -> Result<(), Response> {
-        self.check_host(req.headers()).map_err(refusal)
+    pub(crate) fn admit_host(&self, req: &Request) -> Result<(), Box<Response>> {
+        self.check_host(req.headers())
+            .map_err(|e| Box::new(refusal(e)))
     }
 
     /// Rules 3 and 4 on an API answer.

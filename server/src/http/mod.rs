@@ -185,7 +185,7 @@ async fn gate(State(state): State<AppState>, req: Request, next: middleware::Nex
     let (mut req, started) = state.metrics.start(req);
     let cors = match state.limits.browser.admit(&req) {
         Ok(cors) => cors,
-        Err(answer) => return state.metrics.finish(started, answer),
+        Err(answer) => return state.metrics.finish(started, *answer),
     };
     let resp = match state.auth.admit(&mut req) {
         Some(refused) => refused,
@@ -210,7 +210,7 @@ async fn assets_gate(
 ) -> Response {
     match state.limits.browser.admit_host(&req) {
         Ok(()) => next.run(req).await,
-        Err(refused) => refused,
+        Err(refused) => *refused,
     }
 }
 
