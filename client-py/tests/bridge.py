@@ -41,7 +41,7 @@ class Loop:
 def wrap(loop: Loop, value: Any) -> Any:
     if inspect.isawaitable(value):
         return wrap(loop, loop.run(_await(value)))
-    if isinstance(value, (tsblob.AsyncClient, tsblob.AsyncRecord, tsblob.BucketHandle, tsblob.EntryHandle)):
+    if isinstance(value, (tsblob.AsyncClient, tsblob.AsyncRecord, tsblob.AsyncBucketHandle, tsblob.AsyncEntryHandle)):
         return Bridge(value, loop)
     if hasattr(value, "__anext__"):
         return Iter(value, loop)
@@ -78,6 +78,9 @@ class Bridge:
         if callable(attr) and not isinstance(attr, type):
             return lambda *a, **kw: wrap(self._loop, attr(*[unwrap(x) for x in a], **kw))
         return attr
+
+    def __iter__(self) -> "Iter":  # an async record's lines
+        return Iter(self._target.__aiter__(), self._loop)
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._target, name, value)
@@ -118,7 +121,10 @@ class Iter:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.it, name)
+        attr = getattr(self.it, name)
+        if callable(attr):  # to_pandas()...: awaited on the loop
+            return lambda *a, **kw: wrap(self.loop, attr(*a, **kw))
+        return attr
 
 
 class Ctx:

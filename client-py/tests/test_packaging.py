@@ -46,7 +46,8 @@ def test_async_client_without_aiohttp_says_what_to_install() -> None:
 def test_the_generated_sync_client_matches_its_async_source() -> None:
     """A stale ``_sync/client.py`` (the async source edited without a reinstall) fails here."""
     want = hatch_build.generated(ROOT)
-    assert set(want) == {Path("src/tsblob/_sync/__init__.py"), Path("src/tsblob/_sync/client.py")}
+    assert set(want) == {Path("src/tsblob/_sync/__init__.py"), Path("src/tsblob/_sync/client.py"),
+                         Path("src/tsblob/_sync/handles.py"), Path("src/tsblob/_async/handles.py")}
     for rel, text in want.items():
         assert (ROOT / rel).read_text(encoding="utf-8") == text, f"{rel} is stale: pip install -e client-py"
     sync = want[Path("src/tsblob/_sync/client.py")]
@@ -57,6 +58,10 @@ def test_the_generated_sync_client_matches_its_async_source() -> None:
     assert names == {"Client", "QueryIterator", "Record"}
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "_http" in imported and not {m for m in imported if m and ("_aio" in m or "aiohttp" in m)}
+    handles = ast.parse(want[Path("src/tsblob/_sync/handles.py")])
+    assert {n.name for n in handles.body if isinstance(n, ast.ClassDef)} == {"BucketHandle", "EntryHandle"}
+    imported = {n.module for n in ast.walk(handles) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m and ("_aio" in m or "aiohttp" in m)}
 
 
 def test_both_clients_have_the_same_methods_and_docstrings() -> None:
@@ -102,7 +107,8 @@ def test_the_wheel_has_the_licence_the_generated_client_and_honest_metadata(whee
                                          .decode())
         licence = [n for n in names if "/licenses/" in n]
         assert licence and b"Apache License" in z.read(licence[0])
-    assert {"tsblob/_sync/client.py", "tsblob/_async/client.py", "tsblob/_aio.py", "tsblob/py.typed"} <= names
+    assert {"tsblob/_sync/client.py", "tsblob/_async/client.py", "tsblob/_aio.py", "tsblob/py.typed",
+            "tsblob/_sync/handles.py", "tsblob/_async/handles.py"} <= names
     assert meta["Version"] == tsblob.__version__
     assert meta["Requires-Python"] == ">=3.10"
     assert meta["License-Expression"] == "Apache-2.0"

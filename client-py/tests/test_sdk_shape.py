@@ -57,6 +57,31 @@ def test_handle_signatures_and_docstrings_come_from_the_client() -> None:
     assert not hasattr(tsblob.EntryHandle, "create_token")  # not an entry's method
 
 
+def test_every_bucket_and_entry_method_of_the_clients_is_an_explicit_handle_method() -> None:
+    """The handles are written out (generated at build time from the client), not added at
+    runtime: a type checker sees them. Each has the client method's parameters after the
+    bound ones, its return annotation and its docstring."""
+    for client, bucket_h, entry_h in ((tsblob.Client, tsblob.BucketHandle, tsblob.EntryHandle),
+                                      (tsblob.AsyncClient, tsblob.AsyncBucketHandle, tsblob.AsyncEntryHandle)):
+        checked = 0
+        for name, method in vars(client).items():
+            if name.startswith("_") or not callable(method):
+                continue
+            sig = inspect.signature(method)
+            params = list(sig.parameters)[1:3]
+            n = 2 if params == ["bucket", "entry"] else 1 if params[:1] == ["bucket"] else 0
+            for k, handle in ((1, bucket_h), (2, entry_h)):
+                if k > n:
+                    continue
+                assert name in vars(handle), f"{handle.__name__} lacks {name}"
+                hsig = inspect.signature(vars(handle)[name])
+                assert list(hsig.parameters.values())[1:] == list(sig.parameters.values())[1 + k:], name
+                assert hsig.return_annotation == sig.return_annotation or name == "read_stream", name
+                assert vars(handle)[name].__doc__ == method.__doc__
+                checked += 1
+        assert checked > 20
+
+
 def test_options_are_keyword_only(client: Client, bucket: str) -> None:
     with pytest.raises(TypeError):
         client.write(bucket, "e", b"x", T0, {"k": "v"})  # type: ignore[misc]
@@ -163,3 +188,23 @@ def test_tsblob_url_and_token_are_read_from_the_environment(auth_server: Server,
             anon.me()
     monkeypatch.delenv("TSBLOB_URL")
     assert Client().url == "http://127.0.0.1:8686"
+
+
+def test_a_record_reads_lines_as_a_binary_file(make_client: Callable[..., Client], client: Client,
+                                               bucket: str) -> None:
+    """The sync ``Record`` is a ``typing.BinaryIO`` (``PIL.Image.open`` takes ``IO[bytes]``):
+    ``readline``, iteration by lines, ``mode``, ``name``; loaded and streamed alike."""
+    text = b"".join(b"line %d\n" % i for i in range(2000)) + b"tail"
+    client.write(bucket, "log", text, T0)
+    rec = client.read(bucket, "log", T0)
+    assert rec.mode == "rb" and rec.name.endswith(f"@{T0}") and not rec.isatty()
+    assert rec.readline() == b"line 0\n" and rec.readline(3) == b"lin" and rec.readline() == b"e 1\n"
+    assert rec.readlines()[-1] == b"tail" and rec.readline() == b""
+    with pytest.raises(io.UnsupportedOperation):
+        rec.write(b"x")
+    small = make_client(eager_limit=100)
+    for rec in small.query(bucket, "log"):
+        assert not rec.loaded
+        assert rec.readline() == b"line 0\n" and rec.read(4) == b"line"
+        lines = list(rec)
+        assert lines[0] == b" 1\n" and lines[-1] == b"tail" and len(lines) == 2000

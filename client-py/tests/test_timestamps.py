@@ -96,3 +96,19 @@ def test_microseconds_and_small_ints_do_not_warn() -> None:
         warnings.simplefilter("error")
         for v in (0, 1, 99_999_999, US, 100_000_000_000_000, 1_700_000_000.0):
             to_micros(v)
+
+
+@pytest.mark.parametrize("text, ago", [("now", 0), ("now-5m", 300_000_000), ("NOW - 90s", 90_000_000),
+                                       ("now-1h 30m", 5_400_000_000), ("now-2d", 172_800_000_000),
+                                       ("now-250ms", 250_000)])
+def test_now_and_now_minus_a_duration_as_the_cli_takes_them(text: str, ago: int) -> None:
+    before = time.time_ns() // 1000
+    got = to_micros(text)
+    after = time.time_ns() // 1000
+    assert before - ago <= got <= after - ago
+
+
+@pytest.mark.parametrize("text", ["now-", "now-5", "now+5m", "now-5 parsecs", "nowish"])
+def test_a_bad_relative_time_says_what_is_accepted(text: str) -> None:
+    with pytest.raises(InvalidInput, match="now-5m"):
+        to_micros(text)

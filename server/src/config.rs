@@ -143,9 +143,20 @@ pub struct ServeArgs {
     /// index), adopting newly tiered blocks every --replica-refresh. Writes answer 405.
     #[arg(long, env = "TSBLOB_READ_REPLICA")]
     pub read_replica: Option<String>,
+    /// Live tails (follow=true queries) the server streams at once; past it a new tail is
+    /// answered 429 too_many_tails.
+    #[arg(long, env = "TSBLOB_MAX_TAILS", default_value_t = 1024)]
+    pub max_tails: usize,
+    /// Live tails one token may have open at once (without tokens, all callers share
+    /// one count); past it, 429 too_many_tails.
+    #[arg(long, env = "TSBLOB_MAX_TAILS_PER_TOKEN", default_value_t = 256)]
+    pub max_tails_per_token: usize,
     /// How often a read replica looks for newly tiered blocks.
     #[arg(long, env = "TSBLOB_REPLICA_REFRESH", default_value = "5s", value_parser = parse_duration)]
     pub replica_refresh: Duration,
+    /// The cost bounds of requests (`http/limits.rs`).
+    #[command(flatten)]
+    pub cost: crate::http::limits::CostArgs,
 }
 
 /// How `tsblob serve` uses an object store.
@@ -208,7 +219,7 @@ impl ServeArgs {
     }
 
     pub fn limits(&self) -> Limits {
-        Limits {
+        let mut limits = Limits {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
             max_batch_records: self.max_batch_records,
@@ -222,7 +233,14 @@ impl ServeArgs {
                 &self.allowed_hosts,
                 &self.cors_origin,
             ),
-        }
+            tails: crate::http::tails::TailLimits {
+                max: self.max_tails,
+                per_token: self.max_tails_per_token,
+            },
+            ..Limits::default()
+        };
+        self.cost.apply(&mut limits);
+        limits
     }
 }
 

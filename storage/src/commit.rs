@@ -17,10 +17,12 @@ use std::sync::Arc;
 use heed::RwTxn;
 use parking_lot::Condvar;
 
-use crate::feed::FeedBatch;
-use crate::index::{BlockState, Index, IndexValue, RecChange};
+use crate::codec::index::{BlockState, IndexValue};
+use crate::error::{Error, Result};
+use crate::feed::{Feed, FeedBatch};
+use crate::index::{Index, RecChange};
 use crate::lock::{Mutex, Rank};
-use crate::{Error, Result, SyncPolicy};
+use crate::settings::SyncPolicy;
 
 /// At most this many block files wait for the periodic sync; past it, the committer syncs
 /// them at once (so the store never keeps an unbounded number of handles open for it).
@@ -81,8 +83,9 @@ pub struct BlockFile {
     pub file: Arc<File>,
 }
 
-/// Called after every successful commit (see [`Committer::on_commit`]).
-pub type Listener = Arc<dyn Fn() + Send + Sync>;
+/// Called after every successful commit (see [`Committer::on_commit`]) with the ids of the
+/// entries that got record puts in it (sorted, each once; empty for a commit without any).
+pub type Listener = Arc<dyn Fn(&[u32]) + Send + Sync>;
 
 /// A follower's outcome, filled in by the leader (typed: a follower sees `DiskFull` as
 /// `DiskFull`, see `Error::duplicate`).
@@ -128,7 +131,7 @@ impl Committer {
 
     /// Adds a listener, called by the leader of every group commit that succeeded (after
     /// its transaction committed: a read transaction opened after the call sees the
-    /// group's changes). It runs on the leader's thread holding no lock of the committer,
+    /// group's changes) with the ids of the entries the group put records into. It runs on the leader's thread holding no lock of the committer,
     /// but possibly under the leader's own caller's entry or structure lock: it must be
     /// cheap, must not block and must not call back into the store.
     pub fn on_commit(&self, listener: Listener) {
@@ -138,15 +141,15 @@ impl Committer {
         *l = Arc::from(all);
     }
 
-    fn notify(&self) {
+    fn notify(&self, entries: &[u32]) {
         let listeners = self.listeners.lock().clone();
         for l in listeners.iter() {
-            l();
+            l(entries);
         }
     }
 
     /// Commits `change`; returns once it is in the index (and on disk, for `Always`).
-    pub fn commit(&self, index: &Index, change: Change) -> Result<()> {
+    pub fn commit(&self, index: &Index, feed: &Feed, change: Change) -> Result<()> {
         let slot: Slot = Arc::new(Mutex::new(Rank::CommitSlot, None));
         let mut q = self.queue.lock();
         q.pending.push(Queued {
@@ -164,7 +167,7 @@ impl Committer {
             q.leader = true;
             let mut group = std::mem::take(&mut q.pending);
             drop(q);
-            let res = self.run_group(index, &mut group);
+            let res = self.run_group(index, feed, &mut group);
             if let Err(e) = &res {
                 log::error!("index commit of {} change(s) failed: {e}", group.len());
             }
@@ -172,8 +175,8 @@ impl Committer {
                 *slot.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
             }
             drop(group);
-            if res.is_ok() {
-                self.notify();
+            if let Ok(entries) = &res {
+                self.notify(entries);
             }
             q = self.queue.lock();
             q.leader = false;
@@ -181,7 +184,8 @@ impl Committer {
         }
     }
 
-    fn run_group(&self, index: &Index, group: &mut [Queued]) -> Result<()> {
+    /// Commits a group; returns the ids of the entries it put records into.
+    fn run_group(&self, index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<Vec<u32>> {
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
         for Queued { change, .. } in group.iter() {
             for f in &change.files {
@@ -194,12 +198,12 @@ impl Committer {
                     .map_err(|e| Error::io("fsync of a block file", e))?;
             }
         }
-        let res = write_group(index, group);
+        let res = write_group(index, feed, group);
         if res.is_err() {
             // The interner may hold attrs ids of the aborted transaction.
             index.forget_attrs();
         }
-        res?;
+        let entries = res?;
         match self.policy {
             SyncPolicy::Always => index.force_sync()?,
             SyncPolicy::Periodic(_) => {
@@ -219,7 +223,7 @@ impl Committer {
             }
             SyncPolicy::Never => {}
         }
-        Ok(())
+        Ok(entries)
     }
 
     /// Drops a deleted block's descriptor: an unlinked file's space is only freed once its
@@ -242,21 +246,32 @@ impl Committer {
 /// Applies a group's ops in one transaction and commits it. Record puts and deletes are
 /// gathered per entry and applied chunk by chunk (each chunk read and written once); ops
 /// that scan records (block and entry removal) first apply what was gathered, so the
-/// order of the ops is kept.
-fn write_group(index: &Index, group: &mut [Queued]) -> Result<()> {
+/// order of the ops is kept. Returns the ids of the entries that got record puts (for the
+/// commit listeners), sorted and each once.
+fn write_group(index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<Vec<u32>> {
     let mut txn = index.write_txn()?;
     // Record puts of watched buckets go to the change feed in this same transaction.
-    let mut fed = index.feed().batch();
+    let mut fed = feed.batch();
     let mut recs = RecordOps::default();
+    let mut put_into: Vec<u32> = Vec::new();
     for Queued { change, .. } in group.iter_mut() {
         for op in std::mem::take(&mut change.ops) {
-            apply(index, &mut txn, op, &mut recs, &mut fed)?;
+            if let Op::PutRec { entry_id, .. } = &op {
+                // Records of a change come entry by entry: a look at the last id keeps the
+                // list short before the sort below.
+                if put_into.last() != Some(entry_id) {
+                    put_into.push(*entry_id);
+                }
+            }
+            apply(index, feed, &mut txn, op, &mut recs, &mut fed)?;
         }
     }
     recs.flush(index, &mut txn)?;
-    index.feed().append(&mut txn, fed)?;
+    feed.append(&mut txn, fed)?;
     txn.commit()?;
-    Ok(())
+    put_into.sort_unstable();
+    put_into.dedup();
+    Ok(put_into)
 }
 
 /// Record puts (`Some`) and deletes (`None`) not applied yet, per entry, in op order.
@@ -309,6 +324,7 @@ impl RecordOps {
 
 fn apply(
     index: &Index,
+    feed: &Feed,
     txn: &mut RwTxn<'_>,
     op: Op,
     recs: &mut RecordOps,
@@ -336,7 +352,7 @@ fn apply(
             index.delete_block_records(txn, entry_id, min, max, block_id)?
         }
         Op::PutEntry { bucket, entry, id } => {
-            index.feed().learn_entry(&bucket, &entry, id);
+            feed.learn_entry(&bucket, &entry, id);
             index.put_entry(txn, &bucket, &entry, id)?
         }
         Op::DelEntry { bucket, entry } => index.delete_entry(txn, &bucket, &entry)?,

@@ -16,7 +16,7 @@
 
 use std::cmp::Ordering;
 
-use crate::Labels;
+use crate::record::Labels;
 
 /// A constant of a condition.
 #[derive(Debug, Clone)]

@@ -19,39 +19,39 @@ classes) are loaded on first use. Every error is a :class:`TsblobError`.
 
 from typing import TYPE_CHECKING, Any, List
 
-from ._common import Retry
+from ._common import Retry, SettingsMismatch, SettingsMismatchError
 from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
                       EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
                       ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
                       Unauthorized)
-from ._handles import BucketHandle, EntryHandle, install as _install_handles
 from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, RecordInfo,
                       RecordResult, ServerInfo, Token)
 from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
 from ._version import __version__
+from ._frames import to_pandas
 
 try:
     from ._sync.client import Client, QueryIterator, Record
+    from ._sync.handles import BucketHandle, EntryHandle
 except ImportError as e:  # pragma: no cover - a source checkout that was never built
     raise ImportError(
         "tsblob/_sync/client.py is missing: it is generated from tsblob/_async/client.py when the package is "
         "built; install it (pip install -e client-py) or run `python client-py/hatch_build.py`") from e
 
-_install_handles(Client)
-
 if TYPE_CHECKING:
     from ._async.client import AsyncClient, AsyncQueryIterator, AsyncRecord
+    from ._async.handles import AsyncBucketHandle, AsyncEntryHandle
 
-_ASYNC = ("AsyncClient", "AsyncQueryIterator", "AsyncRecord")
+_ASYNC = ("AsyncClient", "AsyncQueryIterator", "AsyncRecord", "AsyncBucketHandle", "AsyncEntryHandle")
 
 
 def __getattr__(name: str) -> Any:
     # The async client is imported on first use only: it needs aiohttp (tsblob[async]).
     if name in _ASYNC:
-        from ._async import client
+        from ._async import client, handles
 
-        return getattr(client, name)
+        return getattr(handles if name.endswith("Handle") else client, name)
     raise AttributeError(f"module 'tsblob' has no attribute {name!r}")
 
 
@@ -62,12 +62,13 @@ def __dir__() -> List[str]:
 __all__ = [
     "Client", "AsyncClient", "QueryIterator", "AsyncQueryIterator", "Retry",
     "Record", "AsyncRecord", "RecordInfo", "RecordResult", "BatchResult", "BucketHandle", "EntryHandle",
+    "AsyncBucketHandle", "AsyncEntryHandle",
     "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "Histogram", "ServerInfo", "Token",
-    "Timestamp", "TimestampWarning", "to_micros", "from_micros",
+    "Timestamp", "TimestampWarning", "to_micros", "from_micros", "SettingsMismatch", "SettingsMismatchError",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
     "PayloadTooLarge", "BatchError",
     "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",
-    "__version__",
+    "to_pandas", "__version__",
 ]

@@ -32,10 +32,17 @@ except ImportError as e:  # pragma: no cover - exercised by test_packaging in a 
 if TYPE_CHECKING:
     from ._async.client import AsyncRecord
 
-__all__ = ["AsyncTransport", "Stream", "prepare_body", "sleep", "load_rest"]
+__all__ = ["FileBase", "AsyncTransport", "Stream", "prepare_body", "sleep", "load_rest"]
 
 sleep = asyncio.sleep
 """How the async client waits between retries."""
+
+
+class FileBase:
+    """The base of ``AsyncRecord`` (the sync ``Record``'s is ``typing.BinaryIO``: an async
+    record's ``read`` is awaited, so it is no ``IO[bytes]``)."""
+
+    __slots__ = ()
 POOL_SIZE = 100
 """Connections open at once at most (aiohttp's connector limit)."""
 
@@ -126,6 +133,13 @@ class Stream:
         self._resp.release()
 
 
+def _error(e: BaseException, method: str, target: str) -> TransportError:
+    err = transport_error(e, f"{method} {target.split('?')[0]}")
+    if isinstance(e, aiohttp.ClientConnectorError):  # no connection: the server saw nothing
+        err.request_sent = False
+    return err
+
+
 class AsyncTransport:
     """Sends requests to one server over aiohttp's pool (``pool_size`` connections at most),
     opened on first use, inside the running event loop."""
@@ -146,8 +160,9 @@ class AsyncTransport:
             connector = aiohttp.TCPConnector(limit=self._pool_size, ssl=self._ssl if self._ssl else True)
             # A larger read buffer than aiohttp's 64 KiB lets large payloads stream without pausing
             # the socket every 128 KiB; memory stays bounded by twice this size.
+            # trust_env: HTTP_PROXY/HTTPS_PROXY/NO_PROXY (and ~/.netrc) as the sync client reads them
             self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout, connector=connector,
-                                                  read_bufsize=READ_BUFSIZE)
+                                                  read_bufsize=READ_BUFSIZE, trust_env=True)
         return self._session
 
     async def aclose(self) -> None:
@@ -163,12 +178,12 @@ class AsyncTransport:
                                             headers=headers) as r:
                 return Response(r.status, _lower_headers(r), await r.read())
         except ERRORS as e:
-            raise transport_error(e, f"{method} {target.split('?')[0]}") from e
+            raise _error(e, method, target) from e
 
     async def open(self, method: str, target: str, headers: Optional[Dict[str, str]] = None) -> Stream:
         """Sends a request and returns the answer unread."""
         try:
             resp = await self._sess().request(method, URL(self.url + target, encoded=True), headers=headers)
         except ERRORS as e:
-            raise transport_error(e, f"{method} {target.split('?')[0]}") from e
+            raise _error(e, method, target) from e
         return Stream(resp)

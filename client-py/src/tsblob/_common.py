@@ -18,9 +18,9 @@ from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Opti
 from urllib.parse import quote, unquote, urlencode
 
 from ._errors import InvalidInput, ProtocolError, TsblobError, error_from_json
-from ._framing import SERVER_TS, encode_end, encode_record
+from ._framing import SERVER_TS, LabelValue as LabelValue, encode_end, encode_record, label_value
 from ._models import RecordInfo
-from ._timestamps import Timestamp, to_micros
+from ._timestamps import Timestamp, duration_micros, to_micros
 
 API = "/api/v1"
 LABEL_PREFIX = "x-tsblob-label-"
@@ -31,9 +31,11 @@ DEFAULT_EAGER_LIMIT = 1 << 20
 DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_BATCH_RECORDS = 10_000
 STREAM_CHUNK = 1 << 20
+# The last 8 bytes of a complete MCAP file (and its first).
+MCAP_MAGIC = b"\x89MCAP0\r\n"
 """Bytes read at a time from a file object being uploaded."""
 
-Labels = Mapping[str, str]
+Labels = Mapping[str, LabelValue]
 Params = List[Tuple[str, Any]]
 JSON_HEADERS = {"content-type": "application/json"}
 
@@ -161,7 +163,7 @@ def label_headers(labels: Optional[Labels], headers: Dict[str, str]) -> None:
             raise InvalidInput(
                 f"label key {key!r} is not usable: keys are 1-128 characters of a-z 0-9 - _ . "
                 "(lower case, because HTTP header names ignore case)", code="invalid_label")
-        headers[LABEL_PREFIX + key] = quote(str(value), safe=_SAFE)
+        headers[LABEL_PREFIX + key] = quote(label_value(value, key), safe=_SAFE)
 
 
 def labels_from_headers(headers: Iterable[Tuple[str, str]]) -> Dict[str, str]:
@@ -225,9 +227,9 @@ def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], eq: Opti
     if desc:
         params.append(("desc", "true"))
     for k, v in (eq or {}).items():
-        params.append((f"eq.{k}", str(v)))
+        params.append((f"eq.{k}", label_value(v, k)))
     for k, v in (ne or {}).items():
-        params.append((f"ne.{k}", str(v)))
+        params.append((f"ne.{k}", label_value(v, k)))
     for k in _names(has):
         params.append(("has", k))
     for k in _names(missing):
@@ -407,16 +409,128 @@ def range_params(ts: Optional[Timestamp], start: Optional[Timestamp], stop: Opti
     return params
 
 
-def settings_json(quota_type: Optional[str], quota_size: Optional[int], max_block_size: Optional[int],
-                  max_block_records: Optional[int], compression: Optional[str]) -> Dict[str, Any]:
-    """The (partial) settings document: only what the caller gave."""
-    d = {"quota_type": quota_type, "quota_size": quota_size, "max_block_size": max_block_size,
-         "max_block_records": max_block_records, "compression": compression}
+Size = Union[int, str]
+"""Bytes: an ``int``, or a string with a unit as the server reads it (``"24MiB"``, ``"10GB"``)."""
+Duration = Union[int, str, timedelta]
+"""A span of time: an ``int`` of microseconds (the server's unit), a ``timedelta``, or a
+string such as ``"30d"``, ``"12h"``, ``"90s"``, ``"1h 30m"``."""
+
+_SIZE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+_SIZE_POWERS = {"": 0, "b": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+U64_MAX = (1 << 64) - 1
+
+
+def _bad_setting(name: str, value: Any, why: str) -> InvalidInput:
+    return InvalidInput(f"{name}={value!r} {why} (checked by the client before sending)", code="invalid_settings")
+
+
+def parse_size(value: Size, name: str = "size") -> int:
+    """Bytes from an ``int`` or a string with the server's units: ``KB``, ``MB``, ``GB``,
+    ``TB`` are powers of 1000, ``KiB``, ``MiB``, ``GiB``, ``TiB`` (and a bare ``K``, ``M``,
+    ``G``, ``T``) powers of 1024; case-insensitive but for that ``i``
+    (``proto/src/size.rs``). A bad value raises :class:`~tsblob.InvalidInput` (a ``ValueError``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _bad_setting(name, value, "is not a size: give bytes (an int) or a string such as '24MiB' or '10GB'")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = _SIZE.fullmatch(value)
+        unit = m.group(2).lower() if m else ""
+        power = _SIZE_POWERS.get(unit[:1]) if m else None
+        rest = unit[1:]
+        if m is None or power is None or (power == 0 and rest) or rest not in ("", "ib", "b"):
+            raise _bad_setting(name, value, "is not a size: give bytes, or a whole number then a unit: "
+                                            "B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)")
+        n = int(m.group(1)) * ((1000 if rest == "b" else 1024) ** power)
+    if not 0 <= n <= U64_MAX:
+        raise _bad_setting(name, value, "is out of range (0 to 2^64-1 bytes)")
+    return n
+
+
+def parse_duration(value: Duration, name: str = "duration") -> int:
+    """Microseconds from an ``int`` (µs), a ``timedelta`` or a string such as ``"30d"``,
+    ``"12h"``, ``"90s"``, ``"1h 30m"`` (the units of the server's parser: ``us``, ``ms``,
+    ``s``, ``m``/``min``, ``h``, ``d``, ``w``, ``M`` (months), ``y``). A bad value raises
+    :class:`~tsblob.InvalidInput` (a ``ValueError``)."""
+    if isinstance(value, timedelta):
+        us = value // timedelta(microseconds=1)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        us = value
+    elif isinstance(value, str):
+        try:
+            us = duration_micros(value)
+        except ValueError:
+            raise _bad_setting(name, value, "is not a duration: give microseconds (an int), a timedelta, or "
+                                            "a string such as '30d', '12h', '90s', '1h 30m'") from None
+    else:
+        raise _bad_setting(name, value, "is not a duration: give microseconds (an int), a timedelta, or "
+                                        "a string such as '30d', '12h', '90s'")
+    if not 0 < us <= U64_MAX:
+        raise _bad_setting(name, value, "must be longer than 0 (to turn the setting off give 'none')")
+    return us
+
+
+def _off_or(value: Any, parse: Any, name: str) -> Any:
+    """A setting that ``"none"`` turns off (sent as ``"none"``), else parsed."""
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return "none"
+    return parse(value, name)
+
+
+def settings_json(quota_type: Optional[str], quota_size: Optional[Size], max_block_size: Optional[Size],
+                  max_block_records: Optional[int], compression: Optional[str], max_age: Optional[Duration] = None,
+                  tier_local_max: Optional[Size] = None, tier_after: Optional[Duration] = None) -> Dict[str, Any]:
+    """The (partial) settings document: only what the caller gave, sizes in bytes and
+    durations in µs (checked here, so that a bad one is a clear ``InvalidInput`` rather than
+    the server's JSON parser's message); ``"none"`` turns ``max_age``, ``tier_local_max``
+    and ``tier_after`` off."""
+    d: Dict[str, Any] = {"quota_type": quota_type, "compression": compression}
+    if quota_size is not None:
+        d["quota_size"] = parse_size(quota_size, "quota_size")
+    if max_block_size is not None:
+        d["max_block_size"] = parse_size(max_block_size, "max_block_size")
+    if max_block_records is not None:
+        if isinstance(max_block_records, bool) or not isinstance(max_block_records, int) or max_block_records <= 0:
+            raise _bad_setting("max_block_records", max_block_records, "is not a positive int")
+        d["max_block_records"] = max_block_records
+    if max_age is not None:
+        d["max_age"] = _off_or(max_age, parse_duration, "max_age")
+    if tier_local_max is not None:
+        d["tier_local_max"] = _off_or(tier_local_max, parse_size, "tier_local_max")
+    if tier_after is not None:
+        d["tier_after"] = _off_or(tier_after, parse_duration, "tier_after")
     return {k: v for k, v in d.items() if v is not None}
 
 
-def labels_patch(labels: Mapping[str, Optional[str]]) -> Dict[str, Any]:
-    return {"labels": {str(k): (None if v is None else str(v)) for k, v in labels.items()}}
+class SettingsMismatch(UserWarning):
+    """``create_bucket(..., exist_ok=True)`` found the bucket with other settings than the
+    ones asked for (they were left as they are: use ``update_bucket`` to change them)."""
+
+
+class SettingsMismatchError(InvalidInput):
+    """``create_bucket(..., exist_ok=True, strict=True)`` found the bucket with other
+    settings than the ones asked for; ``differences`` is ``{setting: (asked, stored)}``."""
+
+    def __init__(self, message: str, differences: Dict[str, Tuple[Any, Any]]) -> None:
+        super().__init__(message, code="settings_mismatch")
+        self.differences = differences
+
+
+def check_existing_settings(bucket: str, asked: Mapping[str, Any], have: Any, strict: bool) -> None:
+    """Warns (``strict``: raises) when an existing bucket's settings differ from ``asked``."""
+    diff = have.differences(asked)
+    if not diff:
+        return
+    listed = ", ".join(f"{k} {a!r} asked, {h!r} stored" for k, (a, h) in diff.items())
+    msg = (f"bucket {bucket!r} exists with other settings than asked ({listed}); they were left unchanged: "
+           "call update_bucket() to change them")
+    if strict:
+        raise SettingsMismatchError(msg, diff)
+    warnings.warn(msg, SettingsMismatch, stacklevel=3)
+
+
+def labels_patch(labels: Mapping[str, Optional[LabelValue]]) -> Dict[str, Any]:
+    return {"labels": {str(k): (None if v is None else label_value(v, str(k))) for k, v in labels.items()}}
 
 
 def record_info(doc: Mapping[str, Any]) -> RecordInfo:

@@ -64,6 +64,14 @@ class TsblobError(Exception):
         where = f"{self.status} " if self.status is not None else ""
         return f"{where}{self.code}: {self.message}"
 
+    def _gave_up(self, retries: int) -> "TsblobError":
+        """Records that the call was sent ``retries + 1`` times (``attempts``), and says so
+        in the message when it was retried."""
+        self.attempts = retries
+        if retries:
+            self.message += f" (gave up after {retries + 1} attempts: the first and {retries} retries)"
+        return self
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, status={self.status!r}, message={self.message!r})"
 
@@ -72,7 +80,10 @@ class TransportError(TsblobError):
     """The server could not be reached, or the connection failed or timed out mid-request.
 
     The underlying exception (``OSError``, ``http.client`` or ``aiohttp`` error) is the ``__cause__``.
+    ``request_sent`` is False when no connection could be made (the server saw nothing).
     """
+
+    request_sent = True
 
 
 class ProtocolError(TsblobError):
@@ -170,8 +181,10 @@ class BatchError(TsblobError):
         return list(self.result.errors)
 
 
-class InvalidInput(TsblobError):
-    """422: an invalid name, timestamp, label, bucket setting or content type."""
+class InvalidInput(TsblobError, ValueError):
+    """422: an invalid name, timestamp, label, bucket setting or content type. Also a
+    ``ValueError``: the SDK raises it before sending for a value it can check itself (a
+    size such as ``"24MiB"``, a duration such as ``"30d"``, a label key...)."""
 
 
 class ServerError(TsblobError):

@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from ._errors import ProtocolError, TsblobError, error_from_json
 
 __all__ = [
+    "LabelValue",
+    "label_value",
     "MEDIA_TYPE",
     "SERVER_TS",
     "DEFAULT_CONTENT_TYPE",
@@ -78,13 +80,35 @@ class Head:
                 f"size={self.size}, entry={self.entry!r})")
 
 
-def _encode_labels(labels: Optional[Mapping[str, str]]) -> Tuple[bytes, int]:
+LabelValue = Union[str, bool, int, float]
+"""A label's value as given to the SDK; stored as text (see :func:`label_value`)."""
+
+
+def label_value(value: Any, key: str = "") -> str:
+    """The text a label value is stored as, one rule for writes, ``eq=``/``ne=`` filters and
+    label updates: ``True``/``False`` are ``"true"``/``"false"`` (what a ``when`` condition's
+    JSON ``true`` matches), numbers as Python writes them (``3``, ``2.5``), strings as they
+    are. ``None`` and other types are refused (``None`` removes a label only in
+    ``update_labels``)."""
+    if type(value) is str:
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    from ._errors import InvalidInput
+
+    raise InvalidInput(f"label {key!r}: value {value!r} of type {type(value).__name__} is not a label value: "
+                       "give a str, bool (stored as true/false), int or float", code="invalid_label")
+
+
+def _encode_labels(labels: Optional[Mapping[str, LabelValue]]) -> Tuple[bytes, int]:
     if not labels:
         return b"", 0
     parts: List[bytes] = []
     for key, value in labels.items():
         k = str(key).encode("utf-8")
-        v = str(value).encode("utf-8")
+        v = label_value(value, key).encode("utf-8")
         if len(k) > 0xFFFF or len(v) > 0xFFFF:
             raise TsblobError(f"label {key!r} is too long for a frame (keys and values fit in 65535 bytes)",
                               code="invalid_label")
@@ -96,7 +120,7 @@ def _encode_labels(labels: Optional[Mapping[str, str]]) -> Tuple[bytes, int]:
 
 
 def encode_record(ts: Optional[int], data: Buffer, content_type: Optional[str],
-                  labels: Optional[Mapping[str, str]]) -> List[Buffer]:
+                  labels: Optional[Mapping[str, LabelValue]]) -> List[Buffer]:
     """The parts of one record frame (head, content type and labels, payload), ready to be
     joined into a batch body. ``ts=None`` lets the server assign the timestamp."""
     ct = b"" if not content_type or content_type == DEFAULT_CONTENT_TYPE else content_type.encode("ascii")

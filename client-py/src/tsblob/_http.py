@@ -7,7 +7,8 @@ write rate of every Python program. ``http.client`` brings no dependency and doe
 protocol work (chunked encoding both ways, keep-alive, HEAD); this module adds what it
 lacks: a pool of connections shared by threads, detection of connections the server closed
 while idle, one retry of a request that failed on such a stale connection before any answer
-arrived, and a check that a body with ``Content-Length`` was not cut short.
+arrived, a check that a body with ``Content-Length`` was not cut short, and the proxy
+variables of the environment (:func:`proxy_for`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import ssl
 import stat
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
-from urllib.parse import urlsplit
+from base64 import b64encode
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
+from urllib.parse import unquote, urlsplit
 
 from ._common import STREAM_CHUNK, Response
 from ._errors import InvalidInput, TransportError
@@ -29,11 +31,14 @@ from ._errors import InvalidInput, TransportError
 if TYPE_CHECKING:
     from ._sync.client import Record
 
-__all__ = ["SyncTransport", "Stream", "Response", "TRANSPORT_ERRORS", "prepare_body", "sleep", "load_rest",
+__all__ = ["FileBase", "SyncTransport", "Stream", "Response", "TRANSPORT_ERRORS", "prepare_body", "sleep", "load_rest",
            "file_size", "FileBody"]
 
 sleep = time.sleep
 """How the sync client waits between retries."""
+FileBase = BinaryIO
+"""The base of the sync ``Record``: a binary file for type checkers too (``PIL.Image.open``
+takes ``IO[bytes]``); ``typing.BinaryIO`` has no slots and no behaviour of its own."""
 POOL_SIZE = 8
 """Idle connections kept by default (threads beyond it open and close their own)."""
 
@@ -95,6 +100,44 @@ def load_rest(record: "Record") -> bytes:
         raise InvalidInput(f"{record.tell()} bytes of record {record.timestamp} were already read with read(): "
                            "keep reading with read(), or read the record again", code="payload_consumed")
     return b"".join(record.iter_chunks())
+
+
+class Proxy:
+    """An HTTP proxy to go through: its address and, when its URL has ``user:password@``,
+    the ``Proxy-Authorization`` header."""
+
+    __slots__ = ("host", "port", "headers")
+
+    def __init__(self, host: str, port: int, headers: Dict[str, str]) -> None:
+        self.host = host
+        self.port = port
+        self.headers = headers
+
+
+def proxy_for(scheme: str, host: str) -> Optional[Proxy]:
+    """The proxy the environment names for ``scheme://host``, as curl and the standard
+    library read it: ``HTTPS_PROXY`` for https, ``HTTP_PROXY`` for http (or their lower-case
+    names), none when ``host`` matches ``NO_PROXY`` (comma-separated host names or domain
+    suffixes, ``*`` for all; ``urllib.request.getproxies`` and ``proxy_bypass``). The proxy
+    is spoken to in plain HTTP (``http://host:port``; an ``https://`` proxy URL is
+    refused): an https server is reached through a ``CONNECT`` tunnel, TLS end to end; an
+    http one with absolute-URI requests."""
+    import urllib.request  # only here: it costs a few ms to import, and most programs need no proxy
+
+    url = urllib.request.getproxies().get(scheme)
+    if not url or urllib.request.proxy_bypass(host):
+        return None
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise InvalidInput(f"proxy {url!r} (from ${scheme.upper()}_PROXY): the SDK speaks to proxies in plain "
+                           "HTTP; give http://host:port", code="bad_request")
+    headers: Dict[str, str] = {}
+    if parts.username is not None:
+        cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + b64encode(cred).decode()
+    return Proxy(parts.hostname, parts.port or 80, headers)
 
 
 def lower_headers(resp: http.client.HTTPResponse) -> List[Tuple[str, str]]:
@@ -261,6 +304,11 @@ class SyncTransport:
         self.headers = headers
         self.pool_size = pool_size
         self.ssl_context = ssl_context
+        self.proxy = proxy_for(parts.scheme, self.host)
+        # Through a proxy, an http request names the whole URL (absolute form); https goes
+        # through a CONNECT tunnel and keeps the path alone.
+        if self.proxy is not None and not self.https:
+            self.prefix = f"http://{parts.netloc.rsplit('@', 1)[-1]}{self.prefix}"
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -269,12 +317,15 @@ class SyncTransport:
 
     def _new(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection
+        proxy = self.proxy
+        host, port = (self.host, self.port) if proxy is None else (proxy.host, proxy.port)
         if self.https:
-            conn = _HTTPSConnection(self.host, self.port, timeout=self.timeout,
-                                               context=self.ssl_context or ssl.create_default_context(),
-                                               blocksize=1 << 20)
+            conn = _HTTPSConnection(host, port, timeout=self.timeout,
+                                    context=self.ssl_context or ssl.create_default_context(), blocksize=1 << 20)
+            if proxy is not None:
+                conn.set_tunnel(self.host, self.port, headers=proxy.headers)
         else:
-            conn = _HTTPConnection(self.host, self.port, timeout=self.timeout, blocksize=1 << 20)
+            conn = _HTTPConnection(host, port, timeout=self.timeout, blocksize=1 << 20)
         conn.connect()
         if conn.sock is not None:  # small requests must not wait for delayed ACKs (Nagle)
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -297,7 +348,11 @@ class SyncTransport:
         try:
             return self._new(), False
         except TRANSPORT_ERRORS as e:
-            raise transport_error(e, f"connecting to {self.host}:{self.port}") from e
+            via = "" if self.proxy is None else f" through the proxy {self.proxy.host}:{self.proxy.port}"
+            err = transport_error(e, f"connecting to {self.host}:{self.port}{via}")
+            # a failed CONNECT (the proxy's refusal) is an OSError too: nothing reached the server
+            err.request_sent = False
+            raise err from e
 
     def _put(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -318,6 +373,8 @@ class SyncTransport:
     def _send(self, method: str, target: str, body: Any, headers: Optional[Dict[str, str]]
               ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         all_headers = {**self.headers, **headers} if headers else self.headers
+        if self.proxy is not None and not self.https and self.proxy.headers:
+            all_headers = {**all_headers, **self.proxy.headers}
         resendable = body is None or isinstance(body, (bytes, bytearray, memoryview))
         path = self.prefix + target
         for attempt in (0, 1):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ._errors import BatchError, TsblobError, error_from_json
 from ._timestamps import from_micros
@@ -40,13 +40,20 @@ def _opt_int(v: Any) -> Optional[int]:
 class BucketSettings:
     """Settings of a bucket. ``compression`` is ``"none"``, ``"zstd"`` or ``"zstd:<level>"``;
     ``quota_type`` is ``"none"``, ``"fifo"`` (drop the oldest blocks) or ``"hard"`` (refuse
-    writes); ``quota_size`` is in bytes on disk."""
+    writes); ``quota_size`` is in bytes on disk. ``max_age``: age-based retention in µs
+    (whole blocks whose newest record is older are deleted; ``None``: kept until removed).
+    With a tier (``tsblob serve --tier-url``): ``tier_local_max``, bytes of sealed blocks
+    kept on the local disk (``None``: no budget), and ``tier_after``, µs after which sealed
+    blocks are uploaded even below that budget (``None``: no age rule)."""
 
     quota_type: str = "none"
     quota_size: int = 0
     max_block_size: int = 64 << 20
     max_block_records: int = 1 << 20
     compression: str = "none"
+    max_age: Optional[int] = None
+    tier_local_max: Optional[int] = None
+    tier_after: Optional[int] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "BucketSettings":
@@ -57,7 +64,27 @@ class BucketSettings:
             max_block_size=int(d.get("max_block_size", defaults.max_block_size)),
             max_block_records=int(d.get("max_block_records", defaults.max_block_records)),
             compression=str(d.get("compression", defaults.compression)),
+            max_age=_opt_int(d.get("max_age")),
+            tier_local_max=_opt_int(d.get("tier_local_max")),
+            tier_after=_opt_int(d.get("tier_after")),
         )
+
+    def differences(self, asked: Mapping[str, Any]) -> Dict[str, Tuple[Any, Any]]:
+        """``{setting: (asked, stored)}`` for each setting of ``asked`` (a settings document
+        as the client sends it: bytes, µs, ``"none"``) that this one does not have."""
+        out: Dict[str, Tuple[Any, Any]] = {}
+        for key, want in asked.items():
+            have = getattr(self, key, None)
+            norm = want
+            if key == "compression" and want == "zstd":
+                norm = "zstd:3"
+            elif key == "quota_type" and isinstance(want, str):
+                norm = want.lower()
+            elif want == "none" and key in ("max_age", "tier_local_max", "tier_after"):
+                norm = None
+            if norm != have:
+                out[key] = (want, have)
+        return out
 
 
 @dataclass(frozen=True)
@@ -316,7 +343,7 @@ class Histogram:
         """Records in the window."""
         return sum(self.counts)
 
-    def steps(self) -> Iterator[tuple]:
+    def steps(self) -> Iterator[Tuple[int, int, int]]:
         """``(step start µs, count, bytes)`` for each step."""
         for i, (n, b) in enumerate(zip(self.counts, self.bytes)):
             yield self.start + i * self.step, n, b

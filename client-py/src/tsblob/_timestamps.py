@@ -9,7 +9,9 @@ timestamp accepts:
 - ``datetime.datetime``: aware datetimes are exact; **naive ones are taken as UTC** (not
   local time: an edge device's clock zone should not change which record is read);
 - ``datetime.date``: midnight UTC of that day;
-- ``str``: ISO 8601 (``2024-05-01T12:00:00.123456Z``, ``+02:00`` offsets, or naive = UTC);
+- ``str``: ISO 8601 (``2024-05-01T12:00:00.123456Z``, ``+02:00`` offsets, or naive = UTC),
+  or ``"now"`` / ``"now-<duration>"`` as the CLI takes them (``"now-5m"``, ``"now-1h 30m"``,
+  ``"now-2d"``);
 - ``datetime.timedelta``: relative to now (``timedelta(hours=-1)``: an hour ago);
 - numpy values (numpy is not needed otherwise): integers (``np.int64``) as ``int``, floats
   as ``float``, ``np.datetime64`` of any unit (converted exactly to µs).
@@ -81,6 +83,50 @@ def _parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(s)
 
 
+_DURATION_PART = re.compile(r"\s*(\d+)\s*([^\d\s]+)")
+# The units of the server's duration parser (humantime), in µs; months and years as it counts them.
+_DURATION_UNITS = {
+    **dict.fromkeys(("usec", "us", "µs"), 1),
+    **dict.fromkeys(("msec", "ms"), 1_000),
+    **dict.fromkeys(("seconds", "second", "sec", "s"), 1_000_000),
+    **dict.fromkeys(("minutes", "minute", "min", "m"), 60_000_000),
+    **dict.fromkeys(("hours", "hour", "hr", "h"), 3_600_000_000),
+    **dict.fromkeys(("days", "day", "d"), 86_400_000_000),
+    **dict.fromkeys(("weeks", "week", "w"), 7 * 86_400_000_000),
+    **dict.fromkeys(("months", "month", "M"), 2_630_016_000_000),
+    **dict.fromkeys(("years", "year", "y"), 31_557_600_000_000),
+}
+
+
+def duration_micros(text: str) -> int:
+    """Microseconds of a duration written as the server and the CLI read it (humantime):
+    one or more ``<number><unit>`` (``"30d"``, ``"90s"``, ``"1h 30m"``; units ``us``,
+    ``ms``, ``s``, ``m``/``min``, ``h``, ``d``, ``w``, ``M`` (months), ``y``). Raises
+    ``ValueError``."""
+    pos, us, text = 0, 0, text.strip()
+    if not text:
+        raise ValueError("empty duration")
+    while pos < len(text):
+        m = _DURATION_PART.match(text, pos)
+        unit = m and (_DURATION_UNITS.get(m.group(2)) or _DURATION_UNITS.get(m.group(2).lower()))
+        if m is None or not unit:
+            raise ValueError(f"{text!r} is not a duration")
+        us += int(m.group(1)) * unit
+        pos = m.end()
+    return us
+
+
+def _relative(text: str) -> int:
+    """``now`` or ``now-<duration>`` (as the CLI takes them: ``now-5m``, ``now-1h 30m``)."""
+    now = time.time_ns() // 1000
+    rest = text.strip()[3:].strip()
+    if not rest:
+        return now
+    if not rest.startswith("-"):
+        raise ValueError(f"{text!r}")
+    return now - duration_micros(rest[1:])
+
+
 def to_micros(value: Timestamp) -> int:
     """Converts a user timestamp into microseconds since the epoch.
 
@@ -105,9 +151,13 @@ def to_micros(value: Timestamp) -> int:
         us = _datetime_micros(datetime(value.year, value.month, value.day))
     elif isinstance(value, str):
         try:
-            us = _datetime_micros(_parse_iso(value))
+            if value.strip()[:3].lower() == "now":
+                us = _relative(value)
+            else:
+                us = _datetime_micros(_parse_iso(value))
         except ValueError:
-            raise _bad(value, "is not an ISO 8601 date-time such as 2024-05-01T12:00:00.5Z") from None
+            raise _bad(value, "is not a time: give an ISO 8601 date-time such as 2024-05-01T12:00:00.5Z, "
+                              "'now' or 'now-<duration>' such as 'now-5m', 'now-1h 30m'") from None
     elif type(value).__name__ == "datetime64":  # numpy, not imported: its own conversion
         if value != value:  # NaT
             raise _bad(value, "is NaT (not a time)")

@@ -87,6 +87,20 @@ impl AppError {
             ),
         )
     }
+    /// 503 `busy`: a bound of the server (memory, streams) is spent right now; answered
+    /// with a `Retry-After` of [`RETRY_AFTER_SECS`].
+    pub fn busy(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+    }
+    /// 429 `too_many_streams`: the caller's own share of a bound is spent; with a
+    /// `Retry-After` too.
+    pub fn too_many(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+    }
+    /// Whether the answer carries a `Retry-After` (a bound that frees itself).
+    pub fn retry_later(&self) -> bool {
+        self.code == "busy" || self.status == StatusCode::TOO_MANY_REQUESTS
+    }
     pub fn internal(message: impl Into<String>) -> AppError {
         AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
@@ -127,9 +141,20 @@ impl IntoResponse for AppError {
         if self.status == StatusCode::INSUFFICIENT_STORAGE {
             tracing::warn!(code = self.code, "{}", self.message);
         }
-        (self.status, Json(self.body())).into_response()
+        let retry = self.retry_later();
+        let mut resp = (self.status, Json(self.body())).into_response();
+        if retry {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+        resp
     }
 }
+
+/// The `Retry-After` (seconds) of a `busy` or `too_many_streams` answer.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// Turns the plain-text rejections of axum's extractors (a path that is not UTF-8, say)
 /// into the JSON error shape, so that every error a client sees has one form (part of the
@@ -190,6 +215,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
             (S::UNPROCESSABLE_ENTITY, "invalid_label")
         }
         Error::Name(_) => (S::UNPROCESSABLE_ENTITY, "invalid_name"),
+        Error::Pattern(_) => (S::UNPROCESSABLE_ENTITY, "invalid_pattern"),
         Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, "bucket_not_found"),
         Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, "entry_not_found"),
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
@@ -201,6 +227,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::Write(w) => match w {
             WriteError::Conflict { .. } => (S::CONFLICT, "timestamp_exists"),
             WriteError::InvalidTimestamp { .. } => (S::UNPROCESSABLE_ENTITY, "invalid_timestamp"),
+            WriteError::TooOld { .. } => (S::UNPROCESSABLE_ENTITY, "too_old"),
             WriteError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
             WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, "disk_full"),
             WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, "invalid_label"),
@@ -339,6 +366,13 @@ mod tests {
                 .into(),
                 422,
                 "invalid_label",
+            ),
+            (
+                tsblob_storage::EntryPattern::parse(&"*a".repeat(40))
+                    .unwrap_err()
+                    .into(),
+                422,
+                "invalid_pattern",
             ),
             (Error::Index("x".into()), 500, "internal"),
             (

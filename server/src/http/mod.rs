@@ -14,6 +14,8 @@ pub mod budget;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
+pub mod inflate;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -21,6 +23,7 @@ pub mod query;
 pub mod records;
 pub mod replications;
 pub mod spool;
+pub mod tails;
 pub mod tokens;
 pub mod ui;
 pub mod when;
@@ -55,6 +58,18 @@ pub struct Limits {
     pub body_deadline: body::BodyDeadline,
     /// What browsers may do: `Host` names, other origins (`browser.rs`).
     pub browser: browser::BrowserPolicy,
+    /// How many live tails may stream, in all and per token.
+    pub tails: tails::TailLimits,
+    /// Memory all requests may hold at once, and the longest wait for room in it
+    /// (`budget.rs`, `--memory-budget`, `--memory-wait`).
+    pub memory_budget: u64,
+    pub memory_wait: Duration,
+    /// A zstd body's largest size as sent and once decompressed (`inflate.rs`).
+    pub max_compressed_body: u64,
+    pub max_decompressed_body: u64,
+    /// Query streams running at once, on the server and per token (`limits.rs`).
+    pub max_streams: usize,
+    pub max_streams_per_token: usize,
 }
 
 impl Default for Limits {
@@ -66,6 +81,13 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
             browser: browser::BrowserPolicy::default(),
+            tails: tails::TailLimits::default(),
+            memory_budget: budget::MemoryBudget::DEFAULT,
+            memory_wait: budget::MemoryBudget::DEFAULT_WAIT,
+            max_compressed_body: 1 << 30,
+            max_decompressed_body: 4 << 30,
+            max_streams: 256,
+            max_streams_per_token: 64,
         }
     }
 }
@@ -92,13 +114,17 @@ pub struct Shared {
     pub metrics: Arc<metrics::Metrics>,
     pub limits: Arc<Limits>,
     pub started: Instant,
-    /// Bumped after every index commit (the engine's commit listener): live tails
-    /// (`follow=true`) wait on it instead of polling.
+    /// Bumped after every index commit (the engine's commit listener): replication
+    /// senders wait on it instead of polling.
     pub commits: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Live tails (`follow=true`): woken by commits to the entries they read, capped.
+    pub tails: Arc<tails::Tails>,
     /// Replication tasks (their senders start with [`crate::replication::Replications::start_all`]).
     pub replications: Arc<crate::replication::Replications>,
-    /// Memory that single-record bodies may hold while received whole (`budget.rs`).
+    /// Memory every request together may hold (`budget.rs`): bodies, batches, zstd, queries.
     pub(crate) bodies: budget::MemoryBudget,
+    /// Query streams running now (`limits.rs`).
+    pub(crate) streams: Arc<limits::Streams>,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
 }
@@ -106,19 +132,32 @@ pub struct Shared {
 impl AppState {
     pub fn new(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<AppState> {
         let commits = Arc::new(tokio::sync::watch::channel(0u64).0);
-        let tx = commits.clone();
-        // Runs on the committing thread, under its caller's entry lock: only bumps a counter
-        // (send_modify never waits on a receiver).
-        store.on_commit(Box::new(move || {
-            tx.send_modify(|v| *v = v.wrapping_add(1));
-        }));
         let metrics = Arc::new(metrics::Metrics::new()?);
+        let tails = Arc::new(tails::Tails::new(
+            limits.tails,
+            metrics.follows.clone(),
+            metrics.registry(),
+        )?);
+        let (tx, woken) = (commits.clone(), tails.clone());
+        // Runs on the committing thread, under its caller's entry lock: bumps a counter
+        // (send_modify never waits on a receiver) and wakes the tails of the entries the
+        // commit put records into (two short mutexes of `tails.rs`, no engine call).
+        store.on_commit(Box::new(move |entries: &[u32]| {
+            tx.send_modify(|v| *v = v.wrapping_add(1));
+            woken.committed(entries);
+        }));
         let replications = Arc::new(crate::replication::Replications::load(
             store.clone(),
             commits.clone(),
             crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
         )?);
         let writer = writer::Writer::start(store.clone())?;
+        let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);
+        let streams = Arc::new(limits::Streams::new(
+            limits.max_streams,
+            limits.max_streams_per_token,
+            metrics.streams.clone(),
+        ));
         let shared = Shared {
             store,
             auth: Arc::new(auth),
@@ -127,7 +166,9 @@ impl AppState {
             limits: Arc::new(limits),
             started: Instant::now(),
             commits,
-            bodies: budget::MemoryBudget::default(),
+            tails,
+            bodies,
+            streams,
             writer,
         };
         Ok(AppState {

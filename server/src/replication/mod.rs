@@ -254,7 +254,7 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }
     for p in &spec.entries {
-        tsblob_storage::validate_entry_name(&p.replace('*', "x"))?;
+        tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?;
     }
     if let Some(w) = &spec.when {
         crate::http::when::parse_text(&w.to_string())?;

@@ -13,31 +13,44 @@ of ``await`` so that they read right in both clients.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import logging
+import os
 import zlib
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import (Any, AsyncIterator, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Sequence,
+                    Tuple, TypeVar, Union, cast, overload)
 from urllib.parse import quote
 
 from .. import _common as c
-from .._aio import POOL_SIZE, AsyncTransport, Stream, load_rest, prepare_body, sleep
+from .._aio import POOL_SIZE, AsyncTransport, FileBase, Stream, load_rest, prepare_body, sleep
 from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
-from .._handles import BucketHandle
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
+from .. import _frames
 from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token
-from .._timestamps import Timestamp
+from .._timestamps import Timestamp, to_micros
+
+if TYPE_CHECKING:
+    import numpy.typing
+    import pandas
+from .handles import AsyncBucketHandle
 
 __all__ = ["AsyncClient", "AsyncQueryIterator", "AsyncRecord"]
 
+log = logging.getLogger("tsblob")
+"""Retries and resumptions are logged here (WARNING), with what failed and the wait."""
+
 Progress = Callable[[int, int], Any]
 """``progress(bytes done, bytes in all)``, called after each chunk of a download."""
+Item = TypeVar("Item", bound=RecordInfo)
+"""What a query iterator hands out: records (:class:`Record`), or :class:`RecordInfo` with ``meta=True``."""
 
 
-class AsyncRecord(RecordInfo):
+class AsyncRecord(RecordInfo, FileBase):
     """A record: its metadata (see :class:`RecordInfo`) and its payload, readable as a binary
     file object (``read(n)``, ``readinto``, ``seek``/``tell`` when loaded), so that
     ``shutil.copyfileobj(record, f)``, ``PIL.Image.open(record)`` or ``numpy.load(record)``
@@ -153,6 +166,97 @@ class AsyncRecord(RecordInfo):
                     progress(done, self.size)
         return done
 
+    async def to_numpy(self, dtype: Any = None, shape: Union[None, int, Sequence[int]] = None
+                       ) -> "numpy.typing.NDArray[Any]":
+        """The payload as a numpy array (needs numpy: ``tsblob[pandas]``): a ``.npy`` payload
+        as it was saved, anything else as raw values of ``dtype`` (default ``uint8``),
+        reshaped to ``shape`` if given. A streamed record is read whole first."""
+        data = self._data if self._data is not None else await self.read()
+        return _frames.payload_array(data, dtype, shape)
+
+    async def readline(self, size: Optional[int] = -1) -> bytes:
+        """The payload up to and including the next ``b"\\n"`` (at most ``size`` bytes), as a
+        file's ``readline``; ``b""`` at the end."""
+        if self._closed:
+            raise ValueError("I/O operation on a closed record")
+        limit = -1 if size is None or size < 0 else size
+        if self._data is not None:
+            data, start = self._data, self._pos
+            end = data.find(b"\n", start) + 1 or len(data)
+            end = max(start, end if limit < 0 else min(end, start + limit))
+            self._pos = end
+            return data[start:end]
+        parts: List[bytes] = []
+        got = 0
+        while limit < 0 or got < limit:
+            chunk = await self._pull(c.STREAM_CHUNK if limit < 0 else limit - got)
+            if not chunk:
+                break
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                back = len(chunk) - nl - 1  # handed back: the next read starts after the newline
+                self._roff -= back
+                self._pos -= back
+                parts.append(chunk[:nl + 1])
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    async def readlines(self, hint: int = -1) -> List[bytes]:
+        """The remaining lines of the payload (stops once ``hint`` bytes were read, if given)."""
+        lines: List[bytes] = []
+        got = 0
+        while hint is None or hint <= 0 or got < hint:
+            line = await self.readline()
+            if not line:
+                break
+            lines.append(line)
+            got += len(line)
+        return lines
+
+    def __aiter__(self) -> AsyncRecord:
+        return self
+
+    async def __anext__(self) -> bytes:
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+    @property
+    def mode(self) -> str:
+        """``"rb"``: a record is a binary file open for reading."""
+        return "rb"
+
+    @property
+    def name(self) -> str:
+        """``<entry>@<timestamp>`` (the entry when known), as a file's name."""
+        return f"{self.entry or ''}@{self.timestamp}"
+
+    def fileno(self) -> int:
+        """Raises ``io.UnsupportedOperation``: a record is no file descriptor."""
+        raise io.UnsupportedOperation("a record has no file descriptor")
+
+    def flush(self) -> None:
+        """Does nothing (nothing is ever written)."""
+
+    def isatty(self) -> bool:
+        """False."""
+        return False
+
+    def write(self, data: Any) -> int:
+        """Raises ``io.UnsupportedOperation``: records are never overwritten."""
+        raise io.UnsupportedOperation("records are never overwritten: write a new record with the client")
+
+    def writelines(self, lines: Any) -> None:
+        """Raises ``io.UnsupportedOperation``: records are never overwritten."""
+        raise io.UnsupportedOperation("records are never overwritten: write a new record with the client")
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        """Raises ``io.UnsupportedOperation``: records are never overwritten."""
+        raise io.UnsupportedOperation("records are never overwritten")
+
     def readable(self) -> bool:
         """True: a record is a file open for reading."""
         return True
@@ -198,7 +302,7 @@ class AsyncRecord(RecordInfo):
         self.close()
 
 
-class AsyncQueryIterator(AsyncIterator[Any]):
+class AsyncQueryIterator(AsyncIterator[Item]):
     """The records of a query (or a tail), parsed from the server's stream as they arrive.
 
     Use it in a ``for`` loop; use ``with`` (or ``close()``) to release the connection when you
@@ -229,14 +333,24 @@ class AsyncQueryIterator(AsyncIterator[Any]):
         self._done = False
         self._failures = 0
 
-    def __aiter__(self) -> "AsyncQueryIterator":
+    def __aiter__(self) -> AsyncQueryIterator[Item]:
         return self
 
-    async def __aenter__(self) -> "AsyncQueryIterator":
+    async def __aenter__(self) -> AsyncQueryIterator[Item]:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+    async def to_pandas(self) -> "pandas.DataFrame":
+        """Runs the query to its end and returns the records' metadata as a pandas DataFrame
+        (needs ``tsblob[pandas]``): ``ts`` (``datetime64[us, UTC]``), ``entry``, ``size``,
+        ``content_type``, then one column per label key (``None`` where a record lacks it).
+        Payloads are not kept: use ``meta=True`` to leave them on the server."""
+        items: List[RecordInfo] = []
+        async for item in self:
+            items.append(RecordInfo(item.timestamp, item.content_type, item.labels, item.size, item.entry))
+        return _frames.to_pandas(items)
 
     async def aclose(self) -> None:
         """Stops the query and gives the connection back (drops the rest of the stream)."""
@@ -322,7 +436,7 @@ class AsyncQueryIterator(AsyncIterator[Any]):
             return False
         return self._failures < self._policy.attempts
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> Item:
         while True:
             if self._done:
                 raise StopAsyncIteration
@@ -346,10 +460,12 @@ class AsyncQueryIterator(AsyncIterator[Any]):
                 await self._drop()
                 if not self._may_resume(e):
                     self._done = True
-                    e.attempts = self._failures
-                    raise
+                    raise e._gave_up(self._failures)
                 self._failures += 1
-                await sleep(self._policy.delay(self._failures))
+                delay = self._policy.delay(self._failures)
+                log.warning("%s: %s; reopening from the last record in %.2f s (retry %d of %d)",
+                            self._path, e, delay, self._failures, self._policy.attempts)
+                await sleep(delay)
                 continue
             except BaseException:
                 await self.aclose()
@@ -360,7 +476,7 @@ class AsyncQueryIterator(AsyncIterator[Any]):
             if not self._resume.take(item.timestamp, item.entry):
                 continue  # handed out before the connection dropped
             self._failures = 0
-            return item
+            return cast(Item, item)
 
 
 class AsyncClient:
@@ -430,15 +546,17 @@ class AsyncClient:
                         return resp
             except TransportError as e:
                 if attempt >= policy.attempts:
-                    e.attempts = attempt
-                    raise
+                    raise e._gave_up(attempt)
+                why = str(e)
             else:
                 if resp.status not in policy.statuses or attempt >= policy.attempts:
-                    err = error_from_response_body(resp.status, resp.body)
-                    err.attempts = attempt
-                    raise err
+                    raise error_from_response_body(resp.status, resp.body)._gave_up(attempt)
+                why = f"the server answered {resp.status}"
             attempt += 1
-            await sleep(policy.delay(attempt))
+            delay = policy.delay(attempt)
+            log.warning("%s %s: %s; retry %d of %d in %.2f s", method, target.split("?")[0], why, attempt,
+                        policy.attempts, delay)
+            await sleep(delay)
 
     async def _send(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
                     content: Any = None, headers: Optional[Dict[str, str]] = None, retry: bool = False) -> c.Response:
@@ -480,25 +598,39 @@ class AsyncClient:
 
     # -- buckets -------------------------------------------------------------------------
 
-    def bucket(self, name: str) -> BucketHandle:
+    def bucket(self, name: str) -> AsyncBucketHandle:
         """A handle on a bucket: ``db.bucket("robot1").write("cam", data)``; its ``entry(name)``
         gives an entry handle. No request is sent (see :class:`BucketHandle`)."""
         c.bucket_path(name)  # a bad name fails here, not at first use
-        return BucketHandle(self, name)
+        return AsyncBucketHandle(self, name)
 
-    async def create_bucket(self, bucket: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
-                            max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
-                            compression: Optional[str] = None, exist_ok: bool = False) -> Bucket:
-        """Creates a bucket; settings left out take the server's defaults. With
-        ``exist_ok=True`` an existing bucket is returned as it is (its settings unchanged)."""
+    async def create_bucket(self, bucket: str, *, quota_type: Optional[str] = None,
+                            quota_size: Optional[c.Size] = None, max_block_size: Optional[c.Size] = None,
+                            max_block_records: Optional[int] = None, compression: Optional[str] = None,
+                            max_age: Optional[c.Duration] = None, tier_local_max: Optional[c.Size] = None,
+                            tier_after: Optional[c.Duration] = None, exist_ok: bool = False,
+                            strict: bool = False) -> Bucket:
+        """Creates a bucket; settings left out take the server's defaults. Sizes
+        (``quota_size``, ``max_block_size``, ``tier_local_max``) are bytes or strings such as
+        ``"24MiB"``/``"10GB"``; durations (``max_age``, ``tier_after``) are µs, a
+        ``timedelta`` or strings such as ``"30d"``/``"90s"``; a bad one raises
+        :class:`InvalidInput` (a ``ValueError``) before anything is sent.
+
+        With ``exist_ok=True`` an existing bucket is returned as it is (its settings are not
+        changed); if they differ from the settings asked for, a :class:`SettingsMismatch`
+        warning says which (``strict=True``: raised as :class:`SettingsMismatchError`).
+        """
         path = c.bucket_path(bucket)
-        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
+        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression, max_age,
+                               tier_local_max, tier_after)
         try:
             return Bucket.from_json(await self._json("POST", path, json_body=body, retry=exist_ok))
         except TsblobError as e:
-            if exist_ok and e.code == "bucket_exists":
-                return await self.get_bucket(bucket)
-            raise
+            if not (exist_ok and e.code == "bucket_exists"):
+                raise
+        found = await self.get_bucket(bucket)
+        c.check_existing_settings(bucket, body, found.settings, strict)
+        return found
 
     async def get_bucket(self, bucket: str) -> Bucket:
         """A bucket's settings, totals and entries."""
@@ -509,11 +641,15 @@ class AsyncClient:
         doc = await self._json("GET", f"{c.API}/b", retry=True)
         return [Bucket.from_json(b) for b in doc.get("buckets", [])]
 
-    async def update_bucket(self, bucket: str, *, quota_type: Optional[str] = None, quota_size: Optional[int] = None,
-                            max_block_size: Optional[int] = None, max_block_records: Optional[int] = None,
-                            compression: Optional[str] = None) -> Bucket:
-        """Changes the given settings, leaves the others."""
-        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression)
+    async def update_bucket(self, bucket: str, *, quota_type: Optional[str] = None,
+                            quota_size: Optional[c.Size] = None, max_block_size: Optional[c.Size] = None,
+                            max_block_records: Optional[int] = None, compression: Optional[str] = None,
+                            max_age: Optional[c.Duration] = None, tier_local_max: Optional[c.Size] = None,
+                            tier_after: Optional[c.Duration] = None) -> Bucket:
+        """Changes the given settings, leaves the others (units as in :meth:`create_bucket`;
+        ``"none"`` turns ``max_age``, ``tier_local_max`` or ``tier_after`` off)."""
+        body = c.settings_json(quota_type, quota_size, max_block_size, max_block_records, compression, max_age,
+                               tier_local_max, tier_after)
         return Bucket.from_json(await self._json("PUT", c.bucket_path(bucket), json_body=body, retry=True))
 
     async def remove_bucket(self, bucket: str) -> None:
@@ -543,7 +679,7 @@ class AsyncClient:
     # -- records -------------------------------------------------------------------------
 
     async def write(self, bucket: str, entry: str, data: Any, ts: Optional[Timestamp] = None, *,
-                    labels: Optional[Mapping[str, str]] = None, content_type: Optional[str] = None,
+                    labels: Optional[c.Labels] = None, content_type: Optional[str] = None,
                     size: Optional[int] = None) -> int:
         """Writes one record and returns its timestamp (µs).
 
@@ -565,6 +701,12 @@ class AsyncClient:
         try:
             resp = await self._request("POST", c.target(path, params), content, headers, policy, False)
             return int(c.parse_json(resp)["ts"])
+        except TransportError as e:
+            if not params and e.request_sent:
+                e.message += ("; the record may have been stored (under a timestamp the server chose): a write "
+                              "without ts= is never retried, since a retry could store it twice; give ts= to "
+                              "make it retriable, or query the entry to see whether it arrived")
+            raise
         except TimestampExists as e:
             t = int(params[0][1])
             if e.attempts and await self._stored_crc_is(path, t, content):
@@ -647,13 +789,40 @@ class AsyncClient:
         resp = await self._send("HEAD", c.entry_path(bucket, entry), c.ts_params(ts), retry=True)
         return RecordInfo(*c.info_from_headers(resp.headers))
 
+    @overload
     def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
-              stop: Optional[Timestamp] = None, *, eq: Optional[Mapping[str, str]] = None,
-              ne: Optional[Mapping[str, str]] = None, has: Optional[Sequence[str]] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
+              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[False] = False,
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[AsyncRecord]: ...
+
+    @overload
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
+              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[True],
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    @overload
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
               missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
               when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
-              entries: Optional[Sequence[str]] = None, labels: Optional[Mapping[str, str]] = None,
-              exclude: Optional[Mapping[str, str]] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator:
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    def query(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None,
+              stop: Optional[Timestamp] = None, *, eq: Optional[c.Labels] = None,
+              ne: Optional[c.Labels] = None, has: Optional[Sequence[str]] = None,
+              missing: Optional[Sequence[str]] = None, limit: Optional[int] = None, desc: bool = False,
+              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+              entries: Optional[Sequence[str]] = None, labels: Optional[c.Labels] = None,
+              exclude: Optional[c.Labels] = None, reverse: Optional[bool] = None) -> AsyncQueryIterator[Any]:
         """Records with ``start <= ts < stop`` (both optional), oldest first (``desc=True``:
         newest first), at most ``limit``. Label filters, combined with AND (the names of the
         HTTP API and the CLI): ``eq`` equal, ``ne`` not equal (or missing), ``has`` present,
@@ -678,11 +847,73 @@ class AsyncClient:
         path = c.query_path(bucket, entry, entries, params)
         return AsyncQueryIterator(self, path, params, meta=meta, resumable=when is None)
 
+    async def export_mcap(self, bucket: str, entries: Union[str, Sequence[str]], start: Optional[Timestamp] = None,
+                          stop: Optional[Timestamp] = None, path: Any = None, *,
+                          when: Optional[Mapping[str, Any]] = None, strict: bool = False,
+                          progress: Optional[Callable[[int], None]] = None) -> int:
+        """Writes the records of ``entries`` (names and globs, as in :meth:`query`) with
+        ``start <= ts < stop`` into the MCAP file at ``path``: each entry a channel, each record
+        a message at its timestamp, labels on a ``<topic>#labels`` channel (the mapping is in
+        docs/api.md, "MCAP export"). Streamed from the server (bounded memory), into
+        ``path + ".part"`` renamed to ``path`` once complete, so an interrupted export leaves
+        no file that looks whole. ``progress(bytes done)`` after each chunk; returns the
+        bytes written."""
+        if path is None:
+            raise TypeError("export_mcap needs the path of the MCAP file to write")
+        params = c.query_params(start, stop, None, None, None, None, None, False, when, strict, False)
+        qpath = c.query_path(bucket, None, entries, params)
+        params.append(("format", "mcap"))
+        stream = await self._request("GET", c.target(qpath, params), None, None, self.retry, True)
+        part = os.fspath(path) + ".part"
+        done, tail = 0, b""
+        try:
+            with open(part, "wb") as f:
+                async for chunk in stream.chunks():
+                    f.write(chunk)
+                    done += len(chunk)
+                    tail = (tail + chunk)[-8:]
+                    if progress is not None:
+                        progress(done)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(part)
+            raise
+        finally:
+            await stream.aclose()
+        if tail != c.MCAP_MAGIC:
+            with contextlib.suppress(OSError):
+                os.remove(part)
+            raise ProtocolError(f"the MCAP stream ended before the file's end ({done} bytes): export again",
+                                code="truncated")
+        os.replace(part, path)
+        return done
+
+    @overload
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[False] = False,
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[AsyncRecord]: ...
+
+    @overload
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: Literal[True],
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    @overload
     def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
              when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
              heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
              retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
-             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator:
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[RecordInfo]: ...
+
+    def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,
+             when: Optional[Mapping[str, Any]] = None, strict: bool = False, meta: bool = False,
+             heartbeat: Optional[int] = None, settle_ms: Optional[int] = None,
+             retries: int = c.TAIL_RETRIES, backoff: float = c.TAIL_BACKOFF,
+             entries: Optional[Sequence[str]] = None) -> AsyncQueryIterator[Any]:
         """A live tail: the records from ``start`` on (everything stored without it), then
         each new one as it is written, oldest first, forever (or until a ``$limit`` in
         ``when`` is reached). Yields :class:`Record` (``meta=True``: :class:`RecordInfo`);
@@ -696,7 +927,7 @@ class AsyncClient:
         :meth:`query`."""
         extra: c.Params = []
         path = c.query_path(bucket, entry, entries, extra)
-        first = None if start is None else c.to_micros(start)
+        first = None if start is None else to_micros(start)
         params = c.tail_params(first, when, strict, meta, heartbeat, settle_ms) + extra
         policy = c.Retry(attempts=retries, backoff=backoff, max_backoff=30.0)
         return AsyncQueryIterator(self, path, params, meta=meta, policy=policy, resumable=True)
@@ -711,7 +942,7 @@ class AsyncClient:
         return int(doc.get("removed", 0))
 
     async def update_labels(self, bucket: str, entry: str, ts: Timestamp,
-                            labels: Mapping[str, Optional[str]]) -> RecordInfo:
+                            labels: Mapping[str, Optional[c.LabelValue]]) -> RecordInfo:
         """Sets labels of a record; a value of ``None`` removes that label."""
         doc = await self._json("PATCH", c.entry_path(bucket, entry), c.ts_params(ts),
                                json_body=c.labels_patch(labels), retry=True)
