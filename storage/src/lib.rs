@@ -134,4 +134,26 @@ pub mod fuzzing {
         }
         n
     }
+
+    /// Runs `condition` over `records` (timestamp and labels, in query order) as a query
+    /// does: the timestamps it keeps, or `Err` with the label a strict condition found
+    /// missing. Must never panic, whatever the condition (the `when_parser` target).
+    pub fn evaluate(
+        condition: &crate::Condition,
+        strict: bool,
+        descending: bool,
+        records: &[(u64, crate::Labels)],
+    ) -> Result<Vec<u64>, String> {
+        let mut matcher = crate::when::Matcher::new(condition, strict, descending);
+        let mut kept = Vec::new();
+        for (ts, labels) in records {
+            match matcher.matches(*ts, labels) {
+                Ok(true) => kept.push(*ts),
+                Ok(false) => {}
+                Err(crate::when::Stop::Limit) => break,
+                Err(crate::when::Stop::Missing(label)) => return Err(label),
+            }
+        }
+        Ok(kept)
+    }
 }

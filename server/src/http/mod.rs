@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod batch;
 pub mod body;
+pub mod browser;
 pub mod buckets;
 pub mod budget;
 pub mod errors;
@@ -55,6 +56,8 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// How long a whole body may take (a base plus a minimum rate).
     pub body_deadline: body::BodyDeadline,
+    /// What browsers may do: `Host` names, other origins (`browser.rs`).
+    pub browser: browser::BrowserPolicy,
     /// How many live tails may stream, in all and per token.
     pub tails: tails::TailLimits,
     /// Memory all requests may hold at once, and the longest wait for room in it
@@ -77,6 +80,7 @@ impl Default for Limits {
             max_batch_records: 100_000,
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
+            browser: browser::BrowserPolicy::default(),
             tails: tails::TailLimits::default(),
             memory_budget: budget::MemoryBudget::DEFAULT,
             memory_wait: budget::MemoryBudget::DEFAULT_WAIT,
@@ -208,16 +212,22 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), gate));
-    api.merge(ui::routes()).with_state(state)
+    let assets = ui::routes().layer(middleware::from_fn_with_state(state.clone(), assets_gate));
+    api.merge(assets).with_state(state)
 }
 
 /// The one middleware of the API routes, from the outside in: metrics (every answer is
-/// counted, refusals included), the token check (401), JSON errors (axum's plain-text
+/// counted, refusals included), the browser rules (403 for other sites' pages and unknown
+/// `Host` names, CORS, safe payload headers: `browser.rs`), the token check (401), JSON errors (axum's plain-text
 /// rejections reshaped), the read-replica refusal (405). One `from_fn` layer: as four, each
 /// boxed a future and cloned a boxed service per request
 /// (`docs/benchmarks/write-cpu-2-2026-11-23.md`).
 async fn gate(State(state): State<AppState>, req: Request, next: middleware::Next) -> Response {
     let (mut req, started) = state.metrics.start(req);
+    let cors = match state.limits.browser.admit(&req) {
+        Ok(cors) => cors,
+        Err(answer) => return state.metrics.finish(started, *answer),
+    };
     let resp = match state.auth.admit(&mut req) {
         Some(refused) => refused,
         None => {
@@ -228,7 +238,21 @@ async fn gate(State(state): State<AppState>, req: Request, next: middleware::Nex
             errors::json_errors(resp).await
         }
     };
-    state.metrics.finish(started, resp)
+    state
+        .metrics
+        .finish(started, state.limits.browser.finish(cors, resp))
+}
+
+/// The console's files are public: only the `Host` check applies (DNS rebinding).
+async fn assets_gate(
+    State(state): State<AppState>,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
+    match state.limits.browser.admit_host(&req) {
+        Ok(()) => next.run(req).await,
+        Err(refused) => *refused,
+    }
 }
 
 /// Everything under an entry: one route with a wildcard (entry names contain `/`), sent to

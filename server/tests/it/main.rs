@@ -10,6 +10,7 @@ mod reliability_util;
 mod replication_util;
 
 mod big_record;
+mod browser;
 mod bystander;
 mod compare_e2e;
 mod compare_limit;
