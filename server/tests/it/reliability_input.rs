@@ -295,8 +295,9 @@ fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
     let a = addr_of(&s.url(""));
     assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
     // 10,000 label headers on a single write.
-    let mut req =
-        String::from("POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    let mut req = String::from(
+        "POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n",
+    );
     for i in 0..10_000 {
         req.push_str(&format!("x-tsblob-label-k{i}: v{i}\r\n"));
     }
