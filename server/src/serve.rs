@@ -110,11 +110,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,
     });
-    state
-        .replications
-        .start_all()
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the replication tasks: {}", e.message))?;
+    state.replications.start_all().await.map_err(|e| {
+        anyhow::anyhow!(
+            "starting the replication tasks: {}",
+            state.replications.explain(e)
+        )
+    })?;
     let app = http::app(state);
     println!(
         "tsblob {} serving {} on http://{addr} (sync {})",

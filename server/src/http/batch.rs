@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
@@ -21,6 +20,7 @@ use super::inflate::PlainChunks;
 use super::records::settle_write;
 use super::records::Target;
 use super::spool::SpoolSink;
+pub use crate::answers::{BatchResult, RecordResult};
 use tsblob_proto::framing::{ChunkDecoder, Event, FrameHead, TS_NOW};
 
 /// A chunk is written when the memory it holds reaches this many bytes (payloads, content
@@ -52,33 +52,6 @@ fn held_bytes(head: &FrameHead) -> usize {
             .sum::<usize>()
 }
 
-/// The fate of one record of a batch.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct RecordResult {
-    /// The stored timestamp, or the requested one (null for "now") if it failed.
-    pub ts: Option<u64>,
-    /// 201 when stored, otherwise the status a single write would have had.
-    pub status: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorDetail>,
-}
-
-/// The answer to a batch.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct BatchResult {
-    /// Set when the body itself was at fault (then the status is not 200).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorDetail>,
-    pub written: u64,
-    /// Records found already stored with the same payload (`if_exists=compare`: status
-    /// 200); absent when 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub existing: u64,
-    pub failed: u64,
-    /// One element per record frame handled, in order.
-    pub results: Vec<RecordResult>,
-}
-
 /// A 400 before any record was handled, in the batch answer's shape (as documented for
 /// every 400 of this route).
 fn refused(e: AppError) -> Response {
@@ -90,10 +63,6 @@ fn refused(e: AppError) -> Response {
         results: Vec::new(),
     };
     (e.status, Json(answer)).into_response()
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 type ChunkOutcome = Vec<RecordResult>;

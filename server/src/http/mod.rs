@@ -26,7 +26,6 @@ pub mod spool;
 pub mod tails;
 pub mod tokens;
 pub mod ui;
-pub mod when;
 mod writer;
 
 use std::sync::Arc;
@@ -41,6 +40,7 @@ use axum::{Extension, Router};
 use tsblob_proto::names::{split_entry_path, EntryRoute};
 use tsblob_storage::Store;
 
+pub use crate::when;
 pub use errors::AppError;
 
 /// Limits a server enforces on what clients send.
@@ -150,6 +150,7 @@ impl AppState {
             store.clone(),
             commits.clone(),
             crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
+            errors::explain_replication,
         )?);
         let writer = writer::Writer::start(store.clone())?;
         let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);

@@ -28,9 +28,6 @@ use super::AppState;
 /// received into a spool (`spool.rs`). Either way the engine is called once, with the
 /// whole payload.
 const SMALL_BODY: u64 = 256 << 10;
-/// Records over `tsblob_storage::MAP_MAX` (and compressed ones over `MEMORY_MAX`) are
-/// streamed in chunks of this size.
-const READ_CHUNK: usize = 256 << 10;
 
 /// The bucket and entry a request is about, with who asks.
 pub struct Target {
@@ -249,8 +246,12 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         }
         Opened::Stream(meta, reader) => {
             let (tx, body) = channel_body(4);
-            let grant = t.state.auth.grant(&t.caller, &t.bucket);
-            tokio::spawn(stream_chunks(reader, tx, Some(grant)));
+            // The client's token is checked again before each chunk: one removed (or no
+            // longer allowed to read the bucket) while the record streams cuts it short.
+            let mut grant = t.state.auth.grant(&t.caller, &t.bucket);
+            tokio::spawn(crate::record_stream::stream_record(reader, tx, move || {
+                grant.check().map_err(|e| e.to_string())
+            }));
             (meta, body)
         }
     };
@@ -261,55 +262,6 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         HeaderValue::from(meta.size),
     );
     Ok(resp)
-}
-
-/// Sends a large record in chunks, each read on the blocking pool: between reads the task
-/// waits for the client asynchronously, so a slow reader holds no blocking thread.
-pub(crate) async fn stream_record(
-    reader: tsblob_storage::RecordReader,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-) {
-    stream_chunks(reader, tx, None).await
-}
-
-/// [`stream_record`] for a client's read: with its `grant`, a token removed (or no longer
-/// allowed to read the bucket) while the record streams cuts the body short.
-async fn stream_chunks(
-    mut reader: tsblob_storage::RecordReader,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-    mut grant: Option<super::auth::StreamGrant>,
-) {
-    loop {
-        if let Some(Err(e)) = grant.as_mut().map(|g| g.check()) {
-            tracing::info!("record stream cut: {e}");
-            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-            return;
-        }
-        let read = tokio::task::spawn_blocking(move || {
-            let r = reader.read_chunk(READ_CHUNK);
-            (reader, r)
-        })
-        .await;
-        let (back, chunk) = match read {
-            Ok((back, Ok(buf))) if !buf.is_empty() => (back, buf),
-            Ok((_, Ok(_))) => return, // the end
-            Ok((_, Err(e))) => {
-                // Headers are gone: all we can do is cut the body short, which the client
-                // sees as a length mismatch, never as wrong bytes.
-                tracing::warn!("streaming a record failed: {e}");
-                let _ = tx.send(Err(e)).await;
-                return;
-            }
-            Err(e) => {
-                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                return;
-            }
-        };
-        reader = back;
-        if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
-            return; // the client went away
-        }
-    }
 }
 
 /// The body of a label update: a value sets a label, `null` removes it.
