@@ -16,8 +16,8 @@ use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 use super::body::content_length;
 use super::budget::Held;
 use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::if_exists::{conflict, same_payload, settle_write, IfExists};
 use super::inflate::PlainChunks;
-use super::records::settle_write;
 use super::records::Target;
 use super::spool::SpoolSink;
 pub use crate::answers::{BatchResult, RecordResult};
@@ -84,61 +84,6 @@ fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
             message,
         }),
     }
-}
-
-/// What a write does with a record whose timestamp is taken (`?if_exists=`, on the
-/// batch and the single-record write).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum IfExists {
-    /// 409 `timestamp_exists` (the default, as for a single write).
-    Fail,
-    /// Compare the payloads' CRC32C: the same is 200 (already stored: a retried copy),
-    /// a different one 409 `conflict`. Replication and `tsblob cp` use it.
-    Compare,
-}
-
-impl IfExists {
-    /// The value of an `if_exists` parameter.
-    pub(crate) fn parse(value: &str) -> Result<IfExists, AppError> {
-        match value {
-            "fail" => Ok(IfExists::Fail),
-            "compare" => Ok(IfExists::Compare),
-            other => Err(AppError::bad_request(format!(
-                "if_exists={other:?} is not a choice: use \"fail\" (the default) or \"compare\""
-            ))),
-        }
-    }
-}
-
-/// Whether the stored record at `ts` has the payload whose CRC32C is `crc` (a retry). The
-/// stored payload is streamed, never held whole. Blocking.
-pub(crate) fn same_payload(
-    store: &tsblob_storage::Store,
-    bucket: &str,
-    entry: &str,
-    ts: u64,
-    crc: u32,
-) -> bool {
-    let Ok(mut r) = store.open_record(bucket, entry, Some(ts)) else {
-        return false;
-    };
-    let mut stored = 0u32;
-    loop {
-        match r.read_chunk(1 << 20) {
-            Ok(c) if c.is_empty() => return stored == crc,
-            Ok(c) => stored = crc32c::crc32c_append(stored, &c),
-            Err(_) => return false,
-        }
-    }
-}
-
-/// The 409 of a record whose timestamp holds another payload (`if_exists=compare`).
-pub(crate) fn conflict(bucket: &str, entry: &str, at: u64) -> AppError {
-    AppError::new(
-        StatusCode::CONFLICT,
-        "conflict",
-        format!("a different record (another payload) is stored at timestamp {at} in {bucket}/{entry}: it is kept, never overwritten; remove it first to replace it"),
-    )
 }
 
 /// Writes one chunk on the blocking pool; the handle yields one result per record. `held`,

@@ -14,6 +14,7 @@ pub mod budget;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
+mod if_exists;
 pub mod inflate;
 pub mod limits;
 pub mod metrics;

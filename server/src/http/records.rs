@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 use tsblob_storage::{EntryInfo, Labels, Payload, RecordMeta, WriteMeta};
 
 use super::auth::Caller;
-use super::batch::{conflict, same_payload, IfExists};
 use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{
     check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER,
 };
+use super::if_exists::{settle_write, IfExists};
 use super::params::RecordParams;
 use super::spool;
 use super::AppState;
@@ -176,32 +176,6 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let mut resp = (status, Json(Written { ts })).into_response();
     resp.headers_mut().insert(TS_HEADER, HeaderValue::from(ts));
     Ok(resp)
-}
-
-/// A write's answer: 201, or with `if_exists=compare` and the timestamp taken, 200 when
-/// the stored payload has the body's CRC32C (`crc()`, only called then) and 409
-/// `conflict` when not. Blocking.
-pub(crate) fn settle_write(
-    store: &tsblob_storage::Store,
-    bucket: &str,
-    entry: &str,
-    written: tsblob_storage::Result<u64>,
-    if_exists: IfExists,
-    crc: impl FnOnce() -> u32,
-) -> Result<(u64, StatusCode), AppError> {
-    match written {
-        Ok(ts) => Ok((ts, StatusCode::CREATED)),
-        Err(tsblob_storage::Error::Write(tsblob_storage::WriteError::Conflict { ts, .. }))
-            if if_exists == IfExists::Compare =>
-        {
-            if same_payload(store, bucket, entry, ts, crc()) {
-                Ok((ts, StatusCode::OK))
-            } else {
-                Err(conflict(bucket, entry, ts))
-            }
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 enum Opened {
