@@ -7,6 +7,7 @@
 //! (`tsblob-storage`) is called on tokio's blocking pool and never sees a request.
 
 pub mod answers;
+pub mod assemble;
 pub mod batch_client;
 pub mod blocking;
 pub mod cli;
