@@ -19,6 +19,11 @@ python3 scripts/import-cycles.py --self-test
 python3 scripts/import-cycles.py storage
 python3 scripts/import-cycles.py server --known "crate: http mcap" --known "crate::cli: buckets entries"
 
+echo "== code map"
+# docs/architecture.md's code map names every module (scripts/check-code-map.py).
+python3 scripts/check-code-map.py --self-test
+python3 scripts/check-code-map.py
+
 echo "== peers"
 scripts/install-peers.sh
 export TSBLOB_PEERS_BIN="$cache/peers/bin"
