@@ -154,6 +154,8 @@ pub enum TierError {
 pub enum QueryError {
     #[error("record {ts} has no label {label:?}, which the strict condition compares: drop `strict` to treat a comparison with a missing label as false, or add {{\"$exists\": [{label:?}]}} first")]
     MissingLabel { label: String, ts: u64 },
+    #[error("the strict condition cannot be evaluated on record {ts}: {message}; drop `strict` to treat such a record as not matching")]
+    Invalid { message: String, ts: u64 },
 }
 
 /// Bucket management failures.

@@ -287,7 +287,7 @@ impl FeedFilter {
             Some(m) => match m.matches(ts, labels) {
                 Ok(b) => b,
                 // A reached `$limit` keeps nothing more; a missing label is false here.
-                Err(Stop::Limit) | Err(Stop::Missing(_)) => false,
+                Err(Stop::Limit | Stop::Missing(_) | Stop::Invalid(_)) => false,
             },
         }
     }

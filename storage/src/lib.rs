@@ -82,7 +82,7 @@ pub use tier::{
     lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, PendingGet, RefreshReport,
     TierConfig, TierStats,
 };
-pub use when::{CmpOp, Condition, Operand, Value};
+pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
 
 /// The current time in microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {

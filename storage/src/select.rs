@@ -54,6 +54,9 @@ impl Selector {
                     Err(Stop::Missing(label)) => {
                         return Err(QueryError::MissingLabel { label, ts }.into())
                     }
+                    Err(Stop::Invalid(message)) => {
+                        return Err(QueryError::Invalid { message, ts }.into())
+                    }
                 }
             }
             self.left -= 1;

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use tsblob_storage::{BucketError, Error, NameError, NotFound, TierError, WriteError};
+use tsblob_storage::{BucketError, Error, NameError, NotFound, QueryError, TierError, WriteError};
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone)]
@@ -207,7 +207,8 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
             WriteError::InvalidContentType(_) => (S::UNPROCESSABLE_ENTITY, "invalid_content_type"),
             WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, "bad_request"),
         },
-        Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
+        Error::Query(QueryError::MissingLabel { .. }) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
+        Error::Query(QueryError::Invalid { .. }) => (S::UNPROCESSABLE_ENTITY, "invalid_condition"),
         Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
         Error::Tier(TierError::Missing { .. }) => (S::SERVICE_UNAVAILABLE, "tier_object_missing"),
         Error::Tier(_) => (S::SERVICE_UNAVAILABLE, "tier_unavailable"),
