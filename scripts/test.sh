@@ -11,6 +11,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 cache="${TSBLOB_CACHE:-$HOME/.cache/tsblob}"
 
+echo "== import cycles"
+# Module-level import cycles inside a crate (scripts/import-cycles.py): none in storage/ (a
+# new one fails the run); server/'s are reported until they are taken apart (issue 26).
+python3 scripts/import-cycles.py --self-test
+python3 scripts/import-cycles.py storage
+python3 scripts/import-cycles.py server --report
+
 echo "== peers"
 scripts/install-peers.sh
 export TSBLOB_PEERS_BIN="$cache/peers/bin"

@@ -10,6 +10,7 @@ pub mod batch_client;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod mcap;
 pub mod private_file;
 pub mod replication;
 pub mod serve;

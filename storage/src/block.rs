@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use crate::codec::block::{decode_block_header, encode_block_header, MAX_BLOCK_HEADER};
 use crate::codec::frame::{
-    check_head, decode_head, FrameHead, HeadFields, FLAG_ZSTD, FRAME_PREFIX,
+    check_head, decode_head, frame_crc_of, head_bytes_crc, FrameHead, HeadFields, FLAG_ZSTD,
 };
+use crate::codec::index::IndexValue;
 use crate::codec::DecodeError;
-use crate::index::IndexValue;
-use crate::{CorruptionError, Error, RecordMeta, Result};
+use crate::error::{CorruptionError, Error, Result};
+use crate::record::RecordMeta;
 
 /// The file name of a block: its id in 16 hex digits, so names sort in id order.
 pub fn block_path(entry_dir: &Path, id: u64) -> PathBuf {
@@ -146,8 +147,7 @@ pub(crate) fn check_frame(
     {
         return Err(FrameFault::Length);
     }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[FRAME_PREFIX..]), payload);
-    if crc != h.crc {
+    if frame_crc_of(head, payload) != h.crc {
         return Err(FrameFault::Crc);
     }
     if h.ts != want.ts {
@@ -339,7 +339,7 @@ pub fn verify_frame(
 pub fn head_crc(file: &File, offset: u64, head: &FrameHead) -> io::Result<u32> {
     let mut buf = vec![0u8; head.head_len];
     read_at_most(file, &mut buf, offset)?;
-    Ok(crc32c::crc32c(&buf[FRAME_PREFIX..]))
+    Ok(head_bytes_crc(&buf))
 }
 
 /// A byte range of a file as a `Read`.

@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::entry::{Entry, TieredSize};
+use crate::entry::{Entry, SizeChange, TieredSize};
+use crate::error::{BucketError, Error, Result};
+use crate::files::sync_dir;
 use crate::index::Index;
 use crate::layout::SETTINGS_FILE;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
-use crate::trash::sync_dir;
-use crate::*;
+use crate::record::BucketInfo;
+use crate::settings::{BucketSettings, BucketSettingsUpdate};
 use std::fs::File;
 
 pub(crate) struct Bucket {
@@ -113,6 +115,15 @@ impl Bucket {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 Some(s.saturating_sub(bytes))
             });
+    }
+
+    /// Follows a change of one of its entries' bytes.
+    pub fn resize(&self, change: SizeChange) {
+        if change.after < change.before {
+            self.shrink(change.before - change.after);
+        } else {
+            self.grow(change.after - change.before);
+        }
     }
 
     pub fn set_size(&self, bytes: u64) {

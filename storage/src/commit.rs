@@ -17,10 +17,12 @@ use std::sync::Arc;
 use heed::RwTxn;
 use parking_lot::Condvar;
 
-use crate::feed::FeedBatch;
-use crate::index::{BlockState, Index, IndexValue, RecChange};
+use crate::codec::index::{BlockState, IndexValue};
+use crate::error::{Error, Result};
+use crate::feed::{Feed, FeedBatch};
+use crate::index::{Index, RecChange};
 use crate::lock::{Mutex, Rank};
-use crate::{Error, Result, SyncPolicy};
+use crate::settings::SyncPolicy;
 
 /// At most this many block files wait for the periodic sync; past it, the committer syncs
 /// them at once (so the store never keeps an unbounded number of handles open for it).
@@ -146,7 +148,7 @@ impl Committer {
     }
 
     /// Commits `change`; returns once it is in the index (and on disk, for `Always`).
-    pub fn commit(&self, index: &Index, change: Change) -> Result<()> {
+    pub fn commit(&self, index: &Index, feed: &Feed, change: Change) -> Result<()> {
         let slot: Slot = Arc::new(Mutex::new(Rank::CommitSlot, None));
         let mut q = self.queue.lock();
         q.pending.push(Queued {
@@ -164,7 +166,7 @@ impl Committer {
             q.leader = true;
             let mut group = std::mem::take(&mut q.pending);
             drop(q);
-            let res = self.run_group(index, &mut group);
+            let res = self.run_group(index, feed, &mut group);
             if let Err(e) = &res {
                 log::error!("index commit of {} change(s) failed: {e}", group.len());
             }
@@ -181,7 +183,7 @@ impl Committer {
         }
     }
 
-    fn run_group(&self, index: &Index, group: &mut [Queued]) -> Result<()> {
+    fn run_group(&self, index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<()> {
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
         for Queued { change, .. } in group.iter() {
             for f in &change.files {
@@ -194,7 +196,7 @@ impl Committer {
                     .map_err(|e| Error::io("fsync of a block file", e))?;
             }
         }
-        let res = write_group(index, group);
+        let res = write_group(index, feed, group);
         if res.is_err() {
             // The interner may hold attrs ids of the aborted transaction.
             index.forget_attrs();
@@ -243,18 +245,18 @@ impl Committer {
 /// gathered per entry and applied chunk by chunk (each chunk read and written once); ops
 /// that scan records (block and entry removal) first apply what was gathered, so the
 /// order of the ops is kept.
-fn write_group(index: &Index, group: &mut [Queued]) -> Result<()> {
+fn write_group(index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<()> {
     let mut txn = index.write_txn()?;
     // Record puts of watched buckets go to the change feed in this same transaction.
-    let mut fed = index.feed().batch();
+    let mut fed = feed.batch();
     let mut recs = RecordOps::default();
     for Queued { change, .. } in group.iter_mut() {
         for op in std::mem::take(&mut change.ops) {
-            apply(index, &mut txn, op, &mut recs, &mut fed)?;
+            apply(index, feed, &mut txn, op, &mut recs, &mut fed)?;
         }
     }
     recs.flush(index, &mut txn)?;
-    index.feed().append(&mut txn, fed)?;
+    feed.append(&mut txn, fed)?;
     txn.commit()?;
     Ok(())
 }
@@ -309,6 +311,7 @@ impl RecordOps {
 
 fn apply(
     index: &Index,
+    feed: &Feed,
     txn: &mut RwTxn<'_>,
     op: Op,
     recs: &mut RecordOps,
@@ -336,7 +339,7 @@ fn apply(
             index.delete_block_records(txn, entry_id, min, max, block_id)?
         }
         Op::PutEntry { bucket, entry, id } => {
-            index.feed().learn_entry(&bucket, &entry, id);
+            feed.learn_entry(&bucket, &entry, id);
             index.put_entry(txn, &bucket, &entry, id)?
         }
         Op::DelEntry { bucket, entry } => index.delete_entry(txn, &bucket, &entry)?,

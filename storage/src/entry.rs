@@ -8,11 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::bucket::Bucket;
-use crate::index::{BlockState, Index};
+use crate::codec::index::BlockState;
+use crate::error::{NotFound, Result};
+use crate::index::Index;
 use crate::lock::{Mutex, MutexGuard, Rank};
 use crate::names::entry_dir_name;
-use crate::*;
+use crate::record::EntryInfo;
+use crate::settings::BucketSettings;
 
 pub(crate) struct Entry {
     id: u32,
@@ -32,6 +34,13 @@ pub(crate) struct EntryState {
     /// duplicate check in the index, which makes in-order writes skip an LMDB lookup.
     pub ceiling: Option<u64>,
     removed: bool,
+}
+
+/// A change of an entry's bytes on disk, which its bucket's total follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SizeChange {
+    pub before: u64,
+    pub after: u64,
 }
 
 /// A block of an entry with its state (as the entry holds it, or to be committed).
@@ -210,7 +219,9 @@ impl EntryState {
 
     /// After a failed write: reload an entry's block states from the index (memory ran ahead
     /// of it) and leave it without an active block, so memory agrees with what is committed.
-    pub fn reload(&mut self, index: &Index, bucket: &Bucket, entry_id: u32) -> Result<()> {
+    /// Returns the change of the entry's block bytes, for the bucket's total
+    /// ([`Bucket::resize`](crate::bucket::Bucket::resize)).
+    pub fn reload(&mut self, index: &Index, entry_id: u32) -> Result<SizeChange> {
         let txn = index.read_txn()?;
         let before = self.block_bytes();
         let blocks: BTreeMap<u64, BlockState> = index
@@ -221,12 +232,7 @@ impl EntryState {
         self.blocks = blocks;
         self.active = None;
         let after = self.block_bytes();
-        if after < before {
-            bucket.shrink(before - after);
-        } else {
-            bucket.grow(after - before);
-        }
-        Ok(())
+        Ok(SizeChange { before, after })
     }
 
     /// The entry is gone: nothing may be written to it again.

@@ -28,38 +28,46 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use heed::types::Bytes;
-use heed::{Database, Env, RoTxn, RwTxn, WithoutTls};
+use heed::{RoTxn, RwTxn, WithoutTls};
 
+pub(crate) use crate::codec::feed::reader_key;
+use crate::codec::feed::{
+    decode_reader, decode_seq, encode_item, encode_reader, entry_key, seq_key, Item, NEXT_KEY,
+    READER_PREFIX,
+};
+use crate::codec::{self, DecodeError};
+use crate::db::{Db, Table};
+use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
-use crate::multi::entry_pattern_matches;
+use crate::names::entry_pattern_matches;
+use crate::record::Labels;
+use crate::record::Record;
 use crate::record::RecordMeta;
+use crate::when::Condition;
 use crate::when::{Matcher, Stop};
-use crate::*;
 
-const NEXT_KEY: &[u8] = b"\0next";
 /// Feed items one [`Store::feed_read`] call looks at, at most (so a reader whose bucket is
 /// quiet while another is busy still returns, and moves its position past them).
-const SCAN_LIMIT: usize = 65_536;
+pub(crate) const SCAN_LIMIT: usize = 65_536;
 /// Items [`Store::feed_pending`] counts exactly; beyond, the figures are lower bounds.
-const PENDING_SCAN_LIMIT: usize = 1_000_000;
+pub(crate) const PENDING_SCAN_LIMIT: usize = 1_000_000;
 
 /// The feed's tables and the set of watched entries (ids → `bucket \0 entry`).
 pub(crate) struct Feed {
-    items: Database<Bytes, Bytes>,
-    state: Database<Bytes, Bytes>,
-    watch: RwLock<Watch>,
+    pub(crate) items: Table,
+    pub(crate) state: Table,
+    pub(crate) watch: RwLock<Watch>,
     /// Some bucket is watched: commits only gather their puts then.
-    any: AtomicBool,
+    pub(crate) any: AtomicBool,
 }
 
 #[derive(Default)]
-struct Watch {
+pub(crate) struct Watch {
     /// Watched buckets, with how many readers name each.
-    buckets: HashMap<String, usize>,
+    pub(crate) buckets: HashMap<String, usize>,
     /// Entries of watched buckets: id → `bucket \0 entry`.
-    entries: HashMap<u32, Arc<[u8]>>,
+    pub(crate) entries: HashMap<u32, Arc<[u8]>>,
 }
 
 /// Record puts of one group commit, gathered while the group's ops are applied
@@ -74,70 +82,41 @@ impl FeedBatch {
     }
 }
 
-fn entry_key(bucket: &str, entry: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(bucket.len() + 1 + entry.len());
-    k.extend_from_slice(bucket.as_bytes());
-    k.push(0);
-    k.extend_from_slice(entry.as_bytes());
-    k
-}
-
-fn reader_key(name: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + name.len());
-    k.push(b'r');
-    k.extend_from_slice(name.as_bytes());
-    k
-}
-
-fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-fn bad_feed(what: &str) -> Error {
+pub(crate) fn bad_feed(what: &str) -> Error {
     Error::Index(format!(
         "undecodable change-feed {what}: remove the replication tasks and create them again"
     ))
 }
 
-/// One decoded feed item.
-struct Item<'a> {
-    seq: u64,
-    written_us: u64,
-    ts: u64,
-    bucket: &'a [u8],
-    entry: &'a [u8],
+/// A feed item from its key and value, or the error that says which part is damaged.
+pub(crate) fn decode_item<'a>(k: &[u8], v: &'a [u8]) -> Result<Item<'a>> {
+    codec::feed::decode_item(k, v).map_err(damaged)
 }
 
-fn decode_item<'a>(k: &[u8], v: &'a [u8]) -> Result<Item<'a>> {
-    let seq = <[u8; 8]>::try_from(k)
-        .map(u64::from_be_bytes)
-        .map_err(|_| bad_feed("key"))?;
-    let (Some(w), Some(t), Some(rest)) = (v.get(..8), v.get(8..16), v.get(16..)) else {
-        return Err(bad_feed("item"));
-    };
-    let mut parts = rest.splitn(2, |b| *b == 0);
-    let (Some(bucket), Some(entry)) = (parts.next(), parts.next()) else {
-        return Err(bad_feed("item"));
-    };
-    Ok(Item {
-        seq,
-        written_us: u64::from_le_bytes(w.try_into().map_err(|_| bad_feed("item"))?),
-        ts: u64::from_le_bytes(t.try_into().map_err(|_| bad_feed("item"))?),
-        bucket,
-        entry,
+/// The error of a damaged feed key or value.
+fn damaged(e: DecodeError) -> Error {
+    bad_feed(match e {
+        DecodeError::Garbage(what) => what,
+        _ => "item",
     })
 }
 
 impl Feed {
-    pub(crate) fn open(env: &Env<WithoutTls>, txn: &mut RwTxn<'_>) -> Result<Feed> {
-        Ok(Feed {
-            items: env.create_database(txn, Some("feed"))?,
-            state: env.create_database(txn, Some("feed_state"))?,
+    /// The feed's tables of the index environment (watching nothing until
+    /// [`Feed::rewatch`]).
+    pub(crate) fn new(db: &Db) -> Feed {
+        Feed {
+            items: db.feed_items,
+            state: db.feed_state,
             watch: RwLock::new(Rank::FeedWatch, Watch::default()),
             any: AtomicBool::new(false),
-        })
+        }
     }
 
     /// Called by a group commit's leader once its write transaction is open (so a reader
@@ -173,44 +152,39 @@ impl Feed {
         let written = now_us();
         let mut v = Vec::new();
         for (k, ts) in keys {
-            v.clear();
-            v.extend_from_slice(&written.to_le_bytes());
-            v.extend_from_slice(&ts.to_le_bytes());
-            v.extend_from_slice(&k);
+            encode_item(&mut v, written, ts, &k);
             seq += 1;
-            self.items.put(txn, &seq.to_be_bytes(), &v)?;
+            self.items.put(txn, &seq_key(seq), &v)?;
         }
-        self.state.put(txn, NEXT_KEY, &seq.to_be_bytes())?;
+        self.state.put(txn, NEXT_KEY, &seq_key(seq))?;
         Ok(())
     }
 
     /// The last sequence number given out (0: none yet).
-    fn next(&self, txn: &RoTxn<'_, WithoutTls>) -> Result<u64> {
+    pub(crate) fn next(&self, txn: &RoTxn<'_, WithoutTls>) -> Result<u64> {
         match self.state.get(txn, NEXT_KEY)? {
-            Some(b) => <[u8; 8]>::try_from(b)
-                .map(u64::from_be_bytes)
-                .map_err(|_| bad_feed("counter")),
+            Some(b) => decode_seq(b).map_err(damaged),
             None => Ok(0),
         }
     }
 
-    fn readers(&self, txn: &RoTxn<'_, WithoutTls>) -> Result<Vec<(String, u64, String)>> {
+    pub(crate) fn readers(
+        &self,
+        txn: &RoTxn<'_, WithoutTls>,
+    ) -> Result<Vec<(String, u64, String)>> {
         let mut out = Vec::new();
-        for item in self.state.prefix_iter(txn, b"r")? {
+        for item in self.state.prefix_iter(txn, READER_PREFIX)? {
             let (k, v) = item?;
-            let name = String::from_utf8_lossy(&k[1..]).into_owned();
-            let pos = v
-                .get(..8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| bad_feed("reader"))?;
-            let bucket = String::from_utf8_lossy(&v[8..]).into_owned();
-            out.push((name, pos, bucket));
+            out.push(decode_reader(k, v).map_err(damaged)?);
         }
         Ok(out)
     }
 
-    fn reader(&self, txn: &RoTxn<'_, WithoutTls>, name: &str) -> Result<Option<(u64, String)>> {
+    pub(crate) fn reader(
+        &self,
+        txn: &RoTxn<'_, WithoutTls>,
+        name: &str,
+    ) -> Result<Option<(u64, String)>> {
         Ok(self
             .readers(txn)?
             .into_iter()
@@ -218,15 +192,21 @@ impl Feed {
             .map(|(_, p, b)| (p, b)))
     }
 
-    fn put_reader(&self, txn: &mut RwTxn<'_>, name: &str, pos: u64, bucket: &str) -> Result<()> {
-        let mut v = pos.to_be_bytes().to_vec();
-        v.extend_from_slice(bucket.as_bytes());
-        Ok(self.state.put(txn, &reader_key(name), &v)?)
+    pub(crate) fn put_reader(
+        &self,
+        txn: &mut RwTxn<'_>,
+        name: &str,
+        pos: u64,
+        bucket: &str,
+    ) -> Result<()> {
+        Ok(self
+            .state
+            .put(txn, &reader_key(name), &encode_reader(pos, bucket))?)
     }
 
     /// Rebuilds the watched set from the readers and the index's entries (under a write
     /// transaction, or at open).
-    fn rewatch(&self, index: &Index, txn: &RoTxn<'_, WithoutTls>) -> Result<()> {
+    pub(crate) fn rewatch(&self, index: &Index, txn: &RoTxn<'_, WithoutTls>) -> Result<()> {
         let mut w = Watch::default();
         for (_, _, bucket) in self.readers(txn)? {
             *w.buckets.entry(bucket).or_default() += 1;
@@ -242,14 +222,14 @@ impl Feed {
     }
 
     /// Drops the items every reader has handled (all of them when there is no reader).
-    fn trim(&self, txn: &mut RwTxn<'_>) -> Result<()> {
+    pub(crate) fn trim(&self, txn: &mut RwTxn<'_>) -> Result<()> {
         let upto = self
             .readers(txn)?
             .iter()
             .map(|(_, p, _)| *p)
             .min()
             .unwrap_or(u64::MAX);
-        let hi = upto.to_be_bytes();
+        let hi = seq_key(upto);
         self.items
             .delete_range(txn, &(Bound::Unbounded, Bound::Included(&hi[..])))?;
         Ok(())
@@ -259,8 +239,8 @@ impl Feed {
 /// Which records of its bucket a feed reader wants: entry names or globs (none: all), and
 /// a condition, with the state of its aggregation operators (kept across reads).
 pub struct FeedFilter {
-    patterns: Vec<String>,
-    matcher: Option<Matcher>,
+    pub(crate) patterns: Vec<String>,
+    pub(crate) matcher: Option<Matcher>,
 }
 
 impl FeedFilter {
@@ -377,213 +357,4 @@ pub struct FeedPending {
     pub oldest_written_us: Option<u64>,
     /// More than the counting limit wait: the figures are lower bounds.
     pub truncated: bool,
-}
-
-impl Store {
-    fn feed(&self) -> &Feed {
-        self.inner.index.feed()
-    }
-
-    /// Loads the watched set at open.
-    pub(crate) fn feed_load(&self) -> Result<()> {
-        let txn = self.inner.index.read_txn()?;
-        self.feed().rewatch(&self.inner.index, &txn)
-    }
-
-    /// Registers reader `name` on `bucket` (a replication task): from now on every record
-    /// put into the bucket is in the feed for it. Returns its position and whether it was
-    /// created now: a new reader starts at the current end of the feed, one that exists
-    /// with the same bucket keeps its stored position (a reader moved to another bucket
-    /// starts again at the end).
-    pub fn feed_subscribe(&self, name: &str, bucket: &str) -> Result<(u64, bool)> {
-        self.get_bucket(bucket)?;
-        let index = &self.inner.index;
-        let feed = self.feed();
-        let mut txn = index.write_txn()?;
-        let (pos, created) = match feed.reader(&txn, name)? {
-            Some((pos, b)) if b == bucket => (pos, false),
-            _ => {
-                let pos = feed.next(&txn)?;
-                feed.put_reader(&mut txn, name, pos, bucket)?;
-                (pos, true)
-            }
-        };
-        // The watched set changes under the write transaction: the next group commit sees it.
-        feed.rewatch(index, &txn)?;
-        feed.trim(&mut txn)?;
-        txn.commit()?;
-        Ok((pos, created))
-    }
-
-    /// Removes reader `name` (no error if there is none) and trims what only it needed.
-    pub fn feed_unsubscribe(&self, name: &str) -> Result<()> {
-        let index = &self.inner.index;
-        let feed = self.feed();
-        let mut txn = index.write_txn()?;
-        feed.state.delete(&mut txn, &reader_key(name))?;
-        feed.rewatch(index, &txn)?;
-        feed.trim(&mut txn)?;
-        txn.commit()?;
-        Ok(())
-    }
-
-    /// Every reader: (name, bucket, position).
-    pub fn feed_readers(&self) -> Result<Vec<(String, String, u64)>> {
-        let txn = self.inner.index.read_txn()?;
-        Ok(self
-            .feed()
-            .readers(&txn)?
-            .into_iter()
-            .map(|(n, p, b)| (n, b, p))
-            .collect())
-    }
-
-    /// Moves reader `name`'s durable position to `seq` (never back) and trims the feed.
-    /// Call it once everything up to `seq` is delivered.
-    pub fn feed_ack(&self, name: &str, seq: u64) -> Result<()> {
-        let index = &self.inner.index;
-        let feed = self.feed();
-        let mut txn = index.write_txn()?;
-        let Some((pos, bucket)) = feed.reader(&txn, name)? else {
-            return Ok(()); // removed meanwhile
-        };
-        if seq > pos {
-            feed.put_reader(&mut txn, name, seq, &bucket)?;
-            feed.trim(&mut txn)?;
-            txn.commit()?;
-            if self.inner.opts.sync == SyncPolicy::Always {
-                index.force_sync()?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Items after `after` for reader `name`'s bucket that `filter` wants, with their
-    /// records read (payloads of at most `max_inline` bytes in memory, larger ones as
-    /// [`FeedPayload::Large`]): at most `max_records`, and stopping once the records
-    /// reach `max_bytes` of payload.
-    pub fn feed_read(
-        &self,
-        name: &str,
-        after: u64,
-        filter: &mut FeedFilter,
-        limits: FeedLimits,
-    ) -> Result<FeedPage> {
-        let FeedLimits {
-            records: max_records,
-            bytes: max_bytes,
-            inline: max_inline,
-        } = limits;
-        let feed = self.feed();
-        let txn = self.inner.index.read_txn()?;
-        let Some((_, bucket)) = feed.reader(&txn, name)? else {
-            return Err(NotFound::FeedReader(name.to_string()).into());
-        };
-        let mut page = FeedPage {
-            end: after,
-            ..FeedPage::default()
-        };
-        let lo = after.saturating_add(1).to_be_bytes();
-        let mut bytes = 0u64;
-        let mut wanted: Vec<(u64, u64, String, u64)> = Vec::new();
-        for (scanned, item) in feed
-            .items
-            .range(&txn, &(Bound::Included(&lo[..]), Bound::Unbounded))?
-            .enumerate()
-        {
-            let (k, v) = item?;
-            if scanned >= SCAN_LIMIT || wanted.len() >= max_records {
-                page.more = true;
-                break;
-            }
-            let it = decode_item(k, v)?;
-            page.end = it.seq;
-            if it.bucket != bucket.as_bytes() {
-                continue;
-            }
-            let entry = String::from_utf8_lossy(it.entry).into_owned();
-            if filter.wants_entry(&entry) {
-                wanted.push((it.seq, it.ts, entry, it.written_us));
-            }
-        }
-        drop(txn);
-        for (seq, ts, entry, written_us) in wanted {
-            let payload = match self.read_bounded(&bucket, &entry, ts, max_inline) {
-                Ok((meta, data)) => {
-                    if !filter.wants(ts, &meta.labels) {
-                        continue;
-                    }
-                    bytes += meta.size;
-                    match data {
-                        Some(data) => FeedPayload::Whole(Record { meta, data }),
-                        None => FeedPayload::Large(meta),
-                    }
-                }
-                Err(Error::NotFound(_)) => FeedPayload::Gone,
-                Err(e) => return Err(e),
-            };
-            page.records.push(FeedRecord {
-                seq,
-                entry,
-                ts,
-                written_us,
-                payload,
-            });
-            if bytes >= max_bytes {
-                // Stop after this one: the page ends at its sequence number.
-                page.end = seq;
-                page.more = true;
-                break;
-            }
-        }
-        Ok(page)
-    }
-
-    /// Reader `name`'s backlog: items after its position in its bucket and the entries
-    /// `filter` names (the condition is not evaluated: an upper bound of what will be sent).
-    pub fn feed_pending(&self, name: &str, filter: &FeedFilter) -> Result<FeedPending> {
-        let feed = self.feed();
-        let index = &self.inner.index;
-        let txn = index.read_txn()?;
-        let Some((pos, bucket)) = feed.reader(&txn, name)? else {
-            return Ok(FeedPending::default());
-        };
-        let lo = pos.saturating_add(1).to_be_bytes();
-        let mut out = FeedPending::default();
-        let mut ids: HashMap<Vec<u8>, Option<u32>> = HashMap::new();
-        let entries = index.entries(&txn)?;
-        for (n, item) in feed
-            .items
-            .range(&txn, &(Bound::Included(&lo[..]), Bound::Unbounded))?
-            .enumerate()
-        {
-            if n >= PENDING_SCAN_LIMIT {
-                out.truncated = true;
-                break;
-            }
-            let (k, v) = item?;
-            let it = decode_item(k, v)?;
-            if it.bucket != bucket.as_bytes() {
-                continue;
-            }
-            let entry = String::from_utf8_lossy(it.entry);
-            if !filter.wants_entry(&entry) {
-                continue;
-            }
-            out.records += 1;
-            out.oldest_written_us = Some(out.oldest_written_us.unwrap_or(it.written_us));
-            let id = *ids.entry(it.entry.to_vec()).or_insert_with(|| {
-                entries
-                    .iter()
-                    .find(|(b, e, _)| *b == bucket && *e == entry)
-                    .map(|(_, _, id)| *id)
-            });
-            if let Some(id) = id {
-                if let Some(v) = index.get_record(&txn, id, it.ts)? {
-                    out.bytes += v.size;
-                }
-            }
-        }
-        Ok(out)
-    }
 }

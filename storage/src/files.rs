@@ -6,16 +6,18 @@
 //! open until its user lets go, so the bound is budget plus operations in flight). The
 //! budget defaults to half of what `RLIMIT_NOFILE` leaves after a margin, so a store with
 //! 10,000 entries works under `ulimit -n 1024`.
+//!
+//! Also the engine's one helper to make a folder's changes durable (`sync_dir`).
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::block::{open_block, OpenedBlock};
+use crate::error::{Error, Result};
 use crate::lock::{Rank, RwLock};
-use crate::Result;
 
 /// A block's open handle and its base timestamp, from [`FileCache::get`].
 pub(crate) struct CachedBlock {
@@ -114,6 +116,13 @@ pub(crate) fn default_budget() -> usize {
         1024
     };
     (soft.saturating_sub(128) / 2).clamp(16, 4096)
+}
+
+/// Makes a folder's entries (files created, renamed or removed in it) durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(format!("syncing folder {dir:?}"), e))
 }
 
 #[cfg(test)]

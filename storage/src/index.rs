@@ -19,8 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::lock::{Rank, RwLock};
-use heed::types::Bytes;
-use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
+use heed::{RoTxn, RwTxn, WithoutTls};
 
 use crate::codec;
 use crate::codec::chunk::{
@@ -30,12 +29,11 @@ use crate::codec::chunk::{
 use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::{
     attrs_key, block_key, chunk_key, decode_block_key, decode_entry_id_value, decode_entry_key,
-    entry_id_value, entry_key, key_attrs_id, key_entry,
+    entry_id_value, entry_key, key_attrs_id, key_entry, Attrs, BlockState, IndexValue,
 };
-pub use crate::codec::Attrs;
 use crate::codec::{DecodeError, Reader};
-use crate::feed::Feed;
-use crate::{Error, OpenError, Result};
+use crate::db::{Db, Table};
+use crate::error::{Error, Result};
 
 pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
 
@@ -93,44 +91,30 @@ fn bad(_: DecodeError) -> Error {
     Error::Index("undecodable index chunk: rebuild the index".into())
 }
 
-/// Where a record lives and what it is, without reading its block.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexValue {
-    pub block_id: u64,
-    pub offset: u64,
-    pub frame_len: u64,
-    /// Payload bytes as stored (compressed or not).
-    pub stored: u64,
-    pub size: u64,
-    pub flags: u8,
-    /// Content type and labels, shared by the records that have the same.
-    pub attrs: Arc<Attrs>,
+/// The index value of a decoded chunk slot.
+fn value_of_slot(s: Slot, meta: Arc<Attrs>) -> IndexValue {
+    IndexValue {
+        block_id: s.block_id,
+        offset: s.offset,
+        frame_len: s.frame_len,
+        stored: s.stored,
+        size: s.size,
+        flags: if s.zstd { FLAG_ZSTD } else { 0 },
+        attrs: meta,
+    }
 }
 
-impl IndexValue {
-    fn from_slot(s: Slot, meta: Arc<Attrs>) -> IndexValue {
-        IndexValue {
-            block_id: s.block_id,
-            offset: s.offset,
-            frame_len: s.frame_len,
-            stored: s.stored,
-            size: s.size,
-            flags: if s.zstd { FLAG_ZSTD } else { 0 },
-            attrs: meta,
-        }
-    }
-
-    fn into_slot(self, ts: u64, meta: AttrsRef) -> Slot {
-        Slot {
-            ts,
-            block_id: self.block_id,
-            offset: self.offset,
-            frame_len: self.frame_len,
-            stored: self.stored,
-            size: self.size,
-            zstd: self.flags & FLAG_ZSTD != 0,
-            attrs: meta,
-        }
+/// The chunk slot of an index value at `ts`.
+fn slot_of(v: IndexValue, ts: u64, meta: AttrsRef) -> Slot {
+    Slot {
+        ts,
+        block_id: v.block_id,
+        offset: v.offset,
+        frame_len: v.frame_len,
+        stored: v.stored,
+        size: v.size,
+        zstd: v.flags & FLAG_ZSTD != 0,
+        attrs: meta,
     }
 }
 
@@ -145,53 +129,18 @@ struct EntryAttrs {
     loaded: bool,
 }
 
-/// The state of one block file as the index knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BlockState {
-    pub entry_id: u32,
-    pub base_ts: u64,
-    pub min_ts: u64,
-    pub max_ts: u64,
-    /// Live (not removed) records.
-    pub records: u64,
-    /// Bytes of the block file up to the end of the last frame the index has seen.
-    pub indexed_len: u64,
-    pub sealed: bool,
-    /// Uploaded to the object store and verified: the local file is gone (`tier/`).
-    pub tiered: bool,
-}
-
-impl BlockState {
-    /// A block just created for `entry_id` (its first record at `base_ts`), holding only its
-    /// header of `header_len` bytes so far.
-    pub fn new_block(entry_id: u32, base_ts: u64, header_len: u64) -> BlockState {
-        BlockState {
-            entry_id,
-            base_ts,
-            min_ts: base_ts,
-            max_ts: base_ts,
-            records: 0,
-            indexed_len: header_len,
-            ..BlockState::default()
-        }
-    }
-}
-
-/// The opened LMDB environment and its tables.
+/// The record and block tables of the index environment ([`Db`]), with the interned attrs.
 /// The tables are private: every key and value is encoded and decoded here, and the rest
 /// of the engine speaks in entry ids, timestamps, block ids and names.
 pub struct Index {
-    env: Env<WithoutTls>,
-    chunks: Database<Bytes, Bytes>,
+    db: Db,
+    chunks: Table,
     /// The `metas` table (its on-disk name): interned [`Attrs`].
-    attrs: Database<Bytes, Bytes>,
-    blocks: Database<Bytes, Bytes>,
-    entries: Database<Bytes, Bytes>,
+    attrs: Table,
+    blocks: Table,
+    entries: Table,
     /// The `meta` table (its on-disk name): the format version.
-    info: Database<Bytes, Bytes>,
-    /// The change feed's tables (`feed.rs`), in the same environment so a record's feed
-    /// item commits in its index transaction.
-    feed: Feed,
+    info: Table,
     /// The `metas` table in memory, per entry id, filled lazily. It may run ahead of what
     /// is committed (ids a write transaction assigned): [`Index::forget_attrs`] clears it
     /// when a write transaction fails.
@@ -200,56 +149,34 @@ pub struct Index {
 
 impl Index {
     pub fn open(dir: &Path, map_size: usize) -> Result<Index> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {dir:?}"), e))?;
-        let mut opts = EnvOpenOptions::new().read_txn_without_tls();
-        opts.map_size(map_size).max_dbs(12).max_readers(1024);
-        // SAFETY: the data folder is locked by this process (see `Store::open`), so no
-        // other process maps the same file; NO_SYNC because the store syncs on its own
-        // terms (sync policy), and the index can be rebuilt from the block files.
-        let env = unsafe {
-            opts.flags(EnvFlags::NO_SYNC | EnvFlags::NO_READ_AHEAD);
-            opts.open(dir)
-        }
-        .map_err(|e| OpenError::Index {
-            path: dir.to_path_buf(),
-            map_size,
-            reason: e.to_string(),
-        })?;
-        let mut wtxn = env.write_txn()?;
-        let chunks = env.create_database(&mut wtxn, Some("chunks"))?;
-        let attrs = env.create_database(&mut wtxn, Some("metas"))?;
-        let blocks = env.create_database(&mut wtxn, Some("blocks"))?;
-        let entries = env.create_database(&mut wtxn, Some("entries"))?;
-        let info = env.create_database(&mut wtxn, Some("meta"))?;
-        let feed = Feed::open(&env, &mut wtxn)?;
-        wtxn.commit()?;
+        let db = Db::open(dir, map_size)?;
         Ok(Index {
-            env,
-            chunks,
-            attrs,
-            blocks,
-            entries,
-            info,
-            feed,
+            chunks: db.chunks,
+            attrs: db.attrs,
+            blocks: db.blocks,
+            entries: db.entries,
+            info: db.info,
+            db,
             interner: RwLock::new(Rank::Interner, HashMap::new()),
         })
     }
 
-    pub(crate) fn feed(&self) -> &Feed {
-        &self.feed
+    /// The environment, which the change feed ([`Feed`](crate::feed::Feed)) shares.
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
     }
 
     pub fn read_txn(&self) -> Result<RoTxn<'_, WithoutTls>> {
-        Ok(self.env.read_txn()?)
+        self.db.read_txn()
     }
 
     pub fn write_txn(&self) -> Result<RwTxn<'_>> {
-        Ok(self.env.write_txn()?)
+        self.db.write_txn()
     }
 
     /// Makes every committed transaction durable (the environment runs with `NO_SYNC`).
     pub fn force_sync(&self) -> Result<()> {
-        Ok(self.env.force_sync()?)
+        self.db.force_sync()
     }
 
     /// The index format version, if one was written.
@@ -319,9 +246,7 @@ impl Index {
         self.blocks.clear(txn)?;
         self.entries.clear(txn)?;
         self.info.clear(txn)?;
-        let legacy: Option<Database<Bytes, Bytes>> =
-            self.env.open_database(txn, Some("records"))?;
-        if let Some(db) = legacy {
+        if let Some(db) = self.db.legacy_records(txn)? {
             db.clear(txn)?;
         }
         self.forget_attrs();
@@ -479,7 +404,7 @@ impl Index {
             }
             (AttrsRef::Inline(m), _) => m.clone(),
         };
-        Ok((s.ts, IndexValue::from_slot(s, meta)))
+        Ok((s.ts, value_of_slot(s, meta)))
     }
 
     pub fn get_record(&self, txn: &Txn<'_>, entry_id: u32, ts: u64) -> Result<Option<IndexValue>> {
@@ -593,7 +518,7 @@ impl Index {
                     r
                 }
             };
-            slots_in.push((ts, Some(v.into_slot(ts, m))));
+            slots_in.push((ts, Some(slot_of(v, ts, m))));
         }
         let mut it = slots_in.into_iter().peekable();
         while let Some((ts0, _)) = it.peek() {
@@ -779,7 +704,7 @@ impl Index {
 mod tests {
     use super::*;
     use crate::codec::chunk::CHUNK_RECORDS;
-    use crate::Labels;
+    use crate::record::Labels;
     use std::collections::BTreeMap;
 
     fn rec_attrs(ct: &str, pairs: &[(&str, String)]) -> Arc<Attrs> {

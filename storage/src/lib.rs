@@ -26,6 +26,7 @@ mod block;
 mod bucket;
 mod codec;
 mod commit;
+mod db;
 mod entry;
 mod error;
 mod feed;
@@ -34,25 +35,24 @@ mod histogram;
 mod index;
 mod labels;
 mod layout;
-mod link;
 mod lock;
-mod mapped;
-mod multi;
 mod names;
+mod object_store;
+mod payload;
 mod quota;
 mod read;
 mod record;
 mod recover;
-mod remove;
-mod round;
-mod select;
+mod selector;
 mod settings;
 mod spool;
+mod spool_block;
 mod store;
 mod tier;
 mod trash;
 mod when;
 mod write;
+mod write_round;
 
 pub use block::RecordReader;
 pub use error::{
@@ -63,26 +63,24 @@ pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedR
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
-pub use mapped::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
-pub use multi::{entry_pattern_matches, MultiIter};
-pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
-pub use read::{QueryItem, QueryIter};
+pub use names::{
+    entry_pattern_matches, validate_bucket_name, validate_entry_name, validate_label_key,
+};
+pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
+pub use payload::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
     RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
 };
 pub use recover::rebuild_index;
-pub use round::{Group, GroupResult};
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
+    TierConfig,
 };
-pub use spool::Spool;
-pub use store::{Store, StoreStats};
-pub use tier::{
-    lower_thread_priority, Listed, ObjectError, ObjectHead, ObjectStore, PendingGet, RefreshReport,
-    TierConfig, TierStats,
-};
+pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats};
+pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
+pub use write_round::{Group, GroupResult};
 
 /// The current time in microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {

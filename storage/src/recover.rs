@@ -17,12 +17,17 @@ use heed::RwTxn;
 use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame, OpenedBlock};
 use crate::bucket::Bucket;
 use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
+use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::entry::{Entry, EntryState};
-use crate::index::{Attrs, BlockState, Index, IndexValue, RecChange, INDEX_VERSION};
+use crate::error::{Error, OpenError, Result};
+use crate::index::{Index, RecChange, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::entry_from_dir_name;
+use crate::names::{validate_bucket_name, validate_entry_name};
+use crate::now_micros;
+use crate::record::RecoveryReport;
+use crate::settings::{BucketSettings, StoreOptions, SyncPolicy};
 use crate::trash::Trash;
-use crate::*;
 
 /// What opening a data folder found: built by this module, turned into the store's `Inner` by `Store::open`.
 pub(crate) struct Loaded {

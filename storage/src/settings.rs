@@ -1,6 +1,9 @@
 //! Settings of a store (how it is opened) and of a bucket (how its data is kept).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::object_store::ObjectStore;
 
 /// When written bytes are forced to stable storage. See `docs/operations.md` for what each
 /// promises on power loss; all three survive a process crash (`kill -9`) without losing an
@@ -72,7 +75,7 @@ pub struct StoreOptions {
     /// `RLIMIT_NOFILE` leaves after a margin; see `files.rs`).
     pub max_open_files: Option<usize>,
     /// Tiering of sealed blocks to an object store (`None`: everything stays local).
-    pub tier: Option<crate::TierConfig>,
+    pub tier: Option<TierConfig>,
 }
 
 impl Default for StoreOptions {
@@ -304,5 +307,53 @@ impl BucketSettings {
             }
         }
         Ok(s)
+    }
+}
+
+/// How a store tiers to an object store (`StoreOptions::tier`).
+#[derive(Clone)]
+pub struct TierConfig {
+    pub store: Arc<dyn ObjectStore>,
+    /// Key prefix in the object store's bucket (no leading or trailing `/`; may be empty).
+    pub prefix: String,
+    /// Bytes of block ranges kept in the local cache.
+    pub cache_bytes: u64,
+    /// Uploads in flight at once.
+    pub uploads: usize,
+    /// Bytes a query's read of a tiered block fetches at once (a point read fetches exactly
+    /// its frame).
+    pub read_ahead: u64,
+    /// How often the tier thread looks for blocks to upload.
+    pub every: Duration,
+    /// False on a read replica: nothing is uploaded or deleted, and writes are refused.
+    pub upload: bool,
+}
+
+impl std::fmt::Debug for TierConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TierConfig")
+            .field("store", &self.store.describe())
+            .field("prefix", &self.prefix)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("uploads", &self.uploads)
+            .field("read_ahead", &self.read_ahead)
+            .field("every", &self.every)
+            .field("upload", &self.upload)
+            .finish()
+    }
+}
+
+impl TierConfig {
+    /// Defaults for everything but the store and prefix.
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> TierConfig {
+        TierConfig {
+            store,
+            prefix: prefix.trim_matches('/').to_string(),
+            cache_bytes: 256 << 20,
+            uploads: 4,
+            read_ahead: 4 << 20,
+            every: Duration::from_millis(250),
+            upload: true,
+        }
     }
 }

@@ -13,7 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::*;
+use crate::error::{Error, Result};
+use crate::files::sync_dir;
+use crate::now_micros;
+use crate::record::RecoveryReport;
 
 pub(crate) const TRASH_DIR: &str = ".trash";
 
@@ -86,11 +89,4 @@ fn remove_any(p: &Path) {
     if let Err(e) = res {
         log::warn!("could not delete {p:?} from the trash: {e}");
     }
-}
-
-/// Makes a folder's entries (files created, renamed or removed in it) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| Error::io(format!("syncing folder {dir:?}"), e))
 }

@@ -24,7 +24,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use crate::Labels;
+use crate::record::Labels;
 
 /// A constant of a condition.
 #[derive(Debug, Clone)]

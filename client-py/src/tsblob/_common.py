@@ -31,6 +31,8 @@ DEFAULT_EAGER_LIMIT = 1 << 20
 DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_BATCH_RECORDS = 10_000
 STREAM_CHUNK = 1 << 20
+# The last 8 bytes of a complete MCAP file (and its first).
+MCAP_MAGIC = b"\x89MCAP0\r\n"
 """Bytes read at a time from a file object being uploaded."""
 
 Labels = Mapping[str, LabelValue]

@@ -39,7 +39,18 @@ pub enum Command {
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
-    /// Copy records: server to server, server to a folder (export), folder to server (import).
+    /// Copy records: server to server, server to a folder (export), folder to server (import),
+    /// server to an MCAP file, MCAP file or ROS 2 bag to server.
+    ///
+    /// MCAP and ROS 2 bags: a destination ending in `.mcap` is an MCAP file (each entry a
+    /// channel, each record a message at its timestamp, labels on a `<topic>#labels` channel,
+    /// zstd chunks with a summary and message indexes); a source ending in `.mcap`, or a
+    /// rosbag2 folder (metadata.yaml and its .mcap files), is imported (each topic an entry,
+    /// its leading `/` dropped and other characters escaped as `.XX`; each message a record
+    /// at its log time in µs, with the labels mcap.encoding, mcap.schema and
+    /// mcap.schema_encoding). An import run again finds what is there; a damaged or truncated
+    /// file imports every intact chunk, reports the rest and fails. The mapping both ways:
+    /// docs/api.md, "MCAP export and import".
     Cp(cli::CpArgs),
     /// Save servers under short names, used with --alias/-a.
     Alias(cli::AliasArgs),

@@ -33,6 +33,8 @@ use super::human::{parse_time, size};
 use super::records::{bar, extension_of};
 use super::{seg, Client};
 use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
+
+mod mcap;
 use tsblob_proto::framing::{Decoder, Event};
 
 /// A batch is sent when its payloads reach this many bytes ...
@@ -48,9 +50,11 @@ const INDEX: &str = "index.ndjson";
 /// `tsblob cp SRC DST`
 #[derive(Debug, clap::Args)]
 pub struct CpArgs {
-    /// Source: `http[s]://host:port/BUCKET[/ENTRY-GLOB]` or an export folder.
+    /// Source: `http[s]://host:port/BUCKET[/ENTRY-GLOB]`, an export folder, an MCAP file
+    /// (`*.mcap`) or a rosbag2 folder (holding `metadata.yaml` and its `.mcap` files).
     pub src: String,
-    /// Destination: `http[s]://host:port/BUCKET` or a folder.
+    /// Destination: `http[s]://host:port/BUCKET`, a folder, or an MCAP file (`*.mcap`,
+    /// from a server source).
     pub dst: String,
     /// Entry names or globs (`*` in a segment, `**` across), comma-separated; default: the
     /// source URL's entry part, or every entry.
@@ -96,13 +100,26 @@ enum Place {
         ca: Option<Vec<u8>>,
     },
     Folder(PathBuf),
+    /// An MCAP file (`*.mcap`).
+    Mcap(PathBuf),
+    /// A rosbag2 folder (`metadata.yaml` and `.mcap` files).
+    Bag(PathBuf),
 }
 
 fn place(s: &str, ca: &Option<Vec<u8>>) -> anyhow::Result<Place> {
     let (scheme, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
         (Some(rest), _) => ("http", rest),
         (_, Some(rest)) => ("https", rest),
-        _ => return Ok(Place::Folder(PathBuf::from(s))),
+        _ => {
+            let p = PathBuf::from(s);
+            return Ok(if mcap::is_mcap(&p) {
+                Place::Mcap(p)
+            } else if mcap::is_bag(&p) {
+                Place::Bag(p)
+            } else {
+                Place::Folder(p)
+            });
+        }
     };
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let mut parts = path.trim_matches('/').splitn(2, '/');
@@ -166,6 +183,22 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         _ => vec!["**".to_string()],
     };
     let mut start = args.start;
+    match (&src, &dst) {
+        (_, Place::Bag(p)) => bail!(
+            "{} is a rosbag2 folder: give an MCAP file (out.mcap) to export to",
+            p.display()
+        ),
+        (Place::Mcap(_) | Place::Bag(_), Place::Server { .. }) if args.from_last => bail!(
+            "--from-last continues a copy between servers and folders; importing an MCAP again finds what is there already"
+        ),
+        (Place::Mcap(_) | Place::Bag(_), Place::Server { .. }) => {}
+        (Place::Mcap(p) | Place::Bag(p), _) => bail!(
+            "{} is read into a server bucket: give http[s]://host:port/BUCKET as the destination",
+            p.display()
+        ),
+        (_, Place::Mcap(out)) => return export_mcap(&src, out, &patterns, &args).await,
+        _ => {}
+    }
     if args.from_last {
         start = from_last(&src, &dst, &patterns, &args).await?;
         match start {
@@ -191,22 +224,26 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             match src {
                 Place::Server {
                     url, bucket, ca, ..
-                } => {
-                    read_server(
-                        &url,
-                        &bucket,
-                        token,
-                        ca.as_deref(),
-                        &patterns,
-                        start,
-                        stop,
-                        args_when.as_deref(),
-                        tx,
-                    )
-                    .await
-                }
+                } => read_server(
+                    &url,
+                    &bucket,
+                    token,
+                    ca.as_deref(),
+                    &patterns,
+                    start,
+                    stop,
+                    args_when.as_deref(),
+                    tx,
+                )
+                .await
+                .map(|n| (n, None)),
                 Place::Folder(dir) => {
-                    read_folder(&dir, &patterns, start, stop, args_when.as_deref(), tx).await
+                    read_folder(&dir, &patterns, start, stop, args_when.as_deref(), tx)
+                        .await
+                        .map(|n| (n, None))
+                }
+                Place::Mcap(p) | Place::Bag(p) => {
+                    mcap::import(p, patterns, start, stop, args_when, tx).await
                 }
             }
         })
@@ -223,12 +260,14 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             write_server(&d, ca.as_deref(), rx, &pb).await
         }
         Place::Folder(dir) => write_folder(dir, rx, &pb).await,
+        // Refused above.
+        Place::Mcap(p) | Place::Bag(p) => bail!("cannot copy into {}", p.display()),
     };
     let produced = producer.await.context("the reading task failed")?;
     pb.finish_and_clear();
     // A writer error stops the reader (its channel closes): report the writer's first.
     let totals = consumed?;
-    let read = produced?;
+    let (read, incomplete) = produced?;
     eprintln!(
         "{read} records read, {} written, {} already there, {} conflicts, {}",
         totals.written,
@@ -249,6 +288,50 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             totals.written + totals.existing
         );
     }
+    if let Some(why) = incomplete {
+        bail!(why);
+    }
+    Ok(())
+}
+
+/// `tsblob cp SERVER/BUCKET out.mcap`.
+async fn export_mcap(
+    src: &Place,
+    out: &Path,
+    patterns: &[String],
+    args: &CpArgs,
+) -> anyhow::Result<()> {
+    let Place::Server {
+        url, bucket, ca, ..
+    } = src
+    else {
+        bail!("an MCAP export reads from a server: give http[s]://host:port/BUCKET[/ENTRY-GLOB] as the source");
+    };
+    if args.from_last {
+        bail!("--from-last continues a copy; an MCAP file is written whole: give --start");
+    }
+    let pb = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let pb = bar(None);
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    };
+    let n = mcap::export(
+        url,
+        bucket,
+        args.src_token.clone(),
+        ca.as_deref(),
+        patterns,
+        args.start,
+        args.stop,
+        args.when.as_deref(),
+        out,
+        &pb,
+    )
+    .await;
+    pb.finish_and_clear();
+    eprintln!("{} written to {}", size(n?), out.display());
     Ok(())
 }
 
@@ -268,6 +351,7 @@ async fn from_last(
             .into_keys()
             .collect(),
         Place::Folder(dir) => folder_entries(dir)?.into_iter().map(|(e, _)| e).collect(),
+        Place::Mcap(p) | Place::Bag(p) => bail!("--from-last does not read {}", p.display()),
     };
     let latest: HashMap<String, u64> = match dst {
         Place::Server {
@@ -286,6 +370,7 @@ async fn from_last(
             }
             out
         }
+        Place::Mcap(p) | Place::Bag(p) => bail!("--from-last does not read {}", p.display()),
     };
     let mut start: Option<u64> = None;
     for e in source_entries

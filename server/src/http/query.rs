@@ -309,12 +309,16 @@ fn many_entries(r: QueryRequest) -> Result<QueryRequest, AppError> {
            ("strict" = Option<bool>, Query),
            ("meta" = Option<bool>, Query, description = "NDJSON lines {ts, entry, size, content_type, labels}"),
            ("follow" = Option<bool>, Query, description = "live tail over the entries (as on the entry route)"),
-           ("heartbeat" = Option<u64>, Query), ("settle_ms" = Option<u64>, Query)),
+           ("heartbeat" = Option<u64>, Query), ("settle_ms" = Option<u64>, Query),
+           ("format" = Option<String>, Query, description = "`mcap`: the records as one MCAP file (application/x-mcap; docs/api.md, MCAP export)")),
     responses((status = 200, description = "record frames of kind 4 (each names its entry), then an end frame; ties in timestamp come in entry-name order",
                content_type = "application/x-tsblob-records", body = Vec<u8>),
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn stream_bucket(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
+    if let Some(q) = crate::mcap::export::requested(req.uri().query())? {
+        return crate::mcap::export::stream(t, q).await;
+    }
     let r = parse_query(req.uri().query())?;
     answer(t, many_entries(r)?).await
 }

@@ -17,7 +17,7 @@
 
 use super::bytes::{put_padded_varint, put_varint, unzigzag, zigzag, PADDED_VARINT};
 use super::{DecodeError, Reader};
-use crate::Labels;
+use crate::record::Labels;
 
 pub const FRAME_MAGIC: u8 = 0xA5;
 pub const FLAG_ZSTD: u8 = 0x01;
@@ -242,11 +242,35 @@ fn split_head(buf: &[u8], base_ts: u64) -> Result<(HeadFields, &[u8], &[u8]), De
 /// Sets the CRC field of `head` for a frame whose `stored` payload bytes (written apart
 /// from the head) have the CRC32C `payload_crc`: the head's covered bytes, then the payload.
 pub fn seal_head(head: &mut [u8], payload_crc: u32, stored: u64) {
-    let crc = crc32c::crc32c_combine(
-        crc32c::crc32c(&head[FRAME_PREFIX..]),
-        payload_crc,
-        stored as usize,
-    );
+    put_crc(head, combine_crc(head_bytes_crc(head), payload_crc, stored));
+}
+
+/// CRC32C of the bytes of a frame's head that the frame CRC covers (after the prefix).
+pub fn head_bytes_crc(head: &[u8]) -> u32 {
+    crc32c::crc32c(&head[FRAME_PREFIX..])
+}
+
+/// The frame CRC from its head's part ([`head_bytes_crc`]) and its `stored` payload
+/// bytes' CRC32C.
+pub fn combine_crc(head_crc: u32, payload_crc: u32, stored: u64) -> u32 {
+    crc32c::crc32c_combine(head_crc, payload_crc, stored as usize)
+}
+
+/// The frame CRC of a head and its stored payload, both in memory.
+pub fn frame_crc_of(head: &[u8], payload: &[u8]) -> u32 {
+    crc32c::crc32c_append(head_bytes_crc(head), payload)
+}
+
+/// Sets the CRC field of `head` for a frame whose stored payload is `pieces`, in order (a
+/// payload in memory, however it is split): the head's covered bytes, then each piece.
+pub fn seal_head_over<'p>(head: &mut [u8], pieces: impl IntoIterator<Item = &'p [u8]>) {
+    let crc = pieces
+        .into_iter()
+        .fold(head_bytes_crc(head), crc32c::crc32c_append);
+    put_crc(head, crc);
+}
+
+fn put_crc(head: &mut [u8], crc: u32) {
     head[2..6].copy_from_slice(&crc.to_le_bytes());
 }
 

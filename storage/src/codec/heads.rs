@@ -15,8 +15,8 @@
 use std::sync::Arc;
 
 use super::bytes::put_varint;
+use super::index::IndexValue;
 use super::{Attrs, DecodeError, Reader};
-use crate::index::IndexValue;
 
 pub(crate) const HEADS_MAGIC: &[u8; 8] = b"TSHDS001";
 

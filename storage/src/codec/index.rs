@@ -3,10 +3,11 @@
 //! `metas`, `blocks` and `entries` ("LMDB index" in `docs/storage-format.md`). Keys are
 //! big-endian, so LMDB's byte order is numeric order; values are little-endian.
 
+use std::sync::Arc;
+
 use super::frame::{decode_labels, encode_labels, loaded_content_type, stored_content_type};
 use super::{bytes::put_varint, DecodeError, Reader};
-use crate::index::BlockState;
-use crate::Labels;
+use crate::record::Labels;
 
 /// A record's *attributes*: its content type and labels, what the index keeps of it
 /// besides where it is and its size (a `metas` value, or inline in a chunk, or in a heads
@@ -159,6 +160,52 @@ fn be<const N: usize>(b: Option<&[u8]>) -> Result<[u8; N], DecodeError> {
             DecodeError::Garbage("a key or value is longer than its type")
         }
     })
+}
+
+/// Where a record lives and what it is, without reading its block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexValue {
+    pub block_id: u64,
+    pub offset: u64,
+    pub frame_len: u64,
+    /// Payload bytes as stored (compressed or not).
+    pub stored: u64,
+    pub size: u64,
+    pub flags: u8,
+    /// Content type and labels, shared by the records that have the same.
+    pub attrs: Arc<Attrs>,
+}
+
+/// The state of one block file as the index knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockState {
+    pub entry_id: u32,
+    pub base_ts: u64,
+    pub min_ts: u64,
+    pub max_ts: u64,
+    /// Live (not removed) records.
+    pub records: u64,
+    /// Bytes of the block file up to the end of the last frame the index has seen.
+    pub indexed_len: u64,
+    pub sealed: bool,
+    /// Uploaded to the object store and verified: the local file is gone (`tier/`).
+    pub tiered: bool,
+}
+
+impl BlockState {
+    /// A block just created for `entry_id` (its first record at `base_ts`), holding only its
+    /// header of `header_len` bytes so far.
+    pub fn new_block(entry_id: u32, base_ts: u64, header_len: u64) -> BlockState {
+        BlockState {
+            entry_id,
+            base_ts,
+            min_ts: base_ts,
+            max_ts: base_ts,
+            records: 0,
+            indexed_len: header_len,
+            ..BlockState::default()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@
 //! | [`block`] | the block file header | "Block header" |
 //! | [`frame`] | the record frame's head, labels, content types | "Record frame" |
 //! | [`chunk`] | the values of the index's `chunks` table | "`chunks`" |
-//! | [`index`] | the other index tables' keys and values: `metas` ([`Attrs`]), `blocks` ([`BlockState`](crate::index::BlockState)), `entries` | "`metas`", "`blocks`", "`entries`" |
+//! | [`index`] | the other index tables' keys and values: `metas` ([`Attrs`]), `blocks` ([`BlockState`](crate::codec::index::BlockState)), `entries` | "`metas`", "`blocks`", "`entries`" |
 //! | [`heads`] | the heads sidecar of a tiered block | "Heads sidecar" |
+//! | [`feed`] | the change feed's keys and values (`feed`, `feed_state`) | "`feed` and `feed_state`" |
 //!
 //! The files that read and write these bytes (`block.rs`, `write.rs`, `read.rs`,
 //! `recover.rs`, `index.rs`, `tier/`) keep their logic and call in here. A decoder given
@@ -21,6 +22,7 @@
 pub mod block;
 pub mod bytes;
 pub mod chunk;
+pub mod feed;
 pub mod frame;
 pub mod heads;
 pub mod index;

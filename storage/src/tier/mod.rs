@@ -1,43 +1,39 @@
 //! Tiering sealed blocks to an S3-compatible object store.
 //!
-//! - `store.rs`: the blocking [`ObjectStore`] trait an embedder implements (the server does,
-//!   with aws-sdk-s3).
+//! - `../object_store.rs` (beside this folder; [`TierConfig`] is in `settings.rs`): the
+//!   blocking [`ObjectStore`] trait an embedder implements (the server does, with aws-sdk-s3).
 //! - `layout.rs`: object keys and the *heads* sidecar that makes a block object
 //!   self-contained for rebuilding an index.
-//! - `upload.rs`: the tier thread: which sealed blocks to upload (per bucket,
-//!   `tier_local_max` and `tier_after`), bounded concurrent uploads with backoff, verify
-//!   (size and CRC32C), then the commit that marks the block tiered, then the local copy is
-//!   dropped; object deletions of evicted or removed blocks.
+//! - `upload.rs`: how the tier thread uploads (its comment), and the tier's pieces of it
+//!   (pending object deletions, an object's CRC by HEAD); the thread, its rounds and the
+//!   commit that marks a block tiered are `Store`'s, in `store/tier.rs`.
 //! - `read.rs`: reads of tiered records (one ranged GET per frame, read-ahead for queries,
 //!   the range cache `cache.rs`), CRC-checked as local reads are.
-//! - `labels.rs`: label updates of tiered records (the index commit, then the heads
-//!   sidecar uploaded again).
-//! - `refresh.rs`: an index built from the object store alone (`--restore-from`,
-//!   `--read-replica`).
+//! - `refresh.rs`: [`RefreshReport`]; the index built from the object store alone
+//!   (`--restore-from`, `--read-replica`) is `Store::tier_refresh` (`store/tier.rs`), as are
+//!   label updates of tiered records.
 //!
 //! A tiered block keeps its state in the index (`BlockState::tiered`) and its records in
 //! the chunks, so quotas and `max_age` count it and queries list it like a local one; only
 //! payload reads differ. No engine lock is held across a network call.
 
 mod cache;
-mod labels;
-mod layout;
+pub(crate) mod layout;
 mod read;
-mod refresh;
-mod store;
-mod upload;
+pub(crate) mod refresh;
+pub(crate) mod upload;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 pub use refresh::RefreshReport;
-pub use store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 
 pub(crate) use layout::block_key;
+pub(crate) use read::Access;
 
 use crate::lock::{Mutex, Rank, RwLock};
+use crate::object_store::ObjectError;
+use crate::settings::TierConfig;
 use cache::RangeCache;
 
 /// Nice value of the threads that upload (the tier thread here; the object store's own
@@ -65,54 +61,6 @@ pub fn lower_thread_priority() {
 
 /// The folder (in the data folder) of blocks whose sidecars must be uploaded again.
 pub(crate) const DIRTY_DIR: &str = ".tier-dirty";
-
-/// How a store tiers to an object store (`StoreOptions::tier`).
-#[derive(Clone)]
-pub struct TierConfig {
-    pub store: Arc<dyn ObjectStore>,
-    /// Key prefix in the object store's bucket (no leading or trailing `/`; may be empty).
-    pub prefix: String,
-    /// Bytes of block ranges kept in the local cache.
-    pub cache_bytes: u64,
-    /// Uploads in flight at once.
-    pub uploads: usize,
-    /// Bytes a query's read of a tiered block fetches at once (a point read fetches exactly
-    /// its frame).
-    pub read_ahead: u64,
-    /// How often the tier thread looks for blocks to upload.
-    pub every: Duration,
-    /// False on a read replica: nothing is uploaded or deleted, and writes are refused.
-    pub upload: bool,
-}
-
-impl std::fmt::Debug for TierConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TierConfig")
-            .field("store", &self.store.describe())
-            .field("prefix", &self.prefix)
-            .field("cache_bytes", &self.cache_bytes)
-            .field("uploads", &self.uploads)
-            .field("read_ahead", &self.read_ahead)
-            .field("every", &self.every)
-            .field("upload", &self.upload)
-            .finish()
-    }
-}
-
-impl TierConfig {
-    /// Defaults for everything but the store and prefix.
-    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> TierConfig {
-        TierConfig {
-            store,
-            prefix: prefix.trim_matches('/').to_string(),
-            cache_bytes: 256 << 20,
-            uploads: 4,
-            read_ahead: 4 << 20,
-            every: Duration::from_millis(250),
-            upload: true,
-        }
-    }
-}
 
 /// The tier's counters, for metrics and `/health`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -156,41 +104,41 @@ pub(crate) struct Tiered {
 
 /// The tier's shared state (one per store, in `Inner`).
 pub(crate) struct Tier {
-    cfg: TierConfig,
+    pub(crate) cfg: TierConfig,
     /// Tiered blocks by id (ordered: a query's next block of an entry is the next id of
     /// that entry).
-    blocks: RwLock<BTreeMap<u64, Tiered>>,
+    pub(crate) blocks: RwLock<BTreeMap<u64, Tiered>>,
     /// Fetches of a query's next tiered block under way (block id → first byte and the
     /// thread fetching), at most [`read::PREFETCHES`] at once.
-    prefetch: Mutex<HashMap<u64, read::Prefetch>>,
+    pub(crate) prefetch: Mutex<HashMap<u64, read::Prefetch>>,
     /// Tiered blocks whose heads sidecar must be uploaded again (a record was removed):
     /// (bucket, entry, id).
-    dirty: Mutex<BTreeSet<(String, String, u64)>>,
+    pub(crate) dirty: Mutex<BTreeSet<(String, String, u64)>>,
     /// Where `dirty` is kept across restarts: one file per block, named by its id, holding
     /// `bucket\nentry` (`<data>/.tier-dirty/`).
-    dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
+    pub(crate) dirty_dir: std::sync::OnceLock<std::path::PathBuf>,
     /// The settings text last uploaded per bucket (`<bucket>/settings` goes up when it
     /// changes, not with every block).
-    settings_sent: Mutex<HashMap<String, String>>,
+    pub(crate) settings_sent: Mutex<HashMap<String, String>>,
     /// The ETag of each tiered block's heads sidecar as last read (read replicas: a
     /// sidecar uploaded again after a removal or label update is read again).
-    heads_seen: Mutex<HashMap<u64, String>>,
+    pub(crate) heads_seen: Mutex<HashMap<u64, String>>,
     /// Object keys to delete (blocks evicted, expired or removed).
-    deletes: Mutex<Vec<String>>,
-    cache: RangeCache,
+    pub(crate) deletes: Mutex<Vec<String>>,
+    pub(crate) cache: RangeCache,
     /// False when orphan objects must not be swept (an index rebuilt without the object
     /// store's sidecars would call every tiered block an orphan).
-    sweep: AtomicBool,
-    available: AtomicBool,
-    last_error: Mutex<Option<String>>,
-    uploaded_blocks: AtomicU64,
-    uploaded_bytes: AtomicU64,
-    upload_errors: AtomicU64,
-    gets: AtomicU64,
-    get_errors: AtomicU64,
-    deleted: AtomicU64,
+    pub(crate) sweep: AtomicBool,
+    pub(crate) available: AtomicBool,
+    pub(crate) last_error: Mutex<Option<String>>,
+    pub(crate) uploaded_blocks: AtomicU64,
+    pub(crate) uploaded_bytes: AtomicU64,
+    pub(crate) upload_errors: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) get_errors: AtomicU64,
+    pub(crate) deleted: AtomicU64,
     /// Sidecars out of `dirty` whose upload is under way (counted as pending).
-    sidecars_in_flight: AtomicU64,
+    pub(crate) sidecars_in_flight: AtomicU64,
 }
 
 impl Tier {
@@ -313,7 +261,7 @@ impl Tier {
         drop(set);
     }
 
-    fn ok(&self) {
+    pub(crate) fn ok(&self) {
         if !self.available.swap(true, Ordering::AcqRel) {
             log::info!(
                 "the object store {} is available again",
@@ -323,7 +271,7 @@ impl Tier {
         *self.last_error.lock() = None;
     }
 
-    fn failed(&self, e: &ObjectError) {
+    pub(crate) fn failed(&self, e: &ObjectError) {
         if let ObjectError::Unavailable(_) | ObjectError::Tls(_) = e {
             if self.available.swap(false, Ordering::AcqRel) {
                 log::warn!("the object store is unavailable: {e}");

@@ -8,13 +8,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{ObjectError, PendingGet, Tier, Tiered};
+use super::{Tier, Tiered};
 use crate::block::{check_frame, stored_payload, Expect};
 use crate::codec::frame::{HeadFields, FLAG_ZSTD};
+use crate::codec::index::IndexValue;
 use crate::entry::Entry;
-use crate::index::IndexValue;
-use crate::read::Access;
-use crate::*;
+use crate::error::{CorruptionError, Error, Result, TierError};
+use crate::object_store::{ObjectError, PendingGet};
+use crate::payload::{Payload, SharedPayload};
 
 impl Tier {
     /// The head fields and payload of a record of a tiered block; `Ok(None)` if the block
@@ -190,6 +191,16 @@ impl Tier {
             map.insert(id, Prefetch { start: 0, get });
         }
     }
+}
+
+/// How a record is read: alone (a point read), or as one of a query's records, which
+/// lets a tiered block's read fetch ahead into the cache for the records after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// One record by its timestamp.
+    Point,
+    /// The next record of a query (range scan).
+    Scan,
 }
 
 /// Prefetches of next blocks under way at once, over all queries: each holds at most twice

@@ -13,9 +13,11 @@ of ``await`` so that they read right in both clients.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
+import os
 import zlib
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -844,6 +846,47 @@ class AsyncClient:
         params = c.query_params(start, stop, eq, ne, has, missing, limit, desc, when, strict, meta)
         path = c.query_path(bucket, entry, entries, params)
         return AsyncQueryIterator(self, path, params, meta=meta, resumable=when is None)
+
+    async def export_mcap(self, bucket: str, entries: Union[str, Sequence[str]], start: Optional[Timestamp] = None,
+                          stop: Optional[Timestamp] = None, path: Any = None, *,
+                          when: Optional[Mapping[str, Any]] = None, strict: bool = False,
+                          progress: Optional[Callable[[int], None]] = None) -> int:
+        """Writes the records of ``entries`` (names and globs, as in :meth:`query`) with
+        ``start <= ts < stop`` into the MCAP file at ``path``: each entry a channel, each record
+        a message at its timestamp, labels on a ``<topic>#labels`` channel (the mapping is in
+        docs/api.md, "MCAP export"). Streamed from the server (bounded memory), into
+        ``path + ".part"`` renamed to ``path`` once complete, so an interrupted export leaves
+        no file that looks whole. ``progress(bytes done)`` after each chunk; returns the
+        bytes written."""
+        if path is None:
+            raise TypeError("export_mcap needs the path of the MCAP file to write")
+        params = c.query_params(start, stop, None, None, None, None, None, False, when, strict, False)
+        qpath = c.query_path(bucket, None, entries, params)
+        params.append(("format", "mcap"))
+        stream = await self._request("GET", c.target(qpath, params), None, None, self.retry, True)
+        part = os.fspath(path) + ".part"
+        done, tail = 0, b""
+        try:
+            with open(part, "wb") as f:
+                async for chunk in stream.chunks():
+                    f.write(chunk)
+                    done += len(chunk)
+                    tail = (tail + chunk)[-8:]
+                    if progress is not None:
+                        progress(done)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(part)
+            raise
+        finally:
+            await stream.aclose()
+        if tail != c.MCAP_MAGIC:
+            with contextlib.suppress(OSError):
+                os.remove(part)
+            raise ProtocolError(f"the MCAP stream ended before the file's end ({done} bytes): export again",
+                                code="truncated")
+        os.replace(part, path)
+        return done
 
     @overload
     def tail(self, bucket: str, entry: Optional[str] = None, start: Optional[Timestamp] = None, *,

@@ -1,68 +1,127 @@
-//! Selecting records from the index alone: label filters, a condition and a limit, applied
-//! to pages of index records by queries (`read.rs`) and by [`Store::remove_where`].
+//! Removing records and ranges.
+//!
+//! A removed record gets the `deleted` flag in its frame header (the one byte of a block
+//! that changes after it is written) and leaves the index. A block whose records are all
+//! removed is deleted whole (`quota.rs`, `delete_block`), unless it is the block being
+//! appended to. Everything happens under the entry's lock, with the record's location read
+//! under that lock: a removal and a label update of one record are serialized, so neither
+//! can retire a frame the other already moved, nor bring back one the other removed.
+//!
+//! The removal of the matches of a query lists them with `selector.rs`'s `Selector`.
 
-use crate::index::{IndexValue, Order};
-use crate::when::{Matcher, Stop};
-use crate::*;
+use std::collections::BTreeSet;
+use std::os::unix::fs::FileExt;
 
-/// Index records scanned per page by `remove_where` (one index commit per page at most).
-/// Records removed per index commit in a removal (by range or condition).
-const REMOVE_PAGE: usize = 4096;
+use crate::bucket::Bucket;
+use crate::codec::frame::FLAG_DELETED;
+use crate::codec::index::IndexValue;
+use crate::commit::{Change, Op};
+use crate::entry::{Entry, EntryState};
+use crate::error::{Error, NotFound, Result};
+use crate::index::Order;
+use crate::record::Query;
+use crate::selector::{Selector, REMOVE_PAGE};
+use crate::store::Store;
 
-/// What a query keeps of the records it walks, with the state of its condition.
-pub(crate) struct Selector {
-    filters: Vec<LabelFilter>,
-    matcher: Option<Matcher>,
-    /// Records still to keep (`Query::limit`).
-    left: u64,
-}
-
-impl Selector {
-    pub(crate) fn new(q: &Query) -> Selector {
-        Selector {
-            filters: q.filters.clone(),
-            matcher: q
-                .when
-                .as_ref()
-                .map(|c| Matcher::new(c, q.strict, q.descending)),
-            left: q.limit.unwrap_or(u64::MAX),
-        }
+impl Store {
+    pub fn remove_record(&self, bucket: &str, entry: &str, ts: u64) -> Result<()> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let mut st = e.lock_live(bucket)?;
+        let v = {
+            let txn = self.inner.index.read_txn()?;
+            self.inner.index.get_record(&txn, e.id(), ts)?
+        };
+        let v = v.ok_or_else(|| NotFound::Record {
+            bucket: bucket.into(),
+            entry: entry.into(),
+            ts,
+        })?;
+        self.remove_listed(&b, &e, &mut st, vec![(ts, v)])
     }
 
-    /// Moves the records of `page` that match into `out`, in order. `Ok(true)`: the query
-    /// has ended (its limit or a `$limit` was reached); nothing after the last kept record
-    /// may match. An `Err` (a strict condition met a missing label) comes after the records
-    /// kept before it, which are in `out`.
-    pub(crate) fn select(
-        &mut self,
-        page: Vec<(u64, IndexValue)>,
-        out: &mut impl Extend<(u64, IndexValue)>,
-    ) -> Result<bool> {
-        for (ts, v) in page {
-            if self.left == 0 {
-                return Ok(true);
+    /// Removes records with `start <= ts < stop`; returns how many.
+    pub fn remove_range(&self, bucket: &str, entry: &str, start: u64, stop: u64) -> Result<u64> {
+        // A range is a query without conditions: one removal loop serves both.
+        self.remove_where(
+            bucket,
+            entry,
+            &Query {
+                start: Some(start),
+                stop: Some(stop),
+                ..Query::default()
+            },
+        )
+    }
+
+    /// Flags the frames deleted, drops them from the index, deletes emptied blocks.
+    pub(crate) fn remove_listed(
+        &self,
+        b: &Bucket,
+        e: &Entry,
+        st: &mut EntryState,
+        listed: Vec<(u64, IndexValue)>,
+    ) -> Result<()> {
+        let mut ops = Vec::with_capacity(listed.len() + 4);
+        let mut touched = BTreeSet::new();
+        for (ts, v) in &listed {
+            self.flag_deleted(e, v)?;
+            ops.push(Op::DelRec {
+                entry_id: e.id(),
+                ts: *ts,
+            });
+            if st.retire_one(v.block_id).is_some() {
+                touched.insert(v.block_id);
             }
-            let labels = &v.attrs.labels;
-            if !self.filters.iter().all(|f| f.matches(labels)) {
-                continue;
-            }
-            if let Some(m) = self.matcher.as_mut() {
-                match m.matches(ts, labels) {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    Err(Stop::Limit) => return Ok(true),
-                    Err(Stop::Missing(label)) => {
-                        return Err(QueryError::MissingLabel { label, ts }.into())
-                    }
-                    Err(Stop::Invalid(message)) => {
-                        return Err(QueryError::Invalid { message, ts }.into())
-                    }
-                }
-            }
-            self.left -= 1;
-            out.extend([(ts, v)]);
         }
-        Ok(self.left == 0)
+        let mut emptied = Vec::new();
+        // Tiered blocks are marked again after the commit (see `store/tier.rs`: a sidecar
+        // upload that read the index before it must be followed by another).
+        let tiered: Vec<u64> = match &self.inner.tier {
+            Some(t) => touched
+                .iter()
+                .copied()
+                .filter(|id| t.is_tiered(*id))
+                .collect(),
+            None => Vec::new(),
+        };
+        for id in touched {
+            let Some(m) = st.block(id) else {
+                continue;
+            };
+            if m.records == 0 && !st.is_active(id) {
+                emptied.push(id);
+            }
+            ops.push(Op::PutBlock { id, state: m });
+        }
+        self.inner.commit(Change { ops, files: vec![] })?;
+        crate::crash_point("records-removal-committed");
+        if let Some(t) = &self.inner.tier {
+            for id in tiered {
+                t.mark_dirty(&e.bucket_name(), e.name(), id);
+            }
+        }
+        for id in emptied {
+            self.delete_block(b, e, st, id)?;
+        }
+        Ok(())
+    }
+
+    /// Sets a frame's `deleted` flag (outside its CRC), so a rebuild skips it. A tiered
+    /// block has no local file: its heads sidecar is uploaded again without the record.
+    pub(crate) fn flag_deleted(&self, e: &Entry, v: &IndexValue) -> Result<()> {
+        if let Some(t) = self.inner.tier.as_ref().filter(|t| t.is_tiered(v.block_id)) {
+            t.mark_dirty(&e.bucket_name(), e.name(), v.block_id);
+            return Ok(());
+        }
+        let file = self.block_file(e, v.block_id)?;
+        file.write_all_at(&[v.flags | FLAG_DELETED], v.offset + 1)
+            .map_err(|err| {
+                Error::io(
+                    format!("flagging a record of block {:016x}", v.block_id),
+                    err,
+                )
+            })
     }
 }
 
@@ -112,8 +171,12 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::*;
+mod select_tests {
+    use crate::error::{Error, QueryError};
+    use crate::record::{BatchRecord, Query, WriteMeta};
+    use crate::settings::{BucketSettings, StoreOptions};
+    use crate::store::Store;
+    use crate::when::{CmpOp, Condition, Operand, Value};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();

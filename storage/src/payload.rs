@@ -27,8 +27,8 @@ use memmap2::{Mmap, MmapOptions};
 
 use crate::block::{check_frame, Expect};
 use crate::codec::frame::FLAG_ZSTD;
-use crate::index::IndexValue;
-use crate::{CorruptionError, Error, Result};
+use crate::codec::index::IndexValue;
+use crate::error::{CorruptionError, Error, Result};
 
 /// Payloads at least this large are mapped; smaller ones are read into a buffer (a
 /// `preadv` costs less than `mmap`, its page-table setup and `munmap`).
@@ -360,14 +360,9 @@ pub(crate) fn map_frame(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use crate::*;
 
-    fn payload(n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i % 253) as u8).collect()
-    }
-
-    fn value(block_id: u64, offset: u64, frame_len: u64) -> crate::index::IndexValue {
-        crate::index::IndexValue {
+    fn value(block_id: u64, offset: u64, frame_len: u64) -> crate::codec::index::IndexValue {
+        crate::codec::index::IndexValue {
             block_id,
             offset,
             frame_len,
@@ -407,116 +402,5 @@ mod tests {
         let first = spans.next(&v, rest.iter(), false);
         assert_eq!(spans.next(&rest[0], [].iter(), false), first);
         assert_eq!(spans.next(&rest[1], [].iter(), false), Span::of(&rest[1]));
-    }
-
-    /// A query's payloads of one block are slices of one mapping (each record's bytes right
-    /// after the previous record's frame head), ascending and descending, and are the bytes
-    /// written; a payload handed out outlives the removal of its block, and the records of a
-    /// block removed while the query runs read as gone (skipped), never as data.
-    #[test]
-    fn a_query_slices_its_payloads_from_one_window_per_block() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
-        let data: Vec<Vec<u8>> = (0..40u64)
-            .map(|ts| {
-                payload(100 << 10)
-                    .into_iter()
-                    .map(|b| b ^ ts as u8)
-                    .collect()
-            })
-            .collect();
-        for (ts, d) in data.iter().enumerate() {
-            s.write("b", "e", &WriteMeta::at(ts as u64), d).unwrap();
-        }
-        for descending in [false, true] {
-            let q = Query {
-                descending,
-                ..Query::default()
-            };
-            let mut w = Windows::default();
-            let mut prev: Option<(u64, usize, usize)> = None;
-            let mut seen = 0;
-            for item in s.query("b", "e", &q).unwrap() {
-                let item = item.unwrap();
-                let p = item.payload_in(&mut w).unwrap().unwrap();
-                let Payload::Mapped(m) = &p else {
-                    panic!("a 100 KiB payload of a query was not sliced from a window");
-                };
-                assert!(p.as_ref() == &data[item.meta.ts as usize][..]);
-                let here = m.as_ref().as_ptr() as usize;
-                if let Some((ts, at, len)) = prev {
-                    // same mapping: the next frame starts where this one ended (+ its head)
-                    let gap = if descending {
-                        at - (here + p.len())
-                    } else {
-                        here - (at + len)
-                    };
-                    assert!(gap < 256, "ts {ts} -> {}: {gap} bytes apart", item.meta.ts);
-                }
-                prev = Some((item.meta.ts, here, p.len()));
-                seen += 1;
-            }
-            assert_eq!(seen, data.len());
-        }
-        // Removal while a query runs: the handed-out payload stays, the rest is gone.
-        let mut w = Windows::default();
-        let mut it = s.query("b", "e", &Query::default()).unwrap();
-        let first = it.next().unwrap().unwrap();
-        let p = first.payload_in(&mut w).unwrap().unwrap();
-        let second = it.next().unwrap().unwrap();
-        s.remove_bucket("b").unwrap();
-        assert!(p.as_ref() == &data[0][..]);
-        assert!(matches!(second.payload_in(&mut w), Err(Error::NotFound(_))));
-    }
-
-    /// Large raw payloads are mapped, small and compressed ones read into memory; all of
-    /// them are the bytes written.
-    #[test]
-    fn large_raw_payloads_are_mapped_the_rest_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
-        let (big, small) = (payload(super::MAP_MIN as usize), payload(1000));
-        s.write("b", "e", &WriteMeta::at(1), &big).unwrap();
-        s.write("b", "e", &WriteMeta::at(2), &small).unwrap();
-        let (meta, p) = s.read_payload("b", "e", Some(1)).unwrap();
-        assert_eq!(meta.size, big.len() as u64);
-        let p = p.unwrap();
-        assert!(matches!(p, Payload::Mapped(_)));
-        assert!(p.as_ref() == big);
-        let p = s.read_payload("b", "e", Some(2)).unwrap().1.unwrap();
-        assert!(matches!(p, Payload::Memory(_)));
-        assert_eq!(p.as_ref(), &small[..]);
-        // Compressed: decompressed into memory.
-        let z = BucketSettings {
-            compression: Compression::Zstd { level: 3 },
-            ..BucketSettings::default()
-        };
-        s.create_bucket("z", z).unwrap();
-        s.write("z", "e", &WriteMeta::at(1), &big).unwrap();
-        let p = s.read_payload("z", "e", Some(1)).unwrap().1.unwrap();
-        assert!(matches!(p, Payload::Memory(_)));
-        assert!(p.as_ref() == big);
-        // Over MAP_MAX: streamed instead (None).
-        let huge = vec![7u8; (super::MAP_MAX + 1) as usize];
-        s.write("b", "e", &WriteMeta::at(3), &huge).unwrap();
-        assert!(s.read_payload("b", "e", Some(3)).unwrap().1.is_none());
-    }
-
-    /// A mapping outlives the removal of its record's bucket (the block file is unlinked,
-    /// not cut): the bytes handed out stay the bytes written.
-    #[test]
-    fn a_mapped_payload_survives_the_removal_of_its_block() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
-        let big = payload(1 << 20);
-        s.write("b", "e", &WriteMeta::at(1), &big).unwrap();
-        let (_, p) = s.read_payload("b", "e", Some(1)).unwrap();
-        let p = p.unwrap();
-        s.remove_bucket("b").unwrap();
-        assert!(p.as_ref() == big);
-        assert!(s.read_payload("b", "e", Some(1)).is_err());
     }
 }

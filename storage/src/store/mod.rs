@@ -1,10 +1,23 @@
-//! The public face of the engine: [`Store`], and bucket and entry management.
+//! The public face of the engine: [`Store`], a thin facade over the engine's modules.
 //!
 //! State lives in three places: block files (the truth), the LMDB index (a rebuildable
 //! cache of where records are), and in-memory state (`Bucket`, `Entry`, built by
-//! `recover.rs` at open and kept in step with every commit). The operations live one
-//! module each: `write.rs`, `read.rs`, `remove.rs`, `labels.rs`, `quota.rs`. Locks are
-//! ranked (`lock.rs`); the order is written in `docs/architecture.md`.
+//! `recover.rs` at open and kept in step with every commit). `Store`'s methods are grouped
+//! one file each in this folder (`buckets.rs`, `write.rs`, `read.rs`, `query.rs`, `remove.rs`,
+//! `labels.rs`, `quota.rs`, `feed.rs`, `tier.rs`); the modules they call sit beside this
+//! folder and never reach back into `Store` or [`Inner`]. Locks are ranked (`lock.rs`); the
+//! order is written in `docs/architecture.md`.
+
+mod buckets;
+mod feed;
+mod labels;
+mod query;
+mod quota;
+mod read;
+mod remove;
+mod spool;
+mod tier;
+mod write;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -12,18 +25,25 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use crate::bucket::{write_settings, Bucket};
-use crate::commit::{Change, Committer, Op};
-use crate::entry::{Entry, EntryState};
+use crate::bucket::Bucket;
+use crate::commit::{Change, Committer};
+use crate::error::{Error, Result};
+use crate::feed::Feed;
+use crate::files;
 use crate::files::FileCache;
 use crate::index::Index;
 use crate::lock::{Mutex, Rank, RwLock};
-use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::quota::FreeSpace;
+use crate::read::Sources;
+use crate::record::RecoveryReport;
 use crate::recover::Loaded;
+use crate::settings::{StoreOptions, SyncPolicy};
+use crate::tier::TierStats;
 use crate::tier::{Tier, Tiered};
-use crate::trash::{sync_dir, Trash};
-use crate::*;
+use crate::trash::Trash;
+
+pub use query::{MultiIter, QueryItem, QueryIter};
+pub use spool::Spool;
 
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
@@ -35,6 +55,8 @@ pub(crate) struct Inner {
     pub path: PathBuf,
     pub opts: StoreOptions,
     pub index: Index,
+    /// The change feed, beside the index in its environment.
+    pub feed: Feed,
     pub committer: Committer,
     pub files: FileCache,
     pub trash: Trash,
@@ -88,6 +110,7 @@ impl Inner {
             free: FreeSpace::new(),
             path: loaded.path,
             opts,
+            feed: Feed::new(loaded.index.db()),
             index: loaded.index,
             trash: loaded.trash,
             buckets: RwLock::new(Rank::Buckets, loaded.buckets),
@@ -137,6 +160,19 @@ impl Inner {
     /// Whether folder changes must be synced (`SyncPolicy::Always`).
     pub fn sync_dirs(&self) -> bool {
         self.opts.sync == SyncPolicy::Always
+    }
+
+    /// Commits `change` to the index (and the change feed) through the group committer.
+    pub fn commit(&self, change: Change) -> Result<()> {
+        self.committer.commit(&self.index, &self.feed, change)
+    }
+
+    /// Where record payloads are read from.
+    pub fn sources(&self) -> Sources<'_> {
+        Sources {
+            files: &self.files,
+            tier: self.tier.as_ref(),
+        }
     }
 
     pub(crate) fn buckets(&self) -> Vec<Arc<Bucket>> {
@@ -242,217 +278,6 @@ impl Store {
     /// What opening found and repaired.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.inner.report
-    }
-
-    pub(crate) fn get_bucket(&self, name: &str) -> Result<Arc<Bucket>> {
-        validate_bucket_name(name)?;
-        self.inner
-            .buckets
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| NotFound::Bucket(name.to_string()).into())
-    }
-
-    pub(crate) fn get_entry(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
-        validate_entry_name(name)?;
-        bucket.entry(name).ok_or_else(|| {
-            NotFound::Entry {
-                bucket: bucket.name().to_string(),
-                entry: name.to_string(),
-            }
-            .into()
-        })
-    }
-
-    /// The entry, created (folder and id) if it does not exist yet.
-    pub(crate) fn entry_or_create(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
-        validate_entry_name(name)?;
-        if let Some(e) = bucket.entry(name) {
-            return Ok(e);
-        }
-        let _g = self.inner.structure.lock();
-        if let Some(e) = bucket.entry(name) {
-            return Ok(e);
-        }
-        if bucket.is_removed() {
-            return Err(NotFound::Bucket(bucket.name().to_string()).into());
-        }
-        let id = self.inner.next_entry.fetch_add(1, Ordering::Relaxed);
-        let entry = Arc::new(Entry::new(
-            id,
-            name,
-            bucket.dir(),
-            EntryState::new(BTreeMap::new()),
-        ));
-        std::fs::create_dir_all(entry.dir())
-            .map_err(|e| Error::io(format!("creating {:?}", entry.dir()), e))?;
-        if self.inner.sync_dirs() {
-            sync_dir(bucket.dir())?;
-        }
-        let change = Change {
-            ops: vec![Op::PutEntry {
-                bucket: bucket.name().to_string(),
-                entry: name.to_string(),
-                id,
-            }],
-            files: vec![],
-        };
-        self.inner.committer.commit(&self.inner.index, change)?;
-        bucket.insert_entry(entry.clone());
-        Ok(entry)
-    }
-
-    pub fn create_bucket(&self, name: &str, settings: BucketSettings) -> Result<BucketInfo> {
-        validate_bucket_name(name)?;
-        settings.validate().map_err(BucketError::InvalidSettings)?;
-        let _g = self.inner.structure.lock();
-        if self.inner.buckets.read().contains_key(name) {
-            return Err(BucketError::Exists(name.to_string()).into());
-        }
-        let dir = self.inner.path.join(name);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {dir:?}"), e))?;
-        write_settings(&dir, &settings)?;
-        sync_dir(&self.inner.path)?;
-        let bucket = Arc::new(Bucket::new(name, dir, settings));
-        self.inner
-            .buckets
-            .write()
-            .insert(name.to_string(), bucket.clone());
-        bucket.info(&self.inner.index)
-    }
-
-    pub fn bucket(&self, name: &str) -> Result<BucketInfo> {
-        self.get_bucket(name)?.info(&self.inner.index)
-    }
-
-    pub fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        self.inner
-            .buckets()
-            .iter()
-            .map(|b| b.info(&self.inner.index))
-            .collect()
-    }
-
-    /// Changes settings; a smaller FIFO quota takes effect at the next write.
-    pub fn update_bucket(&self, name: &str, update: &BucketSettingsUpdate) -> Result<BucketInfo> {
-        let bucket = self.get_bucket(name)?;
-        {
-            // Serialized with removal and creation: the settings file of a bucket removed
-            // meanwhile is not written into the trash (an I/O error), nor over the file of
-            // a bucket created again under its name; such a bucket is not found.
-            let _g = self.inner.structure.lock();
-            self.still_registered(name, &bucket)?;
-            bucket.update_settings(update)?;
-        }
-        bucket.info(&self.inner.index)
-    }
-
-    /// `NotFound` unless `bucket` is still the bucket registered as `name` (under
-    /// `structure`, it stays so until the lock is released).
-    fn still_registered(&self, name: &str, bucket: &Arc<Bucket>) -> Result<()> {
-        let registered = self
-            .inner
-            .buckets
-            .read()
-            .get(name)
-            .is_some_and(|b| Arc::ptr_eq(b, bucket));
-        if registered {
-            Ok(())
-        } else {
-            Err(NotFound::Bucket(name.to_string()).into())
-        }
-    }
-
-    /// Removes a bucket with all its entries and records. The bucket's folder goes to the
-    /// trash first (one atomic step: after a crash the bucket is gone), then the index
-    /// forgets each entry, then the folder is deleted.
-    pub fn remove_bucket(&self, name: &str) -> Result<()> {
-        let bucket = self.get_bucket(name)?;
-        // The structure lock is held throughout: a bucket or entry of the same name created
-        // meanwhile could otherwise lose its index key to this removal's commits.
-        let _g = self.inner.structure.lock();
-        self.still_registered(name, &bucket)?;
-        let trashed = self.inner.trash.take(bucket.dir())?;
-        self.inner.buckets.write().remove(name);
-        bucket.mark_removed();
-        crate::crash_point("bucket-trashed");
-        let mut result = Ok(());
-        for e in bucket.entries() {
-            // An entry removed meanwhile (by `remove_entry`) is skipped.
-            let Ok(mut st) = e.lock_live(name) else {
-                continue;
-            };
-            let r = self.forget_entry(&bucket, &e, &mut st);
-            if result.is_ok() {
-                result = r;
-            }
-        }
-        if let Some(t) = trashed {
-            self.inner.trash.empty(&t);
-        }
-        result
-    }
-
-    /// The index commit and memory side of an entry's removal (its folder is already in
-    /// the trash or about to be). Holds the entry's lock.
-    fn forget_entry(&self, b: &Bucket, e: &Arc<Entry>, st: &mut EntryState) -> Result<()> {
-        let mut ops = vec![Op::DelEntryRecords { entry_id: e.id() }];
-        ops.extend(st.block_ids().map(|id| Op::DelBlock { id }));
-        ops.push(Op::DelEntry {
-            bucket: b.name().to_string(),
-            entry: e.name().to_string(),
-        });
-        self.inner
-            .committer
-            .commit(&self.inner.index, Change { ops, files: vec![] })?;
-        b.shrink(st.block_bytes());
-        for id in st.block_ids() {
-            self.inner.committer.forget(id);
-            self.inner.files.forget(id);
-            if let Some(t) = &self.inner.tier {
-                t.forget(b.name(), e.name(), id);
-            }
-        }
-        st.mark_removed();
-        b.forget_entry(e);
-        Ok(())
-    }
-
-    pub fn list_entries(&self, bucket: &str) -> Result<Vec<EntryInfo>> {
-        let b = self.get_bucket(bucket)?;
-        b.entries()
-            .iter()
-            .map(|e| e.info(&self.inner.index))
-            .collect()
-    }
-
-    pub fn entry(&self, bucket: &str, entry: &str) -> Result<EntryInfo> {
-        let b = self.get_bucket(bucket)?;
-        self.get_entry(&b, entry)?.info(&self.inner.index)
-    }
-
-    /// Removes an entry with all its records and block files: its folder goes to the
-    /// trash (atomic), the index forgets it, then the folder is deleted. A failed commit
-    /// puts the folder back.
-    pub fn remove_entry(&self, bucket: &str, entry: &str) -> Result<()> {
-        let b = self.get_bucket(bucket)?;
-        let e = self.get_entry(&b, entry)?;
-        let mut st = e.lock_live(bucket)?;
-        let trashed = self.inner.trash.take(e.dir())?;
-        crate::crash_point("entry-trashed");
-        if let Err(err) = self.forget_entry(&b, &e, &mut st) {
-            if let Some(t) = &trashed {
-                self.inner.trash.restore(t, e.dir());
-            }
-            return Err(err);
-        }
-        crate::crash_point("entry-removal-committed");
-        drop(st);
-        if let Some(t) = trashed {
-            self.inner.trash.empty(&t);
-        }
-        Ok(())
     }
 
     /// Calls `listener` after every successful index commit (a write, a batch, a label

@@ -1,0 +1,172 @@
+//! `tsblob cp` to and from MCAP (`docs/cli.md`, "MCAP and ROS 2 bags"):
+//!
+//! * `tsblob cp http://host/BUCKET[/GLOB] out.mcap`: the server's MCAP export of the window
+//!   (`GET /api/v1/b/{bucket}/query?...&format=mcap`, `crate::mcap::export`) streamed into
+//!   `out.mcap.part`, renamed to `out.mcap` once complete (an interrupted export leaves no
+//!   file that looks whole);
+//! * `tsblob cp in.mcap http://host/BUCKET` (or a rosbag2 folder): the file read here
+//!   (`crate::mcap::import`) into the copy's batch writer, `if_exists=compare` as every copy.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use futures_util::StreamExt;
+use reqwest::Method;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tsblob_storage::{entry_pattern_matches, FeedFilter};
+
+use super::super::filters::when_param;
+use super::super::human::size;
+use super::super::{seg, Client};
+use crate::batch_client::OutRecord;
+use crate::mcap::import::{files_of, Importer};
+
+/// Whether a path names an MCAP file (by its extension).
+pub(super) fn is_mcap(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))
+}
+
+/// Whether a path is a rosbag2 folder (it holds `metadata.yaml`).
+pub(super) fn is_bag(path: &Path) -> bool {
+    path.join("metadata.yaml").is_file()
+}
+
+/// Exports a window of a server's bucket into an MCAP file.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn export(
+    url: &str,
+    bucket: &str,
+    token: Option<String>,
+    ca: Option<&[u8]>,
+    patterns: &[String],
+    start: Option<u64>,
+    stop: Option<u64>,
+    when: Option<&str>,
+    out: &Path,
+    pb: &indicatif::ProgressBar,
+) -> anyhow::Result<u64> {
+    let c = Client::with_ca(url, token.as_deref(), ca)?;
+    let mut params: Vec<(String, String)> = vec![
+        ("entries".into(), patterns.join(",")),
+        ("format".into(), "mcap".into()),
+    ];
+    if let Some(s) = start {
+        params.push(("start".into(), s.to_string()));
+    }
+    if let Some(s) = stop {
+        params.push(("stop".into(), s.to_string()));
+    }
+    if let Some(w) = when_param(when, None)? {
+        params.push(("when".into(), w));
+    }
+    let resp = c
+        .send(
+            c.request(Method::GET, &format!("/api/v1/b/{}/query", seg(bucket)))
+                .query(&params),
+        )
+        .await?;
+    let mut part = out.as_os_str().to_owned();
+    part.push(".part");
+    let part = PathBuf::from(part);
+    let mut file = tokio::fs::File::create(&part)
+        .await
+        .with_context(|| format!("cannot create {}", part.display()))?;
+    let mut body = resp.bytes_stream();
+    let mut written = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&part).await;
+                bail!("the server's MCAP stream was cut off after {written} bytes ({e}): run the export again");
+            }
+        };
+        file.write_all(&chunk)
+            .await
+            .with_context(|| format!("cannot write {}", part.display()))?;
+        written += chunk.len() as u64;
+        pb.inc(chunk.len() as u64);
+        pb.set_message(size(written));
+    }
+    file.sync_all().await?;
+    drop(file);
+    // A complete MCAP ends with its magic: a stream cut at a chunk boundary does not.
+    if !ends_with_magic(&part)? {
+        let _ = tokio::fs::remove_file(&part).await;
+        bail!("the server's MCAP stream ended before the file's end ({written} bytes): run the export again");
+    }
+    tokio::fs::rename(&part, out)
+        .await
+        .with_context(|| format!("cannot rename {} to {}", part.display(), out.display()))?;
+    Ok(written)
+}
+
+fn ends_with_magic(path: &Path) -> anyhow::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let magic = ::mcap::MAGIC;
+    if len < 2 * magic.len() as u64 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::Start(len - magic.len() as u64))?;
+    let mut tail = vec![0u8; magic.len()];
+    f.read_exact(&mut tail)?;
+    Ok(tail == magic)
+}
+
+/// Reads an MCAP file or a rosbag2 folder into `tx`: returns the records handed on and,
+/// when something was skipped, what (the copy fails with it once the rest is written).
+pub(super) async fn import(
+    path: PathBuf,
+    patterns: Vec<String>,
+    start: Option<u64>,
+    stop: Option<u64>,
+    when: Option<String>,
+    tx: mpsc::Sender<OutRecord>,
+) -> anyhow::Result<(u64, Option<String>)> {
+    let cond = when
+        .as_deref()
+        .map(crate::http::when::parse_text)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
+    tokio::task::spawn_blocking(move || {
+        let files = files_of(&path)?;
+        let mut filter = FeedFilter::new(Vec::new(), cond.as_ref());
+        let mut sent = 0u64;
+        let want = |r: &OutRecord| {
+            patterns.iter().any(|p| entry_pattern_matches(p, &r.entry))
+                && start.is_none_or(|s| r.ts >= s)
+                && stop.is_none_or(|s| r.ts < s)
+                && filter.wants(r.ts, &r.labels)
+        };
+        let emit = |r: OutRecord| {
+            sent += 1;
+            tx.blocking_send(r).is_ok()
+        };
+        let mut imp = Importer::new(emit, want);
+        for f in &files {
+            imp.read_file(f)?;
+            if imp.stopped() {
+                break; // the writer stopped: it reports why
+            }
+        }
+        let report = std::mem::take(&mut imp.report);
+        drop(imp);
+        for line in report.lines() {
+            eprintln!("{line}");
+        }
+        let incomplete = (!report.complete()).then(|| {
+            format!(
+                "{} of {} file(s) not imported whole (see above): every intact chunk was imported",
+                path.display(),
+                files.len()
+            )
+        });
+        Ok((sent, incomplete))
+    })
+    .await
+    .context("the MCAP reading task failed")?
+}

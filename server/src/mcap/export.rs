@@ -1,0 +1,553 @@
+//! Records out as MCAP: [`Exporter`] over any `Write`, and the HTTP route that streams it.
+//!
+//! Mapping (also in `docs/api.md`, "MCAP export"):
+//!
+//! * a channel per (entry, content type, schema): topic = the record's `mcap.topic` label if
+//!   it has one (an imported record: its original topic), else the entry name; message
+//!   encoding = `mcap.encoding` if set, else [`super::encoding_of`] the content type;
+//!   channel metadata `tsblob.entry` and `tsblob.content_type`;
+//! * a message per record: log time = `mcap.log_time_ns` if set, else the timestamp × 1000
+//!   (ns); publish time = `mcap.publish_time_ns` if set, else the log time; sequence =
+//!   `mcap.sequence` or 0; data = the payload, byte for byte;
+//! * the record's other labels, when it has any, as a JSON object in a message of the same
+//!   log time on the topic's labels channel (`<topic>#labels`, encoding `json`, schema
+//!   `tsblob.Labels`, metadata `tsblob.labels_of` = the topic), written right after it;
+//! * the schema a record names with `mcap.schema_id` (from the bucket's
+//!   [`super::SCHEMAS_ENTRY`]) as the channel's schema.
+//!
+//! The writer never seeks (`NoSeek`): a chunk (1 MiB of messages before compression, or
+//! one message if larger) is compressed with zstd in memory and written whole with its
+//! message indexes; chunk indexes, statistics and the summary offsets follow at the end.
+//! Memory: one chunk, its compressed copy, and the chunk indexes (a few dozen bytes per
+//! chunk).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::sync::Arc;
+
+use ::mcap::records::MessageHeader;
+use ::mcap::write::NoSeek;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tsblob_storage::{Labels, MultiIter, Query, Store};
+
+use super::{
+    encoding_of, user_labels, LABELS_SCHEMA, LABELS_SCHEMA_NAME, LABELS_SUFFIX, L_ENCODING,
+    L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE, M_ENTRY,
+    M_LABELS_OF, SCHEMAS_ENTRY,
+};
+use crate::http::body::channel_body;
+use crate::http::errors::{blocking, AppError};
+use crate::http::query::parse_query;
+use crate::http::records::Target;
+
+/// The media type of an MCAP answer.
+pub const MEDIA_TYPE: &str = "application/x-mcap";
+
+/// A schema kept in [`SCHEMAS_ENTRY`].
+#[derive(Debug, Clone)]
+pub struct SchemaDef {
+    pub name: String,
+    pub encoding: String,
+    pub data: Vec<u8>,
+}
+
+/// Why an export stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("writing the MCAP: {0}")]
+    Mcap(#[from] ::mcap::McapError),
+    #[error("labels of {entry} {ts} could not be written as JSON: {source}")]
+    Labels {
+        entry: String,
+        ts: u64,
+        source: serde_json::Error,
+    },
+    #[error("looking up schema {id} of {entry}: {message}")]
+    Schema {
+        entry: String,
+        id: u64,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ChannelKey {
+    entry: String,
+    topic: String,
+    encoding: String,
+    content_type: String,
+    schema: u64,
+}
+
+/// Writes records as MCAP messages into `W`.
+pub struct Exporter<W: Write> {
+    w: ::mcap::Writer<NoSeek<W>>,
+    channels: HashMap<ChannelKey, u16>,
+    /// topic → its labels channel.
+    labels_channels: HashMap<String, u16>,
+    labels_schema: Option<u16>,
+    /// schema record ts → MCAP schema id (0: not found, exported without a schema).
+    schemas: HashMap<u64, u16>,
+    /// Messages written (records; labels messages not counted).
+    pub messages: u64,
+}
+
+impl<W: Write> Exporter<W> {
+    pub fn new(w: W) -> Result<Self, ExportError> {
+        let opts = ::mcap::WriteOptions::new()
+            .compression(Some(::mcap::Compression::Zstd))
+            .disable_seeking(true)
+            // One thread per export: a server runs several at once.
+            .compression_threads(0)
+            .library(concat!("tsblob ", env!("CARGO_PKG_VERSION")));
+        Ok(Exporter {
+            w: opts.create(NoSeek::new(w))?,
+            channels: HashMap::new(),
+            labels_channels: HashMap::new(),
+            labels_schema: None,
+            schemas: HashMap::new(),
+            messages: 0,
+        })
+    }
+
+    /// Writes one record; `schema` looks up a schema record by its timestamp. Records of
+    /// [`SCHEMAS_ENTRY`] are not messages: skipped (`Ok(false)`).
+    pub fn add(
+        &mut self,
+        entry: &str,
+        ts: u64,
+        content_type: &str,
+        labels: &Labels,
+        data: &[u8],
+        schema: &mut dyn FnMut(u64) -> Result<Option<SchemaDef>, String>,
+    ) -> Result<bool, ExportError> {
+        if entry == SCHEMAS_ENTRY {
+            return Ok(false);
+        }
+        let num = |k: &str| labels.get(k).and_then(|v| v.parse::<u64>().ok());
+        let schema_ts = num(L_SCHEMA_ID).unwrap_or(0);
+        let topic = labels.get(L_TOPIC).map_or(entry, String::as_str);
+        let key = ChannelKey {
+            entry: entry.to_string(),
+            topic: topic.to_string(),
+            encoding: labels
+                .get(L_ENCODING)
+                .map_or_else(|| encoding_of(content_type).to_string(), Clone::clone),
+            content_type: content_type.to_string(),
+            schema: schema_ts,
+        };
+        let channel = match self.channels.get(&key) {
+            Some(id) => *id,
+            None => {
+                let schema_id = self.schema_id(entry, schema_ts, schema)?;
+                let meta = BTreeMap::from([
+                    (M_ENTRY.to_string(), entry.to_string()),
+                    (M_CONTENT_TYPE.to_string(), content_type.to_string()),
+                ]);
+                let id = self
+                    .w
+                    .add_channel(schema_id, &key.topic, &key.encoding, &meta)?;
+                self.channels.insert(key, id);
+                id
+            }
+        };
+        let log_time = num(L_LOG_TIME).unwrap_or_else(|| ts.saturating_mul(1000));
+        let header = MessageHeader {
+            channel_id: channel,
+            sequence: num(L_SEQUENCE).map_or(0, |s| s as u32),
+            log_time,
+            publish_time: num(L_PUBLISH_TIME).unwrap_or(log_time),
+        };
+        self.w.write_to_known_channel(&header, data)?;
+        self.messages += 1;
+        let own = user_labels(labels);
+        if !own.is_empty() {
+            let json = serde_json::to_vec(&own).map_err(|source| ExportError::Labels {
+                entry: entry.to_string(),
+                ts,
+                source,
+            })?;
+            let channel = self.labels_channel(topic)?;
+            self.w.write_to_known_channel(
+                &MessageHeader {
+                    channel_id: channel,
+                    sequence: 0,
+                    log_time,
+                    publish_time: log_time,
+                },
+                &json,
+            )?;
+        }
+        Ok(true)
+    }
+
+    fn schema_id(
+        &mut self,
+        entry: &str,
+        ts: u64,
+        schema: &mut dyn FnMut(u64) -> Result<Option<SchemaDef>, String>,
+    ) -> Result<u16, ExportError> {
+        if ts == 0 {
+            return Ok(0);
+        }
+        if let Some(id) = self.schemas.get(&ts) {
+            return Ok(*id);
+        }
+        let id = match schema(ts).map_err(|message| ExportError::Schema {
+            entry: entry.to_string(),
+            id: ts,
+            message,
+        })? {
+            Some(s) => self.w.add_schema(&s.name, &s.encoding, &s.data)?,
+            None => 0,
+        };
+        self.schemas.insert(ts, id);
+        Ok(id)
+    }
+
+    fn labels_channel(&mut self, topic: &str) -> Result<u16, ExportError> {
+        if let Some(id) = self.labels_channels.get(topic) {
+            return Ok(*id);
+        }
+        let schema = match self.labels_schema {
+            Some(s) => s,
+            None => {
+                let s = self.w.add_schema(
+                    LABELS_SCHEMA_NAME,
+                    "jsonschema",
+                    LABELS_SCHEMA.as_bytes(),
+                )?;
+                self.labels_schema = Some(s);
+                s
+            }
+        };
+        let meta = BTreeMap::from([(M_LABELS_OF.to_string(), topic.to_string())]);
+        let id = self
+            .w
+            .add_channel(schema, &format!("{topic}{LABELS_SUFFIX}"), "json", &meta)?;
+        self.labels_channels.insert(topic.to_string(), id);
+        Ok(id)
+    }
+
+    /// Ends the file (last chunk, summary, footer) and hands back the output.
+    pub fn finish(mut self) -> Result<W, ExportError> {
+        self.w.finish()?;
+        Ok(self.w.into_inner().into_inner())
+    }
+}
+
+/// A `Write` into a buffer the HTTP producer drains after each step.
+#[derive(Clone, Default)]
+pub struct Spool(Arc<Mutex<Vec<u8>>>);
+
+impl Spool {
+    fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.0.lock())
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+}
+
+impl Write for Spool {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A step hands its output over once it holds this many bytes of MCAP ...
+const STEP_OUT: usize = 256 << 10;
+/// ... or has read this many bytes of payloads (compression may hold them in its chunk).
+const STEP_IN: usize = 4 << 20;
+/// Index pages a step may scan without a match before it hands back (a client that went
+/// away is noticed between steps).
+const IDLE_PAGES: u32 = 16;
+/// Output pieces queued between the producer and the socket.
+const DEPTH: usize = 8;
+
+/// The schema record at `ts` of a bucket's [`SCHEMAS_ENTRY`], if there is one.
+pub fn load_schema(store: &Store, bucket: &str, ts: u64) -> Result<Option<SchemaDef>, String> {
+    let q = Query {
+        start: Some(ts),
+        stop: Some(ts.saturating_add(1)),
+        ..Query::default()
+    };
+    let mut it = match store.query(bucket, SCHEMAS_ENTRY, &q) {
+        Ok(it) => it,
+        Err(tsblob_storage::Error::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    while let Some(item) = it.next_bounded() {
+        let Some(item) = item.map_err(|e| e.to_string())? else {
+            continue;
+        };
+        let data = match item.data() {
+            Ok(d) => d,
+            Err(tsblob_storage::Error::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let l = &item.meta.labels;
+        return Ok(Some(SchemaDef {
+            name: l.get(super::L_SCHEMA).cloned().unwrap_or_default(),
+            encoding: l.get(super::L_SCHEMA_ENCODING).cloned().unwrap_or_default(),
+            data,
+        }));
+    }
+    Ok(None)
+}
+
+/// Walks a multi-entry query into an [`Exporter`] in bounded steps on the blocking pool.
+struct Producer {
+    iter: MultiIter,
+    exporter: Option<Exporter<Spool>>,
+    out: Spool,
+    store: Store,
+    bucket: String,
+}
+
+enum Step {
+    More(Vec<u8>),
+    Last(Vec<u8>),
+    Fail(Vec<u8>, AppError),
+}
+
+impl Producer {
+    fn step(&mut self) -> Step {
+        let (mut read, mut idle) = (0usize, 0u32);
+        if self.exporter.is_none() {
+            return Step::Last(Vec::new());
+        }
+        let (store, bucket) = (self.store.clone(), self.bucket.clone());
+        let mut schema = move |ts: u64| load_schema(&store, &bucket, ts);
+        loop {
+            if self.out.len() >= STEP_OUT || read >= STEP_IN {
+                return Step::More(self.out.take());
+            }
+            let item = match self.iter.next_bounded() {
+                None => {
+                    let done = self.exporter.take().map(Exporter::finish);
+                    return match done {
+                        Some(Err(e)) => Step::Fail(self.out.take(), export_failed(e)),
+                        _ => Step::Last(self.out.take()),
+                    };
+                }
+                Some(Err(e)) => return Step::Fail(self.out.take(), AppError::from(e)),
+                Some(Ok(None)) => {
+                    idle += 1;
+                    if idle >= IDLE_PAGES {
+                        return Step::More(self.out.take());
+                    }
+                    continue;
+                }
+                Some(Ok(Some(item))) => item,
+            };
+            let data = match item.data() {
+                Ok(d) => d,
+                // Removed since the query listed it: skipped, as the frame answer does.
+                Err(tsblob_storage::Error::NotFound(_)) => continue,
+                Err(e) => return Step::Fail(self.out.take(), AppError::from(e)),
+            };
+            read += data.len();
+            let m = &item.meta;
+            let Some(exporter) = self.exporter.as_mut() else {
+                return Step::Last(self.out.take());
+            };
+            if let Err(e) = exporter.add(
+                item.entry(),
+                m.ts,
+                &m.content_type,
+                &m.labels,
+                &data,
+                &mut schema,
+            ) {
+                return Step::Fail(self.out.take(), export_failed(e));
+            }
+        }
+    }
+}
+
+fn export_failed(e: ExportError) -> AppError {
+    AppError::internal(format!("the MCAP export failed: {e}"))
+}
+
+/// `format=` of a bucket-level query: `Some(query string without it)` for `format=mcap`;
+/// `None` without `format`; an error for another format.
+pub fn requested(q: Option<&str>) -> Result<Option<String>, AppError> {
+    let Some(q) = q else { return Ok(None) };
+    let mut mcap = false;
+    let mut rest = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+        if k == "format" {
+            if v != "mcap" {
+                return Err(AppError::bad_request(format!(
+                    "format={}: the one format besides record frames is mcap (leave format out for frames)",
+                    tsblob_proto::quote_short(&v)
+                )));
+            }
+            mcap = true;
+        } else {
+            rest.append_pair(&k, &v);
+        }
+    }
+    Ok(mcap.then(|| rest.finish()))
+}
+
+/// `GET /api/v1/b/{bucket}/query?entries=...&format=mcap`: the query's records as one
+/// MCAP file, streamed chunk by chunk as they fill. An error after the first byte ends the
+/// response without its last chunk (an MCAP without its footer: readers see it truncated).
+pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let r = parse_query(Some(&q))?;
+    let Some(patterns) = r.entries.filter(|e| !e.is_empty()) else {
+        return Err(AppError::bad_request(
+            "an MCAP export needs entries: names and globs, comma-separated (entries=cams/*,imu; entries=** for every entry)",
+        ));
+    };
+    if r.meta || r.follow.is_some() || r.query.descending {
+        return Err(AppError::bad_request(
+            "format=mcap answers a closed window oldest first: drop meta, follow and desc",
+        ));
+    }
+    let (store, bucket, query) = (t.state.store.clone(), t.bucket.clone(), r.query);
+    let iter = {
+        let (store, bucket) = (store.clone(), bucket.clone());
+        blocking(move || Ok(store.query_entries(&bucket, &patterns, &query)?)).await?
+    };
+    let out = Spool::default();
+    let exporter =
+        Exporter::new(out.clone()).map_err(|e| AppError::internal(format!("MCAP: {e}")))?;
+    let mut p = Producer {
+        iter,
+        exporter: Some(exporter),
+        out,
+        store,
+        bucket: bucket.clone(),
+    };
+    // The first step before the status: an error before any record gets its status.
+    let (p, first) = blocking(move || {
+        let s = p.step();
+        Ok((p, s))
+    })
+    .await?;
+    let first = match first {
+        Step::Fail(_, e) => return Err(e),
+        s => s,
+    };
+    let (tx, body) = channel_body(DEPTH);
+    tokio::spawn(pump(p, first, tx));
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static(MEDIA_TYPE),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{bucket}.mcap\"")) {
+        h.insert(axum::http::header::CONTENT_DISPOSITION, v);
+    }
+    Ok(resp)
+}
+
+async fn pump(
+    mut p: Producer,
+    first: Step,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let mut next = Some(first);
+    loop {
+        let step = match next.take() {
+            Some(s) => s,
+            None => {
+                if tx.is_closed() {
+                    return;
+                }
+                match tokio::task::spawn_blocking(move || {
+                    let s = p.step();
+                    (p, s)
+                })
+                .await
+                {
+                    Ok((back, s)) => {
+                        p = back;
+                        s
+                    }
+                    Err(_) => {
+                        let _ = tx
+                            .send(Err(std::io::Error::other("the MCAP export task failed")))
+                            .await;
+                        return;
+                    }
+                }
+            }
+        };
+        let (piece, last, err) = match step {
+            Step::More(b) => (b, false, None),
+            Step::Last(b) => (b, true, None),
+            Step::Fail(b, e) => (b, true, Some(e)),
+        };
+        if !piece.is_empty() && tx.send(Ok(Bytes::from(piece))).await.is_err() {
+            return; // the client went away
+        }
+        if let Some(e) = err {
+            tracing::warn!("MCAP export cut: {e}");
+            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+            return;
+        }
+        if last {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn format_mcap_is_taken_out_of_the_query_string() {
+        assert_eq!(requested(None).unwrap(), None);
+        assert_eq!(requested(Some("entries=a")).unwrap(), None);
+        assert_eq!(
+            requested(Some("entries=a%2Cb&format=mcap&start=1")).unwrap(),
+            Some("entries=a%2Cb&start=1".to_string())
+        );
+        assert!(requested(Some("format=csv")).is_err());
+    }
+
+    #[test]
+    fn an_export_reads_back_with_every_message_and_its_labels() {
+        let mut x = Exporter::new(Vec::new()).unwrap();
+        let mut none = |_: u64| -> Result<Option<SchemaDef>, String> { Ok(None) };
+        let labels = Labels::from([("k".to_string(), "v".to_string())]);
+        for ts in 1..=3u64 {
+            x.add("a/b", ts, "application/json", &labels, b"{}", &mut none)
+                .unwrap();
+        }
+        x.add("c", 2, "image/jpeg", &Labels::new(), b"\xff\xd8", &mut none)
+            .unwrap();
+        let bytes = x.finish().unwrap();
+        let summary = ::mcap::Summary::read(&bytes).unwrap().unwrap();
+        assert!(!summary.chunk_indexes.is_empty());
+        let msgs: Vec<_> = ::mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap())
+            .map(|m| (m.channel.topic.clone(), m.log_time, m.data.into_owned()))
+            .collect();
+        assert_eq!(msgs.len(), 7);
+        assert_eq!(msgs[0], ("a/b".to_string(), 1000, b"{}".to_vec()));
+        assert_eq!(
+            msgs[1],
+            ("a/b#labels".to_string(), 1000, br#"{"k":"v"}"#.to_vec())
+        );
+        assert!(msgs.contains(&("c".to_string(), 2000, b"\xff\xd8".to_vec())));
+    }
+}

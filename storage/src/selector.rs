@@ -1,0 +1,68 @@
+//! Selecting records from the index alone: label filters, a condition and a limit, applied
+//! to pages of index records by queries (`read.rs`) and by [`Store::remove_where`].
+
+use crate::codec::index::IndexValue;
+use crate::error::{QueryError, Result};
+use crate::record::{LabelFilter, Query};
+use crate::when::{Matcher, Stop};
+
+/// Index records scanned per page by `remove_where` (one index commit per page at most).
+/// Records removed per index commit in a removal (by range or condition).
+pub(crate) const REMOVE_PAGE: usize = 4096;
+
+/// What a query keeps of the records it walks, with the state of its condition.
+pub(crate) struct Selector {
+    filters: Vec<LabelFilter>,
+    matcher: Option<Matcher>,
+    /// Records still to keep (`Query::limit`).
+    left: u64,
+}
+
+impl Selector {
+    pub(crate) fn new(q: &Query) -> Selector {
+        Selector {
+            filters: q.filters.clone(),
+            matcher: q
+                .when
+                .as_ref()
+                .map(|c| Matcher::new(c, q.strict, q.descending)),
+            left: q.limit.unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Moves the records of `page` that match into `out`, in order. `Ok(true)`: the query
+    /// has ended (its limit or a `$limit` was reached); nothing after the last kept record
+    /// may match. An `Err` (a strict condition met a missing label) comes after the records
+    /// kept before it, which are in `out`.
+    pub(crate) fn select(
+        &mut self,
+        page: Vec<(u64, IndexValue)>,
+        out: &mut impl Extend<(u64, IndexValue)>,
+    ) -> Result<bool> {
+        for (ts, v) in page {
+            if self.left == 0 {
+                return Ok(true);
+            }
+            let labels = &v.attrs.labels;
+            if !self.filters.iter().all(|f| f.matches(labels)) {
+                continue;
+            }
+            if let Some(m) = self.matcher.as_mut() {
+                match m.matches(ts, labels) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(Stop::Limit) => return Ok(true),
+                    Err(Stop::Missing(label)) => {
+                        return Err(QueryError::MissingLabel { label, ts }.into())
+                    }
+                    Err(Stop::Invalid(message)) => {
+                        return Err(QueryError::Invalid { message, ts }.into())
+                    }
+                }
+            }
+            self.left -= 1;
+            out.extend([(ts, v)]);
+        }
+        Ok(self.left == 0)
+    }
+}

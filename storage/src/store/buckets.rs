@@ -1,0 +1,227 @@
+//! `Store`'s buckets and entries: creation, listing, settings updates and removal (the
+//! folder to the trash, the index commit, then the folder deleted), under `structure`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::bucket::{write_settings, Bucket};
+use crate::commit::{Change, Op};
+use crate::entry::{Entry, EntryState};
+use crate::error::{BucketError, Error, NotFound, Result};
+use crate::files::sync_dir;
+use crate::names::{validate_bucket_name, validate_entry_name};
+use crate::record::{BucketInfo, EntryInfo};
+use crate::settings::{BucketSettings, BucketSettingsUpdate};
+use crate::store::Store;
+
+impl Store {
+    pub(crate) fn get_bucket(&self, name: &str) -> Result<Arc<Bucket>> {
+        validate_bucket_name(name)?;
+        self.inner
+            .buckets
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| NotFound::Bucket(name.to_string()).into())
+    }
+
+    pub(crate) fn get_entry(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
+        validate_entry_name(name)?;
+        bucket.entry(name).ok_or_else(|| {
+            NotFound::Entry {
+                bucket: bucket.name().to_string(),
+                entry: name.to_string(),
+            }
+            .into()
+        })
+    }
+
+    /// The entry, created (folder and id) if it does not exist yet.
+    pub(crate) fn entry_or_create(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
+        validate_entry_name(name)?;
+        if let Some(e) = bucket.entry(name) {
+            return Ok(e);
+        }
+        let _g = self.inner.structure.lock();
+        if let Some(e) = bucket.entry(name) {
+            return Ok(e);
+        }
+        if bucket.is_removed() {
+            return Err(NotFound::Bucket(bucket.name().to_string()).into());
+        }
+        let id = self.inner.next_entry.fetch_add(1, Ordering::Relaxed);
+        let entry = Arc::new(Entry::new(
+            id,
+            name,
+            bucket.dir(),
+            EntryState::new(BTreeMap::new()),
+        ));
+        std::fs::create_dir_all(entry.dir())
+            .map_err(|e| Error::io(format!("creating {:?}", entry.dir()), e))?;
+        if self.inner.sync_dirs() {
+            sync_dir(bucket.dir())?;
+        }
+        let change = Change {
+            ops: vec![Op::PutEntry {
+                bucket: bucket.name().to_string(),
+                entry: name.to_string(),
+                id,
+            }],
+            files: vec![],
+        };
+        self.inner.commit(change)?;
+        bucket.insert_entry(entry.clone());
+        Ok(entry)
+    }
+
+    pub fn create_bucket(&self, name: &str, settings: BucketSettings) -> Result<BucketInfo> {
+        validate_bucket_name(name)?;
+        settings.validate().map_err(BucketError::InvalidSettings)?;
+        let _g = self.inner.structure.lock();
+        if self.inner.buckets.read().contains_key(name) {
+            return Err(BucketError::Exists(name.to_string()).into());
+        }
+        let dir = self.inner.path.join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {dir:?}"), e))?;
+        write_settings(&dir, &settings)?;
+        sync_dir(&self.inner.path)?;
+        let bucket = Arc::new(Bucket::new(name, dir, settings));
+        self.inner
+            .buckets
+            .write()
+            .insert(name.to_string(), bucket.clone());
+        bucket.info(&self.inner.index)
+    }
+
+    pub fn bucket(&self, name: &str) -> Result<BucketInfo> {
+        self.get_bucket(name)?.info(&self.inner.index)
+    }
+
+    pub fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        self.inner
+            .buckets()
+            .iter()
+            .map(|b| b.info(&self.inner.index))
+            .collect()
+    }
+
+    /// Changes settings; a smaller FIFO quota takes effect at the next write.
+    pub fn update_bucket(&self, name: &str, update: &BucketSettingsUpdate) -> Result<BucketInfo> {
+        let bucket = self.get_bucket(name)?;
+        {
+            // Serialized with removal and creation: the settings file of a bucket removed
+            // meanwhile is not written into the trash (an I/O error), nor over the file of
+            // a bucket created again under its name; such a bucket is not found.
+            let _g = self.inner.structure.lock();
+            self.still_registered(name, &bucket)?;
+            bucket.update_settings(update)?;
+        }
+        bucket.info(&self.inner.index)
+    }
+
+    /// `NotFound` unless `bucket` is still the bucket registered as `name` (under
+    /// `structure`, it stays so until the lock is released).
+    fn still_registered(&self, name: &str, bucket: &Arc<Bucket>) -> Result<()> {
+        let registered = self
+            .inner
+            .buckets
+            .read()
+            .get(name)
+            .is_some_and(|b| Arc::ptr_eq(b, bucket));
+        if registered {
+            Ok(())
+        } else {
+            Err(NotFound::Bucket(name.to_string()).into())
+        }
+    }
+
+    /// Removes a bucket with all its entries and records. The bucket's folder goes to the
+    /// trash first (one atomic step: after a crash the bucket is gone), then the index
+    /// forgets each entry, then the folder is deleted.
+    pub fn remove_bucket(&self, name: &str) -> Result<()> {
+        let bucket = self.get_bucket(name)?;
+        // The structure lock is held throughout: a bucket or entry of the same name created
+        // meanwhile could otherwise lose its index key to this removal's commits.
+        let _g = self.inner.structure.lock();
+        self.still_registered(name, &bucket)?;
+        let trashed = self.inner.trash.take(bucket.dir())?;
+        self.inner.buckets.write().remove(name);
+        bucket.mark_removed();
+        crate::crash_point("bucket-trashed");
+        let mut result = Ok(());
+        for e in bucket.entries() {
+            // An entry removed meanwhile (by `remove_entry`) is skipped.
+            let Ok(mut st) = e.lock_live(name) else {
+                continue;
+            };
+            let r = self.forget_entry(&bucket, &e, &mut st);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        if let Some(t) = trashed {
+            self.inner.trash.empty(&t);
+        }
+        result
+    }
+
+    /// The index commit and memory side of an entry's removal (its folder is already in
+    /// the trash or about to be). Holds the entry's lock.
+    fn forget_entry(&self, b: &Bucket, e: &Arc<Entry>, st: &mut EntryState) -> Result<()> {
+        let mut ops = vec![Op::DelEntryRecords { entry_id: e.id() }];
+        ops.extend(st.block_ids().map(|id| Op::DelBlock { id }));
+        ops.push(Op::DelEntry {
+            bucket: b.name().to_string(),
+            entry: e.name().to_string(),
+        });
+        self.inner.commit(Change { ops, files: vec![] })?;
+        b.shrink(st.block_bytes());
+        for id in st.block_ids() {
+            self.inner.committer.forget(id);
+            self.inner.files.forget(id);
+            if let Some(t) = &self.inner.tier {
+                t.forget(b.name(), e.name(), id);
+            }
+        }
+        st.mark_removed();
+        b.forget_entry(e);
+        Ok(())
+    }
+
+    pub fn list_entries(&self, bucket: &str) -> Result<Vec<EntryInfo>> {
+        let b = self.get_bucket(bucket)?;
+        b.entries()
+            .iter()
+            .map(|e| e.info(&self.inner.index))
+            .collect()
+    }
+
+    pub fn entry(&self, bucket: &str, entry: &str) -> Result<EntryInfo> {
+        let b = self.get_bucket(bucket)?;
+        self.get_entry(&b, entry)?.info(&self.inner.index)
+    }
+
+    /// Removes an entry with all its records and block files: its folder goes to the
+    /// trash (atomic), the index forgets it, then the folder is deleted. A failed commit
+    /// puts the folder back.
+    pub fn remove_entry(&self, bucket: &str, entry: &str) -> Result<()> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let mut st = e.lock_live(bucket)?;
+        let trashed = self.inner.trash.take(e.dir())?;
+        crate::crash_point("entry-trashed");
+        if let Err(err) = self.forget_entry(&b, &e, &mut st) {
+            if let Some(t) = &trashed {
+                self.inner.trash.restore(t, e.dir());
+            }
+            return Err(err);
+        }
+        crate::crash_point("entry-removal-committed");
+        drop(st);
+        if let Some(t) = trashed {
+            self.inner.trash.empty(&t);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,892 @@
+//! Queries: `Store::query` (read.rs) and `Store::query_entries` iterate pages of index
+//! records (`QueryIter` for one entry, `MultiIter` merging several), filtered by a
+//! `Selector` (`selector.rs`); `Store::histogram` counts per step.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::block::RecordReader;
+use crate::codec::index::IndexValue;
+use crate::entry::Entry;
+use crate::error::{Error, Result};
+use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
+use crate::index::Order;
+use crate::names::{entry_pattern_matches, validate_entry_name};
+use crate::payload::{Payload, Span, Spans, Windows};
+use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
+use crate::record::{Query, Record, RecordMeta};
+use crate::selector::Selector;
+use crate::store::Store;
+use crate::tier::Access;
+
+/// How many index records a query fetches per LMDB read transaction (per entry, for a
+/// merged query), and scans without a match before `next_bounded` hands back.
+const PAGE: usize = 256;
+
+impl Store {
+    /// Records with `start <= ts < stop` matching every filter, oldest first (or newest
+    /// first with `descending`). The iterator holds at most one page of index metadata.
+    pub fn query(&self, bucket: &str, entry: &str, query: &Query) -> Result<QueryIter> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        Ok(QueryIter {
+            store: self.clone(),
+            bucket: bucket.to_string(),
+            entry: e,
+            lo: query.start.unwrap_or(0),
+            hi: query.stop.unwrap_or(u64::MAX),
+            stop: query.stop.unwrap_or(u64::MAX),
+            descending: query.descending,
+            sel: Selector::new(query),
+            page: VecDeque::new(),
+            spans: Spans::default(),
+            failed: None,
+            done: false,
+            ended: false,
+        })
+    }
+
+    /// Counts and payload bytes of an entry's records per `step` over `[start, stop)`.
+    /// `start` defaults to the oldest record, `stop` to just after the latest, `step` to
+    /// about [`DEFAULT_HISTOGRAM_STEPS`] steps; a `step` giving more than
+    /// [`MAX_HISTOGRAM_STEPS`] steps is widened to fit. `start >= stop` gives no steps.
+    pub fn histogram(
+        &self,
+        bucket: &str,
+        entry: &str,
+        start: Option<u64>,
+        stop: Option<u64>,
+        step: Option<u64>,
+    ) -> Result<Histogram> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let index = &self.inner.index;
+        let (start, stop) = {
+            let txn = index.read_txn()?;
+            let start = match start {
+                Some(s) => s,
+                None => index.first(&txn, e.id())?.map_or(0, |(ts, _)| ts),
+            };
+            let stop = match stop {
+                Some(s) => s,
+                None => index
+                    .last(&txn, e.id())?
+                    .map_or(start, |(ts, _)| ts.saturating_add(1)),
+            };
+            (start, stop.max(start))
+        };
+        let mut step = step
+            .unwrap_or_else(|| Histogram::default_step(start, stop))
+            .max(1);
+        if Histogram::steps(start, stop, step) > MAX_HISTOGRAM_STEPS {
+            step = stop.saturating_sub(start).div_ceil(MAX_HISTOGRAM_STEPS);
+        }
+        let n = Histogram::steps(start, stop, step) as usize;
+        let mut bins = vec![(0u64, 0u64); n];
+        let mut lo = start;
+        let mut visited = 0u64;
+        let mut truncated_at = None;
+        while lo < stop {
+            let budget = PAGE_RECORDS.min(MAX_HISTOGRAM_RECORDS - visited);
+            let txn = index.read_txn()?;
+            match index.histogram(&txn, e.id(), lo..stop, start, step, &mut bins, budget)? {
+                None => break,
+                Some(next) => {
+                    visited += budget;
+                    if visited >= MAX_HISTOGRAM_RECORDS {
+                        truncated_at = Some(next);
+                        break;
+                    }
+                    lo = next;
+                }
+            }
+        }
+        let (counts, bytes) = bins.into_iter().unzip();
+        Ok(Histogram {
+            start,
+            stop,
+            step,
+            counts,
+            bytes,
+            truncated_at,
+        })
+    }
+}
+
+/// One record found by a query: its metadata now, its payload on demand.
+pub struct QueryItem {
+    pub meta: RecordMeta,
+    store: Store,
+    entry: Arc<Entry>,
+    value: IndexValue,
+    /// The committed bytes of its block around it that a window may map.
+    span: Span,
+    bucket: String,
+}
+
+impl QueryItem {
+    pub(crate) fn new(
+        store: &Store,
+        bucket: &str,
+        entry: Arc<Entry>,
+        ts: u64,
+        value: IndexValue,
+    ) -> QueryItem {
+        QueryItem {
+            meta: meta_of(ts, &value),
+            store: store.clone(),
+            entry,
+            span: Span::of(&value),
+            value,
+            bucket: bucket.to_string(),
+        }
+    }
+
+    /// The entry the record belongs to.
+    pub fn entry(&self) -> &str {
+        self.entry.name()
+    }
+
+    /// Reads this record the way `read` does, as one of a query's records; a block removed
+    /// since the query listed it is `NotFound`.
+    fn scan<T>(
+        &self,
+        read: impl FnOnce(Sources<'_>, &Entry, u64, &IndexValue, Access) -> Result<T>,
+    ) -> Result<T> {
+        read(
+            self.store.inner.sources(),
+            &self.entry,
+            self.meta.ts,
+            &self.value,
+            Access::Scan,
+        )
+        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+    }
+
+    /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
+    /// by a FIFO quota) after the query listed it: callers skip such items.
+    pub fn data(&self) -> Result<Vec<u8>> {
+        self.scan(read_payload)
+    }
+
+    /// The payload, CRC-checked, mapped from its block when it is large (see
+    /// [`Store::read_payload`]); `None` for one to stream with [`QueryItem::reader`].
+    /// `NotFound` as for [`QueryItem::data`].
+    pub fn payload(&self) -> Result<Option<Payload>> {
+        self.scan(|from, e, ts, v, access| payload_of(from, e, ts, v, access, None))
+    }
+
+    /// [`QueryItem::payload`] for a reader of many of a query's records: a raw payload is
+    /// sliced from a mapped window of its block shared with the records after it
+    /// (`windows`, one per query), not read or mapped alone.
+    pub fn payload_in(&self, windows: &mut Windows) -> Result<Option<Payload>> {
+        self.scan(|from, e, ts, v, access| {
+            payload_of(from, e, ts, v, access, Some((windows, self.span)))
+        })
+    }
+
+    /// The payload as a stream (for large records); the CRC is checked at its end.
+    pub fn reader(&self) -> Result<RecordReader> {
+        self.scan(open_value)
+    }
+}
+
+/// Iterates the records of a query, holding O(1) records in memory.
+pub struct QueryIter {
+    store: Store,
+    bucket: String,
+    entry: Arc<Entry>,
+    /// The window still to visit: `[lo, hi)`.
+    lo: u64,
+    hi: u64,
+    /// The query's own `stop` (`hi` may be lower while following: see [`QueryIter::resume`]).
+    stop: u64,
+    descending: bool,
+    sel: Selector,
+    page: VecDeque<(u64, IndexValue)>,
+    /// The span of the records returned last (see [`Span`]).
+    spans: Spans,
+    /// An error to return once the records selected before it are out.
+    failed: Option<Error>,
+    /// The walk of `[lo, hi)` is over (a later `resume` may start another).
+    done: bool,
+    /// The query is over for good: a limit, a `$limit` or an error ended it.
+    ended: bool,
+}
+
+impl QueryIter {
+    /// Following a stream of records as they are written: once this iterator has returned
+    /// `None`, walks again from just after the last index record it scanned (matching or
+    /// not) up to `min(stop, horizon)`, keeping the condition's state (`$each_n`,
+    /// `$each_t`, `$limit` and the query's limit count over the whole stream). Also sets
+    /// the bound of the first walk when called before it. Returns false when the query
+    /// cannot yield more: it is descending, a limit or an error ended it, or its range is
+    /// used up. A record committed after the walk passed its timestamp is never returned.
+    pub fn resume(&mut self, horizon: u64) -> bool {
+        if self.ended || self.descending || self.lo >= self.stop {
+            return false;
+        }
+        if !self.page.is_empty() || self.failed.is_some() {
+            return true; // the current walk has not been consumed yet
+        }
+        self.hi = self.stop.min(horizon);
+        self.done = false;
+        true
+    }
+
+    /// The timestamp the next walk starts from (ascending): one past the last index record
+    /// scanned.
+    pub fn cursor(&self) -> u64 {
+        self.lo
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        if self.lo >= self.hi {
+            self.done = true;
+            return Ok(());
+        }
+        let index = &self.store.inner.index;
+        let txn = index.read_txn()?;
+        let mut out = Vec::with_capacity(PAGE);
+        index.range(
+            &txn,
+            self.entry.id(),
+            self.lo..self.hi,
+            Order::of(self.descending),
+            PAGE,
+            &mut out,
+        )?;
+        if out.len() < PAGE {
+            self.done = true;
+        }
+        if let Some((ts, _)) = out.last() {
+            if self.descending {
+                self.hi = *ts;
+            } else {
+                self.lo = ts.saturating_add(1);
+            }
+        }
+        match self.sel.select(out, &mut self.page) {
+            Ok(true) => {
+                self.done = true;
+                self.ended = true;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                self.done = true;
+                self.ended = true;
+                self.failed = Some(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// One bounded step: the next record (`Some(Ok(Some(item)))`), or `Some(Ok(None))` when
+    /// a page of index records was scanned and none matched, so a caller walking a long range
+    /// that matches little can look up (has its client gone?) between pages. `None` at the end.
+    pub fn next_bounded(&mut self) -> Option<Result<Option<QueryItem>>> {
+        if self.page.is_empty() {
+            if let Some(e) = self.failed.take() {
+                return Some(Err(e));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.fill() {
+                self.done = true;
+                self.ended = true;
+                return Some(Err(e));
+            }
+        }
+        let Some((ts, value)) = self.page.pop_front() else {
+            return Some(Ok(None));
+        };
+        let rest = self.page.iter().map(|(_, v)| v);
+        let span = self.spans.next(&value, rest, self.descending);
+        Some(Ok(Some(QueryItem {
+            meta: meta_of(ts, &value),
+            store: self.store.clone(),
+            entry: self.entry.clone(),
+            value,
+            span,
+            bucket: self.bucket.clone(),
+        })))
+    }
+
+    /// Like `next`, but reads each payload, skipping records removed since they were
+    /// listed: what a reader of a bucket under FIFO eviction wants.
+    pub fn next_record(&mut self) -> Option<Result<Record>> {
+        loop {
+            let item = match self.next()? {
+                Ok(i) => i,
+                Err(e) => return Some(Err(e)),
+            };
+            match item.data() {
+                Ok(data) => {
+                    return Some(Ok(Record {
+                        meta: item.meta,
+                        data,
+                    }))
+                }
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// The next item of a walk that hands back between pages (`Ok(None)`): walks on until an
+/// item, an error or the end. The `Iterator` of `QueryIter` and `MultiIter`.
+pub(crate) fn walk_to_item(
+    mut step: impl FnMut() -> Option<Result<Option<QueryItem>>>,
+) -> Option<Result<QueryItem>> {
+    loop {
+        match step()? {
+            Ok(Some(item)) => return Some(Ok(item)),
+            Ok(None) => continue,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+}
+
+impl Iterator for QueryIter {
+    type Item = Result<QueryItem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        walk_to_item(|| self.next_bounded())
+    }
+}
+
+/// One entry's part of a merged query: the window still to walk and a page of it.
+struct Source {
+    entry: Arc<Entry>,
+    lo: u64,
+    hi: u64,
+    page: VecDeque<(u64, IndexValue)>,
+    /// The walk of `[lo, hi)` is over.
+    done: bool,
+}
+
+impl Source {
+    fn fill(&mut self, store: &Store, order: Order) -> Result<()> {
+        if self.lo >= self.hi {
+            self.done = true;
+            return Ok(());
+        }
+        let index = &store.inner.index;
+        let txn = index.read_txn()?;
+        let mut out = Vec::with_capacity(PAGE);
+        index.range(
+            &txn,
+            self.entry.id(),
+            self.lo..self.hi,
+            order,
+            PAGE,
+            &mut out,
+        )?;
+        if out.len() < PAGE {
+            self.done = true;
+        }
+        if let Some((ts, _)) = out.last() {
+            if order == Order::Descending {
+                self.hi = *ts;
+            } else {
+                self.lo = ts.saturating_add(1);
+            }
+        }
+        self.page.extend(out);
+        Ok(())
+    }
+}
+
+/// Iterates the records of several entries merged in timestamp order (ties by entry
+/// name), holding one page of index records per entry. Items name their entry
+/// ([`QueryItem::entry`]).
+pub struct MultiIter {
+    store: Store,
+    bucket: String,
+    /// Sorted by entry name: the order of ties.
+    sources: Vec<Source>,
+    sel: Selector,
+    order: Order,
+    stop: u64,
+    /// The last record merged (timestamp, source): a live tail's later walks drop what
+    /// would come before it.
+    last: Option<(u64, usize)>,
+    failed: Option<Error>,
+    /// A limit, a `$limit` or an error ended the query.
+    ended: bool,
+}
+
+impl Store {
+    /// The names of the entries of `bucket` that `patterns` name, sorted: plain names (which
+    /// must exist) and globs (`*` within a segment, `**` across segments; matching nothing is
+    /// not an error).
+    pub fn match_entries(&self, bucket: &str, patterns: &[String]) -> Result<Vec<String>> {
+        let b = self.get_bucket(bucket)?;
+        let mut names: Vec<String> = Vec::new();
+        let all: Vec<String> = b.entries().iter().map(|e| e.name().to_string()).collect();
+        for p in patterns {
+            if p.contains('*') {
+                // A pattern obeys the name rules once its stars are letters.
+                validate_entry_name(&p.replace('*', "x"))?;
+                names.extend(all.iter().filter(|n| entry_pattern_matches(p, n)).cloned());
+            } else {
+                names.push(self.get_entry(&b, p)?.name().to_string());
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Records of the entries `patterns` name (see [`Store::match_entries`]) with
+    /// `start <= ts < stop`, merged oldest first (newest first with `descending`), two
+    /// records with one timestamp in the order of their entries' names. Label filters, the
+    /// condition and the limit apply to the merged stream. Holds one page of index records
+    /// per entry.
+    pub fn query_entries(
+        &self,
+        bucket: &str,
+        patterns: &[String],
+        query: &Query,
+    ) -> Result<MultiIter> {
+        let b = self.get_bucket(bucket)?;
+        let names = self.match_entries(bucket, patterns)?;
+        let (lo, hi) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
+        let sources = names
+            .iter()
+            // An entry removed since it was listed simply has nothing.
+            .filter_map(|n| b.entry(n))
+            .map(|entry| Source {
+                entry,
+                lo,
+                hi,
+                page: VecDeque::new(),
+                done: false,
+            })
+            .collect();
+        Ok(MultiIter {
+            store: self.clone(),
+            bucket: bucket.to_string(),
+            sources,
+            sel: Selector::new(query),
+            order: Order::of(query.descending),
+            stop: hi,
+            last: None,
+            failed: None,
+            ended: false,
+        })
+    }
+}
+
+impl MultiIter {
+    /// The entries merged, in the order of ties.
+    pub fn entries(&self) -> Vec<&str> {
+        self.sources.iter().map(|s| s.entry.name()).collect()
+    }
+
+    /// As [`QueryIter::resume`]: walks every entry on from where it stopped, up to
+    /// `min(stop, horizon)`, keeping the condition's state. A record whose (timestamp,
+    /// entry) comes before the last one merged is dropped, so the stream stays in order.
+    pub fn resume(&mut self, horizon: u64) -> bool {
+        if self.ended || self.order == Order::Descending {
+            return false;
+        }
+        if self.failed.is_some() {
+            return true; // the error is still to be returned
+        }
+        let mut open = false;
+        for s in &mut self.sources {
+            if s.lo >= self.stop {
+                continue;
+            }
+            open = true;
+            if s.page.is_empty() {
+                s.hi = self.stop.min(horizon);
+                s.done = false;
+            }
+        }
+        open
+    }
+
+    /// Like [`QueryIter::next_bounded`]: the next record, `Some(Ok(None))` after a page's
+    /// worth of index records without a match, `None` at the end.
+    pub fn next_bounded(&mut self) -> Option<Result<Option<QueryItem>>> {
+        let mut scanned = 0;
+        loop {
+            if let Some(e) = self.failed.take() {
+                self.ended = true;
+                return Some(Err(e));
+            }
+            if self.ended {
+                return None;
+            }
+            for s in &mut self.sources {
+                if s.page.is_empty() && !s.done {
+                    if let Err(e) = s.fill(&self.store, self.order) {
+                        self.ended = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            let desc = self.order == Order::Descending;
+            let pick = self
+                .sources
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.page.front().map(|(ts, _)| (*ts, i)))
+                .min_by_key(|&(ts, i)| (if desc { u64::MAX - ts } else { ts }, i));
+            let (ts, i) = pick?;
+            let Some((_, value)) = self.sources[i].page.pop_front() else {
+                continue;
+            };
+            // A later walk of a live tail may find a record that belongs before one
+            // already merged (committed late): it is not delivered.
+            if !desc && self.last.is_some_and(|l| (ts, i) <= l) {
+                continue;
+            }
+            self.last = Some((ts, i));
+            let mut kept: Vec<(u64, IndexValue)> = Vec::with_capacity(1);
+            match self.sel.select(vec![(ts, value)], &mut kept) {
+                Ok(true) => self.ended = true,
+                Ok(false) => {}
+                Err(e) => self.failed = Some(e),
+            }
+            if let Some((ts, value)) = kept.pop() {
+                let entry = self.sources[i].entry.clone();
+                return Some(Ok(Some(QueryItem::new(
+                    &self.store,
+                    &self.bucket,
+                    entry,
+                    ts,
+                    value,
+                ))));
+            }
+            scanned += 1;
+            if scanned >= PAGE {
+                return Some(Ok(None));
+            }
+        }
+    }
+}
+
+impl Iterator for MultiIter {
+    type Item = Result<QueryItem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        walk_to_item(|| self.next_bounded())
+    }
+}
+
+#[cfg(test)]
+mod histogram_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::record::{BatchRecord, WriteMeta};
+    use crate::settings::{BucketSettings, StoreOptions};
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            free_space_reserve: 0,
+            map_size: 1 << 30,
+            ..StoreOptions::default()
+        };
+        let s = Store::open(dir.path(), opts).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn steps_count_records_and_bytes() {
+        let (_d, s) = store();
+        // 1,000 records 10 µs apart from 1,000, payload size ts % 7.
+        let batch: Vec<_> = (0..1000u64)
+            .map(|i| {
+                let ts = 1000 + i * 10;
+                (WriteMeta::at(ts), vec![0u8; (ts % 7) as usize])
+            })
+            .collect();
+        for (m, d) in &batch {
+            s.write("b", "e", m, d).unwrap();
+        }
+        let h = s
+            .histogram("b", "e", Some(1000), Some(11_000), Some(1000))
+            .unwrap();
+        assert_eq!((h.start, h.stop, h.step), (1000, 11_000, 1000));
+        assert_eq!(h.counts, vec![100; 10]);
+        let expect: Vec<u64> = (0..10u64)
+            .map(|b| {
+                (0..100u64)
+                    .map(|i| (1000 + b * 1000 + i * 10) % 7)
+                    .sum::<u64>()
+            })
+            .collect();
+        assert_eq!(h.bytes, expect);
+        assert_eq!(h.truncated_at, None);
+
+        // Defaults: the whole entry in about 200 steps; every record counted once.
+        let h = s.histogram("b", "e", None, None, None).unwrap();
+        assert_eq!((h.start, h.stop), (1000, 10_991));
+        assert_eq!(h.step, 50);
+        assert_eq!(h.counts.len(), 200);
+        assert_eq!(h.counts.iter().sum::<u64>(), 1000);
+
+        // A window starting inside a chunk, cut at a stop inside another.
+        let h = s
+            .histogram("b", "e", Some(1005), Some(2005), Some(100))
+            .unwrap();
+        assert_eq!(h.counts.iter().sum::<u64>(), 100);
+        assert_eq!(h.counts[0], 10);
+
+        // Too fine a step is widened to MAX_HISTOGRAM_STEPS steps.
+        let h = s
+            .histogram("b", "e", Some(0), Some(1 << 40), Some(1))
+            .unwrap();
+        assert_eq!(h.counts.len() as u64, MAX_HISTOGRAM_STEPS);
+        assert_eq!(h.counts.iter().sum::<u64>(), 1000);
+
+        // An empty window, and an empty entry.
+        let h = s.histogram("b", "e", Some(5), Some(5), None).unwrap();
+        assert!(h.counts.is_empty());
+        s.write("b", "empty", &WriteMeta::at(1), b"x").unwrap();
+        s.remove_record("b", "empty", 1).unwrap();
+        let h = s.histogram("b", "empty", None, None, None).unwrap();
+        assert!(h.counts.is_empty());
+        assert!(s.histogram("b", "nope", None, None, None).is_err());
+    }
+
+    #[test]
+    fn pages_of_many_records_add_up() {
+        let (_d, s) = store();
+        let n = PAGE_RECORDS * 2 + 17;
+        let recs: Vec<BatchRecord> = (0..n)
+            .map(|i| BatchRecord {
+                meta: WriteMeta::at(i + 1),
+                data: vec![1, 2],
+            })
+            .collect();
+        for r in s.write_batch("b", "e", recs).unwrap() {
+            r.unwrap();
+        }
+        let h = s.histogram("b", "e", None, None, Some(n)).unwrap();
+        assert_eq!(h.counts, vec![n]);
+        assert_eq!(h.bytes, vec![2 * n]);
+    }
+}
+
+#[cfg(test)]
+mod multi_tests {
+    use super::*;
+    use crate::record::WriteMeta;
+    use crate::settings::{BucketSettings, StoreOptions};
+    use crate::when::Condition;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        (dir, s)
+    }
+
+    fn merged(it: MultiIter) -> Vec<(u64, String)> {
+        it.map(|i| {
+            let i = i.unwrap();
+            (i.meta.ts, i.entry().to_string())
+        })
+        .collect()
+    }
+
+    fn pats(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn globs() {
+        assert!(entry_pattern_matches("cams/*", "cams/front"));
+        assert!(!entry_pattern_matches("cams/*", "cams/front/left"));
+        assert!(entry_pattern_matches("cams/**", "cams/front/left"));
+        assert!(entry_pattern_matches("**", "a/b/c"));
+        assert!(entry_pattern_matches("*/lidar", "robot1/lidar"));
+        assert!(entry_pattern_matches("cam*", "camera"));
+        assert!(!entry_pattern_matches("cam*", "cam/x"));
+        assert!(entry_pattern_matches("imu", "imu"));
+        assert!(!entry_pattern_matches("imu", "imu2"));
+    }
+
+    #[test]
+    fn entries_merge_in_timestamp_order_with_ties_by_name() {
+        let (_d, s) = store();
+        // three entries, interleaved over more than one page each
+        for ts in 0..600u64 {
+            let e = ["cams/front", "cams/rear", "imu"][(ts % 3) as usize];
+            s.write("b", e, &WriteMeta::at(ts), b"x").unwrap();
+        }
+        s.write("b", "imu", &WriteMeta::at(1), b"tie").unwrap(); // same ts as cams/rear
+        s.write("b", "other", &WriteMeta::at(5), b"x").unwrap();
+        let got = merged(
+            s.query_entries("b", &pats(&["cams/*", "imu"]), &Query::default())
+                .unwrap(),
+        );
+        assert_eq!(got.len(), 601);
+        assert_eq!(
+            &got[..4],
+            &[
+                (0, "cams/front".to_string()),
+                (1, "cams/rear".to_string()),
+                (1, "imu".to_string()),
+                (2, "imu".to_string()),
+            ]
+        );
+        assert!(got.windows(2).all(|w| w[0] <= w[1]));
+        // descending: newest first, ties still by name
+        let q = Query {
+            descending: true,
+            stop: Some(2),
+            ..Query::default()
+        };
+        let got = merged(s.query_entries("b", &pats(&["**"]), &q).unwrap());
+        assert_eq!(
+            got,
+            [
+                (1, "cams/rear".to_string()),
+                (1, "imu".to_string()),
+                (0, "cams/front".to_string())
+            ]
+        );
+        // a condition and a limit count over the merged stream
+        let q = Query {
+            when: Some(Condition::And(vec![
+                Condition::EachN(2),
+                Condition::Limit(3),
+            ])),
+            start: Some(10),
+            ..Query::default()
+        };
+        let got = merged(s.query_entries("b", &pats(&["cams/*", "imu"]), &q).unwrap());
+        assert_eq!(
+            got,
+            [
+                (11, "imu".to_string()),
+                (13, "cams/rear".to_string()),
+                (15, "cams/front".to_string())
+            ]
+        );
+        // a missing plain name is an error, a glob matching nothing is not
+        assert!(matches!(
+            s.query_entries("b", &pats(&["nope"]), &Query::default()),
+            Err(Error::NotFound(_))
+        ));
+        assert!(s
+            .query_entries("b", &pats(&["nope/*"]), &Query::default())
+            .unwrap()
+            .next()
+            .is_none());
+        assert!(matches!(
+            s.query_entries("b", &pats(&["../*"]), &Query::default()),
+            Err(Error::Name(_))
+        ));
+    }
+
+    #[test]
+    fn a_merged_query_can_follow() {
+        let (_d, s) = store();
+        s.write("b", "a", &WriteMeta::at(1), b"x").unwrap();
+        s.write("b", "b", &WriteMeta::at(2), b"x").unwrap();
+        let mut it = s
+            .query_entries("b", &pats(&["a", "b"]), &Query::default())
+            .unwrap();
+        assert!(it.resume(u64::MAX));
+        assert_eq!(it.by_ref().count(), 2);
+        s.write("b", "a", &WriteMeta::at(5), b"x").unwrap();
+        // committed late, below what was delivered: dropped
+        s.write("b", "a", &WriteMeta::at(0), b"x").unwrap();
+        s.write("b", "b", &WriteMeta::at(4), b"x").unwrap();
+        assert!(it.resume(u64::MAX));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [4, 5]);
+    }
+}
+
+#[cfg(test)]
+mod follow_tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use crate::record::{Query, WriteMeta};
+    use crate::settings::{BucketSettings, StoreOptions};
+    use crate::store::query::QueryIter;
+    use crate::store::Store;
+    use crate::when::Condition;
+
+    fn drain(it: &mut QueryIter) -> Vec<u64> {
+        it.by_ref().map(|i| i.unwrap().meta.ts).collect()
+    }
+
+    #[test]
+    fn a_resumed_query_sees_new_records_once_and_keeps_its_condition_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let commits = Arc::new(AtomicU64::new(0));
+        let c = commits.clone();
+        s.on_commit(Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        for ts in 0..10 {
+            s.write("b", "e", &WriteMeta::at(ts), b"x").unwrap();
+        }
+        // one commit per write, and one that created the entry
+        assert_eq!(commits.load(Ordering::SeqCst), 11);
+        let q = Query {
+            when: Some(Condition::And(vec![
+                Condition::EachN(3),
+                Condition::Limit(5),
+            ])),
+            ..Query::default()
+        };
+        let mut it = s.query("b", "e", &q).unwrap();
+        assert!(it.resume(u64::MAX));
+        assert_eq!(drain(&mut it), [2, 5, 8]);
+        // nothing new: the next walk is empty and the query goes on
+        assert!(it.resume(u64::MAX));
+        assert_eq!(drain(&mut it), Vec::<u64>::new());
+        for ts in 10..30 {
+            s.write("b", "e", &WriteMeta::at(ts), b"x").unwrap();
+        }
+        // a horizon bounds a walk; the rest comes with the next one
+        assert!(it.resume(12));
+        assert_eq!(drain(&mut it), [11]);
+        assert_eq!(it.cursor(), 12);
+        assert!(it.resume(u64::MAX));
+        // $each_n counted on from 11; $limit(5) ends the stream after 14
+        assert_eq!(drain(&mut it), [14]);
+        assert!(!it.resume(u64::MAX));
+        // a query's stop ends following once the cursor reaches it
+        let mut it = s
+            .query(
+                "b",
+                "e",
+                &Query {
+                    stop: Some(30),
+                    ..Query::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(drain(&mut it).len(), 30);
+        assert!(!it.resume(u64::MAX));
+        // descending queries cannot follow
+        let mut it = s
+            .query(
+                "b",
+                "e",
+                &Query {
+                    descending: true,
+                    ..Query::default()
+                },
+            )
+            .unwrap();
+        assert!(!it.resume(u64::MAX));
+    }
+}

@@ -1,0 +1,218 @@
+//! `Store`'s point and streamed reads (`read.rs`: where a payload is read from).
+
+use std::sync::Arc;
+
+use crate::block::RecordReader;
+use crate::codec::index::IndexValue;
+use crate::entry::Entry;
+use crate::error::{NotFound, Result};
+use crate::payload::Payload;
+use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, read_value};
+use crate::record::{Record, RecordMeta};
+use crate::store::Store;
+use crate::tier::Access;
+
+impl Store {
+    fn locate(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+    ) -> Result<(Arc<Entry>, u64, IndexValue)> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let txn = self.inner.index.read_txn()?;
+        let found = match ts {
+            Some(ts) => self
+                .inner
+                .index
+                .get_record(&txn, e.id(), ts)?
+                .map(|v| (ts, v)),
+            None => self.inner.index.last(&txn, e.id())?,
+        };
+        let (ts, v) = found.ok_or_else(|| NotFound::Record {
+            bucket: bucket.into(),
+            entry: entry.into(),
+            ts: ts.unwrap_or(0),
+        })?;
+        Ok((e, ts, v))
+    }
+
+    /// Reads a record (`ts = None`: the latest).
+    pub fn read(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<Record> {
+        let (e, ts, v) = self.locate(bucket, entry, ts)?;
+        read_value(self.inner.sources(), &e, ts, v)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+    }
+
+    /// A record's metadata and, when its payload is at most `max_inline` bytes, the payload
+    /// (a larger one stays on disk: read it with [`Store::open_record`]).
+    pub(crate) fn read_bounded(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: u64,
+        max_inline: u64,
+    ) -> Result<(RecordMeta, Option<Vec<u8>>)> {
+        let (e, ts, v) = self.locate(bucket, entry, Some(ts))?;
+        let meta = meta_of(ts, &v);
+        if meta.size > max_inline {
+            return Ok((meta, None));
+        }
+        let data = read_payload(self.inner.sources(), &e, ts, &v, Access::Point)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
+        Ok((meta, Some(data)))
+    }
+
+    /// A record's metadata and its CRC-checked payload: mapped from its block when it is
+    /// large (no copy: [`Payload::Mapped`]), in memory otherwise. `None` for a payload to
+    /// stream with [`Store::open_record`] instead (see `payload_of`).
+    pub fn read_payload(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+    ) -> Result<(RecordMeta, Option<Payload>)> {
+        let (e, ts, v) = self.locate(bucket, entry, ts)?;
+        let p = payload_of(self.inner.sources(), &e, ts, &v, Access::Point, None)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
+        Ok((meta_of(ts, &v), p))
+    }
+
+    /// The metadata of a record, from the index alone.
+    pub fn head(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordMeta> {
+        let (_, ts, v) = self.locate(bucket, entry, ts)?;
+        Ok(meta_of(ts, &v))
+    }
+
+    /// A record's payload as a stream, for records too large to hold in memory.
+    pub fn open_record(&self, bucket: &str, entry: &str, ts: Option<u64>) -> Result<RecordReader> {
+        let (e, ts, v) = self.locate(bucket, entry, ts)?;
+        open_value(self.inner.sources(), &e, ts, &v, Access::Point)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))
+    }
+}
+
+#[cfg(test)]
+mod mapped_tests {
+    use crate::error::Error;
+    use crate::payload::{Payload, Windows};
+    use crate::record::{Query, WriteMeta};
+    use crate::settings::{BucketSettings, Compression, StoreOptions};
+    use crate::store::Store;
+
+    fn payload(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i % 253) as u8).collect()
+    }
+
+    /// A query's payloads of one block are slices of one mapping (each record's bytes right
+    /// after the previous record's frame head), ascending and descending, and are the bytes
+    /// written; a payload handed out outlives the removal of its block, and the records of a
+    /// block removed while the query runs read as gone (skipped), never as data.
+    #[test]
+    fn a_query_slices_its_payloads_from_one_window_per_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let data: Vec<Vec<u8>> = (0..40u64)
+            .map(|ts| {
+                payload(100 << 10)
+                    .into_iter()
+                    .map(|b| b ^ ts as u8)
+                    .collect()
+            })
+            .collect();
+        for (ts, d) in data.iter().enumerate() {
+            s.write("b", "e", &WriteMeta::at(ts as u64), d).unwrap();
+        }
+        for descending in [false, true] {
+            let q = Query {
+                descending,
+                ..Query::default()
+            };
+            let mut w = Windows::default();
+            let mut prev: Option<(u64, usize, usize)> = None;
+            let mut seen = 0;
+            for item in s.query("b", "e", &q).unwrap() {
+                let item = item.unwrap();
+                let p = item.payload_in(&mut w).unwrap().unwrap();
+                let Payload::Mapped(m) = &p else {
+                    panic!("a 100 KiB payload of a query was not sliced from a window");
+                };
+                assert!(p.as_ref() == &data[item.meta.ts as usize][..]);
+                let here = m.as_ref().as_ptr() as usize;
+                if let Some((ts, at, len)) = prev {
+                    // same mapping: the next frame starts where this one ended (+ its head)
+                    let gap = if descending {
+                        at - (here + p.len())
+                    } else {
+                        here - (at + len)
+                    };
+                    assert!(gap < 256, "ts {ts} -> {}: {gap} bytes apart", item.meta.ts);
+                }
+                prev = Some((item.meta.ts, here, p.len()));
+                seen += 1;
+            }
+            assert_eq!(seen, data.len());
+        }
+        // Removal while a query runs: the handed-out payload stays, the rest is gone.
+        let mut w = Windows::default();
+        let mut it = s.query("b", "e", &Query::default()).unwrap();
+        let first = it.next().unwrap().unwrap();
+        let p = first.payload_in(&mut w).unwrap().unwrap();
+        let second = it.next().unwrap().unwrap();
+        s.remove_bucket("b").unwrap();
+        assert!(p.as_ref() == &data[0][..]);
+        assert!(matches!(second.payload_in(&mut w), Err(Error::NotFound(_))));
+    }
+
+    /// Large raw payloads are mapped, small and compressed ones read into memory; all of
+    /// them are the bytes written.
+    #[test]
+    fn large_raw_payloads_are_mapped_the_rest_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let (big, small) = (payload(crate::MAP_MIN as usize), payload(1000));
+        s.write("b", "e", &WriteMeta::at(1), &big).unwrap();
+        s.write("b", "e", &WriteMeta::at(2), &small).unwrap();
+        let (meta, p) = s.read_payload("b", "e", Some(1)).unwrap();
+        assert_eq!(meta.size, big.len() as u64);
+        let p = p.unwrap();
+        assert!(matches!(p, Payload::Mapped(_)));
+        assert!(p.as_ref() == big);
+        let p = s.read_payload("b", "e", Some(2)).unwrap().1.unwrap();
+        assert!(matches!(p, Payload::Memory(_)));
+        assert_eq!(p.as_ref(), &small[..]);
+        // Compressed: decompressed into memory.
+        let z = BucketSettings {
+            compression: Compression::Zstd { level: 3 },
+            ..BucketSettings::default()
+        };
+        s.create_bucket("z", z).unwrap();
+        s.write("z", "e", &WriteMeta::at(1), &big).unwrap();
+        let p = s.read_payload("z", "e", Some(1)).unwrap().1.unwrap();
+        assert!(matches!(p, Payload::Memory(_)));
+        assert!(p.as_ref() == big);
+        // Over MAP_MAX: streamed instead (None).
+        let huge = vec![7u8; (crate::MAP_MAX + 1) as usize];
+        s.write("b", "e", &WriteMeta::at(3), &huge).unwrap();
+        assert!(s.read_payload("b", "e", Some(3)).unwrap().1.is_none());
+    }
+
+    /// A mapping outlives the removal of its record's bucket (the block file is unlinked,
+    /// not cut): the bytes handed out stay the bytes written.
+    #[test]
+    fn a_mapped_payload_survives_the_removal_of_its_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let big = payload(1 << 20);
+        s.write("b", "e", &WriteMeta::at(1), &big).unwrap();
+        let (_, p) = s.read_payload("b", "e", Some(1)).unwrap();
+        let p = p.unwrap();
+        s.remove_bucket("b").unwrap();
+        assert!(p.as_ref() == big);
+        assert!(s.read_payload("b", "e", Some(1)).is_err());
+    }
+}
