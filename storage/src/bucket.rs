@@ -65,6 +65,11 @@ impl Bucket {
         self.settings.read().clone()
     }
 
+    /// The bucket's age-based retention (`max_age`, µs), without cloning its settings.
+    pub(crate) fn max_age(&self) -> Option<u64> {
+        self.settings.read().max_age
+    }
+
     /// Applies an update (validated, written to the settings file, then made visible).
     pub fn update_settings(&self, update: &BucketSettingsUpdate) -> Result<()> {
         let mut s = self.settings.write();

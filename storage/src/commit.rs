@@ -83,8 +83,9 @@ pub struct BlockFile {
     pub file: Arc<File>,
 }
 
-/// Called after every successful commit (see [`Committer::on_commit`]).
-pub type Listener = Arc<dyn Fn() + Send + Sync>;
+/// Called after every successful commit (see [`Committer::on_commit`]) with the ids of the
+/// entries that got record puts in it (sorted, each once; empty for a commit without any).
+pub type Listener = Arc<dyn Fn(&[u32]) + Send + Sync>;
 
 /// A follower's outcome, filled in by the leader (typed: a follower sees `DiskFull` as
 /// `DiskFull`, see `Error::duplicate`).
@@ -130,7 +131,7 @@ impl Committer {
 
     /// Adds a listener, called by the leader of every group commit that succeeded (after
     /// its transaction committed: a read transaction opened after the call sees the
-    /// group's changes). It runs on the leader's thread holding no lock of the committer,
+    /// group's changes) with the ids of the entries the group put records into. It runs on the leader's thread holding no lock of the committer,
     /// but possibly under the leader's own caller's entry or structure lock: it must be
     /// cheap, must not block and must not call back into the store.
     pub fn on_commit(&self, listener: Listener) {
@@ -140,10 +141,10 @@ impl Committer {
         *l = Arc::from(all);
     }
 
-    fn notify(&self) {
+    fn notify(&self, entries: &[u32]) {
         let listeners = self.listeners.lock().clone();
         for l in listeners.iter() {
-            l();
+            l(entries);
         }
     }
 
@@ -174,8 +175,8 @@ impl Committer {
                 *slot.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
             }
             drop(group);
-            if res.is_ok() {
-                self.notify();
+            if let Ok(entries) = &res {
+                self.notify(entries);
             }
             q = self.queue.lock();
             q.leader = false;
@@ -183,7 +184,8 @@ impl Committer {
         }
     }
 
-    fn run_group(&self, index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<()> {
+    /// Commits a group; returns the ids of the entries it put records into.
+    fn run_group(&self, index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<Vec<u32>> {
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
         for Queued { change, .. } in group.iter() {
             for f in &change.files {
@@ -201,7 +203,7 @@ impl Committer {
             // The interner may hold attrs ids of the aborted transaction.
             index.forget_attrs();
         }
-        res?;
+        let entries = res?;
         match self.policy {
             SyncPolicy::Always => index.force_sync()?,
             SyncPolicy::Periodic(_) => {
@@ -221,7 +223,7 @@ impl Committer {
             }
             SyncPolicy::Never => {}
         }
-        Ok(())
+        Ok(entries)
     }
 
     /// Drops a deleted block's descriptor: an unlinked file's space is only freed once its
@@ -244,21 +246,32 @@ impl Committer {
 /// Applies a group's ops in one transaction and commits it. Record puts and deletes are
 /// gathered per entry and applied chunk by chunk (each chunk read and written once); ops
 /// that scan records (block and entry removal) first apply what was gathered, so the
-/// order of the ops is kept.
-fn write_group(index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<()> {
+/// order of the ops is kept. Returns the ids of the entries that got record puts (for the
+/// commit listeners), sorted and each once.
+fn write_group(index: &Index, feed: &Feed, group: &mut [Queued]) -> Result<Vec<u32>> {
     let mut txn = index.write_txn()?;
     // Record puts of watched buckets go to the change feed in this same transaction.
     let mut fed = feed.batch();
     let mut recs = RecordOps::default();
+    let mut put_into: Vec<u32> = Vec::new();
     for Queued { change, .. } in group.iter_mut() {
         for op in std::mem::take(&mut change.ops) {
+            if let Op::PutRec { entry_id, .. } = &op {
+                // Records of a change come entry by entry: a look at the last id keeps the
+                // list short before the sort below.
+                if put_into.last() != Some(entry_id) {
+                    put_into.push(*entry_id);
+                }
+            }
             apply(index, feed, &mut txn, op, &mut recs, &mut fed)?;
         }
     }
     recs.flush(index, &mut txn)?;
     feed.append(&mut txn, fed)?;
     txn.commit()?;
-    Ok(())
+    put_into.sort_unstable();
+    put_into.dedup();
+    Ok(put_into)
 }
 
 /// Record puts (`Some`) and deletes (`None`) not applied yet, per entry, in op order.

@@ -12,6 +12,9 @@ pub use tsblob_proto::NameError;
 pub enum Error {
     #[error(transparent)]
     Name(#[from] NameError),
+    /// An entry pattern over the wildcard cap (one that breaks the name rules is `Name`).
+    #[error(transparent)]
+    Pattern(crate::pattern::PatternError),
     #[error(transparent)]
     NotFound(#[from] NotFound),
     #[error(transparent)]
@@ -46,6 +49,7 @@ impl Error {
     pub(crate) fn duplicate(&self) -> Error {
         match self {
             Error::Name(e) => Error::Name(e.clone()),
+            Error::Pattern(e) => Error::Pattern(e.clone()),
             Error::NotFound(e) => Error::NotFound(e.clone()),
             Error::Bucket(e) => Error::Bucket(e.clone()),
             Error::Write(e) => Error::Write(e.clone()),
@@ -77,6 +81,15 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+}
+
+impl From<crate::pattern::PatternError> for Error {
+    fn from(e: crate::pattern::PatternError) -> Error {
+        match e {
+            crate::pattern::PatternError::Name(n) => Error::Name(n),
+            other => Error::Pattern(other),
         }
     }
 }
@@ -138,6 +151,16 @@ pub enum TierError {
         block: u64,
         key: String,
     },
+    /// The object store holds the block's object, damaged (shorter than the index says).
+    #[error("block {block:016x} of {bucket}/{entry} is damaged in the object store (key {key:?}, record {ts}): {reason}")]
+    Damaged {
+        bucket: String,
+        entry: String,
+        block: u64,
+        key: String,
+        ts: u64,
+        reason: String,
+    },
     /// A write sent to a read-only replica.
     #[error("this server is a read-only replica of {0}: send writes to the server that tiers into that object store")]
     ReadOnly(String),
@@ -178,6 +201,15 @@ pub enum WriteError {
     },
     #[error("invalid timestamp {ts}: {reason}")]
     InvalidTimestamp { ts: u64, reason: &'static str },
+    /// A record stamped before its bucket's `max_age` reaches back: retention would delete
+    /// it at once, so it is refused rather than acknowledged and then deleted.
+    #[error("timestamp {ts} is older than bucket {bucket:?} keeps records: its max_age is {max_age} µs, so the oldest timestamp it accepts now is {oldest}; write the record with a newer timestamp, or raise or clear the bucket's max_age")]
+    TooOld {
+        bucket: String,
+        ts: u64,
+        max_age: u64,
+        oldest: u64,
+    },
     #[error("bucket {bucket:?} has a HARD quota of {quota} bytes, uses {used} and the record needs {needed}: remove data, raise the quota or use a FIFO quota")]
     QuotaExceeded {
         bucket: String,

@@ -26,7 +26,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tsblob_storage::{entry_pattern_matches, FeedFilter, Labels};
+use tsblob_storage::{EntryPattern, FeedFilter, Labels};
 
 use super::filters::when_param;
 use super::human::{parse_time, size};
@@ -335,6 +335,15 @@ async fn export_mcap(
     Ok(())
 }
 
+/// `--entries` compiled once (matched in linear time; at most
+/// `tsblob_storage::MAX_PATTERN_WILDCARDS` wildcards each).
+fn compile_patterns(patterns: &[String]) -> anyhow::Result<Vec<EntryPattern>> {
+    patterns
+        .iter()
+        .map(|p| EntryPattern::compile(p).map_err(|e| anyhow::anyhow!("--entries: {e}")))
+        .collect()
+}
+
 /// The start of a `--from-last` copy: the oldest of the destination's latest timestamps
 /// over the source's matching entries (`None`: one is missing there: start from the beginning).
 async fn from_last(
@@ -373,9 +382,10 @@ async fn from_last(
         Place::Mcap(p) | Place::Bag(p) => bail!("--from-last does not read {}", p.display()),
     };
     let mut start: Option<u64> = None;
+    let patterns = compile_patterns(patterns)?;
     for e in source_entries
         .iter()
-        .filter(|e| patterns.iter().any(|p| entry_pattern_matches(p, e)))
+        .filter(|e| patterns.iter().any(|p| p.matches(e)))
     {
         match latest.get(e) {
             Some(l) => start = Some(start.map_or(*l, |s| s.min(*l))),
@@ -418,16 +428,7 @@ async fn read_server(
     tx: mpsc::Sender<OutRecord>,
 ) -> anyhow::Result<u64> {
     let c = Client::with_ca(url, token.as_deref(), ca)?;
-    let mut params: Vec<(String, String)> = vec![("entries".into(), patterns.join(","))];
-    if let Some(s) = start {
-        params.push(("start".into(), s.to_string()));
-    }
-    if let Some(s) = stop {
-        params.push(("stop".into(), s.to_string()));
-    }
-    if let Some(w) = when_param(when, None)? {
-        params.push(("when".into(), w));
-    }
+    let params = query_params(patterns, start, stop, when)?;
     let resp = c
         .send(
             c.request(Method::GET, &format!("/api/v1/b/{}/query", seg(bucket)))
@@ -546,8 +547,9 @@ async fn read_folder(
         .transpose()
         .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
     let mut records = 0u64;
+    let patterns = compile_patterns(patterns)?;
     for (entry, index) in folder_entries(root)? {
-        if !patterns.iter().any(|p| entry_pattern_matches(p, &entry)) {
+        if !patterns.iter().any(|p| p.matches(&entry)) {
             continue;
         }
         let mut filter = FeedFilter::new(Vec::new(), cond.as_ref());
@@ -864,6 +866,26 @@ async fn write_folder(
         f.sync_all().await?;
     }
     Ok(totals)
+}
+
+/// The query-string of a multi-entry query of `tsblob cp` (records or an MCAP export).
+fn query_params(
+    patterns: &[String],
+    start: Option<u64>,
+    stop: Option<u64>,
+    when: Option<&str>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut params: Vec<(String, String)> = vec![("entries".into(), patterns.join(","))];
+    if let Some(s) = start {
+        params.push(("start".into(), s.to_string()));
+    }
+    if let Some(s) = stop {
+        params.push(("stop".into(), s.to_string()));
+    }
+    if let Some(w) = when_param(when, None)? {
+        params.push(("when".into(), w));
+    }
+    Ok(params)
 }
 
 #[cfg(test)]

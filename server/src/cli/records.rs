@@ -389,9 +389,52 @@ pub struct TailArgs {
     pub client: ClientArgs,
 }
 
+/// Where a tail stands, to reopen it without missing or repeating a record: the last
+/// timestamp printed and the entries printed at it. A multi-entry tail holds several
+/// records with one timestamp (one per entry), so it reopens *at* that timestamp and skips
+/// those entries; reopening from the last timestamp + 1 lost the others (issue 27).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct TailCursor {
+    last: Option<u64>,
+    seen: Vec<Option<String>>,
+}
+
+impl TailCursor {
+    /// Notes a record about to be printed; false for one printed before a reconnection.
+    fn take(&mut self, ts: u64, entry: Option<&str>) -> bool {
+        let entry = entry.map(str::to_string);
+        if self.last == Some(ts) {
+            if self.seen.contains(&entry) {
+                return false;
+            }
+            self.seen.push(entry);
+        } else {
+            self.last = Some(ts);
+            self.seen = vec![entry];
+        }
+        true
+    }
+
+    /// The `start` of the reopened tail.
+    fn start(&self, first: Option<u64>) -> Option<u64> {
+        self.last.or(first)
+    }
+}
+
+/// The timestamp and entry of a metadata line (`None` for a heartbeat or an error line).
+fn line_key(line: &[u8]) -> Option<(u64, Option<String>)> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let ts = v.get("ts")?.as_u64()?;
+    Some((
+        ts,
+        v.get("entry").and_then(|e| e.as_str()).map(String::from),
+    ))
+}
+
 /// `tsblob tail`: one line per record, from --start on, then each new record as it is
-/// written, until interrupted. A dropped connection is reopened from the last ts + 1 (five
-/// times in a row at most, with a growing pause).
+/// written, until interrupted. A dropped connection is reopened from the last timestamp,
+/// skipping the records already printed at it (five times in a row at most, with a
+/// growing pause).
 pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
     let c = connect(&args.client)?;
     let mut entries = Vec::new();
@@ -402,7 +445,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
         &mut entries,
     );
     let filters = args.filters.params(None)?;
-    let mut cursor = args.start;
+    let mut cursor = TailCursor::default();
     let (mut records, mut failures) = (0u64, 0u32);
     loop {
         let mut params: Vec<(String, String)> = vec![
@@ -411,7 +454,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
             ("heartbeat".into(), args.heartbeat.to_string()),
         ];
         params.extend(entries.iter().cloned());
-        if let Some(s) = cursor {
+        if let Some(s) = cursor.start(args.start) {
             params.push(("start".into(), s.to_string()));
         }
         params.extend(filters.iter().cloned());
@@ -428,14 +471,18 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                 let cut = loop {
                     while let Some(i) = buf.iter().position(|&b| b == b'\n') {
                         let line = buf.split_to(i + 1);
-                        if line.len() > 1 {
-                            if let Some(ts) =
-                                print_meta_line(&line[..line.len() - 1], args.json, records)?
-                            {
-                                records += 1;
-                                failures = 0;
-                                cursor = Some(ts + 1);
+                        let line = &line[..line.len() - 1];
+                        if line.is_empty() {
+                            continue;
+                        }
+                        if let Some((ts, entry)) = line_key(line) {
+                            if !cursor.take(ts, entry.as_deref()) {
+                                continue; // printed before the connection dropped
                             }
+                        }
+                        if print_meta_line(line, args.json, records)?.is_some() {
+                            records += 1;
+                            failures = 0;
                         }
                     }
                     match body.next().await {
@@ -452,7 +499,10 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
         if failures > 5 {
             return Err(cut.context("the tail's connection failed 5 times in a row"));
         }
-        eprintln!("tail: {cut:#}; reconnecting from {:?}", cursor);
+        eprintln!(
+            "tail: {cut:#}; reconnecting from {:?}",
+            cursor.start(args.start)
+        );
         tokio::time::sleep(std::time::Duration::from_millis(250 << failures)).await;
     }
 }
@@ -602,4 +652,35 @@ pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
     let v = c.json(req).await?;
     println!("removed {}", v["removed"]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::*;
+
+    /// Issue 27: `tsblob tail --entries` reopened a dropped tail from the last timestamp
+    /// plus one, which skipped the records of other entries with that same timestamp. It
+    /// now reopens at that timestamp and skips only what it printed.
+    #[test]
+    fn a_multi_entry_tail_resumed_from_last_ts_plus_one_skipped_records() {
+        let mut c = TailCursor::default();
+        assert_eq!(c.start(Some(5)), Some(5));
+        assert!(c.take(10, Some("a")));
+        // the connection drops here: b's record at 10 is still to come
+        assert_eq!(c.start(Some(5)), Some(10));
+        assert!(!c.take(10, Some("a")), "printed before the cut: skipped");
+        assert!(c.take(10, Some("b")));
+        assert!(!c.take(10, Some("b")));
+        assert!(c.take(11, Some("a")));
+        assert_eq!(c.start(None), Some(11));
+        // one entry: the same rule
+        let mut one = TailCursor::default();
+        assert!(one.take(3, None));
+        assert!(!one.take(3, None));
+        assert_eq!(
+            line_key(br#"{"ts":10,"entry":"a","size":1}"#),
+            Some((10, Some("a".to_string())))
+        );
+        assert_eq!(line_key(br#"{"heartbeat":10}"#), None);
+    }
 }

@@ -46,6 +46,9 @@ pub struct Caller {
     pub full_access: bool,
     pub read: Vec<String>,
     pub write: Vec<String>,
+    /// The SHA-256 of the token the request presented (`None` when no token was needed):
+    /// what a long-lived stream checks again when the tokens change ([`StreamGrant`]).
+    pub token_hash: Option<String>,
 }
 
 fn pattern_matches(pattern: &str, bucket: &str) -> bool {
@@ -63,6 +66,7 @@ impl Caller {
             full_access: true,
             read: Vec::new(),
             write: Vec::new(),
+            token_hash: None,
         }
     }
 
@@ -150,6 +154,9 @@ pub struct Auth {
     tokens: RwLock<BTreeMap<String, StoredToken>>,
     /// hash → name, for the lookup on every request.
     by_hash: RwLock<HashMap<String, String>>,
+    /// Bumped on every change of the tokens (created, removed): long-lived streams check
+    /// their token again when it moved ([`StreamGrant`]), and idle ones wait on it.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Auth {
@@ -171,6 +178,7 @@ impl Auth {
             admin_hash: admin_token.filter(|t| !t.is_empty()).map(hash_value),
             tokens: RwLock::new(BTreeMap::new()),
             by_hash: RwLock::new(HashMap::new()),
+            changes: tokio::sync::watch::channel(0).0,
         };
         for t in file.tokens {
             auth.by_hash
@@ -188,10 +196,15 @@ impl Auth {
 
     /// The caller holding `value`, if it is a known token.
     pub fn authenticate(&self, value: &str) -> Option<Caller> {
-        let hash = hash_value(value);
+        self.by_hash_value(hash_value(value))
+    }
+
+    /// The caller holding the token of this SHA-256, if it is a known token.
+    fn by_hash_value(&self, hash: String) -> Option<Caller> {
         if self.admin_hash.as_deref() == Some(hash.as_str()) {
             return Some(Caller {
                 name: Some(ADMIN_NAME.into()),
+                token_hash: Some(hash),
                 ..Caller::open()
             });
         }
@@ -203,7 +216,25 @@ impl Auth {
             full_access: t.full_access,
             read: t.read.clone(),
             write: t.write.clone(),
+            token_hash: Some(hash),
         })
+    }
+
+    /// What a stream opened by `caller` to read `bucket` needs to check, for its whole life,
+    /// that it still may ([`StreamGrant::check`]).
+    pub fn grant(self: &std::sync::Arc<Self>, caller: &Caller, bucket: &str) -> StreamGrant {
+        StreamGrant {
+            auth: self.clone(),
+            token_hash: caller.token_hash.clone(),
+            bucket: bucket.to_string(),
+            changes: self.changes.subscribe(),
+            due: false,
+        }
+    }
+
+    /// Says that the tokens changed (after the change is visible).
+    fn changed(&self) {
+        self.changes.send_modify(|g| *g = g.wrapping_add(1));
     }
 
     pub fn list(&self) -> Vec<StoredToken> {
@@ -246,6 +277,10 @@ impl Auth {
         self.save(&next)?;
         *tokens = next;
         self.by_hash.write().insert(t.sha256, t.name);
+        drop(tokens);
+        // Creating the first token switches authentication on: streams opened without one
+        // end.
+        self.changed();
         Ok(value)
     }
 
@@ -274,6 +309,8 @@ impl Auth {
         self.save(&next)?;
         *tokens = next;
         self.by_hash.write().remove(&t.sha256);
+        drop(tokens);
+        self.changed();
         Ok(())
     }
 
@@ -376,6 +413,70 @@ impl Auth {
                 "the token is not valid: check its value, or ask for a new one",
             )),
         }
+    }
+}
+
+/// A long-lived stream's permission to read its bucket, checked again whenever the tokens
+/// change (defect 5 of issue 27: a tail kept streaming after its token was deleted).
+/// Checking costs one atomic load while nothing changed.
+pub struct StreamGrant {
+    auth: std::sync::Arc<Auth>,
+    /// The token the stream was opened with (`None`: none was needed then).
+    token_hash: Option<String>,
+    bucket: String,
+    changes: tokio::sync::watch::Receiver<u64>,
+    /// [`StreamGrant::changed`] returned (it marks the change seen): check at the next call.
+    due: bool,
+}
+
+impl StreamGrant {
+    /// `Ok` while the stream's token exists and may read its bucket (or no token is needed);
+    /// otherwise the error that ends the stream: 401 `token_revoked` for a token removed
+    /// (or authentication switched on after a stream opened without one), 403 `forbidden`
+    /// for one that may no longer read the bucket.
+    pub fn check(&mut self) -> Result<(), AppError> {
+        if !std::mem::take(&mut self.due) && !self.changes.has_changed().unwrap_or(false) {
+            return Ok(());
+        }
+        self.changes.borrow_and_update();
+        if !self.auth.enabled() {
+            return Ok(());
+        }
+        let revoked = |why: &str| {
+            AppError::new(
+                StatusCode::UNAUTHORIZED,
+                "token_revoked",
+                format!("{why}: this stream ends; open it again with a valid token"),
+            )
+        };
+        let Some(hash) = self.token_hash.clone() else {
+            return Err(revoked(
+                "the server now needs a token (one was created after this stream opened)",
+            ));
+        };
+        match self.auth.by_hash_value(hash) {
+            None => Err(revoked("the token of this stream was removed")),
+            Some(caller) => caller.require_read(&self.bucket).map_err(|_| {
+                AppError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!(
+                        "token {:?} may no longer read bucket {:?}: this stream ends; ask an administrator for a token with that permission",
+                        caller.name.as_deref().unwrap_or(""),
+                        self.bucket
+                    ),
+                )
+            }),
+        }
+    }
+
+    /// Returns when the tokens change (never, once the server drops its registry): an idle
+    /// stream waits on it to [`StreamGrant::check`] at once rather than at its next record.
+    pub async fn changed(&mut self) {
+        if self.changes.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        self.due = true;
     }
 }
 

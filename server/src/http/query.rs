@@ -21,6 +21,7 @@ use tsblob_storage::{
     LabelFilter, Labels, MultiIter, Payload, Query, QueryItem, QueryIter, Windows,
 };
 
+use super::auth::StreamGrant;
 use super::body::{channel_body, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
@@ -368,10 +369,19 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         follow,
         entries,
     } = r;
-    // A live tail subscribes before its first walk: a commit after that walk's read
-    // transaction began always wakes it.
-    let commits = follow.map(|_| t.state.commits.subscribe());
+    // Counted against --max-streams and --max-streams-per-token until the producer ends
+    // (`limits.rs`): refused before any work.
+    let slot = t
+        .state
+        .streams
+        .open(t.caller.name.as_deref().unwrap_or(""))?;
+    // A live tail is admitted (or refused: 429) before any work.
+    let mut tail = match follow {
+        Some(_) => Some(t.state.tails.admit(&t.caller)?),
+        None => None,
+    };
     // Opening the query answers an unknown bucket or entry with a status, before any frame.
+    let grant_bucket = t.bucket.clone();
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let iter = blocking(move || {
         Ok(match entries {
@@ -380,6 +390,11 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         })
     })
     .await?;
+    // A live tail is registered under its entries before its first walk: a commit after
+    // that walk's read transaction began always wakes it.
+    if let Some(tail) = tail.as_mut() {
+        tail.watch(iter.entry_ids());
+    }
     // The first step runs before the status is sent: an error before any record (a strict
     // condition meeting a missing label) is answered with its status.
     let mut p = Producer::new(iter, meta);
@@ -397,13 +412,12 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     };
     let (tx, body) = channel_body(DEPTH);
     let metrics = t.state.metrics.clone();
-    let live = follow.zip(commits).map(|(opts, commits)| Live {
-        opts,
-        commits,
-        _count: LiveCount::new(&metrics.follows),
-    });
+    // The stream checks its token again whenever the tokens change, for as long as it runs.
+    let grant = t.state.auth.grant(&t.caller, &grant_bucket);
+    let live = follow.zip(tail).map(|(opts, tail)| Live { opts, tail });
     tokio::spawn(async move {
-        let (bytes, _) = pump(p, first, tx, live).await;
+        let _slot = slot;
+        let (bytes, _) = pump(p, first, tx, live, grant).await;
         metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
@@ -417,8 +431,10 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
 /// What one production step yields.
 enum Step {
     More(Vec<Bytes>),
-    /// A live tail caught up: the pieces, then wait for a commit before the next step.
-    Caught(Vec<Bytes>),
+    /// A live tail caught up: the pieces, then wait for a commit before the next step (or
+    /// until its settle time lets through the first record its walk left past its horizon,
+    /// at this timestamp).
+    Caught(Vec<Bytes>, Option<u64>),
     Last(Vec<Bytes>),
     /// The pieces before an error, then the error (sent as an error frame or line).
     Fail(Vec<Bytes>, AppError),
@@ -521,6 +537,30 @@ impl Walk {
         }
     }
 
+    /// Walks on only where it may find something: the entries in `changed` (sorted ids)
+    /// and those whose record past the last horizon the new one lets through.
+    fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
+        match self {
+            Walk::One(i) => i.resume_changed(horizon, changed),
+            Walk::Many(i) => i.resume_changed(horizon, changed),
+        }
+    }
+
+    fn ahead(&self) -> Option<u64> {
+        match self {
+            Walk::One(i) => i.ahead(),
+            Walk::Many(i) => i.ahead(),
+        }
+    }
+
+    /// The ids of the entries walked (what the commit listener names).
+    fn entry_ids(&self) -> Vec<u32> {
+        match self {
+            Walk::One(i) => vec![i.entry_id()],
+            Walk::Many(i) => i.entry_ids(),
+        }
+    }
+
     fn is_many(&self) -> bool {
         matches!(self, Walk::Many(_))
     }
@@ -550,6 +590,8 @@ pub(crate) struct Producer {
     follow: Option<u64>,
     /// The next step starts a new walk (a live tail woken by a commit or a timer).
     rearm: bool,
+    /// The entries (ids, sorted) that got records since the last walk: the next walk's.
+    changed: Vec<u32>,
 }
 
 impl Producer {
@@ -562,6 +604,7 @@ impl Producer {
             large: None,
             follow: None,
             rearm: false,
+            changed: Vec::new(),
         }
     }
 
@@ -612,7 +655,8 @@ impl Producer {
         let mut idle = 0;
         if std::mem::take(&mut self.rearm) {
             let horizon = self.horizon();
-            self.iter.resume(horizon);
+            let changed = std::mem::take(&mut self.changed);
+            self.iter.resume_changed(horizon, &changed);
         }
         loop {
             if out.full() {
@@ -649,9 +693,12 @@ impl Producer {
             }
             let item = match self.iter.next_bounded() {
                 None => {
-                    if self.follow.is_some() && self.iter.resume(self.horizon()) {
+                    // (What the walk left past its horizon, before `resume_changed` may
+                    // arm a walk of it.)
+                    let ahead = self.iter.ahead();
+                    if self.follow.is_some() && self.iter.resume_changed(self.horizon(), &[]) {
                         self.rearm = true;
-                        return Step::Caught(out.finish());
+                        return Step::Caught(out.finish(), ahead);
                     }
                     if !self.meta {
                         put_end(&mut out.buf, self.count);
@@ -725,25 +772,25 @@ impl Producer {
 /// client leaves): nothing of it outlives the response.
 struct Live {
     opts: FollowOpts,
-    /// The commit counter, subscribed to before the first walk.
-    commits: tokio::sync::watch::Receiver<u64>,
-    _count: LiveCount,
+    /// Admitted, counted, and registered under its entries before the first walk.
+    tail: super::tails::Tail,
 }
 
-/// Counts a live tail in `tsblob_query_follows` while it exists.
-struct LiveCount(prometheus::IntGauge);
+/// The longest a live tail's settle timer waits at once (a record stamped years ahead
+/// re-arms it after each wait).
+const MAX_SETTLE_WAIT: Duration = Duration::from_secs(24 * 3600);
 
-impl LiveCount {
-    fn new(g: &prometheus::IntGauge) -> LiveCount {
-        g.inc();
-        LiveCount(g.clone())
-    }
-}
-
-impl Drop for LiveCount {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
+/// When a live tail with a settle time walks again without a commit: once its horizon
+/// (now minus `settle`) has passed `ahead`, the first record its last walk left for later.
+fn settle_deadline(ahead: Option<u64>, settle: Duration) -> Option<tokio::time::Instant> {
+    let ts = ahead?;
+    let due = ts
+        .saturating_add(settle.as_micros() as u64)
+        .saturating_add(1);
+    let wait = Duration::from_micros(due.saturating_sub(tsblob_storage::now_micros()))
+        .min(MAX_SETTLE_WAIT)
+        + Duration::from_millis(1);
+    Some(tokio::time::Instant::now() + wait)
 }
 
 /// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
@@ -754,19 +801,17 @@ async fn pump(
     first: Step,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
     mut live: Option<Live>,
+    mut grant: StreamGrant,
 ) -> (u64, u64) {
     use tokio::time::Instant;
     let mut sent = 0u64;
     let mut steps = 0u64;
     let mut next = Some(first);
     let mut last_sent = Instant::now();
-    // With a settle time, one more walk once it has passed since the start, and since each
-    // commit, so a record committed late (within the settle time) is still delivered.
-    let mut settle_at = live
-        .as_ref()
-        .map(|l| l.opts.settle)
-        .filter(|s| !s.is_zero())
-        .map(|s| Instant::now() + s + Duration::from_millis(1));
+    // With a settle time: the next walk without a commit, once the horizon passes the
+    // first record the last walk left past it (a record stamped ahead of the clock, or
+    // committed within the settle time), so it is delivered with no other write.
+    let mut settle_at = None;
     loop {
         let step = match next.take() {
             Some(s) => s,
@@ -774,6 +819,10 @@ async fn pump(
                 // A long scan without matches sends nothing: look for a closed channel.
                 if tx.is_closed() {
                     return (sent, steps);
+                }
+                // A token removed (or no longer allowed to read the bucket) ends the stream.
+                if let Err(e) = grant.check() {
+                    return (sent + revoked(&p, &tx, e).await, steps);
                 }
                 let Ok((back, step)) = tokio::task::spawn_blocking(move || {
                     let step = p.step();
@@ -793,7 +842,12 @@ async fn pump(
         };
         let (mut pieces, last, caught) = match step {
             Step::More(b) => (b, false, false),
-            Step::Caught(b) => (b, false, true),
+            Step::Caught(b, ahead) => {
+                if let Some(l) = &live {
+                    settle_at = settle_deadline(ahead, l.opts.settle);
+                }
+                (b, false, true)
+            }
             Step::Last(b) => (b, true, false),
             Step::Fail(mut b, e) => {
                 b.push(p.error_piece(&e));
@@ -831,19 +885,17 @@ async fn pump(
         let Some(l) = live.as_mut() else {
             return (sent, steps); // only a live tail catches up
         };
-        // Wait for a commit, the settle timer or the client leaving; heartbeats meanwhile.
+        // Wait for a commit to one of its entries, the settle timer or the client leaving;
+        // heartbeats meanwhile.
         loop {
             let beat_at = last_sent + l.opts.heartbeat;
             tokio::select! {
                 _ = tx.closed() => return (sent, steps),
-                changed = l.commits.changed() => {
-                    if changed.is_err() {
-                        return (sent, steps); // the server is going away
+                _ = l.tail.wake().notified() => break,
+                _ = grant.changed() => {
+                    if let Err(e) = grant.check() {
+                        return (sent + revoked(&p, &tx, e).await, steps);
                     }
-                    if !l.opts.settle.is_zero() {
-                        settle_at = Some(Instant::now() + l.opts.settle + Duration::from_millis(1));
-                    }
-                    break;
                 }
                 _ = tokio::time::sleep_until(settle_at.unwrap_or(beat_at)), if settle_at.is_some() => {
                     settle_at = None;
@@ -859,7 +911,30 @@ async fn pump(
                 }
             }
         }
+        // Taken before the walk's read transaction begins: a commit after this wakes the
+        // tail again (no lost wake-ups).
+        p.changed = l.tail.wake().take();
     }
+}
+
+/// Ends a stream whose token was removed or lost its permission (`StreamGrant::check`):
+/// an error frame (an `{"error": ...}` line with `meta=true`) between records, a cut
+/// inside a large record's payload (the client sees a short body, never wrong bytes).
+/// Returns the bytes sent.
+async fn revoked(
+    p: &Producer,
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    e: AppError,
+) -> u64 {
+    tracing::info!("query stream ended: {e}");
+    if p.large.is_some() {
+        let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+        return 0;
+    }
+    let piece = p.error_piece(&e);
+    let n = piece.len() as u64;
+    let _ = tx.send(Ok(piece)).await;
+    n
 }
 
 #[utoipa::path(delete, path = "/api/v1/b/{bucket}/{entry}/query", tag = "records",

@@ -129,23 +129,21 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     let chunks = BodyChunks::new(body, limits.max_body, &limits);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    // Small bodies, and larger ones while the memory budget has room, are received whole in
-    // memory and written with one call (no spool file, no second copy); the rest are spooled.
-    let in_memory = match len {
-        Some(n) if n <= SMALL_BODY => Some(None),
-        Some(n) => t.state.bodies.try_take(n).map(Some),
-        None => None,
-    };
+    // Bodies of known length up to 4 MiB are received whole in memory while the memory
+    // budget (`--memory-budget`, shared with batches and queries) has room, and written with
+    // one call (no spool file, no second copy); the rest are spooled, so a write still
+    // succeeds while the budget is spent.
+    let in_memory = len.and_then(|n| t.state.bodies.try_take(n));
     let (ts, status) = match (len, in_memory) {
         // Small bodies go to the writer thread, which groups concurrent writes; a write that
         // asks to compare with a stored record (`if_exists=compare`) is settled below.
-        (Some(_), Some(None)) if if_exists == IfExists::Fail => {
+        (Some(n), Some(_held)) if n <= SMALL_BODY && if_exists == IfExists::Fail => {
             let pieces = chunks.pieces().await?;
             let writer = t.state.writer.clone();
             let ts = writer.write(bucket, entry, meta, pieces).await?;
             (ts, StatusCode::CREATED)
         }
-        (Some(_), Some(_permit)) => {
+        (Some(_), Some(_held)) => {
             let pieces = chunks.pieces().await?;
             blocking(move || {
                 let written = store.write_pieces(&bucket, &entry, &meta, &pieces);
@@ -224,7 +222,7 @@ enum Opened {
 pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
     let params = RecordParams::parse(req.uri().query(), false)?;
-    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
     if head_only {
         let meta = blocking(move || Ok(store.head(&bucket, &entry, params.ts)?)).await?;
         let mut resp = Response::new(Body::empty());
@@ -251,7 +249,8 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         }
         Opened::Stream(meta, reader) => {
             let (tx, body) = channel_body(4);
-            tokio::spawn(stream_record(reader, tx));
+            let grant = t.state.auth.grant(&t.caller, &t.bucket);
+            tokio::spawn(stream_chunks(reader, tx, Some(grant)));
             (meta, body)
         }
     };
@@ -267,10 +266,25 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
 /// Sends a large record in chunks, each read on the blocking pool: between reads the task
 /// waits for the client asynchronously, so a slow reader holds no blocking thread.
 pub(crate) async fn stream_record(
-    mut reader: tsblob_storage::RecordReader,
+    reader: tsblob_storage::RecordReader,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
+    stream_chunks(reader, tx, None).await
+}
+
+/// [`stream_record`] for a client's read: with its `grant`, a token removed (or no longer
+/// allowed to read the bucket) while the record streams cuts the body short.
+async fn stream_chunks(
+    mut reader: tsblob_storage::RecordReader,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    mut grant: Option<super::auth::StreamGrant>,
+) {
     loop {
+        if let Some(Err(e)) = grant.as_mut().map(|g| g.check()) {
+            tracing::info!("record stream cut: {e}");
+            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+            return;
+        }
         let read = tokio::task::spawn_blocking(move || {
             let r = reader.read_chunk(READ_CHUNK);
             (reader, r)

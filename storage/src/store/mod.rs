@@ -45,6 +45,10 @@ use crate::trash::Trash;
 pub use query::{MultiIter, QueryItem, QueryIter};
 pub use spool::Spool;
 
+/// What [`Store::on_commit`] calls after each commit: given the ids of the entries the
+/// commit put records into.
+pub type CommitListener = dyn Fn(&[u32]) + Send + Sync;
+
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Store {
@@ -286,9 +290,11 @@ impl Store {
     /// committing thread, holding no lock of the committer but possibly its caller's entry
     /// lock: a listener must be cheap and non-blocking (bump a counter, wake a waiter) and
     /// must never call back into the store. There is no unregistering: register one
-    /// listener that fans out. Listeners may be called for commits that add nothing a
-    /// reader cares about.
-    pub fn on_commit(&self, listener: Box<dyn Fn() + Send + Sync>) {
+    /// listener that fans out. It is given the ids of the entries the commit put records
+    /// into (new records or label updates; sorted, each once, empty when it put none), so
+    /// that it wakes only the readers of those entries ([`QueryIter::entry_id`],
+    /// [`MultiIter::entry_ids`] name what a query reads).
+    pub fn on_commit(&self, listener: Box<CommitListener>) {
         self.inner.committer.on_commit(Arc::from(listener));
     }
 

@@ -11,7 +11,7 @@ use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
 use crate::index::Order;
-use crate::names::{entry_pattern_matches, validate_entry_name};
+use crate::pattern::EntryPattern;
 use crate::payload::{Payload, Span, Spans, Windows};
 use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
 use crate::record::{Query, Record, RecordMeta};
@@ -43,6 +43,7 @@ impl Store {
             failed: None,
             done: false,
             ended: false,
+            ahead: None,
         })
     }
 
@@ -212,6 +213,9 @@ pub struct QueryIter {
     done: bool,
     /// The query is over for good: a limit, a `$limit` or an error ended it.
     ended: bool,
+    /// The first record at or past `hi` (below `stop`) when the last walk ended at a
+    /// horizon below `stop`: when a live tail's settle time lets it through.
+    ahead: Option<u64>,
 }
 
 impl QueryIter {
@@ -223,14 +227,32 @@ impl QueryIter {
     /// cannot yield more: it is descending, a limit or an error ended it, or its range is
     /// used up. A record committed after the walk passed its timestamp is never returned.
     pub fn resume(&mut self, horizon: u64) -> bool {
+        self.resume_if(horizon, true)
+    }
+
+    /// [`QueryIter::resume`] for a live tail told which entries got records since its last
+    /// walk (`changed`: entry ids, sorted, as a commit listener is given them): walks again
+    /// only when its entry is among them, or when a record the last walk found past its
+    /// horizon ([`QueryIter::ahead`]) is now below the new one. Otherwise the next walk is
+    /// empty and costs nothing. Returns what `resume` returns.
+    pub fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
+        let due = changed.binary_search(&self.entry.id()).is_ok()
+            || self.ahead.is_some_and(|ts| ts < self.stop.min(horizon));
+        self.resume_if(horizon, due)
+    }
+
+    fn resume_if(&mut self, horizon: u64, walk: bool) -> bool {
         if self.ended || self.descending || self.lo >= self.stop {
             return false;
         }
         if !self.page.is_empty() || self.failed.is_some() {
             return true; // the current walk has not been consumed yet
         }
-        self.hi = self.stop.min(horizon);
-        self.done = false;
+        if walk {
+            self.hi = self.stop.min(horizon);
+            self.done = false;
+            self.ahead = None;
+        }
         true
     }
 
@@ -240,12 +262,33 @@ impl QueryIter {
         self.lo
     }
 
+    /// The id of the entry this query reads (what a commit listener is given).
+    pub fn entry_id(&self) -> u32 {
+        self.entry.id()
+    }
+
+    /// After a walk bounded by a horizon below the query's `stop` (a live tail with a
+    /// settle time): the timestamp of the first record it left for a later walk, if there
+    /// is one. A tail waits until its horizon passes it (no commit needs to wake it).
+    pub fn ahead(&self) -> Option<u64> {
+        self.ahead
+    }
+
+    /// An ascending walk stopped by a horizon below `stop` (a live tail's settle time).
+    fn bounded(&self) -> bool {
+        !self.descending && self.hi < self.stop
+    }
+
     fn fill(&mut self) -> Result<()> {
+        let index = &self.store.inner.index;
         if self.lo >= self.hi {
             self.done = true;
+            if self.bounded() {
+                let txn = index.read_txn()?;
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..self.stop)?;
+            }
             return Ok(());
         }
-        let index = &self.store.inner.index;
         let txn = index.read_txn()?;
         let mut out = Vec::with_capacity(PAGE);
         index.range(
@@ -258,6 +301,9 @@ impl QueryIter {
         )?;
         if out.len() < PAGE {
             self.done = true;
+            if self.bounded() {
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..self.stop)?;
+            }
         }
         if let Some((ts, _)) = out.last() {
             if self.descending {
@@ -357,6 +403,19 @@ impl Iterator for QueryIter {
     }
 }
 
+/// The timestamp of an entry's first record in `span` (oldest first): what a live tail's
+/// walk, bounded by its horizon, left for later ([`QueryIter::ahead`]).
+fn first_in(
+    index: &crate::index::Index,
+    txn: &heed::RoTxn<'_, heed::WithoutTls>,
+    entry_id: u32,
+    span: std::ops::Range<u64>,
+) -> Result<Option<u64>> {
+    let mut out = Vec::with_capacity(1);
+    index.range(txn, entry_id, span, Order::Ascending, 1, &mut out)?;
+    Ok(out.first().map(|(ts, _)| *ts))
+}
+
 /// One entry's part of a merged query: the window still to walk and a page of it.
 struct Source {
     entry: Arc<Entry>,
@@ -365,15 +424,23 @@ struct Source {
     page: VecDeque<(u64, IndexValue)>,
     /// The walk of `[lo, hi)` is over.
     done: bool,
+    /// As `QueryIter`'s: the first record past a horizon that ended the last walk.
+    ahead: Option<u64>,
 }
 
 impl Source {
-    fn fill(&mut self, store: &Store, order: Order) -> Result<()> {
+    /// Fetches the next page; `stop` is the query's (`hi` may be a live tail's horizon).
+    fn fill(&mut self, store: &Store, order: Order, stop: u64) -> Result<()> {
+        let index = &store.inner.index;
+        let bounded = order == Order::Ascending && self.hi < stop;
         if self.lo >= self.hi {
             self.done = true;
+            if bounded {
+                let txn = index.read_txn()?;
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..stop)?;
+            }
             return Ok(());
         }
-        let index = &store.inner.index;
         let txn = index.read_txn()?;
         let mut out = Vec::with_capacity(PAGE);
         index.range(
@@ -386,6 +453,9 @@ impl Source {
         )?;
         if out.len() < PAGE {
             self.done = true;
+            if bounded {
+                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..stop)?;
+            }
         }
         if let Some((ts, _)) = out.last() {
             if order == Order::Descending {
@@ -427,10 +497,10 @@ impl Store {
         let mut names: Vec<String> = Vec::new();
         let all: Vec<String> = b.entries().iter().map(|e| e.name().to_string()).collect();
         for p in patterns {
-            if p.contains('*') {
-                // A pattern obeys the name rules once its stars are letters.
-                validate_entry_name(&p.replace('*', "x"))?;
-                names.extend(all.iter().filter(|n| entry_pattern_matches(p, n)).cloned());
+            // Compiled once, matched in linear time (see `pattern.rs`).
+            let pattern = EntryPattern::parse(p)?;
+            if pattern.is_glob() {
+                names.extend(all.iter().filter(|n| pattern.matches(n)).cloned());
             } else {
                 names.push(self.get_entry(&b, p)?.name().to_string());
             }
@@ -464,6 +534,7 @@ impl Store {
                 hi,
                 page: VecDeque::new(),
                 done: false,
+                ahead: None,
             })
             .collect();
         Ok(MultiIter {
@@ -490,6 +561,22 @@ impl MultiIter {
     /// `min(stop, horizon)`, keeping the condition's state. A record whose (timestamp,
     /// entry) comes before the last one merged is dropped, so the stream stays in order.
     pub fn resume(&mut self, horizon: u64) -> bool {
+        self.resume_where(horizon, |_| true)
+    }
+
+    /// [`MultiIter::resume`] for a live tail told which entries got records since its last
+    /// walk (`changed`: entry ids, sorted, as a commit listener is given them): only those
+    /// entries are walked again, and those whose last walk left a record past its horizon
+    /// ([`MultiIter::ahead`]) that the new horizon lets through. A tail of many entries
+    /// woken by a commit to one of them reads one entry's index, not every entry's.
+    pub fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
+        let hi = self.stop.min(horizon);
+        self.resume_where(horizon, |s| {
+            changed.binary_search(&s.entry.id()).is_ok() || s.ahead.is_some_and(|ts| ts < hi)
+        })
+    }
+
+    fn resume_where(&mut self, horizon: u64, due: impl Fn(&Source) -> bool) -> bool {
         if self.ended || self.order == Order::Descending {
             return false;
         }
@@ -502,12 +589,24 @@ impl MultiIter {
                 continue;
             }
             open = true;
-            if s.page.is_empty() {
+            if s.page.is_empty() && due(s) {
                 s.hi = self.stop.min(horizon);
                 s.done = false;
+                s.ahead = None;
             }
         }
         open
+    }
+
+    /// The ids of the entries merged (what a commit listener is given).
+    pub fn entry_ids(&self) -> Vec<u32> {
+        self.sources.iter().map(|s| s.entry.id()).collect()
+    }
+
+    /// As [`QueryIter::ahead`]: the earliest record a walk bounded by a horizon left for
+    /// later, over every entry.
+    pub fn ahead(&self) -> Option<u64> {
+        self.sources.iter().filter_map(|s| s.ahead).min()
     }
 
     /// Like [`QueryIter::next_bounded`]: the next record, `Some(Ok(None))` after a page's
@@ -524,7 +623,7 @@ impl MultiIter {
             }
             for s in &mut self.sources {
                 if s.page.is_empty() && !s.done {
-                    if let Err(e) = s.fill(&self.store, self.order) {
+                    if let Err(e) = s.fill(&self.store, self.order, self.stop) {
                         self.ended = true;
                         return Some(Err(e));
                     }
@@ -704,6 +803,7 @@ mod multi_tests {
 
     #[test]
     fn globs() {
+        let entry_pattern_matches = |p: &str, n: &str| EntryPattern::parse(p).unwrap().matches(n);
         assert!(entry_pattern_matches("cams/*", "cams/front"));
         assert!(!entry_pattern_matches("cams/*", "cams/front/left"));
         assert!(entry_pattern_matches("cams/**", "cams/front/left"));
@@ -807,6 +907,96 @@ mod multi_tests {
         let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
         assert_eq!(got, [4, 5]);
     }
+
+    /// Defect 4 of issue 27: every commit woke every tail and each walked all its entries.
+    /// The commit listener now names the entries a commit put records into, and a tail walks
+    /// only those again.
+    #[test]
+    fn a_tail_woken_by_a_commit_walks_only_the_entries_that_changed() {
+        use std::sync::Arc;
+        let (_d, s) = store();
+        let named: Arc<parking_lot::Mutex<Vec<Vec<u32>>>> = Arc::default();
+        let n = named.clone();
+        s.on_commit(Box::new(move |ids: &[u32]| n.lock().push(ids.to_vec())));
+        for e in ["a", "b", "c"] {
+            s.write("b", e, &WriteMeta::at(1), b"x").unwrap();
+        }
+        let mut it = s
+            .query_entries("b", &pats(&["a", "b", "c"]), &Query::default())
+            .unwrap();
+        let ids = it.entry_ids();
+        assert_eq!(ids.len(), 3);
+        assert!(it.resume(u64::MAX));
+        assert_eq!(it.by_ref().count(), 3);
+        named.lock().clear();
+        s.write("b", "b", &WriteMeta::at(5), b"x").unwrap();
+        s.write("b", "c", &WriteMeta::at(6), b"x").unwrap();
+        // one commit per write, each naming its entry
+        assert_eq!(*named.lock(), [vec![ids[1]], vec![ids[2]]]);
+        // told only of b: c's record waits for the walk that is told of c
+        assert!(it.resume_changed(u64::MAX, &[ids[1]]));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [5]);
+        assert!(it.resume_changed(u64::MAX, &[]));
+        assert_eq!(it.by_ref().count(), 0);
+        assert!(it.resume_changed(u64::MAX, &[ids[2]]));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [6]);
+        // a batch over two entries and a removal: puts named once each, a removal none
+        named.lock().clear();
+        s.write_batch(
+            "b",
+            "a",
+            vec![
+                crate::record::BatchRecord {
+                    meta: WriteMeta::at(7),
+                    data: b"x".to_vec(),
+                },
+                crate::record::BatchRecord {
+                    meta: WriteMeta::at(8),
+                    data: b"x".to_vec(),
+                },
+            ],
+        )
+        .unwrap();
+        s.remove_record("b", "a", 7).unwrap();
+        assert_eq!(*named.lock(), [vec![ids[0]], vec![]]);
+    }
+
+    /// Item 6 of issue 27: a walk bounded by a settle horizon tells what it left past it,
+    /// so a tail knows when to walk again without a commit.
+    #[test]
+    fn a_walk_bounded_by_a_horizon_names_the_first_record_it_left() {
+        let (_d, s) = store();
+        s.write("b", "a", &WriteMeta::at(10), b"x").unwrap();
+        s.write("b", "b", &WriteMeta::at(30), b"x").unwrap();
+        s.write("b", "b", &WriteMeta::at(20), b"x").unwrap();
+        let mut it = s
+            .query_entries("b", &pats(&["a", "b"]), &Query::default())
+            .unwrap();
+        assert!(it.resume(15));
+        assert_eq!(it.by_ref().count(), 1);
+        assert_eq!(it.ahead(), Some(20));
+        // nothing changed, the horizon has not reached it: no walk, still ahead
+        assert!(it.resume_changed(18, &[]));
+        assert_eq!(it.by_ref().count(), 0);
+        assert_eq!(it.ahead(), Some(20));
+        // the horizon passed it: walked without being told of a change
+        assert!(it.resume_changed(25, &[]));
+        let got: Vec<u64> = it.by_ref().map(|i| i.unwrap().meta.ts).collect();
+        assert_eq!(got, [20]);
+        assert_eq!(it.ahead(), Some(30));
+        // single entry too
+        let mut one = s.query("b", "b", &Query::default()).unwrap();
+        assert!(one.resume(25));
+        assert_eq!(one.by_ref().count(), 1);
+        assert_eq!(one.ahead(), Some(30));
+        assert!(one.resume_changed(26, &[]));
+        assert_eq!(one.by_ref().count(), 0);
+        assert!(one.resume_changed(31, &[]));
+        assert_eq!(one.by_ref().count(), 1);
+        assert_eq!(one.ahead(), None);
+    }
 }
 
 #[cfg(test)]
@@ -831,7 +1021,7 @@ mod follow_tests {
         s.create_bucket("b", BucketSettings::default()).unwrap();
         let commits = Arc::new(AtomicU64::new(0));
         let c = commits.clone();
-        s.on_commit(Box::new(move || {
+        s.on_commit(Box::new(move |_: &[u32]| {
             c.fetch_add(1, Ordering::SeqCst);
         }));
         for ts in 0..10 {

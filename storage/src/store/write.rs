@@ -34,6 +34,26 @@ use crate::write::{
 };
 use crate::write_round::{Admitted, Group, GroupResult};
 
+/// Refuses a record stamped before its bucket's `max_age` reaches back: retention would
+/// delete it within a second of acknowledging it (issue 27). "Now" assigned timestamps are
+/// never that old.
+fn refuse_expired(bucket: &Bucket, ts: u64) -> Result<()> {
+    let Some(max_age) = bucket.max_age() else {
+        return Ok(());
+    };
+    let oldest = now_micros().saturating_sub(max_age);
+    if ts < oldest {
+        return Err(WriteError::TooOld {
+            bucket: bucket.name().to_string(),
+            ts,
+            max_age,
+            oldest,
+        }
+        .into());
+    }
+    Ok(())
+}
+
 impl Store {
     /// Picks the timestamp of a new record: checks a given one, or assigns a unique "now".
     fn pick_ts<'t>(
@@ -64,6 +84,7 @@ impl Store {
         };
         let ts = match want {
             Some(ts) => {
+                refuse_expired(bucket, ts)?;
                 if taken(ts, st)? {
                     return Err(WriteError::Conflict {
                         bucket: bucket.name().to_string(),
