@@ -137,7 +137,7 @@ pub mod fuzzing {
 
     /// Runs `condition` over `records` (timestamp and labels, in query order) as a query
     /// does: the timestamps it keeps, or `Err` with the label a strict condition found
-    /// missing. Must never panic, whatever the condition (the `when_parser` target).
+    /// missing (or why it could not evaluate a record). Must never panic, whatever the condition (the `when_parser` target).
     pub fn evaluate(
         condition: &crate::Condition,
         strict: bool,
@@ -152,6 +152,7 @@ pub mod fuzzing {
                 Ok(false) => {}
                 Err(crate::when::Stop::Limit) => break,
                 Err(crate::when::Stop::Missing(label)) => return Err(label),
+                Err(crate::when::Stop::Invalid(message)) => return Err(message),
             }
         }
         Ok(kept)

@@ -197,6 +197,13 @@ pub enum Condition {
     EachT(u64),
     /// The first n records that reach it; the query ends at the next one.
     Limit(u64),
+    /// `$gate`: an edge-triggered window. A record whose input (the second operand, read as
+    /// a boolean) turns true after being false opens the gate for the duration (the first
+    /// operand: a duration, or a number of seconds); while open, a record matches when its
+    /// input is true. Once the window has passed, no record matches until the input has
+    /// been false again and turns true (which opens a new window). Time running backwards
+    /// (against the query's order) starts over.
+    Gate(Operand, Operand),
     /// An aggregation operator with a computed operand (`$each_n`/`$limit`: an integer,
     /// `$each_t`: a duration, or a number of seconds); a record whose operand is invalid
     /// (0 for `$each_n`, a text) fails.
@@ -237,6 +244,23 @@ enum Node {
     EachN { n: Arg, seen: i64 },
     EachT { step: Arg, last: Option<u64> },
     Limit { n: Arg, seen: i64 },
+    Gate(Box<Gate>),
+}
+
+/// The state of a `$gate` (see [`Condition::Gate`]); times are positions along the query's
+/// order (descending queries count backwards from `u64::MAX`).
+#[derive(Debug)]
+struct Gate {
+    duration: Arg,
+    input: Arg,
+    /// The end of the open window.
+    deadline: Option<u64>,
+    /// The input of the last record evaluated.
+    previous: bool,
+    /// The window has passed: closed until the input is false again.
+    reset: bool,
+    /// The last record reaching the gate.
+    last: Option<u64>,
 }
 
 /// An operand ready to evaluate.
@@ -479,6 +503,14 @@ fn compile(c: &Condition) -> Node {
                 Agg::Limit => Node::Limit { n: a, seen: 0 },
             }
         }
+        Condition::Gate(duration, input) => Node::Gate(Box::new(Gate {
+            duration: compile_arg(duration),
+            input: compile_arg(input),
+            deadline: None,
+            previous: false,
+            reset: false,
+            last: None,
+        })),
     }
 }
 
@@ -535,6 +567,10 @@ fn value<'a>(a: &'a mut Arg, rec: &Rec<'a>) -> R<V<'a>> {
 }
 
 fn arith(f: Func, a: V<'_>, b: V<'_>) -> R<V<'static>> {
+    // `$add` of two texts joins them, as in ReductStore; any other text is an error.
+    if let (Func::Add, V::Text(x), V::Text(y)) = (f, &a, &b) {
+        return Ok(V::Text(Cow::Owned(format!("{x}{y}"))));
+    }
     let (Some(x), Some(y)) = (a.num(), b.num()) else {
         return invalid(format!("{} takes numbers, not text", f.name()));
     };
@@ -753,16 +789,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
         }
         Node::EachT { step, last } => {
             let anchor = *last.get_or_insert(rec.ts);
-            let step = match value(step, rec)? {
-                V::Dur(us) => us.max(0) as u64,
-                v => {
-                    let s = v.as_float()? * 1e6;
-                    if s.is_nan() {
-                        return invalid("$each_t takes a duration or a number of seconds");
-                    }
-                    s.round().max(0.0) as u64
-                }
-            };
+            let step = micros("$each_t", value(step, rec)?)?;
             let gone = if rec.desc {
                 anchor.checked_sub(rec.ts)
             } else {
@@ -788,7 +815,50 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
             }
             true
         }
+        Node::Gate(g) => gate(g, rec)?,
     })
+}
+
+/// A duration operand in microseconds: a duration as it is, anything else as seconds
+/// (rounded to the nearest microsecond); negative is 0.
+fn micros(op: &str, v: V<'_>) -> R<u64> {
+    match v {
+        V::Dur(us) => Ok(us.max(0) as u64),
+        v => {
+            let s = v.as_float()? * 1e6;
+            if s.is_nan() {
+                return invalid(format!("{op} takes a duration or a number of seconds"));
+            }
+            Ok(s.round().max(0.0) as u64)
+        }
+    }
+}
+
+fn gate(g: &mut Gate, rec: &Rec<'_>) -> R<bool> {
+    // a position along the query's order
+    let now = if rec.desc { u64::MAX - rec.ts } else { rec.ts };
+    if g.last.is_some_and(|last| now < last) {
+        g.deadline = None;
+        g.previous = false;
+        g.reset = false;
+    }
+    g.last = Some(now);
+    let duration = micros("$gate", value(&mut g.duration, rec)?)?;
+    let input = value(&mut g.input, rec)?.truthy();
+    if g.deadline.is_some_and(|d| now >= d) {
+        g.deadline = None;
+        g.reset = true;
+    }
+    if g.reset {
+        g.reset = input;
+        g.previous = input;
+        return Ok(false);
+    }
+    if g.deadline.is_none() && !g.previous && input {
+        g.deadline = Some(now.saturating_add(duration));
+    }
+    g.previous = input;
+    Ok(input && g.deadline.is_some_and(|d| now < d))
 }
 
 #[cfg(test)]

@@ -122,6 +122,23 @@ fn a_missing_label_failed_only_its_comparison_so_not_and_or_disagreed_with_reduc
     assert_eq!(run(&and, true, 0, &[]), Ok(false));
 }
 
+/// Found by scripts/when_diff.py against ReductStore 1.21.5: `{"$add": ["&opt", "&cam"]}`
+/// on two text labels was an error (the record failed), where ReductStore joins the texts.
+#[test]
+fn add_of_two_texts_failed_the_record_where_reductstore_joins_them() {
+    let f = |v: Vec<Operand>| Operand::Func(Func::Add, v);
+    let kv = [("a", "x"), ("b", "y"), ("n", "3")];
+    let eq = |x: Operand, y: Operand| yes(&cmp(CmpOp::Eq, x, y), &kv);
+    assert!(eq(f(vec![l("a"), l("b")]), text("xy")));
+    assert!(eq(f(vec![l("a"), text("-"), l("b")]), text("x-y")));
+    // text and a number still fail the record, in either order
+    assert!(!yes(&Condition::Truthy(f(vec![l("a"), l("n")])), &kv));
+    assert!(!yes(&Condition::Truthy(f(vec![l("n"), l("a")])), &kv));
+    // other arithmetic on texts fails too
+    let sub = Operand::Func(Func::Sub, vec![l("a"), l("b")]);
+    assert!(!yes(&Condition::Not(vec![Condition::Truthy(sub)]), &kv));
+}
+
 #[test]
 fn arithmetic_string_cast_ref_date_and_xor_operators() {
     let f = |f, v: Vec<Operand>| Operand::Func(f, v);
@@ -200,6 +217,45 @@ fn each_t_lost_a_microsecond_through_float_seconds() {
         .filter(|i| m.matches(i * 1000, &Labels::new()) == Ok(true))
         .count();
     assert_eq!(kept, 29);
+}
+
+/// `$gate` (ReductStore 1.19+) was a 400 "not supported": it opens on the input's rising
+/// edge for its duration, then stays shut until the input falls and rises again.
+#[test]
+fn gate_was_refused_and_now_opens_on_a_rising_edge_for_its_duration() {
+    let gate = Condition::Gate(Operand::Const(Value::Duration(3)), l("on"));
+    // (ts, input) -> kept
+    let steps = [
+        (0, "false", false),
+        (1, "true", true),   // rising edge: open until 4
+        (2, "false", false), // open but the input is false
+        (3, "true", true),   // still open (no new window)
+        (4, "true", false),  // the window has passed: shut until the input falls
+        (5, "true", false),
+        (6, "false", false), // fell: re-armed
+        (7, "true", true),   // rises: a new window until 10
+        (9, "true", true),
+        (10, "true", false),
+    ];
+    for desc in [false, true] {
+        let mut m = Matcher::new(&gate, false, desc);
+        for (ts, on, want) in steps {
+            let ts = if desc { 100 - ts } else { ts };
+            let got = m.matches(ts, &labels(&[("on", on)]));
+            assert_eq!(got, Ok(want), "desc {desc} at {ts}");
+        }
+    }
+    // seconds as a number; time running backwards starts over; a missing input fails
+    let mut m = Matcher::new(
+        &Condition::Gate(Operand::Const(Value::Float(0.000002)), l("on")),
+        false,
+        false,
+    );
+    let on = labels(&[("on", "1")]);
+    assert_eq!(m.matches(10, &on), Ok(true));
+    assert_eq!(m.matches(12, &on), Ok(false));
+    assert_eq!(m.matches(5, &on), Ok(true));
+    assert_eq!(m.matches(6, &Labels::new()), Ok(false));
 }
 
 #[test]
@@ -482,6 +538,9 @@ fn is_int(v: &Ref) -> bool {
 }
 
 fn ref_arith(f: Func, a: &Ref, b: &Ref) -> RefResult<Ref> {
+    if let (Func::Add, Ref::S(x), Ref::S(y)) = (f, a, b) {
+        return Ok(Ref::S(format!("{x}{y}")));
+    }
     if matches!(a, Ref::S(_)) || matches!(b, Ref::S(_)) {
         return Err("!text in arithmetic".into());
     }
@@ -649,6 +708,7 @@ fn reference(c: &Condition, ts: u64, kv: &Labels) -> RefResult<bool> {
         Condition::EachN(_)
         | Condition::EachT(_)
         | Condition::Limit(_)
+        | Condition::Gate(..)
         | Condition::Aggregate(..) => {
             unreachable!("not generated")
         }

@@ -62,6 +62,10 @@ impl AppError {
     pub fn bad_request(message: impl Into<String>) -> AppError {
         AppError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
+    /// A 422 with its own code: a well-formed request tsblob does not carry out.
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
     pub fn invalid_timestamp(message: impl Into<String>) -> AppError {
         AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -10,7 +10,6 @@
 
 use std::fmt;
 
-use axum::http::StatusCode;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use tsblob_storage::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
@@ -116,10 +115,7 @@ impl fmt::Display for Json {
 pub const SUPPORTED: &str = "$and $or $not $xor $all_of $any_of $none_of $one_of $eq $ne $gt \
     $gte $lt $lte $in $nin $exists $has $contains $starts_with $ends_with $add $sub $mult $div \
     $div_num $rem $abs $cast $ref $second $minute $hour $day $month $year $weekday $each_n \
-    $each_t $limit, and \"$timestamp\" (\"$id\") as an operand";
-
-/// ReductStore operators tsblob does not evaluate (yet): named as such in the error.
-const REDUCTSTORE_ONLY: [&str; 1] = ["$gate"];
+    $each_t $limit $gate, and \"$timestamp\" (\"$id\") as an operand";
 
 /// ReductStore's query-execution directives: hints on how its batches are cut, which
 /// tsblob's streamed answers do not need; accepted and ignored.
@@ -193,9 +189,7 @@ fn directives(entries: &[(String, Json)]) -> Result<Vec<(String, Json)>, AppErro
                 )));
             }
         } else if UNSUPPORTED_DIRECTIVES.contains(&key.as_str()) {
-            return Err(AppError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "unsupported_directive",
+            return Err(AppError::unprocessable("unsupported_directive",
                 format!(
                     "when: the directive {key:?} is not supported by tsblob (ReductStore has it): remove it; tsblob accepts the execution hints {} and ignores them",
                     IO_DIRECTIVES.join(" ")
@@ -425,6 +419,11 @@ fn computed(operands: &[Expr]) -> bool {
 }
 
 fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
+    if op.starts_with('#') {
+        return Err(bad(format!(
+            "the directive {op:?} is only allowed at the top level of the condition"
+        )));
+    }
     if !op.starts_with('$') {
         return Err(bad(if op.starts_with('&') {
             format!(
@@ -503,8 +502,9 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
                     Expr::Val(Operand::Const(Value::Int(i))) => i.to_string(),
                     other => {
                         return Err(bad(format!(
-                            "{op} takes label names as plain strings (\"cam\", not \"&cam\"); got {other:?}"
-                        )))
+                        "{op} takes label names as plain strings (\"cam\", not \"&cam\"); got {}",
+                        shown(&other)
+                    )))
                     }
                 });
             }
@@ -523,7 +523,11 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
             Condition::Aggregate(agg, operand(op, e)?)
         }
         "$each_n" => match count(op, operands)? {
-            0 => return Err(bad("$each_n takes a step of at least 1 (every n-th record)")),
+            0 => {
+                return Err(bad(
+                    "$each_n takes a step of at least 1 (every n-th record)",
+                ))
+            }
             n => Condition::EachN(n),
         },
         "$limit" => Condition::Limit(count(op, operands)?),
@@ -539,9 +543,7 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
                 Expr::Val(Operand::Const(Value::Int(s))) => Some(*s as f64 * 1e6),
                 Expr::Val(Operand::Const(Value::Float(s))) => Some(s * 1e6),
                 Expr::Val(Operand::Const(Value::Bool(b))) => Some(*b as i64 as f64 * 1e6),
-                Expr::Val(Operand::Const(Value::Str(s))) => {
-                    s.parse::<f64>().ok().map(|s| s * 1e6)
-                }
+                Expr::Val(Operand::Const(Value::Str(s))) => s.parse::<f64>().ok().map(|s| s * 1e6),
                 _ => None,
             };
             // seconds are rounded to the nearest µs (ReductStore truncates `0.001001 * 1e6`
@@ -550,12 +552,21 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
                 Some(us) if us >= 0.0 && us.is_finite() => Condition::EachT(us.round() as u64),
                 _ => {
                     return Err(bad(format!(
-                        "$each_t takes a duration (\"100ms\", \"1s\", \"5m\") or a number of seconds, not negative; got {e:?}"
+                        "$each_t takes a duration (\"100ms\", \"1s\", \"5m\") or a number of seconds, not negative; got {}",
+                        shown(&e)
                     )))
                 }
             }
         }
         "$xor" | "$one_of" => Condition::Xor(conds(operands)),
+        "$gate" => {
+            arity(2, &operands)?;
+            let mut it = operands.into_iter().map(|e| operand(op, e));
+            match (it.next(), it.next()) {
+                (Some(duration), Some(input)) => Condition::Gate(duration?, input?),
+                _ => return Err(bad("$gate takes two operands: a duration and a condition")),
+            }
+        }
         "$contains" | "$starts_with" | "$ends_with" => {
             arity(2, &operands)?;
             let sop = match op {
@@ -592,7 +603,13 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
             if operands.len() < lo || operands.len() > hi {
                 return Err(bad(format!(
                     "{op} takes {} operands, got {}: write {{{op:?}: [<value>, ...]}}",
-                    if lo == hi { lo.to_string() } else if hi == usize::MAX { format!("{lo} or more") } else { format!("{lo} to {hi}") },
+                    if lo == hi {
+                        lo.to_string()
+                    } else if hi == usize::MAX {
+                        format!("{lo} or more")
+                    } else {
+                        format!("{lo} to {hi}")
+                    },
                     operands.len()
                 )));
             }
@@ -602,17 +619,16 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
                 .collect::<Result<Vec<_>, _>>()?;
             if let Some(Operand::Const(tz)) = args.get(1).filter(|_| lo == 1 && hi == 2) {
                 if !matches!(tz, Value::Str(t) if is_utc(t)) {
-                    return Err(AppError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "unsupported_time_zone",
-                        format!("when: {op} in the time zone {tz:?}: tsblob evaluates calendar fields in UTC only; drop the time zone (or give \"UTC\")"),
+                    return Err(AppError::unprocessable("unsupported_time_zone",
+                        format!("when: {op} in the time zone {}: tsblob evaluates calendar fields in UTC only; drop the time zone (or give \"UTC\")", shown(&Expr::Val(Operand::Const(tz.clone())))),
                     ));
                 }
             }
             if f == Func::Cast {
                 if let Some(Operand::Const(ty)) = args.get(1) {
-                    if !matches!(ty, Value::Str(t) if ["bool", "int", "float", "string", "duration"].contains(&t.as_str())) {
-                        return Err(bad(format!("$cast takes a type name: \"bool\", \"int\", \"float\", \"string\" or \"duration\"; got {ty:?}")));
+                    if !matches!(ty, Value::Str(t) if ["bool", "int", "float", "string", "duration"].contains(&t.as_str()))
+                    {
+                        return Err(bad(format!("$cast takes a type name: \"bool\", \"int\", \"float\", \"string\" or \"duration\"; got {}", shown(&Expr::Val(Operand::Const(ty.clone()))))));
                     }
                 }
             }
@@ -620,14 +636,11 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
         }
         "$timestamp" | "$id" => {
             if !operands.is_empty() {
-                return Err(bad(format!("{op} takes no operands: use the string {op:?}")));
+                return Err(bad(format!(
+                    "{op} takes no operands: use the string {op:?}"
+                )));
             }
             return Ok(Expr::Val(Operand::Timestamp));
-        }
-        other if REDUCTSTORE_ONLY.contains(&other) => {
-            return Err(bad(format!(
-                "the operator {other} is not supported by tsblob (ReductStore has it); supported: {SUPPORTED}"
-            )))
         }
         other => {
             return Err(bad(format!(

@@ -176,7 +176,10 @@ fn every_error_says_what_and_how() {
         ),
         (r##"{"#nope": 1}"##, "unknown directive"),
         (r#"{"$foo": 1}"#, "unknown operator $foo"),
-        (r#"{"$gate": "1s"}"#, "$gate is not supported"),
+        (
+            r#"{"$gate": "1s"}"#,
+            "$gate takes exactly 2 operands, got 1",
+        ),
         (r#"{"&a": 10}"#, "needs an operator"),
         (r#"{"a": 10}"#, "neither an operator"),
         (r#"{"&a": {"$gt": 1, "$lt": 5}}"#, "exactly one operator"),
@@ -253,6 +256,10 @@ fn reductstore_forms_and_operators_were_a_400() {
         Condition::Truthy(Operand::Const(Value::Bool(true)))
     );
     assert_eq!(p(r#""&flag""#), Condition::Truthy(label("flag")));
+    assert_eq!(
+        p(r#"{"$gate": ["5s", "&on"]}"#),
+        Condition::Gate(Operand::Const(Value::Duration(5_000_000)), label("on"))
+    );
     assert_eq!(
         p(r#"{"$each_n": "&n"}"#),
         Condition::Aggregate(Agg::EachN, label("n"))
