@@ -5,7 +5,8 @@ to a real ReductStore, the returned timestamps compared.
         --reductstore ~/.cache/tsblob/peers/bin/reductstore
 
 Prints one line per condition (`same`, or both answers) and exits non-zero if a condition
-not listed as a known difference gives different records. Besides the hand-written cases, a
+not listed as a known difference gives different records. Every condition runs twice: on
+one entry, and as a multi-entry query over three (where aggregates count per entry). Besides the hand-written cases, a
 seeded generator (`--generated`, `--seed`) writes conditions over every operator, labels
 that some records lack and numeric strings. An answer that is an HTTP error counts as
 `error` on both sides (the status and message differ by design). Standard library only.
@@ -191,6 +192,45 @@ def labels_of(i: int) -> dict:
     return labels
 
 
+# Multi-entry queries (ReductStore's `POST /api/v1/io/{bucket}/q` with `entries`, tsblob's
+# `GET /api/v1/b/{bucket}/query?entries=`): `e` and two more entries, `f` between `e`'s
+# timestamps and `g` on them (ties), with other labels. Aggregates count per entry in both.
+MULTI = {"f": (500, 7), "g": (0, 3)}  # entry: (timestamp offset, label index offset)
+
+
+def tsblob_multi(cond: str) -> list:
+    status, _, body = call(TS_PORT, "GET", "/api/v1/b/b/query?entries=e,f,g&meta=true&when="
+                           + urllib.parse.quote(cond))
+    if status != 200:
+        return ["error"]
+    lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+    return sorted((m["ts"], m["entry"]) for m in lines)
+
+
+def reduct_multi(cond: str) -> list:
+    status, _, body = call(RS_PORT, "POST", "/api/v1/io/b/q",
+                           ('{"query_type": "QUERY", "entries": ["e", "f", "g"], "when": ' + cond + "}").encode())
+    if status != 200:
+        return ["error"]
+    qid = json.loads(body)["id"]
+    out: list = []
+    while True:
+        status, hdrs, _ = call(RS_PORT, "GET", "/api/v1/io/b/read", headers={"x-reduct-query-id": str(qid)})
+        if status == 204:
+            break
+        if status != 200:
+            return ["error"]
+        entries = hdrs.get("x-reduct-entries", "").split(",")
+        start = int(hdrs.get("x-reduct-start-ts", "0"))
+        for k in hdrs:
+            parts = k.split("-")
+            if len(parts) == 4 and parts[:2] == ["x", "reduct"] and parts[2].isdigit() and parts[3].isdigit():
+                out.append((start + int(parts[3]), entries[int(parts[2])]))
+        if hdrs.get("x-reduct-last") == "true":
+            break
+    return sorted(out)
+
+
 def tsblob_query(cond: str) -> list:
     status, _, body = call(TS_PORT, "GET", "/api/v1/b/b/e/query?meta=true&when=" + urllib.parse.quote(cond))
     if status != 200:
@@ -227,6 +267,8 @@ def main() -> int:
     ap.add_argument("--generated", type=int, default=600, help="generated conditions")
     ap.add_argument("--seed", type=int, default=28)
     ap.add_argument("--quiet", action="store_true", help="print differences only")
+    ap.add_argument("--no-multi", action="store_true",
+                    help="skip the multi-entry pass (each condition over entries e, f, g)")
     ap.add_argument("--only", action="append", metavar="WHEN",
                     help="check this condition (JSON text) instead of the corpus; repeatable")
     args = ap.parse_args()
@@ -256,19 +298,34 @@ def main() -> int:
             assert call(TS_PORT, "POST", f"/api/v1/b/b/e?ts={ts}", b"x", h_ts)[0] == 201
             st = call(RS_PORT, "POST", f"/api/v1/b/b/e?ts={ts}", b"x", {**h_rs, "content-type": "application/octet-stream"})
             assert st[0] == 200, st
+            for entry, (dt, dl) in MULTI.items():
+                lab = labels_of(i + dl)
+                h_ts = {f"x-tsblob-label-{k}": v for k, v in lab.items()}
+                h_rs = {f"x-reduct-label-{k}": v for k, v in lab.items()}
+                assert call(TS_PORT, "POST", f"/api/v1/b/b/{entry}?ts={ts + dt}", b"x", h_ts)[0] == 201
+                st = call(RS_PORT, "POST", f"/api/v1/b/b/{entry}?ts={ts + dt}", b"x",
+                          {**h_rs, "content-type": "application/octet-stream"})
+                assert st[0] == 200, st
         failed = agree = 0
-        for cond, known in conditions:
-            a, b = tsblob_query(cond), reduct_query(cond)
+        checks = [(c, k, "") for c, k in conditions]
+        if not args.no_multi:
+            checks += [(c, k, "entries=e,f,g ") for c, k in conditions]
+        for cond, known, mode in checks:
+            if mode:
+                a, b = tsblob_multi(cond), reduct_multi(cond)
+            else:
+                a, b = tsblob_query(cond), reduct_query(cond)
             if a == b:
                 agree += 1
                 if not args.quiet:
-                    print(f"same ({len(a):3} records)  {cond}")
+                    print(f"same ({len(a):3} records)  {mode}{cond}")
             else:
                 tag = f"KNOWN ({known})" if known else "DIFFERENT"
                 failed += known is None
                 short = lambda v: v if len(v) <= 12 else v[:12] + ["..."]  # noqa: E731
-                print(f"{tag}  {cond}\n    tsblob {len(a)}: {short(a)}\n    reduct {len(b)}: {short(b)}")
-        print(f"{agree} of {len(conditions)} conditions agree; {failed} unexpected differences")
+                print(f"{tag}  {mode}{cond}\n    tsblob {len(a)}: {short(a)}\n    reduct {len(b)}: {short(b)}")
+        print(f"{agree} of {len(checks)} queries agree ({len(conditions)} conditions, on one entry"
+              f"{'' if args.no_multi else ' and on three'}); {failed} unexpected differences")
         return 1 if failed else 0
     finally:
         for p in procs:
