@@ -57,8 +57,8 @@ mod write_round;
 
 pub use block::RecordReader;
 pub use error::{
-    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
-    TierError, WriteError,
+    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, RenameError,
+    Result, TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 pub use histogram::{

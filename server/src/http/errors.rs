@@ -10,7 +10,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use tsblob_storage::{BucketError, Error, NameError, NotFound, QueryError, TierError, WriteError};
+use tsblob_storage::{
+    BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError, WriteError,
+};
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone)]
@@ -226,6 +228,9 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
         Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, "replication_not_found"),
         Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, "bucket_exists"),
+        Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, "entry_exists"),
+        Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, "rename_tiered"),
+        Error::Rename(RenameError::FolderExists { .. }) => (S::CONFLICT, "folder_exists"),
         Error::Bucket(BucketError::InvalidSettings(_)) => {
             (S::UNPROCESSABLE_ENTITY, "invalid_settings")
         }

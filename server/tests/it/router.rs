@@ -1038,6 +1038,7 @@ mod grouped_writes;
 mod if_exists;
 mod large_records;
 mod query_when;
+mod rename;
 
 /// `if_exists=compare` (what replication and `tsblob cp` send): a record already stored
 /// with the same payload is 200 and counted in `existing`, a different one is 409

@@ -13,4 +13,5 @@ mod integrity;
 mod model;
 mod pieces;
 mod recovery;
+mod rename;
 mod rounds;
