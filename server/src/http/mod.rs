@@ -11,6 +11,7 @@ pub mod body;
 pub mod browser;
 pub mod buckets;
 pub mod budget;
+pub mod bulk;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
@@ -317,6 +318,9 @@ async fn entry_route(
         (EntryRoute::Info, Method::GET) => records::entry_info(target).await,
         (EntryRoute::Histogram, Method::GET) => histogram::histogram(target, req).await,
         (EntryRoute::Batch, Method::POST | Method::PUT) => batch::write(target, req).await,
+        (EntryRoute::Batch, Method::PATCH) => bulk::update_batch(target, req).await,
+        (EntryRoute::Batch, Method::DELETE) => bulk::remove_batch(target, req).await,
+        (EntryRoute::Query, Method::PATCH) => bulk::update_where(target, req).await,
         (EntryRoute::Query, Method::GET) => query::stream(target, req).await,
         (EntryRoute::Query, Method::POST) => query::stream_post(target, req).await,
         (EntryRoute::Query, Method::DELETE) => query::remove(target, req).await,

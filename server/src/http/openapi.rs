@@ -4,7 +4,9 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{batch, buckets, errors, histogram, metrics, query, records, replications, tokens};
+use super::{
+    batch, buckets, bulk, errors, histogram, metrics, query, records, replications, tokens,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -28,6 +30,9 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, replicat
         records::remove,
         records::entry_info,
         records::rename_entry,
+        bulk::update_where,
+        bulk::update_batch,
+        bulk::remove_batch,
         histogram::histogram,
         batch::write,
         query::stream,
@@ -59,6 +64,11 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, replicat
         records::EntryJson,
         records::LabelUpdate,
         records::RenameBody,
+        bulk::LabelsWhere,
+        bulk::LabelsAt,
+        bulk::LabelsBatch,
+        bulk::RemoveBatch,
+        bulk::BulkResult,
         histogram::HistogramJson,
         batch::RecordResult,
         batch::BatchResult,
