@@ -3,7 +3,7 @@
 //!
 //! A [`Condition`] is evaluated on what the index holds about a record (its timestamp and
 //! labels), so a record that does not match costs no payload read. The JSON form is parsed by
-//! the server (`server/src/http/when.rs`); the engine only sees this tree.
+//! the server (`server/src/when.rs`); the engine only sees this tree.
 //!
 //! Values, as in ReductStore: a label value is read as a boolean (`true`/`false`), else an
 //! integer, else a float, else text; a constant keeps its JSON type (the string `"10"` is

@@ -7,6 +7,9 @@
 //! (`{"$each_n": 5}`, `{"$not": "&flag"}`); the keys of an object are ANDed in their order
 //! (aggregation operators such as `$each_n` depend on it, so the JSON is read in order); a key
 //! given twice keeps its last value, as in ReductStore.
+//!
+//! Used by queries (`http::query`), `tsblob cp` and replication tasks alike, so it sits
+//! below all three; its error is its own ([`WhenError`]).
 
 use std::fmt;
 
@@ -14,7 +17,35 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use tsblob_storage::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
 
-use super::errors::AppError;
+/// A `when` that does not parse: the message says what is wrong and how to write it, and
+/// starts with `when: ` (the HTTP layer answers it 400 `bad_request`, `http/errors.rs`).
+/// Display and `Error` by hand: the fuzz target compiles this file alone
+/// (`fuzz/fuzz_targets/when_parser.rs`), with no dependency beyond serde's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WhenError {
+    /// `bad_request` (a 400), or `unsupported_directive` / `unsupported_time_zone` (a 422:
+    /// a ReductStore form tsblob does not evaluate).
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for WhenError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for WhenError {}
+
+impl WhenError {
+    /// A well-formed ReductStore form tsblob does not evaluate (a 422 with its own code).
+    fn unprocessable(code: &'static str, message: impl Into<String>) -> WhenError {
+        WhenError {
+            code,
+            message: message.into(),
+        }
+    }
+}
 
 /// A JSON value whose objects keep their keys in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,12 +162,15 @@ const IO_DIRECTIVES: [&str; 6] = [
 /// ReductStore directives tsblob does not evaluate: a 422 naming them.
 const UNSUPPORTED_DIRECTIVES: [&str; 4] = ["#ctx_before", "#ctx_after", "#select_labels", "#ext"];
 
-fn bad(msg: impl Into<String>) -> AppError {
-    AppError::bad_request(format!("when: {}", msg.into()))
+fn bad(msg: impl Into<String>) -> WhenError {
+    WhenError {
+        code: "bad_request",
+        message: format!("when: {}", msg.into()),
+    }
 }
 
 /// Parses a `when` given as JSON text (the query-string form).
-pub fn parse_text(text: &str) -> Result<Condition, AppError> {
+pub fn parse_text(text: &str) -> Result<Condition, WhenError> {
     let json: Json = serde_json::from_str(text).map_err(|e| {
         bad(format!(
             "not valid JSON ({e}): give an object such as {{\"&score\": {{\"$gt\": 10}}}}, URL-encoded"
@@ -146,7 +180,7 @@ pub fn parse_text(text: &str) -> Result<Condition, AppError> {
 }
 
 /// Parses a `when` object.
-pub fn parse(json: &Json) -> Result<Condition, AppError> {
+pub fn parse(json: &Json) -> Result<Condition, WhenError> {
     let entries = match json {
         Json::Obj(entries) => directives(entries)?,
         // a bare value, as in ReductStore: `true`, `"&flag"`, `1`
@@ -177,7 +211,7 @@ pub fn parse(json: &Json) -> Result<Condition, AppError> {
 
 /// The top-level keys without ReductStore's directives (`#...`): the execution hints are
 /// ignored, the others are a 422 naming them.
-fn directives(entries: &[(String, Json)]) -> Result<Vec<(String, Json)>, AppError> {
+fn directives(entries: &[(String, Json)]) -> Result<Vec<(String, Json)>, WhenError> {
     let mut out = Vec::with_capacity(entries.len());
     for (key, value) in entries {
         if !key.starts_with('#') {
@@ -189,7 +223,7 @@ fn directives(entries: &[(String, Json)]) -> Result<Vec<(String, Json)>, AppErro
                 )));
             }
         } else if UNSUPPORTED_DIRECTIVES.contains(&key.as_str()) {
-            return Err(AppError::unprocessable("unsupported_directive",
+            return Err(WhenError::unprocessable("unsupported_directive",
                 format!(
                     "when: the directive {key:?} is not supported by tsblob (ReductStore has it): remove it; tsblob accepts the execution hints {} and ignores them",
                     IO_DIRECTIVES.join(" ")
@@ -223,7 +257,7 @@ fn into_condition(e: Expr) -> Condition {
     }
 }
 
-fn parse_value(j: &Json) -> Result<Vec<Expr>, AppError> {
+fn parse_value(j: &Json) -> Result<Vec<Expr>, WhenError> {
     Ok(match j {
         Json::Obj(entries) => parse_object(entries)?,
         Json::Bool(b) => vec![Expr::Val(Operand::Const(Value::Bool(*b)))],
@@ -249,7 +283,7 @@ fn number(n: &serde_json::Number) -> Value {
     }
 }
 
-fn parse_literal(s: &str) -> Result<Expr, AppError> {
+fn parse_literal(s: &str) -> Result<Expr, WhenError> {
     if let Some(label) = s.strip_prefix('&') {
         if label.is_empty() {
             return Err(bad("\"&\" names no label: write \"&<label>\""));
@@ -306,7 +340,7 @@ pub fn duration(s: &str) -> Option<i64> {
     Some(total)
 }
 
-fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, AppError> {
+fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, WhenError> {
     let mut out = Vec::with_capacity(entries.len());
     for (key, value) in entries {
         if key.starts_with('#') {
@@ -350,7 +384,7 @@ fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, AppError> {
     Ok(out)
 }
 
-fn operand(_op: &str, e: Expr) -> Result<Operand, AppError> {
+fn operand(_op: &str, e: Expr) -> Result<Operand, WhenError> {
     Ok(match e {
         Expr::Val(o) => o,
         Expr::Dur(us) => Operand::Const(Value::Duration(us)),
@@ -381,7 +415,7 @@ fn shown(e: &Expr) -> String {
 const EXACT_FLOAT_INT: f64 = 9_007_199_254_740_992.0;
 
 /// A non-negative integer operand (`$each_n`, `$limit`).
-fn count(op: &str, operands: Vec<Expr>) -> Result<u64, AppError> {
+fn count(op: &str, operands: Vec<Expr>) -> Result<u64, WhenError> {
     let [e] = <[Expr; 1]>::try_from(operands)
         .map_err(|v| bad(format!("{op} takes exactly one operand, got {}", v.len())))?;
     let n = match &e {
@@ -418,7 +452,7 @@ fn computed(operands: &[Expr]) -> bool {
     )
 }
 
-fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
+fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, WhenError> {
     if op.starts_with('#') {
         return Err(bad(format!(
             "the directive {op:?} is only allowed at the top level of the condition"
@@ -619,7 +653,7 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
                 .collect::<Result<Vec<_>, _>>()?;
             if let Some(Operand::Const(tz)) = args.get(1).filter(|_| lo == 1 && hi == 2) {
                 if !matches!(tz, Value::Str(t) if is_utc(t)) {
-                    return Err(AppError::unprocessable("unsupported_time_zone",
+                    return Err(WhenError::unprocessable("unsupported_time_zone",
                         format!("when: {op} in the time zone {}: tsblob evaluates calendar fields in UTC only; drop the time zone (or give \"UTC\")", shown(&Expr::Val(Operand::Const(tz.clone())))),
                     ));
                 }
