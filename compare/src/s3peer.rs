@@ -98,17 +98,30 @@ impl Node {
     fn check_alive(&mut self) -> Result<()> {
         if let Some(c) = self.child.as_mut() {
             if let Some(status) = c.try_wait().context("cannot poll a child process")? {
-                bail!(
+                return Err(Exited(format!(
                     "{} exited ({status}); its log {} ends with:\n{}",
                     self.name,
                     self.log.display(),
                     log_tail(&self.log)
-                );
+                ))
+                .into());
             }
         }
         Ok(())
     }
 }
+
+/// A process of the engine exited while it was starting (its message holds its log's end).
+#[derive(Debug)]
+struct Exited(String);
+
+impl std::fmt::Display for Exited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Exited {}
 
 /// A running S3 engine on loopback, stopped when dropped.
 pub struct S3Peer {
@@ -140,6 +153,25 @@ impl S3Peer {
 
     /// Starts `engine` under `work_dir` (a fresh temporary folder when `None`).
     pub fn start_in(
+        engine: Engine,
+        user: &str,
+        secret: &str,
+        certs: Option<&Path>,
+        work_dir: Option<&Path>,
+    ) -> Result<S3Peer> {
+        // Ports are picked free and bound by the engine a moment later: a process of a test
+        // running beside this one may take one in between, and the engine then exits. That,
+        // and only that, is retried on fresh ports.
+        let mut attempt = 1;
+        loop {
+            match S3Peer::start_once(engine, user, secret, certs, work_dir) {
+                Err(e) if attempt < 3 && e.downcast_ref::<Exited>().is_some() => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(
         engine: Engine,
         user: &str,
         secret: &str,
