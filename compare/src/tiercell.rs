@@ -101,10 +101,11 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
             bytes::Bytes::from(b)
         })
         .collect();
-    let mut table = Vec::new();
-    for &engine in &engines {
-        let mut rounds = Vec::new();
-        for round in 0..args.repeat {
+    // Rounds alternate the engines (a machine whose load drifts weighs on each alike).
+    let mut table: Vec<(Engine, Vec<Round>)> = engines.iter().map(|&e| (e, Vec::new())).collect();
+    for round in 0..args.repeat {
+        for (engine, rounds) in &mut table {
+            let engine = *engine;
             let dir = run_dir.path().join(format!("{}-{round}", engine.name()));
             std::fs::create_dir_all(&dir)?;
             let r = one_round(engine, &dir, &tsblob_bin, records, &pool)
@@ -117,7 +118,6 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
             rounds.push(r);
             let _ = std::fs::remove_dir_all(&dir);
         }
-        table.push((engine, rounds));
     }
     println!("\n| engine | layout | ingest off MB/s | ingest on MB/s | on/off | uploads drained after | cold range read MB/s | TTFB p50 | TTFB p95 | query p95 | engine CPU s (whole round) |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
