@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the pinned comparison peers (MinIO, ReductStore) from the package registries into a
+# Installs the pinned comparison peers (MinIO, ReductStore) and the tier's second S3 engine
+# (SeaweedFS) from the package registries into a
 # cache folder outside the clone, so a warm machine skips rebuilding them.
 #
 #   scripts/install-peers.sh            # installs into ${TSBLOB_CACHE:-~/.cache/tsblob}/peers
@@ -7,10 +8,15 @@
 #
 # MinIO publishes source only: `go install` of the pinned module version.
 # ReductStore: `cargo install` of the pinned crate, without default features.
+# SeaweedFS publishes source only too; its go.mod has a replace directive, which
+# `go install module@version` refuses: the pinned module is downloaded and its `weed`
+# command built inside it (its go.mod and go.sum as its authors tested them). It needs the
+# Go its go.mod names (1.26.6); with an older Go, set GOTOOLCHAIN (e.g. go1.27.3) to fetch one.
 set -euo pipefail
 
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
 REDUCTSTORE_VERSION="1.21.5"
+SEAWEEDFS_VERSION="v0.0.0-20261109003541-7506e5f91cd6"
 
 cache="${TSBLOB_CACHE:-$HOME/.cache/tsblob}"
 peers="$cache/peers"
@@ -52,6 +58,22 @@ else
   fi
   echo "$REDUCTSTORE_VERSION" >"$rs_stamp"
   rm -rf "$peers/target"
+fi
+
+weed_stamp="$peers/seaweedfs.version"
+if [ -x "$bin/weed" ] && [ "$(cat "$weed_stamp" 2>/dev/null)" = "$SEAWEEDFS_VERSION" ]; then
+  echo "seaweedfs $SEAWEEDFS_VERSION: cached in $bin"
+else
+  echo "seaweedfs $SEAWEEDFS_VERSION: go build (this takes several minutes the first time)"
+  weed_src=$(go mod download -json "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ -z "$weed_src" ] || [ ! -d "$weed_src/weed" ]; then
+    echo "seaweedfs: go mod download did not give the module's folder" >&2
+    exit 1
+  fi
+  (cd "$weed_src" && GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly" go build -o "$bin/weed.partial" ./weed)
+  mv "$bin/weed.partial" "$bin/weed"
+  echo "$SEAWEEDFS_VERSION" >"$weed_stamp"
 fi
 
 echo "peers ready in $bin"

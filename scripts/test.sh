@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, command 2: installs what the tests need and runs every test.
-#   - the comparison peers (MinIO, ReductStore), pinned, cached in ~/.cache/tsblob/peers
+#   - the comparison peers (MinIO, ReductStore) and the tier's second S3 engine (SeaweedFS),
+#     pinned, cached in ~/.cache/tsblob/peers (the tier, restore and read-replica tests run
+#     against MinIO and against a SeaweedFS cluster: `cargo test ... seaweedfs` runs those)
 #   - a Python virtualenv for the SDK tests, cached in ~/.cache/tsblob/venv
 #   - the Rust workspace tests (engine, server, comparison mode against the real peers)
 #   - the Python SDK tests against a real `tsblob serve`

@@ -12,9 +12,11 @@ pub mod phases;
 pub mod replicate;
 pub mod report;
 pub mod runner;
+pub mod s3peer;
 pub mod spawn;
 pub mod stats;
 pub mod targets;
+pub mod tiercell;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -161,6 +163,13 @@ pub struct BenchArgs {
     /// --replicate: seconds of steady writes.
     #[arg(long, default_value_t = 10)]
     pub replicate_seconds: u64,
+
+    /// Measure the object-store tier instead, once per S3 engine named (comma separated:
+    /// minio, seaweedfs), each started on loopback: ingest with tiering off and on, and cold
+    /// range reads from the tier (MB/s, time to first byte p50/p95). Uses --records (per
+    /// entry, default 512), the first of --sizes (default 64KiB) and --repeat.
+    #[arg(long, value_delimiter = ',', value_name = "ENGINES")]
+    pub tier_engines: Vec<String>,
 }
 
 impl BenchArgs {
@@ -249,6 +258,15 @@ impl BenchArgs {
 /// Runs the comparison and prints the report. Ctrl-C (or SIGTERM) stops the spawned targets
 /// and removes their data before returning an error.
 pub async fn run(args: BenchArgs) -> Result<()> {
+    if !args.tier_engines.is_empty() {
+        return tokio::select! {
+            result = tiercell::run(&args) => result,
+            signal = shutdown_signal() => {
+                signal?;
+                bail!("interrupted: spawned servers and engines were stopped and their data removed")
+            }
+        };
+    }
     if args.replicate {
         return tokio::select! {
             result = replicate::run(&args) => result,

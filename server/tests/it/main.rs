@@ -36,4 +36,5 @@ mod tail_hostile;
 mod tier;
 mod tier_faults;
 mod tier_labels;
+mod tier_node_loss;
 mod tier_tls;

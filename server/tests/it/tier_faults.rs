@@ -1,4 +1,5 @@
-//! Outage versus damage of the object-store tier (issue 27, item 5), against a real MinIO:
+//! Outage versus damage of the object-store tier (issue 27, item 5), against real S3 engines
+//! (MinIO, SeaweedFS: each test once against each):
 //! a store that hangs (a TCP proxy that stops forwarding) costs a read `--tier-timeout` in
 //! total, with `/health` saying `degraded` meanwhile; an object that is truncated or gone
 //! is damage (500 `tier_damaged`, "do not retry"), never 503 `tier_unavailable`.
@@ -8,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::replication_util::proxy::{Mode, Proxy};
 use crate::tier::{
-    client, create_bucket, health, serve, tier_args, wait_tiered, write, Minio, PASSWORD, SMALL,
-    USER,
+    client, create_bucket, health, on_each_engine, serve, tier_args, wait_tiered, write, Engine,
+    Store, PASSWORD, SMALL, USER,
 };
 
 /// A record read: status, error code (if any) and how long the answer took.
@@ -32,10 +33,11 @@ async fn read(c: reqwest::Client, url: String) -> (u16, String, String, Duration
 /// connect and 30 s per attempt, but the timed-out attempt was retried within a 60 s
 /// operation timeout), and `/health` said `available` all along. Now the read ends at
 /// `--tier-timeout` in total and `/health` says `degraded`, with the reason, while it waits.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_available() {
-    let minio = Minio::start();
-    let proxy = Proxy::start(minio.endpoint().trim_start_matches("http://"));
+async fn a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_available(
+    engine: Engine,
+) {
+    let store = Store::start(engine);
+    let proxy = Proxy::start(store.endpoint().trim_start_matches("http://"));
     let data = tempfile::tempdir().unwrap();
     let args: Vec<String> = [
         "--tier-url",
@@ -118,14 +120,13 @@ async fn a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_availa
 /// `tier_unavailable`, "retry once it is back": permanent damage looked like an outage and
 /// a retrying client never succeeded. A truncated or missing object is now 500
 /// `tier_damaged`, whose message says not to retry, and the tier stays `available`.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_truncated_tiered_object_was_reported_as_an_outage_to_retry() {
+async fn a_truncated_tiered_object_was_reported_as_an_outage_to_retry(engine: Engine) {
     use tsblob_storage::ObjectStore;
-    let minio = Minio::start();
+    let store = Store::start(engine);
     let data = tempfile::tempdir().unwrap();
     let s = serve(
         data.path(),
-        &tier_args(&minio, "damaged", &["--tier-cache", "4KiB"]),
+        &tier_args(&store, "damaged", &["--tier-cache", "4KiB"]),
     );
     let c = client();
     create_bucket(&c, &s, "cams", SMALL).await;
@@ -136,7 +137,7 @@ async fn a_truncated_tiered_object_was_reported_as_an_outage_to_retry() {
 
     std::env::set_var("AWS_ACCESS_KEY_ID", USER);
     std::env::set_var("AWS_SECRET_ACCESS_KEY", PASSWORD);
-    let endpoint = minio.endpoint();
+    let endpoint = store.endpoint();
     tokio::task::spawn_blocking(move || {
         let s3 = tsblob_server::tier::S3Store::connect(
             "s3://tsblob-tier/damaged",
@@ -177,3 +178,9 @@ async fn a_truncated_tiered_object_was_reported_as_an_outage_to_retry() {
     let h = health(&c, &s).await;
     assert_eq!(h["tier"]["status"], "available", "damage is no outage: {h}");
 }
+
+// The tests above that take an engine, once against each.
+on_each_engine!(
+    a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_available,
+    a_truncated_tiered_object_was_reported_as_an_outage_to_retry,
+);

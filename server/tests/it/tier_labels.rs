@@ -1,4 +1,5 @@
-//! Label updates (PATCH) of tiered records against a real MinIO: the new labels are read
+//! Label updates (PATCH) of tiered records against real S3 engines (MinIO, SeaweedFS: each
+//! test once against each): the new labels are read
 //! back at once, survive a restart, a `--restore-from` into a new folder and reach a read
 //! replica; two clients updating one tiered record, updates while blocks upload, and a
 //! kill -9 between the index commit and the sidecar's upload end with the object store
@@ -10,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::{self, Server};
 use crate::tier::{
-    bucket_info, check_record, client, create_bucket, serve, tier_args, wait_tiered, write, Minio,
-    PASSWORD, SMALL, USER,
+    bucket_info, check_record, client, create_bucket, on_each_engine, serve, tier_args,
+    wait_tiered, write, Engine, Store, PASSWORD, SMALL, USER,
 };
 
 /// PATCHes the labels of `ts`; returns the status.
@@ -52,17 +53,16 @@ async fn wait_sidecars(c: &reqwest::Client, s: &Server) {
 }
 
 /// A new data folder restored from `prefix`, served (tiering on into the same prefix).
-fn restored(minio: &Minio, prefix: &str, data: &Path) -> Server {
-    let mut a = tier_args(minio, prefix, &[]);
+fn restored(store: &Store, prefix: &str, data: &Path) -> Server {
+    let mut a = tier_args(store, prefix, &[]);
     a[0] = "--restore-from".into();
     serve(data, &a)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn labels_of_tiered_records_change_and_reach_restores_and_replicas() {
-    let minio = Minio::start();
+async fn labels_of_tiered_records_change_and_reach_restores_and_replicas(engine: Engine) {
+    let store = Store::start(engine);
     let data = tempfile::tempdir().unwrap();
-    let args = tier_args(&minio, "lab/one", &[]);
+    let args = tier_args(&store, "lab/one", &[]);
     let s = serve(data.path(), &args);
     let c = client();
     create_bucket(&c, &s, "cams", SMALL).await;
@@ -78,7 +78,7 @@ async fn labels_of_tiered_records_change_and_reach_restores_and_replicas() {
             "--read-replica".into(),
             "s3://tsblob-tier/lab/one".into(),
             "--tier-endpoint".into(),
-            minio.endpoint(),
+            store.endpoint(),
             "--replica-refresh".into(),
             "200ms".into(),
         ],
@@ -124,18 +124,17 @@ async fn labels_of_tiered_records_change_and_reach_restores_and_replicas() {
     drop(s);
     // A restore into a new folder gets them from the sidecars.
     let fresh = tempfile::tempdir().unwrap();
-    let r = restored(&minio, "lab/one", fresh.path());
+    let r = restored(&store, "lab/one", fresh.path());
     assert_eq!(label(&c, &r, 2, "k").await.as_deref(), Some("changed"));
     assert_eq!(label(&c, &r, 2, "new").await.as_deref(), Some("x"));
     assert_eq!(label(&c, &r, 3, "k").await, None);
     assert_eq!(label(&c, &r, 4, "k").await.as_deref(), Some("v1"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn concurrent_updates_and_updates_during_uploads_leave_the_store_agreeing() {
-    let minio = Minio::start();
+async fn concurrent_updates_and_updates_during_uploads_leave_the_store_agreeing(engine: Engine) {
+    let store = Store::start(engine);
     let data = tempfile::tempdir().unwrap();
-    let args = tier_args(&minio, "lab/race", &[]);
+    let args = tier_args(&store, "lab/race", &[]);
     let s = serve(data.path(), &args);
     let c = client();
     create_bucket(&c, &s, "cams", SMALL).await;
@@ -190,7 +189,7 @@ async fn concurrent_updates_and_updates_during_uploads_leave_the_store_agreeing(
     }
     drop(s);
     let fresh = tempfile::tempdir().unwrap();
-    let r = restored(&minio, "lab/race", fresh.path());
+    let r = restored(&store, "lab/race", fresh.path());
     assert_eq!(label(&c, &r, 1, "who").await, Some(who));
     assert_eq!(label(&c, &r, 1, "a").await.as_deref(), Some("19"));
     for ts in 1..=39u64 {
@@ -212,9 +211,8 @@ async fn concurrent_updates_and_updates_during_uploads_leave_the_store_agreeing(
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing() {
-    let minio = Minio::start();
+async fn a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing(engine: Engine) {
+    let store = Store::start(engine);
     let c = client();
     // Aborts (as kill -9 would leave it) right after the index commit of a label update,
     // before anything goes to the object store; and before that commit, after the note.
@@ -224,7 +222,7 @@ async fn a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing() 
     ] {
         let data = tempfile::tempdir().unwrap();
         let prefix = format!("lab/{step}");
-        let args = tier_args(&minio, &prefix, &[]);
+        let args = tier_args(&store, &prefix, &[]);
         let s = serve(data.path(), &args);
         create_bucket(&c, &s, "cams", SMALL).await;
         for ts in 1..=8u64 {
@@ -263,7 +261,7 @@ async fn a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing() 
         wait_sidecars(&c, &s).await;
         drop(s);
         let fresh = tempfile::tempdir().unwrap();
-        let r = restored(&minio, &prefix, fresh.path());
+        let r = restored(&store, &prefix, fresh.path());
         assert_eq!(
             label(&c, &r, 1, "k").await.as_deref(),
             Some(expected),
@@ -272,3 +270,10 @@ async fn a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing() 
         check_record(&c, &r, "front", 2).await;
     }
 }
+
+// The tests above that take an engine, once against each.
+on_each_engine!(
+    labels_of_tiered_records_change_and_reach_restores_and_replicas,
+    concurrent_updates_and_updates_during_uploads_leave_the_store_agreeing,
+    a_kill_between_the_label_commit_and_the_sidecar_upload_loses_nothing,
+);

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::tier::{
-    bucket_info, check_record, client, create_bucket, health, serve, wait_tiered, write, Minio,
+    bucket_info, check_record, client, create_bucket, health, serve, wait_tiered, write, Store,
     PASSWORD, SMALL, USER,
 };
 
@@ -31,7 +31,7 @@ async fn tiering_over_https_with_a_private_ca_reads_back_byte_identical() {
     let ca = self_signed(&tmp.path().join("certs"));
     let ca_file = tmp.path().join("ca.pem");
     std::fs::write(&ca_file, ca).unwrap();
-    let minio = Minio::start_tls(&tmp.path().join("certs"));
+    let minio = Store::start_tls(&tmp.path().join("certs"));
     assert!(minio.endpoint().starts_with("https://"));
     let data = tempfile::tempdir().unwrap();
     let args: Vec<String> = vec![
@@ -116,7 +116,7 @@ fn a_wrong_ca_or_none_stops_the_server_with_a_tls_error_that_names_the_fix() {
     let wrong = self_signed(&tmp.path().join("other"));
     let wrong_file = tmp.path().join("wrong.pem");
     std::fs::write(&wrong_file, wrong).unwrap();
-    let minio = Minio::start_tls(&tmp.path().join("certs"));
+    let minio = Store::start_tls(&tmp.path().join("certs"));
 
     let err = serve_expecting_exit(&minio.endpoint(), Some(&wrong_file), &[]);
     assert!(err.contains("TLS handshake"), "{err}");
@@ -144,7 +144,7 @@ async fn aws_ca_bundle_is_honoured_when_tier_ca_is_absent() {
     let ca = self_signed(&tmp.path().join("certs"));
     let ca_file = tmp.path().join("ca.pem");
     std::fs::write(&ca_file, ca).unwrap();
-    let minio = Minio::start_tls(&tmp.path().join("certs"));
+    let minio = Store::start_tls(&tmp.path().join("certs"));
     let data = tempfile::tempdir().unwrap();
     let a = [
         "--tier-url".to_string(),
