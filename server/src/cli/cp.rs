@@ -460,6 +460,10 @@ async fn read_server(
                 }
                 Event::End(n) => end = Some(n),
                 Event::Heartbeat(_) => {}
+                Event::Skipped(json) => eprintln!(
+                    "the source skipped damaged records (not copied): {}",
+                    String::from_utf8_lossy(&json)
+                ),
                 Event::Error(json) => bail!(
                     "the source stopped the query after {records} records: {}",
                     String::from_utf8_lossy(&json)

@@ -10,6 +10,7 @@ pub mod batch;
 pub mod body;
 pub mod buckets;
 pub mod budget;
+pub mod damage;
 pub mod errors;
 pub mod headers;
 pub mod histogram;

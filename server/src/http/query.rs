@@ -585,6 +585,8 @@ pub(crate) struct Producer {
     rearm: bool,
     /// The entries (ids, sorted) that got records since the last walk: the next walk's.
     changed: Vec<u32>,
+    /// Damaged records skipped, reported before the end (`damage.rs`).
+    skipped: super::damage::Skipped,
 }
 
 impl Producer {
@@ -598,6 +600,7 @@ impl Producer {
             follow: None,
             rearm: false,
             changed: Vec::new(),
+            skipped: Default::default(),
         }
     }
 
@@ -689,6 +692,7 @@ impl Producer {
                     // (What the walk left past its horizon, before `resume_changed` may
                     // arm a walk of it.)
                     let ahead = self.iter.ahead();
+                    self.skipped.put(&mut out.buf, self.meta);
                     if self.follow.is_some() && self.iter.resume_changed(self.horizon(), &[]) {
                         self.rearm = true;
                         return Step::Caught(out.finish(), ahead);
@@ -737,10 +741,18 @@ impl Producer {
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return self.fail(out, AppError::from(e)),
+                    Err(e) => {
+                        if let Some(e) = self.skip_damaged(&item, e) {
+                            return self.fail(out, e);
+                        }
+                    }
                 },
                 Err(tsblob_storage::Error::NotFound(_)) => {}
-                Err(e) => return self.fail(out, AppError::from(e)),
+                Err(e) => {
+                    if let Some(e) = self.skip_damaged(&item, e) {
+                        return self.fail(out, e);
+                    }
+                }
             }
         }
     }
@@ -755,8 +767,21 @@ impl Producer {
         }
     }
 
-    fn fail(&self, out: Pieces, e: AppError) -> Step {
+    /// Skips and counts a record whose payload is damaged; any other error is returned,
+    /// to end the stream.
+    fn skip_damaged(&mut self, item: &QueryItem, e: tsblob_storage::Error) -> Option<AppError> {
+        let Some(code) = super::damage::damage_code(&e) else {
+            return Some(AppError::from(e));
+        };
+        let entry = self.iter.is_many().then(|| item.entry());
+        self.skipped.add(entry, item.meta.ts, code, &e);
+        None
+    }
+
+    /// Ends the stream with an error, after the report of what was skipped before it.
+    fn fail(&mut self, mut out: Pieces, e: AppError) -> Step {
         tracing::warn!("query stream ended by an error: {e}");
+        self.skipped.put(&mut out.buf, self.meta);
         Step::Fail(out.finish(), e)
     }
 }

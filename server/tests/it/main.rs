@@ -13,6 +13,7 @@ mod compare_e2e;
 mod compare_limit;
 mod console;
 mod cp;
+mod damaged_query;
 mod reliability_crash;
 mod reliability_disk;
 mod reliability_hostile;
