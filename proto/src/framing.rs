@@ -678,7 +678,11 @@ mod tests {
         ];
         assert_eq!(joined(decode_bytewise(&b).unwrap()), want);
         for piece in [1, 3, 27, 30, b.len()] {
-            assert_eq!(joined(decode_chunks(&b, piece).unwrap()), want, "piece {piece}");
+            assert_eq!(
+                joined(decode_chunks(&b, piece).unwrap()),
+                want,
+                "piece {piece}"
+            );
         }
         // (a skipped frame does not end the stream: the end frame still must come)
         let mut d = Decoder::new();

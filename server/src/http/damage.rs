@@ -57,7 +57,9 @@ impl Skipped {
     pub fn add(&mut self, entry: Option<&str>, ts: u64, code: &'static str, e: &Error) {
         tracing::warn!(
             "query skipped a damaged record ({code}) at ts {ts}{}: {e}",
-            entry.map(|n| format!(" of entry {n:?}")).unwrap_or_default()
+            entry
+                .map(|n| format!(" of entry {n:?}"))
+                .unwrap_or_default()
         );
         self.count += 1;
         if self.listed.len() < MAX_LISTED {

@@ -65,7 +65,11 @@ async fn query(c: &reqwest::Client, s: &Server, path: &str) -> Answer {
     let mut data: Vec<u8> = Vec::new();
     let check = |a: &Answer, data: &[u8]| {
         if let Some((e, ts)) = a.records.last() {
-            assert_eq!(data, payload(e.as_deref().unwrap_or("e"), *ts), "{e:?} {ts}");
+            assert_eq!(
+                data,
+                payload(e.as_deref().unwrap_or("e"), *ts),
+                "{e:?} {ts}"
+            );
         }
     };
     while let Some(ev) = d.next(&mut buf).unwrap() {
