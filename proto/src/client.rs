@@ -91,6 +91,10 @@ pub fn entry_path(bucket: &str, entry: &str) -> String {
     format!("/api/v1/b/{}/{}", seg(bucket), entry_seg(entry))
 }
 
+/// The most of a JSON answer [`Client::json`] reads (a bucket's description with all its
+/// entries, a token list): an answer past it is cut off, not held whole.
+pub const JSON_MAX: usize = 64 << 20;
+
 /// A client of one server.
 #[derive(Clone)]
 pub struct Client {
@@ -165,10 +169,15 @@ impl Client {
         check(resp).await
     }
 
-    /// Sends and reads a JSON answer.
+    /// Sends and reads a JSON answer (at most [`JSON_MAX`] bytes of it).
     pub async fn json(&self, req: RequestBuilder) -> Result<Value, ClientError> {
         let resp = self.send(req).await?;
-        let body = resp.bytes().await.map_err(ClientError::Body)?;
+        let body = crate::outbound::read_bounded(resp, JSON_MAX)
+            .await
+            .map_err(|e| match e {
+                crate::outbound::ReadError::Body(e) => ClientError::Body(e),
+                too_large => ClientError::Protocol(too_large.to_string()),
+            })?;
         serde_json::from_slice(&body)
             .map_err(|e| ClientError::Protocol(format!("the answer is not JSON: {e}")))
     }
@@ -461,24 +470,18 @@ impl QueryStream {
 }
 
 /// Passes a successful response through; otherwise [`ClientError::Status`] with the
-/// server's error code and message.
+/// server's error code and message (one short line each, see [`crate::outbound`]); an
+/// answer that is not a tsblob error document is `http_error` with its size and type, never
+/// its text; a redirect (never followed) names the host it points to.
 pub async fn check(resp: Response) -> Result<Response, ClientError> {
     if resp.status().is_success() {
         return Ok(resp);
     }
-    let status = resp.status();
-    let text = resp.text().await.unwrap_or_default();
-    Err(match serde_json::from_str::<Value>(&text) {
-        Ok(v) if v["error"]["code"].is_string() => ClientError::Status {
-            status: status.as_u16(),
-            code: v["error"]["code"].as_str().unwrap_or("").to_string(),
-            message: v["error"]["message"].as_str().unwrap_or("").to_string(),
-        },
-        _ => ClientError::Status {
-            status: status.as_u16(),
-            code: "http_error".into(),
-            message: format!("{status}: {text}"),
-        },
+    let (status, code, message) = crate::outbound::describe_error(resp).await;
+    Err(ClientError::Status {
+        status: status.as_u16(),
+        code: code.unwrap_or_else(|| "http_error".into()),
+        message,
     })
 }
 

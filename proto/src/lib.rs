@@ -9,7 +9,9 @@
 //! - [`size`]: byte sizes as flags are written (`KB` = 10^3, `KiB` = 2^10);
 //! - the record limits and the label map every side shares;
 //! - `client` (feature `client`): a small async client of the HTTP API over reqwest, and
-//!   `tls`, the client builder every side uses (https by rustls, webpki roots, a CA file).
+//!   `tls`, the client builder every side uses (https by rustls, webpki roots, a CA file,
+//!   no redirects), and `outbound`, bounded reads of answers and error descriptions that
+//!   never echo a foreign body.
 //!
 //! The default build needs no async runtime (the engine depends on it).
 
@@ -18,6 +20,8 @@ pub mod client;
 pub mod framing;
 pub mod headers;
 pub mod names;
+#[cfg(feature = "client")]
+pub mod outbound;
 pub mod size;
 #[cfg(feature = "client")]
 pub mod tls;

@@ -2,7 +2,11 @@
 //! the bench): `http://` and `https://` servers, TLS by rustls (aws-lc-rs crypto, bundled:
 //! no system OpenSSL), trusting the Mozilla root certificates of `webpki-root-certs` (the
 //! same on every machine, whatever the system has) plus, when given, the certificates of a
-//! PEM bundle: a private CA, or a destination's self-signed certificate.
+//! PEM bundle: a private CA, or a destination's self-signed certificate. It follows no
+//! redirect: a server that answers 3xx gets that answer back to the caller, which reports
+//! it as an error ([`crate::outbound::redirect_message`]). A followed redirect sent a
+//! replication task's token and records to whatever host a destination named, and copied
+//! an internal page into the task's status.
 
 use reqwest::{Certificate, ClientBuilder};
 use thiserror::Error;
@@ -25,7 +29,8 @@ pub fn parse_ca(pem: &[u8]) -> Result<Vec<Certificate>, CaError> {
     Ok(certs)
 }
 
-/// A client builder trusting the Mozilla roots and the certificates of `ca_pem`.
+/// A client builder trusting the Mozilla roots and the certificates of `ca_pem`, following
+/// no redirect.
 pub fn builder(ca_pem: Option<&[u8]>) -> Result<ClientBuilder, CaError> {
     let mut roots: Vec<Certificate> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
         .iter()
@@ -36,6 +41,7 @@ pub fn builder(ca_pem: Option<&[u8]>) -> Result<ClientBuilder, CaError> {
     }
     Ok(reqwest::Client::builder()
         .tls_certs_only(roots)
+        .redirect(reqwest::redirect::Policy::none())
         .tcp_nodelay(true))
 }
 

@@ -1,6 +1,12 @@
 //! Sending records to a server's batch endpoint with `if_exists=compare` (a record already
 //! stored with the same payload is 200, a different one 409 `conflict`), zstd-compressed
 //! when that saves bytes. Shared by replication senders and `tsblob cp`.
+//!
+//! The destination is not trusted: no redirect is followed (a 3xx is an error naming its
+//! status and the `Location` host), every answer is read up to a bound
+//! ([`batch_answer_max`], `outbound::JSON_ANSWER_MAX`, `outbound::ERROR_BODY_MAX`) and cut
+//! there, and of an error answer only a tsblob error document's message is kept, one
+//! short line (`tsblob_proto::outbound`).
 
 use std::time::Duration;
 
@@ -9,6 +15,7 @@ use tsblob_storage::Labels;
 
 use crate::http::batch::BatchResult;
 use tsblob_proto::framing::{put_end, put_record_head, MEDIA_TYPE};
+use tsblob_proto::outbound;
 use tsblob_proto::tls::error_chain;
 
 /// Bodies smaller than this go uncompressed.
@@ -172,27 +179,48 @@ async fn send_batch(
         )
     })?;
     let status = resp.status();
-    let text = resp.bytes().await.map_err(|e| {
-        format!(
-            "reading the answer of {dst}/{entry} failed: {}",
-            error_chain(&e)
-        )
-    })?;
+    if status.is_redirection() {
+        return Err(format!(
+            "{dst}/{entry} answered {status}, {}",
+            outbound::redirect_message(&resp)
+        ));
+    }
+    let text = outbound::read_bounded(resp, batch_answer_max(count))
+        .await
+        .map_err(|e| format!("{dst}/{entry} answered {status}, but {e}"))?;
     match serde_json::from_slice::<BatchResult>(&text) {
-        Ok(a) if status.is_success() || !a.results.is_empty() => Ok(a),
-        _ => {
-            let why = serde_json::from_slice::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| {
-                    v.pointer("/error/message")
-                        .and_then(|m| m.as_str())
-                        .map(String::from)
-                })
-                .unwrap_or_else(|| {
-                    String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned()
-                });
-            Err(format!("{dst}/{entry} answered {status}: {why}"))
+        Ok(mut a) if status.is_success() || !a.results.is_empty() => {
+            // The destination's words go to the task's status and the log: one short
+            // line each.
+            for e in a.results.iter_mut().filter_map(|r| r.error.as_mut()) {
+                e.code = outbound::one_line(&e.code, 64);
+                e.message = outbound::one_line(&e.message, outbound::MESSAGE_MAX);
+            }
+            Ok(a)
         }
+        _ => Err(format!(
+            "{dst}/{entry} answered {status}: {}",
+            error_text(&text)
+        )),
+    }
+}
+
+/// The most of a batch answer read: an error document's room plus [`RESULT_MAX`] per
+/// record sent (each record's result: its timestamp, status and any error).
+pub fn batch_answer_max(records: usize) -> usize {
+    outbound::ERROR_BODY_MAX.saturating_add(records.saturating_mul(RESULT_MAX))
+}
+
+/// The room for one record's result in a batch answer.
+const RESULT_MAX: usize = 1024;
+
+/// What an error answer's body says, as one short line: the message of a tsblob error
+/// document, else only its size (a foreign body is never echoed).
+fn error_text(body: &[u8]) -> String {
+    match outbound::error_fields(body) {
+        Some((_, message)) => message,
+        None if body.is_empty() => "no error document".to_string(),
+        None => format!("{} bytes that are not a tsblob error document", body.len()),
     }
 }
 
@@ -239,26 +267,28 @@ pub async fn post_single(
         Ok(r) => r,
         Err(e) => return Single::Retry(format!("sending {what} failed: {}", error_chain(&e))),
     };
-    let status = resp.status().as_u16();
-    let text = match resp.bytes().await {
+    let status = resp.status();
+    if status.is_redirection() {
+        return Single::Retry(format!(
+            "{dst}/{entry} answered {status} for {what}, {}",
+            outbound::redirect_message(&resp)
+        ));
+    }
+    let limit = if status.is_success() {
+        outbound::JSON_ANSWER_MAX
+    } else {
+        outbound::ERROR_BODY_MAX
+    };
+    let text = match outbound::read_bounded(resp, limit).await {
         Ok(t) => t,
         Err(e) => {
             return Single::Retry(format!(
-                "reading the answer for {what} failed: {}",
-                error_chain(&e)
+                "{dst}/{entry} answered {status} for {what}, but {e}"
             ))
         }
     };
-    let why = || {
-        serde_json::from_slice::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| {
-                v.pointer("/error/message")
-                    .and_then(|m| m.as_str())
-                    .map(String::from)
-            })
-            .unwrap_or_else(|| String::from_utf8_lossy(&text[..text.len().min(300)]).into_owned())
-    };
+    let why = || error_text(&text);
+    let status = status.as_u16();
     match status {
         201 => Single::Stored,
         200 => Single::Existing,

@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// Data folder (created if missing).
     #[arg(long, env = "TSBLOB_DATA", default_value = "./tsblob-data")]
     pub data: PathBuf,
-    /// Address to listen on. Binding beyond loopback without a token prints a warning.
+    /// Address to listen on. Beyond loopback, the server needs a token (--token, or one
+    /// stored) or an explicit --no-auth to start.
     #[arg(long, env = "TSBLOB_LISTEN", default_value = "127.0.0.1:8686")]
     pub listen: SocketAddr,
     /// When writes reach stable storage: always, periodic, periodic:<N>ms or never.
@@ -32,6 +33,21 @@ pub struct ServeArgs {
     /// `Authorization: Bearer <token>`. Prefer the environment variable (ps shows flags).
     #[arg(long, env = "TSBLOB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Serve without any token on a non-loopback --listen, on purpose: anyone who can reach
+    /// the address may read and delete everything (on loopback, no token is the default).
+    #[arg(long, env = "TSBLOB_NO_AUTH", conflicts_with = "token")]
+    pub no_auth: bool,
+    /// Host names (`name` or `name:port`, comma-separated) answered besides localhost,
+    /// 127.0.0.1 and [::1]; `*` answers any. Default: loopback names only on a loopback
+    /// --listen (a page on another name resolving here, DNS rebinding, is refused), any name
+    /// otherwise.
+    #[arg(long, env = "TSBLOB_ALLOWED_HOSTS", value_delimiter = ',', value_parser = crate::http::browser::parse_allowed_host)]
+    pub allowed_hosts: Vec<String>,
+    /// Origins of web applications that may call the API from a browser (CORS), such as
+    /// https://dash.example.com; repeat or comma-separate. Default: none, browsers reach the
+    /// API from the console (/ui/) only.
+    #[arg(long, env = "TSBLOB_CORS_ORIGIN", value_delimiter = ',', value_parser = crate::http::browser::parse_origin)]
+    pub cors_origin: Vec<String>,
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TSBLOB_LOG", default_value = "info")]
     pub log: String,
@@ -119,6 +135,11 @@ pub struct ServeArgs {
     /// Uploads to the object store in flight at once.
     #[arg(long, env = "TSBLOB_TIER_UPLOADS", default_value_t = 4)]
     pub tier_uploads: usize,
+    /// A call to the object store ends within this time in total, its retries included (a
+    /// read of a hung store answers 503 then); a body that sends nothing for as long fails.
+    /// Connections have 2 s to open.
+    #[arg(long, env = "TSBLOB_TIER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub tier_timeout: Duration,
     /// Before serving, rebuild the data folder's index of tiered blocks from this object
     /// store (a lost device's history comes back); then tier into it as --tier-url.
     #[arg(long, env = "TSBLOB_RESTORE_FROM", conflicts_with = "read_replica")]
@@ -138,6 +159,9 @@ pub struct ServeArgs {
     /// How often a read replica looks for newly tiered blocks.
     #[arg(long, env = "TSBLOB_REPLICA_REFRESH", default_value = "5s", value_parser = parse_duration)]
     pub replica_refresh: Duration,
+    /// The cost bounds of requests (`http/limits.rs`).
+    #[command(flatten)]
+    pub cost: crate::http::limits::CostArgs,
 }
 
 /// How `tsblob serve` uses an object store.
@@ -200,7 +224,7 @@ impl ServeArgs {
     }
 
     pub fn limits(&self) -> Limits {
-        Limits {
+        let mut limits = Limits {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
             max_batch_records: self.max_batch_records,
@@ -209,11 +233,19 @@ impl ServeArgs {
                 base: self.body_deadline,
                 min_rate: self.body_min_rate,
             },
+            browser: crate::http::browser::BrowserPolicy::new(
+                self.listen,
+                &self.allowed_hosts,
+                &self.cors_origin,
+            ),
             tails: crate::http::tails::TailLimits {
                 max: self.max_tails,
                 per_token: self.max_tails_per_token,
             },
-        }
+            ..Limits::default()
+        };
+        self.cost.apply(&mut limits);
+        limits
     }
 }
 

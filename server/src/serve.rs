@@ -88,8 +88,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let auth = Auth::load(&args.data, args.token.as_deref())?;
     if !args.listen.ip().is_loopback() && !auth.enabled() {
+        // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
+        anyhow::ensure!(
+            args.no_auth,
+            "refusing to listen on {} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose",
+            args.listen
+        );
         let msg = format!(
-            "listening on {} (beyond this machine) without any token: anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
+            "listening on {} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
             args.listen
         );
         tracing::warn!("{msg}");

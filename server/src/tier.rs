@@ -8,8 +8,18 @@
 //! Client settings are the comparison mode's (`tsblob_compare::targets::minio::s3_config`):
 //! path-style addressing, checksums only where asked for. Credentials and region come from
 //! aws-sdk's default provider chain (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, profiles,
-//! container and instance roles); `--tier-region` overrides the region. Every call has
-//! timeouts, so a store that stops answering fails a read with 503 rather than hanging it.
+//! container and instance roles); `--tier-region` overrides the region.
+//!
+//! Outage versus damage. Every call has a 2 s connect timeout and ends within
+//! `--tier-timeout` (30 s by default) in total, retries included: a read of a hung store
+//! answers 503 `tier_unavailable` at that bound (it waited 42 to 60 s: the timed-out
+//! attempt was retried within a 60 s operation timeout), and a body that stops arriving
+//! fails after the same time without a byte. While a read has waited past
+//! [`STALLED_AFTER`] for the store, `/health` says the tier is `degraded`
+//! ([`ObjectStore::stalled`]). An object shorter than the index says (HTTP 416) is
+//! [`ObjectError::Damaged`], which the engine reports as damage (500 `tier_damaged`, not
+//! to be retried), as it does a missing object. The SDK follows no redirect (a 3xx of S3
+//! is an error answer).
 
 use std::future::Future;
 use std::path::Path;
@@ -35,6 +45,14 @@ const PART: u64 = 16 << 20;
 const WHOLE_RESERVE: u64 = 64 << 20;
 /// The object metadata key holding the CRC32C of the whole object.
 const CRC_META: &str = "tsblob-crc32c";
+/// How long a connection to the store may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// A call of the reads' lane that has waited this long for the store (its answer, or the
+/// next bytes of its body) makes the tier `degraded` in `/health` until it ends: a healthy
+/// store answers a ranged GET in milliseconds.
+pub const STALLED_AFTER: Duration = Duration::from_secs(2);
+/// `--tier-timeout`'s default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The engine's tier settings for a `tsblob serve` (connects, and unless it is a replica,
 /// makes sure the bucket exists).
@@ -49,11 +67,12 @@ pub fn open(args: &ServeArgs, mode: &TierMode) -> anyhow::Result<TierConfig> {
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from),
     };
-    let s3 = S3Store::connect(
+    let s3 = S3Store::connect_with_timeout(
         url,
         args.tier_endpoint.as_deref(),
         args.tier_region.as_deref(),
         ca.as_deref(),
+        args.tier_timeout,
     )?;
     if upload {
         s3.ensure_bucket()?;
@@ -148,6 +167,8 @@ pub struct S3Store {
     bucket: String,
     prefix: String,
     endpoint: String,
+    /// `--tier-timeout`: the longest a call (or a body without a byte) may take.
+    timeout: Duration,
 }
 
 /// A tokio runtime and the S3 client (with a connection pool of its own) whose calls run on
@@ -159,6 +180,52 @@ pub struct S3Store {
 struct Lane {
     rt: tokio::runtime::Runtime,
     s3: aws_sdk_s3::Client,
+    /// The calls under way, for [`S3Store::stalled`].
+    calls: Arc<Calls>,
+}
+
+/// The calls of a lane under way, each with the last time it heard from the store.
+#[derive(Default)]
+struct Calls {
+    next: std::sync::atomic::AtomicU64,
+    open: parking_lot::Mutex<std::collections::HashMap<u64, std::time::Instant>>,
+}
+
+impl Calls {
+    fn begin(self: &Arc<Self>) -> Call {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.open.lock().insert(id, std::time::Instant::now());
+        Call {
+            calls: self.clone(),
+            id,
+        }
+    }
+
+    /// How long the call that has waited longest for the store has waited.
+    fn longest_wait(&self) -> Option<Duration> {
+        self.open.lock().values().min().map(|t| t.elapsed())
+    }
+}
+
+/// A call under way (it ends when dropped).
+struct Call {
+    calls: Arc<Calls>,
+    id: u64,
+}
+
+impl Call {
+    /// The store answered something (a piece of the body): the wait starts again.
+    fn progress(&self) {
+        if let Some(t) = self.calls.open.lock().get_mut(&self.id) {
+            *t = std::time::Instant::now();
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.calls.open.lock().remove(&self.id);
+    }
 }
 
 impl Lane {
@@ -176,10 +243,24 @@ impl Lane {
         &self,
         call: impl FnOnce(aws_sdk_s3::Client) -> F,
     ) -> std::sync::mpsc::Receiver<Result<T, ObjectError>> {
-        let fut = call(self.s3.clone());
+        self.start_tracked(|s3, _| call(s3))
+    }
+
+    /// [`Lane::start`], the call told of its [`Call`] (to note the progress of a body).
+    fn start_tracked<
+        T: Send + 'static,
+        F: Future<Output = Result<T, ObjectError>> + Send + 'static,
+    >(
+        &self,
+        call: impl FnOnce(aws_sdk_s3::Client, Arc<Call>) -> F,
+    ) -> std::sync::mpsc::Receiver<Result<T, ObjectError>> {
+        let tracked = Arc::new(self.calls.begin());
+        let fut = call(self.s3.clone(), tracked.clone());
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.rt.spawn(async move {
-            let _ = tx.send(fut.await);
+            let got = fut.await;
+            drop(tracked);
+            let _ = tx.send(got);
         });
         rx
     }
@@ -210,7 +291,8 @@ impl S3Store {
         let want = range.map_or(WHOLE_RESERVE, |(_, len)| len);
         let range = range.map(|(start, len)| format!("bytes={start}-{}", start + len - 1));
         let (bucket, key) = (self.bucket.clone(), key.to_string());
-        self.reads.start(|s3| async move {
+        let timeout = self.timeout;
+        self.reads.start_tracked(move |s3, call| async move {
             let out = s3
                 .get_object()
                 .bucket(bucket)
@@ -219,19 +301,27 @@ impl S3Store {
                 .send()
                 .await
                 .map_err(|e| classify(&e, &key))?;
+            call.progress();
             // The body's pieces are appended to one buffer as they arrive (sized by the
             // answer's length, at most what a ranged GET asked for), each piece freed at
             // once so the connection reuses its memory: `collect()` would hold every piece
-            // until the end and then copy them all into a new buffer.
+            // until the end and then copy them all into a new buffer. A body that sends
+            // nothing for `timeout` fails (the SDK's timeouts end with the answer's head).
             let len = out.content_length().map_or(0, |l| l.max(0) as u64);
             let cap = usize::try_from(len.min(want)).unwrap_or(0);
             let mut buf = Vec::with_capacity(cap);
             let mut body = out.body;
-            while let Some(piece) = body
-                .try_next()
-                .await
-                .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?
-            {
+            loop {
+                let piece = tokio::time::timeout(timeout, body.try_next())
+                    .await
+                    .map_err(|_| {
+                        ObjectError::Unavailable(format!(
+                            "reading {key:?}: no byte of the answer for {timeout:?}"
+                        ))
+                    })?
+                    .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
+                let Some(piece) = piece else { break };
+                call.progress();
                 buf.extend_from_slice(&piece);
             }
             Ok(buf)
@@ -268,6 +358,17 @@ impl S3Store {
         region: Option<&str>,
         ca: Option<&Path>,
     ) -> anyhow::Result<S3Store> {
+        S3Store::connect_with_timeout(url, endpoint, region, ca, DEFAULT_TIMEOUT)
+    }
+
+    /// [`S3Store::connect`] whose calls end within `timeout` in total (`--tier-timeout`).
+    pub fn connect_with_timeout(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+        ca: Option<&Path>,
+        timeout: Duration,
+    ) -> anyhow::Result<S3Store> {
         let (bucket, prefix) = parse_url(url)?;
         if let Some(e) = endpoint {
             if !(e.starts_with("http://") || e.starts_with("https://")) {
@@ -298,12 +399,17 @@ impl S3Store {
             loader = loader.region(aws_config::Region::new(r.to_string()));
         }
         let shared = rt.block_on(loader.load());
-        let timeouts = aws_sdk_s3::config::timeout::TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .operation_attempt_timeout(Duration::from_secs(30))
-            .operation_timeout(Duration::from_secs(60))
-            .build();
-        let mut cfg = tsblob_compare::targets::minio::s3_config(16).timeout_config(timeouts);
+        // Reads: an attempt and the whole operation (its retries included) end within
+        // `timeout`, so a hung store costs a read that long and no more. Uploads run in
+        // the background: an attempt gets `timeout`, a retry as long again.
+        let timeouts = |operation: Duration| {
+            aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT.min(timeout))
+                .operation_attempt_timeout(timeout)
+                .operation_timeout(operation)
+                .build()
+        };
+        let mut cfg = tsblob_compare::targets::minio::s3_config(16);
         cfg = cfg.region(
             shared
                 .region()
@@ -319,17 +425,29 @@ impl S3Store {
         // Each lane its own connection pool (see `Lane`).
         let uploads = Lane {
             rt: up_rt,
-            s3: aws_sdk_s3::Client::from_conf(cfg.clone().http_client(http_client(ca)?).build()),
+            s3: aws_sdk_s3::Client::from_conf(
+                cfg.clone()
+                    .timeout_config(timeouts(timeout.saturating_mul(2)))
+                    .http_client(http_client(ca)?)
+                    .build(),
+            ),
+            calls: Arc::default(),
         };
         Ok(S3Store {
             reads: Lane {
                 rt,
-                s3: aws_sdk_s3::Client::from_conf(cfg.http_client(http).build()),
+                s3: aws_sdk_s3::Client::from_conf(
+                    cfg.timeout_config(timeouts(timeout))
+                        .http_client(http)
+                        .build(),
+                ),
+                calls: Arc::default(),
             },
             uploads,
             bucket,
             prefix,
             endpoint: endpoint.unwrap_or("AWS").to_string(),
+            timeout,
         })
     }
 
@@ -389,7 +507,7 @@ impl S3Store {
                 return Ok(());
             }
             Err(e @ ObjectError::Tls(_)) => bail!("{e}"),
-            Err(ObjectError::Refused(why)) => bail!(
+            Err(ObjectError::Refused(why) | ObjectError::Damaged(why)) => bail!(
                 "the object store refused access to bucket {:?} ({why}): check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or a profile) and their permissions",
                 self.bucket
             ),
@@ -553,12 +671,18 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
                 (404, _) | (_, Some("NoSuchKey" | "NoSuchBucket" | "NotFound")) => {
                     ObjectError::NotFound(what.to_string())
                 }
+                // A range past the object's end: the object is shorter than the index
+                // says (truncated), which no retry repairs.
+                (416, _) | (_, Some("InvalidRange")) => ObjectError::Damaged(what.to_string()),
                 (500..=599, _) => ObjectError::Unavailable(text),
                 _ => ObjectError::Refused(text),
             }
         }
         SdkError::ResponseError(r) if r.raw().status().as_u16() == 404 => {
             ObjectError::NotFound(what.to_string())
+        }
+        SdkError::ResponseError(r) if r.raw().status().as_u16() == 416 => {
+            ObjectError::Damaged(what.to_string())
         }
         _ if tls_failure(e) => ObjectError::Tls(format!("{text}; if the store's certificate is signed by a private authority (or is self-signed), give that certificate in PEM with --tier-ca FILE (or AWS_CA_BUNDLE)")),
         _ => ObjectError::Unavailable(text),
@@ -738,6 +862,18 @@ impl ObjectStore for S3Store {
             format!("s3://{}/{}", self.bucket, self.prefix)
         };
         format!("{at} at {}", self.endpoint)
+    }
+
+    fn stalled(&self) -> Option<String> {
+        let waited = self.reads.calls.longest_wait()?;
+        (waited >= STALLED_AFTER).then(|| {
+            format!(
+                "a call has waited {:.1} s for the object store at {} (calls fail after {:?})",
+                waited.as_secs_f64(),
+                self.endpoint,
+                self.timeout
+            )
+        })
     }
 }
 

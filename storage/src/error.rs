@@ -12,6 +12,9 @@ pub use tsblob_proto::NameError;
 pub enum Error {
     #[error(transparent)]
     Name(#[from] NameError),
+    /// An entry pattern over the wildcard cap (one that breaks the name rules is `Name`).
+    #[error(transparent)]
+    Pattern(crate::pattern::PatternError),
     #[error(transparent)]
     NotFound(#[from] NotFound),
     #[error(transparent)]
@@ -46,6 +49,7 @@ impl Error {
     pub(crate) fn duplicate(&self) -> Error {
         match self {
             Error::Name(e) => Error::Name(e.clone()),
+            Error::Pattern(e) => Error::Pattern(e.clone()),
             Error::NotFound(e) => Error::NotFound(e.clone()),
             Error::Bucket(e) => Error::Bucket(e.clone()),
             Error::Write(e) => Error::Write(e.clone()),
@@ -77,6 +81,15 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+}
+
+impl From<crate::pattern::PatternError> for Error {
+    fn from(e: crate::pattern::PatternError) -> Error {
+        match e {
+            crate::pattern::PatternError::Name(n) => Error::Name(n),
+            other => Error::Pattern(other),
         }
     }
 }
@@ -137,6 +150,16 @@ pub enum TierError {
         entry: String,
         block: u64,
         key: String,
+    },
+    /// The object store holds the block's object, damaged (shorter than the index says).
+    #[error("block {block:016x} of {bucket}/{entry} is damaged in the object store (key {key:?}, record {ts}): {reason}")]
+    Damaged {
+        bucket: String,
+        entry: String,
+        block: u64,
+        key: String,
+        ts: u64,
+        reason: String,
     },
     /// A write sent to a read-only replica.
     #[error("this server is a read-only replica of {0}: send writes to the server that tiers into that object store")]

@@ -40,7 +40,7 @@ use crate::db::{Db, Table};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
-use crate::names::entry_pattern_matches;
+use crate::pattern::EntryPattern;
 use crate::record::Labels;
 use crate::record::Record;
 use crate::record::RecordMeta;
@@ -239,12 +239,12 @@ impl Feed {
 /// Which records of its bucket a feed reader wants: entry names or globs (none: all), and
 /// a condition, with the state of its aggregation operators (kept across reads).
 pub struct FeedFilter {
-    pub(crate) patterns: Vec<String>,
+    pub(crate) patterns: Vec<EntryPattern>,
     pub(crate) matcher: Option<Matcher>,
 }
 
 impl FeedFilter {
-    pub fn new(patterns: Vec<String>, when: Option<&Condition>) -> FeedFilter {
+    pub fn new(patterns: Vec<EntryPattern>, when: Option<&Condition>) -> FeedFilter {
         FeedFilter {
             patterns,
             matcher: when.map(|c| Matcher::new(c, false, false)),
@@ -253,11 +253,7 @@ impl FeedFilter {
 
     /// Whether the entry is one the filter names.
     pub fn wants_entry(&self, entry: &str) -> bool {
-        self.patterns.is_empty()
-            || self
-                .patterns
-                .iter()
-                .any(|p| entry_pattern_matches(p, entry))
+        self.patterns.is_empty() || self.patterns.iter().any(|p| p.matches(entry))
     }
 
     /// Whether a record of a wanted entry matches the condition.

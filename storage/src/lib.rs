@@ -38,6 +38,7 @@ mod layout;
 mod lock;
 mod names;
 mod object_store;
+mod pattern;
 mod payload;
 mod quota;
 mod read;
@@ -63,10 +64,9 @@ pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedR
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
-pub use names::{
-    entry_pattern_matches, validate_bucket_name, validate_entry_name, validate_label_key,
-};
+pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
+pub use pattern::{EntryPattern, PatternError, MAX_PATTERN_WILDCARDS};
 pub use payload::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
@@ -133,5 +133,27 @@ pub mod fuzzing {
             pos = end;
         }
         n
+    }
+
+    /// Runs `condition` over `records` (timestamp and labels, in query order) as a query
+    /// does: the timestamps it keeps, or `Err` with the label a strict condition found
+    /// missing. Must never panic, whatever the condition (the `when_parser` target).
+    pub fn evaluate(
+        condition: &crate::Condition,
+        strict: bool,
+        descending: bool,
+        records: &[(u64, crate::Labels)],
+    ) -> Result<Vec<u64>, String> {
+        let mut matcher = crate::when::Matcher::new(condition, strict, descending);
+        let mut kept = Vec::new();
+        for (ts, labels) in records {
+            match matcher.matches(*ts, labels) {
+                Ok(true) => kept.push(*ts),
+                Ok(false) => {}
+                Err(crate::when::Stop::Limit) => break,
+                Err(crate::when::Stop::Missing(label)) => return Err(label),
+            }
+        }
+        Ok(kept)
     }
 }

@@ -12,34 +12,6 @@ pub(crate) fn entry_from_dir_name(dir: &str) -> String {
     dir.replace("%2F", "/")
 }
 
-/// True when `name` matches `pattern`: `*` matches any characters but `/` (within one
-/// segment), `**` any characters including `/`; everything else matches itself.
-pub fn entry_pattern_matches(pattern: &str, name: &str) -> bool {
-    fn go(p: &[u8], n: &[u8]) -> bool {
-        match p.first() {
-            None => n.is_empty(),
-            Some(b'*') if p.get(1) == Some(&b'*') => {
-                let rest = &p[2..];
-                (0..=n.len()).any(|i| go(rest, &n[i..]))
-            }
-            Some(b'*') => {
-                let rest = &p[1..];
-                for i in 0..=n.len() {
-                    if go(rest, &n[i..]) {
-                        return true;
-                    }
-                    if n.get(i) == Some(&b'/') {
-                        return false;
-                    }
-                }
-                false
-            }
-            Some(c) => n.first() == Some(c) && go(&p[1..], &n[1..]),
-        }
-    }
-    go(pattern.as_bytes(), name.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,10 @@ pub enum ObjectError {
     /// same request will not help.
     #[error("the object store refused the request: {0}")]
     Refused(String),
+    /// The object is there but not as it was written (shorter than the range asked for:
+    /// HTTP 416): damage, which no retry repairs.
+    #[error("the object {0:?} in the object store is damaged (shorter than its index says)")]
+    Damaged(String),
 }
 
 /// An object's size and the CRC32C of its bytes as the store reports it.
@@ -74,6 +78,11 @@ pub trait ObjectStore: Send + Sync + 'static {
     fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError>;
     /// Where it points, for messages (`s3://bucket/prefix at http://...`).
     fn describe(&self) -> String;
+    /// Why the store looks slow or hung right now (a call has waited for its answer past
+    /// what a healthy store takes), or `None`: `/health` says `degraded` meanwhile.
+    fn stalled(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A GET under way ([`ObjectStore::start_get_range`]).

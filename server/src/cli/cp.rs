@@ -26,7 +26,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tsblob_storage::{entry_pattern_matches, FeedFilter, Labels};
+use tsblob_storage::{EntryPattern, FeedFilter, Labels};
 
 use super::filters::when_param;
 use super::human::{parse_time, size};
@@ -335,6 +335,15 @@ async fn export_mcap(
     Ok(())
 }
 
+/// `--entries` compiled once (matched in linear time; at most
+/// `tsblob_storage::MAX_PATTERN_WILDCARDS` wildcards each).
+fn compile_patterns(patterns: &[String]) -> anyhow::Result<Vec<EntryPattern>> {
+    patterns
+        .iter()
+        .map(|p| EntryPattern::compile(p).map_err(|e| anyhow::anyhow!("--entries: {e}")))
+        .collect()
+}
+
 /// The start of a `--from-last` copy: the oldest of the destination's latest timestamps
 /// over the source's matching entries (`None`: one is missing there: start from the beginning).
 async fn from_last(
@@ -373,9 +382,10 @@ async fn from_last(
         Place::Mcap(p) | Place::Bag(p) => bail!("--from-last does not read {}", p.display()),
     };
     let mut start: Option<u64> = None;
+    let patterns = compile_patterns(patterns)?;
     for e in source_entries
         .iter()
-        .filter(|e| patterns.iter().any(|p| entry_pattern_matches(p, e)))
+        .filter(|e| patterns.iter().any(|p| p.matches(e)))
     {
         match latest.get(e) {
             Some(l) => start = Some(start.map_or(*l, |s| s.min(*l))),
@@ -550,8 +560,9 @@ async fn read_folder(
         .transpose()
         .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
     let mut records = 0u64;
+    let patterns = compile_patterns(patterns)?;
     for (entry, index) in folder_entries(root)? {
-        if !patterns.iter().any(|p| entry_pattern_matches(p, &entry)) {
+        if !patterns.iter().any(|p| p.matches(&entry)) {
             continue;
         }
         let mut filter = FeedFilter::new(Vec::new(), cond.as_ref());

@@ -14,8 +14,10 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
-use super::body::{content_length, BodyChunks};
+use super::body::content_length;
+use super::budget::Held;
 use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::inflate::PlainChunks;
 use super::records::settle_write;
 use super::records::Target;
 use super::spool::SpoolSink;
@@ -170,10 +172,17 @@ pub(crate) fn conflict(bucket: &str, entry: &str, at: u64) -> AppError {
     )
 }
 
-/// Writes one chunk on the blocking pool; the handle yields one result per record.
-fn spawn_chunk(t: &Target, records: Vec<Parsed>, if_exists: IfExists) -> JoinHandle<ChunkOutcome> {
+/// Writes one chunk on the blocking pool; the handle yields one result per record. `held`,
+/// the chunk's share of the memory budget, is given back once it is written.
+fn spawn_chunk(
+    t: &Target,
+    records: Vec<Parsed>,
+    if_exists: IfExists,
+    held: Held,
+) -> JoinHandle<ChunkOutcome> {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
     tokio::task::spawn_blocking(move || {
+        let _held = held;
         let asked: Vec<Option<u64>> = records.iter().map(|r| r.meta.ts).collect();
         let crcs: Vec<u32> = match if_exists {
             IfExists::Compare => records
@@ -379,16 +388,12 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let (store, bucket) = (t.state.store.clone(), t.bucket.clone());
     blocking(move || Ok(store.bucket(&bucket).map(|_| ())?)).await?;
 
-    let body = if zstd_body {
-        match super::body::decompress_zstd(body, &limits).await {
-            Ok(b) => b,
-            Err(e) if e.status == StatusCode::BAD_REQUEST => return Ok(refused(e)),
-            Err(e) => return Err(e),
-        }
-    } else {
-        body
-    };
-    let mut chunks = BodyChunks::new(body, limits.max_body, &limits);
+    // A zstd body is decoded as it arrives (`inflate.rs`), never collected whole.
+    let mut chunks = PlainChunks::new(body, zstd_body, &limits, &t.state.bodies)?;
+    // Every byte the batch holds in memory (records being received and chunks waiting for
+    // their write) is in the server's memory budget: bug "batch records outside the
+    // budget" (issue 27, defect 3).
+    let mut held = t.state.bodies.empty();
     // Payload pieces are slices of the body chunks as hyper received them: no copy into a
     // gathering buffer (which cost a copy and fresh pages per byte on 10 MiB records).
     let mut dec = ChunkDecoder::new();
@@ -450,8 +455,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         // The records before it are written first (results keep their order).
                         if !chunk.is_empty() {
                             settle(in_flight.take(), &mut results).await;
-                            in_flight =
-                                Some(spawn_chunk(&t, std::mem::take(&mut chunk), if_exists));
+                            let share = held.split(chunk_bytes as u64);
+                            in_flight = Some(spawn_chunk(
+                                &t,
+                                std::mem::take(&mut chunk),
+                                if_exists,
+                                share,
+                            ));
                             chunk_bytes = 0;
                         }
                         Some(Spooling::start(&t, &record_meta(head.clone())).await)
@@ -492,6 +502,17 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                     break 'body;
                 }
             }
+            // What the batch holds now is covered by its reservation (it grows a granule at
+            // a time, so this is an atomic operation per 64 KiB, not per record); no room
+            // within --memory-wait ends the batch with 503 `busy` and what was kept.
+            let pending = current
+                .as_ref()
+                .filter(|p| p.spooled.is_none())
+                .map_or(0, |p| p.len);
+            if let Err(e) = held.cover(chunk_bytes as u64 + pending, "a batch").await {
+                fault = Some(e);
+                break 'body;
+            }
             // A record is complete once its payload is; zero-length ones at once.
             if current
                 .as_ref()
@@ -513,7 +534,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 }
                 if chunk_bytes >= CHUNK_BYTES || chunk.len() >= CHUNK_RECORDS {
                     settle(in_flight.take(), &mut results).await;
-                    in_flight = Some(spawn_chunk(&t, std::mem::take(&mut chunk), if_exists));
+                    let share = held.split(chunk_bytes as u64);
+                    in_flight = Some(spawn_chunk(
+                        &t,
+                        std::mem::take(&mut chunk),
+                        if_exists,
+                        share,
+                    ));
                     chunk_bytes = 0;
                 }
             }
@@ -538,7 +565,8 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     if (fault.is_none() || too_large.is_some()) && !chunk.is_empty() {
         settle(in_flight.take(), &mut results).await;
-        in_flight = Some(spawn_chunk(&t, chunk, if_exists));
+        let share = held.split(chunk_bytes as u64);
+        in_flight = Some(spawn_chunk(&t, chunk, if_exists, share));
     }
     settle(in_flight, &mut results).await;
     if let (Some(ts), Some(f)) = (too_large, &fault) {
@@ -557,6 +585,14 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         failed: results.len() as u64 - written - existing,
         results,
     };
+    let retry = fault.as_ref().is_some_and(AppError::retry_later);
     let status = fault.map_or(StatusCode::OK, |f| f.status);
-    Ok((status, Json(answer)).into_response())
+    let mut resp = (status, Json(answer)).into_response();
+    if retry {
+        resp.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from(super::errors::RETRY_AFTER_SECS),
+        );
+    }
+    Ok(resp)
 }

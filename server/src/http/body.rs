@@ -71,6 +71,11 @@ impl BodyChunks {
         self.seen
     }
 
+    /// The most bytes it accepts.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// The next chunk; `Ok(None)` at the end of the body.
     pub async fn next(&mut self) -> Result<Option<Bytes>, AppError> {
         let by_deadline = (self.started + self.deadline.allowed(self.seen))
@@ -155,55 +160,6 @@ pub fn content_length(headers: &axum::http::HeaderMap) -> Result<Option<u64>, Ap
             .map(Some)
             .ok_or_else(|| AppError::bad_request("the Content-Length header is not a number")),
     }
-}
-
-/// Receives a `Content-Encoding: zstd` body (at most `max_body` bytes, with the usual idle
-/// and deadline limits) and decompresses it on the blocking pool as the answer's consumer
-/// reads it: pieces of 256 KiB through a channel of 4, so a batch of any size holds about
-/// 1 MiB of plain bytes (the reader's `BodyChunks` still refuses more than `max_body` of
-/// them, with 413). Bug "zstd bomb": the plain body was built whole in memory first, so a
-/// 92 KB body of zeros took 4 GiB of RSS before the parser saw a byte. A stream that does
-/// not decompress ends the body with an error (400, with the results of what was kept).
-pub async fn decompress_zstd(body: Body, limits: &Limits) -> Result<Body, AppError> {
-    const PIECE: usize = 256 << 10;
-    let mut chunks = BodyChunks::new(body, limits.max_body, limits);
-    let mut packed = Vec::new();
-    while let Some(b) = chunks.next().await? {
-        packed.extend_from_slice(&b);
-    }
-    let (tx, plain) = channel_body(4);
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let bad = |e: std::io::Error| {
-            std::io::Error::other(format!(
-                "the zstd body does not decompress ({e}): send one complete zstd frame, or the body plain without Content-Encoding"
-            ))
-        };
-        let mut dec = match zstd::stream::read::Decoder::new(&packed[..]) {
-            Ok(d) => d,
-            Err(e) => {
-                let _ = tx.blocking_send(Err(bad(e)));
-                return;
-            }
-        };
-        loop {
-            let mut piece = vec![0u8; PIECE];
-            let n = match dec.read(&mut piece) {
-                Ok(0) => return,
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(bad(e)));
-                    return;
-                }
-            };
-            piece.truncate(n);
-            // The reader gone (a fault, or more than `max_body`): stop decompressing.
-            if tx.blocking_send(Ok(Bytes::from(piece))).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(plain)
 }
 
 #[cfg(test)]

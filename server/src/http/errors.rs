@@ -38,11 +38,12 @@ impl AppError {
     /// by that reference (see the module documentation).
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AppError {
         let message = message.into();
-        // 507 (disk full) and 503 (object store unavailable) messages are built from
-        // what the client may know (see `From<Error>`), and say what to do.
+        // 507 (disk full), 503 (object store unavailable) and 500 `tier_damaged` messages
+        // are built from what the client may know (see `From<Error>`), and say what to do.
         if status.is_server_error()
             && status != StatusCode::INSUFFICIENT_STORAGE
             && status != StatusCode::SERVICE_UNAVAILABLE
+            && code != "tier_damaged"
         {
             let reference = format!("{:08x}", rand::random::<u32>());
             tracing::error!(code, reference = %reference, "{message}");
@@ -87,6 +88,20 @@ impl AppError {
             ),
         )
     }
+    /// 503 `busy`: a bound of the server (memory, streams) is spent right now; answered
+    /// with a `Retry-After` of [`RETRY_AFTER_SECS`].
+    pub fn busy(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+    }
+    /// 429 `too_many_streams`: the caller's own share of a bound is spent; with a
+    /// `Retry-After` too.
+    pub fn too_many(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+    }
+    /// Whether the answer carries a `Retry-After` (a bound that frees itself).
+    pub fn retry_later(&self) -> bool {
+        self.code == "busy" || self.status == StatusCode::TOO_MANY_REQUESTS
+    }
     pub fn internal(message: impl Into<String>) -> AppError {
         AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
@@ -127,9 +142,20 @@ impl IntoResponse for AppError {
         if self.status == StatusCode::INSUFFICIENT_STORAGE {
             tracing::warn!(code = self.code, "{}", self.message);
         }
-        (self.status, Json(self.body())).into_response()
+        let retry = self.retry_later();
+        let mut resp = (self.status, Json(self.body())).into_response();
+        if retry {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+        resp
     }
 }
+
+/// The `Retry-After` (seconds) of a `busy` or `too_many_streams` answer.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// Turns the plain-text rejections of axum's extractors (a path that is not UTF-8, say)
 /// into the JSON error shape, so that every error a client sees has one form (part of the
@@ -190,6 +216,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
             (S::UNPROCESSABLE_ENTITY, "invalid_label")
         }
         Error::Name(_) => (S::UNPROCESSABLE_ENTITY, "invalid_name"),
+        Error::Pattern(_) => (S::UNPROCESSABLE_ENTITY, "invalid_pattern"),
         Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, "bucket_not_found"),
         Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, "entry_not_found"),
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
@@ -210,7 +237,11 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         },
         Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
         Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
-        Error::Tier(TierError::Missing { .. }) => (S::SERVICE_UNAVAILABLE, "tier_object_missing"),
+        // Permanent damage of a tiered object is not an outage: a 500 the client does not
+        // retry (a 503 said "retry once it is back" of an object that never would be).
+        Error::Tier(TierError::Missing { .. } | TierError::Damaged { .. }) => {
+            (S::INTERNAL_SERVER_ERROR, "tier_damaged")
+        }
         Error::Tier(_) => (S::SERVICE_UNAVAILABLE, "tier_unavailable"),
         Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
         Error::Open(_) | Error::Io { .. } | Error::Index(_) => {
@@ -253,7 +284,8 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
         TierError::Unavailable {
             bucket, entry, ts, ..
         } => format!("record {ts} of {bucket}/{entry} is kept only in the object store, which is unavailable: retry once it is back (GET /health reports the tier's state)"),
-        TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; restore the object or remove the records"),
+        TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; do not retry: restore the object or remove the records"),
+        TierError::Damaged { bucket, entry, block, ts, .. } => format!("record {ts} of {bucket}/{entry} is in a block ({block:016x}) that is damaged in the object store (shorter than the index says): do not retry; restore the object or remove the records"),
         TierError::ReadOnly(_) => "this server is a read-only replica of an object store: send writes to the server that tiers into it".to_string(),
         TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
     };
@@ -340,6 +372,13 @@ mod tests {
                 .into(),
                 422,
                 "invalid_label",
+            ),
+            (
+                tsblob_storage::EntryPattern::parse(&"*a".repeat(40))
+                    .unwrap_err()
+                    .into(),
+                422,
+                "invalid_pattern",
             ),
             (Error::Index("x".into()), 500, "internal"),
             (

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub query_bytes: IntCounter,
     /// Live tails (`follow=true`) streaming now.
     pub follows: IntGauge,
+    /// Query streams (queries and live tails) running now (`limits.rs`).
+    pub streams: IntGauge,
     in_flight: IntGauge,
     disk_bytes: IntGauge,
     free_bytes: IntGauge,
@@ -154,6 +156,10 @@ impl Metrics {
                 "tsblob_query_follows",
                 "Live tails (follow=true queries) streaming now",
             )?,
+            streams: g(
+                "tsblob_query_streams",
+                "Query streams (queries and live tails) running now, against --max-streams",
+            )?,
             in_flight: g("tsblob_http_requests_in_flight", "Requests being handled")?,
             disk_bytes: g("tsblob_disk_usage_bytes", "Bytes of block files on disk")?,
             free_bytes: g(
@@ -200,6 +206,7 @@ impl Metrics {
         }
         for g in [
             &m.follows,
+            &m.streams,
             &m.in_flight,
             &m.disk_bytes,
             &m.free_bytes,

@@ -8,12 +8,15 @@
 pub mod auth;
 pub mod batch;
 pub mod body;
+pub mod browser;
 pub mod buckets;
 pub mod budget;
 pub mod damage;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
+pub mod inflate;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -54,8 +57,20 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// How long a whole body may take (a base plus a minimum rate).
     pub body_deadline: body::BodyDeadline,
+    /// What browsers may do: `Host` names, other origins (`browser.rs`).
+    pub browser: browser::BrowserPolicy,
     /// How many live tails may stream, in all and per token.
     pub tails: tails::TailLimits,
+    /// Memory all requests may hold at once, and the longest wait for room in it
+    /// (`budget.rs`, `--memory-budget`, `--memory-wait`).
+    pub memory_budget: u64,
+    pub memory_wait: Duration,
+    /// A zstd body's largest size as sent and once decompressed (`inflate.rs`).
+    pub max_compressed_body: u64,
+    pub max_decompressed_body: u64,
+    /// Query streams running at once, on the server and per token (`limits.rs`).
+    pub max_streams: usize,
+    pub max_streams_per_token: usize,
 }
 
 impl Default for Limits {
@@ -66,7 +81,14 @@ impl Default for Limits {
             max_batch_records: 100_000,
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
+            browser: browser::BrowserPolicy::default(),
             tails: tails::TailLimits::default(),
+            memory_budget: budget::MemoryBudget::DEFAULT,
+            memory_wait: budget::MemoryBudget::DEFAULT_WAIT,
+            max_compressed_body: 1 << 30,
+            max_decompressed_body: 4 << 30,
+            max_streams: 256,
+            max_streams_per_token: 64,
         }
     }
 }
@@ -100,8 +122,10 @@ pub struct Shared {
     pub tails: Arc<tails::Tails>,
     /// Replication tasks (their senders start with [`crate::replication::Replications::start_all`]).
     pub replications: Arc<crate::replication::Replications>,
-    /// Memory that single-record bodies may hold while received whole (`budget.rs`).
+    /// Memory every request together may hold (`budget.rs`): bodies, batches, zstd, queries.
     pub(crate) bodies: budget::MemoryBudget,
+    /// Query streams running now (`limits.rs`).
+    pub(crate) streams: Arc<limits::Streams>,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
 }
@@ -129,6 +153,12 @@ impl AppState {
             crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
         )?);
         let writer = writer::Writer::start(store.clone())?;
+        let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);
+        let streams = Arc::new(limits::Streams::new(
+            limits.max_streams,
+            limits.max_streams_per_token,
+            metrics.streams.clone(),
+        ));
         let shared = Shared {
             store,
             auth: Arc::new(auth),
@@ -138,7 +168,8 @@ impl AppState {
             started: Instant::now(),
             commits,
             tails,
-            bodies: budget::MemoryBudget::default(),
+            bodies,
+            streams,
             writer,
         };
         Ok(AppState {
@@ -182,16 +213,22 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), gate));
-    api.merge(ui::routes()).with_state(state)
+    let assets = ui::routes().layer(middleware::from_fn_with_state(state.clone(), assets_gate));
+    api.merge(assets).with_state(state)
 }
 
 /// The one middleware of the API routes, from the outside in: metrics (every answer is
-/// counted, refusals included), the token check (401), JSON errors (axum's plain-text
+/// counted, refusals included), the browser rules (403 for other sites' pages and unknown
+/// `Host` names, CORS, safe payload headers: `browser.rs`), the token check (401), JSON errors (axum's plain-text
 /// rejections reshaped), the read-replica refusal (405). One `from_fn` layer: as four, each
 /// boxed a future and cloned a boxed service per request
 /// (`docs/benchmarks/write-cpu-2-2026-11-23.md`).
 async fn gate(State(state): State<AppState>, req: Request, next: middleware::Next) -> Response {
     let (mut req, started) = state.metrics.start(req);
+    let cors = match state.limits.browser.admit(&req) {
+        Ok(cors) => cors,
+        Err(answer) => return state.metrics.finish(started, *answer),
+    };
     let resp = match state.auth.admit(&mut req) {
         Some(refused) => refused,
         None => {
@@ -202,7 +239,21 @@ async fn gate(State(state): State<AppState>, req: Request, next: middleware::Nex
             errors::json_errors(resp).await
         }
     };
-    state.metrics.finish(started, resp)
+    state
+        .metrics
+        .finish(started, state.limits.browser.finish(cors, resp))
+}
+
+/// The console's files are public: only the `Host` check applies (DNS rebinding).
+async fn assets_gate(
+    State(state): State<AppState>,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
+    match state.limits.browser.admit_host(&req) {
+        Ok(()) => next.run(req).await,
+        Err(refused) => *refused,
+    }
 }
 
 /// Everything under an entry: one route with a wildcard (entry names contain `/`), sent to
@@ -273,12 +324,19 @@ async fn entry_route(
 pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Value> {
     let mut body = serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")});
     if let Some(t) = state.store.tier_stats() {
+        // `degraded`: no call has failed yet, but one has waited for the store past what a
+        // healthy store takes (a hung store said `available` until its timeout).
+        let status = match (t.available, &t.stalled) {
+            (false, _) => "unavailable",
+            (true, Some(_)) => "degraded",
+            (true, None) => "available",
+        };
         body["tier"] = serde_json::json!({
-            "status": if t.available { "available" } else { "unavailable" },
+            "status": status,
             "available": t.available,
             "upload_queue": t.upload_queue,
             "read_replica": !t.uploads_enabled,
-            "error": t.last_error,
+            "error": if t.available { t.stalled.or(t.last_error) } else { t.last_error.or(t.stalled) },
         });
     }
     axum::Json(body)

@@ -369,6 +369,12 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         follow,
         entries,
     } = r;
+    // Counted against --max-streams and --max-streams-per-token until the producer ends
+    // (`limits.rs`): refused before any work.
+    let slot = t
+        .state
+        .streams
+        .open(t.caller.name.as_deref().unwrap_or(""))?;
     // A live tail is admitted (or refused: 429) before any work.
     let mut tail = match follow {
         Some(_) => Some(t.state.tails.admit(&t.caller)?),
@@ -410,6 +416,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     let grant = t.state.auth.grant(&t.caller, &grant_bucket);
     let live = follow.zip(tail).map(|(opts, tail)| Live { opts, tail });
     tokio::spawn(async move {
+        let _slot = slot;
         let (bytes, _) = pump(p, first, tx, live, grant).await;
         metrics.query_bytes.inc_by(bytes);
     });

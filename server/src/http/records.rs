@@ -129,23 +129,21 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     let chunks = BodyChunks::new(body, limits.max_body, &limits);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    // Small bodies, and larger ones while the memory budget has room, are received whole in
-    // memory and written with one call (no spool file, no second copy); the rest are spooled.
-    let in_memory = match len {
-        Some(n) if n <= SMALL_BODY => Some(None),
-        Some(n) => t.state.bodies.try_take(n).map(Some),
-        None => None,
-    };
+    // Bodies of known length up to 4 MiB are received whole in memory while the memory
+    // budget (`--memory-budget`, shared with batches and queries) has room, and written with
+    // one call (no spool file, no second copy); the rest are spooled, so a write still
+    // succeeds while the budget is spent.
+    let in_memory = len.and_then(|n| t.state.bodies.try_take(n));
     let (ts, status) = match (len, in_memory) {
         // Small bodies go to the writer thread, which groups concurrent writes; a write that
         // asks to compare with a stored record (`if_exists=compare`) is settled below.
-        (Some(_), Some(None)) if if_exists == IfExists::Fail => {
+        (Some(n), Some(_held)) if n <= SMALL_BODY && if_exists == IfExists::Fail => {
             let pieces = chunks.pieces().await?;
             let writer = t.state.writer.clone();
             let ts = writer.write(bucket, entry, meta, pieces).await?;
             (ts, StatusCode::CREATED)
         }
-        (Some(_), Some(_permit)) => {
+        (Some(_), Some(_held)) => {
             let pieces = chunks.pieces().await?;
             blocking(move || {
                 let written = store.write_pieces(&bucket, &entry, &meta, &pieces);

@@ -153,6 +153,12 @@ pub struct Shared {
     pub dirty: bool,
 }
 
+/// A change of the task file, applied in memory once the file is written.
+enum Change {
+    Put(Box<(StoredTask, Task)>),
+    Remove(String),
+}
+
 struct Task {
     spec: TaskSpec,
     shared: Arc<Mutex<Shared>>,
@@ -254,12 +260,44 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }
     for p in &spec.entries {
-        tsblob_storage::validate_entry_name(&p.replace('*', "x"))?;
+        tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?;
     }
     if let Some(w) = &spec.when {
         crate::http::when::parse_text(&w.to_string())?;
     }
     Ok(())
+}
+
+/// The origin (scheme, host, port) of a destination URL, as text.
+fn origin(url: &str) -> String {
+    reqwest::Url::parse(url).map_or_else(|_| url.to_string(), |u| u.origin().ascii_serialization())
+}
+
+/// A stored `dst_token` and `dst_ca` were given for the destination's origin (scheme, host
+/// and port) and are never sent to (or trusted for) another: an update that moves the
+/// task to another origin must give them again (or `""` for none), else it is refused
+/// with 422. Bug: an update with only a new `dst_url` sent the stored token, which the API
+/// never shows, to that host. Refused rather than dropped: a task whose token vanished
+/// would fail with 401 at its new destination, and the caller learns nothing at the PUT.
+fn bind_to_origin(name: &str, old: &TaskSpec, new: &TaskSpec) -> Result<(), AppError> {
+    let (from, to) = (origin(&old.dst_url), origin(&new.dst_url));
+    if from == to {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    if old.dst_token.is_some() && new.dst_token.is_none() {
+        missing.push("dst_token");
+    }
+    if old.dst_ca.is_some() && new.dst_ca.is_none() {
+        missing.push("dst_ca");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let what = missing.join(" and ");
+    Err(invalid(format!(
+        "task {name:?}: dst_url moves it from {from} to {to}, and the stored {what} was given for {from} only (it is never sent elsewhere): give {what} for the new destination in the same request (\"\" for none)"
+    )))
 }
 
 impl Replications {
@@ -332,11 +370,18 @@ impl Replications {
         self.commits.subscribe()
     }
 
-    /// Starts a sender for every task (at server start). A task whose feed reader is
+    /// Starts a sender for every task (at server start), after removing the feed readers
+    /// of no task ([`Replications::prune_readers`]). A task whose feed reader is
     /// missing (the index was rebuilt or restored without it) is subscribed again with a
     /// backfill of everything it selects, paused or not: from now on its bucket's writes
     /// are in the feed.
     pub async fn start_all(self: &Arc<Self>) -> Result<(), AppError> {
+        if let Err(e) = self.prune_readers().await {
+            tracing::warn!(
+                "replication: cannot prune the feed readers of no task: {}",
+                e.message
+            );
+        }
         type Start = (String, TaskSpec, Arc<Mutex<Shared>>, CancellationToken);
         let tasks: Vec<Start> = self
             .tasks
@@ -394,8 +439,29 @@ impl Replications {
     /// taking its snapshot under `saving`, so the last file written holds the latest state
     /// (two saves at once also shared one temporary file: one of them failed with a 500).
     pub(crate) async fn save(&self) -> Result<(), AppError> {
+        self.save_with(None).await.map(|_| ())
+    }
+
+    /// Writes the task file with `change` applied and, once it is durable (written,
+    /// fsynced, renamed), applies the change to the tasks in memory, under the same lock,
+    /// so no other save can write the file without it meanwhile. Returns the task replaced
+    /// or removed. On failure nothing in memory changed: a task exists only once its file
+    /// says so (bug: a PUT whose save failed answered 500, yet the task was listed `idle`
+    /// with no sender, and was gone after a restart).
+    async fn save_with(&self, change: Option<Change>) -> Result<Option<Task>, AppError> {
         let _saving = self.saving.lock().await;
-        let json = serde_json::to_vec_pretty(&self.file())
+        let mut file = self.file();
+        match &change {
+            Some(Change::Put(put)) => {
+                let stored = &put.0;
+                file.tasks.retain(|t| t.name != stored.name);
+                file.tasks.push(stored.clone());
+                file.tasks.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+            Some(Change::Remove(name)) => file.tasks.retain(|t| t.name != *name),
+            None => {}
+        }
+        let json = serde_json::to_vec_pretty(&file)
             .map_err(|e| AppError::internal(format!("cannot encode the replication tasks: {e}")))?;
         let path = self.path.clone();
         crate::http::errors::blocking(move || {
@@ -406,12 +472,60 @@ impl Replications {
                 ))
             })
         })
-        .await
+        .await?;
+        let mut tasks = self.tasks.lock();
+        Ok(match change {
+            Some(Change::Put(put)) => {
+                let (stored, task) = *put;
+                tasks.insert(stored.name, task)
+            }
+            Some(Change::Remove(name)) => tasks.remove(&name),
+            None => None,
+        })
+    }
+
+    /// Subscribes task `name`'s feed reader to `bucket`: (position, created now).
+    async fn subscribe(&self, name: &str, bucket: &str) -> Result<(u64, bool), AppError> {
+        let (store, n, b) = (self.store.clone(), name.to_string(), bucket.to_string());
+        crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await
+    }
+
+    /// Removes feed reader `name`; a failure is logged (the reader is pruned at the next
+    /// start, [`Replications::prune_readers`]).
+    async fn unsubscribe(&self, name: &str) {
+        let (store, n) = (self.store.clone(), name.to_string());
+        if let Err(e) = crate::http::errors::blocking(move || Ok(store.feed_unsubscribe(&n)?)).await
+        {
+            tracing::warn!(task = name, "replication: cannot remove the task's feed reader ({}); it is removed at the next start", e.message);
+        }
+    }
+
+    /// Removes the feed readers that belong to no task (at start, before the senders): a
+    /// crash between a reader's subscription and the task file's write left one behind,
+    /// and the bucket's feed was kept for it, never trimmed. Returns their names.
+    pub async fn prune_readers(&self) -> Result<Vec<String>, AppError> {
+        let store = self.store.clone();
+        let readers = crate::http::errors::blocking(move || Ok(store.feed_readers()?)).await?;
+        let mut pruned = Vec::new();
+        for (reader, bucket, _) in readers {
+            if self.tasks.lock().contains_key(&reader) {
+                continue;
+            }
+            tracing::warn!(reader = %reader, bucket = %bucket,
+                "replication: removing a change-feed reader that belongs to no task (left by an interrupted task change)");
+            let (store, n) = (self.store.clone(), reader.clone());
+            crate::http::errors::blocking(move || Ok(store.feed_unsubscribe(&n)?)).await?;
+            pruned.push(reader);
+        }
+        Ok(pruned)
     }
 
     /// Creates or replaces task `name`; returns whether it was created. A replaced task
     /// keeps its position when its source bucket stays the same, and its destination token
-    /// when the new settings give none.
+    /// and CA when the new settings give none, unless the destination's origin changes
+    /// (then they must be given again: [`bind_to_origin`]). The task exists once the task
+    /// file holding it is durable; if that write fails, the feed reader's change is undone
+    /// and a replaced task goes on as it was.
     pub async fn put(self: &Arc<Self>, name: &str, mut spec: TaskSpec) -> Result<bool, AppError> {
         validate(name, &spec)?;
         let _guard = self.changes.lock().await;
@@ -419,7 +533,7 @@ impl Replications {
             .tasks
             .lock()
             .get(name)
-            .map(|t| (t.spec.clone(), t.shared.clone()));
+            .map(|t| (t.spec.clone(), t.shared.clone(), t.cancel.clone()));
         if old.is_none() && self.tasks.lock().len() >= MAX_TASKS {
             return Err(AppError::new(
                 StatusCode::CONFLICT,
@@ -427,7 +541,8 @@ impl Replications {
                 format!("this server already has {MAX_TASKS} replication tasks, its limit: remove one first"),
             ));
         }
-        if let Some((o, _)) = &old {
+        if let Some((o, _, _)) = &old {
+            bind_to_origin(name, o, &spec)?;
             if spec.dst_token.is_none() {
                 spec.dst_token = o.dst_token.clone();
             }
@@ -441,15 +556,20 @@ impl Replications {
         if spec.dst_ca.as_deref() == Some("") {
             spec.dst_ca = None;
         }
-        let (store, n, b) = (
-            self.store.clone(),
-            name.to_string(),
-            spec.src_bucket.clone(),
-        );
-        let (_, created) =
-            crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await?;
+        // The replaced task's sender stops first: it must not move the reader meanwhile.
+        if let Some((_, _, cancel)) = &old {
+            cancel.cancel();
+        }
+        // A source bucket that does not exist is a 404 here, before anything changed.
+        let (_, created) = match self.subscribe(name, &spec.src_bucket).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.restart(name, old.as_ref(), false).await;
+                return Err(e);
+            }
+        };
         let (counters, backfill) = match &old {
-            Some((o, shared)) => {
+            Some((o, shared, _)) => {
                 let s = shared.lock();
                 let same = o.src_bucket == spec.src_bucket;
                 let backfill = if same && created {
@@ -464,6 +584,12 @@ impl Replications {
             }
             None => (Counters::default(), spec.from.map(new_backfill)),
         };
+        let stored = StoredTask {
+            name: name.to_string(),
+            spec: spec.clone(),
+            backfill: backfill.clone(),
+            counters: counters.clone(),
+        };
         let shared = Arc::new(Mutex::new(Shared {
             counters,
             backfill,
@@ -471,19 +597,32 @@ impl Replications {
             dirty: false,
         }));
         let cancel = CancellationToken::new();
-        let previous = self.tasks.lock().insert(
-            name.to_string(),
-            Task {
-                spec: spec.clone(),
-                shared: shared.clone(),
-                cancel: cancel.clone(),
-            },
-        );
-        if let Some(p) = &previous {
-            p.cancel.cancel();
-        }
+        let task = Task {
+            spec: spec.clone(),
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+        };
+        let previous = match self
+            .save_with(Some(Change::Put(Box::new((stored, task)))))
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                // Undo the reader's change: a new task's reader goes; a replaced task's
+                // goes back to its bucket (with a backfill if it had moved: its position
+                // went with the move).
+                match &old {
+                    None if created => self.unsubscribe(name).await,
+                    None => {}
+                    Some((o, _, _)) => {
+                        let moved = o.src_bucket != spec.src_bucket;
+                        self.restart(name, old.as_ref(), moved).await;
+                    }
+                }
+                return Err(e);
+            }
+        };
         self.metrics.add(name);
-        self.save().await?;
         tracing::info!(
             task = name,
             src = %spec.src_bucket,
@@ -496,17 +635,62 @@ impl Replications {
         Ok(previous.is_none())
     }
 
-    /// Removes task `name` and its feed reader.
+    /// A replaced task whose change failed goes on as it was: its sender (stopped for
+    /// the change) starts again; `resubscribe`: its reader had moved to another bucket,
+    /// so it is put back on its own, with a backfill of everything it selects.
+    async fn restart(
+        self: &Arc<Self>,
+        name: &str,
+        old: Option<&(TaskSpec, Arc<Mutex<Shared>>, CancellationToken)>,
+        resubscribe: bool,
+    ) {
+        let Some((spec, shared, _)) = old else {
+            return;
+        };
+        if resubscribe {
+            match self.subscribe(name, &spec.src_bucket).await {
+                Ok(_) => shared.lock().backfill = lost_reader(name, spec.from),
+                Err(e) => tracing::warn!(task = name, "replication: {}", e.message),
+            }
+        }
+        let cancel = CancellationToken::new();
+        if let Some(t) = self.tasks.lock().get_mut(name) {
+            t.cancel = cancel.clone();
+        }
+        if resubscribe {
+            if let Err(e) = self.save().await {
+                tracing::warn!(
+                    task = name,
+                    "replication: cannot save the backfill position: {}",
+                    e.message
+                );
+            }
+        }
+        sender::spawn(
+            self.clone(),
+            name.to_string(),
+            spec.clone(),
+            shared.clone(),
+            cancel,
+        );
+    }
+
+    /// Removes task `name` (from the task file first: a crash after it leaves only a feed
+    /// reader, pruned at the next start) and its feed reader.
     pub async fn remove(&self, name: &str) -> Result<(), AppError> {
         let _guard = self.changes.lock().await;
-        let Some(t) = self.tasks.lock().remove(name) else {
+        if !self.tasks.lock().contains_key(name) {
+            return Err(not_found(name));
+        }
+        let Some(t) = self
+            .save_with(Some(Change::Remove(name.to_string())))
+            .await?
+        else {
             return Err(not_found(name));
         };
         t.cancel.cancel();
-        let (store, n) = (self.store.clone(), name.to_string());
-        crate::http::errors::blocking(move || Ok(store.feed_unsubscribe(&n)?)).await?;
+        self.unsubscribe(name).await;
         self.metrics.remove(name);
-        self.save().await?;
         tracing::info!(task = name, "replication task removed");
         Ok(())
     }

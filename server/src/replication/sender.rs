@@ -50,7 +50,15 @@ impl Out {
 /// The task's filter over the feed: its entries and condition.
 pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, AppError> {
     let when = condition(spec)?;
-    Ok(FeedFilter::new(spec.entries.clone(), when.as_ref()))
+    Ok(FeedFilter::new(patterns(spec)?, when.as_ref()))
+}
+
+/// The task's entry patterns, compiled (checked when the task was stored).
+fn patterns(spec: &TaskSpec) -> Result<Vec<tsblob_storage::EntryPattern>, AppError> {
+    spec.entries
+        .iter()
+        .map(|p| Ok(tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?))
+        .collect()
 }
 
 fn condition(spec: &TaskSpec) -> Result<Option<tsblob_storage::Condition>, AppError> {
@@ -712,7 +720,7 @@ impl Sender {
         *last = Instant::now();
         let (store, n, spec) = (self.store(), self.name.clone(), self.spec.clone());
         let pending = blocking(move || {
-            let filter = FeedFilter::new(spec.entries.clone(), None);
+            let filter = FeedFilter::new(patterns(&spec)?, None);
             Ok(store.feed_pending(&n, &filter)?)
         })
         .await;

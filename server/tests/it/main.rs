@@ -5,15 +5,20 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod outbound_util;
 mod reliability_util;
 mod replication_util;
 
 mod big_record;
+mod browser;
+mod bystander;
 mod compare_e2e;
 mod compare_limit;
 mod console;
 mod cp;
 mod damaged_query;
+mod outbound;
+mod reliability_cost;
 mod reliability_crash;
 mod reliability_disk;
 mod reliability_hostile;
@@ -30,5 +35,6 @@ mod serve;
 mod tail;
 mod tail_hostile;
 mod tier;
+mod tier_faults;
 mod tier_labels;
 mod tier_tls;

@@ -319,7 +319,8 @@ async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
 
 #[test]
 fn warns_when_listening_beyond_loopback_without_a_token() {
-    let s = Server::start_on("0.0.0.0:0", &[]);
+    // Without a token it starts only with --no-auth (browser::listening_beyond_loopback_...).
+    let s = Server::start_on("0.0.0.0:0", &["--no-auth"]);
     assert!(
         s.stderr_contains("WARNING", Duration::from_secs(5)),
         "no warning for a non-loopback address"

@@ -11,7 +11,7 @@ use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
 use crate::index::Order;
-use crate::names::{entry_pattern_matches, validate_entry_name};
+use crate::pattern::EntryPattern;
 use crate::payload::{Payload, Span, Spans, Windows};
 use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
 use crate::record::{Query, Record, RecordMeta};
@@ -497,10 +497,10 @@ impl Store {
         let mut names: Vec<String> = Vec::new();
         let all: Vec<String> = b.entries().iter().map(|e| e.name().to_string()).collect();
         for p in patterns {
-            if p.contains('*') {
-                // A pattern obeys the name rules once its stars are letters.
-                validate_entry_name(&p.replace('*', "x"))?;
-                names.extend(all.iter().filter(|n| entry_pattern_matches(p, n)).cloned());
+            // Compiled once, matched in linear time (see `pattern.rs`).
+            let pattern = EntryPattern::parse(p)?;
+            if pattern.is_glob() {
+                names.extend(all.iter().filter(|n| pattern.matches(n)).cloned());
             } else {
                 names.push(self.get_entry(&b, p)?.name().to_string());
             }
@@ -803,6 +803,7 @@ mod multi_tests {
 
     #[test]
     fn globs() {
+        let entry_pattern_matches = |p: &str, n: &str| EntryPattern::parse(p).unwrap().matches(n);
         assert!(entry_pattern_matches("cams/*", "cams/front"));
         assert!(!entry_pattern_matches("cams/*", "cams/front/left"));
         assert!(entry_pattern_matches("cams/**", "cams/front/left"));

@@ -90,6 +90,9 @@ pub struct TierStats {
     pub pending_sidecars: u64,
     /// Whether this store uploads (false: a read replica).
     pub uploads_enabled: bool,
+    /// A call has waited for the store's answer past what a healthy store takes
+    /// ([`ObjectStore::stalled`]): why.
+    pub stalled: Option<String>,
 }
 
 /// Where a tiered block's object is and what reading it needs.
@@ -321,6 +324,7 @@ impl Tier {
             pending_deletes,
             pending_sidecars,
             uploads_enabled: self.cfg.upload,
+            stalled: self.cfg.store.stalled(),
         }
     }
 }

@@ -63,6 +63,14 @@ impl Tier {
                                 block: v.block_id,
                                 key,
                             },
+                            ObjectError::Damaged(_) => TierError::Damaged {
+                                bucket: e.bucket_name(),
+                                entry: e.name().into(),
+                                block: v.block_id,
+                                key: t.key.clone(),
+                                ts,
+                                reason: err.to_string(),
+                            },
                             other => TierError::Unavailable {
                                 bucket: e.bucket_name(),
                                 entry: e.name().into(),

@@ -60,7 +60,10 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     let ts: Vec<u64> = page.records.iter().map(|r| r.ts).collect();
     assert_eq!(ts, vec![7, 200]);
     // Entry globs and conditions filter.
-    let mut only_e = FeedFilter::new(vec!["e".into()], None);
+    let mut only_e = FeedFilter::new(
+        vec![tsblob_storage::EntryPattern::parse("e").unwrap()],
+        None,
+    );
     let page = store
         .feed_read("t", second, &mut only_e, FeedLimits::new(100, u64::MAX))
         .unwrap();

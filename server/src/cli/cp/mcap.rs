@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tsblob_storage::{entry_pattern_matches, FeedFilter};
+use tsblob_storage::FeedFilter;
 
 use super::super::filters::when_param;
 use super::super::human::size;
@@ -132,12 +132,13 @@ pub(super) async fn import(
         .map(crate::http::when::parse_text)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
+    let patterns = super::compile_patterns(&patterns)?;
     tokio::task::spawn_blocking(move || {
         let files = files_of(&path)?;
         let mut filter = FeedFilter::new(Vec::new(), cond.as_ref());
         let mut sent = 0u64;
         let want = |r: &OutRecord| {
-            patterns.iter().any(|p| entry_pattern_matches(p, &r.entry))
+            patterns.iter().any(|p| p.matches(&r.entry))
                 && start.is_none_or(|s| r.ts >= s)
                 && stop.is_none_or(|s| r.ts < s)
                 && filter.wants(r.ts, &r.labels)

@@ -1,0 +1,158 @@
+//! A tiny hostile HTTP server for the outbound tests: it records every request head it
+//! gets (to tell whether a token reached it) and answers as told: an endless body, a
+//! redirect, or a fixed answer (an internal page with a secret in it).
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the server answers every request.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// `status` with a chunked body that never ends (64 KiB chunks as fast as they go).
+    Endless { status: u16 },
+    /// `302 Found` to `location`, with `body`.
+    Redirect { location: String, body: String },
+    /// `status`, `content_type` and `body`.
+    Fixed {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+}
+
+pub struct Hostile {
+    addr: String,
+    /// The head (request line and headers) of every request received.
+    pub heads: Arc<Mutex<Vec<String>>>,
+    /// Bytes of body written to clients in all.
+    pub sent: Arc<std::sync::atomic::AtomicU64>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Hostile {
+    /// Starts on a free loopback port, on the calling test's runtime.
+    pub fn start(answer: Answer) -> Hostile {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let addr = std_listener.local_addr().unwrap().to_string();
+        let listener = TcpListener::from_std(std_listener).unwrap();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (h, s) = (heads.clone(), sent.clone());
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(serve(conn, answer.clone(), h.clone(), s.clone()));
+            }
+        });
+        Hostile {
+            addr,
+            heads,
+            sent,
+            accept,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn requests(&self) -> usize {
+        self.heads.lock().unwrap().len()
+    }
+
+    /// Whether any request carried `needle` in its head (a token, say).
+    pub fn saw(&self, needle: &str) -> bool {
+        self.heads
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.contains(needle))
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+async fn serve(
+    conn: TcpStream,
+    answer: Answer,
+    heads: Arc<Mutex<Vec<String>>>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let (mut r, mut w) = conn.into_split();
+    // One request per connection: its head, then the rest is read and dropped while the
+    // answer goes out (a client still sending its body is not blocked).
+    let mut head = Vec::new();
+    let mut buf = [0u8; 8192];
+    while !head.windows(4).any(|x| x == b"\r\n\r\n") {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    heads
+        .lock()
+        .unwrap()
+        .push(String::from_utf8_lossy(&head).into_owned());
+    let drain = tokio::spawn(async move {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    match answer {
+        Answer::Endless { status } => {
+            let head = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            );
+            if w.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = {
+                let data = vec![b' '; 64 << 10];
+                let mut c = format!("{:x}\r\n", data.len()).into_bytes();
+                c.extend_from_slice(&data);
+                c.extend_from_slice(b"\r\n");
+                c
+            };
+            while w.write_all(&chunk).await.is_ok() {
+                sent.fetch_add(64 << 10, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        Answer::Redirect { location, body } => {
+            let a = format!(
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = w.write_all(a.as_bytes()).await;
+        }
+        Answer::Fixed {
+            status,
+            content_type,
+            body,
+        } => {
+            let a = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = w.write_all(a.as_bytes()).await;
+        }
+    }
+    let _ = w.shutdown().await;
+    drain.abort();
+}

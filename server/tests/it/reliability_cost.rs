@@ -1,0 +1,405 @@
+//! Every request's cost bounded (issue 27, item 1): each test pins one way a single
+//! client's request could hold CPU, threads or memory without bound, and is named after it.
+//! The bystander harness (`bystander.rs`) measures what the other clients see meanwhile.
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+use crate::reliability_util;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use reliability_util::*;
+
+const ADMIN: &str = "cost-admin";
+
+/// One request on a fresh connection with the admin token; (status, raw answer).
+pub fn call(a: &str, method: &str, path: &str, body: &[u8], timeout: Duration) -> (u16, String) {
+    let mut r = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    raw_http(a, &r, timeout)
+}
+
+pub fn start(args: &[&str]) -> (Server, String) {
+    let mut all = vec!["--token", ADMIN];
+    all.extend_from_slice(args);
+    let s = Server::start(&all);
+    let a = addr_of(&s.url(""));
+    (s, a)
+}
+
+/// The hostile globs of defect 1: 40 `**` then a literal, 20 `*a` then a literal, and 20
+/// `**a` then a literal, none matching the 200-character entry name.
+pub fn hostile_globs() -> Vec<String> {
+    vec![
+        format!("{}b", "**".repeat(40)),
+        format!("{}b", "*a".repeat(20)),
+        format!("{}b", "**a".repeat(20)),
+    ]
+}
+
+/// A bucket `b` with one record in an entry of a 200-character name (the defect's setup).
+pub fn long_entry(a: &str) -> String {
+    assert_eq!(
+        call(a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    let entry = "a".repeat(200);
+    let (status, _) = call(
+        a,
+        "POST",
+        &format!("/api/v1/b/b/{entry}?ts=1"),
+        b"x",
+        Duration::from_secs(20),
+    );
+    assert_eq!(status, 201);
+    entry
+}
+
+/// Bug "glob backtracking" (issue 27, defect 1): a bucket-level query whose `entries=` glob
+/// was 40 `**` then a literal (or 20 `*a` then a literal), against one entry with a
+/// 200-character name, never answered: the matcher backtracked exponentially on the
+/// blocking pool, and the work went on after the client left.
+#[test]
+fn glob_query_of_many_stars_never_answered() {
+    let (_s, a) = start(&[]);
+    let entry = long_entry(&a);
+    let bound = Duration::from_secs(5);
+    for glob in hostile_globs() {
+        let started = Instant::now();
+        let (status, answer) = call(
+            &a,
+            "GET",
+            &format!("/api/v1/b/b/query?entries={glob}"),
+            b"",
+            bound,
+        );
+        let took = started.elapsed();
+        assert_eq!(status, 200, "{glob}: {answer}");
+        assert!(took < bound, "{glob}: answered after {took:?}");
+    }
+    // A glob that matches does match, in linear time.
+    let glob = format!("{}*", "*a".repeat(20));
+    let (status, answer) = call(
+        &a,
+        "GET",
+        &format!("/api/v1/b/b/query?entries={glob}&meta=true"),
+        b"",
+        bound,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains(&entry), "{answer}");
+    // Past the wildcard cap: a clear 422.
+    let glob = format!("{}b", "*a".repeat(33));
+    let (status, answer) = call(
+        &a,
+        "GET",
+        &format!("/api/v1/b/b/query?entries={glob}"),
+        b"",
+        bound,
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer.contains("invalid_pattern") && answer.contains("over the limit of 32"),
+        "{answer}"
+    );
+}
+
+/// A zstd batch body of `records` records of 1 MiB of incompressible bytes, each its own
+/// zstd frame (so its compressed size is about its plain size), then an end frame.
+pub fn incompressible_zstd_batch(records: u64) -> Vec<u8> {
+    use bytes::BytesMut;
+    use rand::RngCore;
+    use rand::SeedableRng;
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(27);
+    let mut payload = vec![0u8; 1 << 20];
+    rng.fill_bytes(&mut payload);
+    let mut out = Vec::new();
+    for ts in 0..records {
+        payload[..8].copy_from_slice(&ts.to_le_bytes());
+        let mut frame = BytesMut::new();
+        tsblob_proto::framing::put_record(
+            &mut frame,
+            ts + 1,
+            "",
+            &tsblob_storage::Labels::new(),
+            &payload,
+        );
+        out.extend(zstd::encode_all(&frame[..], 1).unwrap());
+    }
+    let mut end = BytesMut::new();
+    tsblob_proto::framing::put_end(&mut end, records);
+    out.extend(zstd::encode_all(&end[..], 1).unwrap());
+    out
+}
+
+/// A request head for a batch of `len` body bytes.
+pub fn batch_head(path: &str, len: usize, zstd: bool) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/x-tsblob-records\r\n{}Content-Length: {len}\r\n\r\n",
+        if zstd { "Content-Encoding: zstd\r\n" } else { "" }
+    )
+    .into_bytes()
+}
+
+/// Bug "zstd body collected whole" (issue 27, defect 2): one valid `Content-Encoding:
+/// zstd` batch of 600 MiB took the server's RSS from 25 to 1,360 MB: the compressed body
+/// was collected whole (up to `--max-body`) before it was decoded. Now it is decoded as
+/// it arrives: a 256 MiB one (every record stored) moves the server's peak RSS by far less
+/// than its size.
+#[test]
+fn zstd_batch_body_was_collected_whole_before_decoding() {
+    let (s, a) = start(&[]);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    let records = 256;
+    let body = incompressible_zstd_batch(records);
+    assert!(body.len() > 256 << 20, "{}", body.len());
+    let (_, peak_before) = s.rss();
+    let mut request = batch_head("/api/v1/b/b/e/batch", body.len(), true);
+    request.extend_from_slice(&body);
+    drop(body);
+    let (status, answer) = raw_http(&a, &request, Duration::from_secs(120));
+    assert_eq!(status, 200, "{}", &answer[..answer.len().min(600)]);
+    assert!(
+        answer.contains(&format!("\"written\":{records}")),
+        "{}",
+        &answer[..answer.len().min(600)]
+    );
+    let (_, peak_after) = s.rss();
+    println!(
+        "zstd batch of {} MiB: server peak RSS {} -> {} MiB",
+        request.len() >> 20,
+        peak_before >> 20,
+        peak_after >> 20
+    );
+    assert!(
+        peak_after < peak_before + (96 << 20),
+        "peak RSS went from {} MiB to {} MiB for a {} MiB zstd body",
+        peak_before >> 20,
+        peak_after >> 20,
+        request.len() >> 20
+    );
+    // Past --max-decompressed-body: a 413 that names the flag.
+    let (_s2, a2) = start(&["--max-decompressed-body", "4MiB"]);
+    assert_eq!(
+        call(&a2, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    let body = incompressible_zstd_batch(8);
+    let mut request = batch_head("/api/v1/b/b/e/batch", body.len(), true);
+    request.extend_from_slice(&body);
+    let (status, answer) = raw_http(&a2, &request, Duration::from_secs(60));
+    assert_eq!(status, 413, "{answer}");
+    assert!(answer.contains("--max-decompressed-body"), "{answer}");
+}
+
+/// Opens a batch whose one record announces `len` bytes, sends `sent` of them and
+/// stalls; the connection is returned (kept open).
+pub fn stalled_batch_record(a: &str, len: u64, sent: usize) -> std::net::TcpStream {
+    use bytes::BytesMut;
+    use std::io::Write;
+    let mut head = BytesMut::new();
+    tsblob_proto::framing::put_record_head(&mut head, 1, "", &tsblob_storage::Labels::new(), len);
+    let mut tcp = std::net::TcpStream::connect(a).unwrap();
+    tcp.set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut request = batch_head(
+        "/api/v1/b/b/stall/batch",
+        head.len() + len as usize + 64,
+        false,
+    );
+    request.extend_from_slice(&head);
+    request.extend(std::iter::repeat_n(7u8, sent));
+    // The server may answer 503 and close while this is sent: fine.
+    let _ = tcp.write_all(&request);
+    tcp
+}
+
+/// Bug "batch records outside the budget" (issue 27, defect 3): 200 connections each
+/// sending 4 MiB − 4 KiB of one batch record, then stalling, took the server's RSS from 27
+/// to 1,083 MB (records under 4 MiB were held in memory outside the shared budget). Now
+/// they count in `--memory-budget`: those past it wait `--memory-wait`, then get 503
+/// `busy` with a Retry-After, RSS stays under the budget plus slack, and a bystander's
+/// small write still succeeds (a single body that finds no room is spooled).
+#[test]
+fn stalled_batch_records_under_4mib_were_outside_the_memory_budget() {
+    let budget = 32u64 << 20;
+    let (s, a) = start(&["--memory-budget", "32MiB", "--memory-wait", "1s"]);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    let rss_before = rss_bytes(s.pid());
+    let len = (4u64 << 20) - 4096;
+    let conns: Vec<_> = (0..100)
+        .map(|_| stalled_batch_record(&a, len, len as usize - 4096))
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let rss_during = rss_bytes(s.pid());
+    let started = Instant::now();
+    let (status, answer) = call(
+        &a,
+        "POST",
+        "/api/v1/b/b/bystander?ts=1",
+        b"small",
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    println!(
+        "100 stalled 4 MiB batch records, --memory-budget 32MiB: server RSS {} -> {} MiB; a bystander's write took {took:?}",
+        rss_before >> 20,
+        rss_during >> 20
+    );
+    assert_eq!(status, 201, "{answer}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the bystander's write took {took:?}"
+    );
+    assert!(
+        rss_during < rss_before + budget + (64 << 20),
+        "RSS went from {} MiB to {} MiB with a {} MiB budget",
+        rss_before >> 20,
+        rss_during >> 20,
+        budget >> 20
+    );
+    // Those past the budget were told why and when to come back.
+    let mut busy = 0;
+    for mut c in conns {
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        let (status, answer) = read_answer(&mut c, Duration::from_millis(200));
+        if status == 503 {
+            assert!(
+                answer.contains("\"busy\"") && answer.contains("--memory-budget"),
+                "{answer}"
+            );
+            assert!(
+                answer.to_ascii_lowercase().contains("retry-after: 1"),
+                "{answer}"
+            );
+            busy += 1;
+        }
+    }
+    assert!(busy > 0, "no stalled batch was refused");
+}
+
+/// The value of the unlabelled series `name` in `/metrics` (with the admin token).
+pub fn metric(a: &str, name: &str) -> i64 {
+    let (status, text) = call(a, "GET", "/metrics", b"", Duration::from_secs(20));
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// How long `GET path` takes (it must answer 200).
+pub fn timed_get(a: &str, path: &str) -> Duration {
+    let started = Instant::now();
+    let (status, answer) = call(a, "GET", path, b"", Duration::from_secs(30));
+    assert_eq!(status, 200, "{path}: {answer}");
+    started.elapsed()
+}
+
+/// Waits until `tsblob_query_streams` is 0 (every producer ended), at most `bound`.
+pub fn streams_end_within(a: &str, bound: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let n = metric(a, "tsblob_query_streams");
+        if n == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{n} query streams still running after {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Bug "glob flood" (issue 27, defect 1): 520 bucket-level queries with hostile globs,
+/// their clients gone, used up the blocking pool (487 threads): bucket info and record
+/// reads stopped answering and `/health` took 4.5 s, and the work went on after the
+/// clients left. Now the flood's work ends with it and the others stay fast.
+#[test]
+fn glob_query_flood_used_up_the_blocking_pool() {
+    use std::io::Write;
+    let (_s, a) = start(&["--max-streams-per-token", "1000", "--max-streams", "1000"]);
+    let entry = long_entry(&a);
+    let globs = hostile_globs();
+    let conns: Vec<_> = (0..520)
+        .map(|i| {
+            let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+            let r = format!(
+                "GET /api/v1/b/b/query?entries={} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n",
+                globs[i % globs.len()]
+            );
+            let _ = tcp.write_all(r.as_bytes());
+            tcp
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(conns); // the clients leave
+    let health = timed_get(&a, "/health");
+    let read = timed_get(&a, &format!("/api/v1/b/b/{entry}?ts=1"));
+    let info = timed_get(&a, "/api/v1/b/b");
+    println!("after a 520-query glob flood: /health {health:?}, record read {read:?}, bucket info {info:?}");
+    let bound = Duration::from_secs(2);
+    assert!(health < bound && read < bound && info < bound);
+    let ended = streams_end_within(&a, Duration::from_secs(10));
+    println!("the flood's streams all ended {ended:?} after the checks");
+}
+
+/// Bug "work after the client left" (issue 27, item 1): a query's producer must stop
+/// soon after its client goes away, however long its scan: 64 scans of 200,000 records
+/// with a condition nothing matches, their clients gone after 100 ms, leave no stream
+/// running within 3 s, and `/health` and a record read stay fast meanwhile.
+#[test]
+fn abandoned_scans_went_on_after_their_clients_left() {
+    use std::io::Write;
+    let (_s, a) = start(&["--max-streams-per-token", "1000"]);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    // Two batches: --max-batch-records is 100,000.
+    for half in 0..2u64 {
+        let records: Vec<(u64, usize)> = (1..=100_000).map(|ts| (half * 100_000 + ts, 8)).collect();
+        let body = batch_body(&records);
+        let (status, answer) = call(
+            &a,
+            "POST",
+            "/api/v1/b/b/e/batch",
+            &body,
+            Duration::from_secs(120),
+        );
+        assert_eq!(status, 200, "{}", &answer[..answer.len().min(300)]);
+    }
+    let when = form_urlencoded::byte_serialize(br#"{"&nope":{"$gt":1}}"#).collect::<String>();
+    let conns: Vec<_> = (0..64)
+        .map(|_| {
+            let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+            let r = format!(
+                "GET /api/v1/b/b/e/query?when={when} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+            );
+            let _ = tcp.write_all(r.as_bytes());
+            tcp
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let running = metric(&a, "tsblob_query_streams");
+    drop(conns);
+    let health = timed_get(&a, "/health");
+    let read = timed_get(&a, "/api/v1/b/b/e?ts=1");
+    let ended = streams_end_within(&a, Duration::from_secs(3));
+    println!("64 abandoned scans ({running} running at 100 ms): /health {health:?}, read {read:?}, all ended {ended:?} after");
+    assert!(health < Duration::from_secs(2) && read < Duration::from_secs(2));
+}
