@@ -286,7 +286,7 @@ class RecordResult:
 class SkippedRecord:
     """A record a query skipped because its stored bytes are damaged (the server's
     ``skipped`` report): its ``entry`` (multi-entry queries; ``None`` otherwise), timestamp
-    and error ``code`` (``corrupt_record``, ``tier_object_missing``, ...)."""
+    and error ``code`` (``corrupt_record``, ``tier_damaged``, ...)."""
 
     entry: Optional[str]
     ts: int

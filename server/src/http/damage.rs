@@ -1,5 +1,5 @@
 //! Damaged records in a query: a record whose stored bytes fail their check (a CRC
-//! mismatch, a frame that does not parse, a tiered block the object store no longer has)
+//! mismatch, a frame that does not parse, a tiered block the object store no longer has or holds damaged: `tier_damaged`)
 //! is skipped and counted, and the stream goes on; the count and the first
 //! [`MAX_LISTED`] of them (entry, timestamp, error code) are sent just before the end
 //! frame (a kind-5 frame, or a `{"skipped": [...], "skipped_count": n}` line with
@@ -24,7 +24,9 @@ pub const MAX_LISTED: usize = 1000;
 /// skip it), or `None` for any other failure (an outage, or a bug: end the stream).
 pub fn damage_code(e: &Error) -> Option<&'static str> {
     match e {
-        Error::Corrupt(_) | Error::Tier(TierError::Missing { .. }) => Some(classify(e).1),
+        Error::Corrupt(_) | Error::Tier(TierError::Missing { .. } | TierError::Damaged { .. }) => {
+            Some(classify(e).1)
+        }
         _ => None,
     }
 }
