@@ -428,16 +428,7 @@ async fn read_server(
     tx: mpsc::Sender<OutRecord>,
 ) -> anyhow::Result<u64> {
     let c = Client::with_ca(url, token.as_deref(), ca)?;
-    let mut params: Vec<(String, String)> = vec![("entries".into(), patterns.join(","))];
-    if let Some(s) = start {
-        params.push(("start".into(), s.to_string()));
-    }
-    if let Some(s) = stop {
-        params.push(("stop".into(), s.to_string()));
-    }
-    if let Some(w) = when_param(when, None)? {
-        params.push(("when".into(), w));
-    }
+    let params = query_params(patterns, start, stop, when)?;
     let resp = c
         .send(
             c.request(Method::GET, &format!("/api/v1/b/{}/query", seg(bucket)))
@@ -879,6 +870,26 @@ async fn write_folder(
         f.sync_all().await?;
     }
     Ok(totals)
+}
+
+/// The query-string of a multi-entry query of `tsblob cp` (records or an MCAP export).
+fn query_params(
+    patterns: &[String],
+    start: Option<u64>,
+    stop: Option<u64>,
+    when: Option<&str>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut params: Vec<(String, String)> = vec![("entries".into(), patterns.join(","))];
+    if let Some(s) = start {
+        params.push(("start".into(), s.to_string()));
+    }
+    if let Some(s) = stop {
+        params.push(("stop".into(), s.to_string()));
+    }
+    if let Some(w) = when_param(when, None)? {
+        params.push(("when".into(), w));
+    }
+    Ok(params)
 }
 
 #[cfg(test)]

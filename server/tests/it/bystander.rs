@@ -184,7 +184,7 @@ fn bystander_latency_and_rss_stay_bounded_under_each_attack() {
         let conns: Vec<_> = (0..300)
             .map(|_| {
                 let mut tcp = std::net::TcpStream::connect(a).unwrap();
-                let _ = tcp.write_all(b"GET /api/v1/b/b/query?entries=**&follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer cost-admin\r\n\r\n");
+                let _ = tcp.write_all(b"GET /api/v1/b/b/query?entries=**&follow=true HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer cost-admin\r\n\r\n");
                 tcp
             })
             .collect();

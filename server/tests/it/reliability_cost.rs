@@ -16,7 +16,7 @@ const ADMIN: &str = "cost-admin";
 /// One request on a fresh connection with the admin token; (status, raw answer).
 pub fn call(a: &str, method: &str, path: &str, body: &[u8], timeout: Duration) -> (u16, String) {
     let mut r = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -140,7 +140,7 @@ pub fn incompressible_zstd_batch(records: u64) -> Vec<u8> {
 /// A request head for a batch of `len` body bytes.
 pub fn batch_head(path: &str, len: usize, zstd: bool) -> Vec<u8> {
     format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/x-tsblob-records\r\n{}Content-Length: {len}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/x-tsblob-records\r\n{}Content-Length: {len}\r\n\r\n",
         if zstd { "Content-Encoding: zstd\r\n" } else { "" }
     )
     .into_bytes()
@@ -339,7 +339,7 @@ fn glob_query_flood_used_up_the_blocking_pool() {
         .map(|i| {
             let mut tcp = std::net::TcpStream::connect(&a).unwrap();
             let r = format!(
-                "GET /api/v1/b/b/query?entries={} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n",
+                "GET /api/v1/b/b/query?entries={} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n",
                 globs[i % globs.len()]
             );
             let _ = tcp.write_all(r.as_bytes());
@@ -388,7 +388,7 @@ fn abandoned_scans_went_on_after_their_clients_left() {
         .map(|_| {
             let mut tcp = std::net::TcpStream::connect(&a).unwrap();
             let r = format!(
-                "GET /api/v1/b/b/e/query?when={when} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+                "GET /api/v1/b/b/e/query?when={when} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
             );
             let _ = tcp.write_all(r.as_bytes());
             tcp

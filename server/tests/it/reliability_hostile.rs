@@ -21,7 +21,7 @@ const ADMIN: &str = "hostile-admin";
 /// body or Null).
 fn call(a: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
     let mut r = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n",
         body.len()
     );
     for (k, v) in headers {
@@ -92,7 +92,7 @@ fn temp_file_bucket_broke_token_and_replication_writes() {
         assert_eq!(call(&a, "GET", &format!("/api/v1/b/{b}"), &[], b"").0, 200);
     }
     let me = format!(
-        "GET /api/v1/me HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {value}\r\n\r\n"
+        "GET /api/v1/me HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {value}\r\n\r\n"
     );
     let (status, answer) = raw_http(&a, me.as_bytes(), T);
     assert_eq!(status, 200, "the token was lost: {answer}");
@@ -184,7 +184,7 @@ fn content_encoding_on_a_single_write_was_stored_encoded() {
     assert_eq!(got.0, 201, "{}", got.1);
     let (status, answer) = raw_http(
         &a,
-        format!("GET /api/v1/b/b/e?ts=4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        format!("GET /api/v1/b/b/e?ts=4 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
         T,
     );
     assert_eq!(status, 200);
@@ -268,13 +268,13 @@ fn repeated_parameter_took_the_last_value() {
     // Nothing was removed or written; parameters that add up still may repeat.
     let (status, answer) = raw_http(
         &a,
-        format!("GET {e}/query?meta=true&has=x&has=y&ne.k=1&ne.k=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        format!("GET {e}/query?meta=true&has=x&has=y&ne.k=1&ne.k=2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
         T,
     );
     assert_eq!(status, 200, "{answer}");
     let (status, answer) = raw_http(
         &a,
-        format!("GET {e}/query?meta=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        format!("GET {e}/query?meta=true HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
         T,
     );
     assert_eq!(status, 200);
@@ -363,7 +363,7 @@ fn zstd_bomb_batch_was_decompressed_whole_into_memory() {
     assert_eq!(got.1["written"], 2, "{}", got.1);
     let (status, answer) = raw_http(
         &a,
-        format!("GET /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+        format!("GET /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
         T,
     );
     assert_eq!(status, 200);

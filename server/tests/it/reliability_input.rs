@@ -34,12 +34,12 @@ fn expect_4xx(addr: &str, req: &[u8]) -> (u16, String) {
 }
 
 fn get(path: &str) -> Vec<u8> {
-    format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes()
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").into_bytes()
 }
 
 fn post(path: &str, body: &[u8]) -> Vec<u8> {
     let mut r = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -136,7 +136,7 @@ fn hostile_names_are_refused_and_create_nothing() {
     // Label keys.
     for key in ["K%00", "a b", &"k".repeat(200)] {
         let req = format!(
-            "POST /api/v1/b/b/e?ts=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-tsblob-label-{key}: v\r\nContent-Length: 1\r\n\r\nx"
+            "POST /api/v1/b/b/e?ts=5 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nx-tsblob-label-{key}: v\r\nContent-Length: 1\r\n\r\nx"
         );
         let (status, answer) = raw_http(&a, req.as_bytes(), T);
         assert!(
@@ -179,7 +179,7 @@ fn broken_timestamps_are_422_everywhere() {
             get(&format!("/api/v1/b/b/e/query?start={ts}")),
             get(&format!("/api/v1/b/b/e/query?stop={ts}")),
             format!(
-                "DELETE /api/v1/b/b/e?ts={ts} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                "DELETE /api/v1/b/b/e?ts={ts} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
             )
             .into_bytes(),
         ] {
@@ -259,7 +259,7 @@ fn lying_content_length_is_caught_both_ways() {
     let mut tcp = TcpStream::connect(&a).unwrap();
     tcp.set_read_timeout(Some(T)).unwrap();
     tcp.write_all(
-        b"POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly ten b",
+        b"POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\nonly ten b",
     )
     .unwrap();
     tcp.shutdown(std::net::Shutdown::Write).unwrap();
@@ -269,7 +269,7 @@ fn lying_content_length_is_caught_both_ways() {
     // Longer than the body, client keeps the connection open: 408 after the idle timeout.
     let started = Instant::now();
     let req =
-        b"POST /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly ten b";
+        b"POST /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\nonly ten b";
     let (status, answer) = raw_http(&a, req, T);
     assert_eq!(status, 408, "{answer}");
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -280,7 +280,7 @@ fn lying_content_length_is_caught_both_ways() {
         );
     }
     // Shorter than the body: the record is the announced bytes; the rest is a bad request.
-    let req = b"POST /api/v1/b/b/e?ts=3 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nfive!EXTRA-BYTES-THAT-ARE-NOT-HTTP\r\n\r\n";
+    let req = b"POST /api/v1/b/b/e?ts=3 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nfive!EXTRA-BYTES-THAT-ARE-NOT-HTTP\r\n\r\n";
     let (status, answer) = raw_http(&a, req, T);
     assert_eq!(status, 201, "{answer}");
     let (status, answer) = raw_http(&a, &get("/api/v1/b/b/e?ts=3"), T);
@@ -295,8 +295,9 @@ fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
     let a = addr_of(&s.url(""));
     assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
     // 10,000 label headers on a single write.
-    let mut req =
-        String::from("POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    let mut req = String::from(
+        "POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n",
+    );
     for i in 0..10_000 {
         req.push_str(&format!("x-tsblob-label-k{i}: v{i}\r\n"));
     }
@@ -325,7 +326,7 @@ fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
     }
     // One 1 MiB header, and 64 KiB of request line.
     let big = format!(
-        "GET /health HTTP/1.1\r\nHost: x\r\nx-big: {}\r\nConnection: close\r\n\r\n",
+        "GET /health HTTP/1.1\r\nHost: localhost\r\nx-big: {}\r\nConnection: close\r\n\r\n",
         "v".repeat(1 << 20)
     );
     let (status, answer) = raw_http(&a, big.as_bytes(), T);
@@ -335,7 +336,7 @@ fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
         &answer[..answer.len().min(200)]
     );
     let line = format!(
-        "GET /api/v1/b/{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /api/v1/b/{} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
         "a".repeat(64 << 10)
     );
     let (status, _) = raw_http(&a, line.as_bytes(), T);
@@ -375,7 +376,7 @@ fn slow_clients_are_cut_off_without_exhausting_the_server() {
                 t.write_all(b"GET /health HTTP/1.1\r\nHo").unwrap();
             } else {
                 t.write_all(
-                    format!("POST /api/v1/b/b/slow?ts={i} HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nab")
+                    format!("POST /api/v1/b/b/slow?ts={i} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\nab")
                         .as_bytes(),
                 )
                 .unwrap();

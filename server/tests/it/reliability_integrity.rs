@@ -20,7 +20,7 @@ const PROMPT: Duration = Duration::from_secs(5);
 /// One request on a fresh connection; (status, JSON body or Null).
 fn call(a: &str, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
     let mut r = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -37,7 +37,7 @@ fn call(a: &str, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
 fn prompt(a: &str, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
     let started = Instant::now();
     let mut r = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -86,7 +86,7 @@ fn stalled_upload(a: &str, path: &str, len: u64, first: usize) -> TcpStream {
     t.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
     t.write_all(
         format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n"
         )
         .as_bytes(),
     )
@@ -124,7 +124,7 @@ fn hang_slow_upload_blocks_neither_metrics_nor_delete_nor_writes() {
     assert_eq!(status, 201, "{answer}");
     let (status, got) = raw_http(
         &a,
-        b"GET /api/v1/b/b/slow?ts=100 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /api/v1/b/b/slow?ts=100 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
         Duration::from_secs(30),
     );
     assert_eq!(status, 200);
@@ -227,7 +227,7 @@ fn hard_quota_refuses_a_chunked_upload() {
     let mut t = TcpStream::connect(&a).unwrap();
     t.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
     t.write_all(
-        b"POST /api/v1/b/h/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST /api/v1/b/h/big HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n",
     )
     .unwrap();
     let piece = vec![b'q'; 64 << 10];
@@ -318,7 +318,7 @@ fn three_records(a: &str, entry: &str) {
 fn payload_of(a: &str, entry: &str, ts: u64) -> Option<String> {
     let (status, answer) = raw_http(
         a,
-        format!("GET /api/v1/b/p/{entry}?ts={ts} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        format!("GET /api/v1/b/p/{entry}?ts={ts} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .as_bytes(),
         Duration::from_secs(30),
     );
@@ -456,7 +456,7 @@ fn a_patch_with_too_many_labels_is_refused() {
     assert!(status == 422 || status == 413, "{status}: {v}");
     let (status, head) = raw_http(
         &a,
-        b"HEAD /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"HEAD /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
         Duration::from_secs(10),
     );
     assert_eq!(status, 200);
@@ -501,7 +501,7 @@ fn a_write_with_too_many_label_bytes_is_refused_before_its_body() {
     let a = addr_of(&s.url(""));
     create(&a, "b", json!({}));
     let value = "v".repeat(4000);
-    let mut head = String::from("POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1073741824\r\n");
+    let mut head = String::from("POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 1073741824\r\n");
     for j in 0..=(tsblob_storage::MAX_LABELS_BYTES / 4000) {
         head.push_str(&format!("x-tsblob-label-k{j}: {value}\r\n"));
     }

@@ -612,7 +612,7 @@ fn trickled_request_head_is_cut_off() {
     let s = Server::start(&["--header-timeout", "1s"]);
     let addr = s.url("").trim_start_matches("http://").to_string();
     let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
-    tcp.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+    tcp.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         .unwrap(); // never finished
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let started = std::time::Instant::now();
@@ -624,7 +624,7 @@ fn trickled_request_head_is_cut_off() {
     );
     // ... and keeps serving others.
     let mut ok = std::net::TcpStream::connect(&addr).unwrap();
-    ok.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    ok.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut answer = String::new();
     ok.read_to_string(&mut answer).unwrap();

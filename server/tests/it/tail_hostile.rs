@@ -92,7 +92,16 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
     const TAILS: usize = 200;
     const ENTRIES: u64 = 100;
     const WRITES: u64 = 60;
-    let s = Server::start(&["--token", "root"]);
+    // 200 tails from one token: over the default --max-streams-per-token (64), which
+    // counts tails too.
+    let s = Server::start(&[
+        "--token",
+        "root",
+        "--max-streams-per-token",
+        "1000",
+        "--max-streams",
+        "1000",
+    ]);
     let admin = client("root");
     for b in ["pub", "other"] {
         let r = admin.post(s.url(&format!("/api/v1/b/{b}"))).send().await;

@@ -149,7 +149,7 @@ fn raw_get(addr: &str, path: &str) -> (u16, String) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = write!(
         tcp,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     );
     let mut answer = String::new();
     let _ = tcp.read_to_string(&mut answer);

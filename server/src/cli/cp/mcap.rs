@@ -16,7 +16,6 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tsblob_storage::FeedFilter;
 
-use super::super::filters::when_param;
 use super::super::human::size;
 use super::super::{seg, Client};
 use crate::batch_client::OutRecord;
@@ -48,19 +47,8 @@ pub(super) async fn export(
     pb: &indicatif::ProgressBar,
 ) -> anyhow::Result<u64> {
     let c = Client::with_ca(url, token.as_deref(), ca)?;
-    let mut params: Vec<(String, String)> = vec![
-        ("entries".into(), patterns.join(",")),
-        ("format".into(), "mcap".into()),
-    ];
-    if let Some(s) = start {
-        params.push(("start".into(), s.to_string()));
-    }
-    if let Some(s) = stop {
-        params.push(("stop".into(), s.to_string()));
-    }
-    if let Some(w) = when_param(when, None)? {
-        params.push(("when".into(), w));
-    }
+    let mut params = super::query_params(patterns, start, stop, when)?;
+    params.push(("format".into(), "mcap".into()));
     let resp = c
         .send(
             c.request(Method::GET, &format!("/api/v1/b/{}/query", seg(bucket)))

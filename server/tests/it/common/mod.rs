@@ -108,8 +108,9 @@ impl Server {
         while Instant::now() < deadline {
             if let Ok(mut tcp) = std::net::TcpStream::connect(&self.addr) {
                 use std::io::Write;
-                let _ =
-                    tcp.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let _ = tcp.write_all(
+                    b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                );
                 let mut answer = String::new();
                 let _ = tcp.read_to_string(&mut answer);
                 if answer.starts_with("HTTP/1.1 200") {
