@@ -256,6 +256,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
                 url: url.clone(),
                 bucket: bucket.clone(),
                 token: args.dst_token.clone(),
+                bounds: Default::default(),
             };
             write_server(&d, ca.as_deref(), rx, &pb).await
         }

@@ -16,8 +16,8 @@ use tsblob_storage::{Error, TierError};
 use super::errors::classify;
 use tsblob_proto::framing::put_skipped;
 
-/// Skipped records named one by one in the report; past these only the count grows (the
-/// report is metadata, sent whole in one frame).
+/// Skipped records named one by one in the report by default (`--max-skipped-listed`);
+/// past these only the count grows (the report is metadata, sent whole in one frame).
 pub const MAX_LISTED: usize = 1000;
 
 /// The error code of a record read that failed because the record is damaged (permanent:
@@ -42,10 +42,18 @@ struct Named {
 }
 
 /// The records a query skipped so far.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Skipped {
     listed: Vec<Named>,
     count: u64,
+    /// The most named one by one.
+    max_listed: usize,
+}
+
+impl Default for Skipped {
+    fn default() -> Self {
+        Skipped::new(MAX_LISTED)
+    }
 }
 
 #[derive(Serialize)]
@@ -55,6 +63,15 @@ struct Report<'a> {
 }
 
 impl Skipped {
+    /// An empty report naming at most `max_listed` records.
+    pub fn new(max_listed: usize) -> Skipped {
+        Skipped {
+            listed: Vec::new(),
+            count: 0,
+            max_listed,
+        }
+    }
+
     /// Counts a skipped record (`entry` in multi-entry answers); logs it.
     pub fn add(&mut self, entry: Option<&str>, ts: u64, code: &'static str, e: &Error) {
         tracing::warn!(
@@ -64,7 +81,7 @@ impl Skipped {
                 .unwrap_or_default()
         );
         self.count += 1;
-        if self.listed.len() < MAX_LISTED {
+        if self.listed.len() < self.max_listed {
             self.listed.push(Named {
                 entry: entry.map(String::from),
                 ts,
