@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
 use crate::config::{ServeArgs, TierMode};
-use crate::http::{self, auth::Auth, AppState};
+use crate::http::{self, auth::Auth};
 
 fn init_logging(filter: &str) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
@@ -105,17 +105,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let state = AppState::new(store.clone(), auth, args.limits())?;
+    let state = crate::assemble::state(store.clone(), auth, args.limits())?;
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,
         outbound: args.cost.outbound(),
     });
-    state
-        .replications
-        .start_all()
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the replication tasks: {}", e.message))?;
+    state.replications.start_all().await.map_err(|e| {
+        anyhow::anyhow!(
+            "starting the replication tasks: {}",
+            state.replications.explain(e)
+        )
+    })?;
     let app = http::app(state);
     println!(
         "tsblob {} serving {} on http://{addr} (sync {})",
