@@ -508,3 +508,64 @@ fn query_pages_were_outside_the_memory_budget() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Bug "MCAP exports were outside the stream caps" (issue 27, item 1): a bucket-level
+/// export (`format=mcap`) is a stream like any query answer (a producer, a queue of pages,
+/// a blocking thread per step), but it took no slot of `--max-streams-per-token`, so one
+/// token could run any number of them. Now it counts (429 `too_many_streams` past the
+/// share), its pages are in the memory budget, and a stalled export whose client leaves
+/// ends at its next step: `tsblob_query_streams` is back to 0 within 3 s.
+#[test]
+fn mcap_exports_were_outside_the_stream_caps() {
+    use std::io::Write;
+    let (_s, a) = start(&["--max-streams-per-token", "2"]);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    // 48 MiB of incompressible records: an export far larger than the socket buffers.
+    for half in 0..2u64 {
+        let records: Vec<(u64, usize)> = (1..=2000).map(|i| (half * 2000 + i, 12 << 10)).collect();
+        let (status, answer) = call(
+            &a,
+            "POST",
+            "/api/v1/b/b/e/batch",
+            &batch_body(&records),
+            Duration::from_secs(120),
+        );
+        assert_eq!(status, 200, "{}", &answer[..answer.len().min(300)]);
+    }
+    let export = format!(
+        "GET /api/v1/b/b/query?entries=e&format=mcap HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+    );
+    let conns: Vec<_> = (0..2)
+        .map(|_| {
+            let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+            tcp.write_all(export.as_bytes()).unwrap();
+            tcp // never read
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        metric(&a, "tsblob_query_streams"),
+        2,
+        "the exports are not streams"
+    );
+    let (status, answer) = call(
+        &a,
+        "GET",
+        "/api/v1/b/b/query?entries=e&format=mcap",
+        b"",
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        status,
+        429,
+        "a third export ran: {}",
+        &answer[..answer.len().min(300)]
+    );
+    assert!(answer.contains("too_many_streams"), "{answer}");
+    drop(conns);
+    let ended = streams_end_within(&a, Duration::from_secs(3));
+    println!("2 stalled exports ended {ended:?} after their clients left");
+}
