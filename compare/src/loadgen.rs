@@ -244,7 +244,7 @@ async fn query(client: &Client, entry_path: &str) -> anyhow::Result<Outcome> {
             Event::Record(_) => records += 1,
             Event::Data(d) => bytes += d.len() as u64,
             Event::End(n) => end = Some(n),
-            Event::Heartbeat(_) => {}
+            Event::Heartbeat(_) | Event::Skipped(_) => {}
             Event::Error(e) => bail!("query failed: {}", String::from_utf8_lossy(&e)),
         }
     }

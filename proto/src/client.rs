@@ -380,6 +380,7 @@ impl Client {
         Ok(QueryStream {
             resp,
             dec: ChunkDecoder::new(),
+            skipped: None,
         })
     }
 }
@@ -397,6 +398,47 @@ pub fn record_ts(resp: &Response) -> Option<u64> {
 pub struct QueryStream {
     resp: Response,
     dec: ChunkDecoder,
+    skipped: Option<Skipped>,
+}
+
+/// The records a query skipped because their stored bytes are damaged (frame kind 5).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// The first ones, each named: at most as many as the server lists.
+    pub records: Vec<SkippedRecord>,
+    /// How many were skipped in all (more than `records.len()` once the list is full).
+    pub count: u64,
+}
+
+/// One skipped record: its entry (multi-entry queries), timestamp and error code
+/// (`corrupt_record`, `tier_object_missing`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecord {
+    pub entry: Option<String>,
+    pub ts: u64,
+    pub code: String,
+}
+
+impl Skipped {
+    /// Reads the JSON document of a skipped frame; `None` if it is not one.
+    pub fn parse(json: &[u8]) -> Option<Skipped> {
+        let v: Value = serde_json::from_slice(json).ok()?;
+        let records = v["skipped"]
+            .as_array()?
+            .iter()
+            .map(|r| {
+                Some(SkippedRecord {
+                    entry: r["entry"].as_str().map(String::from),
+                    ts: r["ts"].as_u64()?,
+                    code: r["code"].as_str()?.to_string(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Skipped {
+            count: v["skipped_count"].as_u64()?,
+            records,
+        })
+    }
 }
 
 impl QueryStream {
@@ -405,6 +447,14 @@ impl QueryStream {
     pub async fn next_event(&mut self) -> Result<Option<Event>, ClientError> {
         loop {
             if let Some(e) = self.dec.next_event()? {
+                if let Event::Skipped(json) = &e {
+                    // (A live tail reports at each catch-up: the reports add up.)
+                    if let Some(s) = Skipped::parse(json) {
+                        let all = self.skipped.get_or_insert_with(Skipped::default);
+                        all.count += s.count;
+                        all.records.extend(s.records);
+                    }
+                }
                 return Ok(Some(e));
             }
             match self.resp.chunk().await.map_err(ClientError::Body)? {
@@ -412,6 +462,12 @@ impl QueryStream {
                 None => return Ok(None),
             }
         }
+    }
+
+    /// The records the server skipped as damaged, once its report arrived (just before the
+    /// end frame); `None` if it skipped nothing (or the report has not come yet).
+    pub fn skipped(&self) -> Option<&Skipped> {
+        self.skipped.as_ref()
     }
 
     /// True once the end or error frame arrived.

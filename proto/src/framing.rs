@@ -22,6 +22,10 @@ pub const KIND_HEARTBEAT: u8 = 3;
 /// A record of a multi-entry query: a record frame whose head is followed by the entry's
 /// name (u16 LE length, then the name) before the content type.
 pub const KIND_ENTRY_RECORD: u8 = 4;
+/// The records a query skipped because their stored bytes are damaged: u32 LE length, then
+/// a JSON document `{"skipped": [{"entry", "ts", "code"}...], "skipped_count": n}`. Sent
+/// once, just before the end (or error) frame, and only when something was skipped.
+pub const KIND_SKIPPED: u8 = 5;
 /// Bytes of a heartbeat frame.
 pub const HEARTBEAT_LEN: usize = 9;
 /// Bytes of the fixed part of a record frame.
@@ -138,6 +142,13 @@ pub fn put_error(out: &mut BytesMut, json: &[u8]) {
     out.put_slice(json);
 }
 
+/// Appends a skipped-records frame (kind 5) carrying its JSON document.
+pub fn put_skipped(out: &mut BytesMut, json: &[u8]) {
+    out.put_u8(KIND_SKIPPED);
+    out.put_u32_le(json.len() as u32);
+    out.put_slice(json);
+}
+
 /// What the decoder found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -151,6 +162,10 @@ pub enum Event {
     Error(Bytes),
     /// A heartbeat of a live tail, with the server's time (µs).
     Heartbeat(u64),
+    /// The records the query skipped as damaged (frame kind 5), as its JSON document
+    /// `{"skipped": [{"entry", "ts", "code"}...], "skipped_count": n}`; the stream goes on
+    /// (an end or error frame follows).
+    Skipped(Bytes),
 }
 
 /// A framing violation; the message says where and what.
@@ -289,19 +304,23 @@ impl Decoder {
                 self.state = State::Done;
                 Ok(Step::Event(Event::End(count), 9))
             }
-            KIND_ERROR => {
+            KIND_ERROR | KIND_SKIPPED => {
+                let what = if kind == KIND_ERROR { "error" } else { "skipped" };
                 if buf.len() < 5 {
                     return Ok(Step::Need(5));
                 }
                 let len = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
                 if len > MAX_META_LEN {
-                    return self.fail(format!("error frame of {len} bytes is too large"));
+                    return self.fail(format!("{what} frame of {len} bytes is too large"));
                 }
                 if buf.len() < 5 + len {
                     return Ok(Step::Need(5 + len));
                 }
                 let json = Bytes::copy_from_slice(&buf[5..5 + len]);
                 self.offset += 5 + len as u64;
+                if kind == KIND_SKIPPED {
+                    return Ok(Step::Event(Event::Skipped(json), 5 + len));
+                }
                 self.state = State::Done;
                 Ok(Step::Event(Event::Error(json), 5 + len))
             }
@@ -315,7 +334,7 @@ impl Decoder {
             }
             KIND_RECORD | KIND_ENTRY_RECORD => self.record_head(buf, kind == KIND_ENTRY_RECORD),
             other => self.fail(format!(
-                "unknown frame kind {other:#04x}: expected 0x01 (record), 0x00 (end), 0x02 (error), 0x03 (heartbeat) or 0x04 (record with entry)"
+                "unknown frame kind {other:#04x}: expected 0x01 (record), 0x00 (end), 0x02 (error), 0x03 (heartbeat), 0x04 (record with entry) or 0x05 (skipped records)"
             )),
         }
     }
@@ -567,7 +586,9 @@ mod tests {
                 Event::Record(h) => heads.push(h),
                 Event::Data(d) => payload.extend_from_slice(&d),
                 Event::End(n) => end = Some(n),
-                Event::Error(_) | Event::Heartbeat(_) => panic!("no such frame was written"),
+                Event::Error(_) | Event::Heartbeat(_) | Event::Skipped(_) => {
+                    panic!("no such frame was written")
+                }
             }
         }
         assert_eq!(heads.len(), 2);
@@ -630,6 +651,45 @@ mod tests {
         assert_eq!((h.entry.as_deref(), h.ts), (None, 10));
         assert_eq!(ev[5], Event::Heartbeat(43));
         assert_eq!(ev[6], Event::End(2));
+    }
+
+    /// Bug: one damaged record ended the whole query stream. The server now skips it and
+    /// reports it in a kind-5 frame before the end frame: the decoders take that frame
+    /// and go on to the end frame, whatever the cut.
+    #[test]
+    fn a_damaged_record_is_reported_in_a_skipped_frame_before_the_end() {
+        let doc = br#"{"skipped":[{"ts":5,"code":"corrupt_record"}],"skipped_count":1}"#;
+        let mut b = BytesMut::new();
+        put_record(&mut b, 4, "", &Labels::new(), b"ok");
+        put_skipped(&mut b, doc);
+        put_end(&mut b, 1);
+        assert_eq!(b[RECORD_HEAD_LEN + 2], KIND_SKIPPED);
+        let want = vec![
+            Event::Record(FrameHead {
+                entry: None,
+                ts: 4,
+                content_type: DEFAULT_CONTENT_TYPE.to_string(),
+                labels: Labels::new(),
+                payload_len: 2,
+            }),
+            Event::Data(Bytes::from_static(b"ok")),
+            Event::Skipped(Bytes::from_static(doc)),
+            Event::End(1),
+        ];
+        assert_eq!(joined(decode_bytewise(&b).unwrap()), want);
+        for piece in [1, 3, 27, 30, b.len()] {
+            assert_eq!(
+                joined(decode_chunks(&b, piece).unwrap()),
+                want,
+                "piece {piece}"
+            );
+        }
+        // (a skipped frame does not end the stream: the end frame still must come)
+        let mut d = Decoder::new();
+        let mut only = BytesMut::new();
+        put_skipped(&mut only, doc);
+        assert!(matches!(d.next(&mut only), Ok(Some(Event::Skipped(_)))));
+        assert!(!d.is_done());
     }
 
     /// Decodes `bytes` with the `ChunkDecoder`, pushed in pieces of `piece` bytes.

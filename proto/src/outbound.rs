@@ -23,6 +23,34 @@ pub const MESSAGE_MAX: usize = 512;
 /// The most characters of an error code kept from an answer.
 const CODE_MAX: usize = 64;
 
+/// The bounds a caller reads answers with (`tsblob serve`'s `--outbound-answer-max`,
+/// `--outbound-error-max`, `--outbound-message-max` for replication; the defaults, the
+/// constants above, elsewhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// The most of a JSON answer read ([`JSON_ANSWER_MAX`]).
+    pub answer_max: usize,
+    /// The most of an error answer read, also the base of a batch answer's bound
+    /// ([`ERROR_BODY_MAX`]).
+    pub error_max: usize,
+    /// The most characters of an error message kept ([`MESSAGE_MAX`]).
+    pub message_max: usize,
+}
+
+impl Bounds {
+    pub const DEFAULT: Bounds = Bounds {
+        answer_max: JSON_ANSWER_MAX,
+        error_max: ERROR_BODY_MAX,
+        message_max: MESSAGE_MAX,
+    };
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds::DEFAULT
+    }
+}
+
 /// An answer that could not be read whole.
 #[derive(Debug, Error)]
 pub enum ReadError {

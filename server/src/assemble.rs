@@ -38,10 +38,11 @@ pub fn state(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<A
     )?);
     let writer = writer::Writer::start(store.clone())?;
     let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);
-    let streams = Arc::new(limits::Streams::new(
-        limits.max_streams,
-        limits.max_streams_per_token,
+    let streams = Arc::new(limits::Limiter::new(
+        limits::Kind::STREAMS,
+        limits.streams,
         metrics.streams.clone(),
+        metrics.streams_refused.clone(),
     ));
     Ok(AppState::new(Shared {
         store,

@@ -4,7 +4,8 @@
 //!
 //! The destination is not trusted: no redirect is followed (a 3xx is an error naming its
 //! status and the `Location` host), every answer is read up to a bound
-//! ([`batch_answer_max`], `outbound::JSON_ANSWER_MAX`, `outbound::ERROR_BODY_MAX`) and cut
+//! ([`batch_answer_max`], and the destination's `outbound::Bounds`: `--outbound-answer-max`,
+//! `--outbound-error-max` for replication) and cut
 //! there, and of an error answer only a tsblob error document's message is kept, one
 //! short line (`tsblob_proto::outbound`).
 
@@ -40,6 +41,8 @@ pub struct Destination {
     pub url: String,
     pub bucket: String,
     pub token: Option<String>,
+    /// How much of its answers is read, and of its error messages kept.
+    pub bounds: outbound::Bounds,
 }
 
 impl std::fmt::Display for Destination {
@@ -185,7 +188,7 @@ async fn send_batch(
             outbound::redirect_message(&resp)
         ));
     }
-    let text = outbound::read_bounded(resp, batch_answer_max(count))
+    let text = outbound::read_bounded(resp, batch_answer_max(&dst.bounds, count))
         .await
         .map_err(|e| format!("{dst}/{entry} answered {status}, but {e}"))?;
     match serde_json::from_slice::<BatchResult>(&text) {
@@ -194,7 +197,7 @@ async fn send_batch(
             // line each.
             for e in a.results.iter_mut().filter_map(|r| r.error.as_mut()) {
                 e.code = outbound::one_line(&e.code, 64);
-                e.message = outbound::one_line(&e.message, outbound::MESSAGE_MAX);
+                e.message = outbound::one_line(&e.message, dst.bounds.message_max);
             }
             Ok(a)
         }
@@ -207,8 +210,10 @@ async fn send_batch(
 
 /// The most of a batch answer read: an error document's room plus [`RESULT_MAX`] per
 /// record sent (each record's result: its timestamp, status and any error).
-pub fn batch_answer_max(records: usize) -> usize {
-    outbound::ERROR_BODY_MAX.saturating_add(records.saturating_mul(RESULT_MAX))
+pub fn batch_answer_max(bounds: &outbound::Bounds, records: usize) -> usize {
+    bounds
+        .error_max
+        .saturating_add(records.saturating_mul(RESULT_MAX))
 }
 
 /// The room for one record's result in a batch answer.
@@ -275,9 +280,9 @@ pub async fn post_single(
         ));
     }
     let limit = if status.is_success() {
-        outbound::JSON_ANSWER_MAX
+        dst.bounds.answer_max
     } else {
-        outbound::ERROR_BODY_MAX
+        dst.bounds.error_max
     };
     let text = match outbound::read_bounded(resp, limit).await {
         Ok(t) => t,

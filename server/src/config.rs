@@ -148,14 +148,6 @@ pub struct ServeArgs {
     /// index), adopting newly tiered blocks every --replica-refresh. Writes answer 405.
     #[arg(long, env = "TSBLOB_READ_REPLICA")]
     pub read_replica: Option<String>,
-    /// Live tails (follow=true queries) the server streams at once; past it a new tail is
-    /// answered 429 too_many_tails.
-    #[arg(long, env = "TSBLOB_MAX_TAILS", default_value_t = 1024)]
-    pub max_tails: usize,
-    /// Live tails one token may have open at once (without tokens, all callers share
-    /// one count); past it, 429 too_many_tails.
-    #[arg(long, env = "TSBLOB_MAX_TAILS_PER_TOKEN", default_value_t = 256)]
-    pub max_tails_per_token: usize,
     /// How often a read replica looks for newly tiered blocks.
     #[arg(long, env = "TSBLOB_REPLICA_REFRESH", default_value = "5s", value_parser = parse_duration)]
     pub replica_refresh: Duration,
@@ -238,10 +230,6 @@ impl ServeArgs {
                 &self.allowed_hosts,
                 &self.cors_origin,
             ),
-            tails: crate::http::tails::TailLimits {
-                max: self.max_tails,
-                per_token: self.max_tails_per_token,
-            },
             ..Limits::default()
         };
         self.cost.apply(&mut limits);

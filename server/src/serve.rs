@@ -109,6 +109,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,
+        outbound: args.cost.outbound(),
     });
     state.replications.start_all().await.map_err(|e| {
         anyhow::anyhow!(

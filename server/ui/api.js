@@ -76,11 +76,16 @@ export async function capabilities() {
 
 const td = new TextDecoder();
 
-/** Parses a query stream (docs/api.md "Framing") into records with their payloads. */
+/**
+ * Parses a query stream (docs/api.md "Framing") into records with their payloads. The
+ * records the server skipped as damaged (frame kind 5) are in `out.skipped`:
+ * `{skipped: [{entry?, ts, code}], skipped_count}`, or undefined when none were.
+ */
 export function parseFrames(buf) {
   const dv = new DataView(buf);
   const u8 = new Uint8Array(buf);
   const out = [];
+  out.skipped = undefined;
   let p = 0;
   while (p < u8.length) {
     const kind = u8[p];
@@ -110,6 +115,11 @@ export function parseFrames(buf) {
       const len = dv.getUint32(p + 1, true);
       const j = JSON.parse(td.decode(u8.subarray(p + 5, p + 5 + len)));
       throw new ApiError(500, j.error.code, j.error.message);
+    } else if (kind === 5) {
+      // Damaged records the server skipped; the stream goes on to its end frame.
+      const len = dv.getUint32(p + 1, true);
+      out.skipped = JSON.parse(td.decode(u8.subarray(p + 5, p + 5 + len)));
+      p += 5 + len;
     } else {
       throw new Error(`unexpected frame kind ${kind} at byte ${p}`);
     }
@@ -139,6 +149,10 @@ export async function queryRecords(bucket, entry, opts = {}) {
       if (!line.trim()) continue;
       const j = JSON.parse(line);
       if (j.error) throw new ApiError(500, j.error.code, j.error.message);
+      if (j.skipped && j.ts === undefined) {
+        out.skipped = j; // (meta=true reads no payload: it never skips a damaged one)
+        continue;
+      }
       out.push(j);
     }
     return out;

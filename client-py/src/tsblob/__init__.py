@@ -26,7 +26,7 @@ from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conf
                       ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
                       Unauthorized)
 from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, RecordInfo,
-                      RecordResult, ServerInfo, Token)
+                      RecordResult, ServerInfo, SkippedRecord, Token)
 from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
 from ._version import __version__
 from ._frames import to_pandas
@@ -61,7 +61,7 @@ def __dir__() -> List[str]:
 
 __all__ = [
     "Client", "AsyncClient", "QueryIterator", "AsyncQueryIterator", "Retry",
-    "Record", "AsyncRecord", "RecordInfo", "RecordResult", "BatchResult", "BucketHandle", "EntryHandle",
+    "Record", "AsyncRecord", "RecordInfo", "RecordResult", "SkippedRecord", "BatchResult", "BucketHandle", "EntryHandle",
     "AsyncBucketHandle", "AsyncEntryHandle",
     "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "Histogram", "ServerInfo", "Token",
     "Timestamp", "TimestampWarning", "to_micros", "from_micros", "SettingsMismatch", "SettingsMismatchError",

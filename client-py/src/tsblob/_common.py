@@ -313,6 +313,8 @@ def meta_line(line: bytes) -> Optional[RecordInfo]:
         raise error_from_json(doc, None)
     if isinstance(doc, dict) and "heartbeat" in doc and "ts" not in doc:
         return None
+    if isinstance(doc, dict) and "skipped" in doc and "ts" not in doc:
+        return None  # (meta=True reads no payload, so it never skips a damaged one)
     return RecordInfo.from_json(doc)
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "EV_CHUNK",
     "EV_END",
     "EV_HEARTBEAT",
+    "EV_SKIPPED",
 ]
 
 MEDIA_TYPE = "application/x-tsblob-records"
@@ -45,6 +46,7 @@ KIND_RECORD = 1
 KIND_ERROR = 2
 KIND_HEARTBEAT = 3  # a live tail's keep-alive: the server's time, u64 LE µs
 KIND_ENTRY_RECORD = 4  # a record of a multi-entry query: the head, then u16 LE + entry name
+KIND_SKIPPED = 5  # damaged records the query skipped: u32 LE length + {"skipped": [...], "skipped_count": n}
 
 _HEAD = struct.Struct("<BQHHIQ")  # kind, ts, content type len, label count, labels len, payload len
 _END = struct.Struct("<BQ")
@@ -58,6 +60,7 @@ EV_HEAD = 2  # (EV_HEAD, head): a large record starts; EV_CHUNKs follow
 EV_CHUNK = 3  # (EV_CHUNK, data: bytes, last: bool): part of the current large payload
 EV_END = 4  # (EV_END, count): the end frame; the stream is complete
 EV_HEARTBEAT = 5  # (EV_HEARTBEAT, server time µs): a live tail is idle; skip it
+EV_SKIPPED = 6  # (EV_SKIPPED, records: list of dicts {entry?, ts, code}, count): damaged records skipped
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -244,6 +247,19 @@ class FrameParser:
             _, now = _END.unpack_from(buf, pos)
             self._pos = pos + _END.size
             return (EV_HEARTBEAT, now)
+        if kind == KIND_SKIPPED:
+            if avail < _ERR.size:
+                return None
+            _, length = _ERR.unpack_from(buf, pos)
+            if avail < _ERR.size + length:
+                return None
+            body = bytes(buf[pos + _ERR.size:pos + _ERR.size + length])
+            self._pos = pos + _ERR.size + length
+            try:
+                doc = json.loads(body)
+                return (EV_SKIPPED, list(doc["skipped"]), int(doc["skipped_count"]))
+            except (ValueError, KeyError, TypeError):
+                raise ProtocolError(f"a skipped frame that is not the documented JSON: {body[:200]!r}") from None
         if kind == KIND_ERROR:
             if avail < _ERR.size:
                 return None

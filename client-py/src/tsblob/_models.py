@@ -26,6 +26,7 @@ __all__ = [
     "Health",
     "RecordInfo",
     "RecordResult",
+    "SkippedRecord",
     "BatchResult",
     "Token",
     "Histogram",
@@ -279,6 +280,21 @@ class RecordResult:
 
     def __repr__(self) -> str:
         return f"RecordResult(ts={self.ts}, status={self.status}, error={self.error!r})"
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A record a query skipped because its stored bytes are damaged (the server's
+    ``skipped`` report): its ``entry`` (multi-entry queries; ``None`` otherwise), timestamp
+    and error ``code`` (``corrupt_record``, ``tier_damaged``, ...)."""
+
+    entry: Optional[str]
+    ts: int
+    code: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "SkippedRecord":
+        return cls(d.get("entry"), int(d["ts"]), str(d["code"]))
 
 
 @dataclass

@@ -97,7 +97,7 @@ impl Tsblob {
                     .context("tsblob query stream: payload before a record head")?
                     .feed(&piece)?,
                 Event::End(n) => announced = Some(n),
-                Event::Heartbeat(_) => {}
+                Event::Heartbeat(_) | Event::Skipped(_) => {}
                 Event::Error(json) => bail!(
                     "tsblob ended the query stream with an error frame: {}",
                     String::from_utf8_lossy(&json)

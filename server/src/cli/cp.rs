@@ -256,6 +256,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
                 url: url.clone(),
                 bucket: bucket.clone(),
                 token: args.dst_token.clone(),
+                bounds: Default::default(),
             };
             write_server(&d, ca.as_deref(), rx, &pb).await
         }
@@ -461,6 +462,10 @@ async fn read_server(
                 }
                 Event::End(n) => end = Some(n),
                 Event::Heartbeat(_) => {}
+                Event::Skipped(json) => eprintln!(
+                    "the source skipped damaged records (not copied): {}",
+                    String::from_utf8_lossy(&json)
+                ),
                 Event::Error(json) => bail!(
                     "the source stopped the query after {records} records: {}",
                     String::from_utf8_lossy(&json)

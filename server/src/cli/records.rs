@@ -297,6 +297,10 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
             }
             Event::End(n) => end = Some(n),
             Event::Heartbeat(_) => {}
+            Event::Skipped(json) => eprintln!(
+                "the server skipped damaged records: {}",
+                String::from_utf8_lossy(&json)
+            ),
             Event::Error(json) => {
                 pb.finish_and_clear();
                 bail!(

@@ -409,9 +409,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         break 'body;
                     }
                 }
-                Event::Error(_) | Event::Heartbeat(_) => {
+                Event::Error(_) | Event::Heartbeat(_) | Event::Skipped(_) => {
                     fault = Some(malformed(
-                        "error and heartbeat frames (kinds 2 and 3) are not allowed in a batch",
+                        "error, heartbeat and skipped frames (kinds 2, 3 and 5) are not allowed in a batch",
                     ));
                     break 'body;
                 }

@@ -4,6 +4,14 @@
 //! 27, defect 3): 200 connections each sending 4 MiB − 4 KiB of one batch record, then
 //! stalling, took the server's RSS from 27 to 1,083 MB, since only single bodies counted.
 //!
+//! Query answers, live tails and MCAP exports count here too ("query pages were outside the
+//! memory budget": 40 clients that stopped reading their queries held ~4 MiB each in the
+//! answer's queue, outside any bound): a stream takes room for a step's page before it
+//! runs the step (waiting at most `--memory-wait`, then 503 before the first byte, or an
+//! error frame `busy` later), and each piece it sends carries its share ([`Held::attach`]),
+//! given back when the connection has written it (or dropped it). A multi-entry merge's
+//! pages of index records are counted after each step ([`Held::set`]).
+//!
 //! The count is one atomic (a compare-and-swap per reservation, no lock): a single body
 //! takes its room once, a batch grows its reservation in granules of [`GRANULE`] as bytes
 //! arrive and gives a chunk's share back when the chunk is written. What cannot wait
@@ -15,6 +23,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::errors::AppError;
@@ -86,6 +95,12 @@ impl MemoryBudget {
                 Err(seen) => now = seen,
             }
         }
+    }
+
+    /// Adds `bytes` whatever the limit: memory that is held already (a step's output larger
+    /// than its reservation). Later reservations wait until it is given back.
+    fn add_over(&self, bytes: u64) {
+        self.inner.used.fetch_add(bytes, Ordering::AcqRel);
     }
 
     fn release(&self, bytes: u64) {
@@ -220,6 +235,46 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Sets the reservation to `total` bytes of memory already held (never waits; may go
+    /// past the limit, which then makes other requests wait).
+    pub fn set(&mut self, total: u64) {
+        if total <= self.bytes {
+            self.budget.release(self.bytes - total);
+        } else {
+            self.budget.add_over(total - self.bytes);
+        }
+        self.bytes = total;
+    }
+
+    /// `data`, which keeps `len` bytes of memory alive (its length, or the capacity of the
+    /// buffer under it), carrying its share of this reservation (over it if it is larger:
+    /// the bytes exist already): the share is given back when the last clone of the
+    /// returned `Bytes` is dropped (once the connection wrote it).
+    pub fn attach(&mut self, data: Bytes, len: u64) -> Bytes {
+        if len == 0 {
+            return data;
+        }
+        if len > self.bytes {
+            self.set(len);
+        }
+        let share = self.split(len);
+        Bytes::from_owner(Counted { data, _held: share })
+    }
+}
+
+/// Bytes and the room they take in the budget.
+struct Counted {
+    data: Bytes,
+    _held: Held,
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         self.budget.release(self.bytes);
@@ -270,6 +325,29 @@ mod tests {
         drop(chunk);
         assert_eq!(waiter.await.unwrap().unwrap(), GRANULE);
         drop(a);
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn attached_pieces_hold_their_share_until_dropped() {
+        let b = MemoryBudget::new(1 << 20, Duration::ZERO);
+        let mut room = b.empty();
+        assert!(room.try_resize(1000));
+        let piece = room.attach(Bytes::from(vec![1u8; 600]), 600);
+        let clone = piece.clone();
+        assert_eq!((room.bytes(), b.used()), (400, 1000));
+        // Larger than what is left: counted anyway (the bytes exist).
+        let big = room.attach(Bytes::from(vec![2u8; 3000]), 3000);
+        assert_eq!((room.bytes(), b.used()), (0, 3600));
+        drop(piece);
+        assert_eq!(b.used(), 3600, "a clone still holds it");
+        drop(clone);
+        drop(big);
+        assert_eq!(b.used(), 0);
+        let mut merge = b.empty();
+        merge.set(2 << 20);
+        assert!(b.try_take(1).is_none(), "over the limit: no room");
+        merge.set(0);
         assert_eq!(b.used(), 0);
     }
 }

@@ -1,20 +1,31 @@
 //! The cost bounds of requests (issue 27, item 1): the flags of `tsblob serve` that bound
 //! what one request may hold (`--memory-budget`, `--memory-wait`, the zstd body caps) and
-//! how many long-lived streams may run at once (`--max-streams`,
-//! `--max-streams-per-token`), and [`Streams`], the count of running streams.
+//! how many long-lived streams may run at once, and [`Limiter`], the one count of running
+//! streams, in all and per token, used for both caps below.
 //!
-//! A *stream* is a response that outlives its handler: a query answer (records or NDJSON
-//! lines, a live tail included) fed by a producer. Each holds a task, a bounded queue of
-//! pages and, while a step runs, a blocking thread; a client that opens thousands of them
-//! (or a thousand idle tails) would hold all of that at once. A stream over its caller's
-//! share is refused 429 `too_many_streams`, one over the server's 503 `busy`, both with a
-//! `Retry-After`; `tsblob_streams` (gauge) counts the running ones.
+//! A *stream* is a response that outlives its handler, fed by a producer: a query answer
+//! (record frames or NDJSON lines), a live tail, an MCAP export. Each holds a task, a
+//! bounded queue of pages and, while a step runs, a blocking thread; a client that opens
+//! thousands of them would hold all of that at once. Every stream counts in
+//! `--max-streams` / `--max-streams-per-token` (past the caller's share: 429
+//! `too_many_streams`; past the server's: 503 `busy`; both with a `Retry-After`).
+//!
+//! A *tail* (`follow=true`) is a stream that never ends by itself: it also counts in
+//! `--max-tails` / `--max-tails-per-token` (429 `too_many_tails` past either): lowered
+//! below the stream caps, they keep stream slots for ordinary queries however many tails
+//! clients open. A tail is admitted only when both caps have room (it takes a stream slot
+//! and a tail slot).
+//!
+//! Gauges `tsblob_query_streams` and `tsblob_query_follows` count what runs; counters
+//! `tsblob_streams_refused_total{limit}` and `tsblob_tails_refused_total{limit}` (`limit` =
+//! `server` or `token`) count the refusals.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use prometheus::{IntCounterVec, IntGauge};
 use tsblob_proto::parse_size;
 
 use super::errors::AppError;
@@ -44,35 +55,147 @@ pub struct CostArgs {
     /// held whole); over it: 413.
     #[arg(long, env = "TSBLOB_MAX_DECOMPRESSED_BODY", default_value = "4GiB", value_parser = parse_size)]
     pub max_decompressed_body: u64,
-    /// Most query streams (queries and live tails) running at once on the server; more:
-    /// 503 busy.
-    #[arg(long, env = "TSBLOB_MAX_STREAMS", default_value_t = 256)]
+    /// Most streams (query answers, live tails, MCAP exports) running at once on the
+    /// server; more: 503 busy.
+    #[arg(long, env = "TSBLOB_MAX_STREAMS", default_value_t = Caps::STREAMS.max)]
     pub max_streams: usize,
-    /// Most query streams (queries and live tails) one token may run at once (without
-    /// authentication every client counts as one); more: 429 too_many_streams.
-    #[arg(long, env = "TSBLOB_MAX_STREAMS_PER_TOKEN", default_value_t = 64)]
+    /// Most streams (query answers, live tails, MCAP exports) one token may run at once
+    /// (without authentication every client counts as one); more: 429 too_many_streams.
+    #[arg(long, env = "TSBLOB_MAX_STREAMS_PER_TOKEN", default_value_t = Caps::STREAMS.per_token)]
     pub max_streams_per_token: usize,
+    /// Live tails (follow=true queries) the server streams at once; a tail also counts as
+    /// a stream (--max-streams). Past it, 429 too_many_tails.
+    #[arg(long, env = "TSBLOB_MAX_TAILS", default_value_t = Caps::TAILS.max)]
+    pub max_tails: usize,
+    /// Live tails one token may have open at once (without tokens, all callers share one
+    /// count); a tail also counts as a stream (--max-streams-per-token). Past it, 429
+    /// too_many_tails.
+    #[arg(long, env = "TSBLOB_MAX_TAILS_PER_TOKEN", default_value_t = Caps::TAILS.per_token)]
+    pub max_tails_per_token: usize,
+    /// Damaged records a query names one by one in its skipped report (entry, timestamp,
+    /// code); past it only the count grows (the report is sent whole in one frame).
+    #[arg(long, env = "TSBLOB_MAX_SKIPPED_LISTED", default_value_t = super::damage::MAX_LISTED)]
+    pub max_skipped_listed: usize,
+    /// Replication: the most of a destination's JSON answer read (a record write's
+    /// result); a longer one is cut and the attempt fails.
+    #[arg(long, env = "TSBLOB_OUTBOUND_ANSWER_MAX", default_value = "1MiB", value_parser = parse_usize_size)]
+    pub outbound_answer_max: usize,
+    /// Replication: the most of a destination's error answer read; a batch answer may
+    /// be this plus 1 KiB per record sent.
+    #[arg(long, env = "TSBLOB_OUTBOUND_ERROR_MAX", default_value = "64KiB", value_parser = parse_usize_size)]
+    pub outbound_error_max: usize,
+    /// Replication: the most characters of a destination's error message kept (in a
+    /// task's last_error and the log), as one line.
+    #[arg(long, env = "TSBLOB_OUTBOUND_MESSAGE_MAX", default_value_t = tsblob_proto::outbound::MESSAGE_MAX)]
+    pub outbound_message_max: usize,
+}
+
+fn parse_usize_size(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("{s:?} is too large for this machine"))
+}
+
+/// A cap on things running at once: in the whole server, and per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub max: usize,
+    pub per_token: usize,
+}
+
+impl Caps {
+    /// The defaults of `--max-streams`, `--max-streams-per-token`.
+    pub const STREAMS: Caps = Caps {
+        max: 256,
+        per_token: 64,
+    };
+    /// The defaults of `--max-tails`, `--max-tails-per-token`: those of the streams (a
+    /// tail is one); lower them to keep stream slots for ordinary queries.
+    pub const TAILS: Caps = Caps {
+        max: 256,
+        per_token: 64,
+    };
 }
 
 impl CostArgs {
+    /// The bounds replication senders read a destination's answers with.
+    pub fn outbound(&self) -> tsblob_proto::outbound::Bounds {
+        tsblob_proto::outbound::Bounds {
+            answer_max: self.outbound_answer_max,
+            error_max: self.outbound_error_max,
+            message_max: self.outbound_message_max,
+        }
+    }
+
     /// Sets these bounds in `limits`.
     pub fn apply(&self, limits: &mut Limits) {
         limits.memory_budget = self.memory_budget;
         limits.memory_wait = self.memory_wait;
         limits.max_compressed_body = self.max_compressed_body;
         limits.max_decompressed_body = self.max_decompressed_body;
-        limits.max_streams = self.max_streams;
-        limits.max_streams_per_token = self.max_streams_per_token;
+        limits.streams = Caps {
+            max: self.max_streams,
+            per_token: self.max_streams_per_token,
+        };
+        limits.tails = Caps {
+            max: self.max_tails,
+            per_token: self.max_tails_per_token,
+        };
+        limits.max_skipped_listed = self.max_skipped_listed;
     }
 }
 
-/// The running streams, in all and per caller.
+/// What a [`Limiter`] counts, and how it refuses: the noun and flags its messages name,
+/// and its error codes.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// E.g. "streams (query answers, live tails, MCAP exports)".
+    pub noun: &'static str,
+    pub flag: &'static str,
+    pub flag_per_token: &'static str,
+    /// The error past the caller's share, and past the server's cap.
+    pub per_token_refusal: fn(String) -> AppError,
+    pub server_refusal: fn(String) -> AppError,
+}
+
+impl Kind {
+    /// Every stream: 429 `too_many_streams` past the token's share, 503 `busy` past the
+    /// server's.
+    pub const STREAMS: Kind = Kind {
+        noun: "streams (query answers, live tails, MCAP exports)",
+        flag: "--max-streams",
+        flag_per_token: "--max-streams-per-token",
+        per_token_refusal: AppError::too_many,
+        server_refusal: AppError::busy,
+    };
+    /// Live tails: 429 `too_many_tails` past either.
+    pub const TAILS: Kind = Kind {
+        noun: "live tails",
+        flag: "--max-tails",
+        flag_per_token: "--max-tails-per-token",
+        per_token_refusal: too_many_tails,
+        server_refusal: too_many_tails,
+    };
+}
+
+fn too_many_tails(message: String) -> AppError {
+    AppError::new(
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        "too_many_tails",
+        message,
+    )
+}
+
+/// How many of one kind run, in all and per caller (token name), against [`Caps`]: the
+/// one implementation of the stream cap and of the tail cap.
 #[derive(Debug)]
-pub struct Streams {
-    max: usize,
-    per_caller: usize,
+pub struct Limiter {
+    kind: Kind,
+    caps: Caps,
     state: Mutex<Running>,
-    gauge: prometheus::IntGauge,
+    /// Running now.
+    gauge: IntGauge,
+    /// Refused, by `limit` (`server` or `token`).
+    refused: IntCounterVec,
 }
 
 #[derive(Debug, Default)]
@@ -81,52 +204,63 @@ struct Running {
     by_caller: HashMap<String, usize>,
 }
 
-impl Streams {
-    pub fn new(max: usize, per_caller: usize, gauge: prometheus::IntGauge) -> Streams {
-        Streams {
-            max,
-            per_caller,
+impl Limiter {
+    /// A limiter counting in `gauge`, its refusals in `refused` (labelled `limit`).
+    pub fn new(kind: Kind, caps: Caps, gauge: IntGauge, refused: IntCounterVec) -> Limiter {
+        Limiter {
+            kind,
+            caps,
             state: Mutex::new(Running::default()),
             gauge,
+            refused,
         }
     }
 
-    /// A place for one more stream of `caller`, held until the returned slot is dropped
-    /// (when the response's producer ends: the end of the answer or the client leaving).
-    pub fn open(self: &Arc<Streams>, caller: &str) -> Result<StreamSlot, AppError> {
+    /// A place for one more of `caller`'s, held until the returned slot is dropped (when
+    /// the response's producer ends: the end of the answer or the client leaving).
+    pub fn open(self: &Arc<Limiter>, caller: &str) -> Result<Slot, AppError> {
+        let k = &self.kind;
         let mut s = self.state.lock();
         let mine = s.by_caller.get(caller).copied().unwrap_or(0);
-        if mine >= self.per_caller {
-            return Err(AppError::too_many(format!(
-                "this token already has {mine} query streams (queries or live tails) open, the server's limit per token (--max-streams-per-token): close one, or retry after the Retry-After delay"
+        if mine >= self.caps.per_token {
+            self.refused.with_label_values(&["token"]).inc();
+            return Err((k.per_token_refusal)(format!(
+                "this token already has {mine} {} open, the server's limit per token ({} {}): close one, or retry after the Retry-After delay",
+                k.noun, k.flag_per_token, self.caps.per_token
             )));
         }
-        if s.all >= self.max {
-            return Err(AppError::busy(format!(
-                "the server already runs {} query streams (queries or live tails), its limit (--max-streams): retry after the Retry-After delay",
-                s.all
+        if s.all >= self.caps.max {
+            self.refused.with_label_values(&["server"]).inc();
+            return Err((k.server_refusal)(format!(
+                "the server already runs {} {}, its limit ({} {}): retry after the Retry-After delay, or raise the limit",
+                s.all, k.noun, k.flag, self.caps.max
             )));
         }
         s.all += 1;
         *s.by_caller.entry(caller.to_string()).or_insert(0) += 1;
         self.gauge.inc();
-        Ok(StreamSlot {
-            streams: Arc::clone(self),
+        Ok(Slot {
+            limiter: Arc::clone(self),
             caller: caller.to_string(),
         })
     }
+
+    /// How many run now.
+    pub fn running(&self) -> usize {
+        self.state.lock().all
+    }
 }
 
-/// One running stream's place in [`Streams`]; given back when dropped.
+/// One running stream's (or tail's) place in its [`Limiter`]; given back when dropped.
 #[derive(Debug)]
-pub struct StreamSlot {
-    streams: Arc<Streams>,
+pub struct Slot {
+    limiter: Arc<Limiter>,
     caller: String,
 }
 
-impl Drop for StreamSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        let mut s = self.streams.state.lock();
+        let mut s = self.limiter.state.lock();
         s.all = s.all.saturating_sub(1);
         if let Some(n) = s.by_caller.get_mut(&self.caller) {
             *n -= 1;
@@ -134,7 +268,7 @@ impl Drop for StreamSlot {
                 s.by_caller.remove(&self.caller);
             }
         }
-        self.streams.gauge.dec();
+        self.limiter.gauge.dec();
     }
 }
 
@@ -142,10 +276,16 @@ impl Drop for StreamSlot {
 mod tests {
     use super::*;
 
+    fn limiter(kind: Kind, max: usize, per_token: usize) -> (Arc<Limiter>, IntGauge) {
+        let g = IntGauge::new("t", "t").unwrap();
+        let refused = IntCounterVec::new(prometheus::Opts::new("r", "r"), &["limit"]).unwrap();
+        let caps = Caps { max, per_token };
+        (Arc::new(Limiter::new(kind, caps, g.clone(), refused)), g)
+    }
+
     #[test]
     fn streams_are_capped_per_caller_and_in_all_and_freed_on_drop() {
-        let g = prometheus::IntGauge::new("t", "t").unwrap();
-        let s = Arc::new(Streams::new(3, 2, g.clone()));
+        let (s, g) = limiter(Kind::STREAMS, 3, 2);
         let a1 = s.open("a").unwrap();
         let _a2 = s.open("a").unwrap();
         let e = s.open("a").unwrap_err();
@@ -157,5 +297,77 @@ mod tests {
         drop(a1);
         assert_eq!(g.get(), 2);
         let _c1 = s.open("c").unwrap();
+        assert_eq!(s.refused.with_label_values(&["token"]).get(), 1);
+        assert_eq!(s.refused.with_label_values(&["server"]).get(), 1);
+    }
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        cost: CostArgs,
+    }
+
+    #[test]
+    fn the_cost_flags_reach_the_limits_and_the_outbound_bounds() {
+        use clap::Parser;
+        use tsblob_proto::outbound::Bounds;
+        let defaults = Flags::try_parse_from(["serve"]).unwrap().cost;
+        assert_eq!(defaults.outbound(), Bounds::DEFAULT);
+        let mut l = Limits::default();
+        defaults.apply(&mut l);
+        assert_eq!((l.streams, l.tails), (Caps::STREAMS, Caps::TAILS));
+        assert_eq!(l.max_skipped_listed, super::super::damage::MAX_LISTED);
+        let f = Flags::try_parse_from([
+            "serve",
+            "--max-tails",
+            "5",
+            "--max-streams-per-token",
+            "3",
+            "--max-skipped-listed",
+            "7",
+            "--outbound-answer-max",
+            "2KiB",
+            "--outbound-error-max",
+            "1KiB",
+            "--outbound-message-max",
+            "80",
+        ])
+        .unwrap()
+        .cost;
+        f.apply(&mut l);
+        assert_eq!(l.tails.max, 5);
+        assert_eq!(l.streams.per_token, 3);
+        assert_eq!(l.max_skipped_listed, 7);
+        assert_eq!(
+            f.outbound(),
+            Bounds {
+                answer_max: 2048,
+                error_max: 1024,
+                message_max: 80
+            }
+        );
+    }
+
+    #[test]
+    fn tails_are_capped_per_token_and_per_server() {
+        let (t, g) = limiter(Kind::TAILS, 3, 2);
+        let a1 = t.open("a").unwrap();
+        let _a2 = t.open("a").unwrap();
+        let e = t.open("a").unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (429, "too_many_tails"));
+        assert!(
+            e.message.contains("--max-tails-per-token 2"),
+            "{}",
+            e.message
+        );
+        let _b1 = t.open("b").unwrap();
+        let e = t.open("b").unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (429, "too_many_tails"));
+        assert!(e.message.contains("--max-tails 3"), "{}", e.message);
+        drop(a1);
+        let _b2 = t.open("b").unwrap();
+        assert_eq!(t.refused.with_label_values(&["token"]).get(), 1);
+        assert_eq!(t.refused.with_label_values(&["server"]).get(), 1);
+        assert_eq!(g.get(), 3);
     }
 }

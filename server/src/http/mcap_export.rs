@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tsblob_storage::{MultiIter, Store};
 
 use super::body::channel_body;
+use super::budget::Held;
 use super::errors::{blocking, AppError};
 use super::query::parse_query;
 use super::records::Target;
@@ -55,6 +56,10 @@ const DEPTH: usize = 8;
 /// Walks a multi-entry query into an [`Exporter`] in bounded steps on the blocking pool.
 struct Producer {
     iter: MultiIter,
+    /// The next step's room in the memory budget, and the merge's pages of index records
+    /// (as in `query.rs`).
+    room: Held,
+    merge: Held,
     exporter: Option<Exporter<Spool>>,
     out: Spool,
     store: Store,
@@ -67,7 +72,27 @@ enum Step {
     Fail(Vec<u8>, AppError),
 }
 
+/// A step's output as sent: the piece (carrying its share of the memory budget), whether
+/// it is the last, and the error that ends the export after it.
+type Sent = (Bytes, bool, Option<AppError>);
+
 impl Producer {
+    /// A step, its output carrying its share of the memory budget until written; the
+    /// room it did not use given back, the merge's pages counted as they are now.
+    fn counted_step(&mut self) -> Sent {
+        let (out, last, err) = match self.step() {
+            Step::More(b) => (b, false, None),
+            Step::Last(b) => (b, true, None),
+            Step::Fail(b, e) => (b, true, Some(e)),
+        };
+        // Counted at its buffer's capacity: what it keeps alive.
+        let cap = out.capacity() as u64;
+        let piece = self.room.attach(Bytes::from(out), cap);
+        self.room.try_resize(0);
+        self.merge.set(self.iter.held_bytes());
+        (piece, last, err)
+    }
+
     fn step(&mut self) -> Step {
         let (mut read, mut idle) = (0usize, 0u32);
         if self.exporter.is_none() {
@@ -164,6 +189,12 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
             "format=mcap answers a closed window oldest first: drop meta, follow and desc",
         ));
     }
+    // A stream like any query answer: counted against --max-streams and
+    // --max-streams-per-token until it ends.
+    let slot = t
+        .state
+        .streams
+        .open(t.caller.name.as_deref().unwrap_or(""))?;
     let (store, bucket, query) = (t.state.store.clone(), t.bucket.clone(), r.query);
     let iter = {
         let (store, bucket) = (store.clone(), bucket.clone());
@@ -174,23 +205,29 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
         Exporter::new(out.clone()).map_err(|e| AppError::internal(format!("MCAP: {e}")))?;
     let mut p = Producer {
         iter,
+        room: t.state.bodies.empty(),
+        merge: t.state.bodies.empty(),
         exporter: Some(exporter),
         out,
         store,
         bucket: bucket.clone(),
     };
     // The first step before the status: an error before any record gets its status.
+    p.room.cover(STEP_OUT as u64, "an MCAP export").await?;
     let (p, first) = blocking(move || {
-        let s = p.step();
+        let s = p.counted_step();
         Ok((p, s))
     })
     .await?;
     let first = match first {
-        Step::Fail(_, e) => return Err(e),
+        (_, _, Some(e)) => return Err(e),
         s => s,
     };
     let (tx, body) = channel_body(DEPTH);
-    tokio::spawn(pump(p, first, tx));
+    tokio::spawn(async move {
+        let _slot = slot;
+        pump(p, first, tx).await
+    });
     let mut resp = (StatusCode::OK, body).into_response();
     let h = resp.headers_mut();
     h.insert(
@@ -205,7 +242,7 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
 
 async fn pump(
     mut p: Producer,
-    first: Step,
+    first: Sent,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
     let mut next = Some(first);
@@ -216,8 +253,15 @@ async fn pump(
                 if tx.is_closed() {
                     return;
                 }
+                // Room for the step's output in the memory budget; none within
+                // --memory-wait ends the export (its MCAP file is left without a footer).
+                if let Err(e) = p.room.cover(STEP_OUT as u64, "an MCAP export").await {
+                    tracing::warn!("MCAP export cut: {e}");
+                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                    return;
+                }
                 match tokio::task::spawn_blocking(move || {
-                    let s = p.step();
+                    let s = p.counted_step();
                     (p, s)
                 })
                 .await
@@ -235,12 +279,8 @@ async fn pump(
                 }
             }
         };
-        let (piece, last, err) = match step {
-            Step::More(b) => (b, false, None),
-            Step::Last(b) => (b, true, None),
-            Step::Fail(b, e) => (b, true, Some(e)),
-        };
-        if !piece.is_empty() && tx.send(Ok(Bytes::from(piece))).await.is_err() {
+        let (piece, last, err) = step;
+        if !piece.is_empty() && tx.send(Ok(piece)).await.is_err() {
             return; // the client went away
         }
         if let Some(e) = err {

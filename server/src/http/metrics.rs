@@ -29,8 +29,14 @@ pub struct Metrics {
     pub query_bytes: IntCounter,
     /// Live tails (`follow=true`) streaming now.
     pub follows: IntGauge,
-    /// Query streams (queries and live tails) running now (`limits.rs`).
+    /// Streams (query answers, live tails, MCAP exports) running now (`limits.rs`).
     pub streams: IntGauge,
+    /// Streams refused, by the limit reached (`server`, `token`).
+    pub streams_refused: IntCounterVec,
+    /// Bytes held now in the requests' memory budget (`budget.rs`), and its limit: set at
+    /// scrape time.
+    pub memory_used: IntGauge,
+    pub memory_limit: IntGauge,
     in_flight: IntGauge,
     disk_bytes: IntGauge,
     free_bytes: IntGauge,
@@ -158,7 +164,22 @@ impl Metrics {
             )?,
             streams: g(
                 "tsblob_query_streams",
-                "Query streams (queries and live tails) running now, against --max-streams",
+                "Streams (query answers, live tails, MCAP exports) running now, against --max-streams",
+            )?,
+            streams_refused: IntCounterVec::new(
+                Opts::new(
+                    "tsblob_streams_refused_total",
+                    "Streams refused, by the limit reached: server (--max-streams, 503 busy) or token (--max-streams-per-token, 429 too_many_streams)",
+                ),
+                &["limit"],
+            )?,
+            memory_used: g(
+                "tsblob_memory_budget_used_bytes",
+                "Bytes requests hold in memory now (bodies, batches, zstd, query pages, MCAP exports), against --memory-budget",
+            )?,
+            memory_limit: g(
+                "tsblob_memory_budget_bytes",
+                "The memory budget of requests (--memory-budget)",
             )?,
             in_flight: g("tsblob_http_requests_in_flight", "Requests being handled")?,
             disk_bytes: g("tsblob_disk_usage_bytes", "Bytes of block files on disk")?,
@@ -200,6 +221,7 @@ impl Metrics {
         m.registry.register(Box::new(m.bucket_bytes.clone()))?;
         m.registry.register(Box::new(m.bucket_blocks.clone()))?;
         m.registry.register(Box::new(m.requests.clone()))?;
+        m.registry.register(Box::new(m.streams_refused.clone()))?;
         m.registry.register(Box::new(m.latency.clone()))?;
         for c in [&m.received, &m.sent, &m.query_bytes] {
             m.registry.register(Box::new(c.clone()))?;
@@ -207,6 +229,8 @@ impl Metrics {
         for g in [
             &m.follows,
             &m.streams,
+            &m.memory_used,
+            &m.memory_limit,
             &m.in_flight,
             &m.disk_bytes,
             &m.free_bytes,
@@ -402,6 +426,8 @@ pub async fn scrape(
             g.set(clamp(f(t)));
         }
     }
+    m.memory_used.set(clamp(state.bodies.used()));
+    m.memory_limit.set(clamp(state.bodies.limit()));
     m.disk_bytes.set(clamp(stats.disk_bytes));
     m.free_bytes.set(clamp(stats.free_bytes));
     m.records.set(clamp(stats.record_count));

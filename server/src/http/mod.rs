@@ -12,6 +12,7 @@ pub mod browser;
 pub mod buckets;
 pub mod budget;
 pub mod bulk;
+pub mod damage;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
@@ -61,8 +62,9 @@ pub struct Limits {
     pub body_deadline: body::BodyDeadline,
     /// What browsers may do: `Host` names, other origins (`browser.rs`).
     pub browser: browser::BrowserPolicy,
-    /// How many live tails may stream, in all and per token.
-    pub tails: tails::TailLimits,
+    /// How many live tails may stream, in all and per token (`limits.rs`; a tail is also
+    /// a stream).
+    pub tails: limits::Caps,
     /// Memory all requests may hold at once, and the longest wait for room in it
     /// (`budget.rs`, `--memory-budget`, `--memory-wait`).
     pub memory_budget: u64,
@@ -70,9 +72,11 @@ pub struct Limits {
     /// A zstd body's largest size as sent and once decompressed (`inflate.rs`).
     pub max_compressed_body: u64,
     pub max_decompressed_body: u64,
-    /// Query streams running at once, on the server and per token (`limits.rs`).
-    pub max_streams: usize,
-    pub max_streams_per_token: usize,
+    /// Streams (query answers, live tails, MCAP exports) running at once, on the server
+    /// and per token (`limits.rs`).
+    pub streams: limits::Caps,
+    /// Damaged records a query names one by one (`damage.rs`, `--max-skipped-listed`).
+    pub max_skipped_listed: usize,
 }
 
 impl Default for Limits {
@@ -84,13 +88,13 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
             browser: browser::BrowserPolicy::default(),
-            tails: tails::TailLimits::default(),
+            tails: limits::Caps::TAILS,
             memory_budget: budget::MemoryBudget::DEFAULT,
             memory_wait: budget::MemoryBudget::DEFAULT_WAIT,
             max_compressed_body: 1 << 30,
             max_decompressed_body: 4 << 30,
-            max_streams: 256,
-            max_streams_per_token: 64,
+            streams: limits::Caps::STREAMS,
+            max_skipped_listed: damage::MAX_LISTED,
         }
     }
 }
@@ -126,8 +130,8 @@ pub struct Shared {
     pub replications: Arc<crate::replication::Replications>,
     /// Memory every request together may hold (`budget.rs`): bodies, batches, zstd, queries.
     pub(crate) bodies: budget::MemoryBudget,
-    /// Query streams running now (`limits.rs`).
-    pub(crate) streams: Arc<limits::Streams>,
+    /// Streams running now (`limits.rs`): query answers, live tails, MCAP exports.
+    pub(crate) streams: Arc<limits::Limiter>,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
 }

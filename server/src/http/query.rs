@@ -6,8 +6,11 @@
 //! A producer walks the engine's query iterator in bounded steps on the blocking pool and
 //! sends the encoded frames into a bounded channel; sending waits while the client reads
 //! slower than the disk, so memory per query is bounded by the channel depth times the
-//! chunk size, and a slow reader holds no blocking thread while it waits. No state outlives the
-//! response: to continue after a `limit`, a client queries again from the last ts + 1.
+//! chunk size, and a slow reader holds no blocking thread while it waits. Those pages are
+//! counted in the server's memory budget (`budget.rs`): a step takes room for its page
+//! before it runs, and each piece carries its share until the connection has written it.
+//! No state outlives the response: to continue after a `limit`, a client queries again
+//! from the last ts + 1.
 
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use tsblob_storage::{
 
 use super::auth::StreamGrant;
 use super::body::{channel_body, BodyChunks};
+use super::budget::{Held, MemoryBudget};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::params::{pairs, parse_bool, parse_ts, parse_u64, unknown};
 use super::records::{remove_range, Target};
@@ -369,8 +373,9 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         follow,
         entries,
     } = r;
-    // Counted against --max-streams and --max-streams-per-token until the producer ends
-    // (`limits.rs`): refused before any work.
+    // Counted against --max-streams and --max-streams-per-token (and a tail against
+    // --max-tails and --max-tails-per-token too) until the producer ends (`limits.rs`):
+    // refused before any work.
     let slot = t
         .state
         .streams
@@ -397,12 +402,15 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     }
     // The first step runs before the status is sent: an error before any record (a strict
     // condition meeting a missing label) is answered with its status.
-    let mut p = Producer::new(iter, meta);
+    let mut p = Producer::new(iter, meta, &t.state.bodies);
+    p.skipped = super::damage::Skipped::new(t.state.limits.max_skipped_listed);
     if let Some(f) = follow {
         p.follow(f.settle);
     }
+    // Room for the first page in the memory budget, or 503 busy (with Retry-After).
+    p.room.cover(CHUNK as u64, "a query page").await?;
     let (p, first) = blocking(move || {
-        let step = p.step();
+        let step = p.counted_step();
         Ok((p, step))
     })
     .await?;
@@ -450,7 +458,9 @@ const OWN_PIECE: usize = 16 << 10;
 /// the buffers they were read into.
 #[derive(Default)]
 struct Pieces {
-    done: Vec<Bytes>,
+    /// Each piece, and the bytes of memory of ours it keeps alive (0 for a mapped payload:
+    /// page cache; the capacity of the buffer it was gathered in, not only its length).
+    done: Vec<(Bytes, u64)>,
     buf: BytesMut,
     len: usize,
     /// Bytes of `done` that are mapped payloads (page cache: not memory of ours).
@@ -480,7 +490,8 @@ impl Pieces {
         }
         self.flush();
         self.len += data.len();
-        self.done.push(Bytes::from(data));
+        let cap = data.capacity() as u64;
+        self.done.push((Bytes::from(data), cap));
     }
 
     /// A record's payload: a large mapped one (a slice of its block's window), or a large
@@ -495,24 +506,45 @@ impl Pieces {
             p @ (Payload::Mapped(_) | Payload::Shared(_)) => {
                 self.flush();
                 self.len += p.len();
-                if matches!(p, Payload::Mapped(_)) {
+                let mapped = matches!(p, Payload::Mapped(_));
+                if mapped {
                     self.borrowed += p.len();
                 }
-                self.done.push(Bytes::from_owner(p));
+                let ours = if mapped { 0 } else { p.len() as u64 };
+                self.done.push((Bytes::from_owner(p), ours));
             }
         }
     }
 
+    /// Ends the piece gathered in `buf`. A buffer mostly empty is copied out (and kept
+    /// for the next piece); a fuller one is handed over whole. Never `split`: a piece split
+    /// off a buffer keeps the whole buffer alive, and a buffer grown by doubling is up to
+    /// twice its length, so each piece is counted at its buffer's capacity.
     fn flush(&mut self) {
-        if !self.buf.is_empty() {
-            self.len += self.buf.len();
-            self.done.push(self.buf.split().freeze());
+        if self.buf.is_empty() {
+            return;
+        }
+        self.len += self.buf.len();
+        if self.buf.capacity() > 2 * self.buf.len() {
+            let piece = Bytes::copy_from_slice(&self.buf);
+            self.buf.clear();
+            let n = piece.len() as u64;
+            self.done.push((piece, n));
+        } else {
+            let cap = self.buf.capacity() as u64;
+            self.done
+                .push((std::mem::take(&mut self.buf).freeze(), cap));
         }
     }
 
-    fn finish(mut self) -> Vec<Bytes> {
+    /// The pieces, each of memory of ours carrying its share of `room` (the step's
+    /// reservation in the memory budget) until the connection has written it.
+    fn finish(mut self, room: &mut Held) -> Vec<Bytes> {
         self.flush();
         self.done
+            .into_iter()
+            .map(|(b, ours)| if ours > 0 { room.attach(b, ours) } else { b })
+            .collect()
     }
 }
 
@@ -592,10 +624,17 @@ pub(crate) struct Producer {
     rearm: bool,
     /// The entries (ids, sorted) that got records since the last walk: the next walk's.
     changed: Vec<u32>,
+    /// Damaged records skipped, reported before the end (`damage.rs`).
+    skipped: super::damage::Skipped,
+    /// The next step's room in the memory budget (taken before the step, what it did
+    /// not use given back after it).
+    room: Held,
+    /// A multi-entry merge's pages of index records, counted after each step.
+    merge: Held,
 }
 
 impl Producer {
-    pub(crate) fn new(iter: Walk, meta: bool) -> Producer {
+    pub(crate) fn new(iter: Walk, meta: bool, budget: &MemoryBudget) -> Producer {
         Producer {
             iter,
             meta,
@@ -605,7 +644,21 @@ impl Producer {
             follow: None,
             rearm: false,
             changed: Vec::new(),
+            skipped: Default::default(),
+            room: budget.empty(),
+            merge: budget.empty(),
         }
+    }
+
+    /// A step, then the budget brought up to date: the room it did not use given back,
+    /// the merge's pages counted as they are now.
+    fn counted_step(&mut self) -> Step {
+        let step = self.step();
+        self.room.try_resize(0);
+        if let Walk::Many(i) = &self.iter {
+            self.merge.set(i.held_bytes());
+        }
+        step
     }
 
     /// Makes this a live tail: at the end of the records it reports `Step::Caught` and walks
@@ -651,7 +704,12 @@ impl Producer {
     }
 
     fn step(&mut self) -> Step {
-        let mut out = Pieces::default();
+        // Sized for a step's page (and the record that ends it) at once: grown by doubling
+        // from empty, it costs a copy per doubling and up to twice its length.
+        let mut out = Pieces {
+            buf: BytesMut::with_capacity(CHUNK + OWN_PIECE + 4096),
+            ..Pieces::default()
+        };
         let mut idle = 0;
         if std::mem::take(&mut self.rearm) {
             let horizon = self.horizon();
@@ -660,7 +718,7 @@ impl Producer {
         }
         loop {
             if out.full() {
-                return Step::More(out.finish());
+                return Step::More(out.finish(&mut self.room));
             }
             if let Some((reader, left)) = self.large.as_mut() {
                 let want = (CHUNK as u64).min(*left).max(1) as usize;
@@ -696,20 +754,21 @@ impl Producer {
                     // (What the walk left past its horizon, before `resume_changed` may
                     // arm a walk of it.)
                     let ahead = self.iter.ahead();
+                    self.skipped.put(&mut out.buf, self.meta);
                     if self.follow.is_some() && self.iter.resume_changed(self.horizon(), &[]) {
                         self.rearm = true;
-                        return Step::Caught(out.finish(), ahead);
+                        return Step::Caught(out.finish(&mut self.room), ahead);
                     }
                     if !self.meta {
                         put_end(&mut out.buf, self.count);
                     }
-                    return Step::Last(out.finish());
+                    return Step::Last(out.finish(&mut self.room));
                 }
                 Some(Err(e)) => return self.fail(out, AppError::from(e)),
                 Some(Ok(None)) => {
                     idle += 1;
                     if idle >= IDLE_PAGES {
-                        return Step::More(out.finish());
+                        return Step::More(out.finish(&mut self.room));
                     }
                     continue;
                 }
@@ -744,10 +803,18 @@ impl Producer {
                         self.large = Some((r, m.size));
                     }
                     Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => return self.fail(out, AppError::from(e)),
+                    Err(e) => {
+                        if let Some(e) = self.skip_damaged(&item, e) {
+                            return self.fail(out, e);
+                        }
+                    }
                 },
                 Err(tsblob_storage::Error::NotFound(_)) => {}
-                Err(e) => return self.fail(out, AppError::from(e)),
+                Err(e) => {
+                    if let Some(e) = self.skip_damaged(&item, e) {
+                        return self.fail(out, e);
+                    }
+                }
             }
         }
     }
@@ -762,9 +829,22 @@ impl Producer {
         }
     }
 
-    fn fail(&self, out: Pieces, e: AppError) -> Step {
+    /// Skips and counts a record whose payload is damaged; any other error is returned,
+    /// to end the stream.
+    fn skip_damaged(&mut self, item: &QueryItem, e: tsblob_storage::Error) -> Option<AppError> {
+        let Some(code) = super::damage::damage_code(&e) else {
+            return Some(AppError::from(e));
+        };
+        let entry = self.iter.is_many().then(|| item.entry());
+        self.skipped.add(entry, item.meta.ts, code, &e);
+        None
+    }
+
+    /// Ends the stream with an error, after the report of what was skipped before it.
+    fn fail(&mut self, mut out: Pieces, e: AppError) -> Step {
         tracing::warn!("query stream ended by an error: {e}");
-        Step::Fail(out.finish(), e)
+        self.skipped.put(&mut out.buf, self.meta);
+        Step::Fail(out.finish(&mut self.room), e)
     }
 }
 
@@ -824,8 +904,14 @@ async fn pump(
                 if let Err(e) = grant.check() {
                     return (sent + revoked(&p, &tx, e).await, steps);
                 }
+                // Room for the step's page in the memory budget; none within
+                // --memory-wait ends the stream with a `busy` error (resume from the last
+                // ts + 1).
+                if let Err(e) = p.room.cover(CHUNK as u64, "a query page").await {
+                    return (sent + revoked(&p, &tx, e).await, steps);
+                }
                 let Ok((back, step)) = tokio::task::spawn_blocking(move || {
-                    let step = p.step();
+                    let step = p.counted_step();
                     (p, step)
                 })
                 .await
@@ -917,8 +1003,8 @@ async fn pump(
     }
 }
 
-/// Ends a stream whose token was removed or lost its permission (`StreamGrant::check`):
-/// an error frame (an `{"error": ...}` line with `meta=true`) between records, a cut
+/// Ends a stream whose token was removed or lost its permission (`StreamGrant::check`),
+/// or that found no room in the memory budget: an error frame (an `{"error": ...}` line with `meta=true`) between records, a cut
 /// inside a large record's payload (the client sees a short body, never wrong bytes).
 /// Returns the bytes sent.
 async fn revoked(
@@ -994,7 +1080,12 @@ mod tests {
             form_urlencoded::byte_serialize(br#"{"&n": {"$gt": 1000000}}"#).collect::<String>()
         )))
         .unwrap();
-        let mut p = Producer::new(Walk::One(s.query("b", "e", &r.query).unwrap()), false);
+        let budget = MemoryBudget::default();
+        let mut p = Producer::new(
+            Walk::One(s.query("b", "e", &r.query).unwrap()),
+            false,
+            &budget,
+        );
         let mut steps = 0;
         loop {
             steps += 1;
@@ -1004,6 +1095,7 @@ mod tests {
                 _ => panic!("unexpected step"),
             }
         }
+        assert_eq!(budget.used(), 0, "nothing held once the pieces are dropped");
         // 20,000 records = 79 pages of 256: a hand-back every IDLE_PAGES pages
         assert_eq!(
             steps,

@@ -15,49 +15,28 @@
 //! The listener runs on the committing thread, possibly under an engine entry lock: it
 //! takes two short mutexes of this module (never one of the engine's) and never waits.
 //!
-//! Tails are capped per server (`--max-tails`) and per token (`--max-tails-per-token`):
-//! past either, a new tail is answered 429 `too_many_tails` before any work.
+//! Tails are capped per server (`--max-tails`) and per token (`--max-tails-per-token`) by a
+//! [`Limiter`] (`limits.rs`, the same type that caps every stream): past either, a new
+//! tail is answered 429 `too_many_tails` before any work.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use parking_lot::Mutex;
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use tokio::sync::Notify;
 
 use super::auth::Caller;
 use super::errors::AppError;
-
-/// How many live tails may stream at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TailLimits {
-    /// In the whole server.
-    pub max: usize,
-    /// Per token (by name; without tokens, every caller shares one count).
-    pub per_token: usize,
-}
-
-impl Default for TailLimits {
-    fn default() -> Self {
-        TailLimits {
-            max: 1024,
-            per_token: 256,
-        }
-    }
-}
+use super::limits::{Caps, Kind, Limiter, Slot};
 
 /// The live tails of a server (see the module documentation).
 pub struct Tails {
-    limits: TailLimits,
     /// Entry id → the tails reading it.
     watchers: Mutex<HashMap<u32, Vec<Arc<Wake>>>>,
-    /// Token name → its open tails (the total is `live`).
-    per_token: Mutex<HashMap<String, usize>>,
-    /// `tsblob_query_follows`: tails streaming now.
-    live: IntGauge,
-    /// `tsblob_tails_refused_total{limit}`.
-    refused: IntCounterVec,
+    /// The tails open, in all (`tsblob_query_follows`) and per token, against the caps;
+    /// refusals in `tsblob_tails_refused_total{limit}`.
+    limiter: Arc<Limiter>,
 }
 
 /// How one tail is woken: the entries that got records since it last looked, and a
@@ -99,7 +78,7 @@ impl Wake {
 impl Tails {
     /// The registry, with its metrics registered in `registry` (the gauge of live tails is
     /// the server's `tsblob_query_follows`).
-    pub fn new(limits: TailLimits, live: IntGauge, registry: &Registry) -> anyhow::Result<Tails> {
+    pub fn new(caps: Caps, live: IntGauge, registry: &Registry) -> anyhow::Result<Tails> {
         let refused = IntCounterVec::new(
             Opts::new(
                 "tsblob_tails_refused_total",
@@ -109,11 +88,8 @@ impl Tails {
         )?;
         registry.register(Box::new(refused.clone()))?;
         Ok(Tails {
-            limits,
             watchers: Mutex::new(HashMap::new()),
-            per_token: Mutex::new(HashMap::new()),
-            live,
-            refused,
+            limiter: Arc::new(Limiter::new(Kind::TAILS, caps, live, refused)),
         })
     }
 
@@ -137,37 +113,12 @@ impl Tails {
     /// Admits a new tail of `caller`, or refuses it (429) when the server or the caller's
     /// token has as many as it may.
     pub fn admit(self: &Arc<Self>, caller: &Caller) -> Result<Tail, AppError> {
-        let token = caller.name.clone().unwrap_or_default();
-        let mut per_token = self.per_token.lock();
-        let total: usize = per_token.values().sum();
-        let mine = per_token.get(&token).copied().unwrap_or(0);
-        if total >= self.limits.max {
-            self.refused.with_label_values(&["server"]).inc();
-            return Err(AppError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_tails",
-                format!(
-                    "the server streams {total} live tails, its limit (--max-tails {}): close a tail, retry later, or raise the limit",
-                    self.limits.max
-                ),
-            ));
-        }
-        if mine >= self.limits.per_token {
-            self.refused.with_label_values(&["token"]).inc();
-            return Err(AppError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_tails",
-                format!(
-                    "token {token:?} has {mine} live tails open, its limit (--max-tails-per-token {}): close one first (one tail can follow many entries: entries=a,b or a glob)",
-                    self.limits.per_token
-                ),
-            ));
-        }
-        *per_token.entry(token.clone()).or_insert(0) += 1;
-        self.live.inc();
+        let slot = self
+            .limiter
+            .open(caller.name.as_deref().unwrap_or_default())?;
         Ok(Tail {
             tails: self.clone(),
-            token,
+            _slot: slot,
             wake: Arc::new(Wake::default()),
             entries: Vec::new(),
         })
@@ -175,7 +126,7 @@ impl Tails {
 
     /// Live tails now (all tokens).
     pub fn live(&self) -> usize {
-        self.per_token.lock().values().sum()
+        self.limiter.running()
     }
 }
 
@@ -183,7 +134,8 @@ impl Tails {
 /// [`Tail::watch`]es. Dropped when its stream ends or its client leaves.
 pub struct Tail {
     tails: Arc<Tails>,
-    token: String,
+    /// Its place in the tail cap, given back when the tail is dropped.
+    _slot: Slot,
     wake: Arc<Wake>,
     entries: Vec<u32>,
 }
@@ -217,14 +169,6 @@ impl Drop for Tail {
                 }
             }
         }
-        let mut per_token = self.tails.per_token.lock();
-        if let Some(n) = per_token.get_mut(&self.token) {
-            *n -= 1;
-            if *n == 0 {
-                per_token.remove(&self.token);
-            }
-        }
-        self.tails.live.dec();
     }
 }
 
@@ -235,7 +179,7 @@ mod tests {
 
     fn tails(max: usize, per_token: usize) -> Arc<Tails> {
         let live = IntGauge::new("live", "live").unwrap();
-        Arc::new(Tails::new(TailLimits { max, per_token }, live, &Registry::new()).unwrap())
+        Arc::new(Tails::new(Caps { max, per_token }, live, &Registry::new()).unwrap())
     }
 
     fn caller(name: &str) -> Caller {
@@ -263,27 +207,5 @@ mod tests {
         drop(a);
         assert!(!t.watchers.lock().contains_key(&1));
         assert_eq!(t.live(), 1);
-    }
-
-    #[test]
-    fn tails_are_capped_per_token_and_per_server() {
-        let t = tails(3, 2);
-        let a1 = t.admit(&caller("a")).unwrap();
-        let _a2 = t.admit(&caller("a")).unwrap();
-        let e = t.admit(&caller("a")).err().unwrap();
-        assert_eq!((e.status.as_u16(), e.code), (429, "too_many_tails"));
-        assert!(
-            e.message.contains("--max-tails-per-token 2"),
-            "{}",
-            e.message
-        );
-        let _b1 = t.admit(&caller("b")).unwrap();
-        let e = t.admit(&caller("b")).err().unwrap();
-        assert!(e.message.contains("--max-tails 3"), "{}", e.message);
-        drop(a1);
-        let _b2 = t.admit(&caller("b")).unwrap();
-        assert_eq!(t.refused.with_label_values(&["token"]).get(), 1);
-        assert_eq!(t.refused.with_label_values(&["server"]).get(), 1);
-        assert_eq!(t.live.get(), 3);
     }
 }

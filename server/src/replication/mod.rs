@@ -172,6 +172,8 @@ pub struct Options {
     pub timeout: Duration,
     /// The longest wait between attempts (the wait doubles from 200 ms up to it).
     pub max_backoff: Duration,
+    /// How much of a destination's answers is read (`--outbound-*`).
+    pub outbound: tsblob_proto::outbound::Bounds,
 }
 
 impl Default for Options {
@@ -179,6 +181,7 @@ impl Default for Options {
         Options {
             timeout: Duration::from_secs(30),
             max_backoff: Duration::from_secs(10),
+            outbound: Default::default(),
         }
     }
 }

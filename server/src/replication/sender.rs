@@ -546,6 +546,7 @@ impl Sender {
             url: self.spec.dst_url.clone(),
             bucket: self.spec.dst_bucket.clone(),
             token: self.spec.dst_token.clone(),
+            bounds: self.repl.options().outbound,
         }
     }
 

@@ -403,3 +403,169 @@ fn abandoned_scans_went_on_after_their_clients_left() {
     println!("64 abandoned scans ({running} running at 100 ms): /health {health:?}, read {read:?}, all ended {ended:?} after");
     assert!(health < Duration::from_secs(2) && read < Duration::from_secs(2));
 }
+
+/// Bug "query pages were outside the memory budget" (issue 27, item 1): a query answer
+/// queues up to 16 pages of ~256 KiB between its producer and the socket, and those bytes
+/// counted nowhere: 60 clients that asked for a 48 MiB range and stopped reading took the
+/// server's anonymous memory up by 566 MiB with `--memory-budget 16MiB` (29 MiB now). Now every page counts in
+/// the one budget (`tsblob_memory_budget_used_bytes`): queries past it wait
+/// `--memory-wait`, then get 503 `busy`; the server's anonymous memory stays within the
+/// budget plus slack, and everything is given back once the clients leave.
+#[test]
+fn query_pages_were_outside_the_memory_budget() {
+    use std::io::{Read, Write};
+    let budget = 16u64 << 20;
+    let (s, a) = start(&[
+        "--memory-budget",
+        "16MiB",
+        "--memory-wait",
+        "500ms",
+        "--max-streams-per-token",
+        "1000",
+        "--max-streams",
+        "1000",
+    ]);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    // 4,000 records of 12 KiB (copied into the answer's pages: under 16 KiB).
+    for half in 0..2u64 {
+        let records: Vec<(u64, usize)> = (1..=2000).map(|i| (half * 2000 + i, 12 << 10)).collect();
+        let (status, answer) = call(
+            &a,
+            "POST",
+            "/api/v1/b/b/e/batch",
+            &batch_body(&records),
+            Duration::from_secs(120),
+        );
+        assert_eq!(status, 200, "{}", &answer[..answer.len().min(300)]);
+    }
+    // Anonymous memory (heap): the mapped block windows the answers slice their records
+    // from are page cache, counted in VmRSS once per mapping, and not memory of ours.
+    let anon = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap()
+            << 10
+    };
+    let rss_before = anon();
+    let conns: Vec<_> = (0..60)
+        .map(|_| {
+            let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+            let r = format!(
+                "GET /api/v1/b/b/e/query HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+            );
+            tcp.write_all(r.as_bytes()).unwrap();
+            // One after the other: each first step may run on the blocking thread of
+            // the one before (every new thread costs allocator memory of its own).
+            std::thread::sleep(Duration::from_millis(50));
+            tcp // never read: the answer's pages pile up in the server
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let rss_during = anon();
+    let used = metric(&a, "tsblob_memory_budget_used_bytes");
+    println!(
+        "60 stalled 48 MiB queries, --memory-budget 16MiB: server RssAnon {} -> {} MiB, budget used {} KiB ({})",
+        rss_before >> 20,
+        rss_during >> 20,
+        used >> 10,
+        tsblob_compare::spawn::rss_parts(s.pid())
+    );
+    assert!(used > 0, "the stalled answers' pages are not in the budget");
+    // A step may go past its reservation by one record: a little over the limit at most.
+    assert!(used as u64 <= budget + (1 << 20), "budget used: {used}");
+    assert!(
+        rss_during < rss_before + budget + (64 << 20),
+        "RssAnon went from {} MiB to {} MiB with a {} MiB budget",
+        rss_before >> 20,
+        rss_during >> 20,
+        budget >> 20
+    );
+    // Those that found no room were told why, before any record.
+    let mut busy = 0;
+    for c in &conns {
+        let mut c = c;
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut head = [0u8; 12];
+        if c.read_exact(&mut head).is_ok() && &head == b"HTTP/1.1 503" {
+            busy += 1;
+        }
+    }
+    assert!(busy > 0, "no stalled query was refused");
+    drop(conns);
+    // Everything is given back once the clients are gone.
+    let started = Instant::now();
+    while metric(&a, "tsblob_memory_budget_used_bytes") != 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the budget is still in use 10 s after the clients left"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Bug "MCAP exports were outside the stream caps" (issue 27, item 1): a bucket-level
+/// export (`format=mcap`) is a stream like any query answer (a producer, a queue of pages,
+/// a blocking thread per step), but it took no slot of `--max-streams-per-token`, so one
+/// token could run any number of them. Now it counts (429 `too_many_streams` past the
+/// share), its pages are in the memory budget, and a stalled export whose client leaves
+/// ends at its next step: `tsblob_query_streams` is back to 0 within 3 s.
+#[test]
+fn mcap_exports_were_outside_the_stream_caps() {
+    use std::io::Write;
+    let (_s, a) = start(&["--max-streams-per-token", "2"]);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/b", b"", Duration::from_secs(20)).0,
+        201
+    );
+    // 48 MiB of incompressible records: an export far larger than the socket buffers.
+    for half in 0..2u64 {
+        let records: Vec<(u64, usize)> = (1..=2000).map(|i| (half * 2000 + i, 12 << 10)).collect();
+        let (status, answer) = call(
+            &a,
+            "POST",
+            "/api/v1/b/b/e/batch",
+            &batch_body(&records),
+            Duration::from_secs(120),
+        );
+        assert_eq!(status, 200, "{}", &answer[..answer.len().min(300)]);
+    }
+    let export = format!(
+        "GET /api/v1/b/b/query?entries=e&format=mcap HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+    );
+    let conns: Vec<_> = (0..2)
+        .map(|_| {
+            let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+            tcp.write_all(export.as_bytes()).unwrap();
+            tcp // never read
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        metric(&a, "tsblob_query_streams"),
+        2,
+        "the exports are not streams"
+    );
+    let (status, answer) = call(
+        &a,
+        "GET",
+        "/api/v1/b/b/query?entries=e&format=mcap",
+        b"",
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        status,
+        429,
+        "a third export ran: {}",
+        &answer[..answer.len().min(300)]
+    );
+    assert!(answer.contains("too_many_streams"), "{answer}");
+    drop(conns);
+    let ended = streams_end_within(&a, Duration::from_secs(3));
+    println!("2 stalled exports ended {ended:?} after their clients left");
+}

@@ -114,7 +114,7 @@ fn decode(body: &[u8]) -> Decoded {
             Event::Data(x) => out.last_mut().unwrap().1.extend_from_slice(&x),
             Event::End(n) => end = Some(n),
             Event::Error(j) => err = Some(serde_json::from_slice(&j).unwrap()),
-            Event::Heartbeat(_) => {}
+            Event::Heartbeat(_) | Event::Skipped(_) => {}
         }
     }
     assert!(buf.is_empty(), "trailing bytes in the stream");

@@ -42,7 +42,7 @@ async fn open_tail(
             while let Some(ev) = dec.next(&mut buf).unwrap() {
                 let got = match ev {
                     Event::Record(h) => Got::Record(h.ts),
-                    Event::Data(_) => continue,
+                    Event::Data(_) | Event::Skipped(_) => continue,
                     Event::Heartbeat(_) => Got::Heartbeat,
                     Event::End(n) => Got::End(n),
                     Event::Error(j) => Got::Error(String::from_utf8_lossy(&j).into_owned()),
@@ -321,7 +321,7 @@ fn decode_all(body: &[u8]) -> (Vec<Rec>, Option<u64>) {
             Event::Record(h) => out.push((h.entry, h.ts, Vec::new())),
             Event::Data(d) => out.last_mut().unwrap().2.extend_from_slice(&d),
             Event::End(n) => end = Some(n),
-            Event::Heartbeat(_) => {}
+            Event::Heartbeat(_) | Event::Skipped(_) => {}
             Event::Error(j) => panic!("{}", String::from_utf8_lossy(&j)),
         }
     }

@@ -92,14 +92,16 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
     const TAILS: usize = 200;
     const ENTRIES: u64 = 100;
     const WRITES: u64 = 60;
-    // 200 tails from one token: over the default --max-streams-per-token (64), which
-    // counts tails too.
+    // 200 tails from one token: over the default --max-streams-per-token and
+    // --max-tails-per-token (64 each; a tail counts in both).
     let s = Server::start(&[
         "--token",
         "root",
         "--max-streams-per-token",
         "1000",
         "--max-streams",
+        "1000",
+        "--max-tails-per-token",
         "1000",
     ]);
     let admin = client("root");

@@ -220,7 +220,7 @@ pub(crate) async fn query(c: &reqwest::Client, s: &Server, entry: &str) -> Vec<(
                 assert_eq!(n, out.len() as u64);
                 ended = true;
             }
-            Event::Heartbeat(_) => {}
+            Event::Heartbeat(_) | Event::Skipped(_) => {}
             Event::Error(j) => panic!("query failed: {}", String::from_utf8_lossy(&j)),
         }
     }

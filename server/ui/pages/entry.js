@@ -257,6 +257,12 @@ export async function render(main, params) {
           listStatus.replaceChildren(h("p", { class: "muted" }, `live: newest ${time(newest.ts)}`));
         }
       }
+      if (recs.skipped) {
+        // Damaged records the server skipped (their payload fails its check).
+        const s = recs.skipped;
+        const named = s.skipped.map((x) => `${time(x.ts)} (${x.code})`).join(", ");
+        listStatus.append(h("p", { class: "muted" }, `${count(s.skipped_count)} damaged record(s) skipped: ${named}`));
+      }
     } catch (e) {
       listStatus.replaceChildren(errorBox(e));
     }

@@ -624,6 +624,14 @@ impl MultiIter {
         self.sources.iter().map(|s| s.entry.id()).collect()
     }
 
+    /// Bytes its pages of index records hold (one page per entry, up to 256 records each;
+    /// the labels they share are not counted): what a server counts in its memory budget
+    /// for a merge. A walk that ended gives its pages back (an idle live tail holds none).
+    pub fn held_bytes(&self) -> u64 {
+        let slots: usize = self.sources.iter().map(|s| s.page.capacity()).sum();
+        (slots * std::mem::size_of::<(u64, IndexValue)>()) as u64
+    }
+
     /// As [`QueryIter::ahead`]: the earliest record a walk bounded by a horizon left for
     /// later, over every entry.
     pub fn ahead(&self) -> Option<u64> {
@@ -657,7 +665,13 @@ impl MultiIter {
                 .enumerate()
                 .filter_map(|(i, s)| s.page.front().map(|(ts, _)| (*ts, i)))
                 .min_by_key(|&(ts, i)| (if desc { u64::MAX - ts } else { ts }, i));
-            let (ts, i) = pick?;
+            let Some((ts, i)) = pick else {
+                // The walk is over: its pages are empty, give their memory back.
+                for s in &mut self.sources {
+                    s.page = VecDeque::new();
+                }
+                return None;
+            };
             let Some((_, value)) = self.sources[i].page.pop_front() else {
                 continue;
             };

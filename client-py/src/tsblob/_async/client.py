@@ -29,9 +29,9 @@ from .. import _common as c
 from .._aio import POOL_SIZE, AsyncTransport, FileBase, Stream, load_rest, prepare_body, sleep
 from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
-from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, MEDIA_TYPE, FrameParser
+from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, EV_SKIPPED, MEDIA_TYPE, FrameParser
 from .. import _frames
-from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, Token
+from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, SkippedRecord, Token
 from .._timestamps import Timestamp, to_micros
 
 if TYPE_CHECKING:
@@ -315,7 +315,18 @@ class AsyncQueryIterator(AsyncIterator[Item]):
     already handed out there, with ``limit`` lowered by what was handed out, following the
     client's :class:`Retry` (failures in a row; a record handed out resets the count). A query
     with ``when`` resumes only until its first record (its aggregations would start over).
+
+    A record whose stored bytes are damaged is skipped by the server, and the query goes on:
+    once the iteration is over, ``skipped`` lists them (:class:`SkippedRecord`: entry,
+    timestamp, error code; the server names up to 1000) and ``skipped_count`` counts them all.
+    A live tail reports them each time it catches up. ``meta=True`` reads no payload, so it
+    never skips one.
     """
+
+    skipped: List[SkippedRecord]
+    """The damaged records the server skipped (filled in as its report arrives, before the end)."""
+    skipped_count: int
+    """How many records the server skipped as damaged (``>= len(skipped)``)."""
 
     def __init__(self, client: "AsyncClient", path: str, params: c.Params, *, meta: bool = False,
                  policy: Optional[c.Retry] = None, resumable: bool = True) -> None:
@@ -332,6 +343,8 @@ class AsyncQueryIterator(AsyncIterator[Item]):
         self._payload: Optional[AsyncIterator[bytes]] = None
         self._done = False
         self._failures = 0
+        self.skipped = []
+        self.skipped_count = 0
 
     def __aiter__(self) -> AsyncQueryIterator[Item]:
         return self
@@ -418,6 +431,11 @@ class AsyncQueryIterator(AsyncIterator[Item]):
                 self._payload = self._stream_payload()
                 return AsyncRecord(h.ts, h.content_type, h.labels, h.size, None, self._payload, h.entry)
             if kind == EV_HEARTBEAT:  # a live tail is idle: nothing to hand out
+                ev = None
+                continue
+            if kind == EV_SKIPPED:  # damaged records the server skipped: the stream goes on
+                self.skipped.extend(SkippedRecord.from_json(r) for r in ev[1])
+                self.skipped_count += ev[2]
                 ev = None
                 continue
             if kind == EV_END:

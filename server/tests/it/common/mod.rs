@@ -44,7 +44,11 @@ impl Server {
     }
 
     fn spawn_env(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tsblob"));
+        // `TSBLOB_TEST_BIN`: another build of the server (the attack report runs the
+        // bystander harness against a release build).
+        let bin = std::env::var_os("TSBLOB_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tsblob").into());
+        let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg("--data")
             .arg(data)

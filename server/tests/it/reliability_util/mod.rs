@@ -125,7 +125,7 @@ pub fn decode_query(body: &[u8]) -> Result<Vec<Got>, String> {
             Some(Event::Error(json)) => {
                 return Err(format!("error frame: {}", String::from_utf8_lossy(&json)))
             }
-            Some(Event::Heartbeat(_)) => {}
+            Some(Event::Heartbeat(_) | Event::Skipped(_)) => {}
             None => {
                 return Err(format!(
                     "stream ended without an end frame after {} records",
@@ -306,7 +306,7 @@ pub async fn checked_query_keys(
                     }
                     return Ok(out);
                 }
-                Event::Heartbeat(_) => {}
+                Event::Heartbeat(_) | Event::Skipped(_) => {}
                 Event::Error(json) => {
                     return Err(QueryError::ErrorFrame(
                         String::from_utf8_lossy(&json).into_owned(),

@@ -191,7 +191,7 @@ impl Api {
                 Event::Data(d) => cur.as_mut().unwrap().4.extend_from_slice(&d),
                 Event::End(_) => break,
                 Event::Error(e) => panic!("query error: {}", String::from_utf8_lossy(&e)),
-                Event::Heartbeat(_) => {}
+                Event::Heartbeat(_) | Event::Skipped(_) => {}
             }
         }
         if let Some((e, ts, ct, l, d)) = cur.take() {

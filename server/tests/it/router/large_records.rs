@@ -190,10 +190,24 @@ fn only_block(f: &Fixture, bucket: &str, entry: &str) -> std::path::PathBuf {
     blocks[0].clone()
 }
 
+/// The skipped report (kind-5 frame) of a query answer, if it has one.
+fn skipped_report(body: &[u8]) -> Option<serde_json::Value> {
+    let mut d = Decoder::new();
+    let mut buf = bytes::BytesMut::from(body);
+    let mut report = None;
+    while let Some(ev) = d.next(&mut buf).unwrap() {
+        if let Event::Skipped(j) = ev {
+            report = Some(serde_json::from_slice(&j).unwrap());
+        }
+    }
+    report
+}
+
 /// A mapped read checks the CRC before a byte leaves: a flipped byte in a large record is
-/// a 500 `corrupt_record` that names no server path (point read), and a query's stream
-/// ends with an error frame instead of the record; a block cut short under the index is
-/// an error too, never a crash (a mapping past the end of a file would be a SIGBUS).
+/// a 500 `corrupt_record` that names no server path (point read), and a query skips the
+/// record and reports it (`damage.rs`) instead of sending it; a block cut short under the
+/// index is an error too, never a crash (a mapping past the end of a file would be a
+/// SIGBUS).
 #[tokio::test]
 async fn mapped_reads_refuse_corrupt_and_cut_records() {
     use std::os::unix::fs::FileExt;
@@ -221,27 +235,43 @@ async fn mapped_reads_refuse_corrupt_and_cut_records() {
         !text.contains(&*f._dir.path().to_string_lossy()),
         "the 500 names a server path: {text}"
     );
-    // The first record fails before the answer's head is sent: a plain JSON 500.
+    // A query skips the damaged record and says so: no record, the report, the end.
     let q = f.call("GET", "/api/v1/b/b/e/query", "").await;
-    assert_eq!(q.status, StatusCode::INTERNAL_SERVER_ERROR, "{:?}", q.body);
-    assert_eq!(q.code(), "corrupt_record");
-    // After a good record: the stream ends with an error frame instead of the bad one.
+    assert_eq!(q.status, StatusCode::OK, "{:?}", q.body);
+    let (got, end, err) = decode(&q.body);
+    assert_eq!(
+        (got.len(), end, err),
+        (0, Some(0), None),
+        "a corrupt record was sent"
+    );
+    let report = skipped_report(&q.body).expect("no skipped report");
+    assert_eq!(report["skipped_count"], 1);
+    assert_eq!(report["skipped"][0]["ts"], 1);
+    assert_eq!(report["skipped"][0]["code"], "corrupt_record");
+    // After a good record: the good one is sent, the bad one reported.
     let a = f.call("POST", "/api/v1/b/b/e?ts=0", "good").await;
     assert_eq!(a.status, StatusCode::CREATED);
     let q = f.call("GET", "/api/v1/b/b/e/query", "").await;
     assert_eq!(q.status, StatusCode::OK);
     let (got, end, err) = decode(&q.body);
-    assert_eq!((got.len(), end), (1, None), "a corrupt record was sent");
-    assert_eq!(err.unwrap()["error"]["code"], "corrupt_record");
+    assert_eq!(
+        (got.len(), end, err),
+        (1, Some(1), None),
+        "a corrupt record was sent"
+    );
+    assert_eq!(got[0].1, b"good");
+    assert_eq!(skipped_report(&q.body).unwrap()["skipped"][0]["ts"], 1);
     // Cut the block short under the index: refused, and the server goes on.
     file.set_len(len - 4096).unwrap();
     let r = f.call("GET", "/api/v1/b/b/e?ts=1", "").await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR, "{:?}", r.body);
     assert_eq!(r.code(), "corrupt_record");
-    // (The cut took the small record at the block's end too: the query fails at once.)
+    // (The cut took the small record at the block's end too: both are skipped.)
     let q = f.call("GET", "/api/v1/b/b/e/query", "").await;
-    assert_eq!(q.status, StatusCode::INTERNAL_SERVER_ERROR, "{:?}", q.body);
-    assert_eq!(q.code(), "corrupt_record");
+    assert_eq!(q.status, StatusCode::OK, "{:?}", q.body);
+    let (got, end, err) = decode(&q.body);
+    assert_eq!((got.len(), end, err), (0, Some(0), None));
+    assert_eq!(skipped_report(&q.body).unwrap()["skipped_count"], 2);
     assert_eq!(
         f.call("POST", "/api/v1/b/b/other?ts=1", "alive")
             .await
