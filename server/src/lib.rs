@@ -12,6 +12,7 @@ pub mod config;
 pub mod http;
 pub mod mcap;
 pub mod private_file;
+pub mod reduct;
 pub mod replication;
 pub mod serve;
 pub mod tier;
