@@ -146,3 +146,99 @@ async def test_probes_need_no_token(rs: ReductServer) -> None:
         with urllib.request.urlopen(rs.url + path, timeout=5) as resp:
             assert resp.status == 200
             assert resp.headers["x-reduct-api"] == "1.21"
+
+
+async def test_write_batch_v1_and_query_through_io(rclient: Client) -> None:
+    from reduct import RecordBatch
+
+    bucket = await rclient.create_bucket(name())
+    batch = Batch()
+    batch.add(100, b"a", content_type="text/plain", labels={"n": "1", "note": "x y"})
+    batch.add(200, b"bb", labels={"n": "2"})
+    batch.add(300, b"ccc")
+    assert await bucket.write_batch("e", batch) == {}
+    # A second write of the same timestamps: per-record errors, nothing else.
+    errors = await bucket.write_batch("e", batch)
+    assert sorted(errors) == [100, 200, 300]
+    assert all(e.status_code == 409 for e in errors.values())
+    got = [(r.timestamp, await r.read_all(), r.labels, r.content_type) async for r in bucket.query("e")]
+    assert got == [
+        (100, b"a", {"n": "1", "note": "x y"}, "text/plain"),
+        (200, b"bb", {"n": "2"}, "application/octet-stream"),
+        (300, b"ccc", {}, "application/octet-stream"),
+    ]
+    got = [r.timestamp async for r in bucket.query("e", start=150, stop=300)]
+    assert got == [200]
+    got = [r.timestamp async for r in bucket.query("e", when={"&n": {"$gte": 2}})]
+    assert got == [200]
+    got = [(r.timestamp, r.size) async for r in bucket.query("e", head=True)]
+    assert got == [(100, 1), (200, 2), (300, 3)]
+    # Multi-entry batch (protocol v2) and a multi-entry query.
+    rb = RecordBatch()
+    rb.add("f/1", 150, b"x", labels={"k": "v,w"})
+    rb.add("f/2", 150, b"y", labels={"k": "w"})
+    rb.add("f/1", 250, b"z")
+    assert await bucket.write_record_batch(rb) == {}
+    got = [(r.entry, r.timestamp, await r.read_all(), r.labels) async for r in bucket.query(["f/*"])]
+    assert got == [("f/1", 150, b"x", {"k": "v,w"}), ("f/2", 150, b"y", {"k": "w"}), ("f/1", 250, b"z", {})]
+
+
+async def test_many_records_cross_batches(rclient: Client) -> None:
+    bucket = await rclient.create_bucket(name())
+    # At most ~90 records a request: HTTP servers (ReductStore's too) take 100 headers.
+    for part in range(0, 300, 75):
+        batch = Batch()
+        for i in range(part, part + 75):
+            batch.add(1_000 + i, b"%d" % i, labels={"i": str(i), "even": str(i % 2 == 0).lower()})
+        assert await bucket.write_batch("many", batch) == {}
+    got = [(r.timestamp, await r.read_all(), r.labels) async for r in bucket.query("many")]
+    assert len(got) == 300
+    assert got[299] == (1_299, b"299", {"i": "299", "even": "false"})
+    assert [r.timestamp async for r in bucket.query("many", when={"&even": {"$eq": "true"}, "$limit": 5})] == [
+        1_000, 1_002, 1_004, 1_006, 1_008]
+
+
+async def test_update_and_remove_batches_and_remove_query(rclient: Client) -> None:
+    from reduct import RecordBatch
+
+    bucket = await rclient.create_bucket(name())
+    batch = Batch()
+    for ts in (1, 2, 3, 4):
+        batch.add(ts, b"p", labels={"a": "1", "b": "2"})
+    await bucket.write_batch("e", batch)
+    upd = Batch()
+    upd.add(1, labels={"a": "10", "b": ""})
+    upd.add(99, labels={"a": "x"})
+    errors = await bucket.update_batch("e", upd)
+    assert list(errors) == [99] and errors[99].status_code == 404
+    async with bucket.read("e", timestamp=1, head=True) as r:
+        assert r.labels == {"a": "10"}
+    rb = RecordBatch()
+    rb.add("e", 2, labels={"c": "3"})
+    assert await bucket.update_record_batch(rb) == {}
+    async with bucket.read("e", timestamp=2, head=True) as r:
+        assert r.labels == {"a": "1", "b": "2", "c": "3"}
+    rm = Batch()
+    rm.add(2)
+    assert await bucket.remove_batch("e", rm) == {}
+    assert await bucket.remove_query("e", start=3, stop=4) == 1
+    assert [r.timestamp async for r in bucket.query("e")] == [1, 4]
+
+
+async def test_query_session_ends_and_continuous_polls(rs: ReductServer, rclient: Client) -> None:
+    bucket = await rclient.create_bucket(name())
+    await bucket.write("live", b"1", timestamp=10)
+    seen = []
+
+    async def follow() -> None:
+        async for r in bucket.query("live", start=10, continuous=True, poll_interval=0.1):
+            seen.append((r.timestamp, await r.read_all()))
+            if len(seen) == 3:
+                return
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.3)
+    await bucket.write("live", b"2", timestamp=20)
+    await bucket.write("live", b"3", timestamp=30)
+    await asyncio.wait_for(task, 10)
+    assert seen == [(10, b"1"), (20, b"2"), (30, b"3")]

@@ -247,11 +247,13 @@ impl BatchHeaderV1 {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
         let mut labels = Vec::new();
+        // An item without `=` is skipped, as ReductStore does: reduct-py (1.21) quotes a
+        // value only when its *name* holds `,` or `=`, so a value `x,y` arrives as `k=x,y`
+        // and ReductStore stores `k=x`.
         for item in items.iter().skip(2) {
-            let Some((k, v)) = item.split_once('=') else {
-                return Err(format!("label {item:?} is not <name>=<value>"));
-            };
-            labels.push((k.trim().to_string(), v.trim().to_string()));
+            if let Some((k, v)) = item.split_once('=') {
+                labels.push((k.trim().to_string(), v.trim().to_string()));
+            }
         }
         Ok(BatchHeaderV1 {
             size,
@@ -338,7 +340,9 @@ mod tests {
         let h = BatchHeaderV1::parse("5").unwrap();
         assert_eq!((h.size, h.content_type), (5, None));
         assert!(BatchHeaderV1::parse("x,text/plain").is_err());
-        assert!(BatchHeaderV1::parse("1,a,b").is_err());
+        // reduct-py's unquoted `k=x,y`: ReductStore keeps `k=x`.
+        let h = BatchHeaderV1::parse("1,a,k=x,y").unwrap();
+        assert_eq!(h.labels, vec![("k".into(), "x".into())]);
         assert!(BatchHeaderV1::parse("1,a,b=\"c").is_err());
     }
 
