@@ -26,10 +26,12 @@ class ReductServer:
 
 @pytest.fixture(scope="module")
 def rs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReductServer]:
-    """tsblob with an admin token and the ReductStore API on a port of its own."""
+    """tsblob with an admin token and the ReductStore API on a port of its own (small body
+    limits, which the ReductStore routes must honour as the native ones do)."""
     port = free_port()
     srv = Server(tmp_path_factory.mktemp("tsblob-reduct") / "data",
-                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}"], ADMIN_TOKEN).start()
+                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}", "--max-body", "1MiB",
+                  "--max-batch-record", "256KiB"], ADMIN_TOKEN).start()
     yield ReductServer(srv, f"http://127.0.0.1:{port}")
     srv.stop()
 
@@ -242,3 +244,70 @@ async def test_query_session_ends_and_continuous_polls(rs: ReductServer, rclient
     await bucket.write("live", b"3", timestamp=30)
     await asyncio.wait_for(task, 10)
     assert seen == [(10, b"1"), (20, b"2"), (30, b"3")]
+
+
+async def test_tokens_work_across_both_apis(rs: ReductServer, rclient: Client) -> None:
+    from reduct import Permissions
+
+    b = name()
+    await rclient.create_bucket(b)
+    value = await rclient.create_token(name(), Permissions(full_access=False, read=[b], write=[]))
+    # A token made through the ReductStore API reads through tsblob's own API...
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        admin.write(b, "e", b"x", ts=1)
+    with tsblob.Client(rs.srv.url, token=value) as reader:
+        assert reader.read(b, "e", ts=1).data == b"x"
+    # ... and is held to its permissions through both.
+    async with Client(rs.url, api_token=value) as limited:
+        me = await limited.me()
+        assert (me.permissions.full_access, me.permissions.read) == (False, [b])
+        bucket = await limited.get_bucket(b)
+        with pytest.raises(ReductError) as e:
+            await bucket.write("e", b"y", timestamp=2)
+        assert e.value.status_code == 403
+    # A token made through tsblob's API works here.
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        native_value = admin.create_token(name(), full_access=True)
+    async with Client(rs.url, api_token=native_value) as c:
+        assert b in [x.name for x in await c.list()]
+    listed = [t.name for t in await rclient.get_token_list()]
+    tname = listed[0]
+    full = await rclient.get_token(tname)
+    assert full.name == tname
+    await rclient.remove_token(tname)
+    assert tname not in [t.name for t in await rclient.get_token_list()]
+
+
+async def test_browser_and_body_bounds_apply(rs: ReductServer) -> None:
+    import http.client
+
+    port = int(rs.url.rsplit(":", 1)[1])
+    # DNS rebinding: a page on another name resolving here is refused, ReductStore-style.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("GET", "/api/v1/list", headers={"Host": "evil.example", "Authorization": f"Bearer {ADMIN_TOKEN}"})
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 403
+    assert resp.getheader("x-reduct-error")
+    conn.close()
+
+    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
+        bucket = await c.create_bucket(name())
+        with pytest.raises(ReductError) as e:
+            await bucket.write("big", b"x" * (2 << 20), timestamp=1)
+        assert e.value.status_code == 413
+        # A batch record over --max-batch-record is refused from its header, before any of
+        # the body is read (a client still sending gets the answer, then a closed connection).
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.putrequest("POST", f"/api/v1/b/{bucket.name}/big/batch", skip_host=True)
+        for k, v in {"Host": "localhost", "Authorization": f"Bearer {ADMIN_TOKEN}",
+                     "x-reduct-time-1": f"{300 << 10},application/octet-stream",
+                     "Content-Length": str(300 << 10)}.items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 422
+        assert "max-batch-record" in (resp.getheader("x-reduct-error") or "")
+        conn.close()
+        assert (await bucket.get_full_info()).entries == []

@@ -16,6 +16,7 @@ pub mod buckets;
 pub mod query;
 pub mod records;
 pub mod server;
+pub mod tokens;
 pub mod wire;
 
 use std::sync::Arc;
@@ -70,6 +71,12 @@ impl Reduct {
             .route("/api/v1/info", get(server::info))
             .route("/api/v1/list", get(server::list))
             .route("/api/v1/me", get(server::me))
+            .route("/api/v1/tokens", get(tokens::list))
+            .route("/api/v1/tokens/{name}", any(tokens::token_route))
+            .route(
+                "/api/v1/tokens/{name}/rotate",
+                axum::routing::post(tokens::rotate),
+            )
             .route("/api/v1/b/{bucket}", any(buckets::bucket_route))
             .route("/api/v1/b/{bucket}/{*rest}", any(entry_route))
             .route("/api/v1/io/{bucket}/{op}", any(batch::io_route))
