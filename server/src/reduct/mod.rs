@@ -15,6 +15,7 @@ pub mod batch;
 pub mod buckets;
 pub mod query;
 pub mod records;
+pub mod replications;
 pub mod server;
 pub mod tokens;
 pub mod wire;
@@ -72,6 +73,10 @@ impl Reduct {
             .route("/api/v1/list", get(server::list))
             .route("/api/v1/me", get(server::me))
             .route("/api/v1/tokens", get(tokens::list))
+            .route("/api/v1/replications", get(replications::list))
+            .route("/api/v1/replications/{name}", any(replications::refuse))
+            .route("/api/v1/lifecycles", get(replications::lifecycles))
+            .route("/api/v1/lifecycles/{name}", any(replications::refuse))
             .route("/api/v1/tokens/{name}", any(tokens::token_route))
             .route(
                 "/api/v1/tokens/{name}/rotate",
