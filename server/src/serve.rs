@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
 use crate::config::{ServeArgs, TierMode};
-use crate::http::{self, auth::Auth, AppState};
+use crate::http::{self, auth::Auth};
 
 fn init_logging(filter: &str) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
@@ -113,16 +113,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let state = AppState::new(store.clone(), auth, args.limits())?;
+    let state = crate::assemble::state(store.clone(), auth, args.limits())?;
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,
     });
-    state
-        .replications
-        .start_all()
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the replication tasks: {}", e.message))?;
+    state.replications.start_all().await.map_err(|e| {
+        anyhow::anyhow!(
+            "starting the replication tasks: {}",
+            state.replications.explain(e)
+        )
+    })?;
     // The ReductStore API (`crate::reduct`): its own listener, and/or a path of this one.
     let reduct = crate::reduct::Reduct::new(
         state.clone(),

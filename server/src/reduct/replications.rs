@@ -33,8 +33,11 @@ pub async fn list(
                 },
                 "pending_records": i.status.pending_records,
             })),
-            Err(e) if e.status == StatusCode::NOT_FOUND => {}
-            Err(e) => return Err(e),
+            // Removed while listing.
+            Err(e) => match AppError::from(e) {
+                e if e.status == StatusCode::NOT_FOUND => {}
+                e => return Err(e),
+            },
         }
     }
     Ok(Json(json!({ "replications": out })).into_response())
