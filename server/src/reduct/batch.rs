@@ -14,15 +14,16 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
-use axum::Extension;
 use percent_encoding::percent_decode_str;
-use tsblob_storage::{BatchRecord, RecordMeta, WriteMeta};
+use tsblob_storage::{BatchRecord, WriteMeta};
 
+use super::ok_empty;
 use super::wire::{self, BatchHeaderV1, ERROR_PREFIX, TIME_PREFIX};
-use super::{method_not_allowed, ok_empty, Ctx};
+#[cfg(test)]
+use super::wire::{encode_entry, label_delta_v2};
 use crate::http::auth::Caller;
 use crate::http::body::{content_length, BodyChunks};
 use crate::http::errors::blocking;
@@ -91,19 +92,6 @@ fn parse_v1(headers: &HeaderMap, entry: &str) -> Result<Parsed, AppError> {
         items,
         echo: Vec::new(),
     })
-}
-
-/// An entry (or label) name as a header list item: `tchar`s kept, other bytes `%XX`.
-pub fn encode_entry(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn decode_name(s: &str) -> Result<String, AppError> {
@@ -271,47 +259,6 @@ fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
         items,
         echo,
     })
-}
-
-/// A record's v2 header relative to the previous record of its entry in the answer:
-/// `<size>,<content type>[,<label ops>]` (a label gone is `name=`).
-pub fn label_delta_v2(meta: &RecordMeta, prev: Option<&RecordMeta>) -> String {
-    let ct = if meta.content_type.is_empty() {
-        tsblob_storage::DEFAULT_CONTENT_TYPE
-    } else {
-        &meta.content_type
-    };
-    let quote = |v: &str| {
-        if v.contains(',') {
-            format!("\"{v}\"")
-        } else {
-            v.to_string()
-        }
-    };
-    let mut ops: Vec<String> = Vec::new();
-    match prev {
-        None => {
-            for (k, v) in &meta.labels {
-                ops.push(format!("{k}={}", quote(v)));
-            }
-        }
-        Some(p) => {
-            let keys: std::collections::BTreeSet<&String> =
-                meta.labels.keys().chain(p.labels.keys()).collect();
-            for k in keys {
-                match (meta.labels.get(k), p.labels.get(k)) {
-                    (a, b) if a == b => {}
-                    (None, _) => ops.push(format!("{k}=")),
-                    (Some(v), _) => ops.push(format!("{k}={}", quote(v))),
-                }
-            }
-        }
-    }
-    if ops.is_empty() {
-        format!("{},{ct}", meta.size)
-    } else {
-        format!("{},{ct},{}", meta.size, ops.join(","))
-    }
 }
 
 /// The answer of a batch: 200, per-record errors in headers.
@@ -528,6 +475,37 @@ fn check_count(state: &crate::http::AppState, parsed: &Parsed) -> Result<(), App
     Ok(())
 }
 
+/// `POST /api/v1/io/{bucket}/write`.
+pub async fn write_v2(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    req: Request,
+) -> Result<Response, AppError> {
+    let parsed = parse_v2(req.headers())?;
+    write(state, caller, bucket, parsed, req).await
+}
+
+/// `PATCH /api/v1/io/{bucket}/update`.
+pub async fn update_v2(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    req: Request,
+) -> Result<Response, AppError> {
+    update(state, caller, bucket, parse_v2(req.headers())?).await
+}
+
+/// `DELETE /api/v1/io/{bucket}/remove`.
+pub async fn remove_v2(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    req: Request,
+) -> Result<Response, AppError> {
+    remove(state, caller, bucket, parse_v2(req.headers())?).await
+}
+
 /// `POST /api/v1/b/{bucket}/{entry}/batch`.
 pub async fn write_v1(t: Target, req: Request) -> Result<Response, AppError> {
     let parsed = parse_v1(req.headers(), &t.entry)?;
@@ -546,40 +524,11 @@ pub async fn remove_v1(t: Target, req: Request) -> Result<Response, AppError> {
     remove(&t.state, &t.caller, &t.bucket, parsed).await
 }
 
-/// `/api/v1/io/{bucket}/{write|update|remove|q|read}`.
-pub async fn io_route(
-    State(ctx): State<Ctx>,
-    Extension(caller): Extension<Caller>,
-    Path((bucket, op)): Path<(String, String)>,
-    req: Request,
-) -> Result<Response, AppError> {
-    tsblob_storage::validate_bucket_name(&bucket)?;
-    let method = req.method().clone();
-    let target = Target {
-        state: ctx.state.clone(),
-        caller,
-        bucket,
-        entry: String::new(),
-    };
-    let (state, caller, bucket) = (&target.state, &target.caller, target.bucket.as_str());
-    match (op.as_str(), method) {
-        ("write", Method::POST) => {
-            let parsed = parse_v2(req.headers())?;
-            write(state, caller, bucket, parsed, req).await
-        }
-        ("update", Method::PATCH) => update(state, caller, bucket, parse_v2(req.headers())?).await,
-        ("remove", Method::DELETE) => remove(state, caller, bucket, parse_v2(req.headers())?).await,
-        ("q", Method::POST) => super::query::open_io(&ctx, target, req).await,
-        ("read", Method::GET) => super::query::read_io(&ctx, target, req, false).await,
-        ("read", Method::HEAD) => super::query::read_io(&ctx, target, req, true).await,
-        (op, method) => Err(method_not_allowed(&method, &format!("/io/{{bucket}}/{op}"))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use tsblob_storage::RecordMeta;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -84,7 +84,7 @@ impl Reduct {
             )
             .route("/api/v1/b/{bucket}", any(buckets::bucket_route))
             .route("/api/v1/b/{bucket}/{*rest}", any(entry_route))
-            .route("/api/v1/io/{bucket}/{op}", any(batch::io_route))
+            .route("/api/v1/io/{bucket}/{op}", any(io_route))
             .fallback(not_found)
             .layer(middleware::from_fn_with_state(ctx.clone(), gate))
             .with_state(ctx)
@@ -212,5 +212,32 @@ async fn entry_route(
             &method,
             &format!("the {} route", route.unwrap_or("record")),
         )),
+    }
+}
+
+/// `/api/v1/io/{bucket}/{write|update|remove|q|read}`.
+async fn io_route(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+    Path((bucket, op)): Path<(String, String)>,
+    req: Request,
+) -> Result<Response, AppError> {
+    tsblob_storage::validate_bucket_name(&bucket)?;
+    let method = req.method().clone();
+    let target = crate::http::records::Target {
+        state: ctx.state.clone(),
+        caller,
+        bucket,
+        entry: String::new(),
+    };
+    let (state, caller, bucket) = (&target.state, &target.caller, target.bucket.as_str());
+    match (op.as_str(), method) {
+        ("write", Method::POST) => batch::write_v2(state, caller, bucket, req).await,
+        ("update", Method::PATCH) => batch::update_v2(state, caller, bucket, req).await,
+        ("remove", Method::DELETE) => batch::remove_v2(state, caller, bucket, req).await,
+        ("q", Method::POST) => query::open_io(&ctx, target, req).await,
+        ("read", Method::GET) => query::read_io(&ctx, target, req, false).await,
+        ("read", Method::HEAD) => query::read_io(&ctx, target, req, true).await,
+        (op, method) => Err(method_not_allowed(&method, &format!("/io/{{bucket}}/{op}"))),
     }
 }

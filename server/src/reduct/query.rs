@@ -28,8 +28,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use tsblob_storage::{MultiIter, QueryItem, RecordMeta};
 
-use super::batch::{encode_entry, label_delta_v2};
-use super::wire::{BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
+use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
 use super::Ctx;
 use crate::http::auth::Caller;
 use crate::http::body::BodyChunks;

@@ -11,7 +11,7 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{BucketInfo, BucketSettings, EntryInfo, Labels, QuotaType};
+use tsblob_storage::{BucketInfo, BucketSettings, EntryInfo, Labels, QuotaType, RecordMeta};
 
 use crate::http::AppError;
 
@@ -278,6 +278,60 @@ impl BatchHeaderV1 {
             }
         }
         s
+    }
+}
+
+/// An entry (or label) name as a header list item: `tchar`s kept, other bytes `%XX`.
+pub fn encode_entry(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A record's v2 header relative to the previous record of its entry in the answer:
+/// `<size>,<content type>[,<label ops>]` (a label gone is `name=`).
+pub fn label_delta_v2(meta: &RecordMeta, prev: Option<&RecordMeta>) -> String {
+    let ct = if meta.content_type.is_empty() {
+        tsblob_storage::DEFAULT_CONTENT_TYPE
+    } else {
+        &meta.content_type
+    };
+    let quote = |v: &str| {
+        if v.contains(',') {
+            format!("\"{v}\"")
+        } else {
+            v.to_string()
+        }
+    };
+    let mut ops: Vec<String> = Vec::new();
+    match prev {
+        None => {
+            for (k, v) in &meta.labels {
+                ops.push(format!("{k}={}", quote(v)));
+            }
+        }
+        Some(p) => {
+            let keys: std::collections::BTreeSet<&String> =
+                meta.labels.keys().chain(p.labels.keys()).collect();
+            for k in keys {
+                match (meta.labels.get(k), p.labels.get(k)) {
+                    (a, b) if a == b => {}
+                    (None, _) => ops.push(format!("{k}=")),
+                    (Some(v), _) => ops.push(format!("{k}={}", quote(v))),
+                }
+            }
+        }
+    }
+    if ops.is_empty() {
+        format!("{},{ct}", meta.size)
+    } else {
+        format!("{},{ct},{}", meta.size, ops.join(","))
     }
 }
 
