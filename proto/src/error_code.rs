@@ -98,6 +98,9 @@ codes! {
     InvalidPattern = "invalid_pattern",
     /// 422: replication task settings that do not hold.
     InvalidReplication = "invalid_replication",
+    /// 422: a ReductStore API feature tsblob does not have (rename before the engine had
+    /// it, token expiry, lifecycle rules...): nothing was changed.
+    Unsupported = "unsupported",
     /// 422: a strict query met a record without the label.
     MissingLabel = "missing_label",
     /// 422: a record older than its bucket keeps.

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
@@ -94,58 +94,21 @@ async fn full_info(state: &AppState, name: String) -> Result<BucketFullJson, App
     })
 }
 
-/// `{"new_name": ...}` of a rename.
-#[derive(serde::Deserialize)]
-struct NewName {
-    new_name: String,
-}
-
-async fn new_name(state: &AppState, req: Request) -> Result<String, AppError> {
-    let bytes = BodyChunks::new(req.into_body(), SETTINGS_BODY, &state.limits)
-        .collect(64)
-        .await?;
-    let n: NewName = serde_json::from_slice(&bytes).map_err(|e| {
-        AppError::bad_request(format!(
-            "a rename needs a JSON body {{\"new_name\": \"...\"}} ({e})"
-        ))
-    })?;
-    Ok(n.new_name)
-}
-
-/// The answer to a rename until the engine can rename in place: refused, saying so (never
-/// a fake success; nothing is changed).
-fn rename_unsupported(what: &str) -> AppError {
-    AppError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
-        format!(
-            "renaming {what} is not supported by this tsblob version: nothing was changed (copy the records to the new name and remove the old one)"
-        ),
-    )
-}
-
-/// `PUT /api/v1/b/{bucket}/rename`.
+/// `PUT /api/v1/b/{bucket}/rename`: the native rename (`{"new_name": ...}`, admin only);
+/// ReductStore answers 200 empty.
 pub async fn rename(
     ctx: &Ctx,
     caller: &Caller,
     bucket: &str,
     req: Request,
 ) -> Result<Response, AppError> {
-    caller.require_admin("rename buckets")?;
-    let to = new_name(&ctx.state, req).await?;
-    tsblob_storage::validate_bucket_name(&to)?;
-    let store = ctx.state.store.clone();
-    let name = bucket.to_string();
-    blocking(move || Ok(store.bucket(&name)?)).await?;
-    Err(rename_unsupported("a bucket"))
+    crate::http::buckets::rename(ctx.state.clone(), caller.clone(), bucket.to_string(), req)
+        .await?;
+    Ok(ok_empty())
 }
 
-/// `PUT /api/v1/b/{bucket}/{entry}/rename`.
-pub async fn rename_entry(t: &Target, req: Request) -> Result<Response, AppError> {
-    t.caller.require_write(&t.bucket)?;
-    let to = new_name(&t.state, req).await?;
-    tsblob_storage::validate_entry_name(&to)?;
-    let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
-    blocking(move || Ok(store.entry(&bucket, &entry)?)).await?;
-    Err(rename_unsupported("an entry"))
+/// `PUT /api/v1/b/{bucket}/{entry}/rename`: the native rename of an entry.
+pub async fn rename_entry(t: Target, req: Request) -> Result<Response, AppError> {
+    crate::http::records::rename_entry(t, req).await?;
+    Ok(ok_empty())
 }

@@ -207,7 +207,7 @@ async fn entry_route(
         (Some("batch"), Method::DELETE) => batch::remove_v1(target, req).await,
         (Some("q"), Method::GET | Method::POST) => query::open_v1(&ctx, target, req).await,
         (Some("q"), Method::DELETE) => query::remove_v1(target, req).await,
-        (Some("rename"), Method::PUT) => buckets::rename_entry(&target, req).await,
+        (Some("rename"), Method::PUT) => buckets::rename_entry(target, req).await,
         (route, method) => Err(method_not_allowed(
             &method,
             &format!("the {} route", route.unwrap_or("record")),

@@ -311,7 +311,7 @@ async fn open(
     if map.len() >= sessions.limits.max {
         return Err(AppError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_queries",
+            "too_many_streams",
             format!(
                 "{} query sessions are open, the server's limit (--reductstore-max-queries): read queries to their end, give them a short ttl, or raise the limit",
                 map.len()
@@ -374,7 +374,7 @@ async fn next_batch(
         let cursor = s.cursor.take().ok_or_else(|| {
             AppError::new(
                 StatusCode::CONFLICT,
-                "query_busy",
+                "conflict",
                 format!("query {id} is being read by another request: read a session one request at a time"),
             )
         })?;
