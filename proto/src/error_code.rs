@@ -70,9 +70,9 @@ codes! {
     BucketExists = "bucket_exists",
     /// 409: a rename's new entry name is taken.
     EntryExists = "entry_exists",
-    /// 409: a rename of an entry (or a bucket) with records in the object-store tier.
+    /// 409: a rename of an entry with blocks in the object store.
     RenameTiered = "rename_tiered",
-    /// 409: a rename's target folder exists on disk although the index does not know it.
+    /// 409: a rename found a folder under the new name.
     FolderExists = "folder_exists",
     /// 409: a record is stored at this timestamp.
     TimestampExists = "timestamp_exists",
@@ -104,14 +104,17 @@ codes! {
     InvalidPattern = "invalid_pattern",
     /// 422: replication task settings that do not hold.
     InvalidReplication = "invalid_replication",
-    /// 422: a strict query met a record without the label.
-    MissingLabel = "missing_label",
+    /// 422: a ReductStore API feature tsblob does not have (rename before the engine had
+    /// it, token expiry, lifecycle rules...): nothing was changed.
+    Unsupported = "unsupported",
     /// 422: a `strict` query's condition cannot be evaluated on a record.
     InvalidCondition = "invalid_condition",
-    /// 422: a `when` uses a ReductStore directive tsblob does not evaluate.
+    /// 422: a `when` directive tsblob does not evaluate.
     UnsupportedDirective = "unsupported_directive",
-    /// 422: a `when` date operator names a time zone other than UTC.
+    /// 422: a `when` time zone tsblob does not evaluate.
     UnsupportedTimeZone = "unsupported_time_zone",
+    /// 422: a strict query met a record without the label.
+    MissingLabel = "missing_label",
     /// 422: a record older than its bucket keeps.
     TooOld = "too_old",
     /// 429: too many live tails.

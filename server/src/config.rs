@@ -16,6 +16,26 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{s:?} is not a duration ({e}): use e.g. 30s, 2m"))
 }
 
+/// A path prefix: `/name` (one or more segments of letters, digits, `-`, `_`, `.`).
+fn parse_prefix(s: &str) -> Result<String, String> {
+    let p = s.trim_end_matches('/');
+    let ok = p.starts_with('/')
+        && p.len() > 1
+        && p[1..].split('/').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        });
+    if ok && p != "/api" && p != "/ui" {
+        Ok(p.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a usable path prefix: give e.g. /reduct (not /api or /ui, which the native API uses)"
+        ))
+    }
+}
+
 /// Flags of `tsblob serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -151,6 +171,19 @@ pub struct ServeArgs {
     /// How often a read replica looks for newly tiered blocks.
     #[arg(long, env = "TSBLOB_REPLICA_REFRESH", default_value = "5s", value_parser = parse_duration)]
     pub replica_refresh: Duration,
+    /// Also serve ReductStore's HTTP API (v1, as of ReductStore 1.21) on this address, e.g.
+    /// 127.0.0.1:8383 (ReductStore's port), for ReductStore clients (docs/reductstore.md).
+    /// Same tokens and bounds as --listen. Default: off.
+    #[arg(long, env = "TSBLOB_REDUCTSTORE_LISTEN")]
+    pub reductstore_listen: Option<SocketAddr>,
+    /// Also serve ReductStore's HTTP API under this path of --listen, e.g. /reduct (clients
+    /// use http://HOST:8686/reduct as their URL). Default: off.
+    #[arg(long, env = "TSBLOB_REDUCTSTORE_PREFIX", value_parser = parse_prefix)]
+    pub reductstore_prefix: Option<String>,
+    /// Query sessions of the ReductStore API open at once (each holds a position in its
+    /// entries until read to the end or idle for its TTL); past it, 429.
+    #[arg(long, env = "TSBLOB_REDUCTSTORE_MAX_QUERIES", default_value_t = 1024)]
+    pub reductstore_max_queries: usize,
     /// The cost bounds of requests (`http/limits.rs`).
     #[command(flatten)]
     pub cost: crate::http::limits::CostArgs,

@@ -16,6 +16,7 @@ pub mod http;
 pub mod mcap;
 pub mod private_file;
 pub mod record_stream;
+pub mod reduct;
 pub mod replication;
 pub mod serve;
 pub mod tier;

@@ -87,24 +87,32 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("recovery: {event}");
     }
     let auth = Auth::load(&args.data, args.token.as_deref())?;
-    if !args.listen.ip().is_loopback() && !auth.enabled() {
-        // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
-        anyhow::ensure!(
-            args.no_auth,
-            "refusing to listen on {} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose",
-            args.listen
-        );
-        let msg = format!(
-            "listening on {} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
-            args.listen
-        );
-        tracing::warn!("{msg}");
-        eprintln!("WARNING: {msg}");
+    for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
+        if !listen.ip().is_loopback() && !auth.enabled() {
+            // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
+            anyhow::ensure!(
+                args.no_auth,
+                "refusing to listen on {listen} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose",
+            );
+            let msg = format!(
+                "listening on {listen} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
+            );
+            tracing::warn!("{msg}");
+            eprintln!("WARNING: {msg}");
+        }
     }
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let reduct_listener = match args.reductstore_listen {
+        Some(at) => Some(
+            TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on {at} (--reductstore-listen)"))?,
+        ),
+        None => None,
+    };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
@@ -117,15 +125,44 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             state.replications.explain(e)
         )
     })?;
-    let app = http::app(state);
+    // The ReductStore API (`crate::reduct`): its own listener, and/or a path of this one.
+    let reduct = crate::reduct::Reduct::new(
+        state.clone(),
+        crate::reduct::query::SessionLimits {
+            max: args.reductstore_max_queries,
+        },
+    );
+    let mut app = http::app(state);
+    if let Some(prefix) = &args.reductstore_prefix {
+        app = app.nest(prefix, reduct.router(args.limits().browser));
+    }
     println!(
         "tsblob {} serving {} on http://{addr} (sync {})",
         env!("CARGO_PKG_VERSION"),
         args.data.display(),
         store.options().sync
     );
-
-    accept_loop(listener, app, args.header_timeout, args.shutdown_grace).await;
+    let reduct_loop = async {
+        if let Some(l) = reduct_listener {
+            let at = l.local_addr()?;
+            let browser =
+                http::browser::BrowserPolicy::new(at, &args.allowed_hosts, &args.cors_origin);
+            println!("ReductStore API on http://{at}");
+            accept_loop(
+                l,
+                reduct.router(browser),
+                args.header_timeout,
+                args.shutdown_grace,
+            )
+            .await;
+        }
+        Ok::<_, anyhow::Error>(())
+    };
+    let (_, reduct_result) = tokio::join!(
+        accept_loop(listener, app, args.header_timeout, args.shutdown_grace),
+        reduct_loop
+    );
+    reduct_result?;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.sync())
         .await

@@ -191,24 +191,33 @@ pub fn app(state: AppState) -> Router {
 /// boxed a future and cloned a boxed service per request
 /// (`docs/benchmarks/write-cpu-2-2026-11-23.md`).
 async fn gate(State(state): State<AppState>, req: Request, next: middleware::Next) -> Response {
+    gate_with(&state, &state.limits.browser, req, next).await
+}
+
+/// [`gate`] with the browser rules of another listener (the ReductStore API's,
+/// `crate::reduct`, whose address may differ from `--listen`).
+pub(crate) async fn gate_with(
+    state: &AppState,
+    browser: &browser::BrowserPolicy,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
     let (mut req, started) = state.metrics.start(req);
-    let cors = match state.limits.browser.admit(&req) {
+    let cors = match browser.admit(&req) {
         Ok(cors) => cors,
         Err(answer) => return state.metrics.finish(started, *answer),
     };
     let resp = match state.auth.admit(&mut req) {
         Some(refused) => refused,
         None => {
-            let resp = match read_only(&state, &req) {
+            let resp = match read_only(state, &req) {
                 Some(refused) => refused,
                 None => next.run(req).await,
             };
             errors::json_errors(resp).await
         }
     };
-    state
-        .metrics
-        .finish(started, state.limits.browser.finish(cors, resp))
+    state.metrics.finish(started, browser.finish(cors, resp))
 }
 
 /// The console's files are public: only the `Host` check applies (DNS rebinding).
@@ -330,9 +339,10 @@ pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Val
 /// under `/api/v1/b` is 405 with the reason.
 fn read_only(state: &AppState, req: &Request) -> Option<Response> {
     let path = req.uri().path();
+    // (`/q` and `/io/*/q`: the ReductStore API's query sessions, `crate::reduct`.)
     let read = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
-        || (*req.method() == Method::POST && path.ends_with("/query"));
-    if read || !path.starts_with("/api/v1/b") {
+        || (*req.method() == Method::POST && (path.ends_with("/query") || path.ends_with("/q")));
+    if read || !(path.starts_with("/api/v1/b") || path.starts_with("/api/v1/io/")) {
         return None;
     }
     let of = state.store.read_replica_of()?;

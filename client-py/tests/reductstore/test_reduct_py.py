@@ -1,0 +1,321 @@
+"""ReductStore's own Python client (reduct-py, from PyPI) against `tsblob serve
+--reductstore-listen`: every call of the drop-in table of issue 29, and records crossing
+between the two APIs (written through one, read through the other)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import AsyncIterator, Iterator
+
+import pytest
+from reduct import Batch, BucketSettings, Client, QuotaType, ReductError
+
+import tsblob
+from conftest import ADMIN_TOKEN, Server, free_port
+
+pytestmark = pytest.mark.server
+
+
+class ReductServer:
+    def __init__(self, srv: Server, url: str) -> None:
+        self.srv = srv
+        self.url = url
+
+
+@pytest.fixture(scope="module")
+def rs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReductServer]:
+    """tsblob with an admin token and the ReductStore API on a port of its own (small body
+    limits, which the ReductStore routes must honour as the native ones do)."""
+    port = free_port()
+    srv = Server(tmp_path_factory.mktemp("tsblob-reduct") / "data",
+                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}", "--max-body", "1MiB",
+                  "--max-batch-record", "256KiB"], ADMIN_TOKEN).start()
+    yield ReductServer(srv, f"http://127.0.0.1:{port}")
+    srv.stop()
+
+
+@pytest.fixture
+async def rclient(rs: ReductServer) -> AsyncIterator[Client]:
+    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
+        yield c
+
+
+def name() -> str:
+    return "rs-" + uuid.uuid4().hex[:10]
+
+
+async def test_info_list_and_bucket_settings(rclient: Client) -> None:
+    b = name()
+    await rclient.create_bucket(b, BucketSettings(quota_type=QuotaType.FIFO, quota_size=10_000_000))
+    await rclient.create_bucket(b, exist_ok=True)
+    with pytest.raises(ReductError) as e:
+        await rclient.create_bucket(b)
+    assert e.value.status_code == 409
+    info = await rclient.info()
+    assert info.bucket_count >= 1
+    assert info.defaults.bucket.quota_type == QuotaType.NONE
+    assert b in [x.name for x in await rclient.list()]
+    bucket = await rclient.get_bucket(b)
+    settings = await bucket.get_settings()
+    assert (settings.quota_type, settings.quota_size) == (QuotaType.FIFO, 10_000_000)
+    await bucket.set_settings(BucketSettings(quota_size=20_000_000))
+    assert (await bucket.get_settings()).quota_size == 20_000_000
+    await bucket.remove()
+    with pytest.raises(ReductError) as e:
+        await rclient.get_bucket(b)
+    assert e.value.status_code == 404
+
+
+async def test_write_with_labels_read_head_update_remove(rclient: Client) -> None:
+    bucket = await rclient.create_bucket(name())
+    await bucket.write("cam/front", b"frame-1", timestamp=1_000, labels={"robot": "r1", "score": "0.5"},
+                       content_type="image/jpeg")
+    await bucket.write("cam/front", b"frame-2", timestamp=2_000, labels={"robot": "r2"})
+    async with bucket.read("cam/front", timestamp=1_000) as rec:
+        assert await rec.read_all() == b"frame-1"
+        assert rec.timestamp == 1_000
+        assert rec.labels == {"robot": "r1", "score": "0.5"}
+        assert rec.content_type == "image/jpeg"
+        assert rec.size == 7
+    async with bucket.read("cam/front") as rec:  # the latest
+        assert (rec.timestamp, await rec.read_all()) == (2_000, b"frame-2")
+    async with bucket.read("cam/front", timestamp=1_000, head=True) as rec:
+        assert (rec.size, rec.labels["robot"]) == (7, "r1")
+    with pytest.raises(ReductError) as e:
+        await bucket.write("cam/front", b"again", timestamp=1_000)
+    assert e.value.status_code == 409
+    await bucket.update("cam/front", 1_000, {"robot": "r9", "score": ""})
+    async with bucket.read("cam/front", timestamp=1_000, head=True) as rec:
+        assert rec.labels == {"robot": "r9"}
+    await bucket.remove_record("cam/front", 1_000)
+    with pytest.raises(ReductError) as e:
+        async with bucket.read("cam/front", timestamp=1_000):
+            pass
+    assert e.value.status_code == 404
+    full = await bucket.get_full_info()
+    assert [(x.name, x.record_count, x.oldest_record, x.latest_record) for x in full.entries] == [
+        ("cam/front", 1, 2_000, 2_000)]
+    assert full.info.entry_count == 1
+    await bucket.remove_entry("cam/front")
+    assert (await bucket.get_full_info()).entries == []
+
+
+async def test_errors_carry_x_reduct_error(rs: ReductServer) -> None:
+    async with Client(rs.url, api_token="not-a-token") as bad:
+        with pytest.raises(ReductError) as e:
+            await bad.list()
+        assert e.value.status_code == 401
+        assert "token" in e.value.message
+    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
+        with pytest.raises(ReductError) as e:
+            await c.get_bucket("no-such-bucket")
+        assert e.value.status_code == 404
+        assert "no-such-bucket" in e.value.message
+
+
+async def test_rename_entry_and_bucket_keep_the_records(rclient: Client) -> None:
+    bucket = await rclient.create_bucket(name())
+    await bucket.write("e1", b"x", timestamp=5, labels={"k": "v"})
+    await bucket.rename_entry("e1", "e2")
+    full = await bucket.get_full_info()
+    assert [(x.name, x.record_count) for x in full.entries] == [("e2", 1)]
+    async with bucket.read("e2", timestamp=5) as r:
+        assert (await r.read_all(), r.labels) == (b"x", {"k": "v"})
+    # A taken name: refused, nothing changed (no junk record written anywhere).
+    await bucket.write("e3", b"y", timestamp=6)
+    with pytest.raises(ReductError) as e:
+        await bucket.rename_entry("e2", "e3")
+    assert e.value.status_code == 409
+    new = name()
+    await bucket.rename(new)
+    assert bucket.name == new
+    moved = await rclient.get_bucket(new)
+    assert sorted(x.name for x in (await moved.get_full_info()).entries) == ["e2", "e3"]
+
+
+async def test_a_record_crosses_between_the_two_apis(rs: ReductServer, rclient: Client) -> None:
+    b = name()
+    bucket = await rclient.create_bucket(b)
+    await bucket.write("e", b"from-reduct", timestamp=10, labels={"k": "v w", "pct": "100%"})
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as native:
+        rec = native.read(b, "e", ts=10)
+        assert rec.data == b"from-reduct"
+        assert rec.labels == {"k": "v w", "pct": "100%"}
+        native.write(b, "e", b"from-tsblob", ts=20, labels={"a": "ü"})
+    async with bucket.read("e", timestamp=20) as r:
+        assert await r.read_all() == b"from-tsblob"
+        assert r.labels["a"] in ("ü", "%C3%BC")  # HTTP headers carry ASCII: sent encoded
+
+
+async def test_probes_need_no_token(rs: ReductServer) -> None:
+    import urllib.request
+
+    for path in ("/api/v1/alive", "/api/v1/ready"):
+        with urllib.request.urlopen(rs.url + path, timeout=5) as resp:
+            assert resp.status == 200
+            assert resp.headers["x-reduct-api"] == "1.21"
+
+
+async def test_write_batch_v1_and_query_through_io(rclient: Client) -> None:
+    from reduct import RecordBatch
+
+    bucket = await rclient.create_bucket(name())
+    batch = Batch()
+    batch.add(100, b"a", content_type="text/plain", labels={"n": "1", "note": "x y"})
+    batch.add(200, b"bb", labels={"n": "2"})
+    batch.add(300, b"ccc")
+    assert await bucket.write_batch("e", batch) == {}
+    # A second write of the same timestamps: per-record errors, nothing else.
+    errors = await bucket.write_batch("e", batch)
+    assert sorted(errors) == [100, 200, 300]
+    assert all(e.status_code == 409 for e in errors.values())
+    got = [(r.timestamp, await r.read_all(), r.labels, r.content_type) async for r in bucket.query("e")]
+    assert got == [
+        (100, b"a", {"n": "1", "note": "x y"}, "text/plain"),
+        (200, b"bb", {"n": "2"}, "application/octet-stream"),
+        (300, b"ccc", {}, "application/octet-stream"),
+    ]
+    got = [r.timestamp async for r in bucket.query("e", start=150, stop=300)]
+    assert got == [200]
+    got = [r.timestamp async for r in bucket.query("e", when={"&n": {"$gte": 2}})]
+    assert got == [200]
+    got = [(r.timestamp, r.size) async for r in bucket.query("e", head=True)]
+    assert got == [(100, 1), (200, 2), (300, 3)]
+    # Multi-entry batch (protocol v2) and a multi-entry query.
+    rb = RecordBatch()
+    rb.add("f/1", 150, b"x", labels={"k": "v,w"})
+    rb.add("f/2", 150, b"y", labels={"k": "w"})
+    rb.add("f/1", 250, b"z")
+    assert await bucket.write_record_batch(rb) == {}
+    got = [(r.entry, r.timestamp, await r.read_all(), r.labels) async for r in bucket.query(["f/*"])]
+    assert got == [("f/1", 150, b"x", {"k": "v,w"}), ("f/2", 150, b"y", {"k": "w"}), ("f/1", 250, b"z", {})]
+
+
+async def test_many_records_cross_batches(rclient: Client) -> None:
+    bucket = await rclient.create_bucket(name())
+    # At most ~90 records a request: HTTP servers (ReductStore's too) take 100 headers.
+    for part in range(0, 300, 75):
+        batch = Batch()
+        for i in range(part, part + 75):
+            batch.add(1_000 + i, b"%d" % i, labels={"i": str(i), "even": str(i % 2 == 0).lower()})
+        assert await bucket.write_batch("many", batch) == {}
+    got = [(r.timestamp, await r.read_all(), r.labels) async for r in bucket.query("many")]
+    assert len(got) == 300
+    assert got[299] == (1_299, b"299", {"i": "299", "even": "false"})
+    assert [r.timestamp async for r in bucket.query("many", when={"&i": {"$gte": 100}, "$limit": 3})] == [
+        1_100, 1_101, 1_102]
+
+
+async def test_update_and_remove_batches_and_remove_query(rclient: Client) -> None:
+    from reduct import RecordBatch
+
+    bucket = await rclient.create_bucket(name())
+    batch = Batch()
+    for ts in (1, 2, 3, 4):
+        batch.add(ts, b"p", labels={"a": "1", "b": "2"})
+    await bucket.write_batch("e", batch)
+    upd = Batch()
+    upd.add(1, labels={"a": "10", "b": ""})
+    upd.add(99, labels={"a": "x"})
+    errors = await bucket.update_batch("e", upd)
+    assert list(errors) == [99] and errors[99].status_code == 404
+    async with bucket.read("e", timestamp=1, head=True) as r:
+        assert r.labels == {"a": "10"}
+    rb = RecordBatch()
+    rb.add("e", 2, labels={"c": "3"})
+    assert await bucket.update_record_batch(rb) == {}
+    async with bucket.read("e", timestamp=2, head=True) as r:
+        assert r.labels == {"a": "1", "b": "2", "c": "3"}
+    rm = Batch()
+    rm.add(2)
+    assert await bucket.remove_batch("e", rm) == {}
+    assert await bucket.remove_query("e", start=3, stop=4) == 1
+    assert [r.timestamp async for r in bucket.query("e")] == [1, 4]
+
+
+async def test_query_session_ends_and_continuous_polls(rs: ReductServer, rclient: Client) -> None:
+    bucket = await rclient.create_bucket(name())
+    await bucket.write("live", b"1", timestamp=10)
+    seen = []
+
+    async def follow() -> None:
+        async for r in bucket.query("live", start=10, continuous=True, poll_interval=0.1):
+            seen.append((r.timestamp, await r.read_all()))
+            if len(seen) == 3:
+                return
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.3)
+    await bucket.write("live", b"2", timestamp=20)
+    await bucket.write("live", b"3", timestamp=30)
+    await asyncio.wait_for(task, 10)
+    assert seen == [(10, b"1"), (20, b"2"), (30, b"3")]
+
+
+async def test_tokens_work_across_both_apis(rs: ReductServer, rclient: Client) -> None:
+    from reduct import Permissions
+
+    b = name()
+    await rclient.create_bucket(b)
+    value = await rclient.create_token(name(), Permissions(full_access=False, read=[b], write=[]))
+    # A token made through the ReductStore API reads through tsblob's own API...
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        admin.write(b, "e", b"x", ts=1)
+    with tsblob.Client(rs.srv.url, token=value) as reader:
+        assert reader.read(b, "e", ts=1).data == b"x"
+    # ... and is held to its permissions through both.
+    async with Client(rs.url, api_token=value) as limited:
+        me = await limited.me()
+        assert (me.permissions.full_access, me.permissions.read) == (False, [b])
+        bucket = await limited.get_bucket(b)
+        with pytest.raises(ReductError) as e:
+            await bucket.write("e", b"y", timestamp=2)
+        assert e.value.status_code == 403
+    # A token made through tsblob's API works here.
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        native_value = admin.create_token(name(), full_access=True)
+    async with Client(rs.url, api_token=native_value) as c:
+        assert b in [x.name for x in await c.list()]
+    listed = [t.name for t in await rclient.get_token_list()]
+    tname = listed[0]
+    full = await rclient.get_token(tname)
+    assert full.name == tname
+    await rclient.remove_token(tname)
+    assert tname not in [t.name for t in await rclient.get_token_list()]
+
+
+async def test_browser_and_body_bounds_apply(rs: ReductServer) -> None:
+    import http.client
+
+    port = int(rs.url.rsplit(":", 1)[1])
+    # DNS rebinding: a page on another name resolving here is refused, ReductStore-style.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("GET", "/api/v1/list", headers={"Host": "evil.example", "Authorization": f"Bearer {ADMIN_TOKEN}"})
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 403
+    assert resp.getheader("x-reduct-error")
+    conn.close()
+
+    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
+        bucket = await c.create_bucket(name())
+        with pytest.raises(ReductError) as e:
+            await bucket.write("big", b"x" * (2 << 20), timestamp=1)
+        assert e.value.status_code == 413
+        # A batch record over --max-batch-record is refused from its header, before any of
+        # the body is read (a client still sending gets the answer, then a closed connection).
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.putrequest("POST", f"/api/v1/b/{bucket.name}/big/batch", skip_host=True)
+        for k, v in {"Host": "localhost", "Authorization": f"Bearer {ADMIN_TOKEN}",
+                     "x-reduct-time-1": f"{300 << 10},application/octet-stream",
+                     "Content-Length": str(300 << 10)}.items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 422
+        assert "max-batch-record" in (resp.getheader("x-reduct-error") or "")
+        conn.close()
+        assert (await bucket.get_full_info()).entries == []

@@ -1,0 +1,656 @@
+//! ReductStore's batch protocols: v1 (`/api/v1/b/{bucket}/{entry}/batch`, one entry, a
+//! header `x-reduct-time-<ts>: <size>,<content type>,<labels>` per record) and v2 (the
+//! `/api/v1/io/{bucket}/{write|update|remove}` routes, several entries: `x-reduct-entries`,
+//! `x-reduct-start-ts`, optional `x-reduct-labels`, and `x-reduct-<entry index>-<ts delta>`
+//! per record, whose content type and labels are deltas from the entry's previous record).
+//! Write bodies are the payloads back to back, in the order of the headers (v1: by
+//! timestamp; v2: by entry index, then timestamp). Per-record failures are answered in
+//! `x-reduct-error-<ts>` (v1) or `x-reduct-error-<index>-<delta>` (v2) headers as
+//! `<status>,<message>`; the request itself answers 200.
+//!
+//! Bounds are the native batch's: `--max-body` (whole body), `--max-batch-record` (each
+//! record), `--max-batch-records` (count), the body deadlines, and the body is held in the
+//! server's memory budget (`--memory-budget`, waiting `--memory-wait`, then 503 `busy`).
+
+use std::collections::BTreeMap;
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use percent_encoding::percent_decode_str;
+use tsblob_storage::{BatchRecord, WriteMeta};
+
+use super::ok_empty;
+use super::wire::{self, BatchHeaderV1, ERROR_PREFIX, TIME_PREFIX};
+#[cfg(test)]
+use super::wire::{encode_entry, label_delta_v2};
+use crate::http::auth::Caller;
+use crate::http::body::{content_length, BodyChunks};
+use crate::http::errors::blocking;
+use crate::http::records::Target;
+use crate::http::AppError;
+
+/// An entry's content type and labels as the previous record left them (v2 deltas).
+type EntryState = (Option<String>, BTreeMap<String, String>);
+
+/// One record of a batch request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Item {
+    entry: usize,
+    ts: u64,
+    size: u64,
+    content_type: Option<String>,
+    /// Labels as sent: an empty value removes the label (updates) or is absent (writes).
+    labels: BTreeMap<String, String>,
+    /// Where its error is answered.
+    error_header: String,
+}
+
+/// A parsed batch request: its entries, its records in body order, and the headers its
+/// answer repeats (v2: the entries and the start, which clients read errors against).
+#[derive(Debug)]
+struct Parsed {
+    entries: Vec<String>,
+    items: Vec<Item>,
+    echo: Vec<(&'static str, HeaderValue)>,
+}
+
+fn malformed(message: impl std::fmt::Display) -> AppError {
+    AppError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "malformed_batch",
+        format!("{message}"),
+    )
+}
+
+/// v1: `x-reduct-time-<ts>` headers, in timestamp order.
+fn parse_v1(headers: &HeaderMap, entry: &str) -> Result<Parsed, AppError> {
+    let mut items = Vec::new();
+    for (name, value) in headers {
+        let Some(ts) = name.as_str().strip_prefix(TIME_PREFIX) else {
+            continue;
+        };
+        let ts: u64 = ts
+            .parse()
+            .map_err(|_| malformed(format!("{name}: {ts:?} is not a timestamp in µs")))?;
+        let raw = value
+            .to_str()
+            .map_err(|_| malformed(format!("{name}: the value is not ASCII")))?;
+        let h = BatchHeaderV1::parse(raw).map_err(|e| malformed(format!("{name}: {e}")))?;
+        items.push(Item {
+            entry: 0,
+            ts,
+            size: h.size,
+            content_type: h.content_type,
+            labels: h.labels.into_iter().collect(),
+            error_header: format!("{ERROR_PREFIX}{ts}"),
+        });
+    }
+    items.sort_by_key(|i| i.ts);
+    Ok(Parsed {
+        entries: vec![entry.to_string()],
+        items,
+        echo: Vec::new(),
+    })
+}
+
+fn decode_name(s: &str) -> Result<String, AppError> {
+    percent_decode_str(s.trim())
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| malformed(format!("{s:?} does not decode to UTF-8")))
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, AppError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| malformed(format!("{name}: the value is not ASCII")))
+        })
+        .transpose()
+}
+
+/// The label operations of a v2 record header: `<name or index>=<value>`, comma-separated,
+/// a value holding `,` in double quotes, an empty value removing the label.
+fn parse_label_ops(raw: &str, names: Option<&[String]>) -> Result<Vec<(String, String)>, AppError> {
+    let mut ops = Vec::new();
+    let mut rest = raw.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .split_once('=')
+            .ok_or_else(|| malformed(format!("label {rest:?} is not <name>=<value>")))?;
+        let key = key.trim();
+        let key = match (names, key.parse::<usize>()) {
+            (Some(names), Ok(i)) => names
+                .get(i)
+                .cloned()
+                .ok_or_else(|| malformed(format!("label index {i} is not in x-reduct-labels")))?,
+            _ => key.to_string(),
+        };
+        let value;
+        if let Some(quoted) = after.strip_prefix('"') {
+            let (v, r) = quoted
+                .split_once('"')
+                .ok_or_else(|| malformed("a double quote is not closed"))?;
+            value = v.to_string();
+            rest = r.trim_start_matches(',').trim();
+        } else if let Some((v, r)) = after.split_once(',') {
+            value = v.trim().to_string();
+            rest = r.trim();
+        } else {
+            value = after.trim().to_string();
+            rest = "";
+        }
+        ops.push((key, value));
+    }
+    Ok(ops)
+}
+
+/// v2: the records in body order (entry index, then timestamp).
+fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
+    let entries: Vec<String> = match header_str(headers, "x-reduct-entries")? {
+        None => {
+            return Err(malformed(
+                "x-reduct-entries is missing: the batch's entries",
+            ))
+        }
+        Some(s) if s.trim().is_empty() => Vec::new(),
+        Some(s) => s.split(',').map(decode_name).collect::<Result<_, _>>()?,
+    };
+    let start: u64 = header_str(headers, "x-reduct-start-ts")?
+        .ok_or_else(|| malformed("x-reduct-start-ts is missing"))?
+        .trim()
+        .parse()
+        .map_err(|_| malformed("x-reduct-start-ts is not a timestamp in µs"))?;
+    let names: Option<Vec<String>> = header_str(headers, "x-reduct-labels")?
+        .map(|s| s.split(',').map(decode_name).collect::<Result<_, _>>())
+        .transpose()?;
+    let mut raw: Vec<(usize, u64, &str)> = Vec::new();
+    for (name, value) in headers {
+        let Some(rest) = name.as_str().strip_prefix("x-reduct-") else {
+            continue;
+        };
+        let Some((i, d)) = rest.rsplit_once('-') else {
+            continue;
+        };
+        if i.is_empty()
+            || d.is_empty()
+            || !i.bytes().all(|b| b.is_ascii_digit())
+            || !d.bytes().all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let (Ok(i), Ok(d)) = (i.parse::<usize>(), d.parse::<u64>()) else {
+            return Err(malformed(format!(
+                "{name}: the index or the delta is too large"
+            )));
+        };
+        if i >= entries.len() {
+            return Err(malformed(format!(
+                "{name}: entry index {i} is not in x-reduct-entries"
+            )));
+        }
+        let v = value
+            .to_str()
+            .map_err(|_| malformed(format!("{name}: the value is not ASCII")))?;
+        raw.push((i, d, v));
+    }
+    raw.sort_by_key(|&(i, d, _)| (i, d));
+    let mut previous: Vec<Option<EntryState>> = vec![None; entries.len()];
+    let mut items = Vec::with_capacity(raw.len());
+    for (i, d, v) in raw {
+        let ts = start
+            .checked_add(d)
+            .ok_or_else(|| malformed(format!("x-reduct-{i}-{d}: the timestamp overflows")))?;
+        let (size, rest) = match v.split_once(',') {
+            Some((s, r)) => (s, Some(r)),
+            None => (v, None),
+        };
+        let size: u64 = size
+            .trim()
+            .parse()
+            .map_err(|_| malformed(format!("x-reduct-{i}-{d}: {size:?} is not a size")))?;
+        let prev = previous[i].clone();
+        let (content_type, labels) = match rest {
+            None => prev.ok_or_else(|| {
+                malformed(format!(
+                    "x-reduct-{i}-{d}: the first record of an entry needs its content type and labels"
+                ))
+            })?,
+            Some(rest) => {
+                let (ct, ops) = match rest.split_once(',') {
+                    Some((ct, ops)) => (ct.trim(), Some(ops)),
+                    None => (rest.trim(), None),
+                };
+                let (prev_ct, prev_labels) = prev.unwrap_or_default();
+                let ct = if ct.is_empty() {
+                    prev_ct
+                } else {
+                    Some(ct.to_string())
+                };
+                let mut labels = prev_labels;
+                if let Some(ops) = ops {
+                    for (k, v) in parse_label_ops(ops, names.as_deref())? {
+                        labels.insert(k, v);
+                    }
+                }
+                (ct, labels)
+            }
+        };
+        previous[i] = Some((content_type.clone(), labels.clone()));
+        items.push(Item {
+            entry: i,
+            ts,
+            size,
+            content_type,
+            labels,
+            error_header: format!("{ERROR_PREFIX}{i}-{d}"),
+        });
+    }
+    let mut echo = Vec::new();
+    for name in ["x-reduct-entries", "x-reduct-start-ts"] {
+        if let Some(v) = headers.get(name) {
+            echo.push((name, v.clone()));
+        }
+    }
+    Ok(Parsed {
+        entries,
+        items,
+        echo,
+    })
+}
+
+/// The answer of a batch: 200, per-record errors in headers.
+fn answer(parsed: &Parsed, errors: Vec<(String, AppError)>) -> Response {
+    let mut resp = ok_empty();
+    let headers = resp.headers_mut();
+    for (name, v) in &parsed.echo {
+        headers.insert(*name, v.clone());
+    }
+    for (name, e) in errors {
+        if let Ok(name) = HeaderName::try_from(name) {
+            headers.insert(name, wire::record_error(&e));
+        }
+    }
+    resp
+}
+
+fn check_labels(labels: &tsblob_storage::Labels) -> Result<(), AppError> {
+    for k in labels.keys() {
+        tsblob_storage::validate_label_key(k)?;
+    }
+    crate::http::headers::check_label_bounds(labels)
+}
+
+/// Writes a parsed batch: bounds checked before the body is received, the body held in
+/// the memory budget, each entry's records written with one engine call.
+async fn write(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    parsed: Parsed,
+    req: Request,
+) -> Result<Response, AppError> {
+    crate::http::headers::identity_only(req.headers())?;
+    caller.require_write(bucket)?;
+    let limits = state.limits.clone();
+    if parsed.items.len() as u64 > limits.max_batch_records {
+        return Err(malformed(format!(
+            "{} records in one batch: the server takes at most {} (--max-batch-records)",
+            parsed.items.len(),
+            limits.max_batch_records
+        )));
+    }
+    let mut total = 0u64;
+    for item in &parsed.items {
+        if item.size > limits.max_batch_record {
+            return Err(malformed(format!(
+                "the record at {} has {} bytes: a batch record may have at most {} (--max-batch-record); write it alone",
+                item.ts, item.size, limits.max_batch_record
+            )));
+        }
+        total = total.saturating_add(item.size);
+    }
+    if total > limits.max_body {
+        return Err(AppError::too_large(limits.max_body));
+    }
+    if let Some(n) = content_length(req.headers())? {
+        if n != total {
+            return Err(malformed(format!(
+                "Content-Length is {n} but the record headers add up to {total} bytes"
+            )));
+        }
+    }
+    let mut held = state.bodies.empty();
+    held.cover(total, "a ReductStore batch").await?;
+    let body = BodyChunks::new(req.into_body(), total, &limits)
+        .collect(usize::try_from(total).unwrap_or(0))
+        .await?;
+    if body.len() as u64 != total {
+        return Err(malformed(format!(
+            "the body has {} bytes but the record headers add up to {total}: nothing was stored",
+            body.len()
+        )));
+    }
+    let mut errors = Vec::new();
+    let mut per_entry: Vec<Vec<(String, BatchRecord)>> = vec![Vec::new(); parsed.entries.len()];
+    let mut at = 0usize;
+    for item in &parsed.items {
+        let len = usize::try_from(item.size).unwrap_or(usize::MAX);
+        let data = body[at..at + len].to_vec();
+        at += len;
+        let labels: tsblob_storage::Labels = item
+            .labels
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Err(e) = check_labels(&labels) {
+            errors.push((item.error_header.clone(), e));
+            continue;
+        }
+        per_entry[item.entry].push((
+            item.error_header.clone(),
+            BatchRecord {
+                meta: WriteMeta {
+                    ts: Some(item.ts),
+                    content_type: item.content_type.clone(),
+                    labels,
+                },
+                data,
+            },
+        ));
+    }
+    drop(body);
+    let (store, b, entries) = (
+        state.store.clone(),
+        bucket.to_string(),
+        parsed.entries.clone(),
+    );
+    let results = blocking(move || {
+        let mut out: Vec<(String, AppError)> = Vec::new();
+        for (entry, records) in entries.iter().zip(per_entry) {
+            if records.is_empty() {
+                continue;
+            }
+            if let Err(e) = tsblob_storage::validate_entry_name(entry) {
+                let e = AppError::from(tsblob_storage::Error::from(e));
+                out.extend(records.into_iter().map(|(h, _)| (h, e.clone())));
+                continue;
+            }
+            let (names, records): (Vec<String>, Vec<BatchRecord>) = records.into_iter().unzip();
+            match store.write_batch(&b, entry, &records) {
+                Ok(results) => {
+                    for (h, r) in names.into_iter().zip(results) {
+                        if let Err(e) = r {
+                            out.push((h, e.into()));
+                        }
+                    }
+                }
+                // The bucket is missing (or the disk full...): the whole request fails.
+                Err(e) => return Err(AppError::from(e)),
+            }
+        }
+        Ok(out)
+    })
+    .await?;
+    drop(held);
+    errors.extend(results);
+    Ok(answer(&parsed, errors))
+}
+
+/// Label updates of a parsed batch (no body).
+async fn update(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    parsed: Parsed,
+) -> Result<Response, AppError> {
+    caller.require_write(bucket)?;
+    check_count(state, &parsed)?;
+    let (store, b, entries, items) = (
+        state.store.clone(),
+        bucket.to_string(),
+        parsed.entries.clone(),
+        parsed.items.clone(),
+    );
+    let errors = blocking(move || {
+        store.bucket(&b)?;
+        let mut out = Vec::new();
+        for item in items {
+            let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
+            let r = check_labels(&set).and_then(|()| {
+                store
+                    .update_labels(&b, &entries[item.entry], item.ts, &set, &remove)
+                    .map_err(AppError::from)
+            });
+            if let Err(e) = r {
+                out.push((item.error_header, e));
+            }
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(answer(&parsed, errors))
+}
+
+/// Removals of a parsed batch (no body).
+async fn remove(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    parsed: Parsed,
+) -> Result<Response, AppError> {
+    caller.require_write(bucket)?;
+    check_count(state, &parsed)?;
+    let (store, b, entries, items) = (
+        state.store.clone(),
+        bucket.to_string(),
+        parsed.entries.clone(),
+        parsed.items.clone(),
+    );
+    let errors = blocking(move || {
+        store.bucket(&b)?;
+        let mut out = Vec::new();
+        for item in items {
+            if let Err(e) = store.remove_record(&b, &entries[item.entry], item.ts) {
+                out.push((item.error_header, AppError::from(e)));
+            }
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(answer(&parsed, errors))
+}
+
+fn check_count(state: &crate::http::AppState, parsed: &Parsed) -> Result<(), AppError> {
+    let max = state.limits.max_batch_records;
+    if parsed.items.len() as u64 > max {
+        return Err(malformed(format!(
+            "{} records in one batch: the server takes at most {max} (--max-batch-records)",
+            parsed.items.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /api/v1/io/{bucket}/write`.
+pub async fn write_v2(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    req: Request,
+) -> Result<Response, AppError> {
+    let parsed = parse_v2(req.headers())?;
+    write(state, caller, bucket, parsed, req).await
+}
+
+/// `PATCH /api/v1/io/{bucket}/update`.
+pub async fn update_v2(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    req: Request,
+) -> Result<Response, AppError> {
+    update(state, caller, bucket, parse_v2(req.headers())?).await
+}
+
+/// `DELETE /api/v1/io/{bucket}/remove`.
+pub async fn remove_v2(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    req: Request,
+) -> Result<Response, AppError> {
+    remove(state, caller, bucket, parse_v2(req.headers())?).await
+}
+
+/// `POST /api/v1/b/{bucket}/{entry}/batch`.
+pub async fn write_v1(t: Target, req: Request) -> Result<Response, AppError> {
+    let parsed = parse_v1(req.headers(), &t.entry)?;
+    write(&t.state, &t.caller, &t.bucket, parsed, req).await
+}
+
+/// `PATCH /api/v1/b/{bucket}/{entry}/batch`.
+pub async fn update_v1(t: Target, req: Request) -> Result<Response, AppError> {
+    let parsed = parse_v1(req.headers(), &t.entry)?;
+    update(&t.state, &t.caller, &t.bucket, parsed).await
+}
+
+/// `DELETE /api/v1/b/{bucket}/{entry}/batch`.
+pub async fn remove_v1(t: Target, req: Request) -> Result<Response, AppError> {
+    let parsed = parse_v1(req.headers(), &t.entry)?;
+    remove(&t.state, &t.caller, &t.bucket, parsed).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tsblob_storage::RecordMeta;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                HeaderName::try_from(*k).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn v2_headers_apply_deltas_per_entry() {
+        // As reduct-py's make_headers_v2 builds them: entry 1 is `a/b` (encoded), labels by
+        // index, the second record of entry 0 only says what changed.
+        let h = headers(&[
+            ("x-reduct-entries", "e0,a%2Fb"),
+            ("x-reduct-start-ts", "1000"),
+            ("x-reduct-labels", "robot,score"),
+            ("x-reduct-0-0", "3,text/plain,0=r1,1=\"0,5\""),
+            ("x-reduct-0-10", "2,,1="),
+            ("x-reduct-1-5", "1,application/json"),
+            ("x-reduct-0-20", "4"),
+        ]);
+        let p = parse_v2(&h).unwrap();
+        assert_eq!(p.entries, vec!["e0".to_string(), "a/b".to_string()]);
+        type Row<'a> = (usize, u64, u64, Option<&'a str>, Vec<(&'a str, &'a str)>);
+        let got: Vec<Row> = p
+            .items
+            .iter()
+            .map(|i| {
+                (
+                    i.entry,
+                    i.ts,
+                    i.size,
+                    i.content_type.as_deref(),
+                    i.labels
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    0,
+                    1000,
+                    3,
+                    Some("text/plain"),
+                    vec![("robot", "r1"), ("score", "0,5")]
+                ),
+                (
+                    0,
+                    1010,
+                    2,
+                    Some("text/plain"),
+                    vec![("robot", "r1"), ("score", "")]
+                ),
+                (
+                    0,
+                    1020,
+                    4,
+                    Some("text/plain"),
+                    vec![("robot", "r1"), ("score", "")]
+                ),
+                (1, 1005, 1, Some("application/json"), vec![]),
+            ]
+        );
+        assert_eq!(p.items[3].error_header, "x-reduct-error-1-5");
+    }
+
+    #[test]
+    fn v2_refuses_what_does_not_parse() {
+        for bad in [
+            vec![("x-reduct-start-ts", "0")],
+            vec![("x-reduct-entries", "e"), ("x-reduct-start-ts", "x")],
+            vec![
+                ("x-reduct-entries", "e"),
+                ("x-reduct-start-ts", "0"),
+                ("x-reduct-1-0", "1,a"),
+            ],
+            vec![
+                ("x-reduct-entries", "e"),
+                ("x-reduct-start-ts", "0"),
+                ("x-reduct-0-0", "1"),
+            ],
+            vec![
+                ("x-reduct-entries", "e"),
+                ("x-reduct-start-ts", "0"),
+                ("x-reduct-0-0", "1,a,k"),
+            ],
+            vec![
+                ("x-reduct-entries", "e"),
+                ("x-reduct-start-ts", "0"),
+                ("x-reduct-labels", "a"),
+                ("x-reduct-0-0", "1,a,7=x"),
+            ],
+        ] {
+            assert!(parse_v2(&headers(&bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn v2_answer_headers_round_trip_through_the_parser() {
+        let m = |ts, labels: &[(&str, &str)]| RecordMeta {
+            ts,
+            size: 1,
+            content_type: "text/plain".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let a = m(1, &[("x", "1"), ("y", "a,b")]);
+        let b = m(2, &[("x", "2")]);
+        assert_eq!(label_delta_v2(&a, None), "1,text/plain,x=1,y=\"a,b\"");
+        assert_eq!(label_delta_v2(&b, Some(&a)), "1,text/plain,x=2,y=");
+        assert_eq!(label_delta_v2(&b, Some(&b)), "1,text/plain");
+        assert_eq!(encode_entry("a/b c"), "a%2Fb%20c");
+        assert_eq!(decode_name("a%2Fb%20c").unwrap(), "a/b c");
+    }
+}

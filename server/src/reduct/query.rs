@@ -1,0 +1,618 @@
+//! Query sessions, as ReductStore runs them: `q` opens one and answers its id; each read by
+//! id answers the next records as one batch (per-record headers, payloads back to back), the
+//! last one with `x-reduct-last: true`, then 204; a session unread for its TTL is dropped.
+//! A continuous session never ends: a read with nothing new answers 204 and the client
+//! polls again. `REMOVE` queries remove what they match and answer the count.
+//!
+//! Two encodings of a batch: protocol v1 (`GET /b/{bucket}/{entry}/batch?q=ID`, headers
+//! `x-reduct-time-<ts>`) and v2 (`GET /io/{bucket}/read` with `x-reduct-query-id`, headers
+//! `x-reduct-<entry index>-<ts delta>`, several entries).
+//!
+//! Bounds: `--reductstore-max-queries` sessions at once (429 past it); a batch holds at most
+//! [`BATCH_RECORDS`] records and [`BATCH_BYTES`] bytes of payload (one larger record goes
+//! alone), taken from the server's memory budget (`--memory-budget`; 503 `busy` when it is
+//! spent) until the answer is sent; a session's position is the engine's `MultiIter`, which
+//! holds one page of index records per entry.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde::Deserialize;
+use tsblob_storage::{MultiIter, QueryItem, RecordMeta};
+
+use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
+use super::Ctx;
+use crate::http::auth::Caller;
+use crate::http::body::BodyChunks;
+use crate::http::errors::blocking;
+use crate::http::records::Target;
+use crate::http::AppError;
+
+/// Most records in one read's batch.
+pub const BATCH_RECORDS: usize = 64;
+/// Most payload bytes in one read's batch (a record larger than this goes alone).
+pub const BATCH_BYTES: u64 = 8 << 20;
+/// A session's TTL when the query gives none (seconds), and the longest one honoured.
+const DEFAULT_TTL: u64 = 60;
+const MAX_TTL: u64 = 24 * 3600;
+
+/// Bounds of the query sessions.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Sessions open at once (`--reductstore-max-queries`).
+    pub max: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits { max: 1024 }
+    }
+}
+
+/// Where a session is: the engine's iterator, a record taken from it but not yet sent, an
+/// error to answer on the next read.
+struct Cursor {
+    iter: MultiIter,
+    pending: Option<QueryItem>,
+    failed: Option<AppError>,
+    done: bool,
+}
+
+struct Session {
+    bucket: String,
+    /// The token hash of the caller that opened it: only it may read it.
+    token: Option<String>,
+    only_metadata: bool,
+    continuous: bool,
+    ttl: Duration,
+    expires: Instant,
+    /// `None` while a read has it.
+    cursor: Option<Cursor>,
+}
+
+/// The open query sessions.
+pub struct Sessions {
+    limits: SessionLimits,
+    next: AtomicU64,
+    map: Mutex<HashMap<u64, Session>>,
+}
+
+impl Sessions {
+    pub fn new(limits: SessionLimits) -> Sessions {
+        Sessions {
+            limits,
+            next: AtomicU64::new(1),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Session>> {
+        // A panic while holding the map leaves plain data: keep serving.
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops the sessions past their TTL (not one a read has now).
+    fn sweep(map: &mut HashMap<u64, Session>, now: Instant) {
+        map.retain(|_, s| s.cursor.is_none() || s.expires > now);
+    }
+
+    /// Open sessions (for tests and metrics).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// ReductStore's query document (`QueryEntry`); `null` fields are absent.
+#[derive(Debug, Default, Deserialize)]
+pub struct QueryJson {
+    pub query_type: Option<String>,
+    pub entries: Option<Vec<String>>,
+    pub start: Option<u64>,
+    pub stop: Option<u64>,
+    pub ttl: Option<u64>,
+    pub only_metadata: Option<bool>,
+    pub continuous: Option<bool>,
+    pub when: Option<crate::http::when::Json>,
+    pub strict: Option<bool>,
+    pub ext: Option<serde_json::Value>,
+    pub limit: Option<u64>,
+    pub each_n: Option<serde_json::Value>,
+    pub each_s: Option<serde_json::Value>,
+    pub include: Option<serde_json::Value>,
+    pub exclude: Option<serde_json::Value>,
+}
+
+fn unsupported(what: &str) -> AppError {
+    AppError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unsupported",
+        format!("{what} is not supported by tsblob's ReductStore API (see docs/reductstore.md)"),
+    )
+}
+
+impl QueryJson {
+    fn engine_query(&self) -> Result<tsblob_storage::Query, AppError> {
+        if self.ext.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err(unsupported("`ext` (extensions)"));
+        }
+        for (name, v) in [
+            ("each_n", &self.each_n),
+            ("each_s", &self.each_s),
+            ("include", &self.include),
+            ("exclude", &self.exclude),
+        ] {
+            if v.as_ref().is_some_and(|v| !v.is_null()) {
+                return Err(unsupported(&format!(
+                    "the deprecated `{name}` (use `when`: $each_n, $each_t, label conditions)"
+                )));
+            }
+        }
+        if let (Some(a), Some(b)) = (self.start, self.stop) {
+            if a > b {
+                return Err(AppError::invalid_timestamp(format!(
+                    "start={a} is after stop={b}"
+                )));
+            }
+        }
+        Ok(tsblob_storage::Query {
+            start: self.start,
+            stop: self.stop,
+            limit: self.limit,
+            when: self
+                .when
+                .as_ref()
+                .map(crate::http::when::parse)
+                .transpose()?,
+            strict: self.strict.unwrap_or(false),
+            ..Default::default()
+        })
+    }
+}
+
+/// The query of a v1 `GET .../q?start=&stop=&ttl=&continuous=&limit=&when=`.
+fn query_from_params(query: Option<&str>) -> Result<QueryJson, AppError> {
+    use crate::http::params::{parse_bool, parse_ts, parse_u64, unknown};
+    let mut q = QueryJson::default();
+    for (k, v) in crate::http::params::pairs(query) {
+        match k.as_str() {
+            "start" => q.start = Some(parse_ts(&k, &v)?),
+            "stop" => q.stop = Some(parse_ts(&k, &v)?),
+            "ttl" => q.ttl = Some(parse_u64(&k, &v)?),
+            "limit" => q.limit = Some(parse_u64(&k, &v)?),
+            "continuous" => q.continuous = Some(parse_bool(&k, &v)?),
+            "strict" => q.strict = Some(parse_bool(&k, &v)?),
+            "when" => {
+                q.when =
+                    Some(serde_json::from_str(&v).map_err(|e| {
+                        AppError::bad_request(format!("when is not valid JSON: {e}"))
+                    })?)
+            }
+            "q" => {}
+            _ if k.starts_with("include-") || k.starts_with("exclude-") => {
+                q.include = Some(serde_json::Value::Bool(true))
+            }
+            "each_n" | "each_s" => q.each_n = Some(serde_json::Value::Bool(true)),
+            _ => {
+                return Err(unknown(
+                    &k,
+                    "start, stop, ttl, limit, continuous, strict and when",
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
+async fn query_body(t: &Target, req: Request) -> Result<QueryJson, AppError> {
+    let bytes = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
+        .collect(256)
+        .await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        AppError::bad_request(format!(
+            "the query must be ReductStore's JSON query document ({e}): e.g. {{\"query_type\": \"QUERY\", \"start\": 0}}"
+        ))
+    })
+}
+
+/// `GET|POST /api/v1/b/{bucket}/{entry}/q`: opens a session on one entry (v1).
+pub async fn open_v1(ctx: &Ctx, t: Target, req: Request) -> Result<Response, AppError> {
+    let mut q = if req.method() == axum::http::Method::GET {
+        query_from_params(req.uri().query())?
+    } else {
+        query_body(&t, req).await?
+    };
+    q.entries = Some(vec![t.entry.clone()]);
+    open(ctx, &t.caller, &t.bucket, q).await
+}
+
+/// `DELETE /api/v1/b/{bucket}/{entry}/q?start=&stop=&when=`: removes what the query
+/// matches and answers `{"removed_records": N}`.
+pub async fn remove_v1(t: Target, req: Request) -> Result<Response, AppError> {
+    let mut q = query_from_params(req.uri().query())?;
+    q.entries = Some(vec![t.entry.clone()]);
+    q.query_type = Some("REMOVE".into());
+    remove_query(&t.state, &t.caller, &t.bucket, &q).await
+}
+
+/// `POST /api/v1/io/{bucket}/q`: opens a session on the entries of the body (v2), or runs
+/// a `REMOVE` query.
+pub async fn open_io(ctx: &Ctx, t: Target, req: Request) -> Result<Response, AppError> {
+    let q = query_body(&t, req).await?;
+    open(ctx, &t.caller, &t.bucket, q).await
+}
+
+async fn remove_query(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    q: &QueryJson,
+) -> Result<Response, AppError> {
+    caller.require_write(bucket)?;
+    if q.continuous == Some(true) {
+        return Err(AppError::bad_request("a REMOVE query cannot be continuous"));
+    }
+    let query = q.engine_query()?;
+    let patterns = q.entries.clone().unwrap_or_default();
+    let (store, bucket) = (state.store.clone(), bucket.to_string());
+    let removed = blocking(move || {
+        let mut n = 0;
+        for entry in store.match_entries(&bucket, &patterns)? {
+            n += store.remove_where(&bucket, &entry, &query)?;
+        }
+        Ok(n)
+    })
+    .await?;
+    Ok(Json(serde_json::json!({ "removed_records": removed })).into_response())
+}
+
+async fn open(
+    ctx: &Ctx,
+    caller: &Caller,
+    bucket: &str,
+    q: QueryJson,
+) -> Result<Response, AppError> {
+    match q.query_type.as_deref().unwrap_or("QUERY") {
+        "QUERY" => {}
+        "REMOVE" => return remove_query(&ctx.state, caller, bucket, &q).await,
+        other => {
+            return Err(AppError::bad_request(format!(
+                "query_type {other:?} is not QUERY or REMOVE"
+            )))
+        }
+    }
+    caller.require_read(bucket)?;
+    let query = q.engine_query()?;
+    let patterns = q.entries.clone().unwrap_or_default();
+    if patterns.is_empty() {
+        return Err(AppError::bad_request(
+            "the query names no entries: give \"entries\": [\"name\", \"glob*\"]",
+        ));
+    }
+    let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
+    let (store, b) = (ctx.state.store.clone(), bucket.to_string());
+    let iter = blocking(move || Ok(store.query_entries(&b, &patterns, &query)?)).await?;
+    let now = Instant::now();
+    let sessions = &ctx.sessions;
+    let id = sessions.next.fetch_add(1, Ordering::Relaxed);
+    let mut map = sessions.lock();
+    Sessions::sweep(&mut map, now);
+    if map.len() >= sessions.limits.max {
+        return Err(AppError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!(
+                "{} query sessions are open, the server's limit (--reductstore-max-queries): read queries to their end, give them a short ttl, or raise the limit",
+                map.len()
+            ),
+        ));
+    }
+    map.insert(
+        id,
+        Session {
+            bucket: bucket.to_string(),
+            token: caller.token_hash.clone(),
+            only_metadata: q.only_metadata.unwrap_or(false),
+            continuous: q.continuous.unwrap_or(false),
+            ttl,
+            expires: now + ttl,
+            cursor: Some(Cursor {
+                iter,
+                pending: None,
+                failed: None,
+                done: false,
+            }),
+        },
+    );
+    Ok(Json(serde_json::json!({ "id": id })).into_response())
+}
+
+/// A record of a batch: its entry, its metadata, its payload (none: metadata only).
+type Out = (String, RecordMeta, Option<Vec<u8>>);
+
+/// One batch of a session.
+struct Batch {
+    records: Vec<Out>,
+    last: bool,
+    held: crate::http::budget::Held,
+}
+
+fn query_not_found(id: u64, bucket: &str) -> AppError {
+    AppError::not_found(format!(
+        "query {id} is not open in bucket {bucket:?}: it was read to its end, outlived its ttl, or never existed; open a new one"
+    ))
+}
+
+/// Takes the next batch of session `id`; `None`: nothing (yet), answer 204.
+async fn next_batch(
+    ctx: &Ctx,
+    caller: &Caller,
+    bucket: &str,
+    id: u64,
+    head: bool,
+) -> Result<Option<Batch>, AppError> {
+    caller.require_read(bucket)?;
+    let (cursor, meta_only, continuous) = {
+        let mut map = ctx.sessions.lock();
+        let now = Instant::now();
+        Sessions::sweep(&mut map, now);
+        let s = match map.get_mut(&id) {
+            Some(s) if s.bucket == bucket && s.token == caller.token_hash => s,
+            _ => return Err(query_not_found(id, bucket)),
+        };
+        let cursor = s.cursor.take().ok_or_else(|| {
+            AppError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("query {id} is being read by another request: read a session one request at a time"),
+            )
+        })?;
+        s.expires = now + s.ttl;
+        (cursor, s.only_metadata || head, s.continuous)
+    };
+    let held = ctx.state.bodies.empty();
+    let budget = ctx.state.bodies.clone();
+    let (cursor, result) = match tokio::task::spawn_blocking(move || {
+        let mut cursor = cursor;
+        let r = fill(&mut cursor, held, meta_only, continuous, &budget);
+        (cursor, r)
+    })
+    .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            ctx.sessions.lock().remove(&id);
+            return Err(AppError::internal(format!("the query task failed: {e}")));
+        }
+    };
+    {
+        let mut map = ctx.sessions.lock();
+        let finished = cursor.done && cursor.pending.is_none() && cursor.failed.is_none();
+        if finished {
+            map.remove(&id);
+        } else if let Some(s) = map.get_mut(&id) {
+            s.cursor = Some(cursor);
+        }
+    }
+    result
+}
+
+/// Fills a batch from the cursor (blocking).
+fn fill(
+    c: &mut Cursor,
+    mut held: crate::http::budget::Held,
+    meta_only: bool,
+    continuous: bool,
+    budget: &crate::http::budget::MemoryBudget,
+) -> Result<Option<Batch>, AppError> {
+    if let Some(e) = c.failed.take() {
+        c.done = true;
+        return Err(e);
+    }
+    let mut records = Vec::new();
+    let mut bytes = 0u64;
+    let mut resumed = false;
+    while records.len() < BATCH_RECORDS {
+        let item = match c.pending.take() {
+            Some(item) => item,
+            None => match c.iter.next() {
+                Some(Ok(item)) => item,
+                Some(Err(e)) if records.is_empty() => {
+                    c.done = true;
+                    return Err(e.into());
+                }
+                Some(Err(e)) => {
+                    c.failed = Some(e.into());
+                    break;
+                }
+                None if continuous && !resumed => {
+                    resumed = true;
+                    c.iter.resume(tsblob_storage::now_micros());
+                    continue;
+                }
+                None => {
+                    c.done = !continuous;
+                    break;
+                }
+            },
+        };
+        let size = if meta_only { 0 } else { item.meta.size };
+        if !records.is_empty() && bytes + size > BATCH_BYTES {
+            c.pending = Some(item);
+            break;
+        }
+        if !held.try_resize(bytes + size) {
+            c.pending = Some(item);
+            if records.is_empty() {
+                return Err(budget.busy("a ReductStore query read"));
+            }
+            break;
+        }
+        let data = if meta_only {
+            None
+        } else {
+            match item.data() {
+                Ok(d) => Some(d),
+                // Removed (or evicted) since the query listed it: skipped.
+                Err(tsblob_storage::Error::NotFound(_)) => continue,
+                Err(e) if records.is_empty() => return Err(e.into()),
+                Err(e) => {
+                    c.failed = Some(e.into());
+                    break;
+                }
+            }
+        };
+        bytes += size;
+        records.push((item.entry().to_string(), item.meta.clone(), data));
+    }
+    if !continuous && !c.done && c.pending.is_none() && c.failed.is_none() {
+        // Whether this batch is the last: look one record ahead.
+        match c.iter.next() {
+            None => c.done = true,
+            Some(Ok(item)) => c.pending = Some(item),
+            Some(Err(e)) => c.failed = Some(e.into()),
+        }
+    }
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let last = !continuous && c.done && c.pending.is_none() && c.failed.is_none();
+    Ok(Some(Batch {
+        records,
+        last,
+        held,
+    }))
+}
+
+/// The body of a batch: the payloads back to back; the memory they hold is given back to
+/// the budget once it is sent.
+fn batch_body(batch: Batch) -> Body {
+    let held = batch.held;
+    let chunks: Vec<Result<Bytes, std::io::Error>> = batch
+        .records
+        .into_iter()
+        .filter_map(|(_, _, d)| d.map(|d| Ok(Bytes::from(d))))
+        .collect();
+    let stream = tokio_stream::StreamExt::map(tokio_stream::iter(chunks), move |c| {
+        let _ = &held;
+        c
+    });
+    Body::from_stream(stream)
+}
+
+fn total(batch: &Batch) -> u64 {
+    batch.records.iter().map(|(_, m, _)| m.size).sum()
+}
+
+/// `GET|HEAD /api/v1/b/{bucket}/{entry}/batch?q=ID` (v1).
+pub async fn read_v1(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<Response, AppError> {
+    let mut id = None;
+    for (k, v) in crate::http::params::pairs(req.uri().query()) {
+        match k.as_str() {
+            "q" => id = Some(crate::http::params::parse_u64(&k, &v)?),
+            _ => return Err(crate::http::params::unknown(&k, "q")),
+        }
+    }
+    let id = id.ok_or_else(|| {
+        AppError::bad_request("a batch read needs ?q=<id> of a query opened with .../q")
+    })?;
+    let Some(batch) = next_batch(ctx, &t.caller, &t.bucket, id, head).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let mut headers = HeaderMap::new();
+    for (_, meta, _) in &batch.records {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(format!("{TIME_PREFIX}{}", meta.ts)),
+            HeaderValue::try_from(BatchHeaderV1::format(meta)),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    finish(batch, headers, head)
+}
+
+fn finish(batch: Batch, mut headers: HeaderMap, head: bool) -> Result<Response, AppError> {
+    headers.insert(
+        LAST_HEADER,
+        HeaderValue::from_static(if batch.last { "true" } else { "false" }),
+    );
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    let len = if head || batch.records.iter().any(|r| r.2.is_none()) {
+        0
+    } else {
+        total(&batch)
+    };
+    let mut resp = Response::new(batch_body(batch));
+    headers.insert(axum::http::header::CONTENT_LENGTH, HeaderValue::from(len));
+    resp.headers_mut().extend(headers);
+    Ok(resp)
+}
+
+/// `GET|HEAD /api/v1/io/{bucket}/read` with `x-reduct-query-id` (v2).
+pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<Response, AppError> {
+    let id = req
+        .headers()
+        .get("x-reduct-query-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .ok_or_else(|| {
+            AppError::bad_request(
+                "a read needs the x-reduct-query-id header: the id a POST .../q answered",
+            )
+        })?;
+    let Some(mut batch) = next_batch(ctx, &t.caller, &t.bucket, id, head).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    // Entries numbered by first appearance; records in (timestamp, entry index) order, the
+    // order clients read the headers in.
+    let mut entries: Vec<String> = Vec::new();
+    let mut index = Vec::with_capacity(batch.records.len());
+    for (entry, _, _) in &batch.records {
+        let i = match entries.iter().position(|e| e == entry) {
+            Some(i) => i,
+            None => {
+                entries.push(entry.clone());
+                entries.len() - 1
+            }
+        };
+        index.push(i);
+    }
+    let mut order: Vec<usize> = (0..batch.records.len()).collect();
+    order.sort_by_key(|&k| (batch.records[k].1.ts, index[k]));
+    let mut taken: Vec<Option<Out>> = batch.records.drain(..).map(Some).collect();
+    let index: Vec<usize> = order.iter().map(|&k| index[k]).collect();
+    batch.records = order.iter().filter_map(|&k| taken[k].take()).collect();
+    let start = batch.records.first().map(|r| r.1.ts).unwrap_or(0);
+    let mut headers = HeaderMap::new();
+    let names: Vec<String> = entries.iter().map(|e| encode_entry(e)).collect();
+    if let Ok(v) = HeaderValue::try_from(names.join(",")) {
+        headers.insert("x-reduct-entries", v);
+    }
+    headers.insert("x-reduct-start-ts", HeaderValue::from(start));
+    let mut previous: Vec<Option<&RecordMeta>> = vec![None; entries.len()];
+    for ((_, meta, _), &i) in batch.records.iter().zip(&index) {
+        let value = label_delta_v2(meta, previous[i]);
+        previous[i] = Some(meta);
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(format!("x-reduct-{i}-{}", meta.ts - start)),
+            HeaderValue::try_from(value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    finish(batch, headers, head)
+}
