@@ -16,6 +16,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{s:?} is not a duration ({e}): use e.g. 30s, 2m"))
 }
 
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 /// Flags of `tsblob serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -51,6 +58,14 @@ pub struct ServeArgs {
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TSBLOB_LOG", default_value = "info")]
     pub log: String,
+    /// Log format: text (for people; coloured only when stderr is a terminal) or json (one
+    /// JSON object a line, for journald, Loki, Elasticsearch...).
+    #[arg(long, env = "TSBLOB_LOG_FORMAT", default_value = "text", value_enum)]
+    pub log_format: LogFormat,
+    /// Log every request at info level (target `tsblob::access`: method, path, status,
+    /// duration). Without it a request is logged at debug, a server error (5xx) at error.
+    #[arg(long, env = "TSBLOB_ACCESS_LOG")]
+    pub access_log: bool,
     /// Largest request body (a single record or a whole batch).
     #[arg(long, env = "TSBLOB_MAX_BODY", default_value = "4GiB", value_parser = parse_size)]
     pub max_body: u64,

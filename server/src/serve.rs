@@ -7,17 +7,28 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
-use crate::config::{ServeArgs, TierMode};
+use crate::config::{LogFormat, ServeArgs, TierMode};
 use crate::http::{self, auth::Auth, AppState};
 
-fn init_logging(filter: &str) -> anyhow::Result<()> {
+/// Logs to stderr: `--log` filters, `--log-format` shapes (text is coloured only on a
+/// terminal: a file or journald gets no escape codes).
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("--log {filter:?} is not a valid log filter"))?;
-    // A second initialisation (tests) is harmless: keep the first.
-    let _ = tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests) is harmless: keep the first.
+    let _ = match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => fmt
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
     Ok(())
 }
 
@@ -51,7 +62,7 @@ async fn shutdown_signal() {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(&args.log)?;
+    init_logging(&args.log, args.log_format)?;
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
@@ -98,14 +109,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "listening on {} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
             args.listen
         );
-        tracing::warn!("{msg}");
-        eprintln!("WARNING: {msg}");
+        // Once: in the log, or on stderr when the log filter hides warnings.
+        if tracing::enabled!(tracing::Level::WARN) {
+            tracing::warn!("{msg}");
+        } else {
+            eprintln!("WARNING: {msg}");
+        }
     }
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let state = AppState::new(store.clone(), auth, args.limits())?;
+    state.metrics.set_access_log(args.access_log);
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,

@@ -16,6 +16,7 @@ mod compare_e2e;
 mod compare_limit;
 mod console;
 mod cp;
+mod ops;
 mod outbound;
 mod reliability_cost;
 mod reliability_crash;

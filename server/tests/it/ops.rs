@@ -1,0 +1,131 @@
+//! Operating a server (issue 31, item 3): log formats and the access log, metric names,
+//! the config file, the packaged systemd unit, TLS on the listener.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use crate::common::Server;
+
+/// Waits until `s` logged a line containing `needle`, then a little more.
+fn settle(s: &Server, needle: &str) {
+    assert!(
+        s.stderr_contains(needle, Duration::from_secs(5)),
+        "no {needle:?} in {}",
+        s.stderr_text()
+    );
+}
+
+/// Logs written to a pipe (a file, journald) carried ANSI colour codes.
+#[tokio::test]
+async fn logs_to_a_pipe_carried_colour_codes() {
+    let s = Server::start(&["--log", "debug"]);
+    let c = reqwest::Client::new();
+    c.get(s.url("/health")).send().await.unwrap();
+    settle(&s, "request");
+    let text = s.stderr_text();
+    assert!(text.contains("DEBUG"), "{text}");
+    assert!(!text.contains('\u{1b}'), "escape codes in {text:?}");
+}
+
+/// `--log-format json`: every line one JSON object; `--access-log` logs each request at
+/// info, with its method, path and status.
+#[tokio::test]
+async fn json_logs_and_the_access_log() {
+    let s = Server::start(&["--log-format", "json", "--access-log"]);
+    let c = reqwest::Client::new();
+    let r = c.get(s.url("/api/v1/b/nope")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    settle(&s, "/api/v1/b/nope");
+    let text = s.stderr_text();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    let access = lines
+        .iter()
+        .find(|l| l["path"] == "/api/v1/b/nope")
+        .unwrap();
+    assert_eq!(access["level"], "INFO", "{access}");
+    assert_eq!(access["target"], "tsblob::access", "{access}");
+    assert_eq!(access["status"], 404, "{access}");
+    assert_eq!(access["method"], "GET", "{access}");
+    assert!(access["micros"].is_u64(), "{access}");
+    assert!(access["timestamp"].is_string(), "{access}");
+}
+
+/// Without `--access-log` a client error (4xx) is not logged at info or warn: a client
+/// probing for missing buckets does not fill the operator's log.
+#[tokio::test]
+async fn client_errors_are_logged_at_debug_only() {
+    let s = Server::start(&["--log-format", "json"]);
+    let c = reqwest::Client::new();
+    for _ in 0..5 {
+        let r = c.get(s.url("/api/v1/b/nope")).send().await.unwrap();
+        assert_eq!(r.status(), 404);
+    }
+    let r = c.post(s.url("/api/v1/b/x/e?ts=abc")).send().await.unwrap();
+    assert!(r.status().is_client_error());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = s.stderr_text();
+    assert!(!text.contains("nope"), "{text}");
+    assert!(!text.contains("\"WARN\""), "{text}");
+    // At debug the same requests are there.
+    let s = Server::start(&["--log-format", "json", "--log", "info,tsblob::access=debug"]);
+    c.get(s.url("/api/v1/b/nope")).send().await.unwrap();
+    settle(&s, "/api/v1/b/nope");
+    assert!(s.stderr_text().contains("\"DEBUG\""));
+}
+
+/// Monotonic counts (`tsblob_quota_evicted_blocks`, `tsblob_tier_*`) were exported as gauges
+/// without `_total`; there were no `process_*` metrics and no build information.
+#[tokio::test]
+async fn counts_were_gauges_without_total_and_no_process_metrics() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    let text = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for counter in [
+        "tsblob_quota_evicted_blocks_total",
+        "tsblob_retention_expired_blocks_total",
+        "tsblob_http_requests_total",
+        "process_cpu_seconds_total",
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {counter} counter")),
+            "{counter} is not a counter in {text}"
+        );
+    }
+    // The Prometheus conventions: a counter is named `_total`, and only a counter is.
+    for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let mut words = line.split_whitespace().skip(2);
+        let (name, kind) = (words.next().unwrap(), words.next().unwrap());
+        assert_eq!(
+            name.ends_with("_total"),
+            kind == "counter",
+            "{line}: counters and only counters end in _total"
+        );
+    }
+    for gauge in [
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            text.contains(&format!("\n{gauge} ")),
+            "no {gauge} in {text}"
+        );
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        text.lines().any(|l| l.starts_with("tsblob_build_info{")
+            && l.contains(&format!("version=\"{version}\""))
+            && l.ends_with(" 1")),
+        "no tsblob_build_info in {text}"
+    );
+}
