@@ -26,6 +26,12 @@ pub enum LogFormat {
 /// Flags of `tsblob serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
+    /// A TOML file of settings whose keys are these flags' names without `--`
+    /// (`max-body = "8GiB"`, `no-auth = true`, `allowed-hosts = ["a", "b"]`). A flag wins
+    /// over its variable, which wins over the file, which wins over the default; an unknown
+    /// key is an error.
+    #[arg(long, env = "TSBLOB_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Data folder (created if missing).
     #[arg(long, env = "TSBLOB_DATA", default_value = "./tsblob-data")]
     pub data: PathBuf,
@@ -179,6 +185,120 @@ pub struct ServeArgs {
     pub cost: crate::http::limits::CostArgs,
 }
 
+/// What is wrong with a config file (`--config`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is not valid TOML: {source}")]
+    Toml {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("the config file {path} has an unknown key `{key}`{hint}: its keys are the flags of `tsblob serve` without `--` (tsblob serve --help, docs/operations.md)")]
+    UnknownKey {
+        path: String,
+        key: String,
+        hint: String,
+    },
+    #[error("the config file {path}: `{key}` {problem}")]
+    BadValue {
+        path: String,
+        key: String,
+        problem: String,
+    },
+}
+
+/// The config file's settings as `--flag value` arguments to add to `argv`, for each key
+/// of `command` (the `serve` command of the clap tree: the keys are its flags' long names,
+/// no second list) that neither a flag nor an environment variable set in `matches`. So a
+/// flag wins over its variable, the variable over the file, the file over the default.
+pub fn config_file_args(
+    path: &std::path::Path,
+    command: &clap::Command,
+    matches: &clap::ArgMatches,
+) -> Result<Vec<std::ffi::OsString>, ConfigFileError> {
+    use clap::parser::ValueSource;
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let table: toml::Table = text.parse().map_err(|e| ConfigFileError::Toml {
+        path: shown.clone(),
+        source: Box::new(e),
+    })?;
+    let bad = |key: &str, problem: String| ConfigFileError::BadValue {
+        path: shown.clone(),
+        key: key.to_string(),
+        problem,
+    };
+    let mut out = Vec::new();
+    for (key, value) in &table {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(key.as_str()) && key != "config" && key != "help");
+        let Some(arg) = arg else {
+            let kebab = key.replace('_', "-");
+            let hint = if kebab != *key
+                && command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(kebab.as_str()))
+            {
+                format!(" (did you mean `{kebab}`?)")
+            } else {
+                String::new()
+            };
+            return Err(ConfigFileError::UnknownKey {
+                path: shown.clone(),
+                key: key.clone(),
+                hint,
+            });
+        };
+        if matches!(
+            matches.value_source(arg.get_id().as_str()),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        let flag = format!("--{key}");
+        if !arg.get_action().takes_values() {
+            match value {
+                toml::Value::Boolean(true) => out.push(flag.into()),
+                toml::Value::Boolean(false) => {}
+                _ => return Err(bad(key, "is a switch: give true or false".into())),
+            }
+            continue;
+        }
+        let scalar = |v: &toml::Value| -> Result<String, ConfigFileError> {
+            match v {
+                toml::Value::String(s) => Ok(s.clone()),
+                toml::Value::Integer(i) => Ok(i.to_string()),
+                toml::Value::Float(f) => Ok(f.to_string()),
+                toml::Value::Boolean(b) => Ok(b.to_string()),
+                _ => Err(bad(key, "must be a string or a number".into())),
+            }
+        };
+        let values = match value {
+            toml::Value::Array(items) if arg.get_value_delimiter().is_some() => {
+                items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?
+            }
+            toml::Value::Array(_) => {
+                return Err(bad(key, "takes one value, not a list".into()));
+            }
+            v => vec![scalar(v)?],
+        };
+        for v in values {
+            // `--key=value`: a value starting with `-` is not taken for a flag.
+            out.push(format!("{flag}={v}").into());
+        }
+    }
+    Ok(out)
+}
+
 /// How `tsblob serve` uses an object store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TierMode {
@@ -293,5 +413,96 @@ mod tests {
             .serve
             .store_options()
             .is_err());
+    }
+
+    /// The config file's keys come from the clap tree: every flag of `serve` (its default
+    /// written as the value) is a key, and a file of them all parses.
+    #[test]
+    fn every_flag_is_a_config_key() {
+        use crate::cli::app::Cli;
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let mut file = String::new();
+        let mut keys = 0;
+        for arg in serve.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if ["config", "help", "token", "no-auth"].contains(&long) {
+                continue;
+            }
+            keys += 1;
+            match arg.get_default_values().first() {
+                _ if !arg.get_action().takes_values() => {
+                    file.push_str(&format!("{long} = false\n"))
+                }
+                Some(d) => file.push_str(&format!("{long} = {:?}\n", d.to_string_lossy())),
+                None => {}
+            }
+        }
+        assert!(keys > 40, "{keys} keys");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tsblob.toml");
+        std::fs::write(&path, &file).unwrap();
+        let argv = ["tsblob", "serve", "--config", path.to_str().unwrap()];
+        let cli = Cli::parse_with_config(argv.iter().map(Into::into).collect()).unwrap();
+        let crate::cli::app::Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8686");
+    }
+
+    fn parse_with(file: &str, flags: &[&str]) -> Result<ServeArgs, String> {
+        use crate::cli::app::{Cli, Command};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tsblob.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut argv: Vec<std::ffi::OsString> = vec!["tsblob".into(), "serve".into()];
+        argv.push("--config".into());
+        argv.push(path.into());
+        argv.extend(flags.iter().map(Into::into));
+        match Cli::parse_with_config(argv) {
+            Ok(Cli {
+                command: Command::Serve(s),
+            }) => Ok(s),
+            Ok(_) => Err("not serve".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn config_file_values_lose_to_flags_and_unknown_keys_are_named() {
+        let file = "max-body = \"10KiB\"\nlisten = \"0.0.0.0:9000\"\naccess-log = true\nallowed-hosts = [\"a.example\", \"b.example\"]\nlog-format = \"json\"\nmax-tails = 7\n";
+        let s = parse_with(file, &[]).unwrap();
+        assert_eq!(s.max_body, 10 << 10);
+        assert_eq!(s.listen.to_string(), "0.0.0.0:9000");
+        assert!(s.access_log);
+        assert_eq!(s.allowed_hosts, ["a.example", "b.example"]);
+        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.max_tails, 7);
+        // A flag wins over the file.
+        let s = parse_with(file, &["--max-body", "1MiB", "--listen", "127.0.0.1:1"]).unwrap();
+        assert_eq!(s.max_body, 1 << 20);
+        assert_eq!(s.listen.to_string(), "127.0.0.1:1");
+        assert_eq!(s.max_tails, 7);
+        // Unknown keys are errors naming the key (with the flag's spelling when close).
+        let e = parse_with("max_body = \"1MiB\"\n", &[]).unwrap_err();
+        assert!(
+            e.contains("`max_body`") && e.contains("did you mean `max-body`"),
+            "{e}"
+        );
+        let e = parse_with("colour = true\n", &[]).unwrap_err();
+        assert!(e.contains("`colour`"), "{e}");
+        let e = parse_with("config = \"x\"\n", &[]).unwrap_err();
+        assert!(e.contains("`config`"), "{e}");
+        // A value the flag refuses names the file and the flag.
+        let e = parse_with("max-body = \"lots\"\n", &[]).unwrap_err();
+        assert!(e.contains("config file") && e.contains("--max-body"), "{e}");
+        let e = parse_with("access-log = \"yes\"\n", &[]).unwrap_err();
+        assert!(
+            e.contains("access-log") && e.contains("true or false"),
+            "{e}"
+        );
+        let e = parse_with("[serve]\nlisten = 1\n", &[]).unwrap_err();
+        assert!(e.contains("`serve`"), "{e}");
     }
 }

@@ -65,6 +65,49 @@ pub enum Command {
     BenchLimit(tsblob_compare::limit::LimitArgs),
 }
 
+/// Why the command line could not be parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// A usage error, or `--help`/`--version` (clap prints and exits).
+    #[error("{0}")]
+    Clap(#[from] clap::Error),
+    #[error(transparent)]
+    ConfigFile(#[from] config::ConfigFileError),
+    /// A value of the config file that its flag refuses.
+    #[error("a value in the config file {path} is invalid: {error}")]
+    ConfigValue { path: String, error: clap::Error },
+}
+
+impl Cli {
+    /// Parses `argv`; for `serve`, the config file (`--config`, `TSBLOB_CONFIG`) fills in
+    /// what neither a flag nor a variable set (`config::config_file_args`).
+    pub fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<Cli, ParseError> {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Cli::command();
+        let matches = command.clone().try_get_matches_from(&argv)?;
+        let Some(("serve", serve)) = matches.subcommand() else {
+            return Ok(Cli::from_arg_matches(&matches)?);
+        };
+        let Some(path) = serve.get_one::<std::path::PathBuf>("config") else {
+            return Ok(Cli::from_arg_matches(&matches)?);
+        };
+        let serve_command = command
+            .find_subcommand("serve")
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
+        let extra = config::config_file_args(path, serve_command, serve)?;
+        let mut all = argv;
+        all.extend(extra);
+        let matches =
+            command
+                .try_get_matches_from(all)
+                .map_err(|error| ParseError::ConfigValue {
+                    path: path.display().to_string(),
+                    error,
+                })?;
+        Ok(Cli::from_arg_matches(&matches)?)
+    }
+}
+
 /// `tsblob loadgen`: the load (`tsblob_compare::loadgen`) and where to send it.
 #[derive(Debug, clap::Args)]
 pub struct LoadgenArgs {

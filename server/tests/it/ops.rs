@@ -129,3 +129,82 @@ async fn counts_were_gauges_without_total_and_no_process_metrics() {
         "no tsblob_build_info in {text}"
     );
 }
+
+/// `--config FILE`: a flag wins over its variable, the variable over the file, the file
+/// over the default.
+#[tokio::test]
+async fn the_config_file_sits_below_variables_and_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tsblob.toml");
+    std::fs::write(
+        &file,
+        // `listen` and `data` lose to the flags the test server is started with.
+        "listen = \"192.0.2.1:1\"\ndata = \"/nonexistent/tsblob\"\nmax-body = \"10B\"\nlog-format = \"json\"\naccess-log = true\n",
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let s = Server::start_in_env(
+        &data,
+        &["--config", file.to_str().unwrap()],
+        &[("TSBLOB_MAX_BODY", "20B")],
+    );
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.post(s.url("/api/v1/b/b")).send().await.unwrap().status(),
+        201
+    );
+    let put = |n: usize| {
+        c.post(s.url(&format!("/api/v1/b/b/e?ts={n}")))
+            .body(vec![b'x'; n])
+            .send()
+    };
+    // The variable's 20 B, not the file's 10 B.
+    assert_eq!(put(15).await.unwrap().status(), 201);
+    assert_eq!(put(25).await.unwrap().status(), 413);
+    // The file's log format and access log.
+    settle(&s, "/api/v1/b/b/e");
+    for line in s.stderr_text().lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+    // The same with TSBLOB_CONFIG instead of the flag.
+    let s = Server::start_in_env(
+        &dir.path().join("data2"),
+        &[],
+        &[("TSBLOB_CONFIG", file.to_str().unwrap())],
+    );
+    assert_eq!(
+        c.post(s.url("/api/v1/b/b")).send().await.unwrap().status(),
+        201
+    );
+    assert_eq!(put_to(&c, &s, 15).await, 413, "the file's 10 B");
+}
+
+async fn put_to(c: &reqwest::Client, s: &Server, n: usize) -> u16 {
+    c.post(s.url(&format!("/api/v1/b/b/e?ts={n}")))
+        .body(vec![b'x'; n])
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// An unknown key in the config file stops the server at start, naming the key.
+#[test]
+fn an_unknown_config_key_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tsblob.toml");
+    std::fs::write(&file, "max-body = \"1MiB\"\nmax-bodys = \"2MiB\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["serve", "--data"])
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&file)
+        .env_remove("TSBLOB_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`max-bodys`"), "{stderr}");
+    assert!(!dir.path().join("data").exists(), "it started");
+}
