@@ -208,3 +208,118 @@ fn an_unknown_config_key_is_refused_by_name() {
     assert!(stderr.contains("`max-bodys`"), "{stderr}");
     assert!(!dir.path().join("data").exists(), "it started");
 }
+
+fn packaging(file: &str) -> (std::path::PathBuf, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../packaging")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    (path, text)
+}
+
+/// `packaging/tsblob.service`: `systemd-analyze verify` finds nothing to say about it (where
+/// systemd is installed; it runs the unit's ExecStart against the binary just built), its
+/// ExecStart parses as `tsblob serve` flags, and `packaging/tsblob.env` and
+/// `packaging/tsblob.toml` name only settings that exist.
+#[test]
+fn the_packaged_unit_env_file_and_config_are_valid() {
+    use clap::CommandFactory;
+    use tsblob_server::cli::app::Cli;
+    let (_, unit) = packaging("tsblob.service");
+    // The parser check that runs everywhere: sections and Key=Value lines only.
+    let mut section = "";
+    let mut exec = None;
+    for line in unit.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with('[') {
+            section = line;
+            assert!(
+                ["[Unit]", "[Service]", "[Install]"].contains(&line),
+                "{line}"
+            );
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("{line:?}"));
+        assert!(!section.is_empty(), "{line} before any section");
+        assert!(key.chars().all(|c| c.is_ascii_alphanumeric()), "{line}");
+        if key == "ExecStart" {
+            exec = Some(value.to_string());
+        }
+    }
+    let exec = exec.expect("no ExecStart");
+    let argv: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(argv[0], "/usr/local/bin/tsblob");
+    // Every flag of ExecStart exists (parsed without reading the config file it names).
+    let mut parsed_argv = vec!["tsblob"];
+    parsed_argv.extend(&argv[1..]);
+    Cli::command()
+        .try_get_matches_from(&parsed_argv)
+        .unwrap_or_else(|e| panic!("ExecStart {exec}: {e}"));
+
+    let serve = Cli::command();
+    let serve = serve.find_subcommand("serve").unwrap();
+    let vars: Vec<String> = serve
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect();
+    let (_, env) = packaging("tsblob.env");
+    for line in env.lines().map(|l| l.trim().trim_start_matches('#')) {
+        let Some((key, _)) = line.split_once('=') else {
+            continue;
+        };
+        if key.starts_with("TSBLOB_") {
+            assert!(
+                vars.iter().any(|v| v == key),
+                "{key} is no setting of serve"
+            );
+        } else {
+            assert!(key.starts_with("AWS_"), "{line}");
+        }
+    }
+    // The example config file parses with the server's own parser.
+    let (toml_path, _) = packaging("tsblob.toml");
+    let cli = Cli::parse_with_config(
+        ["tsblob", "serve", "--config", toml_path.to_str().unwrap()]
+            .iter()
+            .map(Into::into)
+            .collect(),
+    )
+    .unwrap_or_else(|e| panic!("packaging/tsblob.toml: {e}"));
+    assert!(matches!(
+        cli.command,
+        tsblob_server::cli::app::Command::Serve(_)
+    ));
+
+    // systemd's own check, where systemd is installed.
+    let Ok(probe) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("systemd-analyze is not installed: the unit was only parsed");
+        return;
+    };
+    assert!(probe.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("tsblob.service");
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/local/bin/tsblob", env!("CARGO_BIN_EXE_tsblob")),
+    )
+    .unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // verify exits 0 on an unknown or unparsable key, but says so.
+    let about_it: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("tsblob.service"))
+        .collect();
+    assert!(about_it.is_empty(), "{about_it:#?}");
+}
