@@ -39,6 +39,13 @@ pub struct ServeArgs {
     /// stored) or an explicit --no-auth to start.
     #[arg(long, env = "TSBLOB_LISTEN", default_value = "127.0.0.1:8686")]
     pub listen: SocketAddr,
+    /// Serve https: the PEM file of the server's certificate chain (leaf first). Needs
+    /// --tls-key. Default: plain http (or TLS at a reverse proxy).
+    #[arg(long, env = "TSBLOB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM file of --tls-cert's private key (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "TSBLOB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// When writes reach stable storage: always, periodic, periodic:<N>ms or never.
     #[arg(long, env = "TSBLOB_SYNC", default_value = "periodic")]
     pub sync: SyncPolicy,

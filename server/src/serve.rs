@@ -1,6 +1,8 @@
 //! `tsblob serve`: opens the store, binds, serves until SIGINT/SIGTERM, then stops
 //! accepting, lets in-flight requests finish, syncs and exits 0.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -30,6 +32,44 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
             .try_init(),
     };
     Ok(())
+}
+
+/// `--tls-cert`/`--tls-key`: what terminates TLS on the listener (rustls, aws-lc-rs;
+/// TLS 1.2 and 1.3, HTTP/1.1 by ALPN).
+fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| {
+            format!(
+                "cannot read the certificates of --tls-cert {}",
+                cert.display()
+            )
+        })?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "--tls-cert {} holds no certificate: give a PEM file with `-----BEGIN CERTIFICATE-----` blocks, the server's first",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
+        format!(
+            "cannot read a private key from --tls-key {} (a PEM file with a `BEGIN PRIVATE KEY`, `BEGIN RSA PRIVATE KEY` or `BEGIN EC PRIVATE KEY` block)",
+            key.display()
+        )
+    })?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("setting up TLS")?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context(
+        "--tls-cert and --tls-key do not make a usable pair (is the key the certificate's?)",
+    )?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -97,6 +137,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for event in &store.recovery_report().events {
         tracing::warn!("recovery: {event}");
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        _ => None,
+    };
     let auth = Auth::load(&args.data, args.token.as_deref())?;
     if !args.listen.ip().is_loopback() && !auth.enabled() {
         // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
@@ -133,13 +177,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("starting the replication tasks: {}", e.message))?;
     let app = http::app(state);
     println!(
-        "tsblob {} serving {} on http://{addr} (sync {})",
+        "tsblob {} serving {} on {}://{addr} (sync {})",
         env!("CARGO_PKG_VERSION"),
         args.data.display(),
+        if tls.is_some() { "https" } else { "http" },
         store.options().sync
     );
 
-    accept_loop(listener, app, args.header_timeout, args.shutdown_grace).await;
+    accept_loop(listener, tls, app, args.header_timeout, args.shutdown_grace).await;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.sync())
         .await
@@ -154,9 +199,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// `grace`, and returns.
 ///
 /// hyper is driven directly (not `axum::serve`) for the header-read timeout: a client that
-/// opens a connection and trickles its request head would otherwise hold it forever.
+/// opens a connection and trickles its request head would otherwise hold it forever. With
+/// `tls`, each connection's handshake runs in its own task and must end within
+/// `header_timeout` too.
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     header_timeout: Duration,
     grace: Duration,
@@ -178,17 +226,25 @@ async fn accept_loop(
         };
         // Small records are request/response ping-pong: never wait for Nagle.
         let _ = tcp.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("connection ended: {e}");
+        let app = app.clone();
+        let watcher = graceful.watcher();
+        match &tls {
+            None => {
+                tokio::spawn(serve_connection(tcp, app, header_timeout, watcher));
             }
-        });
+            Some(acceptor) => {
+                let handshake = acceptor.accept(tcp);
+                tokio::spawn(async move {
+                    match tokio::time::timeout(header_timeout, handshake).await {
+                        Ok(Ok(tls)) => serve_connection(tls, app, header_timeout, watcher).await,
+                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                        Err(_) => {
+                            tracing::debug!("TLS handshake not done within {header_timeout:?}")
+                        }
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     tokio::select! {
@@ -196,5 +252,24 @@ async fn accept_loop(
         _ = tokio::time::sleep(grace) => {
             tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
         }
+    }
+}
+
+/// Serves one connection (plain or TLS) until it closes or a graceful shutdown ends it.
+async fn serve_connection<I>(
+    io: I,
+    app: axum::Router,
+    header_timeout: Duration,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    if let Err(e) = watcher.watch(conn).await {
+        tracing::debug!("connection ended: {e}");
     }
 }

@@ -323,3 +323,163 @@ fn the_packaged_unit_env_file_and_config_are_valid() {
         .collect();
     assert!(about_it.is_empty(), "{about_it:#?}");
 }
+
+/// A `tsblob serve --tls-cert --tls-key` child process: its https address and the process.
+struct TlsServer {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_tls(dir: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -> TlsServer {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.join("data"))
+        .arg("--tls-cert")
+        .arg(cert)
+        .arg("--tls-key")
+        .arg(key)
+        .env_remove("TSBLOB_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("https://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("not serving https: {line:?}"))
+        .to_string();
+    TlsServer { child, addr }
+}
+
+/// `--tls-cert`/`--tls-key`: the listener speaks TLS (rustls); a client trusting the
+/// certificate (reqwest, the CLI with `--ca`) gets answers, one that does not, or that
+/// speaks plain http, gets none.
+#[tokio::test]
+async fn the_listener_serves_tls_with_the_given_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let (cert, key, ca) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+        made.cert.pem(),
+    );
+    std::fs::write(&cert, &ca).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let s = serve_tls(dir.path(), &cert, &key);
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+
+    // A real TLS client trusting the certificate.
+    let trusting = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    for host in ["localhost", "127.0.0.1"] {
+        let r = trusting
+            .get(format!("https://{host}:{port}/health"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{host}");
+        assert_eq!(r.version(), reqwest::Version::HTTP_11);
+    }
+    let r = trusting
+        .post(format!("https://localhost:{port}/api/v1/b/cams"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // Not trusting it, or speaking plain http: no answer.
+    let e = reqwest::Client::new()
+        .get(format!("https://localhost:{port}/health"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(e.is_connect(), "{e:?}");
+    assert!(reqwest::Client::new()
+        .get(format!("http://localhost:{port}/health"))
+        .send()
+        .await
+        .is_err());
+
+    // The CLI with --ca (and TSBLOB_CA), and without.
+    let cli = |args: &[&str], env: &[(&str, &std::path::Path)]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"));
+        cmd.args(args)
+            .args(["--url", &format!("https://localhost:{port}")])
+            .env_remove("TSBLOB_CA")
+            .env_remove("TSBLOB_URL")
+            .env_remove("TSBLOB_TOKEN")
+            .env_remove("TSBLOB_ALIAS");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let out = cli(&["bucket", "ls", "--ca", cert.to_str().unwrap()], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cams"));
+    let out = cli(&["bucket", "ls"], &[("TSBLOB_CA", &cert)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&["bucket", "ls"], &[]);
+    assert!(!out.status.success());
+}
+
+/// A key that is not the certificate's, or a file that is no certificate, stops the start
+/// with a message naming the flag.
+#[test]
+fn a_mismatched_tls_pair_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let b = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, a.cert.pem()).unwrap();
+    std::fs::write(&key, b.signing_key.serialize_pem()).unwrap();
+    let run = |cert: &std::path::Path, key: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(dir.path().join("data"))
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .env_remove("TSBLOB_CONFIG")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = run(&cert, &key);
+    assert!(e.contains("--tls-cert and --tls-key"), "{e}");
+    let e = run(&key, &key);
+    assert!(e.contains("--tls-cert"), "{e}");
+    // One without the other is a usage error.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["serve", "--tls-cert"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
