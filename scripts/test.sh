@@ -12,11 +12,12 @@ root=$PWD
 cache="${TSBLOB_CACHE:-$HOME/.cache/tsblob}"
 
 echo "== import cycles"
-# Module-level import cycles inside a crate (scripts/import-cycles.py): none in storage/ (a
-# new one fails the run); server/'s are reported until they are taken apart (issue 26).
+# Module-level import cycles inside a crate (scripts/import-cycles.py): none in storage/;
+# in server/ none but the known ones still being taken apart (issue 26): a new one fails
+# the run.
 python3 scripts/import-cycles.py --self-test
 python3 scripts/import-cycles.py storage
-python3 scripts/import-cycles.py server --report
+python3 scripts/import-cycles.py server --known "crate: http mcap" --known "crate::cli: buckets entries"
 
 echo "== peers"
 scripts/install-peers.sh

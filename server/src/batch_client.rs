@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tsblob_storage::Labels;
 
-use crate::http::batch::BatchResult;
+use crate::answers::BatchResult;
 use tsblob_proto::framing::{put_end, put_record_head, MEDIA_TYPE};
 use tsblob_proto::outbound;
 use tsblob_proto::tls::error_chain;

@@ -6,12 +6,17 @@
 //! **Architecture invariant:** only this crate knows HTTP and JSON; the engine
 //! (`tsblob-storage`) is called on tokio's blocking pool and never sees a request.
 
+pub mod answers;
+pub mod assemble;
 pub mod batch_client;
+pub mod blocking;
 pub mod cli;
 pub mod config;
 pub mod http;
 pub mod mcap;
 pub mod private_file;
+pub mod record_stream;
 pub mod replication;
 pub mod serve;
 pub mod tier;
+pub mod when;

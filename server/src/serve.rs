@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
 use crate::config::{LogFormat, ServeArgs, TierMode};
-use crate::http::{self, auth::Auth, AppState};
+use crate::http::{self, auth::Auth};
 
 /// Logs to stderr: `--log` filters, `--log-format` shapes (text is coloured only on a
 /// terminal: a file or journald gets no escape codes).
@@ -164,17 +164,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let state = AppState::new(store.clone(), auth, args.limits())?;
+    let state = crate::assemble::state(store.clone(), auth, args.limits())?;
     state.metrics.set_access_log(args.access_log);
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,
     });
-    state
-        .replications
-        .start_all()
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the replication tasks: {}", e.message))?;
+    state.replications.start_all().await.map_err(|e| {
+        anyhow::anyhow!(
+            "starting the replication tasks: {}",
+            state.replications.explain(e)
+        )
+    })?;
     let app = http::app(state);
     println!(
         "tsblob {} serving {} on {}://{addr} (sync {})",

@@ -5,8 +5,8 @@
 //! where `block_on` of another runtime would panic), so each call is spawned on its
 //! runtime and waited for on a channel.
 //!
-//! Client settings are the comparison mode's (`tsblob_compare::targets::minio::s3_config`):
-//! path-style addressing, checksums only where asked for. Credentials and region come from
+//! Client settings are [`s3_config`]'s: path-style addressing, checksums only where asked
+//! for (the comparison mode's MinIO target uses the same, and a test checks it does). Credentials and region come from
 //! aws-sdk's default provider chain (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, profiles,
 //! container and instance roles); `--tier-region` overrides the region.
 //!
@@ -275,6 +275,20 @@ fn answer<T>(rx: std::sync::mpsc::Receiver<Result<T, ObjectError>>) -> Result<T,
     })
 }
 
+/// The aws-sdk-s3 settings of the tier's clients, as the SDK's documentation recommends
+/// for S3-compatible stores: path-style addressing, a behavior version, and checksums only
+/// when an operation requires them (the SDK's defaults since 1.69 add CRC32 checksums to
+/// every PUT and GET, which costs CPU and which MinIO does not need). The caller adds
+/// region, credentials, endpoint, timeouts and the connector.
+pub fn s3_config() -> aws_sdk_s3::config::Builder {
+    use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
+    aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .force_path_style(true)
+        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+        .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+}
+
 impl S3Store {
     /// One GET of `key`, whole or of an HTTP `range` (`bytes=a-b`).
     fn fetch(&self, key: &str, range: Option<(u64, u64)>) -> Result<Vec<u8>, ObjectError> {
@@ -409,7 +423,7 @@ impl S3Store {
                 .operation_timeout(operation)
                 .build()
         };
-        let mut cfg = tsblob_compare::targets::minio::s3_config(16);
+        let mut cfg = s3_config();
         cfg = cfg.region(
             shared
                 .region()
@@ -881,6 +895,53 @@ impl ObjectStore for S3Store {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// What a client of `cfg` sends for a GET: the URL without its signature, and the
+    /// header names (a checksum mode would be one).
+    fn presigned_get(cfg: aws_sdk_s3::config::Builder) -> (String, Vec<String>) {
+        use aws_sdk_s3::config::{Credentials, Region};
+        let conf = cfg
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("id", "secret", None, None, "test"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        let client = aws_sdk_s3::Client::from_conf(conf);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let expires =
+            aws_sdk_s3::presigning::PresigningConfig::expires_in(Duration::from_secs(60)).unwrap();
+        let req = rt
+            .block_on(client.get_object().bucket("b").key("k").presigned(expires))
+            .unwrap();
+        let url = req.uri().split('?').next().unwrap().to_string();
+        let mut headers: Vec<String> = req.headers().map(|(k, _)| k.to_string()).collect();
+        headers.sort();
+        (url, headers)
+    }
+
+    /// The benchmark's MinIO target talks S3 as the tier does: the server owns its
+    /// settings (it took them from the benchmark crate before) and the two must agree.
+    #[test]
+    fn the_bench_minio_target_uses_the_tiers_s3_settings() {
+        let ours = s3_config().build();
+        let bench = tsblob_compare::targets::minio::s3_config(1).build();
+        assert_eq!(
+            ours.request_checksum_calculation(),
+            bench.request_checksum_calculation()
+        );
+        assert_eq!(
+            ours.response_checksum_validation(),
+            bench.response_checksum_validation()
+        );
+        let (url, headers) = presigned_get(s3_config());
+        assert_eq!(url, "http://127.0.0.1:9/b/k", "path-style addressing");
+        assert_eq!(
+            (url, headers),
+            presigned_get(tsblob_compare::targets::minio::s3_config(1))
+        );
+    }
 
     #[test]
     fn urls_parse() {

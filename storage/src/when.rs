@@ -2,7 +2,7 @@
 //!
 //! A [`Condition`] is evaluated on what the index holds about a record (its timestamp and
 //! labels), so a record that does not match costs no payload read. The JSON form is parsed by
-//! the server (`server/src/http/when.rs`); the engine only sees this tree.
+//! the server (`server/src/when.rs`); the engine only sees this tree.
 //!
 //! Values: a label value (and a string constant) that reads as `true`/`false`, an integer or
 //! a float is a number (`true` = 1, `false` = 0); anything else is text. Two numbers compare

@@ -30,10 +30,11 @@ pub struct Minio {
     binary_version: Option<String>,
 }
 
-/// The aws-sdk-s3 settings tsblob uses for S3-compatible stores (this target, and the
-/// server's tier): path-style addressing, a behavior version, checksums only when an
-/// operation requires them, and hyper's plain-HTTP connector with a pool of `pool` idle
-/// connections per host. The caller adds region, credentials and endpoint.
+/// The aws-sdk-s3 settings of this target, the same as the server's tier (its
+/// `tier::s3_config`, which the server owns; a server test checks they agree): path-style
+/// addressing, a behavior version, checksums only when an operation requires them, and
+/// hyper's plain-HTTP connector with a pool of `pool` idle connections per host. The
+/// caller adds region, credentials and endpoint.
 pub fn s3_config(pool: usize) -> aws_sdk_s3::config::Builder {
     let http = aws_smithy_http_client::Builder::new()
         .pool_max_idle_per_host(pool)

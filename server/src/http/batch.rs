@@ -10,17 +10,17 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::content_length;
 use super::budget::Held;
 use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::if_exists::{conflict, same_payload, settle_write, IfExists};
 use super::inflate::PlainChunks;
-use super::records::settle_write;
 use super::records::Target;
 use super::spool::SpoolSink;
+pub use crate::answers::{BatchResult, RecordResult};
 use tsblob_proto::framing::{ChunkDecoder, Event, FrameHead, TS_NOW};
 
 /// A chunk is written when the memory it holds reaches this many bytes (payloads, content
@@ -52,33 +52,6 @@ fn held_bytes(head: &FrameHead) -> usize {
             .sum::<usize>()
 }
 
-/// The fate of one record of a batch.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct RecordResult {
-    /// The stored timestamp, or the requested one (null for "now") if it failed.
-    pub ts: Option<u64>,
-    /// 201 when stored, otherwise the status a single write would have had.
-    pub status: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorDetail>,
-}
-
-/// The answer to a batch.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct BatchResult {
-    /// Set when the body itself was at fault (then the status is not 200).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorDetail>,
-    pub written: u64,
-    /// Records found already stored with the same payload (`if_exists=compare`: status
-    /// 200); absent when 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub existing: u64,
-    pub failed: u64,
-    /// One element per record frame handled, in order.
-    pub results: Vec<RecordResult>,
-}
-
 /// A 400 before any record was handled, in the batch answer's shape (as documented for
 /// every 400 of this route).
 fn refused(e: AppError) -> Response {
@@ -90,10 +63,6 @@ fn refused(e: AppError) -> Response {
         results: Vec::new(),
     };
     (e.status, Json(answer)).into_response()
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 type ChunkOutcome = Vec<RecordResult>;
@@ -115,61 +84,6 @@ fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
             message,
         }),
     }
-}
-
-/// What a write does with a record whose timestamp is taken (`?if_exists=`, on the
-/// batch and the single-record write).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum IfExists {
-    /// 409 `timestamp_exists` (the default, as for a single write).
-    Fail,
-    /// Compare the payloads' CRC32C: the same is 200 (already stored: a retried copy),
-    /// a different one 409 `conflict`. Replication and `tsblob cp` use it.
-    Compare,
-}
-
-impl IfExists {
-    /// The value of an `if_exists` parameter.
-    pub(crate) fn parse(value: &str) -> Result<IfExists, AppError> {
-        match value {
-            "fail" => Ok(IfExists::Fail),
-            "compare" => Ok(IfExists::Compare),
-            other => Err(AppError::bad_request(format!(
-                "if_exists={other:?} is not a choice: use \"fail\" (the default) or \"compare\""
-            ))),
-        }
-    }
-}
-
-/// Whether the stored record at `ts` has the payload whose CRC32C is `crc` (a retry). The
-/// stored payload is streamed, never held whole. Blocking.
-pub(crate) fn same_payload(
-    store: &tsblob_storage::Store,
-    bucket: &str,
-    entry: &str,
-    ts: u64,
-    crc: u32,
-) -> bool {
-    let Ok(mut r) = store.open_record(bucket, entry, Some(ts)) else {
-        return false;
-    };
-    let mut stored = 0u32;
-    loop {
-        match r.read_chunk(1 << 20) {
-            Ok(c) if c.is_empty() => return stored == crc,
-            Ok(c) => stored = crc32c::crc32c_append(stored, &c),
-            Err(_) => return false,
-        }
-    }
-}
-
-/// The 409 of a record whose timestamp holds another payload (`if_exists=compare`).
-pub(crate) fn conflict(bucket: &str, entry: &str, at: u64) -> AppError {
-    AppError::new(
-        StatusCode::CONFLICT,
-        "conflict",
-        format!("a different record (another payload) is stored at timestamp {at} in {bucket}/{entry}: it is kept, never overwritten; remove it first to replace it"),
-    )
 }
 
 /// Writes one chunk on the blocking pool; the handle yields one result per record. `held`,

@@ -9,7 +9,6 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
 use tsblob_storage::{BucketError, Error, NameError, NotFound, TierError, WriteError};
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
@@ -20,18 +19,7 @@ pub struct AppError {
     pub message: String,
 }
 
-/// The JSON document of an error.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-/// What went wrong: a stable machine-readable `code` and a human `message`.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
-    pub code: String,
-    pub message: String,
-}
+pub use crate::answers::{ErrorBody, ErrorDetail};
 
 impl AppError {
     /// An error; a server error's message is logged under a fresh reference and replaced
@@ -298,24 +286,59 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
     AppError::new(status, code, message)
 }
 
+impl From<crate::when::WhenError> for AppError {
+    fn from(e: crate::when::WhenError) -> AppError {
+        AppError::bad_request(e.message)
+    }
+}
+
+impl From<crate::replication::ReplicationError> for AppError {
+    fn from(e: crate::replication::ReplicationError) -> AppError {
+        use crate::replication::ReplicationError as R;
+        match e {
+            R::Invalid(message) => AppError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_replication",
+                message,
+            ),
+            R::TooManyTasks => AppError::new(StatusCode::CONFLICT, "too_many_tasks", e.to_string()),
+            R::NotFound(_) => AppError::new(
+                StatusCode::NOT_FOUND,
+                "replication_not_found",
+                e.to_string(),
+            ),
+            R::When(e) => e.into(),
+            R::Storage(e) => e.into(),
+            R::Internal(message) => AppError::internal(message),
+        }
+    }
+}
+
+/// How a replication error reads in its task's status and the log
+/// ([`crate::replication::Explain`]): the message a client would be answered.
+pub fn explain_replication(e: crate::replication::ReplicationError) -> String {
+    AppError::from(e).message
+}
+
 impl From<NameError> for AppError {
     fn from(e: NameError) -> AppError {
         AppError::from(Error::Name(e))
     }
 }
 
-/// Runs blocking engine work on the blocking pool. A panic inside becomes a 500 instead of
-/// taking the connection (or the server) down.
+/// Runs blocking engine work on the blocking pool ([`crate::blocking::run`]). A panic
+/// inside becomes a 500 instead of taking the connection (or the server) down.
 pub async fn blocking<T, F>(f: F) -> Result<T, AppError>
 where
     F: FnOnce() -> Result<T, AppError> + Send + 'static,
     T: Send + 'static,
 {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r,
-        Err(e) => Err(AppError::internal(format!(
-            "the storage task failed: {e}; the request was not completed"
-        ))),
+    crate::blocking::run(f).await
+}
+
+impl From<crate::blocking::TaskFailed> for AppError {
+    fn from(e: crate::blocking::TaskFailed) -> AppError {
+        AppError::internal(e.to_string())
     }
 }
 
@@ -438,5 +461,53 @@ mod tests {
         }));
         assert!(!full.message.contains("/srv"), "{}", full.message);
         assert!(full.message.contains("disk is full"), "{}", full.message);
+    }
+
+    #[test]
+    fn a_when_error_is_a_400_bad_request() {
+        let e = AppError::from(crate::when::parse_text("{").expect_err("not JSON"));
+        assert_eq!((e.status.as_u16(), e.code), (400, "bad_request"));
+        assert!(e.message.starts_with("when: "), "{}", e.message);
+    }
+
+    #[test]
+    fn replication_errors_map_to_their_documented_codes() {
+        use crate::replication::ReplicationError as R;
+        let cases: Vec<(R, u16, &str)> = vec![
+            (R::Invalid("dst_url".into()), 422, "invalid_replication"),
+            (R::TooManyTasks, 409, "too_many_tasks"),
+            (R::NotFound("t".into()), 404, "replication_not_found"),
+            (
+                R::Storage(NotFound::Bucket("b".into()).into()),
+                404,
+                "bucket_not_found",
+            ),
+            (
+                crate::when::parse_text("[")
+                    .expect_err("not an object")
+                    .into(),
+                400,
+                "bad_request",
+            ),
+            (R::Internal("task file".into()), 500, "internal"),
+        ];
+        for (e, status, code) in cases {
+            let shown = e.to_string();
+            let a = AppError::from(e);
+            assert_eq!((a.status.as_u16(), a.code), (status, code), "{shown}");
+        }
+    }
+
+    /// A task's `last_error` shows what an error answer would: never an engine failure's
+    /// paths (they are logged under a reference).
+    #[test]
+    fn a_replication_status_never_shows_engine_paths() {
+        let e = crate::replication::ReplicationError::Storage(Error::Io {
+            context: "reading /srv/secret/data/b/e/00000001.blk".into(),
+            source: std::io::Error::other("boom"),
+        });
+        let shown = explain_replication(e);
+        assert!(shown.starts_with("internal error (ref "), "{shown}");
+        assert!(!shown.contains("/srv"), "{shown}");
     }
 }

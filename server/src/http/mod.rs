@@ -14,6 +14,7 @@ pub mod budget;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
+mod if_exists;
 pub mod inflate;
 pub mod limits;
 pub mod metrics;
@@ -26,8 +27,7 @@ pub mod spool;
 pub mod tails;
 pub mod tokens;
 pub mod ui;
-pub mod when;
-mod writer;
+pub(crate) mod writer;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +41,7 @@ use axum::{Extension, Router};
 use tsblob_proto::names::{split_entry_path, EntryRoute};
 use tsblob_storage::Store;
 
+pub use crate::when;
 pub use errors::AppError;
 
 /// Limits a server enforces on what clients send.
@@ -130,50 +131,11 @@ pub struct Shared {
 }
 
 impl AppState {
-    pub fn new(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<AppState> {
-        let commits = Arc::new(tokio::sync::watch::channel(0u64).0);
-        let metrics = Arc::new(metrics::Metrics::new()?);
-        let tails = Arc::new(tails::Tails::new(
-            limits.tails,
-            metrics.follows.clone(),
-            metrics.registry(),
-        )?);
-        let (tx, woken) = (commits.clone(), tails.clone());
-        // Runs on the committing thread, under its caller's entry lock: bumps a counter
-        // (send_modify never waits on a receiver) and wakes the tails of the entries the
-        // commit put records into (two short mutexes of `tails.rs`, no engine call).
-        store.on_commit(Box::new(move |entries: &[u32]| {
-            tx.send_modify(|v| *v = v.wrapping_add(1));
-            woken.committed(entries);
-        }));
-        let replications = Arc::new(crate::replication::Replications::load(
-            store.clone(),
-            commits.clone(),
-            crate::replication::metrics::ReplicationMetrics::new(metrics.registry())?,
-        )?);
-        let writer = writer::Writer::start(store.clone())?;
-        let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);
-        let streams = Arc::new(limits::Streams::new(
-            limits.max_streams,
-            limits.max_streams_per_token,
-            metrics.streams.clone(),
-        ));
-        let shared = Shared {
-            store,
-            auth: Arc::new(auth),
-            metrics,
-            replications,
-            limits: Arc::new(limits),
-            started: Instant::now(),
-            commits,
-            tails,
-            bodies,
-            streams,
-            writer,
-        };
-        Ok(AppState {
+    /// The state of `shared`, assembled by [`crate::assemble::state`].
+    pub fn new(shared: Shared) -> AppState {
+        AppState {
             shared: Arc::new(shared),
-        })
+        }
     }
 }
 

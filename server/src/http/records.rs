@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 use tsblob_storage::{EntryInfo, Labels, Payload, RecordMeta, WriteMeta};
 
 use super::auth::Caller;
-use super::batch::{conflict, same_payload, IfExists};
 use super::body::{channel_body, content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{
     check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER,
 };
+use super::if_exists::{settle_write, IfExists};
 use super::params::RecordParams;
 use super::spool;
 use super::AppState;
@@ -28,9 +28,6 @@ use super::AppState;
 /// received into a spool (`spool.rs`). Either way the engine is called once, with the
 /// whole payload.
 const SMALL_BODY: u64 = 256 << 10;
-/// Records over `tsblob_storage::MAP_MAX` (and compressed ones over `MEMORY_MAX`) are
-/// streamed in chunks of this size.
-const READ_CHUNK: usize = 256 << 10;
 
 /// The bucket and entry a request is about, with who asks.
 pub struct Target {
@@ -181,32 +178,6 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     Ok(resp)
 }
 
-/// A write's answer: 201, or with `if_exists=compare` and the timestamp taken, 200 when
-/// the stored payload has the body's CRC32C (`crc()`, only called then) and 409
-/// `conflict` when not. Blocking.
-pub(crate) fn settle_write(
-    store: &tsblob_storage::Store,
-    bucket: &str,
-    entry: &str,
-    written: tsblob_storage::Result<u64>,
-    if_exists: IfExists,
-    crc: impl FnOnce() -> u32,
-) -> Result<(u64, StatusCode), AppError> {
-    match written {
-        Ok(ts) => Ok((ts, StatusCode::CREATED)),
-        Err(tsblob_storage::Error::Write(tsblob_storage::WriteError::Conflict { ts, .. }))
-            if if_exists == IfExists::Compare =>
-        {
-            if same_payload(store, bucket, entry, ts, crc()) {
-                Ok((ts, StatusCode::OK))
-            } else {
-                Err(conflict(bucket, entry, ts))
-            }
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 enum Opened {
     Whole(RecordMeta, Payload),
     Stream(RecordMeta, tsblob_storage::RecordReader),
@@ -249,8 +220,12 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         }
         Opened::Stream(meta, reader) => {
             let (tx, body) = channel_body(4);
-            let grant = t.state.auth.grant(&t.caller, &t.bucket);
-            tokio::spawn(stream_chunks(reader, tx, Some(grant)));
+            // The client's token is checked again before each chunk: one removed (or no
+            // longer allowed to read the bucket) while the record streams cuts it short.
+            let mut grant = t.state.auth.grant(&t.caller, &t.bucket);
+            tokio::spawn(crate::record_stream::stream_record(reader, tx, move || {
+                grant.check().map_err(|e| e.to_string())
+            }));
             (meta, body)
         }
     };
@@ -261,55 +236,6 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         HeaderValue::from(meta.size),
     );
     Ok(resp)
-}
-
-/// Sends a large record in chunks, each read on the blocking pool: between reads the task
-/// waits for the client asynchronously, so a slow reader holds no blocking thread.
-pub(crate) async fn stream_record(
-    reader: tsblob_storage::RecordReader,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-) {
-    stream_chunks(reader, tx, None).await
-}
-
-/// [`stream_record`] for a client's read: with its `grant`, a token removed (or no longer
-/// allowed to read the bucket) while the record streams cuts the body short.
-async fn stream_chunks(
-    mut reader: tsblob_storage::RecordReader,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-    mut grant: Option<super::auth::StreamGrant>,
-) {
-    loop {
-        if let Some(Err(e)) = grant.as_mut().map(|g| g.check()) {
-            tracing::info!("record stream cut: {e}");
-            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-            return;
-        }
-        let read = tokio::task::spawn_blocking(move || {
-            let r = reader.read_chunk(READ_CHUNK);
-            (reader, r)
-        })
-        .await;
-        let (back, chunk) = match read {
-            Ok((back, Ok(buf))) if !buf.is_empty() => (back, buf),
-            Ok((_, Ok(_))) => return, // the end
-            Ok((_, Err(e))) => {
-                // Headers are gone: all we can do is cut the body short, which the client
-                // sees as a length mismatch, never as wrong bytes.
-                tracing::warn!("streaming a record failed: {e}");
-                let _ = tx.send(Err(e)).await;
-                return;
-            }
-            Err(e) => {
-                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                return;
-            }
-        };
-        reader = back;
-        if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
-            return; // the client went away
-        }
-    }
 }
 
 /// The body of a label update: a value sets a label, `null` removes it.

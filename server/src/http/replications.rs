@@ -33,8 +33,10 @@ pub async fn list(
         match state.replications.info(&name).await {
             Ok(i) => out.push(i),
             // Removed while listing.
-            Err(e) if e.status == StatusCode::NOT_FOUND => {}
-            Err(e) => return Err(e),
+            Err(e) => match AppError::from(e) {
+                e if e.status == StatusCode::NOT_FOUND => {}
+                e => return Err(e),
+            },
         }
     }
     Ok(Json(ReplicationList { replications: out }))

@@ -10,6 +10,7 @@
 //! counts as delivered) and acknowledges the page to the feed only then: at-least-once,
 //! idempotent at the destination, and the write path never waits for it.
 
+mod error;
 pub mod metrics;
 pub mod sender;
 
@@ -18,13 +19,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tsblob_storage::Store;
 
-use crate::http::AppError;
+pub use error::{Explain, ReplicationError};
 
 /// Tasks a server keeps at most (each is a sender and a label value of the metrics).
 pub const MAX_TASKS: usize = 64;
@@ -198,6 +198,7 @@ pub struct Replications {
     http: reqwest::Client,
     /// Bumped after every index commit (shared with live tails).
     commits: Arc<tokio::sync::watch::Sender<u64>>,
+    explain: Explain,
 }
 
 pub(crate) fn now_us() -> u64 {
@@ -206,16 +207,19 @@ pub(crate) fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-fn invalid(message: String) -> AppError {
-    AppError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_replication",
-        message,
-    )
+/// Engine work on the blocking pool ([`crate::blocking::run`]), failing as a task does.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ReplicationError> + Send + 'static,
+) -> Result<T, ReplicationError> {
+    crate::blocking::run(f).await
+}
+
+fn invalid(message: String) -> ReplicationError {
+    ReplicationError::Invalid(message)
 }
 
 /// Checks a task's settings (not the source bucket's existence: the engine does).
-pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
+pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), ReplicationError> {
     tsblob_storage::validate_bucket_name(name).map_err(|e| {
         invalid(format!(
             "task name: {e} (task names follow the bucket name rules)"
@@ -263,7 +267,7 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), AppError> {
         tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?;
     }
     if let Some(w) = &spec.when {
-        crate::http::when::parse_text(&w.to_string())?;
+        crate::when::parse_text(&w.to_string())?;
     }
     Ok(())
 }
@@ -279,7 +283,7 @@ fn origin(url: &str) -> String {
 /// with 422. Bug: an update with only a new `dst_url` sent the stored token, which the API
 /// never shows, to that host. Refused rather than dropped: a task whose token vanished
 /// would fail with 401 at its new destination, and the caller learns nothing at the PUT.
-fn bind_to_origin(name: &str, old: &TaskSpec, new: &TaskSpec) -> Result<(), AppError> {
+fn bind_to_origin(name: &str, old: &TaskSpec, new: &TaskSpec) -> Result<(), ReplicationError> {
     let (from, to) = (origin(&old.dst_url), origin(&new.dst_url));
     if from == to {
         return Ok(());
@@ -306,6 +310,7 @@ impl Replications {
         store: Store,
         commits: Arc<tokio::sync::watch::Sender<u64>>,
         metrics: metrics::ReplicationMetrics,
+        explain: Explain,
     ) -> anyhow::Result<Replications> {
         let path = store.path().join("replications");
         let file: TaskFile = match std::fs::read(&path) {
@@ -336,7 +341,7 @@ impl Replications {
                 },
             );
         }
-        let http = http_client(None).map_err(|e| anyhow::anyhow!(e.message))?;
+        let http = http_client(None).map_err(|e| anyhow::anyhow!(explain(e)))?;
         Ok(Replications {
             path,
             store,
@@ -347,7 +352,13 @@ impl Replications {
             options: Mutex::new(Options::default()),
             http,
             commits,
+            explain,
         })
+    }
+
+    /// How `e` reads in a task's status and the log ([`Explain`]).
+    pub fn explain(&self, e: ReplicationError) -> String {
+        (self.explain)(e)
     }
 
     pub fn set_options(&self, o: Options) {
@@ -375,11 +386,11 @@ impl Replications {
     /// missing (the index was rebuilt or restored without it) is subscribed again with a
     /// backfill of everything it selects, paused or not: from now on its bucket's writes
     /// are in the feed.
-    pub async fn start_all(self: &Arc<Self>) -> Result<(), AppError> {
+    pub async fn start_all(self: &Arc<Self>) -> Result<(), ReplicationError> {
         if let Err(e) = self.prune_readers().await {
             tracing::warn!(
                 "replication: cannot prune the feed readers of no task: {}",
-                e.message
+                self.explain(e)
             );
         }
         type Start = (String, TaskSpec, Arc<Mutex<Shared>>, CancellationToken);
@@ -399,14 +410,14 @@ impl Replications {
         let mut lost = false;
         for (name, spec, shared, cancel) in tasks {
             let (store, n, b) = (self.store.clone(), name.clone(), spec.src_bucket.clone());
-            match crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
+            match blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
                 Ok((_, true)) => {
                     shared.lock().backfill = lost_reader(&name, spec.from);
                     lost = true;
                 }
                 Ok((_, false)) => {}
                 // The source bucket is gone: the sender reports it (and retries).
-                Err(e) => tracing::warn!(task = %name, "replication: {}", e.message),
+                Err(e) => tracing::warn!(task = %name, "replication: {}", self.explain(e)),
             }
             sender::spawn(self.clone(), name, spec, shared, cancel);
         }
@@ -438,7 +449,7 @@ impl Replications {
     /// Writes the task file (under `changes`, or from a sender). One save at a time, each
     /// taking its snapshot under `saving`, so the last file written holds the latest state
     /// (two saves at once also shared one temporary file: one of them failed with a 500).
-    pub(crate) async fn save(&self) -> Result<(), AppError> {
+    pub(crate) async fn save(&self) -> Result<(), ReplicationError> {
         self.save_with(None).await.map(|_| ())
     }
 
@@ -448,7 +459,7 @@ impl Replications {
     /// or removed. On failure nothing in memory changed: a task exists only once its file
     /// says so (bug: a PUT whose save failed answered 500, yet the task was listed `idle`
     /// with no sender, and was gone after a restart).
-    async fn save_with(&self, change: Option<Change>) -> Result<Option<Task>, AppError> {
+    async fn save_with(&self, change: Option<Change>) -> Result<Option<Task>, ReplicationError> {
         let _saving = self.saving.lock().await;
         let mut file = self.file();
         match &change {
@@ -461,12 +472,13 @@ impl Replications {
             Some(Change::Remove(name)) => file.tasks.retain(|t| t.name != *name),
             None => {}
         }
-        let json = serde_json::to_vec_pretty(&file)
-            .map_err(|e| AppError::internal(format!("cannot encode the replication tasks: {e}")))?;
+        let json = serde_json::to_vec_pretty(&file).map_err(|e| {
+            ReplicationError::Internal(format!("cannot encode the replication tasks: {e}"))
+        })?;
         let path = self.path.clone();
-        crate::http::errors::blocking(move || {
+        blocking(move || {
             crate::private_file::write_atomic(&path, &json).map_err(|e| {
-                AppError::internal(format!(
+                ReplicationError::Internal(format!(
                     "cannot write the replication task file {}: {e}",
                     path.display()
                 ))
@@ -485,27 +497,26 @@ impl Replications {
     }
 
     /// Subscribes task `name`'s feed reader to `bucket`: (position, created now).
-    async fn subscribe(&self, name: &str, bucket: &str) -> Result<(u64, bool), AppError> {
+    async fn subscribe(&self, name: &str, bucket: &str) -> Result<(u64, bool), ReplicationError> {
         let (store, n, b) = (self.store.clone(), name.to_string(), bucket.to_string());
-        crate::http::errors::blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await
+        blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await
     }
 
     /// Removes feed reader `name`; a failure is logged (the reader is pruned at the next
     /// start, [`Replications::prune_readers`]).
     async fn unsubscribe(&self, name: &str) {
         let (store, n) = (self.store.clone(), name.to_string());
-        if let Err(e) = crate::http::errors::blocking(move || Ok(store.feed_unsubscribe(&n)?)).await
-        {
-            tracing::warn!(task = name, "replication: cannot remove the task's feed reader ({}); it is removed at the next start", e.message);
+        if let Err(e) = blocking(move || Ok(store.feed_unsubscribe(&n)?)).await {
+            tracing::warn!(task = name, "replication: cannot remove the task's feed reader ({}); it is removed at the next start", self.explain(e));
         }
     }
 
     /// Removes the feed readers that belong to no task (at start, before the senders): a
     /// crash between a reader's subscription and the task file's write left one behind,
     /// and the bucket's feed was kept for it, never trimmed. Returns their names.
-    pub async fn prune_readers(&self) -> Result<Vec<String>, AppError> {
+    pub async fn prune_readers(&self) -> Result<Vec<String>, ReplicationError> {
         let store = self.store.clone();
-        let readers = crate::http::errors::blocking(move || Ok(store.feed_readers()?)).await?;
+        let readers = blocking(move || Ok(store.feed_readers()?)).await?;
         let mut pruned = Vec::new();
         for (reader, bucket, _) in readers {
             if self.tasks.lock().contains_key(&reader) {
@@ -514,7 +525,7 @@ impl Replications {
             tracing::warn!(reader = %reader, bucket = %bucket,
                 "replication: removing a change-feed reader that belongs to no task (left by an interrupted task change)");
             let (store, n) = (self.store.clone(), reader.clone());
-            crate::http::errors::blocking(move || Ok(store.feed_unsubscribe(&n)?)).await?;
+            blocking(move || Ok(store.feed_unsubscribe(&n)?)).await?;
             pruned.push(reader);
         }
         Ok(pruned)
@@ -526,7 +537,11 @@ impl Replications {
     /// (then they must be given again: [`bind_to_origin`]). The task exists once the task
     /// file holding it is durable; if that write fails, the feed reader's change is undone
     /// and a replaced task goes on as it was.
-    pub async fn put(self: &Arc<Self>, name: &str, mut spec: TaskSpec) -> Result<bool, AppError> {
+    pub async fn put(
+        self: &Arc<Self>,
+        name: &str,
+        mut spec: TaskSpec,
+    ) -> Result<bool, ReplicationError> {
         validate(name, &spec)?;
         let _guard = self.changes.lock().await;
         let old = self
@@ -535,11 +550,7 @@ impl Replications {
             .get(name)
             .map(|t| (t.spec.clone(), t.shared.clone(), t.cancel.clone()));
         if old.is_none() && self.tasks.lock().len() >= MAX_TASKS {
-            return Err(AppError::new(
-                StatusCode::CONFLICT,
-                "too_many_tasks",
-                format!("this server already has {MAX_TASKS} replication tasks, its limit: remove one first"),
-            ));
+            return Err(ReplicationError::TooManyTasks);
         }
         if let Some((o, _, _)) = &old {
             bind_to_origin(name, o, &spec)?;
@@ -650,7 +661,7 @@ impl Replications {
         if resubscribe {
             match self.subscribe(name, &spec.src_bucket).await {
                 Ok(_) => shared.lock().backfill = lost_reader(name, spec.from),
-                Err(e) => tracing::warn!(task = name, "replication: {}", e.message),
+                Err(e) => tracing::warn!(task = name, "replication: {}", self.explain(e)),
             }
         }
         let cancel = CancellationToken::new();
@@ -662,7 +673,7 @@ impl Replications {
                 tracing::warn!(
                     task = name,
                     "replication: cannot save the backfill position: {}",
-                    e.message
+                    self.explain(e)
                 );
             }
         }
@@ -677,7 +688,7 @@ impl Replications {
 
     /// Removes task `name` (from the task file first: a crash after it leaves only a feed
     /// reader, pruned at the next start) and its feed reader.
-    pub async fn remove(&self, name: &str) -> Result<(), AppError> {
+    pub async fn remove(&self, name: &str) -> Result<(), ReplicationError> {
         let _guard = self.changes.lock().await;
         if !self.tasks.lock().contains_key(name) {
             return Err(not_found(name));
@@ -701,7 +712,7 @@ impl Replications {
     }
 
     /// A task's settings (without its token) and status.
-    pub async fn info(&self, name: &str) -> Result<TaskInfo, AppError> {
+    pub async fn info(&self, name: &str) -> Result<TaskInfo, ReplicationError> {
         let (spec, shared) = {
             let tasks = self.tasks.lock();
             let t = tasks.get(name).ok_or_else(|| not_found(name))?;
@@ -709,7 +720,7 @@ impl Replications {
         };
         let filter_spec = spec.clone();
         let (store, n) = (self.store.clone(), name.to_string());
-        let (pending, position) = crate::http::errors::blocking(move || {
+        let (pending, position) = blocking(move || {
             let filter = sender::feed_filter(&filter_spec)?;
             let pending = store.feed_pending(&n, &filter)?;
             let position = store
@@ -743,12 +754,12 @@ impl Replications {
 
 /// The HTTP client of senders: http and https (rustls, the Mozilla roots plus `ca`, a
 /// task's `dst_ca`).
-pub(crate) fn http_client(ca: Option<&str>) -> Result<reqwest::Client, AppError> {
+pub(crate) fn http_client(ca: Option<&str>) -> Result<reqwest::Client, ReplicationError> {
     tsblob_proto::tls::builder(ca.map(str::as_bytes))
         .map_err(|e| invalid(format!("dst_ca: {e}")))?
         .connect_timeout(Duration::from_secs(5))
         .build()
-        .map_err(|e| AppError::internal(format!("cannot build the HTTP client: {e}")))
+        .map_err(|e| ReplicationError::Internal(format!("cannot build the HTTP client: {e}")))
 }
 
 /// The backfill of a task whose feed reader was lost (nothing says what was delivered).
@@ -767,12 +778,8 @@ pub(crate) fn new_backfill(from: u64) -> Backfill {
     }
 }
 
-fn not_found(name: &str) -> AppError {
-    AppError::new(
-        StatusCode::NOT_FOUND,
-        "replication_not_found",
-        format!("there is no replication task {name:?}: list them with GET /api/v1/replications"),
-    )
+fn not_found(name: &str) -> ReplicationError {
+    ReplicationError::NotFound(name.to_string())
 }
 
 /// A task's settings as answered: everything but the destination token.

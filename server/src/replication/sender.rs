@@ -13,9 +13,11 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tsblob_storage::{FeedFilter, FeedLimits, FeedPage, FeedPayload, Query, RecordMeta, Store};
 
-use super::{now_us, Backfill, Event, Mode, Phase, Replications, Shared, TaskSpec};
+use super::{
+    blocking, now_us, Backfill, Event, Mode, Phase, ReplicationError, Replications, Shared,
+    TaskSpec,
+};
 use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
-use crate::http::AppError;
 
 /// A page holds at most this many records ...
 const PAGE_RECORDS: usize = 2000;
@@ -48,24 +50,25 @@ impl Out {
 }
 
 /// The task's filter over the feed: its entries and condition.
-pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, AppError> {
+pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, ReplicationError> {
     let when = condition(spec)?;
     Ok(FeedFilter::new(patterns(spec)?, when.as_ref()))
 }
 
 /// The task's entry patterns, compiled (checked when the task was stored).
-fn patterns(spec: &TaskSpec) -> Result<Vec<tsblob_storage::EntryPattern>, AppError> {
+fn patterns(spec: &TaskSpec) -> Result<Vec<tsblob_storage::EntryPattern>, ReplicationError> {
     spec.entries
         .iter()
         .map(|p| Ok(tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?))
         .collect()
 }
 
-fn condition(spec: &TaskSpec) -> Result<Option<tsblob_storage::Condition>, AppError> {
+fn condition(spec: &TaskSpec) -> Result<Option<tsblob_storage::Condition>, ReplicationError> {
     spec.when
         .as_ref()
-        .map(|w| crate::http::when::parse_text(&w.to_string()))
+        .map(|w| crate::when::parse_text(&w.to_string()))
         .transpose()
+        .map_err(ReplicationError::from)
 }
 
 pub fn spawn(
@@ -81,6 +84,14 @@ pub fn spawn(
             None => Ok(repl.http().clone()),
             Some(ca) => super::http_client(Some(ca)),
         };
+        let http = match http {
+            Ok(h) => h,
+            Err(e) => {
+                // Checked at PUT: only a task file edited by hand gets here.
+                tracing::warn!("replication: {}", repl.explain(e));
+                return;
+            }
+        };
         let s = Sender {
             repl,
             name,
@@ -88,14 +99,7 @@ pub fn spawn(
             shared,
             cancel,
             single_from: AtomicU64::new(u64::MAX),
-            http: match http {
-                Ok(h) => h,
-                Err(e) => {
-                    // Checked at PUT: only a task file edited by hand gets here.
-                    tracing::warn!("replication: {}", e.message);
-                    return;
-                }
-            },
+            http,
         };
         Arc::new(s).run().await;
     });
@@ -128,8 +132,9 @@ struct InFlight {
 }
 
 /// A feed read under way: the page (or the engine's error) and the filter back.
-type ReadHandle =
-    tokio::task::JoinHandle<Result<(tsblob_storage::Result<FeedPage>, FeedFilter), AppError>>;
+type ReadHandle = tokio::task::JoinHandle<
+    Result<(tsblob_storage::Result<FeedPage>, FeedFilter), ReplicationError>,
+>;
 
 /// The task was cancelled (removed, replaced) while it waited.
 struct Cancelled;
@@ -170,7 +175,7 @@ impl Sender {
             Err(e) => {
                 return self.error(format!(
                     "the task's condition does not parse: {}",
-                    e.message
+                    self.repl.explain(e)
                 ))
             }
         };
@@ -218,7 +223,10 @@ impl Sender {
                             continue;
                         }
                         Err(e) => {
-                            self.error(format!("cannot read the feed position: {}", e.message));
+                            self.error(format!(
+                                "cannot read the feed position: {}",
+                                self.repl.explain(e)
+                            ));
                             if self.pause(&mut backoff).await.is_err() {
                                 return;
                             }
@@ -265,7 +273,7 @@ impl Sender {
                     }
                     failed => {
                         let why = match failed {
-                            Ok(Err(e)) => e.message,
+                            Ok(Err(e)) => self.repl.explain(e),
                             Err(e) => e.to_string(),
                             Ok(Ok(_)) => String::new(),
                         };
@@ -347,7 +355,10 @@ impl Sender {
                 match blocking(move || Ok(store.feed_ack(&n, end)?)).await {
                     Ok(()) => break,
                     Err(e) => {
-                        self.error(format!("cannot store the feed position: {}", e.message));
+                        self.error(format!(
+                            "cannot store the feed position: {}",
+                            self.repl.explain(e)
+                        ));
                         if self.pause(&mut backoff).await.is_err() {
                             for f in in_flight.drain(..) {
                                 f.handle.abort();
@@ -416,13 +427,16 @@ impl Sender {
         if let Err(e) = blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
             self.error(format!(
                 "cannot subscribe to the change feed again: {}",
-                e.message
+                self.repl.explain(e)
             ));
             return self.pause(backoff).await;
         }
         self.shared.lock().backfill = super::lost_reader(&self.name, self.spec.from);
         if let Err(e) = self.repl.save().await {
-            self.error(format!("cannot save the backfill position: {}", e.message));
+            self.error(format!(
+                "cannot save the backfill position: {}",
+                self.repl.explain(e)
+            ));
         }
         Ok(())
     }
@@ -451,7 +465,7 @@ impl Sender {
         let (outs, next) = match read {
             Ok(r) => r,
             Err(e) => {
-                self.error(format!("backfill: {}", e.message));
+                self.error(format!("backfill: {}", self.repl.explain(e)));
                 return self.pause(backoff).await;
             }
         };
@@ -463,7 +477,10 @@ impl Sender {
         }
         self.shared.lock().backfill = Some(next);
         if let Err(e) = self.repl.save().await {
-            self.error(format!("cannot save the backfill position: {}", e.message));
+            self.error(format!(
+                "cannot save the backfill position: {}",
+                self.repl.explain(e)
+            ));
         }
         Ok(())
     }
@@ -653,19 +670,23 @@ impl Sender {
         );
         let reader = match blocking(move || Ok(store.open_record(&bucket, &e, Some(ts))?)).await {
             Ok(r) => r,
-            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => {
+            // The record (or its entry, or bucket) is gone at the source.
+            Err(ReplicationError::Storage(tsblob_storage::Error::NotFound(_))) => {
                 tracing::warn!(task = %self.name, entry, ts,
                     "replication: the record was evicted (or removed) at the source before it was sent");
                 self.evicted(1);
                 return true;
             }
             Err(e) => {
-                self.error(format!("cannot read record {ts} of {entry}: {}", e.message));
+                self.error(format!(
+                    "cannot read record {ts} of {entry}: {}",
+                    self.repl.explain(e)
+                ));
                 return false;
             }
         };
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tokio::spawn(crate::http::records::stream_record(reader, tx));
+        tokio::spawn(crate::record_stream::stream_record(reader, tx, || Ok(())));
         let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
@@ -744,15 +765,9 @@ impl Sender {
         }
         *last = Instant::now();
         if let Err(e) = self.repl.save().await {
-            tracing::warn!(task = %self.name, "cannot save the replication counters: {}", e.message);
+            tracing::warn!(task = %self.name, "cannot save the replication counters: {}", self.repl.explain(e));
         }
     }
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
-) -> Result<T, AppError> {
-    crate::http::errors::blocking(f).await
 }
 
 /// The next page of a backfill: records of `entries` with `ts >= bf.ts` (after `bf.entry`
@@ -762,7 +777,7 @@ fn read_backfill(
     spec: &TaskSpec,
     entries: &[String],
     bf: Backfill,
-) -> Result<(Vec<Out>, Backfill), AppError> {
+) -> Result<(Vec<Out>, Backfill), ReplicationError> {
     let mut next = bf.clone();
     let mut outs = Vec::new();
     if entries.is_empty() {

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 use tsblob_server::http::browser::{parse_allowed_host, parse_origin, BrowserPolicy};
-use tsblob_server::http::{app, auth::Auth, AppState, Limits};
+use tsblob_server::http::{app, auth::Auth, Limits};
 use tsblob_storage::{Store, StoreOptions};
 
 use crate::common::Server;
@@ -68,7 +68,7 @@ fn fixture(policy: BrowserPolicy) -> Fixture {
         browser: policy,
         ..Limits::default()
     };
-    let state = AppState::new(store, auth, limits).unwrap();
+    let state = tsblob_server::assemble::state(store, auth, limits).unwrap();
     Fixture {
         app: app(state),
         _dir: dir,

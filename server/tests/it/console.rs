@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
-use tsblob_server::http::{app, auth::Auth, AppState, Limits};
+use tsblob_server::http::{app, auth::Auth, Limits};
 use tsblob_storage::{Store, StoreOptions};
 
 struct Fixture {
@@ -21,7 +21,7 @@ fn fixture(token: Option<&str>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let auth = Auth::load(dir.path(), token).unwrap();
-    let state = AppState::new(store, auth, Limits::default()).unwrap();
+    let state = tsblob_server::assemble::state(store, auth, Limits::default()).unwrap();
     Fixture {
         app: app(state),
         _dir: dir,

@@ -12,7 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use tsblob_proto::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
-use tsblob_server::http::{app, auth::Auth, AppState, Limits};
+use tsblob_server::http::{app, auth::Auth, Limits};
 use tsblob_storage::{Labels, Store, StoreOptions};
 
 struct Fixture {
@@ -24,7 +24,7 @@ fn fixture_with(token: Option<&str>, limits: Limits) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let auth = Auth::load(dir.path(), token).unwrap();
-    let state = AppState::new(store, auth, limits).unwrap();
+    let state = tsblob_server::assemble::state(store, auth, limits).unwrap();
     Fixture {
         app: app(state),
         _dir: dir,

@@ -7,6 +7,9 @@
 //! (`{"$each_n": 5}`, `{"$not": "&flag"}`); the keys of an object are ANDed in their order
 //! (aggregation operators such as `$each_n` depend on it, so the JSON is read in order); a key
 //! given twice keeps its last value, as in ReductStore.
+//!
+//! Used by queries (`http::query`), `tsblob cp` and replication tasks alike, so it sits
+//! below all three; its error is its own ([`WhenError`]).
 
 use std::fmt;
 
@@ -14,7 +17,22 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use tsblob_storage::{CmpOp, Condition, Operand, Value};
 
-use super::errors::AppError;
+/// A `when` that does not parse: the message says what is wrong and how to write it, and
+/// starts with `when: ` (the HTTP layer answers it 400 `bad_request`, `http/errors.rs`).
+/// Display and `Error` by hand: the fuzz target compiles this file alone
+/// (`fuzz/fuzz_targets/when_parser.rs`), with no dependency beyond serde's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WhenError {
+    pub message: String,
+}
+
+impl fmt::Display for WhenError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for WhenError {}
 
 /// A JSON value whose objects keep their keys in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,12 +159,14 @@ const REDUCTSTORE_ONLY: [&str; 22] = [
     "$ref",
 ];
 
-fn bad(msg: impl Into<String>) -> AppError {
-    AppError::bad_request(format!("when: {}", msg.into()))
+fn bad(msg: impl Into<String>) -> WhenError {
+    WhenError {
+        message: format!("when: {}", msg.into()),
+    }
 }
 
 /// Parses a `when` given as JSON text (the query-string form).
-pub fn parse_text(text: &str) -> Result<Condition, AppError> {
+pub fn parse_text(text: &str) -> Result<Condition, WhenError> {
     let json: Json = serde_json::from_str(text).map_err(|e| {
         bad(format!(
             "not valid JSON ({e}): give an object such as {{\"&score\": {{\"$gt\": 10}}}}, URL-encoded"
@@ -156,7 +176,7 @@ pub fn parse_text(text: &str) -> Result<Condition, AppError> {
 }
 
 /// Parses a `when` object.
-pub fn parse(json: &Json) -> Result<Condition, AppError> {
+pub fn parse(json: &Json) -> Result<Condition, WhenError> {
     let Json::Obj(entries) = json else {
         return Err(bad(format!(
             "the condition must be a JSON object such as {{\"&score\": {{\"$gt\": 10}}}}, not {json}"
@@ -190,7 +210,7 @@ fn into_condition(e: Expr) -> Condition {
     }
 }
 
-fn parse_value(j: &Json) -> Result<Vec<Expr>, AppError> {
+fn parse_value(j: &Json) -> Result<Vec<Expr>, WhenError> {
     Ok(match j {
         Json::Obj(entries) => parse_object(entries)?,
         Json::Bool(b) => vec![Expr::Val(Operand::Const(Value::Bool(*b)))],
@@ -216,7 +236,7 @@ fn number(n: &serde_json::Number) -> Value {
     }
 }
 
-fn parse_literal(s: &str) -> Result<Expr, AppError> {
+fn parse_literal(s: &str) -> Result<Expr, WhenError> {
     if let Some(label) = s.strip_prefix('&') {
         if label.is_empty() {
             return Err(bad("\"&\" names no label: write \"&<label>\""));
@@ -273,7 +293,7 @@ pub fn duration(s: &str) -> Option<i64> {
     Some(total)
 }
 
-fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, AppError> {
+fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, WhenError> {
     let mut out = Vec::with_capacity(entries.len());
     for (key, value) in entries {
         if key.starts_with('#') {
@@ -317,7 +337,7 @@ fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, AppError> {
     Ok(out)
 }
 
-fn operand(op: &str, e: Expr) -> Result<Operand, AppError> {
+fn operand(op: &str, e: Expr) -> Result<Operand, WhenError> {
     match e {
         Expr::Val(o) => Ok(o),
         Expr::Dur(us) => Ok(Operand::Const(Value::Int(us))),
@@ -345,7 +365,7 @@ fn shown(e: &Expr) -> String {
 const EXACT_FLOAT_INT: f64 = 9_007_199_254_740_992.0;
 
 /// A non-negative integer operand (`$each_n`, `$limit`).
-fn count(op: &str, operands: Vec<Expr>) -> Result<u64, AppError> {
+fn count(op: &str, operands: Vec<Expr>) -> Result<u64, WhenError> {
     let [e] = <[Expr; 1]>::try_from(operands)
         .map_err(|v| bad(format!("{op} takes exactly one operand, got {}", v.len())))?;
     let n = match &e {
@@ -367,7 +387,7 @@ fn count(op: &str, operands: Vec<Expr>) -> Result<u64, AppError> {
     }
 }
 
-fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, AppError> {
+fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, WhenError> {
     if !op.starts_with('$') {
         return Err(bad(if op.starts_with('&') {
             format!(
