@@ -17,7 +17,7 @@ echo "== import cycles"
 # the run.
 python3 scripts/import-cycles.py --self-test
 python3 scripts/import-cycles.py storage
-python3 scripts/import-cycles.py server --known "crate: http mcap" --known "crate::cli: buckets entries"
+python3 scripts/import-cycles.py server --known "crate: http mcap"
 
 echo "== peers"
 scripts/install-peers.sh

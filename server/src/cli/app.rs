@@ -188,4 +188,93 @@ mod tests {
             assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
         }
     }
+
+    /// The config file's keys come from the clap tree: every flag of `serve` (its default
+    /// written as the value) is a key, and a file of them all parses.
+    #[test]
+    fn every_flag_is_a_config_key() {
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let mut file = String::new();
+        let mut keys = 0;
+        for arg in serve.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if ["config", "help", "token", "no-auth"].contains(&long) {
+                continue;
+            }
+            keys += 1;
+            match arg.get_default_values().first() {
+                _ if !arg.get_action().takes_values() => {
+                    file.push_str(&format!("{long} = false\n"))
+                }
+                Some(d) => file.push_str(&format!("{long} = {:?}\n", d.to_string_lossy())),
+                None => {}
+            }
+        }
+        assert!(keys > 40, "{keys} keys");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tsblob.toml");
+        std::fs::write(&path, &file).unwrap();
+        let argv = ["tsblob", "serve", "--config", path.to_str().unwrap()];
+        let cli = Cli::parse_with_config(argv.iter().map(Into::into).collect()).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8686");
+    }
+
+    fn parse_with(file: &str, flags: &[&str]) -> Result<config::ServeArgs, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tsblob.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut argv: Vec<std::ffi::OsString> = vec!["tsblob".into(), "serve".into()];
+        argv.push("--config".into());
+        argv.push(path.into());
+        argv.extend(flags.iter().map(Into::into));
+        match Cli::parse_with_config(argv) {
+            Ok(Cli {
+                command: Command::Serve(s),
+            }) => Ok(s),
+            Ok(_) => Err("not serve".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn config_file_values_lose_to_flags_and_unknown_keys_are_named() {
+        let file = "max-body = \"10KiB\"\nlisten = \"0.0.0.0:9000\"\naccess-log = true\nallowed-hosts = [\"a.example\", \"b.example\"]\nlog-format = \"json\"\nmax-tails = 7\n";
+        let s = parse_with(file, &[]).unwrap();
+        assert_eq!(s.max_body, 10 << 10);
+        assert_eq!(s.listen.to_string(), "0.0.0.0:9000");
+        assert!(s.access_log);
+        assert_eq!(s.allowed_hosts, ["a.example", "b.example"]);
+        assert_eq!(s.log_format, config::LogFormat::Json);
+        assert_eq!(s.max_tails, 7);
+        // A flag wins over the file.
+        let s = parse_with(file, &["--max-body", "1MiB", "--listen", "127.0.0.1:1"]).unwrap();
+        assert_eq!(s.max_body, 1 << 20);
+        assert_eq!(s.listen.to_string(), "127.0.0.1:1");
+        assert_eq!(s.max_tails, 7);
+        // Unknown keys are errors naming the key (with the flag's spelling when close).
+        let e = parse_with("max_body = \"1MiB\"\n", &[]).unwrap_err();
+        assert!(
+            e.contains("`max_body`") && e.contains("did you mean `max-body`"),
+            "{e}"
+        );
+        let e = parse_with("colour = true\n", &[]).unwrap_err();
+        assert!(e.contains("`colour`"), "{e}");
+        let e = parse_with("config = \"x\"\n", &[]).unwrap_err();
+        assert!(e.contains("`config`"), "{e}");
+        // A value the flag refuses names the file and the flag.
+        let e = parse_with("max-body = \"lots\"\n", &[]).unwrap_err();
+        assert!(e.contains("config file") && e.contains("--max-body"), "{e}");
+        let e = parse_with("access-log = \"yes\"\n", &[]).unwrap_err();
+        assert!(
+            e.contains("access-log") && e.contains("true or false"),
+            "{e}"
+        );
+        let e = parse_with("[serve]\nlisten = 1\n", &[]).unwrap_err();
+        assert!(e.contains("`serve`"), "{e}");
+    }
 }

@@ -89,12 +89,6 @@ pub enum BucketCommand {
     },
 }
 
-pub fn opt_time(v: &Value) -> String {
-    v.as_u64()
-        .map(human::format_time)
-        .unwrap_or_else(|| "-".into())
-}
-
 fn print_bucket_line(b: &Value) {
     let info = &b["info"];
     println!(
@@ -103,8 +97,8 @@ fn print_bucket_line(b: &Value) {
         human::size(info["size"].as_u64().unwrap_or(0)),
         info["record_count"].as_u64().unwrap_or(0),
         info["entry_count"].as_u64().unwrap_or(0),
-        opt_time(&info["oldest"]),
-        opt_time(&info["latest"]),
+        human::opt_time(&info["oldest"]),
+        human::opt_time(&info["latest"]),
     );
 }
 
