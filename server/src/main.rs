@@ -1,7 +1,7 @@
 //! The `tsblob` binary: `serve`, the CLI client, and `bench` (the commands are
 //! `tsblob_server::cli::app`).
 
-use tsblob_server::cli::app::{run, Cli, ParseError};
+use tsblob_server::cli::app::{exit, exit_code, run, Cli, ParseError};
 
 /// mimalloc instead of glibc's malloc: payload buffers are allocated on the blocking pool
 /// and freed on the runtime's workers once sent, and glibc answered that pattern with page
@@ -16,7 +16,7 @@ async fn main() -> std::process::ExitCode {
         Err(ParseError::Clap(e)) => e.exit(),
         Err(e) => {
             eprintln!("error: {e}");
-            return std::process::ExitCode::from(2);
+            return std::process::ExitCode::from(exit::USAGE);
         }
     };
     match run(cli.command).await {
@@ -24,7 +24,7 @@ async fn main() -> std::process::ExitCode {
         Err(e) => {
             // `{:#}` prints the chain of causes on one line, without a backtrace.
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(exit_code(&e))
         }
     }
 }

@@ -6,7 +6,12 @@ use clap::{Parser, Subcommand};
 use crate::{cli, config, serve};
 
 #[derive(Parser)]
-#[command(name = "tsblob", version, about = "A store for timestamped blobs")]
+#[command(
+    name = "tsblob",
+    version,
+    about = "A store for timestamped blobs",
+    long_about = "A store for timestamped blobs.\n\nExit codes of the client commands: 0 success; 1 any other failure (a request the server refused as invalid, a local file); 2 usage (an unknown flag or a bad value, a bad config file); 3 not found (bucket, entry, record, token, task: 404); 4 conflict (exists already, or holds another payload: 409, 412); 5 authentication or permission (401, 403); 6 server error (5xx, disk full, busy); 7 network (the server cannot be reached, TLS refused, the answer cut off)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -115,6 +120,41 @@ pub struct LoadgenArgs {
     pub load: tsblob_compare::loadgen::LoadArgs,
     #[command(flatten)]
     pub client: cli::ClientArgs,
+}
+
+/// The exit codes (documented in `Cli`'s long help, so in `docs/cli.md`).
+pub mod exit {
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const NOT_FOUND: u8 = 3;
+    pub const CONFLICT: u8 = 4;
+    pub const AUTH: u8 = 5;
+    pub const SERVER: u8 = 6;
+    pub const NETWORK: u8 = 7;
+}
+
+/// The exit code of a failed command: from the first client error in its chain of causes.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    use tsblob_proto::client::ClientError;
+    let client = e.chain().find_map(|c| c.downcast_ref::<ClientError>());
+    match client {
+        Some(ClientError::Status { status, .. }) => match status {
+            404 => exit::NOT_FOUND,
+            409 | 412 => exit::CONFLICT,
+            401 | 403 => exit::AUTH,
+            500.. => exit::SERVER,
+            _ => exit::FAILURE,
+        },
+        Some(ClientError::Connect { .. } | ClientError::Body(_)) => exit::NETWORK,
+        Some(_) => exit::FAILURE,
+        None if e
+            .chain()
+            .any(|c| c.downcast_ref::<reqwest::Error>().is_some()) =>
+        {
+            exit::NETWORK
+        }
+        None => exit::FAILURE,
+    }
 }
 
 /// Runs one command.

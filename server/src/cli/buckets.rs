@@ -60,6 +60,10 @@ pub enum BucketCommand {
         name: String,
         #[command(flatten)]
         settings: SettingsArgs,
+        /// Succeed when the bucket exists already (exit 0; a warning on stderr names any
+        /// setting given that differs from the bucket's). Without it: exit 4.
+        #[arg(long)]
+        exist_ok: bool,
     },
     /// Change a bucket's settings (those given; the others stay).
     Update {
@@ -127,9 +131,31 @@ fn print_bucket(b: &Value) {
 pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
     let c = connect(&args.client)?;
     match args.command {
-        BucketCommand::Create { name, settings } => {
-            let b = c.create_bucket(&name, &settings.to_json()).await?;
-            println!("created bucket {name}: {}", b["settings"]);
+        BucketCommand::Create {
+            name,
+            settings,
+            exist_ok,
+        } => {
+            let wanted = settings.to_json();
+            match c.create_bucket(&name, &wanted).await {
+                Ok(b) => println!("created bucket {name}: {}", b["settings"]),
+                Err(tsblob_proto::client::ClientError::Status { code, .. })
+                    if exist_ok && code == "bucket_exists" =>
+                {
+                    let b = c.bucket(&name).await?;
+                    let have = &b["settings"];
+                    for (k, v) in wanted.as_object().into_iter().flatten() {
+                        if have.get(k).is_some_and(|h| h != v) {
+                            eprintln!(
+                                "warning: bucket {name} exists with {k} = {}, not {v} (left as it is; change it with `tsblob bucket update`)",
+                                have[k]
+                            );
+                        }
+                    }
+                    println!("bucket {name} exists: {have}");
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         BucketCommand::Update { name, settings } => {
             let body = settings.to_json();

@@ -483,3 +483,141 @@ fn a_mismatched_tls_pair_is_refused_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Runs the `tsblob` CLI against `url` (none of the caller's TSBLOB_* variables), with
+/// `stdin`: exit code, stdout, stderr.
+fn tsblob(url: &str, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    use std::io::Write;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"));
+    cmd.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TSBLOB_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("TSBLOB_URL", url);
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `tsblob cp` into a missing bucket retried the 404 and ended with "Broken pipe"; it now
+/// creates the bucket with the source's settings (or, with --no-source-settings, the
+/// destination's defaults) and copies.
+#[tokio::test]
+async fn cp_into_a_missing_bucket_ended_with_broken_pipe() {
+    let a = Server::start(&[]);
+    let b = Server::start(&[]);
+    let c = reqwest::Client::new();
+    let r = c
+        .post(a.url("/api/v1/b/src"))
+        .body(r#"{"quota_type":"fifo","quota_size":1048576,"compression":"zstd"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    for ts in 1..=3 {
+        let r = c
+            .post(a.url(&format!("/api/v1/b/src/cam?ts={ts}")))
+            .body(vec![b'x'; 100])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    let (code, _, err) = tsblob(
+        &a.url(""),
+        &["cp", &a.url("/src"), &b.url("/dst"), "-q"],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let info: serde_json::Value = c
+        .get(b.url("/api/v1/b/dst"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["settings"]["quota_type"], "fifo", "{info}");
+    assert_eq!(info["settings"]["quota_size"], 1048576, "{info}");
+    assert_eq!(info["info"]["record_count"], 3, "{info}");
+    let (code, _, err) = tsblob(
+        &a.url(""),
+        &[
+            "cp",
+            &a.url("/src"),
+            &b.url("/plain"),
+            "-q",
+            "--no-source-settings",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let info: serde_json::Value = c
+        .get(b.url("/api/v1/b/plain"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["settings"]["quota_type"], "none", "{info}");
+    assert_eq!(info["info"]["record_count"], 3, "{info}");
+}
+
+/// Every error exited 1; now usage 2, not found 3, conflict 4, auth 5, network 7
+/// (`tsblob --help` lists them); `bucket create --exist-ok` succeeds on an existing bucket
+/// and warns about a setting that differs; `put -` reads stdin; listings take --json.
+#[test]
+fn every_cli_error_exited_1() {
+    let s = Server::start(&[]);
+    let url = s.url("");
+    assert_eq!(tsblob(&url, &["bucket", "info", "nope"], b"").0, 3);
+    assert_eq!(tsblob(&url, &["bucket", "create", "b"], b"").0, 0);
+    assert_eq!(tsblob(&url, &["bucket", "create", "b"], b"").0, 4);
+    let (code, _, err) = tsblob(
+        &url,
+        &[
+            "bucket",
+            "create",
+            "b",
+            "--exist-ok",
+            "--quota-type",
+            "fifo",
+            "--quota-size",
+            "1MiB",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("quota_type"), "{err}");
+    assert!(!tsblob(&url, &["bucket", "create", "b", "--exist-ok"], b"")
+        .1
+        .is_empty());
+    assert_eq!(tsblob(&url, &["bucket", "ls", "--no-such-flag"], b"").0, 2);
+    let (code, _, err) = tsblob(&url, &["put", "b", "e", "-", "--ts", "5"], b"from stdin");
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = tsblob(&url, &["get", "b", "e", "--ts", "5"], b"");
+    assert_eq!((code, out.as_str()), (0, "from stdin"));
+    let (code, out, err) = tsblob(&url, &["replication", "ls", "--json"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty(), "{out}");
+    // Closed port: network.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (code, _, err) = tsblob(&format!("http://127.0.0.1:{port}"), &["bucket", "ls"], b"");
+    assert_eq!(code, 7, "{err}");
+    // A server with a token, asked without one: auth.
+    let t = Server::start(&["--token", "s3cret"]);
+    assert_eq!(tsblob(&t.url(""), &["bucket", "ls"], b"").0, 5);
+}
