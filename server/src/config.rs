@@ -36,9 +36,22 @@ fn parse_prefix(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 /// Flags of `tsblob serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
+    /// A TOML file of settings whose keys are these flags' names without `--`
+    /// (`max-body = "8GiB"`, `no-auth = true`, `allowed-hosts = ["a", "b"]`). A flag wins
+    /// over its variable, which wins over the file, which wins over the default; an unknown
+    /// key is an error.
+    #[arg(long, env = "TSBLOB_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Data folder (created if missing).
     #[arg(long, env = "TSBLOB_DATA", default_value = "./tsblob-data")]
     pub data: PathBuf,
@@ -46,6 +59,13 @@ pub struct ServeArgs {
     /// stored) or an explicit --no-auth to start.
     #[arg(long, env = "TSBLOB_LISTEN", default_value = "127.0.0.1:8686")]
     pub listen: SocketAddr,
+    /// Serve https: the PEM file of the server's certificate chain (leaf first). Needs
+    /// --tls-key. Default: plain http (or TLS at a reverse proxy).
+    #[arg(long, env = "TSBLOB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM file of --tls-cert's private key (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "TSBLOB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// When writes reach stable storage: always, periodic, periodic:<N>ms or never.
     #[arg(long, env = "TSBLOB_SYNC", default_value = "periodic")]
     pub sync: SyncPolicy,
@@ -71,6 +91,14 @@ pub struct ServeArgs {
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TSBLOB_LOG", default_value = "info")]
     pub log: String,
+    /// Log format: text (for people; coloured only when stderr is a terminal) or json (one
+    /// JSON object a line, for journald, Loki, Elasticsearch...).
+    #[arg(long, env = "TSBLOB_LOG_FORMAT", default_value = "text", value_enum)]
+    pub log_format: LogFormat,
+    /// Log every request at info level (target `tsblob::access`: method, path, status,
+    /// duration). Without it a request is logged at debug, a server error (5xx) at error.
+    #[arg(long, env = "TSBLOB_ACCESS_LOG")]
+    pub access_log: bool,
     /// Largest request body (a single record or a whole batch).
     #[arg(long, env = "TSBLOB_MAX_BODY", default_value = "4GiB", value_parser = parse_size)]
     pub max_body: u64,
@@ -187,6 +215,120 @@ pub struct ServeArgs {
     /// The cost bounds of requests (`http/limits.rs`).
     #[command(flatten)]
     pub cost: crate::http::limits::CostArgs,
+}
+
+/// What is wrong with a config file (`--config`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is not valid TOML: {source}")]
+    Toml {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("the config file {path} has an unknown key `{key}`{hint}: its keys are the flags of `tsblob serve` without `--` (tsblob serve --help, docs/operations.md)")]
+    UnknownKey {
+        path: String,
+        key: String,
+        hint: String,
+    },
+    #[error("the config file {path}: `{key}` {problem}")]
+    BadValue {
+        path: String,
+        key: String,
+        problem: String,
+    },
+}
+
+/// The config file's settings as `--flag value` arguments to add to `argv`, for each key
+/// of `command` (the `serve` command of the clap tree: the keys are its flags' long names,
+/// no second list) that neither a flag nor an environment variable set in `matches`. So a
+/// flag wins over its variable, the variable over the file, the file over the default.
+pub fn config_file_args(
+    path: &std::path::Path,
+    command: &clap::Command,
+    matches: &clap::ArgMatches,
+) -> Result<Vec<std::ffi::OsString>, ConfigFileError> {
+    use clap::parser::ValueSource;
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let table: toml::Table = text.parse().map_err(|e| ConfigFileError::Toml {
+        path: shown.clone(),
+        source: Box::new(e),
+    })?;
+    let bad = |key: &str, problem: String| ConfigFileError::BadValue {
+        path: shown.clone(),
+        key: key.to_string(),
+        problem,
+    };
+    let mut out = Vec::new();
+    for (key, value) in &table {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(key.as_str()) && key != "config" && key != "help");
+        let Some(arg) = arg else {
+            let kebab = key.replace('_', "-");
+            let hint = if kebab != *key
+                && command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(kebab.as_str()))
+            {
+                format!(" (did you mean `{kebab}`?)")
+            } else {
+                String::new()
+            };
+            return Err(ConfigFileError::UnknownKey {
+                path: shown.clone(),
+                key: key.clone(),
+                hint,
+            });
+        };
+        if matches!(
+            matches.value_source(arg.get_id().as_str()),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        let flag = format!("--{key}");
+        if !arg.get_action().takes_values() {
+            match value {
+                toml::Value::Boolean(true) => out.push(flag.into()),
+                toml::Value::Boolean(false) => {}
+                _ => return Err(bad(key, "is a switch: give true or false".into())),
+            }
+            continue;
+        }
+        let scalar = |v: &toml::Value| -> Result<String, ConfigFileError> {
+            match v {
+                toml::Value::String(s) => Ok(s.clone()),
+                toml::Value::Integer(i) => Ok(i.to_string()),
+                toml::Value::Float(f) => Ok(f.to_string()),
+                toml::Value::Boolean(b) => Ok(b.to_string()),
+                _ => Err(bad(key, "must be a string or a number".into())),
+            }
+        };
+        let values = match value {
+            toml::Value::Array(items) if arg.get_value_delimiter().is_some() => {
+                items.iter().map(scalar).collect::<Result<Vec<_>, _>>()?
+            }
+            toml::Value::Array(_) => {
+                return Err(bad(key, "takes one value, not a list".into()));
+            }
+            v => vec![scalar(v)?],
+        };
+        for v in values {
+            // `--key=value`: a value starting with `-` is not taken for a flag.
+            out.push(format!("{flag}={v}").into());
+        }
+    }
+    Ok(out)
 }
 
 /// How `tsblob serve` uses an object store.

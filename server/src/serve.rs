@@ -1,24 +1,75 @@
 //! `tsblob serve`: opens the store, binds, serves until SIGINT/SIGTERM, then stops
 //! accepting, lets in-flight requests finish, syncs and exits 0.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tsblob_storage::Store;
 
-use crate::config::{ServeArgs, TierMode};
+use crate::config::{LogFormat, ServeArgs, TierMode};
 use crate::http::{self, auth::Auth};
 
-fn init_logging(filter: &str) -> anyhow::Result<()> {
+/// Logs to stderr: `--log` filters, `--log-format` shapes (text is coloured only on a
+/// terminal: a file or journald gets no escape codes).
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("--log {filter:?} is not a valid log filter"))?;
-    // A second initialisation (tests) is harmless: keep the first.
-    let _ = tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests) is harmless: keep the first.
+    let _ = match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => fmt
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
     Ok(())
+}
+
+/// `--tls-cert`/`--tls-key`: what terminates TLS on the listener (rustls, aws-lc-rs;
+/// TLS 1.2 and 1.3, HTTP/1.1 by ALPN).
+fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| {
+            format!(
+                "cannot read the certificates of --tls-cert {}",
+                cert.display()
+            )
+        })?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "--tls-cert {} holds no certificate: give a PEM file with `-----BEGIN CERTIFICATE-----` blocks, the server's first",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
+        format!(
+            "cannot read a private key from --tls-key {} (a PEM file with a `BEGIN PRIVATE KEY`, `BEGIN RSA PRIVATE KEY` or `BEGIN EC PRIVATE KEY` block)",
+            key.display()
+        )
+    })?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("setting up TLS")?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context(
+        "--tls-cert and --tls-key do not make a usable pair (is the key the certificate's?)",
+    )?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -51,7 +102,7 @@ async fn shutdown_signal() {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(&args.log)?;
+    init_logging(&args.log, args.log_format)?;
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
@@ -86,6 +137,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for event in &store.recovery_report().events {
         tracing::warn!("recovery: {event}");
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        _ => None,
+    };
     let auth = Auth::load(&args.data, args.token.as_deref())?;
     for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
         if !listen.ip().is_loopback() && !auth.enabled() {
@@ -97,8 +152,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let msg = format!(
                 "listening on {listen} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
             );
-            tracing::warn!("{msg}");
-            eprintln!("WARNING: {msg}");
+            // Once: in the log, or on stderr when the log filter hides warnings.
+            if tracing::enabled!(tracing::Level::WARN) {
+                tracing::warn!("{msg}");
+            } else {
+                eprintln!("WARNING: {msg}");
+            }
         }
     }
     let listener = TcpListener::bind(args.listen)
@@ -114,6 +173,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
+    state.metrics.set_access_log(args.access_log);
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
         max_backoff: args.replication_max_backoff,
@@ -137,9 +197,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         app = app.nest(prefix, reduct.router(args.limits().browser));
     }
     println!(
-        "tsblob {} serving {} on http://{addr} (sync {})",
+        "tsblob {} serving {} on {}://{addr} (sync {})",
         env!("CARGO_PKG_VERSION"),
         args.data.display(),
+        if tls.is_some() { "https" } else { "http" },
         store.options().sync
     );
     let reduct_loop = async {
@@ -147,9 +208,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let at = l.local_addr()?;
             let browser =
                 http::browser::BrowserPolicy::new(at, &args.allowed_hosts, &args.cors_origin);
-            println!("ReductStore API on http://{at}");
+            println!(
+                "ReductStore API on {}://{at}",
+                if tls.is_some() { "https" } else { "http" }
+            );
             accept_loop(
                 l,
+                tls.clone(),
                 reduct.router(browser),
                 args.header_timeout,
                 args.shutdown_grace,
@@ -159,7 +224,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Ok::<_, anyhow::Error>(())
     };
     let (_, reduct_result) = tokio::join!(
-        accept_loop(listener, app, args.header_timeout, args.shutdown_grace),
+        accept_loop(
+            listener,
+            tls.clone(),
+            app,
+            args.header_timeout,
+            args.shutdown_grace
+        ),
         reduct_loop
     );
     reduct_result?;
@@ -177,9 +248,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// `grace`, and returns.
 ///
 /// hyper is driven directly (not `axum::serve`) for the header-read timeout: a client that
-/// opens a connection and trickles its request head would otherwise hold it forever.
+/// opens a connection and trickles its request head would otherwise hold it forever. With
+/// `tls`, each connection's handshake runs in its own task and must end within
+/// `header_timeout` too.
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     header_timeout: Duration,
     grace: Duration,
@@ -201,17 +275,25 @@ async fn accept_loop(
         };
         // Small records are request/response ping-pong: never wait for Nagle.
         let _ = tcp.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("connection ended: {e}");
+        let app = app.clone();
+        let watcher = graceful.watcher();
+        match &tls {
+            None => {
+                tokio::spawn(serve_connection(tcp, app, header_timeout, watcher));
             }
-        });
+            Some(acceptor) => {
+                let handshake = acceptor.accept(tcp);
+                tokio::spawn(async move {
+                    match tokio::time::timeout(header_timeout, handshake).await {
+                        Ok(Ok(tls)) => serve_connection(tls, app, header_timeout, watcher).await,
+                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                        Err(_) => {
+                            tracing::debug!("TLS handshake not done within {header_timeout:?}")
+                        }
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     tokio::select! {
@@ -219,5 +301,24 @@ async fn accept_loop(
         _ = tokio::time::sleep(grace) => {
             tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
         }
+    }
+}
+
+/// Serves one connection (plain or TLS) until it closes or a graceful shutdown ends it.
+async fn serve_connection<I>(
+    io: I,
+    app: axum::Router,
+    header_timeout: Duration,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    if let Err(e) = watcher.watch(conn).await {
+        tracing::debug!("connection ended: {e}");
     }
 }

@@ -6,7 +6,12 @@ use clap::{Parser, Subcommand};
 use crate::{cli, config, serve};
 
 #[derive(Parser)]
-#[command(name = "tsblob", version, about = "A store for timestamped blobs")]
+#[command(
+    name = "tsblob",
+    version,
+    about = "A store for timestamped blobs",
+    long_about = "A store for timestamped blobs.\n\nExit codes of the client commands: 0 success; 1 any other failure (a request the server refused as invalid, a local file); 2 usage (an unknown flag or a bad value, a bad config file); 3 not found (bucket, entry, record, token, task: 404); 4 conflict (exists already, or holds another payload: 409, 412); 5 authentication or permission (401, 403); 6 server error (5xx, disk full, busy); 7 network (the server cannot be reached, TLS refused, the answer cut off)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -65,6 +70,49 @@ pub enum Command {
     BenchLimit(tsblob_compare::limit::LimitArgs),
 }
 
+/// Why the command line could not be parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// A usage error, or `--help`/`--version` (clap prints and exits).
+    #[error("{0}")]
+    Clap(#[from] clap::Error),
+    #[error(transparent)]
+    ConfigFile(#[from] config::ConfigFileError),
+    /// A value of the config file that its flag refuses.
+    #[error("a value in the config file {path} is invalid: {error}")]
+    ConfigValue { path: String, error: clap::Error },
+}
+
+impl Cli {
+    /// Parses `argv`; for `serve`, the config file (`--config`, `TSBLOB_CONFIG`) fills in
+    /// what neither a flag nor a variable set (`config::config_file_args`).
+    pub fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<Cli, ParseError> {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Cli::command();
+        let matches = command.clone().try_get_matches_from(&argv)?;
+        let Some(("serve", serve)) = matches.subcommand() else {
+            return Ok(Cli::from_arg_matches(&matches)?);
+        };
+        let Some(path) = serve.get_one::<std::path::PathBuf>("config") else {
+            return Ok(Cli::from_arg_matches(&matches)?);
+        };
+        let serve_command = command
+            .find_subcommand("serve")
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
+        let extra = config::config_file_args(path, serve_command, serve)?;
+        let mut all = argv;
+        all.extend(extra);
+        let matches =
+            command
+                .try_get_matches_from(all)
+                .map_err(|error| ParseError::ConfigValue {
+                    path: path.display().to_string(),
+                    error,
+                })?;
+        Ok(Cli::from_arg_matches(&matches)?)
+    }
+}
+
 /// `tsblob loadgen`: the load (`tsblob_compare::loadgen`) and where to send it.
 #[derive(Debug, clap::Args)]
 pub struct LoadgenArgs {
@@ -72,6 +120,41 @@ pub struct LoadgenArgs {
     pub load: tsblob_compare::loadgen::LoadArgs,
     #[command(flatten)]
     pub client: cli::ClientArgs,
+}
+
+/// The exit codes (documented in `Cli`'s long help, so in `docs/cli.md`).
+pub mod exit {
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const NOT_FOUND: u8 = 3;
+    pub const CONFLICT: u8 = 4;
+    pub const AUTH: u8 = 5;
+    pub const SERVER: u8 = 6;
+    pub const NETWORK: u8 = 7;
+}
+
+/// The exit code of a failed command: from the first client error in its chain of causes.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    use tsblob_proto::client::ClientError;
+    let client = e.chain().find_map(|c| c.downcast_ref::<ClientError>());
+    match client {
+        Some(ClientError::Status { status, .. }) => match status {
+            404 => exit::NOT_FOUND,
+            409 | 412 => exit::CONFLICT,
+            401 | 403 => exit::AUTH,
+            500.. => exit::SERVER,
+            _ => exit::FAILURE,
+        },
+        Some(ClientError::Connect { .. } | ClientError::Body(_)) => exit::NETWORK,
+        Some(_) => exit::FAILURE,
+        None if e
+            .chain()
+            .any(|c| c.downcast_ref::<reqwest::Error>().is_some()) =>
+        {
+            exit::NETWORK
+        }
+        None => exit::FAILURE,
+    }
 }
 
 /// Runs one command.
@@ -144,5 +227,94 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
         }
+    }
+
+    /// The config file's keys come from the clap tree: every flag of `serve` (its default
+    /// written as the value) is a key, and a file of them all parses.
+    #[test]
+    fn every_flag_is_a_config_key() {
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let mut file = String::new();
+        let mut keys = 0;
+        for arg in serve.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if ["config", "help", "token", "no-auth"].contains(&long) {
+                continue;
+            }
+            keys += 1;
+            match arg.get_default_values().first() {
+                _ if !arg.get_action().takes_values() => {
+                    file.push_str(&format!("{long} = false\n"))
+                }
+                Some(d) => file.push_str(&format!("{long} = {:?}\n", d.to_string_lossy())),
+                None => {}
+            }
+        }
+        assert!(keys > 40, "{keys} keys");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tsblob.toml");
+        std::fs::write(&path, &file).unwrap();
+        let argv = ["tsblob", "serve", "--config", path.to_str().unwrap()];
+        let cli = Cli::parse_with_config(argv.iter().map(Into::into).collect()).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8686");
+    }
+
+    fn parse_with(file: &str, flags: &[&str]) -> Result<config::ServeArgs, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tsblob.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut argv: Vec<std::ffi::OsString> = vec!["tsblob".into(), "serve".into()];
+        argv.push("--config".into());
+        argv.push(path.into());
+        argv.extend(flags.iter().map(Into::into));
+        match Cli::parse_with_config(argv) {
+            Ok(Cli {
+                command: Command::Serve(s),
+            }) => Ok(s),
+            Ok(_) => Err("not serve".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn config_file_values_lose_to_flags_and_unknown_keys_are_named() {
+        let file = "max-body = \"10KiB\"\nlisten = \"0.0.0.0:9000\"\naccess-log = true\nallowed-hosts = [\"a.example\", \"b.example\"]\nlog-format = \"json\"\nmax-tails = 7\n";
+        let s = parse_with(file, &[]).unwrap();
+        assert_eq!(s.max_body, 10 << 10);
+        assert_eq!(s.listen.to_string(), "0.0.0.0:9000");
+        assert!(s.access_log);
+        assert_eq!(s.allowed_hosts, ["a.example", "b.example"]);
+        assert_eq!(s.log_format, config::LogFormat::Json);
+        assert_eq!(s.max_tails, 7);
+        // A flag wins over the file.
+        let s = parse_with(file, &["--max-body", "1MiB", "--listen", "127.0.0.1:1"]).unwrap();
+        assert_eq!(s.max_body, 1 << 20);
+        assert_eq!(s.listen.to_string(), "127.0.0.1:1");
+        assert_eq!(s.max_tails, 7);
+        // Unknown keys are errors naming the key (with the flag's spelling when close).
+        let e = parse_with("max_body = \"1MiB\"\n", &[]).unwrap_err();
+        assert!(
+            e.contains("`max_body`") && e.contains("did you mean `max-body`"),
+            "{e}"
+        );
+        let e = parse_with("colour = true\n", &[]).unwrap_err();
+        assert!(e.contains("`colour`"), "{e}");
+        let e = parse_with("config = \"x\"\n", &[]).unwrap_err();
+        assert!(e.contains("`config`"), "{e}");
+        // A value the flag refuses names the file and the flag.
+        let e = parse_with("max-body = \"lots\"\n", &[]).unwrap_err();
+        assert!(e.contains("config file") && e.contains("--max-body"), "{e}");
+        let e = parse_with("access-log = \"yes\"\n", &[]).unwrap_err();
+        assert!(
+            e.contains("access-log") && e.contains("true or false"),
+            "{e}"
+        );
+        let e = parse_with("[serve]\nlisten = 1\n", &[]).unwrap_err();
+        assert!(e.contains("`serve`"), "{e}");
     }
 }

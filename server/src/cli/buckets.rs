@@ -60,6 +60,10 @@ pub enum BucketCommand {
         name: String,
         #[command(flatten)]
         settings: SettingsArgs,
+        /// Succeed when the bucket exists already (exit 0; a warning on stderr names any
+        /// setting given that differs from the bucket's). Without it: exit 4.
+        #[arg(long)]
+        exist_ok: bool,
     },
     /// Change a bucket's settings (those given; the others stay).
     Update {
@@ -91,12 +95,6 @@ pub enum BucketCommand {
     },
 }
 
-pub fn opt_time(v: &Value) -> String {
-    v.as_u64()
-        .map(human::format_time)
-        .unwrap_or_else(|| "-".into())
-}
-
 fn print_bucket_line(b: &Value) {
     let info = &b["info"];
     println!(
@@ -105,8 +103,8 @@ fn print_bucket_line(b: &Value) {
         human::size(info["size"].as_u64().unwrap_or(0)),
         info["record_count"].as_u64().unwrap_or(0),
         info["entry_count"].as_u64().unwrap_or(0),
-        opt_time(&info["oldest"]),
-        opt_time(&info["latest"]),
+        human::opt_time(&info["oldest"]),
+        human::opt_time(&info["latest"]),
     );
 }
 
@@ -135,9 +133,31 @@ fn print_bucket(b: &Value) {
 pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
     let c = connect(&args.client)?;
     match args.command {
-        BucketCommand::Create { name, settings } => {
-            let b = c.create_bucket(&name, &settings.to_json()).await?;
-            println!("created bucket {name}: {}", b["settings"]);
+        BucketCommand::Create {
+            name,
+            settings,
+            exist_ok,
+        } => {
+            let wanted = settings.to_json();
+            match c.create_bucket(&name, &wanted).await {
+                Ok(b) => println!("created bucket {name}: {}", b["settings"]),
+                Err(tsblob_proto::client::ClientError::Status { code, .. })
+                    if exist_ok && code == "bucket_exists" =>
+                {
+                    let b = c.bucket(&name).await?;
+                    let have = &b["settings"];
+                    for (k, v) in wanted.as_object().into_iter().flatten() {
+                        if have.get(k).is_some_and(|h| h != v) {
+                            eprintln!(
+                                "warning: bucket {name} exists with {k} = {}, not {v} (left as it is; change it with `tsblob bucket update`)",
+                                have[k]
+                            );
+                        }
+                    }
+                    println!("bucket {name} exists: {have}");
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         BucketCommand::Update { name, settings } => {
             let body = settings.to_json();

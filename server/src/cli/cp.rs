@@ -87,6 +87,50 @@ pub struct CpArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// A destination bucket that does not exist is created with the source bucket's
+    /// settings (quota, blocks, compression, retention, tiering); with this flag, with the
+    /// destination server's defaults instead.
+    #[arg(long)]
+    pub no_source_settings: bool,
+}
+
+/// Creates the destination bucket when it is missing: with the source bucket's settings
+/// (a server source, unless `--no-source-settings`), else the destination's defaults.
+/// A copy into a missing bucket retried its 404s and ended with "Broken pipe".
+async fn ensure_destination(src: &Place, dst: &Place, args: &CpArgs) -> anyhow::Result<()> {
+    use tsblob_proto::client::ClientError;
+    let Place::Server {
+        url, bucket, ca, ..
+    } = dst
+    else {
+        return Ok(());
+    };
+    let d = Client::with_ca(url, args.dst_token.as_deref(), ca.as_deref())
+        .context("cannot set up the HTTP client")?;
+    match d.bucket(bucket).await {
+        Ok(_) => return Ok(()),
+        Err(ClientError::Status { status: 404, .. }) => {}
+        Err(e) => return Err(e).context(format!("the destination bucket {bucket}")),
+    }
+    let settings = match src {
+        Place::Server {
+            url, bucket: b, ca, ..
+        } if !args.no_source_settings => {
+            let s = Client::with_ca(url, args.src_token.as_deref(), ca.as_deref())
+                .context("cannot set up the HTTP client")?;
+            let v = s
+                .bucket(b)
+                .await
+                .with_context(|| format!("reading the settings of the source bucket {b}"))?;
+            v["settings"].clone()
+        }
+        _ => serde_json::json!({}),
+    };
+    d.create_bucket(bucket, &settings)
+        .await
+        .with_context(|| format!("creating the destination bucket {bucket} with {settings}"))?;
+    eprintln!("created the destination bucket {bucket}: {settings}");
+    Ok(())
 }
 
 /// A server bucket or a folder.
@@ -208,6 +252,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             ),
         }
     }
+    ensure_destination(&src, &dst, &args).await?;
     let pb = if args.quiet {
         indicatif::ProgressBar::hidden()
     } else {

@@ -3,7 +3,6 @@
 use anyhow::{bail, Context};
 use serde_json::Value;
 
-use super::buckets::opt_time;
 use super::client::{connect, ClientArgs};
 use super::human;
 
@@ -49,8 +48,8 @@ pub fn print_entry_line(e: &Value) {
         e["name"].as_str().unwrap_or(""),
         human::size(e["size"].as_u64().unwrap_or(0)),
         e["record_count"].as_u64().unwrap_or(0),
-        opt_time(&e["oldest"]),
-        opt_time(&e["latest"]),
+        human::opt_time(&e["oldest"]),
+        human::opt_time(&e["latest"]),
     );
 }
 

@@ -3,6 +3,11 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// An optional timestamp of the API (`oldest`, `latest`) as RFC 3339, or `-`.
+pub fn opt_time(v: &serde_json::Value) -> String {
+    v.as_u64().map(format_time).unwrap_or_else(|| "-".into())
+}
+
 /// A timestamp argument: `1700000000000000` (µs), `2024-05-01T12:00:00Z`, `now`, `now-5m`.
 pub fn parse_time(s: &str) -> Result<u64, String> {
     let s = s.trim();

@@ -48,28 +48,37 @@ fn query_path(
     }
 }
 
-/// A content type from a file name, for the common cases.
-fn guess_content_type(path: &std::path::Path) -> &'static str {
+/// Formats of robotics data that the MIME table (`mime_guess`) does not know, both ways.
+const EXTRA_TYPES: &[(&str, &str)] = &[
+    ("npy", "application/x-npy"),
+    ("npz", "application/x-npz"),
+    ("mcap", "application/x-mcap"),
+    ("pcd", "application/x-pcd"),
+    ("ply", "application/x-ply"),
+    ("parquet", "application/vnd.apache.parquet"),
+    ("bag", "application/x-rosbag"),
+    ("db3", "application/x-sqlite3"),
+];
+
+/// A content type from a file name: the table above, then the maintained MIME table of
+/// `mime_guess`, else `application/octet-stream`.
+fn guess_content_type(path: &std::path::Path) -> String {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
-    match ext.as_str() {
-        "jpg" | "jpeg" => "image/jpeg",
-        "png" => "image/png",
-        "webp" => "image/webp",
-        "json" => "application/json",
-        "txt" | "log" => "text/plain",
-        "csv" => "text/csv",
-        "mp4" => "video/mp4",
-        "pcd" => "application/x-pcd",
-        _ => "application/octet-stream",
+    if let Some((_, t)) = EXTRA_TYPES.iter().find(|(e, _)| *e == ext) {
+        return (*t).to_string();
     }
+    mime_guess::from_ext(&ext)
+        .first_raw()
+        .unwrap_or("application/octet-stream")
+        .to_string()
 }
 
-pub(crate) fn extension_of(content_type: &str) -> &'static str {
-    match content_type {
+pub(crate) fn extension_of(content_type: &str) -> String {
+    let known = match content_type {
         "image/jpeg" => ".jpg",
         "image/png" => ".png",
         "image/webp" => ".webp",
@@ -77,8 +86,18 @@ pub(crate) fn extension_of(content_type: &str) -> &'static str {
         "text/plain" => ".txt",
         "text/csv" => ".csv",
         "video/mp4" => ".mp4",
-        _ => ".bin",
+        _ => "",
+    };
+    if !known.is_empty() {
+        return known.to_string();
     }
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if let Some((e, _)) = EXTRA_TYPES.iter().find(|(_, t)| *t == essence) {
+        return format!(".{e}");
+    }
+    mime_guess::get_mime_extensions_str(essence)
+        .and_then(|exts| exts.first())
+        .map_or_else(|| ".bin".to_string(), |e| format!(".{e}"))
 }
 
 /// `tsblob put BUCKET ENTRY FILE`
@@ -86,6 +105,7 @@ pub(crate) fn extension_of(content_type: &str) -> &'static str {
 pub struct PutArgs {
     pub bucket: String,
     pub entry: String,
+    /// The file to store, or `-` for standard input (read whole before sending).
     pub file: PathBuf,
     /// Timestamp (µs, RFC 3339, now, now-5m); default: the server's "now".
     #[arg(long, value_parser = parse_time)]
@@ -93,7 +113,8 @@ pub struct PutArgs {
     /// A label key=value (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
-    /// Default: guessed from the file name.
+    /// Default: from the file's extension (a maintained MIME table plus robotics formats:
+    /// .npy, .mcap, .pcd, .ply, .parquet...), else application/octet-stream (stdin too).
     #[arg(long)]
     pub content_type: Option<String>,
     #[command(flatten)]
@@ -102,6 +123,30 @@ pub struct PutArgs {
 
 pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     let c = connect(&args.client)?;
+    if args.file.as_os_str() == "-" {
+        let mut data = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut data)
+            .await
+            .context("cannot read standard input")?;
+        let len = data.len() as u64;
+        let ct = args
+            .content_type
+            .clone()
+            .unwrap_or_else(|| "application/octet-stream".to_string());
+        let req = c
+            .write_request(&args.bucket, &args.entry, args.ts, &ct, &args.labels)
+            .body(data);
+        let v = c.json(req).await?;
+        let ts = v["ts"].as_u64().unwrap_or(0);
+        println!(
+            "{}/{} @ {ts} ({}) {}",
+            args.bucket,
+            args.entry,
+            format_time(ts),
+            size(len)
+        );
+        return Ok(());
+    }
     let file = tokio::fs::File::open(&args.file)
         .await
         .with_context(|| format!("cannot open {}", args.file.display()))?;
@@ -116,7 +161,7 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     let ct = args
         .content_type
         .clone()
-        .unwrap_or_else(|| guess_content_type(&args.file).to_string());
+        .unwrap_or_else(|| guess_content_type(&args.file));
     let req = c
         .write_request(&args.bucket, &args.entry, args.ts, &ct, &args.labels)
         .header(reqwest::header::CONTENT_LENGTH, len)
@@ -686,5 +731,29 @@ mod tail_tests {
             Some((10, Some("a".to_string())))
         );
         assert_eq!(line_key(br#"{"heartbeat":10}"#), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Content types came from a 10-extension table: `.npy`, `.mcap`, `.ply`, `.parquet`,
+    /// `.tiff` were all stored as application/octet-stream.
+    #[test]
+    fn robotics_files_were_stored_as_octet_stream() {
+        let ct = |f: &str| guess_content_type(std::path::Path::new(f));
+        assert_eq!(ct("a.npy"), "application/x-npy");
+        assert_eq!(ct("a.MCAP"), "application/x-mcap");
+        assert_eq!(ct("cloud.ply"), "application/x-ply");
+        assert_eq!(ct("t.parquet"), "application/vnd.apache.parquet");
+        assert_eq!(ct("frame.tiff"), "image/tiff");
+        assert_eq!(ct("x.jpg"), "image/jpeg");
+        assert_eq!(ct("x.unknown-ext"), "application/octet-stream");
+        // And back, for exports.
+        assert_eq!(extension_of("application/x-npy"), ".npy");
+        assert_eq!(extension_of("image/jpeg"), ".jpg");
+        assert_eq!(extension_of("image/tiff"), ".tif");
+        assert_eq!(extension_of("application/x-whatever"), ".bin");
     }
 }

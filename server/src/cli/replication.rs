@@ -19,7 +19,11 @@ pub struct ReplicationArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum ReplicationCommand {
     /// List tasks: mode, phase, backlog and lag.
-    Ls,
+    Ls {
+        /// JSON lines: one task object of the API per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// A task's settings and every status figure (as JSON with --json).
     Status {
         name: String,
@@ -108,13 +112,11 @@ async fn set_mode(c: &Client, name: &str, mode: &str) -> anyhow::Result<()> {
 pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
     let c = super::connect(&args.client)?;
     match args.command {
-        ReplicationCommand::Ls => {
+        ReplicationCommand::Ls { json } => {
             let v = c
                 .json(c.request(Method::GET, "/api/v1/replications"))
                 .await?;
-            for t in v["replications"].as_array().into_iter().flatten() {
-                line(t);
-            }
+            human::print_list(&v["replications"], json, line);
         }
         ReplicationCommand::Status { name, json } => {
             let t = c.json(c.request(Method::GET, &path(&name))).await?;

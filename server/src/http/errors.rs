@@ -287,7 +287,12 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
         TierError::ReadOnly(_) => "this server is a read-only replica of an object store: send writes to the server that tiers into it".to_string(),
         TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
     };
-    tracing::warn!("{code}: {e}");
+    // A client's mistake (a write sent to a replica) is not the operator's concern.
+    if status.is_client_error() {
+        tracing::debug!("{code}: {e}");
+    } else {
+        tracing::warn!("{code}: {e}");
+    }
     AppError::new(status, code, message)
 }
 

@@ -42,86 +42,158 @@ pub struct Metrics {
     free_bytes: IntGauge,
     records: IntGauge,
     buckets: IntGauge,
-    evicted_blocks: IntGauge,
-    expired_blocks: IntGauge,
+    evicted_blocks: IntCounter,
+    expired_blocks: IntCounter,
     /// Per bucket and tier (`local`, `tiered`): bytes and blocks.
     bucket_bytes: IntGaugeVec,
     bucket_blocks: IntGaugeVec,
-    /// The tier's counters (`TIER_GAUGES`), set at scrape time when there is a tier.
-    tier: Vec<IntGauge>,
+    /// The tier's metrics (`TIER_METRICS`), set at scrape time when there is a tier.
+    tier: Vec<Mirrored>,
+    /// Held while a scrape brings the counters kept by the store up to date.
+    scrape_lock: parking_lot::Mutex<()>,
     /// The tier gauges are registered on the first scrape of a server with a tier.
     tier_registered: std::sync::OnceLock<()>,
+    /// `--access-log`: every request logged at info (else at debug, 5xx at error).
+    access_log: std::sync::atomic::AtomicBool,
 }
 
-/// Gauges of the tier: name, help, and the counter of `TierStats` each shows.
+/// Metrics of the tier: name, help, whether it is a counter (monotonic since start, named
+/// `_total`) or a gauge, and the field of `TierStats` it shows.
 type TierField = fn(&tsblob_storage::TierStats) -> u64;
-const TIER_GAUGES: &[(&str, &str, TierField)] = &[
+const TIER_METRICS: &[(&str, &str, bool, TierField)] = &[
     (
         "tsblob_tier_available",
         "1 if the object store answered its last call, else 0",
+        false,
         |t| u64::from(t.available),
     ),
     (
         "tsblob_tier_upload_queue",
         "Sealed blocks waiting for upload",
+        false,
         |t| t.upload_queue,
     ),
     (
-        "tsblob_tier_uploaded_blocks",
+        "tsblob_tier_uploaded_blocks_total",
         "Blocks uploaded and verified since start",
+        true,
         |t| t.uploaded_blocks,
     ),
     (
-        "tsblob_tier_uploaded_bytes",
+        "tsblob_tier_uploaded_bytes_total",
         "Bytes of blocks uploaded since start",
+        true,
         |t| t.uploaded_bytes,
     ),
     (
-        "tsblob_tier_upload_errors",
+        "tsblob_tier_upload_errors_total",
         "Failed uploads since start (retried)",
+        true,
         |t| t.upload_errors,
     ),
     (
-        "tsblob_tier_gets",
+        "tsblob_tier_gets_total",
         "Ranged GETs of tiered records since start",
+        true,
         |t| t.gets,
     ),
     (
-        "tsblob_tier_get_errors",
+        "tsblob_tier_get_errors_total",
         "Failed GETs of tiered records since start",
+        true,
         |t| t.get_errors,
     ),
     (
-        "tsblob_tier_cache_hits",
+        "tsblob_tier_cache_hits_total",
         "Reads of tiered records served by the range cache",
+        true,
         |t| t.cache_hits,
     ),
     (
-        "tsblob_tier_cache_misses",
+        "tsblob_tier_cache_misses_total",
         "Reads of tiered records the range cache missed",
+        true,
         |t| t.cache_misses,
     ),
-    ("tsblob_tier_cache_bytes", "Bytes in the range cache", |t| {
-        t.cache_bytes
-    }),
     (
-        "tsblob_tier_deleted_objects",
+        "tsblob_tier_cache_bytes",
+        "Bytes in the range cache",
+        false,
+        |t| t.cache_bytes,
+    ),
+    (
+        "tsblob_tier_deleted_objects_total",
         "Objects deleted (FIFO, retention, removal) since start",
+        true,
         |t| t.deleted_objects,
     ),
     (
         "tsblob_tier_pending_deletes",
         "Object deletions waiting for the store",
+        false,
         |t| t.pending_deletes,
     ),
     (
         "tsblob_tier_pending_sidecars",
         "Heads sidecars of tiered blocks waiting to be uploaded again (removals, label updates)",
+        false,
         |t| t.pending_sidecars,
     ),
 ];
 
+/// Brings a counter up to `v`, a count kept elsewhere since start (under
+/// `Metrics::scrape_lock`).
+fn raise(c: &IntCounter, v: u64) {
+    let now = c.get();
+    if v > now {
+        c.inc_by(v - now);
+    }
+}
+
+/// A metric whose value the store keeps (read at scrape time): a gauge, or a counter
+/// brought up to the store's count.
+enum Mirrored {
+    Gauge(IntGauge),
+    Counter(IntCounter),
+}
+
+impl Mirrored {
+    fn new(name: &str, help: &str, counter: bool) -> prometheus::Result<Mirrored> {
+        Ok(if counter {
+            Mirrored::Counter(IntCounter::new(name, help)?)
+        } else {
+            Mirrored::Gauge(IntGauge::new(name, help)?)
+        })
+    }
+
+    fn collector(&self) -> Box<dyn prometheus::core::Collector> {
+        match self {
+            Mirrored::Gauge(g) => Box::new(g.clone()),
+            Mirrored::Counter(c) => Box::new(c.clone()),
+        }
+    }
+
+    /// Shows `v` (called under `Metrics::scrape_lock`: a counter is raised by the
+    /// difference, which two scrapes at once would add twice).
+    fn set(&self, v: u64) {
+        match self {
+            Mirrored::Gauge(g) => g.set(i64::try_from(v).unwrap_or(i64::MAX)),
+            Mirrored::Counter(c) => raise(c, v),
+        }
+    }
+}
+
 impl Metrics {
+    /// `--access-log`: log every request at info level.
+    pub fn set_access_log(&self, on: bool) {
+        self.access_log
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn access_log(&self) -> bool {
+        self.access_log.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The registry, for metrics kept elsewhere (replication).
     pub fn registry(&self) -> &Registry {
         &self.registry
@@ -189,12 +261,12 @@ impl Metrics {
             )?,
             records: g("tsblob_records", "Records stored")?,
             buckets: g("tsblob_buckets", "Buckets")?,
-            evicted_blocks: g(
-                "tsblob_quota_evicted_blocks",
+            evicted_blocks: c(
+                "tsblob_quota_evicted_blocks_total",
                 "Blocks removed by FIFO quotas since the server started",
             )?,
-            expired_blocks: g(
-                "tsblob_retention_expired_blocks",
+            expired_blocks: c(
+                "tsblob_retention_expired_blocks_total",
                 "Blocks removed by age-based retention (max_age) since the server started",
             )?,
             bucket_bytes: IntGaugeVec::new(
@@ -211,11 +283,13 @@ impl Metrics {
                 ),
                 &["bucket", "tier"],
             )?,
-            tier: TIER_GAUGES
+            tier: TIER_METRICS
                 .iter()
-                .map(|(n, h, _)| IntGauge::new(*n, *h))
+                .map(|(n, h, counter, _)| Mirrored::new(n, h, *counter))
                 .collect::<Result<_, _>>()?,
+            scrape_lock: parking_lot::Mutex::new(()),
             tier_registered: std::sync::OnceLock::new(),
+            access_log: std::sync::atomic::AtomicBool::new(false),
             registry,
         };
         m.registry.register(Box::new(m.bucket_bytes.clone()))?;
@@ -223,7 +297,13 @@ impl Metrics {
         m.registry.register(Box::new(m.requests.clone()))?;
         m.registry.register(Box::new(m.streams_refused.clone()))?;
         m.registry.register(Box::new(m.latency.clone()))?;
-        for c in [&m.received, &m.sent, &m.query_bytes] {
+        for c in [
+            &m.received,
+            &m.sent,
+            &m.query_bytes,
+            &m.evicted_blocks,
+            &m.expired_blocks,
+        ] {
             m.registry.register(Box::new(c.clone()))?;
         }
         for g in [
@@ -236,11 +316,34 @@ impl Metrics {
             &m.free_bytes,
             &m.records,
             &m.buckets,
-            &m.evicted_blocks,
-            &m.expired_blocks,
         ] {
             m.registry.register(Box::new(g.clone()))?;
         }
+        let build = IntGaugeVec::new(
+            Opts::new(
+                "tsblob_build_info",
+                "1, labelled with the version of the running server and how it was built",
+            ),
+            &["version", "profile", "arch"],
+        )?;
+        build
+            .with_label_values(&[
+                env!("CARGO_PKG_VERSION"),
+                if cfg!(debug_assertions) {
+                    "debug"
+                } else {
+                    "release"
+                },
+                std::env::consts::ARCH,
+            ])
+            .set(1);
+        m.registry.register(Box::new(build))?;
+        // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds,
+        // process_max_fds, process_start_time_seconds... (read from /proc at scrape time).
+        #[cfg(target_os = "linux")]
+        m.registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         Ok(m)
     }
 }
@@ -309,7 +412,9 @@ impl Metrics {
         let started = Started {
             at: Instant::now(),
             op: op_of(&method, req.uri().path()),
-            path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
+            path: (self.access_log()
+                || tracing::enabled!(target: "tsblob::access", tracing::Level::DEBUG))
+            .then(|| req.uri().path().to_string()),
             method,
         };
         let req = req.map(|b| Body::new(Counted::new(b, self.received.clone())));
@@ -326,15 +431,14 @@ impl Metrics {
             op,
             path,
         } = started;
-        if let Some(path) = path {
-            tracing::debug!(
-                %method,
-                path,
-                status = resp.status().as_u16(),
-                micros = at.elapsed().as_micros() as u64,
-                "request"
-            );
-        }
+        access_log(
+            &method,
+            op,
+            path.as_deref(),
+            resp.status(),
+            at.elapsed(),
+            self.access_log(),
+        );
         self.latency
             .with_label_values(&[op])
             .observe(at.elapsed().as_secs_f64());
@@ -342,6 +446,29 @@ impl Metrics {
             .with_label_values(&[op, method_label(&method), resp.status().as_str()])
             .inc();
         resp.map(|b| Body::new(Counted::new(b, self.sent.clone())))
+    }
+}
+
+/// The line of a request in the log (target `tsblob::access`): at info with
+/// `--access-log`; otherwise at debug, so that a client's mistakes (4xx) do not fill the
+/// log of a server that is fine. A server error (5xx) is logged at error either way (the
+/// path is there when access logging or debug is on; `op` always).
+fn access_log(
+    method: &Method,
+    op: &'static str,
+    path: Option<&str>,
+    status: axum::http::StatusCode,
+    took: std::time::Duration,
+    all: bool,
+) {
+    let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    let status_code = status.as_u16();
+    if status.is_server_error() {
+        tracing::error!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request failed");
+    } else if all {
+        tracing::info!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request");
+    } else {
+        tracing::debug!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request");
     }
 }
 
@@ -414,16 +541,17 @@ pub async fn scrape(
                 .set(clamp(blocks));
         }
     }
-    if let Some(t) = &tier {
-        if m.tier_registered.set(()).is_ok() {
-            for g in &m.tier {
-                m.registry.register(Box::new(g.clone())).map_err(|e| {
-                    AppError::internal(format!("registering the tier metrics failed: {e}"))
-                })?;
-            }
+    if tier.is_some() && m.tier_registered.set(()).is_ok() {
+        for g in &m.tier {
+            m.registry.register(g.collector()).map_err(|e| {
+                AppError::internal(format!("registering the tier metrics failed: {e}"))
+            })?;
         }
-        for (g, (_, _, f)) in m.tier.iter().zip(TIER_GAUGES) {
-            g.set(clamp(f(t)));
+    }
+    let counters = m.scrape_lock.lock();
+    if let Some(t) = &tier {
+        for (g, (_, _, _, f)) in m.tier.iter().zip(TIER_METRICS) {
+            g.set(f(t));
         }
     }
     m.memory_used.set(clamp(state.bodies.used()));
@@ -432,8 +560,13 @@ pub async fn scrape(
     m.free_bytes.set(clamp(stats.free_bytes));
     m.records.set(clamp(stats.record_count));
     m.buckets.set(clamp(stats.bucket_count));
-    m.evicted_blocks.set(clamp(stats.evicted_blocks));
-    m.expired_blocks.set(clamp(stats.expired_blocks));
+    for (c, v) in [
+        (&m.evicted_blocks, stats.evicted_blocks),
+        (&m.expired_blocks, stats.expired_blocks),
+    ] {
+        raise(c, v);
+    }
+    drop(counters);
     let mut out = Vec::new();
     TextEncoder::new()
         .encode(&m.registry.gather(), &mut out)

@@ -150,7 +150,7 @@ async fn health_metrics_openapi_and_unknown_routes() {
     for m in [
         "tsblob_http_requests_total",
         "tsblob_disk_usage_bytes",
-        "tsblob_quota_evicted_blocks",
+        "tsblob_quota_evicted_blocks_total",
         "tsblob_http_request_duration_seconds",
     ] {
         assert!(text.contains(m), "{m} missing from /metrics");
@@ -855,7 +855,7 @@ async fn fifo_quota_evicts_and_metrics_count_it() {
     let text = String::from_utf8_lossy(&f.call("GET", "/metrics", "").await.body).to_string();
     let line = text
         .lines()
-        .find(|l| l.starts_with("tsblob_quota_evicted_blocks "))
+        .find(|l| l.starts_with("tsblob_quota_evicted_blocks_total "))
         .unwrap();
     assert!(
         line.split(' ').nth(1).unwrap().parse::<u64>().unwrap() > 0,

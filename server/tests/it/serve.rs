@@ -321,12 +321,39 @@ async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
 fn warns_when_listening_beyond_loopback_without_a_token() {
     // Without a token it starts only with --no-auth (browser::listening_beyond_loopback_...).
     let s = Server::start_on("0.0.0.0:0", &["--no-auth"]);
+    let warning = "without any token (--no-auth)";
     assert!(
-        s.stderr_contains("WARNING", Duration::from_secs(5)),
+        s.stderr_contains(warning, Duration::from_secs(5)),
         "no warning for a non-loopback address"
     );
     let quiet = Server::start_on("0.0.0.0:0", &["--token", "t0p"]);
-    assert!(!quiet.stderr_contains("WARNING", Duration::from_millis(500)));
+    assert!(!quiet.stderr_contains(warning, Duration::from_millis(500)));
+}
+
+/// The open-bind warning went to the log and, again, straight to stderr: twice on one
+/// terminal, twice in journald.
+#[test]
+fn the_open_bind_warning_was_printed_twice() {
+    let warning = "without any token (--no-auth)";
+    let s = Server::start_on("0.0.0.0:0", &["--no-auth"]);
+    assert!(s.stderr_contains(warning, Duration::from_secs(5)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s.stderr_text().matches(warning).count(),
+        1,
+        "{}",
+        s.stderr_text()
+    );
+    // With warnings filtered out of the log, it still reaches stderr, once.
+    let s = Server::start_on("0.0.0.0:0", &["--no-auth", "--log", "error"]);
+    assert!(s.stderr_contains(warning, Duration::from_secs(5)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s.stderr_text().matches(warning).count(),
+        1,
+        "{}",
+        s.stderr_text()
+    );
 }
 
 /// Runs the `tsblob` CLI with `env` (and none of the caller's TSBLOB_* variables):

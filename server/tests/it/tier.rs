@@ -277,13 +277,13 @@ async fn tiered_records_read_back_byte_identical_after_cache_eviction_and_from_a
         check_record(&c, &s, "front", ts).await;
     }
     assert_query_is(&query(&c, &s, "front").await, &all);
-    assert!(common::metric(&c, &s, "tsblob_tier_gets").await > 0);
+    assert!(common::metric(&c, &s, "tsblob_tier_gets_total").await > 0);
     assert!(common::metric(&c, &s, "tsblob_tier_cache_bytes").await <= 4096);
     // A cached point read is a hit: read the same record twice.
-    let hits = common::metric(&c, &s, "tsblob_tier_cache_hits").await;
+    let hits = common::metric(&c, &s, "tsblob_tier_cache_hits_total").await;
     check_record(&c, &s, "front", 1_001).await;
     check_record(&c, &s, "front", 1_001).await;
-    assert!(common::metric(&c, &s, "tsblob_tier_cache_hits").await > hits);
+    assert!(common::metric(&c, &s, "tsblob_tier_cache_hits_total").await > hits);
 
     // Labels of a tiered record change like any other's (tier_labels.rs tests the rest)...
     let r = c
@@ -388,7 +388,7 @@ async fn store_down_reads_answer_503_writes_go_on_and_uploads_resume(engine: Eng
     assert!(common::metric(&c, &s, "tsblob_tier_upload_queue").await > 0);
     // Uploads fail (and are counted) while the store is down.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while common::metric(&c, &s, "tsblob_tier_upload_errors").await == 0 {
+    while common::metric(&c, &s, "tsblob_tier_upload_errors_total").await == 0 {
         assert!(
             Instant::now() < deadline,
             "no upload failed while MinIO was down"
@@ -518,7 +518,7 @@ async fn fifo_counts_both_tiers_and_evicted_objects_do_not_come_back_in_a_restor
         assert!(Instant::now() < deadline, "object deletions never ran");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(common::metric(&c, &s, "tsblob_tier_deleted_objects").await > 0);
+    assert!(common::metric(&c, &s, "tsblob_tier_deleted_objects_total").await > 0);
     // Restart (the active block is sealed and tiered), then restore elsewhere: exactly the
     // kept records come back, no evicted one.
     drop(s);
@@ -661,14 +661,17 @@ async fn a_block_larger_than_a_part_goes_up_in_parts_and_reads_back(engine: Engi
     // The counter moves just after the index commit that `tiered_blocks` shows: a test
     // that read it at once failed now and then on a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while common::metric(&c, &s, "tsblob_tier_uploaded_bytes").await <= 16 << 20 {
+    while common::metric(&c, &s, "tsblob_tier_uploaded_bytes_total").await <= 16 << 20 {
         assert!(
             Instant::now() < deadline,
             "the block's bytes were not counted"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(common::metric(&c, &s, "tsblob_tier_upload_errors").await, 0);
+    assert_eq!(
+        common::metric(&c, &s, "tsblob_tier_upload_errors_total").await,
+        0
+    );
     for ts in [1u64, 10, 17, 20] {
         let r = c
             .get(s.url(&format!("/api/v1/b/cams/big?ts={ts}")))
@@ -734,7 +737,7 @@ async fn tiered_payloads_of_every_size_read_back_without_a_copy(engine: Engine) 
             );
         }
     }
-    assert!(common::metric(&c, &s, "tsblob_tier_gets").await > 0);
+    assert!(common::metric(&c, &s, "tsblob_tier_gets_total").await > 0);
 }
 
 /// `tier_after` alone (no local budget): sealed blocks whose newest record is older than it

@@ -127,13 +127,13 @@ async fn a_volume_server_killed_during_tiered_uploads_and_reads_loses_nothing_an
         })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let uploaded_before = common::metric(&c, &s, "tsblob_tier_uploaded_blocks").await;
+    let uploaded_before = common::metric(&c, &s, "tsblob_tier_uploaded_blocks_total").await;
     store.peer().kill_node(&victim).unwrap();
     let killed = Instant::now();
     let refused = writer.await.unwrap();
     assert!(refused.is_empty(), "writes refused: {refused:?}");
     let uploaded_during =
-        common::metric(&c, &s, "tsblob_tier_uploaded_blocks").await - uploaded_before;
+        common::metric(&c, &s, "tsblob_tier_uploaded_blocks_total").await - uploaded_before;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let reads = reader.await.unwrap();
     let outage = killed.elapsed();

@@ -164,6 +164,11 @@ impl Server {
         None
     }
 
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
     pub fn stderr_contains(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
