@@ -290,12 +290,12 @@ mod tests {
         assert!(s.access_log);
         assert_eq!(s.allowed_hosts, ["a.example", "b.example"]);
         assert_eq!(s.log_format, config::LogFormat::Json);
-        assert_eq!(s.max_tails, 7);
+        assert_eq!(s.cost.max_tails, 7);
         // A flag wins over the file.
         let s = parse_with(file, &["--max-body", "1MiB", "--listen", "127.0.0.1:1"]).unwrap();
         assert_eq!(s.max_body, 1 << 20);
         assert_eq!(s.listen.to_string(), "127.0.0.1:1");
-        assert_eq!(s.max_tails, 7);
+        assert_eq!(s.cost.max_tails, 7);
         // Unknown keys are errors naming the key (with the flag's spelling when close).
         let e = parse_with("max_body = \"1MiB\"\n", &[]).unwrap_err();
         assert!(
