@@ -17,7 +17,12 @@ echo "== import cycles"
 # the run.
 python3 scripts/import-cycles.py --self-test
 python3 scripts/import-cycles.py storage
-python3 scripts/import-cycles.py server --known "crate: http mcap" --known "crate::cli: buckets entries"
+python3 scripts/import-cycles.py server --known "crate::http: mcap_export query" --known "crate::cli: buckets entries"
+
+echo "== code map"
+# docs/architecture.md's code map names every module (scripts/check-code-map.py).
+python3 scripts/check-code-map.py --self-test
+python3 scripts/check-code-map.py
 
 echo "== peers"
 scripts/install-peers.sh

@@ -1,6 +1,7 @@
 //! tsblob's wire protocol, in one place for the server, the CLI, the bench (`compare/`),
 //! the fuzzers and the engine:
 //!
+//! - [`error_code`]: [`ErrorCode`], the codes of error answers;
 //! - [`framing`]: the record framing of batch bodies and query streams, encoder and
 //!   incremental decoders;
 //! - [`headers`]: record metadata in HTTP headers (label values percent-encoded);
@@ -17,6 +18,7 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod error_code;
 pub mod framing;
 pub mod headers;
 pub mod names;
@@ -26,6 +28,7 @@ pub mod size;
 #[cfg(feature = "client")]
 pub mod tls;
 
+pub use error_code::ErrorCode;
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key, NameError};
 pub use size::{format_size, parse_size};
 

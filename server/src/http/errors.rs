@@ -518,4 +518,155 @@ mod tests {
         assert!(shown.starts_with("internal error (ref "), "{shown}");
         assert!(!shown.contains("/srv"), "{shown}");
     }
+
+    /// The string literal right after `text[at..]`'s whitespace, if one starts there.
+    fn literal_at(text: &str, at: usize) -> Option<&str> {
+        let rest = text[at..].trim_start();
+        let body = rest.strip_prefix('"')?;
+        body.find('"').map(|end| &body[..end])
+    }
+
+    /// Where the first argument of the call whose `(` ends at `at` is over (its comma).
+    fn after_first_argument(text: &str, at: usize) -> Option<usize> {
+        let mut depth = 0i32;
+        for (i, c) in text[at..].char_indices() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' if depth == 0 => return None,
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => return Some(at + i + 1),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Every error code written in the server's source where a code goes: the second
+    /// argument of `AppError::new` (and of the batch's `detail`), `(S::STATUS, "code")` of
+    /// `classify`, `StatusCode::X => "code"` of `json_errors`, and `code == "code"`.
+    fn codes_in_source() -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let path = e.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|x| x != "rs") {
+                    continue;
+                }
+                // Comment lines out: they quote codes as examples.
+                let text: String = std::fs::read_to_string(&path)
+                    .unwrap()
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                let file = path.display().to_string();
+                // A code is snake_case (this scan's own patterns, quoted above, are not).
+                let mut found = |code: Option<&str>| {
+                    if let Some(c) = code.filter(|c| {
+                        !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                    }) {
+                        out.push((c.to_string(), file.clone()));
+                    }
+                };
+                for call in ["AppError::new(", "detail("] {
+                    for (i, _) in text.match_indices(call) {
+                        let open = i + call.len();
+                        found(after_first_argument(&text, open).and_then(|a| literal_at(&text, a)));
+                    }
+                }
+                for (i, _) in text.match_indices("(S::") {
+                    let rest = &text[i + 4..];
+                    let ident = rest
+                        .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                        .unwrap_or(0);
+                    if rest[ident..].starts_with(',') {
+                        found(literal_at(&text, i + 4 + ident + 1));
+                    }
+                }
+                for (i, _) in text.match_indices("StatusCode::") {
+                    let rest = &text[i + 12..];
+                    let ident = rest
+                        .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                        .unwrap_or(0);
+                    if let Some(arrow) = rest[ident..].strip_prefix(" => ") {
+                        found(literal_at(arrow, 0));
+                    }
+                }
+                for (i, _) in text.match_indices("code == ") {
+                    found(literal_at(&text, i + 8));
+                }
+            }
+        }
+        out
+    }
+
+    /// One list of error codes (`tsblob_proto::ErrorCode`): every code the server's source
+    /// answers is on it, and `docs/api.md`'s table of errors lists exactly its codes.
+    #[test]
+    fn every_error_code_is_in_the_one_list_and_the_api_table() {
+        use tsblob_proto::ErrorCode;
+        let found = codes_in_source();
+        assert!(found.len() > 40, "the scan found only {found:?}");
+        for (code, file) in &found {
+            assert!(
+                ErrorCode::parse(code).is_some(),
+                "{file} answers code {code:?}, which tsblob_proto::ErrorCode does not list: add it there and to docs/api.md's table"
+            );
+        }
+        let api = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md"),
+        )
+        .unwrap();
+        let start = api
+            .find("| status | code | when |")
+            .expect("the table of errors");
+        let mut in_table = std::collections::BTreeSet::new();
+        for line in api[start..].lines().skip(2) {
+            if !line.starts_with('|') {
+                break;
+            }
+            let code_cell = line.split('|').nth(2).unwrap_or("");
+            for part in code_cell.split('`').skip(1).step_by(2) {
+                in_table.insert(part.to_string());
+            }
+        }
+        let listed: std::collections::BTreeSet<String> = ErrorCode::ALL
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect();
+        assert_eq!(
+            in_table, listed,
+            "docs/api.md's table of errors against ErrorCode"
+        );
+        // The Python SDK's classes by code (`_BY_CODE`) name codes of the list only.
+        let sdk = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../client-py/src/tsblob/_errors.py"),
+        )
+        .unwrap();
+        let start = sdk.find("_BY_CODE").expect("the SDK's classes by code");
+        let block = &sdk[start..];
+        let block = &block[..block.find("\n}").expect("the end of _BY_CODE")];
+        let mut sdk_codes = 0;
+        for line in block.lines().skip(1) {
+            let Some(code) = line
+                .trim()
+                .strip_prefix('"')
+                .and_then(|l| l.split('"').next())
+            else {
+                continue;
+            };
+            sdk_codes += 1;
+            assert!(
+                ErrorCode::parse(code).is_some(),
+                "client-py's _BY_CODE maps {code:?}, which tsblob_proto::ErrorCode does not list"
+            );
+        }
+        assert!(sdk_codes > 20, "read only {sdk_codes} codes of _BY_CODE");
+    }
 }

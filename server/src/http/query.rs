@@ -317,8 +317,8 @@ fn many_entries(r: QueryRequest) -> Result<QueryRequest, AppError> {
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn stream_bucket(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
-    if let Some(q) = crate::mcap::export::requested(req.uri().query())? {
-        return crate::mcap::export::stream(t, q).await;
+    if let Some(q) = super::mcap_export::requested(req.uri().query())? {
+        return super::mcap_export::stream(t, q).await;
     }
     let r = parse_query(req.uri().query())?;
     answer(t, many_entries(r)?).await

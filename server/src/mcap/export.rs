@@ -1,4 +1,5 @@
-//! Records out as MCAP: [`Exporter`] over any `Write`, and the HTTP route that streams it.
+//! Records out as MCAP: [`Exporter`] over any `Write` (the HTTP route that streams it is
+//! `http/mcap_export.rs`).
 //!
 //! Mapping (also in `docs/api.md`, "MCAP export"):
 //!
@@ -23,25 +24,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::sync::Arc;
 
 use ::mcap::records::MessageHeader;
 use ::mcap::write::NoSeek;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use parking_lot::Mutex;
-use tsblob_storage::{Labels, MultiIter, Query, Store};
+use tsblob_storage::{Labels, Query, Store};
 
 use super::{
     encoding_of, user_labels, LABELS_SCHEMA, LABELS_SCHEMA_NAME, LABELS_SUFFIX, L_ENCODING,
     L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE, M_ENTRY,
     M_LABELS_OF, SCHEMAS_ENTRY,
 };
-use crate::http::body::channel_body;
-use crate::http::errors::{blocking, AppError};
-use crate::http::query::parse_query;
-use crate::http::records::Target;
 
 /// The media type of an MCAP answer.
 pub const MEDIA_TYPE: &str = "application/x-mcap";
@@ -239,41 +231,6 @@ impl<W: Write> Exporter<W> {
     }
 }
 
-/// A `Write` into a buffer the HTTP producer drains after each step.
-#[derive(Clone, Default)]
-pub struct Spool(Arc<Mutex<Vec<u8>>>);
-
-impl Spool {
-    fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.0.lock())
-    }
-
-    fn len(&self) -> usize {
-        self.0.lock().len()
-    }
-}
-
-impl Write for Spool {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A step hands its output over once it holds this many bytes of MCAP ...
-const STEP_OUT: usize = 256 << 10;
-/// ... or has read this many bytes of payloads (compression may hold them in its chunk).
-const STEP_IN: usize = 4 << 20;
-/// Index pages a step may scan without a match before it hands back (a client that went
-/// away is noticed between steps).
-const IDLE_PAGES: u32 = 16;
-/// Output pieces queued between the producer and the socket.
-const DEPTH: usize = 8;
-
 /// The schema record at `ts` of a bucket's [`SCHEMAS_ENTRY`], if there is one.
 pub fn load_schema(store: &Store, bucket: &str, ts: u64) -> Result<Option<SchemaDef>, String> {
     let q = Query {
@@ -305,223 +262,10 @@ pub fn load_schema(store: &Store, bucket: &str, ts: u64) -> Result<Option<Schema
     Ok(None)
 }
 
-/// Walks a multi-entry query into an [`Exporter`] in bounded steps on the blocking pool.
-struct Producer {
-    iter: MultiIter,
-    exporter: Option<Exporter<Spool>>,
-    out: Spool,
-    store: Store,
-    bucket: String,
-}
-
-enum Step {
-    More(Vec<u8>),
-    Last(Vec<u8>),
-    Fail(Vec<u8>, AppError),
-}
-
-impl Producer {
-    fn step(&mut self) -> Step {
-        let (mut read, mut idle) = (0usize, 0u32);
-        if self.exporter.is_none() {
-            return Step::Last(Vec::new());
-        }
-        let (store, bucket) = (self.store.clone(), self.bucket.clone());
-        let mut schema = move |ts: u64| load_schema(&store, &bucket, ts);
-        loop {
-            if self.out.len() >= STEP_OUT || read >= STEP_IN {
-                return Step::More(self.out.take());
-            }
-            let item = match self.iter.next_bounded() {
-                None => {
-                    let done = self.exporter.take().map(Exporter::finish);
-                    return match done {
-                        Some(Err(e)) => Step::Fail(self.out.take(), export_failed(e)),
-                        _ => Step::Last(self.out.take()),
-                    };
-                }
-                Some(Err(e)) => return Step::Fail(self.out.take(), AppError::from(e)),
-                Some(Ok(None)) => {
-                    idle += 1;
-                    if idle >= IDLE_PAGES {
-                        return Step::More(self.out.take());
-                    }
-                    continue;
-                }
-                Some(Ok(Some(item))) => item,
-            };
-            let data = match item.data() {
-                Ok(d) => d,
-                // Removed since the query listed it: skipped, as the frame answer does.
-                Err(tsblob_storage::Error::NotFound(_)) => continue,
-                Err(e) => return Step::Fail(self.out.take(), AppError::from(e)),
-            };
-            read += data.len();
-            let m = &item.meta;
-            let Some(exporter) = self.exporter.as_mut() else {
-                return Step::Last(self.out.take());
-            };
-            if let Err(e) = exporter.add(
-                item.entry(),
-                m.ts,
-                &m.content_type,
-                &m.labels,
-                &data,
-                &mut schema,
-            ) {
-                return Step::Fail(self.out.take(), export_failed(e));
-            }
-        }
-    }
-}
-
-fn export_failed(e: ExportError) -> AppError {
-    AppError::internal(format!("the MCAP export failed: {e}"))
-}
-
-/// `format=` of a bucket-level query: `Some(query string without it)` for `format=mcap`;
-/// `None` without `format`; an error for another format.
-pub fn requested(q: Option<&str>) -> Result<Option<String>, AppError> {
-    let Some(q) = q else { return Ok(None) };
-    let mut mcap = false;
-    let mut rest = form_urlencoded::Serializer::new(String::new());
-    for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-        if k == "format" {
-            if v != "mcap" {
-                return Err(AppError::bad_request(format!(
-                    "format={}: the one format besides record frames is mcap (leave format out for frames)",
-                    tsblob_proto::quote_short(&v)
-                )));
-            }
-            mcap = true;
-        } else {
-            rest.append_pair(&k, &v);
-        }
-    }
-    Ok(mcap.then(|| rest.finish()))
-}
-
-/// `GET /api/v1/b/{bucket}/query?entries=...&format=mcap`: the query's records as one
-/// MCAP file, streamed chunk by chunk as they fill. An error after the first byte ends the
-/// response without its last chunk (an MCAP without its footer: readers see it truncated).
-pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
-    t.caller.require_read(&t.bucket)?;
-    let r = parse_query(Some(&q))?;
-    let Some(patterns) = r.entries.filter(|e| !e.is_empty()) else {
-        return Err(AppError::bad_request(
-            "an MCAP export needs entries: names and globs, comma-separated (entries=cams/*,imu; entries=** for every entry)",
-        ));
-    };
-    if r.meta || r.follow.is_some() || r.query.descending {
-        return Err(AppError::bad_request(
-            "format=mcap answers a closed window oldest first: drop meta, follow and desc",
-        ));
-    }
-    let (store, bucket, query) = (t.state.store.clone(), t.bucket.clone(), r.query);
-    let iter = {
-        let (store, bucket) = (store.clone(), bucket.clone());
-        blocking(move || Ok(store.query_entries(&bucket, &patterns, &query)?)).await?
-    };
-    let out = Spool::default();
-    let exporter =
-        Exporter::new(out.clone()).map_err(|e| AppError::internal(format!("MCAP: {e}")))?;
-    let mut p = Producer {
-        iter,
-        exporter: Some(exporter),
-        out,
-        store,
-        bucket: bucket.clone(),
-    };
-    // The first step before the status: an error before any record gets its status.
-    let (p, first) = blocking(move || {
-        let s = p.step();
-        Ok((p, s))
-    })
-    .await?;
-    let first = match first {
-        Step::Fail(_, e) => return Err(e),
-        s => s,
-    };
-    let (tx, body) = channel_body(DEPTH);
-    tokio::spawn(pump(p, first, tx));
-    let mut resp = (StatusCode::OK, body).into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static(MEDIA_TYPE),
-    );
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{bucket}.mcap\"")) {
-        h.insert(axum::http::header::CONTENT_DISPOSITION, v);
-    }
-    Ok(resp)
-}
-
-async fn pump(
-    mut p: Producer,
-    first: Step,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-) {
-    let mut next = Some(first);
-    loop {
-        let step = match next.take() {
-            Some(s) => s,
-            None => {
-                if tx.is_closed() {
-                    return;
-                }
-                match tokio::task::spawn_blocking(move || {
-                    let s = p.step();
-                    (p, s)
-                })
-                .await
-                {
-                    Ok((back, s)) => {
-                        p = back;
-                        s
-                    }
-                    Err(_) => {
-                        let _ = tx
-                            .send(Err(std::io::Error::other("the MCAP export task failed")))
-                            .await;
-                        return;
-                    }
-                }
-            }
-        };
-        let (piece, last, err) = match step {
-            Step::More(b) => (b, false, None),
-            Step::Last(b) => (b, true, None),
-            Step::Fail(b, e) => (b, true, Some(e)),
-        };
-        if !piece.is_empty() && tx.send(Ok(Bytes::from(piece))).await.is_err() {
-            return; // the client went away
-        }
-        if let Some(e) = err {
-            tracing::warn!("MCAP export cut: {e}");
-            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-            return;
-        }
-        if last {
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn format_mcap_is_taken_out_of_the_query_string() {
-        assert_eq!(requested(None).unwrap(), None);
-        assert_eq!(requested(Some("entries=a")).unwrap(), None);
-        assert_eq!(
-            requested(Some("entries=a%2Cb&format=mcap&start=1")).unwrap(),
-            Some("entries=a%2Cb&start=1".to_string())
-        );
-        assert!(requested(Some("format=csv")).is_err());
-    }
 
     #[test]
     fn an_export_reads_back_with_every_message_and_its_labels() {

@@ -18,6 +18,7 @@ use super::{
     TaskSpec,
 };
 use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
+use tsblob_proto::ErrorCode;
 
 /// A page holds at most this many records ...
 const PAGE_RECORDS: usize = 2000;
@@ -629,7 +630,7 @@ impl Sender {
                 413 if res
                     .error
                     .as_ref()
-                    .is_some_and(|e| e.code == "record_too_large") =>
+                    .is_some_and(|e| e.code == ErrorCode::RecordTooLarge.as_str()) =>
                 {
                     tracing::info!(task = %self.name,
                         "replication: record {} ({} bytes) is over {dst}'s batch limit: it goes alone", r.ts, r.data.len());

@@ -1,0 +1,152 @@
+//! The `code` of an error answer (`{"error": {"code", "message"}}`), one list for the
+//! server that answers them and the clients that branch on them. `docs/api.md`'s table
+//! of errors lists the same codes with their statuses (a server test compares them, and
+//! checks every code the server's source answers is one of these).
+
+use std::fmt;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $name:ident = $text:literal, )*) => {
+        /// A stable, machine-readable error code (its text is [`ErrorCode::as_str`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of `docs/api.md`'s table.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name,)*];
+
+            /// The code as sent on the wire.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$name => $text,)*
+                }
+            }
+
+            /// The code of its wire text, if it is one.
+            pub fn parse(text: &str) -> Option<ErrorCode> {
+                match text {
+                    $($text => Some(ErrorCode::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    /// 400: a malformed query string, JSON or header; an unknown or repeated parameter.
+    BadRequest = "bad_request",
+    /// 400: a batch body that does not parse.
+    MalformedBatch = "malformed_batch",
+    /// 401: a missing or unknown bearer token.
+    Unauthorized = "unauthorized",
+    /// 403: the token may not do this (also ends a stream whose token lost the right).
+    Forbidden = "forbidden",
+    /// 403: a web page of another origin.
+    CrossOrigin = "cross_origin",
+    /// 403: a `Host` the server does not answer.
+    HostNotAllowed = "host_not_allowed",
+    /// 404: no such bucket.
+    BucketNotFound = "bucket_not_found",
+    /// 404: no such entry.
+    EntryNotFound = "entry_not_found",
+    /// 404: no such record.
+    RecordNotFound = "record_not_found",
+    /// 404: no such token.
+    TokenNotFound = "token_not_found",
+    /// 404: no such replication task.
+    ReplicationNotFound = "replication_not_found",
+    /// 404: no such route.
+    NotFound = "not_found",
+    /// 405: the route exists, the method does not.
+    MethodNotAllowed = "method_not_allowed",
+    /// 405: a write sent to a read-only replica.
+    ReadOnlyReplica = "read_only_replica",
+    /// 408: a request body too slow or silent.
+    RequestTimeout = "request_timeout",
+    /// 409: the bucket exists.
+    BucketExists = "bucket_exists",
+    /// 409: a record is stored at this timestamp.
+    TimestampExists = "timestamp_exists",
+    /// 409: another payload at this timestamp (`if_exists=compare`).
+    Conflict = "conflict",
+    /// 409: the token exists.
+    TokenExists = "token_exists",
+    /// 409: removing the last token would switch authentication off.
+    LastToken = "last_token",
+    /// 409: the server holds as many replication tasks as it may.
+    TooManyTasks = "too_many_tasks",
+    /// 415: a `Content-Encoding` the route does not take.
+    UnsupportedEncoding = "unsupported_encoding",
+    /// 413: a body over the server's limit.
+    PayloadTooLarge = "payload_too_large",
+    /// 413: a record over the batch limit (send it alone).
+    RecordTooLarge = "record_too_large",
+    /// 422: a name that breaks the name rules.
+    InvalidName = "invalid_name",
+    /// 422: a timestamp out of range.
+    InvalidTimestamp = "invalid_timestamp",
+    /// 422: a label that breaks the label rules.
+    InvalidLabel = "invalid_label",
+    /// 422: bucket settings that do not hold.
+    InvalidSettings = "invalid_settings",
+    /// 422: a content type that is not one.
+    InvalidContentType = "invalid_content_type",
+    /// 422: an entry pattern that does not compile.
+    InvalidPattern = "invalid_pattern",
+    /// 422: replication task settings that do not hold.
+    InvalidReplication = "invalid_replication",
+    /// 422: a strict query met a record without the label.
+    MissingLabel = "missing_label",
+    /// 422: a record older than its bucket keeps.
+    TooOld = "too_old",
+    /// 429: too many live tails.
+    TooManyTails = "too_many_tails",
+    /// 429: too many query streams.
+    TooManyStreams = "too_many_streams",
+    /// 401: a stream whose token was removed while it streamed.
+    TokenRevoked = "token_revoked",
+    /// 500: stored bytes fail their CRC.
+    CorruptRecord = "corrupt_record",
+    /// 500: a failure inside the server (its details are in the log).
+    Internal = "internal",
+    /// 503: the object store is unavailable.
+    TierUnavailable = "tier_unavailable",
+    /// 503: the server is busy (its memory budget is spent): retry.
+    Busy = "busy",
+    /// 500: a tiered object is damaged or missing: do not retry.
+    TierDamaged = "tier_damaged",
+    /// 507: the bucket's hard quota is full.
+    QuotaExceeded = "quota_exceeded",
+    /// 507: the disk is full (the free-space guard).
+    DiskFull = "disk_full",
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_reads_back_and_is_snake_case_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for &c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(c.as_str()), Some(c));
+            assert!(
+                c.as_str()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{c}"
+            );
+            assert!(seen.insert(c.as_str()), "{c} twice");
+        }
+        assert_eq!(ErrorCode::parse("no_such_code"), None);
+    }
+}
