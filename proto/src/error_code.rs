@@ -68,6 +68,12 @@ codes! {
     RequestTimeout = "request_timeout",
     /// 409: the bucket exists.
     BucketExists = "bucket_exists",
+    /// 409: a rename's new entry name is taken.
+    EntryExists = "entry_exists",
+    /// 409: a rename of an entry (or bucket) with blocks kept only in the object store.
+    RenameTiered = "rename_tiered",
+    /// 409: a rename's new name is a folder of the data folder tsblob does not know.
+    FolderExists = "folder_exists",
     /// 409: a record is stored at this timestamp.
     TimestampExists = "timestamp_exists",
     /// 409: another payload at this timestamp (`if_exists=compare`).
