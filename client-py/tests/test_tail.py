@@ -125,8 +125,12 @@ def test_multi_entry_query(client: Client, bucket: str) -> None:
     assert got[:5] == [("cams/front", 0, b"p0"), ("cams/rear", 1, b"p1"), ("imu", 2, b"p2"),
                        ("cams/front", 3, b"p3"), ("imu", 3, b"tie")]
     assert len(got) == 13
-    infos = list(client.query(bucket, entries=["**"], meta=True, when={"&odd": {"$eq": 1}, "$limit": 3}))
-    # (the tie at imu 3 has no label: it does not match)
+    infos = list(client.query(bucket, entries=["**"], meta=True, when={"&odd": {"$eq": 1}, "$limit": 2}))
+    # (the tie at imu 3 has no label: it does not match); $limit counts per entry, as in
+    # ReductStore (issue 28): each entry's first 2 odd records
+    assert [(i.entry, i.timestamp) for i in infos] == [("cams/rear", 1), ("cams/front", 3), ("imu", 5),
+                                                       ("cams/rear", 7), ("cams/front", 9), ("imu", 11)]
+    infos = list(client.query(bucket, entries=["**"], meta=True, when={"&odd": {"$eq": 1}, "$limit": 1}))
     assert [(i.entry, i.timestamp) for i in infos] == [("cams/rear", 1), ("cams/front", 3), ("imu", 5)]
     # single-entry records carry no entry
     assert [r.entry for r in client.query(bucket, "imu", stop=3)] == [None]

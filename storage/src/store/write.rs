@@ -243,8 +243,10 @@ impl Store {
             let mut st = match e.lock_live(bucket) {
                 Ok(st) => st,
                 // Renamed between the lookup and the lock: the name is free again, and a
-                // write to it goes to a new entry of that name (as after the rename).
-                Err(_) if e.was_renamed() => continue,
+                // write to it goes to a new entry of that name (as after the rename). Not
+                // when its bucket was renamed (or removed): the old bucket still maps the
+                // name to this entry, and the write fails as to a removed bucket.
+                Err(_) if e.was_renamed() && !b.is_removed() => continue,
                 Err(err) => return Err(err),
             };
             let (results, ops, undo) = self.append_entry(&b, &e, &mut st, prepared, n)?;
