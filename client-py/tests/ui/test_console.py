@@ -106,6 +106,10 @@ def test_every_page_loads_without_console_errors(server, page, camera) -> None:
     page.wait_for_function("() => (document.querySelector('#window')?.textContent || '').includes('32 records')")
     page.goto(f"{server.url}/ui/#/tokens")
     page.wait_for_selector("#token-form")
+    page.goto(f"{server.url}/ui/#/replication")
+    page.wait_for_selector("#task-form")
+    page.goto(f"{server.url}/ui/#/tier")
+    page.wait_for_selector("#tier-total")
     # The write rate needs two samples of /metrics.
     page.goto(f"{server.url}/ui/")
     page.wait_for_function("() => /[0-9]/.test(document.querySelector('#stat-write-rate .v')?.textContent)",
@@ -451,7 +455,7 @@ def test_the_timeline_follows_the_live_view(server, page, client, camera, jpeg) 
 
 @pytest.mark.skipif(not os.environ.get("TSBLOB_SCREENSHOTS"),
                     reason="set TSBLOB_SCREENSHOTS=<folder> (docs/console) to take the documentation's screenshots")
-def test_screenshots(browser, server, client, jpeg) -> None:
+def test_screenshots(browser, server, client, jpeg, tmp_path, monkeypatch) -> None:
     """The screenshots of docs/console/: TSBLOB_SCREENSHOTS=docs/console pytest -k screenshots."""
     import threading
 
@@ -494,7 +498,13 @@ def test_screenshots(browser, server, client, jpeg) -> None:
         page.screenshot(path=str(out / "overview.png"))
         page.goto(f"{server.url}/ui/#/b/cams")
         page.wait_for_selector("#entries")
-        page.screenshot(path=str(out / "bucket.png"))
+        page.screenshot(path=str(out / "bucket.png"), full_page=True)
+        client.put_replication("to-cloud", "logs", "http://127.0.0.1:9", "edge-1", entries=["robot1/*"])
+        page.goto(f"{server.url}/ui/#/replication")
+        page.wait_for_function("() => (document.querySelector('#replications .last-error')?.textContent || '').length > 5",
+                               timeout=15_000)
+        page.screenshot(path=str(out / "replication.png"), full_page=True)
+        client.remove_replication("to-cloud")
         page.goto(entry_url(server, "cams", "robot1/front"))
         page.wait_for_selector("#record-rows tr")
         page.click(f"#record-rows tr[data-ts='{base + 50_000_000}']")
@@ -507,12 +517,33 @@ def test_screenshots(browser, server, client, jpeg) -> None:
         page = phone.new_page()
         page.goto(entry_url(server, "cams", "robot1/front"))
         page.wait_for_selector("#record-rows tr")
-        page.click(f"#record-rows tr[data-ts='{base + 50_000_000}']")
-        page.wait_for_selector("#preview-image")
-        page.evaluate("() => window.scrollTo(0, 0)")
+        row = page.wait_for_selector(f"#record-rows tr[data-ts='{base + 50_000_000}']")
+        row.click()
+        page.wait_for_function("() => { const i = document.querySelector('#preview-image');"
+                               " return i && i.complete && i.naturalWidth > 0; }")
+        row.scroll_into_view_if_needed()
+        page.evaluate("() => document.querySelector('#record-rows tr.sel').scrollIntoView({block: 'start'})")
         page.wait_for_timeout(300)
         page.screenshot(path=str(out / "entry-phone.png"))
         phone.close()
+
+        # The tier page of a server whose object store is down (nobody listens on port 9).
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ui-test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ui-test")
+        tiered = type(server)(tmp_path / "tier", ["--tier-url", "s3://tsblob-ui/x",
+                                                  "--tier-endpoint", "http://127.0.0.1:9"]).start()
+        try:
+            with tiered.client() as db:
+                db.create_bucket("cams", max_block_size=4096, tier_local_max="1MiB", tier_after="1d")
+                db.write_batch("cams", "robot1/front", [(base + i * 1_000_000, jpeg, {}, "image/jpeg") for i in range(200)])
+            ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+            page = ctx.new_page()
+            page.goto(f"{tiered.url}/ui/#/tier")
+            page.wait_for_selector("#tier-error", timeout=15_000)
+            page.screenshot(path=str(out / "tier.png"), full_page=True)
+            ctx.close()
+        finally:
+            tiered.stop()
     finally:
         stop.set()
         t.join()
