@@ -33,6 +33,12 @@ echo "== build"
 cargo build --release --locked -p tsblob-server --bin tsblob
 export TSBLOB_BIN="$root/target/release/tsblob"
 
+# `when` against a real ReductStore (issue 28): the hand-written cases and 600 seeded
+# generated conditions, on one entry and over three; any disagreement not listed in
+# docs/api.md's table fails the run (about 10 s).
+echo "== when: differential test against ReductStore"
+python3 scripts/when_diff.py --quiet --tsblob "$TSBLOB_BIN" --reductstore "$TSBLOB_PEERS_BIN/reductstore"
+
 echo "== rust tests"
 cargo test --workspace --locked
 

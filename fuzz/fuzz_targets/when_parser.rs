@@ -4,7 +4,8 @@
 //!
 //! The first input byte picks the evaluation flags (strict, descending); the rest is the
 //! `when` text. Properties, besides never panicking:
-//! - a refusal is a `WhenError` (answered 400 `bad_request`) whose message starts `when:`;
+//! - a refusal is a `WhenError` whose code is `bad_request` (answered 400) or
+//!   `unsupported_directive`/`unsupported_time_zone` (422), and whose message starts `when:`;
 //! - the parser's own rendering of the JSON it read (`Json`'s `Display`, which its error
 //!   messages quote) parses to the same condition: what a message shows is what was read;
 //! - evaluating an accepted condition over a fixed set of records never panics, keeps only
@@ -58,6 +59,11 @@ fuzz_target!(|data: &[u8]| {
     let condition = match when::parse_text(text) {
         Ok(c) => c,
         Err(e) => {
+            assert!(
+                ["bad_request", "unsupported_directive", "unsupported_time_zone"].contains(&e.code),
+                "{}",
+                e.code
+            );
             assert!(e.message.starts_with("when: "), "{}", e.message);
             return;
         }

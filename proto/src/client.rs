@@ -245,6 +245,28 @@ impl Client {
             .await
     }
 
+    /// `PUT /api/v1/b/{bucket}/{entry}/rename` with `{"new_name"}`: the entry's info under
+    /// its new name.
+    pub async fn rename_entry(
+        &self,
+        bucket: &str,
+        entry: &str,
+        new_name: &str,
+    ) -> Result<Value, ClientError> {
+        let path = format!("{}/rename", entry_path(bucket, entry));
+        let body = serde_json::json!({ "new_name": new_name });
+        self.json(self.request(Method::PUT, &path).json(&body))
+            .await
+    }
+
+    /// `PUT /api/v1/b/{bucket}/rename` with `{"new_name"}`: the bucket under its new name.
+    pub async fn rename_bucket(&self, bucket: &str, new_name: &str) -> Result<Value, ClientError> {
+        let path = format!("{}/rename", bucket_path(bucket));
+        let body = serde_json::json!({ "new_name": new_name });
+        self.json(self.request(Method::PUT, &path).json(&body))
+            .await
+    }
+
     /// `GET /api/v1/tokens`: `{"tokens": [...]}`.
     pub async fn list_tokens(&self) -> Result<Value, ClientError> {
         self.json(self.request(Method::GET, "/api/v1/tokens")).await

@@ -18,19 +18,23 @@ pub enum EntryRoute {
     Query,
     Info,
     Histogram,
+    /// `PUT …/{entry}/rename` (and `PUT /api/v1/b/{bucket}/rename`): ReductStore's rename.
+    Rename,
 }
 
 /// The route words of an entry path, and the route each names.
-pub const ENTRY_ROUTES: [(&str, EntryRoute); 4] = [
+pub const ENTRY_ROUTES: [(&str, EntryRoute); 5] = [
     ("batch", EntryRoute::Batch),
     ("query", EntryRoute::Query),
     ("info", EntryRoute::Info),
     ("histogram", EntryRoute::Histogram),
+    ("rename", EntryRoute::Rename),
 ];
 
 /// Last segments no entry name may have: the route words of [`ENTRY_ROUTES`], and `labels`
 /// (kept free for a label route).
-pub const RESERVED_ENTRY_WORDS: [&str; 5] = ["batch", "query", "info", "histogram", "labels"];
+pub const RESERVED_ENTRY_WORDS: [&str; 6] =
+    ["batch", "query", "info", "histogram", "rename", "labels"];
 
 /// Names in the data folder that belong to the engine or to the program embedding it (the
 /// server keeps its tokens in `tokens`): no bucket may take them. Names that start with
@@ -357,6 +361,8 @@ mod tests {
             ("cam", EntryRoute::Histogram)
         );
         assert_eq!(split_entry_path("batch"), ("", EntryRoute::Batch));
+        assert_eq!(split_entry_path("e1/rename"), ("e1", EntryRoute::Rename));
+        assert_eq!(split_entry_path("rename"), ("", EntryRoute::Rename));
         // a segment that merely ends in a route word is part of the name
         assert_eq!(split_entry_path("myquery"), ("myquery", EntryRoute::Record));
     }

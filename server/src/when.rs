@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use tsblob_storage::{CmpOp, Condition, Operand, Value};
+use tsblob_storage::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
 
 /// A `when` that does not parse: the message says what is wrong and how to write it, and
 /// starts with `when: ` (the HTTP layer answers it 400 `bad_request`, `http/errors.rs`).
@@ -23,6 +23,9 @@ use tsblob_storage::{CmpOp, Condition, Operand, Value};
 /// (`fuzz/fuzz_targets/when_parser.rs`), with no dependency beyond serde's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WhenError {
+    /// `bad_request` (a 400), or `unsupported_directive` / `unsupported_time_zone` (a 422:
+    /// a ReductStore form tsblob does not evaluate).
+    pub code: &'static str,
     pub message: String,
 }
 
@@ -33,6 +36,16 @@ impl fmt::Display for WhenError {
 }
 
 impl std::error::Error for WhenError {}
+
+impl WhenError {
+    /// A well-formed ReductStore form tsblob does not evaluate (a 422 with its own code).
+    fn unprocessable(code: &'static str, message: impl Into<String>) -> WhenError {
+        WhenError {
+            code,
+            message: message.into(),
+        }
+    }
+}
 
 /// A JSON value whose objects keep their keys in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,37 +143,28 @@ impl fmt::Display for Json {
 }
 
 /// The operators tsblob evaluates.
-pub const SUPPORTED: &str = "$and $or $not $all_of $any_of $none_of $eq $ne $gt $gte $lt $lte \
-    $in $nin $exists $has $each_n $each_t $limit, and \"$timestamp\" (\"$id\") as an operand";
+pub const SUPPORTED: &str = "$and $or $not $xor $all_of $any_of $none_of $one_of $eq $ne $gt \
+    $gte $lt $lte $in $nin $exists $has $contains $starts_with $ends_with $add $sub $mult $div \
+    $div_num $rem $abs $cast $ref $second $minute $hour $day $month $year $weekday $each_n \
+    $each_t $limit $gate, and \"$timestamp\" (\"$id\") as an operand";
 
-/// ReductStore operators tsblob does not evaluate (yet): named as such in the error.
-const REDUCTSTORE_ONLY: [&str; 22] = [
-    "$xor",
-    "$one_of",
-    "$gate",
-    "$add",
-    "$sub",
-    "$mult",
-    "$div",
-    "$div_num",
-    "$rem",
-    "$abs",
-    "$second",
-    "$minute",
-    "$hour",
-    "$day",
-    "$month",
-    "$year",
-    "$weekday",
-    "$contains",
-    "$starts_with",
-    "$ends_with",
-    "$cast",
-    "$ref",
+/// ReductStore's query-execution directives: hints on how its batches are cut, which
+/// tsblob's streamed answers do not need; accepted and ignored.
+const IO_DIRECTIVES: [&str; 6] = [
+    "#batch_size",
+    "#batch_records",
+    "#batch_metadata_size",
+    "#batch_timeout",
+    "#record_timeout",
+    "#io_timeout",
 ];
+
+/// ReductStore directives tsblob does not evaluate: a 422 naming them.
+const UNSUPPORTED_DIRECTIVES: [&str; 4] = ["#ctx_before", "#ctx_after", "#select_labels", "#ext"];
 
 fn bad(msg: impl Into<String>) -> WhenError {
     WhenError {
+        code: "bad_request",
         message: format!("when: {}", msg.into()),
     }
 }
@@ -177,12 +181,24 @@ pub fn parse_text(text: &str) -> Result<Condition, WhenError> {
 
 /// Parses a `when` object.
 pub fn parse(json: &Json) -> Result<Condition, WhenError> {
-    let Json::Obj(entries) = json else {
-        return Err(bad(format!(
-            "the condition must be a JSON object such as {{\"&score\": {{\"$gt\": 10}}}}, not {json}"
-        )));
+    let entries = match json {
+        Json::Obj(entries) => directives(entries)?,
+        // a bare value, as in ReductStore: `true`, `"&flag"`, `1`
+        Json::Bool(_) | Json::Num(_) | Json::Str(_) => {
+            return Ok(into_condition(
+                parse_value(json)?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| bad("an empty condition"))?,
+            ))
+        }
+        Json::Arr(_) | Json::Null => {
+            return Err(bad(format!(
+                "the condition must be a JSON object such as {{\"&score\": {{\"$gt\": 10}}}} (or true), not {json}"
+            )))
+        }
     };
-    let mut all = parse_object(entries)?
+    let mut all = parse_object(&entries)?
         .into_iter()
         .map(into_condition)
         .collect::<Vec<_>>();
@@ -191,6 +207,37 @@ pub fn parse(json: &Json) -> Result<Condition, WhenError> {
     } else {
         Condition::And(all)
     })
+}
+
+/// The top-level keys without ReductStore's directives (`#...`): the execution hints are
+/// ignored, the others are a 422 naming them.
+fn directives(entries: &[(String, Json)]) -> Result<Vec<(String, Json)>, WhenError> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (key, value) in entries {
+        if !key.starts_with('#') {
+            out.push((key.clone(), value.clone()));
+        } else if IO_DIRECTIVES.contains(&key.as_str()) {
+            if matches!(value, Json::Null | Json::Obj(_) | Json::Arr(_)) {
+                return Err(bad(format!(
+                    "the directive {key:?} takes a number or a duration, not {value}"
+                )));
+            }
+        } else if UNSUPPORTED_DIRECTIVES.contains(&key.as_str()) {
+            return Err(WhenError::unprocessable("unsupported_directive",
+                format!(
+                    "when: the directive {key:?} is not supported by tsblob (ReductStore has it): remove it; tsblob accepts the execution hints {} and ignores them",
+                    IO_DIRECTIVES.join(" ")
+                ),
+            ));
+        } else {
+            return Err(bad(format!(
+                "unknown directive {key:?}: ReductStore's are {} {}",
+                UNSUPPORTED_DIRECTIVES.join(" "),
+                IO_DIRECTIVES.join(" ")
+            )));
+        }
+    }
+    Ok(out)
 }
 
 /// A parsed piece: a condition, or a value a comparison compares.
@@ -206,7 +253,7 @@ fn into_condition(e: Expr) -> Condition {
     match e {
         Expr::Cond(c) => c,
         Expr::Val(o) => Condition::Truthy(o),
-        Expr::Dur(us) => Condition::Truthy(Operand::Const(Value::Int(us))),
+        Expr::Dur(us) => Condition::Truthy(Operand::Const(Value::Duration(us))),
     }
 }
 
@@ -244,9 +291,9 @@ fn parse_literal(s: &str) -> Result<Expr, WhenError> {
         return Ok(Expr::Val(Operand::Label(label.to_string())));
     }
     if let Some(name) = s.strip_prefix('@') {
-        return Err(bad(format!(
-            "\"@{name}\" refers to a computed label, which tsblob does not have: use \"&<label>\" or \"$timestamp\""
-        )));
+        // computed labels come from ReductStore's extensions (`#ext`), which tsblob does not
+        // have: as in ReductStore without one, the label is missing and the record fails
+        return Ok(Expr::Val(Operand::Computed(name.to_string())));
     }
     if let Some(rest) = s.strip_prefix("$$") {
         return Ok(Expr::Val(Operand::Const(Value::Str(format!("${rest}")))));
@@ -298,7 +345,7 @@ fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, WhenError> {
     for (key, value) in entries {
         if key.starts_with('#') {
             return Err(bad(format!(
-                "the directive {key:?} is not supported by tsblob: remove it (tsblob supports operators only: {SUPPORTED})"
+                "the directive {key:?} is only allowed at the top level of the condition"
             )));
         }
         out.push(match value {
@@ -311,7 +358,7 @@ fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, WhenError> {
                 parse_operator(key, operands)?
             }
             // object notation: {"&score": {"$gt": 10}}
-            Json::Obj(inner) if !key.starts_with('$') => {
+            Json::Obj(inner) if !key.starts_with('$') || matches!(key.as_str(), "$timestamp" | "$id") => {
                 let [(op, operand)] = inner.as_slice() else {
                     return Err(bad(format!(
                         "{{{:?}: {value}}} must hold exactly one operator, as in {{{key:?}: {{\"$gt\": 10}}}}; AND several with {{\"$and\": [...]}}",
@@ -337,14 +384,13 @@ fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, WhenError> {
     Ok(out)
 }
 
-fn operand(op: &str, e: Expr) -> Result<Operand, WhenError> {
-    match e {
-        Expr::Val(o) => Ok(o),
-        Expr::Dur(us) => Ok(Operand::Const(Value::Int(us))),
-        Expr::Cond(_) => Err(bad(format!(
-            "the operands of {op} are labels (\"&name\"), \"$timestamp\" or constants; found a condition (an operator such as $gt, $and or $not) where a value belongs"
-        ))),
-    }
+fn operand(_op: &str, e: Expr) -> Result<Operand, WhenError> {
+    Ok(match e {
+        Expr::Val(o) => o,
+        Expr::Dur(us) => Operand::Const(Value::Duration(us)),
+        // a condition where a value belongs is its boolean, as in ReductStore
+        Expr::Cond(c) => Operand::Cond(Box::new(c)),
+    })
 }
 
 /// An operand as the request wrote it, for error messages (never the parser's own forms).
@@ -356,6 +402,10 @@ fn shown(e: &Expr) -> String {
         Expr::Val(Operand::Const(Value::Str(s))) => format!("the string {s:?}"),
         Expr::Val(Operand::Label(l)) => format!("the label \"&{l}\""),
         Expr::Val(Operand::Timestamp) => "\"$timestamp\"".to_string(),
+        Expr::Val(Operand::Const(Value::Duration(us))) => format!("a duration of {us} µs"),
+        Expr::Val(Operand::Computed(l)) => format!("the computed label \"@{l}\""),
+        Expr::Val(Operand::Func(f, _)) => format!("a value computed by {}", f.name()),
+        Expr::Val(Operand::Cond(_)) => "a condition".to_string(),
         Expr::Dur(us) => format!("a duration of {us} µs"),
         Expr::Cond(_) => "a condition".to_string(),
     }
@@ -387,7 +437,27 @@ fn count(op: &str, operands: Vec<Expr>) -> Result<u64, WhenError> {
     }
 }
 
+/// Whether an aggregation operator's operand is computed per record (not a constant).
+fn computed(operands: &[Expr]) -> bool {
+    matches!(
+        operands,
+        [Expr::Cond(_)
+            | Expr::Val(
+                Operand::Label(_)
+                    | Operand::Computed(_)
+                    | Operand::Timestamp
+                    | Operand::Func(..)
+                    | Operand::Cond(_)
+            )]
+    )
+}
+
 fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, WhenError> {
+    if op.starts_with('#') {
+        return Err(bad(format!(
+            "the directive {op:?} is only allowed at the top level of the condition"
+        )));
+    }
     if !op.starts_with('$') {
         return Err(bad(if op.starts_with('&') {
             format!(
@@ -466,15 +536,32 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, WhenError> {
                     Expr::Val(Operand::Const(Value::Int(i))) => i.to_string(),
                     other => {
                         return Err(bad(format!(
-                            "{op} takes label names as plain strings (\"cam\", not \"&cam\"); got {other:?}"
-                        )))
+                        "{op} takes label names as plain strings (\"cam\", not \"&cam\"); got {}",
+                        shown(&other)
+                    )))
                     }
                 });
             }
             Condition::Exists(names)
         }
+        "$each_n" | "$limit" | "$each_t" if computed(&operands) => {
+            let agg = match op {
+                "$each_n" => Agg::EachN,
+                "$limit" => Agg::Limit,
+                _ => Agg::EachT,
+            };
+            let mut it = operands.into_iter();
+            let (Some(e), None) = (it.next(), it.next()) else {
+                return Err(bad(format!("{op} takes exactly one operand")));
+            };
+            Condition::Aggregate(agg, operand(op, e)?)
+        }
         "$each_n" => match count(op, operands)? {
-            0 => return Err(bad("$each_n takes a step of at least 1 (every n-th record)")),
+            0 => {
+                return Err(bad(
+                    "$each_n takes a step of at least 1 (every n-th record)",
+                ))
+            }
             n => Condition::EachN(n),
         },
         "$limit" => Condition::Limit(count(op, operands)?),
@@ -489,30 +576,105 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, WhenError> {
                 Expr::Dur(us) => Some(*us as f64),
                 Expr::Val(Operand::Const(Value::Int(s))) => Some(*s as f64 * 1e6),
                 Expr::Val(Operand::Const(Value::Float(s))) => Some(s * 1e6),
-                Expr::Val(Operand::Const(Value::Str(s))) => {
-                    s.parse::<f64>().ok().map(|s| s * 1e6)
-                }
+                Expr::Val(Operand::Const(Value::Bool(b))) => Some(*b as i64 as f64 * 1e6),
+                Expr::Val(Operand::Const(Value::Str(s))) => s.parse::<f64>().ok().map(|s| s * 1e6),
                 _ => None,
             };
+            // seconds are rounded to the nearest µs (ReductStore truncates `0.001001 * 1e6`
+            // and loses one): see the differences in docs/api.md
             match us {
-                Some(us) if us >= 0.0 && us.is_finite() => Condition::EachT(us as u64),
+                Some(us) if us >= 0.0 && us.is_finite() => Condition::EachT(us.round() as u64),
                 _ => {
                     return Err(bad(format!(
-                        "$each_t takes a duration (\"100ms\", \"1s\", \"5m\") or a number of seconds, not negative; got {e:?}"
+                        "$each_t takes a duration (\"100ms\", \"1s\", \"5m\") or a number of seconds, not negative; got {}",
+                        shown(&e)
                     )))
                 }
             }
         }
+        "$xor" | "$one_of" => Condition::Xor(conds(operands)),
+        "$gate" => {
+            arity(2, &operands)?;
+            let mut it = operands.into_iter().map(|e| operand(op, e));
+            match (it.next(), it.next()) {
+                (Some(duration), Some(input)) => Condition::Gate(duration?, input?),
+                _ => return Err(bad("$gate takes two operands: a duration and a condition")),
+            }
+        }
+        "$contains" | "$starts_with" | "$ends_with" => {
+            arity(2, &operands)?;
+            let sop = match op {
+                "$contains" => StrOp::Contains,
+                "$starts_with" => StrOp::StartsWith,
+                _ => StrOp::EndsWith,
+            };
+            let mut it = operands.into_iter().map(|e| operand(op, e));
+            match (it.next(), it.next()) {
+                (Some(a), Some(b)) => Condition::Str(sop, a?, b?),
+                _ => return Err(bad(format!("{op} takes two operands"))),
+            }
+        }
+        "$add" | "$sub" | "$mult" | "$div" | "$div_num" | "$rem" | "$abs" | "$cast" | "$ref"
+        | "$second" | "$minute" | "$hour" | "$day" | "$month" | "$year" | "$weekday" => {
+            let (f, lo, hi) = match op {
+                "$add" => (Func::Add, 0, usize::MAX),
+                "$mult" => (Func::Mult, 0, usize::MAX),
+                "$sub" => (Func::Sub, 2, 2),
+                "$div" => (Func::Div, 2, 2),
+                "$div_num" => (Func::DivNum, 2, 2),
+                "$rem" => (Func::Rem, 2, 2),
+                "$abs" => (Func::Abs, 1, 1),
+                "$cast" => (Func::Cast, 2, 2),
+                "$ref" => (Func::Ref, 1, 1),
+                "$second" => (Func::Second, 1, 2),
+                "$minute" => (Func::Minute, 1, 2),
+                "$hour" => (Func::Hour, 1, 2),
+                "$day" => (Func::Day, 1, 2),
+                "$month" => (Func::Month, 1, 2),
+                "$year" => (Func::Year, 1, 2),
+                _ => (Func::Weekday, 1, 2),
+            };
+            if operands.len() < lo || operands.len() > hi {
+                return Err(bad(format!(
+                    "{op} takes {} operands, got {}: write {{{op:?}: [<value>, ...]}}",
+                    if lo == hi {
+                        lo.to_string()
+                    } else if hi == usize::MAX {
+                        format!("{lo} or more")
+                    } else {
+                        format!("{lo} to {hi}")
+                    },
+                    operands.len()
+                )));
+            }
+            let args = operands
+                .into_iter()
+                .map(|e| operand(op, e))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(Operand::Const(tz)) = args.get(1).filter(|_| lo == 1 && hi == 2) {
+                if !matches!(tz, Value::Str(t) if is_utc(t)) {
+                    return Err(WhenError::unprocessable("unsupported_time_zone",
+                        format!("when: {op} in the time zone {}: tsblob evaluates calendar fields in UTC only; drop the time zone (or give \"UTC\")", shown(&Expr::Val(Operand::Const(tz.clone())))),
+                    ));
+                }
+            }
+            if f == Func::Cast {
+                if let Some(Operand::Const(ty)) = args.get(1) {
+                    if !matches!(ty, Value::Str(t) if ["bool", "int", "float", "string", "duration"].contains(&t.as_str()))
+                    {
+                        return Err(bad(format!("$cast takes a type name: \"bool\", \"int\", \"float\", \"string\" or \"duration\"; got {}", shown(&Expr::Val(Operand::Const(ty.clone()))))));
+                    }
+                }
+            }
+            return Ok(Expr::Val(Operand::Func(f, args)));
+        }
         "$timestamp" | "$id" => {
             if !operands.is_empty() {
-                return Err(bad(format!("{op} takes no operands: use the string {op:?}")));
+                return Err(bad(format!(
+                    "{op} takes no operands: use the string {op:?}"
+                )));
             }
             return Ok(Expr::Val(Operand::Timestamp));
-        }
-        other if REDUCTSTORE_ONLY.contains(&other) => {
-            return Err(bad(format!(
-                "the operator {other} is not supported by tsblob (ReductStore has it); supported: {SUPPORTED}"
-            )))
         }
         other => {
             return Err(bad(format!(

@@ -151,7 +151,11 @@ fn aggregation_operators_and_durations() {
     // a duration elsewhere is microseconds
     assert_eq!(
         p(r#"{"$lt": ["$timestamp", "2s"]}"#),
-        Condition::Compare(CmpOp::Lt, Operand::Timestamp, int(2_000_000))
+        Condition::Compare(
+            CmpOp::Lt,
+            Operand::Timestamp,
+            Operand::Const(Value::Duration(2_000_000))
+        )
     );
     assert_eq!(duration("5x"), None);
     assert_eq!(duration("s"), None);
@@ -163,15 +167,18 @@ fn every_error_says_what_and_how() {
     let cases: &[(&str, &str)] = &[
         ("not json", "not valid JSON"),
         ("[1, 2]", "must be a JSON object"),
+        ("null", "must be a JSON object"),
+        (r#"{"$abs": [1, 2]}"#, "$abs takes 1 operands, got 2"),
+        (r#"{"$cast": ["&a", "number"]}"#, "$cast takes a type name"),
+        (
+            r##"{"&a": {"#ctx_before": 1}}"##,
+            "only allowed at the top level",
+        ),
+        (r##"{"#nope": 1}"##, "unknown directive"),
         (r#"{"$foo": 1}"#, "unknown operator $foo"),
         (
-            r#"{"$contains": ["&a", "x"]}"#,
-            "$contains is not supported by tsblob",
-        ),
-        (r#"{"$gate": "1s"}"#, "$gate is not supported"),
-        (
-            r##"{"#ctx_before": 1}"##,
-            "directive \"#ctx_before\" is not supported",
+            r#"{"$gate": "1s"}"#,
+            "$gate takes exactly 2 operands, got 1",
         ),
         (r#"{"&a": 10}"#, "needs an operator"),
         (r#"{"a": 10}"#, "neither an operator"),
@@ -182,10 +189,6 @@ fn every_error_says_what_and_how() {
             "$eq takes exactly 2 operands, got 3",
         ),
         (
-            r#"{"$eq": ["&a", {"&b": {"$eq": 1}}]}"#,
-            "operands of $eq are labels",
-        ),
-        (
             r#"{"$in": ["&a"]}"#,
             "$in takes a value and at least one candidate",
         ),
@@ -193,23 +196,16 @@ fn every_error_says_what_and_how() {
             r#"{"$nin": "&a"}"#,
             "$nin takes a value and at least one candidate",
         ),
-        (
-            r#"{"$in": ["&a", {"$eq": [1, 1]}]}"#,
-            "operands of $in are labels",
-        ),
         (r#"{"$exists": []}"#, "$exists takes label names"),
         (r#"{"$has": ["&cam"]}"#, "label names as plain strings"),
         (r#"{"$each_n": 0}"#, "at least 1"),
         (r#"{"$each_n": -2}"#, "non-negative integer constant"),
-        (r#"{"$each_n": "&a"}"#, "non-negative integer constant"),
         (r#"{"$each_n": [1, 2]}"#, "exactly one operand, got 2"),
         (r#"{"$limit": 1.5}"#, "non-negative integer constant"),
         (r#"{"$limit": []}"#, "exactly one operand, got 0"),
-        (r#"{"$each_t": "&a"}"#, "$each_t takes a duration"),
         (r#"{"$each_t": -1}"#, "$each_t takes a duration"),
         (r#"{"$each_t": []}"#, "exactly one operand, got 0"),
         (r#"{"$timestamp": [1]}"#, "$timestamp takes no operands"),
-        (r#"{"&a": {"$eq": "@b"}}"#, "computed label"),
         (r#"{"&": {"$eq": 1}}"#, "names no label"),
         (r#"{"&a": {"$eq": "$nope"}}"#, "write \"$$nope\""),
         (r#"{"&a": {"$eq": null}}"#, "null is not a value"),
@@ -230,15 +226,12 @@ fn every_error_says_what_and_how() {
 #[test]
 fn when_errors_showed_rust_debug_forms_and_each_n_took_1e300() {
     let cases = [
-        (r#"{"$each_n": "&a"}"#, "got the label \"&a\""),
+        (r#"{"$each_n": true}"#, "got true"),
         (r#"{"$limit": 1.5}"#, "got 1.5"),
         (r#"{"$limit": "x"}"#, "got the string \"x\""),
         (r#"{"$each_n": 1e300}"#, "non-negative integer constant"),
         (r#"{"$each_n": -1e300}"#, "non-negative integer constant"),
-        (
-            r#"{"$in": ["&a", {"$eq": [1, 1]}]}"#,
-            "found a condition (an operator such as $gt",
-        ),
+        (r#"{"$each_t": "x"}"#, "got the string \"x\""),
     ];
     for (text, want) in cases {
         let got = err(text);
@@ -249,4 +242,92 @@ fn when_errors_showed_rust_debug_forms_and_each_n_took_1e300() {
     }
     // An exact integer written as a float still counts.
     assert_eq!(p(r#"{"$each_n": 3.0}"#), Condition::EachN(3));
+}
+
+/// Regression (issue 28): the form of ReductStore's docs, a bare `true`, non-constant
+/// aggregates and ReductStore's other operators were a 400.
+#[test]
+fn reductstore_forms_and_operators_were_a_400() {
+    let ts_gt = Condition::Compare(CmpOp::Gt, Operand::Timestamp, int(5));
+    assert_eq!(p(r#"{"$timestamp": {"$gt": 5}}"#), ts_gt);
+    assert_eq!(p(r#"{"$id": {"$gt": 5}}"#), ts_gt);
+    assert_eq!(
+        p("true"),
+        Condition::Truthy(Operand::Const(Value::Bool(true)))
+    );
+    assert_eq!(p(r#""&flag""#), Condition::Truthy(label("flag")));
+    assert_eq!(
+        p(r#"{"$gate": ["5s", "&on"]}"#),
+        Condition::Gate(Operand::Const(Value::Duration(5_000_000)), label("on"))
+    );
+    assert_eq!(
+        p(r#"{"$each_n": "&n"}"#),
+        Condition::Aggregate(Agg::EachN, label("n"))
+    );
+    assert_eq!(
+        p(r#"{"$limit": {"$add": ["&n", 1]}}"#),
+        Condition::Aggregate(
+            Agg::Limit,
+            Operand::Func(Func::Add, vec![label("n"), int(1)])
+        )
+    );
+    assert_eq!(
+        p(r#"{"$each_t": "&step"}"#),
+        Condition::Aggregate(Agg::EachT, label("step"))
+    );
+    assert_eq!(
+        p(r#"{"$xor": [true, false]}"#),
+        Condition::Xor(vec![
+            Condition::Truthy(Operand::Const(Value::Bool(true))),
+            Condition::Truthy(Operand::Const(Value::Bool(false))),
+        ])
+    );
+    assert_eq!(
+        p(r#"{"&cam": {"$starts_with": "fr"}}"#),
+        Condition::Str(StrOp::StartsWith, label("cam"), text("fr"))
+    );
+    assert_eq!(
+        p(r#"{"$gt": [{"$mult": ["&a", 2]}, {"$abs": "&b"}]}"#),
+        Condition::Compare(
+            CmpOp::Gt,
+            Operand::Func(Func::Mult, vec![label("a"), int(2)]),
+            Operand::Func(Func::Abs, vec![label("b")])
+        )
+    );
+    assert_eq!(
+        p(r#"{"$eq": [{"$hour": ["$timestamp", "UTC"]}, 3]}"#),
+        Condition::Compare(
+            CmpOp::Eq,
+            Operand::Func(Func::Hour, vec![Operand::Timestamp, text("UTC")]),
+            int(3)
+        )
+    );
+    assert_eq!(
+        p(r#"{"$eq": ["&a", {"&b": {"$eq": 1}}]}"#),
+        Condition::Compare(
+            CmpOp::Eq,
+            label("a"),
+            Operand::Cond(Box::new(Condition::Compare(CmpOp::Eq, label("b"), int(1))))
+        )
+    );
+    assert_eq!(
+        p(r#"{"&a": {"$eq": "@b"}}"#),
+        Condition::Compare(CmpOp::Eq, label("a"), Operand::Computed("b".into()))
+    );
+    // execution hints are accepted and ignored
+    assert_eq!(
+        p(r##"{"#batch_size": 10, "&a": {"$eq": 1}}"##),
+        Condition::Compare(CmpOp::Eq, label("a"), int(1))
+    );
+    // directives tsblob cannot evaluate are a 422 naming them
+    for d in ["#ctx_before", "#ctx_after", "#select_labels", "#ext"] {
+        let e = parse_text(&format!(r#"{{"{d}": 1, "&a": {{"$eq": 1}}}}"#)).expect_err(d);
+        assert_eq!(e.code, "unsupported_directive", "{d}");
+        let status = crate::http::errors::AppError::from(e.clone()).status;
+        assert_eq!(status, axum::http::StatusCode::UNPROCESSABLE_ENTITY, "{d}");
+        assert!(e.message.contains(d), "{}", e.message);
+    }
+    let e = parse_text(r#"{"$eq": [{"$hour": ["$timestamp", "Europe/Berlin"]}, 3]}"#)
+        .expect_err("time zone");
+    assert_eq!(e.code, "unsupported_time_zone");
 }

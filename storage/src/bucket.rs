@@ -93,6 +93,28 @@ impl Bucket {
         self.entries.write().insert(entry.name().to_string(), entry);
     }
 
+    /// Puts `new` in place of `old` (a rename: another name, the same records) in one step
+    /// of the map: a lookup sees one or the other, never neither.
+    pub fn swap_entry(&self, old: &Arc<Entry>, new: Arc<Entry>) {
+        let mut map = self.entries.write();
+        if map.get(old.name()).is_some_and(|e| Arc::ptr_eq(e, old)) {
+            map.remove(old.name());
+        }
+        map.insert(new.name().to_string(), new);
+    }
+
+    /// This bucket's settings and counters under another name and folder, without its
+    /// entries (`Store::rename_bucket` moves them).
+    pub fn renamed(&self, name: &str, dir: PathBuf) -> Bucket {
+        let b = Bucket::new(name, dir, self.settings());
+        b.set_size(self.size());
+        b.evicted
+            .store(self.evicted.load(Ordering::Relaxed), Ordering::Relaxed);
+        b.expired
+            .store(self.expired.load(Ordering::Relaxed), Ordering::Relaxed);
+        b
+    }
+
     /// Removes `entry` from the map, if it is still the one under its name.
     pub fn forget_entry(&self, entry: &Arc<Entry>) {
         let mut map = self.entries.write();

@@ -21,6 +21,9 @@ pub(crate) struct Entry {
     name: String,
     dir: PathBuf,
     state: Mutex<EntryState>,
+    /// Renamed: its records live on under another name (and `Entry`); a writer that finds
+    /// this one removed looks its name up again.
+    renamed: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) struct EntryState {
@@ -241,6 +244,25 @@ impl EntryState {
         self.active = None;
         self.blocks.clear();
     }
+
+    /// Whether any block is kept only in the object store.
+    pub fn has_tiered(&self) -> bool {
+        self.blocks.values().any(|m| m.tiered)
+    }
+
+    /// The state, moved out for the entry's new name (`Store::rename_entry`); this one is
+    /// left removed, so a writer that took the old entry finds it gone.
+    pub fn take_for_rename(&mut self) -> EntryState {
+        let moved = EntryState {
+            blocks: std::mem::take(&mut self.blocks),
+            active: self.active.take(),
+            last_auto_ts: self.last_auto_ts,
+            ceiling: self.ceiling,
+            removed: false,
+        };
+        self.mark_removed();
+        moved
+    }
 }
 
 impl Entry {
@@ -249,6 +271,7 @@ impl Entry {
             id,
             name: name.to_string(),
             dir: bucket_dir.join(entry_dir_name(name)),
+            renamed: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(Rank::Entry, state),
         }
     }
@@ -259,6 +282,15 @@ impl Entry {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn mark_renamed(&self) {
+        self.renamed
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn was_renamed(&self) -> bool {
+        self.renamed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn dir(&self) -> &Path {

@@ -29,6 +29,8 @@ pub enum Error {
     Query(#[from] QueryError),
     #[error(transparent)]
     Tier(#[from] TierError),
+    #[error(transparent)]
+    Rename(#[from] RenameError),
     /// An operating-system I/O error, with what was being done.
     #[error("{context}: {source}")]
     Io {
@@ -57,6 +59,7 @@ impl Error {
             Error::Open(e) => Error::Index(e.to_string()),
             Error::Query(e) => Error::Query(e.clone()),
             Error::Tier(e) => Error::Tier(e.clone()),
+            Error::Rename(e) => Error::Rename(e.clone()),
             Error::Io { context, source } => Error::Io {
                 context: context.clone(),
                 source: match source.raw_os_error() {
@@ -177,6 +180,19 @@ pub enum TierError {
 pub enum QueryError {
     #[error("record {ts} has no label {label:?}, which the strict condition compares: drop `strict` to treat a comparison with a missing label as false, or add {{\"$exists\": [{label:?}]}} first")]
     MissingLabel { label: String, ts: u64 },
+    #[error("the strict condition cannot be evaluated on record {ts}: {message}; drop `strict` to treat such a record as not matching")]
+    Invalid { message: String, ts: u64 },
+}
+
+/// A rename that was refused; nothing was changed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum RenameError {
+    #[error("entry {entry:?} already exists in bucket {bucket:?}: choose another name, or remove that entry first")]
+    EntryExists { bucket: String, entry: String },
+    #[error("{what} has blocks kept only in the object store (tiered), whose object keys carry its name: it cannot be renamed; copy its records into a new entry instead (tsblob cp)")]
+    Tiered { what: String },
+    #[error("the folder {name:?} already exists in the data folder (not a bucket tsblob knows): choose another name, or move that folder away")]
+    FolderExists { name: String },
 }
 
 /// Bucket management failures.

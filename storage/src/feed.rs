@@ -45,7 +45,7 @@ use crate::record::Labels;
 use crate::record::Record;
 use crate::record::RecordMeta;
 use crate::when::Condition;
-use crate::when::{Matcher, Stop};
+use crate::when::Matcher;
 
 /// Feed items one [`Store::feed_read`] call looks at, at most (so a reader whose bucket is
 /// quiet while another is busy still returns, and moves its position past them).
@@ -260,11 +260,9 @@ impl FeedFilter {
     pub fn wants(&mut self, ts: u64, labels: &Labels) -> bool {
         match self.matcher.as_mut() {
             None => true,
-            Some(m) => match m.matches(ts, labels) {
-                Ok(b) => b,
-                // A reached `$limit` keeps nothing more; a missing label is false here.
-                Err(Stop::Limit) | Err(Stop::Missing(_)) => false,
-            },
+            // A reached `$limit` keeps nothing more; a missing label (or a condition that
+            // cannot be evaluated) is false here.
+            Some(m) => m.matches(ts, labels).unwrap_or_default(),
         }
     }
 }

@@ -57,8 +57,8 @@ mod write_round;
 
 pub use block::RecordReader;
 pub use error::{
-    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, Result,
-    TierError, WriteError,
+    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, RenameError,
+    Result, TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 pub use histogram::{
@@ -79,7 +79,7 @@ pub use settings::{
 };
 pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
-pub use when::{CmpOp, Condition, Operand, Value};
+pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
 pub use write_round::{Group, GroupResult};
 
 /// The current time in microseconds since the Unix epoch.
@@ -137,7 +137,7 @@ pub mod fuzzing {
 
     /// Runs `condition` over `records` (timestamp and labels, in query order) as a query
     /// does: the timestamps it keeps, or `Err` with the label a strict condition found
-    /// missing. Must never panic, whatever the condition (the `when_parser` target).
+    /// missing (or why it could not evaluate a record). Must never panic, whatever the condition (the `when_parser` target).
     pub fn evaluate(
         condition: &crate::Condition,
         strict: bool,
@@ -152,6 +152,7 @@ pub mod fuzzing {
                 Ok(false) => {}
                 Err(crate::when::Stop::Limit) => break,
                 Err(crate::when::Stop::Missing(label)) => return Err(label),
+                Err(crate::when::Stop::Invalid(message)) => return Err(message),
             }
         }
         Ok(kept)

@@ -22,7 +22,7 @@ use crate::entry::{Entry, EntryState};
 use crate::error::{Error, OpenError, Result};
 use crate::index::{Index, RecChange, INDEX_VERSION};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
-use crate::names::entry_from_dir_name;
+use crate::names::{entry_dir_name, entry_from_dir_name};
 use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::now_micros;
 use crate::record::RecoveryReport;
@@ -294,6 +294,12 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
         index.set_version(&mut txn)?;
     }
     let mut seen_entries = std::collections::HashSet::new();
+    // Entry id -> its (bucket, entry) in the index: to find the old name of a folder whose
+    // rename a crash interrupted.
+    let mut by_id: HashMap<u32, (String, String)> = known_entries
+        .iter()
+        .map(|(k, id)| (*id, k.clone()))
+        .collect();
     for (bname, bdir) in bucket_dirs(path)? {
         let text = std::fs::read_to_string(bdir.join(SETTINGS_FILE))
             .map_err(|e| Error::io(format!("reading settings of {bname}"), e))?;
@@ -309,12 +315,25 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
             let key = (bname.clone(), ename.clone());
             let id = match known_entries.get(&key) {
                 Some(id) => *id,
-                None => {
-                    let id = next_entry;
-                    next_entry += 1;
-                    index.put_entry(&mut txn, &bname, &ename, id)?;
-                    id
-                }
+                None => match renamed_from(path, &edir, &metas, &by_id)? {
+                    // A rename (`store/rename.rs`) a crash interrupted between the folder's
+                    // rename and the index commit (or before the folder's new name was
+                    // durable): the folder keeps its entry id and blocks under its name.
+                    Some((id, (ob, oe))) => {
+                        note(report, &format!("entry {bname}/{ename} holds the blocks the index filed under {ob}/{oe}, whose folder is gone (a rename a crash interrupted): kept as {bname}/{ename}"));
+                        index.delete_entry(&mut txn, &ob, &oe)?;
+                        index.put_entry(&mut txn, &bname, &ename, id)?;
+                        known_entries.remove(&(ob, oe));
+                        by_id.remove(&id);
+                        id
+                    }
+                    None => {
+                        let id = next_entry;
+                        next_entry += 1;
+                        index.put_entry(&mut txn, &bname, &ename, id)?;
+                        id
+                    }
+                },
             };
             seen_entries.insert(key);
             let mut blocks = BTreeMap::new();
@@ -381,6 +400,30 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
     }
     txn.commit()?;
     Ok((buckets, next_block, next_entry))
+}
+
+/// The entry id and old (bucket, entry) of a folder the index does not know by its name,
+/// when all its block files belong, in the index, to one entry whose own folder is gone:
+/// the trace of an interrupted rename.
+fn renamed_from(
+    path: &Path,
+    edir: &Path,
+    metas: &HashMap<u64, BlockState>,
+    by_id: &HashMap<u32, (String, String)>,
+) -> Result<Option<(u32, (String, String))>> {
+    let owners: std::collections::BTreeSet<u32> = block_files(edir)?
+        .keys()
+        .filter_map(|bid| metas.get(bid))
+        .map(|m| m.entry_id)
+        .collect();
+    let mut it = owners.into_iter();
+    let (Some(id), None) = (it.next(), it.next()) else {
+        return Ok(None);
+    };
+    Ok(by_id
+        .get(&id)
+        .filter(|(b, e)| !path.join(b).join(entry_dir_name(e)).exists())
+        .map(|k| (id, k.clone())))
 }
 
 fn drop_block_records(

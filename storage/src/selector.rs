@@ -30,6 +30,16 @@ impl Selector {
         }
     }
 
+    /// The condition and label filters of `q` without its limit: one entry's part of a
+    /// multi-entry query, whose `$limit`, `$each_n`, `$each_t` and `$gate` count that entry's
+    /// records (as ReductStore's), while `q.limit` counts the merged stream.
+    pub(crate) fn per_entry(q: &Query) -> Selector {
+        Selector {
+            left: u64::MAX,
+            ..Selector::new(q)
+        }
+    }
+
     /// Moves the records of `page` that match into `out`, in order. `Ok(true)`: the query
     /// has ended (its limit or a `$limit` was reached); nothing after the last kept record
     /// may match. An `Err` (a strict condition met a missing label) comes after the records
@@ -54,6 +64,9 @@ impl Selector {
                     Err(Stop::Limit) => return Ok(true),
                     Err(Stop::Missing(label)) => {
                         return Err(QueryError::MissingLabel { label, ts }.into())
+                    }
+                    Err(Stop::Invalid(message)) => {
+                        return Err(QueryError::Invalid { message, ts }.into())
                     }
                 }
             }

@@ -1,19 +1,27 @@
-//! Conditions on records: a typed form of ReductStore's conditional query language (`when`).
+//! Conditions on records: a typed form of ReductStore's conditional query language (`when`),
+//! with ReductStore 1.21's semantics.
 //!
 //! A [`Condition`] is evaluated on what the index holds about a record (its timestamp and
 //! labels), so a record that does not match costs no payload read. The JSON form is parsed by
 //! the server (`server/src/when.rs`); the engine only sees this tree.
 //!
-//! Values: a label value (and a string constant) that reads as `true`/`false`, an integer or
-//! a float is a number (`true` = 1, `false` = 0); anything else is text. Two numbers compare
-//! as numbers, two texts compare byte-wise, a number and a text are never equal and never
-//! ordered (`$ne` is true, `$gt`/`$lt`... false). A comparison that names a missing label is
-//! false; with `strict` it is an error naming the label instead.
+//! Values, as in ReductStore: a label value is read as a boolean (`true`/`false`), else an
+//! integer, else a float, else text; a constant keeps its JSON type (the string `"10"` is
+//! text, the number `10` an integer; a duration literal such as `"5s"` is a duration, an
+//! integer of microseconds). Numbers, booleans (1 and 0) and durations compare as numbers,
+//! two texts byte-wise; a text and a non-text are never equal and never ordered (`$ne` is
+//! true, `$gt`/`$lt`... false).
+//!
+//! Errors: a condition that names a label the record does not have (or `$ref`s one, or
+//! divides by zero, adds a text to a number...) fails *as a whole* for that record: the
+//! record does not match, whatever `$not`/`$or` surround the failing part. With `strict` the
+//! failure is an error of the query instead.
 //!
 //! The aggregation operators (`$each_n`, `$each_t`, `$limit`) keep state across the records
 //! of one query and, like every operator, are evaluated in order and only when reached: in
 //! `{"&score": {"$gt": 10}, "$each_n": 5}` every fifth record with a score above 10 matches.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use crate::record::Labels;
@@ -24,8 +32,10 @@ pub enum Value {
     Bool(bool),
     Int(i64),
     Float(f64),
-    /// Text; parsed like a label value when compared (`"10"` is the number 10).
+    /// Text, compared as text (`"10"` is not the number 10).
     Str(String),
+    /// A duration literal (`"5s"`), in microseconds: compares as an integer.
+    Duration(i64),
 }
 
 impl PartialEq for Value {
@@ -33,6 +43,7 @@ impl PartialEq for Value {
         match (self, other) {
             (Value::Bool(a), Value::Bool(b)) => a == b,
             (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Duration(a), Value::Duration(b)) => a == b,
             (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
             (Value::Str(a), Value::Str(b)) => a == b,
             _ => false,
@@ -42,14 +53,78 @@ impl PartialEq for Value {
 
 impl Eq for Value {}
 
+/// An operator computing a value from operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Func {
+    /// The sum of the operands (`$add`; 0 for none).
+    Add,
+    /// `$sub`: the first minus the second.
+    Sub,
+    /// The product of the operands (`$mult`; 1 for none).
+    Mult,
+    /// `$div`: float division.
+    Div,
+    /// `$div_num`: integer division.
+    DivNum,
+    /// `$rem`: the remainder.
+    Rem,
+    /// `$abs`.
+    Abs,
+    /// `$cast`: the first operand as the type the second names (`bool`, `int`, `float`,
+    /// `string`, `duration`).
+    Cast,
+    /// `$ref`: the label whose name is the operand's value.
+    Ref,
+    /// Calendar fields of a timestamp in microseconds (UTC): `$second`...`$weekday`
+    /// (Monday = 0).
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Month,
+    Year,
+    Weekday,
+}
+
+impl Func {
+    /// The operator's name in the JSON language.
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Add => "$add",
+            Func::Sub => "$sub",
+            Func::Mult => "$mult",
+            Func::Div => "$div",
+            Func::DivNum => "$div_num",
+            Func::Rem => "$rem",
+            Func::Abs => "$abs",
+            Func::Cast => "$cast",
+            Func::Ref => "$ref",
+            Func::Second => "$second",
+            Func::Minute => "$minute",
+            Func::Hour => "$hour",
+            Func::Day => "$day",
+            Func::Month => "$month",
+            Func::Year => "$year",
+            Func::Weekday => "$weekday",
+        }
+    }
+}
+
 /// What a comparison compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operand {
     /// A label's value (`"&name"`).
     Label(String),
+    /// A computed label (`"@name"`), set by ReductStore extensions; tsblob has none, so it
+    /// is always missing.
+    Computed(String),
     /// The record's timestamp in microseconds (`"$timestamp"`, `"$id"`).
     Timestamp,
     Const(Value),
+    /// A computed value (`{"$add": ["&a", 1]}`).
+    Func(Func, Vec<Operand>),
+    /// A condition used as a value: a boolean.
+    Cond(Box<Condition>),
 }
 
 /// A comparison operator.
@@ -77,6 +152,22 @@ impl CmpOp {
     }
 }
 
+/// A string operator: both operands are compared as their text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrOp {
+    Contains,
+    StartsWith,
+    EndsWith,
+}
+
+/// An aggregation operator whose operand is computed per record (`{"$each_n": "&n"}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agg {
+    EachN,
+    EachT,
+    Limit,
+}
+
 /// A condition on a record's timestamp and labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Condition {
@@ -86,6 +177,8 @@ pub enum Condition {
     Or(Vec<Condition>),
     /// None holds (`$not`, `$none_of`).
     Not(Vec<Condition>),
+    /// Exactly one holds (`$xor`, `$one_of`); every operand is evaluated.
+    Xor(Vec<Condition>),
     Compare(CmpOp, Operand, Operand),
     /// The operand equals one of the values (`$in`).
     In(Operand, Vec<Operand>),
@@ -93,6 +186,8 @@ pub enum Condition {
     NotIn(Operand, Vec<Operand>),
     /// Every label exists (`$exists`, `$has`).
     Exists(Vec<String>),
+    /// `$contains`, `$starts_with`, `$ends_with` on the operands' text.
+    Str(StrOp, Operand, Operand),
     /// An operand used as a condition: a number is true unless 0, a text unless empty.
     Truthy(Operand),
     /// Every n-th record that reaches it (n ≥ 1).
@@ -102,6 +197,17 @@ pub enum Condition {
     EachT(u64),
     /// The first n records that reach it; the query ends at the next one.
     Limit(u64),
+    /// `$gate`: an edge-triggered window. A record whose input (the second operand, read as
+    /// a boolean) turns true after being false opens the gate for the duration (the first
+    /// operand: a duration, or a number of seconds); while open, a record matches when its
+    /// input is true. Once the window has passed, no record matches until the input has
+    /// been false again and turns true (which opens a new window). Time running backwards
+    /// (against the query's order) starts over.
+    Gate(Operand, Operand),
+    /// An aggregation operator with a computed operand (`$each_n`/`$limit`: an integer,
+    /// `$each_t`: a duration, or a number of seconds); a record whose operand is invalid
+    /// (0 for `$each_n`, a text) fails.
+    Aggregate(Agg, Operand),
 }
 
 /// Why evaluation stopped.
@@ -109,6 +215,8 @@ pub enum Condition {
 pub(crate) enum Stop {
     /// A strict condition named a label the record does not have.
     Missing(String),
+    /// A strict condition could not be evaluated on the record (a division by zero...).
+    Invalid(String),
     /// A `$limit` was reached: the query ends.
     Limit,
 }
@@ -126,57 +234,184 @@ enum Node {
     And(Vec<Node>),
     Or(Vec<Node>),
     Not(Vec<Node>),
+    Xor(Vec<Node>),
     Compare(CmpOp, Arg, Arg),
     In(Arg, Vec<Arg>),
     NotIn(Arg, Vec<Arg>),
     Exists(Vec<String>),
+    Str(StrOp, Arg, Arg),
     Truthy(Arg),
-    EachN { n: u64, seen: u64 },
-    EachT { step: u64, last: Option<u64> },
-    Limit { n: u64, seen: u64 },
+    EachN { n: Arg, seen: i64 },
+    EachT { step: Arg, last: Option<u64> },
+    Limit { n: Arg, seen: i64 },
+    Gate(Box<Gate>),
 }
 
-/// An operand with its constant already classified.
+/// The state of a `$gate` (see [`Condition::Gate`]); times are positions along the query's
+/// order (descending queries count backwards from `u64::MAX`).
+#[derive(Debug)]
+struct Gate {
+    duration: Arg,
+    input: Arg,
+    /// The end of the open window.
+    deadline: Option<u64>,
+    /// The input of the last record evaluated.
+    previous: bool,
+    /// The window has passed: closed until the input is false again.
+    reset: bool,
+    /// The last record reaching the gate.
+    last: Option<u64>,
+}
+
+/// An operand ready to evaluate.
 #[derive(Debug)]
 enum Arg {
     Label(String),
+    Computed(String),
     Timestamp,
-    Num(Num),
-    Text(String),
+    Const(V<'static>),
+    Func(Func, Vec<Arg>),
+    Cond(Box<Node>),
 }
 
-#[derive(Debug, Clone, Copy)]
+/// A value while evaluating.
+#[derive(Debug, Clone)]
+enum V<'a> {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Dur(i64),
+    Text(Cow<'a, str>),
+}
+
+/// Why a record failed.
+enum Fail {
+    Missing(String),
+    Invalid(String),
+    Limit,
+}
+
+type R<T> = std::result::Result<T, Fail>;
+
+fn invalid<T>(msg: impl Into<String>) -> R<T> {
+    Err(Fail::Invalid(msg.into()))
+}
+
+/// A label value as ReductStore reads it: a boolean, else an integer, else a float, else text.
+fn parse_label(s: &str) -> V<'_> {
+    match s {
+        "true" => V::Bool(true),
+        "false" => V::Bool(false),
+        _ => {
+            // Only strings that start like a number (or `inf`/`nan`) are tried as one.
+            let maybe = matches!(s.as_bytes().first(), Some(c) if c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'i' | b'I' | b'n' | b'N'));
+            if !maybe {
+                return V::Text(Cow::Borrowed(s));
+            }
+            if let Ok(i) = s.parse::<i64>() {
+                V::Int(i)
+            } else if let Ok(f) = s.parse::<f64>() {
+                V::Float(f)
+            } else {
+                V::Text(Cow::Borrowed(s))
+            }
+        }
+    }
+}
+
+/// A number of a value; `None` for text.
+#[derive(Clone, Copy)]
 enum Num {
     I(i64),
     F(f64),
 }
 
-/// A value while comparing: a number or borrowed text.
-#[derive(Debug, Clone, Copy)]
-enum Val<'a> {
-    Num(Num),
-    Text(&'a str),
+impl V<'_> {
+    fn num(&self) -> Option<Num> {
+        match self {
+            V::Bool(b) => Some(Num::I(*b as i64)),
+            V::Int(i) | V::Dur(i) => Some(Num::I(*i)),
+            V::Float(f) => Some(Num::F(*f)),
+            V::Text(_) => None,
+        }
+    }
+
+    fn truthy(&self) -> bool {
+        match self {
+            V::Bool(b) => *b,
+            V::Int(i) | V::Dur(i) => *i != 0,
+            V::Float(f) => *f != 0.0,
+            V::Text(t) => !t.is_empty(),
+        }
+    }
+
+    fn as_int(&self) -> R<i64> {
+        match self {
+            V::Bool(b) => Ok(*b as i64),
+            V::Int(i) | V::Dur(i) => Ok(*i),
+            V::Float(f) => Ok(*f as i64),
+            V::Text(t) => match t.parse::<i64>() {
+                Ok(i) => Ok(i),
+                Err(_) => invalid(format!("{t:?} is not an integer")),
+            },
+        }
+    }
+
+    fn as_float(&self) -> R<f64> {
+        match self {
+            V::Bool(b) => Ok(*b as i64 as f64),
+            V::Int(i) | V::Dur(i) => Ok(*i as f64),
+            V::Float(f) => Ok(*f),
+            V::Text(t) => match t.parse::<f64>() {
+                Ok(f) => Ok(f),
+                Err(_) => invalid(format!("{t:?} is not a number")),
+            },
+        }
+    }
+
+    fn text(&self) -> Cow<'_, str> {
+        match self {
+            V::Bool(b) => Cow::Owned(b.to_string()),
+            V::Int(i) => Cow::Owned(i.to_string()),
+            V::Float(f) => Cow::Owned(f.to_string()),
+            V::Dur(us) => Cow::Owned(fmt_duration(*us)),
+            V::Text(t) => Cow::Borrowed(t),
+        }
+    }
+
+    fn into_static(self) -> V<'static> {
+        match self {
+            V::Bool(b) => V::Bool(b),
+            V::Int(i) => V::Int(i),
+            V::Float(f) => V::Float(f),
+            V::Dur(d) => V::Dur(d),
+            V::Text(t) => V::Text(Cow::Owned(t.into_owned())),
+        }
+    }
 }
 
-fn classify(s: &str) -> Val<'_> {
-    match s {
-        "true" => Val::Num(Num::I(1)),
-        "false" => Val::Num(Num::I(0)),
-        _ => {
-            let b = s.as_bytes();
-            // Only strings that start like a number (or `inf`/`nan`) are tried as one.
-            let maybe = matches!(b.first(), Some(c) if c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'i' | b'I' | b'n' | b'N'));
-            if !maybe {
-                return Val::Text(s);
-            }
-            if let Ok(i) = s.parse::<i64>() {
-                Val::Num(Num::I(i))
-            } else if let Ok(f) = s.parse::<f64>() {
-                Val::Num(Num::F(f))
-            } else {
-                Val::Text(s)
-            }
+/// A duration as ReductStore writes it: `1s 500ms`, `0us`.
+fn fmt_duration(mut us: i64) -> String {
+    const UNITS: [(&str, i64); 6] = [
+        ("d", 86_400_000_000),
+        ("h", 3_600_000_000),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("ms", 1_000),
+        ("us", 1),
+    ];
+    let mut parts = Vec::new();
+    for (unit, size) in UNITS {
+        if us.unsigned_abs() >= size as u64 {
+            let v = us / size;
+            parts.push(format!("{v}{unit}"));
+            us -= v * size;
         }
+    }
+    if parts.is_empty() {
+        "0us".to_string()
+    } else {
+        parts.join(" ")
     }
 }
 
@@ -189,12 +424,11 @@ fn cmp_num(a: Num, b: Num) -> Option<Ordering> {
     }
 }
 
-/// `None`: not comparable (a number against a text, or NaN).
-fn compare(a: Val<'_>, b: Val<'_>) -> Option<Ordering> {
+/// `None`: not comparable (a text against a non-text, or NaN).
+fn compare(a: &V<'_>, b: &V<'_>) -> Option<Ordering> {
     match (a, b) {
-        (Val::Num(a), Val::Num(b)) => cmp_num(a, b),
-        (Val::Text(a), Val::Text(b)) => Some(a.cmp(b)),
-        _ => None,
+        (V::Text(a), V::Text(b)) => Some(a.as_ref().cmp(b.as_ref())),
+        _ => cmp_num(a.num()?, b.num()?),
     }
 }
 
@@ -210,41 +444,73 @@ fn holds(op: CmpOp, ord: Option<Ordering>) -> bool {
     }
 }
 
+fn compile_value(v: &Value) -> V<'static> {
+    match v {
+        Value::Bool(b) => V::Bool(*b),
+        Value::Int(i) => V::Int(*i),
+        Value::Float(f) => V::Float(*f),
+        Value::Duration(d) => V::Dur(*d),
+        Value::Str(s) => V::Text(Cow::Owned(s.clone())),
+    }
+}
+
 fn compile_arg(o: &Operand) -> Arg {
     match o {
         Operand::Label(l) => Arg::Label(l.clone()),
+        Operand::Computed(l) => Arg::Computed(l.clone()),
         Operand::Timestamp => Arg::Timestamp,
-        Operand::Const(Value::Bool(b)) => Arg::Num(Num::I(*b as i64)),
-        Operand::Const(Value::Int(i)) => Arg::Num(Num::I(*i)),
-        Operand::Const(Value::Float(f)) => Arg::Num(Num::F(*f)),
-        Operand::Const(Value::Str(s)) => match classify(s) {
-            Val::Num(n) => Arg::Num(n),
-            Val::Text(_) => Arg::Text(s.clone()),
-        },
+        Operand::Const(v) => Arg::Const(compile_value(v)),
+        Operand::Func(f, v) => Arg::Func(*f, v.iter().map(compile_arg).collect()),
+        Operand::Cond(c) => Arg::Cond(Box::new(compile(c))),
     }
 }
 
 fn compile(c: &Condition) -> Node {
     let all = |v: &[Condition]| v.iter().map(compile).collect();
     let args = |v: &[Operand]| v.iter().map(compile_arg).collect();
+    let int = |n: u64| Arg::Const(V::Int(i64::try_from(n).unwrap_or(i64::MAX)));
     match c {
         Condition::And(v) => Node::And(all(v)),
         Condition::Or(v) => Node::Or(all(v)),
         Condition::Not(v) => Node::Not(all(v)),
+        Condition::Xor(v) => Node::Xor(all(v)),
         Condition::Compare(op, a, b) => Node::Compare(*op, compile_arg(a), compile_arg(b)),
         Condition::In(a, v) => Node::In(compile_arg(a), args(v)),
         Condition::NotIn(a, v) => Node::NotIn(compile_arg(a), args(v)),
         Condition::Exists(v) => Node::Exists(v.clone()),
+        Condition::Str(op, a, b) => Node::Str(*op, compile_arg(a), compile_arg(b)),
         Condition::Truthy(a) => Node::Truthy(compile_arg(a)),
         Condition::EachN(n) => Node::EachN {
-            n: (*n).max(1),
+            n: int((*n).max(1)),
             seen: 0,
         },
         Condition::EachT(step) => Node::EachT {
-            step: *step,
+            step: Arg::Const(V::Dur(i64::try_from(*step).unwrap_or(i64::MAX))),
             last: None,
         },
-        Condition::Limit(n) => Node::Limit { n: *n, seen: 0 },
+        Condition::Limit(n) => Node::Limit {
+            n: int(*n),
+            seen: 0,
+        },
+        Condition::Aggregate(agg, a) => {
+            let a = compile_arg(a);
+            match agg {
+                Agg::EachN => Node::EachN { n: a, seen: 0 },
+                Agg::EachT => Node::EachT {
+                    step: a,
+                    last: None,
+                },
+                Agg::Limit => Node::Limit { n: a, seen: 0 },
+            }
+        }
+        Condition::Gate(duration, input) => Node::Gate(Box::new(Gate {
+            duration: compile_arg(duration),
+            input: compile_arg(input),
+            deadline: None,
+            previous: false,
+            reset: false,
+            last: None,
+        })),
     }
 }
 
@@ -252,6 +518,7 @@ fn compile(c: &Condition) -> Node {
 struct Rec<'a> {
     ts: u64,
     labels: &'a Labels,
+    desc: bool,
 }
 
 impl Matcher {
@@ -265,46 +532,197 @@ impl Matcher {
 
     /// Whether the record matches; `Err` ends the query.
     pub(crate) fn matches(&mut self, ts: u64, labels: &Labels) -> Result<bool, Stop> {
-        let rec = Rec { ts, labels };
-        eval(&mut self.node, &rec, self.strict, self.descending)
-    }
-}
-
-/// An operand's value; `Ok(None)` for a missing label (not strict).
-fn value<'a>(a: &'a Arg, rec: &Rec<'a>, strict: bool) -> Result<Option<Val<'a>>, Stop> {
-    Ok(Some(match a {
-        Arg::Label(l) => match rec.labels.get(l) {
-            Some(v) => classify(v),
-            None if strict => return Err(Stop::Missing(l.clone())),
-            None => return Ok(None),
-        },
-        Arg::Timestamp => Val::Num(Num::I(rec.ts as i64)),
-        Arg::Num(n) => Val::Num(*n),
-        Arg::Text(t) => Val::Text(t),
-    }))
-}
-
-/// Whether `a` equals one of `v`; `None` when a label is missing (not strict).
-fn member(a: &Arg, v: &[Arg], rec: &Rec<'_>, strict: bool) -> Result<Option<bool>, Stop> {
-    let Some(x) = value(a, rec, strict)? else {
-        return Ok(None);
-    };
-    for item in v {
-        let Some(y) = value(item, rec, strict)? else {
-            return Ok(None);
+        let rec = Rec {
+            ts,
+            labels,
+            desc: self.descending,
         };
-        if compare(x, y) == Some(Ordering::Equal) {
-            return Ok(Some(true));
+        match eval(&mut self.node, &rec) {
+            Ok(b) => Ok(b),
+            Err(Fail::Limit) => Err(Stop::Limit),
+            Err(_) if !self.strict => Ok(false),
+            Err(Fail::Missing(l)) => Err(Stop::Missing(l)),
+            Err(Fail::Invalid(m)) => Err(Stop::Invalid(m)),
         }
     }
-    Ok(Some(false))
 }
 
-fn eval(n: &mut Node, rec: &Rec<'_>, strict: bool, desc: bool) -> Result<bool, Stop> {
+fn label<'a>(rec: &Rec<'a>, name: &str) -> R<V<'a>> {
+    match rec.labels.get(name) {
+        Some(v) => Ok(parse_label(v)),
+        None => Err(Fail::Missing(name.to_string())),
+    }
+}
+
+/// An operand's value.
+fn value<'a>(a: &'a mut Arg, rec: &Rec<'a>) -> R<V<'a>> {
+    Ok(match a {
+        Arg::Label(l) => return label(rec, l),
+        Arg::Computed(l) => return Err(Fail::Missing(format!("@{l}"))),
+        Arg::Timestamp => V::Int(rec.ts as i64),
+        Arg::Const(v) => v.clone(),
+        Arg::Cond(c) => V::Bool(eval(c, rec)?),
+        Arg::Func(f, args) => return func(*f, args, rec),
+    })
+}
+
+fn arith(f: Func, a: V<'_>, b: V<'_>) -> R<V<'static>> {
+    // `$add` of two texts joins them, as in ReductStore; any other text is an error.
+    if let (Func::Add, V::Text(x), V::Text(y)) = (f, &a, &b) {
+        return Ok(V::Text(Cow::Owned(format!("{x}{y}"))));
+    }
+    let (Some(x), Some(y)) = (a.num(), b.num()) else {
+        return invalid(format!("{} takes numbers, not text", f.name()));
+    };
+    Ok(match f {
+        Func::Add | Func::Sub | Func::Mult | Func::Rem => match (x, y) {
+            (Num::I(x), Num::I(y)) => V::Int(match f {
+                Func::Add => x.wrapping_add(y),
+                Func::Sub => x.wrapping_sub(y),
+                Func::Mult => x.wrapping_mul(y),
+                _ => match x.checked_rem(y) {
+                    Some(r) => r,
+                    None if y == 0 => return invalid("$rem: division by zero"),
+                    None => 0,
+                },
+            }),
+            _ => {
+                let (x, y) = (num_f(x), num_f(y));
+                V::Float(match f {
+                    Func::Add => x + y,
+                    Func::Sub => x - y,
+                    Func::Mult => x * y,
+                    _ => x % y,
+                })
+            }
+        },
+        Func::Div => {
+            let d = b.as_float()?;
+            if d == 0.0 {
+                return invalid("$div: division by zero");
+            }
+            V::Float(a.as_float()? / d)
+        }
+        Func::DivNum => {
+            let d = b.as_int()?;
+            if d == 0 {
+                return invalid("$div_num: division by zero");
+            }
+            V::Int(a.as_int()?.wrapping_div(d))
+        }
+        _ => return invalid(format!("{} is not arithmetic", f.name())),
+    })
+}
+
+fn num_f(n: Num) -> f64 {
+    match n {
+        Num::I(i) => i as f64,
+        Num::F(f) => f,
+    }
+}
+
+fn func<'a>(f: Func, args: &'a mut [Arg], rec: &Rec<'a>) -> R<V<'a>> {
+    let n = args.len();
+    let mut it = args.iter_mut();
+    let next = |it: &mut std::slice::IterMut<'a, Arg>| match it.next() {
+        Some(a) => value(a, rec),
+        None => invalid(format!("{} takes more operands", f.name())),
+    };
+    match f {
+        Func::Add | Func::Mult => {
+            let mut acc: Option<V<'static>> = None;
+            for _ in 0..n {
+                let v = next(&mut it)?;
+                acc = Some(match acc {
+                    None => v.into_static(),
+                    Some(a) => arith(f, a, v)?,
+                });
+            }
+            Ok(acc.unwrap_or(V::Int(if f == Func::Add { 0 } else { 1 })))
+        }
+        Func::Sub | Func::Div | Func::DivNum | Func::Rem => {
+            let a = next(&mut it)?;
+            let b = next(&mut it)?;
+            arith(f, a, b)
+        }
+        Func::Abs => Ok(match next(&mut it)? {
+            V::Bool(b) => V::Int(b as i64),
+            V::Int(i) | V::Dur(i) => V::Int(i.wrapping_abs()),
+            V::Float(x) => V::Float(x.abs()),
+            V::Text(_) => return invalid("$abs takes a number, not text"),
+        }),
+        Func::Cast => {
+            let v = next(&mut it)?;
+            let ty = next(&mut it)?;
+            Ok(match ty.text().as_ref() {
+                "bool" => V::Bool(v.truthy()),
+                "int" => V::Int(v.as_int()?),
+                "float" => V::Float(v.as_float()?),
+                "string" => V::Text(Cow::Owned(v.text().into_owned())),
+                "duration" => V::Dur(v.as_int()?),
+                other => return invalid(format!("$cast: unknown type {other:?}")),
+            })
+        }
+        Func::Ref => {
+            let name = next(&mut it)?;
+            label(rec, &name.text())
+        }
+        Func::Second
+        | Func::Minute
+        | Func::Hour
+        | Func::Day
+        | Func::Month
+        | Func::Year
+        | Func::Weekday => {
+            let us = next(&mut it)?.as_int()?;
+            if n == 2 {
+                let tz = next(&mut it)?;
+                if !matches!(&tz, V::Text(t) if is_utc(t)) {
+                    return invalid(format!("{}: tsblob knows the time zone UTC only", f.name()));
+                }
+            }
+            Ok(V::Int(calendar(f, us)))
+        }
+    }
+}
+
+/// The names of UTC that the date operators accept as their time zone.
+pub fn is_utc(tz: &str) -> bool {
+    matches!(tz, "UTC" | "Etc/UTC" | "GMT" | "Etc/GMT" | "Zulu" | "UCT")
+}
+
+/// A calendar field of a timestamp in microseconds since the epoch, in UTC.
+fn calendar(f: Func, us: i64) -> i64 {
+    let secs = us.div_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // civil from days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    match f {
+        Func::Second => sod % 60,
+        Func::Minute => sod / 60 % 60,
+        Func::Hour => sod / 3600,
+        Func::Day => d,
+        Func::Month => m,
+        Func::Year => y,
+        // 1970-01-01 was a Thursday (3 days after a Monday)
+        _ => (days + 3).rem_euclid(7),
+    }
+}
+
+fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
     Ok(match n {
         Node::And(v) => {
             for c in v {
-                if !eval(c, rec, strict, desc)? {
+                if !eval(c, rec)? {
                     return Ok(false);
                 }
             }
@@ -312,7 +730,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>, strict: bool, desc: bool) -> Result<bool, S
         }
         Node::Or(v) => {
             for c in v {
-                if eval(c, rec, strict, desc)? {
+                if eval(c, rec)? {
                     return Ok(true);
                 }
             }
@@ -320,34 +738,59 @@ fn eval(n: &mut Node, rec: &Rec<'_>, strict: bool, desc: bool) -> Result<bool, S
         }
         Node::Not(v) => {
             for c in v {
-                if eval(c, rec, strict, desc)? {
+                if eval(c, rec)? {
                     return Ok(false);
                 }
             }
             true
         }
-        Node::Compare(op, a, b) => {
-            let (Some(x), Some(y)) = (value(a, rec, strict)?, value(b, rec, strict)?) else {
-                return Ok(false);
-            };
-            holds(*op, compare(x, y))
+        Node::Xor(v) => {
+            let mut count = 0;
+            for c in v {
+                count += eval(c, rec)? as usize;
+            }
+            count == 1
         }
-        Node::In(a, v) => member(a, v, rec, strict)? == Some(true),
-        Node::NotIn(a, v) => member(a, v, rec, strict)? == Some(false),
+        Node::Compare(op, a, b) => {
+            let x = value(a, rec)?;
+            let y = value(b, rec)?;
+            holds(*op, compare(&x, &y))
+        }
+        Node::In(a, v) | Node::NotIn(a, v) => {
+            let x = value(a, rec)?;
+            let mut found = false;
+            for item in v.iter_mut() {
+                if compare(&x, &value(item, rec)?) == Some(Ordering::Equal) {
+                    found = true;
+                    break;
+                }
+            }
+            found == matches!(n, Node::In(..))
+        }
         Node::Exists(v) => v.iter().all(|l| rec.labels.contains_key(l)),
-        Node::Truthy(a) => match value(a, rec, strict)? {
-            None => false,
-            Some(Val::Num(Num::I(i))) => i != 0,
-            Some(Val::Num(Num::F(f))) => f != 0.0,
-            Some(Val::Text(t)) => !t.is_empty(),
-        },
+        Node::Str(op, a, b) => {
+            let x = value(a, rec)?;
+            let y = value(b, rec)?;
+            let (x, y) = (x.text(), y.text());
+            match op {
+                StrOp::Contains => x.contains(y.as_ref()),
+                StrOp::StartsWith => x.starts_with(y.as_ref()),
+                StrOp::EndsWith => x.ends_with(y.as_ref()),
+            }
+        }
+        Node::Truthy(a) => value(a, rec)?.truthy(),
         Node::EachN { n, seen } => {
             *seen += 1;
-            *seen % *n == 0
+            let n = value(n, rec)?.as_int()?;
+            if n == 0 {
+                return invalid("$each_n takes a step of at least 1");
+            }
+            *seen % n == 0
         }
         Node::EachT { step, last } => {
             let anchor = *last.get_or_insert(rec.ts);
-            let gone = if desc {
+            let step = micros("$each_t", value(step, rec)?)?;
+            let gone = if rec.desc {
                 anchor.checked_sub(rec.ts)
             } else {
                 rec.ts.checked_sub(anchor)
@@ -358,7 +801,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>, strict: bool, desc: bool) -> Result<bool, S
                     *last = Some(rec.ts);
                     false
                 }
-                Some(d) if d >= *step => {
+                Some(d) if d >= step => {
                     *last = Some(rec.ts);
                     true
                 }
@@ -367,12 +810,55 @@ fn eval(n: &mut Node, rec: &Rec<'_>, strict: bool, desc: bool) -> Result<bool, S
         }
         Node::Limit { n, seen } => {
             *seen += 1;
-            if *seen > *n {
-                return Err(Stop::Limit);
+            if *seen > value(n, rec)?.as_int()? {
+                return Err(Fail::Limit);
             }
             true
         }
+        Node::Gate(g) => gate(g, rec)?,
     })
+}
+
+/// A duration operand in microseconds: a duration as it is, anything else as seconds
+/// (rounded to the nearest microsecond); negative is 0.
+fn micros(op: &str, v: V<'_>) -> R<u64> {
+    match v {
+        V::Dur(us) => Ok(us.max(0) as u64),
+        v => {
+            let s = v.as_float()? * 1e6;
+            if s.is_nan() {
+                return invalid(format!("{op} takes a duration or a number of seconds"));
+            }
+            Ok(s.round().max(0.0) as u64)
+        }
+    }
+}
+
+fn gate(g: &mut Gate, rec: &Rec<'_>) -> R<bool> {
+    // a position along the query's order
+    let now = if rec.desc { u64::MAX - rec.ts } else { rec.ts };
+    if g.last.is_some_and(|last| now < last) {
+        g.deadline = None;
+        g.previous = false;
+        g.reset = false;
+    }
+    g.last = Some(now);
+    let duration = micros("$gate", value(&mut g.duration, rec)?)?;
+    let input = value(&mut g.input, rec)?.truthy();
+    if g.deadline.is_some_and(|d| now >= d) {
+        g.deadline = None;
+        g.reset = true;
+    }
+    if g.reset {
+        g.reset = input;
+        g.previous = input;
+        return Ok(false);
+    }
+    if g.deadline.is_none() && !g.previous && input {
+        g.deadline = Some(now.saturating_add(duration));
+    }
+    g.previous = input;
+    Ok(input && g.deadline.is_some_and(|d| now < d))
 }
 
 #[cfg(test)]

@@ -80,6 +80,8 @@ pub enum BucketCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Rename a bucket (settings, entries and records stay; the new name must be free).
+    Rename { name: String, new_name: String },
     /// Remove a bucket and everything in it (needs --force).
     Rm {
         name: String,
@@ -156,6 +158,12 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
             } else {
                 print_bucket(&b);
             }
+        }
+        BucketCommand::Rename { name, new_name } => {
+            c.rename_bucket(&name, &new_name)
+                .await
+                .with_context(|| format!("renaming bucket {name}"))?;
+            println!("renamed bucket {name} to {new_name}");
         }
         BucketCommand::Rm { name, force } => {
             if !force {

@@ -1,4 +1,4 @@
-//! `tsblob entry info|rm`.
+//! `tsblob entry info|rename|rm`.
 
 use anyhow::{bail, Context};
 use serde_json::Value;
@@ -25,6 +25,12 @@ pub enum EntryCommand {
         /// The API's entry object as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Rename an entry (its records stay; the new name must be free).
+    Rename {
+        bucket: String,
+        entry: String,
+        new_name: String,
     },
     /// Remove an entry and all its records (needs --force).
     Rm {
@@ -62,6 +68,16 @@ pub async fn entry(args: EntryArgs) -> anyhow::Result<()> {
             } else {
                 print_entry_line(&e);
             }
+        }
+        EntryCommand::Rename {
+            bucket,
+            entry,
+            new_name,
+        } => {
+            c.rename_entry(&bucket, &entry, &new_name)
+                .await
+                .with_context(|| format!("renaming entry {bucket}/{entry}"))?;
+            println!("renamed entry {bucket}/{entry} to {bucket}/{new_name}");
         }
         EntryCommand::Rm {
             bucket,

@@ -342,6 +342,29 @@ pub async fn remove(
     Ok(Json(serde_json::json!({"removed": bucket})))
 }
 
+/// Renames a bucket (its settings, entries and records stay).
+#[utoipa::path(put, path = "/api/v1/b/{bucket}/rename", tag = "buckets",
+    params(("bucket" = String, Path)),
+    request_body = super::records::RenameBody,
+    responses((status = 200, body = BucketJson, description = "the bucket under its new name"),
+              (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody, description = "`bucket_exists`: the new name is taken; `rename_tiered`: an entry has blocks in the object store"),
+              (status = 422, body = ErrorBody, description = "`invalid_name`")))]
+pub async fn rename(
+    state: AppState,
+    caller: Caller,
+    bucket: String,
+    req: axum::extract::Request,
+) -> Result<Response, AppError> {
+    caller.require_admin("rename buckets")?;
+    let new = super::records::rename_body(req, &state).await?;
+    tsblob_storage::validate_bucket_name(&new)?;
+    let store = state.store.clone();
+    let (old, to) = (bucket, new.clone());
+    blocking(move || Ok(store.rename_bucket(&old, &to)?)).await?;
+    Ok(Json(bucket_with_entries(&state, new).await?).into_response())
+}
+
 /// Server-wide figures.
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ServerInfo {

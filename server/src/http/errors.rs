@@ -9,7 +9,9 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tsblob_storage::{BucketError, Error, NameError, NotFound, TierError, WriteError};
+use tsblob_storage::{
+    BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError, WriteError,
+};
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone)]
@@ -49,6 +51,10 @@ impl AppError {
     }
     pub fn bad_request(message: impl Into<String>) -> AppError {
         AppError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    /// A 422 with its own code: a well-formed request tsblob does not carry out.
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }
     pub fn invalid_timestamp(message: impl Into<String>) -> AppError {
         AppError::new(
@@ -210,6 +216,9 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
         Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, "replication_not_found"),
         Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, "bucket_exists"),
+        Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, "entry_exists"),
+        Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, "rename_tiered"),
+        Error::Rename(RenameError::FolderExists { .. }) => (S::CONFLICT, "folder_exists"),
         Error::Bucket(BucketError::InvalidSettings(_)) => {
             (S::UNPROCESSABLE_ENTITY, "invalid_settings")
         }
@@ -223,7 +232,8 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
             WriteError::InvalidContentType(_) => (S::UNPROCESSABLE_ENTITY, "invalid_content_type"),
             WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, "bad_request"),
         },
-        Error::Query(_) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
+        Error::Query(QueryError::MissingLabel { .. }) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
+        Error::Query(QueryError::Invalid { .. }) => (S::UNPROCESSABLE_ENTITY, "invalid_condition"),
         Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
         // Permanent damage of a tiered object is not an outage: a 500 the client does not
         // retry (a 503 said "retry once it is back" of an object that never would be).
@@ -283,7 +293,10 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
 
 impl From<crate::when::WhenError> for AppError {
     fn from(e: crate::when::WhenError) -> AppError {
-        AppError::bad_request(e.message)
+        match e.code {
+            "bad_request" => AppError::bad_request(e.message),
+            code => AppError::unprocessable(code, e.message),
+        }
     }
 }
 

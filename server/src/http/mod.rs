@@ -11,6 +11,7 @@ pub mod body;
 pub mod browser;
 pub mod buckets;
 pub mod budget;
+pub mod bulk;
 pub mod errors;
 pub mod headers;
 pub mod histogram;
@@ -249,6 +250,19 @@ async fn entry_route(
             )),
         };
     }
+    if route == EntryRoute::Rename && req.method() != Method::PUT {
+        // Bug "PUT …/e1/rename wrote a record" (issue 28): `rename` is a route word now,
+        // so no record can be written to (or read from) an entry path ending in it.
+        return Err(AppError::new(
+            axum::http::StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{} …/rename is not supported: `rename` is reserved as an entry name's last segment; PUT /api/v1/b/{{bucket}}/{{entry}}/rename (or /api/v1/b/{{bucket}}/rename) with {{\"new_name\": \"...\"}} renames the entry (or the bucket)", req.method()),
+        ));
+    }
+    if entry.is_empty() && route == EntryRoute::Rename {
+        // `/api/v1/b/{bucket}/rename`: no entry may be named `rename`.
+        return buckets::rename(state, caller, bucket, req).await;
+    }
     tsblob_storage::validate_entry_name(entry)?;
     let (bucket, entry) = (bucket.clone(), entry.to_string());
     let method = req.method().clone();
@@ -267,9 +281,13 @@ async fn entry_route(
         (EntryRoute::Info, Method::GET) => records::entry_info(target).await,
         (EntryRoute::Histogram, Method::GET) => histogram::histogram(target, req).await,
         (EntryRoute::Batch, Method::POST | Method::PUT) => batch::write(target, req).await,
+        (EntryRoute::Batch, Method::PATCH) => bulk::update_batch(target, req).await,
+        (EntryRoute::Batch, Method::DELETE) => bulk::remove_batch(target, req).await,
+        (EntryRoute::Query, Method::PATCH) => bulk::update_where(target, req).await,
         (EntryRoute::Query, Method::GET) => query::stream(target, req).await,
         (EntryRoute::Query, Method::POST) => query::stream_post(target, req).await,
         (EntryRoute::Query, Method::DELETE) => query::remove(target, req).await,
+        (EntryRoute::Rename, Method::PUT) => records::rename_entry(target, req).await,
         (route, method) => Err(AppError::new(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

@@ -4,7 +4,9 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{batch, buckets, errors, histogram, metrics, query, records, replications, tokens};
+use super::{
+    batch, buckets, bulk, errors, histogram, metrics, query, records, replications, tokens,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -21,11 +23,16 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, replicat
         buckets::create,
         buckets::update,
         buckets::remove,
+        buckets::rename,
         records::write,
         records::read,
         records::update_labels,
         records::remove,
         records::entry_info,
+        records::rename_entry,
+        bulk::update_where,
+        bulk::update_batch,
+        bulk::remove_batch,
         histogram::histogram,
         batch::write,
         query::stream,
@@ -56,6 +63,12 @@ use super::{batch, buckets, errors, histogram, metrics, query, records, replicat
         records::RecordMetaJson,
         records::EntryJson,
         records::LabelUpdate,
+        records::RenameBody,
+        bulk::LabelsWhere,
+        bulk::LabelsAt,
+        bulk::LabelsBatch,
+        bulk::RemoveBatch,
+        bulk::BulkResult,
         histogram::HistogramJson,
         batch::RecordResult,
         batch::BatchResult,

@@ -327,6 +327,43 @@ pub async fn remove_range(
     Ok(Json(serde_json::json!({"removed": n})).into_response())
 }
 
+/// The body of a rename, as ReductStore's: `{"new_name": "..."}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameBody {
+    pub new_name: String,
+}
+
+/// Reads a rename's body (at most 4 KiB).
+pub async fn rename_body(req: Request, state: &AppState) -> Result<String, AppError> {
+    let body = BodyChunks::new(req.into_body(), 4096, &state.limits)
+        .collect(256)
+        .await?;
+    let b: RenameBody = serde_json::from_slice(&body).map_err(|e| {
+        AppError::bad_request(format!(
+            "the body of a rename must be JSON like {{\"new_name\": \"cams/left\"}}: {e}"
+        ))
+    })?;
+    Ok(b.new_name)
+}
+
+/// Renames an entry: its records, labels and timestamps stay, under the new name.
+#[utoipa::path(put, path = "/api/v1/b/{bucket}/{entry}/rename", tag = "entries",
+    params(("bucket" = String, Path), ("entry" = String, Path)),
+    request_body = RenameBody,
+    responses((status = 200, body = EntryJson, description = "the entry under its new name"),
+              (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody, description = "`entry_exists`: the new name is taken; `rename_tiered`: the entry has blocks in the object store"),
+              (status = 422, body = ErrorBody, description = "`invalid_name`: the new name breaks the name rules")))]
+pub async fn rename_entry(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let new = rename_body(req, &t.state).await?;
+    tsblob_storage::validate_entry_name(&new)?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let info = blocking(move || Ok(store.rename_entry(&bucket, &entry, &new)?)).await?;
+    Ok(Json(EntryJson::from(info)).into_response())
+}
+
 /// Sizes and counts of one entry.
 #[utoipa::path(get, path = "/api/v1/b/{bucket}/{entry}/info", tag = "entries",
     params(("bucket" = String, Path), ("entry" = String, Path)),

@@ -1034,10 +1034,12 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
     assert_eq!(f.call("GET", "/api/v1/b", "").await.status, StatusCode::OK);
 }
 
+mod bulk;
 mod grouped_writes;
 mod if_exists;
 mod large_records;
 mod query_when;
+mod rename;
 
 /// `if_exists=compare` (what replication and `tsblob cp` send): a record already stored
 /// with the same payload is 200 and counted in `existing`, a different one is 409

@@ -448,6 +448,23 @@ fn cli_client_put_get_query_rm() {
     );
     let (ok, _, err) = run(&["get", "cams", "nope"]);
     assert!(!ok && err.contains("404 entry_not_found"), "{err}");
+    // rename: the entry, then the bucket, and back (issue 28)
+    let (ok, out, err) = run(&["entry", "rename", "cams", "robot/front", "robot/left"]);
+    assert!(
+        ok && out.contains("renamed entry cams/robot/front to cams/robot/left"),
+        "{out} {err}"
+    );
+    let (ok, _, err) = run(&["entry", "rename", "cams", "robot/front", "x"]);
+    assert!(!ok && err.contains("entry_not_found"), "{err}");
+    let (ok, out, err) = run(&["bucket", "rename", "cams", "cams2"]);
+    assert!(
+        ok && out.contains("renamed bucket cams to cams2"),
+        "{out} {err}"
+    );
+    let (ok, out, _) = run(&["entry", "info", "cams2", "robot/left", "--json"]);
+    assert!(ok && out.contains("robot/left"), "{out}");
+    assert!(run(&["bucket", "rename", "cams2", "cams"]).0);
+    assert!(run(&["entry", "rename", "cams", "robot/left", "robot/front"]).0);
     assert!(run(&["rm", "cams", "robot/front", "--ts", "1704067200000000"]).0);
     assert!(run(&["bucket", "rm", "cams", "--force"]).0);
     let (ok, _, err) = run(&["bucket", "info", "cams"]);

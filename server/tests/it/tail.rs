@@ -370,7 +370,8 @@ async fn multi_entry_queries_merge_in_timestamp_order() {
     // ** reaches across segments
     let (recs, _) = decode_all(&get("entries=**").await.bytes().await.unwrap());
     assert_eq!(recs.len(), 32);
-    // a condition and $limit over the merged stream; repeated entries= add up
+    // a condition and $limit count per entry (as in ReductStore, issue 28): 4 of each;
+    // repeated entries= add up
     let when: String =
         form_urlencoded::byte_serialize(br#"{"&k": {"$eq": "odd"}, "$limit": 4}"#).collect();
     let (recs, _) = decode_all(
@@ -390,7 +391,11 @@ async fn multi_entry_queries_merge_in_timestamp_order() {
             ("cams/rear".to_string(), 1),
             ("imu".to_string(), 3),
             ("imu".to_string(), 5),
-            ("cams/rear".to_string(), 7)
+            ("cams/rear".to_string(), 7),
+            ("imu".to_string(), 11),
+            ("cams/rear".to_string(), 13),
+            ("imu".to_string(), 17),
+            ("cams/rear".to_string(), 19)
         ]
     );
     // meta=true adds the entry; POST takes "entries" as a list

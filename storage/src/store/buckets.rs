@@ -122,7 +122,7 @@ impl Store {
 
     /// `NotFound` unless `bucket` is still the bucket registered as `name` (under
     /// `structure`, it stays so until the lock is released).
-    fn still_registered(&self, name: &str, bucket: &Arc<Bucket>) -> Result<()> {
+    pub(super) fn still_registered(&self, name: &str, bucket: &Arc<Bucket>) -> Result<()> {
         let registered = self
             .inner
             .buckets

@@ -11,14 +11,87 @@ use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
 use crate::error::{CorruptionError, Error, NotFound, Result};
 use crate::files::CachedBlock;
+use crate::index::Order;
 use crate::labels::{merged, meta_bytes};
 use crate::read::meta_of;
-use crate::record::{Labels, DEFAULT_CONTENT_TYPE};
+use crate::record::{Labels, Query, DEFAULT_CONTENT_TYPE};
 use crate::record::{RecordMeta, WriteMeta};
+use crate::selector::{Selector, REMOVE_PAGE};
 use crate::store::Store;
 use crate::write::{check_meta, frame_need, Undo};
 
 impl Store {
+    /// Sets `set` and removes `remove` labels of every record `query` selects (its range,
+    /// label filters, condition and limit; oldest first, evaluated on the labels before the
+    /// update); returns how many. Matches are listed from the index a page at a time (no
+    /// payload read), then updated one by one as [`Store::update_labels`]; a record removed
+    /// meanwhile is skipped. A strict condition that meets a missing label stops with an
+    /// error; the records updated before it stay updated.
+    pub fn update_labels_where(
+        &self,
+        bucket: &str,
+        entry: &str,
+        query: &Query,
+        set: &Labels,
+        remove: &[String],
+    ) -> Result<u64> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let query = Query {
+            descending: false,
+            ..query.clone()
+        };
+        let mut sel = Selector::new(&query);
+        let (mut lo, hi) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
+        let mut updated = 0;
+        loop {
+            let mut page = Vec::with_capacity(REMOVE_PAGE);
+            {
+                let txn = self.inner.index.read_txn()?;
+                self.inner.index.range(
+                    &txn,
+                    e.id(),
+                    lo..hi,
+                    Order::Ascending,
+                    REMOVE_PAGE,
+                    &mut page,
+                )?;
+            }
+            let last = page.last().map(|(ts, _)| *ts);
+            let full = page.len() == REMOVE_PAGE;
+            let mut listed = Vec::new();
+            let ended = sel.select(page, &mut listed)?;
+            for (ts, _) in listed {
+                match self.update_labels(bucket, entry, ts, set, remove) {
+                    Ok(_) => updated += 1,
+                    Err(Error::NotFound(NotFound::Record { .. })) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            match last {
+                Some(ts) if full && !ended && ts < u64::MAX => lo = ts + 1,
+                _ => return Ok(updated),
+            }
+        }
+    }
+
+    /// Label updates of several records (ReductStore's `PATCH …/batch`): one result per
+    /// update, in order; a missing record is its `NotFound`, the others are updated all the
+    /// same. An unknown bucket or entry fails the whole call.
+    pub fn update_labels_batch(
+        &self,
+        bucket: &str,
+        entry: &str,
+        updates: &[(u64, Labels, Vec<String>)],
+    ) -> Result<Vec<Result<RecordMeta>>> {
+        let b = self.get_bucket(bucket)?;
+        self.get_entry(&b, entry)?;
+        Ok(updates
+            .iter()
+            .map(|(ts, set, remove)| self.update_labels(bucket, entry, *ts, set, remove))
+            .collect())
+    }
+
     /// Sets `set` and removes `remove` labels of a record.
     pub fn update_labels(
         &self,

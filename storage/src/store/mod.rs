@@ -15,6 +15,7 @@ mod query;
 mod quota;
 mod read;
 mod remove;
+mod rename;
 mod spool;
 mod tier;
 mod write;

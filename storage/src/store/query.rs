@@ -426,11 +426,26 @@ struct Source {
     done: bool,
     /// As `QueryIter`'s: the first record past a horizon that ended the last walk.
     ahead: Option<u64>,
+    /// This entry's filters and condition, with its own aggregation state.
+    sel: Selector,
+    /// Its condition's `$limit` ended this entry's part: never walked again.
+    finished: bool,
 }
 
 impl Source {
+    fn finish(&mut self) {
+        self.finished = true;
+        self.done = true;
+        self.page.clear();
+        self.ahead = None;
+    }
+
     /// Fetches the next page; `stop` is the query's (`hi` may be a live tail's horizon).
     fn fill(&mut self, store: &Store, order: Order, stop: u64) -> Result<()> {
+        if self.finished {
+            self.done = true;
+            return Ok(());
+        }
         let index = &store.inner.index;
         let bounded = order == Order::Ascending && self.hi < stop;
         if self.lo >= self.hi {
@@ -471,20 +486,23 @@ impl Source {
 
 /// Iterates the records of several entries merged in timestamp order (ties by entry
 /// name), holding one page of index records per entry. Items name their entry
-/// ([`QueryItem::entry`]).
+/// ([`QueryItem::entry`]). The condition is evaluated per entry (each has its own
+/// `$limit`/`$each_n`/`$each_t`/`$gate` state, as in ReductStore); the query's `limit`
+/// counts the merged stream.
 pub struct MultiIter {
     store: Store,
     bucket: String,
     /// Sorted by entry name: the order of ties.
     sources: Vec<Source>,
-    sel: Selector,
+    /// Records still to deliver (`Query::limit`).
+    left: u64,
     order: Order,
     stop: u64,
     /// The last record merged (timestamp, source): a live tail's later walks drop what
     /// would come before it.
     last: Option<(u64, usize)>,
     failed: Option<Error>,
-    /// A limit, a `$limit` or an error ended the query.
+    /// The limit or an error ended the query.
     ended: bool,
 }
 
@@ -512,9 +530,10 @@ impl Store {
 
     /// Records of the entries `patterns` name (see [`Store::match_entries`]) with
     /// `start <= ts < stop`, merged oldest first (newest first with `descending`), two
-    /// records with one timestamp in the order of their entries' names. Label filters, the
-    /// condition and the limit apply to the merged stream. Holds one page of index records
-    /// per entry.
+    /// records with one timestamp in the order of their entries' names. Label filters and the
+    /// condition apply to each entry's records (a `$limit: 5` over three entries gives up to
+    /// 15 records, as in ReductStore), the limit to the merged stream. Holds one page of
+    /// index records per entry.
     pub fn query_entries(
         &self,
         bucket: &str,
@@ -535,18 +554,20 @@ impl Store {
                 page: VecDeque::new(),
                 done: false,
                 ahead: None,
+                sel: Selector::per_entry(query),
+                finished: false,
             })
             .collect();
         Ok(MultiIter {
             store: self.clone(),
             bucket: bucket.to_string(),
             sources,
-            sel: Selector::new(query),
+            left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),
             stop: hi,
             last: None,
             failed: None,
-            ended: false,
+            ended: query.limit == Some(0),
         })
     }
 }
@@ -585,7 +606,7 @@ impl MultiIter {
         }
         let mut open = false;
         for s in &mut self.sources {
-            if s.lo >= self.stop {
+            if s.lo >= self.stop || s.finished {
                 continue;
             }
             open = true;
@@ -647,12 +668,17 @@ impl MultiIter {
             }
             self.last = Some((ts, i));
             let mut kept: Vec<(u64, IndexValue)> = Vec::with_capacity(1);
-            match self.sel.select(vec![(ts, value)], &mut kept) {
-                Ok(true) => self.ended = true,
+            match self.sources[i].sel.select(vec![(ts, value)], &mut kept) {
+                // this entry's `$limit` was reached: the others go on
+                Ok(true) => self.sources[i].finish(),
                 Ok(false) => {}
                 Err(e) => self.failed = Some(e),
             }
             if let Some((ts, value)) = kept.pop() {
+                self.left -= 1;
+                if self.left == 0 {
+                    self.ended = true;
+                }
                 let entry = self.sources[i].entry.clone();
                 return Some(Ok(Some(QueryItem::new(
                     &self.store,
@@ -855,21 +881,19 @@ mod multi_tests {
                 (0, "cams/front".to_string())
             ]
         );
-        // a condition and a limit count over the merged stream
+        // a condition counts per entry (see the test below), the limit the merged stream
         let q = Query {
-            when: Some(Condition::And(vec![
-                Condition::EachN(2),
-                Condition::Limit(3),
-            ])),
+            when: Some(Condition::EachN(2)),
             start: Some(10),
+            limit: Some(3),
             ..Query::default()
         };
         let got = merged(s.query_entries("b", &pats(&["cams/*", "imu"]), &q).unwrap());
         assert_eq!(
             got,
             [
-                (11, "imu".to_string()),
                 (13, "cams/rear".to_string()),
+                (14, "imu".to_string()),
                 (15, "cams/front".to_string())
             ]
         );
@@ -887,6 +911,84 @@ mod multi_tests {
             s.query_entries("b", &pats(&["../*"]), &Query::default()),
             Err(Error::Name(_))
         ));
+    }
+
+    /// Issue 28: ReductStore applies `$limit`, `$each_n` and `$each_t` to each entry of a
+    /// multi-entry query (`$limit: 5` over 3 entries gives 15 records); tsblob applied them
+    /// to the merged stream (5 records).
+    #[test]
+    fn aggregates_of_a_multi_entry_query_counted_the_merged_stream_not_each_entry() {
+        let (_d, s) = store();
+        for ts in 0..600u64 {
+            let e = ["cams/front", "cams/rear", "imu"][(ts % 3) as usize];
+            s.write("b", e, &WriteMeta::at(ts), b"x").unwrap();
+        }
+        let all = pats(&["cams/*", "imu"]);
+        let run = |when: Condition, limit: Option<u64>, descending: bool| {
+            let q = Query {
+                when: Some(when),
+                start: Some(10),
+                limit,
+                descending,
+                ..Query::default()
+            };
+            merged(s.query_entries("b", &all, &q).unwrap())
+        };
+        let of = |v: &[(u64, &str)]| -> Vec<(u64, String)> {
+            v.iter().map(|(t, e)| (*t, e.to_string())).collect()
+        };
+        // $limit: 5 over 3 entries: 15 records, each entry's first 5
+        let got = run(Condition::Limit(5), None, false);
+        assert_eq!(got.len(), 15);
+        for e in ["cams/front", "cams/rear", "imu"] {
+            assert_eq!(got.iter().filter(|(_, n)| n == e).count(), 5, "{e}");
+        }
+        assert_eq!(got.last(), Some(&(24, "cams/front".to_string())));
+        // ... but the query's limit still counts the merged stream
+        assert_eq!(run(Condition::Limit(5), Some(4), false).len(), 4);
+        // $each_n then $limit, per entry
+        let got = run(
+            Condition::And(vec![Condition::EachN(2), Condition::Limit(3)]),
+            None,
+            false,
+        );
+        assert_eq!(
+            got,
+            of(&[
+                (13, "cams/rear"),
+                (14, "imu"),
+                (15, "cams/front"),
+                (19, "cams/rear"),
+                (20, "imu"),
+                (21, "cams/front"),
+                (25, "cams/rear"),
+                (26, "imu"),
+                (27, "cams/front"),
+            ])
+        );
+        // $each_t: one record per 9 µs of each entry (each entry's clock starts at its first)
+        let got = run(
+            Condition::And(vec![Condition::EachT(9), Condition::Limit(2)]),
+            None,
+            false,
+        );
+        assert_eq!(
+            got,
+            of(&[
+                (19, "cams/rear"),
+                (20, "imu"),
+                (21, "cams/front"),
+                (28, "cams/rear"),
+                (29, "imu"),
+                (30, "cams/front"),
+            ])
+        );
+        // descending: each entry's newest
+        let got = run(Condition::Limit(1), None, true);
+        assert_eq!(
+            got,
+            of(&[(599, "imu"), (598, "cams/rear"), (597, "cams/front")])
+        );
     }
 
     #[test]

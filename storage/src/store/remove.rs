@@ -126,6 +126,23 @@ impl Store {
 }
 
 impl Store {
+    /// Removes the records at `timestamps` (a batch removal, ReductStore's `DELETE …/batch`):
+    /// one result per timestamp, in order; a missing record is its `NotFound`, the others
+    /// are removed all the same. An unknown bucket or entry fails the whole call.
+    pub fn remove_records(
+        &self,
+        bucket: &str,
+        entry: &str,
+        timestamps: &[u64],
+    ) -> Result<Vec<Result<()>>> {
+        let b = self.get_bucket(bucket)?;
+        self.get_entry(&b, entry)?;
+        Ok(timestamps
+            .iter()
+            .map(|ts| self.remove_record(bucket, entry, *ts))
+            .collect())
+    }
+
     /// Removes the records of `query` (its range, label filters, condition and limit,
     /// oldest first); returns how many. Matches are listed from the index page by page under
     /// the entry's lock and removed like a range. A strict condition that meets a missing

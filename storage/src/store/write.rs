@@ -237,14 +237,22 @@ impl Store {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
         let _res = self.reserve(&b, records_need(records.clone()))?;
-        let e = self.entry_or_create(&b, entry)?;
         let prepared = prepare(&b, records);
-        let mut st = e.lock_live(bucket)?;
-        let (results, ops, undo) = self.append_entry(&b, &e, &mut st, prepared, n)?;
-        if !ops.is_empty() {
-            self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+        loop {
+            let e = self.entry_or_create(&b, entry)?;
+            let mut st = match e.lock_live(bucket) {
+                Ok(st) => st,
+                // Renamed between the lookup and the lock: the name is free again, and a
+                // write to it goes to a new entry of that name (as after the rename).
+                Err(_) if e.was_renamed() => continue,
+                Err(err) => return Err(err),
+            };
+            let (results, ops, undo) = self.append_entry(&b, &e, &mut st, prepared, n)?;
+            if !ops.is_empty() {
+                self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+            }
+            return Ok(results);
         }
-        Ok(results)
     }
 
     /// Appends a group's prepared records to its entry (whose lock `st` is): one result

@@ -3,6 +3,7 @@
 //! limit, a deliberate deadlock) re-run this binary with `--exact module::test`.
 #![allow(clippy::unwrap_used)]
 
+mod by_query;
 mod common;
 mod concurrency;
 mod crash;
@@ -13,4 +14,5 @@ mod integrity;
 mod model;
 mod pieces;
 mod recovery;
+mod rename;
 mod rounds;

@@ -656,6 +656,12 @@ class AsyncClient:
         """Removes a bucket and every record in it."""
         await self._send("DELETE", c.bucket_path(bucket))
 
+    async def rename_bucket(self, bucket: str, new_name: str) -> Bucket:
+        """Renames a bucket; its settings, entries and records stay. The new name must be free
+        (:class:`Conflict` ``bucket_exists`` otherwise). Needs a full-access token."""
+        return Bucket.from_json(await self._json("PUT", c.bucket_path(bucket) + "/rename",
+                                                 json_body={"new_name": new_name}))
+
     # -- entries -------------------------------------------------------------------------
 
     async def get_entry(self, bucket: str, entry: str) -> EntryInfo:
@@ -675,6 +681,12 @@ class AsyncClient:
     async def remove_entry(self, bucket: str, entry: str) -> None:
         """Removes an entry and all its records."""
         await self._send("DELETE", c.entry_path(bucket, entry))
+
+    async def rename_entry(self, bucket: str, entry: str, new_name: str) -> EntryInfo:
+        """Renames an entry; its records, labels and timestamps stay. The new name must be free
+        (:class:`Conflict` ``entry_exists`` otherwise)."""
+        return EntryInfo.from_json(await self._json("PUT", c.entry_path(bucket, entry) + "/rename",
+                                                    json_body={"new_name": new_name}))
 
     # -- records -------------------------------------------------------------------------
 

@@ -451,6 +451,23 @@ impl Checker {
                     Some((o, _)) => self.fail(format!("remove_entry {b}/{e}: {o:?}")),
                 }
             }
+            Op::RenameEntry { b, e, .. } => {
+                let keys = self.model.keys_of_entry(b, e);
+                match r {
+                    // Killed (or racing) half-way: the records may be under the other name.
+                    None => keys
+                        .iter()
+                        .for_each(|k| self.model.widen(k, vec![State::Absent])),
+                    // There and back: every record as it was (reads check them later).
+                    Some((Outcome::Done, _)) => {}
+                    Some((Outcome::Err(ErrKind::NotFound, _), _)) => {
+                        keys.iter().for_each(|k| self.observe(k, &None))
+                    }
+                    // The other name is taken: only by records a killed rename left there.
+                    Some((Outcome::Err(ErrKind::Exists, _), _)) => {}
+                    Some((o, _)) => self.fail(format!("rename_entry {b}/{e}: {o:?}")),
+                }
+            }
             Op::CreateBucket { b, .. } => match r {
                 None => drop(self.maybe_buckets.insert(b.clone())),
                 Some((Outcome::Done, _)) if !self.model.buckets.contains(b) => {

@@ -45,6 +45,7 @@ pub fn kind(e: &Error) -> ErrKind {
         Error::Write(WriteError::QuotaExceeded { .. }) => ErrKind::Quota,
         Error::Write(WriteError::LengthMismatch { .. }) => ErrKind::Length,
         Error::Bucket(BucketError::Exists(_)) => ErrKind::Exists,
+        Error::Rename(RenameError::EntryExists { .. }) => ErrKind::Exists,
         _ => ErrKind::Other,
     }
 }
@@ -163,6 +164,12 @@ pub fn exec(s: &Store, op: &Op) -> Outcome {
             .remove_range(b, e, *start, *stop)
             .map_or_else(err, Outcome::Count),
         Op::RemoveEntry { b, e } => s.remove_entry(b, e).map_or_else(err, |_| Outcome::Done),
+        Op::RenameEntry { b, e, via } => match s.rename_entry(b, e, via) {
+            Ok(_) => s
+                .rename_entry(b, via, e)
+                .map_or_else(err, |_| Outcome::Done),
+            Err(e) => err(e),
+        },
         Op::CreateBucket { b, settings } => s
             .create_bucket(b, settings.clone())
             .map_or_else(err, |_| Outcome::Done),

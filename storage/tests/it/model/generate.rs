@@ -76,6 +76,13 @@ pub enum Op {
         b: String,
         e: String,
     },
+    /// Renames the lane's own entry `e` to `via` and back (`Store::rename_entry` twice):
+    /// its records must read back the same; killed half-way, they are under `via`.
+    RenameEntry {
+        b: String,
+        e: String,
+        via: String,
+    },
     CreateBucket {
         b: String,
         settings: BucketSettings,
@@ -365,8 +372,18 @@ impl LanePlan {
                 }
             }
             91..=94 => Op::BucketInfo { b },
-            95..=96 => Op::ListEntries { b },
-            97 => Op::Stats,
+            95 => Op::ListEntries { b },
+            96..=97 => {
+                // the lane's own entry, in a bucket where it has records if there is one
+                let e = format!("p{}", self.lane);
+                let b = self
+                    .own
+                    .iter()
+                    .find(|((_, oe), ts)| *oe == e && !ts.is_empty())
+                    .map_or(b, |((ob, _), _)| ob.clone());
+                let via = format!("{e}-renamed");
+                Op::RenameEntry { b, e, via }
+            }
             _ if self.lane == 0 => {
                 // settings of the quota buckets change under the other lanes' writes
                 let b = [FIFO, HARD][rng.random_range(0..2)].to_string();
