@@ -46,7 +46,7 @@ export async function render(main) {
     if (!tasks.length) { list.append(h("p", { class: "muted" }, "No replication task yet: create one below.")); return; }
     list.append(h("div", { class: "scroll" }, h("table", { id: "replications", class: "stack" },
       h("thead", {}, h("tr", {}, ...["task", "source → destination", "status", "lag", "pending", "sent", "errors", "last error", ""]
-        .map((t) => h("th", {}, t)))),
+        .map((t) => h("th", { class: ["lag", "pending", "sent", "errors"].includes(t) ? "num" : "" }, t)))),
       h("tbody", {}, tasks.map((t) => {
         const st = t.status;
         const paused = t.settings.mode === "paused";

@@ -57,7 +57,8 @@ export async function render(main) {
     const tiered = bs.reduce((a, b) => a + (b.info.tiered_size || 0), 0);
     buckets.append(h("p", { id: "tier-total" }, `${bytes(tiered)} tiered in ${count(bs.length)} buckets`),
       h("div", { class: "scroll" }, h("table", { id: "tier-bucket-rows", class: "stack" },
-        h("thead", {}, h("tr", {}, ...["bucket", "tiered", "tiered blocks", "size", "local max", "after"].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ...["bucket", "tiered", "tiered blocks", "size", "local max", "after"]
+          .map((t) => h("th", { class: ["tiered", "tiered blocks", "size"].includes(t) ? "num" : "" }, t)))),
         h("tbody", {}, bs.map((b) => h("tr", { "data-bucket": b.name },
           h("td", { "data-label": "bucket" }, h("a", { href: `#/b/${encodeURIComponent(b.name)}` }, b.name)),
           h("td", { "data-label": "tiered", class: "num" }, bytes(b.info.tiered_size || 0)),
