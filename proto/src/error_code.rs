@@ -68,6 +68,12 @@ codes! {
     RequestTimeout = "request_timeout",
     /// 409: the bucket exists.
     BucketExists = "bucket_exists",
+    /// 409: a rename's new entry name is taken.
+    EntryExists = "entry_exists",
+    /// 409: a rename of an entry (or a bucket) with records in the object-store tier.
+    RenameTiered = "rename_tiered",
+    /// 409: a rename's target folder exists on disk although the index does not know it.
+    FolderExists = "folder_exists",
     /// 409: a record is stored at this timestamp.
     TimestampExists = "timestamp_exists",
     /// 409: another payload at this timestamp (`if_exists=compare`).
@@ -100,6 +106,12 @@ codes! {
     InvalidReplication = "invalid_replication",
     /// 422: a strict query met a record without the label.
     MissingLabel = "missing_label",
+    /// 422: a `strict` query's condition cannot be evaluated on a record.
+    InvalidCondition = "invalid_condition",
+    /// 422: a `when` uses a ReductStore directive tsblob does not evaluate.
+    UnsupportedDirective = "unsupported_directive",
+    /// 422: a `when` date operator names a time zone other than UTC.
+    UnsupportedTimeZone = "unsupported_time_zone",
     /// 422: a record older than its bucket keeps.
     TooOld = "too_old",
     /// 429: too many live tails.

@@ -479,6 +479,19 @@ mod tests {
     }
 
     #[test]
+    fn an_unsupported_when_directive_is_a_422() {
+        for d in ["#ctx_before", "#ctx_after", "#select_labels", "#ext"] {
+            let text = format!(r#"{{"{d}": 1, "&a": {{"$eq": 1}}}}"#);
+            let e = AppError::from(crate::when::parse_text(&text).expect_err(d));
+            assert_eq!(
+                (e.status.as_u16(), e.code),
+                (422, "unsupported_directive"),
+                "{d}"
+            );
+        }
+    }
+
+    #[test]
     fn replication_errors_map_to_their_documented_codes() {
         use crate::replication::ReplicationError as R;
         let cases: Vec<(R, u16, &str)> = vec![
