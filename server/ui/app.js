@@ -6,6 +6,8 @@ import * as overview from "./pages/overview.js";
 import * as bucket from "./pages/bucket.js";
 import * as entry from "./pages/entry.js";
 import * as tokens from "./pages/tokens.js";
+import * as replication from "./pages/replication.js";
+import * as tier from "./pages/tier.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -20,12 +22,16 @@ function route() {
   }
   if (parts[0] === "b" && parts.length >= 2) return { page: bucket, name: "bucket", params: { bucket: parts[1] } };
   if (parts[0] === "tokens") return { page: tokens, name: "tokens", params: {} };
+  if (parts[0] === "replication") return { page: replication, name: "replication", params: {} };
+  if (parts[0] === "tier") return { page: tier, name: "tier", params: {} };
   return { page: overview, name: "overview", params: {} };
 }
 
 function drawNav(active) {
   nav.replaceChildren(
     h("a", { href: "#/", class: active === "overview" ? "active" : "" }, "Overview"),
+    me && me.full_access ? h("a", { href: "#/replication", class: active === "replication" ? "active" : "" }, "Replication") : null,
+    h("a", { href: "#/tier", class: active === "tier" ? "active" : "" }, "Tier"),
     me && me.full_access ? h("a", { href: "#/tokens", class: active === "tokens" ? "active" : "" }, "Tokens") : null,
   );
   who.replaceChildren();

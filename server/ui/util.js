@@ -77,3 +77,63 @@ export function errorBox(err) {
     : String((err && err.message) || err);
   return h("div", { class: "error", role: "alert" }, text);
 }
+
+const SIZE_UNITS = { b: 1, k: 1e3, kb: 1e3, kib: 1024, m: 1e6, mb: 1e6, mib: 1024 ** 2, g: 1e9, gb: 1e9, gib: 1024 ** 3, t: 1e12, tb: 1e12, tib: 1024 ** 4 };
+const DURATION_UNITS = { us: 1, µs: 1, ms: 1e3, s: 1e6, m: 60e6, min: 60e6, h: 3600e6, d: 86400e6, w: 604800e6 };
+
+/** "24 MiB", "1.5GB", "4096" → bytes; "" → undefined; "none" → null. Throws on anything else. */
+export function parseSize(text, what) {
+  const t = String(text).trim().toLowerCase();
+  if (t === "") return undefined;
+  if (t === "none" || t === "off") return null;
+  const m = t.match(/^(\d+(?:\.\d+)?)\s*([a-z]*)$/);
+  const unit = m && SIZE_UNITS[m[2] || "b"];
+  if (!unit) throw new Error(`${what}: "${text}" is not a size: give bytes or a number with a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. "24 MiB"`);
+  return Math.round(Number(m[1]) * unit);
+}
+
+/** "30d", "12 h", "90s", "1500ms" → µs; "" → undefined; "none"/"0" → null. Throws on anything else. */
+export function parseDuration(text, what) {
+  const t = String(text).trim().toLowerCase();
+  if (t === "") return undefined;
+  if (t === "none" || t === "off" || t === "0") return null;
+  const m = t.match(/^(\d+(?:\.\d+)?)\s*([a-zµ]*)$/);
+  const unit = m && m[2] && DURATION_UNITS[m[2]];
+  if (!unit) throw new Error(`${what}: "${text}" is not a duration: give a number with a unit (ms, s, m, h, d, w), e.g. "30d"; "none" turns it off`);
+  return Math.round(Number(m[1]) * unit);
+}
+
+/** Bytes → the shortest exact text parseSize reads back ("24 MiB", "1000 B"). */
+export function sizeText(n) {
+  if (n === null || n === undefined) return "";
+  for (const [u, f] of [["TiB", 1024 ** 4], ["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]]) {
+    if (n >= f && n % f === 0) return `${n / f} ${u}`;
+  }
+  return `${n} B`;
+}
+
+/** µs → the shortest exact text parseDuration reads back ("30d", "90m"). */
+export function durationText(us) {
+  if (us === null || us === undefined || us === 0) return "";
+  for (const [u, f] of [["w", 604800e6], ["d", 86400e6], ["h", 3600e6], ["m", 60e6], ["s", 1e6], ["ms", 1e3]]) {
+    if (us >= f && us % f === 0) return `${us / f}${u}`;
+  }
+  return `${us}us`;
+}
+
+/** A button that asks once more before it acts: the first click arms it, the second runs `action`. */
+export function confirmButton(attrs, label, action) {
+  const b = h("button", { ...attrs, class: `danger ${attrs.class || ""}`.trim(), type: "button", onclick: async () => {
+    if (!b.classList.contains("armed")) {
+      b.classList.add("armed");
+      b.textContent = `Confirm: ${label.toLowerCase()}`;
+      b.dataset.timer = String(setTimeout(() => { b.classList.remove("armed"); b.textContent = label; }, 5000));
+      return;
+    }
+    clearTimeout(Number(b.dataset.timer));
+    b.classList.remove("armed");
+    b.textContent = label;
+    await action();
+  } }, label);
+  return b;
+}

@@ -106,6 +106,10 @@ def test_every_page_loads_without_console_errors(server, page, camera) -> None:
     page.wait_for_function("() => (document.querySelector('#window')?.textContent || '').includes('32 records')")
     page.goto(f"{server.url}/ui/#/tokens")
     page.wait_for_selector("#token-form")
+    page.goto(f"{server.url}/ui/#/replication")
+    page.wait_for_selector("#task-form")
+    page.goto(f"{server.url}/ui/#/tier")
+    page.wait_for_selector("#tier-total")
     # The write rate needs two samples of /metrics.
     page.goto(f"{server.url}/ui/")
     page.wait_for_function("() => /[0-9]/.test(document.querySelector('#stat-write-rate .v')?.textContent)",
@@ -235,9 +239,223 @@ def test_tokens_are_asked_for_and_permissions_hold(browser, auth_server) -> None
     admin.close()
 
 
+def test_buckets_and_entries_are_created_and_removed_after_a_confirmation(server, page, client, jpeg) -> None:
+    name = f"ui-{uuid.uuid4().hex[:10]}"
+    page.goto(f"{server.url}/ui/")
+    page.fill("#new-bucket-name", name)
+    page.select_option("#new-bucket-quota-type", "fifo")
+    page.fill("#new-bucket-quota-size", "24 MiB")
+    page.click("#new-bucket-create")
+    page.wait_for_selector("#settings-form")
+    settings = client.get_bucket(name).settings
+    assert (settings.quota_type, settings.quota_size) == ("fifo", 24 << 20)
+    assert page.input_value("#set-quota-size") == "24 MiB"
+
+    # A new entry: its first record, from a file.
+    page.fill("#new-entry-name", "robot1/front")
+    page.set_input_files("#new-entry-file", files=[{"name": "f.jpg", "mimeType": "image/jpeg", "buffer": jpeg}])
+    page.click("#new-entry-create")
+    page.wait_for_selector("#record-rows tr")
+    rec = client.read(name, "robot1/front")
+    assert rec.data == jpeg and rec.content_type == "image/jpeg"
+
+    # Removing an entry asks once more: one click removes nothing.
+    client.write(name, "robot1/rear", b"x")
+    page.goto(f"{server.url}/ui/#/b/{name}")
+    button = page.wait_for_selector("#entries tr[data-entry='robot1/rear'] .remove-entry")
+    button.click()
+    page.wait_for_timeout(300)
+    assert [e.name for e in client.get_bucket(name).entries] == ["robot1/front", "robot1/rear"]
+    assert "Confirm" in button.inner_text()
+    button.click()
+    page.wait_for_function("() => !document.querySelector(\"#entries tr[data-entry='robot1/rear']\")")
+    assert [e.name for e in client.get_bucket(name).entries] == ["robot1/front"]
+
+    # The bucket likewise.
+    page.click("#remove-bucket")
+    page.wait_for_timeout(300)
+    assert client.get_bucket(name).name == name
+    page.click("#remove-bucket")
+    page.wait_for_selector("#new-bucket-form")
+    with pytest.raises(tsblob.NotFound):
+        client.get_bucket(name)
+    assert page.errors == []
+
+
+def test_settings_take_units_and_every_setting(server, page, client) -> None:
+    name = f"ui-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(name)
+    page.goto(f"{server.url}/ui/#/b/{name}")
+    page.wait_for_selector("#settings-form")
+    page.select_option("#set-quota-type", "hard")
+    page.fill("#set-quota-size", "1.5 GiB")
+    page.fill("#set-block-size", "24 MiB")
+    page.fill("#set-block-records", "5000")
+    page.fill("#set-compression", "zstd:5")
+    page.fill("#set-max-age", "30d")
+    page.fill("#set-tier-local-max", "10 GB")
+    page.fill("#set-tier-after", "12h")
+    page.click("#settings-save")
+    page.wait_for_selector("#settings-status .notice")
+    raw = json.load(urllib.request.urlopen(f"{server.url}/api/v1/b/{name}"))["settings"]
+    assert raw == {"quota_type": "hard", "quota_size": 1536 << 20, "max_block_size": 24 << 20,
+                   "max_block_records": 5000, "compression": "zstd:5", "max_age": 30 * 86400 * 10**6,
+                   "tier_local_max": 10 * 10**9, "tier_after": 12 * 3600 * 10**6}
+    # Shown back in units after a reload.
+    page.reload()
+    page.wait_for_selector("#settings-form")
+    assert [page.input_value(f"#set-{k}") for k in ["quota-size", "block-size", "max-age", "tier-after"]] == \
+        ["1536 MiB", "24 MiB", "30d", "12h"]
+    # An empty field turns retention and tiering off; a bad unit is refused before sending.
+    page.fill("#set-max-age", "")
+    page.fill("#set-tier-local-max", "")
+    page.fill("#set-tier-after", "")
+    page.click("#settings-save")
+    page.wait_for_selector("#settings-status .notice")
+    raw = json.load(urllib.request.urlopen(f"{server.url}/api/v1/b/{name}"))["settings"]
+    assert (raw["max_age"], raw["tier_local_max"], raw["tier_after"]) == (None, None, None)
+    page.fill("#set-quota-size", "12 parsecs")
+    page.click("#settings-save")
+    assert "not a size" in page.wait_for_selector("#settings-status .error").inner_text()
+    assert client.get_bucket(name).settings.quota_size == 1536 << 20
+    client.remove_bucket(name)
+    assert page.errors == []
+
+
+def test_replication_page_shows_tasks_and_creates_pauses_resumes_and_removes_them(server, page, client) -> None:
+    src = f"ui-{uuid.uuid4().hex[:10]}"
+    task = f"t-{uuid.uuid4().hex[:6]}"
+    client.create_bucket(src)
+    client.write(src, "cam", b"x" * 100)
+    page.goto(f"{server.url}/ui/")
+    page.click("#nav a[href='#/replication']")
+    page.wait_for_selector("#task-form")
+    # A destination nobody listens on: the task backs off and shows its last error.
+    page.fill("#task-name", task)
+    page.fill("#task-src", src)
+    page.fill("#task-dst-url", "http://127.0.0.1:9")
+    page.fill("#task-dst-bucket", "dst")
+    page.fill("#task-entries", "cam")
+    page.click("#task-create")
+    row = f"#replications tr[data-task='{task}']"
+    page.wait_for_selector(row)
+    client.write(src, "cam", b"y" * 100)
+    page.wait_for_function(f"() => (document.querySelector(\"{row} .last-error\")?.textContent || '').length > 5",
+                           timeout=15_000)
+    text = page.inner_text(row)
+    assert "127.0.0.1:9" in text and src in text
+    assert page.inner_text(f"{row} .lag") != "–"
+    page.click(f"{row} button.pause")
+    page.wait_for_selector(f"{row} td.phase.paused")
+    assert client.get_replication(task)["settings"]["mode"] == "paused"
+    page.click(f"{row} button.resume")
+    page.wait_for_selector(f"{row} button.pause")
+    assert client.get_replication(task)["settings"]["mode"] == "enabled"
+    page.click(f"{row} .remove-task")
+    page.wait_for_timeout(300)
+    assert client.get_replication(task)["name"] == task
+    page.click(f"{row} .remove-task")
+    page.wait_for_function(f"() => !document.querySelector(\"{row}\")")
+    assert task not in [t["name"] for t in client.list_replications()]
+    client.remove_bucket(src)
+    assert page.errors == []
+
+
+def test_tier_page_shows_status_errors_and_tiered_buckets(browser, server, tmp_path, monkeypatch) -> None:
+    # An object store nobody listens on: uploads queue and the page shows the store's error.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ui-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ui-test")
+    srv = type(server)(tmp_path / "tier", ["--tier-url", "s3://tsblob-ui/x", "--tier-endpoint", "http://127.0.0.1:9"]).start()
+    try:
+        with srv.client() as db:
+            db.create_bucket("cold", max_block_size=4096, tier_local_max=0)
+            for i in range(6):
+                db.write("cold", "e", os.urandom(3000))
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(f"{srv.url}/ui/#/tier")
+        page.wait_for_function("() => (document.querySelector('#tier-status .v')?.textContent) === 'unavailable'",
+                               timeout=15_000)
+        assert "Connection refused" in page.inner_text("#tier-error")
+        assert int(page.inner_text("#tier-queue .v")) > 0
+        assert "tsblob_tier_available" in page.inner_text("#tier-counters")
+        row = page.inner_text("#tier-bucket-rows tr[data-bucket='cold']")
+        assert "0 B" in row
+        ctx.close()
+    finally:
+        srv.stop()
+
+
+def test_tier_page_says_when_there_is_no_tier(server, page) -> None:
+    page.goto(f"{server.url}/ui/#/tier")
+    assert "--tier-url" in page.wait_for_selector("#tier-off").inner_text()
+    page.wait_for_selector("#tier-total")
+    assert page.errors == []
+
+
+def test_phone_layout_keeps_labels_and_puts_the_preview_under_the_selection(browser, server, camera) -> None:
+    bucket, entry, base = camera
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    page = ctx.new_page()
+    page.set_default_timeout(10_000)
+    page.goto(entry_url(server, bucket, entry))
+    tr = page.wait_for_selector(f"#record-rows tr[data-ts='{base + 20_000_000}']")
+    labels = page.query_selector(f"#record-rows tr[data-ts='{base + 20_000_000}'] td.labels")
+    assert labels.is_visible() and "camera=front" in labels.inner_text()
+    # Each cell names its column.
+    assert page.evaluate("(td) => getComputedStyle(td, '::before').content", labels) == '"labels"'
+    tr.click()
+    page.wait_for_function("() => { const i = document.querySelector('#preview-image');"
+                           " return i && i.complete && i.naturalWidth > 0; }")
+    gap = page.evaluate("""() => document.querySelector('#preview-image').getBoundingClientRect().top
+                           - document.querySelector('#record-rows tr.sel').getBoundingClientRect().bottom""")
+    assert 0 <= gap < 250, gap
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    ctx.close()
+
+
+def test_arrow_keys_step_through_the_frames(server, page, camera) -> None:
+    bucket, entry, base = camera
+    page.goto(entry_url(server, bucket, entry))
+    page.click(f"#record-rows tr[data-ts='{base + 4_000_000}']")
+    page.wait_for_selector("#preview-image")
+    sel = "() => document.querySelector('#record-rows tr.sel')?.dataset.ts"
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function(f"() => ({sel})() === '{base + 6_000_000}'")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => ({sel})() === '{base + 8_000_000}'")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function(f"() => ({sel})() === '{base + 4_000_000}'")
+    page.wait_for_function(f"() => (document.querySelector('#preview dd.mono')?.textContent || '').includes('{base + 4_000_000}')")
+    # Not while typing in a field.
+    page.click("#filter-labels")
+    page.keyboard.press("ArrowDown")
+    page.wait_for_timeout(200)
+    assert page.evaluate(sel) == str(base + 4_000_000)
+    assert page.errors == []
+
+
+def test_the_timeline_follows_the_live_view(server, page, client, camera, jpeg) -> None:
+    bucket, entry, base = camera
+    page.goto(entry_url(server, bucket, entry))
+    page.wait_for_function("() => (document.querySelector('#window')?.textContent || '').includes('32 records')")
+    page.click("#live")
+    page.wait_for_selector("#live.on")
+    ts = client.write(bucket, entry, jpeg, content_type="image/jpeg", labels={"camera": "live"})
+    page.wait_for_function(f"() => Number(document.querySelector('#timeline').dataset.stop) > {ts}", timeout=3000)
+    # The histogram of the followed window holds the new record.
+    page.wait_for_function(f"() => Number(document.querySelector('#timeline').dataset.start) <= {ts}"
+                           " && /· [1-9][0-9,]* records/.test(document.querySelector('#window').textContent)",
+                           timeout=3000)
+    page.click("#live")
+    assert page.errors == []
+
+
 @pytest.mark.skipif(not os.environ.get("TSBLOB_SCREENSHOTS"),
                     reason="set TSBLOB_SCREENSHOTS=<folder> (docs/console) to take the documentation's screenshots")
-def test_screenshots(browser, server, client, jpeg) -> None:
+def test_screenshots(browser, server, client, jpeg, tmp_path, monkeypatch) -> None:
     """The screenshots of docs/console/: TSBLOB_SCREENSHOTS=docs/console pytest -k screenshots."""
     import threading
 
@@ -280,7 +498,13 @@ def test_screenshots(browser, server, client, jpeg) -> None:
         page.screenshot(path=str(out / "overview.png"))
         page.goto(f"{server.url}/ui/#/b/cams")
         page.wait_for_selector("#entries")
-        page.screenshot(path=str(out / "bucket.png"))
+        page.screenshot(path=str(out / "bucket.png"), full_page=True)
+        client.put_replication("to-cloud", "logs", "http://127.0.0.1:9", "edge-1", entries=["robot1/*"])
+        page.goto(f"{server.url}/ui/#/replication")
+        page.wait_for_function("() => (document.querySelector('#replications .last-error')?.textContent || '').length > 5",
+                               timeout=15_000)
+        page.screenshot(path=str(out / "replication.png"), full_page=True)
+        client.remove_replication("to-cloud")
         page.goto(entry_url(server, "cams", "robot1/front"))
         page.wait_for_selector("#record-rows tr")
         page.click(f"#record-rows tr[data-ts='{base + 50_000_000}']")
@@ -293,12 +517,33 @@ def test_screenshots(browser, server, client, jpeg) -> None:
         page = phone.new_page()
         page.goto(entry_url(server, "cams", "robot1/front"))
         page.wait_for_selector("#record-rows tr")
-        page.click(f"#record-rows tr[data-ts='{base + 50_000_000}']")
-        page.wait_for_selector("#preview-image")
-        page.evaluate("() => window.scrollTo(0, 0)")
+        row = page.wait_for_selector(f"#record-rows tr[data-ts='{base + 50_000_000}']")
+        row.click()
+        page.wait_for_function("() => { const i = document.querySelector('#preview-image');"
+                               " return i && i.complete && i.naturalWidth > 0; }")
+        row.scroll_into_view_if_needed()
+        page.evaluate("() => document.querySelector('#record-rows tr.sel').scrollIntoView({block: 'start'})")
         page.wait_for_timeout(300)
         page.screenshot(path=str(out / "entry-phone.png"))
         phone.close()
+
+        # The tier page of a server whose object store is down (nobody listens on port 9).
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ui-test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ui-test")
+        tiered = type(server)(tmp_path / "tier", ["--tier-url", "s3://tsblob-ui/x",
+                                                  "--tier-endpoint", "http://127.0.0.1:9"]).start()
+        try:
+            with tiered.client() as db:
+                db.create_bucket("cams", max_block_size=4096, tier_local_max="1MiB", tier_after="1d")
+                db.write_batch("cams", "robot1/front", [(base + i * 1_000_000, jpeg, {}, "image/jpeg") for i in range(200)])
+            ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+            page = ctx.new_page()
+            page.goto(f"{tiered.url}/ui/#/tier")
+            page.wait_for_selector("#tier-error", timeout=15_000)
+            page.screenshot(path=str(out / "tier.png"), full_page=True)
+            ctx.close()
+        finally:
+            tiered.stop()
     finally:
         stop.set()
         t.join()

@@ -44,6 +44,8 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("pages/bucket.js", "text/javascript; charset=utf-8"),
     asset!("pages/entry.js", "text/javascript; charset=utf-8"),
     asset!("pages/tokens.js", "text/javascript; charset=utf-8"),
+    asset!("pages/replication.js", "text/javascript; charset=utf-8"),
+    asset!("pages/tier.js", "text/javascript; charset=utf-8"),
 ];
 
 /// The landing page at `/`: where the console and the API are.

@@ -1,6 +1,8 @@
 // An entry: the timeline of its records, the records of the window shown, a preview of
 // the selected one, label filters (and a `when` condition where the server has them),
-// and a live view that appends records as they are written.
+// a live view that appends records as they are written (the timeline follows it), and the
+// arrow keys to step through the records (frames). On a phone the rows stack with their
+// column names and the preview opens right under the selected row.
 import { api, entryPath, queryRecords, histogram, capabilities } from "../api.js";
 import { h, bytes, count, time, labelsText, errorBox, duration } from "../util.js";
 import { Timeline } from "../timeline.js";
@@ -11,6 +13,9 @@ const LIVE_MS = 500;
 const PREVIEW_BYTES = 512;
 const TEXT_MAX = 256 << 10;
 const IMAGE = /^image\/(jpeg|png|webp|gif)$/;
+const FOLLOW_MIN_SPAN = 60e6; // the live timeline shows at least the last minute
+const FOLLOW_MS = 1000; // and is redrawn at most once a second
+const narrow = () => window.matchMedia("(max-width: 800px)").matches;
 const TEXTUAL = /^(text\/|application\/(json|xml|x-ndjson|javascript)|[^;]*\+(json|xml))/;
 
 export async function render(main, params) {
@@ -70,23 +75,38 @@ export async function render(main, params) {
   const listStatus = h("div", { id: "list-status" });
   const more = h("button", { id: "more", hidden: true, onclick: () => loadRecords(true) }, "Load more");
   const preview = h("div", { class: "preview", id: "preview" }, h("p", { class: "muted" }, "Select a record to preview it."));
+  const previewCard = h("div", { class: "card", id: "preview-card" }, h("h2", {}, "Preview"), preview);
+  // On a phone the preview sits in a row right under the selected one.
+  const previewRow = h("tr", { class: "preview-row", id: "preview-row" }, h("td", { colspan: 4 }));
+  function placePreview(tr) {
+    if (narrow() && tr && tr.isConnected) {
+      tr.after(previewRow);
+      previewRow.firstChild.append(preview);
+      previewCard.hidden = true;
+    } else {
+      previewRow.remove();
+      previewCard.append(preview);
+      previewCard.hidden = false;
+    }
+  }
   main.append(h("div", { class: "split" },
     h("div", { class: "card" }, h("h2", {}, "Records"),
-      h("div", { class: "records scroll" }, h("table", { id: "records" },
+      h("div", { class: "records scroll" }, h("table", { id: "records", class: "stack" },
         h("thead", {}, h("tr", {}, h("th", {}, "timestamp (UTC)"), h("th", { class: "num" }, "size"),
-          h("th", { class: "hide-narrow" }, "content type"), h("th", { class: "hide-narrow" }, "labels"))), tbody)),
-      listStatus, more),
-    h("div", { class: "card" }, h("h2", {}, "Preview"), preview)));
+          h("th", {}, "content type"), h("th", {}, "labels"))), tbody)),
+      listStatus, more,
+      h("p", { class: "muted" }, "← ↑ / → ↓ step through the records.")),
+    previewCard));
 
   let rows = [];
   let selected = null;
 
   function row(r) {
     const tr = h("tr", { class: "click", "data-ts": String(r.ts), onclick: () => select(r, tr) },
-      h("td", { class: "mono", title: `${r.ts} µs` }, time(r.ts)),
-      h("td", { class: "num" }, bytes(r.size)),
-      h("td", { class: "hide-narrow" }, r.content_type),
-      h("td", { class: "labels hide-narrow" }, labelsText(r.labels)));
+      h("td", { class: "mono", title: `${r.ts} µs`, "data-label": "timestamp" }, time(r.ts)),
+      h("td", { class: "num", "data-label": "size" }, bytes(r.size)),
+      h("td", { "data-label": "content type" }, r.content_type),
+      h("td", { class: "labels", "data-label": "labels" }, labelsText(r.labels) || "–"));
     r.tr = tr;
     return tr;
   }
@@ -123,6 +143,8 @@ export async function render(main, params) {
       const hist = await histogram(bucket, entry, { start: view.start, stop: view.stop, step });
       if (stopped || seq !== histSeq) return;
       timeline.set(hist);
+      canvas.dataset.start = String(hist.start);
+      canvas.dataset.stop = String(hist.stop);
       windowLabel.replaceChildren(`${time(hist.start)} → ${time(hist.stop)} · ${count(hist.counts.reduce((a, b) => a + b, 0))} records · step ${duration(hist.step)}`);
     } catch (e) {
       if (!stopped && seq === histSeq) tlError.append(errorBox(e));
@@ -135,6 +157,7 @@ export async function render(main, params) {
     if (selected && selected.tr) selected.tr.classList.remove("sel");
     selected = r;
     if (tr) tr.classList.add("sel");
+    placePreview(tr);
     revoke();
     const media = h("div", { class: "media", id: "preview-media" }, h("p", { class: "muted" }, "Loading…"));
     const status = h("div", { id: "preview-status" });
@@ -234,6 +257,40 @@ export async function render(main, params) {
     }
   }
 
+  // Arrow keys step through the records (not while typing in a field).
+  function step(delta) {
+    if (!rows.length) return;
+    const i = selected ? rows.indexOf(selected) : -1;
+    const next = rows[i < 0 ? (delta > 0 ? 0 : rows.length - 1) : Math.min(rows.length - 1, Math.max(0, i + delta))];
+    if (!next || next === selected) return;
+    select(next, next.tr);
+    next.tr.scrollIntoView({ block: "nearest" });
+  }
+  const onKey = (ev) => {
+    if (ev.altKey || ev.ctrlKey || ev.metaKey || ev.defaultPrevented) return;
+    if (ev.target && ev.target.closest && ev.target.closest("input, textarea, select, [contenteditable]")) return;
+    const delta = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 }[ev.key];
+    if (!delta) return;
+    ev.preventDefault();
+    step(delta);
+  };
+  document.addEventListener("keydown", onKey);
+
+  // The timeline follows the live view: its window ends at the newest record.
+  let followAt = 0;
+  let followTimer = null;
+  function follow(newest) {
+    const span = Math.max(FOLLOW_MIN_SPAN, view.stop - view.start);
+    if (newest < view.stop) return;
+    view = { start: Math.max(0, newest + 1 - span), stop: newest + 1 };
+    timeline.pending = view;
+    canvas.dataset.stop = String(view.stop);
+    // At most once a second, and once more after the last record (trailing).
+    clearTimeout(followTimer);
+    const wait = Math.max(0, FOLLOW_MS - (performance.now() - followAt));
+    followTimer = setTimeout(() => { followAt = performance.now(); loadHistogram(); }, wait);
+  }
+
   // Live view: poll from the last timestamp + 1 every 500 ms, one request at a time.
   let live = null;
   async function tick() {
@@ -247,6 +304,7 @@ export async function render(main, params) {
         live.after = recs[recs.length - 1].ts;
         addRows(recs.map(({ payload, ...meta }) => meta));
         const newest = recs[recs.length - 1];
+        follow(newest.ts);
         const r = rows[rows.length - 1];
         r.tr.scrollIntoView({ block: "nearest" });
         const image = [...recs].reverse().find((x) => IMAGE.test(x.content_type));
@@ -292,6 +350,8 @@ export async function render(main, params) {
   await load();
   return () => {
     stopped = true;
+    document.removeEventListener("keydown", onKey);
+    clearTimeout(followTimer);
     if (live) clearTimeout(live.timer);
     live = null;
     timeline.destroy();

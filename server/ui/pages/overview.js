@@ -1,7 +1,7 @@
 // Overview: the server (version, usage, free space, write rate) and every bucket the token
 // may read (size, records, quota gauge, evictions). Refreshed every 2 s.
 import { api, ApiError } from "../api.js";
-import { h, bytes, count, time, errorBox } from "../util.js";
+import { h, bytes, count, time, errorBox, parseSize } from "../util.js";
 
 export function gauge(b) {
   if (b.settings.quota_type === "none" || !b.settings.quota_size) return h("span", { class: "muted" }, "no quota");
@@ -32,7 +32,7 @@ export async function render(main) {
   main.append(h("h1", {}, "Overview"));
   const server = h("div", { class: "stats", id: "server-stats" });
   const bucketsCard = h("div", { class: "card" });
-  main.append(h("div", { class: "card" }, h("h2", {}, "Server"), server), bucketsCard);
+  main.append(h("div", { class: "card" }, h("h2", {}, "Server"), server), bucketsCard, createForm());
   let prev = null;
   let rate = null;
   let stopped = false;
@@ -103,4 +103,30 @@ export async function render(main) {
   }
   await loop();
   return () => { stopped = true; clearTimeout(timer); };
+}
+
+/** A new bucket: its name, quota (with units) and compression; the API checks the rest. */
+function createForm() {
+  const name = h("input", { id: "new-bucket-name", placeholder: "cams", required: true });
+  const quotaType = h("select", { id: "new-bucket-quota-type" }, ["none", "fifo", "hard"].map((q) => h("option", { value: q }, q)));
+  const quotaSize = h("input", { id: "new-bucket-quota-size", placeholder: "e.g. 10 GiB" });
+  const status = h("div", { id: "new-bucket-status" });
+  return h("div", { class: "card" }, h("h2", {}, "New bucket"),
+    h("form", { class: "grid", id: "new-bucket-form", onsubmit: async (ev) => {
+      ev.preventDefault();
+      status.replaceChildren();
+      const n = name.value.trim();
+      try {
+        const body = { quota_type: quotaType.value };
+        const size = parseSize(quotaSize.value, "quota size");
+        if (size) body.quota_size = size;
+        await api(`/api/v1/b/${encodeURIComponent(n)}`, { method: "POST", json: body });
+        location.hash = `#/b/${encodeURIComponent(n)}`;
+      } catch (e) { status.append(errorBox(e)); }
+    } },
+      h("label", { for: "new-bucket-name" }, "name"), name,
+      h("label", { for: "new-bucket-quota-type" }, "quota type"), quotaType,
+      h("label", { for: "new-bucket-quota-size" }, "quota size"), quotaSize,
+      h("div", { class: "actions row" }, h("button", { class: "primary", type: "submit", id: "new-bucket-create" }, "Create bucket"), status)),
+    h("p", { class: "muted" }, "Settings (retention, tiering, compression) are on the bucket's page once it exists."));
 }
