@@ -63,7 +63,7 @@ async fn server_to_server_with_filters_is_idempotent_and_continues_from_last() {
         "--stop",
         "50000",
         "--when",
-        r#"{"&odd": {"$eq": "1"}}"#,
+        r#"{"&odd": {"$eq": 1}}"#,
     ];
     let (ok, out) = cp(&[&[from.as_str(), to.as_str()][..], &args[..]].concat());
     assert!(ok, "{out}");
