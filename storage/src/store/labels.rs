@@ -11,12 +11,10 @@ use crate::commit::Op;
 use crate::entry::{Entry, EntryState};
 use crate::error::{CorruptionError, Error, NotFound, Result};
 use crate::files::CachedBlock;
-use crate::index::Order;
 use crate::labels::{merged, meta_bytes};
 use crate::read::meta_of;
 use crate::record::{Labels, Query, DEFAULT_CONTENT_TYPE};
 use crate::record::{RecordMeta, WriteMeta};
-use crate::selector::{Selector, REMOVE_PAGE};
 use crate::store::Store;
 use crate::write::{check_meta, frame_need, Undo};
 
@@ -37,30 +35,8 @@ impl Store {
     ) -> Result<u64> {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
-        let query = Query {
-            descending: false,
-            ..query.clone()
-        };
-        let mut sel = Selector::new(&query);
-        let (mut lo, hi) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
         let mut updated = 0;
-        loop {
-            let mut page = Vec::with_capacity(REMOVE_PAGE);
-            {
-                let txn = self.inner.index.read_txn()?;
-                self.inner.index.range(
-                    &txn,
-                    e.id(),
-                    lo..hi,
-                    Order::Ascending,
-                    REMOVE_PAGE,
-                    &mut page,
-                )?;
-            }
-            let last = page.last().map(|(ts, _)| *ts);
-            let full = page.len() == REMOVE_PAGE;
-            let mut listed = Vec::new();
-            let ended = sel.select(page, &mut listed)?;
+        self.for_each_selected(e.id(), query, |listed| {
             for (ts, _) in listed {
                 match self.update_labels(bucket, entry, ts, set, remove) {
                     Ok(_) => updated += 1,
@@ -68,11 +44,9 @@ impl Store {
                     Err(err) => return Err(err),
                 }
             }
-            match last {
-                Some(ts) if full && !ended && ts < u64::MAX => lo = ts + 1,
-                _ => return Ok(updated),
-            }
-        }
+            Ok(())
+        })?;
+        Ok(updated)
     }
 
     /// Label updates of several records (ReductStore's `PATCH …/batch`): one result per

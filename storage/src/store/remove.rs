@@ -150,21 +150,41 @@ impl Store {
     pub fn remove_where(&self, bucket: &str, entry: &str, query: &Query) -> Result<u64> {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
+        let mut st = e.lock_live(bucket)?;
+        let mut removed = 0;
+        self.for_each_selected(e.id(), query, |listed| {
+            if !listed.is_empty() {
+                removed += listed.len() as u64;
+                self.remove_listed(&b, &e, &mut st, listed)?;
+            }
+            Ok(())
+        })?;
+        Ok(removed)
+    }
+
+    /// Hands the records `query` selects in entry `entry_id` (its range, label filters,
+    /// condition and limit; oldest first) to `each`, one index page at a time: matches are
+    /// listed from the index alone (no payload read). The one walk of `remove_where` and
+    /// `update_labels_where`.
+    pub(super) fn for_each_selected(
+        &self,
+        entry_id: u32,
+        query: &Query,
+        mut each: impl FnMut(Vec<(u64, IndexValue)>) -> Result<()>,
+    ) -> Result<()> {
         let query = Query {
             descending: false,
             ..query.clone()
         };
         let mut sel = Selector::new(&query);
         let (mut lo, hi) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
-        let mut st = e.lock_live(bucket)?;
-        let mut removed = 0;
         loop {
             let mut page = Vec::with_capacity(REMOVE_PAGE);
             {
                 let txn = self.inner.index.read_txn()?;
                 self.inner.index.range(
                     &txn,
-                    e.id(),
+                    entry_id,
                     lo..hi,
                     Order::Ascending,
                     REMOVE_PAGE,
@@ -175,13 +195,10 @@ impl Store {
             let full = page.len() == REMOVE_PAGE;
             let mut listed = Vec::new();
             let ended = sel.select(page, &mut listed)?;
-            if !listed.is_empty() {
-                removed += listed.len() as u64;
-                self.remove_listed(&b, &e, &mut st, listed)?;
-            }
+            each(listed)?;
             match last {
                 Some(ts) if full && !ended && ts < u64::MAX => lo = ts + 1,
-                _ => return Ok(removed),
+                _ => return Ok(()),
             }
         }
     }
