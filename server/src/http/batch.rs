@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
+use tsblob_proto::ErrorCode;
 use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::content_length;
@@ -70,17 +71,17 @@ type ChunkOutcome = Vec<RecordResult>;
 fn malformed(message: impl std::fmt::Display) -> AppError {
     AppError::new(
         StatusCode::BAD_REQUEST,
-        "malformed_batch",
+        ErrorCode::MalformedBatch,
         format!("the batch body is malformed: {message}; see the framing in docs/api.md"),
     )
 }
 
-fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
+fn detail(status: StatusCode, code: ErrorCode, message: String) -> RecordResult {
     RecordResult {
         ts: None,
         status: status.as_u16(),
         error: Some(ErrorDetail {
-            code: code.to_string(),
+            code: code.as_str().to_string(),
             message,
         }),
     }
@@ -346,7 +347,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         too_large = Some(head.ts);
                         fault = Some(AppError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
-                            "record_too_large",
+                            ErrorCode::RecordTooLarge,
                             format!(
                                 "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST (the records after it were not read)",
                                 dec.records(), head.payload_len, limits.max_batch_record
@@ -357,7 +358,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                     if dec.records() > limits.max_batch_records {
                         fault = Some(AppError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
-                            "payload_too_large",
+                            ErrorCode::PayloadTooLarge,
                             format!(
                                 "the batch has more than {} records, the server's limit per request (each record's result is held until the answer): split it, or start the server with a larger --max-batch-records",
                                 limits.max_batch_records

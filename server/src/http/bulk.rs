@@ -4,6 +4,7 @@
 //! a list of timestamps, each answered with its own result.
 
 use std::collections::BTreeMap;
+use tsblob_proto::ErrorCode;
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -136,7 +137,7 @@ fn too_many(n: usize, t: &Target) -> Result<(), AppError> {
     if n as u64 > max {
         return Err(AppError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!("{n} items, over --max-batch-records ({max}): send them in several requests"),
         ));
     }

@@ -9,6 +9,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use tsblob_proto::ErrorCode;
 use tsblob_storage::{
     BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError, WriteError,
 };
@@ -17,7 +18,7 @@ use tsblob_storage::{
 #[derive(Debug, Clone)]
 pub struct AppError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -26,17 +27,17 @@ pub use crate::answers::{ErrorBody, ErrorDetail};
 impl AppError {
     /// An error; a server error's message is logged under a fresh reference and replaced
     /// by that reference (see the module documentation).
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AppError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> AppError {
         let message = message.into();
         // 507 (disk full), 503 (object store unavailable) and 500 `tier_damaged` messages
         // are built from what the client may know (see `From<Error>`), and say what to do.
         if status.is_server_error()
             && status != StatusCode::INSUFFICIENT_STORAGE
             && status != StatusCode::SERVICE_UNAVAILABLE
-            && code != "tier_damaged"
+            && code != ErrorCode::TierDamaged
         {
             let reference = format!("{:08x}", rand::random::<u32>());
-            tracing::error!(code, reference = %reference, "{message}");
+            tracing::error!(code = code.as_str(), reference = %reference, "{message}");
             return AppError {
                 status,
                 code,
@@ -50,33 +51,37 @@ impl AppError {
         }
     }
     pub fn bad_request(message: impl Into<String>) -> AppError {
-        AppError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        AppError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
     /// A 422 with its own code: a well-formed request tsblob does not carry out.
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AppError {
+    pub fn unprocessable(code: ErrorCode, message: impl Into<String>) -> AppError {
         AppError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }
     pub fn invalid_timestamp(message: impl Into<String>) -> AppError {
         AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_timestamp",
+            ErrorCode::InvalidTimestamp,
             message,
         )
     }
     pub fn invalid_label(message: impl Into<String>) -> AppError {
-        AppError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_label", message)
+        AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidLabel,
+            message,
+        )
     }
     pub fn invalid_settings(message: impl Into<String>) -> AppError {
         AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_settings",
+            ErrorCode::InvalidSettings,
             message,
         )
     }
     pub fn too_large(limit: u64) -> AppError {
         AppError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!(
                 "the request body is over the server's limit of {limit} bytes: send less, or start the server with a larger --max-body"
             ),
@@ -85,28 +90,36 @@ impl AppError {
     /// 503 `busy`: a bound of the server (memory, streams) is spent right now; answered
     /// with a `Retry-After` of [`RETRY_AFTER_SECS`].
     pub fn busy(message: impl Into<String>) -> AppError {
-        AppError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+        AppError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, message)
     }
     /// 429 `too_many_streams`: the caller's own share of a bound is spent; with a
     /// `Retry-After` too.
     pub fn too_many(message: impl Into<String>) -> AppError {
-        AppError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+        AppError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::TooManyStreams,
+            message,
+        )
     }
     /// Whether the answer carries a `Retry-After` (a bound that frees itself).
     pub fn retry_later(&self) -> bool {
-        self.code == "busy" || self.status == StatusCode::TOO_MANY_REQUESTS
+        self.code == ErrorCode::Busy || self.status == StatusCode::TOO_MANY_REQUESTS
     }
     pub fn internal(message: impl Into<String>) -> AppError {
-        AppError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        AppError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            message,
+        )
     }
     pub fn not_found(message: impl Into<String>) -> AppError {
-        AppError::new(StatusCode::NOT_FOUND, "not_found", message)
+        AppError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code.as_str().to_string(),
                 message: self.message.clone(),
             },
         }
@@ -134,7 +147,7 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         // Other server errors were logged, with their details, when they were made.
         if self.status == StatusCode::INSUFFICIENT_STORAGE {
-            tracing::warn!(code = self.code, "{}", self.message);
+            tracing::warn!(code = self.code.as_str(), "{}", self.message);
         }
         let retry = self.retry_later();
         let mut resp = (self.status, Json(self.body())).into_response();
@@ -168,11 +181,11 @@ pub(crate) async fn json_errors(resp: Response) -> Response {
         Err(_) => String::new(),
     };
     let code = match status {
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        s if s.is_server_error() => ErrorCode::Internal,
+        _ => ErrorCode::BadRequest,
     };
     let message = if text.is_empty() {
         status.canonical_reason().unwrap_or("error").to_string()
@@ -198,52 +211,60 @@ fn is_disk_full(e: &Error) -> bool {
 }
 
 /// The status and code of an engine error.
-pub fn classify(e: &Error) -> (StatusCode, &'static str) {
+pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
     use StatusCode as S;
     if is_disk_full(e) {
-        return (S::INSUFFICIENT_STORAGE, "disk_full");
+        return (S::INSUFFICIENT_STORAGE, ErrorCode::DiskFull);
     }
     match e {
         Error::Name(NameError::BadChar { kind: "label", .. })
         | Error::Name(NameError::Empty { kind: "label", .. })
         | Error::Name(NameError::TooLong { kind: "label", .. }) => {
-            (S::UNPROCESSABLE_ENTITY, "invalid_label")
+            (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidLabel)
         }
-        Error::Name(_) => (S::UNPROCESSABLE_ENTITY, "invalid_name"),
-        Error::Pattern(_) => (S::UNPROCESSABLE_ENTITY, "invalid_pattern"),
-        Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, "bucket_not_found"),
-        Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, "entry_not_found"),
-        Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
-        Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, "replication_not_found"),
-        Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, "bucket_exists"),
-        Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, "entry_exists"),
-        Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, "rename_tiered"),
-        Error::Rename(RenameError::FolderExists { .. }) => (S::CONFLICT, "folder_exists"),
+        Error::Name(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidName),
+        Error::Pattern(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidPattern),
+        Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, ErrorCode::BucketNotFound),
+        Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, ErrorCode::EntryNotFound),
+        Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, ErrorCode::RecordNotFound),
+        Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, ErrorCode::ReplicationNotFound),
+        Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, ErrorCode::BucketExists),
+        Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, ErrorCode::EntryExists),
+        Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, ErrorCode::RenameTiered),
+        Error::Rename(RenameError::FolderExists { .. }) => (S::CONFLICT, ErrorCode::FolderExists),
         Error::Bucket(BucketError::InvalidSettings(_)) => {
-            (S::UNPROCESSABLE_ENTITY, "invalid_settings")
+            (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidSettings)
         }
         Error::Write(w) => match w {
-            WriteError::Conflict { .. } => (S::CONFLICT, "timestamp_exists"),
-            WriteError::InvalidTimestamp { .. } => (S::UNPROCESSABLE_ENTITY, "invalid_timestamp"),
-            WriteError::TooOld { .. } => (S::UNPROCESSABLE_ENTITY, "too_old"),
-            WriteError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, "quota_exceeded"),
-            WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, "disk_full"),
-            WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, "invalid_label"),
-            WriteError::InvalidContentType(_) => (S::UNPROCESSABLE_ENTITY, "invalid_content_type"),
-            WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, "bad_request"),
+            WriteError::Conflict { .. } => (S::CONFLICT, ErrorCode::TimestampExists),
+            WriteError::InvalidTimestamp { .. } => {
+                (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidTimestamp)
+            }
+            WriteError::TooOld { .. } => (S::UNPROCESSABLE_ENTITY, ErrorCode::TooOld),
+            WriteError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, ErrorCode::QuotaExceeded),
+            WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, ErrorCode::DiskFull),
+            WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidLabel),
+            WriteError::InvalidContentType(_) => {
+                (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidContentType)
+            }
+            WriteError::LengthMismatch { .. } => (S::BAD_REQUEST, ErrorCode::BadRequest),
         },
-        Error::Query(QueryError::MissingLabel { .. }) => (S::UNPROCESSABLE_ENTITY, "missing_label"),
-        Error::Query(QueryError::Invalid { .. }) => (S::UNPROCESSABLE_ENTITY, "invalid_condition"),
-        Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, "read_only_replica"),
+        Error::Query(QueryError::MissingLabel { .. }) => {
+            (S::UNPROCESSABLE_ENTITY, ErrorCode::MissingLabel)
+        }
+        Error::Query(QueryError::Invalid { .. }) => {
+            (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidCondition)
+        }
+        Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, ErrorCode::ReadOnlyReplica),
         // Permanent damage of a tiered object is not an outage: a 500 the client does not
         // retry (a 503 said "retry once it is back" of an object that never would be).
         Error::Tier(TierError::Missing { .. } | TierError::Damaged { .. }) => {
-            (S::INTERNAL_SERVER_ERROR, "tier_damaged")
+            (S::INTERNAL_SERVER_ERROR, ErrorCode::TierDamaged)
         }
-        Error::Tier(_) => (S::SERVICE_UNAVAILABLE, "tier_unavailable"),
-        Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
+        Error::Tier(_) => (S::SERVICE_UNAVAILABLE, ErrorCode::TierUnavailable),
+        Error::Corrupt(_) => (S::INTERNAL_SERVER_ERROR, ErrorCode::CorruptRecord),
         Error::Open(_) | Error::Io { .. } | Error::Index(_) => {
-            (S::INTERNAL_SERVER_ERROR, "internal")
+            (S::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
         }
     }
 }
@@ -251,7 +272,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
 impl From<Error> for AppError {
     fn from(e: Error) -> AppError {
         let (status, code) = classify(&e);
-        if code == "disk_full" {
+        if code == ErrorCode::DiskFull {
             // The engine's message names the data folder: log it, answer without it.
             tracing::warn!("write refused, disk full: {e}");
             let detail = match &e {
@@ -277,7 +298,7 @@ impl From<Error> for AppError {
 
 /// A tier failure for a client: what failed and what to do, without the object store's
 /// own error text (logged instead: it names endpoints).
-fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError {
+fn tier_error(status: StatusCode, code: ErrorCode, e: &TierError) -> AppError {
     let message = match e {
         TierError::Unavailable {
             bucket, entry, ts, ..
@@ -298,9 +319,14 @@ fn tier_error(status: StatusCode, code: &'static str, e: &TierError) -> AppError
 
 impl From<crate::when::WhenError> for AppError {
     fn from(e: crate::when::WhenError) -> AppError {
-        match e.code {
-            "bad_request" => AppError::bad_request(e.message),
-            code => AppError::unprocessable(code, e.message),
+        // (`when.rs` keeps its codes as text: its fuzz target compiles it alone.)
+        match ErrorCode::parse(e.code) {
+            Some(ErrorCode::BadRequest) => AppError::bad_request(e.message),
+            Some(code) => AppError::unprocessable(code, e.message),
+            None => AppError::internal(format!(
+                "a when error with a code not in ErrorCode ({}): {}",
+                e.code, e.message
+            )),
         }
     }
 }
@@ -311,13 +337,15 @@ impl From<crate::replication::ReplicationError> for AppError {
         match e {
             R::Invalid(message) => AppError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_replication",
+                ErrorCode::InvalidReplication,
                 message,
             ),
-            R::TooManyTasks => AppError::new(StatusCode::CONFLICT, "too_many_tasks", e.to_string()),
+            R::TooManyTasks => {
+                AppError::new(StatusCode::CONFLICT, ErrorCode::TooManyTasks, e.to_string())
+            }
             R::NotFound(_) => AppError::new(
                 StatusCode::NOT_FOUND,
-                "replication_not_found",
+                ErrorCode::ReplicationNotFound,
                 e.to_string(),
             ),
             R::When(e) => e.into(),
@@ -443,7 +471,12 @@ mod tests {
         ];
         for (e, status, code) in cases {
             let a = AppError::from(e);
-            assert_eq!((a.status.as_u16(), a.code), (status, code), "{}", a.message);
+            assert_eq!(
+                (a.status.as_u16(), a.code.as_str()),
+                (status, code),
+                "{}",
+                a.message
+            );
         }
     }
 
@@ -453,7 +486,7 @@ mod tests {
             context: "reading /srv/secret/data/b/e/00000001.blk".into(),
             source: std::io::Error::other("boom"),
         });
-        assert_eq!((e.status.as_u16(), e.code), (500, "internal"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (500, "internal"));
         assert!(
             e.message.starts_with("internal error (ref "),
             "{}",
@@ -462,10 +495,10 @@ mod tests {
         assert!(!e.message.contains("/srv") && !e.message.contains("boom"));
         let c = AppError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "corrupt_record",
+            ErrorCode::CorruptRecord,
             "corrupt record in block \"/srv/x\"",
         );
-        assert_eq!(c.code, "corrupt_record");
+        assert_eq!(c.code, ErrorCode::CorruptRecord);
         assert!(!c.message.contains("/srv"), "{}", c.message);
         let full = AppError::from(Error::from(WriteError::DiskFull {
             path: "/srv/data".into(),
@@ -479,7 +512,7 @@ mod tests {
     #[test]
     fn a_when_error_is_a_400_bad_request() {
         let e = AppError::from(crate::when::parse_text("{").expect_err("not JSON"));
-        assert_eq!((e.status.as_u16(), e.code), (400, "bad_request"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (400, "bad_request"));
         assert!(e.message.starts_with("when: "), "{}", e.message);
     }
 
@@ -489,7 +522,7 @@ mod tests {
             let text = format!(r#"{{"{d}": 1, "&a": {{"$eq": 1}}}}"#);
             let e = AppError::from(crate::when::parse_text(&text).expect_err(d));
             assert_eq!(
-                (e.status.as_u16(), e.code),
+                (e.status.as_u16(), e.code.as_str()),
                 (422, "unsupported_directive"),
                 "{d}"
             );
@@ -520,7 +553,11 @@ mod tests {
         for (e, status, code) in cases {
             let shown = e.to_string();
             let a = AppError::from(e);
-            assert_eq!((a.status.as_u16(), a.code), (status, code), "{shown}");
+            assert_eq!(
+                (a.status.as_u16(), a.code.as_str()),
+                (status, code),
+                "{shown}"
+            );
         }
     }
 
@@ -561,7 +598,10 @@ mod tests {
 
     /// Every error code written in the server's source where a code goes: the second
     /// argument of `AppError::new` (and of the batch's `detail`), `(S::STATUS, "code")` of
-    /// `classify`, `StatusCode::X => "code"` of `json_errors`, and `code == "code"`.
+    /// `classify`, `StatusCode::X => "code"` of `json_errors`, and `code == "code"`; and
+    /// `when.rs`'s codes (`unprocessable("code"`, `code: "code"`), kept as text there.
+    /// (`AppError`'s code is an `ErrorCode`: the compiler checks those where they are
+    /// written, so little of this scan finds anything now.)
     fn codes_in_source() -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
@@ -618,6 +658,12 @@ mod tests {
                 for (i, _) in text.match_indices("code == ") {
                     found(literal_at(&text, i + 8));
                 }
+                for (i, _) in text.match_indices("unprocessable(") {
+                    found(literal_at(&text, i + 14));
+                }
+                for (i, _) in text.match_indices("code: ") {
+                    found(literal_at(&text, i + 6));
+                }
             }
         }
         out
@@ -629,7 +675,8 @@ mod tests {
     fn every_error_code_is_in_the_one_list_and_the_api_table() {
         use tsblob_proto::ErrorCode;
         let found = codes_in_source();
-        assert!(found.len() > 40, "the scan found only {found:?}");
+        // What is still text: the CLI's comparisons, `when.rs`'s three codes.
+        assert!(found.len() >= 5, "the scan found only {found:?}");
         for (code, file) in &found {
             assert!(
                 ErrorCode::parse(code).is_some(),
