@@ -16,7 +16,7 @@ use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::content_length;
 use super::budget::Held;
-use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::errors::{blocking, AppError, ErrorBody};
 use super::if_exists::{conflict, same_payload, settle_write, IfExists};
 use super::inflate::PlainChunks;
 use super::records::Target;
@@ -76,14 +76,12 @@ fn malformed(message: impl std::fmt::Display) -> AppError {
     )
 }
 
-fn detail(status: StatusCode, code: ErrorCode, message: String) -> RecordResult {
+/// A record's result for an error answered in it ([`AppError::answer`]: logged).
+fn answered(e: &AppError) -> RecordResult {
     RecordResult {
         ts: None,
-        status: status.as_u16(),
-        error: Some(ErrorDetail {
-            code: code.as_str().to_string(),
-            message,
-        }),
+        status: e.status.as_u16(),
+        error: Some(e.answer()),
     }
 }
 
@@ -138,16 +136,13 @@ fn spawn_chunk(
                             let c = conflict(&bucket, &entry, at);
                             RecordResult {
                                 ts: Some(at),
-                                ..detail(c.status, c.code, c.message)
+                                ..answered(&c)
                             }
                         }
                     }
                     Err(e) => {
                         let a = AppError::from(e);
-                        RecordResult {
-                            ts,
-                            ..detail(a.status, a.code, a.message)
-                        }
+                        RecordResult { ts, ..answered(&a) }
                     }
                 })
                 .collect(),
@@ -156,10 +151,7 @@ fn spawn_chunk(
                 let a = AppError::from(e);
                 asked
                     .into_iter()
-                    .map(|ts| RecordResult {
-                        ts,
-                        ..detail(a.status, a.code, a.message.clone())
-                    })
+                    .map(|ts| RecordResult { ts, ..answered(&a) })
                     .collect()
             }
         }
@@ -174,7 +166,7 @@ async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<Reco
                 let a = AppError::internal(format!(
                     "a chunk of the batch failed to run ({e}); its records were not confirmed"
                 ));
-                results.push(detail(a.status, a.code, a.message));
+                results.push(answered(&a));
             }
         }
     }
@@ -239,7 +231,7 @@ fn spawn_spooled(
             },
             Err(a) => RecordResult {
                 ts: asked,
-                ..detail(a.status, a.code, a.message)
+                ..answered(&a)
             },
         }]
     })
@@ -487,7 +479,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     if let (Some(ts), Some(f)) = (too_large, &fault) {
         results.push(RecordResult {
             ts: (ts != TS_NOW).then_some(ts),
-            ..detail(f.status, f.code, f.message.clone())
+            ..answered(f)
         });
     }
 

@@ -15,7 +15,7 @@ use tsblob_storage::{Labels, Query};
 
 use super::batch::RecordResult;
 use super::body::BodyChunks;
-use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
 use super::when;
 
@@ -166,10 +166,7 @@ fn results<T>(asked: &[u64], out: Vec<tsblob_storage::Result<T>>) -> BulkResult 
                 RecordResult {
                     ts: Some(*ts),
                     status: e.status.as_u16(),
-                    error: Some(ErrorDetail {
-                        code: e.code.to_string(),
-                        message: e.message,
-                    }),
+                    error: Some(e.answer()),
                 }
             }
         });

@@ -5,6 +5,12 @@
 //! A server error (5xx other than 507) never tells the client what failed inside: engine
 //! messages name block files and folders of the server. Its details go to the log under a
 //! reference, and the client gets `internal error (ref <id>): see the server log`.
+//!
+//! Errors are logged in one layer: when they are answered ([`AppError::answer`], which
+//! every answer's rendering goes through), not when they are built, so an error that is
+//! made and then handled (retried, mapped, dropped) leaves no log line.
+
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -20,13 +26,26 @@ pub struct AppError {
     pub status: StatusCode,
     pub code: ErrorCode,
     pub message: String,
+    /// What the log gets once the error is answered (`AppError::answer`): a server error's
+    /// own text under the reference its message names, or an engine error's text the
+    /// message leaves out.
+    log: Option<Arc<Logged>>,
+}
+
+/// A log line kept for when its error is answered.
+#[derive(Debug)]
+struct Logged {
+    level: tracing::Level,
+    /// The reference a server error's message names.
+    reference: Option<String>,
+    text: String,
 }
 
 pub use crate::answers::{ErrorBody, ErrorDetail};
 
 impl AppError {
-    /// An error; a server error's message is logged under a fresh reference and replaced
-    /// by that reference (see the module documentation).
+    /// An error; a server error's message is replaced by a fresh reference, under which it
+    /// is logged once answered (see the module documentation).
     pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> AppError {
         let message = message.into();
         // 507 (disk full), 503 (object store unavailable) and 500 `tier_damaged` messages
@@ -37,17 +56,66 @@ impl AppError {
             && code != ErrorCode::TierDamaged
         {
             let reference = format!("{:08x}", rand::random::<u32>());
-            tracing::error!(code = code.as_str(), reference = %reference, "{message}");
             return AppError {
                 status,
                 code,
                 message: format!("internal error (ref {reference}): see the server log"),
-            };
+                log: None,
+            }
+            .logging(tracing::Level::ERROR, Some(reference), message);
         }
+        // A full disk or quota is the operator's concern: logged, message and all.
+        let log = (status == StatusCode::INSUFFICIENT_STORAGE).then(|| {
+            Arc::new(Logged {
+                level: tracing::Level::WARN,
+                reference: None,
+                text: message.clone(),
+            })
+        });
         AppError {
             status,
             code,
             message,
+            log,
+        }
+    }
+
+    /// The error with what the log gets once it is answered (instead of anything before).
+    fn logging(
+        mut self,
+        level: tracing::Level,
+        reference: Option<String>,
+        text: String,
+    ) -> AppError {
+        self.log = Some(Arc::new(Logged {
+            level,
+            reference,
+            text,
+        }));
+        self
+    }
+
+    /// The error as its client gets it, `{code, message}`: every answer (a response, a
+    /// stream's error frame, a batch record's result or header, a replication task's
+    /// status) is rendered through here, which logs what the log gets of it.
+    pub fn answer(&self) -> ErrorDetail {
+        self.log();
+        ErrorDetail {
+            code: self.code.as_str().to_string(),
+            message: self.message.clone(),
+        }
+    }
+
+    /// Logs what the log gets of the error: for an error that ends a stream without an
+    /// answer of its own (a cut), the rest through [`AppError::answer`].
+    pub fn log(&self) {
+        if let Some(l) = &self.log {
+            let (code, reference) = (self.code.as_str(), l.reference.as_deref().unwrap_or(""));
+            match l.level {
+                tracing::Level::ERROR => tracing::error!(code, reference, "{}", l.text),
+                tracing::Level::WARN => tracing::warn!(code, "{}", l.text),
+                _ => tracing::debug!(code, "{}", l.text),
+            }
         }
     }
     pub fn bad_request(message: impl Into<String>) -> AppError {
@@ -116,12 +184,10 @@ impl AppError {
         AppError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
+    /// The error document (through [`AppError::answer`]: logged).
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
-            error: ErrorDetail {
-                code: self.code.as_str().to_string(),
-                message: self.message.clone(),
-            },
+            error: self.answer(),
         }
     }
 
@@ -145,10 +211,6 @@ impl std::fmt::Display for AppError {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        // Other server errors were logged, with their details, when they were made.
-        if self.status == StatusCode::INSUFFICIENT_STORAGE {
-            tracing::warn!(code = self.code.as_str(), "{}", self.message);
-        }
         let retry = self.retry_later();
         let mut resp = (self.status, Json(self.body())).into_response();
         if retry {
@@ -273,8 +335,7 @@ impl From<Error> for AppError {
     fn from(e: Error) -> AppError {
         let (status, code) = classify(&e);
         if code == ErrorCode::DiskFull {
-            // The engine's message names the data folder: log it, answer without it.
-            tracing::warn!("write refused, disk full: {e}");
+            // The engine's message names the data folder: logged, not answered.
             let detail = match &e {
                 Error::Write(WriteError::DiskFull {
                     available, reserve, ..
@@ -287,7 +348,8 @@ impl From<Error> for AppError {
                 status,
                 code,
                 format!("the server's disk is full{detail}: writes are refused until space is freed (remove data, or lower --free-space-reserve); reads keep working"),
-            );
+            )
+            .logging(tracing::Level::WARN, None, format!("write refused, disk full: {e}"));
         }
         if let Error::Tier(t) = &e {
             return tier_error(status, code, t);
@@ -309,12 +371,12 @@ fn tier_error(status: StatusCode, code: ErrorCode, e: &TierError) -> AppError {
         TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
     };
     // A client's mistake (a write sent to a replica) is not the operator's concern.
-    if status.is_client_error() {
-        tracing::debug!("{code}: {e}");
+    let level = if status.is_client_error() {
+        tracing::Level::DEBUG
     } else {
-        tracing::warn!("{code}: {e}");
-    }
-    AppError::new(status, code, message)
+        tracing::Level::WARN
+    };
+    AppError::new(status, code, message).logging(level, None, format!("{code}: {e}"))
 }
 
 impl From<crate::when::WhenError> for AppError {
@@ -358,7 +420,7 @@ impl From<crate::replication::ReplicationError> for AppError {
 /// How a replication error reads in its task's status and the log
 /// ([`crate::replication::Explain`]): the message a client would be answered.
 pub fn explain_replication(e: crate::replication::ReplicationError) -> String {
-    AppError::from(e).message
+    AppError::from(e).answer().message
 }
 
 impl From<NameError> for AppError {
@@ -478,6 +540,61 @@ mod tests {
                 a.message
             );
         }
+    }
+
+    /// A log written into a buffer, for as long as `f` runs.
+    fn logged_while(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, f);
+        let out = String::from_utf8_lossy(&buf.0.lock()).into_owned();
+        out
+    }
+
+    /// Bug "logged when built": `AppError::new` logged a server error as it was made, so
+    /// one made and then handled (retried, mapped, dropped) left an error line all the
+    /// same. Now an error is logged when it is answered, once, under its reference.
+    #[test]
+    fn an_error_was_logged_when_built_not_when_answered() {
+        let mut made = None;
+        let built = logged_while(|| {
+            made = Some(AppError::internal("reading /srv/data/b/e/1.blk failed"));
+            let _ = AppError::internal("a failure that was retried and handled");
+            let _ = AppError::from(Error::Write(WriteError::DiskFull {
+                path: "/srv/data".into(),
+                available: 0,
+                reserve: 0,
+            }));
+        });
+        assert_eq!(built, "", "logged when built");
+        let e = made.unwrap();
+        let mut answered = String::new();
+        let log = logged_while(|| answered = e.body().error.message);
+        let reference = answered
+            .strip_prefix("internal error (ref ")
+            .and_then(|r| r.split(')').next())
+            .unwrap_or_else(|| panic!("{answered}"));
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(
+            log.contains("/srv/data/b/e/1.blk") && log.contains(reference),
+            "{log}"
+        );
     }
 
     #[test]
