@@ -772,14 +772,10 @@ mod tests {
                         found(literal_at(arrow, 0));
                     }
                 }
-                for (i, _) in text.match_indices("code == ") {
-                    found(literal_at(&text, i + 8));
-                }
-                for (i, _) in text.match_indices("unprocessable(") {
-                    found(literal_at(&text, i + 14));
-                }
-                for (i, _) in text.match_indices("code: ") {
-                    found(literal_at(&text, i + 6));
+                for pattern in ["code == ", "unprocessable(", "code: "] {
+                    for (i, _) in text.match_indices(pattern) {
+                        found(literal_at(&text, i + pattern.len()));
+                    }
                 }
             }
         }
