@@ -215,6 +215,7 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, "entry_not_found"),
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, "record_not_found"),
         Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, "replication_not_found"),
+        Error::NotFound(NotFound::Rule { .. }) => (S::NOT_FOUND, "rule_not_found"),
         Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, "bucket_exists"),
         Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, "entry_exists"),
         Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, "rename_tiered"),
