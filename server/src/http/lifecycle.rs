@@ -221,7 +221,11 @@ impl RuleJson {
 
 /// Applies a change (blocking: the settings file is written before it returns); true: a
 /// rule of that name was replaced.
-pub fn apply(store: &tsblob_storage::Store, bucket: &str, change: RuleChange) -> Result<bool, AppError> {
+pub fn apply(
+    store: &tsblob_storage::Store,
+    bucket: &str,
+    change: RuleChange,
+) -> Result<bool, AppError> {
     Ok(match change {
         RuleChange::Rule(rule) => store.set_lifecycle_rule(bucket, rule)?,
         RuleChange::MaxAge(age) => {

@@ -53,7 +53,11 @@ async fn rules_are_set_listed_run_and_removed() {
     assert!(a.json()["status"]["last_run"].is_u64());
     // max_age is the shorthand rule: set, listed first, removed.
     let a = f
-        .call("PUT", "/api/v1/lifecycle/b/max_age", r#"{"older_than": "30d"}"#)
+        .call(
+            "PUT",
+            "/api/v1/lifecycle/b/max_age",
+            r#"{"older_than": "30d"}"#,
+        )
         .await;
     assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
     assert_eq!(a.json()["shorthand"], true);
@@ -77,7 +81,9 @@ async fn rules_are_set_listed_run_and_removed() {
         .await;
     assert_eq!(a.code(), "invalid_settings");
     assert_eq!(
-        f.call("DELETE", "/api/v1/lifecycle/b/max_age", "").await.status,
+        f.call("DELETE", "/api/v1/lifecycle/b/max_age", "")
+            .await
+            .status,
         StatusCode::OK
     );
     let a = f.call("GET", "/api/v1/b/b", "").await;
@@ -87,7 +93,10 @@ async fn rules_are_set_listed_run_and_removed() {
         StatusCode::OK
     );
     let a = f.call("GET", "/api/v1/lifecycle/b/raw", "").await;
-    assert_eq!((a.status, a.code().as_str()), (StatusCode::NOT_FOUND, "rule_not_found"));
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::NOT_FOUND, "rule_not_found")
+    );
 }
 
 #[tokio::test]
@@ -95,13 +104,28 @@ async fn bad_rules_are_refused_with_the_reason() {
     let f = fixture();
     f.bucket("b").await;
     let cases = [
-        (r#"{"older_than": "1d", "action": "compress"}"#, "unsupported"),
+        (
+            r#"{"older_than": "1d", "action": "compress"}"#,
+            "unsupported",
+        ),
         (r#"{"interval": "1h"}"#, "invalid_settings"),
         (r#"{"older_than": "soon"}"#, "invalid_settings"),
-        (r#"{"older_than": "1d", "interval": "10ms"}"#, "invalid_settings"),
-        (r#"{"older_than": "1d", "mode": "sometimes"}"#, "invalid_settings"),
-        (r#"{"older_than": "1d", "entries": ["a/../b"]}"#, "invalid_settings"),
-        (r#"{"older_than": "1d", "when": {"$nope": 1}}"#, "bad_request"),
+        (
+            r#"{"older_than": "1d", "interval": "10ms"}"#,
+            "invalid_settings",
+        ),
+        (
+            r#"{"older_than": "1d", "mode": "sometimes"}"#,
+            "invalid_settings",
+        ),
+        (
+            r#"{"older_than": "1d", "entries": ["a/../b"]}"#,
+            "invalid_settings",
+        ),
+        (
+            r#"{"older_than": "1d", "when": {"$nope": 1}}"#,
+            "bad_request",
+        ),
         (r#"{"older_than": "1d", "colour": "red"}"#, "bad_request"),
     ];
     for (body, code) in cases {
@@ -111,7 +135,11 @@ async fn bad_rules_are_refused_with_the_reason() {
         assert!(msg.len() > 20, "{body}: {msg}");
     }
     let a = f
-        .call("PUT", "/api/v1/lifecycle/b/bad%20name", r#"{"older_than": "1d"}"#)
+        .call(
+            "PUT",
+            "/api/v1/lifecycle/b/bad%20name",
+            r#"{"older_than": "1d"}"#,
+        )
         .await;
     assert_eq!(a.code(), "invalid_settings");
     let a = f
