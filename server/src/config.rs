@@ -419,6 +419,14 @@ impl ServeArgs {
     }
 }
 
+/// The engine's compiler of lifecycle rules' `when` (`StoreOptions::when_parser`): rules
+/// keep it as JSON text, which the engine does not read.
+pub fn when_parser() -> tsblob_storage::WhenParser {
+    tsblob_storage::WhenParser(std::sync::Arc::new(|text| {
+        crate::when::parse_text(text).map_err(|e| e.to_string())
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -449,12 +457,4 @@ mod tests {
             .store_options()
             .is_err());
     }
-}
-
-/// The engine's compiler of lifecycle rules' `when` (`StoreOptions::when_parser`): rules
-/// keep it as JSON text, which the engine does not read.
-pub fn when_parser() -> tsblob_storage::WhenParser {
-    tsblob_storage::WhenParser(std::sync::Arc::new(|text| {
-        crate::when::parse_text(text).map_err(|e| e.to_string())
-    }))
 }

@@ -87,9 +87,10 @@ pub struct StoreOptions {
 /// A `when` compiler (`StoreOptions::when_parser`): the message of an error says what is
 /// wrong with the text.
 #[derive(Clone)]
-pub struct WhenParser(
-    pub Arc<dyn Fn(&str) -> Result<crate::when::Condition, String> + Send + Sync>,
-);
+pub struct WhenParser(pub Arc<WhenParse>);
+
+/// What a [`WhenParser`] calls: the condition of a text, or what is wrong with it.
+pub type WhenParse = dyn Fn(&str) -> Result<crate::when::Condition, String> + Send + Sync;
 
 impl std::fmt::Debug for WhenParser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -78,7 +78,7 @@ pub fn duration_text(us: u64) -> String {
         ("s", 1_000_000),
         ("ms", 1_000),
     ] {
-        if us >= len && us % len == 0 {
+        if us >= len && us.is_multiple_of(len) {
             return format!("{}{unit}", us / len);
         }
     }
