@@ -40,7 +40,8 @@ fn shorthand(max_age: u64) -> LifecycleRule {
 impl Store {
     /// Adds a lifecycle rule to a bucket, or replaces the one of its name (true: replaced).
     /// Its `when` is compiled with `StoreOptions::when_parser`; the settings file holds it
-    /// before this returns. A replaced rule starts over (its run state is dropped).
+    /// before this returns. A replaced rule starts over (its run state is dropped), unless
+    /// only its mode changed.
     pub fn set_lifecycle_rule(&self, bucket: &str, rule: LifecycleRule) -> Result<bool> {
         let b = self.get_bucket(bucket)?;
         rule.validate().map_err(BucketError::InvalidSettings)?;
@@ -62,7 +63,24 @@ impl Store {
                 Ok(())
             })?;
         }
-        b.lifecycle_runs().remove(&rule.name);
+        // A change of mode alone (ReductStore's `PATCH …/mode`) keeps what the rule did and
+        // where it resumes; any other change starts it over.
+        let mut runs = b.lifecycle_runs();
+        let same = runs
+            .get(&rule.name)
+            .and_then(|r| r.rule.as_ref())
+            .is_some_and(|old| {
+                LifecycleRule {
+                    mode: rule.mode,
+                    ..old.clone()
+                } == rule
+            });
+        match runs.get_mut(&rule.name) {
+            Some(run) if same => run.rule = Some(rule),
+            _ => {
+                runs.remove(&rule.name);
+            }
+        }
         Ok(replaced)
     }
 

@@ -148,6 +148,28 @@ fn passes_are_bounded_and_resume_where_the_last_one_stopped() {
     assert_eq!(status.removed, 4_500);
     assert!(status.caught_up && status.last_error.is_none());
     assert_eq!(status.next_run, now + 1_000 + 60_000_000);
+    // A change of mode alone keeps the status and the resume points; another change does not.
+    let rule = s.lifecycle_rule("b", "even").unwrap().0;
+    s.set_lifecycle_rule(
+        "b",
+        LifecycleRule {
+            mode: LifecycleMode::DryRun,
+            ..rule.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(s.lifecycle_rule("b", "even").unwrap().1.removed, 4_500);
+    let p = s.run_lifecycle("b", "even", now + 1_000, u64::MAX).unwrap();
+    assert_eq!(p.looked_at, 0, "{p:?}");
+    s.set_lifecycle_rule(
+        "b",
+        LifecycleRule {
+            older_than: HOUR + 1,
+            ..rule
+        },
+    )
+    .unwrap();
+    assert_eq!(s.lifecycle_rule("b", "even").unwrap().1.removed, 0);
 }
 
 #[test]
