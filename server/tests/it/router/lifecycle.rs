@@ -97,6 +97,16 @@ async fn rules_are_set_listed_run_and_removed() {
         (a.status, a.code().as_str()),
         (StatusCode::NOT_FOUND, "rule_not_found")
     );
+    // In the OpenAPI document.
+    let doc = f.call("GET", "/api/v1/openapi.json", "").await.json();
+    for path in [
+        "/api/v1/lifecycle/{bucket}",
+        "/api/v1/lifecycle/{bucket}/{name}",
+        "/api/v1/lifecycle/{bucket}/{name}/run",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} is not documented");
+    }
+    assert!(doc["paths"]["/api/v1/lifecycle/{bucket}/{name}"]["put"].is_object());
 }
 
 #[tokio::test]

@@ -170,6 +170,9 @@ pub fn exec(s: &Store, op: &Op) -> Outcome {
                 mode: LifecycleMode::Disabled,
                 ..LifecycleRule::new(&format!("lc-{}", e.replace('/', "-")), 1_000_000)
             };
+            // Removed first: a rule set again unchanged keeps where it resumes, and each op
+            // runs a fresh one (its cutoff may be behind the last one's).
+            let _ = s.remove_lifecycle_rule(b, &rule.name);
             match s.set_lifecycle_rule(b, rule.clone()) {
                 Ok(_) => s
                     .run_lifecycle(b, &rule.name, stop + rule.older_than, u64::MAX)
