@@ -111,6 +111,10 @@ async def test_refusals_and_the_provisioned_max_age(rs: ReductServer, rclient: C
     with pytest.raises(ReductError) as e:
         await rclient.create_lifecycle(name(), LifecycleSettings(bucket=b, older_than="soon", interval="1h"))
     assert e.value.status_code == 422
+    with pytest.raises(ReductError) as e:
+        await rclient.create_lifecycle(name(), LifecycleSettings(bucket=b, older_than="1d", interval="1h",
+                                                                 when={"$nope": 1}))
+    assert e.value.status_code == 422 and "when" in e.value.message
     async with tsblob.AsyncClient(rs.srv.url, token=ADMIN_TOKEN) as native:
         await native.update_bucket(b, max_age="30d")
     shorthand = f"{b}.max_age"

@@ -167,7 +167,15 @@ impl SettingsDoc {
             },
             mode: self.mode,
         };
-        match input.into_change(name)? {
+        // ReductStore answers a condition that does not parse 422, as any invalid setting.
+        let change = input.into_change(name).map_err(|e| {
+            if e.status == StatusCode::BAD_REQUEST {
+                AppError::invalid_settings(e.body().error.message)
+            } else {
+                e
+            }
+        })?;
+        match change {
             RuleChange::Rule(r) => Ok((self.bucket, r)),
             RuleChange::MaxAge(_) => Err(missing(name)),
         }
