@@ -58,6 +58,8 @@ codes! {
     TokenNotFound = "token_not_found",
     /// 404: no such replication task.
     ReplicationNotFound = "replication_not_found",
+    /// 404: no such lifecycle rule.
+    RuleNotFound = "rule_not_found",
     /// 404: no such route.
     NotFound = "not_found",
     /// 405: the route exists, the method does not.

@@ -154,6 +154,10 @@ pub struct ServeArgs {
     /// Default age-based retention of new buckets (e.g. 30d; none keeps records).
     #[arg(long, env = "TSBLOB_DEFAULT_MAX_AGE", value_parser = parse_duration)]
     pub default_max_age: Option<Duration>,
+    /// Index records one pass of one lifecycle rule looks at, at most (a whole block deleted
+    /// counts its records); a rule with more to do goes on a second later.
+    #[arg(long, env = "TSBLOB_LIFECYCLE_PASS_RECORDS", default_value_t = tsblob_storage::LIFECYCLE_PASS_RECORDS)]
+    pub lifecycle_pass_records: u64,
     /// A client must send its request head (line and headers) within this time.
     #[arg(long, env = "TSBLOB_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_timeout: Duration,
@@ -387,6 +391,9 @@ impl ServeArgs {
             default_bucket: self.default_bucket()?,
             max_open_files: self.max_open_files,
             tier: None,
+            // Lifecycle rules keep their `when` as JSON text; the engine reads no JSON.
+            when_parser: Some(when_parser()),
+            lifecycle_pass_records: self.lifecycle_pass_records.max(1),
         })
     }
 
@@ -410,6 +417,14 @@ impl ServeArgs {
         self.cost.apply(&mut limits);
         limits
     }
+}
+
+/// The engine's compiler of lifecycle rules' `when` (`StoreOptions::when_parser`): rules
+/// keep it as JSON text, which the engine does not read.
+pub fn when_parser() -> tsblob_storage::WhenParser {
+    tsblob_storage::WhenParser(std::sync::Arc::new(|text| {
+        crate::when::parse_text(text).map_err(|e| e.to_string())
+    }))
 }
 
 #[cfg(test)]

@@ -14,9 +14,10 @@ use crate::error::{BucketError, Error, Result};
 use crate::files::sync_dir;
 use crate::index::Index;
 use crate::layout::SETTINGS_FILE;
+use crate::lifecycle::RuleRun;
 use crate::lock::{Mutex, MutexGuard, Rank, RwLock};
 use crate::record::BucketInfo;
-use crate::settings::{BucketSettings, BucketSettingsUpdate};
+use crate::settings::{BucketSettings, BucketSettingsUpdate, LifecycleRule};
 use std::fs::File;
 
 pub(crate) struct Bucket {
@@ -31,8 +32,8 @@ pub(crate) struct Bucket {
     evict_lock: Mutex<()>,
     evicted: AtomicU64,
     expired: AtomicU64,
-    /// When (µs since the epoch) retention should next look at this bucket's blocks.
-    next_expiry: AtomicU64,
+    /// Its lifecycle rules' run state, by rule name (`max_age` for the shorthand).
+    lifecycle: Mutex<BTreeMap<String, RuleRun>>,
     removed: AtomicBool,
 }
 
@@ -48,7 +49,7 @@ impl Bucket {
             evict_lock: Mutex::new(Rank::Evict, ()),
             evicted: AtomicU64::new(0),
             expired: AtomicU64::new(0),
-            next_expiry: AtomicU64::new(0),
+            lifecycle: Mutex::new(Rank::Lifecycle, BTreeMap::new()),
             removed: AtomicBool::new(false),
         }
     }
@@ -182,14 +183,24 @@ impl Bucket {
         self.expired.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// True at most once per `every` µs (per bucket): whether retention should look now.
-    pub fn expiry_due(&self, now: u64, every: u64) -> bool {
-        let next = self.next_expiry.load(Ordering::Acquire);
-        now >= next
-            && self
-                .next_expiry
-                .compare_exchange(next, now + every, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+    /// The lifecycle rules' run state (a leaf lock: copy out, never hold across a pass).
+    pub fn lifecycle_runs(&self) -> MutexGuard<'_, BTreeMap<String, RuleRun>> {
+        self.lifecycle.lock()
+    }
+
+    /// Applies `change` to the lifecycle rules, then validates and saves the settings as
+    /// `update_settings` does.
+    pub fn change_rules(
+        &self,
+        change: impl FnOnce(&mut Vec<LifecycleRule>) -> Result<()>,
+    ) -> Result<()> {
+        let mut s = self.settings.write();
+        let mut new = s.clone();
+        change(&mut new.lifecycle)?;
+        new.validate().map_err(BucketError::InvalidSettings)?;
+        write_settings(&self.dir, &new)?;
+        *s = new;
+        Ok(())
     }
 
     pub fn mark_removed(&self) {

@@ -133,6 +133,10 @@ pub enum NotFound {
         entry: String,
         ts: u64,
     },
+    #[error(
+        "bucket {bucket:?} has no lifecycle rule {name:?} (GET its lifecycle rules to list them)"
+    )]
+    Rule { bucket: String, name: String },
 }
 
 /// Tiering to an object store (`tier/`).

@@ -35,6 +35,7 @@ mod histogram;
 mod index;
 mod labels;
 mod layout;
+mod lifecycle;
 mod lock;
 mod names;
 mod object_store;
@@ -64,6 +65,7 @@ pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedR
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
+pub use lifecycle::{LifecycleStatus, PassReport};
 pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 pub use pattern::{EntryPattern, PatternError, MAX_PATTERN_WILDCARDS};
@@ -74,8 +76,9 @@ pub use record::{
 };
 pub use recover::rebuild_index;
 pub use settings::{
-    BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
-    TierConfig,
+    BucketSettings, BucketSettingsUpdate, Compression, LifecycleMode, LifecycleRule, QuotaType,
+    StoreOptions, SyncPolicy, TierConfig, WhenParser, LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE,
+    MAX_LIFECYCLE_RULES,
 };
 pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};

@@ -40,6 +40,8 @@ pub(crate) enum Rank {
     TierState = 54,
     /// `Tier`: the cache of block ranges (a leaf; never held across a fetch).
     TierCache = 55,
+    /// `Bucket`: its lifecycle rules' run state (a leaf; never held across a pass).
+    Lifecycle = 56,
     /// `Committer`: its queue (taken under an entry lock; waits release it).
     CommitQueue = 60,
     /// `Committer`: a waiter's result slot, files to sync (leaves).

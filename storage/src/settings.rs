@@ -76,7 +76,30 @@ pub struct StoreOptions {
     pub max_open_files: Option<usize>,
     /// Tiering of sealed blocks to an object store (`None`: everything stays local).
     pub tier: Option<TierConfig>,
+    /// Compiles a lifecycle rule's `when` (its source text) into a condition; without it a
+    /// rule with a `when` is refused (the engine reads no JSON: the server gives its parser).
+    pub when_parser: Option<WhenParser>,
+    /// The most index records one pass of one lifecycle rule looks at (a whole block
+    /// deleted counts its records); a rule with more to do goes on at the next tick.
+    pub lifecycle_pass_records: u64,
 }
+
+/// A `when` compiler (`StoreOptions::when_parser`): the message of an error says what is
+/// wrong with the text.
+#[derive(Clone)]
+pub struct WhenParser(pub Arc<WhenParse>);
+
+/// What a [`WhenParser`] calls: the condition of a text, or what is wrong with it.
+pub type WhenParse = dyn Fn(&str) -> Result<crate::when::Condition, String> + Send + Sync;
+
+impl std::fmt::Debug for WhenParser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WhenParser")
+    }
+}
+
+/// The default of `StoreOptions::lifecycle_pass_records`.
+pub const LIFECYCLE_PASS_RECORDS: u64 = 100_000;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -87,6 +110,8 @@ impl Default for StoreOptions {
             default_bucket: BucketSettings::default(),
             max_open_files: None,
             tier: None,
+            when_parser: None,
+            lifecycle_pass_records: LIFECYCLE_PASS_RECORDS,
         }
     }
 }
@@ -186,6 +211,195 @@ pub struct BucketSettings {
     /// With a tier: sealed blocks whose newest record is older than this many microseconds
     /// are uploaded even below `tier_local_max`. `None`: no age rule.
     pub tier_after: Option<u64>,
+    /// Lifecycle rules (`lifecycle.rs`): records older than a rule's `older_than`, in its
+    /// entries, matching its `when`, are removed in the background. `max_age` is the
+    /// shorthand rule `max_age` (whole blocks, every entry); these are the others. Changed
+    /// with `Store::set_lifecycle_rule` / `remove_lifecycle_rule`.
+    pub lifecycle: Vec<LifecycleRule>,
+}
+
+/// The most lifecycle rules a bucket may have.
+pub const MAX_LIFECYCLE_RULES: usize = 64;
+
+/// The name of the shorthand rule a bucket's `max_age` is reported as (no rule may take it).
+pub const MAX_AGE_RULE: &str = "max_age";
+
+/// Whether a lifecycle rule runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LifecycleMode {
+    /// Runs every `interval` and removes what it selects.
+    #[default]
+    Enabled,
+    /// Kept, never run in the background (`Store::run_lifecycle` still runs it).
+    Disabled,
+    /// Runs and counts what it would remove, removing nothing.
+    DryRun,
+}
+
+impl std::str::FromStr for LifecycleMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "enabled" => Ok(LifecycleMode::Enabled),
+            "disabled" => Ok(LifecycleMode::Disabled),
+            "dry_run" => Ok(LifecycleMode::DryRun),
+            other => Err(format!(
+                "unknown lifecycle mode {other:?}: use enabled, disabled or dry_run"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for LifecycleMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LifecycleMode::Enabled => "enabled",
+            LifecycleMode::Disabled => "disabled",
+            LifecycleMode::DryRun => "dry_run",
+        })
+    }
+}
+
+/// One lifecycle rule of a bucket: remove the records older than `older_than` (by their
+/// timestamp, against the clock), only in the entries `entries` selects and only those
+/// `when` keeps, looking again every `interval`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleRule {
+    /// `[A-Za-z0-9_-]`, 1 to 64 characters, unique in its bucket; not `max_age`.
+    pub name: String,
+    /// µs, above 0.
+    pub older_than: u64,
+    /// µs between the starts of two rounds, at least one second.
+    pub interval: u64,
+    /// Entry names or globs (`pattern.rs`); one starting with `!` excludes what it matches.
+    /// Empty: every entry.
+    pub entries: Vec<String>,
+    /// The condition's source text (the JSON of a `when`), compiled by
+    /// `StoreOptions::when_parser`; `None`: every record older than `older_than`.
+    pub when: Option<String>,
+    pub mode: LifecycleMode,
+}
+
+impl LifecycleRule {
+    /// A rule removing every record older than `older_than` µs, checked every minute.
+    pub fn new(name: &str, older_than: u64) -> LifecycleRule {
+        LifecycleRule {
+            name: name.to_string(),
+            older_than,
+            interval: 60_000_000,
+            entries: Vec::new(),
+            when: None,
+            mode: LifecycleMode::Enabled,
+        }
+    }
+
+    /// Checks the rule alone (its `when` is compiled by the store); the message says how to
+    /// fix it.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = &self.name;
+        if n.is_empty()
+            || n.len() > 64
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "lifecycle rule name {} is not valid: use 1 to 64 of A-Z a-z 0-9 _ -",
+                tsblob_proto::quote_short(n)
+            ));
+        }
+        if n == MAX_AGE_RULE {
+            return Err(
+                "the lifecycle rule name max_age is the bucket's max_age setting: choose another name, or set max_age in the bucket's settings".into(),
+            );
+        }
+        if self.older_than == 0 {
+            return Err(format!(
+                "lifecycle rule {n}: older_than must be longer than 0"
+            ));
+        }
+        if self.interval < 1_000_000 {
+            return Err(format!(
+                "lifecycle rule {n}: interval must be at least 1 second"
+            ));
+        }
+        for p in &self.entries {
+            crate::pattern::EntryPattern::parse(p.strip_prefix('!').unwrap_or(p)).map_err(|e| {
+                format!("lifecycle rule {n}: entry pattern {p:?} cannot be used: {e}")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The rule as the value of its `lifecycle.<name>` line (its `when` last, escaped).
+    fn to_line(&self) -> String {
+        let mut line = format!(
+            "older_than={} interval={} mode={} entries={}",
+            self.older_than,
+            self.interval,
+            self.mode,
+            self.entries.join(",")
+        );
+        if let Some(w) = &self.when {
+            line.push_str(" when=");
+            for c in w.chars() {
+                match c {
+                    '\\' => line.push_str("\\\\"),
+                    '\n' => line.push_str("\\n"),
+                    '\r' => line.push_str("\\r"),
+                    c => line.push(c),
+                }
+            }
+        }
+        line
+    }
+
+    fn from_line(name: &str, line: &str) -> Result<LifecycleRule, String> {
+        let (fields, when) = match line.split_once(" when=") {
+            Some((f, w)) => (f, Some(w)),
+            None => (line, None),
+        };
+        let mut rule = LifecycleRule::new(name, 0);
+        for field in fields.split(' ').filter(|f| !f.is_empty()) {
+            let (k, v) = field
+                .split_once('=')
+                .ok_or_else(|| format!("lifecycle.{name}: {field:?} is not key=value"))?;
+            let num = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|e| format!("lifecycle.{name}.{k}: {e}"))
+            };
+            match k {
+                "older_than" => rule.older_than = num(v)?,
+                "interval" => rule.interval = num(v)?,
+                "mode" => rule.mode = v.parse()?,
+                "entries" => {
+                    rule.entries = v
+                        .split(',')
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
+                _ => {} // a field of a newer version
+            }
+        }
+        rule.when = when.map(|w| {
+            let mut out = String::with_capacity(w.len());
+            let mut chars = w.chars();
+            while let Some(c) = chars.next() {
+                match (c, c == '\\') {
+                    (_, true) => match chars.next() {
+                        Some('n') => out.push('\n'),
+                        Some('r') => out.push('\r'),
+                        Some(o) => out.push(o),
+                        None => {}
+                    },
+                    (c, false) => out.push(c),
+                }
+            }
+            out
+        });
+        Ok(rule)
+    }
 }
 
 impl Default for BucketSettings {
@@ -199,6 +413,7 @@ impl Default for BucketSettings {
             max_age: None,
             tier_local_max: None,
             tier_after: None,
+            lifecycle: Vec::new(),
         }
     }
 }
@@ -230,6 +445,7 @@ impl BucketSettings {
             max_age: u.max_age.unwrap_or(self.max_age),
             tier_local_max: u.tier_local_max.unwrap_or(self.tier_local_max),
             tier_after: u.tier_after.unwrap_or(self.tier_after),
+            lifecycle: self.lifecycle.clone(),
         }
     }
 
@@ -261,6 +477,17 @@ impl BucketSettings {
                 return Err(format!("zstd level {level} is out of range: use 1 to 22"));
             }
         }
+        if self.lifecycle.len() > MAX_LIFECYCLE_RULES {
+            return Err(format!(
+                "a bucket holds at most {MAX_LIFECYCLE_RULES} lifecycle rules: remove one first"
+            ));
+        }
+        for (i, r) in self.lifecycle.iter().enumerate() {
+            r.validate()?;
+            if self.lifecycle[..i].iter().any(|o| o.name == r.name) {
+                return Err(format!("two lifecycle rules are named {}", r.name));
+            }
+        }
         Ok(())
     }
 
@@ -278,6 +505,9 @@ impl BucketSettings {
         }
         if let Some(age) = self.tier_after {
             text.push_str(&format!("tier_after = {age}\n"));
+        }
+        for r in &self.lifecycle {
+            text.push_str(&format!("lifecycle.{} = {}\n", r.name, r.to_line()));
         }
         text
     }
@@ -303,6 +533,10 @@ impl BucketSettings {
                 "max_age" => s.max_age = Some(num(v)?),
                 "tier_local_max" => s.tier_local_max = Some(num(v)?),
                 "tier_after" => s.tier_after = Some(num(v)?),
+                _ if k.starts_with("lifecycle.") => {
+                    s.lifecycle
+                        .push(LifecycleRule::from_line(&k["lifecycle.".len()..], v)?);
+                }
                 _ => {} // unknown keys from newer versions are ignored
             }
         }

@@ -25,8 +25,8 @@ from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conf
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
                       ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
                       Unauthorized)
-from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, RecordInfo,
-                      RecordResult, ServerInfo, SkippedRecord, Token)
+from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, LifecycleRule,
+                      LifecycleStatus, RecordInfo, RecordResult, ServerInfo, SkippedRecord, Token)
 from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
 from ._version import __version__
 from ._frames import to_pandas
@@ -64,6 +64,7 @@ __all__ = [
     "Record", "AsyncRecord", "RecordInfo", "RecordResult", "SkippedRecord", "BatchResult", "BucketHandle", "EntryHandle",
     "AsyncBucketHandle", "AsyncEntryHandle",
     "Bucket", "BucketInfo", "BucketSettings", "EntryInfo", "Health", "Histogram", "ServerInfo", "Token",
+    "LifecycleRule", "LifecycleStatus",
     "Timestamp", "TimestampWarning", "to_micros", "from_micros", "SettingsMismatch", "SettingsMismatchError",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",

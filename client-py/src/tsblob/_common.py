@@ -648,3 +648,26 @@ def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: 
 
 def replication_path(name: str) -> str:
     return f"{API}/replications/{quote(name, safe='')}"
+
+
+def lifecycle_path(bucket: str, name: Optional[str] = None) -> str:
+    """``/api/v1/lifecycle/<bucket>[/<name>]`` (the bucket's name checked as ``bucket_path`` does)."""
+    path = f"{API}/lifecycle/{bucket_path(bucket)[len(API) + 3:]}"
+    return path if name is None else f"{path}/{quote(name, safe='')}"
+
+
+def lifecycle_body(older_than: Duration, interval: Optional[Duration], entries: Sequence[str],
+                   when: Optional[Mapping[str, Any]], mode: Optional[str]) -> Dict[str, Any]:
+    """The JSON of ``PUT /api/v1/lifecycle/{bucket}/{name}`` (durations sent as µs)."""
+    if isinstance(entries, str):
+        entries = [entries]
+    body: Dict[str, Any] = {"older_than": parse_duration(older_than, "older_than")}
+    if interval is not None:
+        body["interval"] = parse_duration(interval, "interval")
+    if entries:
+        body["entries"] = list(entries)
+    if when is not None:
+        body["when"] = dict(when)
+    if mode is not None:
+        body["mode"] = mode
+    return body

@@ -30,6 +30,8 @@ __all__ = [
     "BatchResult",
     "Token",
     "Histogram",
+    "LifecycleStatus",
+    "LifecycleRule",
 ]
 
 
@@ -366,3 +368,63 @@ class Histogram:
         """``(step start µs, count, bytes)`` for each step."""
         for i, (n, b) in enumerate(zip(self.counts, self.bytes)):
             yield self.start + i * self.step, n, b
+
+
+@dataclass(frozen=True)
+class LifecycleStatus:
+    """What a lifecycle rule did since the server started: records removed (counted, in
+    ``dry_run``) by its last pass and in all, whole blocks deleted, when it last ran (µs)."""
+
+    last_run: Optional[int] = None
+    next_run: int = 0
+    caught_up: bool = False
+    last_removed: int = 0
+    removed: int = 0
+    removed_blocks: int = 0
+    last_error: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LifecycleStatus":
+        return cls(
+            last_run=_opt_int(d.get("last_run")),
+            next_run=int(d.get("next_run") or 0),
+            caught_up=bool(d.get("caught_up", False)),
+            last_removed=int(d.get("last_removed") or 0),
+            removed=int(d.get("removed") or 0),
+            removed_blocks=int(d.get("removed_blocks") or 0),
+            last_error=None if d.get("last_error") is None else str(d["last_error"]),
+        )
+
+
+@dataclass(frozen=True)
+class LifecycleRule:
+    """A bucket's lifecycle rule: records older than ``older_than`` µs, in ``entries``
+    (names or globs, ``!`` excludes; empty: every entry), kept by ``when``, are removed in the
+    background every ``interval`` µs. ``shorthand``: the bucket's ``max_age`` (whole blocks)."""
+
+    name: str
+    bucket: str
+    older_than: int
+    interval: int
+    entries: List[str] = field(default_factory=list)
+    when: Optional[Dict[str, Any]] = None
+    mode: str = "enabled"
+    action: str = "remove"
+    shorthand: bool = False
+    status: LifecycleStatus = field(default_factory=LifecycleStatus)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LifecycleRule":
+        when = d.get("when")
+        return cls(
+            name=str(d["name"]),
+            bucket=str(d.get("bucket", "")),
+            older_than=int(d["older_than"]),
+            interval=int(d.get("interval") or 0),
+            entries=[str(e) for e in d.get("entries") or []],
+            when=dict(when) if isinstance(when, Mapping) else None,
+            mode=str(d.get("mode", "enabled")),
+            action=str(d.get("action", "remove")),
+            shorthand=bool(d.get("shorthand", False)),
+            status=LifecycleStatus.from_json(d.get("status") or {}),
+        )

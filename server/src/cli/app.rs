@@ -47,6 +47,9 @@ pub enum Command {
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
+    /// Manage a bucket's lifecycle rules (records removed once older than an age): ls, get,
+    /// set, rm, run.
+    Lifecycle(cli::LifecycleArgs),
     /// Copy records: server to server, server to a folder (export), folder to server (import),
     /// server to an MCAP file, MCAP file or ROS 2 bag to server.
     ///
@@ -175,6 +178,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Tail(args) => cli::tail(args).await,
         Command::Token(args) => cli::token(args).await,
         Command::Replication(args) => cli::replication(args).await,
+        Command::Lifecycle(args) => cli::lifecycle(args).await,
         Command::Cp(args) => cli::cp(args).await,
         Command::Alias(args) => cli::alias(args),
         Command::Bench(args) => tsblob_compare::run(args).await,

@@ -179,7 +179,7 @@ pub struct BucketInfoJson {
     pub latest: Option<u64>,
     /// Blocks removed by the FIFO quota since the server started.
     pub evicted_blocks: u64,
-    /// Blocks removed by age-based retention (`max_age`) since the server started.
+    /// Whole blocks removed by lifecycle rules (`max_age` included) since the server started.
     pub expired_blocks: u64,
     /// `size / quota_size`, or null without a quota.
     pub quota_used: Option<f64>,

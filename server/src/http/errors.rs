@@ -290,6 +290,7 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
         Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, ErrorCode::EntryNotFound),
         Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, ErrorCode::RecordNotFound),
         Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, ErrorCode::ReplicationNotFound),
+        Error::NotFound(NotFound::Rule { .. }) => (S::NOT_FOUND, ErrorCode::RuleNotFound),
         Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, ErrorCode::BucketExists),
         Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, ErrorCode::EntryExists),
         Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, ErrorCode::RenameTiered),

@@ -267,7 +267,7 @@ impl Metrics {
             )?,
             expired_blocks: c(
                 "tsblob_retention_expired_blocks_total",
-                "Blocks removed by age-based retention (max_age) since the server started",
+                "Whole blocks removed by lifecycle rules (max_age included) since the server started",
             )?,
             bucket_bytes: IntGaugeVec::new(
                 Opts::new(

@@ -18,6 +18,7 @@ pub mod headers;
 pub mod histogram;
 mod if_exists;
 pub mod inflate;
+pub mod lifecycle;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
@@ -162,6 +163,17 @@ pub fn app(state: AppState) -> Router {
             get(replications::get_one)
                 .put(replications::put)
                 .delete(replications::remove),
+        )
+        .route("/api/v1/lifecycle/{bucket}", get(lifecycle::list))
+        .route(
+            "/api/v1/lifecycle/{bucket}/{name}",
+            get(lifecycle::get_one)
+                .put(lifecycle::put)
+                .delete(lifecycle::remove),
+        )
+        .route(
+            "/api/v1/lifecycle/{bucket}/{name}/run",
+            axum::routing::post(lifecycle::run),
         )
         .route("/api/v1/b", get(buckets::list))
         .route(

@@ -5,7 +5,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use super::{
-    batch, buckets, bulk, errors, histogram, metrics, query, records, replications, tokens,
+    batch, buckets, bulk, errors, histogram, lifecycle, metrics, query, records, replications,
+    tokens,
 };
 
 #[derive(OpenApi)]
@@ -48,6 +49,11 @@ use super::{
         replications::get_one,
         replications::put,
         replications::remove,
+        lifecycle::list,
+        lifecycle::get_one,
+        lifecycle::put,
+        lifecycle::remove,
+        lifecycle::run,
         document,
     ),
     components(schemas(
@@ -73,6 +79,9 @@ use super::{
         batch::RecordResult,
         batch::BatchResult,
         query::QueryBody,
+        lifecycle::RuleInput,
+        lifecycle::RuleJson,
+        lifecycle::StatusJson,
         tokens::TokenJson,
         tokens::TokenList,
         tokens::TokenSpec,

@@ -13,6 +13,7 @@
 
 pub mod batch;
 pub mod buckets;
+pub mod lifecycle;
 pub mod query;
 pub mod records;
 pub mod replications;
@@ -76,8 +77,12 @@ impl Reduct {
             .route("/api/v1/tokens", get(tokens::list))
             .route("/api/v1/replications", get(replications::list))
             .route("/api/v1/replications/{name}", any(replications::refuse))
-            .route("/api/v1/lifecycles", get(replications::lifecycles))
-            .route("/api/v1/lifecycles/{name}", any(replications::refuse))
+            .route("/api/v1/lifecycles", get(lifecycle::list))
+            .route("/api/v1/lifecycles/{name}", any(lifecycle::route))
+            .route(
+                "/api/v1/lifecycles/{name}/mode",
+                axum::routing::patch(lifecycle::set_mode),
+            )
             .route("/api/v1/tokens/{name}", any(tokens::token_route))
             .route(
                 "/api/v1/tokens/{name}/rotate",

@@ -1,6 +1,6 @@
-//! Replications and lifecycle rules in ReductStore's shapes. Listing works (tsblob's own
-//! replication tasks, `crate::replication`, as ReductStore's `ReplicationInfo`; tsblob has
-//! no lifecycle rules, so that list is empty); creating, changing and removing them through
+//! Replications in ReductStore's shapes (lifecycles: `lifecycle.rs`). Listing works
+//! (tsblob's own replication tasks, `crate::replication`, as ReductStore's
+//! `ReplicationInfo`); creating, changing and removing them through
 //! this API is refused with the reason: tsblob's tasks replicate to tsblob servers over its
 //! own protocol (`docs/replication.md`), manage them on the main port.
 
@@ -44,19 +44,9 @@ pub async fn list(
     Ok(Json(json!({ "replications": out })).into_response())
 }
 
-/// `GET /api/v1/lifecycles`: tsblob has none (retention is a bucket's `max_age`).
-pub async fn lifecycles(Extension(caller): Extension<Caller>) -> Result<Response, AppError> {
-    caller.require_admin("list lifecycle rules")?;
-    Ok(Json(json!({ "lifecycles": [] })).into_response())
-}
-
-/// Anything else under `/replications/{name}` or `/lifecycles/{name}`.
-pub async fn refuse(req: Request) -> AppError {
-    let what = if req.uri().path().contains("/lifecycles/") {
-        "lifecycle rules are not supported by tsblob (age-based retention is a bucket setting, max_age, on tsblob's own API)"
-    } else {
-        "managing replications through the ReductStore API is not supported: tsblob replicates to tsblob servers with its own tasks (docs/replication.md), managed on the main port"
-    };
+/// Anything else under `/replications/{name}` (lifecycles are `lifecycle.rs`).
+pub async fn refuse(_req: Request) -> AppError {
+    let what = "managing replications through the ReductStore API is not supported: tsblob replicates to tsblob servers with its own tasks (docs/replication.md), managed on the main port";
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Unsupported,

@@ -622,6 +622,71 @@ fn every_cli_error_exited_1() {
     assert_eq!(tsblob(&t.url(""), &["bucket", "ls"], b"").0, 5);
 }
 
+/// `tsblob lifecycle set|ls|get|run|rm` (issue 28, item 3): a bucket's lifecycle rules from
+/// the command line; a missing rule exits 3.
+#[test]
+fn lifecycle_cli_sets_lists_runs_and_removes_rules() {
+    let s = Server::start(&[]);
+    let url = s.url("");
+    assert_eq!(tsblob(&url, &["bucket", "create", "b"], b"").0, 0);
+    let old = tsblob_storage::now_micros() - 2 * 3_600_000_000;
+    for (e, ts) in [("cams/raw", old), ("cams/raw", old + 1), ("cams/jpeg", old)] {
+        let ts = ts.to_string();
+        let (code, _, err) = tsblob(&url, &["put", "b", e, "-", "--ts", &ts], b"x");
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = tsblob(
+        &url,
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "raw",
+            "--older-than",
+            "1h",
+            "--interval",
+            "10m",
+            "--entries",
+            "cams/*,!cams/jpeg",
+            "--mode",
+            "disabled",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("raw") && out.contains("older than 1h"),
+        "{out}"
+    );
+    let (code, out, err) = tsblob(&url, &["lifecycle", "run", "b", "raw"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("removed 2 records"), "{out}");
+    let (code, out, _) = tsblob(&url, &["lifecycle", "get", "b", "raw", "--json"], b"");
+    assert_eq!(code, 0);
+    let rule: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(rule["status"]["removed"], 2);
+    assert_eq!(rule["entries"], serde_json::json!(["cams/*", "!cams/jpeg"]));
+    let (code, out, _) = tsblob(&url, &["lifecycle", "ls", "b", "--json"], b"");
+    assert_eq!((code, out.lines().count()), (0, 1), "{out}");
+    assert_eq!(tsblob(&url, &["lifecycle", "rm", "b", "raw"], b"").0, 0);
+    assert_eq!(tsblob(&url, &["lifecycle", "get", "b", "raw"], b"").0, 3);
+    let (code, _, err) = tsblob(
+        &url,
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "c",
+            "--older-than",
+            "1d",
+            "--when",
+            "{nope",
+        ],
+        b"",
+    );
+    assert_eq!(code, 1, "{err}");
+}
+
 /// Issue 28: the bulk routes (`PATCH …/query`, `PATCH`/`DELETE …/batch`) had no CLI; a
 /// change to many records took one `tsblob` call each. `tsblob label` sets and removes labels
 /// of one record, of several by timestamp, or of a selection; `tsblob rm --ts` repeats. A

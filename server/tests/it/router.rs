@@ -22,7 +22,11 @@ struct Fixture {
 
 fn fixture_with(token: Option<&str>, limits: Limits) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let opts = StoreOptions {
+        when_parser: Some(tsblob_server::config::when_parser()),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
     let auth = Auth::load(dir.path(), token).unwrap();
     let state = tsblob_server::assemble::state(store, auth, limits).unwrap();
     Fixture {
@@ -1038,6 +1042,7 @@ mod bulk;
 mod grouped_writes;
 mod if_exists;
 mod large_records;
+mod lifecycle;
 mod query_when;
 mod rename;
 

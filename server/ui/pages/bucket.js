@@ -5,6 +5,7 @@
 import { api, bucketPath, entryPath } from "../api.js";
 import { h, bytes, count, time, errorBox, parseSize, parseDuration, sizeText, durationText, confirmButton } from "../util.js";
 import { gauge } from "./overview.js";
+import { lifecycleCard } from "./lifecycle.js";
 
 export async function render(main, { bucket }) {
   const b = await api(bucketPath(bucket));
@@ -147,4 +148,5 @@ export async function render(main, { bucket }) {
   );
   main.append(h("div", { class: "card" }, h("h2", {}, "Settings"),
     h("p", { class: "muted" }, "Sizes take units (24 MiB, 10 GB), durations too (30d, 12h, 90s); an empty max age or tier field turns it off. Changing settings needs a token with full access; the server checks every value."), form));
+  main.append(await lifecycleCard(bucket));
 }

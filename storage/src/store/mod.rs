@@ -11,6 +11,7 @@
 mod buckets;
 mod feed;
 mod labels;
+mod lifecycle;
 mod query;
 mod quota;
 mod read;
@@ -227,7 +228,7 @@ impl Store {
                 .map_err(|e| Error::io("starting the sync thread", e))?;
             *inner.syncer.lock() = Some(handle);
         }
-        // Age-based retention in the background (writes also apply it before they reserve).
+        // Lifecycle rules (max_age included) in the background: writes never wait on them.
         let weak: Weak<Inner> = Arc::downgrade(&inner);
         let handle = std::thread::Builder::new()
             .name("tsblob-retention".into())
@@ -239,12 +240,7 @@ impl Store {
                 if inner.closing.load(Ordering::Relaxed) {
                     return;
                 }
-                let store = Store { inner };
-                for b in store.inner.buckets() {
-                    if let Err(e) = store.expire_due(&b) {
-                        log::error!("retention of bucket {}: {e}", b.name());
-                    }
-                }
+                Store { inner }.lifecycle_tick();
             })
             .map_err(|e| Error::io("starting the retention thread", e))?;
         *inner.keeper.lock() = Some(handle);

@@ -1,12 +1,11 @@
-//! `Store`'s space keeping: FIFO quotas, free-space reservations and `max_age` retention
-//! (`quota.rs`).
+//! `Store`'s space keeping: FIFO quotas and free-space reservations (`quota.rs`); age-based
+//! retention is `lifecycle.rs`.
 
 use crate::bucket::Bucket;
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
 use crate::error::{Result, WriteError};
-use crate::now_micros;
-use crate::quota::{quota_exceeded, Reservation, EXPIRY_EVERY_MS};
+use crate::quota::{quota_exceeded, Reservation};
 use crate::settings::{BucketSettings, QuotaType};
 use crate::store::Store;
 
@@ -16,7 +15,6 @@ impl Store {
     /// blocks to fit its quota, and also when the file system runs short of free space:
     /// such a bucket keeps taking writes while it has a block to give up.
     pub(crate) fn reserve<'a>(&self, bucket: &'a Bucket, need: u64) -> Result<Reservation<'a>> {
-        self.expire_due(bucket)?;
         let settings = bucket.settings();
         let _g = bucket.lock_evict();
         match settings.quota_type {
@@ -71,49 +69,6 @@ impl Store {
             free = self.inner.free.get(&self.inner.path, true)?;
         }
         Ok(())
-    }
-
-    /// Applies age-based retention to a bucket if it has `max_age` and was not looked at in
-    /// the last `EXPIRY_EVERY_MS`. Returns the blocks deleted.
-    pub(crate) fn expire_due(&self, bucket: &Bucket) -> Result<u64> {
-        let Some(age) = bucket.settings().max_age else {
-            return Ok(0);
-        };
-        let now = now_micros();
-        if !bucket.expiry_due(now, EXPIRY_EVERY_MS * 1000) {
-            return Ok(0);
-        }
-        self.expire(bucket, now.saturating_sub(age))
-    }
-
-    /// Deletes every block of the bucket whose newest record is older than `cutoff`
-    /// (under the evict lock, one entry lock at a time). Returns how many.
-    pub(crate) fn expire(&self, bucket: &Bucket, cutoff: u64) -> Result<u64> {
-        let _g = bucket.lock_evict();
-        let mut n = 0;
-        for entry in bucket.entries() {
-            let mut st = entry.lock();
-            let old: Vec<u64> = st
-                .block_ids()
-                .filter(|id| {
-                    st.block(*id)
-                        .is_some_and(|m| m.records > 0 && m.max_ts < cutoff)
-                })
-                .collect();
-            for id in old {
-                if self.delete_block(bucket, &entry, &mut st, id)? {
-                    bucket.note_expired();
-                    self.inner.note_expired();
-                    n += 1;
-                    log::debug!(
-                        "retention of bucket {}: block {id:016x} of {} is older than max_age",
-                        bucket.name(),
-                        entry.name()
-                    );
-                }
-            }
-        }
-        Ok(n)
     }
 
     /// Deletes the bucket's oldest block (lowest id: first written). False if none.

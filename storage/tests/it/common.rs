@@ -13,8 +13,30 @@ pub fn opts() -> StoreOptions {
     StoreOptions {
         free_space_reserve: 0,
         map_size: 1 << 30,
+        when_parser: Some(when_parser()),
         ..StoreOptions::default()
     }
+}
+
+/// The tests' stand-in for the server's `when` parser (the engine reads no JSON): `all`
+/// keeps every record, `label=value` those whose label has that text, `each:N` every N-th.
+pub fn when_parser() -> WhenParser {
+    WhenParser(std::sync::Arc::new(|text: &str| {
+        if text == "all" {
+            return Ok(Condition::And(vec![]));
+        }
+        if let Some(n) = text.strip_prefix("each:") {
+            return n.parse().map(Condition::EachN).map_err(|e| format!("{e}"));
+        }
+        let (k, v) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?} is not all, each:N or label=value"))?;
+        Ok(Condition::Compare(
+            CmpOp::Eq,
+            Operand::Label(k.into()),
+            Operand::Const(Value::Str(v.into())),
+        ))
+    }))
 }
 
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {

@@ -11,10 +11,11 @@ use common::*;
 use std::process::Command;
 use tsblob_storage::*;
 
-const STEPS: [&str; 12] = [
+const STEPS: [&str; 13] = [
     "records-removal-committed",
     "retention-trashed",
     "retention-committed",
+    "lifecycle-records-committed",
     "label-copy-appended",
     "block-trashed",
     "block-removal-committed",
@@ -58,7 +59,20 @@ fn operate(s: &Store, step: &str) {
                 },
             )
             .unwrap();
-            s.write("b", "e", &meta(now_micros()), b"now").unwrap();
+            s.run_lifecycle("b", tsblob_storage::MAX_AGE_RULE, now_micros(), u64::MAX)
+                .unwrap();
+        }
+        "lifecycle-records-committed" => {
+            // A rule (record by record: it has a when) removing records 1..=10.
+            // Disabled: the reopened store's background does not run it with the clock.
+            let rule = tsblob_storage::LifecycleRule {
+                when: Some("all".into()),
+                mode: LifecycleMode::Disabled,
+                ..tsblob_storage::LifecycleRule::new("old", 1_000_000)
+            };
+            s.set_lifecycle_rule("b", rule).unwrap();
+            s.run_lifecycle("b", "old", 11 + 1_000_000, u64::MAX)
+                .unwrap();
         }
         "entry-trashed" | "entry-removal-committed" => s.remove_entry("b", "e").unwrap(),
         "records-removal-committed" => {
@@ -120,6 +134,7 @@ fn child(dir: &std::path::Path, step: &str, crash: bool) -> std::process::ExitSt
             "label-copy-appended" => "frames-appended",
             "retention-trashed" => "block-trashed",
             "retention-committed" => "block-removal-committed",
+            "lifecycle-records-committed" => "records-removal-committed",
             other => other,
         };
         cmd.env("TSBLOB_CRASH_AT", at);
@@ -174,7 +189,10 @@ fn a_crash_between_any_two_steps_keeps_the_store_consistent() {
         }
         match step {
             // The removal was committed: what it removed never comes back.
-            "block-removal-committed" | "retention-committed" | "records-removal-committed" => {
+            "block-removal-committed"
+            | "retention-committed"
+            | "records-removal-committed"
+            | "lifecycle-records-committed" => {
                 assert!(present.iter().all(|ts| *ts > 10), "{step}: {present:?}");
             }
             "entry-trashed" | "entry-removal-committed" => {

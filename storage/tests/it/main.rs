@@ -11,6 +11,7 @@ mod crash_points;
 mod engine;
 mod feed;
 mod integrity;
+mod lifecycle;
 mod model;
 mod pieces;
 mod recovery;

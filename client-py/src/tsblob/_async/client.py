@@ -31,7 +31,8 @@ from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobErr
                        error_from_response_body)
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, EV_SKIPPED, MEDIA_TYPE, FrameParser
 from .. import _frames
-from .._models import BatchResult, Bucket, EntryInfo, Health, Histogram, RecordInfo, ServerInfo, SkippedRecord, Token
+from .._models import (BatchResult, Bucket, EntryInfo, Health, Histogram, LifecycleRule, RecordInfo, ServerInfo,
+                      SkippedRecord, Token)
 from .._timestamps import Timestamp, to_micros
 
 if TYPE_CHECKING:
@@ -1045,6 +1046,40 @@ class AsyncClient:
     async def me(self) -> Token:
         """The permissions of the token this client uses."""
         return Token.from_json(await self._json("GET", f"{c.API}/me", retry=True))
+
+    # -- lifecycle rules -----------------------------------------------------------------
+
+    async def lifecycle_rules(self, bucket: str) -> List[LifecycleRule]:
+        """A bucket's lifecycle rules with what each removed: its ``max_age`` first (the
+        shorthand rule ``max_age``), then the others. See docs/api.md, "Lifecycle rules"."""
+        doc = await self._json("GET", c.lifecycle_path(bucket), retry=True)
+        return [LifecycleRule.from_json(r) for r in doc.get("rules", [])]
+
+    async def get_lifecycle_rule(self, bucket: str, name: str) -> LifecycleRule:
+        """One rule with its status (:class:`NotFound` ``rule_not_found`` if there is none)."""
+        return LifecycleRule.from_json(await self._json("GET", c.lifecycle_path(bucket, name), retry=True))
+
+    async def set_lifecycle_rule(self, bucket: str, name: str, older_than: c.Duration, *,
+                                 interval: Optional[c.Duration] = None, entries: Sequence[str] = (),
+                                 when: Optional[Mapping[str, Any]] = None,
+                                 mode: Optional[str] = None) -> LifecycleRule:
+        """Creates or replaces a rule (admin token needed): records older than ``older_than``
+        (µs, a timedelta or ``"30d"``), in ``entries`` (names or globs, ``"!name"`` excludes;
+        empty: every entry), that ``when`` keeps, are removed in the background every
+        ``interval`` (default 1 h). ``mode``: ``"enabled"``, ``"disabled"`` or ``"dry_run"``
+        (counts only). The name ``max_age`` sets the bucket's ``max_age`` (``older_than`` only)."""
+        body = c.lifecycle_body(older_than, interval, entries, when, mode)
+        return LifecycleRule.from_json(await self._json("PUT", c.lifecycle_path(bucket, name), json_body=body,
+                                                        retry=True))
+
+    async def remove_lifecycle_rule(self, bucket: str, name: str) -> None:
+        """Removes a rule (``max_age``: clears the bucket's ``max_age``); no record is touched."""
+        await self._send("DELETE", c.lifecycle_path(bucket, name))
+
+    async def run_lifecycle_rule(self, bucket: str, name: str) -> Dict[str, Any]:
+        """Runs one pass of a rule now, whatever its mode: ``{"removed", "blocks",
+        "looked_at", "caught_up"}`` (a pass is bounded: ``caught_up`` false means more to do)."""
+        return dict(await self._json("POST", c.lifecycle_path(bucket, name) + "/run"))
 
     # -- replication ---------------------------------------------------------------------
 

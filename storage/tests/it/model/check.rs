@@ -397,7 +397,7 @@ impl Checker {
                     Some((o, _)) => self.fail(format!("remove_record {k}: {o:?}")),
                 }
             }
-            Op::RemoveRange { b, e, start, stop } => {
+            Op::RemoveRange { b, e, start, stop } | Op::Lifecycle { b, e, start, stop } => {
                 let keys: Vec<Key> = self
                     .model
                     .keys_of_entry(b, e)

@@ -163,6 +163,23 @@ pub fn exec(s: &Store, op: &Op) -> Outcome {
         Op::RemoveRange { b, e, start, stop } => s
             .remove_range(b, e, *start, *stop)
             .map_or_else(err, Outcome::Count),
+        Op::Lifecycle { b, e, stop, .. } => {
+            // Disabled: the background would run it with the clock.
+            let rule = LifecycleRule {
+                entries: vec![e.clone()],
+                mode: LifecycleMode::Disabled,
+                ..LifecycleRule::new(&format!("lc-{}", e.replace('/', "-")), 1_000_000)
+            };
+            // Removed first: a rule set again unchanged keeps where it resumes, and each op
+            // runs a fresh one (its cutoff may be behind the last one's).
+            let _ = s.remove_lifecycle_rule(b, &rule.name);
+            match s.set_lifecycle_rule(b, rule.clone()) {
+                Ok(_) => s
+                    .run_lifecycle(b, &rule.name, stop + rule.older_than, u64::MAX)
+                    .map_or_else(err, |p| Outcome::Count(p.removed)),
+                Err(e) => err(e),
+            }
+        }
         Op::RemoveEntry { b, e } => s.remove_entry(b, e).map_or_else(err, |_| Outcome::Done),
         Op::RenameEntry { b, e, via } => match s.rename_entry(b, e, via) {
             Ok(_) => s

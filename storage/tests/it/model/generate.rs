@@ -72,6 +72,15 @@ pub enum Op {
         start: u64,
         stop: u64,
     },
+    /// A lifecycle rule on the lane's own entry `e` (no `when`: whole blocks, then record
+    /// by record), run once (`Store::run_lifecycle`) with a clock that puts its cutoff at
+    /// `stop`: it removes what a range removal of `[start, stop)` does (`start` is 0).
+    Lifecycle {
+        b: String,
+        e: String,
+        start: u64,
+        stop: u64,
+    },
     RemoveEntry {
         b: String,
         e: String,
@@ -321,7 +330,20 @@ impl LanePlan {
                 }
                 Op::RemoveRecord { b, e, ts }
             }
-            54..=56 => {
+            56 => {
+                let e = format!("p{}", self.lane);
+                let stop = self.pick(rng, &b, &e).max(base) + rng.random_range(0..40);
+                if let Some(o) = self.own.get_mut(&(b.clone(), e.clone())) {
+                    o.retain(|ts, _| *ts >= stop);
+                }
+                Op::Lifecycle {
+                    b,
+                    e,
+                    start: 0,
+                    stop,
+                }
+            }
+            54..=55 => {
                 let start = self.pick(rng, &b, &e).max(base);
                 let stop = start + rng.random_range(1..60);
                 if let Some(o) = self.own.get_mut(&(b.clone(), e.clone())) {

@@ -1,0 +1,167 @@
+//! `tsblob lifecycle ls|get|set|rm|run`: a bucket's lifecycle rules (records removed once
+//! older than an age), over `/api/v1/lifecycle/{bucket}`.
+
+use anyhow::Context;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::{human, seg, ClientArgs};
+use crate::http::lifecycle::duration_text;
+
+/// `tsblob lifecycle ...`
+#[derive(Debug, clap::Args)]
+pub struct LifecycleArgs {
+    #[command(subcommand)]
+    pub command: LifecycleCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum LifecycleCommand {
+    /// List a bucket's rules (its max_age first, as the rule max_age) and what each removed.
+    Ls {
+        bucket: String,
+        /// JSON lines: one rule object of the API per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One rule with its status (as JSON with --json).
+    Get {
+        bucket: String,
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create (or replace) a rule: records older than --older-than go, in the background.
+    /// The name max_age sets the bucket's max_age (only --older-than).
+    Set {
+        bucket: String,
+        name: String,
+        /// Records older than this go (e.g. 30d, 12h).
+        #[arg(long)]
+        older_than: String,
+        /// How often the rule looks again (default 1h, at least 1s).
+        #[arg(long)]
+        interval: Option<String>,
+        /// Entry names or globs (`*` in a segment, `**` across), `!pattern` excludes; repeat
+        /// or separate by commas. None: every entry.
+        #[arg(long, value_delimiter = ',')]
+        entries: Vec<String>,
+        /// Only the records this condition of the query language keeps, as JSON.
+        #[arg(long)]
+        when: Option<String>,
+        /// enabled (default), disabled (kept, not run) or dry_run (counts, removes nothing).
+        #[arg(long)]
+        mode: Option<String>,
+    },
+    /// Remove a rule (max_age: clears the bucket's max_age). Records are not touched.
+    Rm { bucket: String, name: String },
+    /// Run one pass of a rule now (whatever its mode) and print what it removed.
+    Run { bucket: String, name: String },
+}
+
+fn path(bucket: &str, name: &str) -> String {
+    format!("/api/v1/lifecycle/{}/{}", seg(bucket), seg(name))
+}
+
+fn line(r: &Value) {
+    let s = &r["status"];
+    let entries = match r["entries"].as_array() {
+        Some(e) if !e.is_empty() => e
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "*".into(),
+    };
+    println!(
+        "{:<20} {:<8} older than {:<6} every {:<6} entries {}  when {}  removed {} ({} blocks)  last run {}{}",
+        r["name"].as_str().unwrap_or(""),
+        r["mode"].as_str().unwrap_or(""),
+        duration_text(r["older_than"].as_u64().unwrap_or(0)),
+        duration_text(r["interval"].as_u64().unwrap_or(0)),
+        entries,
+        if r["when"].is_null() { "-".to_string() } else { r["when"].to_string() },
+        s["removed"],
+        s["removed_blocks"],
+        human::opt_time(&s["last_run"]),
+        s["last_error"]
+            .as_str()
+            .map(|e| format!("  error: {e}"))
+            .unwrap_or_default(),
+    );
+}
+
+pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
+    let c = super::connect(&args.client)?;
+    match args.command {
+        LifecycleCommand::Ls { bucket, json } => {
+            let v = c
+                .json(c.request(Method::GET, &format!("/api/v1/lifecycle/{}", seg(&bucket))))
+                .await?;
+            human::print_list(&v["rules"], json, line);
+        }
+        LifecycleCommand::Get { bucket, name, json } => {
+            let r = c
+                .json(c.request(Method::GET, &path(&bucket, &name)))
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                line(&r);
+            }
+        }
+        LifecycleCommand::Set {
+            bucket,
+            name,
+            older_than,
+            interval,
+            entries,
+            when,
+            mode,
+        } => {
+            let mut spec = json!({ "older_than": older_than });
+            if let Some(i) = interval {
+                spec["interval"] = json!(i);
+            }
+            if !entries.is_empty() {
+                spec["entries"] = json!(entries);
+            }
+            if let Some(w) = when {
+                spec["when"] = serde_json::from_str(&w)
+                    .with_context(|| format!("--when {w:?} is not JSON"))?;
+            }
+            if let Some(m) = mode {
+                spec["mode"] = json!(m);
+            }
+            let r = c
+                .json(c.request(Method::PUT, &path(&bucket, &name)).json(&spec))
+                .await?;
+            line(&r);
+        }
+        LifecycleCommand::Rm { bucket, name } => {
+            c.send(c.request(Method::DELETE, &path(&bucket, &name)))
+                .await
+                .with_context(|| format!("removing rule {name} of bucket {bucket}"))?;
+            println!("removed rule {name} of bucket {bucket}");
+        }
+        LifecycleCommand::Run { bucket, name } => {
+            let p = c
+                .json(c.request(Method::POST, &format!("{}/run", path(&bucket, &name))))
+                .await?;
+            println!(
+                "rule {name} of {bucket}: removed {} records ({} whole blocks), looked at {}, {}",
+                p["removed"],
+                p["blocks"],
+                p["looked_at"],
+                if p["caught_up"] == json!(true) {
+                    "caught up"
+                } else {
+                    "more to do (the background goes on)"
+                }
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! Lifecycle rules' run state: what each rule of a bucket did and where its next pass
+//! resumes. The rules themselves are bucket settings (`settings.rs`, `LifecycleRule`), the
+//! passes `store/lifecycle.rs`.
+//!
+//! A rule's **round** removes what is older than its cutoff (`now - older_than`) and then
+//! waits `interval`. A round is made of **passes**, each bounded by
+//! `StoreOptions::lifecycle_pass_records`: a pass resumes, per entry, at the timestamp the
+//! last one stopped at, and the next round resumes where the last round ended (only records
+//! newer than that are looked at again; whole blocks past the cutoff are looked at every
+//! pass, from the in-memory block list). The resume points live in memory: a restart, or a
+//! change of the rule, starts its next round from the oldest record again.
+
+use std::collections::BTreeMap;
+
+use crate::pattern::EntryPattern;
+use crate::when::Condition;
+
+/// What a lifecycle rule has done since the store was opened (or the rule was last set).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LifecycleStatus {
+    /// When (µs since the epoch) its last pass ended.
+    pub last_run: Option<u64>,
+    /// When its next pass is due (µs since the epoch).
+    pub next_run: u64,
+    /// Whether its last round reached the cutoff (false: passes go on at every tick).
+    pub caught_up: bool,
+    /// Records removed (or, in `dry_run`, that would have been) by its last pass.
+    pub last_removed: u64,
+    /// Records removed (or counted, in `dry_run`) since the store was opened.
+    pub removed: u64,
+    /// Whole blocks deleted since the store was opened.
+    pub removed_blocks: u64,
+    /// The error of its last pass, if it failed (the next one tries again).
+    pub last_error: Option<String>,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Records removed (or counted, in `dry_run`).
+    pub removed: u64,
+    /// Whole blocks deleted.
+    pub blocks: u64,
+    /// Index records looked at (the pass's bound counts these).
+    pub looked_at: u64,
+    /// Whether every selected entry reached the cutoff.
+    pub caught_up: bool,
+}
+
+/// A rule's run state, kept by its bucket.
+#[derive(Debug, Default)]
+pub(crate) struct RuleRun {
+    pub status: LifecycleStatus,
+    /// Per entry id: the timestamp its next pass starts at.
+    pub resume: BTreeMap<u32, u64>,
+    /// The rule these points belong to: another rule under the name starts over.
+    pub rule: Option<crate::settings::LifecycleRule>,
+    /// The rule's `when`, compiled.
+    pub condition: Option<Condition>,
+}
+
+/// A rule's entry patterns compiled: an entry is selected when no pattern includes (or one
+/// does) and none of the `!` ones matches it.
+pub(crate) struct EntrySelection {
+    include: Vec<EntryPattern>,
+    exclude: Vec<EntryPattern>,
+}
+
+impl EntrySelection {
+    /// Patterns were checked when the rule was set (`LifecycleRule::validate`): one that
+    /// does not compile now selects nothing rather than everything.
+    pub fn new(patterns: &[String]) -> Result<EntrySelection, String> {
+        let mut sel = EntrySelection {
+            include: Vec::new(),
+            exclude: Vec::new(),
+        };
+        for p in patterns {
+            let (list, text) = match p.strip_prefix('!') {
+                Some(t) => (&mut sel.exclude, t),
+                None => (&mut sel.include, p.as_str()),
+            };
+            list.push(EntryPattern::parse(text).map_err(|e| e.to_string())?);
+        }
+        Ok(sel)
+    }
+
+    pub fn selects(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|p| p.matches(name)))
+            && !self.exclude.iter().any(|p| p.matches(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EntrySelection;
+    use crate::settings::{BucketSettings, LifecycleMode, LifecycleRule};
+
+    #[test]
+    fn entry_patterns_include_then_exclude() {
+        let s = EntrySelection::new(&["cam/*".into(), "!cam/raw".into()]).unwrap();
+        assert!(s.selects("cam/front"));
+        assert!(!s.selects("cam/raw"));
+        assert!(!s.selects("lidar"));
+        let s = EntrySelection::new(&["!tmp*".into()]).unwrap();
+        assert!(s.selects("lidar"));
+        assert!(!s.selects("tmp1"));
+        assert!(EntrySelection::new(&[]).unwrap().selects("any/thing"));
+    }
+
+    #[test]
+    fn rules_survive_the_settings_file_whatever_their_when_holds() {
+        let mut s = BucketSettings {
+            max_age: Some(5),
+            ..BucketSettings::default()
+        };
+        s.lifecycle.push(LifecycleRule {
+            name: "cold-logs".into(),
+            older_than: 86_400_000_000,
+            interval: 3_600_000_000,
+            entries: vec!["logs/**".into(), "!logs/keep".into()],
+            when: Some("{\"&a\": {\"$eq\": \"x when=y\\\\n\"},\n \"&b\": 1}\r".into()),
+            mode: LifecycleMode::DryRun,
+        });
+        s.lifecycle.push(LifecycleRule::new("all", 1));
+        let text = s.to_file_text();
+        assert_eq!(BucketSettings::from_file_text(&text).unwrap(), s);
+        s.validate().unwrap();
+        // an older server reads the file and ignores the rules
+        assert!(text.lines().filter(|l| l.starts_with("lifecycle.")).count() == 2);
+    }
+
+    #[test]
+    fn invalid_rules_are_refused_with_the_reason() {
+        let bad = |r: LifecycleRule, want: &str| {
+            let s = BucketSettings {
+                lifecycle: vec![r],
+                ..BucketSettings::default()
+            };
+            let e = s.validate().unwrap_err();
+            assert!(e.contains(want), "{e}");
+        };
+        bad(LifecycleRule::new("max_age", 1), "max_age setting");
+        bad(LifecycleRule::new("a b", 1), "not valid");
+        bad(LifecycleRule::new("z", 0), "older_than");
+        bad(
+            LifecycleRule {
+                interval: 10,
+                ..LifecycleRule::new("z", 1)
+            },
+            "interval",
+        );
+        bad(
+            LifecycleRule {
+                entries: vec!["../x".into()],
+                ..LifecycleRule::new("z", 1)
+            },
+            "entry pattern",
+        );
+        let twice = BucketSettings {
+            lifecycle: vec![LifecycleRule::new("z", 1), LifecycleRule::new("z", 2)],
+            ..BucketSettings::default()
+        };
+        assert!(twice
+            .validate()
+            .unwrap_err()
+            .contains("two lifecycle rules"));
+    }
+}
