@@ -623,7 +623,7 @@ impl Auth {
             if old.stored.expires_at.is_some_and(|at| now >= at) {
                 return Err(AppError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "token_expired",
+                    "expired_not_rotatable",
                     format!(
                         "token {name:?} expired at {} (its expires_at) and cannot be rotated: create a new token",
                         rfc3339(old.stored.expires_at.unwrap_or(0))
@@ -1277,7 +1277,7 @@ mod tests {
         .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(60));
         let e = auth.rotate("soon").unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (422, "token_expired"));
+        assert_eq!((e.status.as_u16(), e.code), (422, "expired_not_rotatable"));
     }
 
     #[test]

@@ -208,7 +208,7 @@ pub async fn remove(
 #[utoipa::path(post, path = "/api/v1/tokens/{name}/rotate", tag = "tokens",
     params(("name" = String, Path)),
     responses((status = 200, body = NewToken), (status = 404, body = ErrorBody),
-              (status = 422, body = ErrorBody, description = "token_expired: past its expires_at")))]
+              (status = 422, body = ErrorBody, description = "expired_not_rotatable: past its expires_at")))]
 pub async fn rotate(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
