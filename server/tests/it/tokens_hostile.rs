@@ -487,3 +487,141 @@ async fn a_rotated_token_s_old_value_stops_working_at_once() {
         assert_eq!(r.status(), 404, "{name}");
     }
 }
+
+/// An MCAP export is a stream like a query (issue 28: token checks on long-lived
+/// streams): one whose token is rotated while it is read ends cut (no footer) before its
+/// last record, and one whose token expires likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcap_export_ends_when_its_token_is_rotated_or_expires() {
+    use futures_util::StreamExt;
+    let s = Server::start(&["--token", "root"]);
+    let admin = client("root");
+    admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    // 600 incompressible records of 64 KiB (MCAP chunks are compressed): far more than
+    // the export's queue and the socket buffers.
+    let mut b = bytes::BytesMut::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for ts in 0..600u64 {
+        let payload: Vec<u8> = (0..64 << 10)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        tsblob_proto::framing::put_record(
+            &mut b,
+            1 + ts,
+            "",
+            &tsblob_proto::Labels::new(),
+            &payload,
+        );
+    }
+    tsblob_proto::framing::put_end(&mut b, 600);
+    let r = admin
+        .post(s.url("/api/v1/b/b/e/batch"))
+        .header("content-type", tsblob_proto::framing::MEDIA_TYPE)
+        .body(b.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let full = 600 * (64 << 10);
+    let rotated = value(&admin, &s, "rot", r#"{"read": ["b"]}"#).await;
+    let brief = value(
+        &admin,
+        &s,
+        "brief",
+        &format!(
+            r#"{{"read": ["b"], "expires_at": {}}}"#,
+            now_us() + 3_000_000
+        ),
+    )
+    .await;
+    for (value, rotate) in [(rotated, true), (brief, false)] {
+        let r = client(&value)
+            .get(s.url("/api/v1/b/b/query?entries=e&format=mcap"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut body = r.bytes_stream();
+        let mut got = 0usize;
+        while got < 1 << 20 {
+            got += body.next().await.unwrap().unwrap().len();
+        }
+        if rotate {
+            let r = admin
+                .post(s.url("/api/v1/tokens/rot/rotate"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        } else {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+        let mut cut = false;
+        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), body.next())
+            .await
+            .expect("the export stalled")
+        {
+            match chunk {
+                Ok(c) => got += c.len(),
+                Err(_) => {
+                    cut = true;
+                    break;
+                }
+            }
+        }
+        assert!(
+            cut,
+            "the export ended cleanly after its token was {}",
+            if rotate { "rotated" } else { "expired" }
+        );
+        assert!(got < full, "the whole export ({got} bytes) was sent");
+    }
+}
+
+/// `last_access` is kept across a restart (written by the periodic flush and at a clean
+/// shutdown, never by a request).
+#[tokio::test]
+async fn last_access_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start_in(
+        dir.path(),
+        &["--token", "root", "--token-access-flush", "1h"],
+    );
+    let admin = client("root");
+    let v = value(&admin, &s, "user", r#"{"read": ["*"]}"#).await;
+    let before = now_us();
+    assert_eq!(
+        client(&v)
+            .get(s.url("/api/v1/b"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let file = std::fs::read_to_string(dir.path().join("tokens")).unwrap();
+    assert!(
+        !file.contains("last_access"),
+        "a request wrote the token file: {file}"
+    );
+    s.signal_term();
+    assert!(s
+        .wait(Duration::from_secs(20))
+        .is_some_and(|st| st.success()));
+    let s = Server::start_in(dir.path(), &["--token", "root"]);
+    let list: serde_json::Value = admin
+        .get(s.url("/api/v1/tokens"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let at = list["tokens"][0]["last_access"].as_u64().unwrap();
+    assert!(at >= before - 1_000_000 && at <= now_us(), "{list}");
+}
