@@ -1325,4 +1325,49 @@ mod tests {
             ip("198.51.100.1")
         );
     }
+
+    /// What the token check adds to a request (run by hand, in release:
+    /// `cargo test --release -p tsblob-server --lib admit_cost -- --ignored --nocapture`):
+    /// the SHA-256 of the value was the whole cost before limits; the limits add a clock
+    /// read, the registry lookup and the `last_access` counter.
+    #[test]
+    #[ignore]
+    fn admit_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = Auth::load(dir.path(), None).unwrap();
+        let plain = auth.create("plain", spec(false, &["b"], &[])).unwrap();
+        let limited = auth
+            .create(
+                "limited",
+                TokenSpec {
+                    expires_at: Some(MAX_TIME_US),
+                    ttl: Some(3600),
+                    ip_allowlist: vec!["10.0.0.0/8".into(), "127.0.0.1".into()],
+                    ..spec(false, &["b"], &[])
+                },
+            )
+            .unwrap();
+        let n = 1_000_000u32;
+        let time = |f: &dyn Fn()| {
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / f64::from(n)
+        };
+        let hash = time(&|| {
+            std::hint::black_box(hash_value(std::hint::black_box(&plain)));
+        });
+        let admit_plain = time(&|| {
+            let now = tsblob_storage::now_micros();
+            std::hint::black_box(auth.admit_value(&plain, now, || None).unwrap());
+        });
+        let admit_limited = time(&|| {
+            let now = tsblob_storage::now_micros();
+            std::hint::black_box(auth.admit_value(&limited, now, || ip("127.0.0.1")).unwrap());
+        });
+        println!(
+            "per request: sha256 {hash:.0} ns; admit (no limits) {admit_plain:.0} ns; admit (expires_at, ttl, 2-entry allow-list) {admit_limited:.0} ns"
+        );
+    }
 }
