@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::errors::AppError;
+use tsblob_proto::ErrorCode;
 
 /// The name under which the `--token` admin token appears.
 pub const ADMIN_NAME: &str = "admin";
@@ -157,7 +158,7 @@ impl LiveToken {
         if let Some(at) = t.expires_at.filter(|&at| now_us >= at) {
             return Err(AppError::new(
                 StatusCode::UNAUTHORIZED,
-                "token_expired",
+                ErrorCode::TokenExpired,
                 format!(
                     "token {:?} expired at {} (its expires_at): ask an administrator for a new token",
                     t.name,
@@ -169,7 +170,7 @@ impl LiveToken {
             if now_us >= until {
                 return Err(AppError::new(
                     StatusCode::UNAUTHORIZED,
-                    "token_expired",
+                    ErrorCode::TokenExpired,
                     format!(
                         "token {:?} expired: it was not used for more than its ttl of {ttl} s (last used {}): ask an administrator to rotate it (POST /api/v1/tokens/{}/rotate) or for a new token",
                         t.name,
@@ -189,7 +190,7 @@ impl LiveToken {
         let refuse = |what: String| {
             AppError::new(
                 StatusCode::FORBIDDEN,
-                "ip_not_allowed",
+                ErrorCode::IpNotAllowed,
                 format!(
                     "token {:?} may not be used {what}: its ip_allowlist does not include it. Use it from an allowed address, or ask an administrator for a token that allows this one (behind a reverse proxy, the server needs --trusted-proxies to see the client's address)",
                     self.stored.name
@@ -236,7 +237,7 @@ pub fn parse_allowlist(list: &[String]) -> Result<Vec<IpNet>, AppError> {
                 .map_err(|_| {
                     AppError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_ip_allowlist",
+                        ErrorCode::InvalidIpAllowlist,
                         format!(
                             "ip_allowlist entry {} is not an IP address or a CIDR network: give e.g. 203.0.113.7, 10.0.0.0/8 or 2001:db8::/32",
                             tsblob_proto::quote_short(s)
@@ -344,7 +345,7 @@ impl Caller {
     fn forbidden(&self, what: &str) -> AppError {
         AppError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             format!(
                 "token {:?} may not {what}: ask an administrator for a token with that permission",
                 self.name.as_deref().unwrap_or("")
@@ -551,7 +552,7 @@ impl Auth {
             if at <= now {
                 return Err(AppError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_expiry",
+                    ErrorCode::InvalidExpiry,
                     format!(
                         "expires_at {} is not in the future (now is {}): give a later time",
                         rfc3339(at),
@@ -562,7 +563,7 @@ impl Auth {
             if at > MAX_TIME_US {
                 return Err(AppError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_expiry",
+                    ErrorCode::InvalidExpiry,
                     format!("expires_at {at} µs is past the year 9999: give an earlier time, or none for a token that does not expire"),
                 ));
             }
@@ -570,7 +571,7 @@ impl Auth {
         if spec.ttl == Some(0) {
             return Err(AppError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_ttl",
+                ErrorCode::InvalidTtl,
                 "ttl must be at least 1 (seconds of inactivity after which the token stops working); leave it out for no inactivity limit",
             ));
         }
@@ -597,7 +598,7 @@ impl Auth {
             if name == ADMIN_NAME || reg.by_name.contains_key(name) {
                 return Err(AppError::new(
                     StatusCode::CONFLICT,
-                    "token_exists",
+                    ErrorCode::TokenExists,
                     format!(
                         "a token named {name:?} already exists: pick another name or remove it first"
                     ),
@@ -623,7 +624,7 @@ impl Auth {
             if old.stored.expires_at.is_some_and(|at| now >= at) {
                 return Err(AppError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "expired_not_rotatable",
+                    ErrorCode::ExpiredNotRotatable,
                     format!(
                         "token {name:?} expired at {} (its expires_at) and cannot be rotated: create a new token",
                         rfc3339(old.stored.expires_at.unwrap_or(0))
@@ -654,7 +655,7 @@ impl Auth {
             if reg.by_name.len() == 1 && !has_admin && !disable_auth {
                 return Err(AppError::new(
                     StatusCode::CONFLICT,
-                    "last_token",
+                    ErrorCode::LastToken,
                     format!(
                         "{name:?} is the last token and the server has no --token admin token: removing it would switch authentication off and open every route to anyone. Create another token first, or confirm with DELETE /api/v1/tokens/{name}?disable_auth=true"
                     ),
@@ -755,7 +756,7 @@ impl Auth {
 fn not_found(name: &str) -> AppError {
     AppError::new(
         StatusCode::NOT_FOUND,
-        "token_not_found",
+        ErrorCode::TokenNotFound,
         format!("there is no stored token named {name:?} (the --token admin token cannot be changed over HTTP)"),
     )
 }
@@ -773,7 +774,7 @@ fn validate_token_name(name: &str) -> Result<(), AppError> {
     } else {
         Err(AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_name",
+            ErrorCode::InvalidName,
             format!(
                 "token name {name:?} is not valid: use 1 to 64 letters, digits, '-', '_' or '.'"
             ),
@@ -797,7 +798,7 @@ fn validate_pattern(p: &str) -> Result<(), AppError> {
     } else {
         Err(AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_name",
+            ErrorCode::InvalidName,
             format!(
                 "bucket pattern {} is not valid: use a bucket name, optionally ending in '*'",
                 tsblob_proto::quote_short(p)
@@ -893,7 +894,7 @@ impl StreamGrant {
         let revoked = |why: &str| {
             AppError::new(
                 StatusCode::UNAUTHORIZED,
-                "token_revoked",
+                ErrorCode::TokenRevoked,
                 format!("{why}: this stream ends; open it again with a valid token"),
             )
         };
@@ -922,7 +923,7 @@ impl StreamGrant {
         caller.require_read(&self.bucket).map_err(|_| {
             AppError::new(
                 StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 format!(
                     "token {:?} may no longer read bucket {:?}: this stream ends; ask an administrator for a token with that permission",
                     caller.name.as_deref().unwrap_or(""),
@@ -961,11 +962,12 @@ impl StreamGrant {
 }
 
 fn unauthorized_error(message: &str) -> AppError {
-    AppError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    AppError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut r = AppError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let mut r =
+        AppError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response();
     r.headers_mut().insert(
         axum::http::header::WWW_AUTHENTICATE,
         axum::http::HeaderValue::from_static("Bearer"),
@@ -1013,13 +1015,14 @@ mod tests {
             again
                 .create("cam-reader", spec(true, &[], &[]))
                 .unwrap_err()
-                .code,
+                .code
+                .as_str(),
             "token_exists"
         );
         again.remove("cam-reader", false).unwrap();
         assert!(again.authenticate(&value).is_none());
         assert_eq!(
-            again.remove("cam-reader", false).unwrap_err().code,
+            again.remove("cam-reader", false).unwrap_err().code.as_str(),
             "token_not_found"
         );
     }
@@ -1032,7 +1035,7 @@ mod tests {
         auth.create("b", spec(false, &["*"], &[])).unwrap();
         auth.remove("a", false).unwrap();
         let e = auth.remove("b", false).unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (409, "last_token"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (409, "last_token"));
         assert!(
             auth.enabled(),
             "a refused removal must keep authentication on"
@@ -1095,7 +1098,10 @@ mod tests {
                     },
                 )
                 .unwrap_err();
-            assert_eq!((e.status.as_u16(), e.code), (422, "invalid_expiry"));
+            assert_eq!(
+                (e.status.as_u16(), e.code.as_str()),
+                (422, "invalid_expiry")
+            );
         }
         let e = auth
             .create(
@@ -1106,7 +1112,7 @@ mod tests {
                 },
             )
             .unwrap_err();
-        assert_eq!(e.code, "invalid_expiry");
+        assert_eq!(e.code.as_str(), "invalid_expiry");
         let at = now + 3_600_000_000;
         let v = auth
             .create(
@@ -1119,12 +1125,16 @@ mod tests {
             .unwrap();
         assert!(auth.admit_value(&v, at - 1, || None).is_ok());
         let e = auth.admit_value(&v, at, || None).unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (401, "token_expired"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (401, "token_expired"));
         assert!(e.message.contains("expires_at"), "{}", e.message);
         // Kept across a restart.
         let again = Auth::load(dir.path(), None).unwrap();
         assert_eq!(
-            again.admit_value(&v, at, || None).unwrap_err().code,
+            again
+                .admit_value(&v, at, || None)
+                .unwrap_err()
+                .code
+                .as_str(),
             "token_expired"
         );
         assert_eq!(again.list()[0].expires_at, Some(at));
@@ -1143,7 +1153,7 @@ mod tests {
                 },
             )
             .unwrap_err();
-        assert_eq!(e.code, "invalid_ttl");
+        assert_eq!(e.code.as_str(), "invalid_ttl");
         let v = auth
             .create(
                 "t",
@@ -1161,7 +1171,7 @@ mod tests {
         let e = auth
             .admit_value(&v, created + 30_000_001, || None)
             .unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (401, "token_expired"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (401, "token_expired"));
         assert!(e.message.contains("ttl of 10 s"), "{}", e.message);
         // A refused use does not count as one.
         assert_eq!(auth.list()[0].last_access, Some(created + 20_000_000));
@@ -1205,7 +1215,10 @@ mod tests {
                 },
             )
             .unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (422, "invalid_ip_allowlist"));
+        assert_eq!(
+            (e.status.as_u16(), e.code.as_str()),
+            (422, "invalid_ip_allowlist")
+        );
         let v = auth
             .create(
                 "t",
@@ -1230,11 +1243,15 @@ mod tests {
         }
         for no in ["203.0.113.8", "11.0.0.1", "2001:db9::1"] {
             let e = auth.admit_value(&v, now, || ip(no)).unwrap_err();
-            assert_eq!((e.status.as_u16(), e.code), (403, "ip_not_allowed"), "{no}");
+            assert_eq!(
+                (e.status.as_u16(), e.code.as_str()),
+                (403, "ip_not_allowed"),
+                "{no}"
+            );
             assert!(e.message.contains(no), "{}", e.message);
         }
         let e = auth.admit_value(&v, now, || None).unwrap_err();
-        assert_eq!(e.code, "ip_not_allowed");
+        assert_eq!(e.code.as_str(), "ip_not_allowed");
         assert_eq!(
             Auth::load(dir.path(), None).unwrap().list()[0].ip_allowlist,
             ["203.0.113.7", "10.0.0.0/8", "2001:db8::/32"]
@@ -1263,8 +1280,14 @@ mod tests {
             (t.rotated, t.ttl, t.read),
             (Some(at), Some(60), vec!["b".to_string()])
         );
-        assert_eq!(auth.rotate("nope").unwrap_err().code, "token_not_found");
-        assert_eq!(auth.rotate(ADMIN_NAME).unwrap_err().code, "token_not_found");
+        assert_eq!(
+            auth.rotate("nope").unwrap_err().code.as_str(),
+            "token_not_found"
+        );
+        assert_eq!(
+            auth.rotate(ADMIN_NAME).unwrap_err().code.as_str(),
+            "token_not_found"
+        );
         // Past its expires_at: stays expired.
         let now = tsblob_storage::now_micros();
         auth.create(
@@ -1277,7 +1300,10 @@ mod tests {
         .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(60));
         let e = auth.rotate("soon").unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (422, "expired_not_rotatable"));
+        assert_eq!(
+            (e.status.as_u16(), e.code.as_str()),
+            (422, "expired_not_rotatable")
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::http::auth::TokenSpec;
 use crate::http::body::BodyChunks;
 use crate::http::errors::blocking;
 use crate::http::AppError;
+use tsblob_proto::ErrorCode;
 
 /// `GET /api/v1/tokens`: the stored tokens (the `--token` admin token is not one).
 pub async fn list(
@@ -99,7 +100,7 @@ pub async fn token_route(
                 .ok_or_else(|| {
                     AppError::new(
                         StatusCode::NOT_FOUND,
-                        "token_not_found",
+                        ErrorCode::TokenNotFound,
                         format!("there is no token named {name:?}"),
                     )
                 })?;
@@ -125,7 +126,7 @@ pub async fn token_route(
                         Some(s) => Some(parse_time(&s).ok_or_else(|| {
                             AppError::new(
                                 StatusCode::UNPROCESSABLE_ENTITY,
-                                "invalid_expiry",
+                                ErrorCode::InvalidExpiry,
                                 format!(
                                     "expires_at {} is not an RFC 3339 time: give e.g. 2026-12-01T00:00:00Z",
                                     tsblob_proto::quote_short(&s)
