@@ -280,6 +280,13 @@ impl Client {
             .await
     }
 
+    /// `POST /api/v1/tokens/{name}/rotate`: a new value (`{"name", "value"}`); the old one
+    /// stops working at once.
+    pub async fn rotate_token(&self, name: &str) -> Result<Value, ClientError> {
+        let path = format!("/api/v1/tokens/{}/rotate", seg(name));
+        self.json(self.request(Method::POST, &path)).await
+    }
+
     /// `DELETE /api/v1/tokens/{name}[?disable_auth=true]`.
     pub async fn remove_token(&self, name: &str, disable_auth: bool) -> Result<Value, ClientError> {
         let path = format!("/api/v1/tokens/{}", seg(name));

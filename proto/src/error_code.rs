@@ -42,8 +42,12 @@ codes! {
     MalformedBatch = "malformed_batch",
     /// 401: a missing or unknown bearer token.
     Unauthorized = "unauthorized",
+    /// 401: a token past its `expires_at` or unused for its `ttl` (also ends its streams).
+    TokenExpired = "token_expired",
     /// 403: the token may not do this (also ends a stream whose token lost the right).
     Forbidden = "forbidden",
+    /// 403: a token used from an address outside its `ip_allowlist`.
+    IpNotAllowed = "ip_not_allowed",
     /// 403: a web page of another origin.
     CrossOrigin = "cross_origin",
     /// 403: a `Host` the server does not answer.
@@ -102,12 +106,20 @@ codes! {
     InvalidSettings = "invalid_settings",
     /// 422: a content type that is not one.
     InvalidContentType = "invalid_content_type",
+    /// 422: a token's `expires_at` not in the future (or past year 9999).
+    InvalidExpiry = "invalid_expiry",
+    /// 422: a token's `ttl` of 0.
+    InvalidTtl = "invalid_ttl",
+    /// 422: an `ip_allowlist` entry that is not an address or a CIDR network.
+    InvalidIpAllowlist = "invalid_ip_allowlist",
+    /// 422: a rotation of a token past its `expires_at`.
+    ExpiredNotRotatable = "expired_not_rotatable",
     /// 422: an entry pattern that does not compile.
     InvalidPattern = "invalid_pattern",
     /// 422: replication task settings that do not hold.
     InvalidReplication = "invalid_replication",
-    /// 422: a ReductStore API feature tsblob does not have (rename before the engine had
-    /// it, token expiry, lifecycle rules...): nothing was changed.
+    /// 422: a ReductStore API feature tsblob does not have (lifecycle rules, managing
+    /// replications...): nothing was changed.
     Unsupported = "unsupported",
     /// 422: a `strict` query's condition cannot be evaluated on a record.
     InvalidCondition = "invalid_condition",
@@ -123,7 +135,7 @@ codes! {
     TooManyTails = "too_many_tails",
     /// 429: too many query streams.
     TooManyStreams = "too_many_streams",
-    /// 401: a stream whose token was removed while it streamed.
+    /// 401: a stream whose token was removed or rotated while it streamed.
     TokenRevoked = "token_revoked",
     /// 500: stored bytes fail their CRC.
     CorruptRecord = "corrupt_record",

@@ -16,6 +16,18 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{s:?} is not a duration ({e}): use e.g. 30s, 2m"))
 }
 
+/// `--trusted-proxies`: an address or a CIDR network.
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    crate::http::auth::parse_allowlist(&[s.to_string()])
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not an IP address or a CIDR network: give e.g. 10.0.0.1 or 10.0.0.0/8"
+            )
+        })
+}
+
 /// A path prefix: `/name` (one or more segments of letters, digits, `-`, `_`, `.`).
 fn parse_prefix(s: &str) -> Result<String, String> {
     let p = s.trim_end_matches('/');
@@ -88,6 +100,16 @@ pub struct ServeArgs {
     /// API from the console (/ui/) only.
     #[arg(long, env = "TSBLOB_CORS_ORIGIN", value_delimiter = ',', value_parser = crate::http::browser::parse_origin)]
     pub cors_origin: Vec<String>,
+    /// Reverse proxies (addresses or CIDR networks, comma-separated) whose
+    /// `X-Forwarded-For` names the client for token IP allow-lists: from one of them, the
+    /// client is the last address in it that is not a trusted proxy. Default: none, the
+    /// client is the socket's peer and `X-Forwarded-For` is ignored.
+    #[arg(long, env = "TSBLOB_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_net)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// How often tokens' last_access is written to the token file (at most; only when a
+    /// token was used). A crash loses at most this much of it.
+    #[arg(long, env = "TSBLOB_TOKEN_ACCESS_FLUSH", default_value = "10s", value_parser = parse_duration)]
+    pub token_access_flush: Duration,
     /// Log filter: error, warn, info, debug, trace, or a tracing directive.
     #[arg(long, env = "TSBLOB_LOG", default_value = "info")]
     pub log: String,

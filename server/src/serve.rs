@@ -141,7 +141,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
         _ => None,
     };
-    let auth = Auth::load(&args.data, args.token.as_deref())?;
+    let auth = Auth::load(&args.data, args.token.as_deref())?
+        .with_trusted_proxies(args.trusted_proxies.clone());
     for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
         if !listen.ip().is_loopback() && !auth.enabled() {
             // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
@@ -173,6 +174,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
+    let auth = state.auth.clone();
+    spawn_access_flush(auth.clone(), args.token_access_flush);
     state.metrics.set_access_log(args.access_log);
     state.replications.set_options(crate::replication::Options {
         timeout: args.replication_timeout,
@@ -234,6 +237,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         reduct_loop
     );
     reduct_result?;
+    let a = auth.clone();
+    match tokio::task::spawn_blocking(move || a.flush_access()).await {
+        Ok(Err(e)) => tracing::warn!("tokens' last_access not written: {e}"),
+        Err(e) => tracing::warn!("tokens' last_access not written: {e}"),
+        Ok(Ok(())) => {}
+    }
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.sync())
         .await
@@ -241,6 +250,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("the final sync failed")?;
     tracing::info!("synced; bye");
     Ok(())
+}
+
+/// Writes the tokens' `last_access` every `every` when a token was used (`Auth::flush_access`):
+/// requests never write the token file themselves.
+fn spawn_access_flush(auth: std::sync::Arc<Auth>, every: Duration) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let a = auth.clone();
+            match tokio::task::spawn_blocking(move || a.flush_access()).await {
+                Ok(Err(e)) => tracing::warn!("tokens' last_access not written (retried): {e}"),
+                Err(e) => tracing::warn!("tokens' last_access not written: {e}"),
+                Ok(Ok(())) => {}
+            }
+        }
+    });
 }
 
 /// Serves connections until a signal; then closes the listener, lets the open connections
@@ -261,7 +289,7 @@ async fn accept_loop(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut signal = std::pin::pin!(shutdown_signal());
     loop {
-        let (tcp, _) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(c) => c,
                 Err(e) => {
@@ -279,13 +307,15 @@ async fn accept_loop(
         let watcher = graceful.watcher();
         match &tls {
             None => {
-                tokio::spawn(serve_connection(tcp, app, header_timeout, watcher));
+                tokio::spawn(serve_connection(tcp, peer, app, header_timeout, watcher));
             }
             Some(acceptor) => {
                 let handshake = acceptor.accept(tcp);
                 tokio::spawn(async move {
                     match tokio::time::timeout(header_timeout, handshake).await {
-                        Ok(Ok(tls)) => serve_connection(tls, app, header_timeout, watcher).await,
+                        Ok(Ok(tls)) => {
+                            serve_connection(tls, peer, app, header_timeout, watcher).await
+                        }
                         Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
                         Err(_) => {
                             tracing::debug!("TLS handshake not done within {header_timeout:?}")
@@ -305,14 +335,23 @@ async fn accept_loop(
 }
 
 /// Serves one connection (plain or TLS) until it closes or a graceful shutdown ends it.
+/// Each request carries the socket's peer address (`ConnectInfo`): a token's IP allow-list
+/// is checked against it (`Auth::client_ip`).
 async fn serve_connection<I>(
     io: I,
+    peer: std::net::SocketAddr,
     app: axum::Router,
     header_timeout: Duration,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    use tower::ServiceExt;
+    let app = app.map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        req
+    });
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())

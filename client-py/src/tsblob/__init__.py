@@ -24,7 +24,7 @@ from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conf
                       EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
                       ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
-                      Unauthorized)
+                      Unauthorized, TokenExpired, IpNotAllowed)
 from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, LifecycleRule,
                       LifecycleStatus, RecordInfo, RecordResult, ServerInfo, SkippedRecord, Token)
 from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
@@ -67,7 +67,7 @@ __all__ = [
     "LifecycleRule", "LifecycleStatus",
     "Timestamp", "TimestampWarning", "to_micros", "from_micros", "SettingsMismatch", "SettingsMismatchError",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
-    "Forbidden", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
+    "TokenExpired", "Forbidden", "IpNotAllowed", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
     "PayloadTooLarge", "BatchError",
     "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",

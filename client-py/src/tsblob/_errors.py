@@ -113,8 +113,19 @@ class Unauthorized(TsblobError):
     """401: no bearer token, or one the server does not know. Pass ``token=`` to the client."""
 
 
+class TokenExpired(Unauthorized):
+    """401 ``token_expired``: the token is past its ``expires_at``, or was not used for
+    longer than its ``ttl``. An administrator can rotate it (``rotate_token``; not past
+    ``expires_at``) or create a new one. A stream whose token expires ends with it."""
+
+
 class Forbidden(TsblobError):
     """403: the token is valid but may not do this (read or write on this bucket)."""
+
+
+class IpNotAllowed(Forbidden):
+    """403 ``ip_not_allowed``: the token's ``ip_allowlist`` does not include the address the
+    request came from (the message says which address the server saw)."""
 
 
 class NotFound(TsblobError):
@@ -212,7 +223,13 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "bad_request": BadRequest,
     "malformed_batch": MalformedBatch,
     "unauthorized": Unauthorized,
+    "token_expired": TokenExpired,
     "forbidden": Forbidden,
+    "ip_not_allowed": IpNotAllowed,
+    "invalid_expiry": InvalidInput,
+    "invalid_ttl": InvalidInput,
+    "invalid_ip_allowlist": InvalidInput,
+    "expired_not_rotatable": InvalidInput,
     "not_found": NotFound,
     "bucket_not_found": BucketNotFound,
     "entry_not_found": EntryNotFound,

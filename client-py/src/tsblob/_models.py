@@ -196,22 +196,46 @@ class Health:
 
 @dataclass(frozen=True)
 class Token:
-    """An access token's permissions (never its value, which is shown once at creation)."""
+    """An access token's permissions and limits (never its value, which is shown once, at
+    creation or rotation). Times are µs since the epoch (``tsblob.from_micros`` makes a
+    ``datetime``); ``ttl`` is in seconds."""
 
     name: str
     full_access: bool = False
     read: List[str] = field(default_factory=list)
     write: List[str] = field(default_factory=list)
     created: Optional[Any] = None
+    #: The token stops working at this time; ``None``: never.
+    expires_at: Optional[int] = None
+    #: Seconds of inactivity after which the token stops working; ``None``: no limit.
+    ttl: Optional[int] = None
+    #: Addresses or CIDR networks the token may be used from; empty: any.
+    ip_allowlist: List[str] = field(default_factory=list)
+    #: The last request that used the token (to the second); ``None``: not used yet.
+    last_access: Optional[int] = None
+    #: When the token's value was last rotated.
+    rotated: Optional[int] = None
+    #: True once the token no longer works (past ``expires_at``, or unused for ``ttl``).
+    is_expired: bool = False
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Token":
+        def opt_int(k: str) -> Optional[int]:
+            v = d.get(k)
+            return None if v is None else int(v)
+
         return cls(
             name=str(d.get("name", "")),
             full_access=bool(d.get("full_access", False)),
             read=[str(b) for b in d.get("read") or []],
             write=[str(b) for b in d.get("write") or []],
             created=d.get("created"),
+            expires_at=opt_int("expires_at"),
+            ttl=opt_int("ttl"),
+            ip_allowlist=[str(n) for n in d.get("ip_allowlist") or []],
+            last_access=opt_int("last_access"),
+            rotated=opt_int("rotated"),
+            is_expired=bool(d.get("is_expired", False)),
         )
 
 

@@ -286,6 +286,62 @@ async def test_tokens_work_across_both_apis(rs: ReductServer, rclient: Client) -
     assert tname not in [t.name for t in await rclient.get_token_list()]
 
 
+async def test_token_expiry_allowlist_and_rotation(rs: ReductServer, rclient: Client) -> None:
+    """reduct-py's create_token(expires_at=, ttl=, ip_allowlist=), get_token and
+    rotate_token, in ReductStore 1.21's shapes; the limits hold on both APIs."""
+    from datetime import datetime, timedelta, timezone
+
+    from reduct import Permissions
+
+    b = name()
+    await rclient.create_bucket(b)
+    perms = Permissions(full_access=False, read=[b], write=[])
+    at = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)
+    lim = name()
+    value = await rclient.create_token(lim, perms, expires_at=at, ttl=3600, ip_allowlist=["127.0.0.0/8"])
+    t = await rclient.get_token(lim)
+    assert (t.expires_at, t.ttl, t.ip_allowlist, t.is_expired) == (at, 3600, ["127.0.0.0/8"], False)
+    assert t.permissions.read == [b]
+    async with Client(rs.url, api_token=value) as c:
+        me = await c.me()
+        assert me.name == lim and me.last_access is not None
+    assert lim in [x.name for x in await rclient.get_token_list()]
+    # Rotation: a new value, the old one refused at once, on both APIs.
+    new = await rclient.rotate_token(lim)
+    assert new != value
+    async with Client(rs.url, api_token=value) as c:
+        with pytest.raises(ReductError) as e:
+            await c.me()
+        assert e.value.status_code == 401
+    with tsblob.Client(rs.srv.url, token=value) as c:
+        with pytest.raises(tsblob.Unauthorized):
+            c.me()
+    async with Client(rs.url, api_token=new) as c:
+        assert (await c.me()).name == lim
+    # Another address than the list's: 403, saying which address was seen.
+    far = name()
+    far_value = await rclient.create_token(far, perms, ip_allowlist=["203.0.113.7"])
+    async with Client(rs.url, api_token=far_value) as c:
+        with pytest.raises(ReductError) as e:
+            await c.me()
+        assert e.value.status_code == 403 and "127.0.0.1" in e.value.message
+    # Expired: 401 on every route; an expires_at in the past is refused at creation (422).
+    brief = name()
+    brief_value = await rclient.create_token(brief, perms, expires_at=datetime.now(timezone.utc) + timedelta(seconds=1))
+    await asyncio.sleep(1.2)
+    async with Client(rs.url, api_token=brief_value) as c:
+        with pytest.raises(ReductError) as e:
+            await c.get_bucket(b)
+        assert e.value.status_code == 401 and "expired" in e.value.message
+    assert (await rclient.get_token(brief)).is_expired
+    with pytest.raises(ReductError) as e:
+        await rclient.create_token(name(), perms, expires_at=datetime.now(timezone.utc) - timedelta(minutes=1))
+    assert e.value.status_code == 422
+    with pytest.raises(ReductError) as e:
+        await rclient.rotate_token(brief)
+    assert e.value.status_code == 422
+
+
 async def test_browser_and_body_bounds_apply(rs: ReductServer) -> None:
     import http.client
 

@@ -239,6 +239,60 @@ def test_tokens_are_asked_for_and_permissions_hold(browser, auth_server) -> None
     admin.close()
 
 
+def test_tokens_page_creates_limited_tokens_and_rotates_them(browser, auth_server) -> None:
+    """Issue 28 in the console: a token with an expiry, a ttl and an IP allow-list, its
+    limits listed; a bad network refused with the API's reason; rotation shows the new value
+    once and the old one stops working."""
+    admin = auth_server.client()
+    name = f"ui-tok-{uuid.uuid4().hex[:6]}"
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.set_default_timeout(10_000)
+    errors: List[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{auth_server.url}/ui/")
+    page.fill("#token-input", auth_server.token)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#nav a[href='#/tokens']")
+    page.goto(f"{auth_server.url}/ui/#/tokens")
+    page.wait_for_selector("#token-form")
+    # A network that is not one: the API's 422 and its reason, nothing created.
+    page.fill("#new-token-name", name)
+    page.fill("#new-token-read", "cams")
+    page.fill("#new-token-ips", "10.0.0.0/33")
+    page.click("#token-form button[type=submit]")
+    err = page.wait_for_selector("#token-created .error")
+    assert "422" in err.inner_text() and "invalid_ip_allowlist" in err.inner_text()
+    assert name not in [t.name for t in admin.list_tokens()]
+    page.fill("#new-token-ips", "127.0.0.1, 10.0.0.0/8")
+    page.fill("#new-token-expires", "30d")
+    page.fill("#new-token-ttl", "12h")
+    page.click("#token-form button[type=submit]")
+    value = page.wait_for_selector("#token-value").inner_text()
+    assert value.startswith("tsb_")
+    t = next(t for t in admin.list_tokens() if t.name == name)
+    assert (t.ttl, t.ip_allowlist) == (12 * 3600, ["127.0.0.1", "10.0.0.0/8"])
+    assert t.expires_at is not None and 29 * 86400e6 < t.expires_at - time.time() * 1e6 < 31 * 86400e6
+    row = page.wait_for_selector(f"#tokens tr[data-name='{name}'] td.limits")
+    assert "ttl 12h" in row.inner_text() and "10.0.0.0/8" in row.inner_text()
+    # Rotate (asks once more): the new value is shown, the old one no longer works.
+    page.click(f"button[data-rotate='{name}']")
+    page.click(f"button[data-rotate='{name}']")
+    page.wait_for_function("(old) => { const v = document.querySelector('#token-value'); "
+                           "return v && v.textContent !== old; }", arg=value)
+    rotated = page.inner_text("#token-value")
+    assert "rotated" in page.inner_text("#token-created")
+    with tsblob.Client(auth_server.url, token=value) as old:
+        with pytest.raises(tsblob.Unauthorized):
+            old.me()
+    with tsblob.Client(auth_server.url, token=rotated) as new:
+        assert new.me().name == name
+    admin.remove_token(name)
+    assert errors == []
+    ctx.close()
+    admin.close()
+
+
 def test_buckets_and_entries_are_created_and_removed_after_a_confirmation(server, page, client, jpeg) -> None:
     name = f"ui-{uuid.uuid4().hex[:10]}"
     page.goto(f"{server.url}/ui/")

@@ -1,4 +1,4 @@
-//! `tsblob token ls|create|rm|me`: the token routes of the API.
+//! `tsblob token ls|create|rotate|rm|me`: the token routes of the API.
 
 use anyhow::bail;
 use serde_json::{json, Value};
@@ -35,6 +35,26 @@ pub enum TokenCommand {
         /// A bucket the token may write (repeatable, or comma-separated).
         #[arg(long, value_name = "BUCKET", value_delimiter = ',')]
         write: Vec<String>,
+        /// The token stops working at this time: RFC 3339 (2026-12-31T00:00:00Z), µs since
+        /// the epoch, or now+<duration> (now+30d). Default: never.
+        #[arg(long, value_name = "TIME", value_parser = parse_expiry)]
+        expires_at: Option<u64>,
+        /// The token stops working once unused for this long (whole seconds: 90s, 12h, 30d);
+        /// each request with it starts the clock again. Default: no limit.
+        #[arg(long, value_name = "DURATION", value_parser = parse_ttl)]
+        ttl: Option<u64>,
+        /// A client address or CIDR network the token may be used from (repeatable, or
+        /// comma-separated: 10.0.0.0/8,203.0.113.7). Default: any address.
+        #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+        ip_allow: Vec<String>,
+        /// Print the API's answer {"name", "value"} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give a token a new value, printed once: the old value stops working at once (streams
+    /// opened with it end). Permissions and limits stay.
+    Rotate {
+        name: String,
         /// Print the API's answer {"name", "value"} as JSON.
         #[arg(long)]
         json: bool,
@@ -53,6 +73,28 @@ pub enum TokenCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--expires-at`: `now+<duration>`, or a time as everywhere else (`human::parse_time`).
+fn parse_expiry(s: &str) -> Result<u64, String> {
+    match s.trim().strip_prefix("now+") {
+        Some(d) => humantime::parse_duration(d)
+            .map(|d| tsblob_storage::now_micros().saturating_add(d.as_micros() as u64))
+            .map_err(|e| format!("{d:?} is not a duration ({e}): use e.g. now+30d")),
+        None => human::parse_time(s),
+    }
+}
+
+/// `--ttl`: a duration of whole seconds, at least one.
+fn parse_ttl(s: &str) -> Result<u64, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}): use e.g. 90s, 12h or 30d"))?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+        return Err(format!(
+            "--ttl {s}: give whole seconds, at least 1s (the API counts the ttl in seconds)"
+        ));
+    }
+    Ok(d.as_secs())
 }
 
 fn list(v: &Value) -> String {
@@ -79,8 +121,27 @@ fn print_token(t: &Value) {
         .as_u64()
         .map(human::format_time)
         .unwrap_or_default();
+    let mut limits = String::new();
+    if t["is_expired"].as_bool() == Some(true) {
+        limits.push_str("  EXPIRED");
+    }
+    if let Some(at) = t["expires_at"].as_u64() {
+        limits.push_str(&format!("  expires {}", human::format_time(at)));
+    }
+    if let Some(ttl) = t["ttl"].as_u64() {
+        limits.push_str(&format!(
+            "  ttl {}",
+            humantime::format_duration(std::time::Duration::from_secs(ttl))
+        ));
+    }
+    if t["ip_allowlist"].as_array().is_some_and(|a| !a.is_empty()) {
+        limits.push_str(&format!("  from {}", list(&t["ip_allowlist"])));
+    }
+    if let Some(at) = t["last_access"].as_u64() {
+        limits.push_str(&format!("  used {}", human::format_time(at)));
+    }
     println!(
-        "{:<24} {rights}  {created}",
+        "{:<24} {rights}  {created}{limits}",
         t["name"].as_str().unwrap_or("")
     );
 }
@@ -97,18 +158,41 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
             full_access,
             read,
             write,
+            expires_at,
+            ttl,
+            ip_allow,
             json,
         } => {
             if !full_access && read.is_empty() && write.is_empty() {
                 bail!("a token with no right is useless: give --full-access, --read BUCKET or --write BUCKET");
             }
-            let spec = json!({"full_access": full_access, "read": read, "write": write});
+            let mut spec = json!({"full_access": full_access, "read": read, "write": write});
+            if let Some(at) = expires_at {
+                spec["expires_at"] = json!(at);
+            }
+            if let Some(ttl) = ttl {
+                spec["ttl"] = json!(ttl);
+            }
+            if !ip_allow.is_empty() {
+                spec["ip_allowlist"] = json!(ip_allow);
+            }
             let v = c.create_token(&name, &spec).await?;
             if json {
                 println!("{v}");
             } else {
                 println!("{}", v["value"].as_str().unwrap_or(""));
                 eprintln!("created token {name}: the value above is shown only once");
+            }
+        }
+        TokenCommand::Rotate { name, json } => {
+            let v = c.rotate_token(&name).await?;
+            if json {
+                println!("{v}");
+            } else {
+                println!("{}", v["value"].as_str().unwrap_or(""));
+                eprintln!(
+                    "rotated token {name}: the value above is shown only once; the old one no longer works"
+                );
             }
         }
         TokenCommand::Rm { name, disable_auth } => {

@@ -157,6 +157,7 @@ pub fn app(state: AppState) -> Router {
             "/api/v1/tokens/{name}",
             post(tokens::create).delete(tokens::remove),
         )
+        .route("/api/v1/tokens/{name}/rotate", post(tokens::rotate))
         .route("/api/v1/replications", get(replications::list))
         .route(
             "/api/v1/replications/{name}",

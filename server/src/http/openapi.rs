@@ -44,6 +44,7 @@ use super::{
         tokens::list,
         tokens::create,
         tokens::remove,
+        tokens::rotate,
         tokens::me,
         replications::list,
         replications::get_one,

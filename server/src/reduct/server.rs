@@ -57,50 +57,32 @@ pub async fn me(
     State(ctx): State<Ctx>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, AppError> {
-    let created = caller.name.as_deref().and_then(|name| {
-        ctx.state
-            .auth
-            .list()
-            .into_iter()
-            .find(|t| t.name == name)
-            .map(|t| t.created)
-    });
-    Ok(Json(super::server::token_json(
-        caller.name.as_deref().unwrap_or("init-token"),
-        caller.full_access,
-        &caller.read,
-        &caller.write,
-        created,
-        created.is_none(),
-    ))
-    .into_response())
+    let mut t = crate::http::tokens::me_json(&ctx.state, &caller);
+    if caller.name.is_none() {
+        t.name = "init-token".into();
+    }
+    let provisioned = t.created.is_none();
+    Ok(Json(token_json(&t, provisioned)).into_response())
 }
 
-/// A token as ReductStore writes it.
-pub fn token_json(
-    name: &str,
-    full_access: bool,
-    read: &[String],
-    write: &[String],
-    created_us: Option<u64>,
-    provisioned: bool,
-) -> serde_json::Value {
+/// A token as ReductStore writes it (`created_at`: when its value was made, by creation or
+/// rotation; `ttl` in seconds; times RFC 3339).
+pub fn token_json(t: &crate::http::tokens::TokenJson, provisioned: bool) -> serde_json::Value {
     json!({
-        "name": name,
+        "name": t.name,
         "value": "",
-        "created_at": rfc3339(created_us.unwrap_or(0)),
-        "permissions": {"full_access": full_access, "read": read, "write": write},
+        "created_at": rfc3339(t.rotated.or(t.created).unwrap_or(0)),
+        "permissions": {"full_access": t.full_access, "read": t.read, "write": t.write},
         "is_provisioned": provisioned,
-        "expires_at": null,
-        "ttl": null,
-        "last_access": null,
-        "ip_allowlist": [],
-        "is_expired": false,
+        "expires_at": t.expires_at.map(rfc3339),
+        "ttl": t.ttl,
+        "last_access": t.last_access.map(rfc3339),
+        "ip_allowlist": t.ip_allowlist,
+        "is_expired": t.is_expired,
     })
 }
 
 /// Microseconds since the epoch as RFC 3339 (`created_at`).
 pub fn rfc3339(us: u64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_micros(us);
-    humantime::format_rfc3339_micros(t).to_string()
+    crate::http::auth::rfc3339(us)
 }

@@ -7,14 +7,15 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
-use tsblob_proto::ErrorCode;
 
 use super::server::{rfc3339, token_json};
 use super::{method_not_allowed, ok_empty, Ctx};
 use crate::http::auth::Caller;
+use crate::http::auth::TokenSpec;
 use crate::http::body::BodyChunks;
 use crate::http::errors::blocking;
 use crate::http::AppError;
+use tsblob_proto::ErrorCode;
 
 /// `GET /api/v1/tokens`: the stored tokens (the `--token` admin token is not one).
 pub async fn list(
@@ -22,12 +23,9 @@ pub async fn list(
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, AppError> {
     caller.require_admin("list tokens")?;
-    let mut tokens = ctx.state.auth.list();
+    let mut tokens = crate::http::tokens::shown(&ctx.state);
     tokens.sort_by(|a, b| a.name.cmp(&b.name));
-    let tokens: Vec<serde_json::Value> = tokens
-        .iter()
-        .map(|t| json!({"name": t.name, "created_at": rfc3339(t.created), "is_provisioned": false}))
-        .collect();
+    let tokens: Vec<serde_json::Value> = tokens.iter().map(|t| token_json(t, false)).collect();
     Ok(Json(json!({ "tokens": tokens })).into_response())
 }
 
@@ -49,22 +47,40 @@ struct Permissions {
 enum CreateRequest {
     Full {
         permissions: Permissions,
+        /// RFC 3339, e.g. `2026-12-01T00:00:00Z`.
         #[serde(default)]
-        expires_at: Option<serde_json::Value>,
+        expires_at: Option<String>,
+        /// Seconds of inactivity.
         #[serde(default)]
-        ttl: Option<serde_json::Value>,
+        ttl: Option<u64>,
         #[serde(default)]
         ip_allowlist: Vec<String>,
     },
     Bare(Permissions),
 }
 
-fn unsupported(what: &str) -> AppError {
-    AppError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorCode::Unsupported,
-        format!("{what} is not supported by tsblob's tokens: nothing was changed (see docs/reductstore.md)"),
-    )
+/// RFC 3339 (`Z`, an offset such as `+02:00`, or none: UTC) as µs since the Unix epoch.
+pub fn parse_time(s: &str) -> Option<u64> {
+    let s = s.trim();
+    // The offset, if any, follows the time of day (after the `T`).
+    let t_at = s.find(['T', 't', ' '])?;
+    let (main, offset_s) = match s[t_at..].rfind(['+', '-']) {
+        Some(i) => {
+            let (main, off) = s.split_at(t_at + i);
+            let sign: i64 = if off.starts_with('-') { -1 } else { 1 };
+            let (h, m) = off[1..].split_once(':')?;
+            let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            (main, sign * (h * 3600 + m * 60))
+        }
+        None => (s.trim_end_matches(['Z', 'z']), 0),
+    };
+    let t = humantime::parse_rfc3339_weak(main).ok()?;
+    let us = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_micros();
+    let us = i128::try_from(us).ok()? - i128::from(offset_s) * 1_000_000;
+    u64::try_from(us).ok()
 }
 
 /// `GET`, `POST` (create), `DELETE /api/v1/tokens/{name}`.
@@ -78,8 +94,7 @@ pub async fn token_route(
     match req.method().clone() {
         Method::GET => {
             caller.require_admin("read tokens")?;
-            let t = auth
-                .list()
+            let t = crate::http::tokens::shown(&ctx.state)
                 .into_iter()
                 .find(|t| t.name == name)
                 .ok_or_else(|| {
@@ -89,57 +104,59 @@ pub async fn token_route(
                         format!("there is no token named {name:?}"),
                     )
                 })?;
-            Ok(Json(token_json(
-                &t.name,
-                t.full_access,
-                &t.read,
-                &t.write,
-                Some(t.created),
-                false,
-            ))
-            .into_response())
+            Ok(Json(token_json(&t, false)).into_response())
         }
         Method::POST => {
             caller.require_admin("create tokens")?;
             let body = BodyChunks::new(req.into_body(), 1 << 20, &ctx.state.limits)
                 .collect(256)
                 .await?;
-            let perms = match serde_json::from_slice::<CreateRequest>(&body) {
+            let spec = match serde_json::from_slice::<CreateRequest>(&body) {
                 Ok(CreateRequest::Full {
                     permissions,
                     expires_at,
                     ttl,
                     ip_allowlist,
-                }) => {
-                    if expires_at.is_some_and(|v| !v.is_null())
-                        || ttl.is_some_and(|v| !v.is_null())
-                    {
-                        return Err(unsupported("a token expiry (expires_at, ttl)"));
-                    }
-                    if !ip_allowlist.is_empty() {
-                        return Err(unsupported("an IP allow-list"));
-                    }
-                    permissions
-                }
-                Ok(CreateRequest::Bare(p)) => p,
+                }) => TokenSpec {
+                    full_access: permissions.full_access,
+                    read: permissions.read,
+                    write: permissions.write,
+                    expires_at: match expires_at {
+                        None => None,
+                        Some(s) => Some(parse_time(&s).ok_or_else(|| {
+                            AppError::new(
+                                StatusCode::UNPROCESSABLE_ENTITY,
+                                ErrorCode::InvalidExpiry,
+                                format!(
+                                    "expires_at {} is not an RFC 3339 time: give e.g. 2026-12-01T00:00:00Z",
+                                    tsblob_proto::quote_short(&s)
+                                ),
+                            )
+                        })?),
+                    },
+                    ttl,
+                    ip_allowlist,
+                },
+                Ok(CreateRequest::Bare(p)) => TokenSpec {
+                    full_access: p.full_access,
+                    read: p.read,
+                    write: p.write,
+                    ..TokenSpec::default()
+                },
                 Err(e) => {
                     return Err(AppError::bad_request(format!(
-                        "the body must be JSON like {{\"permissions\": {{\"full_access\": false, \"read\": [\"bucket\"], \"write\": []}}}}: {e}"
+                        "the body must be JSON like {{\"permissions\": {{\"full_access\": false, \"read\": [\"bucket\"], \"write\": []}}, \"expires_at\": \"2026-12-01T00:00:00Z\", \"ttl\": 3600, \"ip_allowlist\": [\"10.0.0.0/8\"]}}: {e}"
                     )))
                 }
             };
             let n = name.clone();
-            let value =
-                blocking(move || auth.create(&n, perms.full_access, perms.read, perms.write))
-                    .await?;
+            let value = blocking(move || auth.create(&n, spec)).await?;
             tracing::info!(token = %name, "token created (ReductStore API)");
             let created = ctx
                 .state
                 .auth
-                .list()
-                .into_iter()
-                .find(|t| t.name == name)
-                .map(|t| t.created)
+                .token_by_name(&name)
+                .map(|t| t.stored().created)
                 .unwrap_or_else(tsblob_storage::now_micros);
             Ok(Json(json!({"value": value, "created_at": rfc3339(created)})).into_response())
         }
@@ -154,10 +171,42 @@ pub async fn token_route(
     }
 }
 
-/// `POST /api/v1/tokens/{name}/rotate`: refused, saying so.
-pub async fn rotate(Extension(caller): Extension<Caller>) -> Result<Response, AppError> {
+/// `POST /api/v1/tokens/{name}/rotate`: a new value (`{"value", "created_at"}`), the old
+/// one stops working at once.
+pub async fn rotate(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Response, AppError> {
     caller.require_admin("rotate tokens")?;
-    Err(unsupported(
-        "rotating a token (create a new one and remove the old one)",
-    ))
+    let auth = ctx.state.auth.clone();
+    let n = name.clone();
+    let (value, at) = blocking(move || auth.rotate(&n)).await?;
+    tracing::info!(token = %name, "token rotated (ReductStore API)");
+    Ok(Json(json!({"value": value, "created_at": rfc3339(at)})).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_time;
+
+    #[test]
+    fn rfc3339_times_with_and_without_offsets() {
+        let z = parse_time("2026-12-01T00:00:00Z");
+        assert_eq!(z, Some(1_796_083_200_000_000));
+        assert_eq!(parse_time("2026-12-01T00:00:00"), z);
+        assert_eq!(parse_time("2026-12-01T02:00:00+02:00"), z);
+        assert_eq!(parse_time("2026-11-30T23:30:00-00:30"), z);
+        assert_eq!(parse_time("2026-12-01T00:00:00.5Z"), z.map(|t| t + 500_000));
+        assert_eq!(parse_time("2026-12-01T00:00:00+00:00"), z);
+        for bad in [
+            "",
+            "tomorrow",
+            "2026-12-01",
+            "2026-12-01T00:00:00+25:00",
+            "1969-12-31T00:00:00Z",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
 }

@@ -40,3 +40,4 @@ mod tier_faults;
 mod tier_labels;
 mod tier_node_loss;
 mod tier_tls;
+mod tokens_hostile;

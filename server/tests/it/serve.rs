@@ -637,6 +637,61 @@ fn cli_profiles_json_filters_tokens_and_forced_removals() {
         ok && me["name"] == "reader" && me["read"][0] == "cams",
         "{out} {err}"
     );
+    // Limits and rotation: --expires-at, --ttl, --ip-allow; `rotate` prints the new value
+    // once and the old one stops working.
+    let (ok, limited, err) = run(&[
+        "token",
+        "-a",
+        "prod",
+        "create",
+        "limited",
+        "--read",
+        "cams",
+        "--expires-at",
+        "now+1h",
+        "--ttl",
+        "2h",
+        "--ip-allow",
+        "127.0.0.1,::1",
+    ]);
+    assert!(ok, "{err}");
+    let (_, out, _) = run(&["token", "-a", "prod", "ls", "--json"]);
+    let t = json_lines(&out)
+        .into_iter()
+        .find(|t| t["name"] == "limited")
+        .unwrap();
+    assert_eq!(t["ttl"], 7200, "{t}");
+    assert_eq!(t["ip_allowlist"], serde_json::json!(["127.0.0.1", "::1"]));
+    assert!(t["expires_at"].as_u64().unwrap() > t["created"].as_u64().unwrap() + 3_500_000_000);
+    let (ok, rotated, err) = run(&["token", "-a", "prod", "rotate", "limited"]);
+    assert!(
+        ok && rotated.trim().starts_with("tsb_") && rotated != limited,
+        "{err}"
+    );
+    let me_with = |v: &str| run(&["token", "me", "--json", "--url", &url, "--token", v.trim()]);
+    let (ok, _, err) = me_with(&limited);
+    assert!(
+        !ok && err.contains("401"),
+        "the old value still works: {err}"
+    );
+    let (ok, out, err) = me_with(&rotated);
+    assert!(ok && out.contains("\"rotated\""), "{out} {err}");
+    let (ok, _, err) = run(&[
+        "token", "-a", "prod", "create", "x", "--read", "cams", "--ttl", "1500ms",
+    ]);
+    assert!(!ok && err.contains("whole seconds"), "{err}");
+    let (ok, _, err) = run(&[
+        "token",
+        "-a",
+        "prod",
+        "create",
+        "x",
+        "--read",
+        "cams",
+        "--expires-at",
+        "now-1m",
+    ]);
+    assert!(!ok && err.contains("invalid_expiry"), "{err}");
     let (ok, _, err) = run(&["token", "-a", "prod", "rm", "reader"]);
     assert!(ok, "{err}");
 

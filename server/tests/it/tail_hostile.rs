@@ -395,6 +395,100 @@ async fn tail_kept_streaming_after_its_token_was_deleted() {
     );
 }
 
+/// Issue 28: a stream outlived its token's expiry and rotation (checked on every request,
+/// but a tail is one request). A tail of a token that expires (`expires_at`, or `ttl` of
+/// inactivity) ends within a bounded time with an error frame `token_expired`, an idle
+/// tail without a write to wake it; a tail of a rotated token ends with `token_revoked`
+/// saying so; another token's tail goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_kept_streaming_after_its_token_expired_or_was_rotated() {
+    let s = Server::start(&["--token", "root"]);
+    let admin = client("root");
+    admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    write(&admin, &s, "b", "cam", 1).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let expires_at = now + 6_000_000;
+    let timed = token(
+        &admin,
+        &s,
+        "timed",
+        &format!(r#"{{"read": ["b"], "expires_at": {expires_at}}}"#),
+    )
+    .await;
+    let idle = token(&admin, &s, "idle", r#"{"read": ["b"], "ttl": 4}"#).await;
+    let rotated = token(&admin, &s, "rotated", r#"{"read": ["b"]}"#).await;
+    let other = token(&admin, &s, "other", r#"{"read": ["b"]}"#).await;
+    let mut tails = Vec::new();
+    for value in [&timed, &idle, &rotated, &other] {
+        let r = client(value)
+            .get(s.url("/api/v1/b/b/cam/query?follow=true&heartbeat=3600"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut body = r.bytes_stream();
+        let mut got = Delivered::default();
+        read_stream(&mut body, &mut got, Duration::from_secs(20), |g| {
+            !g.records.is_empty()
+        })
+        .await;
+        assert_eq!(got.records, [(None, 1)]);
+        tails.push((body, got));
+    }
+    // Rotation: the old value's tail ends at once, saying why.
+    let r = admin
+        .post(s.url("/api/v1/tokens/rotated/rotate"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (body, got) = &mut tails[2];
+    read_stream(body, got, Duration::from_secs(10), |g| g.error.is_some()).await;
+    let e = got
+        .error
+        .clone()
+        .expect("the tail went on after its token was rotated");
+    assert_eq!(e["error"]["code"], "token_revoked", "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("rotated"),
+        "{e}"
+    );
+    // Expiry: both idle tails end by themselves, within a second or so of their token's end.
+    for i in [0, 1] {
+        let (body, got) = &mut tails[i];
+        read_stream(body, got, Duration::from_secs(15), |g| g.error.is_some()).await;
+        let e = got
+            .error
+            .clone()
+            .unwrap_or_else(|| panic!("tail {i} went on after its token expired"));
+        assert_eq!(e["error"]["code"], "token_expired", "{e}");
+        read_stream(body, got, Duration::from_secs(10), |_| false).await;
+        assert!(got.closed, "tail {i}'s body did not end");
+    }
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    assert!(ended >= expires_at, "a tail ended before its token expired");
+    assert!(
+        ended < expires_at + 5_000_000,
+        "the tails ended {} ms after the token expired",
+        (ended - expires_at) / 1000
+    );
+    // A record written now reaches the other token's tail only.
+    write(&admin, &s, "b", "cam", 2).await;
+    let (body, got) = &mut tails[3];
+    read_stream(body, got, Duration::from_secs(20), |g| g.records.len() == 2).await;
+    assert_eq!(got.records, [(None, 1), (None, 2)]);
+    assert!(got.error.is_none());
+    for (_, got) in &tails[..3] {
+        assert_eq!(got.records, [(None, 1)]);
+    }
+}
+
 /// Defect 5's permission variant: a tail opened while the server needed no token (the
 /// default) kept streaming after the first token was created and authentication came on,
 /// although its caller may no longer read anything. It now ends like a revoked token's.

@@ -1024,15 +1024,44 @@ class AsyncClient:
     # -- tokens --------------------------------------------------------------------------
 
     async def create_token(self, name: str, *, full_access: bool = False, read: Sequence[str] = (),
-                           write: Sequence[str] = ()) -> str:
+                           write: Sequence[str] = (), expires_at: Optional[Timestamp] = None,
+                           ttl: Union[int, timedelta, None] = None,
+                           ip_allowlist: Sequence[str] = ()) -> str:
         """Creates an access token and returns its value (shown only this once). Bucket
-        names in ``read``/``write`` may end in ``*``."""
-        body = {"full_access": full_access, "read": list(read), "write": list(write)}
+        names in ``read``/``write`` may end in ``*``.
+
+        ``expires_at``: the token stops working at this time (any :data:`~tsblob.Timestamp`;
+        a ``timedelta`` counts from now: ``timedelta(days=30)``). ``ttl``: it stops working
+        once unused for this long (whole seconds, or a ``timedelta``); each request with it
+        starts the clock again. ``ip_allowlist``: addresses or CIDR networks it may be used
+        from (``["10.0.0.0/8", "203.0.113.7"]``). A request past either limit is refused
+        (:class:`~tsblob.TokenExpired`, :class:`~tsblob.IpNotAllowed`), and a stream opened
+        with the token ends when it expires."""
+        body: Dict[str, Any] = {"full_access": full_access, "read": list(read), "write": list(write)}
+        if expires_at is not None:
+            body["expires_at"] = to_micros(expires_at)
+        if ttl is not None:
+            seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+            if isinstance(seconds, bool) or seconds != int(seconds) or seconds < 1:
+                raise ValueError(f"ttl={ttl!r}: give whole seconds, at least 1")
+            body["ttl"] = int(seconds)
+        if ip_allowlist:
+            if isinstance(ip_allowlist, str):
+                raise TypeError("ip_allowlist is a list of addresses or networks, not one string")
+            body["ip_allowlist"] = list(ip_allowlist)
         doc = await self._json("POST", f"{c.API}/tokens/{quote(name, safe='')}", json_body=body)
         return str(doc["value"])
 
+    async def rotate_token(self, name: str) -> str:
+        """Gives a token a new value and returns it (shown only this once): the old value
+        stops working at once, and streams opened with it end. Permissions and limits stay;
+        the ``ttl`` clock starts again. A token past its ``expires_at`` cannot be rotated
+        (:class:`~tsblob.InvalidInput`, ``expired_not_rotatable``)."""
+        doc = await self._json("POST", f"{c.API}/tokens/{quote(name, safe='')}/rotate")
+        return str(doc["value"])
+
     async def list_tokens(self) -> List[Token]:
-        """Every stored token's name and permissions (never the values)."""
+        """Every stored token's name, permissions and limits (never the values)."""
         doc = await self._json("GET", f"{c.API}/tokens", retry=True)
         return [Token.from_json(t) for t in doc.get("tokens", [])]
 
@@ -1044,7 +1073,7 @@ class AsyncClient:
         await self._send("DELETE", f"{c.API}/tokens/{quote(name, safe='')}", params or None)
 
     async def me(self) -> Token:
-        """The permissions of the token this client uses."""
+        """The permissions and limits of the token this client uses."""
         return Token.from_json(await self._json("GET", f"{c.API}/me", retry=True))
 
     # -- lifecycle rules -----------------------------------------------------------------

@@ -224,9 +224,12 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
         s => s,
     };
     let (tx, body) = channel_body(DEPTH);
+    // The token is checked again before each step: one removed, rotated or expired while
+    // the file streams cuts it (no footer).
+    let grant = t.state.auth.grant(&t.caller, &t.bucket);
     tokio::spawn(async move {
         let _slot = slot;
-        pump(p, first, tx).await
+        pump(p, first, tx, grant).await
     });
     let mut resp = (StatusCode::OK, body).into_response();
     let h = resp.headers_mut();
@@ -244,6 +247,7 @@ async fn pump(
     mut p: Producer,
     first: Sent,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    mut grant: crate::http::auth::StreamGrant,
 ) {
     let mut next = Some(first);
     loop {
@@ -251,6 +255,11 @@ async fn pump(
             Some(s) => s,
             None => {
                 if tx.is_closed() {
+                    return;
+                }
+                if let Err(e) = grant.check() {
+                    tracing::info!("MCAP export cut: {e}");
+                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
                     return;
                 }
                 // Room for the step's output in the memory budget; none within
