@@ -58,6 +58,8 @@ codes! {
     TokenNotFound = "token_not_found",
     /// 404: no such replication task.
     ReplicationNotFound = "replication_not_found",
+    /// 404: no attachment of that name in the entry.
+    AttachmentNotFound = "attachment_not_found",
     /// 404: no such route.
     NotFound = "not_found",
     /// 405: the route exists, the method does not.
@@ -90,6 +92,8 @@ codes! {
     PayloadTooLarge = "payload_too_large",
     /// 413: a record over the batch limit (send it alone).
     RecordTooLarge = "record_too_large",
+    /// 413: an attachment over `--max-attachment-size`.
+    AttachmentTooLarge = "attachment_too_large",
     /// 422: a name that breaks the name rules.
     InvalidName = "invalid_name",
     /// 422: a timestamp out of range.
@@ -107,6 +111,10 @@ codes! {
     /// 422: a ReductStore API feature tsblob does not have (rename before the engine had
     /// it, token expiry, lifecycle rules...): nothing was changed.
     Unsupported = "unsupported",
+    /// 422: an attachment that is not a JSON document.
+    InvalidAttachment = "invalid_attachment",
+    /// 422: an entry would hold more than `--max-attachments` attachments.
+    TooManyAttachments = "too_many_attachments",
     /// 422: a `strict` query's condition cannot be evaluated on a record.
     InvalidCondition = "invalid_condition",
     /// 422: a `when` directive tsblob does not evaluate.

@@ -22,6 +22,7 @@
 //! # Ok::<(), tsblob_storage::Error>(())
 //! ```
 
+mod attachments;
 mod block;
 mod bucket;
 mod codec;
@@ -55,16 +56,21 @@ mod when;
 mod write;
 mod write_round;
 
+pub use attachments::{
+    Attachment, AttachmentLimits, DEFAULT_MAX_ATTACHMENTS, DEFAULT_MAX_ATTACHMENT_SIZE,
+};
 pub use block::RecordReader;
 pub use error::{
-    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, RenameError,
-    Result, TierError, WriteError,
+    AttachmentError, BucketError, CorruptionError, Error, NameError, NotFound, OpenError,
+    QueryError, RenameError, Result, TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
-pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use names::{
+    validate_attachment_name, validate_bucket_name, validate_entry_name, validate_label_key,
+};
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 pub use pattern::{EntryPattern, PatternError, MAX_PATTERN_WILDCARDS};
 pub use payload::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};

@@ -76,6 +76,8 @@ pub struct StoreOptions {
     pub max_open_files: Option<usize>,
     /// Tiering of sealed blocks to an object store (`None`: everything stays local).
     pub tier: Option<TierConfig>,
+    /// The bounds of an entry's attachments.
+    pub attachments: crate::attachments::AttachmentLimits,
 }
 
 impl Default for StoreOptions {
@@ -87,6 +89,7 @@ impl Default for StoreOptions {
             default_bucket: BucketSettings::default(),
             max_open_files: None,
             tier: None,
+            attachments: Default::default(),
         }
     }
 }

@@ -10,7 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tsblob_storage::{
-    BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError, WriteError,
+    AttachmentError, BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError,
+    WriteError,
 };
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
@@ -219,6 +220,12 @@ pub fn classify(e: &Error) -> (StatusCode, &'static str) {
         Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, "entry_exists"),
         Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, "rename_tiered"),
         Error::Rename(RenameError::FolderExists { .. }) => (S::CONFLICT, "folder_exists"),
+        Error::Attachment(a) => match a {
+            AttachmentError::NotFound { .. } => (S::NOT_FOUND, "attachment_not_found"),
+            AttachmentError::TooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "attachment_too_large"),
+            AttachmentError::TooMany { .. } => (S::UNPROCESSABLE_ENTITY, "too_many_attachments"),
+            AttachmentError::Damaged { .. } => (S::INTERNAL_SERVER_ERROR, "corrupt_record"),
+        },
         Error::Bucket(BucketError::InvalidSettings(_)) => {
             (S::UNPROCESSABLE_ENTITY, "invalid_settings")
         }

@@ -8,6 +8,7 @@
 //! folder and never reach back into `Store` or [`Inner`]. Locks are ranked (`lock.rs`); the
 //! order is written in `docs/architecture.md`.
 
+mod attachments;
 mod buckets;
 mod feed;
 mod labels;
