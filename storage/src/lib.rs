@@ -83,7 +83,7 @@ pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, QuotaType, StoreOptions, SyncPolicy,
     TierConfig,
 };
-pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats};
+pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
 pub use write_round::{Group, GroupResult};

@@ -374,6 +374,10 @@ async fn write(
             if records.is_empty() {
                 continue;
             }
+            if let Some(parent) = super::attachments::meta_parent(entry) {
+                out.extend(super::attachments::write(&store, &b, parent, records)?);
+                continue;
+            }
             if let Err(e) = tsblob_storage::validate_entry_name(entry) {
                 let e = AppError::from(tsblob_storage::Error::from(e));
                 out.extend(records.into_iter().map(|(h, _)| (h, e.clone())));
@@ -419,6 +423,13 @@ async fn update(
         store.bucket(&b)?;
         let mut out = Vec::new();
         for item in items {
+            if let Some(parent) = super::attachments::meta_parent(&entries[item.entry]) {
+                let r = super::attachments::update(&store, &b, parent, item.ts, &item.labels);
+                if let Err(e) = r {
+                    out.push((item.error_header, e));
+                }
+                continue;
+            }
             let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
             let r = check_labels(&set).and_then(|()| {
                 store
@@ -454,6 +465,13 @@ async fn remove(
         store.bucket(&b)?;
         let mut out = Vec::new();
         for item in items {
+            if let Some(parent) = super::attachments::meta_parent(&entries[item.entry]) {
+                let r = super::attachments::remove(&store, &b, parent, item.ts, None);
+                if let Err(e) = r {
+                    out.push((item.error_header, e));
+                }
+                continue;
+            }
             if let Err(e) = store.remove_record(&b, &entries[item.entry], item.ts) {
                 out.push((item.error_header, AppError::from(e)));
             }

@@ -9,7 +9,13 @@ use std::sync::Arc;
 use crate::attachments::{load, save, Attachment};
 use crate::codec::attachments::Stored;
 use crate::entry::{Entry, EntryState};
-use crate::error::{AttachmentError, Error, Result};
+use crate::error::{AttachmentError, Error, QueryError, Result};
+use crate::record::{Labels, Query};
+use crate::when::{Matcher, Stop};
+
+/// The label an attachment's name is under when it is taken as a record
+/// ([`Store::select_attachments`]; ReductStore's `key`).
+pub const ATTACHMENT_KEY_LABEL: &str = "key";
 use crate::lock::MutexGuard;
 use crate::names::validate_attachment_name;
 use crate::store::Store;
@@ -121,6 +127,56 @@ impl Store {
                 .map(Attachment::from)
                 .collect())
         })
+    }
+
+    /// The attachments a record query of the entry selects when each attachment is taken
+    /// as a record stamped with its `ts` and labelled `key=<name>` (ReductStore keeps its
+    /// attachments as such records, in `<entry>/$meta`): `start`/`stop`, label filters,
+    /// `when` (with `strict`), `descending` and `limit` apply as to records.
+    pub fn select_attachments(
+        &self,
+        bucket: &str,
+        entry: &str,
+        query: &Query,
+    ) -> Result<Vec<Attachment>> {
+        let mut all = self.attachments(bucket, entry)?;
+        all.sort_by_key(|a| a.ts);
+        if query.descending {
+            all.reverse();
+        }
+        let (start, stop) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
+        let mut matcher = query
+            .when
+            .as_ref()
+            .map(|c| Matcher::new(c, query.strict, query.descending));
+        let mut out = Vec::new();
+        for a in all {
+            if query.limit.is_some_and(|l| out.len() as u64 >= l) {
+                break;
+            }
+            if a.ts < start || a.ts >= stop {
+                continue;
+            }
+            let labels: Labels = [(ATTACHMENT_KEY_LABEL.to_string(), a.name.clone())].into();
+            if !query.filters.iter().all(|f| f.matches(&labels)) {
+                continue;
+            }
+            if let Some(m) = matcher.as_mut() {
+                match m.matches(a.ts, &labels) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(Stop::Limit) => break,
+                    Err(Stop::Missing(label)) => {
+                        return Err(QueryError::MissingLabel { label, ts: a.ts }.into())
+                    }
+                    Err(Stop::Invalid(message)) => {
+                        return Err(QueryError::Invalid { message, ts: a.ts }.into())
+                    }
+                }
+            }
+            out.push(a);
+        }
+        Ok(out)
     }
 
     /// One attachment of an entry.

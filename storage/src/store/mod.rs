@@ -44,6 +44,7 @@ use crate::tier::TierStats;
 use crate::tier::{Tier, Tiered};
 use crate::trash::Trash;
 
+pub use attachments::ATTACHMENT_KEY_LABEL;
 pub use query::{MultiIter, QueryItem, QueryIter};
 pub use spool::Spool;
 
