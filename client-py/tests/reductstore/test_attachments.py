@@ -69,9 +69,9 @@ async def test_write_read_and_remove_attachments(rclient: Client) -> None:
     await bucket.rename_entry("cam", "cam2")
     assert await bucket.read_attachments("cam2") == {"k": "v"}
     await bucket.remove_entry("cam2")
-    with pytest.raises(ReductError) as e:
-        await bucket.read_attachments("cam2")
-    assert e.value.status_code == 404
+    # An entry without attachments, or without the entry, reads as none (as on ReductStore
+    # 1.21.5, where it is a query of a `$meta` entry that does not exist).
+    assert await bucket.read_attachments("cam2") == {}
 
 
 async def test_attachments_cross_between_the_two_apis(rs: ReductServer, rclient: Client) -> None:
@@ -91,15 +91,12 @@ async def test_attachments_cross_between_the_two_apis(rs: ReductServer, rclient:
 
 async def test_attachment_errors_through_reductstore(rclient: Client) -> None:
     bucket = await rclient.create_bucket(name())
-    with pytest.raises(ReductError) as e:
-        await bucket.read_attachments("no-such-entry")
-    assert e.value.status_code == 404
+    assert await bucket.read_attachments("no-such-entry") == {}
     # reduct-py's write_attachments drops the per-record errors of batch protocol v2 (as on
     # ReductStore): a refused attachment is simply not there. The errors, as sent:
     await bucket.write_attachments("e", {"big": "x" * 70_000, "bad key": 1})
-    with pytest.raises(ReductError) as e:
-        await bucket.read_attachments("e")
-    assert e.value.status_code == 404  # nothing was written, not even the entry
+    assert await bucket.read_attachments("e") == {}
+    assert [x.name for x in (await bucket.get_full_info()).entries] == []  # not even the entry
     batch = RecordBatch()
     batch.add("e/$meta", timestamp=1, data=json.dumps("x" * 70_000).encode(), labels={"key": "big"})
     batch.add("e/$meta", timestamp=2, data=b"not json", labels={"key": "doc"})

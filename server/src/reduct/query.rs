@@ -375,7 +375,16 @@ fn attachment_records(
                 ),
             )
         })?;
-        for a in store.select_attachments(bucket, parent, query)? {
+        let selected = match store.select_attachments(bucket, parent, query) {
+            Ok(list) => list,
+            // As ReductStore: an entry without attachments has no `$meta` records, whether
+            // or not the entry exists (reduct-py's read_attachments answers `{}`).
+            Err(tsblob_storage::Error::NotFound(tsblob_storage::NotFound::Entry { .. })) => {
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for a in selected {
             let (entry, meta, data) = super::attachments::as_record(parent, a);
             out.push((entry, meta, Some(data)));
         }
