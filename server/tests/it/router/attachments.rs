@@ -315,3 +315,74 @@ async fn an_entry_named_like_the_attachments_route_is_refused() {
     assert!(doc["paths"]["/api/v1/b/{bucket}/{entry}/attachments"]["delete"].is_object());
     assert!(doc["paths"]["/api/v1/b/{bucket}/{entry}/attachments"]["put"].is_object());
 }
+
+/// Tokens: reading attachments needs read access to the bucket, writing and removing them
+/// write access; a token of another bucket gets 403.
+#[tokio::test]
+async fn attachments_need_the_bucket_rights_of_their_operation() {
+    let f = fixture_with(Some("root-secret"), Limits::default());
+    let req = |method: &str, uri: &str, token: &str, body: &'static str| {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let root = "root-secret";
+    f.send(req("POST", "/api/v1/b/cams", root, "")).await;
+    f.send(req("POST", "/api/v1/b/other", root, "")).await;
+    let token = |body: &'static str, name: &'static str| {
+        let r = req("POST", &format!("/api/v1/tokens/{name}"), root, body);
+        let f = &f;
+        async move {
+            f.send(r).await.json()["value"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let reader = token(r#"{"read":["cams"]}"#, "reader").await;
+    let writer = token(r#"{"write":["cams"]}"#, "writer").await;
+    let stranger = token(r#"{"read":["other"], "write":["other"]}"#, "stranger").await;
+    let path = "/api/v1/b/cams/e/attachments";
+    let a = f.send(req("PUT", path, &writer, r#"{"a": 1}"#)).await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    let a = f.send(req("GET", path, &reader, "")).await;
+    assert_eq!((a.status, a.json()), (StatusCode::OK, json!({"a": 1})));
+    for (method, body) in [("PUT", r#"{"b": 2}"#), ("DELETE", "")] {
+        let a = f.send(req(method, path, &reader, body)).await;
+        assert_eq!(
+            (a.status, a.code()),
+            (StatusCode::FORBIDDEN, "forbidden".into()),
+            "{method}"
+        );
+    }
+    for method in ["GET", "PUT", "DELETE"] {
+        let a = f.send(req(method, path, &stranger, "{}")).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{method}");
+    }
+    let a = f.send(req("GET", path, &reader, "")).await;
+    assert_eq!(a.json(), json!({"a": 1}), "nothing changed by the refusals");
+}
+
+/// Concurrent PUTs of one name (and one name of each writer's own) over HTTP: every
+/// request succeeds, no writer's own name is lost, the shared one holds one of the values.
+#[tokio::test]
+async fn concurrent_puts_of_one_attachment_lose_no_other_name() {
+    let f = fixture();
+    f.bucket("b").await;
+    let puts = (0..8).map(|i| {
+        let body = format!(r#"{{"shared": {i}, "own{i}": {i}}}"#);
+        f.call("PUT", "/api/v1/b/b/e/attachments", body)
+    });
+    for a in futures_util::future::join_all(puts).await {
+        assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    }
+    let all = f.call("GET", "/api/v1/b/b/e/attachments", "").await.json();
+    let shared = all["shared"].as_u64().unwrap();
+    assert!(shared < 8);
+    for i in 0..8 {
+        assert_eq!(all[format!("own{i}")], json!(i), "{all}");
+    }
+}
