@@ -17,6 +17,7 @@ use super::body::{content_length, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
 use super::AppState;
+use tsblob_proto::ErrorCode;
 
 /// JSON the attachments of a write may add around their documents (names, quotes, spaces).
 const JSON_SLACK: u64 = 1 << 20;
@@ -34,7 +35,7 @@ pub fn raw_json(a: &Attachment) -> Box<RawValue> {
 /// 422 `invalid_attachment`: what a document must be.
 pub fn not_json(name: &str, e: &serde_json::Error) -> AppError {
     AppError::unprocessable(
-        "invalid_attachment",
+        ErrorCode::InvalidAttachment,
         format!("attachment {name:?} is not one JSON document ({e}): send JSON, e.g. {{\"version\": 2}}"),
     )
 }
@@ -43,7 +44,7 @@ pub fn not_json(name: &str, e: &serde_json::Error) -> AppError {
 fn too_large(what: &str, limit: u64) -> AppError {
     AppError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
-        "attachment_too_large",
+        ErrorCode::AttachmentTooLarge,
         format!("{what} is over {limit} bytes, the server's limit (--max-attachment-size, and --max-attachments of them in one write): attachments are small documents; keep large data in records"),
     )
 }
@@ -59,7 +60,7 @@ async fn body(req: Request, state: &AppState, limit: u64, what: &str) -> Result<
         match chunks.next().await {
             Ok(Some(c)) => out.extend_from_slice(&c),
             Ok(None) => return Ok(out),
-            Err(e) if e.code == "payload_too_large" => return Err(too_large(what, limit)),
+            Err(e) if e.code == ErrorCode::PayloadTooLarge => return Err(too_large(what, limit)),
             Err(e) => return Err(e),
         }
     }
@@ -118,7 +119,7 @@ pub async fn write_many(t: Target, req: Request) -> Result<Response, AppError> {
     let bytes = body(req, &t.state, limit, "the body of an attachments write").await?;
     let docs: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(&bytes).map_err(|e| {
         AppError::unprocessable(
-            "invalid_attachment",
+            ErrorCode::InvalidAttachment,
             format!("the body must be one JSON object of attachments, name → document, e.g. {{\"schema\": {{\"version\": 2}}}} ({e})"),
         )
     })?;

@@ -13,6 +13,7 @@ use axum::http::StatusCode;
 use tsblob_storage::{Attachment, BatchRecord, Labels, RecordMeta, Store, ATTACHMENT_KEY_LABEL};
 
 use crate::http::AppError;
+use tsblob_proto::ErrorCode;
 
 /// The last segment of ReductStore's attachment entries.
 pub const META_SEGMENT: &str = "$meta";
@@ -28,7 +29,7 @@ pub fn meta_parent(name: &str) -> Option<&str> {
 }
 
 fn refused(message: String) -> AppError {
-    AppError::unprocessable("invalid_attachment", message)
+    AppError::unprocessable(ErrorCode::InvalidAttachment, message)
 }
 
 /// A `$meta` record to write as an attachment: its name (the `key` label) and document.
@@ -152,7 +153,7 @@ pub fn remove(
 fn not_found(bucket: &str, entry: &str, ts: u64) -> AppError {
     AppError::new(
         StatusCode::NOT_FOUND,
-        "attachment_not_found",
+        ErrorCode::AttachmentNotFound,
         format!("no attachment of {bucket}/{entry} at {ts}: it was removed, or written again since (a new timestamp)"),
     )
 }

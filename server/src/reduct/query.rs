@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tsblob_proto::ErrorCode;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -144,7 +145,7 @@ pub struct QueryJson {
 fn unsupported(what: &str) -> AppError {
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
+        ErrorCode::Unsupported,
         format!("{what} is not supported by tsblob's ReductStore API (see docs/reductstore.md)"),
     )
 }
@@ -327,7 +328,7 @@ async fn open(
     if map.len() >= sessions.limits.max {
         return Err(AppError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_streams",
+            ErrorCode::TooManyStreams,
             format!(
                 "{} query sessions are open, the server's limit (--reductstore-max-queries): read queries to their end, give them a short ttl, or raise the limit",
                 map.len()
@@ -369,7 +370,7 @@ fn attachment_records(
     for p in patterns {
         let parent = super::attachments::meta_parent(p).ok_or_else(|| {
             AppError::unprocessable(
-                "invalid_pattern",
+                ErrorCode::InvalidPattern,
                 format!(
                     "{p:?} is queried with attachment entries (<entry>/$meta): query those alone"
                 ),
@@ -432,7 +433,7 @@ async fn next_batch(
         let cursor = s.cursor.take().ok_or_else(|| {
             AppError::new(
                 StatusCode::CONFLICT,
-                "conflict",
+                ErrorCode::Conflict,
                 format!("query {id} is being read by another request: read a session one request at a time"),
             )
         })?;
