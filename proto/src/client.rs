@@ -259,6 +259,69 @@ impl Client {
             .await
     }
 
+    /// Sends and reads an answer's text (at most [`JSON_MAX`] bytes), as sent: a JSON
+    /// document whose numbers must not go through a float.
+    pub async fn text(&self, req: RequestBuilder) -> Result<String, ClientError> {
+        let resp = self.send(req).await?;
+        let body = crate::outbound::read_bounded(resp, JSON_MAX)
+            .await
+            .map_err(|e| match e {
+                crate::outbound::ReadError::Body(e) => ClientError::Body(e),
+                too_large => ClientError::Protocol(too_large.to_string()),
+            })?;
+        String::from_utf8(body.to_vec())
+            .map_err(|_| ClientError::Protocol("the answer is not UTF-8 text".into()))
+    }
+
+    /// `GET /api/v1/b/{bucket}/{entry}/attachments`: `{name: document}` as sent.
+    pub async fn attachments(&self, bucket: &str, entry: &str) -> Result<String, ClientError> {
+        let path = format!("{}/attachments", entry_path(bucket, entry));
+        self.text(self.request(Method::GET, &path)).await
+    }
+
+    /// `GET /api/v1/b/{bucket}/{entry}/attachments/{name}`: the document as sent.
+    pub async fn attachment(
+        &self,
+        bucket: &str,
+        entry: &str,
+        name: &str,
+    ) -> Result<String, ClientError> {
+        let path = format!("{}/attachments/{}", entry_path(bucket, entry), seg(name));
+        self.text(self.request(Method::GET, &path)).await
+    }
+
+    /// `PUT /api/v1/b/{bucket}/{entry}/attachments/{name}` with the document:
+    /// `{"written": {name: ts}}`.
+    pub async fn put_attachment(
+        &self,
+        bucket: &str,
+        entry: &str,
+        name: &str,
+        document: Vec<u8>,
+    ) -> Result<Value, ClientError> {
+        let path = format!("{}/attachments/{}", entry_path(bucket, entry), seg(name));
+        let req = self
+            .request(Method::PUT, &path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(document);
+        self.json(req).await
+    }
+
+    /// `DELETE /api/v1/b/{bucket}/{entry}/attachments[?names=…]`: `{"removed": [names]}`.
+    pub async fn remove_attachments(
+        &self,
+        bucket: &str,
+        entry: &str,
+        names: Option<&[String]>,
+    ) -> Result<Value, ClientError> {
+        let path = format!("{}/attachments", entry_path(bucket, entry));
+        let mut req = self.request(Method::DELETE, &path);
+        if let Some(names) = names {
+            req = req.query(&[("names", names.join(","))]);
+        }
+        self.json(req).await
+    }
+
     /// `PUT /api/v1/b/{bucket}/rename` with `{"new_name"}`: the bucket under its new name.
     pub async fn rename_bucket(&self, bucket: &str, new_name: &str) -> Result<Value, ClientError> {
         let path = format!("{}/rename", bucket_path(bucket));

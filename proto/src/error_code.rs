@@ -64,6 +64,8 @@ codes! {
     ReplicationNotFound = "replication_not_found",
     /// 404: no such lifecycle rule.
     RuleNotFound = "rule_not_found",
+    /// 404: no attachment of that name in the entry.
+    AttachmentNotFound = "attachment_not_found",
     /// 404: no such route.
     NotFound = "not_found",
     /// 405: the route exists, the method does not.
@@ -96,6 +98,8 @@ codes! {
     PayloadTooLarge = "payload_too_large",
     /// 413: a record over the batch limit (send it alone).
     RecordTooLarge = "record_too_large",
+    /// 413: an attachment over `--max-attachment-size`.
+    AttachmentTooLarge = "attachment_too_large",
     /// 422: a name that breaks the name rules.
     InvalidName = "invalid_name",
     /// 422: a timestamp out of range.
@@ -121,6 +125,10 @@ codes! {
     /// 422: a ReductStore API feature tsblob does not have (lifecycle rules, managing
     /// replications...): nothing was changed.
     Unsupported = "unsupported",
+    /// 422: an attachment that is not a JSON document.
+    InvalidAttachment = "invalid_attachment",
+    /// 422: an entry would hold more than `--max-attachments` attachments.
+    TooManyAttachments = "too_many_attachments",
     /// 422: a `strict` query's condition cannot be evaluated on a record.
     InvalidCondition = "invalid_condition",
     /// 422: a `when` directive tsblob does not evaluate.

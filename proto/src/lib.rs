@@ -29,7 +29,10 @@ pub mod size;
 pub mod tls;
 
 pub use error_code::ErrorCode;
-pub use names::{validate_bucket_name, validate_entry_name, validate_label_key, NameError};
+pub use names::{
+    validate_attachment_name, validate_bucket_name, validate_entry_name, validate_label_key,
+    NameError,
+};
 pub use size::{format_size, parse_size};
 
 use std::collections::BTreeMap;

@@ -31,10 +31,25 @@ pub const ENTRY_ROUTES: [(&str, EntryRoute); 5] = [
     ("rename", EntryRoute::Rename),
 ];
 
-/// Last segments no entry name may have: the route words of [`ENTRY_ROUTES`], and `labels`
-/// (kept free for a label route).
-pub const RESERVED_ENTRY_WORDS: [&str; 6] =
-    ["batch", "query", "info", "histogram", "rename", "labels"];
+/// Last segments no entry name may have: the route words of [`ENTRY_ROUTES`], `labels`
+/// (kept free for a label route) and [`ATTACHMENTS_WORD`] (which no segment may be).
+pub const RESERVED_ENTRY_WORDS: [&str; 7] = [
+    "batch",
+    "query",
+    "info",
+    "histogram",
+    "rename",
+    "labels",
+    ATTACHMENTS_WORD,
+];
+
+/// The route word of an entry's attachments: `…/{entry}/attachments` and
+/// `…/{entry}/attachments/{name}`. No segment of an entry name may be it, so a path whose
+/// last segment or the one before it is this word names attachments, never a record.
+pub const ATTACHMENTS_WORD: &str = "attachments";
+
+/// The longest attachment name, in bytes.
+pub const ATTACHMENT_NAME_MAX: usize = 128;
 
 /// Names in the data folder that belong to the engine or to the program embedding it (the
 /// server keeps its tokens in `tokens`): no bucket may take them. Names that start with
@@ -63,6 +78,47 @@ pub fn split_entry_path(rest: &str) -> (&str, EntryRoute) {
         }
     }
     (rest, EntryRoute::Record)
+}
+
+/// Splits `robot1/lidar/attachments` into (`robot1/lidar`, `None`) and
+/// `robot1/lidar/attachments/schema` into (`robot1/lidar`, `Some("schema")`); `None` for a
+/// path that does not name attachments.
+pub fn split_attachment_path(rest: &str) -> Option<(&str, Option<&str>)> {
+    let suffix = format!("/{ATTACHMENTS_WORD}");
+    if let Some(entry) = rest.strip_suffix(suffix.as_str()) {
+        return Some((entry, None));
+    }
+    let (head, name) = rest.rsplit_once('/')?;
+    let entry = head.strip_suffix(suffix.as_str())?;
+    Some((entry, Some(name)))
+}
+
+/// An attachment name: 1–128 bytes of letters, digits, `-`, `_`, `.` and `$` (ReductStore's
+/// system keys start with `$`); not `.` or `..`.
+pub fn validate_attachment_name(name: &str) -> Result<(), NameError> {
+    let kind = "attachment";
+    if name.is_empty() {
+        return Err(NameError::Empty {
+            kind,
+            max: ATTACHMENT_NAME_MAX,
+        });
+    }
+    if name.len() > ATTACHMENT_NAME_MAX {
+        return Err(NameError::TooLong {
+            kind,
+            name: name.to_string(),
+            max: ATTACHMENT_NAME_MAX,
+        });
+    }
+    if let Some(ch) = name.chars().find(|c| !plain(*c) && *c != '$') {
+        return Err(NameError::BadChar {
+            kind,
+            name: name.to_string(),
+            ch,
+            slash: " ('$' too)",
+        });
+    }
+    check_segment(kind, name, name)
 }
 
 /// The reserved words, for messages.
@@ -196,6 +252,13 @@ pub fn validate_entry_name(name: &str) -> Result<(), NameError> {
     let mut last = "";
     for seg in name.split('/') {
         check_segment(kind, name, seg)?;
+        if seg == ATTACHMENTS_WORD {
+            return Err(NameError::Reserved {
+                kind,
+                name: name.to_string(),
+                segment: seg.to_string(),
+            });
+        }
         last = seg;
     }
     if RESERVED_ENTRIES.contains(&name) {
@@ -365,5 +428,33 @@ mod tests {
         assert_eq!(split_entry_path("rename"), ("", EntryRoute::Rename));
         // a segment that merely ends in a route word is part of the name
         assert_eq!(split_entry_path("myquery"), ("myquery", EntryRoute::Record));
+    }
+
+    #[test]
+    fn attachment_paths_and_names() {
+        assert_eq!(
+            split_attachment_path("cam/attachments"),
+            Some(("cam", None))
+        );
+        assert_eq!(
+            split_attachment_path("a/b/attachments/schema"),
+            Some(("a/b", Some("schema")))
+        );
+        assert_eq!(split_attachment_path("cam/myattachments"), None);
+        assert_eq!(split_attachment_path("cam/x"), None);
+        // `attachments` may be no segment of an entry name: the paths above are never records
+        for bad in ["attachments", "a/attachments", "a/attachments/b"] {
+            assert!(
+                matches!(validate_entry_name(bad), Err(NameError::Reserved { .. })),
+                "{bad:?} accepted"
+            );
+        }
+        validate_entry_name("a/my-attachments").unwrap();
+        validate_attachment_name("schema.v2").unwrap();
+        validate_attachment_name("$plugin").unwrap();
+        for bad in ["", ".", "..", "a/b", "a b", "é"] {
+            assert!(validate_attachment_name(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(validate_attachment_name(&"a".repeat(ATTACHMENT_NAME_MAX + 1)).is_err());
     }
 }

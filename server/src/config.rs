@@ -28,6 +28,16 @@ fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
         })
 }
 
+/// `--max-attachment-size`: a size of at most 16 MiB (each change rewrites the entry's
+/// attachments file whole).
+fn parse_attachment_size(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| *n <= 16 << 20)
+        .ok_or_else(|| format!("{s:?} is over 16MiB: attachments are small documents kept with an entry; keep large data in records"))
+}
+
 /// A path prefix: `/name` (one or more segments of letters, digits, `-`, `_`, `.`).
 fn parse_prefix(s: &str) -> Result<String, String> {
     let p = s.trim_end_matches('/');
@@ -154,6 +164,13 @@ pub struct ServeArgs {
     /// Size of the LMDB index map (address space, not disk).
     #[arg(long, env = "TSBLOB_INDEX_MAP_SIZE", default_value = "64GiB", value_parser = parse_size)]
     pub index_map_size: u64,
+    /// Largest attachment of an entry (one JSON document kept with the entry; over it: 413
+    /// attachment_too_large).
+    #[arg(long, env = "TSBLOB_MAX_ATTACHMENT_SIZE", default_value = "64KiB", value_parser = parse_attachment_size)]
+    pub max_attachment_size: usize,
+    /// Most attachments one entry holds (more: 422 too_many_attachments).
+    #[arg(long, env = "TSBLOB_MAX_ATTACHMENTS", default_value_t = tsblob_storage::DEFAULT_MAX_ATTACHMENTS)]
+    pub max_attachments: usize,
     /// Block files kept open at once across all entries (default: half of what the
     /// open-file limit, `ulimit -n`, leaves after 128 for sockets and the index).
     #[arg(long, env = "TSBLOB_MAX_OPEN_FILES")]
@@ -416,6 +433,10 @@ impl ServeArgs {
             // Lifecycle rules keep their `when` as JSON text; the engine reads no JSON.
             when_parser: Some(when_parser()),
             lifecycle_pass_records: self.lifecycle_pass_records.max(1),
+            attachments: tsblob_storage::AttachmentLimits {
+                max_size: self.max_attachment_size,
+                max_count: self.max_attachments,
+            },
         })
     }
 

@@ -31,6 +31,8 @@ pub enum Error {
     Tier(#[from] TierError),
     #[error(transparent)]
     Rename(#[from] RenameError),
+    #[error(transparent)]
+    Attachment(#[from] AttachmentError),
     /// An operating-system I/O error, with what was being done.
     #[error("{context}: {source}")]
     Io {
@@ -60,6 +62,7 @@ impl Error {
             Error::Query(e) => Error::Query(e.clone()),
             Error::Tier(e) => Error::Tier(e.clone()),
             Error::Rename(e) => Error::Rename(e.clone()),
+            Error::Attachment(e) => Error::Attachment(e.clone()),
             Error::Io { context, source } => Error::Io {
                 context: context.clone(),
                 source: match source.raw_os_error() {
@@ -197,6 +200,36 @@ pub enum RenameError {
     Tiered { what: String },
     #[error("the folder {name:?} already exists in the data folder (not a bucket tsblob knows): choose another name, or move that folder away")]
     FolderExists { name: String },
+}
+
+/// An attachment change that was refused (nothing was changed), or a damaged file.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum AttachmentError {
+    #[error("attachment {name:?} is {size} bytes, over the limit of {max} bytes per attachment (--max-attachment-size): keep large data in records")]
+    TooLarge {
+        name: String,
+        size: usize,
+        max: usize,
+    },
+    #[error("entry {bucket}/{entry} would hold {count} attachments, over the limit of {max} (--max-attachments): remove some first")]
+    TooMany {
+        bucket: String,
+        entry: String,
+        count: usize,
+        max: usize,
+    },
+    #[error("no attachment {name:?} in {bucket}/{entry}")]
+    NotFound {
+        bucket: String,
+        entry: String,
+        name: String,
+    },
+    #[error("the attachments file of {bucket}/{entry} is damaged ({reason}): remove them all (DELETE …/attachments, `tsblob attachment rm --all`), then write them again")]
+    Damaged {
+        bucket: String,
+        entry: String,
+        reason: String,
+    },
 }
 
 /// Bucket management failures.

@@ -6,8 +6,12 @@
 //! <data>/.trash/              removed blocks and folders on their way out (`trash.rs`)
 //! <data>/<bucket>/settings    a bucket's settings
 //! <data>/<bucket>/<entry>/    an entry's block files (`/` in its name as `%2F`)
+//! <data>/<bucket>/<entry>/attachments      the entry's attachments (`attachments.rs`)
+//! <data>/<bucket>/<entry>/attachments.tmp  its next version, before the rename
 //! ```
 
 pub(crate) const INDEX_DIR: &str = "index";
 pub(crate) const LOCK_FILE: &str = "tsblob.lock";
 pub(crate) const SETTINGS_FILE: &str = "settings";
+pub(crate) const ATTACHMENTS_FILE: &str = "attachments";
+pub(crate) const ATTACHMENTS_TMP: &str = "attachments.tmp";

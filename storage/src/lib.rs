@@ -22,6 +22,7 @@
 //! # Ok::<(), tsblob_storage::Error>(())
 //! ```
 
+mod attachments;
 mod block;
 mod bucket;
 mod codec;
@@ -56,17 +57,22 @@ mod when;
 mod write;
 mod write_round;
 
+pub use attachments::{
+    Attachment, AttachmentLimits, DEFAULT_MAX_ATTACHMENTS, DEFAULT_MAX_ATTACHMENT_SIZE,
+};
 pub use block::RecordReader;
 pub use error::{
-    BucketError, CorruptionError, Error, NameError, NotFound, OpenError, QueryError, RenameError,
-    Result, TierError, WriteError,
+    AttachmentError, BucketError, CorruptionError, Error, NameError, NotFound, OpenError,
+    QueryError, RenameError, Result, TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
 pub use lifecycle::{LifecycleStatus, PassReport};
-pub use names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use names::{
+    validate_attachment_name, validate_bucket_name, validate_entry_name, validate_label_key,
+};
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 pub use pattern::{EntryPattern, PatternError, MAX_PATTERN_WILDCARDS};
 pub use payload::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
@@ -80,7 +86,7 @@ pub use settings::{
     StoreOptions, SyncPolicy, TierConfig, WhenParser, LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE,
     MAX_LIFECYCLE_RULES,
 };
-pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats};
+pub use store::{MultiIter, QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
 pub use write_round::{Group, GroupResult};

@@ -1,7 +1,9 @@
 //! Entry names on disk. The name rules themselves are part of the protocol
 //! (`tsblob_proto::names`); the engine checks them on every call.
 
-pub use tsblob_proto::names::{validate_bucket_name, validate_entry_name, validate_label_key};
+pub use tsblob_proto::names::{
+    validate_attachment_name, validate_bucket_name, validate_entry_name, validate_label_key,
+};
 
 /// The folder name of an entry: `/` becomes `%2F`, which no valid name contains.
 pub(crate) fn entry_dir_name(entry: &str) -> String {

@@ -336,6 +336,9 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                 },
             };
             seen_entries.insert(key);
+            if crate::attachments::clear_leftover(&edir) {
+                note(report, &format!("entry {bname}/{ename}: deleted the attachments.tmp a crash left (the attachments file before that change is kept)"));
+            }
             let mut blocks = BTreeMap::new();
             let mut files = block_files(&edir)?;
             // Tiered blocks live in the object store: a local file left by a crash between

@@ -82,6 +82,8 @@ pub struct StoreOptions {
     /// The most index records one pass of one lifecycle rule looks at (a whole block
     /// deleted counts its records); a rule with more to do goes on at the next tick.
     pub lifecycle_pass_records: u64,
+    /// The bounds of an entry's attachments.
+    pub attachments: crate::attachments::AttachmentLimits,
 }
 
 /// A `when` compiler (`StoreOptions::when_parser`): the message of an error says what is
@@ -112,6 +114,7 @@ impl Default for StoreOptions {
             tier: None,
             when_parser: None,
             lifecycle_pass_records: LIFECYCLE_PASS_RECORDS,
+            attachments: Default::default(),
         }
     }
 }

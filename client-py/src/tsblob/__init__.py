@@ -20,7 +20,7 @@ classes) are loaded on first use. Every error is a :class:`TsblobError`.
 from typing import TYPE_CHECKING, Any, List
 
 from ._common import Retry, SettingsMismatch, SettingsMismatchError
-from ._errors import (BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
+from ._errors import (AttachmentNotFound, BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
                       EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
                       ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
@@ -68,7 +68,7 @@ __all__ = [
     "Timestamp", "TimestampWarning", "to_micros", "from_micros", "SettingsMismatch", "SettingsMismatchError",
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "TokenExpired", "Forbidden", "IpNotAllowed", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
-    "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
+    "AttachmentNotFound", "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
     "PayloadTooLarge", "BatchError",
     "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",
     "to_pandas", "__version__",

@@ -148,6 +148,10 @@ class TokenNotFound(NotFound):
     """404 ``token_not_found``."""
 
 
+class AttachmentNotFound(NotFound):
+    """404 ``attachment_not_found``: the entry has no attachment of that name."""
+
+
 class Conflict(TsblobError):
     """409: the thing already exists (bucket, timestamp in the entry, token)."""
 
@@ -235,17 +239,21 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "entry_not_found": EntryNotFound,
     "record_not_found": RecordNotFound,
     "token_not_found": TokenNotFound,
+    "attachment_not_found": AttachmentNotFound,
     "bucket_exists": BucketExists,
     "timestamp_exists": TimestampExists,
     "token_exists": TokenExists,
     "method_not_allowed": MethodNotAllowed,
     "request_timeout": RequestTimeout,
     "payload_too_large": PayloadTooLarge,
+    "attachment_too_large": PayloadTooLarge,
     "invalid_name": InvalidInput,
     "invalid_timestamp": InvalidInput,
     "invalid_label": InvalidInput,
     "invalid_settings": InvalidInput,
     "invalid_content_type": InvalidInput,
+    "invalid_attachment": InvalidInput,
+    "too_many_attachments": InvalidInput,
     "missing_label": InvalidInput,
     "corrupt_record": CorruptRecord,
     "internal": ServerError,

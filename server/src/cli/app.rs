@@ -27,6 +27,8 @@ pub enum Command {
     Bucket(cli::BucketArgs),
     /// Inspect and remove entries.
     Entry(cli::EntryArgs),
+    /// An entry's attachments (small JSON documents kept with it): ls, get, put, rm.
+    Attachment(cli::AttachmentArgs),
     /// Write a file as one record.
     Put(cli::PutArgs),
     /// Read one record (the latest by default) to a file or stdout.
@@ -169,6 +171,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Bucket(args) => cli::bucket(args).await,
         Command::Entry(args) => cli::entry(args).await,
+        Command::Attachment(args) => cli::attachment(args).await,
         Command::Put(args) => cli::put(args).await,
         Command::Get(args) => cli::get(args).await,
         Command::Query(args) => cli::query(args).await,

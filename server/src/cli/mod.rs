@@ -4,6 +4,7 @@
 //! and profiles have a module each.
 
 pub mod app;
+pub mod attachments;
 pub mod buckets;
 pub mod client;
 pub mod cp;
@@ -18,6 +19,7 @@ pub mod records;
 pub mod replication;
 pub mod tokens;
 
+pub use attachments::{attachment, AttachmentArgs};
 pub use buckets::{bucket, BucketArgs};
 pub use client::{connect, seg, Client, ClientArgs};
 pub use cp::{cp, CpArgs};

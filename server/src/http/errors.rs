@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tsblob_proto::ErrorCode;
 use tsblob_storage::{
-    BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError, WriteError,
+    AttachmentError, BucketError, Error, NameError, NotFound, QueryError, RenameError, TierError,
+    WriteError,
 };
 
 /// An error answered to a client as `{"error": {"code", "message"}}`.
@@ -295,6 +296,16 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
         Error::Rename(RenameError::EntryExists { .. }) => (S::CONFLICT, ErrorCode::EntryExists),
         Error::Rename(RenameError::Tiered { .. }) => (S::CONFLICT, ErrorCode::RenameTiered),
         Error::Rename(RenameError::FolderExists { .. }) => (S::CONFLICT, ErrorCode::FolderExists),
+        Error::Attachment(a) => match a {
+            AttachmentError::NotFound { .. } => (S::NOT_FOUND, ErrorCode::AttachmentNotFound),
+            AttachmentError::TooLarge { .. } => {
+                (S::PAYLOAD_TOO_LARGE, ErrorCode::AttachmentTooLarge)
+            }
+            AttachmentError::TooMany { .. } => {
+                (S::UNPROCESSABLE_ENTITY, ErrorCode::TooManyAttachments)
+            }
+            AttachmentError::Damaged { .. } => (S::INTERNAL_SERVER_ERROR, ErrorCode::CorruptRecord),
+        },
         Error::Bucket(BucketError::InvalidSettings(_)) => {
             (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidSettings)
         }

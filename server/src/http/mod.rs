@@ -5,6 +5,7 @@
 //! every call into it runs on tokio's blocking pool ([`errors::blocking`]), and payloads
 //! move through bounded channels so that memory stays flat whatever the record size.
 
+pub mod attachments;
 pub mod auth;
 pub mod batch;
 pub mod body;
@@ -42,7 +43,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use tsblob_proto::names::{split_entry_path, EntryRoute};
+use tsblob_proto::names::{split_attachment_path, split_entry_path, EntryRoute};
 use tsblob_storage::Store;
 
 pub use crate::when;
@@ -253,9 +254,12 @@ async fn entry_route(
     Path((bucket, rest)): Path<(String, String)>,
     req: Request,
 ) -> Result<Response, AppError> {
-    let (entry, route) = split_entry_path(&rest);
     tsblob_storage::validate_bucket_name(&bucket)?;
     params::refuse_repeats(req.uri().query())?;
+    if let Some((entry, name)) = split_attachment_path(&rest) {
+        return attachment_route(state, caller, bucket, entry, name, req).await;
+    }
+    let (entry, route) = split_entry_path(&rest);
     if entry.is_empty() && route == EntryRoute::Query {
         // `/api/v1/b/{bucket}/query`: no entry may be named `query` (a reserved last
         // segment), so this is the bucket-level, multi-entry query.
@@ -318,6 +322,40 @@ async fn entry_route(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::MethodNotAllowed,
             format!("{method} is not supported on the {route:?} route: see docs/api.md for the methods of each route"),
+        )),
+    }
+}
+
+/// `…/{entry}/attachments[/{name}]`: an entry's attachments (`attachments.rs`).
+async fn attachment_route(
+    state: AppState,
+    caller: auth::Caller,
+    bucket: String,
+    entry: &str,
+    name: Option<&str>,
+    req: Request,
+) -> Result<Response, AppError> {
+    tsblob_storage::validate_entry_name(entry)?;
+    let name = name.map(str::to_string);
+    let target = records::Target {
+        state,
+        caller,
+        bucket,
+        entry: entry.to_string(),
+    };
+    match (req.method().clone(), name) {
+        (Method::GET, None) => attachments::list(target).await,
+        (Method::GET, Some(n)) => attachments::read(target, n).await,
+        (Method::PUT, None) => attachments::write_many(target, req).await,
+        (Method::PUT, Some(n)) => attachments::write_one(target, n, req).await,
+        (Method::DELETE, n) => {
+            let query = req.uri().query().map(str::to_string);
+            attachments::remove(target, n, query).await
+        }
+        (method, _) => Err(AppError::new(
+            axum::http::StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::MethodNotAllowed,
+            format!("{method} is not supported on attachments: GET, PUT or DELETE …/{{entry}}/attachments[/{{name}}] (see docs/api.md, Attachments)"),
         )),
     }
 }

@@ -5,8 +5,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use super::{
-    batch, buckets, bulk, errors, histogram, lifecycle, metrics, query, records, replications,
-    tokens,
+    attachments, batch, buckets, bulk, errors, histogram, lifecycle, metrics, query, records,
+    replications, tokens,
 };
 
 #[derive(OpenApi)]
@@ -31,6 +31,11 @@ use super::{
         records::remove,
         records::entry_info,
         records::rename_entry,
+        attachments::list,
+        attachments::read,
+        attachments::write_many,
+        attachments::write_one,
+        attachments::remove,
         bulk::update_where,
         bulk::update_batch,
         bulk::remove_batch,

@@ -375,6 +375,10 @@ async fn write(
             if records.is_empty() {
                 continue;
             }
+            if let Some(parent) = super::attachments::meta_parent(entry) {
+                out.extend(super::attachments::write(&store, &b, parent, records)?);
+                continue;
+            }
             if let Err(e) = tsblob_storage::validate_entry_name(entry) {
                 let e = AppError::from(tsblob_storage::Error::from(e));
                 out.extend(records.into_iter().map(|(h, _)| (h, e.clone())));
@@ -409,6 +413,9 @@ async fn update(
     parsed: Parsed,
 ) -> Result<Response, AppError> {
     each_item(state, caller, bucket, parsed, |store, b, entry, item| {
+        if let Some(parent) = super::attachments::meta_parent(entry) {
+            return super::attachments::update(store, b, parent, item.ts, &item.labels);
+        }
         let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
         check_labels(&set)?;
         store.update_labels(b, entry, item.ts, &set, &remove)?;
@@ -425,6 +432,9 @@ async fn remove(
     parsed: Parsed,
 ) -> Result<Response, AppError> {
     each_item(state, caller, bucket, parsed, |store, b, entry, item| {
+        if let Some(parent) = super::attachments::meta_parent(entry) {
+            return super::attachments::remove(store, b, parent, item.ts, None);
+        }
         Ok(store.remove_record(b, entry, item.ts)?)
     })
     .await

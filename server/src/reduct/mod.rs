@@ -11,6 +11,7 @@
 //! its batch protocols (`batch.rs`) and its query sessions (`query.rs`). Errors leave as
 //! ReductStore sends them: the status, `x-reduct-error` and `{"detail": ...}`.
 
+pub mod attachments;
 pub mod batch;
 pub mod buckets;
 pub mod lifecycle;

@@ -61,10 +61,17 @@ impl Default for SessionLimits {
 /// Where a session is: the engine's iterator, a record taken from it but not yet sent, an
 /// error to answer on the next read.
 struct Cursor {
-    iter: MultiIter,
+    iter: Source,
     pending: Option<QueryItem>,
     failed: Option<AppError>,
     done: bool,
+}
+
+/// What a session reads: the engine's records, or the attachments a query of `<entry>/$meta`
+/// entries selected, as records (`attachments.rs`).
+enum Source {
+    Engine(MultiIter),
+    Attachments(std::collections::VecDeque<Out>),
 }
 
 struct Session {
@@ -303,7 +310,16 @@ async fn open(
     }
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
     let (store, b) = (ctx.state.store.clone(), bucket.to_string());
-    let iter = blocking(move || Ok(store.query_entries(&b, &patterns, &query)?)).await?;
+    let iter = if patterns
+        .iter()
+        .any(|p| super::attachments::meta_parent(p).is_some())
+    {
+        Source::Attachments(
+            blocking(move || attachment_records(&store, &b, &patterns, &query)).await?,
+        )
+    } else {
+        Source::Engine(blocking(move || Ok(store.query_entries(&b, &patterns, &query)?)).await?)
+    };
     let now = Instant::now();
     let sessions = &ctx.sessions;
     let id = sessions.next.fetch_add(1, Ordering::Relaxed);
@@ -341,6 +357,48 @@ async fn open(
 
 /// A record of a batch: its entry, its metadata, its payload (none: metadata only).
 type Out = (String, RecordMeta, Option<Vec<u8>>);
+
+/// The attachments a query of `<entry>/$meta` entries selects, as the records ReductStore
+/// answers (by time; `$meta` entries are queried alone, as ReductStore's wildcards skip them).
+fn attachment_records(
+    store: &tsblob_storage::Store,
+    bucket: &str,
+    patterns: &[String],
+    query: &tsblob_storage::Query,
+) -> Result<std::collections::VecDeque<Out>, AppError> {
+    let mut out = Vec::new();
+    for p in patterns {
+        let parent = super::attachments::meta_parent(p).ok_or_else(|| {
+            AppError::unprocessable(
+                ErrorCode::InvalidPattern,
+                format!(
+                    "{p:?} is queried with attachment entries (<entry>/$meta): query those alone"
+                ),
+            )
+        })?;
+        let selected = match store.select_attachments(bucket, parent, query) {
+            Ok(list) => list,
+            // As ReductStore: an entry without attachments has no `$meta` records, whether
+            // or not the entry exists (reduct-py's read_attachments answers `{}`).
+            Err(tsblob_storage::Error::NotFound(tsblob_storage::NotFound::Entry { .. })) => {
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for a in selected {
+            let (entry, meta, data) = super::attachments::as_record(parent, a);
+            out.push((entry, meta, Some(data)));
+        }
+    }
+    out.sort_by(|a, b| (a.1.ts, &a.0).cmp(&(b.1.ts, &b.0)));
+    if query.descending {
+        out.reverse();
+    }
+    if let Some(limit) = query.limit {
+        out.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    }
+    Ok(out.into())
+}
 
 /// One batch of a session.
 struct Batch {
@@ -421,13 +479,19 @@ fn fill(
         c.done = true;
         return Err(e);
     }
+    let iter = match &mut c.iter {
+        Source::Engine(iter) => iter,
+        Source::Attachments(list) => {
+            return fill_listed(list, &mut c.done, held, meta_only, continuous, budget)
+        }
+    };
     let mut records = Vec::new();
     let mut bytes = 0u64;
     let mut resumed = false;
     while records.len() < BATCH_RECORDS {
         let item = match c.pending.take() {
             Some(item) => item,
-            None => match c.iter.next() {
+            None => match iter.next() {
                 Some(Ok(item)) => item,
                 Some(Err(e)) if records.is_empty() => {
                     c.done = true;
@@ -439,7 +503,7 @@ fn fill(
                 }
                 None if continuous && !resumed => {
                     resumed = true;
-                    c.iter.resume(tsblob_storage::now_micros());
+                    iter.resume(tsblob_storage::now_micros());
                     continue;
                 }
                 None => {
@@ -479,7 +543,7 @@ fn fill(
     }
     if !continuous && !c.done && c.pending.is_none() && c.failed.is_none() {
         // Whether this batch is the last: look one record ahead.
-        match c.iter.next() {
+        match iter.next() {
             None => c.done = true,
             Some(Ok(item)) => c.pending = Some(item),
             Some(Err(e)) => c.failed = Some(e.into()),
@@ -492,6 +556,46 @@ fn fill(
     Ok(Some(Batch {
         records,
         last,
+        held,
+    }))
+}
+
+/// Fills a batch from records listed when the session opened (attachments).
+fn fill_listed(
+    list: &mut std::collections::VecDeque<Out>,
+    done: &mut bool,
+    mut held: crate::http::budget::Held,
+    meta_only: bool,
+    continuous: bool,
+    budget: &crate::http::budget::MemoryBudget,
+) -> Result<Option<Batch>, AppError> {
+    let mut records = Vec::new();
+    let mut bytes = 0u64;
+    while records.len() < BATCH_RECORDS {
+        let Some(front) = list.front() else { break };
+        let size = if meta_only { 0 } else { front.1.size };
+        if !records.is_empty() && bytes + size > BATCH_BYTES {
+            break;
+        }
+        if !held.try_resize(bytes + size) {
+            if records.is_empty() {
+                return Err(budget.busy("a ReductStore query read"));
+            }
+            break;
+        }
+        let Some((entry, meta, data)) = list.pop_front() else {
+            break;
+        };
+        bytes += size;
+        records.push((entry, meta, if meta_only { None } else { data }));
+    }
+    *done = list.is_empty() && !continuous;
+    if records.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Batch {
+        records,
+        last: *done,
         held,
     }))
 }

@@ -1038,6 +1038,7 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
     assert_eq!(f.call("GET", "/api/v1/b", "").await.status, StatusCode::OK);
 }
 
+mod attachments;
 mod bulk;
 mod grouped_writes;
 mod if_exists;

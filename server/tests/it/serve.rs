@@ -498,6 +498,64 @@ fn cli_client_put_get_query_rm() {
     assert!(!ok && err.contains("bucket_not_found"), "{err}");
 }
 
+/// `tsblob attachment ls|get|put|rm` (issue 28): an entry's JSON documents, as sent (a big
+/// integer is not rounded), from an argument or a file; errors name the code.
+#[test]
+fn cli_attachments_put_ls_get_rm() {
+    let s = Server::start(&[]);
+    let url = s.url("");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| cli(args, &[("TSBLOB_URL", &url)]);
+    assert!(run(&["bucket", "create", "cams"]).0);
+    let (ok, out, err) = run(&[
+        "attachment",
+        "put",
+        "cams",
+        "robot/front",
+        "schema",
+        r#"{"fps": 30, "id": 123456789012345678901234567890}"#,
+    ]);
+    assert!(
+        ok && out.contains("wrote attachment schema of cams/robot/front"),
+        "{out} {err}"
+    );
+    let file = dir.path().join("calib.json");
+    std::fs::write(&file, br#"[0.5, 1.5]"#).unwrap();
+    let (ok, _, err) = run(&[
+        "attachment",
+        "put",
+        "cams",
+        "robot/front",
+        "calib",
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = run(&["attachment", "get", "cams", "robot/front", "schema"]);
+    assert!(
+        ok && out.contains("123456789012345678901234567890"),
+        "{out}"
+    );
+    let (ok, out, _) = run(&["attachment", "ls", "cams", "robot/front"]);
+    let doc: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(ok && doc["calib"] == serde_json::json!([0.5, 1.5]), "{out}");
+    let (ok, _, err) = run(&["attachment", "put", "cams", "robot/front", "bad", "{nope"]);
+    assert!(!ok && err.contains("invalid_attachment"), "{err}");
+    let (ok, _, err) = run(&["attachment", "get", "cams", "robot/front", "nope"]);
+    assert!(!ok && err.contains("attachment_not_found"), "{err}");
+    let (ok, out, _) = run(&["attachment", "rm", "cams", "robot/front", "calib"]);
+    assert!(
+        ok && out.contains("removed 1 attachment(s) of cams/robot/front: calib"),
+        "{out}"
+    );
+    let (ok, _, err) = run(&["attachment", "rm", "cams", "robot/front"]);
+    assert!(!ok && err.contains("<NAMES>"), "names or --all: {err}");
+    let (ok, out, _) = run(&["attachment", "rm", "cams", "robot/front", "--all"]);
+    assert!(ok && out.contains("schema"), "{out}");
+    let (ok, out, _) = run(&["attachment", "ls", "cams", "robot/front"]);
+    assert!(ok && out.trim() == "{}", "{out}");
+}
+
 /// The CLI of issue 16: saved profiles (`alias`, `-a`), `--json` on listings and info,
 /// every label filter of the API (on `query` and on `rm`), `bucket update`, `entry`
 /// commands, token commands, and removals of whole buckets and entries only with --force.

@@ -6,6 +6,7 @@
 import { api, entryPath, queryRecords, histogram, capabilities } from "../api.js";
 import { h, bytes, count, time, labelsText, errorBox, duration } from "../util.js";
 import { Timeline } from "../timeline.js";
+import { attachmentsCard } from "./attachments.js";
 
 const PAGE = 100;
 const MAX_ROWS = 1000;
@@ -97,6 +98,8 @@ export async function render(main, params) {
       listStatus, more,
       h("p", { class: "muted" }, "← ↑ / → ↓ step through the records.")),
     previewCard));
+
+  main.append(attachmentsCard(path));
 
   let rows = [];
   let selected = null;

@@ -12,6 +12,7 @@
 //! | [`index`] | the other index tables' keys and values: `metas` ([`Attrs`]), `blocks` ([`BlockState`](crate::codec::index::BlockState)), `entries` | "`metas`", "`blocks`", "`entries`" |
 //! | [`heads`] | the heads sidecar of a tiered block | "Heads sidecar" |
 //! | [`feed`] | the change feed's keys and values (`feed`, `feed_state`) | "`feed` and `feed_state`" |
+//! | [`attachments`] | an entry's attachments file | "Attachments file" |
 //!
 //! The files that read and write these bytes (`block.rs`, `write.rs`, `read.rs`,
 //! `recover.rs`, `index.rs`, `tier/`) keep their logic and call in here. A decoder given
@@ -19,6 +20,7 @@
 //! tests feed it truncations and flipped bytes; the `block_parser` fuzz target does the
 //! same to the block and frame decoders).
 
+pub mod attachments;
 pub mod block;
 pub mod bytes;
 pub mod chunk;

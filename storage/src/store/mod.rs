@@ -8,6 +8,7 @@
 //! folder and never reach back into `Store` or [`Inner`]. Locks are ranked (`lock.rs`); the
 //! order is written in `docs/architecture.md`.
 
+mod attachments;
 mod buckets;
 mod feed;
 mod labels;
@@ -44,6 +45,7 @@ use crate::tier::TierStats;
 use crate::tier::{Tier, Tiered};
 use crate::trash::Trash;
 
+pub use attachments::ATTACHMENT_KEY_LABEL;
 pub use query::{MultiIter, QueryItem, QueryIter};
 pub use spool::Spool;
 

@@ -93,8 +93,42 @@ fn operate(s: &Store, step: &str) {
             s.update_labels("b", "e", 5, &labels(&[("k", "v")]), &[])
                 .unwrap();
         }
+        "attachments-written" | "attachments-renamed" => {
+            s.write_attachments("b", "e", new_attachments()).unwrap();
+        }
+        "attachments-unlinked" => {
+            s.remove_attachments("b", "e", None).unwrap();
+        }
         other => panic!("no operation for {other}"),
     }
+}
+
+fn old_attachments() -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("schema".into(), br#"{"v":1}"#.to_vec()),
+        ("calib".into(), br#"{"k":[1,2,3]}"#.to_vec()),
+    ]
+}
+
+fn new_attachments() -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("schema".into(), br#"{"v":2}"#.to_vec()),
+        ("$plugin".into(), vec![b'x'; 5000]),
+    ]
+}
+
+/// The attachments of `b/e` as (name, bytes), by name.
+fn attachments_of(s: &Store, b: &str, e: &str) -> Vec<(String, Vec<u8>)> {
+    s.attachments(b, e)
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.name, a.data))
+        .collect()
+}
+
+fn sorted(mut v: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+    v.sort();
+    v
 }
 
 /// Not a test of its own: the child's body (it returns at once without the variable).
@@ -111,6 +145,7 @@ fn crash_point_child() {
             s.write("b", "e", &meta(ts), &payload(ts, 100)).unwrap();
         }
         s.write("b", "other", &meta(1), b"neighbour").unwrap();
+        s.write_attachments("b", "e", old_attachments()).unwrap();
         return;
     }
     operate(&s, &step);
@@ -267,6 +302,11 @@ fn a_crash_mid_rename_keeps_every_record_under_one_name() {
                     report.events
                 );
             }
+            assert_eq!(
+                attachments_of(&s, b, e),
+                sorted(old_attachments()),
+                "{step}: the attachments moved with the entry"
+            );
             for ts in 1..=30 {
                 let r = s.read(b, e, Some(ts));
                 let r = r.unwrap_or_else(|err| panic!("{step} (rebuilt {rebuilt}): {ts}: {err}"));
@@ -291,6 +331,56 @@ fn a_crash_mid_rename_keeps_every_record_under_one_name() {
             } else {
                 assert_eq!(s.read(b, e, Some(31)).unwrap().data, b"after");
             }
+        }
+    }
+}
+
+/// A kill -9 in the middle of an attachments change: after the new file was written beside
+/// the old one, after it replaced it, after the last one was removed. Reopened (and with the
+/// index rebuilt), the entry holds the attachments before the change or after it, whole;
+/// no `attachments.tmp` is left, and the records are untouched (attachments are no records).
+#[test]
+fn a_crash_mid_attachment_change_keeps_the_old_or_the_new_set() {
+    for step in [
+        "attachments-written",
+        "attachments-renamed",
+        "attachments-unlinked",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(child(dir.path(), step, false).success(), "{step}: set-up");
+        let st = child(dir.path(), step, true);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(st.signal(), Some(libc_sigabrt()), "{step}: {st:?}");
+        let mut want = match step {
+            "attachments-written" => sorted(old_attachments()),
+            "attachments-renamed" => {
+                let mut all = old_attachments();
+                all.retain(|(n, _)| n != "schema");
+                all.extend(new_attachments());
+                sorted(all)
+            }
+            _ => vec![],
+        };
+        for rebuilt in [false, true] {
+            if rebuilt {
+                rebuild_index(dir.path(), &opts()).unwrap();
+            }
+            let s = open(dir.path());
+            assert_eq!(
+                attachments_of(&s, "b", "e"),
+                want,
+                "{step} (rebuilt {rebuilt})"
+            );
+            assert_eq!(consistent(&s).len(), 30, "{step}");
+            assert!(!dir.path().join("b/e/attachments.tmp").exists(), "{step}");
+            // The store goes on: a change after the crash holds.
+            if !rebuilt {
+                s.write_attachments("b", "e", vec![("after".into(), b"1".to_vec())])
+                    .unwrap();
+                want.push(("after".into(), b"1".to_vec()));
+                want.sort();
+            }
+            drop(s);
         }
     }
 }

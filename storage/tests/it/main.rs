@@ -3,6 +3,7 @@
 //! limit, a deliberate deadlock) re-run this binary with `--exact module::test`.
 #![allow(clippy::unwrap_used)]
 
+mod attachments;
 mod by_query;
 mod common;
 mod concurrency;

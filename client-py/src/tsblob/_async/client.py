@@ -707,6 +707,38 @@ class AsyncClient:
         return EntryInfo.from_json(await self._json("PUT", c.entry_path(bucket, entry) + "/rename",
                                                     json_body={"new_name": new_name}))
 
+    # -- attachments ---------------------------------------------------------------------
+
+    async def write_attachments(self, bucket: str, entry: str, attachments: Mapping[str, Any]) -> Dict[str, int]:
+        """Writes attachments of an entry: small JSON documents kept with it under a name
+        (``{"schema": {"fps": 30}}``), never records. All or none; an attachment of the same
+        name is replaced, and the entry is created if it does not exist. Returns each name's
+        timestamp (µs). Each document is at most ``--max-attachment-size`` (64 KiB:
+        :class:`PayloadTooLarge` ``attachment_too_large``), an entry holds at most
+        ``--max-attachments`` (64: :class:`InvalidInput` ``too_many_attachments``)."""
+        doc = await self._json("PUT", c.entry_path(bucket, entry) + "/attachments", json_body=dict(attachments))
+        return {str(k): int(v) for k, v in doc["written"].items()}
+
+    async def read_attachments(self, bucket: str, entry: str) -> Dict[str, Any]:
+        """Every attachment of an entry, name → document (``{}`` when it has none;
+        :class:`EntryNotFound` when the entry does not exist)."""
+        return dict(await self._json("GET", c.entry_path(bucket, entry) + "/attachments"))
+
+    async def read_attachment(self, bucket: str, entry: str, name: str) -> Any:
+        """One attachment's document (:class:`AttachmentNotFound` when there is none of that
+        name)."""
+        return await self._json("GET", c.entry_path(bucket, entry) + "/attachments/" + quote(name, safe=""))
+
+    async def remove_attachments(self, bucket: str, entry: str, names: Optional[Iterable[str]] = None) -> List[str]:
+        """Removes the attachments named (a name the entry does not have is skipped), or all of
+        them when ``names`` is ``None``. Returns the names removed."""
+        params: Optional[c.Params] = None
+        if names is not None:
+            names = [names] if isinstance(names, str) else list(names)
+            params = [("names", ",".join(names))]
+        doc = await self._json("DELETE", c.entry_path(bucket, entry) + "/attachments", params)
+        return [str(n) for n in doc["removed"]]
+
     # -- records -------------------------------------------------------------------------
 
     async def write(self, bucket: str, entry: str, data: Any, ts: Optional[Timestamp] = None, *,

@@ -7,7 +7,7 @@ use tsblob_storage::{BucketSettings, Error, LabelFilter, Labels, QuotaType, Stor
 
 use super::exec::{parse_filter, ErrKind, Outcome, Results};
 use super::generate::{Op, Race, Rec, Segment, RACE, RACE_TS, TMP};
-use super::state::{show_states, Key, Model, Obs, Span, State, Version};
+use super::state::{show_states, AKey, Key, Model, Obs, Span, State, Version};
 
 /// What a segment's quota settings may be while it runs.
 #[derive(Default)]
@@ -43,6 +43,14 @@ fn key(b: &str, e: &str, ts: u64) -> Key {
         bucket: b.into(),
         entry: e.into(),
         ts,
+    }
+}
+
+fn akey(b: &str, e: &str, name: &str) -> AKey {
+    AKey {
+        bucket: b.into(),
+        entry: e.into(),
+        name: name.into(),
     }
 }
 
@@ -111,6 +119,26 @@ impl Checker {
         let complete = lanes.iter().all(|l| l.iter().all(Option::is_some));
         match seg.race {
             Some(race) if complete => self.race(seg, race, lanes),
+            Some(Race::AttachAttach) => {
+                // Cut by a kill: any write may have landed, in any order; a removal too.
+                for op in seg.lanes.iter().flatten() {
+                    match op {
+                        Op::PutAttachments { b, e, docs } => {
+                            for (n, v) in docs {
+                                self.model.awiden(&akey(b, e, n), Some(*v));
+                            }
+                        }
+                        Op::RemoveAttachments {
+                            b,
+                            e,
+                            names: Some(names),
+                        } => names
+                            .iter()
+                            .for_each(|n| self.model.awiden(&akey(b, e, n), None)),
+                        _ => {}
+                    }
+                }
+            }
             Some(_) => {
                 // A race cut by a kill: an unacknowledged operation may have taken effect
                 // before or after any acknowledged one, so its possible effects are added
@@ -438,6 +466,7 @@ impl Checker {
             }
             Op::RemoveEntry { b, e } => {
                 let keys = self.model.keys_of_entry(b, e);
+                self.attachments_gone(self.model.akeys_of_entry(b, e), r);
                 match r {
                     None => keys
                         .iter()
@@ -453,6 +482,11 @@ impl Checker {
             }
             Op::RenameEntry { b, e, .. } => {
                 let keys = self.model.keys_of_entry(b, e);
+                match r {
+                    // There and back: the attachments moved with the entry, twice.
+                    Some((Outcome::Done | Outcome::Err(ErrKind::Exists, _), _)) => {}
+                    _ => self.attachments_gone(self.model.akeys_of_entry(b, e), r),
+                }
                 match r {
                     // Killed (or racing) half-way: the records may be under the other name.
                     None => keys
@@ -492,6 +526,14 @@ impl Checker {
                     .filter(|k| &k.bucket == b)
                     .cloned()
                     .collect();
+                let akeys: Vec<AKey> = self
+                    .model
+                    .attach
+                    .keys()
+                    .filter(|k| &k.bucket == b)
+                    .cloned()
+                    .collect();
+                self.attachments_gone(akeys, r);
                 match r {
                     None => {
                         keys.iter()
@@ -556,6 +598,110 @@ impl Checker {
                 }
             }
             Op::Stats | Op::Sleep(_) => {}
+            Op::PutAttachments { b, e, docs } => {
+                // The last version of a name in one write is the one stored.
+                let last: BTreeMap<&str, u32> =
+                    docs.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                match r {
+                    None => last
+                        .iter()
+                        .for_each(|(n, v)| self.model.awiden(&akey(b, e, n), Some(*v))),
+                    Some((Outcome::Done, _)) => last
+                        .iter()
+                        .for_each(|(n, v)| self.model.aset(&akey(b, e, n), vec![Some(*v)])),
+                    Some((Outcome::Err(ErrKind::NotFound, _), _)) if b == TMP || b == RACE => {}
+                    Some((o, _)) => self.fail(format!("write_attachments {b}/{e}: {o:?}")),
+                }
+            }
+            Op::ReadAttachments { b, e } => {
+                let own = |n: &str| lane.is_none_or(|l| n.starts_with(&format!("a{l}-")));
+                match r {
+                    None => {}
+                    Some((Outcome::Attached(list), _)) => {
+                        let seen: BTreeMap<&str, u32> =
+                            list.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                        for (n, v) in &seen {
+                            if *v == u32::MAX {
+                                self.fail(format!("{}: bytes no write produced", akey(b, e, n)));
+                            }
+                        }
+                        let mut keys: BTreeSet<AKey> = self
+                            .model
+                            .akeys_of_entry(b, e)
+                            .into_iter()
+                            .filter(|k| own(&k.name))
+                            .collect();
+                        keys.extend(seen.keys().filter(|n| own(n)).map(|n| akey(b, e, n)));
+                        for k in keys {
+                            let got = seen.get(k.name.as_str()).copied();
+                            if let Err(v) = self.model.aobserve(&k, got) {
+                                self.fail(v);
+                            }
+                        }
+                    }
+                    Some((Outcome::Err(ErrKind::NotFound, _), _)) => {
+                        for k in self.model.akeys_of_entry(b, e) {
+                            if own(&k.name) {
+                                if let Err(v) = self.model.aobserve(&k, None) {
+                                    self.fail(v);
+                                }
+                            }
+                        }
+                    }
+                    Some((o, _)) => self.fail(format!("read attachments {b}/{e}: {o:?}")),
+                }
+            }
+            Op::RemoveAttachments { b, e, names } => {
+                let keys: BTreeSet<AKey> = match names {
+                    Some(names) => names.iter().map(|n| akey(b, e, n)).collect(),
+                    None => self.model.akeys_of_entry(b, e).into_iter().collect(),
+                };
+                match r {
+                    None => keys.iter().for_each(|k| self.model.awiden(k, None)),
+                    Some((Outcome::Count(n), _)) => {
+                        let states: Vec<Vec<Option<u32>>> =
+                            keys.iter().map(|k| self.model.aget(k)).collect();
+                        let most = states
+                            .iter()
+                            .filter(|s| s.iter().any(Option::is_some))
+                            .count() as u64;
+                        let least = states
+                            .iter()
+                            .filter(|s| s.iter().all(Option::is_some))
+                            .count() as u64;
+                        if *n < least || *n > most {
+                            self.fail(format!("remove_attachments {b}/{e} {names:?}: removed {n}, the model expects {least}..={most}"));
+                        }
+                        keys.iter().for_each(|k| self.model.aset(k, vec![None]));
+                    }
+                    Some((Outcome::Err(ErrKind::NotFound, _), _)) => {
+                        for k in &keys {
+                            if let Err(v) = self.model.aobserve(k, None) {
+                                self.fail(v);
+                            }
+                        }
+                    }
+                    Some((o, _)) => self.fail(format!("remove_attachments {b}/{e}: {o:?}")),
+                }
+            }
+        }
+    }
+
+    /// The attachments `keys` went with their entry or bucket (a removal, or a rename that
+    /// may have been cut half-way): absent if the removal was acknowledged, possibly absent
+    /// if its outcome is unknown, checked absent if the entry was not found.
+    fn attachments_gone(&mut self, keys: Vec<AKey>, r: Option<&(Outcome, Span)>) {
+        match r {
+            None => keys.iter().for_each(|k| self.model.awiden(k, None)),
+            Some((Outcome::Done, _)) => keys.iter().for_each(|k| self.model.aset(k, vec![None])),
+            Some((Outcome::Err(ErrKind::NotFound, _), _)) => {
+                for k in &keys {
+                    if let Err(v) = self.model.aobserve(k, None) {
+                        self.fail(v);
+                    }
+                }
+            }
+            Some(_) => {}
         }
     }
 
@@ -777,6 +923,36 @@ impl Checker {
                     self.model.buckets.remove(&b);
                 }
             }
+            Race::AttachAttach => {
+                let Op::PutAttachments { b, e, .. } = &seg.lanes[0][0] else {
+                    return;
+                };
+                let (p0, p1) = (res(0, 0), res(1, 0));
+                for p in [&p0, &p1] {
+                    if p.0 != Outcome::Done {
+                        self.fail(format!("concurrent write_attachments {b}/{e}: {:?}", p.0));
+                    }
+                }
+                // Lane 1's write last (it ended after lane 0's began) leaves its version.
+                let mut s = Vec::new();
+                if p1.1.end > p0.1.start {
+                    s.push(Some(3));
+                }
+                if p0.1.end > p1.1.start {
+                    s.push(Some(2));
+                }
+                self.model.aset(&akey(b, e, "s"), s);
+                self.model.aset(&akey(b, e, "u"), vec![Some(1)]);
+                self.model.aset(&akey(b, e, "w"), vec![Some(1)]);
+                if seg.lanes[1].len() > 1 {
+                    match res(1, 1).0 {
+                        Outcome::Count(1) => self.model.aset(&akey(b, e, "t"), vec![None]),
+                        o => self.fail(format!(
+                            "remove_attachments {b}/{e} [t]: {o:?} (t was there)"
+                        )),
+                    }
+                }
+            }
             Race::StatsRemoveStream => {
                 for (l, ops) in seg.lanes.iter().enumerate() {
                     for (i, op) in ops.iter().enumerate() {
@@ -824,7 +1000,38 @@ impl Checker {
             let found = readable.remove(&(b.clone(), e.clone())).unwrap_or_default();
             self.entry_matches(s, b, e, &found);
         }
+        self.attachments_match(s);
         self.buckets_match(s);
+    }
+
+    /// Every entry's attachments read back as the model says, none it does not know.
+    fn attachments_match(&mut self, s: &Store) {
+        let entries: BTreeSet<(String, String)> = self
+            .model
+            .attach
+            .keys()
+            .map(|k| (k.bucket.clone(), k.entry.clone()))
+            .collect();
+        for (b, e) in entries {
+            let seen: BTreeMap<String, Vec<u8>> = match s.attachments(&b, &e) {
+                Ok(list) => list.into_iter().map(|a| (a.name, a.data)).collect(),
+                Err(Error::NotFound(_)) => BTreeMap::new(),
+                Err(err) => {
+                    self.fail(format!("quiescent attachments of {b}/{e}: {err}"));
+                    continue;
+                }
+            };
+            let mut keys: BTreeSet<AKey> = self.model.akeys_of_entry(&b, &e).into_iter().collect();
+            keys.extend(seen.keys().map(|n| akey(&b, &e, n)));
+            for k in keys {
+                let got = seen
+                    .get(&k.name)
+                    .map(|d| super::state::attachment_version(&e, &k.name, d));
+                if let Err(v) = self.model.aobserve(&k, got) {
+                    self.fail(format!("after the segment: {v}"));
+                }
+            }
+        }
     }
 
     /// A query of the entry lists exactly the records point reads found (`readable`), and

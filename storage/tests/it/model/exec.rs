@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tsblob_storage::*;
 
 use super::generate::{Op, Rec};
-use super::state::{fingerprint, payload, Obs, Span};
+use super::state::{attachment_doc, attachment_version, fingerprint, payload, Obs, Span};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrKind {
@@ -36,6 +36,8 @@ pub enum Outcome {
         size: u64,
         records: u64,
     },
+    /// An entry's attachments: (name, version; `u32::MAX` for bytes no write produced).
+    Attached(Vec<(String, u32)>),
 }
 
 pub fn kind(e: &Error) -> ErrKind {
@@ -269,6 +271,28 @@ pub fn exec(s: &Store, op: &Op) -> Outcome {
             std::thread::sleep(*d);
             Outcome::Done
         }
+        Op::PutAttachments { b, e, docs } => {
+            let docs = docs
+                .iter()
+                .map(|(n, v)| (n.clone(), attachment_doc(e, n, *v)))
+                .collect();
+            s.write_attachments(b, e, docs)
+                .map_or_else(err, |_| Outcome::Done)
+        }
+        Op::ReadAttachments { b, e } => match s.attachments(b, e) {
+            Ok(list) => Outcome::Attached(
+                list.into_iter()
+                    .map(|a| {
+                        let v = attachment_version(e, &a.name, &a.data);
+                        (a.name, v)
+                    })
+                    .collect(),
+            ),
+            Err(e) => err(e),
+        },
+        Op::RemoveAttachments { b, e, names } => s
+            .remove_attachments(b, e, names.as_deref())
+            .map_or_else(err, |r| Outcome::Count(r.len() as u64)),
     }
 }
 

@@ -131,6 +131,24 @@ pub enum Op {
     },
     Stats,
     Sleep(Duration),
+    /// `Store::write_attachments`: (name, version) pairs, written all or none.
+    PutAttachments {
+        b: String,
+        e: String,
+        docs: Vec<(String, u32)>,
+    },
+    /// `Store::attachments`: every attachment of the entry.
+    ReadAttachments {
+        b: String,
+        e: String,
+    },
+    /// `Store::remove_attachments`: those named, or (`None`, the lane's own entry only)
+    /// every one.
+    RemoveAttachments {
+        b: String,
+        e: String,
+        names: Option<Vec<String>>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +163,10 @@ pub enum Race {
     WriteRemoveBucket,
     /// `stats()` racing `remove_entry` while a slow stream holds another entry.
     StatsRemoveStream,
+    /// Two `write_attachments` of one attachment name (and one other name each) in one
+    /// entry, one of them with a `remove_attachments` after it: one write wins, nothing of
+    /// the other's names is lost.
+    AttachAttach,
 }
 
 #[derive(Debug, Clone)]
@@ -393,7 +415,8 @@ impl LanePlan {
                     filter,
                 }
             }
-            91..=94 => Op::BucketInfo { b },
+            91 => Op::BucketInfo { b },
+            92..=94 => self.attachment_op(rng, b, e),
             95 => Op::ListEntries { b },
             96..=97 => {
                 // the lane's own entry, in a bucket where it has records if there is one
@@ -429,6 +452,35 @@ impl LanePlan {
     }
 }
 
+impl LanePlan {
+    /// An attachment operation on names the lane owns (`a<lane>-<k>`).
+    fn attachment_op(&mut self, rng: &mut StdRng, b: String, e: String) -> Op {
+        let name = |rng: &mut StdRng, lane: usize| format!("a{lane}-{}", rng.random_range(0..3));
+        match rng.random_range(0..10) {
+            0..=4 => {
+                let docs = (0..rng.random_range(1..3))
+                    .map(|_| (name(rng, self.lane), rng.random_range(1..1000)))
+                    .collect();
+                Op::PutAttachments { b, e, docs }
+            }
+            5..=7 => Op::ReadAttachments { b, e },
+            _ => {
+                let own = e == format!("p{}", self.lane);
+                let names = if own && rng.random_bool(0.4) {
+                    None
+                } else {
+                    Some(
+                        (0..rng.random_range(1..3))
+                            .map(|_| name(rng, self.lane))
+                            .collect(),
+                    )
+                };
+                Op::RemoveAttachments { b, e, names }
+            }
+        }
+    }
+}
+
 fn race_rec(ts: u64, ver: u32, rng: &mut StdRng) -> Rec {
     Rec {
         ts,
@@ -440,11 +492,12 @@ fn race_rec(ts: u64, ver: u32, rng: &mut StdRng) -> Rec {
 }
 
 fn race_segment(rng: &mut StdRng, idx: usize, tmp_exists: &mut bool) -> Segment {
-    let race = match rng.random_range(0..40) {
+    let race = match rng.random_range(0..46) {
         0..=11 => Race::PatchPatch,
         12..=23 => Race::PatchDelete,
         24..=31 => Race::WriteRemoveEntry,
         32..=38 => Race::WriteRemoveBucket,
+        39..=44 => Race::AttachAttach,
         _ => Race::StatsRemoveStream,
     };
     let entry = format!("r{idx}");
@@ -534,6 +587,23 @@ fn race_segment(rng: &mut StdRng, idx: usize, tmp_exists: &mut bool) -> Segment 
                 .collect();
             let delay = Op::Sleep(Duration::from_micros(rng.random_range(0..3000)));
             vec![writes, vec![delay, Op::RemoveBucket { b: TMP.into() }]]
+        }
+        Race::AttachAttach => {
+            let put = |docs: Vec<(&str, u32)>| Op::PutAttachments {
+                b: b.clone(),
+                e: e.clone(),
+                docs: docs.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+            };
+            setup.push(put(vec![("s", 1), ("t", 1)]));
+            let mut second = vec![put(vec![("s", 3), ("w", 1)])];
+            if rng.random_bool(0.5) {
+                second.push(Op::RemoveAttachments {
+                    b: b.clone(),
+                    e: e.clone(),
+                    names: Some(vec!["t".into()]),
+                });
+            }
+            vec![vec![put(vec![("s", 2), ("u", 1)])], second]
         }
         Race::StatsRemoveStream => {
             // the stream's entry sorts before the removed one: stats() meets it first

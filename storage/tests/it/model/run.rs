@@ -402,6 +402,10 @@ pub fn encode(o: &Outcome) -> String {
         }
         Outcome::Count(n) => format!("count {n}"),
         Outcome::Info { size, records } => format!("info {size} {records}"),
+        Outcome::Attached(list) => {
+            let r: Vec<String> = list.iter().map(|(n, v)| format!("{n}:{v}")).collect();
+            format!("attached {}", r.join(","))
+        }
     }
 }
 
@@ -442,6 +446,15 @@ pub fn decode(s: &str) -> Option<Outcome> {
                 records: b.parse().ok()?,
             }
         }
+        "attached" => Outcome::Attached(
+            rest.split(',')
+                .filter(|i| !i.is_empty())
+                .map(|i| {
+                    let (n, v) = i.split_once(':')?;
+                    Some((n.to_string(), v.parse().ok()?))
+                })
+                .collect::<Option<_>>()?,
+        ),
         _ => return None,
     })
 }

@@ -68,8 +68,44 @@ pub struct KeyModel {
     pub evictable: bool,
 }
 
+/// Where an attachment lives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AKey {
+    pub bucket: String,
+    pub entry: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for AKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} attachment {}", self.bucket, self.entry, self.name)
+    }
+}
+
+/// The bytes of version `ver` of an attachment (a JSON document, its length varying).
+pub fn attachment_doc(entry: &str, name: &str, ver: u32) -> Vec<u8> {
+    let pad = "x".repeat((ver as usize * 37) % 300);
+    format!(r#"{{"e":"{entry}","n":"{name}","v":{ver},"p":"{pad}"}}"#).into_bytes()
+}
+
+/// The version whose bytes `data` is, or `u32::MAX` for bytes no write produced.
+pub fn attachment_version(entry: &str, name: &str, data: &[u8]) -> u32 {
+    let text = String::from_utf8_lossy(data);
+    let ver = text
+        .split(r#""v":"#)
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|v| v.parse::<u32>().ok());
+    match ver {
+        Some(v) if attachment_doc(entry, name, v) == data => v,
+        _ => u32::MAX,
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Model {
+    /// Per attachment, the versions it may hold (`None`: absent).
+    pub attach: BTreeMap<AKey, Vec<Option<u32>>>,
     pub keys: BTreeMap<Key, KeyModel>,
     /// Every data version and content type ever attempted per key: a record of another lane
     /// seen mid-flight must be one of them.
@@ -151,6 +187,57 @@ pub fn show_obs(obs: &Option<Obs>) -> String {
 }
 
 impl Model {
+    pub fn aget(&self, key: &AKey) -> Vec<Option<u32>> {
+        self.attach.get(key).cloned().unwrap_or_else(|| vec![None])
+    }
+
+    pub fn aset(&mut self, key: &AKey, allowed: Vec<Option<u32>>) {
+        let mut dedup: Vec<Option<u32>> = Vec::new();
+        for s in allowed {
+            if !dedup.contains(&s) {
+                dedup.push(s);
+            }
+        }
+        self.attach.insert(key.clone(), dedup);
+    }
+
+    pub fn awiden(&mut self, key: &AKey, more: Option<u32>) {
+        let mut all = self.aget(key);
+        all.push(more);
+        self.aset(key, all);
+    }
+
+    /// Checks what a read saw of an attachment (`None`: not there) and collapses the key to
+    /// it.
+    pub fn aobserve(&mut self, key: &AKey, seen: Option<u32>) -> Result<(), String> {
+        let allowed = self.aget(key);
+        if !allowed.contains(&seen) {
+            let show = |v: &Option<u32>| v.map_or("absent".to_string(), |v| format!("v{v}"));
+            let all: Vec<String> = allowed.iter().map(show).collect();
+            return Err(format!(
+                "{key}: read {} but the model allows only [{}]{}",
+                show(&seen),
+                all.join(" | "),
+                if seen.is_none() {
+                    " (an acknowledged attachment is lost)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        self.aset(key, vec![seen]);
+        Ok(())
+    }
+
+    /// The attachment keys the model knows of one entry.
+    pub fn akeys_of_entry(&self, bucket: &str, entry: &str) -> Vec<AKey> {
+        self.attach
+            .keys()
+            .filter(|k| k.bucket == bucket && k.entry == entry)
+            .cloned()
+            .collect()
+    }
+
     pub fn get(&self, key: &Key) -> Vec<State> {
         self.keys
             .get(key)

@@ -1,0 +1,211 @@
+//! An entry's attachments (issue 28): small JSON documents kept with the entry under a
+//! name, never records (`tsblob_storage`'s `write_attachments`, `attachments`,
+//! `remove_attachments`). Routes: `GET|PUT|DELETE /api/v1/b/{bucket}/{entry}/attachments`
+//! (all of them) and `…/attachments/{name}` (one). The ReductStore API's `<entry>/$meta`
+//! (`reduct/attachments.rs`) calls the same engine functions.
+
+use std::collections::BTreeMap;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::value::RawValue;
+use tsblob_storage::Attachment;
+
+use super::body::{content_length, BodyChunks};
+use super::errors::{blocking, AppError, ErrorBody};
+use super::records::Target;
+use super::AppState;
+use tsblob_proto::ErrorCode;
+
+/// JSON the attachments of a write may add around their documents (names, quotes, spaces).
+const JSON_SLACK: u64 = 1 << 20;
+
+/// An attachment's bytes as a JSON value: the document as written (validated then). Bytes
+/// an embedding program wrote through the engine that are not JSON come back as a string.
+pub fn raw_json(a: &Attachment) -> Box<RawValue> {
+    let text = String::from_utf8_lossy(&a.data).into_owned();
+    RawValue::from_string(text.clone()).unwrap_or_else(|_| {
+        RawValue::from_string(serde_json::Value::String(text).to_string())
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap_or_default())
+    })
+}
+
+/// 422 `invalid_attachment`: what a document must be.
+pub fn not_json(name: &str, e: &serde_json::Error) -> AppError {
+    AppError::unprocessable(
+        ErrorCode::InvalidAttachment,
+        format!("attachment {name:?} is not one JSON document ({e}): send JSON, e.g. {{\"version\": 2}}"),
+    )
+}
+
+/// 413 `attachment_too_large`, before the body is read or when it crosses the limit.
+fn too_large(what: &str, limit: u64) -> AppError {
+    AppError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::AttachmentTooLarge,
+        format!("{what} is over {limit} bytes, the server's limit (--max-attachment-size, and --max-attachments of them in one write): attachments are small documents; keep large data in records"),
+    )
+}
+
+/// Reads a body of at most `limit` bytes (refused from its `Content-Length` before reading).
+async fn body(req: Request, state: &AppState, limit: u64, what: &str) -> Result<Vec<u8>, AppError> {
+    if content_length(req.headers())?.is_some_and(|n| n > limit) {
+        return Err(too_large(what, limit));
+    }
+    let mut chunks = BodyChunks::new(req.into_body(), limit, &state.limits);
+    let mut out = Vec::new();
+    loop {
+        match chunks.next().await {
+            Ok(Some(c)) => out.extend_from_slice(&c),
+            Ok(None) => return Ok(out),
+            Err(e) if e.code == ErrorCode::PayloadTooLarge => return Err(too_large(what, limit)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Every attachment of an entry, as one JSON object: name → document.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}/{entry}/attachments", tag = "attachments",
+    params(("bucket" = String, Path), ("entry" = String, Path)),
+    responses((status = 200, body = serde_json::Value, description = "`{name: document}`, by name; `{}` for an entry without attachments"),
+              (status = 404, body = ErrorBody, description = "`bucket_not_found`, `entry_not_found`")))]
+pub async fn list(t: Target) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let all = blocking(move || Ok(store.attachments(&bucket, &entry)?)).await?;
+    let doc: BTreeMap<String, Box<RawValue>> =
+        all.iter().map(|a| (a.name.clone(), raw_json(a))).collect();
+    Ok(Json(doc).into_response())
+}
+
+/// One attachment: its document.
+#[utoipa::path(get, path = "/api/v1/b/{bucket}/{entry}/attachments/{name}", tag = "attachments",
+    params(("bucket" = String, Path), ("entry" = String, Path), ("name" = String, Path)),
+    responses((status = 200, body = serde_json::Value, description = "the document; `x-tsblob-ts`: when it was written (µs)"),
+              (status = 404, body = ErrorBody, description = "`bucket_not_found`, `entry_not_found`, `attachment_not_found`")))]
+pub async fn read(t: Target, name: String) -> Result<Response, AppError> {
+    t.caller.require_read(&t.bucket)?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let a = blocking(move || Ok(store.attachment(&bucket, &entry, &name)?)).await?;
+    let mut resp = Json(raw_json(&a)).into_response();
+    resp.headers_mut()
+        .insert(tsblob_proto::headers::TS_HEADER, a.ts.into());
+    Ok(resp)
+}
+
+/// The answer to a write: the names written with their timestamps.
+fn written(stored: &[Attachment]) -> Response {
+    let doc: BTreeMap<&str, u64> = stored.iter().map(|a| (a.name.as_str(), a.ts)).collect();
+    Json(serde_json::json!({ "written": doc })).into_response()
+}
+
+/// Writes several attachments at once, all or none: a JSON object name → document. An
+/// existing attachment of a name is replaced; the entry is created if it does not exist.
+#[utoipa::path(put, path = "/api/v1/b/{bucket}/{entry}/attachments", tag = "attachments",
+    params(("bucket" = String, Path), ("entry" = String, Path)),
+    request_body(content = serde_json::Value, description = "`{name: document, ...}`"),
+    responses((status = 200, body = serde_json::Value, description = "`{\"written\": {name: ts}}`"),
+              (status = 404, body = ErrorBody, description = "`bucket_not_found`"),
+              (status = 413, body = ErrorBody, description = "`attachment_too_large`"),
+              (status = 422, body = ErrorBody, description = "`invalid_attachment`, `invalid_name`, `too_many_attachments`")))]
+pub async fn write_many(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let limits = t.state.store.options().attachments;
+    let limit = (limits.max_size as u64)
+        .saturating_mul(limits.max_count as u64)
+        .saturating_add(JSON_SLACK);
+    let bytes = body(req, &t.state, limit, "the body of an attachments write").await?;
+    let docs: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(&bytes).map_err(|e| {
+        AppError::unprocessable(
+            ErrorCode::InvalidAttachment,
+            format!("the body must be one JSON object of attachments, name → document, e.g. {{\"schema\": {{\"version\": 2}}}} ({e})"),
+        )
+    })?;
+    let docs: Vec<(String, Vec<u8>)> = docs
+        .into_iter()
+        .map(|(n, v)| (n, v.get().as_bytes().to_vec()))
+        .collect();
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let stored = blocking(move || Ok(store.write_attachments(&bucket, &entry, docs)?)).await?;
+    Ok(written(&stored))
+}
+
+/// Writes one attachment: the body is its JSON document.
+#[utoipa::path(put, path = "/api/v1/b/{bucket}/{entry}/attachments/{name}", tag = "attachments",
+    params(("bucket" = String, Path), ("entry" = String, Path), ("name" = String, Path)),
+    request_body(content = serde_json::Value, description = "the document"),
+    responses((status = 200, body = serde_json::Value, description = "`{\"written\": {name: ts}}`"),
+              (status = 404, body = ErrorBody, description = "`bucket_not_found`"),
+              (status = 413, body = ErrorBody, description = "`attachment_too_large`: over --max-attachment-size"),
+              (status = 422, body = ErrorBody, description = "`invalid_attachment`: not JSON; `invalid_name`; `too_many_attachments`")))]
+pub async fn write_one(t: Target, name: String, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    tsblob_storage::validate_attachment_name(&name)?;
+    let limit = t.state.store.options().attachments.max_size as u64;
+    let bytes = body(req, &t.state, limit, &format!("attachment {name:?}")).await?;
+    serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).map_err(|e| not_json(&name, &e))?;
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let stored =
+        blocking(move || Ok(store.write_attachments(&bucket, &entry, vec![(name, bytes)])?))
+            .await?;
+    Ok(written(&stored))
+}
+
+/// Removes attachments: one (`…/attachments/{name}`, 404 if the entry has none of that
+/// name), or all of them (`…/attachments`, with `?names=a,b` only those).
+#[utoipa::path(delete, path = "/api/v1/b/{bucket}/{entry}/attachments", tag = "attachments",
+    params(("bucket" = String, Path), ("entry" = String, Path),
+           ("names" = Option<String>, Query, description = "comma-separated names: only these (absent: every attachment)")),
+    responses((status = 200, body = serde_json::Value, description = "`{\"removed\": [names]}`"),
+              (status = 404, body = ErrorBody, description = "`bucket_not_found`, `entry_not_found`")))]
+pub async fn remove(
+    t: Target,
+    name: Option<String>,
+    query: Option<String>,
+) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let names: Option<Vec<String>> = match &name {
+        Some(n) => Some(vec![n.clone()]),
+        None => query_names(query.as_deref())?,
+    };
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let (b, e) = (bucket.clone(), entry.clone());
+    let removed =
+        blocking(move || Ok(store.remove_attachments(&bucket, &entry, names.as_deref())?)).await?;
+    if let (Some(n), true) = (name, removed.is_empty()) {
+        return Err(
+            tsblob_storage::Error::from(tsblob_storage::AttachmentError::NotFound {
+                bucket: b,
+                entry: e,
+                name: n,
+            })
+            .into(),
+        );
+    }
+    Ok(Json(serde_json::json!({ "removed": removed })).into_response())
+}
+
+/// `?names=a,b`; no other parameter.
+fn query_names(query: Option<&str>) -> Result<Option<Vec<String>>, AppError> {
+    let mut names = None;
+    for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match k.as_ref() {
+            "names" => {
+                names = Some(
+                    v.split(',')
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                )
+            }
+            other => {
+                return Err(AppError::bad_request(format!(
+                    "unknown parameter {other:?}: DELETE …/attachments takes only names=a,b"
+                )))
+            }
+        }
+    }
+    Ok(names)
+}
