@@ -1062,3 +1062,52 @@ pub struct TaskInfo {
     pub settings: Settings,
     pub status: Status,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A task file of an earlier version (no `dst_prefix`, `dst_api`, `compression`) loads
+    /// with the defaults, and a task that uses none of them is written as before (an
+    /// earlier version, whose settings refuse unknown fields, still reads it).
+    #[test]
+    fn task_files_stay_compatible_both_ways() {
+        let old = r#"{"tasks": [{"name": "t", "spec": {"src_bucket": "a", "dst_url": "http://h:1",
+            "dst_bucket": "b", "entries": ["x/*"], "mode": "paused"}, "counters": {"sent_records": 1,
+            "sent_bytes": 2, "existing_records": 0, "conflicts": 0, "errors": 0, "evicted_before_sent": 0}}]}"#;
+        let f: TaskFile = serde_json::from_str(old).unwrap();
+        let spec = &f.tasks[0].spec;
+        assert_eq!(
+            (spec.dst_prefix.as_str(), spec.dst_api, spec.compression),
+            ("", DstApi::Tsblob, Compression::Auto)
+        );
+        let written = serde_json::to_value(spec).unwrap();
+        for k in ["dst_prefix", "dst_api", "compression"] {
+            assert!(written.get(k).is_none(), "{k} written: {written}");
+        }
+        let mut with = spec.clone();
+        with.mode = Mode::Disabled;
+        with.dst_prefix = "r".into();
+        with.dst_api = DstApi::Reductstore;
+        with.compression = Compression::None;
+        let back: TaskSpec = serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+    }
+
+    #[test]
+    fn dst_prefix_and_exclusions() {
+        let mut s: TaskSpec = serde_json::from_str(
+            r#"{"src_bucket": "a", "dst_url": "http://h:1", "dst_bucket": "b", "entries": ["cam*", "!cam-debug"]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.dst_entry("cam/x"), "cam/x");
+        s.dst_prefix = "/robot-1/".into();
+        assert_eq!(s.dst_entry("cam/x"), "robot-1/cam/x");
+        let (inc, exc) = s.entry_patterns().unwrap();
+        assert_eq!((inc.len(), exc.len()), (1, 1));
+        assert!(validate("t", &s).is_ok());
+        s.dst_prefix = "a//b".into();
+        assert!(validate("t", &s).is_err());
+    }
+}
