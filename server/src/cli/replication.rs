@@ -16,6 +16,8 @@ pub struct ReplicationArgs {
     pub client: ClientArgs,
 }
 
+// Parsed once per command line: the size of `Create` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum ReplicationCommand {
     /// List tasks: mode, phase, backlog and lag.
