@@ -467,21 +467,32 @@ async fn reduct_batch(
     }
     let mut pieces: Vec<&[u8]> = sent.iter().map(|r| &r.data[..]).collect();
     let sent_total: usize = pieces.iter().map(|p| p.len()).sum();
-    let body = match compress(&pieces, sent_total, dst.compression.for_reductstore()) {
+    let (body, packed) = match compress(&pieces, sent_total, dst.compression.for_reductstore()) {
         Some(packed) => {
             headers.insert(
                 reqwest::header::CONTENT_ENCODING,
                 reqwest::header::HeaderValue::from_static("zstd"),
             );
-            Bytes::from(packed)
+            (Bytes::from(packed), true)
         }
         None => {
             let mut b = BytesMut::with_capacity(sent_total);
             for p in pieces.drain(..) {
                 b.extend_from_slice(p);
             }
-            b.freeze()
+            (b.freeze(), false)
         }
+    };
+    let len = body.len();
+    // A compressed body goes chunked, without `Content-Length`, as ReductStore's own sender
+    // sends it: with the compressed length announced, ReductStore 1.21.5 answered each
+    // batch only after about two seconds (5,000 records of 10 KiB: 122 s against 2 s plain).
+    let body = if packed {
+        reqwest::Body::wrap_stream(futures_util::stream::once(async move {
+            Ok::<Bytes, std::io::Error>(body)
+        }))
+    } else {
+        reqwest::Body::from(body)
     };
     let what = format!("{} record(s) to {dst}/{entry}", sent.len());
     let mut req = http
@@ -489,7 +500,7 @@ async fn reduct_batch(
             dst,
             &format!("/{}/batch", crate::cli::client::entry_seg(entry)),
         ))
-        .timeout(timeout + Duration::from_secs_f64(body.len() as f64 / MIN_RATE))
+        .timeout(timeout + Duration::from_secs_f64(len as f64 / MIN_RATE))
         .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
         .headers(headers)
         .body(body);

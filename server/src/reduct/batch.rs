@@ -292,7 +292,10 @@ async fn write(
     parsed: Parsed,
     req: Request,
 ) -> Result<Response, AppError> {
-    crate::http::headers::identity_only(req.headers())?;
+    // ReductStore 1.21's replication sends `Content-Encoding: zstd` when asked to (so does
+    // tsblob's, to a `dst_api: reductstore` destination): decoded as it arrives, as the
+    // native batch does (`http/inflate.rs`, its bounds); other codings are a 415.
+    let zstd_body = crate::http::headers::zstd_encoded(req.headers())?;
     caller.require_write(bucket)?;
     let limits = state.limits.clone();
     if parsed.items.len() as u64 > limits.max_batch_records {
@@ -315,7 +318,7 @@ async fn write(
     if total > limits.max_body {
         return Err(AppError::too_large(limits.max_body));
     }
-    if let Some(n) = content_length(req.headers())? {
+    if let Some(n) = content_length(req.headers())?.filter(|_| !zstd_body) {
         if n != total {
             return Err(malformed(format!(
                 "Content-Length is {n} but the record headers add up to {total} bytes"
@@ -324,9 +327,25 @@ async fn write(
     }
     let mut held = state.bodies.empty();
     held.cover(total, "a ReductStore batch").await?;
-    let body = BodyChunks::new(req.into_body(), total, &limits)
-        .collect(usize::try_from(total).unwrap_or(0))
-        .await?;
+    let body = if zstd_body {
+        // At most `total` plain bytes are kept: more is refused below, not held.
+        let mut chunks =
+            crate::http::inflate::PlainChunks::new(req.into_body(), true, &limits, &state.bodies)?;
+        let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        while let Some(piece) = chunks.next().await? {
+            if (out.len() + piece.len()) as u64 > total {
+                return Err(malformed(format!(
+                    "the decoded body has more bytes than the record headers add up to ({total}): nothing was stored"
+                )));
+            }
+            out.extend_from_slice(&piece);
+        }
+        out
+    } else {
+        BodyChunks::new(req.into_body(), total, &limits)
+            .collect(usize::try_from(total).unwrap_or(0))
+            .await?
+    };
     if body.len() as u64 != total {
         return Err(malformed(format!(
             "the body has {} bytes but the record headers add up to {total}: nothing was stored",

@@ -404,3 +404,47 @@ async fn cli_sets_prefix_exclusions_compression_and_disables_tasks() {
     assert!(ok && out.contains("disabled"), "{out}");
     assert_eq!(src.task("t").await["status"]["phase"], json!("disabled"));
 }
+
+/// Bug: the ReductStore API's batch write refused `Content-Encoding: zstd` (415), so a
+/// ReductStore 1.21 sender configured with `compression: zstd` (or tsblob's, to a
+/// `dst_api: reductstore` destination) could never replicate into tsblob. Now it is
+/// decoded as the native batch decodes it; the records arrive byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tsblob_reductstore_listener_takes_zstd_batches_from_a_sender() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let src_s = start(d1.path());
+    let dst_s = Server::start_in(
+        d2.path(),
+        &[FAST_RETRY, &["--reductstore-listen", &listen]].concat(),
+    );
+    let (src, dst) = (
+        Api::new(&src_s.url(""), None),
+        Api::new(&dst_s.url(""), None),
+    );
+    src.create_bucket("edge", json!({})).await;
+    for (mode, bucket) in [("zstd", "cz"), ("none", "cn")] {
+        let mut spec = task_spec("edge", &format!("http://{listen}"), bucket);
+        spec["dst_api"] = json!("reductstore");
+        spec["compression"] = json!(mode);
+        spec["from"] = json!(0);
+        let (s, v) = src.put_task(mode, spec).await;
+        assert_eq!(s, 201, "{v}");
+    }
+    for e in ["a", "b/c"] {
+        fill(&src, "edge", e, 1, 100).await;
+    }
+    for mode in ["zstd", "none"] {
+        let v = src.wait_caught_up(mode, Duration::from_secs(30)).await;
+        assert_eq!(v["status"]["errors"], json!(0), "{v}");
+    }
+    // The destination bucket was created by the sender; every record is there, as written.
+    let want = src.dump("edge").await;
+    assert_same(&want, &dst.dump("cz").await);
+    assert_same(&want, &dst.dump("cn").await);
+}
