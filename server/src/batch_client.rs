@@ -465,9 +465,25 @@ async fn reduct_batch(
             }
         }
     }
-    let mut pieces: Vec<&[u8]> = sent.iter().map(|r| &r.data[..]).collect();
-    let sent_total: usize = pieces.iter().map(|p| p.len()).sum();
-    let (body, packed) = match compress(&pieces, sent_total, dst.compression.for_reductstore()) {
+    // The plain body (one chunk of at most REDUCT_BATCH_RECORDS records of a bounded page),
+    // compressed on the blocking pool when asked.
+    let mut plain = BytesMut::with_capacity(sent.iter().map(|r| r.data.len()).sum());
+    for r in &sent {
+        plain.extend_from_slice(&r.data);
+    }
+    let plain = plain.freeze();
+    let total = plain.len();
+    let compression = dst.compression.for_reductstore();
+    let packed = if compression == Compression::Zstd {
+        let job = plain.clone();
+        tokio::task::spawn_blocking(move || compress(&[&job[..]], total, compression))
+            .await
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
+    let (body, packed) = match packed {
         Some(packed) => {
             headers.insert(
                 reqwest::header::CONTENT_ENCODING,
@@ -475,13 +491,7 @@ async fn reduct_batch(
             );
             (Bytes::from(packed), true)
         }
-        None => {
-            let mut b = BytesMut::with_capacity(sent_total);
-            for p in pieces.drain(..) {
-                b.extend_from_slice(p);
-            }
-            (b.freeze(), false)
-        }
+        None => (plain, false),
     };
     let len = body.len();
     // A compressed body goes chunked, without `Content-Length`, as ReductStore's own sender
