@@ -124,3 +124,29 @@ async def _has(client: Client, entry: str, ts: int) -> bool:
             return True
     except ReductError:
         return False
+
+
+async def test_a_real_reductstore_replicates_into_tsblob_with_zstd(reductstore: str,  # noqa: F811
+                                                                  tsblob_reduct: str) -> None:  # noqa: F811
+    """ReductStore 1.21.5's own replication, `compression: zstd`, into tsblob's ReductStore
+    listener: tsblob decodes the compressed batches (it once refused them with 415)."""
+    async with Client(reductstore, api_token=ADMIN_TOKEN) as rs, \
+            Client(tsblob_reduct, api_token=ADMIN_TOKEN) as ts:
+        src = await rs.create_bucket("rs-src", exist_ok=True)
+        await ts.create_bucket("from-rs", exist_ok=True)
+        await rs.create_replication("into-tsblob", ReplicationSettings(
+            src_bucket="rs-src", dst_bucket="from-rs", dst_host=tsblob_reduct, dst_token=ADMIN_TOKEN,
+            compression=ReplicationCompression.ZSTD))
+        for ts_ in range(1, 21):
+            await src.write("imu", f"reading {ts_} ".encode() * 100, timestamp=ts_, labels={"k": str(ts_)})
+
+        async def arrived():
+            got = await entries_of(ts, "from-rs")
+            return got if len(got.get("imu", [])) == 20 else None
+
+        try:
+            got = await wait_for(arrived, "ReductStore's records at tsblob")
+        except AssertionError:
+            raise AssertionError(f"{await rs.get_replication_detail('into-tsblob')}")
+        assert got["imu"] == [(t, f"reading {t} ".encode() * 100, {"k": str(t)}) for t in range(1, 21)]
+        await rs.delete_replication("into-tsblob")
