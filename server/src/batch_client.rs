@@ -103,11 +103,23 @@ fn encode_body(recs: &[OutRecord], compression: Compression) -> (Bytes, bool) {
 /// `Zstd` always, `None` never.
 fn compress(pieces: &[&[u8]], total: usize, compression: Compression) -> Option<Vec<u8>> {
     match compression {
-        Compression::None => None,
+        // Gzip goes to ReductStore destinations only ([`gzip_all`]), checked at `PUT`.
+        Compression::None | Compression::Gzip => None,
         Compression::Auto if total < ZSTD_MIN => None,
         Compression::Auto => zstd_if_it_pays(pieces, total),
         Compression::Zstd => zstd_all(pieces, total),
     }
+}
+
+/// `plain` gzip-compressed (level 1), for a ReductStore destination.
+fn gzip_all(plain: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(plain.len() / 2 + 64),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(plain).ok()?;
+    enc.finish().ok()
 }
 
 fn zstd_all(pieces: &[&[u8]], total: usize) -> Option<Vec<u8>> {
@@ -474,20 +486,24 @@ async fn reduct_batch(
     let plain = plain.freeze();
     let total = plain.len();
     let compression = dst.compression.for_reductstore();
-    let packed = if compression == Compression::Zstd {
-        let job = plain.clone();
-        tokio::task::spawn_blocking(move || compress(&[&job[..]], total, compression))
+    let packed = match compression {
+        Compression::Zstd | Compression::Gzip => {
+            let job = plain.clone();
+            tokio::task::spawn_blocking(move || match compression {
+                Compression::Gzip => gzip_all(&job).map(|p| (p, "gzip")),
+                _ => compress(&[&job[..]], total, compression).map(|p| (p, "zstd")),
+            })
             .await
             .ok()
             .flatten()
-    } else {
-        None
+        }
+        _ => None,
     };
     let (body, packed) = match packed {
-        Some(packed) => {
+        Some((packed, coding)) => {
             headers.insert(
                 reqwest::header::CONTENT_ENCODING,
-                reqwest::header::HeaderValue::from_static("zstd"),
+                reqwest::header::HeaderValue::from_static(coding),
             );
             (Bytes::from(packed), true)
         }

@@ -638,8 +638,9 @@ def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: 
         raise InvalidInput(f"mode={mode!r}: give 'enabled', 'paused' or 'disabled'", code="bad_request")
     if dst_api not in ("tsblob", "reductstore"):
         raise InvalidInput(f"dst_api={dst_api!r}: give 'tsblob' or 'reductstore'", code="bad_request")
-    if compression not in ("auto", "zstd", "none"):
-        raise InvalidInput(f"compression={compression!r}: give 'auto', 'zstd' or 'none'", code="bad_request")
+    if compression not in ("auto", "zstd", "none", "gzip"):
+        raise InvalidInput(f"compression={compression!r}: give 'auto', 'zstd', 'none' or 'gzip' (gzip: to a "
+                           "ReductStore destination only)", code="bad_request")
     body: Dict[str, Any] = {"src_bucket": src_bucket, "dst_url": dst_url, "dst_bucket": dst_bucket,
                             "entries": list(entries), "mode": mode, "dst_api": dst_api,
                             "compression": compression}

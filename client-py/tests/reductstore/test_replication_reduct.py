@@ -87,7 +87,8 @@ async def test_replication_to_a_real_reductstore(reductstore: str, tsblob_reduct
         # An update keeps the token when none is given; the mode alone changes with PATCH.
         await src.update_replication("to-rs", ReplicationSettings(
             src_bucket="repl-src", dst_bucket="repl-dst", dst_host=reductstore, entries=["imu"],
-            compression=ReplicationCompression.NONE))
+            compression=ReplicationCompression.GZIP))
+        assert (await src.get_replication_detail("to-rs")).settings.compression == ReplicationCompression.GZIP
         await bucket.write("imu", b"late", timestamp=100)
         got = await wait_for(lambda: _has(dst, "imu", 100), "the update's record")
         assert got
@@ -107,9 +108,12 @@ async def test_replication_to_a_real_reductstore(reductstore: str, tsblob_reduct
         assert e.value.status_code == 404
         with pytest.raises(ReductError) as e:
             await src.create_replication("bad", ReplicationSettings(
-                src_bucket="repl-src", dst_bucket="x", dst_host=reductstore,
-                compression=ReplicationCompression.GZIP))
+                src_bucket="repl-src", dst_bucket="x", dst_host="not a url"))
         assert e.value.status_code == 422
+        with pytest.raises(ReductError) as e:
+            await src.create_replication("bad", ReplicationSettings(
+                src_bucket="no-such-bucket", dst_bucket="x", dst_host=reductstore))
+        assert e.value.status_code == 404
         await src.delete_replication("to-rs")
         assert await src.get_replications() == []
         with pytest.raises(ReductError) as e:
@@ -126,22 +130,24 @@ async def _has(client: Client, entry: str, ts: int) -> bool:
         return False
 
 
-async def test_a_real_reductstore_replicates_into_tsblob_with_zstd(reductstore: str,  # noqa: F811
-                                                                  tsblob_reduct: str) -> None:  # noqa: F811
-    """ReductStore 1.21.5's own replication, `compression: zstd`, into tsblob's ReductStore
-    listener: tsblob decodes the compressed batches (it once refused them with 415)."""
+@pytest.mark.parametrize("compression", [ReplicationCompression.ZSTD, ReplicationCompression.GZIP])
+async def test_a_real_reductstore_replicates_into_tsblob_compressed(reductstore: str,  # noqa: F811
+                                                                   tsblob_reduct: str,  # noqa: F811
+                                                                   compression: ReplicationCompression) -> None:
+    """ReductStore 1.21.5's own replication, `compression: zstd` or `gzip`, into tsblob's
+    ReductStore listener: tsblob decodes the compressed batches (it once refused them: 415)."""
     async with Client(reductstore, api_token=ADMIN_TOKEN) as rs, \
             Client(tsblob_reduct, api_token=ADMIN_TOKEN) as ts:
-        src = await rs.create_bucket("rs-src", exist_ok=True)
-        await ts.create_bucket("from-rs", exist_ok=True)
+        src = await rs.create_bucket(f"rs-src-{compression.value}", exist_ok=True)
+        await ts.create_bucket(f"from-rs-{compression.value}", exist_ok=True)
         await rs.create_replication("into-tsblob", ReplicationSettings(
-            src_bucket="rs-src", dst_bucket="from-rs", dst_host=tsblob_reduct, dst_token=ADMIN_TOKEN,
-            compression=ReplicationCompression.ZSTD))
+            src_bucket=src.name, dst_bucket=f"from-rs-{compression.value}", dst_host=tsblob_reduct,
+            dst_token=ADMIN_TOKEN, compression=compression))
         for ts_ in range(1, 21):
             await src.write("imu", f"reading {ts_} ".encode() * 100, timestamp=ts_, labels={"k": str(ts_)})
 
         async def arrived():
-            got = await entries_of(ts, "from-rs")
+            got = await entries_of(ts, f"from-rs-{compression.value}")
             return got if len(got.get("imu", [])) == 20 else None
 
         try:

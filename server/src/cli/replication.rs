@@ -58,8 +58,9 @@ pub enum ReplicationCommand {
         /// tsblob's --reductstore-listen).
         #[arg(long, value_parser = ["tsblob", "reductstore"], default_value = "tsblob")]
         dst_api: String,
-        /// Batch bodies on the wire: `auto` (zstd when it saves an eighth), `zstd`, `none`.
-        #[arg(long, value_parser = ["auto", "zstd", "none"], default_value = "auto")]
+        /// Batch bodies on the wire: `auto` (zstd when it saves an eighth), `zstd`, `none`;
+        /// `gzip` for a ReductStore destination only.
+        #[arg(long, value_parser = ["auto", "zstd", "none", "gzip"], default_value = "auto")]
         compression: String,
         /// A condition of the query language, as JSON.
         #[arg(long)]

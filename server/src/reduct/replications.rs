@@ -79,6 +79,7 @@ fn rs_settings(i: &TaskInfo) -> RsSettings {
         mode: s.mode,
         compression: match s.compression {
             Compression::None => "none",
+            Compression::Gzip => "gzip",
             // `auto` compresses when it pays: zstd is what may travel.
             Compression::Zstd | Compression::Auto => "zstd",
         }
@@ -92,11 +93,14 @@ fn to_spec(name: &str, rs: RsSettings, old: Option<&TaskSpec>) -> Result<TaskSpe
     let compression = match rs.compression.as_str() {
         "none" => Compression::None,
         "zstd" => Compression::Zstd,
+        "gzip" => Compression::Gzip,
         other => {
             return Err(AppError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_replication",
-                format!("replication {name:?}: compression {other:?} is not supported by tsblob: use \"zstd\" or \"none\""),
+                format!(
+                "replication {name:?}: compression {other:?}: use \"none\", \"zstd\" or \"gzip\""
+            ),
             ))
         }
     };

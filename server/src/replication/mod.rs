@@ -54,7 +54,8 @@ pub enum DstApi {
 }
 
 /// How batch bodies travel: `auto` zstd (level 1) when it saves an eighth of the bytes,
-/// `zstd` always (`Content-Encoding: zstd`), `none` never.
+/// `zstd` always (`Content-Encoding: zstd`), `none` never; `gzip` (ReductStore
+/// destinations only: tsblob's native batch decodes zstd alone).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
@@ -62,6 +63,7 @@ pub enum Compression {
     Auto,
     None,
     Zstd,
+    Gzip,
 }
 
 impl Compression {
@@ -357,6 +359,11 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), ReplicationError> {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }
     spec.entry_patterns()?;
+    if spec.compression == Compression::Gzip && spec.dst_api != DstApi::Reductstore {
+        return Err(invalid(
+            "compression \"gzip\" is for ReductStore destinations (dst_api \"reductstore\"): a tsblob destination decodes zstd; use \"zstd\", \"auto\" or \"none\"".to_string(),
+        ));
+    }
     let prefix = spec.dst_prefix.trim_matches('/');
     if !prefix.is_empty() {
         tsblob_storage::validate_entry_name(&format!("{prefix}/x")).map_err(|e| {

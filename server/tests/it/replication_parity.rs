@@ -405,7 +405,7 @@ async fn cli_sets_prefix_exclusions_compression_and_disables_tasks() {
     assert_eq!(src.task("t").await["status"]["phase"], json!("disabled"));
 }
 
-/// Bug: the ReductStore API's batch write refused `Content-Encoding: zstd` (415), so a
+/// Bug: the ReductStore API's batch write refused `Content-Encoding: zstd` (and gzip: 415), so a
 /// ReductStore 1.21 sender configured with `compression: zstd` (or tsblob's, to a
 /// `dst_api: reductstore` destination) could never replicate into tsblob. Now it is
 /// decoded as the native batch decodes it; the records arrive byte for byte.
@@ -428,7 +428,7 @@ async fn a_tsblob_reductstore_listener_takes_zstd_batches_from_a_sender() {
         Api::new(&dst_s.url(""), None),
     );
     src.create_bucket("edge", json!({})).await;
-    for (mode, bucket) in [("zstd", "cz"), ("none", "cn")] {
+    for (mode, bucket) in [("zstd", "cz"), ("none", "cn"), ("gzip", "cg")] {
         let mut spec = task_spec("edge", &format!("http://{listen}"), bucket);
         spec["dst_api"] = json!("reductstore");
         spec["compression"] = json!(mode);
@@ -439,7 +439,7 @@ async fn a_tsblob_reductstore_listener_takes_zstd_batches_from_a_sender() {
     for e in ["a", "b/c"] {
         fill(&src, "edge", e, 1, 100).await;
     }
-    for mode in ["zstd", "none"] {
+    for mode in ["zstd", "none", "gzip"] {
         let v = src.wait_caught_up(mode, Duration::from_secs(30)).await;
         assert_eq!(v["status"]["errors"], json!(0), "{v}");
     }
@@ -447,4 +447,10 @@ async fn a_tsblob_reductstore_listener_takes_zstd_batches_from_a_sender() {
     let want = src.dump("edge").await;
     assert_same(&want, &dst.dump("cz").await);
     assert_same(&want, &dst.dump("cn").await);
+    assert_same(&want, &dst.dump("cg").await);
+    // gzip is for ReductStore destinations only (tsblob's native batch decodes zstd).
+    let mut spec = task_spec("edge", &dst_s.url(""), "x");
+    spec["compression"] = json!("gzip");
+    let (s, v) = src.put_task("gz-native", spec).await;
+    assert_eq!(s, 422, "{v}");
 }

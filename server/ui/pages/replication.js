@@ -101,7 +101,7 @@ function createForm(done) {
     prefix: h("input", { id: "task-dst-prefix", placeholder: "optional, e.g. robot-1" }),
     api: h("select", { id: "task-dst-api" }, h("option", { value: "tsblob" }, "tsblob"),
       h("option", { value: "reductstore" }, "ReductStore")),
-    compression: h("select", { id: "task-compression" }, ...["auto", "zstd", "none"].map((v) => h("option", { value: v }, v))),
+    compression: h("select", { id: "task-compression" }, ...["auto", "zstd", "none", "gzip"].map((v) => h("option", { value: v }, v))),
     mode: h("select", { id: "task-mode" }, ...["enabled", "paused", "disabled"].map((v) => h("option", { value: v }, v))),
     when: h("input", { id: "task-when", placeholder: "optional condition, e.g. {\"&alarm\": {\"$eq\": \"1\"}}" }),
   };

@@ -1061,7 +1061,7 @@ class AsyncClient:
         ``"!pattern"``; ``mode``: ``enabled``, ``paused`` (the backlog is kept) or
         ``disabled`` (nothing kept); ``dst_prefix`` is put before entry names at the
         destination; ``dst_api``: ``tsblob`` or ``reductstore`` (a ReductStore server);
-        ``compression``: ``auto``, ``zstd`` or ``none``. See docs/replication.md."""
+        ``compression``: ``auto``, ``zstd``, ``none`` or (to a ReductStore) ``gzip``. See docs/replication.md."""
         body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts,
                                   dst_ca, dst_prefix, dst_api, compression)
         return dict(await self._json("PUT", c.replication_path(name), json_body=body))
