@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use tsblob_proto::ErrorCode;
 
 use super::Ctx;
 use crate::http::auth::Caller;
@@ -97,7 +98,7 @@ fn to_spec(name: &str, rs: RsSettings, old: Option<&TaskSpec>) -> Result<TaskSpe
         other => {
             return Err(AppError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_replication",
+                ErrorCode::InvalidReplication,
                 format!(
                 "replication {name:?}: compression {other:?}: use \"none\", \"zstd\" or \"gzip\""
             ),
@@ -131,7 +132,7 @@ async fn json_body<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body).map_err(|e| {
         AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_replication",
+            ErrorCode::InvalidReplication,
             format!("the body must be JSON like {example}: {e}"),
         )
     })
@@ -142,7 +143,7 @@ const SETTINGS_EXAMPLE: &str = r#"{"src_bucket": "cams", "dst_bucket": "cams", "
 fn missing(name: &str) -> AppError {
     AppError::new(
         StatusCode::NOT_FOUND,
-        "replication_not_found",
+        ErrorCode::ReplicationNotFound,
         format!("Replication '{name}' does not exist"),
     )
 }
@@ -205,7 +206,7 @@ pub async fn replication_route(
             if repl.exists(&name) {
                 return Err(AppError::new(
                     StatusCode::CONFLICT,
-                    "replication_exists",
+                    ErrorCode::ReplicationExists,
                     format!("Replication '{name}' already exists"),
                 ));
             }
@@ -228,7 +229,7 @@ pub async fn replication_route(
         }
         _ => Err(AppError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             "GET, POST, PUT or DELETE on /api/v1/replications/{name}".to_string(),
         )),
     }
@@ -278,7 +279,7 @@ pub async fn refuse(req: Request) -> AppError {
     let what = "lifecycle rules are not supported by tsblob (age-based retention is a bucket setting, max_age, on tsblob's own API)";
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
+        ErrorCode::Unsupported,
         format!("{what}; nothing was changed"),
     )
 }
