@@ -19,6 +19,7 @@ pub use crate::replication::{Compression, DstApi};
 use tsblob_proto::framing::{put_end, put_record_head, MEDIA_TYPE};
 use tsblob_proto::outbound;
 use tsblob_proto::tls::error_chain;
+use tsblob_proto::ErrorCode;
 
 /// Bodies smaller than this go uncompressed.
 const ZSTD_MIN: usize = 4096;
@@ -470,7 +471,7 @@ async fn reduct_batch(
                     ts: Some(r.ts),
                     status: 422,
                     error: Some(ErrorDetail {
-                        code: "invalid_label".into(),
+                        code: ErrorCode::InvalidLabel.as_str().into(),
                         message: "a label value HTTP cannot carry in ReductStore's batch header (bytes outside printable ASCII)".into(),
                     }),
                 })
@@ -601,7 +602,13 @@ async fn reduct_batch(
                 ts: Some(r.ts),
                 status: code,
                 error: Some(ErrorDetail {
-                    code: "destination_error".into(),
+                    code: if code >= 500 {
+                        ErrorCode::Internal
+                    } else {
+                        ErrorCode::BadRequest
+                    }
+                    .as_str()
+                    .into(),
                     message,
                 }),
             },
