@@ -59,3 +59,33 @@ async def test_async_replication_routes(aclient: tsblob.AsyncClient, bucket: str
     assert any(t["name"] == "py-async" for t in await aclient.list_replications())
     await aclient.remove_replication("py-async")
     assert not any(t["name"] == "py-async" for t in await aclient.list_replications())
+
+
+def test_replication_prefix_exclusions_and_disabled_mode(client: tsblob.Client, bucket: str,
+                                                         destination: Server) -> None:
+    with destination.client() as dst:
+        dst.create_bucket("copy2")
+        client.put_replication("py-parity", bucket, destination.url, "copy2", entries=["cam*", "!cam-debug"],
+                               dst_prefix="robot-1", compression="zstd", when={"$limit": 2})
+        for i in range(4):
+            for e in ["cam-a", "cam-b", "cam-debug"]:
+                client.write(bucket, e, b"x" * 100, ts=1000 + i)
+        task = wait_caught_up(client, "py-parity")
+        assert (task["settings"]["dst_prefix"], task["settings"]["compression"]) == ("robot-1", "zstd")
+        # `$limit: 2` per entry; cam-debug excluded.
+        for e in ["cam-a", "cam-b"]:
+            assert [r.ts for r in dst.query("copy2", f"robot-1/{e}")] == [1000, 1001]
+        assert client.set_replication_mode("py-parity", "disabled")["status"]["phase"] == "disabled"
+        client.write(bucket, "cam-a", b"y", ts=5000)
+        assert client.get_replication("py-parity")["status"]["pending_records"] == 0
+        client.remove_replication("py-parity")
+    with pytest.raises(tsblob.InvalidInput):
+        client.put_replication("bad", bucket, destination.url, "x", mode="off")
+
+
+async def test_async_set_replication_mode(aclient: tsblob.AsyncClient, bucket: str) -> None:
+    await aclient.put_replication("py-mode", bucket, "http://127.0.0.1:9", "x", mode="paused",
+                                  dst_api="reductstore", compression="none")
+    task = await aclient.set_replication_mode("py-mode", "disabled")
+    assert (task["status"]["phase"], task["settings"]["dst_api"]) == ("disabled", "reductstore")
+    await aclient.remove_replication("py-mode")

@@ -92,6 +92,8 @@ codes! {
     LastToken = "last_token",
     /// 409: the server holds as many replication tasks as it may.
     TooManyTasks = "too_many_tasks",
+    /// 409: a replication of this name exists (ReductStore API's `POST /replications/{name}`).
+    ReplicationExists = "replication_exists",
     /// 415: a `Content-Encoding` the route does not take.
     UnsupportedEncoding = "unsupported_encoding",
     /// 413: a body over the server's limit.

@@ -67,6 +67,12 @@ pub enum Op {
     DelEntryRecords {
         entry_id: u32,
     },
+    /// A bucket renamed: the change feed's readers and pending items follow it (after the
+    /// entries' ops of the same change).
+    RenameFeedBucket {
+        old: String,
+        new: String,
+    },
 }
 
 /// A set of ops that succeed or fail together, with the block files they wrote.
@@ -359,6 +365,10 @@ fn apply(
         Op::DelEntryRecords { entry_id } => {
             recs.flush(index, txn)?;
             index.delete_entry_records(txn, entry_id)?
+        }
+        Op::RenameFeedBucket { old, new } => {
+            recs.flush(index, txn)?;
+            feed.rename_bucket(index, txn, &old, &new)?
         }
     }
     Ok(())

@@ -221,6 +221,52 @@ impl Feed {
         Ok(())
     }
 
+    /// A bucket renamed from `old` to `new` (in the rename's own transaction, after its
+    /// entries moved): readers naming `old` name `new` at the same position, and the items
+    /// of `old` not yet handled by every reader are rewritten under `new`, so what was
+    /// pending is sent from the renamed bucket and the next writes are watched under the
+    /// new name. (Bug: readers kept the old name, so after a rename the task's records
+    /// were read from a bucket that no longer existed and counted as evicted.)
+    pub(crate) fn rename_bucket(
+        &self,
+        index: &Index,
+        txn: &mut RwTxn<'_>,
+        old: &str,
+        new: &str,
+    ) -> Result<()> {
+        let readers = self.readers(txn)?;
+        let mut from = u64::MAX;
+        for (name, pos, bucket) in &readers {
+            if bucket == old {
+                self.put_reader(txn, name, *pos, new)?;
+                from = from.min(*pos);
+            }
+        }
+        if from == u64::MAX {
+            return Ok(());
+        }
+        let lo = seq_key(from.saturating_add(1));
+        let mut moved: Vec<([u8; 8], Vec<u8>)> = Vec::new();
+        for item in self
+            .items
+            .range(txn, &(Bound::Included(&lo[..]), Bound::Unbounded))?
+        {
+            let (k, v) = item?;
+            let it = decode_item(k, v)?;
+            if it.bucket != old.as_bytes() {
+                continue;
+            }
+            let entry = String::from_utf8_lossy(it.entry).into_owned();
+            let mut out = Vec::new();
+            encode_item(&mut out, it.written_us, it.ts, &entry_key(new, &entry));
+            moved.push((seq_key(it.seq), out));
+        }
+        for (k, v) in moved {
+            self.items.put(txn, &k, &v)?;
+        }
+        self.rewatch(index, txn)
+    }
+
     /// Drops the items every reader has handled (all of them when there is no reader).
     pub(crate) fn trim(&self, txn: &mut RwTxn<'_>) -> Result<()> {
         let upto = self
@@ -236,27 +282,47 @@ impl Feed {
     }
 }
 
-/// Which records of its bucket a feed reader wants: entry names or globs (none: all), and
-/// a condition, with the state of its aggregation operators (kept across reads).
+/// Which records of its bucket a feed reader wants: entry names or globs (none: all) less
+/// the excluded ones (`!pattern`, as ReductStore's replication entries), and a condition,
+/// with the state of its aggregation operators (kept across reads). `$limit`, `$each_n` and
+/// `$each_t` count **per entry** for a reader ([`FeedFilter::wants_in`]), as ReductStore
+/// applies them in a replication task (`$limit: 5` over three entries sends 15 records).
 pub struct FeedFilter {
     pub(crate) patterns: Vec<EntryPattern>,
+    pub(crate) excluded: Vec<EntryPattern>,
+    pub(crate) condition: Option<Condition>,
+    /// The matcher of [`FeedFilter::wants`] (one stream).
     pub(crate) matcher: Option<Matcher>,
+    /// The matchers of [`FeedFilter::wants_in`], one per entry met (bounded by the
+    /// bucket's entries).
+    pub(crate) per_entry: HashMap<String, Matcher>,
 }
 
 impl FeedFilter {
     pub fn new(patterns: Vec<EntryPattern>, when: Option<&Condition>) -> FeedFilter {
         FeedFilter {
             patterns,
+            excluded: Vec::new(),
+            condition: when.cloned(),
             matcher: when.map(|c| Matcher::new(c, false, false)),
+            per_entry: HashMap::new(),
         }
     }
 
-    /// Whether the entry is one the filter names.
-    pub fn wants_entry(&self, entry: &str) -> bool {
-        self.patterns.is_empty() || self.patterns.iter().any(|p| p.matches(entry))
+    /// Entries matching any of `excluded` are not wanted, even when a pattern names them.
+    pub fn excluding(mut self, excluded: Vec<EntryPattern>) -> FeedFilter {
+        self.excluded = excluded;
+        self
     }
 
-    /// Whether a record of a wanted entry matches the condition.
+    /// Whether the entry is one the filter names (and does not exclude).
+    pub fn wants_entry(&self, entry: &str) -> bool {
+        (self.patterns.is_empty() || self.patterns.iter().any(|p| p.matches(entry)))
+            && !self.excluded.iter().any(|p| p.matches(entry))
+    }
+
+    /// Whether a record matches the condition, evaluated over one stream (every entry
+    /// together: `tsblob cp`'s single source).
     pub fn wants(&mut self, ts: u64, labels: &Labels) -> bool {
         match self.matcher.as_mut() {
             None => true,
@@ -264,6 +330,23 @@ impl FeedFilter {
             // cannot be evaluated) is false here.
             Some(m) => m.matches(ts, labels).unwrap_or_default(),
         }
+    }
+
+    /// Whether a record of `entry` matches the condition, its aggregation operators
+    /// counting that entry's records only (bug: a task's `$limit: 5` stopped after five
+    /// records of all its entries together; ReductStore keeps one filter per entry).
+    pub fn wants_in(&mut self, entry: &str, ts: u64, labels: &Labels) -> bool {
+        let Some(c) = self.condition.as_ref() else {
+            return true;
+        };
+        let m = match self.per_entry.get_mut(entry) {
+            Some(m) => m,
+            None => self
+                .per_entry
+                .entry(entry.to_string())
+                .or_insert_with(|| Matcher::new(c, false, false)),
+        };
+        m.matches(ts, labels).unwrap_or_default()
     }
 }
 

@@ -631,10 +631,21 @@ def histogram_params(start: Optional[Timestamp], stop: Optional[Timestamp],
 
 def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: Optional[str],
                      entries: Sequence[str], when: Optional[Mapping[str, Any]], mode: str,
-                     from_ts: Optional[int], dst_ca: Optional[str] = None) -> Dict[str, Any]:
+                     from_ts: Optional[int], dst_ca: Optional[str] = None, dst_prefix: str = "",
+                     dst_api: str = "tsblob", compression: str = "auto") -> Dict[str, Any]:
     """The JSON of ``PUT /api/v1/replications/{name}`` (docs/replication.md)."""
+    if mode not in ("enabled", "paused", "disabled"):
+        raise InvalidInput(f"mode={mode!r}: give 'enabled', 'paused' or 'disabled'", code="bad_request")
+    if dst_api not in ("tsblob", "reductstore"):
+        raise InvalidInput(f"dst_api={dst_api!r}: give 'tsblob' or 'reductstore'", code="bad_request")
+    if compression not in ("auto", "zstd", "none", "gzip"):
+        raise InvalidInput(f"compression={compression!r}: give 'auto', 'zstd', 'none' or 'gzip' (gzip: to a "
+                           "ReductStore destination only)", code="bad_request")
     body: Dict[str, Any] = {"src_bucket": src_bucket, "dst_url": dst_url, "dst_bucket": dst_bucket,
-                            "entries": list(entries), "mode": mode}
+                            "entries": list(entries), "mode": mode, "dst_api": dst_api,
+                            "compression": compression}
+    if dst_prefix:
+        body["dst_prefix"] = dst_prefix
     if dst_token is not None:
         body["dst_token"] = dst_token
     if dst_ca is not None:

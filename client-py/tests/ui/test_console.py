@@ -376,6 +376,42 @@ def test_settings_take_units_and_every_setting(server, page, client) -> None:
     assert page.errors == []
 
 
+def test_replication_page_sets_prefix_exclusions_api_compression_and_disables(server, page, client) -> None:
+    src = f"ui-{uuid.uuid4().hex[:10]}"
+    task = f"t-{uuid.uuid4().hex[:6]}"
+    client.create_bucket(src)
+    page.goto(f"{server.url}/ui/#/replication")
+    page.wait_for_selector("#task-form")
+    page.fill("#task-name", task)
+    page.fill("#task-src", src)
+    page.fill("#task-dst-url", "http://127.0.0.1:9")
+    page.fill("#task-dst-bucket", "dst")
+    page.fill("#task-entries", "cam*, !cam-debug")
+    page.fill("#task-dst-prefix", "robot-1")
+    page.select_option("#task-dst-api", "reductstore")
+    page.select_option("#task-compression", "zstd")
+    page.select_option("#task-mode", "paused")
+    page.click("#task-create")
+    row = f"#replications tr[data-task='{task}']"
+    page.wait_for_selector(f"{row} td.phase.paused")
+    s = client.get_replication(task)["settings"]
+    assert (s["entries"], s["dst_prefix"], s["dst_api"], s["compression"], s["mode"]) == (
+        ["cam*", "!cam-debug"], "robot-1", "reductstore", "zstd", "paused")
+    text = page.inner_text(row)
+    assert "robot-1" in text and "ReductStore" in text
+    # Disable keeps the other settings (a pause once dropped them).
+    page.click(f"{row} button.disable")
+    page.wait_for_selector(f"{row} td.phase.disabled")
+    s = client.get_replication(task)["settings"]
+    assert (s["mode"], s["dst_prefix"], s["dst_api"], s["compression"]) == ("disabled", "robot-1", "reductstore", "zstd")
+    page.click(f"{row} button.resume")
+    page.wait_for_selector(f"{row} button.pause")
+    assert client.get_replication(task)["settings"]["dst_prefix"] == "robot-1"
+    client.remove_replication(task)
+    client.remove_bucket(src)
+    assert page.errors == []
+
+
 def test_replication_page_shows_tasks_and_creates_pauses_resumes_and_removes_them(server, page, client) -> None:
     src = f"ui-{uuid.uuid4().hex[:10]}"
     task = f"t-{uuid.uuid4().hex[:6]}"

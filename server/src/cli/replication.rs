@@ -1,4 +1,4 @@
-//! `tsblob replication ls|status|create|pause|resume|rm`: replication tasks on the server
+//! `tsblob replication ls|status|create|pause|disable|resume|rm`: replication tasks on the server
 //! given by `--url` (the source), over `/api/v1/replications`.
 
 use anyhow::Context;
@@ -16,6 +16,8 @@ pub struct ReplicationArgs {
     pub client: ClientArgs,
 }
 
+// Parsed once per command line: the size of `Create` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum ReplicationCommand {
     /// List tasks: mode, phase, backlog and lag.
@@ -44,9 +46,22 @@ pub enum ReplicationCommand {
         /// Mozilla roots (its private CA, its self-signed certificate); stored in the task.
         #[arg(long)]
         dst_ca: Option<std::path::PathBuf>,
-        /// Entry names or globs (`*` in a segment, `**` across); repeat or separate by commas.
+        /// Entry names or globs (`*` in a segment, `**` across), `!pattern` to exclude;
+        /// repeat or separate by commas.
         #[arg(long, value_delimiter = ',')]
         entries: Vec<String>,
+        /// Prepended to entry names at the destination (`robot-1`: `cam` arrives as
+        /// `robot-1/cam`).
+        #[arg(long)]
+        dst_prefix: Option<String>,
+        /// The destination's API: `tsblob`, or `reductstore` (a ReductStore server, or a
+        /// tsblob's --reductstore-listen).
+        #[arg(long, value_parser = ["tsblob", "reductstore"], default_value = "tsblob")]
+        dst_api: String,
+        /// Batch bodies on the wire: `auto` (zstd when it saves an eighth), `zstd`, `none`;
+        /// `gzip` for a ReductStore destination only.
+        #[arg(long, value_parser = ["auto", "zstd", "none", "gzip"], default_value = "auto")]
+        compression: String,
         /// A condition of the query language, as JSON.
         #[arg(long)]
         when: Option<String>,
@@ -55,12 +70,17 @@ pub enum ReplicationCommand {
         #[arg(long)]
         from: Option<String>,
         /// Create the task paused.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "disabled")]
         paused: bool,
+        /// Create the task disabled.
+        #[arg(long)]
+        disabled: bool,
     },
     /// Stop sending (the position and the backlog are kept).
     Pause { name: String },
-    /// Start sending again from the position.
+    /// Stop sending and keep nothing: records written while disabled are never sent.
+    Disable { name: String },
+    /// Start sending again from the position (a disabled task: from the next write).
     Resume { name: String },
     /// Remove a task (what it sent stays at the destination).
     Rm { name: String },
@@ -137,14 +157,26 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
             dst_token,
             dst_ca,
             entries,
+            dst_prefix,
+            dst_api,
+            compression,
             when,
             from,
             paused,
+            disabled,
         } => {
+            let mode = match (paused, disabled) {
+                (true, _) => "paused",
+                (_, true) => "disabled",
+                _ => "enabled",
+            };
             let mut spec = json!({
                 "src_bucket": src_bucket, "dst_url": dst_url, "dst_bucket": dst_bucket,
-                "entries": entries, "mode": if paused { "paused" } else { "enabled" },
+                "entries": entries, "mode": mode, "dst_api": dst_api, "compression": compression,
             });
+            if let Some(p) = dst_prefix {
+                spec["dst_prefix"] = json!(p);
+            }
             if let Some(t) = dst_token {
                 spec["dst_token"] = json!(t);
             }
@@ -166,6 +198,7 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
             line(&t);
         }
         ReplicationCommand::Pause { name } => set_mode(&c, &name, "paused").await?,
+        ReplicationCommand::Disable { name } => set_mode(&c, &name, "disabled").await?,
         ReplicationCommand::Resume { name } => set_mode(&c, &name, "enabled").await?,
         ReplicationCommand::Rm { name } => {
             c.send(c.request(Method::DELETE, &path(&name)))

@@ -367,8 +367,10 @@ pub async fn rename(
     let new = super::records::rename_body(req, &state).await?;
     tsblob_storage::validate_bucket_name(&new)?;
     let store = state.store.clone();
-    let (old, to) = (bucket, new.clone());
+    let (old, to) = (bucket.clone(), new.clone());
     blocking(move || Ok(store.rename_bucket(&old, &to)?)).await?;
+    // Replication tasks whose source it is follow it.
+    state.replications.bucket_renamed(&bucket, &new).await;
     Ok(Json(bucket_with_entries(&state, new).await?).into_response())
 }
 

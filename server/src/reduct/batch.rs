@@ -293,7 +293,14 @@ async fn write(
     parsed: Parsed,
     req: Request,
 ) -> Result<Response, AppError> {
-    crate::http::headers::identity_only(req.headers())?;
+    // ReductStore 1.21's replication sends `Content-Encoding: zstd` when asked to (so does
+    // tsblob's, to a `dst_api: reductstore` destination): decoded as it arrives, as the
+    // native batch does (`http/inflate.rs`, its bounds); other codings are a 415.
+    let gzip_body = req
+        .headers()
+        .get(axum::http::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let zstd_body = !gzip_body && crate::http::headers::zstd_encoded(req.headers())?;
     caller.require_write(bucket)?;
     let limits = state.limits.clone();
     if parsed.items.len() as u64 > limits.max_batch_records {
@@ -316,7 +323,7 @@ async fn write(
     if total > limits.max_body {
         return Err(AppError::too_large(limits.max_body));
     }
-    if let Some(n) = content_length(req.headers())? {
+    if let Some(n) = content_length(req.headers())?.filter(|_| !zstd_body && !gzip_body) {
         if n != total {
             return Err(malformed(format!(
                 "Content-Length is {n} but the record headers add up to {total} bytes"
@@ -325,9 +332,50 @@ async fn write(
     }
     let mut held = state.bodies.empty();
     held.cover(total, "a ReductStore batch").await?;
-    let body = BodyChunks::new(req.into_body(), total, &limits)
-        .collect(usize::try_from(total).unwrap_or(0))
+    let body = if gzip_body {
+        // ReductStore's `compression: gzip`: the compressed body (at most the plain size
+        // plus gzip's framing, within what was covered) is decoded on the blocking pool,
+        // at most `total` plain bytes.
+        const GZIP_SLACK: u64 = 64 << 10;
+        held.cover(GZIP_SLACK, "a ReductStore gzip batch").await?;
+        let packed = BodyChunks::new(req.into_body(), total + GZIP_SLACK, &limits)
+            .collect(0)
+            .await?;
+        let plain = crate::blocking::run(move || {
+            use std::io::Read;
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&packed[..])
+                .take(total + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| malformed(format!("the gzip body does not decode: {e}")))?;
+            Ok::<_, AppError>(out)
+        })
         .await?;
+        if plain.len() as u64 > total {
+            return Err(malformed(format!(
+                "the decoded body has more bytes than the record headers add up to ({total}): nothing was stored"
+            )));
+        }
+        plain
+    } else if zstd_body {
+        // At most `total` plain bytes are kept: more is refused below, not held.
+        let mut chunks =
+            crate::http::inflate::PlainChunks::new(req.into_body(), true, &limits, &state.bodies)?;
+        let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        while let Some(piece) = chunks.next().await? {
+            if (out.len() + piece.len()) as u64 > total {
+                return Err(malformed(format!(
+                    "the decoded body has more bytes than the record headers add up to ({total}): nothing was stored"
+                )));
+            }
+            out.extend_from_slice(&piece);
+        }
+        out
+    } else {
+        BodyChunks::new(req.into_body(), total, &limits)
+            .collect(usize::try_from(total).unwrap_or(0))
+            .await?
+    };
     if body.len() as u64 != total {
         return Err(malformed(format!(
             "the body has {} bytes but the record headers add up to {total}: nothing was stored",

@@ -77,7 +77,14 @@ impl Reduct {
             .route("/api/v1/me", get(server::me))
             .route("/api/v1/tokens", get(tokens::list))
             .route("/api/v1/replications", get(replications::list))
-            .route("/api/v1/replications/{name}", any(replications::refuse))
+            .route(
+                "/api/v1/replications/{name}",
+                any(replications::replication_route),
+            )
+            .route(
+                "/api/v1/replications/{name}/mode",
+                axum::routing::patch(replications::set_mode),
+            )
             .route("/api/v1/lifecycles", get(lifecycle::list))
             .route("/api/v1/lifecycles/{name}", any(lifecycle::route))
             .route(

@@ -29,13 +29,52 @@ pub use error::{Explain, ReplicationError};
 /// Tasks a server keeps at most (each is a sender and a label value of the metrics).
 pub const MAX_TASKS: usize = 64;
 
-/// Enabled tasks send; paused ones keep their position (the feed keeps their backlog).
+/// Enabled tasks send; paused ones keep their position (the feed keeps their backlog);
+/// disabled ones keep nothing (no feed reader: writes meanwhile are never sent, as in
+/// ReductStore) and hold no connection. A disabled task enabled again starts from the
+/// writes after that.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     #[default]
     Enabled,
     Paused,
+    Disabled,
+}
+
+/// The API the destination speaks: tsblob's own (`if_exists=compare` batches), or
+/// ReductStore's (batch protocol v1, `x-reduct-time-<ts>` headers): a ReductStore server,
+/// or a tsblob's `--reductstore-listen`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DstApi {
+    #[default]
+    Tsblob,
+    Reductstore,
+}
+
+/// How batch bodies travel: `auto` zstd (level 1) when it saves an eighth of the bytes,
+/// `zstd` always (`Content-Encoding: zstd`), `none` never; `gzip` (ReductStore
+/// destinations only: tsblob's native batch decodes zstd alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    Auto,
+    None,
+    Zstd,
+    Gzip,
+}
+
+impl Compression {
+    /// To a ReductStore destination: `auto` sends plain (ReductStore's default, `none`:
+    /// servers before 1.21 do not decode request bodies).
+    pub fn for_reductstore(self) -> Compression {
+        match self {
+            Compression::Auto => Compression::None,
+            c => c,
+        }
+    }
 }
 
 /// A task's settings as given (`PUT`) and stored (with the destination token).
@@ -51,9 +90,12 @@ pub struct TaskSpec {
     /// (its private CA, or its self-signed certificate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_ca: Option<String>,
+    /// Entry names or globs to send (none: every entry); `!pattern` excludes the entries it
+    /// matches (`["cam*", "!cam-debug"]`).
     #[serde(default)]
     pub entries: Vec<String>,
     /// A condition of the query language (docs/api.md), on the record's labels and timestamp.
+    /// Its `$limit`, `$each_n` and `$each_t` count per entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub when: Option<serde_json::Value>,
@@ -62,6 +104,54 @@ pub struct TaskSpec {
     /// Backfill records with `ts >= from` that existed before the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<u64>,
+    /// Prepended to entry names at the destination: `robot-1` sends `cam/front` to
+    /// `robot-1/cam/front` (slashes around it are trimmed; empty: the same names).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dst_prefix: String,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub dst_api: DstApi,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub compression: Compression,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+impl TaskSpec {
+    /// The entry's name at the destination (with `dst_prefix`).
+    pub fn dst_entry(&self, entry: &str) -> String {
+        let prefix = self.dst_prefix.trim_matches('/');
+        if prefix.is_empty() {
+            entry.to_string()
+        } else {
+            format!("{prefix}/{}", entry.trim_start_matches('/'))
+        }
+    }
+
+    /// The entry patterns: those to send, and those excluded (`!pattern`).
+    pub fn entry_patterns(
+        &self,
+    ) -> Result<
+        (
+            Vec<tsblob_storage::EntryPattern>,
+            Vec<tsblob_storage::EntryPattern>,
+        ),
+        ReplicationError,
+    > {
+        let (mut include, mut exclude) = (Vec::new(), Vec::new());
+        for p in &self.entries {
+            let (list, text) = match p.strip_prefix('!') {
+                Some(rest) => (&mut exclude, rest),
+                None => (&mut include, p.as_str()),
+            };
+            list.push(
+                tsblob_storage::EntryPattern::parse(text.trim_start_matches('/'))
+                    .map_err(tsblob_storage::Error::from)?,
+            );
+        }
+        Ok((include, exclude))
+    }
 }
 
 /// Where a backfill (`from`) stands: records up to `(ts, entry)` in the merged order are
@@ -132,6 +222,7 @@ pub enum Phase {
     /// Waiting before the next attempt after an error.
     Backoff,
     Paused,
+    Disabled,
 }
 
 impl Phase {
@@ -140,6 +231,7 @@ impl Phase {
         match mode {
             Mode::Enabled => Phase::Idle,
             Mode::Paused => Phase::Paused,
+            Mode::Disabled => Phase::Disabled,
         }
     }
 }
@@ -266,8 +358,20 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), ReplicationError> {
     if let Some(ca) = &spec.dst_ca {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }
-    for p in &spec.entries {
-        tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?;
+    spec.entry_patterns()?;
+    if spec.compression == Compression::Gzip && spec.dst_api != DstApi::Reductstore {
+        return Err(invalid(
+            "compression \"gzip\" is for ReductStore destinations (dst_api \"reductstore\"): a tsblob destination decodes zstd; use \"zstd\", \"auto\" or \"none\"".to_string(),
+        ));
+    }
+    let prefix = spec.dst_prefix.trim_matches('/');
+    if !prefix.is_empty() {
+        tsblob_storage::validate_entry_name(&format!("{prefix}/x")).map_err(|e| {
+            invalid(format!(
+                "dst_prefix {:?}: {e} (it is the first part of the destination's entry names)",
+                spec.dst_prefix
+            ))
+        })?;
     }
     if let Some(w) = &spec.when {
         crate::when::parse_text(&w.to_string())?;
@@ -410,8 +514,36 @@ impl Replications {
                 )
             })
             .collect();
+        let readers = {
+            let store = self.store.clone();
+            blocking(move || Ok(store.feed_readers()?))
+                .await
+                .unwrap_or_default()
+        };
         let mut lost = false;
-        for (name, spec, shared, cancel) in tasks {
+        let mut followed = false;
+        for (name, mut spec, shared, cancel) in tasks {
+            if spec.mode == Mode::Disabled {
+                // No reader: nothing is kept for it (a left-over one was pruned above).
+                sender::spawn(self.clone(), name, spec, shared, cancel);
+                continue;
+            }
+            // A bucket rename moves the task's feed reader in the engine's own commit,
+            // then the task file is written: a crash between the two leaves a task naming
+            // the old bucket and a reader naming the new one. The task follows its reader.
+            if let Some((_, bucket, _)) = readers.iter().find(|(r, b, _)| {
+                *r == name && *b != spec.src_bucket && self.store.bucket(b).is_ok()
+            }) {
+                if self.store.bucket(&spec.src_bucket).is_err() {
+                    tracing::warn!(task = %name, from = %spec.src_bucket, to = %bucket,
+                        "replication: the source bucket was renamed; the task follows it");
+                    spec.src_bucket = bucket.clone();
+                    if let Some(t) = self.tasks.lock().get_mut(&name) {
+                        t.spec = spec.clone();
+                    }
+                    followed = true;
+                }
+            }
             let (store, n, b) = (self.store.clone(), name.clone(), spec.src_bucket.clone());
             match blocking(move || Ok(store.feed_subscribe(&n, &b)?)).await {
                 Ok((_, true)) => {
@@ -424,10 +556,51 @@ impl Replications {
             }
             sender::spawn(self.clone(), name, spec, shared, cancel);
         }
-        if lost {
+        if lost || followed {
             self.save().await?;
         }
         Ok(())
+    }
+
+    /// Bucket `old` was renamed to `new` (the engine moved the feed readers in the same
+    /// commit): the tasks whose source it is now name `new`, keep their position, backfill
+    /// and counters, and their senders start again. (Before, tasks kept the old name and
+    /// failed until someone changed their `src_bucket`.)
+    pub async fn bucket_renamed(self: &Arc<Self>, old: &str, new: &str) {
+        let _guard = self.changes.lock().await;
+        let mut restart = Vec::new();
+        {
+            let mut tasks = self.tasks.lock();
+            for (name, t) in tasks.iter_mut() {
+                if t.spec.src_bucket != old {
+                    continue;
+                }
+                t.cancel.cancel();
+                t.spec.src_bucket = new.to_string();
+                t.cancel = CancellationToken::new();
+                restart.push((
+                    name.clone(),
+                    t.spec.clone(),
+                    t.shared.clone(),
+                    t.cancel.clone(),
+                ));
+            }
+        }
+        if restart.is_empty() {
+            return;
+        }
+        if let Err(e) = self.save().await {
+            // The task file names the old bucket until the next save; at start the tasks
+            // follow their readers (start_all).
+            tracing::warn!(
+                "replication: cannot save the tasks after the rename of bucket {old:?} to {new:?}: {}",
+                self.explain(e)
+            );
+        }
+        for (name, spec, shared, cancel) in restart {
+            tracing::info!(task = %name, from = old, to = new, "replication task follows its renamed source bucket");
+            sender::spawn(self.clone(), name, spec, shared, cancel);
+        }
     }
 
     fn file(&self) -> TaskFile {
@@ -522,7 +695,12 @@ impl Replications {
         let readers = blocking(move || Ok(store.feed_readers()?)).await?;
         let mut pruned = Vec::new();
         for (reader, bucket, _) in readers {
-            if self.tasks.lock().contains_key(&reader) {
+            let keep = self
+                .tasks
+                .lock()
+                .get(&reader)
+                .is_some_and(|t| t.spec.mode != Mode::Disabled);
+            if keep {
                 continue;
             }
             tracing::warn!(reader = %reader, bucket = %bucket,
@@ -574,8 +752,21 @@ impl Replications {
         if let Some((_, _, cancel)) = &old {
             cancel.cancel();
         }
-        // A source bucket that does not exist is a 404 here, before anything changed.
-        let (_, created) = match self.subscribe(name, &spec.src_bucket).await {
+        // A source bucket that does not exist is a 404 here, before anything changed. A
+        // disabled task has no reader (removed once its file is written).
+        let disabled = spec.mode == Mode::Disabled;
+        let was_disabled = old
+            .as_ref()
+            .is_some_and(|(o, _, _)| o.mode == Mode::Disabled);
+        let subscribed = if disabled {
+            let (store, b) = (self.store.clone(), spec.src_bucket.clone());
+            blocking(move || Ok(store.bucket(&b).map(|_| ())?))
+                .await
+                .map(|_| (0, false))
+        } else {
+            self.subscribe(name, &spec.src_bucket).await
+        };
+        let (_, created) = match subscribed {
             Ok(s) => s,
             Err(e) => {
                 self.restart(name, old.as_ref(), false).await;
@@ -586,7 +777,7 @@ impl Replications {
             Some((o, shared, _)) => {
                 let s = shared.lock();
                 let same = o.src_bucket == spec.src_bucket;
-                let backfill = if same && created {
+                let backfill = if same && created && !was_disabled {
                     // The reader was lost with the index: send everything again.
                     lost_reader(name, spec.from)
                 } else if same && o.from == spec.from {
@@ -627,15 +818,19 @@ impl Replications {
                 // went with the move).
                 match &old {
                     None if created => self.unsubscribe(name).await,
+                    Some(_) if created && was_disabled => self.unsubscribe(name).await,
                     None => {}
                     Some((o, _, _)) => {
-                        let moved = o.src_bucket != spec.src_bucket;
+                        let moved = o.src_bucket != spec.src_bucket && !disabled && !was_disabled;
                         self.restart(name, old.as_ref(), moved).await;
                     }
                 }
                 return Err(e);
             }
         };
+        if disabled {
+            self.unsubscribe(name).await;
+        }
         self.metrics.add(name);
         tracing::info!(
             task = name,
@@ -707,6 +902,23 @@ impl Replications {
         self.metrics.remove(name);
         tracing::info!(task = name, "replication task removed");
         Ok(())
+    }
+
+    /// A task's settings without its destination token and CA (a `put` of them keeps
+    /// the stored ones).
+    pub fn spec(&self, name: &str) -> Result<TaskSpec, ReplicationError> {
+        let tasks = self.tasks.lock();
+        let t = tasks.get(name).ok_or_else(|| not_found(name))?;
+        Ok(TaskSpec {
+            dst_token: None,
+            dst_ca: None,
+            ..t.spec.clone()
+        })
+    }
+
+    /// Whether a task of this name exists.
+    pub fn exists(&self, name: &str) -> bool {
+        self.tasks.lock().contains_key(name)
     }
 
     /// Names of the tasks.
@@ -802,6 +1014,12 @@ pub struct Settings {
     pub mode: Mode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<u64>,
+    #[serde(default)]
+    pub dst_prefix: String,
+    #[serde(default)]
+    pub dst_api: DstApi,
+    #[serde(default)]
+    pub compression: Compression,
 }
 
 impl Settings {
@@ -816,6 +1034,9 @@ impl Settings {
             when: s.when.clone(),
             mode: s.mode,
             from: s.from,
+            dst_prefix: s.dst_prefix.clone(),
+            dst_api: s.dst_api,
+            compression: s.compression,
         }
     }
 }
@@ -847,4 +1068,53 @@ pub struct TaskInfo {
     pub name: String,
     pub settings: Settings,
     pub status: Status,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A task file of an earlier version (no `dst_prefix`, `dst_api`, `compression`) loads
+    /// with the defaults, and a task that uses none of them is written as before (an
+    /// earlier version, whose settings refuse unknown fields, still reads it).
+    #[test]
+    fn task_files_stay_compatible_both_ways() {
+        let old = r#"{"tasks": [{"name": "t", "spec": {"src_bucket": "a", "dst_url": "http://h:1",
+            "dst_bucket": "b", "entries": ["x/*"], "mode": "paused"}, "counters": {"sent_records": 1,
+            "sent_bytes": 2, "existing_records": 0, "conflicts": 0, "errors": 0, "evicted_before_sent": 0}}]}"#;
+        let f: TaskFile = serde_json::from_str(old).unwrap();
+        let spec = &f.tasks[0].spec;
+        assert_eq!(
+            (spec.dst_prefix.as_str(), spec.dst_api, spec.compression),
+            ("", DstApi::Tsblob, Compression::Auto)
+        );
+        let written = serde_json::to_value(spec).unwrap();
+        for k in ["dst_prefix", "dst_api", "compression"] {
+            assert!(written.get(k).is_none(), "{k} written: {written}");
+        }
+        let mut with = spec.clone();
+        with.mode = Mode::Disabled;
+        with.dst_prefix = "r".into();
+        with.dst_api = DstApi::Reductstore;
+        with.compression = Compression::None;
+        let back: TaskSpec = serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+    }
+
+    #[test]
+    fn dst_prefix_and_exclusions() {
+        let mut s: TaskSpec = serde_json::from_str(
+            r#"{"src_bucket": "a", "dst_url": "http://h:1", "dst_bucket": "b", "entries": ["cam*", "!cam-debug"]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.dst_entry("cam/x"), "cam/x");
+        s.dst_prefix = "/robot-1/".into();
+        assert_eq!(s.dst_entry("cam/x"), "robot-1/cam/x");
+        let (inc, exc) = s.entry_patterns().unwrap();
+        assert_eq!((inc.len(), exc.len()), (1, 1));
+        assert!(validate("t", &s).is_ok());
+        s.dst_prefix = "a//b".into();
+        assert!(validate("t", &s).is_err());
+    }
 }

@@ -50,18 +50,17 @@ impl Out {
     }
 }
 
-/// The task's filter over the feed: its entries and condition.
+/// The task's filter over the feed: its entries (less the `!` ones) and condition.
 pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, ReplicationError> {
     let when = condition(spec)?;
-    Ok(FeedFilter::new(patterns(spec)?, when.as_ref()))
+    let (include, exclude) = spec.entry_patterns()?;
+    Ok(FeedFilter::new(include, when.as_ref()).excluding(exclude))
 }
 
-/// The task's entry patterns, compiled (checked when the task was stored).
-fn patterns(spec: &TaskSpec) -> Result<Vec<tsblob_storage::EntryPattern>, ReplicationError> {
-    spec.entries
-        .iter()
-        .map(|p| Ok(tsblob_storage::EntryPattern::parse(p).map_err(tsblob_storage::Error::from)?))
-        .collect()
+/// The task's entry filter without its condition (checked when the task was stored).
+fn entry_filter(spec: &TaskSpec) -> Result<FeedFilter, ReplicationError> {
+    let (include, exclude) = spec.entry_patterns()?;
+    Ok(FeedFilter::new(include, None).excluding(exclude))
 }
 
 fn condition(spec: &TaskSpec) -> Result<Option<tsblob_storage::Condition>, ReplicationError> {
@@ -211,13 +210,21 @@ impl Sender {
         }
     }
 
-    /// The task's feed filter, or `None` when the task does not run (paused, or a
-    /// condition that does not parse: reported).
+    /// The task's feed filter, or `None` when the task does not run (paused or
+    /// disabled, or a condition that does not parse: reported).
     fn start(&self) -> Option<FeedFilter> {
-        if self.spec.mode == Mode::Paused {
-            self.phase(Phase::Paused);
-            tracing::info!(task = %self.name, "replication task paused");
-            return None;
+        match self.spec.mode {
+            Mode::Enabled => {}
+            Mode::Paused => {
+                self.phase(Phase::Paused);
+                tracing::info!(task = %self.name, "replication task paused");
+                return None;
+            }
+            Mode::Disabled => {
+                self.phase(Phase::Disabled);
+                tracing::info!(task = %self.name, "replication task disabled");
+                return None;
+            }
         }
         let filter = match feed_filter(&self.spec) {
             Ok(f) => f,
@@ -600,6 +607,8 @@ impl Sender {
             bucket: self.spec.dst_bucket.clone(),
             token: self.spec.dst_token.clone(),
             bounds: self.repl.options().outbound,
+            api: self.spec.dst_api,
+            compression: self.spec.compression,
         }
     }
 
@@ -647,7 +656,8 @@ impl Sender {
     ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>) {
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
-        let (recs, answer) = post_batch(&self.http, &dst, entry, recs, timeout).await;
+        let to = self.spec.dst_entry(entry);
+        let (recs, answer) = post_batch(&self.http, &dst, &to, recs, timeout).await;
         let answer = match answer {
             Ok(a) => a,
             Err(message) => {
@@ -655,7 +665,7 @@ impl Sender {
                 return (recs, Vec::new(), None);
             }
         };
-        let dst = format!("{dst}/{entry}");
+        let dst = format!("{dst}/{to}");
         let mut left = Vec::new();
         let mut results = answer.results.into_iter();
         let (mut sent, mut sent_bytes, mut existing) = (0u64, 0u64, 0u64);
@@ -745,7 +755,8 @@ impl Sender {
         let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
-        match post_single(&self.http, &dst, entry, meta, body, timeout).await {
+        let to = self.spec.dst_entry(entry);
+        match post_single(&self.http, &dst, &to, meta, body, timeout).await {
             Single::Stored => self.count_sent(1, meta.size, 0),
             Single::Existing => self.count_sent(0, 0, 1),
             Single::Conflict(message) => self.conflict(message),
@@ -796,7 +807,7 @@ impl Sender {
         *last = Instant::now();
         let (store, n, spec) = (self.store(), self.name.clone(), self.spec.clone());
         let pending = blocking(move || {
-            let filter = FeedFilter::new(patterns(&spec)?, None);
+            let filter = entry_filter(&spec)?;
             Ok(store.feed_pending(&n, &filter)?)
         })
         .await;
@@ -841,14 +852,21 @@ fn read_backfill(
     }
     let q = Query {
         start: Some(bf.ts),
-        when: condition(spec)?,
         ..Query::default()
     };
+    // The condition per entry, as the feed's (its aggregation state starts again with
+    // each page).
+    let mut filter = feed_filter(spec)?;
     let mut bytes = 0u64;
     for item in store.query_entries(&spec.src_bucket, entries, &q)? {
         let item = item?;
         let (ts, entry) = (item.meta.ts, item.entry().to_string());
         if ts == bf.ts && bf.entry.as_ref().is_some_and(|e| entry <= *e) {
+            continue;
+        }
+        if !filter.wants_in(&entry, ts, &item.meta.labels) {
+            next.ts = ts;
+            next.entry = Some(entry);
             continue;
         }
         bytes += item.meta.size;

@@ -15,6 +15,9 @@ pub enum Answer {
     Endless { status: u16 },
     /// `302 Found` to `location`, with `body`.
     Redirect { location: String, body: String },
+    /// Nothing for `secs` seconds, then an empty 503 (a destination slower than the
+    /// sender's timeout).
+    Slow { secs: u64 },
     /// `status`, `content_type` and `body`.
     Fixed {
         status: u16,
@@ -140,6 +143,12 @@ async fn serve(
                 body.len()
             );
             let _ = w.write_all(a.as_bytes()).await;
+        }
+        Answer::Slow { secs } => {
+            tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+            let _ = w
+                .write_all(b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .await;
         }
         Answer::Fixed {
             status,

@@ -1,5 +1,7 @@
 // Replication: every task (source → destination, phase, lag, pending, sent, errors and the
-// last error), pause/resume/remove (remove asks once more) and a form that creates a task.
+// last error), pause/resume/disable/remove (remove asks once more) and a form that creates a
+// task (entries with `!` exclusions, a destination prefix, the destination's API,
+// compression and the mode).
 // Refreshed every 2 s. The routes need full access when tokens are on: their 403 is shown.
 import { api } from "../api.js";
 import { h, bytes, count, time, errorBox, confirmButton } from "../util.js";
@@ -9,6 +11,8 @@ const path = (name) => `/api/v1/replications/${encodeURIComponent(name)}`;
 /** The settings a PUT takes back from a task's answer (the token and CA are kept when absent). */
 function spec(s, mode) {
   const out = { src_bucket: s.src_bucket, dst_url: s.dst_url, dst_bucket: s.dst_bucket, entries: s.entries, mode };
+  // Kept as they are (a pause once dropped them: the task lost its prefix).
+  for (const k of ["dst_prefix", "dst_api", "compression"]) if (s[k] !== undefined && s[k] !== null) out[k] = s[k];
   if (s.when !== undefined && s.when !== null) out.when = s.when;
   if (s.from !== undefined && s.from !== null) out.from = s.from;
   return out;
@@ -49,11 +53,15 @@ export async function render(main) {
         .map((t) => h("th", { class: ["lag", "pending", "sent", "errors"].includes(t) ? "num" : "" }, t)))),
       h("tbody", {}, tasks.map((t) => {
         const st = t.status;
-        const paused = t.settings.mode === "paused";
+        const paused = t.settings.mode !== "enabled";
+        const prefix = t.settings.dst_prefix ? ` as ${t.settings.dst_prefix}/…` : "";
+        const extra = [t.settings.dst_api === "reductstore" ? "ReductStore API" : "",
+          t.settings.compression && t.settings.compression !== "auto" ? `compression ${t.settings.compression}` : ""]
+          .filter((x) => x).join(", ");
         return h("tr", { "data-task": t.name },
           h("td", { "data-label": "task" }, t.name),
           h("td", { "data-label": "source → destination", class: "wrap" },
-            `${t.settings.src_bucket}${t.settings.entries.length ? ` (${t.settings.entries.join(", ")})` : ""} → ${t.settings.dst_url} ${t.settings.dst_bucket}`),
+            `${t.settings.src_bucket}${t.settings.entries.length ? ` (${t.settings.entries.join(", ")})` : ""} → ${t.settings.dst_url} ${t.settings.dst_bucket}${prefix}${extra ? ` [${extra}]` : ""}`),
           h("td", { "data-label": "status", class: `phase ${st.phase}` }, st.phase),
           h("td", { "data-label": "lag", class: "num lag" }, lag(st)),
           h("td", { "data-label": "pending", class: "num" },
@@ -66,6 +74,10 @@ export async function render(main) {
             h("button", { class: paused ? "resume" : "pause", type: "button",
               onclick: () => act(() => api(path(t.name), { method: "PUT", json: spec(t.settings, paused ? "enabled" : "paused") })) },
             paused ? "Resume" : "Pause"),
+            t.settings.mode === "disabled" ? null : h("button", { class: "disable", type: "button",
+              title: "stop sending and keep nothing: records written while disabled are never sent",
+              onclick: () => act(() => api(path(t.name), { method: "PUT", json: spec(t.settings, "disabled") })) },
+            "Disable"),
             confirmButton({ class: "remove-task" }, "Remove", () => act(() => api(path(t.name), { method: "DELETE" }))))));
       })))));
   }
@@ -85,7 +97,12 @@ function createForm(done) {
     url: h("input", { id: "task-dst-url", placeholder: "https://cloud.example:8686", required: true }),
     dst: h("input", { id: "task-dst-bucket", placeholder: "edge-1", required: true }),
     token: h("input", { id: "task-dst-token", type: "password", autocomplete: "off", placeholder: "tsb_… (optional)" }),
-    entries: h("input", { id: "task-entries", placeholder: "all; or front/*, imu" }),
+    entries: h("input", { id: "task-entries", placeholder: "all; or front/*, imu, !front/debug" }),
+    prefix: h("input", { id: "task-dst-prefix", placeholder: "optional, e.g. robot-1" }),
+    api: h("select", { id: "task-dst-api" }, h("option", { value: "tsblob" }, "tsblob"),
+      h("option", { value: "reductstore" }, "ReductStore")),
+    compression: h("select", { id: "task-compression" }, ...["auto", "zstd", "none", "gzip"].map((v) => h("option", { value: v }, v))),
+    mode: h("select", { id: "task-mode" }, ...["enabled", "paused", "disabled"].map((v) => h("option", { value: v }, v))),
     when: h("input", { id: "task-when", placeholder: "optional condition, e.g. {\"&alarm\": {\"$eq\": \"1\"}}" }),
   };
   const status = h("div", { id: "task-status" });
@@ -97,7 +114,9 @@ function createForm(done) {
         const body = {
           src_bucket: f.src.value.trim(), dst_url: f.url.value.trim(), dst_bucket: f.dst.value.trim(),
           entries: f.entries.value.split(/[\s,]+/).filter((s) => s),
+          dst_api: f.api.value, compression: f.compression.value, mode: f.mode.value,
         };
+        if (f.prefix.value.trim()) body.dst_prefix = f.prefix.value.trim();
         if (f.token.value.trim()) body.dst_token = f.token.value.trim();
         if (f.when.value.trim()) {
           try { body.when = JSON.parse(f.when.value); } catch (e) { throw new Error(`the condition is not JSON: ${e.message}`); }
@@ -114,5 +133,9 @@ function createForm(done) {
       h("label", { for: "task-dst-token" }, "destination token"), f.token,
       h("label", { for: "task-entries" }, "entries"), f.entries,
       h("label", { for: "task-when" }, "when"), f.when,
+      h("label", { for: "task-dst-prefix" }, "destination prefix"), f.prefix,
+      h("label", { for: "task-dst-api" }, "destination API"), f.api,
+      h("label", { for: "task-compression" }, "compression"), f.compression,
+      h("label", { for: "task-mode" }, "mode"), f.mode,
       h("div", { class: "actions row" }, h("button", { class: "primary", type: "submit", id: "task-create" }, "Save task"), status)));
 }

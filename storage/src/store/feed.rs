@@ -144,7 +144,7 @@ impl Store {
         for (seq, ts, entry, written_us) in wanted {
             let payload = match self.read_bounded(&bucket, &entry, ts, max_inline) {
                 Ok((meta, data)) => {
-                    if !filter.wants(ts, &meta.labels) {
+                    if !filter.wants_in(&entry, ts, &meta.labels) {
                         continue;
                     }
                     bytes += meta.size;

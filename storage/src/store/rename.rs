@@ -140,9 +140,20 @@ impl Store {
                 id: e.id(),
             });
         }
+        // Replication readers of the bucket follow it (their pending items too).
+        ops.push(Op::RenameFeedBucket {
+            old: old.to_string(),
+            new: new.to_string(),
+        });
         if let Err(err) = self.inner.commit(Change { ops, files: vec![] }) {
             if let Err(back) = rename_dir(&to_dir, b.dir()) {
                 log::error!("could not move {to_dir:?} back after a failed rename: {back}; the next open finds it under the new name");
+            }
+            // The watched set may have followed the aborted change: load it again.
+            if let Err(e) = self.feed_load() {
+                log::error!(
+                    "could not reload the change feed's watched set after a failed rename: {e}"
+                );
             }
             return Err(err);
         }

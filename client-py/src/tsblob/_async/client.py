@@ -1148,13 +1148,28 @@ class AsyncClient:
                               dst_token: Optional[str] = None, entries: Sequence[str] = (),
                               when: Optional[Mapping[str, Any]] = None, mode: str = "enabled",
                               from_ts: Optional[int] = None,
-                              dst_ca: Optional[str] = None) -> Dict[str, Any]:
+                              dst_ca: Optional[str] = None, dst_prefix: str = "",
+                              dst_api: str = "tsblob", compression: str = "auto") -> Dict[str, Any]:
         """Creates or replaces a replication task (admin token needed) and returns it as the
         server answers it: ``{"name", "settings", "status"}`` (the token is never echoed;
         omitting ``dst_token`` on a replace keeps the stored one). ``dst_ca``: PEM
-        certificates to trust for an https destination. See docs/replication.md."""
+        certificates to trust for an https destination. ``entries`` may exclude with
+        ``"!pattern"``; ``mode``: ``enabled``, ``paused`` (the backlog is kept) or
+        ``disabled`` (nothing kept); ``dst_prefix`` is put before entry names at the
+        destination; ``dst_api``: ``tsblob`` or ``reductstore`` (a ReductStore server);
+        ``compression``: ``auto``, ``zstd``, ``none`` or (to a ReductStore) ``gzip``. See docs/replication.md."""
         body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts,
-                                  dst_ca)
+                                  dst_ca, dst_prefix, dst_api, compression)
+        return dict(await self._json("PUT", c.replication_path(name), json_body=body))
+
+    async def set_replication_mode(self, name: str, mode: str) -> Dict[str, Any]:
+        """Sets a task's mode (``enabled``, ``paused``, ``disabled``), keeping its other
+        settings and its stored destination token; returns the task."""
+        task = await self.get_replication(name)
+        s = task["settings"]
+        body = c.replication_body(s["src_bucket"], s["dst_url"], s["dst_bucket"], None, s.get("entries", []),
+                                  s.get("when"), mode, s.get("from"), None, s.get("dst_prefix", ""),
+                                  s.get("dst_api", "tsblob"), s.get("compression", "auto"))
         return dict(await self._json("PUT", c.replication_path(name), json_body=body))
 
     async def get_replication(self, name: str) -> Dict[str, Any]:

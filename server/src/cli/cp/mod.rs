@@ -297,6 +297,8 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
                 bucket: bucket.clone(),
                 token: args.dst_token.clone(),
                 bounds: Default::default(),
+                api: Default::default(),
+                compression: Default::default(),
             };
             write_server(&d, ca.as_deref(), rx, &pb).await
         }
