@@ -48,6 +48,8 @@ codes! {
     CrossOrigin = "cross_origin",
     /// 403: a `Host` the server does not answer.
     HostNotAllowed = "host_not_allowed",
+    /// 403: a query link that is not signed by this server as it is (altered).
+    LinkSignature = "link_signature",
     /// 404: no such bucket.
     BucketNotFound = "bucket_not_found",
     /// 404: no such entry.
@@ -84,6 +86,12 @@ codes! {
     LastToken = "last_token",
     /// 409: the server holds as many replication tasks as it may.
     TooManyTasks = "too_many_tasks",
+    /// 410: a query link past its expiry.
+    LinkExpired = "link_expired",
+    /// 410: a query link whose creating token was removed.
+    LinkRevoked = "link_revoked",
+    /// 414 (used) or 422 (made): a query link over --max-link-length.
+    LinkTooLong = "link_too_long",
     /// 415: a `Content-Encoding` the route does not take.
     UnsupportedEncoding = "unsupported_encoding",
     /// 413: a body over the server's limit.
@@ -104,6 +112,10 @@ codes! {
     InvalidPattern = "invalid_pattern",
     /// 422: replication task settings that do not hold.
     InvalidReplication = "invalid_replication",
+    /// 422: a query link's file name or base URL that does not hold.
+    InvalidLink = "invalid_link",
+    /// 422: a query link's expiry in the past or beyond --max-link-ttl.
+    InvalidExpiry = "invalid_expiry",
     /// 422: a ReductStore API feature tsblob does not have (rename before the engine had
     /// it, token expiry, lifecycle rules...): nothing was changed.
     Unsupported = "unsupported",

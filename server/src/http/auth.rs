@@ -220,6 +220,18 @@ impl Auth {
         })
     }
 
+    /// The caller holding the token named `name` (the `--token` admin token is `admin`),
+    /// through the same lookup as a request's token: what a query link runs as
+    /// (`links.rs`).
+    pub(crate) fn caller_named(&self, name: &str) -> Option<Caller> {
+        let hash = if name == ADMIN_NAME {
+            self.admin_hash.clone()?
+        } else {
+            self.tokens.read().get(name)?.sha256.clone()
+        };
+        self.by_hash_value(hash)
+    }
+
     /// What a stream opened by `caller` to read `bucket` needs to check, for its whole life,
     /// that it still may ([`StreamGrant::check`]).
     pub fn grant(self: &std::sync::Arc<Self>, caller: &Caller, bucket: &str) -> StreamGrant {

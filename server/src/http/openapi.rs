@@ -5,7 +5,7 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use super::{
-    batch, buckets, bulk, errors, histogram, metrics, query, records, replications, tokens,
+    batch, buckets, bulk, errors, histogram, links, metrics, query, records, replications, tokens,
 };
 
 #[derive(OpenApi)]
@@ -48,6 +48,8 @@ use super::{
         replications::get_one,
         replications::put,
         replications::remove,
+        links::create,
+        links::download,
         document,
     ),
     components(schemas(
@@ -78,6 +80,9 @@ use super::{
         tokens::TokenSpec,
         tokens::NewToken,
         replications::ReplicationList,
+        links::CreateLink,
+        links::RecordRef,
+        links::LinkJson,
         crate::replication::TaskSpec,
         crate::replication::TaskInfo,
         crate::replication::Settings,

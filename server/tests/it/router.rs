@@ -1038,6 +1038,7 @@ mod bulk;
 mod grouped_writes;
 mod if_exists;
 mod large_records;
+mod links;
 mod query_when;
 mod rename;
 
