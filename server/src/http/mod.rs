@@ -20,7 +20,6 @@ mod if_exists;
 pub mod inflate;
 pub mod limits;
 pub mod links;
-pub mod mcap_export;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
