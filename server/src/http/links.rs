@@ -18,8 +18,8 @@
 //! `record`, an entry and timestamp that must be one of its records) that record's payload
 //! with its content type, `x-tsblob-ts`, `x-tsblob-entry` and label headers; without, the
 //! query's records as the native stream (`application/x-tsblob-records`, every record with
-//! its entry, timestamp, labels and content type, streamed with no size bound and read by
-//! the SDK's `read_link` and `tsblob link get`), or one MCAP file with `format: "mcap"`.
+//! its entry, timestamp, labels and content type, streamed with no size bound, decoded by
+//! any reader of the framing), or one MCAP file with `format: "mcap"`.
 //! Either way with `Content-Disposition: attachment` and the link's file name.
 //!
 //! The ReductStore API's `/links` routes (`crate::reduct::links`) make and serve the same
