@@ -38,6 +38,7 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use tsblob_proto::ErrorCode;
 
 use super::auth::Caller;
 use super::errors::{blocking, AppError, ErrorBody};
@@ -334,7 +335,7 @@ pub struct LinkJson {
 pub fn check_base_url(s: &str) -> Result<String, AppError> {
     let invalid = |why: &str| {
         AppError::unprocessable(
-            "invalid_link",
+            ErrorCode::InvalidLink,
             format!(
                 "base_url {}: {why}: give e.g. https://data.example.com",
                 tsblob_proto::quote_short(s)
@@ -364,7 +365,7 @@ pub fn check_file_name(name: &str) -> Result<(), AppError> {
         Ok(())
     } else {
         Err(AppError::unprocessable(
-            "invalid_link",
+            ErrorCode::InvalidLink,
             format!(
                 "file_name {}: use 1 to 255 bytes, no control characters or '\\', '/'-separated parts none empty, '.' or '..' (e.g. front.jpg)",
                 tsblob_proto::quote_short(name)
@@ -451,7 +452,7 @@ pub(crate) async fn make(
     };
     if expires_at <= now {
         return Err(AppError::unprocessable(
-            "invalid_expiry",
+            ErrorCode::InvalidExpiry,
             format!(
                 "expires_at {expires_at} is not in the future (now is {now} µs): give a later time"
             ),
@@ -459,7 +460,7 @@ pub(crate) async fn make(
     }
     if expires_at > max {
         return Err(AppError::unprocessable(
-            "invalid_expiry",
+            ErrorCode::InvalidExpiry,
             format!(
                 "expires_at {expires_at} is more than {} ahead (--max-link-ttl): give an earlier time, or ask the administrator to raise the limit",
                 humantime::format_duration(limits.max_ttl)
@@ -511,7 +512,7 @@ pub(crate) async fn make(
     );
     if link.len() > limits.max_length {
         return Err(AppError::unprocessable(
-            "link_too_long",
+            ErrorCode::LinkTooLong,
             format!(
                 "the link would be {} bytes, over --max-link-length ({}): shorten the condition or the file name, or ask the administrator to raise the limit",
                 link.len(),
@@ -621,7 +622,7 @@ pub(crate) fn open(
     if raw.len() + file_name.len() > limits.max_length {
         return Err(AppError::new(
             StatusCode::URI_TOO_LONG,
-            "link_too_long",
+            ErrorCode::LinkTooLong,
             format!(
                 "this link is longer than --max-link-length ({}): no link this server makes is",
                 limits.max_length
@@ -649,7 +650,7 @@ pub(crate) fn open(
     let bad_signature = || {
         AppError::new(
             StatusCode::FORBIDDEN,
-            "link_signature",
+            ErrorCode::LinkSignature,
             "this link's signature does not match: it was altered, or made by another server (or before its link secret was replaced)",
         )
     };
@@ -669,7 +670,7 @@ pub(crate) fn open(
     if now >= spec.x {
         return Err(AppError::new(
             StatusCode::GONE,
-            "link_expired",
+            ErrorCode::LinkExpired,
             format!(
                 "this link expired at {} µs ({} ago): ask its author for a new one",
                 spec.x,
@@ -690,7 +691,7 @@ fn creator(state: &AppState, spec: &Spec) -> Result<Caller, AppError> {
     let revoked = |why: &str| {
         AppError::new(
             StatusCode::GONE,
-            "link_revoked",
+            ErrorCode::LinkRevoked,
             format!("{why}: this link no longer works; ask its author for a new one"),
         )
     };
@@ -896,7 +897,7 @@ fn find(
     }
     Err(AppError::new(
         StatusCode::NOT_FOUND,
-        "record_not_found",
+        ErrorCode::RecordNotFound,
         match pick {
             Pick::Index { i } => format!(
                 "the link's query has no record {i} (0 first) now: records were removed since it was made"

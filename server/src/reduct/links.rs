@@ -12,6 +12,7 @@ use axum::extract::{OriginalUri, Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
+use tsblob_proto::ErrorCode;
 
 use super::query::QueryJson;
 use super::Ctx;
@@ -38,7 +39,7 @@ struct CreateRequest {
 }
 
 fn unprocessable(message: &str) -> AppError {
-    AppError::unprocessable("invalid_link", message)
+    AppError::unprocessable(ErrorCode::InvalidLink, message)
 }
 
 /// `POST /api/v1/links/{file_name}` (a token that may read the bucket): `{"link"}`.
@@ -60,7 +61,7 @@ pub async fn create(
         .await?;
     let r: CreateRequest = serde_json::from_slice(&body).map_err(|e| {
         AppError::unprocessable(
-            "invalid_link",
+            ErrorCode::InvalidLink,
             format!("the body must be ReductStore's query link request ({e}): {{\"bucket\", \"entry\", \"record_entry\", \"record_timestamp\", \"query\": {{\"query_type\": \"QUERY\"}}, \"expire_at\"}}"),
         )
     })?;
