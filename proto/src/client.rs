@@ -350,6 +350,12 @@ impl Client {
         self.json(self.request(Method::POST, &path)).await
     }
 
+    /// `POST /api/v1/links`: a query link (`{"link", "expires_at", "file_name"}`).
+    pub async fn create_link(&self, spec: &Value) -> Result<Value, ClientError> {
+        self.json(self.request(Method::POST, "/api/v1/links").json(spec))
+            .await
+    }
+
     /// `DELETE /api/v1/tokens/{name}[?disable_auth=true]`.
     pub async fn remove_token(&self, name: &str, disable_auth: bool) -> Result<Value, ClientError> {
         let path = format!("/api/v1/tokens/{}", seg(name));

@@ -52,6 +52,8 @@ codes! {
     CrossOrigin = "cross_origin",
     /// 403: a `Host` the server does not answer.
     HostNotAllowed = "host_not_allowed",
+    /// 403: a query link that is not signed by this server as it is (altered).
+    LinkSignature = "link_signature",
     /// 404: no such bucket.
     BucketNotFound = "bucket_not_found",
     /// 404: no such entry.
@@ -94,6 +96,12 @@ codes! {
     TooManyTasks = "too_many_tasks",
     /// 409: a replication of this name exists (ReductStore API's `POST /replications/{name}`).
     ReplicationExists = "replication_exists",
+    /// 410: a query link past its expiry.
+    LinkExpired = "link_expired",
+    /// 410: a query link whose creating token was removed.
+    LinkRevoked = "link_revoked",
+    /// 414 (used) or 422 (made): a query link over --max-link-length.
+    LinkTooLong = "link_too_long",
     /// 415: a `Content-Encoding` the route does not take.
     UnsupportedEncoding = "unsupported_encoding",
     /// 413: a body over the server's limit.
@@ -124,6 +132,8 @@ codes! {
     InvalidPattern = "invalid_pattern",
     /// 422: replication task settings that do not hold.
     InvalidReplication = "invalid_replication",
+    /// 422: a query link's file name or base URL that does not hold.
+    InvalidLink = "invalid_link",
     /// 422: a ReductStore API feature tsblob does not have (lifecycle rules, managing
     /// replications...): nothing was changed.
     Unsupported = "unsupported",

@@ -44,7 +44,9 @@ pub fn state(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<A
         metrics.streams.clone(),
         metrics.streams_refused.clone(),
     ));
+    let links = crate::http::links::Secret::new(store.path());
     Ok(AppState::new(Shared {
+        links,
         store,
         auth: Arc::new(auth),
         metrics,

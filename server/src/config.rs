@@ -258,6 +258,9 @@ pub struct ServeArgs {
     /// The cost bounds of requests (`http/limits.rs`).
     #[command(flatten)]
     pub cost: crate::http::limits::CostArgs,
+    /// The bounds of query links (`http/links.rs`).
+    #[command(flatten)]
+    pub links: crate::http::links::LinkArgs,
 }
 
 /// What is wrong with a config file (`--config`).
@@ -458,6 +461,7 @@ impl ServeArgs {
             ..Limits::default()
         };
         self.cost.apply(&mut limits);
+        limits.links = self.links.limits(self.tls_cert.is_some());
         limits
     }
 }

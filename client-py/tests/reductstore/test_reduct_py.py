@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.error
+import urllib.request
 import uuid
 from typing import AsyncIterator, Iterator
 
@@ -375,3 +377,83 @@ async def test_browser_and_body_bounds_apply(rs: ReductServer) -> None:
         assert "max-batch-record" in (resp.getheader("x-reduct-error") or "")
         conn.close()
         assert (await bucket.get_full_info()).entries == []
+
+
+def _get(url: str) -> "tuple[int, dict, bytes]":
+    """A plain GET without a token (what anyone holding a link does)."""
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+async def test_query_links_as_reduct_py_makes_them(rs: ReductServer, rclient: Client) -> None:
+    """reduct-py's create_query_link (API 1.19 on: record_entry and record_timestamp), the
+    link downloaded without a token, as reduct-py's own tests do; altered, expired and
+    revoked links refused."""
+    import json
+    import urllib.request
+    from datetime import datetime, timedelta
+
+    from reduct import Permissions
+
+    bucket = await rclient.create_bucket(name())
+    for i in range(1, 5):
+        await bucket.write("entry-1", f"some-data-{i}".encode(), timestamp=i * 1_000_000, labels={"number": "1"})
+        await bucket.write("entry-2", f"some-data-{i}".encode(), timestamp=i * 1_000_000 + 1,
+                           labels={"number": "2"})
+    link = await bucket.create_query_link("entry-2", record_entry="entry-2", record_timestamp=4_000_001)
+    assert link.startswith(rs.url + "/api/v1/links/entry-2_4000001.bin?")
+    status, headers, body = _get(link)
+    assert (status, body) == (200, b"some-data-4")
+    assert headers["content-type"] == "application/octet-stream"
+    assert headers["x-reduct-time"] == "4000001"
+    assert headers["x-reduct-entry"] == "entry-2"
+    assert headers["x-reduct-label-number"] == "2"
+    assert "entry-2_4000001.bin" in headers["content-disposition"]
+    # Several entries, the record's entry named; the file name given.
+    link = await bucket.create_query_link(["entry-1", "entry-2"], record_entry="entry-1",
+                                          record_timestamp=2_000_000, file_name="data.txt")
+    assert "links/data.txt?" in link
+    status, headers, body = _get(link)
+    assert (status, body, headers["x-reduct-entry"]) == (200, b"some-data-2", "entry-1")
+    # A record the condition does not select: 404.
+    link = await bucket.create_query_link("entry-1", when={"&number": {"$eq": 2}}, record_entry="entry-1",
+                                          record_timestamp=1_000_000)
+    assert _get(link)[0] == 404
+    # Altered: refused.
+    link = await bucket.create_query_link("entry-1", record_entry="entry-1", record_timestamp=1_000_000)
+    status, headers, _ = _get(link.replace("sig=", "sig=A"))
+    assert status == 403 and "signature" in headers["x-reduct-error"]
+    # Expired.
+    link = await bucket.create_query_link("entry-1", record_entry="entry-1", record_timestamp=1_000_000,
+                                          expire_at=datetime.now() + timedelta(seconds=2))
+    assert _get(link)[0] == 200
+    await asyncio.sleep(2.2)
+    status, headers, _ = _get(link)
+    assert status == 410 and "expired" in headers["x-reduct-error"]
+    # The link of a token that is then removed stops working.
+    tname = name()
+    value = await rclient.create_token(tname, Permissions(full_access=False, read=[bucket.name], write=[]))
+    async with Client(rs.url, api_token=value) as reader:
+        rbucket = await reader.get_bucket(bucket.name)
+        link = await rbucket.create_query_link("entry-1", record_entry="entry-1", record_timestamp=3_000_000)
+    assert _get(link)[:3:2] == (200, b"some-data-3")
+    await rclient.remove_token(tname)
+    status, headers, _ = _get(link)
+    assert status == 410 and "removed" in headers["x-reduct-error"]
+    # ReductStore's refusals: a REMOVE query, no record identity (API 1.19 on).
+    for query, extra in [({"query_type": "REMOVE"}, {"record_entry": "entry-1", "record_timestamp": 1}),
+                         ({"query_type": "QUERY"}, {})]:
+        doc = {"bucket": bucket.name, "entry": "entry-1", "query": query,
+               "expire_at": int(time.time()) + 60, **extra}
+        req = urllib.request.Request(rs.url + "/api/v1/links/x.bin", data=json.dumps(doc).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}",
+                                              "Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError(f"{doc} was accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 422, e.code

@@ -147,6 +147,20 @@ def test_a_jpeg_is_listed_and_previewed_at_its_natural_size(server, page, camera
     assert page.errors == []
 
 
+def test_share_link_makes_a_link_that_downloads_the_record_without_a_token(server, page, camera, jpeg) -> None:
+    bucket, entry, base = camera
+    page.goto(entry_url(server, bucket, entry))
+    page.click(f"#record-rows tr[data-ts='{base + 2_000_000}']")
+    page.click("#share-link")
+    link = page.wait_for_selector("#share-link-url").input_value()
+    assert link.startswith(f"{server.url}/api/v1/links/front_{base + 2_000_000}.bin?q="), link
+    with urllib.request.urlopen(link, timeout=10) as resp:  # no token
+        assert resp.read() == jpeg
+        assert resp.headers["x-tsblob-ts"] == str(base + 2_000_000)
+        assert "attachment" in resp.headers["content-disposition"]
+    assert page.errors == []
+
+
 def test_the_timeline_zooms_into_a_dragged_range(server, page, camera) -> None:
     bucket, entry, _ = camera
     page.goto(entry_url(server, bucket, entry))

@@ -46,6 +46,8 @@ pub enum Command {
     Label(cli::LabelArgs),
     /// Manage the server's access tokens.
     Token(cli::TokenArgs),
+    /// Make query links: URLs that download a record or a query without a token.
+    Link(cli::LinkArgs),
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
@@ -180,6 +182,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Label(args) => cli::label(args).await,
         Command::Tail(args) => cli::tail(args).await,
         Command::Token(args) => cli::token(args).await,
+        Command::Link(args) => cli::link(args).await,
         Command::Replication(args) => cli::replication(args).await,
         Command::Lifecycle(args) => cli::lifecycle(args).await,
         Command::Cp(args) => cli::cp(args).await,

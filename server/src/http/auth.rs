@@ -508,6 +508,26 @@ impl Auth {
         self.tokens.read().by_name.get(name).cloned()
     }
 
+    /// The caller holding the token named `name` (the `--token` admin token is `admin`), as
+    /// a request with that token would be admitted at `now_us`: what a query link runs as
+    /// (`links.rs`). `None` when there is no such token; the refusal when it has expired (a
+    /// token's `ip_allowlist` bounds who may make a link, not who downloads it).
+    pub(crate) fn caller_named(&self, name: &str, now_us: u64) -> Result<Option<Caller>, AppError> {
+        if name == ADMIN_NAME {
+            return Ok(self.admin_hash.clone().map(|hash| Caller {
+                name: Some(ADMIN_NAME.into()),
+                token_hash: Some(hash),
+                ..Caller::open()
+            }));
+        }
+        let Some(t) = self.token_by_name(name) else {
+            return Ok(None);
+        };
+        t.check_time(now_us)?;
+        let hash = t.stored.sha256.clone();
+        Ok(Some(Caller::of(&t, hash)))
+    }
+
     /// What a stream opened by `caller` to read `bucket` needs to check, for its whole life,
     /// that it still may ([`StreamGrant::check`]).
     pub fn grant(self: &Arc<Self>, caller: &Caller, bucket: &str) -> StreamGrant {

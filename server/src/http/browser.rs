@@ -127,6 +127,14 @@ impl BrowserPolicy {
             .map_err(|e| Box::new(refusal(e)))
     }
 
+    /// Rule 1 alone, for a query link's download (`links.rs`): a link is public (it is the
+    /// permission), and a shared link is opened from other sites' pages; no CORS. Rule 4
+    /// still applies to its answer ([`Self::finish`]).
+    pub(crate) fn admit_public(&self, req: &Request) -> Result<Cors, Box<Response>> {
+        self.admit_host(req)?;
+        Ok(Cors(None))
+    }
+
     /// Rules 3 and 4 on an API answer.
     pub(crate) fn finish(&self, cors: Cors, mut resp: Response) -> Response {
         let headers = resp.headers_mut();
@@ -268,7 +276,11 @@ fn harden(headers: &mut HeaderMap) {
         CROSS_ORIGIN_RESOURCE_POLICY,
         HeaderValue::from_static("same-origin"),
     );
-    if !is_passive(headers.get(header::CONTENT_TYPE)) {
+    // (An answer that is an attachment already keeps its file name: a query link's.)
+    let attachment = headers
+        .get(header::CONTENT_DISPOSITION)
+        .is_some_and(|v| v.as_bytes().starts_with(b"attachment"));
+    if !attachment && !is_passive(headers.get(header::CONTENT_TYPE)) {
         headers.insert(
             header::CONTENT_DISPOSITION,
             HeaderValue::from_static("attachment"),

@@ -21,6 +21,7 @@ mod if_exists;
 pub mod inflate;
 pub mod lifecycle;
 pub mod limits;
+pub mod links;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -79,6 +80,8 @@ pub struct Limits {
     pub streams: limits::Caps,
     /// Damaged records a query names one by one (`damage.rs`, `--max-skipped-listed`).
     pub max_skipped_listed: usize,
+    /// Query links: longest expiry and URL, their base (`links.rs`).
+    pub links: links::LinkLimits,
 }
 
 impl Default for Limits {
@@ -97,6 +100,7 @@ impl Default for Limits {
             max_decompressed_body: 4 << 30,
             streams: limits::Caps::STREAMS,
             max_skipped_listed: damage::MAX_LISTED,
+            links: links::LinkLimits::DEFAULT,
         }
     }
 }
@@ -136,6 +140,8 @@ pub struct Shared {
     pub(crate) streams: Arc<limits::Limiter>,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
+    /// The key query links are signed with (`links.rs`), read or made on first use.
+    pub(crate) links: links::Secret,
 }
 
 impl AppState {
@@ -159,6 +165,7 @@ pub fn app(state: AppState) -> Router {
             post(tokens::create).delete(tokens::remove),
         )
         .route("/api/v1/tokens/{name}/rotate", post(tokens::rotate))
+        .route("/api/v1/links", post(links::create))
         .route("/api/v1/replications", get(replications::list))
         .route(
             "/api/v1/replications/{name}",
@@ -195,7 +202,14 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), gate));
     let assets = ui::routes().layer(middleware::from_fn_with_state(state.clone(), assets_gate));
-    api.merge(assets).with_state(state)
+    // Query links are downloaded without a token (the link is the permission).
+    let public = Router::new()
+        .route(
+            "/api/v1/links/{*file_name}",
+            get(links::download).head(links::download),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), public_gate));
+    api.merge(assets).merge(public).with_state(state)
 }
 
 /// The one middleware of the API routes, from the outside in: metrics (every answer is
@@ -231,6 +245,33 @@ pub(crate) async fn gate_with(
             errors::json_errors(resp).await
         }
     };
+    state.metrics.finish(started, browser.finish(cors, resp))
+}
+
+/// The gate of query link downloads (`links.rs`): [`gate_with`] without the token check
+/// (the link is checked by its handler) and with only the `Host` rule of the browser rules
+/// (a shared link is opened from other sites' pages); answers are hardened as the API's.
+async fn public_gate(
+    State(state): State<AppState>,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
+    public_gate_with(&state, &state.limits.browser, req, next).await
+}
+
+/// [`public_gate`] with the browser rules of another listener (the ReductStore API's).
+pub(crate) async fn public_gate_with(
+    state: &AppState,
+    browser: &browser::BrowserPolicy,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
+    let (req, started) = state.metrics.start(req);
+    let cors = match browser.admit_public(&req) {
+        Ok(cors) => cors,
+        Err(answer) => return state.metrics.finish(started, *answer),
+    };
+    let resp = errors::json_errors(next.run(req).await).await;
     state.metrics.finish(started, browser.finish(cors, resp))
 }
 

@@ -5,8 +5,8 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use super::{
-    attachments, batch, buckets, bulk, errors, histogram, lifecycle, metrics, query, records,
-    replications, tokens,
+    attachments, batch, buckets, bulk, errors, histogram, lifecycle, links, metrics, query,
+    records, replications, tokens,
 };
 
 #[derive(OpenApi)]
@@ -60,6 +60,8 @@ use super::{
         lifecycle::put,
         lifecycle::remove,
         lifecycle::run,
+        links::create,
+        links::download,
         document,
     ),
     components(schemas(
@@ -93,6 +95,9 @@ use super::{
         tokens::TokenSpec,
         tokens::NewToken,
         replications::ReplicationList,
+        links::CreateLink,
+        links::RecordRef,
+        links::LinkJson,
         crate::replication::TaskSpec,
         crate::replication::TaskInfo,
         crate::replication::Settings,

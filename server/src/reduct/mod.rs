@@ -15,6 +15,7 @@ pub mod attachments;
 pub mod batch;
 pub mod buckets;
 pub mod lifecycle;
+pub mod links;
 pub mod query;
 pub mod records;
 pub mod replications;
@@ -99,6 +100,12 @@ impl Reduct {
             .route("/api/v1/b/{bucket}", any(buckets::bucket_route))
             .route("/api/v1/b/{bucket}/{*rest}", any(entry_route))
             .route("/api/v1/io/{bucket}/{op}", any(io_route))
+            .route(
+                "/api/v1/links/{*file_name}",
+                get(links::download)
+                    .head(links::download)
+                    .post(links::create),
+            )
             .fallback(not_found)
             .layer(middleware::from_fn_with_state(ctx.clone(), gate))
             .with_state(ctx)
@@ -121,6 +128,10 @@ async fn gate(State(ctx): State<Ctx>, req: Request, next: middleware::Next) -> R
             ),
             Err(refused) => reshape_error(*refused).await,
         }
+    } else if links::is_download(&req) {
+        // A query link is downloaded without a token (the link is the permission).
+        let resp = crate::http::public_gate_with(&ctx.state, &ctx.browser, req, next).await;
+        reshape_error(resp).await
     } else {
         let resp = crate::http::gate_with(&ctx.state, &ctx.browser, req, next).await;
         reshape_error(resp).await

@@ -151,7 +151,7 @@ fn unsupported(what: &str) -> AppError {
 }
 
 impl QueryJson {
-    fn engine_query(&self) -> Result<tsblob_storage::Query, AppError> {
+    pub(crate) fn engine_query(&self) -> Result<tsblob_storage::Query, AppError> {
         if self.ext.as_ref().is_some_and(|v| !v.is_null()) {
             return Err(unsupported("`ext` (extensions)"));
         }

@@ -17,6 +17,7 @@ mod compare_limit;
 mod console;
 mod cp;
 mod damaged_query;
+mod links_cli;
 mod ops;
 mod outbound;
 mod reliability_cost;

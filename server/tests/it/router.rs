@@ -1044,6 +1044,7 @@ mod grouped_writes;
 mod if_exists;
 mod large_records;
 mod lifecycle;
+mod links;
 mod query_when;
 mod rename;
 

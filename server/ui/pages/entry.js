@@ -171,7 +171,9 @@ export async function render(main, params) {
         h("dt", {}, "size"), h("dd", {}, `${bytes(r.size)} (${count(r.size)} bytes)`),
         h("dt", {}, "content type"), h("dd", {}, r.content_type),
         h("dt", {}, "labels"), h("dd", { class: "labels" }, labelsText(r.labels) || "–")),
-      h("div", { class: "row" }, h("button", { id: "download", onclick: () => download(r, status) }, "Download"), del),
+      h("div", { class: "row" }, h("button", { id: "download", onclick: () => download(r, status) }, "Download"),
+        h("button", { id: "share-link", title: "A link that downloads this record without a token, for 24 hours",
+          onclick: () => share(r, status) }, "Share link"), del),
       status, media);
     try {
       await showPayload(r, media, payload);
@@ -235,6 +237,24 @@ export async function render(main, params) {
       a.click();
       a.remove();
       setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      status.append(errorBox(e));
+    }
+  }
+
+  // A query link to this record (POST /api/v1/links, docs/api.md): valid 24 hours, without a
+  // token, as the signed-in token (it stops working when that token is removed).
+  async function share(r, status) {
+    status.replaceChildren();
+    try {
+      const made = await api("/api/v1/links", { method: "POST",
+        json: { bucket, entry, record: { entry, ts: r.ts }, expires_in: 86400 } });
+      const field = h("input", { id: "share-link-url", class: "mono", readonly: true, value: made.link,
+        onfocus: (e) => e.target.select() });
+      status.append(h("div", { class: "row" }, field,
+        h("span", { class: "muted" }, `until ${time(made.expires_at)}`)));
+      field.focus();
+      if (navigator.clipboard) navigator.clipboard.writeText(made.link).catch(() => {});
     } catch (e) {
       status.append(errorBox(e));
     }

@@ -1142,6 +1142,51 @@ class AsyncClient:
         "looked_at", "caught_up"}`` (a pass is bounded: ``caught_up`` false means more to do)."""
         return dict(await self._json("POST", c.lifecycle_path(bucket, name) + "/run"))
 
+    # -- query links ---------------------------------------------------------------------
+
+    async def create_link(self, bucket: str, entry: Union[str, Sequence[str]], *,
+                          start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None,
+                          when: Optional[Mapping[str, Any]] = None, limit: Optional[int] = None,
+                          desc: bool = False, index: Optional[int] = None,
+                          record: Optional[Tuple[str, Timestamp]] = None, mcap: bool = False,
+                          expires_in: Optional[Union[int, timedelta]] = None,
+                          expires_at: Optional[Timestamp] = None, file_name: Optional[str] = None,
+                          base_url: Optional[str] = None) -> Dict[str, Any]:
+        """Makes a query link: a URL that downloads the query's records **without a token**
+        until it expires (docs/api.md, Query links). ``entry``: a name, or names and globs.
+        ``index`` (the n-th record, 0 first) or ``record`` (``(entry, ts)``) makes it answer one
+        record's payload; otherwise the whole query as record frames (``mcap=True``: one MCAP
+        file). ``expires_in`` (seconds or a timedelta; default 24 h) or ``expires_at``.
+        Returns ``{"link", "expires_at", "file_name"}``. The link runs as this client's token
+        at download time and stops working when that token is removed."""
+        body: Dict[str, Any] = {"bucket": bucket}
+        if isinstance(entry, str):
+            body["entry"] = entry
+        else:
+            body["entries"] = list(entry)
+        for key, value in (("start", start), ("stop", stop), ("expires_at", expires_at)):
+            if value is not None:
+                body[key] = to_micros(value)
+        if when is not None:
+            body["when"] = dict(when)
+        if limit is not None:
+            body["limit"] = int(limit)
+        if desc:
+            body["desc"] = True
+        if index is not None:
+            body["index"] = int(index)
+        if record is not None:
+            body["record"] = {"entry": record[0], "ts": to_micros(record[1])}
+        if mcap:
+            body["format"] = "mcap"
+        if expires_in is not None:
+            body["expires_in"] = int(expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in)
+        if file_name is not None:
+            body["file_name"] = file_name
+        if base_url is not None:
+            body["base_url"] = base_url
+        return dict(await self._json("POST", f"{c.API}/links", json_body=body))
+
     # -- replication ---------------------------------------------------------------------
 
     async def put_replication(self, name: str, src_bucket: str, dst_url: str, dst_bucket: str, *,

@@ -1,0 +1,55 @@
+"""Query links (issue 28), with both clients: ``create_link`` makes a URL that downloads one
+record, or the whole query, without a token; an altered link is refused."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from typing import Dict, Tuple
+
+import tsblob
+from tsblob import Client
+
+T0 = 1_700_000_000_000_000
+
+
+def get(url: str) -> Tuple[int, Dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def test_a_link_downloads_a_record_or_a_query_without_a_token(client: Client, bucket: str) -> None:
+    e = client.bucket(bucket).entry("cam/front")
+    e.write_batch([(T0 + i, b"frame-%d" % i, {"n": str(i)}) for i in range(5)])
+    made = client.create_link(bucket, "cam/front", start=T0 + 1, when={"&n": {"$gt": 1}}, index=1,
+                              expires_in=timedelta(minutes=5))
+    assert made["file_name"] == "front_1.bin"
+    status, headers, body = get(made["link"])
+    assert (status, body) == (200, b"frame-3")
+    assert headers["x-tsblob-ts"] == str(T0 + 3)
+    assert headers["x-tsblob-entry"] == "cam/front"
+    assert 'filename="front_1.bin"' in headers["content-disposition"]
+
+    made = client.create_link(bucket, ["cam/*"], record=("cam/front", T0 + 2), file_name="shot.bin")
+    assert get(made["link"])[2] == b"frame-2"
+
+    made = client.create_link(bucket, "cam/front", stop=T0 + 2)
+    status, headers, body = get(made["link"])
+    assert status == 200 and headers["content-type"] == "application/x-tsblob-records"
+    assert body.count(b"frame-") == 2
+
+    status, _, body = get(made["link"].replace("sig=", "sig=A"))
+    assert status == 403 and b"link_signature" in body
+
+
+def test_bad_link_requests_raise(client: Client, bucket: str) -> None:
+    import pytest
+
+    with pytest.raises(tsblob.InvalidInput):
+        client.create_link(bucket, "e", expires_in=10 ** 9)
+    with pytest.raises(tsblob.NotFound):
+        client.create_link(bucket + "-none", "e")
