@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, Tuple
 
 import pytest
 from reduct import Client
@@ -82,8 +82,7 @@ def test_alias_commands_keep_both_servers(rcli: Rcli, reductstore: str, tsblob_r
 def test_bucket_create_ls_show_rm(rcli: Rcli) -> None:
     rcli.run("bucket", "create", "tsb/rcli-bucket", "--quota-type", "FIFO", "--quota-size", "1GB",
              "--block-size", "32MB", "--block-records", "100")
-    names = [b["name"] for b in rcli.json("bucket", "ls", "tsb")]  # type: ignore[union-attr]
-    assert "rcli-bucket" in names
+    assert "rcli-bucket" in rcli.json("bucket", "ls", "tsb")  # type: ignore[operator]
     full = rcli.run("bucket", "ls", "tsb", "--full").stdout
     assert "rcli-bucket" in full
     shown = rcli.json("bucket", "show", "tsb/rcli-bucket", "--full")
@@ -97,8 +96,7 @@ def test_bucket_create_ls_show_rm(rcli: Rcli) -> None:
     assert again.returncode != 0
     assert "409" in again.stderr + again.stdout
     rcli.run("bucket", "rm", "tsb/rcli-bucket", "--yes")
-    names = [b["name"] for b in rcli.json("bucket", "ls", "tsb")]  # type: ignore[union-attr]
-    assert "rcli-bucket" not in names
+    assert "rcli-bucket" not in rcli.json("bucket", "ls", "tsb")  # type: ignore[operator]
     gone = rcli.run("bucket", "show", "tsb/rcli-bucket", ok=False)
     assert gone.returncode != 0
     assert "Bucket 'rcli-bucket' is not found" in gone.stderr + gone.stdout
@@ -195,6 +193,3 @@ def test_replica_create_ls_show_rm(rcli: Rcli, reductstore: str, tsblob_reduct: 
     rcli.run("replica", "rm", "tsb/rcli-replica", "--yes")
     assert "rcli-replica" not in rcli.run("replica", "ls", "tsb").stdout
 
-
-def names_of(listing: List[dict]) -> List[str]:
-    return [x["name"] for x in listing]

@@ -277,6 +277,21 @@ async fn remove_query(
     Ok(Json(serde_json::json!({ "removed_records": removed })).into_response())
 }
 
+/// A query naming (without a glob) an entry that tsblob's name rules cannot hold asks for an
+/// entry that does not exist: 404, as for any missing entry, not 422. reduct-rs reads an
+/// entry's attachments by querying `<entry>/$meta` and takes 404 for "none" (`rcli cp` out
+/// of tsblob failed on every entry with the 422).
+fn unholdable_entry(bucket: &str, patterns: &[String]) -> Option<AppError> {
+    let name = patterns
+        .iter()
+        .find(|p| !p.contains('*') && tsblob_storage::validate_entry_name(p).is_err())?;
+    Some(AppError::new(
+        StatusCode::NOT_FOUND,
+        "entry_not_found",
+        format!("entry {name:?} does not exist in bucket {bucket:?} (tsblob's entry names cannot hold it)"),
+    ))
+}
+
 async fn open(
     ctx: &Ctx,
     caller: &Caller,
@@ -299,6 +314,9 @@ async fn open(
         return Err(AppError::bad_request(
             "the query names no entries: give \"entries\": [\"name\", \"glob*\"]",
         ));
+    }
+    if let Some(missing) = unholdable_entry(bucket, &patterns) {
+        return Err(missing);
     }
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
     let (store, b) = (ctx.state.store.clone(), bucket.to_string());
@@ -615,4 +633,22 @@ pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
         }
     }
     finish(batch, headers, head)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn attachments_query_of_an_entry_answers_not_found_not_invalid() {
+        let e = unholdable_entry("b", &["cam".into(), "cam/$meta".into()]).unwrap();
+        assert_eq!(e.status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            super::super::wire::reduct_message(e.code, &e.message).as_deref(),
+            Some("Entry 'cam/$meta' not found in bucket 'b'")
+        );
+        // Names tsblob holds, and globs, go to the engine.
+        assert!(unholdable_entry("b", &["cam/front".into(), "cam/*".into()]).is_none());
+    }
 }
