@@ -13,8 +13,11 @@ under one temporary directory (same disk), on 127.0.0.1.
 
 Rounds are interleaved size by size, and the order of the servers alternates from round to
 round, so drift of the machine hits both alike. The table gives, per size and phase, the
-median rate of the rounds and their range (min–max), and tsblob's median over
-ReductStore's.
+median rate of the rounds and their range (min–max), tsblob's median over ReductStore's,
+and the CPU time each server process spent per record (user + system, from
+``/proc/<pid>/stat``): the client is the same Python code for both, so on a busy machine or
+with large records the rates are bounded by the client, while the servers' own CPU shows
+what each costs.
 
     python bench/bench_reduct_api.py --rounds 3 --markdown ../docs/benchmarks/reduct-api.md
 
@@ -57,6 +60,15 @@ TOKEN = "bench-token-0123456789"
 SERVERS = ("reductstore", "tsblob")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its threads (Linux), 0.0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -67,8 +79,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-async def run_round(server: str, url: str, size_name: str, n: int, p: Payloads, rnd: int) -> List[Phase]:
-    """One round of one size against one server: n writes, then one range query."""
+async def run_round(server: str, url: str, pid: int, size_name: str, n: int, p: Payloads, rnd: int,
+                    cpu: Dict[Tuple[str, str, str], List[float]]) -> List[Phase]:
+    """One round of one size against one server: n writes, then one range query; the
+    server's CPU seconds per record of each phase go to `cpu`."""
     from reduct import Client
 
     bucket_name = f"bench-{size_name.lower()}-{rnd}"
@@ -76,10 +90,13 @@ async def run_round(server: str, url: str, size_name: str, n: int, p: Payloads, 
     labels = {"size": size_name, "round": str(rnd)}
     async with Client(url, api_token=TOKEN, timeout=600) as client:
         bucket = await client.create_bucket(bucket_name, exist_ok=True)
+        cpu0 = cpu_seconds(pid)
         secs, lat = await timed_loop_async(
             n, p, lambda i, data: bucket.write(entry, data, timestamp=T0 + i, labels=labels,
                                                content_type="application/octet-stream"))
         w = Phase(server, size_name, "write", n, secs, n * p.size, lat)
+        cpu1 = cpu_seconds(pid)
+        cpu.setdefault((server, size_name, "write"), []).append((cpu1 - cpu0) / n)
         start = time.perf_counter()
         count = 0
         async for rec in bucket.query(entry, start=T0, stop=T0 + n):
@@ -89,6 +106,7 @@ async def run_round(server: str, url: str, size_name: str, n: int, p: Payloads, 
                 raise AssertionError(f"{server}: record {rec.timestamp} has labels {rec.labels}, wrote {labels}")
             count += 1
         r = Phase(server, size_name, "range read", count, time.perf_counter() - start, count * p.size)
+        cpu.setdefault((server, size_name, "range read"), []).append((cpu_seconds(pid) - cpu1) / n)
         if count != n:
             raise AssertionError(f"{server}: read {count} of {n} records of {size_name}")
         await bucket.remove()  # the disk is shared: keep at most one size's data
@@ -99,11 +117,13 @@ def fmt_rate(xs: List[float]) -> str:
     return f"{statistics.median(xs):,.0f} ({min(xs):,.0f}–{max(xs):,.0f})"
 
 
-def table(results: List[Phase], phase: str) -> Tuple[str, Dict[str, float]]:
+def table(results: List[Phase], phase: str,
+          cpu: Dict[Tuple[str, str, str], List[float]]) -> Tuple[str, Dict[str, float]]:
     """The table of a phase, and tsblob's median over ReductStore's per size."""
     lines = ["| size | records | ReductStore 1.21.5 rec/s, median (range) | tsblob rec/s, median (range) "
-             "| ReductStore MB/s | tsblob MB/s | tsblob / ReductStore |",
-             "|---|---|---|---|---|---|---|"]
+             "| ReductStore MB/s | tsblob MB/s | tsblob / ReductStore | server CPU µs/record, "
+             "ReductStore / tsblob |",
+             "|---|---|---|---|---|---|---|---|"]
     ratios: Dict[str, float] = {}
     for size in SIZES:
         rates = {s: [r.rate for r in results if (r.client, r.size, r.phase) == (s, size, phase)] for s in SERVERS}
@@ -113,9 +133,10 @@ def table(results: List[Phase], phase: str) -> Tuple[str, Dict[str, float]]:
         n = next(r.records for r in results if (r.size, r.phase) == (size, phase))
         ratio = statistics.median(rates["tsblob"]) / statistics.median(rates["reductstore"])
         ratios[size] = ratio
+        used = {s: statistics.median(cpu.get((s, size, phase), [0.0])) * 1e6 for s in SERVERS}
         lines.append(f"| {size} | {n} | {fmt_rate(rates['reductstore'])} | {fmt_rate(rates['tsblob'])} "
                      f"| {statistics.median(mbps['reductstore']):,.1f} | {statistics.median(mbps['tsblob']):,.1f} "
-                     f"| {ratio:.2f}x |")
+                     f"| {ratio:.2f}x | {used['reductstore']:,.0f} / {used['tsblob']:,.0f} |")
     return "\n".join(lines), ratios
 
 
@@ -169,6 +190,8 @@ def main() -> None:
         print("settings:", json.dumps(env), flush=True)
 
         results: List[Phase] = []
+        cpu: Dict[Tuple[str, str, str], List[float]] = {}
+        pids = {"tsblob": ts.proc.pid, "reductstore": rs.proc.pid}
         for size_name in sizes:
             size = SIZES[size_name]
             n = max(5, min(args.max_records, int(args.budget_mb * 1e6 // size)))
@@ -176,15 +199,15 @@ def main() -> None:
             for rnd in range(args.rounds):
                 order = SERVERS if rnd % 2 == 0 else tuple(reversed(SERVERS))
                 for s in order:
-                    got = asyncio.run(run_round(s, urls[s], size_name, n, p, rnd))
+                    got = asyncio.run(run_round(s, urls[s], pids[s], size_name, n, p, rnd, cpu))
                     for ph in got:
                         print(f"{ph.client:11} {ph.size:>6} #{rnd} {ph.phase:10} {ph.records:6} rec "
                               f"{ph.rate:10,.0f} rec/s {ph.mbps:9,.1f} MB/s", flush=True)
                     results.extend(got)
         env["load_at_end"] = os.getloadavg()[0]
 
-        writes, w_ratio = table(results, "write")
-        reads, r_ratio = table(results, "range read")
+        writes, w_ratio = table(results, "write", cpu)
+        reads, r_ratio = table(results, "range read", cpu)
         report = "\n\n".join([
             f"reduct-py {env['reduct_py']} against ReductStore {env['reductstore_version']} and tsblob's "
             f"ReductStore API, {args.rounds} interleaved rounds per size; every record read back and compared. "
@@ -199,7 +222,9 @@ def main() -> None:
             args.markdown.parent.mkdir(parents=True, exist_ok=True)
             args.markdown.write_text(report + "\n")
         if args.json:
-            args.json.write_text(json.dumps({"settings": env, "results": [r.summary() for r in results]}, indent=1))
+            args.json.write_text(json.dumps({"settings": env, "results": [r.summary() for r in results],
+                                             "server_cpu_s_per_record": {" ".join(k): v for k, v in cpu.items()}},
+                                            indent=1))
         missed = [f"{phase} {size} ({ratio:.2f}x)" for phase, ratios in (("write", w_ratio), ("read", r_ratio))
                   for size, ratio in ratios.items() if ratio < args.target]
         if missed:

@@ -214,7 +214,20 @@ async fn entry_route(
         Some((entry, last @ ("batch" | "q" | "rename"))) => (entry.to_string(), Some(last)),
         _ => (rest.clone(), None),
     };
-    tsblob_storage::validate_entry_name(&entry)?;
+    if let Err(e) = tsblob_storage::validate_entry_name(&entry) {
+        // A read of an entry tsblob cannot hold finds nothing (404, as ReductStore answers
+        // a missing entry); a write is refused with the name rules (422).
+        let read = matches!(
+            (route, &method),
+            (None | Some("batch"), &Method::GET | &Method::HEAD)
+                | (Some("q"), &Method::GET | &Method::POST)
+        );
+        return Err(if read {
+            query::entry_not_held(&bucket, &entry)
+        } else {
+            e.into()
+        });
+    }
     let target = crate::http::records::Target {
         state: ctx.state.clone(),
         caller,

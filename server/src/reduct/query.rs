@@ -144,8 +144,17 @@ fn unsupported(what: &str) -> AppError {
 
 impl QueryJson {
     fn engine_query(&self) -> Result<tsblob_storage::Query, AppError> {
-        if self.ext.as_ref().is_some_and(|v| !v.is_null()) {
-            return Err(unsupported("`ext` (extensions)"));
+        if let Some(ext) = self.ext.as_ref().filter(|v| !v.is_null()) {
+            // ReductStore names the first extension it has not loaded (reduct-py's tests
+            // match "Unknown extension"); tsblob loads none.
+            return Err(match ext.as_object().and_then(|o| o.keys().next()) {
+                Some(name) => AppError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "unsupported",
+                    format!("Unknown extension '{name}': tsblob's ReductStore API runs no extensions (see docs/reductstore.md)"),
+                ),
+                None => unsupported("`ext` (extensions)"),
+            });
         }
         for (name, v) in [
             ("each_n", &self.each_n),
@@ -279,17 +288,23 @@ async fn remove_query(
 
 /// A query naming (without a glob) an entry that tsblob's name rules cannot hold asks for an
 /// entry that does not exist: 404, as for any missing entry, not 422. reduct-rs reads an
-/// entry's attachments by querying `<entry>/$meta` and takes 404 for "none" (`rcli cp` out
-/// of tsblob failed on every entry with the 422).
+/// entry's attachments by querying `<entry>/$meta` (one entry: `POST /b/{bucket}/{entry}/q`,
+/// see `entry_route`) and takes 404 for "none" (`rcli cp` out of tsblob failed on every
+/// entry with the 422).
 fn unholdable_entry(bucket: &str, patterns: &[String]) -> Option<AppError> {
     let name = patterns
         .iter()
         .find(|p| !p.contains('*') && tsblob_storage::validate_entry_name(p).is_err())?;
-    Some(AppError::new(
+    Some(entry_not_held(bucket, name))
+}
+
+/// The 404 of a read of an entry whose name tsblob's name rules cannot hold.
+pub(crate) fn entry_not_held(bucket: &str, name: &str) -> AppError {
+    AppError::new(
         StatusCode::NOT_FOUND,
         "entry_not_found",
         format!("entry {name:?} does not exist in bucket {bucket:?} (tsblob's entry names cannot hold it)"),
-    ))
+    )
 }
 
 async fn open(
@@ -650,5 +665,13 @@ mod tests {
         );
         // Names tsblob holds, and globs, go to the engine.
         assert!(unholdable_entry("b", &["cam/front".into(), "cam/*".into()]).is_none());
+    }
+
+    #[test]
+    fn a_query_extension_is_refused_as_unknown_naming_it() {
+        let q: QueryJson = serde_json::from_str(r#"{"ext": {"test": {}}}"#).unwrap();
+        let e = q.engine_query().unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(e.message.starts_with("Unknown extension 'test'"), "{e}");
     }
 }
