@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde::Deserialize;
-use tsblob_storage::{MultiIter, QueryItem, RecordMeta};
+use tsblob_storage::{MultiIter, QueryItem, RecordMeta, Windows};
 
 use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
 use super::Ctx;
@@ -64,6 +64,9 @@ struct Cursor {
     pending: Option<QueryItem>,
     failed: Option<AppError>,
     done: bool,
+    /// Mapped windows of the blocks read: payloads are sliced from them, not copied (as the
+    /// native query does).
+    windows: Windows,
 }
 
 struct Session {
@@ -365,6 +368,7 @@ async fn open(
                 pending: None,
                 failed: None,
                 done: false,
+                windows: Windows::default(),
             }),
         },
     );
@@ -372,7 +376,7 @@ async fn open(
 }
 
 /// A record of a batch: its entry, its metadata, its payload (none: metadata only).
-type Out = (String, RecordMeta, Option<Vec<u8>>);
+type Out = (String, RecordMeta, Option<Bytes>);
 
 /// One batch of a session.
 struct Batch {
@@ -495,7 +499,14 @@ fn fill(
         let data = if meta_only {
             None
         } else {
-            match item.data() {
+            // Mapped from the block (sent from the mapping, no copy), or read whole when the
+            // engine streams it instead (a compressed record).
+            let payload = match item.payload_in(&mut c.windows) {
+                Ok(Some(p)) => Ok(Bytes::from_owner(p)),
+                Ok(None) => item.data().map(Bytes::from),
+                Err(e) => Err(e),
+            };
+            match payload {
                 Ok(d) => Some(d),
                 // Removed (or evicted) since the query listed it: skipped.
                 Err(tsblob_storage::Error::NotFound(_)) => continue,
@@ -535,7 +546,7 @@ fn batch_body(batch: Batch) -> Body {
     let chunks: Vec<Result<Bytes, std::io::Error>> = batch
         .records
         .into_iter()
-        .filter_map(|(_, _, d)| d.map(|d| Ok(Bytes::from(d))))
+        .filter_map(|(_, _, d)| d.map(Ok))
         .collect();
     let stream = tokio_stream::StreamExt::map(tokio_stream::iter(chunks), move |c| {
         let _ = &held;
