@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tsblob_proto::ErrorCode;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -140,7 +141,7 @@ pub struct QueryJson {
 fn unsupported(what: &str) -> AppError {
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
+        ErrorCode::Unsupported,
         format!("{what} is not supported by tsblob's ReductStore API (see docs/reductstore.md)"),
     )
 }
@@ -153,7 +154,7 @@ impl QueryJson {
             return Err(match ext.as_object().and_then(|o| o.keys().next()) {
                 Some(name) => AppError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "unsupported",
+                    ErrorCode::Unsupported,
                     format!("Unknown extension '{name}': tsblob's ReductStore API runs no extensions (see docs/reductstore.md)"),
                 ),
                 None => unsupported("`ext` (extensions)"),
@@ -305,7 +306,7 @@ fn unholdable_entry(bucket: &str, patterns: &[String]) -> Option<AppError> {
 pub(crate) fn entry_not_held(bucket: &str, name: &str) -> AppError {
     AppError::new(
         StatusCode::NOT_FOUND,
-        "entry_not_found",
+        ErrorCode::EntryNotFound,
         format!("entry {name:?} does not exist in bucket {bucket:?} (tsblob's entry names cannot hold it)"),
     )
 }
@@ -347,7 +348,7 @@ async fn open(
     if map.len() >= sessions.limits.max {
         return Err(AppError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_streams",
+            ErrorCode::TooManyStreams,
             format!(
                 "{} query sessions are open, the server's limit (--reductstore-max-queries): read queries to their end, give them a short ttl, or raise the limit",
                 map.len()
@@ -411,7 +412,7 @@ async fn next_batch(
         let cursor = s.cursor.take().ok_or_else(|| {
             AppError::new(
                 StatusCode::CONFLICT,
-                "conflict",
+                ErrorCode::Conflict,
                 format!("query {id} is being read by another request: read a session one request at a time"),
             )
         })?;
@@ -671,7 +672,7 @@ mod tests {
         let e = unholdable_entry("b", &["cam".into(), "cam/$meta".into()]).unwrap();
         assert_eq!(e.status, StatusCode::NOT_FOUND);
         assert_eq!(
-            super::super::wire::reduct_message(e.code, &e.message).as_deref(),
+            super::super::wire::reduct_message(e.code.as_str(), &e.message).as_deref(),
             Some("Entry 'cam/$meta' not found in bucket 'b'")
         );
         // Names tsblob holds, and globs, go to the engine.

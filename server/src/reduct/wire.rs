@@ -284,7 +284,8 @@ pub fn header_safe(message: &str) -> HeaderValue {
 
 /// A batch record's error header value: `<status>,<message>`.
 pub fn record_error(e: &AppError) -> HeaderValue {
-    let message = reduct_message(e.code, &e.message).unwrap_or_else(|| e.message.clone());
+    let answer = e.answer();
+    let message = reduct_message(&answer.code, &answer.message).unwrap_or(answer.message);
     header_safe(&format!("{},{message}", e.status.as_u16()))
 }
 
@@ -355,7 +356,7 @@ mod tests {
         ];
         for (e, want) in cases {
             assert_eq!(
-                reduct_message(e.code, &e.message).as_deref(),
+                reduct_message(e.code.as_str(), &e.message).as_deref(),
                 Some(want),
                 "{e}"
             );
@@ -369,12 +370,12 @@ mod tests {
         auth.create("t-1", true, vec![], vec![]).unwrap();
         let e = auth.create("t-1", true, vec![], vec![]).unwrap_err();
         assert_eq!(
-            reduct_message(e.code, &e.message).as_deref(),
+            reduct_message(e.code.as_str(), &e.message).as_deref(),
             Some("Token 't-1' already exists")
         );
         let e = auth.remove("NOTEXIST", false).unwrap_err();
         assert_eq!(
-            reduct_message(e.code, &e.message).as_deref(),
+            reduct_message(e.code.as_str(), &e.message).as_deref(),
             Some("Token 'NOTEXIST' doesn't exist")
         );
         // Anything else keeps tsblob's message.
