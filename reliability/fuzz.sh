@@ -11,7 +11,7 @@ secs="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(block_parser batch_framing entry_pattern when_parser)
+  targets=(block_parser batch_framing entry_pattern when_parser reduct_headers)
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked

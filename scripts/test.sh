@@ -3,6 +3,7 @@
 #   - the comparison peers (MinIO, ReductStore) and the tier's second S3 engine (SeaweedFS),
 #     pinned, cached in ~/.cache/tsblob/peers (the tier, restore and read-replica tests run
 #     against MinIO and against a SeaweedFS cluster: `cargo test ... seaweedfs` runs those)
+#   - ReductStore's CLI (reduct-cli, `rcli`), pinned, cached in ~/.cache/tsblob/tools
 #   - a Python virtualenv for the SDK tests, cached in ~/.cache/tsblob/venv
 #   - the Rust workspace tests (engine, server, comparison mode against the real peers)
 #   - the Python SDK tests against a real `tsblob serve`
@@ -29,6 +30,13 @@ echo "== peers"
 scripts/install-peers.sh
 export TSBLOB_PEERS_BIN="$cache/peers/bin"
 export PATH="$TSBLOB_PEERS_BIN:$PATH"
+
+# ReductStore's CLI (reduct-cli, `rcli`, pinned, cached in ~/.cache/tsblob/tools): the
+# Python tests drive it against tsblob's ReductStore API and between tsblob and ReductStore
+# (client-py/tests/reductstore/test_rcli.py).
+echo "== tools"
+scripts/install-tools.sh
+export TSBLOB_TOOLS_BIN="$cache/tools/reduct-cli/bin"
 
 echo "== build"
 cargo build --release --locked -p tsblob-server --bin tsblob

@@ -12,7 +12,7 @@ import uuid
 from typing import AsyncIterator, Iterator
 
 import pytest
-from reduct import Batch, BucketSettings, Client, QuotaType, ReductError
+from reduct import Batch, BucketSettings, Client, Permissions, QuotaType, ReductError
 
 import tsblob
 from conftest import ADMIN_TOKEN, Server, free_port
@@ -457,3 +457,46 @@ async def test_query_links_as_reduct_py_makes_them(rs: ReductServer, rclient: Cl
             raise AssertionError(f"{doc} was accepted")
         except urllib.error.HTTPError as e:
             assert e.code == 422, e.code
+
+
+async def test_errors_read_as_reductstore_words_them(rs: ReductServer, rclient: Client) -> None:
+    """The texts reduct-py's own tests compare (issue 29): tsblob's messages said the same in
+    other words, and those tests failed on them."""
+    with pytest.raises(ReductError) as e:
+        await rclient.get_bucket("NOTEXIST")
+    assert str(e.value) == "Status 404: Bucket 'NOTEXIST' is not found"
+    b = name()
+    await rclient.create_bucket(b)
+    with pytest.raises(ReductError) as e:
+        await rclient.create_bucket(b)
+    assert str(e.value) == f"Status 409: Bucket '{b}' already exists"
+    with pytest.raises(ReductError, match="Status 404: Token 'NOTEXIST' doesn't exist"):
+        await rclient.get_token("NOTEXIST")
+    t = name()
+    await rclient.create_token(t, Permissions(full_access=False, read=[b], write=[]))
+    with pytest.raises(ReductError, match=f"Status 409: Token '{t}' already exists"):
+        await rclient.create_token(t, Permissions(full_access=False, read=[b], write=[]))
+    await rclient.remove_token(t)
+    bucket = await rclient.get_bucket(b)
+    await bucket.write("e", b"x", timestamp=1)
+    with pytest.raises(ReductError) as e:
+        await bucket.write("e", b"y", timestamp=1)
+    assert str(e.value) == "Status 409: A record with timestamp 1 already exists"
+    with pytest.raises(ReductError, match="Unknown extension 'test'"):
+        async for _ in bucket.query("e", ext={"test": {}}):
+            pass
+    # A query of an entry tsblob's names cannot hold (reduct-rs's `<entry>/$meta`) finds none.
+    with pytest.raises(ReductError) as e:
+        async for _ in bucket.query("e/$meta"):
+            pass
+    assert str(e.value) == f"Status 404: Entry 'e/$meta' not found in bucket '{b}'"
+    await bucket.remove()
+
+
+async def test_a_wrong_url_is_not_found_before_the_token_check(rs: ReductServer) -> None:
+    """reduct-py's `test__bad_url_server_exists`: a client given a URL outside the API (no
+    token) hears 404 `Not found`, as from ReductStore, not tsblob's 401."""
+    async with Client(rs.url + "/bad-path") as c:
+        with pytest.raises(ReductError) as e:
+            await c.info()
+    assert str(e.value) == "Status 404: Not found"

@@ -21,6 +21,7 @@ use axum::response::Response;
 use percent_encoding::percent_decode_str;
 use tsblob_storage::{BatchRecord, Store, WriteMeta};
 
+use super::header::{parse_record_v2, EntryState};
 use super::ok_empty;
 use super::wire::{self, BatchHeaderV1, ERROR_PREFIX, TIME_PREFIX};
 #[cfg(test)]
@@ -30,9 +31,6 @@ use crate::http::body::{content_length, BodyChunks};
 use crate::http::errors::blocking;
 use crate::http::records::Target;
 use crate::http::AppError;
-
-/// An entry's content type and labels as the previous record left them (v2 deltas).
-type EntryState = (Option<String>, BTreeMap<String, String>);
 
 /// One record of a batch request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,42 +110,6 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>,
         .transpose()
 }
 
-/// The label operations of a v2 record header: `<name or index>=<value>`, comma-separated,
-/// a value holding `,` in double quotes, an empty value removing the label.
-fn parse_label_ops(raw: &str, names: Option<&[String]>) -> Result<Vec<(String, String)>, AppError> {
-    let mut ops = Vec::new();
-    let mut rest = raw.trim();
-    while !rest.is_empty() {
-        let (key, after) = rest
-            .split_once('=')
-            .ok_or_else(|| malformed(format!("label {rest:?} is not <name>=<value>")))?;
-        let key = key.trim();
-        let key = match (names, key.parse::<usize>()) {
-            (Some(names), Ok(i)) => names
-                .get(i)
-                .cloned()
-                .ok_or_else(|| malformed(format!("label index {i} is not in x-reduct-labels")))?,
-            _ => key.to_string(),
-        };
-        let value;
-        if let Some(quoted) = after.strip_prefix('"') {
-            let (v, r) = quoted
-                .split_once('"')
-                .ok_or_else(|| malformed("a double quote is not closed"))?;
-            value = v.to_string();
-            rest = r.trim_start_matches(',').trim();
-        } else if let Some((v, r)) = after.split_once(',') {
-            value = v.trim().to_string();
-            rest = r.trim();
-        } else {
-            value = after.trim().to_string();
-            rest = "";
-        }
-        ops.push((key, value));
-    }
-    Ok(ops)
-}
-
 /// v2: the records in body order (entry index, then timestamp).
 fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
     let entries: Vec<String> = match header_str(headers, "x-reduct-entries")? {
@@ -204,41 +166,9 @@ fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
         let ts = start
             .checked_add(d)
             .ok_or_else(|| malformed(format!("x-reduct-{i}-{d}: the timestamp overflows")))?;
-        let (size, rest) = match v.split_once(',') {
-            Some((s, r)) => (s, Some(r)),
-            None => (v, None),
-        };
-        let size: u64 = size
-            .trim()
-            .parse()
-            .map_err(|_| malformed(format!("x-reduct-{i}-{d}: {size:?} is not a size")))?;
-        let prev = previous[i].clone();
-        let (content_type, labels) = match rest {
-            None => prev.ok_or_else(|| {
-                malformed(format!(
-                    "x-reduct-{i}-{d}: the first record of an entry needs its content type and labels"
-                ))
-            })?,
-            Some(rest) => {
-                let (ct, ops) = match rest.split_once(',') {
-                    Some((ct, ops)) => (ct.trim(), Some(ops)),
-                    None => (rest.trim(), None),
-                };
-                let (prev_ct, prev_labels) = prev.unwrap_or_default();
-                let ct = if ct.is_empty() {
-                    prev_ct
-                } else {
-                    Some(ct.to_string())
-                };
-                let mut labels = prev_labels;
-                if let Some(ops) = ops {
-                    for (k, v) in parse_label_ops(ops, names.as_deref())? {
-                        labels.insert(k, v);
-                    }
-                }
-                (ct, labels)
-            }
-        };
+        let (size, (content_type, labels)) =
+            parse_record_v2(v, previous[i].as_ref(), names.as_deref())
+                .map_err(|e| malformed(format!("x-reduct-{i}-{d}: {e}")))?;
         previous[i] = Some((content_type.clone(), labels.clone()));
         items.push(Item {
             entry: i,

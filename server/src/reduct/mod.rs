@@ -14,6 +14,7 @@
 pub mod attachments;
 pub mod batch;
 pub mod buckets;
+pub mod header;
 pub mod lifecycle;
 pub mod links;
 pub mod query;
@@ -117,7 +118,14 @@ impl Reduct {
 /// ReductStore's and every answer says the API level (`x-reduct-api`).
 async fn gate(State(ctx): State<Ctx>, req: Request, next: middleware::Next) -> Response {
     let path = req.uri().path();
-    let mut resp = if path == "/api/v1/alive" || path == "/api/v1/ready" {
+    let mut resp = if !path.starts_with("/api/v1/") {
+        // ReductStore answers a path outside its API 404 before any token check (reduct-py's
+        // `test__bad_url_server_exists`: a client given a wrong URL hears "Not found").
+        match ctx.browser.admit_host(&req) {
+            Ok(()) => not_found_outside_api(req.method(), path),
+            Err(refused) => reshape_error(*refused).await,
+        }
+    } else if path == "/api/v1/alive" || path == "/api/v1/ready" {
         match ctx.browser.admit_host(&req) {
             Ok(()) if matches!(*req.method(), Method::GET | Method::HEAD) => {
                 StatusCode::OK.into_response()
@@ -141,7 +149,8 @@ async fn gate(State(ctx): State<Ctx>, req: Request, next: middleware::Next) -> R
     resp
 }
 
-/// A native error answer (`{"error": {"code", "message"}}`) as ReductStore's; other
+/// A native error answer (`{"error": {"code", "message"}}`) as ReductStore's, in
+/// ReductStore's words where its clients read them ([`wire::reduct_message`]); other
 /// answers pass unchanged. Its other headers (`Retry-After`, CORS) are kept.
 async fn reshape_error(resp: Response) -> Response {
     let status = resp.status();
@@ -155,9 +164,15 @@ async fn reshape_error(resp: Response) -> Response {
     let bytes = axum::body::to_bytes(body, 64 << 10)
         .await
         .unwrap_or_default();
-    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+    let native = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+    let code = native
+        .as_ref()
+        .and_then(|v| v["error"]["code"].as_str())
+        .unwrap_or_default();
+    let message = native
+        .as_ref()
+        .and_then(|v| v["error"]["message"].as_str())
+        .map(|m| wire::reduct_message(code, m).unwrap_or_else(|| m.to_string()))
         .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
     let message = if message.is_empty() {
         status.canonical_reason().unwrap_or("error").to_string()
@@ -171,6 +186,18 @@ async fn reshape_error(resp: Response) -> Response {
     }
     let (_, body) = fresh.into_parts();
     Response::from_parts(parts, body)
+}
+
+/// 404 for a path outside `/api/v1/`: ReductStore's `Not found` in `x-reduct-error` (what
+/// clients show), and what is wrong in the body.
+fn not_found_outside_api(method: &Method, path: &str) -> Response {
+    let mut resp = wire::error_response(
+        StatusCode::NOT_FOUND,
+        &format!("Not found: {method} {path} is outside ReductStore's API (/api/v1/...): check the client's URL"),
+    );
+    resp.headers_mut()
+        .insert(wire::ERROR_HEADER, HeaderValue::from_static("Not found"));
+    resp
 }
 
 async fn not_found(req: Request) -> AppError {
@@ -212,7 +239,20 @@ async fn entry_route(
         Some((entry, last @ ("batch" | "q" | "rename"))) => (entry.to_string(), Some(last)),
         _ => (rest.clone(), None),
     };
-    tsblob_storage::validate_entry_name(&entry)?;
+    if let Err(e) = tsblob_storage::validate_entry_name(&entry) {
+        // A read of an entry tsblob cannot hold finds nothing (404, as ReductStore answers
+        // a missing entry); a write is refused with the name rules (422).
+        let read = matches!(
+            (route, &method),
+            (None | Some("batch"), &Method::GET | &Method::HEAD)
+                | (Some("q"), &Method::GET | &Method::POST)
+        );
+        return Err(if read {
+            query::entry_not_held(&bucket, &entry)
+        } else {
+            e.into()
+        });
+    }
     let target = crate::http::records::Target {
         state: ctx.state.clone(),
         caller,

@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde::Deserialize;
-use tsblob_storage::{MultiIter, QueryItem, RecordMeta};
+use tsblob_storage::{MultiIter, QueryItem, RecordMeta, Windows};
 
 use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
 use super::Ctx;
@@ -65,6 +65,9 @@ struct Cursor {
     pending: Option<QueryItem>,
     failed: Option<AppError>,
     done: bool,
+    /// Mapped windows of the blocks read: payloads are sliced from them, not copied (as the
+    /// native query does).
+    windows: Windows,
 }
 
 /// What a session reads: the engine's records, or the attachments a query of `<entry>/$meta`
@@ -152,8 +155,17 @@ fn unsupported(what: &str) -> AppError {
 
 impl QueryJson {
     pub(crate) fn engine_query(&self) -> Result<tsblob_storage::Query, AppError> {
-        if self.ext.as_ref().is_some_and(|v| !v.is_null()) {
-            return Err(unsupported("`ext` (extensions)"));
+        if let Some(ext) = self.ext.as_ref().filter(|v| !v.is_null()) {
+            // ReductStore names the first extension it has not loaded (reduct-py's tests
+            // match "Unknown extension"); tsblob loads none.
+            return Err(match ext.as_object().and_then(|o| o.keys().next()) {
+                Some(name) => AppError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::Unsupported,
+                    format!("Unknown extension '{name}': tsblob's ReductStore API runs no extensions (see docs/reductstore.md)"),
+                ),
+                None => unsupported("`ext` (extensions)"),
+            });
         }
         for (name, v) in [
             ("each_n", &self.each_n),
@@ -285,6 +297,27 @@ async fn remove_query(
     Ok(Json(serde_json::json!({ "removed_records": removed })).into_response())
 }
 
+/// A query naming (without a glob) an entry that tsblob's name rules cannot hold asks for an
+/// entry that does not exist: 404, as for any missing entry, not 422. reduct-rs reads an
+/// entry's attachments by querying `<entry>/$meta` (one entry: `POST /b/{bucket}/{entry}/q`,
+/// see `entry_route`) and takes 404 for "none" (`rcli cp` out of tsblob failed on every
+/// entry with the 422).
+fn unholdable_entry(bucket: &str, patterns: &[String]) -> Option<AppError> {
+    let name = patterns
+        .iter()
+        .find(|p| !p.contains('*') && tsblob_storage::validate_entry_name(p).is_err())?;
+    Some(entry_not_held(bucket, name))
+}
+
+/// The 404 of a read of an entry whose name tsblob's name rules cannot hold.
+pub(crate) fn entry_not_held(bucket: &str, name: &str) -> AppError {
+    AppError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::EntryNotFound,
+        format!("entry {name:?} does not exist in bucket {bucket:?} (tsblob's entry names cannot hold it)"),
+    )
+}
+
 async fn open(
     ctx: &Ctx,
     caller: &Caller,
@@ -307,6 +340,9 @@ async fn open(
         return Err(AppError::bad_request(
             "the query names no entries: give \"entries\": [\"name\", \"glob*\"]",
         ));
+    }
+    if let Some(missing) = unholdable_entry(bucket, &patterns) {
+        return Err(missing);
     }
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
     let (store, b) = (ctx.state.store.clone(), bucket.to_string());
@@ -349,6 +385,7 @@ async fn open(
                 pending: None,
                 failed: None,
                 done: false,
+                windows: Windows::default(),
             }),
         },
     );
@@ -356,7 +393,7 @@ async fn open(
 }
 
 /// A record of a batch: its entry, its metadata, its payload (none: metadata only).
-type Out = (String, RecordMeta, Option<Vec<u8>>);
+type Out = (String, RecordMeta, Option<Bytes>);
 
 /// The attachments a query of `<entry>/$meta` entries selects, as the records ReductStore
 /// answers (by time; `$meta` entries are queried alone, as ReductStore's wildcards skip them).
@@ -527,7 +564,14 @@ fn fill(
         let data = if meta_only {
             None
         } else {
-            match item.data() {
+            // Mapped from the block (sent from the mapping, no copy), or read whole when the
+            // engine streams it instead (a compressed record).
+            let payload = match item.payload_in(&mut c.windows) {
+                Ok(Some(p)) => Ok(Bytes::from_owner(p)),
+                Ok(None) => item.data().map(Bytes::from),
+                Err(e) => Err(e),
+            };
+            match payload {
                 Ok(d) => Some(d),
                 // Removed (or evicted) since the query listed it: skipped.
                 Err(tsblob_storage::Error::NotFound(_)) => continue,
@@ -607,7 +651,7 @@ fn batch_body(batch: Batch) -> Body {
     let chunks: Vec<Result<Bytes, std::io::Error>> = batch
         .records
         .into_iter()
-        .filter_map(|(_, _, d)| d.map(|d| Ok(Bytes::from(d))))
+        .filter_map(|(_, _, d)| d.map(Ok))
         .collect();
     let stream = tokio_stream::StreamExt::map(tokio_stream::iter(chunks), move |c| {
         let _ = &held;
@@ -720,4 +764,30 @@ pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
         }
     }
     finish(batch, headers, head)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn attachments_query_of_an_entry_answers_not_found_not_invalid() {
+        let e = unholdable_entry("b", &["cam".into(), "cam/$meta".into()]).unwrap();
+        assert_eq!(e.status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            super::super::wire::reduct_message(e.code.as_str(), &e.message).as_deref(),
+            Some("Entry 'cam/$meta' not found in bucket 'b'")
+        );
+        // Names tsblob holds, and globs, go to the engine.
+        assert!(unholdable_entry("b", &["cam/front".into(), "cam/*".into()]).is_none());
+    }
+
+    #[test]
+    fn a_query_extension_is_refused_as_unknown_naming_it() {
+        let q: QueryJson = serde_json::from_str(r#"{"ext": {"test": {}}}"#).unwrap();
+        let e = q.engine_query().unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(e.message.starts_with("Unknown extension 'test'"), "{e}");
+    }
 }

@@ -1,8 +1,8 @@
 //! ReductStore's wire formats in one place: its JSON documents (server info, bucket
 //! settings and info, entries, tokens), its record headers (`x-reduct-time`,
 //! `x-reduct-label-<key>`), the per-record header of batch protocol v1
-//! (`x-reduct-time-<ts>: <size>,<content type>,<k>=<v>,...`) and its errors
-//! (`x-reduct-error` plus `{"detail": ...}`).
+//! (`x-reduct-time-<ts>: <size>,<content type>,<k>=<v>,...`, its text codec in `header.rs`)
+//! and its errors (`x-reduct-error` plus `{"detail": ...}`).
 //!
 //! ReductStore sends label values raw in header values, where tsblob percent-encodes them
 //! (`tsblob_proto::headers`): the adapter converts at this edge, so a label written through
@@ -11,7 +11,9 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{BucketInfo, BucketSettings, EntryInfo, Labels, QuotaType, RecordMeta};
+use tsblob_storage::{BucketInfo, BucketSettings, EntryInfo, Labels, QuotaType};
+
+pub use super::header::{encode_entry, label_delta_v2, BatchHeaderV1};
 
 use crate::http::AppError;
 
@@ -203,137 +205,53 @@ pub fn put_meta(headers: &mut HeaderMap, meta: &tsblob_storage::RecordMeta, entr
     }
 }
 
-/// One record's header in batch protocol v1: `<size>,<content type>[,<k>=<v>]...`, a value
-/// holding `,` in double quotes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchHeaderV1 {
-    pub size: u64,
-    pub content_type: Option<String>,
-    pub labels: Vec<(String, String)>,
-}
-
-/// Splits on commas outside double quotes; quoted parts keep their text without quotes.
-fn split_csv(s: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in s.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    if quoted {
-        return Err("a double quote is not closed".into());
-    }
-    out.push(cur);
-    Ok(out)
-}
-
-impl BatchHeaderV1 {
-    pub fn parse(raw: &str) -> Result<BatchHeaderV1, String> {
-        let items = split_csv(raw)?;
-        let size = items[0]
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| format!("{:?} is not a content length", items[0]))?;
-        let content_type = items
-            .get(1)
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
-        let mut labels = Vec::new();
-        // An item without `=` is skipped, as ReductStore does: reduct-py (1.21) quotes a
-        // value only when its *name* holds `,` or `=`, so a value `x,y` arrives as `k=x,y`
-        // and ReductStore stores `k=x`.
-        for item in items.iter().skip(2) {
-            if let Some((k, v)) = item.split_once('=') {
-                labels.push((k.trim().to_string(), v.trim().to_string()));
-            }
-        }
-        Ok(BatchHeaderV1 {
-            size,
-            content_type,
-            labels,
-        })
-    }
-
-    /// The header of a record's metadata.
-    pub fn format(meta: &tsblob_storage::RecordMeta) -> String {
-        let ct = if meta.content_type.is_empty() {
-            tsblob_storage::DEFAULT_CONTENT_TYPE
-        } else {
-            &meta.content_type
-        };
-        let mut s = format!("{},{ct}", meta.size);
-        for (k, v) in &meta.labels {
-            if v.contains(',') {
-                s.push_str(&format!(",{k}=\"{v}\""));
-            } else {
-                s.push_str(&format!(",{k}={v}"));
-            }
-        }
-        s
-    }
-}
-
-/// An entry (or label) name as a header list item: `tchar`s kept, other bytes `%XX`.
-pub fn encode_entry(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// A record's v2 header relative to the previous record of its entry in the answer:
-/// `<size>,<content type>[,<label ops>]` (a label gone is `name=`).
-pub fn label_delta_v2(meta: &RecordMeta, prev: Option<&RecordMeta>) -> String {
-    let ct = if meta.content_type.is_empty() {
-        tsblob_storage::DEFAULT_CONTENT_TYPE
-    } else {
-        &meta.content_type
-    };
-    let quote = |v: &str| {
-        if v.contains(',') {
-            format!("\"{v}\"")
-        } else {
-            v.to_string()
-        }
-    };
-    let mut ops: Vec<String> = Vec::new();
-    match prev {
-        None => {
-            for (k, v) in &meta.labels {
-                ops.push(format!("{k}={}", quote(v)));
-            }
-        }
-        Some(p) => {
-            let keys: std::collections::BTreeSet<&String> =
-                meta.labels.keys().chain(p.labels.keys()).collect();
-            for k in keys {
-                match (meta.labels.get(k), p.labels.get(k)) {
-                    (a, b) if a == b => {}
-                    (None, _) => ops.push(format!("{k}=")),
-                    (Some(v), _) => ops.push(format!("{k}={}", quote(v))),
-                }
-            }
-        }
-    }
-    if ops.is_empty() {
-        format!("{},{ct}", meta.size)
-    } else {
-        format!("{},{ct},{}", meta.size, ops.join(","))
-    }
-}
-
 /// Labels as tsblob's map.
 pub fn to_labels(pairs: Vec<(String, String)>) -> Labels {
     pairs.into_iter().collect()
+}
+
+/// The `n`th text in double quotes of a native message (the engine and the token store
+/// quote names with `{:?}`); `None` when there is none, or when it holds an escape (a name
+/// the formats below could not show as ReductStore does).
+fn quoted(message: &str, n: usize) -> Option<&str> {
+    let part = message.split('"').nth(2 * n + 1)?;
+    (!part.contains('\\') && message.split('"').count() > 2 * n + 2).then_some(part)
+}
+
+/// ReductStore's text for a native error, where ReductStore clients read it (reduct-py's
+/// tests compare `Bucket 'X' is not found`, `Token 'X' doesn't exist`...): the names come
+/// from the native message, whose shapes the tests below pin. `None`: keep tsblob's message.
+/// Only the ReductStore API answers with these; the native API keeps its own texts.
+pub fn reduct_message(code: &str, message: &str) -> Option<String> {
+    Some(match code {
+        "bucket_not_found" => format!("Bucket '{}' is not found", quoted(message, 0)?),
+        "bucket_exists" => format!("Bucket '{}' already exists", quoted(message, 0)?),
+        "entry_not_found" => format!(
+            "Entry '{}' not found in bucket '{}'",
+            quoted(message, 0)?,
+            quoted(message, 1)?
+        ),
+        "entry_exists" => format!(
+            "Entry '{}' already exists in bucket '{}'",
+            quoted(message, 0)?,
+            quoted(message, 1)?
+        ),
+        "record_not_found" => {
+            let rest = message.strip_prefix("no record at timestamp ")?;
+            let (ts, path) = rest.split_once(" in ")?;
+            ts.parse::<u64>().ok()?;
+            format!("Record {ts} not found in entry {path}")
+        }
+        "timestamp_exists" => {
+            let rest = message.strip_prefix("a record with timestamp ")?;
+            let (ts, _) = rest.split_once(' ')?;
+            ts.parse::<u64>().ok()?;
+            format!("A record with timestamp {ts} already exists")
+        }
+        "token_not_found" => format!("Token '{}' doesn't exist", quoted(message, 0)?),
+        "token_exists" => format!("Token '{}' already exists", quoted(message, 0)?),
+        _ => return None,
+    })
 }
 
 /// An error as ReductStore sends it: the status, `x-reduct-error: <message>` and
@@ -366,49 +284,15 @@ pub fn header_safe(message: &str) -> HeaderValue {
 
 /// A batch record's error header value: `<status>,<message>`.
 pub fn record_error(e: &AppError) -> HeaderValue {
-    header_safe(&format!("{},{}", e.status.as_u16(), e.answer().message))
+    let answer = e.answer();
+    let message = reduct_message(&answer.code, &answer.message).unwrap_or(answer.message);
+    header_safe(&format!("{},{message}", e.status.as_u16()))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn batch_v1_headers_parse_as_reductstore_documents_them() {
-        // From ReductStore's batch protocol documentation and reduct-py's make_headers_v1.
-        let h = BatchHeaderV1::parse("10,text/plain,label1=value1,label2=\"value,2\"").unwrap();
-        assert_eq!(h.size, 10);
-        assert_eq!(h.content_type.as_deref(), Some("text/plain"));
-        assert_eq!(
-            h.labels,
-            vec![
-                ("label1".into(), "value1".into()),
-                ("label2".into(), "value,2".into())
-            ]
-        );
-        let h = BatchHeaderV1::parse("5").unwrap();
-        assert_eq!((h.size, h.content_type), (5, None));
-        assert!(BatchHeaderV1::parse("x,text/plain").is_err());
-        // reduct-py's unquoted `k=x,y`: ReductStore keeps `k=x`.
-        let h = BatchHeaderV1::parse("1,a,k=x,y").unwrap();
-        assert_eq!(h.labels, vec![("k".into(), "x".into())]);
-        assert!(BatchHeaderV1::parse("1,a,b=\"c").is_err());
-    }
-
-    #[test]
-    fn batch_v1_header_round_trips_a_comma_value() {
-        let meta = tsblob_storage::RecordMeta {
-            ts: 1,
-            size: 3,
-            content_type: "text/plain".into(),
-            labels: [("a".to_string(), "x,y".to_string())].into_iter().collect(),
-        };
-        let s = BatchHeaderV1::format(&meta);
-        assert_eq!(s, "3,text/plain,a=\"x,y\"");
-        let back = BatchHeaderV1::parse(&s).unwrap();
-        assert_eq!(back.labels, vec![("a".into(), "x,y".into())]);
-    }
 
     #[test]
     fn settings_use_reductstore_names() {
@@ -420,6 +304,87 @@ mod tests {
         assert_eq!(u.update().unwrap().quota_type, Some(QuotaType::Fifo));
         let bad: Settings = serde_json::from_str(r#"{"quota_type":"LIFO"}"#).unwrap();
         assert!(bad.update().is_err());
+    }
+
+    /// The native messages the mapping reads, made by the code that makes them.
+    #[test]
+    fn native_errors_read_as_reductstore_words_them() {
+        use tsblob_storage::{BucketError, Error, NotFound, RenameError, WriteError};
+        let cases: Vec<(AppError, &str)> = vec![
+            (
+                Error::NotFound(NotFound::Bucket("NOTEXIST".into())).into(),
+                "Bucket 'NOTEXIST' is not found",
+            ),
+            (
+                Error::Bucket(BucketError::Exists("b-1".into())).into(),
+                "Bucket 'b-1' already exists",
+            ),
+            (
+                Error::NotFound(NotFound::Entry {
+                    bucket: "b".into(),
+                    entry: "cam/front".into(),
+                })
+                .into(),
+                "Entry 'cam/front' not found in bucket 'b'",
+            ),
+            (
+                Error::Rename(RenameError::EntryExists {
+                    bucket: "b".into(),
+                    entry: "new".into(),
+                })
+                .into(),
+                "Entry 'new' already exists in bucket 'b'",
+            ),
+            (
+                Error::NotFound(NotFound::Record {
+                    bucket: "bucket-1".into(),
+                    entry: "entry-1".into(),
+                    ts: 1000,
+                })
+                .into(),
+                "Record 1000 not found in entry bucket-1/entry-1",
+            ),
+            (
+                Error::Write(WriteError::Conflict {
+                    bucket: "b".into(),
+                    entry: "e".into(),
+                    ts: 2,
+                })
+                .into(),
+                "A record with timestamp 2 already exists",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(
+                reduct_message(e.code.as_str(), &e.message).as_deref(),
+                Some(want),
+                "{e}"
+            );
+            assert_eq!(
+                record_error(&e),
+                format!("{},{want}", e.status.as_u16()).as_str()
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let auth = crate::http::auth::Auth::load(dir.path(), None).unwrap();
+        auth.create("t-1", true, vec![], vec![]).unwrap();
+        let e = auth.create("t-1", true, vec![], vec![]).unwrap_err();
+        assert_eq!(
+            reduct_message(e.code.as_str(), &e.message).as_deref(),
+            Some("Token 't-1' already exists")
+        );
+        let e = auth.remove("NOTEXIST", false).unwrap_err();
+        assert_eq!(
+            reduct_message(e.code.as_str(), &e.message).as_deref(),
+            Some("Token 'NOTEXIST' doesn't exist")
+        );
+        // Anything else keeps tsblob's message.
+        assert_eq!(reduct_message("invalid_label", "label \"a\" is bad"), None);
+        assert_eq!(
+            reduct_message("bucket_not_found", "bucket \"a\\\"b\" does not exist"),
+            None
+        );
+        assert_eq!(reduct_message("bucket_not_found", "no quotes"), None);
     }
 
     #[test]

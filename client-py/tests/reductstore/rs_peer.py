@@ -1,0 +1,67 @@
+"""A real ReductStore (1.21.5, from scripts/install-peers.sh) for the tests that compare
+tsblob's ReductStore API with the original, and the ReductStore CLI (`rcli`, reduct-cli from
+crates.io, from scripts/install-tools.sh)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from conftest import ADMIN_TOKEN, free_port
+
+
+def reductstore_binary() -> Path:
+    for d in [os.environ.get("TSBLOB_PEERS_BIN"), str(Path.home() / ".cache/tsblob/peers/bin")]:
+        if d and (Path(d) / "reductstore").is_file():
+            return Path(d) / "reductstore"
+    found = shutil.which("reductstore")
+    if found:
+        return Path(found)
+    pytest.fail("no reductstore binary: run scripts/install-peers.sh (or set TSBLOB_PEERS_BIN)")
+
+
+def rcli_binary() -> Path:
+    for d in [os.environ.get("TSBLOB_TOOLS_BIN"), str(Path.home() / ".cache/tsblob/tools/reduct-cli/bin")]:
+        if d and (Path(d) / "rcli").is_file():
+            return Path(d) / "rcli"
+    found = shutil.which("rcli")
+    if found:
+        return Path(found)
+    pytest.fail("no rcli binary: run scripts/install-tools.sh (or set TSBLOB_TOOLS_BIN)")
+
+
+def run_reductstore(data: Path) -> Iterator[str]:
+    """Runs ReductStore on `data` with ADMIN_TOKEN as its RS_API_TOKEN; yields its URL."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RS_")}
+    env.update(RS_DATA_PATH=str(data), RS_HOST="127.0.0.1", RS_PORT=str(port), RS_API_TOKEN=ADMIN_TOKEN,
+               RS_LOG_LEVEL="WARN")
+    with open(data / "log", "wb") as log:
+        proc = subprocess.Popen([str(reductstore_binary())], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/api/v1/alive", timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"reductstore did not start: {(data / 'log').read_text(errors='replace')[-2000:]}")
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

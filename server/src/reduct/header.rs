@@ -1,0 +1,317 @@
+//! The text codecs of ReductStore's batch headers, without HTTP types: batch protocol v1's
+//! per-record value (`<size>,<content type>[,<k>=<v>]...`), v2's per-record value
+//! (`<size>[,<content type>[,<label ops>]]`, deltas from the entry's previous record) and
+//! its label operations. `wire.rs` re-exports them and `batch.rs` applies them to requests;
+//! they depend on nothing but the engine's `RecordMeta`, so the fuzz target
+//! (`fuzz/fuzz_targets/reduct_headers.rs`) compiles this file alone.
+//!
+//! Errors are texts (what is wrong with the value); the callers wrap them in the adapter's
+//! 422 `malformed_batch`, naming the header.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tsblob_storage::RecordMeta;
+
+/// One record's header in batch protocol v1: `<size>,<content type>[,<k>=<v>]...`, a value
+/// holding `,` in double quotes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchHeaderV1 {
+    pub size: u64,
+    pub content_type: Option<String>,
+    pub labels: Vec<(String, String)>,
+}
+
+/// Splits on commas outside double quotes; quoted parts keep their text without quotes.
+fn split_csv(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in s.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    if quoted {
+        return Err("a double quote is not closed".into());
+    }
+    out.push(cur);
+    Ok(out)
+}
+
+fn content_type_of(meta: &RecordMeta) -> &str {
+    if meta.content_type.is_empty() {
+        tsblob_storage::DEFAULT_CONTENT_TYPE
+    } else {
+        &meta.content_type
+    }
+}
+
+impl BatchHeaderV1 {
+    pub fn parse(raw: &str) -> Result<BatchHeaderV1, String> {
+        let items = split_csv(raw)?;
+        let first = items.first().map(String::as_str).unwrap_or_default();
+        let size = first
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{first:?} is not a content length"))?;
+        let content_type = items
+            .get(1)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        let mut labels = Vec::new();
+        // An item without `=` is skipped, as ReductStore does: reduct-py (1.21) quotes a
+        // value only when its *name* holds `,` or `=`, so a value `x,y` arrives as `k=x,y`
+        // and ReductStore stores `k=x`.
+        for item in items.iter().skip(2) {
+            if let Some((k, v)) = item.split_once('=') {
+                labels.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        Ok(BatchHeaderV1 {
+            size,
+            content_type,
+            labels,
+        })
+    }
+
+    /// The header of a record's metadata.
+    pub fn format(meta: &RecordMeta) -> String {
+        let mut s = format!("{},{}", meta.size, content_type_of(meta));
+        for (k, v) in &meta.labels {
+            if v.contains(',') {
+                s.push_str(&format!(",{k}=\"{v}\""));
+            } else {
+                s.push_str(&format!(",{k}={v}"));
+            }
+        }
+        s
+    }
+}
+
+/// The label operations of a v2 record header: `<name or index>=<value>`, comma-separated,
+/// a value holding `,` in double quotes, an empty value removing the label. An index names
+/// the label at that place of `x-reduct-labels` (`names`).
+pub fn parse_label_ops(
+    raw: &str,
+    names: Option<&[String]>,
+) -> Result<Vec<(String, String)>, String> {
+    let mut ops = Vec::new();
+    let mut rest = raw.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .split_once('=')
+            .ok_or_else(|| format!("label {rest:?} is not <name>=<value>"))?;
+        let key = key.trim();
+        let key = match (names, key.parse::<usize>()) {
+            (Some(names), Ok(i)) => names
+                .get(i)
+                .cloned()
+                .ok_or_else(|| format!("label index {i} is not in x-reduct-labels"))?,
+            _ => key.to_string(),
+        };
+        let value;
+        if let Some(quoted) = after.strip_prefix('"') {
+            let (v, r) = quoted
+                .split_once('"')
+                .ok_or_else(|| "a double quote is not closed".to_string())?;
+            value = v.to_string();
+            rest = r.trim_start_matches(',').trim();
+        } else if let Some((v, r)) = after.split_once(',') {
+            value = v.trim().to_string();
+            rest = r.trim();
+        } else {
+            value = after.trim().to_string();
+            rest = "";
+        }
+        ops.push((key, value));
+    }
+    Ok(ops)
+}
+
+/// A v2 record's content type and labels, as the entry's previous record left them.
+pub type EntryState = (Option<String>, BTreeMap<String, String>);
+
+/// One v2 record header value, applied to the entry's previous state: its size, content
+/// type and labels (a label whose value is empty is kept empty: updates read it as a
+/// removal, writes drop it).
+pub fn parse_record_v2(
+    value: &str,
+    prev: Option<&EntryState>,
+    names: Option<&[String]>,
+) -> Result<(u64, EntryState), String> {
+    let (size, rest) = match value.split_once(',') {
+        Some((s, r)) => (s, Some(r)),
+        None => (value, None),
+    };
+    let size: u64 = size
+        .trim()
+        .parse()
+        .map_err(|_| format!("{size:?} is not a size"))?;
+    let state = match rest {
+        None => prev.cloned().ok_or_else(|| {
+            "the first record of an entry needs its content type and labels".to_string()
+        })?,
+        Some(rest) => {
+            let (ct, ops) = match rest.split_once(',') {
+                Some((ct, ops)) => (ct.trim(), Some(ops)),
+                None => (rest.trim(), None),
+            };
+            let (prev_ct, prev_labels) = prev.cloned().unwrap_or_default();
+            let ct = if ct.is_empty() {
+                prev_ct
+            } else {
+                Some(ct.to_string())
+            };
+            let mut labels = prev_labels;
+            if let Some(ops) = ops {
+                for (k, v) in parse_label_ops(ops, names)? {
+                    labels.insert(k, v);
+                }
+            }
+            (ct, labels)
+        }
+    };
+    Ok((size, state))
+}
+
+/// A record's v2 header relative to the previous record of its entry in the answer:
+/// `<size>,<content type>[,<label ops>]` (a label gone is `name=`).
+pub fn label_delta_v2(meta: &RecordMeta, prev: Option<&RecordMeta>) -> String {
+    let ct = content_type_of(meta);
+    let quote = |v: &str| {
+        if v.contains(',') {
+            format!("\"{v}\"")
+        } else {
+            v.to_string()
+        }
+    };
+    let mut ops: Vec<String> = Vec::new();
+    match prev {
+        None => {
+            for (k, v) in &meta.labels {
+                ops.push(format!("{k}={}", quote(v)));
+            }
+        }
+        Some(p) => {
+            let keys: BTreeSet<&String> = meta.labels.keys().chain(p.labels.keys()).collect();
+            for k in keys {
+                match (meta.labels.get(k), p.labels.get(k)) {
+                    (a, b) if a == b => {}
+                    (None, _) => ops.push(format!("{k}=")),
+                    (Some(v), _) => ops.push(format!("{k}={}", quote(v))),
+                }
+            }
+        }
+    }
+    if ops.is_empty() {
+        format!("{},{ct}", meta.size)
+    } else {
+        format!("{},{ct},{}", meta.size, ops.join(","))
+    }
+}
+
+/// An entry (or label) name as a header list item: `tchar`s kept, other bytes `%XX`.
+pub fn encode_entry(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn meta(size: u64, ct: &str, labels: &[(&str, &str)]) -> RecordMeta {
+        RecordMeta {
+            ts: 1,
+            size,
+            content_type: ct.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn batch_v1_headers_parse_as_reductstore_documents_them() {
+        // From ReductStore's batch protocol documentation and reduct-py's make_headers_v1.
+        let h = BatchHeaderV1::parse("10,text/plain,label1=value1,label2=\"value,2\"").unwrap();
+        assert_eq!(h.size, 10);
+        assert_eq!(h.content_type.as_deref(), Some("text/plain"));
+        assert_eq!(
+            h.labels,
+            vec![
+                ("label1".into(), "value1".into()),
+                ("label2".into(), "value,2".into())
+            ]
+        );
+        let h = BatchHeaderV1::parse("5").unwrap();
+        assert_eq!((h.size, h.content_type), (5, None));
+        assert!(BatchHeaderV1::parse("x,text/plain").is_err());
+        assert!(BatchHeaderV1::parse("").is_err());
+        // reduct-py's unquoted `k=x,y`: ReductStore keeps `k=x`.
+        let h = BatchHeaderV1::parse("1,a,k=x,y").unwrap();
+        assert_eq!(h.labels, vec![("k".into(), "x".into())]);
+        assert!(BatchHeaderV1::parse("1,a,b=\"c").is_err());
+    }
+
+    #[test]
+    fn batch_v1_header_round_trips_a_comma_value() {
+        let m = meta(3, "text/plain", &[("a", "x,y")]);
+        let s = BatchHeaderV1::format(&m);
+        assert_eq!(s, "3,text/plain,a=\"x,y\"");
+        let back = BatchHeaderV1::parse(&s).unwrap();
+        assert_eq!(back.labels, vec![("a".into(), "x,y".into())]);
+    }
+
+    #[test]
+    fn v2_record_values_apply_deltas() {
+        let (size, first) = parse_record_v2("4,text/plain,a=1,b=\"x,y\"", None, None).unwrap();
+        assert_eq!(size, 4);
+        assert_eq!(first.0.as_deref(), Some("text/plain"));
+        assert_eq!(first.1["b"], "x,y");
+        // Only a size: everything as the previous record.
+        let (_, same) = parse_record_v2("7", Some(&first), None).unwrap();
+        assert_eq!(same, first);
+        // An empty content type keeps the previous one; `a=` clears a.
+        let (_, next) = parse_record_v2("7,,a=", Some(&first), None).unwrap();
+        assert_eq!(next.0.as_deref(), Some("text/plain"));
+        assert_eq!(next.1["a"], "");
+        let names = vec!["score".to_string()];
+        let (_, by_index) = parse_record_v2("1,a/b,0=9", None, Some(&names)).unwrap();
+        assert_eq!(by_index.1["score"], "9");
+        assert!(parse_record_v2("1", None, None).is_err());
+        assert!(parse_record_v2("1,a,1=9", None, Some(&names)).is_err());
+        assert!(parse_record_v2("1,a,k", None, None).is_err());
+        assert!(parse_record_v2("-1,a", None, None).is_err());
+    }
+
+    #[test]
+    fn v2_deltas_round_trip_through_the_parser() {
+        let a = meta(3, "text/plain", &[("k", "v,1"), ("z", "1")]);
+        let b = meta(5, "text/plain", &[("k", "w")]);
+        let (_, sa) = parse_record_v2(&label_delta_v2(&a, None), None, None).unwrap();
+        assert_eq!(sa.1, a.labels);
+        let (size, sb) = parse_record_v2(&label_delta_v2(&b, Some(&a)), Some(&sa), None).unwrap();
+        assert_eq!(size, 5);
+        // A label gone is sent empty: the reader drops it.
+        let kept: BTreeMap<String, String> =
+            sb.1.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        assert_eq!(kept, b.labels);
+    }
+
+    #[test]
+    fn entry_names_encode_outside_tchars() {
+        assert_eq!(encode_entry("cam/front 1"), "cam%2Ffront%201");
+    }
+}
