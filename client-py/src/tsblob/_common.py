@@ -240,6 +240,26 @@ def query_params(start: Optional[Timestamp], stop: Optional[Timestamp], eq: Opti
     return params
 
 
+def selection_body(start: Optional[Timestamp], stop: Optional[Timestamp], when: Optional[Mapping[str, Any]],
+                   strict: bool, limit: Optional[int]) -> Dict[str, Any]:
+    """The selection of a JSON request body (``PATCH …/query``): the same fields as a query's
+    parameters, typed as JSON."""
+    body: Dict[str, Any] = {}
+    if start is not None:
+        body["start"] = to_micros(start)
+    if stop is not None:
+        body["stop"] = to_micros(stop)
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInput(f"limit {limit!r} must be a non-negative int", code="bad_request")
+        body["limit"] = limit
+    if when is not None:
+        body["when"] = when
+    if strict:
+        body["strict"] = True
+    return body
+
+
 def when_params(when: Optional[Mapping[str, Any]], strict: bool) -> Params:
     """``when`` (a condition in ReductStore's language, as a dict) as compact JSON, and
     ``strict``."""

@@ -299,7 +299,9 @@ class SkippedRecord:
 
 @dataclass
 class BatchResult:
-    """Per-record results of ``write_batch``, in the order the records were given."""
+    """Per-record results of ``write_batch`` (and of ``update_labels_batch`` and
+    ``remove_batch``, where ``written`` counts the records updated or removed), in the order
+    the records were given."""
 
     written: int = 0
     failed: int = 0
@@ -316,14 +318,15 @@ class BatchResult:
         errors = self.errors
         if errors:
             first = errors[0]
-            raise BatchError(f"{len(errors)} of {len(self.results)} records were not written (the others were); "
+            raise BatchError(f"{len(errors)} of {len(self.results)} records failed (the others succeeded); "
                              f"the first, ts {first.ts}: {first.error}", result=self) from first.error
         return self
 
     def _add(self, doc: Mapping[str, Any]) -> None:
         results = [RecordResult.from_json(r) for r in doc.get("results") or []]
         self.results.extend(results)
-        self.written += int(doc.get("written", sum(1 for r in results if r.ok)))
+        # `done`: the batches by timestamp of label updates and removals.
+        self.written += int(doc.get("written", doc.get("done", sum(1 for r in results if r.ok))))
         self.failed += int(doc.get("failed", sum(1 for r in results if not r.ok)))
         self.batches += 1
 

@@ -39,6 +39,9 @@ pub enum Command {
     Tail(cli::TailArgs),
     /// Remove a record, a time range, the records matching filters, or a whole entry.
     Rm(cli::RmArgs),
+    /// Set or remove labels of a record, of several by timestamp, or of every record a time
+    /// range and condition select (one request).
+    Label(cli::LabelArgs),
     /// Manage the server's access tokens.
     Token(cli::TokenArgs),
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
@@ -168,6 +171,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Query(args) => cli::query(args).await,
         Command::Histogram(args) => cli::histogram(args).await,
         Command::Rm(args) => cli::rm(args).await,
+        Command::Label(args) => cli::label(args).await,
         Command::Tail(args) => cli::tail(args).await,
         Command::Token(args) => cli::token(args).await,
         Command::Replication(args) => cli::replication(args).await,

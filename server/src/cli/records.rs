@@ -634,9 +634,10 @@ async fn open_record_file(
 pub struct RmArgs {
     pub bucket: String,
     pub entry: String,
-    /// Remove the record at this timestamp.
+    /// Remove the record at this timestamp; repeat it for several (one request, each
+    /// record answered on its own: a missing one fails alone, the others are removed).
     #[arg(long, value_parser = parse_time, conflicts_with_all = ["start", "stop", "all", "limit"])]
-    pub ts: Option<u64>,
+    pub ts: Vec<u64>,
     /// Remove records from this time (inclusive) ...
     #[arg(long, value_parser = parse_time)]
     pub start: Option<u64>,
@@ -671,7 +672,7 @@ pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
         bail!("--strict and --limit go with a filter (--when, --eq, --ne, --has, --missing)");
     }
     let req = if args.filters.any() {
-        if args.ts.is_some() || args.all {
+        if !args.ts.is_empty() || args.all {
             bail!("filters choose among a time range: use them with --start/--stop, not --ts or --all");
         }
         // The matching records of the range: DELETE on the query route.
@@ -682,8 +683,16 @@ pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
         }
         c.request(Method::DELETE, &format!("{path}/query"))
             .query(&params)
-    } else if let Some(ts) = args.ts {
+    } else if let [ts] = args.ts.as_slice() {
         c.request(Method::DELETE, &path).query(&[("ts", ts)])
+    } else if !args.ts.is_empty() {
+        let v = c
+            .json(
+                c.request(Method::DELETE, &format!("{path}/batch"))
+                    .json(&serde_json::json!({ "ts": args.ts })),
+            )
+            .await?;
+        return super::labels::batch_outcome(&v, "removed");
     } else if !range.is_empty() {
         c.request(Method::DELETE, &path).query(&range)
     } else if args.all {

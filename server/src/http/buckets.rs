@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
-use tsblob_storage::{BucketInfo, BucketSettings, BucketSettingsUpdate, QuotaType};
+use tsblob_storage::{BucketInfo, BucketSettings, BucketSettingsUpdate, EntryInfo, QuotaType};
 
 use super::auth::Caller;
 use super::body::BodyChunks;
@@ -245,14 +245,22 @@ pub async fn list(
     }))
 }
 
-async fn bucket_with_entries(state: &AppState, name: String) -> Result<BucketJson, AppError> {
+/// A bucket's info and its entries' (what both APIs answer for one bucket).
+pub(crate) async fn info_and_entries(
+    state: &AppState,
+    name: String,
+) -> Result<(BucketInfo, Vec<EntryInfo>), AppError> {
     let store = state.store.clone();
-    let (info, entries) = blocking(move || {
+    blocking(move || {
         let info = store.bucket(&name)?;
         let entries = store.list_entries(&name)?;
         Ok((info, entries))
     })
-    .await?;
+    .await
+}
+
+async fn bucket_with_entries(state: &AppState, name: String) -> Result<BucketJson, AppError> {
+    let (info, entries) = info_and_entries(state, name).await?;
     Ok(BucketJson::new(
         &info,
         Some(entries.into_iter().map(EntryJson::from).collect()),

@@ -19,7 +19,6 @@ pub mod histogram;
 mod if_exists;
 pub mod inflate;
 pub mod limits;
-pub mod mcap_export;
 pub mod metrics;
 pub mod openapi;
 pub mod params;

@@ -1,5 +1,5 @@
 //! Records out as MCAP: [`Exporter`] over any `Write` (the HTTP route that streams it is
-//! `http/mcap_export.rs`).
+//! `http/query/mcap_export.rs`).
 //!
 //! Mapping (also in `docs/api.md`, "MCAP export"):
 //!

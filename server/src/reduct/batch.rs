@@ -18,7 +18,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use percent_encoding::percent_decode_str;
-use tsblob_storage::{BatchRecord, WriteMeta};
+use tsblob_storage::{BatchRecord, Store, WriteMeta};
 
 use super::ok_empty;
 use super::wire::{self, BatchHeaderV1, ERROR_PREFIX, TIME_PREFIX};
@@ -407,32 +407,13 @@ async fn update(
     bucket: &str,
     parsed: Parsed,
 ) -> Result<Response, AppError> {
-    caller.require_write(bucket)?;
-    check_count(state, &parsed)?;
-    let (store, b, entries, items) = (
-        state.store.clone(),
-        bucket.to_string(),
-        parsed.entries.clone(),
-        parsed.items.clone(),
-    );
-    let errors = blocking(move || {
-        store.bucket(&b)?;
-        let mut out = Vec::new();
-        for item in items {
-            let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
-            let r = check_labels(&set).and_then(|()| {
-                store
-                    .update_labels(&b, &entries[item.entry], item.ts, &set, &remove)
-                    .map_err(AppError::from)
-            });
-            if let Err(e) = r {
-                out.push((item.error_header, e));
-            }
-        }
-        Ok(out)
+    each_item(state, caller, bucket, parsed, |store, b, entry, item| {
+        let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
+        check_labels(&set)?;
+        store.update_labels(b, entry, item.ts, &set, &remove)?;
+        Ok(())
     })
-    .await?;
-    Ok(answer(&parsed, errors))
+    .await
 }
 
 /// Removals of a parsed batch (no body).
@@ -442,6 +423,25 @@ async fn remove(
     bucket: &str,
     parsed: Parsed,
 ) -> Result<Response, AppError> {
+    each_item(state, caller, bucket, parsed, |store, b, entry, item| {
+        Ok(store.remove_record(b, entry, item.ts)?)
+    })
+    .await
+}
+
+/// Runs `apply` on each item of a parsed batch with no body (a label update or a
+/// removal), on the blocking pool once the bucket is found, and answers with the items
+/// that failed.
+async fn each_item<F>(
+    state: &crate::http::AppState,
+    caller: &Caller,
+    bucket: &str,
+    parsed: Parsed,
+    apply: F,
+) -> Result<Response, AppError>
+where
+    F: Fn(&Store, &str, &str, Item) -> Result<(), AppError> + Send + 'static,
+{
     caller.require_write(bucket)?;
     check_count(state, &parsed)?;
     let (store, b, entries, items) = (
@@ -453,9 +453,11 @@ async fn remove(
     let errors = blocking(move || {
         store.bucket(&b)?;
         let mut out = Vec::new();
-        for item in items {
-            if let Err(e) = store.remove_record(&b, &entries[item.entry], item.ts) {
-                out.push((item.error_header, AppError::from(e)));
+        for mut item in items {
+            let header = std::mem::take(&mut item.error_header);
+            let entry = &entries[item.entry];
+            if let Err(e) = apply(&store, &b, entry, item) {
+                out.push((header, e));
             }
         }
         Ok(out)

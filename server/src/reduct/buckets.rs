@@ -80,13 +80,7 @@ async fn settings_body(state: &AppState, body: Body) -> Result<Settings, AppErro
 }
 
 async fn full_info(state: &AppState, name: String) -> Result<BucketFullJson, AppError> {
-    let store = state.store.clone();
-    let (info, entries) = blocking(move || {
-        let info = store.bucket(&name)?;
-        let entries = store.list_entries(&name)?;
-        Ok((info, entries))
-    })
-    .await?;
+    let (info, entries) = crate::http::buckets::info_and_entries(state, name).await?;
     Ok(BucketFullJson {
         info: BucketJson::from(&info),
         settings: Settings::from(&info.settings),

@@ -37,15 +37,11 @@ pub fn quota_name(q: QuotaType) -> &'static str {
     }
 }
 
+/// A quota type by ReductStore's name (any case, as the engine's own names).
 fn parse_quota(s: &str) -> Result<QuotaType, AppError> {
-    match s.to_ascii_uppercase().as_str() {
-        "NONE" => Ok(QuotaType::None),
-        "FIFO" => Ok(QuotaType::Fifo),
-        "HARD" => Ok(QuotaType::Hard),
-        _ => Err(AppError::invalid_settings(format!(
-            "quota_type {s:?} is not one of NONE, FIFO, HARD"
-        ))),
-    }
+    s.parse().map_err(|_| {
+        AppError::invalid_settings(format!("quota_type {s:?} is not one of NONE, FIFO, HARD"))
+    })
 }
 
 /// A bucket's settings as ReductStore writes them.

@@ -140,6 +140,31 @@ type ReadHandle = tokio::task::JoinHandle<
 /// The task was cancelled (removed, replaced) while it waited.
 struct Cancelled;
 
+/// The sender ends: cancelled, or its filter no longer builds.
+struct Ended;
+
+impl From<Cancelled> for Ended {
+    fn from(_: Cancelled) -> Ended {
+        Ended
+    }
+}
+
+/// The state of a sender's loop (`Sender::run`), kept across its turns.
+struct Run {
+    commits: tokio::sync::watch::Receiver<u64>,
+    backoff: Duration,
+    last_save: Instant,
+    last_pending: Instant,
+    /// The durable feed position; `None` until read (again after an error reading it).
+    pos: Option<u64>,
+    /// `None` while a failed read took it with it (built again when needed).
+    filter: Option<FeedFilter>,
+    /// Pages read and being sent, oldest first.
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// Where the next read starts.
+    read_at: Option<u64>,
+}
+
 impl Sender {
     fn store(&self) -> Store {
         self.repl.store().clone()
@@ -166,216 +191,244 @@ impl Sender {
     }
 
     async fn run(self: Arc<Self>) {
+        let Some(filter) = self.start() else {
+            return;
+        };
+        let mut run = Run {
+            commits: self.repl.commits(),
+            backoff: FIRST_BACKOFF,
+            last_save: Instant::now(),
+            last_pending: Instant::now() - Duration::from_secs(10),
+            pos: None,
+            filter: Some(filter),
+            in_flight: Default::default(),
+            read_at: None,
+        };
+        while !self.cancel.is_cancelled() {
+            if self.turn(&mut run).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The task's feed filter, or `None` when the task does not run (paused, or a
+    /// condition that does not parse: reported).
+    fn start(&self) -> Option<FeedFilter> {
         if self.spec.mode == Mode::Paused {
             self.phase(Phase::Paused);
             tracing::info!(task = %self.name, "replication task paused");
-            return;
+            return None;
         }
         let filter = match feed_filter(&self.spec) {
             Ok(f) => f,
             Err(e) => {
-                return self.error(format!(
+                self.error(format!(
                     "the task's condition does not parse: {}",
                     self.repl.explain(e)
-                ))
+                ));
+                return None;
             }
         };
         tracing::info!(task = %self.name, "replication sender started");
-        let mut commits = self.repl.commits();
-        let mut backoff = FIRST_BACKOFF;
-        let mut last_save = Instant::now();
-        let mut last_pending = Instant::now() - Duration::from_secs(10);
-        let mut pos: Option<u64> = None;
-        let mut filter = Some(filter);
-        // Pages read and being sent, oldest first, and where the next read starts.
-        let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
-        let mut read_at: Option<u64> = None;
+        Some(filter)
+    }
+
+    /// One turn of the sender's loop: where the feed stands, then a backfill step, or a
+    /// page read into the pipeline, then a wait for a commit or the oldest page in flight
+    /// acknowledged. `Err` ends the task.
+    async fn turn(self: &Arc<Self>, run: &mut Run) -> Result<(), Ended> {
+        let Some(p) = self.position(run).await? else {
+            return Ok(());
+        };
+        let backfill = self.shared.lock().backfill.clone().filter(|b| !b.done);
+        if let Some(bf) = backfill {
+            let f = self.take_filter(run)?;
+            let step = self.backfill_step(bf, &f, &mut run.backoff).await;
+            run.filter = Some(f);
+            return Ok(step?);
+        }
+        let Some(fresh) = self.fill(run, p).await? else {
+            return Ok(());
+        };
+        if fresh && run.in_flight.len() < MAX_IN_FLIGHT {
+            return Ok(()); // read the next page at once
+        }
+        let Some(oldest) = run.in_flight.pop_front() else {
+            return self.idle(run).await;
+        };
+        self.acknowledge(run, oldest).await
+    }
+
+    /// Where the feed stands (read again after an error reading it); `None` to go round
+    /// again (the reader gone and subscribed again, or an error waited out).
+    async fn position(&self, run: &mut Run) -> Result<Option<u64>, Ended> {
+        if let Some(p) = run.pos {
+            return Ok(Some(p));
+        }
+        let (store, n) = (self.store(), self.name.clone());
+        match blocking(move || {
+            Ok(store
+                .feed_readers()?
+                .into_iter()
+                .find(|(r, _, _)| *r == n)
+                .map(|(_, _, p)| p))
+        })
+        .await
+        {
+            Ok(Some(p)) => {
+                run.pos = Some(p);
+                Ok(Some(p))
+            }
+            Ok(None) if self.cancel.is_cancelled() => Err(Ended), // removed
+            Ok(None) => {
+                // The reader is gone with the index (rebuilt, or restored from
+                // a copy without it): nothing says what was delivered, so
+                // everything the task selects is sent again (what the
+                // destination has counts as existing).
+                self.resubscribe(&mut run.backoff).await?;
+                Ok(None)
+            }
+            Err(e) => {
+                self.error(format!(
+                    "cannot read the feed position: {}",
+                    self.repl.explain(e)
+                ));
+                self.pause(&mut run.backoff).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The feed filter, built again when a failed read took it with it.
+    fn take_filter(&self, run: &mut Run) -> Result<FeedFilter, Ended> {
+        match run.filter.take() {
+            Some(f) => Ok(f),
+            None => feed_filter(&self.spec).map_err(|_| Ended),
+        }
+    }
+
+    /// Fills the pipeline: reads the page after the last one read (while the pages in
+    /// flight are sent by their own tasks), up to MAX_IN_FLIGHT pages, and starts its
+    /// delivery. `Some(fresh)`: whether a new page was read; `None` to go round again
+    /// (a failed read waited out).
+    async fn fill(self: &Arc<Self>, run: &mut Run, p: u64) -> Result<Option<bool>, Ended> {
+        let at = *run.read_at.get_or_insert(p);
+        if run.in_flight.len() >= MAX_IN_FLIGHT {
+            return Ok(Some(false));
+        }
+        // Mark the commits seen before reading: one that lands after the read
+        // wakes us.
+        run.commits.borrow_and_update();
+        let f = self.take_filter(run)?;
+        let page = match self.spawn_read(at, f).await {
+            Ok(Ok((page, f))) => {
+                run.filter = Some(f);
+                page
+            }
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => self.repl.explain(e),
+                    Err(e) => e.to_string(),
+                    Ok(Ok(_)) => String::new(),
+                };
+                // The filter went with the failed read: it is built again.
+                self.error(format!("cannot read the change feed: {why}"));
+                self.pause(&mut run.backoff).await?;
+                return Ok(None);
+            }
+        };
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                self.error(format!("cannot read the change feed: {e}"));
+                // Start again from the durable position (what was in flight is
+                // sent again: the destination finds it existing).
+                for f in run.in_flight.drain(..) {
+                    f.handle.abort();
+                }
+                run.pos = None;
+                run.read_at = None;
+                self.pause(&mut run.backoff).await?;
+                return Ok(None);
+            }
+        };
+        if page.end == at {
+            return Ok(Some(false));
+        }
+        run.read_at = Some(page.end);
+        let (outs, gone) = self.outs(page.records);
+        let me = self.clone();
+        let handle = tokio::spawn(async move {
+            let mut backoff = FIRST_BACKOFF;
+            if outs.is_empty() {
+                return Ok(());
+            }
+            me.deliver(outs, &mut backoff).await
+        });
+        run.in_flight.push_back(InFlight {
+            end: page.end,
+            gone,
+            more: page.more,
+            handle,
+        });
+        Ok(Some(true))
+    }
+
+    /// Nothing new: waits for a commit (or a second, for the figures).
+    async fn idle(&self, run: &mut Run) -> Result<(), Ended> {
+        self.phase(Phase::Idle);
+        self.update_pending(&mut run.last_pending, false).await;
+        self.save_now_and_then(&mut run.last_save).await;
+        tokio::select! {
+            _ = self.cancel.cancelled() => return Err(Ended),
+            _ = run.commits.changed() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        Ok(())
+    }
+
+    /// The oldest page in flight: once delivered, the position moves past it (pages
+    /// are acknowledged in feed order, only once every record of them is resolved).
+    async fn acknowledge(&self, run: &mut Run, oldest: InFlight) -> Result<(), Ended> {
+        match oldest.handle.await {
+            Ok(Ok(())) => {}
+            _ => {
+                // Cancelled (the task was removed or replaced).
+                for f in run.in_flight.drain(..) {
+                    f.handle.abort();
+                }
+                return Err(Ended);
+            }
+        }
+        let (store, n, end) = (self.store(), self.name.clone(), oldest.end);
         loop {
-            if self.cancel.is_cancelled() {
-                return;
-            }
-            // Where the feed stands (again after an error reading it).
-            let p = match pos {
-                Some(p) => p,
-                None => {
-                    let (store, n) = (self.store(), self.name.clone());
-                    match blocking(move || {
-                        Ok(store
-                            .feed_readers()?
-                            .into_iter()
-                            .find(|(r, _, _)| *r == n)
-                            .map(|(_, _, p)| p))
-                    })
-                    .await
-                    {
-                        Ok(Some(p)) => {
-                            pos = Some(p);
-                            p
-                        }
-                        Ok(None) if self.cancel.is_cancelled() => return, // removed
-                        Ok(None) => {
-                            // The reader is gone with the index (rebuilt, or restored from
-                            // a copy without it): nothing says what was delivered, so
-                            // everything the task selects is sent again (what the
-                            // destination has counts as existing).
-                            if self.resubscribe(&mut backoff).await.is_err() {
-                                return;
-                            }
-                            continue;
-                        }
-                        Err(e) => {
-                            self.error(format!(
-                                "cannot read the feed position: {}",
-                                self.repl.explain(e)
-                            ));
-                            if self.pause(&mut backoff).await.is_err() {
-                                return;
-                            }
-                            continue;
-                        }
-                    }
-                }
-            };
-            let backfill = self.shared.lock().backfill.clone().filter(|b| !b.done);
-            if let Some(bf) = backfill {
-                let f = match filter.take() {
-                    Some(f) => f,
-                    None => match feed_filter(&self.spec) {
-                        Ok(f) => f,
-                        Err(_) => return,
-                    },
-                };
-                let step = self.backfill_step(bf, &f, &mut backoff).await;
-                filter = Some(f);
-                if step.is_err() {
-                    return;
-                }
-                continue;
-            }
-            // Fill the pipeline: read the page after the last one read (while the pages
-            // in flight are sent by their own tasks), up to MAX_IN_FLIGHT pages.
-            let at = *read_at.get_or_insert(p);
-            let mut fresh = false;
-            if in_flight.len() < MAX_IN_FLIGHT {
-                // Mark the commits seen before reading: one that lands after the read
-                // wakes us.
-                commits.borrow_and_update();
-                let f = match filter.take() {
-                    Some(f) => f,
-                    None => match feed_filter(&self.spec) {
-                        Ok(f) => f,
-                        Err(_) => return,
-                    },
-                };
-                let page = match self.spawn_read(at, f).await {
-                    Ok(Ok((page, f))) => {
-                        filter = Some(f);
-                        page
-                    }
-                    failed => {
-                        let why = match failed {
-                            Ok(Err(e)) => self.repl.explain(e),
-                            Err(e) => e.to_string(),
-                            Ok(Ok(_)) => String::new(),
-                        };
-                        // The filter went with the failed read: it is built again.
-                        self.error(format!("cannot read the change feed: {why}"));
-                        if self.pause(&mut backoff).await.is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                let page = match page {
-                    Ok(p) => p,
-                    Err(e) => {
-                        self.error(format!("cannot read the change feed: {e}"));
-                        // Start again from the durable position (what was in flight is
-                        // sent again: the destination finds it existing).
-                        for f in in_flight.drain(..) {
+            let (store, n) = (store.clone(), n.clone());
+            match blocking(move || Ok(store.feed_ack(&n, end)?)).await {
+                Ok(()) => break,
+                Err(e) => {
+                    self.error(format!(
+                        "cannot store the feed position: {}",
+                        self.repl.explain(e)
+                    ));
+                    if self.pause(&mut run.backoff).await.is_err() {
+                        for f in run.in_flight.drain(..) {
                             f.handle.abort();
                         }
-                        pos = None;
-                        read_at = None;
-                        if self.pause(&mut backoff).await.is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                if page.end != at {
-                    fresh = true;
-                    read_at = Some(page.end);
-                    let (outs, gone) = self.outs(page.records);
-                    let me = self.clone();
-                    let handle = tokio::spawn(async move {
-                        let mut backoff = FIRST_BACKOFF;
-                        if outs.is_empty() {
-                            return Ok(());
-                        }
-                        me.deliver(outs, &mut backoff).await
-                    });
-                    in_flight.push_back(InFlight {
-                        end: page.end,
-                        gone,
-                        more: page.more,
-                        handle,
-                    });
-                }
-            }
-            if fresh && in_flight.len() < MAX_IN_FLIGHT {
-                continue; // read the next page at once
-            }
-            let Some(oldest) = in_flight.pop_front() else {
-                // Nothing new: wait for a commit (or a second, for the figures).
-                self.phase(Phase::Idle);
-                self.update_pending(&mut last_pending, false).await;
-                self.save_now_and_then(&mut last_save).await;
-                tokio::select! {
-                    _ = self.cancel.cancelled() => return,
-                    _ = commits.changed() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                continue;
-            };
-            // The oldest page in flight: once delivered, the position moves past it (pages
-            // are acknowledged in feed order, only once every record of them is resolved).
-            match oldest.handle.await {
-                Ok(Ok(())) => {}
-                _ => {
-                    // Cancelled (the task was removed or replaced).
-                    for f in in_flight.drain(..) {
-                        f.handle.abort();
-                    }
-                    return;
-                }
-            }
-            let (store, n, end) = (self.store(), self.name.clone(), oldest.end);
-            loop {
-                let (store, n) = (store.clone(), n.clone());
-                match blocking(move || Ok(store.feed_ack(&n, end)?)).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        self.error(format!(
-                            "cannot store the feed position: {}",
-                            self.repl.explain(e)
-                        ));
-                        if self.pause(&mut backoff).await.is_err() {
-                            for f in in_flight.drain(..) {
-                                f.handle.abort();
-                            }
-                            return;
-                        }
+                        return Err(Ended);
                     }
                 }
             }
-            pos = Some(end);
-            // Counted once the page is acknowledged (a page read again is not counted twice).
-            self.evicted(oldest.gone);
-            self.update_pending(&mut last_pending, !oldest.more && in_flight.is_empty())
-                .await;
-            self.save_now_and_then(&mut last_save).await;
         }
+        run.pos = Some(end);
+        // Counted once the page is acknowledged (a page read again is not counted twice).
+        self.evicted(oldest.gone);
+        self.update_pending(
+            &mut run.last_pending,
+            !oldest.more && run.in_flight.is_empty(),
+        )
+        .await;
+        self.save_now_and_then(&mut run.last_save).await;
+        Ok(())
     }
 
     /// The records of a feed page to send, and how many were gone at the source.

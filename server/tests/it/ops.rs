@@ -621,3 +621,111 @@ fn every_cli_error_exited_1() {
     let t = Server::start(&["--token", "s3cret"]);
     assert_eq!(tsblob(&t.url(""), &["bucket", "ls"], b"").0, 5);
 }
+
+/// Issue 28: the bulk routes (`PATCH …/query`, `PATCH`/`DELETE …/batch`) had no CLI; a
+/// change to many records took one `tsblob` call each. `tsblob label` sets and removes labels
+/// of one record, of several by timestamp, or of a selection; `tsblob rm --ts` repeats. A
+/// missing record fails alone (exit 3, the others changed).
+#[tokio::test]
+async fn cli_label_and_rm_of_many_records_in_one_request() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    let r = c.post(s.url("/api/v1/b/cams")).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    for ts in 1..=6u64 {
+        let side = if ts % 2 == 0 { "left" } else { "right" };
+        let r = c
+            .post(s.url(&format!("/api/v1/b/cams/e?ts={ts}")))
+            .header("x-tsblob-label-side", side)
+            .body(vec![b'x'; 10])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+    let url = s.url("");
+    let labels = |c: reqwest::Client, url: String| async move {
+        let r = c
+            .get(format!("{url}/api/v1/b/cams/e/query?meta=true"))
+            .send()
+            .await
+            .unwrap();
+        let body = r.text().await.unwrap();
+        body.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["ts"].is_u64())
+            .map(|v| (v["ts"].as_u64().unwrap(), v["labels"].clone()))
+            .collect::<std::collections::BTreeMap<u64, serde_json::Value>>()
+    };
+
+    // A selection: the left records of [1, 5), evaluated before the change.
+    let (code, out, err) = tsblob(
+        &url,
+        &[
+            "label",
+            "cams",
+            "e",
+            "--set",
+            "seen=yes",
+            "--unset",
+            "side",
+            "--start",
+            "1",
+            "--stop",
+            "5",
+            "--when",
+            r#"{"&side": {"$eq": "left"}}"#,
+        ],
+        b"",
+    );
+    assert_eq!((code, out.trim()), (0, "updated 2"), "{err}");
+    let l = labels(c.clone(), url.clone()).await;
+    assert_eq!(l[&2], serde_json::json!({"seen": "yes"}));
+    assert_eq!(l[&4], serde_json::json!({"seen": "yes"}));
+    assert_eq!(
+        l[&6],
+        serde_json::json!({"side": "left"}),
+        "outside the range"
+    );
+    assert_eq!(l[&3], serde_json::json!({"side": "right"}), "not matching");
+
+    // Several timestamps: one missing fails alone, with the not-found exit code.
+    let (code, out, err) = tsblob(
+        &url,
+        &[
+            "label", "cams", "e", "--set", "k=v", "--ts", "1", "--ts", "99", "--ts", "3",
+        ],
+        b"",
+    );
+    assert_eq!(code, 3, "{out} {err}");
+    assert!(
+        out.contains("updated 2") && err.contains("ts 99: 404"),
+        "{out} {err}"
+    );
+    let l = labels(c.clone(), url.clone()).await;
+    assert_eq!(
+        (&l[&1]["k"], &l[&3]["k"]),
+        (&serde_json::json!("v"), &serde_json::json!("v"))
+    );
+
+    // Nothing to change, or no selection: refused before any request, nothing changed.
+    let (code, _, err) = tsblob(&url, &["label", "cams", "e", "--ts", "1"], b"");
+    assert!(code == 1 && err.contains("--set"), "{err}");
+    let (code, _, err) = tsblob(&url, &["label", "cams", "e", "--set", "a=b"], b"");
+    assert!(code == 1 && err.contains("--all"), "{err}");
+    assert_eq!(labels(c.clone(), url.clone()).await, l);
+
+    // rm with several --ts: the listed records go, a missing one is reported.
+    let (code, out, err) = tsblob(
+        &url,
+        &["rm", "cams", "e", "--ts", "2", "--ts", "5", "--ts", "77"],
+        b"",
+    );
+    assert_eq!(code, 3, "{out} {err}");
+    assert!(
+        out.contains("removed 2") && err.contains("ts 77: 404"),
+        "{out} {err}"
+    );
+    let left: Vec<u64> = labels(c.clone(), url.clone()).await.into_keys().collect();
+    assert_eq!(left, vec![1, 3, 4, 6]);
+}

@@ -978,6 +978,41 @@ class AsyncClient:
                                json_body=c.labels_patch(labels), retry=True)
         return RecordInfo.from_json(doc)
 
+    async def update_labels_where(self, bucket: str, entry: str, labels: Mapping[str, Optional[c.LabelValue]],
+                                  start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None, *,
+                                  when: Optional[Mapping[str, Any]] = None, strict: bool = False,
+                                  limit: Optional[int] = None) -> int:
+        """Sets labels (a value of ``None`` removes that label) on every record with
+        ``start <= ts < stop`` (both optional) that matches ``when`` (all of them without it),
+        oldest first, at most ``limit``; ``when`` sees the labels before the update. Returns
+        how many records were updated (one request, ``PATCH …/query``)."""
+        body = c.labels_patch(labels)
+        body.update(c.selection_body(start, stop, when, strict, limit))
+        doc = await self._json("PATCH", c.entry_path(bucket, entry) + "/query", json_body=body)
+        return int(doc.get("updated", 0))
+
+    async def update_labels_batch(self, bucket: str, entry: str,
+                                  updates: Mapping[Timestamp, Mapping[str, Optional[c.LabelValue]]], *,
+                                  raise_errors: bool = True) -> BatchResult:
+        """Label changes of several records by timestamp in one request (``PATCH …/batch``):
+        ``{ts: {"k": "v", "gone": None}}``. Each record is answered on its own (a missing one
+        is a 404 result, the others are still updated); ``raise_errors`` raises
+        :class:`~tsblob.BatchError` if any failed, after all were tried."""
+        body = {"records": [{"ts": to_micros(ts), **c.labels_patch(labels)} for ts, labels in updates.items()]}
+        result = BatchResult()
+        result._add(await self._json("PATCH", c.entry_path(bucket, entry) + "/batch", json_body=body))
+        return result.raise_for_errors() if raise_errors else result
+
+    async def remove_batch(self, bucket: str, entry: str, timestamps: Iterable[Timestamp], *,
+                           raise_errors: bool = True) -> BatchResult:
+        """Removes several records by timestamp in one request (``DELETE …/batch``), each
+        answered on its own (a missing one is a 404 result); ``raise_errors`` raises
+        :class:`~tsblob.BatchError` if any failed, after all were tried."""
+        body = {"ts": [to_micros(ts) for ts in timestamps]}
+        result = BatchResult()
+        result._add(await self._json("DELETE", c.entry_path(bucket, entry) + "/batch", json_body=body))
+        return result.raise_for_errors() if raise_errors else result
+
     async def remove(self, bucket: str, entry: str, ts: Optional[Timestamp] = None, *,
                      start: Optional[Timestamp] = None, stop: Optional[Timestamp] = None) -> int:
         """Removes one record (``ts``) or the records with ``start <= ts < stop``; returns how

@@ -1,6 +1,6 @@
 //! `GET /api/v1/b/{bucket}/query?format=mcap`: a multi-entry query's records as one MCAP
 //! file ([`crate::mcap::export::Exporter`]), produced in bounded steps on the blocking pool
-//! and streamed as they fill (dispatched from `query.rs`).
+//! and streamed as they fill (dispatched from `mod.rs`).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -11,11 +11,11 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tsblob_storage::{MultiIter, Store};
 
-use super::body::channel_body;
-use super::budget::Held;
-use super::errors::{blocking, AppError};
-use super::query::parse_query;
-use super::records::Target;
+use super::parse::parse_query;
+use crate::http::body::channel_body;
+use crate::http::budget::Held;
+use crate::http::errors::{blocking, AppError};
+use crate::http::records::Target;
 use crate::mcap::export::{load_schema, ExportError, Exporter, MEDIA_TYPE};
 
 /// A `Write` into a buffer the HTTP producer drains after each step.

@@ -1,0 +1,494 @@
+//! Producing a query's answer: a [`Producer`] walks the engine's query iterator in
+//! bounded steps (run on the blocking pool by `pump.rs`) and encodes what it finds as
+//! record frames or NDJSON lines, in pieces counted in the memory budget.
+
+use std::time::Duration;
+
+use bytes::BufMut;
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+use tsblob_proto::framing::{
+    put_end, put_entry_record_head, put_error, put_heartbeat, put_record_head,
+};
+use tsblob_storage::{Labels, MultiIter, Payload, QueryItem, QueryIter, Windows};
+
+use crate::http::budget::{Held, MemoryBudget};
+use crate::http::errors::AppError;
+
+/// Pages of index records (256 each) a step may scan without a match before it hands back,
+/// so that the producer notices a client that went away during a long scan.
+const IDLE_PAGES: u32 = 16;
+
+/// Frames are gathered into chunks of about this size, one per step on the blocking pool
+/// (large enough that the hand-off to the pool costs little per byte). A mapped payload
+/// (`tsblob_storage::Payload::Mapped`, up to `MAP_MAX`) is one piece however large: it
+/// holds page-cache pages, not memory of ours, and counts towards `STEP` instead.
+pub(super) const CHUNK: usize = 256 << 10;
+/// A step also ends once its pieces, mapped ones included, reach this many bytes. Mapped
+/// payloads cost no memory of ours, so a step of them can be larger than `CHUNK`: fewer
+/// hand-offs between the blocking pool and the response's task per byte (each costs
+/// futex wake-ups and context switches: `docs/benchmarks/range-read-2026-11-23.md`).
+const STEP: usize = 4 << 20;
+
+/// What one production step yields.
+pub(super) enum Step {
+    More(Vec<Bytes>),
+    /// A live tail caught up: the pieces, then wait for a commit before the next step (or
+    /// until its settle time lets through the first record its walk left past its horizon,
+    /// at this timestamp).
+    Caught(Vec<Bytes>, Option<u64>),
+    Last(Vec<Bytes>),
+    /// The pieces before an error, then the error (sent as an error frame or line).
+    Fail(Vec<Bytes>, AppError),
+    Abort(std::io::Error),
+}
+
+/// Payloads at least this long are sent as their own piece, straight from the buffer the
+/// engine read them into; shorter ones are copied next to their heads (one piece per record
+/// would cost more in chunk framing and syscalls than the copy).
+const OWN_PIECE: usize = 16 << 10;
+
+/// The pieces of one step: heads and small records gathered in `buf`, large payloads kept as
+/// the buffers they were read into.
+#[derive(Default)]
+struct Pieces {
+    /// Each piece, and the bytes of memory of ours it keeps alive (0 for a mapped payload:
+    /// page cache; the capacity of the buffer it was gathered in, not only its length).
+    done: Vec<(Bytes, u64)>,
+    buf: BytesMut,
+    len: usize,
+    /// Bytes of `done` that are mapped payloads (page cache: not memory of ours).
+    borrowed: usize,
+}
+
+impl Pieces {
+    fn len(&self) -> usize {
+        self.len + self.buf.len()
+    }
+
+    /// Bytes of ours the step holds (gathered, or in buffers read for it): all but the
+    /// mapped payloads.
+    fn held(&self) -> usize {
+        self.len() - self.borrowed
+    }
+
+    /// Whether the step is full: `CHUNK` bytes held, or `STEP` in all.
+    fn full(&self) -> bool {
+        self.held() >= CHUNK || self.len() >= STEP
+    }
+
+    fn push(&mut self, data: Vec<u8>) {
+        if data.len() < OWN_PIECE {
+            self.buf.extend_from_slice(&data);
+            return;
+        }
+        self.flush();
+        self.len += data.len();
+        let cap = data.capacity() as u64;
+        self.done.push((Bytes::from(data), cap));
+    }
+
+    /// A record's payload: a large mapped one (a slice of its block's window), or a large
+    /// slice of a tiered range, as a piece of its own, without a copy; a small one copied
+    /// next to its head.
+    fn push_payload(&mut self, p: Payload) {
+        match p {
+            Payload::Memory(data) => self.push(data),
+            p @ (Payload::Mapped(_) | Payload::Shared(_)) if p.len() < OWN_PIECE => {
+                self.buf.extend_from_slice(p.as_ref())
+            }
+            p @ (Payload::Mapped(_) | Payload::Shared(_)) => {
+                self.flush();
+                self.len += p.len();
+                let mapped = matches!(p, Payload::Mapped(_));
+                if mapped {
+                    self.borrowed += p.len();
+                }
+                let ours = if mapped { 0 } else { p.len() as u64 };
+                self.done.push((Bytes::from_owner(p), ours));
+            }
+        }
+    }
+
+    /// Ends the piece gathered in `buf`. A buffer mostly empty is copied out (and kept
+    /// for the next piece); a fuller one is handed over whole. Never `split`: a piece split
+    /// off a buffer keeps the whole buffer alive, and a buffer grown by doubling is up to
+    /// twice its length, so each piece is counted at its buffer's capacity.
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        self.len += self.buf.len();
+        if self.buf.capacity() > 2 * self.buf.len() {
+            let piece = Bytes::copy_from_slice(&self.buf);
+            self.buf.clear();
+            let n = piece.len() as u64;
+            self.done.push((piece, n));
+        } else {
+            let cap = self.buf.capacity() as u64;
+            self.done
+                .push((std::mem::take(&mut self.buf).freeze(), cap));
+        }
+    }
+
+    /// The pieces, each of memory of ours carrying its share of `room` (the step's
+    /// reservation in the memory budget) until the connection has written it.
+    fn finish(mut self, room: &mut Held) -> Vec<Bytes> {
+        self.flush();
+        self.done
+            .into_iter()
+            .map(|(b, ours)| if ours > 0 { room.attach(b, ours) } else { b })
+            .collect()
+    }
+}
+
+/// What a producer walks: one entry, or several merged.
+pub(super) enum Walk {
+    One(QueryIter),
+    Many(MultiIter),
+}
+
+impl Walk {
+    fn next_bounded(&mut self) -> Option<tsblob_storage::Result<Option<QueryItem>>> {
+        match self {
+            Walk::One(i) => i.next_bounded(),
+            Walk::Many(i) => i.next_bounded(),
+        }
+    }
+
+    fn resume(&mut self, horizon: u64) -> bool {
+        match self {
+            Walk::One(i) => i.resume(horizon),
+            Walk::Many(i) => i.resume(horizon),
+        }
+    }
+
+    /// Walks on only where it may find something: the entries in `changed` (sorted ids)
+    /// and those whose record past the last horizon the new one lets through.
+    fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
+        match self {
+            Walk::One(i) => i.resume_changed(horizon, changed),
+            Walk::Many(i) => i.resume_changed(horizon, changed),
+        }
+    }
+
+    fn ahead(&self) -> Option<u64> {
+        match self {
+            Walk::One(i) => i.ahead(),
+            Walk::Many(i) => i.ahead(),
+        }
+    }
+
+    /// The ids of the entries walked (what the commit listener names).
+    pub(super) fn entry_ids(&self) -> Vec<u32> {
+        match self {
+            Walk::One(i) => vec![i.entry_id()],
+            Walk::Many(i) => i.entry_ids(),
+        }
+    }
+
+    fn is_many(&self) -> bool {
+        matches!(self, Walk::Many(_))
+    }
+}
+
+/// One NDJSON line of a `meta=true` answer.
+#[derive(Serialize)]
+struct MetaLine<'a> {
+    ts: u64,
+    /// Multi-entry answers only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry: Option<&'a str>,
+    size: u64,
+    content_type: &'a str,
+    labels: &'a Labels,
+}
+
+pub(super) struct Producer {
+    iter: Walk,
+    /// NDJSON metadata lines instead of record frames.
+    meta: bool,
+    pub(super) count: u64,
+    /// The mapped block window payloads are sliced from.
+    windows: Windows,
+    pub(super) large: Option<(tsblob_storage::RecordReader, u64)>,
+    /// A live tail: its settle time in µs (records newer than now minus it wait).
+    follow: Option<u64>,
+    /// The next step starts a new walk (a live tail woken by a commit or a timer).
+    rearm: bool,
+    /// The entries (ids, sorted) that got records since the last walk: the next walk's.
+    pub(super) changed: Vec<u32>,
+    /// Damaged records skipped, reported before the end (`damage.rs`).
+    pub(super) skipped: crate::http::damage::Skipped,
+    /// The next step's room in the memory budget (taken before the step, what it did
+    /// not use given back after it).
+    pub(super) room: Held,
+    /// A multi-entry merge's pages of index records, counted after each step.
+    merge: Held,
+}
+
+impl Producer {
+    pub(super) fn new(iter: Walk, meta: bool, budget: &MemoryBudget) -> Producer {
+        Producer {
+            iter,
+            meta,
+            count: 0,
+            windows: Windows::default(),
+            large: None,
+            follow: None,
+            rearm: false,
+            changed: Vec::new(),
+            skipped: Default::default(),
+            room: budget.empty(),
+            merge: budget.empty(),
+        }
+    }
+
+    /// A step, then the budget brought up to date: the room it did not use given back,
+    /// the merge's pages counted as they are now.
+    pub(super) fn counted_step(&mut self) -> Step {
+        let step = self.step();
+        self.room.try_resize(0);
+        if let Walk::Many(i) = &self.iter {
+            self.merge.set(i.held_bytes());
+        }
+        step
+    }
+
+    /// Makes this a live tail: at the end of the records it reports `Step::Caught` and walks
+    /// on from its cursor at the next step.
+    pub(super) fn follow(&mut self, settle: Duration) {
+        let settle = settle.as_micros() as u64;
+        self.follow = Some(settle);
+        let horizon = self.horizon();
+        self.iter.resume(horizon);
+    }
+
+    /// The upper bound of a live tail's walk: timestamps below `now - settle` (all of them
+    /// without a settle time).
+    fn horizon(&self) -> u64 {
+        match self.follow {
+            Some(0) | None => u64::MAX,
+            Some(settle) => tsblob_storage::now_micros().saturating_sub(settle),
+        }
+    }
+
+    /// A heartbeat frame, or an `{"heartbeat": µs}` line.
+    pub(super) fn heartbeat_piece(&self) -> Bytes {
+        let now = tsblob_storage::now_micros();
+        let mut b = BytesMut::new();
+        if self.meta {
+            b.extend_from_slice(format!("{{\"heartbeat\":{now}}}\n").as_bytes());
+        } else {
+            put_heartbeat(&mut b, now);
+        }
+        b.freeze()
+    }
+
+    /// An error as the stream ends it: an error frame, or an `{"error": ...}` line.
+    pub(super) fn error_piece(&self, e: &AppError) -> Bytes {
+        let mut b = BytesMut::new();
+        if self.meta {
+            b.extend_from_slice(&e.json_bytes());
+            b.extend_from_slice(b"\n");
+        } else {
+            put_error(&mut b, &e.json_bytes());
+        }
+        b.freeze()
+    }
+
+    fn step(&mut self) -> Step {
+        // Sized for a step's page (and the record that ends it) at once: grown by doubling
+        // from empty, it costs a copy per doubling and up to twice its length.
+        let mut out = Pieces {
+            buf: BytesMut::with_capacity(CHUNK + OWN_PIECE + 4096),
+            ..Pieces::default()
+        };
+        let mut idle = 0;
+        if std::mem::take(&mut self.rearm) {
+            let horizon = self.horizon();
+            let changed = std::mem::take(&mut self.changed);
+            self.iter.resume_changed(horizon, &changed);
+        }
+        loop {
+            if out.full() {
+                return Step::More(out.finish(&mut self.room));
+            }
+            if let Some((reader, left)) = self.large.as_mut() {
+                let want = (CHUNK as u64).min(*left).max(1) as usize;
+                match reader.read_chunk(want) {
+                    Ok(data) if data.is_empty() => {
+                        return Step::Abort(std::io::Error::other(
+                            "a record ended before its announced length",
+                        ))
+                    }
+                    Err(e) => {
+                        tracing::warn!("query stream cut: {e}");
+                        return Step::Abort(e);
+                    }
+                    Ok(data) => {
+                        *left = left.saturating_sub(data.len() as u64);
+                        out.push(data);
+                        if *left == 0 {
+                            if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
+                                tracing::warn!("query stream cut: a record failed its CRC check");
+                                return Step::Abort(std::io::Error::other(
+                                    "a record failed its CRC check at its end",
+                                ));
+                            }
+                            self.large = None;
+                            self.count += 1;
+                        }
+                    }
+                }
+                continue;
+            }
+            let item = match self.iter.next_bounded() {
+                None => {
+                    // (What the walk left past its horizon, before `resume_changed` may
+                    // arm a walk of it.)
+                    let ahead = self.iter.ahead();
+                    self.skipped.put(&mut out.buf, self.meta);
+                    if self.follow.is_some() && self.iter.resume_changed(self.horizon(), &[]) {
+                        self.rearm = true;
+                        return Step::Caught(out.finish(&mut self.room), ahead);
+                    }
+                    if !self.meta {
+                        put_end(&mut out.buf, self.count);
+                    }
+                    return Step::Last(out.finish(&mut self.room));
+                }
+                Some(Err(e)) => return self.fail(out, AppError::from(e)),
+                Some(Ok(None)) => {
+                    idle += 1;
+                    if idle >= IDLE_PAGES {
+                        return Step::More(out.finish(&mut self.room));
+                    }
+                    continue;
+                }
+                Some(Ok(Some(item))) => item,
+            };
+            let m = &item.meta;
+            if self.meta {
+                let line = MetaLine {
+                    ts: m.ts,
+                    entry: self.iter.is_many().then(|| item.entry()),
+                    size: m.size,
+                    content_type: &m.content_type,
+                    labels: &m.labels,
+                };
+                let mut w = (&mut out.buf).writer();
+                if let Err(e) = serde_json::to_writer(&mut w, &line) {
+                    return self.fail(out, AppError::internal(format!("encoding metadata: {e}")));
+                }
+                out.buf.extend_from_slice(b"\n");
+                self.count += 1;
+                continue;
+            }
+            match item.payload_in(&mut self.windows) {
+                Ok(Some(data)) => {
+                    self.put_head(&mut out.buf, &item, data.len() as u64);
+                    out.push_payload(data);
+                    self.count += 1;
+                }
+                Ok(None) => match item.reader() {
+                    Ok(r) => {
+                        self.put_head(&mut out.buf, &item, m.size);
+                        self.large = Some((r, m.size));
+                    }
+                    Err(tsblob_storage::Error::NotFound(_)) => {}
+                    Err(e) => {
+                        if let Some(e) = self.skip_damaged(&item, e) {
+                            return self.fail(out, e);
+                        }
+                    }
+                },
+                Err(tsblob_storage::Error::NotFound(_)) => {}
+                Err(e) => {
+                    if let Some(e) = self.skip_damaged(&item, e) {
+                        return self.fail(out, e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A record frame's head: kind 4 (naming the entry) in a multi-entry answer.
+    fn put_head(&self, out: &mut BytesMut, item: &QueryItem, len: u64) {
+        let m = &item.meta;
+        if self.iter.is_many() {
+            put_entry_record_head(out, item.entry(), m.ts, &m.content_type, &m.labels, len);
+        } else {
+            put_record_head(out, m.ts, &m.content_type, &m.labels, len);
+        }
+    }
+
+    /// Skips and counts a record whose payload is damaged; any other error is returned,
+    /// to end the stream.
+    fn skip_damaged(&mut self, item: &QueryItem, e: tsblob_storage::Error) -> Option<AppError> {
+        let Some(code) = crate::http::damage::damage_code(&e) else {
+            return Some(AppError::from(e));
+        };
+        let entry = self.iter.is_many().then(|| item.entry());
+        self.skipped.add(entry, item.meta.ts, code, &e);
+        None
+    }
+
+    /// Ends the stream with an error, after the report of what was skipped before it.
+    fn fail(&mut self, mut out: Pieces, e: AppError) -> Step {
+        tracing::warn!("query stream ended by an error: {e}");
+        self.skipped.put(&mut out.buf, self.meta);
+        Step::Fail(out.finish(&mut self.room), e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::query::parse_query;
+    use tsblob_storage::{BatchRecord, BucketSettings, Store, StoreOptions, WriteMeta};
+
+    #[test]
+    fn a_scan_without_matches_hands_back_every_few_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let n = 20_000u64;
+        let batch: Vec<BatchRecord> = (0..n)
+            .map(|ts| BatchRecord {
+                meta: WriteMeta {
+                    labels: [("n".to_string(), ts.to_string())].into(),
+                    ..WriteMeta::at(ts)
+                },
+                data: vec![1; 10],
+            })
+            .collect();
+        s.write_batch("b", "e", batch).unwrap();
+        let r = parse_query(Some(&format!(
+            "when={}",
+            form_urlencoded::byte_serialize(br#"{"&n": {"$gt": 1000000}}"#).collect::<String>()
+        )))
+        .unwrap();
+        let budget = MemoryBudget::default();
+        let mut p = Producer::new(
+            Walk::One(s.query("b", "e", &r.query).unwrap()),
+            false,
+            &budget,
+        );
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            match p.step() {
+                Step::More(pieces) => assert!(pieces.is_empty()),
+                Step::Last(_) => break,
+                _ => panic!("unexpected step"),
+            }
+        }
+        assert_eq!(budget.used(), 0, "nothing held once the pieces are dropped");
+        // 20,000 records = 79 pages of 256: a hand-back every IDLE_PAGES pages
+        assert_eq!(
+            steps,
+            (n as usize).div_ceil(256).div_ceil(IDLE_PAGES as usize)
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! The async pump of a query stream: drives a [`Producer`] step by step on the blocking
+//! pool into the response's bounded channel, and keeps a live tail waiting between walks
+//! (commits, its settle timer, heartbeats, a revoked token).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::parse::FollowOpts;
+use super::produce::{Producer, Step, CHUNK};
+use crate::http::auth::StreamGrant;
+use crate::http::errors::AppError;
+
+/// What a live tail needs besides its producer. Dropped when its stream ends (or its
+/// client leaves): nothing of it outlives the response.
+pub(super) struct Live {
+    pub(super) opts: FollowOpts,
+    /// Admitted, counted, and registered under its entries before the first walk.
+    pub(super) tail: crate::http::tails::Tail,
+}
+
+/// The longest a live tail's settle timer waits at once (a record stamped years ahead
+/// re-arms it after each wait).
+const MAX_SETTLE_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+/// When a live tail with a settle time walks again without a commit: once its horizon
+/// (now minus `settle`) has passed `ahead`, the first record its last walk left for later.
+fn settle_deadline(ahead: Option<u64>, settle: Duration) -> Option<tokio::time::Instant> {
+    let ts = ahead?;
+    let due = ts
+        .saturating_add(settle.as_micros() as u64)
+        .saturating_add(1);
+    let wait = Duration::from_micros(due.saturating_sub(tsblob_storage::now_micros()))
+        .min(MAX_SETTLE_WAIT)
+        + Duration::from_millis(1);
+    Some(tokio::time::Instant::now() + wait)
+}
+
+/// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
+/// bytes sent and the production steps run after `first`. A live tail waits between walks for a commit (or its settle timer), sending
+/// a heartbeat whenever nothing was sent for its heartbeat period.
+pub(super) async fn pump(
+    mut p: Producer,
+    first: Step,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    mut live: Option<Live>,
+    mut grant: StreamGrant,
+) -> (u64, u64) {
+    use tokio::time::Instant;
+    let mut sent = 0u64;
+    let mut steps = 0u64;
+    let mut next = Some(first);
+    let mut last_sent = Instant::now();
+    // With a settle time: the next walk without a commit, once the horizon passes the
+    // first record the last walk left past it (a record stamped ahead of the clock, or
+    // committed within the settle time), so it is delivered with no other write.
+    let mut settle_at = None;
+    loop {
+        let step = match next.take() {
+            Some(s) => s,
+            None => {
+                // A long scan without matches sends nothing: look for a closed channel.
+                if tx.is_closed() {
+                    return (sent, steps);
+                }
+                // A token removed (or no longer allowed to read the bucket) ends the stream.
+                if let Err(e) = grant.check() {
+                    return (sent + revoked(&p, &tx, e).await, steps);
+                }
+                // Room for the step's page in the memory budget; none within
+                // --memory-wait ends the stream with a `busy` error (resume from the last
+                // ts + 1).
+                if let Err(e) = p.room.cover(CHUNK as u64, "a query page").await {
+                    return (sent + revoked(&p, &tx, e).await, steps);
+                }
+                let Ok((back, step)) = tokio::task::spawn_blocking(move || {
+                    let step = p.counted_step();
+                    (p, step)
+                })
+                .await
+                else {
+                    let _ = tx
+                        .send(Err(std::io::Error::other("the query task failed")))
+                        .await;
+                    return (sent, steps);
+                };
+                p = back;
+                steps += 1;
+                step
+            }
+        };
+        let (mut pieces, last, caught) = match step {
+            Step::More(b) => (b, false, false),
+            Step::Caught(b, ahead) => {
+                if let Some(l) = &live {
+                    settle_at = settle_deadline(ahead, l.opts.settle);
+                }
+                (b, false, true)
+            }
+            Step::Last(b) => (b, true, false),
+            Step::Fail(mut b, e) => {
+                b.push(p.error_piece(&e));
+                (b, true, false)
+            }
+            Step::Abort(e) => {
+                let _ = tx.send(Err(e)).await;
+                return (sent, steps);
+            }
+        };
+        if let Some(l) = &live {
+            // A long catch-up scan that matches nothing still keeps the connection alive.
+            // (Only between frames: never inside a large record's payload.)
+            if pieces.is_empty()
+                && !last
+                && p.large.is_none()
+                && last_sent.elapsed() >= l.opts.heartbeat
+            {
+                pieces.push(p.heartbeat_piece());
+            }
+        }
+        for piece in pieces {
+            sent += piece.len() as u64;
+            if tx.send(Ok(piece)).await.is_err() {
+                return (sent, steps); // the client went away
+            }
+            last_sent = Instant::now();
+        }
+        if last {
+            return (sent, steps);
+        }
+        if !caught {
+            continue;
+        }
+        let Some(l) = live.as_mut() else {
+            return (sent, steps); // only a live tail catches up
+        };
+        // Wait for a commit to one of its entries, the settle timer or the client leaving;
+        // heartbeats meanwhile.
+        loop {
+            let beat_at = last_sent + l.opts.heartbeat;
+            tokio::select! {
+                _ = tx.closed() => return (sent, steps),
+                _ = l.tail.wake().notified() => break,
+                _ = grant.changed() => {
+                    if let Err(e) = grant.check() {
+                        return (sent + revoked(&p, &tx, e).await, steps);
+                    }
+                }
+                _ = tokio::time::sleep_until(settle_at.unwrap_or(beat_at)), if settle_at.is_some() => {
+                    settle_at = None;
+                    break;
+                }
+                _ = tokio::time::sleep_until(beat_at) => {
+                    let beat = p.heartbeat_piece();
+                    sent += beat.len() as u64;
+                    if tx.send(Ok(beat)).await.is_err() {
+                        return (sent, steps);
+                    }
+                    last_sent = Instant::now();
+                }
+            }
+        }
+        // Taken before the walk's read transaction begins: a commit after this wakes the
+        // tail again (no lost wake-ups).
+        p.changed = l.tail.wake().take();
+    }
+}
+
+/// Ends a stream whose token was removed or lost its permission (`StreamGrant::check`),
+/// or that found no room in the memory budget: an error frame (an `{"error": ...}` line with `meta=true`) between records, a cut
+/// inside a large record's payload (the client sees a short body, never wrong bytes).
+/// Returns the bytes sent.
+async fn revoked(
+    p: &Producer,
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    e: AppError,
+) -> u64 {
+    tracing::info!("query stream ended: {e}");
+    if p.large.is_some() {
+        let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+        return 0;
+    }
+    let piece = p.error_piece(&e);
+    let n = piece.len() as u64;
+    let _ = tx.send(Ok(piece)).await;
+    n
+}

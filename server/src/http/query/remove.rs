@@ -1,0 +1,41 @@
+//! `DELETE .../query`: removes the records a query selects (a plain range, or with a
+//! condition, filters or a limit, those that match).
+
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+
+use super::parse::{one_entry, parse_query};
+use crate::http::errors::{blocking, AppError, ErrorBody};
+use crate::http::params::pairs;
+use crate::http::records::{remove_range, Target};
+
+#[utoipa::path(delete, path = "/api/v1/b/{bucket}/{entry}/query", tag = "records",
+    params(("bucket" = String, Path), ("entry" = String, Path),
+           ("start" = Option<u64>, Query), ("stop" = Option<u64>, Query),
+           ("when" = Option<String>, Query, description = "only records matching this condition (URL-encoded JSON)"),
+           ("strict" = Option<bool>, Query), ("limit" = Option<u64>, Query)),
+    responses((status = 200, body = serde_json::Value, description = "{\"removed\": N}"),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)))]
+pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
+    t.caller.require_write(&t.bucket)?;
+    let raw = req.uri().query();
+    if pairs(raw).iter().any(|(k, _)| k == "ts") {
+        return Err(AppError::bad_request(
+            "the query route removes ranges: give start and stop, not ts",
+        ));
+    }
+    let r = one_entry(parse_query(raw)?)?;
+    if r.meta || r.query.descending || r.follow.is_some() {
+        return Err(AppError::bad_request(
+            "meta, desc and follow have no meaning for DELETE: removal goes oldest first and answers {\"removed\": N}",
+        ));
+    }
+    let q = r.query;
+    if q.when.is_none() && q.filters.is_empty() && q.limit.is_none() {
+        return remove_range(t.state.store.clone(), t.bucket, t.entry, q.start, q.stop).await;
+    }
+    let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let n = blocking(move || Ok(store.remove_where(&bucket, &entry, &q)?)).await?;
+    Ok(axum::Json(serde_json::json!({"removed": n})).into_response())
+}
