@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use tsblob_proto::ErrorCode;
 
 use super::errors::AppError;
 
@@ -120,7 +121,7 @@ impl Caller {
     fn forbidden(&self, what: &str) -> AppError {
         AppError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             format!(
                 "token {:?} may not {what}: ask an administrator for a token with that permission",
                 self.name.as_deref().unwrap_or("")
@@ -257,7 +258,7 @@ impl Auth {
         if name == ADMIN_NAME || tokens.contains_key(name) {
             return Err(AppError::new(
                 StatusCode::CONFLICT,
-                "token_exists",
+                ErrorCode::TokenExists,
                 format!(
                     "a token named {name:?} already exists: pick another name or remove it first"
                 ),
@@ -291,14 +292,14 @@ impl Auth {
         let Some(t) = tokens.get(name).cloned() else {
             return Err(AppError::new(
                 StatusCode::NOT_FOUND,
-                "token_not_found",
+                ErrorCode::TokenNotFound,
                 format!("there is no stored token named {name:?} (the --token admin token cannot be removed over HTTP)"),
             ));
         };
         if tokens.len() == 1 && self.admin_hash.is_none() && !disable_auth {
             return Err(AppError::new(
                 StatusCode::CONFLICT,
-                "last_token",
+                ErrorCode::LastToken,
                 format!(
                     "{name:?} is the last token and the server has no --token admin token: removing it would switch authentication off and open every route to anyone. Create another token first, or confirm with DELETE /api/v1/tokens/{name}?disable_auth=true"
                 ),
@@ -345,7 +346,7 @@ fn validate_token_name(name: &str) -> Result<(), AppError> {
     } else {
         Err(AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_name",
+            ErrorCode::InvalidName,
             format!(
                 "token name {name:?} is not valid: use 1 to 64 letters, digits, '-', '_' or '.'"
             ),
@@ -369,7 +370,7 @@ fn validate_pattern(p: &str) -> Result<(), AppError> {
     } else {
         Err(AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_name",
+            ErrorCode::InvalidName,
             format!(
                 "bucket pattern {} is not valid: use a bucket name, optionally ending in '*'",
                 tsblob_proto::quote_short(p)
@@ -445,7 +446,7 @@ impl StreamGrant {
         let revoked = |why: &str| {
             AppError::new(
                 StatusCode::UNAUTHORIZED,
-                "token_revoked",
+                ErrorCode::TokenRevoked,
                 format!("{why}: this stream ends; open it again with a valid token"),
             )
         };
@@ -459,7 +460,7 @@ impl StreamGrant {
             Some(caller) => caller.require_read(&self.bucket).map_err(|_| {
                 AppError::new(
                     StatusCode::FORBIDDEN,
-                    "forbidden",
+                    ErrorCode::Forbidden,
                     format!(
                         "token {:?} may no longer read bucket {:?}: this stream ends; ask an administrator for a token with that permission",
                         caller.name.as_deref().unwrap_or(""),
@@ -481,7 +482,8 @@ impl StreamGrant {
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut r = AppError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let mut r =
+        AppError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response();
     r.headers_mut().insert(
         axum::http::header::WWW_AUTHENTICATE,
         axum::http::HeaderValue::from_static("Bearer"),
@@ -521,13 +523,13 @@ mod tests {
                 .create("cam-reader", true, vec![], vec![])
                 .unwrap_err()
                 .code,
-            "token_exists"
+            ErrorCode::TokenExists
         );
         again.remove("cam-reader", false).unwrap();
         assert!(again.authenticate(&value).is_none());
         assert_eq!(
             again.remove("cam-reader", false).unwrap_err().code,
-            "token_not_found"
+            ErrorCode::TokenNotFound
         );
     }
 
@@ -539,7 +541,7 @@ mod tests {
         auth.create("b", false, vec!["*".into()], vec![]).unwrap();
         auth.remove("a", false).unwrap();
         let e = auth.remove("b", false).unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (409, "last_token"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (409, "last_token"));
         assert!(
             auth.enabled(),
             "a refused removal must keep authentication on"

@@ -11,11 +11,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
+use tsblob_proto::ErrorCode;
 use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::content_length;
 use super::budget::Held;
-use super::errors::{AppError, ErrorBody, ErrorDetail};
+use super::errors::{AppError, ErrorBody};
 use super::if_exists::{conflict, same_payload, settle_write, IfExists};
 use super::inflate::PlainChunks;
 use super::records::Target;
@@ -70,19 +71,17 @@ type ChunkOutcome = Vec<RecordResult>;
 fn malformed(message: impl std::fmt::Display) -> AppError {
     AppError::new(
         StatusCode::BAD_REQUEST,
-        "malformed_batch",
+        ErrorCode::MalformedBatch,
         format!("the batch body is malformed: {message}; see the framing in docs/api.md"),
     )
 }
 
-fn detail(status: StatusCode, code: &str, message: String) -> RecordResult {
+/// A record's result for an error answered in it ([`AppError::answer`]: logged).
+fn answered(e: &AppError) -> RecordResult {
     RecordResult {
         ts: None,
-        status: status.as_u16(),
-        error: Some(ErrorDetail {
-            code: code.to_string(),
-            message,
-        }),
+        status: e.status.as_u16(),
+        error: Some(e.answer()),
     }
 }
 
@@ -137,16 +136,13 @@ fn spawn_chunk(
                             let c = conflict(&bucket, &entry, at);
                             RecordResult {
                                 ts: Some(at),
-                                ..detail(c.status, c.code, c.message)
+                                ..answered(&c)
                             }
                         }
                     }
                     Err(e) => {
                         let a = AppError::from(e);
-                        RecordResult {
-                            ts,
-                            ..detail(a.status, a.code, a.message)
-                        }
+                        RecordResult { ts, ..answered(&a) }
                     }
                 })
                 .collect(),
@@ -155,10 +151,7 @@ fn spawn_chunk(
                 let a = AppError::from(e);
                 asked
                     .into_iter()
-                    .map(|ts| RecordResult {
-                        ts,
-                        ..detail(a.status, a.code, a.message.clone())
-                    })
+                    .map(|ts| RecordResult { ts, ..answered(&a) })
                     .collect()
             }
         }
@@ -173,7 +166,7 @@ async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<Reco
                 let a = AppError::internal(format!(
                     "a chunk of the batch failed to run ({e}); its records were not confirmed"
                 ));
-                results.push(detail(a.status, a.code, a.message));
+                results.push(answered(&a));
             }
         }
     }
@@ -238,7 +231,7 @@ fn spawn_spooled(
             },
             Err(a) => RecordResult {
                 ts: asked,
-                ..detail(a.status, a.code, a.message)
+                ..answered(&a)
             },
         }]
     })
@@ -347,7 +340,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         too_large = Some(head.ts);
                         fault = Some(AppError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
-                            "record_too_large",
+                            ErrorCode::RecordTooLarge,
                             format!(
                                 "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST (the records after it were not read)",
                                 dec.records(), head.payload_len, limits.max_batch_record
@@ -358,7 +351,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                     if dec.records() > limits.max_batch_records {
                         fault = Some(AppError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
-                            "payload_too_large",
+                            ErrorCode::PayloadTooLarge,
                             format!(
                                 "the batch has more than {} records, the server's limit per request (each record's result is held until the answer): split it, or start the server with a larger --max-batch-records",
                                 limits.max_batch_records
@@ -487,7 +480,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     if let (Some(ts), Some(f)) = (too_large, &fault) {
         results.push(RecordResult {
             ts: (ts != TS_NOW).then_some(ts),
-            ..detail(f.status, f.code, f.message.clone())
+            ..answered(f)
         });
     }
 

@@ -2,6 +2,7 @@
 //! producer through a bounded channel (the backpressure of every large transfer).
 
 use std::time::Duration;
+use tsblob_proto::ErrorCode;
 
 use axum::body::{Body, BodyDataStream};
 use axum::http::StatusCode;
@@ -84,7 +85,7 @@ impl BodyChunks {
         match tokio::time::timeout(wait, self.stream.next()).await {
             Err(_) if wait < self.idle => Err(AppError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
+                ErrorCode::RequestTimeout,
                 format!(
                     "the request body arrived too slowly: {} bytes in {} s, under the server's body deadline (--body-deadline {} s plus 1 s per --body-min-rate {} bytes): send it faster",
                     self.seen,
@@ -95,7 +96,7 @@ impl BodyChunks {
             )),
             Err(_) => Err(AppError::new(
                 StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
+                ErrorCode::RequestTimeout,
                 format!(
                     "the request body stalled for {} s: send it faster, or start the server with a longer --idle-timeout",
                     self.idle.as_secs()
@@ -192,7 +193,10 @@ mod tests {
             .await
             .unwrap_err();
         // 20 B/s against 400 ms + 1 s per 100 B: late after about 0.5 s.
-        assert_eq!((err.status.as_u16(), err.code), (408, "request_timeout"));
+        assert_eq!(
+            (err.status.as_u16(), err.code.as_str()),
+            (408, "request_timeout")
+        );
         assert!(err.message.contains("--body-deadline"), "{}", err.message);
         let took = started.elapsed();
         assert!(took < Duration::from_secs(4), "cut after {took:?}");

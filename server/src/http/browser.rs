@@ -32,6 +32,7 @@
 //! `Host` (or the name they were given, on a server that allows it): nothing changes for them.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use tsblob_proto::ErrorCode;
 
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -167,7 +168,7 @@ impl BrowserPolicy {
         };
         Err(AppError::new(
             StatusCode::FORBIDDEN,
-            "host_not_allowed",
+            ErrorCode::HostNotAllowed,
             format!(
                 "this server answers only the Host names localhost, 127.0.0.1 and [::1]{listed}, not {}: a web page on another name that resolves to this machine (DNS rebinding) must not reach it. Behind a name, start the server with --allowed-hosts <name> (TSBLOB_ALLOWED_HOSTS; '*' answers any name)",
                 tsblob_proto::quote_short(&String::from_utf8_lossy(value.as_bytes()))
@@ -212,7 +213,7 @@ fn cross_origin(origin: Option<&HeaderValue>, site: Option<&[u8]>) -> AppError {
     };
     AppError::new(
         StatusCode::FORBIDDEN,
-        "cross_origin",
+        ErrorCode::CrossOrigin,
         format!(
             "this request comes from {from}, not from this server's own console: the API refuses other sites' pages (reads too), so that a page the user happens to visit cannot read or change this server through their browser. To let a web application call the API, start the server with --cors-origin <its origin, e.g. https://dash.example.com> (TSBLOB_CORS_ORIGIN) and call it with fetch(); programs that are not browsers (curl, the SDK, the CLI) are not affected"
         ),

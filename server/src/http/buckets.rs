@@ -96,8 +96,7 @@ fn parse_local_max(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
 
 /// The same error about another setting (durations share one parser).
 fn rename_setting(e: AppError, from: &str, to: &str) -> AppError {
-    let body = e.body();
-    AppError::invalid_settings(body.error.message.replacen(from, to, 1))
+    AppError::invalid_settings(e.message.replacen(from, to, 1))
 }
 
 /// A `max_age` given as microseconds or as a duration (`"30d"`); `none` or 0 is off.

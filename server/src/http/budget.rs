@@ -315,7 +315,7 @@ mod tests {
         let started = std::time::Instant::now();
         let e = other.cover(100, "a batch record").await.unwrap_err();
         assert!(started.elapsed() >= Duration::from_millis(200));
-        assert_eq!((e.status.as_u16(), e.code), (503, "busy"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (503, "busy"));
         assert!(e.message.contains("--memory-budget"), "{}", e.message);
         // Room freed while waiting is taken.
         let chunk = a.split(GRANULE);

@@ -4,6 +4,7 @@
 //! a list of timestamps, each answered with its own result.
 
 use std::collections::BTreeMap;
+use tsblob_proto::ErrorCode;
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -14,7 +15,7 @@ use tsblob_storage::{Labels, Query};
 
 use super::batch::RecordResult;
 use super::body::BodyChunks;
-use super::errors::{blocking, AppError, ErrorBody, ErrorDetail};
+use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
 use super::when;
 
@@ -136,7 +137,7 @@ fn too_many(n: usize, t: &Target) -> Result<(), AppError> {
     if n as u64 > max {
         return Err(AppError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!("{n} items, over --max-batch-records ({max}): send them in several requests"),
         ));
     }
@@ -165,10 +166,7 @@ fn results<T>(asked: &[u64], out: Vec<tsblob_storage::Result<T>>) -> BulkResult 
                 RecordResult {
                     ts: Some(*ts),
                     status: e.status.as_u16(),
-                    error: Some(ErrorDetail {
-                        code: e.code.to_string(),
-                        message: e.message,
-                    }),
+                    error: Some(e.answer()),
                 }
             }
         });

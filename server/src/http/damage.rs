@@ -11,6 +11,7 @@
 
 use bytes::BytesMut;
 use serde::Serialize;
+use tsblob_proto::ErrorCode;
 use tsblob_storage::{Error, TierError};
 
 use super::errors::classify;
@@ -22,7 +23,7 @@ pub const MAX_LISTED: usize = 1000;
 
 /// The error code of a record read that failed because the record is damaged (permanent:
 /// skip it), or `None` for any other failure (an outage, or a bug: end the stream).
-pub fn damage_code(e: &Error) -> Option<&'static str> {
+pub fn damage_code(e: &Error) -> Option<ErrorCode> {
     match e {
         Error::Corrupt(_) | Error::Tier(TierError::Missing { .. } | TierError::Damaged { .. }) => {
             Some(classify(e).1)
@@ -73,7 +74,7 @@ impl Skipped {
     }
 
     /// Counts a skipped record (`entry` in multi-entry answers); logs it.
-    pub fn add(&mut self, entry: Option<&str>, ts: u64, code: &'static str, e: &Error) {
+    pub fn add(&mut self, entry: Option<&str>, ts: u64, code: ErrorCode, e: &Error) {
         tracing::warn!(
             "query skipped a damaged record ({code}) at ts {ts}{}: {e}",
             entry
@@ -85,7 +86,7 @@ impl Skipped {
             self.listed.push(Named {
                 entry: entry.map(String::from),
                 ts,
-                code,
+                code: code.as_str(),
             });
         }
     }

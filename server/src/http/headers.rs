@@ -4,6 +4,7 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use tsblob_proto::headers::{decode_label_value, encode_label_value, label_header};
 pub use tsblob_proto::headers::{LABEL_PREFIX, TS_HEADER};
+use tsblob_proto::ErrorCode;
 use tsblob_storage::{Labels, RecordMeta, DEFAULT_CONTENT_TYPE};
 
 use super::errors::AppError;
@@ -54,7 +55,7 @@ pub fn content_type_from(headers: &HeaderMap) -> Result<Option<String>, AppError
             let s = v.to_str().map_err(|_| {
                 AppError::new(
                     axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_content_type",
+                    ErrorCode::InvalidContentType,
                     "the Content-Type header is not printable ASCII",
                 )
             })?;
@@ -105,7 +106,7 @@ fn content_coding(headers: &HeaderMap) -> Coding<'_> {
 fn unsupported_encoding(v: &HeaderValue, how: &str) -> AppError {
     AppError::new(
         axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported_encoding",
+        ErrorCode::UnsupportedEncoding,
         format!("Content-Encoding {v:?} is not supported {how}"),
     )
 }
@@ -169,7 +170,7 @@ mod tests {
     fn bad_label_headers_are_refused() {
         let mut h = HeaderMap::new();
         h.insert("x-tsblob-label-k", HeaderValue::from_static("%FF"));
-        assert_eq!(labels_from(&h).unwrap_err().code, "invalid_label");
+        assert_eq!(labels_from(&h).unwrap_err().code, ErrorCode::InvalidLabel);
         let mut h = HeaderMap::new();
         h.insert("x-tsblob-label-a!b", HeaderValue::from_static("v"));
         assert!(labels_from(&h).is_err());

@@ -116,7 +116,7 @@ mod tests {
         assert_eq!((p.start, p.stop, p.step), (Some(10), Some(20), Some(5)));
         let code = |q| {
             let e = HistogramParams::parse(Some(q)).unwrap_err();
-            (e.status.as_u16(), e.code)
+            (e.status.as_u16(), e.code.as_str())
         };
         assert_eq!(code("step=0"), (400, "bad_request"));
         assert_eq!(code("start=0&stop=10001&step=1"), (400, "bad_request"));

@@ -4,6 +4,7 @@
 //! another.
 
 use axum::http::StatusCode;
+use tsblob_proto::ErrorCode;
 
 use super::errors::AppError;
 
@@ -57,7 +58,7 @@ pub(crate) fn same_payload(
 pub(crate) fn conflict(bucket: &str, entry: &str, at: u64) -> AppError {
     AppError::new(
         StatusCode::CONFLICT,
-        "conflict",
+        ErrorCode::Conflict,
         format!("a different record (another payload) is stored at timestamp {at} in {bucket}/{entry}: it is kept, never overwritten; remove it first to replace it"),
     )
 }

@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use bytes::{Buf, Bytes};
 use tsblob_proto::format_size;
+use tsblob_proto::ErrorCode;
 use zstd::zstd_safe::{get_error_name, DCtx, DParameter, InBuffer, OutBuffer};
 
 use super::body::BodyChunks;
@@ -136,7 +137,7 @@ impl Inflate {
                 Err(e) if e.status == StatusCode::PAYLOAD_TOO_LARGE => {
                     return Err(AppError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
-                        "payload_too_large",
+                        ErrorCode::PayloadTooLarge,
                         format!(
                             "the zstd body is over the server's limit of {} as sent (--max-compressed-body): split it",
                             format_size(self.chunks.limit())
@@ -177,7 +178,7 @@ impl Inflate {
         if self.plain > self.max_plain {
             return Err(AppError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                ErrorCode::PayloadTooLarge,
                 format!(
                     "the zstd body decompresses to more than the server's limit of {} (--max-decompressed-body): split it into several batches",
                     format_size(self.max_plain)

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tsblob_proto::ErrorCode;
 
 use parking_lot::Mutex;
 use prometheus::{IntCounterVec, IntGauge};
@@ -180,7 +181,7 @@ impl Kind {
 fn too_many_tails(message: String) -> AppError {
     AppError::new(
         axum::http::StatusCode::TOO_MANY_REQUESTS,
-        "too_many_tails",
+        ErrorCode::TooManyTails,
         message,
     )
 }
@@ -289,11 +290,14 @@ mod tests {
         let a1 = s.open("a").unwrap();
         let _a2 = s.open("a").unwrap();
         let e = s.open("a").unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (429, "too_many_streams"));
+        assert_eq!(
+            (e.status.as_u16(), e.code.as_str()),
+            (429, "too_many_streams")
+        );
         let _b1 = s.open("b").unwrap();
         assert_eq!(g.get(), 3);
         let e = s.open("c").unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (503, "busy"));
+        assert_eq!((e.status.as_u16(), e.code.as_str()), (503, "busy"));
         drop(a1);
         assert_eq!(g.get(), 2);
         let _c1 = s.open("c").unwrap();
@@ -354,7 +358,10 @@ mod tests {
         let a1 = t.open("a").unwrap();
         let _a2 = t.open("a").unwrap();
         let e = t.open("a").unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (429, "too_many_tails"));
+        assert_eq!(
+            (e.status.as_u16(), e.code.as_str()),
+            (429, "too_many_tails")
+        );
         assert!(
             e.message.contains("--max-tails-per-token 2"),
             "{}",
@@ -362,7 +369,10 @@ mod tests {
         );
         let _b1 = t.open("b").unwrap();
         let e = t.open("b").unwrap_err();
-        assert_eq!((e.status.as_u16(), e.code), (429, "too_many_tails"));
+        assert_eq!(
+            (e.status.as_u16(), e.code.as_str()),
+            (429, "too_many_tails")
+        );
         assert!(e.message.contains("--max-tails 3"), "{}", e.message);
         drop(a1);
         let _b2 = t.open("b").unwrap();

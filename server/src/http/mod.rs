@@ -33,6 +33,7 @@ pub(crate) mod writer;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tsblob_proto::ErrorCode;
 
 use axum::extract::{Path, Request, State};
 use axum::http::Method;
@@ -257,7 +258,7 @@ async fn entry_route(
             Method::POST => query::stream_bucket_post(target, req).await,
             method => Err(AppError::new(
                 axum::http::StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 format!("{method} is not supported on a bucket-level query: GET or POST with entries (removal goes entry by entry)"),
             )),
         };
@@ -267,7 +268,7 @@ async fn entry_route(
         // so no record can be written to (or read from) an entry path ending in it.
         return Err(AppError::new(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             format!("{} …/rename is not supported: `rename` is reserved as an entry name's last segment; PUT /api/v1/b/{{bucket}}/{{entry}}/rename (or /api/v1/b/{{bucket}}/rename) with {{\"new_name\": \"...\"}} renames the entry (or the bucket)", req.method()),
         ));
     }
@@ -302,7 +303,7 @@ async fn entry_route(
         (EntryRoute::Rename, Method::PUT) => records::rename_entry(target, req).await,
         (route, method) => Err(AppError::new(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             format!("{method} is not supported on the {route:?} route: see docs/api.md for the methods of each route"),
         )),
     }
@@ -364,7 +365,7 @@ async fn not_found(req: Request) -> AppError {
 async fn method_not_allowed(req: Request) -> AppError {
     AppError::new(
         axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         format!(
             "{} is not supported on {}: see /api/v1/openapi.json for the methods of each route",
             req.method(),

@@ -112,6 +112,7 @@ impl RecordParams {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use tsblob_proto::ErrorCode;
 
     #[test]
     fn timestamps_are_strict() {
@@ -131,7 +132,7 @@ mod tests {
         ] {
             let e = parse_ts("ts", bad).unwrap_err();
             assert_eq!(
-                (e.status.as_u16(), e.code),
+                (e.status.as_u16(), e.code.as_str()),
                 (422, "invalid_timestamp"),
                 "{bad:?}"
             );
@@ -149,7 +150,11 @@ mod tests {
             "when=%7B%7D&when=%7B%7D",
         ] {
             let e = refuse_repeats(Some(bad)).unwrap_err();
-            assert_eq!((e.status.as_u16(), e.code), (400, "bad_request"), "{bad}");
+            assert_eq!(
+                (e.status.as_u16(), e.code.as_str()),
+                (400, "bad_request"),
+                "{bad}"
+            );
         }
         for ok in [None, Some(""), Some("entries=a&entries=b&eq.k=1&eq.k=2&ne.k=3&ne.k=4&has=a&has=b&missing=c&missing=d&start=1")] {
             refuse_repeats(ok).unwrap();
@@ -167,7 +172,7 @@ mod tests {
         assert_eq!((p.start, p.stop), (Some(1), Some(9)));
         assert_eq!(
             RecordParams::parse(Some("strat=1"), true).unwrap_err().code,
-            "bad_request"
+            ErrorCode::BadRequest
         );
     }
 }

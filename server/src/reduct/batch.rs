@@ -13,6 +13,7 @@
 //! server's memory budget (`--memory-budget`, waiting `--memory-wait`, then 503 `busy`).
 
 use std::collections::BTreeMap;
+use tsblob_proto::ErrorCode;
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -58,7 +59,7 @@ struct Parsed {
 fn malformed(message: impl std::fmt::Display) -> AppError {
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "malformed_batch",
+        ErrorCode::MalformedBatch,
         format!("{message}"),
     )
 }

@@ -21,6 +21,7 @@ pub mod tokens;
 pub mod wire;
 
 use std::sync::Arc;
+use tsblob_proto::ErrorCode;
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -159,7 +160,7 @@ async fn not_found(req: Request) -> AppError {
 pub(crate) fn method_not_allowed(method: &Method, what: &str) -> AppError {
     AppError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         format!("{method} is not supported on {what}"),
     )
 }

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tsblob_proto::ErrorCode;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -137,7 +138,7 @@ pub struct QueryJson {
 fn unsupported(what: &str) -> AppError {
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
+        ErrorCode::Unsupported,
         format!("{what} is not supported by tsblob's ReductStore API (see docs/reductstore.md)"),
     )
 }
@@ -311,7 +312,7 @@ async fn open(
     if map.len() >= sessions.limits.max {
         return Err(AppError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_streams",
+            ErrorCode::TooManyStreams,
             format!(
                 "{} query sessions are open, the server's limit (--reductstore-max-queries): read queries to their end, give them a short ttl, or raise the limit",
                 map.len()
@@ -374,7 +375,7 @@ async fn next_batch(
         let cursor = s.cursor.take().ok_or_else(|| {
             AppError::new(
                 StatusCode::CONFLICT,
-                "conflict",
+                ErrorCode::Conflict,
                 format!("query {id} is being read by another request: read a session one request at a time"),
             )
         })?;

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
+use tsblob_proto::ErrorCode;
 
 use super::Ctx;
 use crate::http::auth::Caller;
@@ -58,7 +59,7 @@ pub async fn refuse(req: Request) -> AppError {
     };
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
+        ErrorCode::Unsupported,
         format!("{what}; nothing was changed"),
     )
 }

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
+use tsblob_proto::ErrorCode;
 
 use super::server::{rfc3339, token_json};
 use super::{method_not_allowed, ok_empty, Ctx};
@@ -61,7 +62,7 @@ enum CreateRequest {
 fn unsupported(what: &str) -> AppError {
     AppError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "unsupported",
+        ErrorCode::Unsupported,
         format!("{what} is not supported by tsblob's tokens: nothing was changed (see docs/reductstore.md)"),
     )
 }
@@ -84,7 +85,7 @@ pub async fn token_route(
                 .ok_or_else(|| {
                     AppError::new(
                         StatusCode::NOT_FOUND,
-                        "token_not_found",
+                        ErrorCode::TokenNotFound,
                         format!("there is no token named {name:?}"),
                     )
                 })?;

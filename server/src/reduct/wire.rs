@@ -366,7 +366,7 @@ pub fn header_safe(message: &str) -> HeaderValue {
 
 /// A batch record's error header value: `<status>,<message>`.
 pub fn record_error(e: &AppError) -> HeaderValue {
-    header_safe(&format!("{},{}", e.status.as_u16(), e.message))
+    header_safe(&format!("{},{}", e.status.as_u16(), e.answer().message))
 }
 
 #[cfg(test)]

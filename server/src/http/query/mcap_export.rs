@@ -256,6 +256,7 @@ async fn pump(
                 // Room for the step's output in the memory budget; none within
                 // --memory-wait ends the export (its MCAP file is left without a footer).
                 if let Err(e) = p.room.cover(STEP_OUT as u64, "an MCAP export").await {
+                    e.log();
                     tracing::warn!("MCAP export cut: {e}");
                     let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
                     return;
@@ -284,6 +285,7 @@ async fn pump(
             return; // the client went away
         }
         if let Some(e) = err {
+            e.log();
             tracing::warn!("MCAP export cut: {e}");
             let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
             return;

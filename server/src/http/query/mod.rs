@@ -12,11 +12,11 @@
 //! No state outlives the response: to continue after a `limit`, a client queries again
 //! from the last ts + 1.
 
+mod delete;
 mod mcap_export;
 mod parse;
 mod produce;
 mod pump;
-mod remove;
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
@@ -32,7 +32,7 @@ use pump::{pump, Live};
 
 pub use parse::{parse_body, parse_query, FollowOpts, QueryBody, QueryRequest, DEFAULT_HEARTBEAT};
 // (`__path_remove`: the OpenAPI description `#[utoipa::path]` generates, named by `openapi.rs`.)
-pub use remove::{__path_remove, remove};
+pub use delete::{__path_remove, remove};
 
 /// The media type of `meta=true` answers: one JSON object per line.
 pub const NDJSON: &str = "application/x-ndjson";

@@ -177,6 +177,7 @@ async fn revoked(
 ) -> u64 {
     tracing::info!("query stream ended: {e}");
     if p.large.is_some() {
+        e.log();
         let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
         return 0;
     }

@@ -1,25 +1,4 @@
-//! The engine's [`ObjectStore`] over S3 (MinIO, AWS S3, Ceph, SeaweedFS...) with
-//! aws-sdk-s3, on tokio runtimes of its own (one for uploads at a lower CPU priority, one
-//! for everything else, each with its own client and connection pool): the engine's tier
-//! threads and readers call it blocking, from any thread (including tokio's blocking pool,
-//! where `block_on` of another runtime would panic), so each call is spawned on its
-//! runtime and waited for on a channel.
-//!
-//! Client settings are [`s3_config`]'s: path-style addressing, checksums only where asked
-//! for (the comparison mode's MinIO target uses the same, and a test checks it does). Credentials and region come from
-//! aws-sdk's default provider chain (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, profiles,
-//! container and instance roles); `--tier-region` overrides the region.
-//!
-//! Outage versus damage. Every call has a 2 s connect timeout and ends within
-//! `--tier-timeout` (30 s by default) in total, retries included: a read of a hung store
-//! answers 503 `tier_unavailable` at that bound (it waited 42 to 60 s: the timed-out
-//! attempt was retried within a 60 s operation timeout), and a body that stops arriving
-//! fails after the same time without a byte. While a read has waited past
-//! [`STALLED_AFTER`] for the store, `/health` says the tier is `degraded`
-//! ([`ObjectStore::stalled`]). An object shorter than the index says (HTTP 416) is
-//! [`ObjectError::Damaged`], which the engine reports as damage (500 `tier_damaged`, not
-//! to be retried), as it does a missing object. The SDK follows no redirect (a 3xx of S3
-//! is an error answer).
+//! The S3 client of the tier (see the module above for the outage and damage rules).
 
 use std::future::Future;
 use std::path::Path;
@@ -32,12 +11,8 @@ use aws_sdk_s3::types::{
     ChecksumAlgorithm, ChecksumMode, ChecksumType, CompletedMultipartUpload, CompletedPart,
 };
 use base64::Engine;
-use tsblob_storage::{
-    Listed, ObjectError, ObjectHead, ObjectStore, PendingGet, Store, StoreOptions, TierConfig,
-};
-
-use crate::config::{ServeArgs, TierMode};
 use std::sync::Arc;
+use tsblob_storage::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 
 /// Blocks larger than this go up in parts of this size.
 const PART: u64 = 16 << 20;
@@ -53,93 +28,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const STALLED_AFTER: Duration = Duration::from_secs(2);
 /// `--tier-timeout`'s default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The engine's tier settings for a `tsblob serve` (connects, and unless it is a replica,
-/// makes sure the bucket exists).
-pub fn open(args: &ServeArgs, mode: &TierMode) -> anyhow::Result<TierConfig> {
-    let (url, upload) = match mode {
-        TierMode::Tier { url, .. } => (url, true),
-        TierMode::Replica { url } => (url, false),
-    };
-    let ca = match &args.tier_ca {
-        Some(p) => Some(p.clone()),
-        None => std::env::var_os("AWS_CA_BUNDLE")
-            .filter(|v| !v.is_empty())
-            .map(std::path::PathBuf::from),
-    };
-    let s3 = S3Store::connect_with_timeout(
-        url,
-        args.tier_endpoint.as_deref(),
-        args.tier_region.as_deref(),
-        ca.as_deref(),
-        args.tier_timeout,
-    )?;
-    if upload {
-        s3.ensure_bucket()?;
-    } else {
-        s3.check_reachable()?;
-    }
-    let prefix = s3.prefix().to_string();
-    let mut cfg = TierConfig::new(Arc::new(s3), &prefix);
-    cfg.cache_bytes = args.tier_cache;
-    cfg.uploads = args.tier_uploads.max(1);
-    cfg.upload = upload;
-    Ok(cfg)
-}
-
-/// `--restore-from`: adopts the object store's blocks into the data folder's index (the
-/// store opened without uploads, so nothing is swept or uploaded meanwhile), then closes it.
-pub fn restore(data: &Path, opts: &StoreOptions) -> anyhow::Result<()> {
-    let mut o = opts.clone();
-    if let Some(t) = o.tier.as_mut() {
-        t.upload = false;
-    }
-    let store = Store::open(data, o)?;
-    let r = store
-        .tier_refresh()
-        .context("cannot restore from the object store")?;
-    tracing::info!(
-        "restored {} blocks ({} records) from the object store{}",
-        r.adopted_blocks,
-        r.adopted_records,
-        if r.skipped.is_empty() {
-            String::new()
-        } else {
-            format!("; skipped damaged sidecars {:?}", r.skipped)
-        }
-    );
-    Ok(())
-}
-
-/// One refresh of a read replica (failures are logged: the next one retries).
-pub fn refresh_once(store: &Store) {
-    match store.tier_refresh() {
-        Ok(r) if r.adopted_blocks + r.dropped_blocks > 0 => tracing::info!(
-            "replica refresh: adopted {} blocks ({} records), dropped {}",
-            r.adopted_blocks,
-            r.adopted_records,
-            r.dropped_blocks
-        ),
-        Ok(_) => {}
-        Err(e) => tracing::warn!("replica refresh failed (retried): {e}"),
-    }
-}
-
-/// A read replica's refresh loop, every `every`, on the blocking pool.
-pub fn refresh_replica(store: Store, every: Duration) {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let s = store.clone();
-            if tokio::task::spawn_blocking(move || refresh_once(&s))
-                .await
-                .is_err()
-            {
-                tracing::error!("a replica refresh panicked");
-            }
-        }
-    });
-}
 
 /// `s3://BUCKET/PREFIX` split.
 pub fn parse_url(url: &str) -> anyhow::Result<(String, String)> {
