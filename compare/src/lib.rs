@@ -7,6 +7,7 @@
 
 pub mod limit;
 pub mod loadgen;
+pub mod mixed;
 pub mod payload;
 pub mod phases;
 pub mod replicate;
@@ -164,6 +165,29 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10)]
     pub replicate_seconds: u64,
 
+    /// Measure writes under a mixed load instead (issue 30): --mixed-writers writers of
+    /// --mixed-size records at --mixed-rate records/s each, first alone, then while
+    /// --mixed-readers clients run range queries, one client follows the first writer and a
+    /// replication task copies the bucket to a second server; write latency p50/p99 of
+    /// both phases. tsblob, and ReductStore (its own replication) when --against names it.
+    #[arg(long)]
+    pub mixed: bool,
+    /// --mixed: writers, one entry each.
+    #[arg(long, default_value_t = 8)]
+    pub mixed_writers: u32,
+    /// --mixed: payload size of each write.
+    #[arg(long, default_value = "100KiB")]
+    pub mixed_size: String,
+    /// --mixed: records per second of each writer.
+    #[arg(long, default_value_t = 10)]
+    pub mixed_rate: u64,
+    /// --mixed: seconds of each phase.
+    #[arg(long, default_value_t = 10)]
+    pub mixed_seconds: u64,
+    /// --mixed: range-query clients (one preloaded entry each) during the mixed phase.
+    #[arg(long, default_value_t = 4)]
+    pub mixed_readers: u32,
+
     /// Measure the object-store tier instead, once per S3 engine named (comma separated:
     /// minio, seaweedfs), each started on loopback: ingest with tiering off and on, and cold
     /// range reads from the tier (MB/s, time to first byte p50/p95). Uses --records (per
@@ -264,6 +288,15 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             signal = shutdown_signal() => {
                 signal?;
                 bail!("interrupted: spawned servers and engines were stopped and their data removed")
+            }
+        };
+    }
+    if args.mixed {
+        return tokio::select! {
+            result = mixed::run(&args) => result,
+            signal = shutdown_signal() => {
+                signal?;
+                bail!("interrupted: spawned targets were stopped and their data removed")
             }
         };
     }

@@ -29,7 +29,7 @@ use crate::targets::tsblob::Tsblob;
 use crate::targets::{BatchRecord, Target};
 use crate::BenchArgs;
 
-const BUCKET: &str = "repl";
+pub(crate) const BUCKET: &str = "repl";
 const ENTRY: &str = "cam";
 const TASK: &str = "bench";
 /// Records per write request of the backlog (ReductStore answers 431 to a batch of 100:
@@ -39,13 +39,13 @@ const POLL: Duration = Duration::from_millis(20);
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sys {
+pub(crate) enum Sys {
     Tsblob,
     Reductstore,
 }
 
 impl Sys {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Sys::Tsblob => "tsblob",
             Sys::Reductstore => "reductstore",
@@ -165,7 +165,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-async fn spawn_pair(
+pub(crate) async fn spawn_pair(
     sys: Sys,
     dir: &Path,
     tsblob_bin: &Path,
@@ -352,7 +352,7 @@ async fn check(resp: reqwest::Response, what: &str) -> Result<Value> {
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-async fn create_task(
+pub(crate) async fn create_task(
     sys: Sys,
     http: &reqwest::Client,
     src: &str,
@@ -401,7 +401,7 @@ async fn enable_task(sys: Sys, http: &reqwest::Client, src: &str, dst: &str) -> 
 }
 
 /// Records of the bucket at the destination.
-async fn dst_count(sys: Sys, http: &reqwest::Client, dst: &str) -> Result<u64> {
+pub(crate) async fn dst_count(sys: Sys, http: &reqwest::Client, dst: &str) -> Result<u64> {
     let v = check(
         http.get(format!("{dst}/api/v1/b/{BUCKET}")).send().await?,
         "bucket info",

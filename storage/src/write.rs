@@ -299,7 +299,13 @@ pub(crate) const GATHER_FROM: usize = 16 << 10;
 pub(crate) struct Gather<'a> {
     pub(crate) parts: Vec<GatherPart<'a>>,
     pub(crate) len: usize,
+    /// Bytes still expected to be copied: a new copied part is allocated that large at once.
+    expect: usize,
 }
+
+/// The most [`Gather::expecting`] reserves ahead (a round of small records rarely copies
+/// more; past it the buffer grows as it goes).
+const EXPECT_MAX: u64 = 8 << 20;
 
 pub(crate) enum GatherPart<'a> {
     Copied(Vec<u8>),
@@ -307,13 +313,26 @@ pub(crate) enum GatherPart<'a> {
 }
 
 impl<'a> Gather<'a> {
+    /// A gather that expects to copy about `bytes` (heads and small payloads).
+    pub(crate) fn expecting(bytes: u64) -> Gather<'a> {
+        Gather {
+            expect: bytes.min(EXPECT_MAX) as usize,
+            ..Gather::default()
+        }
+    }
+
     /// Appends a copy of `bytes`.
     pub(crate) fn copy(&mut self, bytes: &[u8]) {
         match self.parts.last_mut() {
             Some(GatherPart::Copied(v)) => v.extend_from_slice(bytes),
-            _ => self.parts.push(GatherPart::Copied(bytes.to_vec())),
+            _ => {
+                let mut v = Vec::with_capacity(bytes.len().max(self.expect));
+                v.extend_from_slice(bytes);
+                self.parts.push(GatherPart::Copied(v));
+            }
         }
         self.len += bytes.len();
+        self.expect = self.expect.saturating_sub(bytes.len());
     }
 
     /// Appends a payload: borrowed when large, copied when small.

@@ -111,11 +111,19 @@ pub struct EncodedHead {
 
 /// Returns the head bytes (CRC field zero) and the offset of the stored-length field.
 pub fn encode_head(spec: &HeadSpec<'_>) -> EncodedHead {
-    let mut h = Vec::with_capacity(32 + spec.content_type.len());
+    let mut bytes = Vec::with_capacity(32 + spec.content_type.len());
+    let len_at = encode_head_into(&mut bytes, spec);
+    EncodedHead { bytes, len_at }
+}
+
+/// [`encode_head`] into a buffer the caller reuses (cleared first): no allocation per
+/// record once it has grown. Returns the offset of the stored-length field.
+pub fn encode_head_into(h: &mut Vec<u8>, spec: &HeadSpec<'_>) -> usize {
+    h.clear();
     h.push(FRAME_MAGIC);
     h.push(spec.flags);
     h.extend_from_slice(&[0; 4]);
-    put_varint(&mut h, zigzag(spec.ts.wrapping_sub(spec.base_ts) as i64));
+    put_varint(h, zigzag(spec.ts.wrapping_sub(spec.base_ts) as i64));
     let len_at = h.len();
     if spec.padded {
         h.extend_from_slice(&[0; PADDED_VARINT]);
@@ -130,21 +138,33 @@ pub fn encode_head(spec: &HeadSpec<'_>) -> EncodedHead {
             );
         }
     } else {
-        put_varint(&mut h, spec.stored_len);
+        put_varint(h, spec.stored_len);
         if spec.flags & FLAG_ZSTD != 0 {
-            put_varint(&mut h, spec.raw_len);
+            put_varint(h, spec.raw_len);
         }
     }
     let ct = stored_content_type(spec.content_type);
-    put_varint(&mut h, ct.len() as u64);
+    put_varint(h, ct.len() as u64);
     h.extend_from_slice(ct.as_bytes());
-    let mut lab = Vec::new();
-    if !spec.labels.is_empty() {
-        encode_labels(&mut lab, spec.labels);
+    if spec.labels.is_empty() {
+        put_varint(h, 0);
+    } else {
+        // The labels' length prefix is computed, not measured on a copy: they are encoded
+        // once, in place.
+        put_varint(h, labels_len(spec.labels) as u64);
+        encode_labels(h, spec.labels);
     }
-    put_varint(&mut h, lab.len() as u64);
-    h.extend_from_slice(&lab);
-    EncodedHead { bytes: h, len_at }
+    len_at
+}
+
+/// Bytes [`encode_labels`] writes for `labels`.
+fn labels_len(labels: &Labels) -> usize {
+    let varint = |v: usize| (64 - (v as u64 | 1).leading_zeros() as usize).div_ceil(7);
+    varint(labels.len())
+        + labels
+            .iter()
+            .map(|(k, v)| varint(k.len()) + k.len() + varint(v.len()) + v.len())
+            .sum::<usize>()
 }
 
 /// The fixed fields of a frame head, parsed without allocating.
@@ -282,6 +302,18 @@ pub fn frame_crc(frame: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_len_is_what_encode_labels_writes() {
+        for (k, v) in [(0usize, 0usize), (1, 1), (127, 128), (300, 20_000)] {
+            let mut labels = Labels::new();
+            labels.insert("k".repeat(k.max(1)), "v".repeat(v));
+            labels.insert("a".into(), String::new());
+            let mut out = Vec::new();
+            encode_labels(&mut out, &labels);
+            assert_eq!(labels_len(&labels), out.len());
+        }
+    }
 
     #[test]
     fn head_round_trips() {

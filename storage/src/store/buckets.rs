@@ -94,6 +94,12 @@ impl Store {
         bucket.info(&self.inner.index)
     }
 
+    /// Fails as a write to the bucket would if it does not exist (a bad name, no such
+    /// bucket); a map look-up, where [`Store::bucket`] walks every entry for its info.
+    pub fn check_bucket(&self, name: &str) -> Result<()> {
+        self.get_bucket(name).map(|_| ())
+    }
+
     pub fn bucket(&self, name: &str) -> Result<BucketInfo> {
         self.get_bucket(name)?.info(&self.inner.index)
     }

@@ -11,7 +11,7 @@ use crate::block::{create_block, NewBlock};
 use crate::bucket::Bucket;
 use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
 use crate::codec::frame::{
-    encode_head, seal_head, seal_head_over, EncodedHead, HeadSpec, FLAG_ZSTD,
+    encode_head, encode_head_into, seal_head, seal_head_over, EncodedHead, HeadSpec, FLAG_ZSTD,
 };
 use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::commit::{Change, Op};
@@ -30,7 +30,8 @@ use crate::store::spool::Spool;
 use crate::store::Store;
 use crate::write::{
     check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need, BatchSeen,
-    FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo, SAMPLE,
+    FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo,
+    GATHER_FROM, SAMPLE,
 };
 use crate::write_round::{Admitted, Group, GroupResult};
 
@@ -292,7 +293,23 @@ impl Store {
         undo: &mut Undo,
     ) -> Result<()> {
         let settings = b.settings();
-        let mut buf = Gather::default();
+        // The bytes the loop copies (heads and small payloads) reserved at once: growing
+        // the buffer record by record reallocated and moved it over and over (a third of a
+        // 1 KiB batch's user time in docs/benchmarks/batch-1k-2026-11-25.md).
+        let mut buf = Gather::expecting(
+            records
+                .iter()
+                .map(|p| {
+                    let len = pieces_len(p.record.pieces);
+                    frame_need(
+                        p.record.meta,
+                        if len < GATHER_FROM as u64 { len } else { 0 },
+                    )
+                })
+                .sum(),
+        );
+        // One head buffer for every record of the round.
+        let mut head = Vec::new();
         let mut seen = BatchSeen::default();
         let mut pending: Vec<PendingRec> = Vec::new();
         let mut start_len = 0;
@@ -338,18 +355,19 @@ impl Store {
                 None => (0, raw_len),
             };
             let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
-            let EncodedHead {
-                bytes: mut head, ..
-            } = encode_head(&HeadSpec {
-                flags,
-                ts,
-                base_ts: a.base_ts,
-                stored_len,
-                raw_len,
-                content_type: ct,
-                labels: &meta.labels,
-                padded: false,
-            });
+            encode_head_into(
+                &mut head,
+                &HeadSpec {
+                    flags,
+                    ts,
+                    base_ts: a.base_ts,
+                    stored_len,
+                    raw_len,
+                    content_type: ct,
+                    labels: &meta.labels,
+                    padded: false,
+                },
+            );
             match &packed {
                 Some(c) => seal_head_over(&mut head, [c.as_slice()]),
                 None => seal_head_over(&mut head, data.iter().map(|p| p.as_ref())),
