@@ -424,7 +424,7 @@ fn attachment_records(
         };
         for a in selected {
             let (entry, meta, data) = super::attachments::as_record(parent, a);
-            out.push((entry, meta, Some(data)));
+            out.push((entry, meta, Some(Bytes::from(data))));
         }
     }
     out.sort_by(|a, b| (a.1.ts, &a.0).cmp(&(b.1.ts, &b.0)));

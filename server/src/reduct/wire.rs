@@ -367,8 +367,16 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let auth = crate::http::auth::Auth::load(dir.path(), None).unwrap();
-        auth.create("t-1", true, vec![], vec![]).unwrap();
-        let e = auth.create("t-1", true, vec![], vec![]).unwrap_err();
+        let spec = || crate::http::auth::TokenSpec {
+            full_access: true,
+            read: vec![],
+            write: vec![],
+            expires_at: None,
+            ttl: None,
+            ip_allowlist: vec![],
+        };
+        auth.create("t-1", spec()).unwrap();
+        let e = auth.create("t-1", spec()).unwrap_err();
         assert_eq!(
             reduct_message(e.code.as_str(), &e.message).as_deref(),
             Some("Token 't-1' already exists")
