@@ -2,7 +2,7 @@
 //! of batch protocol v1 (`x-reduct-time-<ts>: <size>,<content type>,<k>=<v>,...`) and v2
 //! (`x-reduct-<entry>-<delta>: <size>[,<content type>[,<label ops>]]`, deltas chained from
 //! the entry's previous record), which the ReductStore listener parses from any client
-//! (`server/src/reduct/header.rs`).
+//! (`server/src/reduct_header.rs`).
 //!
 //! The first input byte picks the protocol (bit 0) and whether label indexes of
 //! `x-reduct-labels` are given (bit 1); the rest is the header text (v2: one record value
@@ -25,7 +25,7 @@ use libfuzzer_sys::fuzz_target;
 use tsblob_storage::RecordMeta;
 
 #[allow(dead_code)]
-#[path = "../../server/src/reduct/header.rs"]
+#[path = "../../server/src/reduct_header.rs"]
 mod header;
 
 use header::{label_delta_v2, parse_record_v2, BatchHeaderV1, EntryState};

@@ -15,11 +15,46 @@ use bytes::{Bytes, BytesMut};
 use tsblob_storage::Labels;
 
 use crate::answers::{BatchResult, ErrorDetail, RecordResult};
-pub use crate::replication::{Compression, DstApi};
+use serde::{Deserialize, Serialize};
 use tsblob_proto::framing::{put_end, put_record_head, MEDIA_TYPE};
 use tsblob_proto::outbound;
 use tsblob_proto::tls::error_chain;
 use tsblob_proto::ErrorCode;
+
+/// The API the destination speaks: tsblob's own (`if_exists=compare` batches), or
+/// ReductStore's (batch protocol v1, `x-reduct-time-<ts>` headers): a ReductStore server,
+/// or a tsblob's `--reductstore-listen`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DstApi {
+    #[default]
+    Tsblob,
+    Reductstore,
+}
+
+/// How batch bodies travel: `auto` zstd (level 1) when it saves an eighth of the bytes,
+/// `zstd` always (`Content-Encoding: zstd`), `none` never; `gzip` (ReductStore
+/// destinations only: tsblob's native batch decodes zstd alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    Auto,
+    None,
+    Zstd,
+    Gzip,
+}
+
+impl Compression {
+    /// To a ReductStore destination: `auto` sends plain (ReductStore's default, `none`:
+    /// servers before 1.21 do not decode request bodies).
+    pub fn for_reductstore(self) -> Compression {
+        match self {
+            Compression::Auto => Compression::None,
+            c => c,
+        }
+    }
+}
 
 /// Bodies smaller than this go uncompressed.
 const ZSTD_MIN: usize = 4096;
@@ -459,7 +494,7 @@ async fn reduct_batch(
         let name =
             reqwest::header::HeaderName::from_bytes(format!("x-reduct-time-{}", r.ts).as_bytes());
         let value = reqwest::header::HeaderValue::from_str(
-            &crate::reduct::wire::BatchHeaderV1::format(&meta),
+            &crate::reduct_header::BatchHeaderV1::format(&meta),
         );
         match (name, value) {
             (Ok(n), Ok(v)) => {
@@ -646,7 +681,7 @@ async fn reduct_single(
     for (k, v) in &meta.labels {
         if let (Ok(n), Some(v)) = (
             reqwest::header::HeaderName::from_bytes(format!("x-reduct-label-{k}").as_bytes()),
-            crate::reduct::wire::label_value(v),
+            reqwest::header::HeaderValue::from_str(&crate::reduct_header::label_text(v)).ok(),
         ) {
             req = req.header(n, v);
         }

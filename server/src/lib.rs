@@ -17,6 +17,7 @@ pub mod mcap;
 pub mod private_file;
 pub mod record_stream;
 pub mod reduct;
+pub mod reduct_header;
 pub mod replication;
 pub mod serve;
 pub mod tier;

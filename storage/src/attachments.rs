@@ -33,29 +33,7 @@ pub struct Attachment {
     pub data: Vec<u8>,
 }
 
-/// The bounds of an entry's attachments (`StoreOptions::attachments`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AttachmentLimits {
-    /// Bytes of one attachment.
-    pub max_size: usize,
-    /// Attachments of one entry.
-    pub max_count: usize,
-}
-
-/// Default [`AttachmentLimits::max_size`]: 64 KiB (ReductStore keeps attachments in 128 KiB
-/// blocks; schemas and calibrations fit).
-pub const DEFAULT_MAX_ATTACHMENT_SIZE: usize = 64 << 10;
-/// Default [`AttachmentLimits::max_count`].
-pub const DEFAULT_MAX_ATTACHMENTS: usize = 64;
-
-impl Default for AttachmentLimits {
-    fn default() -> Self {
-        AttachmentLimits {
-            max_size: DEFAULT_MAX_ATTACHMENT_SIZE,
-            max_count: DEFAULT_MAX_ATTACHMENTS,
-        }
-    }
-}
+pub use crate::settings::{AttachmentLimits, DEFAULT_MAX_ATTACHMENTS, DEFAULT_MAX_ATTACHMENT_SIZE};
 
 /// The attachments of the entry whose folder is `dir`, by name (none without a file).
 pub(crate) fn load(dir: &Path, bucket: &str, entry: &str) -> Result<BTreeMap<String, Stored>> {

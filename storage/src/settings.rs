@@ -83,7 +83,7 @@ pub struct StoreOptions {
     /// deleted counts its records); a rule with more to do goes on at the next tick.
     pub lifecycle_pass_records: u64,
     /// The bounds of an entry's attachments.
-    pub attachments: crate::attachments::AttachmentLimits,
+    pub attachments: AttachmentLimits,
 }
 
 /// A `when` compiler (`StoreOptions::when_parser`): the message of an error says what is
@@ -591,6 +591,30 @@ impl TierConfig {
             read_ahead: 4 << 20,
             every: Duration::from_millis(250),
             upload: true,
+        }
+    }
+}
+
+/// The bounds of an entry's attachments (`StoreOptions::attachments`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachmentLimits {
+    /// Bytes of one attachment.
+    pub max_size: usize,
+    /// Attachments of one entry.
+    pub max_count: usize,
+}
+
+/// Default [`AttachmentLimits::max_size`]: 64 KiB (ReductStore keeps attachments in 128 KiB
+/// blocks; schemas and calibrations fit).
+pub const DEFAULT_MAX_ATTACHMENT_SIZE: usize = 64 << 10;
+/// Default [`AttachmentLimits::max_count`].
+pub const DEFAULT_MAX_ATTACHMENTS: usize = 64;
+
+impl Default for AttachmentLimits {
+    fn default() -> Self {
+        AttachmentLimits {
+            max_size: DEFAULT_MAX_ATTACHMENT_SIZE,
+            max_count: DEFAULT_MAX_ATTACHMENTS,
         }
     }
 }

@@ -14,7 +14,7 @@
 pub mod attachments;
 pub mod batch;
 pub mod buckets;
-pub mod header;
+pub use crate::reduct_header as header;
 pub mod lifecycle;
 pub mod links;
 pub mod query;

@@ -143,16 +143,9 @@ pub struct BucketFullJson {
     pub entries: Vec<EntryJson>,
 }
 
-/// A label value as a ReductStore header value: sent raw when HTTP can carry it (visible
-/// ASCII and inner spaces), else percent-encoded as tsblob does (HTTP cannot carry it raw).
+/// A label value as a ReductStore header value ([`super::header::label_text`]).
 pub fn label_value(v: &str) -> Option<HeaderValue> {
-    let raw_ok =
-        v.bytes().all(|b| (0x20..0x7f).contains(&b)) && !v.starts_with(' ') && !v.ends_with(' ');
-    if raw_ok {
-        HeaderValue::from_str(v).ok()
-    } else {
-        HeaderValue::from_str(&tsblob_proto::headers::encode_label_value(v)).ok()
-    }
+    HeaderValue::from_str(&super::header::label_text(v)).ok()
 }
 
 /// A ReductStore header value as a label value: the raw text (UTF-8 is accepted as

@@ -42,40 +42,7 @@ pub enum Mode {
     Disabled,
 }
 
-/// The API the destination speaks: tsblob's own (`if_exists=compare` batches), or
-/// ReductStore's (batch protocol v1, `x-reduct-time-<ts>` headers): a ReductStore server,
-/// or a tsblob's `--reductstore-listen`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DstApi {
-    #[default]
-    Tsblob,
-    Reductstore,
-}
-
-/// How batch bodies travel: `auto` zstd (level 1) when it saves an eighth of the bytes,
-/// `zstd` always (`Content-Encoding: zstd`), `none` never; `gzip` (ReductStore
-/// destinations only: tsblob's native batch decodes zstd alone).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    #[default]
-    Auto,
-    None,
-    Zstd,
-    Gzip,
-}
-
-impl Compression {
-    /// To a ReductStore destination: `auto` sends plain (ReductStore's default, `none`:
-    /// servers before 1.21 do not decode request bodies).
-    pub fn for_reductstore(self) -> Compression {
-        match self {
-            Compression::Auto => Compression::None,
-            c => c,
-        }
-    }
-}
+pub use crate::batch_client::{Compression, DstApi};
 
 /// A task's settings as given (`PUT`) and stored (with the destination token).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -225,6 +225,18 @@ pub fn encode_entry(name: &str) -> String {
     out
 }
 
+/// A label value as the text of a ReductStore header: raw when HTTP can carry it (visible
+/// ASCII and inner spaces), else percent-encoded as tsblob does (HTTP cannot carry it raw).
+pub fn label_text(v: &str) -> std::borrow::Cow<'_, str> {
+    let raw_ok =
+        v.bytes().all(|b| (0x20..0x7f).contains(&b)) && !v.starts_with(' ') && !v.ends_with(' ');
+    if raw_ok {
+        std::borrow::Cow::Borrowed(v)
+    } else {
+        std::borrow::Cow::Owned(tsblob_proto::headers::encode_label_value(v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
