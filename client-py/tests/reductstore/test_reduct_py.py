@@ -485,11 +485,10 @@ async def test_errors_read_as_reductstore_words_them(rs: ReductServer, rclient: 
     with pytest.raises(ReductError, match="Unknown extension 'test'"):
         async for _ in bucket.query("e", ext={"test": {}}):
             pass
-    # A query of an entry tsblob's names cannot hold (reduct-rs's `<entry>/$meta`) finds none.
-    with pytest.raises(ReductError) as e:
-        async for _ in bucket.query("e/$meta"):
-            pass
-    assert str(e.value) == f"Status 404: Entry 'e/$meta' not found in bucket '{b}'"
+    # `<entry>/$meta` of an entry without attachments (reduct-py's read_attachments) finds
+    # none, as on ReductStore 1.21.5 (the v1 route reduct-rs uses answers 404 instead:
+    # server/src/reduct/mod.rs).
+    assert [r async for r in bucket.query("e/$meta")] == []
     await bucket.remove()
 
 

@@ -341,19 +341,21 @@ async fn open(
             "the query names no entries: give \"entries\": [\"name\", \"glob*\"]",
         ));
     }
-    if let Some(missing) = unholdable_entry(bucket, &patterns) {
-        return Err(missing);
-    }
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
     let (store, b) = (ctx.state.store.clone(), bucket.to_string());
     let iter = if patterns
         .iter()
         .any(|p| super::attachments::meta_parent(p).is_some())
     {
+        // `<entry>/$meta`: the entry's attachments (reduct-py's read_attachments), checked
+        // before the name rules, which cannot hold `$meta`.
         Source::Attachments(
             blocking(move || attachment_records(&store, &b, &patterns, &query)).await?,
         )
     } else {
+        if let Some(missing) = unholdable_entry(bucket, &patterns) {
+            return Err(missing);
+        }
         Source::Engine(blocking(move || Ok(store.query_entries(&b, &patterns, &query)?)).await?)
     };
     let now = Instant::now();
