@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import ADMIN_TOKEN, free_port
+from conftest import ADMIN_TOKEN, Server, free_port
 
 
 def reductstore_binary() -> Path:
@@ -65,3 +65,14 @@ def run_reductstore(data: Path) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def run_tsblob_reduct(data: Path) -> Iterator[str]:
+    """Runs `tsblob serve` on `data` with ADMIN_TOKEN and its ReductStore API on a listener of
+    its own (`--reductstore-listen`); yields that listener's URL."""
+    port = free_port()
+    srv = Server(data, ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}"], ADMIN_TOKEN).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.stop()

@@ -17,8 +17,8 @@ from typing import Dict, Iterator, Tuple
 import pytest
 from reduct import Client
 
-from conftest import ADMIN_TOKEN, Server, free_port
-from rs_peer import rcli_binary, run_reductstore
+from conftest import ADMIN_TOKEN
+from rs_peer import rcli_binary, run_reductstore, run_tsblob_reduct
 
 pytestmark = pytest.mark.server
 
@@ -32,11 +32,7 @@ def reductstore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def tsblob_reduct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    srv = Server(tmp_path_factory.mktemp("tsblob-rcli") / "data",
-                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}"], ADMIN_TOKEN).start()
-    yield f"http://127.0.0.1:{port}"
-    srv.stop()
+    yield from run_tsblob_reduct(tmp_path_factory.mktemp("tsblob-rcli") / "data")
 
 
 class Rcli:

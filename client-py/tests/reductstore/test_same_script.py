@@ -4,68 +4,25 @@ agree record by record."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
 from typing import Any, Iterator, List, Tuple
 
 import pytest
 from reduct import Batch, Client, RecordBatch
 
-from conftest import ADMIN_TOKEN, Server, free_port
+from conftest import ADMIN_TOKEN
+from rs_peer import run_reductstore, run_tsblob_reduct
 
 pytestmark = pytest.mark.server
 
 
-def reductstore_binary() -> Path:
-    for d in [os.environ.get("TSBLOB_PEERS_BIN"), str(Path.home() / ".cache/tsblob/peers/bin")]:
-        if d and (Path(d) / "reductstore").is_file():
-            return Path(d) / "reductstore"
-    found = shutil.which("reductstore")
-    if found:
-        return Path(found)
-    pytest.fail("no reductstore binary: run scripts/install-peers.sh (or set TSBLOB_PEERS_BIN)")
-
-
 @pytest.fixture(scope="module")
 def reductstore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("reductstore")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RS_")}
-    env.update(RS_DATA_PATH=str(data), RS_HOST="127.0.0.1", RS_PORT=str(port), RS_API_TOKEN=ADMIN_TOKEN,
-               RS_LOG_LEVEL="WARN")
-    with open(data / "log", "wb") as log:
-        proc = subprocess.Popen([str(reductstore_binary())], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/api/v1/alive", timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"reductstore did not start: {(data / 'log').read_text(errors='replace')[-2000:]}")
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    yield from run_reductstore(tmp_path_factory.mktemp("reductstore"))
 
 
 @pytest.fixture(scope="module")
 def tsblob_reduct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    srv = Server(tmp_path_factory.mktemp("tsblob-same") / "data",
-                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}"], ADMIN_TOKEN).start()
-    yield f"http://127.0.0.1:{port}"
-    srv.stop()
+    yield from run_tsblob_reduct(tmp_path_factory.mktemp("tsblob-same") / "data")
 
 
 Row = Tuple[Any, ...]
