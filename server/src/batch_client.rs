@@ -322,6 +322,37 @@ pub enum Single {
     Retry(String),
 }
 
+/// A record's content type as sent: its own, or `application/octet-stream` when it has none.
+fn content_type(meta: &tsblob_storage::RecordMeta) -> &str {
+    if meta.content_type.is_empty() {
+        "application/octet-stream"
+    } else {
+        meta.content_type.as_str()
+    }
+}
+
+/// Sends one record's request (`what` names it in messages); a failure to send, or a
+/// redirect (never followed), is a [`Single::Retry`].
+async fn send_single(
+    req: reqwest::RequestBuilder,
+    what: &str,
+    dst: &Destination,
+    entry: &str,
+) -> Result<reqwest::Response, Single> {
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| Single::Retry(format!("sending {what} failed: {}", error_chain(&e))))?;
+    let status = resp.status();
+    if status.is_redirection() {
+        return Err(Single::Retry(format!(
+            "{dst}/{entry} answered {status} for {what}, {}",
+            outbound::redirect_message(&resp)
+        )));
+    }
+    Ok(resp)
+}
+
 /// Writes one record with a single-record `POST ?ts=&if_exists=compare` (for records over
 /// the destination's batch limit), its payload streamed from `body` (`size` bytes).
 pub async fn post_single(
@@ -337,11 +368,7 @@ pub async fn post_single(
     }
     let client =
         tsblob_proto::client::Client::with_http(http.clone(), &dst.url, dst.token.as_deref());
-    let ct = if meta.content_type.is_empty() {
-        "application/octet-stream"
-    } else {
-        meta.content_type.as_str()
-    };
+    let ct = content_type(meta);
     let req = client
         .write_request(&dst.bucket, entry, Some(meta.ts), ct, &meta.labels)
         .query(&[("if_exists", "compare")])
@@ -349,17 +376,11 @@ pub async fn post_single(
         .timeout(timeout + Duration::from_secs_f64(meta.size as f64 / MIN_RATE))
         .body(body);
     let what = format!("record {} ({} bytes) to {dst}/{entry}", meta.ts, meta.size);
-    let resp = match req.send().await {
+    let resp = match send_single(req, &what, dst, entry).await {
         Ok(r) => r,
-        Err(e) => return Single::Retry(format!("sending {what} failed: {}", error_chain(&e))),
+        Err(retry) => return retry,
     };
     let status = resp.status();
-    if status.is_redirection() {
-        return Single::Retry(format!(
-            "{dst}/{entry} answered {status} for {what}, {}",
-            outbound::redirect_message(&resp)
-        ));
-    }
     let limit = if status.is_success() {
         dst.bounds.answer_max
     } else {
@@ -663,11 +684,7 @@ async fn reduct_single(
     body: reqwest::Body,
     timeout: Duration,
 ) -> Single {
-    let ct = if meta.content_type.is_empty() {
-        "application/octet-stream"
-    } else {
-        meta.content_type.as_str()
-    };
+    let ct = content_type(meta);
     let url = reduct_url(
         dst,
         &format!("/{}?ts={}", crate::cli::client::entry_seg(entry), meta.ts),
@@ -690,17 +707,11 @@ async fn reduct_single(
         req = req.bearer_auth(t);
     }
     let what = format!("record {} ({} bytes) to {dst}/{entry}", meta.ts, meta.size);
-    let resp = match req.send().await {
+    let resp = match send_single(req, &what, dst, entry).await {
         Ok(r) => r,
-        Err(e) => return Single::Retry(format!("sending {what} failed: {}", error_chain(&e))),
+        Err(retry) => return retry,
     };
     let status = resp.status();
-    if status.is_redirection() {
-        return Single::Retry(format!(
-            "{dst}/{entry} answered {status} for {what}, {}",
-            outbound::redirect_message(&resp)
-        ));
-    }
     let message = reduct_error(&resp, &dst.bounds);
     if let Err(e) = outbound::read_bounded(resp, dst.bounds.error_max).await {
         return Single::Retry(format!(
