@@ -285,6 +285,15 @@ impl Caller {
         }
     }
 
+    /// The holder of the `--token` admin token (of this SHA-256): every right.
+    fn admin(hash: String) -> Caller {
+        Caller {
+            name: Some(ADMIN_NAME.into()),
+            token_hash: Some(hash),
+            ..Caller::open()
+        }
+    }
+
     fn of(t: &LiveToken, hash: String) -> Caller {
         Caller {
             name: Some(t.stored.name.clone()),
@@ -477,11 +486,7 @@ impl Auth {
     ) -> Result<Caller, AppError> {
         let hash = hash_value(value);
         if self.admin_hash.as_deref() == Some(hash.as_str()) {
-            return Ok(Caller {
-                name: Some(ADMIN_NAME.into()),
-                token_hash: Some(hash),
-                ..Caller::open()
-            });
+            return Ok(Caller::admin(hash));
         }
         let Some(t) = self.token_by_hash(&hash) else {
             return Err(unauthorized_error(
@@ -514,11 +519,7 @@ impl Auth {
     /// token's `ip_allowlist` bounds who may make a link, not who downloads it).
     pub(crate) fn caller_named(&self, name: &str, now_us: u64) -> Result<Option<Caller>, AppError> {
         if name == ADMIN_NAME {
-            return Ok(self.admin_hash.clone().map(|hash| Caller {
-                name: Some(ADMIN_NAME.into()),
-                token_hash: Some(hash),
-                ..Caller::open()
-            }));
+            return Ok(self.admin_hash.clone().map(Caller::admin));
         }
         let Some(t) = self.token_by_name(name) else {
             return Ok(None);
