@@ -359,8 +359,10 @@ async fn measure<T: Target>(
         background.push(tokio::spawn(async move {
             let stop_ts = BASE_TS + plan.entry_len(e) * TS_STEP;
             // Paced: query k starts at start + k × period (later if the previous one is
-            // still reading: a slow server is not asked for more). Unpaced with rate 0.
-            let start = tokio::time::Instant::now();
+            // still reading: a slow server is not asked for more), the readers' starts
+            // spread over one period as independent clients' are. Unpaced with rate 0.
+            let start = tokio::time::Instant::now()
+                + read_period.map_or(Duration::ZERO, |p| p * e / readers.max(1));
             let mut k = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 if let Some(period) = read_period {
