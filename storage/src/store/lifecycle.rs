@@ -40,6 +40,13 @@ fn shorthand(max_age: u64) -> LifecycleRule {
 }
 
 impl Store {
+    /// Writes the lifecycle rules' resume points now (a server calls it when it stops; the
+    /// last `Store` dropped does it too), so the next open resumes where they are.
+    pub fn save_lifecycle_state(&self) -> Result<()> {
+        Store::save_resume_points(&self.inner)
+            .map_err(|e| Error::io("writing the lifecycle resume points", e))
+    }
+
     /// Adds a lifecycle rule to a bucket, or replaces the one of its name (true: replaced).
     /// Its `when` is compiled with `StoreOptions::when_parser`; the settings file holds it
     /// before this returns. A replaced rule starts over (its run state is dropped), unless
