@@ -205,9 +205,12 @@ impl Syncer {
         let store = self.repl.store().clone();
         let bucket = self.spec.src_bucket.clone();
         let listed = crate::blocking::run(move || {
-            store
-                .list_entries(&bucket)
-                .map_err(super::ReplicationError::from)
+            match store.list_entries(&bucket) {
+                // No bucket (removed; the records' sender reports it): nothing to send
+                // until an attachment of it changes.
+                Err(tsblob_storage::Error::NotFound(_)) => Ok(Vec::new()),
+                other => other.map_err(super::ReplicationError::from),
+            }
         })
         .await
         .map_err(|e| {
