@@ -16,7 +16,7 @@
 //! object) and `DELETE …/attachments?names=`. To a ReductStore destination, as ReductStore
 //! replicates them: records of `<entry>/$meta` at the source's timestamps, labelled
 //! `key=<name>` (batch protocol v1), and a removal as the update `remove=true` of that
-//! record (`PATCH`).
+//! record (a v1 `PATCH …/batch`).
 //!
 //! Bounded: one entry's attachments are held at a time (at most the source's
 //! `--max-attachments` × `--max-attachment-size`); entries waiting with a change are at
@@ -38,8 +38,9 @@ use tsblob_proto::outbound;
 use tsblob_storage::{Attachment, FeedFilter, Labels, ATTACHMENT_KEY_LABEL};
 
 use super::{now_us, Event, Replications, Shared, TaskSpec};
-use crate::batch_client::{post_batch, Destination, DstApi, OutRecord};
+use crate::batch_client::{post_batch, Destination, DstApi, OutRecord, REDUCT_BATCH_RECORDS};
 use crate::cli::client::{entry_seg, seg};
+use crate::reduct_header::BatchHeaderV1;
 
 /// Entries with a change waiting, at most: past it they are forgotten and every selected
 /// entry is gone over again.
@@ -325,13 +326,7 @@ impl Syncer {
     async fn remove(&self, dst_entry: &str, gone: &[(String, u64)]) -> Outcome {
         let dst = self.destination();
         if dst.api == DstApi::Reductstore {
-            for (name, ts) in gone {
-                match self.reduct_remove(&dst, dst_entry, name, *ts).await {
-                    Outcome::Done => {}
-                    other => return other,
-                }
-            }
-            return Outcome::Done;
+            return self.reduct_remove(&dst, dst_entry, gone).await;
         }
         let names: Vec<&str> = gone.iter().map(|(n, _)| n.as_str()).collect();
         let what = format!(
@@ -426,6 +421,9 @@ impl Syncer {
         dst_entry: &str,
         docs: &[&Attachment],
     ) -> Outcome {
+        // Batch protocol v1 carries the payloads in timestamp order (its headers are a set).
+        let mut docs = docs.to_vec();
+        docs.sort_by_key(|a| a.ts);
         let recs: Vec<OutRecord> = docs
             .iter()
             .map(|a| OutRecord {
@@ -469,76 +467,110 @@ impl Syncer {
         }
     }
 
-    /// A removal at a ReductStore destination: the attachment's record updated with
-    /// `remove=true` (a record not there, 404, has nothing to remove).
+    /// Removals at a ReductStore destination: the attachments' records updated with
+    /// `remove=true` (batch protocol v1 `PATCH …/<entry>/$meta/batch`, as ReductStore's
+    /// replication sends updates); a record not there (404) has nothing to remove.
     async fn reduct_remove(
         &self,
         dst: &Destination,
         dst_entry: &str,
-        name: &str,
-        ts: u64,
+        gone: &[(String, u64)],
     ) -> Outcome {
         let meta = format!("{dst_entry}/{META_SEGMENT}");
         let url = format!(
-            "{}/api/v1/b/{}/{}",
+            "{}/api/v1/b/{}/{}/batch",
             dst.url.trim_end_matches('/'),
             seg(&dst.bucket),
             entry_seg(&meta)
         );
-        let key = format!("x-reduct-label-{ATTACHMENT_KEY_LABEL}");
-        let remove = format!("x-reduct-label-{REMOVE_LABEL}");
-        let mut req = self
-            .http
-            .patch(url)
-            .query(&[("ts", ts.to_string())])
-            .timeout(self.timeout(0))
-            .header(remove.as_str(), "true");
-        match reqwest::header::HeaderValue::from_str(name) {
-            Ok(v) => req = req.header(key.as_str(), v),
-            Err(_) => {
-                return Outcome::Refused(format!(
-                    "attachment {name:?} cannot be named in a ReductStore header"
-                ))
+        let what = format!(
+            "the removal of {} attachment(s) of {dst}/{meta}",
+            gone.len()
+        );
+        let mut refused = Vec::new();
+        for chunk in gone.chunks(REDUCT_BATCH_RECORDS) {
+            let mut headers = reqwest::header::HeaderMap::new();
+            for (name, ts) in chunk {
+                let labels = Labels::from([
+                    (ATTACHMENT_KEY_LABEL.to_string(), name.clone()),
+                    (REMOVE_LABEL.to_string(), "true".to_string()),
+                ]);
+                let value = BatchHeaderV1::format(&tsblob_storage::RecordMeta {
+                    ts: *ts,
+                    size: 0,
+                    content_type: String::new(),
+                    labels,
+                });
+                let name_h = reqwest::header::HeaderName::from_bytes(
+                    format!("x-reduct-time-{ts}").as_bytes(),
+                );
+                match (name_h, reqwest::header::HeaderValue::from_str(&value)) {
+                    (Ok(n), Ok(v)) => drop(headers.insert(n, v)),
+                    _ => refused.push(format!("{name:?} cannot go in a ReductStore header")),
+                }
             }
-        }
-        if let Some(t) = &dst.token {
-            req = req.bearer_auth(t);
-        }
-        let what = format!("the removal of attachment {name:?} of {dst}/{meta}");
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => {
+            if headers.is_empty() {
+                continue;
+            }
+            let mut req = self
+                .http
+                .patch(&url)
+                .timeout(self.timeout(0))
+                .headers(headers);
+            if let Some(t) = &dst.token {
+                req = req.bearer_auth(t);
+            }
+            let resp = match req.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    return Outcome::Retry(format!(
+                        "sending {what} failed: {}",
+                        tsblob_proto::tls::error_chain(&e)
+                    ))
+                }
+            };
+            let status = resp.status();
+            if status.is_redirection() {
                 return Outcome::Retry(format!(
-                    "sending {what} failed: {}",
-                    tsblob_proto::tls::error_chain(&e)
-                ))
+                    "{dst} answered {status} for {what}, {}",
+                    outbound::redirect_message(&resp)
+                ));
             }
-        };
-        let status = resp.status();
-        if status.is_redirection() {
-            return Outcome::Retry(format!(
-                "{dst} answered {status} for {what}, {}",
-                outbound::redirect_message(&resp)
-            ));
-        }
-        let why = resp
-            .headers()
-            .get("x-reduct-error")
-            .map(|v| {
+            let one = |v: &reqwest::header::HeaderValue| {
                 outbound::one_line(
                     &String::from_utf8_lossy(v.as_bytes()),
                     dst.bounds.message_max,
                 )
-            })
-            .unwrap_or_default();
-        if let Err(e) = outbound::read_bounded(resp, dst.bounds.error_max).await {
-            return Outcome::Retry(format!("{dst} answered {status} for {what}, but {e}"));
+            };
+            let why = resp
+                .headers()
+                .get("x-reduct-error")
+                .map(one)
+                .unwrap_or_default();
+            // Per record: `x-reduct-error-<ts>: <status>,<message>`; a 404 is done.
+            for (k, v) in resp.headers() {
+                if k.as_str().starts_with("x-reduct-error-") {
+                    let text = one(v);
+                    if !text.starts_with("404") {
+                        refused.push(text);
+                    }
+                }
+            }
+            if let Err(e) = outbound::read_bounded(resp, dst.bounds.error_max).await {
+                return Outcome::Retry(format!("{dst} answered {status} for {what}, but {e}"));
+            }
+            let message = format!("{dst} answered {} for {what}: {why}", status.as_u16());
+            match status.as_u16() {
+                // A missing bucket or entry holds nothing to remove.
+                200..=299 | 404 => {}
+                401 | 403 | 408 | 429 | 500.. => return Outcome::Retry(message),
+                _ => refused.push(message),
+            }
         }
-        let message = format!("{dst} answered {} for {what}: {why}", status.as_u16());
-        match status.as_u16() {
-            200..=299 | 404 => Outcome::Done,
-            401 | 403 | 408 | 429 | 500.. => Outcome::Retry(message),
-            _ => Outcome::Refused(message),
+        if refused.is_empty() {
+            Outcome::Done
+        } else {
+            Outcome::Refused(format!("{what}: {}", refused.join("; ")))
         }
     }
 }
