@@ -70,12 +70,15 @@ pub enum Command {
     /// Save servers under short names, used with --alias/-a.
     Alias(cli::AliasArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
+    #[cfg(feature = "bench")]
     Bench(tsblob_compare::BenchArgs),
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
+    #[cfg(feature = "bench")]
     #[command(hide = true)]
     Loadgen(LoadgenArgs),
     /// The `limit` target of `tsblob bench` (started by it): discards writes, answers reads
     /// from a mapped file.
+    #[cfg(feature = "bench")]
     #[command(hide = true, name = "bench-limit")]
     BenchLimit(tsblob_compare::limit::LimitArgs),
 }
@@ -123,6 +126,7 @@ impl Cli {
     }
 }
 
+#[cfg(feature = "bench")]
 /// `tsblob loadgen`: the load (`tsblob_compare::loadgen`) and where to send it.
 #[derive(Debug, clap::Args)]
 pub struct LoadgenArgs {
@@ -187,10 +191,13 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Lifecycle(args) => cli::lifecycle(args).await,
         Command::Cp(args) => cli::cp(args).await,
         Command::Alias(args) => cli::alias(args),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => tsblob_compare::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Loadgen(args) => {
             tsblob_compare::loadgen::run(cli::connect(&args.client)?, args.load).await
         }
+        #[cfg(feature = "bench")]
         Command::BenchLimit(args) => tsblob_compare::limit::serve(args).await,
     }
 }

@@ -12,7 +12,9 @@ mod replication_util;
 mod big_record;
 mod browser;
 mod bystander;
+#[cfg(feature = "bench")]
 mod compare_e2e;
+#[cfg(feature = "bench")]
 mod compare_limit;
 mod console;
 mod cp;
