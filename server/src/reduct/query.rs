@@ -518,13 +518,15 @@ async fn next_batch(
         Ok(g) => g,
         // The batch being made ahead is this read's: wait for it.
         Err(_) if prefetching.load(Ordering::Acquire) => cursor.lock_owned().await,
-        Err(_) => return Err(AppError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::Conflict,
-            format!(
+        Err(_) => {
+            return Err(AppError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::Conflict,
+                format!(
                 "query {id} is being read by another request: read a session one request at a time"
             ),
-        )),
+            ))
+        }
     };
     let held = ctx.state.bodies.empty();
     let budget = ctx.state.bodies.clone();
