@@ -51,11 +51,16 @@ pub enum Command {
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
-    /// Manage a bucket's lifecycle rules (records removed once older than an age): ls, get,
-    /// set, rm, run.
+    /// Manage a bucket's lifecycle rules (records removed, or stored compressed, once older
+    /// than an age): ls, get, set, rm, run.
     Lifecycle(cli::LifecycleArgs),
     /// Copy records: server to server, server to a folder (export), folder to server (import),
     /// server to an MCAP file, MCAP file or ROS 2 bag to server.
+    ///
+    /// Attachments: the copied entries' attachments follow their records, whole (`--start`,
+    /// `--stop` and `--when` select records only): to a server as a write of the same names
+    /// (its attachments of other names stay), to a folder as `<entry>/attachments.json`,
+    /// read back by an import.
     ///
     /// MCAP and ROS 2 bags: a destination ending in `.mcap` is an MCAP file (each entry a
     /// channel, each record a message at its timestamp, labels on a `<topic>#labels` channel,
