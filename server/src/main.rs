@@ -12,7 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// No transparent huge pages for this process unless `MIMALLOC_ALLOW_THP` asks for them.
 /// mimalloc advises huge pages (`MADV_HUGEPAGE`) on its arenas by default, and a 2 MiB page
 /// stays resident as long as one small block in it lives: a 10 GB ingest over 16
-/// connections peaked at 155 MB of RSS with 88 MB of it in huge pages, and at 96 MB
+/// connections peaked at 155 MB of RSS with 90 MB of it in huge pages, and at 96 MB
 /// without them (docs/benchmarks/rss-2026-11-26.md). The process-wide switch also covers
 /// arenas mimalloc reserved before `main`.
 fn no_huge_pages() {

@@ -142,7 +142,7 @@ fn thp_enabled(pid: u32) -> Option<String> {
 
 /// Bug "huge pages held the ingest's RSS" (issue 30): mimalloc advises 2 MiB pages on its
 /// arenas, each resident while any small block in it lives, and a 10 GB ingest over 16
-/// connections peaked at 155 MB of RSS, 88 MB of it in huge pages (96 MB without them,
+/// connections peaked at 155 MB of RSS, 90 MB of it in huge pages (96 MB without them,
 /// docs/benchmarks/rss-2026-11-26.md). The server now runs with them off, unless
 /// mimalloc's own `MIMALLOC_ALLOW_THP` asks for them.
 #[cfg(target_os = "linux")]
