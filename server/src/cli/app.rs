@@ -51,8 +51,8 @@ pub enum Command {
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
-    /// Manage a bucket's lifecycle rules (records removed once older than an age): ls, get,
-    /// set, rm, run.
+    /// Manage a bucket's lifecycle rules (records removed, or stored compressed, once older
+    /// than an age): ls, get, set, rm, run.
     Lifecycle(cli::LifecycleArgs),
     /// Copy records: server to server, server to a folder (export), folder to server (import),
     /// server to an MCAP file, MCAP file or ROS 2 bag to server.

@@ -10,6 +10,7 @@
 
 mod attachments;
 mod buckets;
+mod compress;
 mod feed;
 mod labels;
 mod lifecycle;
@@ -220,6 +221,10 @@ impl Store {
             inner: inner.clone(),
         }
         .feed_load()?;
+        Store {
+            inner: inner.clone(),
+        }
+        .load_resume_points();
         if let SyncPolicy::Periodic(every) = inner.opts.sync {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
             let handle = std::thread::Builder::new()
@@ -368,6 +373,11 @@ impl Store {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::Relaxed);
+        if let Err(e) = Store::save_resume_points(self) {
+            log::error!(
+                "lifecycle resume points not saved ({e}): rules start over after the restart"
+            );
+        }
         if self.opts.sync != SyncPolicy::Never {
             if let Err(e) = self.committer.sync_now(&self.index) {
                 log::error!("final sync failed: {e}");
