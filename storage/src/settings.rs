@@ -196,7 +196,9 @@ impl std::str::FromStr for Compression {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketSettings {
     pub quota_type: QuotaType,
-    /// Bytes on disk (block files) the quota allows; ignored for `QuotaType::None`.
+    /// Bytes on disk (block files) the quota allows; ignored for `QuotaType::None`. 0 is a
+    /// quota of no bytes, as in ReductStore: HARD refuses every write with a body, FIFO
+    /// gives up every older block for each write (it keeps the newest block).
     pub quota_size: u64,
     /// A block is sealed and a new one started when it reaches this size.
     pub max_block_size: u64,
@@ -496,12 +498,6 @@ impl BucketSettings {
         }
         if self.max_block_records == 0 {
             return Err("max_block_records must be at least 1".into());
-        }
-        if self.quota_type != QuotaType::None && self.quota_size == 0 {
-            return Err(format!(
-                "quota_type {} needs a quota_size greater than 0 (bytes)",
-                self.quota_type
-            ));
         }
         if self.max_age == Some(0) {
             return Err("max_age must be longer than 0 (or absent to keep records forever)".into());

@@ -57,6 +57,11 @@ pub enum Command {
     /// Copy records: server to server, server to a folder (export), folder to server (import),
     /// server to an MCAP file, MCAP file or ROS 2 bag to server.
     ///
+    /// Attachments: the copied entries' attachments follow their records, whole (`--start`,
+    /// `--stop` and `--when` select records only): to a server as a write of the same names
+    /// (its attachments of other names stay), to a folder as `<entry>/attachments.json`,
+    /// read back by an import.
+    ///
     /// MCAP and ROS 2 bags: a destination ending in `.mcap` is an MCAP file (each entry a
     /// channel, each record a message at its timestamp, labels on a `<topic>#labels` channel,
     /// zstd chunks with a summary and message indexes); a source ending in `.mcap`, or a

@@ -32,6 +32,7 @@ mod reliability_repair;
 mod reliability_security;
 mod reliability_soak;
 mod replication;
+mod replication_attachments;
 mod replication_large;
 mod replication_parity;
 mod replication_tls;

@@ -54,6 +54,10 @@ pub use spool::Spool;
 /// commit put records into.
 pub type CommitListener = dyn Fn(&[u32]) + Send + Sync;
 
+/// What [`Store::on_attachments`] calls after each change of an entry's attachments:
+/// given the bucket and the entry.
+pub type AttachmentListener = dyn Fn(&str, &str) + Send + Sync;
+
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Store {
@@ -84,6 +88,8 @@ pub(crate) struct Inner {
     tier_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Tiering to an object store (`tier/`), if configured.
     pub tier: Option<Tier>,
+    /// Told of every change of an entry's attachments ([`Store::on_attachments`]).
+    pub attachment_listener: std::sync::OnceLock<Box<AttachmentListener>>,
     _lock: File,
 }
 
@@ -132,6 +138,7 @@ impl Inner {
             closing: AtomicBool::new(false),
             syncer: Mutex::new(Rank::Syncer, None),
             keeper: Mutex::new(Rank::Syncer, None),
+            attachment_listener: std::sync::OnceLock::new(),
             _lock: loaded.lock,
         }
     }
@@ -300,6 +307,14 @@ impl Store {
     /// [`MultiIter::entry_ids`] name what a query reads).
     pub fn on_commit(&self, listener: Box<CommitListener>) {
         self.inner.committer.on_commit(Arc::from(listener));
+    }
+
+    /// Calls `listener` with the bucket and entry after every change of an entry's
+    /// attachments (a write, a removal of some), once the change is saved, holding no lock
+    /// of the store: it must be cheap and non-blocking (replication senders queue the
+    /// entry). One listener per store: a second registration is refused (`false`).
+    pub fn on_attachments(&self, listener: Box<AttachmentListener>) -> bool {
+        self.inner.attachment_listener.set(listener).is_ok()
     }
 
     /// The object store this store is a read-only replica of (a tier that does not

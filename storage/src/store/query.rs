@@ -430,6 +430,9 @@ struct Source {
     sel: Selector,
     /// Its condition's `$limit` ended this entry's part: never walked again.
     finished: bool,
+    /// The spans of its records, when the reader maps windows per entry
+    /// ([`MultiIter::windowed`]).
+    spans: Spans,
 }
 
 impl Source {
@@ -504,6 +507,8 @@ pub struct MultiIter {
     failed: Option<Error>,
     /// The limit or an error ended the query.
     ended: bool,
+    /// Items carry the span of their page's records in their block ([`MultiIter::windowed`]).
+    windowed: bool,
 }
 
 impl Store {
@@ -556,6 +561,7 @@ impl Store {
                 ahead: None,
                 sel: Selector::per_entry(query),
                 finished: false,
+                spans: Spans::default(),
             })
             .collect();
         Ok(MultiIter {
@@ -568,11 +574,22 @@ impl Store {
             last: None,
             failed: None,
             ended: query.limit == Some(0),
+            windowed: false,
         })
     }
 }
 
 impl MultiIter {
+    /// Items carry the span of the records listed after them in their block (as
+    /// [`QueryIter`]'s do), so [`QueryItem::payload_in`] slices their payloads from one
+    /// mapped window instead of reading each alone. For a reader holding one [`Windows`]
+    /// per entry: with one for all, records of entries taking turns would map a new window
+    /// at every turn.
+    pub fn windowed(mut self) -> Self {
+        self.windowed = true;
+        self
+    }
+
     /// The entries merged, in the order of ties.
     pub fn entries(&self) -> Vec<&str> {
         self.sources.iter().map(|s| s.entry.name()).collect()
@@ -675,6 +692,12 @@ impl MultiIter {
             let Some((_, value)) = self.sources[i].page.pop_front() else {
                 continue;
             };
+            let span = if self.windowed {
+                let s = &mut self.sources[i];
+                s.spans.next(&value, s.page.iter().map(|(_, v)| v), desc)
+            } else {
+                Span::of(&value)
+            };
             // A later walk of a live tail may find a record that belongs before one
             // already merged (committed late): it is not delivered.
             if !desc && self.last.is_some_and(|l| (ts, i) <= l) {
@@ -694,13 +717,9 @@ impl MultiIter {
                     self.ended = true;
                 }
                 let entry = self.sources[i].entry.clone();
-                return Some(Ok(Some(QueryItem::new(
-                    &self.store,
-                    &self.bucket,
-                    entry,
-                    ts,
-                    value,
-                ))));
+                let mut item = QueryItem::new(&self.store, &self.bucket, entry, ts, value);
+                item.span = span;
+                return Some(Ok(Some(item)));
             }
             scanned += 1;
             if scanned >= PAGE {
