@@ -113,7 +113,12 @@ impl Syncer {
                 if self.cancel.is_cancelled() {
                     return;
                 }
-                match self.sync_entry(&entry, &mut delivered).await {
+                // A removed or changed task stops at once, not after a request's timeout.
+                let synced = tokio::select! {
+                    _ = self.cancel.cancelled() => return,
+                    r = self.sync_entry(&entry, &mut delivered) => r,
+                };
+                match synced {
                     Ok(()) => {
                         dirty.remove(&entry);
                         backoff = FIRST_BACKOFF;
