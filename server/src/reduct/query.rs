@@ -11,7 +11,7 @@
 //! Bounds: `--reductstore-max-queries` sessions at once (429 past it); a batch holds at most
 //! [`BATCH_RECORDS`] records and [`BATCH_BYTES`] bytes of payload (one larger record goes
 //! alone), taken from the server's memory budget (`--memory-budget`; 503 `busy` when it is
-//! spent) until the answer is sent; a session's position is the engine's `MultiIter`, which
+//! spent) until the answer is sent; a session's position is the engine's `QueryIter`, which
 //! holds one page of index records per entry.
 
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde::Deserialize;
-use tsblob_storage::{MultiIter, QueryItem, RecordMeta, Windows};
+use tsblob_storage::{QueryItem, QueryIter, RecordMeta, Windows};
 
 use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
 use super::Ctx;
@@ -73,7 +73,7 @@ struct Cursor {
 /// What a session reads: the engine's records, or the attachments a query of `<entry>/$meta`
 /// entries selected, as records (`attachments.rs`).
 enum Source {
-    Engine(MultiIter),
+    Engine(QueryIter),
     Attachments(std::collections::VecDeque<Out>),
 }
 

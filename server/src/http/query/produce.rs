@@ -10,7 +10,7 @@ use serde::Serialize;
 use tsblob_proto::framing::{
     put_end, put_entry_record_head, put_error, put_heartbeat, put_record_head,
 };
-use tsblob_storage::{Labels, MultiIter, Payload, QueryItem, QueryIter, Windows};
+use tsblob_storage::{Labels, Payload, QueryItem, QueryIter, Windows};
 
 use crate::http::budget::{Held, MemoryBudget};
 use crate::http::errors::AppError;
@@ -142,56 +142,6 @@ impl Pieces {
     }
 }
 
-/// What a producer walks: one entry, or several merged.
-pub(super) enum Walk {
-    One(QueryIter),
-    Many(MultiIter),
-}
-
-impl Walk {
-    fn next_bounded(&mut self) -> Option<tsblob_storage::Result<Option<QueryItem>>> {
-        match self {
-            Walk::One(i) => i.next_bounded(),
-            Walk::Many(i) => i.next_bounded(),
-        }
-    }
-
-    fn resume(&mut self, horizon: u64) -> bool {
-        match self {
-            Walk::One(i) => i.resume(horizon),
-            Walk::Many(i) => i.resume(horizon),
-        }
-    }
-
-    /// Walks on only where it may find something: the entries in `changed` (sorted ids)
-    /// and those whose record past the last horizon the new one lets through.
-    fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
-        match self {
-            Walk::One(i) => i.resume_changed(horizon, changed),
-            Walk::Many(i) => i.resume_changed(horizon, changed),
-        }
-    }
-
-    fn ahead(&self) -> Option<u64> {
-        match self {
-            Walk::One(i) => i.ahead(),
-            Walk::Many(i) => i.ahead(),
-        }
-    }
-
-    /// The ids of the entries walked (what the commit listener names).
-    pub(super) fn entry_ids(&self) -> Vec<u32> {
-        match self {
-            Walk::One(i) => vec![i.entry_id()],
-            Walk::Many(i) => i.entry_ids(),
-        }
-    }
-
-    fn is_many(&self) -> bool {
-        matches!(self, Walk::Many(_))
-    }
-}
-
 /// One NDJSON line of a `meta=true` answer.
 #[derive(Serialize)]
 struct MetaLine<'a> {
@@ -205,7 +155,10 @@ struct MetaLine<'a> {
 }
 
 pub(super) struct Producer {
-    iter: Walk,
+    iter: QueryIter,
+    /// A multi-entry query (even of one entry): its records name their entry, and its
+    /// pages of index records are counted in the memory budget.
+    many: bool,
     /// NDJSON metadata lines instead of record frames.
     meta: bool,
     pub(super) count: u64,
@@ -228,9 +181,10 @@ pub(super) struct Producer {
 }
 
 impl Producer {
-    pub(super) fn new(iter: Walk, meta: bool, budget: &MemoryBudget) -> Producer {
+    pub(super) fn new(iter: QueryIter, many: bool, meta: bool, budget: &MemoryBudget) -> Producer {
         Producer {
             iter,
+            many,
             meta,
             count: 0,
             windows: Windows::default(),
@@ -249,8 +203,8 @@ impl Producer {
     pub(super) fn counted_step(&mut self) -> Step {
         let step = self.step();
         self.room.try_resize(0);
-        if let Walk::Many(i) = &self.iter {
-            self.merge.set(i.held_bytes());
+        if self.many {
+            self.merge.set(self.iter.held_bytes());
         }
         step
     }
@@ -372,7 +326,7 @@ impl Producer {
             if self.meta {
                 let line = MetaLine {
                     ts: m.ts,
-                    entry: self.iter.is_many().then(|| item.entry()),
+                    entry: self.many.then(|| item.entry()),
                     size: m.size,
                     content_type: &m.content_type,
                     labels: &m.labels,
@@ -416,7 +370,7 @@ impl Producer {
     /// A record frame's head: kind 4 (naming the entry) in a multi-entry answer.
     fn put_head(&self, out: &mut BytesMut, item: &QueryItem, len: u64) {
         let m = &item.meta;
-        if self.iter.is_many() {
+        if self.many {
             put_entry_record_head(out, item.entry(), m.ts, &m.content_type, &m.labels, len);
         } else {
             put_record_head(out, m.ts, &m.content_type, &m.labels, len);
@@ -429,7 +383,7 @@ impl Producer {
         let Some(code) = crate::http::damage::damage_code(&e) else {
             return Some(AppError::from(e));
         };
-        let entry = self.iter.is_many().then(|| item.entry());
+        let entry = self.many.then(|| item.entry());
         self.skipped.add(entry, item.meta.ts, code, &e);
         None
     }
@@ -470,11 +424,7 @@ mod tests {
         )))
         .unwrap();
         let budget = MemoryBudget::default();
-        let mut p = Producer::new(
-            Walk::One(s.query("b", "e", &r.query).unwrap()),
-            false,
-            &budget,
-        );
+        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false, false, &budget);
         let mut steps = 0;
         loop {
             steps += 1;
