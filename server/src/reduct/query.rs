@@ -32,7 +32,6 @@ use tsblob_storage::{QueryItem, QueryIter, RecordMeta, Windows};
 use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
 use super::Ctx;
 use crate::http::auth::Caller;
-use crate::http::body::BodyChunks;
 use crate::http::errors::blocking;
 use crate::http::records::Target;
 use crate::http::AppError;
@@ -236,14 +235,12 @@ fn query_from_params(query: Option<&str>) -> Result<QueryJson, AppError> {
 }
 
 async fn query_body(t: &Target, req: Request) -> Result<QueryJson, AppError> {
-    let bytes = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
-        .collect(256)
-        .await?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    crate::http::body::json(req.into_body(), 1 << 20, &t.state.limits, |e| {
         AppError::bad_request(format!(
             "the query must be ReductStore's JSON query document ({e}): e.g. {{\"query_type\": \"QUERY\", \"start\": 0}}"
         ))
     })
+    .await
 }
 
 /// `GET|POST /api/v1/b/{bucket}/{entry}/q`: opens a session on one entry (v1).
