@@ -268,32 +268,9 @@ impl Producer {
             if out.full() {
                 return Step::More(out.finish(&mut self.room));
             }
-            if let Some((reader, left)) = self.large.as_mut() {
-                let want = (CHUNK as u64).min(*left).max(1) as usize;
-                match reader.read_chunk(want) {
-                    Ok(data) if data.is_empty() => {
-                        return Step::Abort(std::io::Error::other(
-                            "a record ended before its announced length",
-                        ))
-                    }
-                    Err(e) => {
-                        tracing::warn!("query stream cut: {e}");
-                        return Step::Abort(e);
-                    }
-                    Ok(data) => {
-                        *left = left.saturating_sub(data.len() as u64);
-                        out.push(data);
-                        if *left == 0 {
-                            if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
-                                tracing::warn!("query stream cut: a record failed its CRC check");
-                                return Step::Abort(std::io::Error::other(
-                                    "a record failed its CRC check at its end",
-                                ));
-                            }
-                            self.large = None;
-                            self.count += 1;
-                        }
-                    }
+            if self.large.is_some() {
+                if let Err(e) = self.large_chunk(&mut out) {
+                    return Step::Abort(e);
                 }
                 continue;
             }
@@ -322,48 +299,83 @@ impl Producer {
                 }
                 Some(Ok(Some(item))) => item,
             };
-            let m = &item.meta;
-            if self.meta {
-                let line = MetaLine {
-                    ts: m.ts,
-                    entry: self.many.then(|| item.entry()),
-                    size: m.size,
-                    content_type: &m.content_type,
-                    labels: &m.labels,
-                };
-                let mut w = (&mut out.buf).writer();
-                if let Err(e) = serde_json::to_writer(&mut w, &line) {
-                    return self.fail(out, AppError::internal(format!("encoding metadata: {e}")));
-                }
-                out.buf.extend_from_slice(b"\n");
+            if let Err(e) = self.put_item(&mut out, &item) {
+                return self.fail(out, e);
+            }
+        }
+    }
+
+    /// The next chunk of the large record being streamed ([`Producer::large`]) into `out`;
+    /// its CRC checked after its last byte. An error cuts the stream.
+    fn large_chunk(&mut self, out: &mut Pieces) -> Result<(), std::io::Error> {
+        let Some((reader, left)) = self.large.as_mut() else {
+            return Ok(());
+        };
+        let want = (CHUNK as u64).min(*left).max(1) as usize;
+        let data = reader.read_chunk(want).inspect_err(|e| {
+            tracing::warn!("query stream cut: {e}");
+        })?;
+        if data.is_empty() {
+            return Err(std::io::Error::other(
+                "a record ended before its announced length",
+            ));
+        }
+        *left = left.saturating_sub(data.len() as u64);
+        out.push(data);
+        if *left == 0 {
+            if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
+                tracing::warn!("query stream cut: a record failed its CRC check");
+                return Err(std::io::Error::other(
+                    "a record failed its CRC check at its end",
+                ));
+            }
+            self.large = None;
+            self.count += 1;
+        }
+        Ok(())
+    }
+
+    /// A record found by the walk into `out`: its metadata line, or its frame with its
+    /// payload (a large one is streamed by the next steps). A record removed since it was
+    /// listed is left out, a damaged one skipped and counted; any other error ends the
+    /// stream.
+    fn put_item(&mut self, out: &mut Pieces, item: &QueryItem) -> Result<(), AppError> {
+        let m = &item.meta;
+        if self.meta {
+            let line = MetaLine {
+                ts: m.ts,
+                entry: self.many.then(|| item.entry()),
+                size: m.size,
+                content_type: &m.content_type,
+                labels: &m.labels,
+            };
+            let mut w = (&mut out.buf).writer();
+            serde_json::to_writer(&mut w, &line)
+                .map_err(|e| AppError::internal(format!("encoding metadata: {e}")))?;
+            out.buf.extend_from_slice(b"\n");
+            self.count += 1;
+            return Ok(());
+        }
+        let err = match item.payload_in(&mut self.windows) {
+            Ok(Some(data)) => {
+                self.put_head(&mut out.buf, item, data.len() as u64);
+                out.push_payload(data);
                 self.count += 1;
-                continue;
+                return Ok(());
             }
-            match item.payload_in(&mut self.windows) {
-                Ok(Some(data)) => {
-                    self.put_head(&mut out.buf, &item, data.len() as u64);
-                    out.push_payload(data);
-                    self.count += 1;
+            Ok(None) => match item.reader() {
+                Ok(r) => {
+                    self.put_head(&mut out.buf, item, m.size);
+                    self.large = Some((r, m.size));
+                    return Ok(());
                 }
-                Ok(None) => match item.reader() {
-                    Ok(r) => {
-                        self.put_head(&mut out.buf, &item, m.size);
-                        self.large = Some((r, m.size));
-                    }
-                    Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => {
-                        if let Some(e) = self.skip_damaged(&item, e) {
-                            return self.fail(out, e);
-                        }
-                    }
-                },
-                Err(tsblob_storage::Error::NotFound(_)) => {}
-                Err(e) => {
-                    if let Some(e) = self.skip_damaged(&item, e) {
-                        return self.fail(out, e);
-                    }
-                }
-            }
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        match err {
+            tsblob_storage::Error::NotFound(_) => Ok(()),
+            e => self.skip_damaged(item, e).map_or(Ok(()), Err),
         }
     }
 
