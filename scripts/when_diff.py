@@ -53,6 +53,10 @@ CONDITIONS = [
     ('{"&opt": {"$ne": "x"}}', None),
     ('{"$exists": ["opt"], "&n": {"$lt": 30}}', None),
     ('{"$has": ["opt", "cam"], "&n": {"$lt": 30}}', None),
+    # `$has` with a computed name: the label named by the operand's value
+    ('{"$has": [{"$add": ["c", "am"]}], "&n": {"$lt": 30}}', None),
+    ('{"$has": ["&cam"], "&n": {"$lt": 30}}', None),
+    ('{"$not": [{"$has": ["&opt"]}], "&n": {"$lt": 60}}', None),
     ('{"$each_n": 7}', None),
     ('{"&cam": {"$eq": "b"}, "$each_n": 3}', None),
     ('{"$each_n": 3, "&cam": {"$eq": "b"}}', None),

@@ -17,7 +17,9 @@ median rate of the rounds and their range (min–max), tsblob's median over Redu
 and the CPU time each server process spent per record (user + system, from
 ``/proc/<pid>/stat``): the client is the same Python code for both, so on a busy machine or
 with large records the rates are bounded by the client, while the servers' own CPU shows
-what each costs.
+what each costs. The client's CPU time per record (this process, ``time.process_time``) is
+measured too, and two ceilings follow (see ``table``): what a server costing nothing could
+reach over ReductStore through this client with idle cores, and with every core busy.
 
     python bench/bench_reduct_api.py --rounds 3 --markdown ../docs/benchmarks/reduct-api.md
 
@@ -52,7 +54,6 @@ from bench_vs_reduct import (  # noqa: E402  (the sibling benchmark's servers an
     find_reductstore,
     find_tsblob,
     free_port,
-    timed_loop_async,
     wait_ready,
 )
 
@@ -79,10 +80,27 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+async def timed_writes(n: int, p: Payloads, write: Any) -> Tuple[float, List[float], float]:
+    """n writes, one at a time: their wall seconds, latencies (ms) and this process's CPU
+    seconds spent in the write calls (the client's cost; making payloads is outside)."""
+    lat: List[float] = []
+    cpu = 0.0
+    for i in range(n):
+        data = p.get(i)
+        c, t = time.process_time(), time.perf_counter()
+        await write(i, data)
+        lat.append((time.perf_counter() - t) * 1e3)
+        cpu += time.process_time() - c
+        del data
+    return sum(lat) / 1e3, lat, cpu
+
+
 async def run_round(server: str, url: str, pid: int, size_name: str, n: int, p: Payloads, rnd: int,
-                    cpu: Dict[Tuple[str, str, str], List[float]]) -> List[Phase]:
+                    cpu: Dict[Tuple[str, str, str], List[float]],
+                    client_cpu: Dict[Tuple[str, str, str], List[float]]) -> List[Phase]:
     """One round of one size against one server: n writes, then one range query; the
-    server's CPU seconds per record of each phase go to `cpu`."""
+    server's CPU seconds per record of each phase go to `cpu`, the client's (this
+    process: reduct-py, aiohttp and the byte checks of the reads) to `client_cpu`."""
     from reduct import Client
 
     bucket_name = f"bench-{size_name.lower()}-{rnd}"
@@ -91,12 +109,14 @@ async def run_round(server: str, url: str, pid: int, size_name: str, n: int, p: 
     async with Client(url, api_token=TOKEN, timeout=600) as client:
         bucket = await client.create_bucket(bucket_name, exist_ok=True)
         cpu0 = cpu_seconds(pid)
-        secs, lat = await timed_loop_async(
+        secs, lat, client_w = await timed_writes(
             n, p, lambda i, data: bucket.write(entry, data, timestamp=T0 + i, labels=labels,
                                                content_type="application/octet-stream"))
         w = Phase(server, size_name, "write", n, secs, n * p.size, lat)
         cpu1 = cpu_seconds(pid)
         cpu.setdefault((server, size_name, "write"), []).append((cpu1 - cpu0) / n)
+        client_cpu.setdefault((server, size_name, "write"), []).append(client_w / n)
+        client_r0 = time.process_time()
         start = time.perf_counter()
         count = 0
         async for rec in bucket.query(entry, start=T0, stop=T0 + n):
@@ -106,6 +126,7 @@ async def run_round(server: str, url: str, pid: int, size_name: str, n: int, p: 
                 raise AssertionError(f"{server}: record {rec.timestamp} has labels {rec.labels}, wrote {labels}")
             count += 1
         r = Phase(server, size_name, "range read", count, time.perf_counter() - start, count * p.size)
+        client_cpu.setdefault((server, size_name, "range read"), []).append((time.process_time() - client_r0) / n)
         cpu.setdefault((server, size_name, "range read"), []).append((cpu_seconds(pid) - cpu1) / n)
         if count != n:
             raise AssertionError(f"{server}: read {count} of {n} records of {size_name}")
@@ -117,13 +138,23 @@ def fmt_rate(xs: List[float]) -> str:
     return f"{statistics.median(xs):,.0f} ({min(xs):,.0f}–{max(xs):,.0f})"
 
 
-def table(results: List[Phase], phase: str,
-          cpu: Dict[Tuple[str, str, str], List[float]]) -> Tuple[str, Dict[str, float]]:
-    """The table of a phase, and tsblob's median over ReductStore's per size."""
+def table(results: List[Phase], phase: str, cpu: Dict[Tuple[str, str, str], List[float]],
+          client_cpu: Dict[Tuple[str, str, str], List[float]]) -> Tuple[str, Dict[str, float]]:
+    """The table of a phase, and tsblob's median over ReductStore's per size.
+
+    Two ceilings of what any server could reach through this client (its CPU measured in
+    the rounds against tsblob), one per regime of the machine:
+    - idle cores: reduct-py runs on one thread, so no server lets it take less than its own
+      CPU time per record: ReductStore's time per record over it;
+    - every core busy (a shared machine): each record costs the client's CPU plus the
+      server's, and the rate follows the sum: ReductStore's sum over the client's CPU
+      alone (a server costing nothing). "CPU ratio" is the sum's ratio with tsblob's own
+      server CPU, what the rates should show in that regime."""
     lines = ["| size | records | ReductStore 1.21.5 rec/s, median (range) | tsblob rec/s, median (range) "
              "| ReductStore MB/s | tsblob MB/s | tsblob / ReductStore | server CPU µs/record, "
-             "ReductStore / tsblob |",
-             "|---|---|---|---|---|---|---|---|"]
+             "ReductStore / tsblob | client CPU µs/record, ReductStore / tsblob | CPU ratio "
+             "| ceiling, idle cores | ceiling, busy cores |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios: Dict[str, float] = {}
     for size in SIZES:
         rates = {s: [r.rate for r in results if (r.client, r.size, r.phase) == (s, size, phase)] for s in SERVERS}
@@ -134,9 +165,17 @@ def table(results: List[Phase], phase: str,
         ratio = statistics.median(rates["tsblob"]) / statistics.median(rates["reductstore"])
         ratios[size] = ratio
         used = {s: statistics.median(cpu.get((s, size, phase), [0.0])) * 1e6 for s in SERVERS}
+        client = {s: statistics.median(client_cpu.get((s, size, phase), [0.0])) * 1e6 for s in SERVERS}
+        rs_us = 1e6 / statistics.median(rates["reductstore"])
+        c_ts = client["tsblob"]
+        idle = f"{rs_us / c_ts:.2f}x" if c_ts > 0 else "-"
+        busy = f"{(client['reductstore'] + used['reductstore']) / c_ts:.2f}x" if c_ts > 0 else "-"
+        both = c_ts + used["tsblob"]
+        cpu_ratio = f"{(client['reductstore'] + used['reductstore']) / both:.2f}x" if both > 0 else "-"
         lines.append(f"| {size} | {n} | {fmt_rate(rates['reductstore'])} | {fmt_rate(rates['tsblob'])} "
                      f"| {statistics.median(mbps['reductstore']):,.1f} | {statistics.median(mbps['tsblob']):,.1f} "
-                     f"| {ratio:.2f}x | {used['reductstore']:,.0f} / {used['tsblob']:,.0f} |")
+                     f"| {ratio:.2f}x | {used['reductstore']:,.0f} / {used['tsblob']:,.0f} "
+                     f"| {client['reductstore']:,.0f} / {c_ts:,.0f} | {cpu_ratio} | {idle} | {busy} |")
     return "\n".join(lines), ratios
 
 
@@ -191,6 +230,7 @@ def main() -> None:
 
         results: List[Phase] = []
         cpu: Dict[Tuple[str, str, str], List[float]] = {}
+        client_cpu: Dict[Tuple[str, str, str], List[float]] = {}
         pids = {"tsblob": ts.proc.pid, "reductstore": rs.proc.pid}
         for size_name in sizes:
             size = SIZES[size_name]
@@ -199,15 +239,15 @@ def main() -> None:
             for rnd in range(args.rounds):
                 order = SERVERS if rnd % 2 == 0 else tuple(reversed(SERVERS))
                 for s in order:
-                    got = asyncio.run(run_round(s, urls[s], pids[s], size_name, n, p, rnd, cpu))
+                    got = asyncio.run(run_round(s, urls[s], pids[s], size_name, n, p, rnd, cpu, client_cpu))
                     for ph in got:
                         print(f"{ph.client:11} {ph.size:>6} #{rnd} {ph.phase:10} {ph.records:6} rec "
                               f"{ph.rate:10,.0f} rec/s {ph.mbps:9,.1f} MB/s", flush=True)
                     results.extend(got)
         env["load_at_end"] = os.getloadavg()[0]
 
-        writes, w_ratio = table(results, "write", cpu)
-        reads, r_ratio = table(results, "range read", cpu)
+        writes, w_ratio = table(results, "write", cpu, client_cpu)
+        reads, r_ratio = table(results, "range read", cpu, client_cpu)
         report = "\n\n".join([
             f"reduct-py {env['reduct_py']} against ReductStore {env['reductstore_version']} and tsblob's "
             f"ReductStore API, {args.rounds} interleaved rounds per size; every record read back and compared. "
@@ -223,7 +263,8 @@ def main() -> None:
             args.markdown.write_text(report + "\n")
         if args.json:
             args.json.write_text(json.dumps({"settings": env, "results": [r.summary() for r in results],
-                                             "server_cpu_s_per_record": {" ".join(k): v for k, v in cpu.items()}},
+                                             "server_cpu_s_per_record": {" ".join(k): v for k, v in cpu.items()},
+                                             "client_cpu_s_per_record": {" ".join(k): v for k, v in client_cpu.items()}},
                                             indent=1))
         missed = [f"{phase} {size} ({ratio:.2f}x)" for phase, ratios in (("write", w_ratio), ("read", r_ratio))
                   for size, ratio in ratios.items() if ratio < args.target]

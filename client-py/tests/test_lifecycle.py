@@ -1,6 +1,6 @@
 """Lifecycle rules from the SDK (issue 28, item 3), sync and async (the ``client`` fixture
 runs each test with both): set, list, run, remove; ``max_age`` as the shorthand rule;
-``compress`` refused; the bucket handle has the same methods."""
+``compress`` rules; the bucket handle has the same methods."""
 
 from __future__ import annotations
 
@@ -43,6 +43,22 @@ def test_rules_are_set_run_listed_and_removed(client: Client, bucket: str) -> No
     with pytest.raises(tsblob.NotFound) as e:
         client.get_lifecycle_rule(bucket, "raw")
     assert e.value.code == "rule_not_found"
+
+
+def test_a_compress_rule_stores_old_records_compressed(client: Client, bucket: str) -> None:
+    old = int(time.time() * 1e6) - 2 * HOUR
+    body = b"the same reading again; " * 200
+    for i in range(3):
+        client.write(bucket, "logs", body + bytes([i]), ts=old + i, content_type="text/plain",
+                     labels={"n": str(i)})
+    rule = client.set_lifecycle_rule(bucket, "squeeze", "1h", mode="disabled", action="compress")
+    assert rule.action == "compress"
+    done = client.run_lifecycle_rule(bucket, "squeeze")
+    assert (done["compressed"], done["removed"]) == (3, 0) and done["saved_bytes"] > 3 * 4000
+    assert client.get_lifecycle_rule(bucket, "squeeze").status.compressed == 3
+    for i in range(3):
+        r = client.read(bucket, "logs", ts=old + i)
+        assert (r.data, r.content_type, r.labels) == (body + bytes([i]), "text/plain", {"n": str(i)})
 
 
 def test_bad_rules_are_refused_before_or_by_the_server(client: Client, bucket: str) -> None:

@@ -187,6 +187,12 @@ pub struct BenchArgs {
     /// --mixed: range-query clients (one preloaded entry each) during the mixed phase.
     #[arg(long, default_value_t = 4)]
     pub mixed_readers: u32,
+    /// --mixed: whole-entry range queries per second of each reader (each one reads the
+    /// reader's 100 preloaded records); 0 reads in a loop as fast as the server answers.
+    /// The default, 1 query/s of 100 × 100 KiB each, is 4 dashboards or analysis jobs
+    /// reading 40 MB/s in all, five times what the writers write.
+    #[arg(long, default_value_t = 1.0)]
+    pub mixed_read_rate: f64,
 
     /// Measure the object-store tier instead, once per S3 engine named (comma separated:
     /// minio, seaweedfs), each started on loopback: ingest with tiering off and on, and cold

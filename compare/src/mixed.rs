@@ -10,7 +10,8 @@
 //! 3. **mixed**: a replication task from the source to the destination is created (each
 //!    system's own feature: it has the preload and the alone phase's records to copy), then
 //!    the same writers run again while `--mixed-readers` clients run whole-window range
-//!    queries over the preloaded entries in a loop (every byte checked against the seed)
+//!    queries over the preloaded entries, `--mixed-read-rate` per second each (0: in a
+//!    loop), every byte checked against the seed,
 //!    and one client follows the first writer's entry (tsblob: a live tail,
 //!    `follow=true`; ReductStore, which has no streaming tail: a read of each record the
 //!    writer acknowledged, as soon as it was).
@@ -98,6 +99,9 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     if args.mixed_writers == 0 || args.mixed_rate == 0 || args.mixed_seconds == 0 {
         bail!("--mixed-writers, --mixed-rate and --mixed-seconds must be at least 1");
     }
+    if !(args.mixed_read_rate >= 0.0 && args.mixed_read_rate.is_finite()) {
+        bail!("--mixed-read-rate must be a number of queries per second, 0 or more");
+    }
     let tsblob_bin = match &args.tsblob_bin {
         Some(b) => b.clone(),
         None => std::env::current_exe().context("cannot find the tsblob executable")?,
@@ -117,13 +121,17 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
         .tempdir_in(&base)?;
     let machine = crate::report::Machine::detect();
     println!(
-        "mixed: {} writers × {} B at {} records/s each for {} s, alone then with {} range readers, \
-         one tail and a replication task; {} round(s); {} ({} CPUs)",
+        "mixed: {} writers × {} B at {} records/s each for {} s, alone then with {} range readers \
+         ({}), one tail and a replication task; {} round(s); {} ({} CPUs)",
         args.mixed_writers,
         size,
         args.mixed_rate,
         args.mixed_seconds,
         args.mixed_readers,
+        match args.mixed_read_rate {
+            r if r > 0.0 => format!("{r} whole-entry queries/s each"),
+            _ => "unpaced".to_string(),
+        },
         args.repeat,
         machine.cpu_model,
         machine.cpus
@@ -187,6 +195,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
                 "machine": {"cpu_model": machine.cpu_model, "cpus": machine.cpus},
                 "writers": args.mixed_writers, "size": size, "rate": args.mixed_rate,
                 "seconds": args.mixed_seconds, "readers": args.mixed_readers,
+                "read_rate": args.mixed_read_rate,
                 "rounds": rounds,
             }))?,
         )?;
@@ -337,6 +346,8 @@ async fn measure<T: Target>(
     create_task(sys, http, &src.url, &dst.url, false).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let read = Arc::new(AtomicU64::new(0));
+    let read_period =
+        (args.mixed_read_rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.mixed_read_rate));
     let mut background = Vec::new();
     for e in 0..readers {
         let (s, plan, stop, read) = (
@@ -347,7 +358,18 @@ async fn measure<T: Target>(
         );
         background.push(tokio::spawn(async move {
             let stop_ts = BASE_TS + plan.entry_len(e) * TS_STEP;
+            // Paced: query k starts at start + k × period (later if the previous one is
+            // still reading: a slow server is not asked for more). Unpaced with rate 0.
+            let start = tokio::time::Instant::now();
+            let mut k = 0u32;
             while !stop.load(Ordering::Relaxed) {
+                if let Some(period) = read_period {
+                    tokio::time::sleep_until(start + period * k).await;
+                    k += 1;
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
                 let got = s.query(BUCKET, &plan, e, BASE_TS, stop_ts, 1).await?;
                 if got.records != plan.entry_len(e) {
                     bail!(

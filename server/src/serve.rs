@@ -244,6 +244,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Ok(Ok(())) => {}
     }
     let s = store.clone();
+    match tokio::task::spawn_blocking(move || s.save_lifecycle_state()).await {
+        Ok(Err(e)) => tracing::warn!("lifecycle resume points not written: {e}"),
+        Err(e) => tracing::warn!("lifecycle resume points not written: {e}"),
+        Ok(Ok(())) => {}
+    }
+    let s = store.clone();
     tokio::task::spawn_blocking(move || s.sync())
         .await
         .context("the final sync panicked")?

@@ -529,20 +529,22 @@ fn parse_operator(op: &str, operands: Vec<Expr>) -> Result<Expr, WhenError> {
                     "{op} takes label names: {{{op:?}: [\"cam\", \"score\"]}}"
                 )));
             }
-            let mut names = Vec::new();
-            for e in operands {
-                names.push(match e {
-                    Expr::Val(Operand::Const(Value::Str(s))) => s,
-                    Expr::Val(Operand::Const(Value::Int(i))) => i.to_string(),
-                    other => {
-                        return Err(bad(format!(
-                        "{op} takes label names as plain strings (\"cam\", not \"&cam\"); got {}",
-                        shown(&other)
-                    )))
-                    }
-                });
+            // Plain names, or (as in ReductStore) any operand whose value names the label:
+            // `{"$has": ["&which"]}` asks for the label named by `which`'s value.
+            let plain = |e: &Expr| match e {
+                Expr::Val(Operand::Const(Value::Str(s))) => Some(s.clone()),
+                Expr::Val(Operand::Const(Value::Int(i))) => Some(i.to_string()),
+                _ => None,
+            };
+            match operands.iter().map(plain).collect::<Option<Vec<String>>>() {
+                Some(names) => Condition::Exists(names),
+                None => Condition::ExistsOf(
+                    operands
+                        .into_iter()
+                        .map(|e| operand(op, e))
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
             }
-            Condition::Exists(names)
         }
         "$each_n" | "$limit" | "$each_t" if computed(&operands) => {
             let agg = match op {

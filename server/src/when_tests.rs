@@ -120,6 +120,11 @@ fn logical_set_and_misc_operators() {
         p(r#"{"$has": "cam"}"#),
         Condition::Exists(vec!["cam".into()])
     );
+    // A computed name (ReductStore's `$has`): the label named by `which`'s value.
+    assert_eq!(
+        p(r#"{"$has": ["cam", "&which"]}"#),
+        Condition::ExistsOf(vec![text("cam"), label("which")])
+    );
     let ts = Condition::Compare(CmpOp::Gte, Operand::Timestamp, int(5));
     assert_eq!(p(r#"{"$gte": ["$timestamp", 5]}"#), ts);
     assert_eq!(p(r#"{"$gte": ["$id", 5]}"#), ts);
@@ -197,7 +202,6 @@ fn every_error_says_what_and_how() {
             "$nin takes a value and at least one candidate",
         ),
         (r#"{"$exists": []}"#, "$exists takes label names"),
-        (r#"{"$has": ["&cam"]}"#, "label names as plain strings"),
         (r#"{"$each_n": 0}"#, "at least 1"),
         (r#"{"$each_n": -2}"#, "non-negative integer constant"),
         (r#"{"$each_n": [1, 2]}"#, "exactly one operand, got 2"),

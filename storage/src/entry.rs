@@ -36,6 +36,14 @@ pub(crate) struct EntryState {
     /// one). Conservative: removals do not lower it. A timestamp above it needs no
     /// duplicate check in the index, which makes in-order writes skip an LMDB lookup.
     pub ceiling: Option<u64>,
+    /// Lifecycle resume points of this entry are all at or below this timestamp (a pass
+    /// raises it to its cutoff before it lists a page): a record put below it may be
+    /// behind one of them, so it is noted in `behind`.
+    lifecycle_horizon: u64,
+    /// The lowest timestamp put (written, copied by a label update) below
+    /// `lifecycle_horizon` since a lifecycle pass last took it (`u64::MAX`: none). A pass
+    /// moves every rule's resume point of the entry back to it (`store/lifecycle.rs`).
+    behind: u64,
     removed: bool,
 }
 
@@ -80,8 +88,37 @@ impl EntryState {
             active: None,
             last_auto_ts: 0,
             ceiling,
+            lifecycle_horizon: 0,
+            behind: u64::MAX,
             removed: false,
         }
+    }
+
+    /// A record was put at `ts` (a write, or a label update's copy): noted if it may be
+    /// behind a lifecycle resume point.
+    pub fn note_put(&mut self, ts: u64) {
+        if ts < self.lifecycle_horizon {
+            self.behind = self.behind.min(ts);
+        }
+    }
+
+    /// A lifecycle pass is about to look at the entry below `cutoff`: records put below it
+    /// from now on are noted. Returns (and forgets) the lowest one put behind a resume point
+    /// since the last call, if any.
+    pub fn lifecycle_look(&mut self, cutoff: u64) -> Option<u64> {
+        self.lifecycle_horizon = self.lifecycle_horizon.max(cutoff);
+        let low = std::mem::replace(&mut self.behind, u64::MAX);
+        (low != u64::MAX).then_some(low)
+    }
+
+    /// What `note_put` noted so far, and back to it afterwards: a compress pass's copies
+    /// (same timestamps, labels and bytes) change nothing a rule selects by.
+    pub fn behind(&self) -> u64 {
+        self.behind
+    }
+
+    pub fn restore_behind(&mut self, behind: u64) {
+        self.behind = behind;
     }
 
     pub fn record_count(&self) -> u64 {
@@ -258,6 +295,8 @@ impl EntryState {
             active: self.active.take(),
             last_auto_ts: self.last_auto_ts,
             ceiling: self.ceiling,
+            lifecycle_horizon: self.lifecycle_horizon,
+            behind: self.behind,
             removed: false,
         };
         self.mark_removed();

@@ -4,6 +4,8 @@
 //! <data>/tsblob.lock          the folder lock (flock) of the process that has it open
 //! <data>/index/               the LMDB index
 //! <data>/.trash/              removed blocks and folders on their way out (`trash.rs`)
+//! <data>/.lifecycle-resume    lifecycle rules' resume points, written at a clean close and
+//!                             removed at open (`store/lifecycle.rs`)
 //! <data>/<bucket>/settings    a bucket's settings
 //! <data>/<bucket>/<entry>/    an entry's block files (`/` in its name as `%2F`)
 //! <data>/<bucket>/<entry>/attachments      the entry's attachments (`attachments.rs`)
@@ -15,3 +17,4 @@ pub(crate) const LOCK_FILE: &str = "tsblob.lock";
 pub(crate) const SETTINGS_FILE: &str = "settings";
 pub(crate) const ATTACHMENTS_FILE: &str = "attachments";
 pub(crate) const ATTACHMENTS_TMP: &str = "attachments.tmp";
+pub(crate) const LIFECYCLE_RESUME_FILE: &str = ".lifecycle-resume";

@@ -82,9 +82,9 @@ pub use record::{
 };
 pub use recover::rebuild_index;
 pub use settings::{
-    BucketSettings, BucketSettingsUpdate, Compression, LifecycleMode, LifecycleRule, QuotaType,
-    StoreOptions, SyncPolicy, TierConfig, WhenParser, LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE,
-    MAX_LIFECYCLE_RULES,
+    BucketSettings, BucketSettingsUpdate, Compression, LifecycleAction, LifecycleMode,
+    LifecycleRule, QuotaType, StoreOptions, SyncPolicy, TierConfig, WhenParser,
+    LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE, MAX_LIFECYCLE_RULES,
 };
 pub use store::{QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};

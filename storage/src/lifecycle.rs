@@ -7,8 +7,18 @@
 //! `StoreOptions::lifecycle_pass_records`: a pass resumes, per entry, at the timestamp the
 //! last one stopped at, and the next round resumes where the last round ended (only records
 //! newer than that are looked at again; whole blocks past the cutoff are looked at every
-//! pass, from the in-memory block list). The resume points live in memory: a restart, or a
-//! change of the rule, starts its next round from the oldest record again.
+//! pass, from the in-memory block list). A change of the rule starts its next round from
+//! the oldest record again.
+//!
+//! A record put (written, or copied by a label update) behind a resume point would be missed
+//! by the rule's later rounds: each entry notes the lowest timestamp put below the highest
+//! cutoff a pass looked at it with (`EntryState::note_put`, under the entry lock), and the
+//! next pass to list a page of the entry takes it and moves every rule's resume point of the
+//! entry back to it (`behind` holds it for a rule whose pass is running, applied when that
+//! pass stores its points). The resume points are written to `.lifecycle-resume` at a clean
+//! close and read back (and the file removed) at open, so a restart resumes where the rules
+//! were; after a crash the file is absent (a put noted in memory only may have been lost
+//! with it) and rounds start from the oldest record again.
 
 use std::collections::BTreeMap;
 
@@ -28,8 +38,15 @@ pub struct LifecycleStatus {
     pub last_removed: u64,
     /// Records removed (or counted, in `dry_run`) since the store was opened.
     pub removed: u64,
-    /// Whole blocks deleted since the store was opened.
+    /// Whole blocks deleted since the store was opened (a compress rule: blocks left with
+    /// no live record once their records were compressed).
     pub removed_blocks: u64,
+    /// Records compressed (or counted, in `dry_run`) by its last pass (a compress rule).
+    pub last_compressed: u64,
+    /// Records compressed (or counted, in `dry_run`) since the store was opened.
+    pub compressed: u64,
+    /// Frame bytes the records it compressed gave up since the store was opened.
+    pub saved_bytes: u64,
     /// The error of its last pass, if it failed (the next one tries again).
     pub last_error: Option<String>,
 }
@@ -41,6 +58,10 @@ pub struct PassReport {
     pub removed: u64,
     /// Whole blocks deleted.
     pub blocks: u64,
+    /// Records compressed (or counted, in `dry_run`) by a compress rule.
+    pub compressed: u64,
+    /// Frame bytes those records gave up (raw frame minus compressed frame).
+    pub saved: u64,
     /// Index records looked at (the pass's bound counts these).
     pub looked_at: u64,
     /// Whether every selected entry reached the cutoff.
@@ -57,6 +78,20 @@ pub(crate) struct RuleRun {
     pub rule: Option<crate::settings::LifecycleRule>,
     /// The rule's `when`, compiled.
     pub condition: Option<Condition>,
+    /// Per entry id: the lowest timestamp put behind a resume point while a pass of the
+    /// rule ran (its points were copied out): applied when the pass stores them.
+    pub behind: BTreeMap<u32, u64>,
+}
+
+impl RuleRun {
+    /// A record was put at `ts` in entry `entry_id`, behind where this rule may resume.
+    pub fn put_behind(&mut self, entry_id: u32, ts: u64) {
+        if let Some(r) = self.resume.get_mut(&entry_id) {
+            *r = (*r).min(ts);
+        }
+        let b = self.behind.entry(entry_id).or_insert(ts);
+        *b = (*b).min(ts);
+    }
 }
 
 /// A rule's entry patterns compiled: an entry is selected when no pattern includes (or one
@@ -93,7 +128,7 @@ impl EntrySelection {
 #[cfg(test)]
 mod tests {
     use super::EntrySelection;
-    use crate::settings::{BucketSettings, LifecycleMode, LifecycleRule};
+    use crate::settings::{BucketSettings, LifecycleAction, LifecycleMode, LifecycleRule};
 
     #[test]
     fn entry_patterns_include_then_exclude() {
@@ -120,13 +155,20 @@ mod tests {
             entries: vec!["logs/**".into(), "!logs/keep".into()],
             when: Some("{\"&a\": {\"$eq\": \"x when=y\\\\n\"},\n \"&b\": 1}\r".into()),
             mode: LifecycleMode::DryRun,
+            action: LifecycleAction::Remove,
         });
         s.lifecycle.push(LifecycleRule::new("all", 1));
+        s.lifecycle.push(LifecycleRule {
+            action: LifecycleAction::Compress,
+            ..LifecycleRule::new("squeeze", 7)
+        });
         let text = s.to_file_text();
         assert_eq!(BucketSettings::from_file_text(&text).unwrap(), s);
         s.validate().unwrap();
-        // an older server reads the file and ignores the rules
+        // an older server reads the file and ignores the rules it does not know: a compress
+        // rule is under a key of its own, so it is not read as one that removes
         assert!(text.lines().filter(|l| l.starts_with("lifecycle.")).count() == 2);
+        assert!(text.contains("\nlifecycle_compress.squeeze = older_than=7 "));
     }
 
     #[test]

@@ -196,7 +196,9 @@ impl std::str::FromStr for Compression {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketSettings {
     pub quota_type: QuotaType,
-    /// Bytes on disk (block files) the quota allows; ignored for `QuotaType::None`.
+    /// Bytes on disk (block files) the quota allows; ignored for `QuotaType::None`. 0 is a
+    /// quota of no bytes, as in ReductStore: HARD refuses every write with a body, FIFO
+    /// gives up every older block for each write (it keeps the newest block).
     pub quota_size: u64,
     /// A block is sealed and a new one started when it reaches this size.
     pub max_block_size: u64,
@@ -263,9 +265,44 @@ impl std::fmt::Display for LifecycleMode {
     }
 }
 
-/// One lifecycle rule of a bucket: remove the records older than `older_than` (by their
-/// timestamp, against the clock), only in the entries `entries` selects and only those
-/// `when` keeps, looking again every `interval`.
+/// What a lifecycle rule does to the records it selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LifecycleAction {
+    /// Removes them.
+    #[default]
+    Remove,
+    /// Stores them zstd-compressed (the bucket's zstd level, else 3): each raw record is
+    /// written again as a compressed frame and its old frame retired, so a block whose
+    /// records all moved is deleted. Records already compressed, tiered, or that zstd does
+    /// not shrink are left as they are.
+    Compress,
+}
+
+impl std::str::FromStr for LifecycleAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "remove" | "delete" => Ok(LifecycleAction::Remove),
+            "compress" => Ok(LifecycleAction::Compress),
+            other => Err(format!(
+                "unknown lifecycle action {other:?}: use remove or compress"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for LifecycleAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LifecycleAction::Remove => "remove",
+            LifecycleAction::Compress => "compress",
+        })
+    }
+}
+
+/// One lifecycle rule of a bucket: remove (or compress, `action`) the records older than
+/// `older_than` (by their timestamp, against the clock), only in the entries `entries`
+/// selects and only those `when` keeps, looking again every `interval`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LifecycleRule {
     /// `[A-Za-z0-9_-]`, 1 to 64 characters, unique in its bucket; not `max_age`.
@@ -281,6 +318,7 @@ pub struct LifecycleRule {
     /// `StoreOptions::when_parser`; `None`: every record older than `older_than`.
     pub when: Option<String>,
     pub mode: LifecycleMode,
+    pub action: LifecycleAction,
 }
 
 impl LifecycleRule {
@@ -293,6 +331,7 @@ impl LifecycleRule {
             entries: Vec::new(),
             when: None,
             mode: LifecycleMode::Enabled,
+            action: LifecycleAction::Remove,
         }
     }
 
@@ -335,7 +374,7 @@ impl LifecycleRule {
     }
 
     /// The rule as the value of its `lifecycle.<name>` line (its `when` last, escaped).
-    fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         let mut line = format!(
             "older_than={} interval={} mode={} entries={}",
             self.older_than,
@@ -460,12 +499,6 @@ impl BucketSettings {
         if self.max_block_records == 0 {
             return Err("max_block_records must be at least 1".into());
         }
-        if self.quota_type != QuotaType::None && self.quota_size == 0 {
-            return Err(format!(
-                "quota_type {} needs a quota_size greater than 0 (bytes)",
-                self.quota_type
-            ));
-        }
         if self.max_age == Some(0) {
             return Err("max_age must be longer than 0 (or absent to keep records forever)".into());
         }
@@ -509,8 +542,14 @@ impl BucketSettings {
         if let Some(age) = self.tier_after {
             text.push_str(&format!("tier_after = {age}\n"));
         }
+        // A compress rule under a key of its own: a version that knows only removal
+        // ignores it rather than reading it as a rule that removes.
         for r in &self.lifecycle {
-            text.push_str(&format!("lifecycle.{} = {}\n", r.name, r.to_line()));
+            let key = match r.action {
+                LifecycleAction::Remove => "lifecycle",
+                LifecycleAction::Compress => "lifecycle_compress",
+            };
+            text.push_str(&format!("{key}.{} = {}\n", r.name, r.to_line()));
         }
         text
     }
@@ -539,6 +578,13 @@ impl BucketSettings {
                 _ if k.starts_with("lifecycle.") => {
                     s.lifecycle
                         .push(LifecycleRule::from_line(&k["lifecycle.".len()..], v)?);
+                }
+                _ if k.starts_with("lifecycle_compress.") => {
+                    let name = &k["lifecycle_compress.".len()..];
+                    s.lifecycle.push(LifecycleRule {
+                        action: LifecycleAction::Compress,
+                        ..LifecycleRule::from_line(name, v)?
+                    });
                 }
                 _ => {} // unknown keys from newer versions are ignored
             }

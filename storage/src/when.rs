@@ -186,6 +186,10 @@ pub enum Condition {
     NotIn(Operand, Vec<Operand>),
     /// Every label exists (`$exists`, `$has`).
     Exists(Vec<String>),
+    /// Every label named by these operands' values (as text) exists: `$has` with a computed
+    /// name (`{"$has": ["&which"]}`, as in ReductStore). Operands are evaluated in order and
+    /// the first name missing makes it false; an operand that fails fails the record.
+    ExistsOf(Vec<Operand>),
     /// `$contains`, `$starts_with`, `$ends_with` on the operands' text.
     Str(StrOp, Operand, Operand),
     /// An operand used as a condition: a number is true unless 0, a text unless empty.
@@ -239,6 +243,7 @@ enum Node {
     In(Arg, Vec<Arg>),
     NotIn(Arg, Vec<Arg>),
     Exists(Vec<String>),
+    ExistsOf(Vec<Arg>),
     Str(StrOp, Arg, Arg),
     Truthy(Arg),
     EachN { n: Arg, seen: i64 },
@@ -478,6 +483,7 @@ fn compile(c: &Condition) -> Node {
         Condition::In(a, v) => Node::In(compile_arg(a), args(v)),
         Condition::NotIn(a, v) => Node::NotIn(compile_arg(a), args(v)),
         Condition::Exists(v) => Node::Exists(v.clone()),
+        Condition::ExistsOf(v) => Node::ExistsOf(args(v)),
         Condition::Str(op, a, b) => Node::Str(*op, compile_arg(a), compile_arg(b)),
         Condition::Truthy(a) => Node::Truthy(compile_arg(a)),
         Condition::EachN(n) => Node::EachN {
@@ -768,6 +774,14 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
             found == matches!(n, Node::In(..))
         }
         Node::Exists(v) => v.iter().all(|l| rec.labels.contains_key(l)),
+        Node::ExistsOf(v) => {
+            for a in v.iter_mut() {
+                if !rec.labels.contains_key(value(a, rec)?.text().as_ref()) {
+                    return Ok(false);
+                }
+            }
+            true
+        }
         Node::Str(op, a, b) => {
             let x = value(a, rec)?;
             let y = value(b, rec)?;

@@ -309,6 +309,25 @@ fn in_nin_exists_truthy_and_timestamp() {
         &kv
     ));
     assert!(yes(&Condition::Exists(vec!["cam".into(), "n".into()]), &kv));
+    // `$has` with a computed name (ReductStore's): the label named by `which`'s value.
+    let has_which = Condition::ExistsOf(vec![l("which")]);
+    assert!(yes(&has_which, &[("which", "cam"), ("cam", "a")]));
+    assert!(!yes(&has_which, &[("which", "zzz"), ("cam", "a")]));
+    // `which` missing: the record fails as a whole, `$not` included.
+    assert!(!yes(&has_which, &[("cam", "a")]));
+    assert!(!yes(
+        &Condition::Not(vec![has_which.clone()]),
+        &[("cam", "a")]
+    ));
+    assert!(yes(
+        &Condition::Not(vec![has_which]),
+        &[("which", "zzz"), ("cam", "a")]
+    ));
+    // a computed label (`@x`) is always missing in tsblob: the record fails
+    assert!(!yes(
+        &Condition::ExistsOf(vec![Operand::Computed("x".into())]),
+        &[("x", "x")]
+    ));
     assert!(!yes(
         &Condition::Exists(vec!["cam".into(), "x".into()]),
         &kv
@@ -450,6 +469,7 @@ fn random_condition(r: &mut StdRng, depth: u32) -> Condition {
                     Condition::NotIn(random_operand(r, d), items)
                 }
             }
+            3 if r.random() => Condition::ExistsOf(vec![random_operand(r, d)]),
             3 => Condition::Exists(vec![KEYS[r.random_range(0..KEYS.len())].into()]),
             4 => Condition::Str(
                 [StrOp::Contains, StrOp::StartsWith, StrOp::EndsWith][r.random_range(0..3)],
@@ -695,6 +715,14 @@ fn reference(c: &Condition, ts: u64, kv: &Labels) -> RefResult<bool> {
             Ok(found == matches!(c, Condition::In(..)))
         }
         Condition::Exists(v) => Ok(v.iter().all(|k| kv.contains_key(k))),
+        Condition::ExistsOf(v) => {
+            for a in v {
+                if !kv.contains_key(&ref_text(&ref_value(a, ts, kv)?)) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
         Condition::Str(op, a, b) => {
             let x = ref_text(&ref_value(a, ts, kv)?);
             let y = ref_text(&ref_value(b, ts, kv)?);

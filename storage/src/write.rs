@@ -126,6 +126,9 @@ pub(crate) fn index_frames(
     pending: &mut Vec<PendingRec>,
     ops: &mut Vec<Op>,
 ) {
+    for p in pending.iter() {
+        st.note_put(p.ts);
+    }
     if let Some(Block { id, state }) = st.appended(len, pending.iter().map(|p| p.ts)) {
         ops.extend(
             pending

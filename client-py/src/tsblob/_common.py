@@ -668,7 +668,8 @@ def lifecycle_path(bucket: str, name: Optional[str] = None) -> str:
 
 
 def lifecycle_body(older_than: Duration, interval: Optional[Duration], entries: Sequence[str],
-                   when: Optional[Mapping[str, Any]], mode: Optional[str]) -> Dict[str, Any]:
+                   when: Optional[Mapping[str, Any]], mode: Optional[str],
+                   action: Optional[str] = None) -> Dict[str, Any]:
     """The JSON of ``PUT /api/v1/lifecycle/{bucket}/{name}`` (durations sent as µs)."""
     if isinstance(entries, str):
         entries = [entries]
@@ -681,4 +682,6 @@ def lifecycle_body(older_than: Duration, interval: Optional[Duration], entries: 
         body["when"] = dict(when)
     if mode is not None:
         body["mode"] = mode
+    if action is not None:
+        body["action"] = action
     return body

@@ -405,6 +405,9 @@ class LifecycleStatus:
     last_removed: int = 0
     removed: int = 0
     removed_blocks: int = 0
+    last_compressed: int = 0
+    compressed: int = 0
+    saved_bytes: int = 0
     last_error: Optional[str] = None
 
     @classmethod
@@ -416,6 +419,9 @@ class LifecycleStatus:
             last_removed=int(d.get("last_removed") or 0),
             removed=int(d.get("removed") or 0),
             removed_blocks=int(d.get("removed_blocks") or 0),
+            last_compressed=int(d.get("last_compressed") or 0),
+            compressed=int(d.get("compressed") or 0),
+            saved_bytes=int(d.get("saved_bytes") or 0),
             last_error=None if d.get("last_error") is None else str(d["last_error"]),
         )
 

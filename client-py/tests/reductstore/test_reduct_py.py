@@ -5,6 +5,7 @@ between the two APIs (written through one, read through the other)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import urllib.error
 import urllib.request
@@ -266,7 +267,7 @@ async def test_tokens_work_across_both_apis(rs: ReductServer, rclient: Client) -
         native_value = admin.create_token(name(), full_access=True)
     async with Client(rs.url, api_token=native_value) as c:
         assert b in [x.name for x in await c.list()]
-    listed = [t.name for t in await rclient.get_token_list()]
+    listed = [t.name for t in await rclient.get_token_list() if t.name != "init-token"]
     tname = listed[0]
     full = await rclient.get_token(tname)
     assert full.name == tname
@@ -485,3 +486,133 @@ async def test_a_wrong_url_is_not_found_before_the_token_check(rs: ReductServer)
         with pytest.raises(ReductError) as e:
             await c.info()
     assert str(e.value) == "Status 404: Not found"
+
+
+async def test_the_token_flag_is_init_token_in_me_and_the_token_list(rs: ReductServer, rclient: Client) -> None:
+    """reduct-py's `test__me`: the `--token` admin token read as `admin` through the
+    ReductStore API, where ReductStore calls the token of `RS_API_TOKEN` `init-token`
+    (provisioned, full access, listed, not removable)."""
+    me = await rclient.me()
+    assert (me.name, me.is_provisioned, me.is_expired) == ("init-token", True, False)
+    assert me.permissions.model_dump() == {"full_access": True, "read": [], "write": []}
+    assert "init-token" in [t.name for t in await rclient.get_token_list()]
+    t = await rclient.get_token("init-token")
+    assert (t.name, t.is_provisioned, t.permissions.full_access) == ("init-token", True, True)
+    with pytest.raises(ReductError) as e:
+        await rclient.remove_token("init-token")
+    assert str(e.value) == "Status 409: Can't remove provisioned token 'init-token'"
+    with pytest.raises(ReductError, match="Status 409: Token 'init-token' already exists"):
+        await rclient.create_token("init-token", Permissions(full_access=True))
+    # It still works, and tsblob's own API keeps its name.
+    assert (await rclient.me()).name == "init-token"
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        assert admin.me().name == "admin"
+        assert "init-token" not in [x.name for x in admin.list_tokens()]
+
+
+async def test_a_token_value_made_here_starts_with_its_name(rs: ReductServer, rclient: Client) -> None:
+    """reduct-py's `test__create_token`: ReductStore's values are `<name>-<random>`, tsblob's
+    were `tsb_<random>`. Through this API a value starts with its name and `-`, then the
+    same 256 random bits as tsblob's own; tsblob's API still gives `tsb_` values."""
+    t = name()
+    value = await rclient.create_token(t, Permissions(full_access=True))
+    assert value.startswith(f"{t}-tsb_") and len(value) == len(t) + 1 + 4 + 64
+    rest = value[len(t) + 5:]
+    assert all(c in "0123456789abcdef" for c in rest)
+    other = await rclient.create_token(name(), Permissions(full_access=True))
+    assert other[-64:] != rest
+    async with Client(rs.url, api_token=value) as c:
+        assert (await c.me()).name == t
+    with tsblob.Client(rs.srv.url, token=value) as c:
+        assert c.me().name == t
+    rotated = await rclient.rotate_token(t)
+    assert rotated.startswith(f"{t}-tsb_") and rotated != value
+    # A guess of the name alone, or the name and a wrong random part, is refused.
+    for guess in (f"{t}-", f"{t}-tsb_" + "0" * 64):
+        async with Client(rs.url, api_token=guess) as c:
+            with pytest.raises(ReductError) as e:
+                await c.me()
+            assert e.value.status_code == 401
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        assert admin.create_token(name(), full_access=True).startswith("tsb_")
+
+
+async def test_bucket_defaults_are_reductstores_max_block_size(rs: ReductServer, rclient: Client) -> None:
+    """reduct-py's `test__set_settings`, `test__create_bucket_custom_settings`, `test__info`:
+    ReductStore's default `max_block_size` is 64,000,000 bytes, tsblob's 64 MiB; a bucket made
+    through this API without one gets ReductStore's, and `/info` shows it."""
+    info = await rclient.info()
+    assert info.defaults.bucket.max_block_size == 64_000_000
+    bucket = await rclient.create_bucket(name(), BucketSettings(max_block_records=10_000))
+    s = (await bucket.get_settings()).model_dump()
+    assert (s["max_block_size"], s["max_block_records"], s["quota_size"], s["quota_type"]) == (
+        64_000_000, 10_000, 0, QuotaType.NONE)
+    await bucket.set_settings(BucketSettings(max_block_records=20_000))
+    assert (await bucket.get_settings()).max_block_size == 64_000_000
+    # One given is kept; tsblob's own API keeps its 64 MiB default.
+    given = await rclient.create_bucket(name(), BucketSettings(max_block_size=1_000_000))
+    assert (await given.get_settings()).max_block_size == 1_000_000
+    native = name()
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as admin:
+        admin.create_bucket(native)
+        assert admin.get_bucket(native).settings.max_block_size == 64 << 20
+
+
+@pytest.mark.parametrize("quota_type", [QuotaType.FIFO, QuotaType.HARD])
+async def test_a_quota_of_zero_bytes_is_accepted(rclient: Client, quota_type: QuotaType) -> None:
+    """reduct-py's `test__create_bucket_quota[FIFO|HARD]`: ReductStore accepts a FIFO or HARD
+    quota without a size (0); tsblob refused it (422). 0 means a quota of no bytes, as in
+    ReductStore's quota check: HARD refuses every record; FIFO gives up the older blocks
+    for each write."""
+    bucket = await rclient.create_bucket(name(), BucketSettings(quota_type=quota_type))
+    s = await bucket.get_settings()
+    assert (s.quota_type, s.quota_size) == (quota_type, 0)
+    if quota_type == QuotaType.HARD:
+        # (ReductStore takes an empty record: it counts bodies; tsblob counts what the block
+        # stores, 88 bytes of record header, so it refuses that too.)
+        with pytest.raises(ReductError) as e:
+            await bucket.write("e", b"x", timestamp=2)
+        assert "quota" in e.value.message.lower()
+        assert (await bucket.info()).entry_count == 0
+    else:
+        await bucket.set_settings(BucketSettings(max_block_records=1))
+        for ts in range(1, 4):
+            await bucket.write("e", b"x" * 100, timestamp=ts)
+        assert [r.timestamp async for r in bucket.query("e")] == [3]
+
+
+async def test_the_next_batch_is_made_while_the_client_reads_the_last(rs: ReductServer, rclient: Client) -> None:
+    """reduct-py read a query's batches slower from tsblob than from ReductStore at 100 KB
+    records (bench_reduct_api.py): each read made its whole batch (up to 8 MiB read and
+    checked) only when asked, while the client waited. The batch after the one answered is
+    now made ahead; a read arriving while it is made waits for it (not 409), and the
+    records, their order and bytes are the same."""
+    import http.client
+
+    bucket = await rclient.create_bucket(name())
+    data = {i: bytes([i % 251]) * (100 << 10) for i in range(150)}
+    for i, d in data.items():
+        await bucket.write("cam", d, timestamp=1_000 + i, labels={"i": str(i)})
+    got = [(r.timestamp, await r.read_all(), r.labels["i"]) async for r in bucket.query("cam")]
+    assert [t for t, _, _ in got] == [1_000 + i for i in range(150)]
+    assert all(d == data[t - 1_000] and i == str(t - 1_000) for t, d, i in got)
+    # Raw: batch after batch with no pause, each read right after the previous answer.
+    host = rs.url.removeprefix("http://")
+    conn = http.client.HTTPConnection(host, timeout=30)
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    conn.request("POST", f"/api/v1/io/{bucket.name}/q",
+                 body=b'{"query_type": "QUERY", "entries": ["cam"]}', headers=auth)
+    resp = conn.getresponse()
+    qid = json.loads(resp.read())["id"]
+    seen, last = 0, "false"
+    while last != "true":
+        conn.request("GET", f"/api/v1/io/{bucket.name}/read", headers={**auth, "x-reduct-query-id": str(qid)})
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200, (resp.status, resp.getheader("x-reduct-error"))
+        n = sum(1 for k in resp.headers.keys() if k.lower().startswith("x-reduct-0-"))
+        assert len(body) == n * (100 << 10)
+        seen += n
+        last = resp.getheader("x-reduct-last") or "false"
+    assert seen == 150
+    conn.close()

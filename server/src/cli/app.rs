@@ -51,11 +51,16 @@ pub enum Command {
     /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
     /// pause, resume, rm.
     Replication(cli::ReplicationArgs),
-    /// Manage a bucket's lifecycle rules (records removed once older than an age): ls, get,
-    /// set, rm, run.
+    /// Manage a bucket's lifecycle rules (records removed, or stored compressed, once older
+    /// than an age): ls, get, set, rm, run.
     Lifecycle(cli::LifecycleArgs),
     /// Copy records: server to server, server to a folder (export), folder to server (import),
     /// server to an MCAP file, MCAP file or ROS 2 bag to server.
+    ///
+    /// Attachments: the copied entries' attachments follow their records, whole (`--start`,
+    /// `--stop` and `--when` select records only): to a server as a write of the same names
+    /// (its attachments of other names stay), to a folder as `<entry>/attachments.json`,
+    /// read back by an import.
     ///
     /// MCAP and ROS 2 bags: a destination ending in `.mcap` is an MCAP file (each entry a
     /// channel, each record a message at its timestamp, labels on a `<topic>#labels` channel,
@@ -70,12 +75,15 @@ pub enum Command {
     /// Save servers under short names, used with --alias/-a.
     Alias(cli::AliasArgs),
     /// Compare tsblob with MinIO and ReductStore on one seeded workload.
+    #[cfg(feature = "bench")]
     Bench(tsblob_compare::BenchArgs),
     /// Drive a server with HTTP load and print throughput and latency (for docs/benchmarks).
+    #[cfg(feature = "bench")]
     #[command(hide = true)]
     Loadgen(LoadgenArgs),
     /// The `limit` target of `tsblob bench` (started by it): discards writes, answers reads
     /// from a mapped file.
+    #[cfg(feature = "bench")]
     #[command(hide = true, name = "bench-limit")]
     BenchLimit(tsblob_compare::limit::LimitArgs),
 }
@@ -123,6 +131,7 @@ impl Cli {
     }
 }
 
+#[cfg(feature = "bench")]
 /// `tsblob loadgen`: the load (`tsblob_compare::loadgen`) and where to send it.
 #[derive(Debug, clap::Args)]
 pub struct LoadgenArgs {
@@ -187,10 +196,13 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Lifecycle(args) => cli::lifecycle(args).await,
         Command::Cp(args) => cli::cp(args).await,
         Command::Alias(args) => cli::alias(args),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => tsblob_compare::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Loadgen(args) => {
             tsblob_compare::loadgen::run(cli::connect(&args.client)?, args.load).await
         }
+        #[cfg(feature = "bench")]
         Command::BenchLimit(args) => tsblob_compare::limit::serve(args).await,
     }
 }

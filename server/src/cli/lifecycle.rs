@@ -1,5 +1,5 @@
-//! `tsblob lifecycle ls|get|set|rm|run`: a bucket's lifecycle rules (records removed once
-//! older than an age), over `/api/v1/lifecycle/{bucket}`.
+//! `tsblob lifecycle ls|get|set|rm|run`: a bucket's lifecycle rules (records removed, or
+//! stored compressed, once older than an age), over `/api/v1/lifecycle/{bucket}`.
 
 use anyhow::Context;
 use reqwest::Method;
@@ -54,6 +54,10 @@ pub enum LifecycleCommand {
         /// enabled (default), disabled (kept, not run) or dry_run (counts, removes nothing).
         #[arg(long)]
         mode: Option<String>,
+        /// remove (default) or compress: store the records zstd-compressed instead (they
+        /// read back identical; the blocks they leave are deleted).
+        #[arg(long)]
+        action: Option<String>,
     },
     /// Remove a rule (max_age: clears the bucket's max_age). Records are not touched.
     Rm { bucket: String, name: String },
@@ -75,16 +79,23 @@ fn line(r: &Value) {
             .join(","),
         _ => "*".into(),
     };
+    let done = if r["action"] == "compress" {
+        format!(
+            "compressed {} ({} bytes saved, {} blocks freed)",
+            s["compressed"], s["saved_bytes"], s["removed_blocks"]
+        )
+    } else {
+        format!("removed {} ({} blocks)", s["removed"], s["removed_blocks"])
+    };
     println!(
-        "{:<20} {:<8} older than {:<6} every {:<6} entries {}  when {}  removed {} ({} blocks)  last run {}{}",
+        "{:<20} {:<8} {:<8} older than {:<6} every {:<6} entries {}  when {}  {done}  last run {}{}",
         r["name"].as_str().unwrap_or(""),
+        r["action"].as_str().unwrap_or("remove"),
         r["mode"].as_str().unwrap_or(""),
         duration_text(r["older_than"].as_u64().unwrap_or(0)),
         duration_text(r["interval"].as_u64().unwrap_or(0)),
         entries,
         if r["when"].is_null() { "-".to_string() } else { r["when"].to_string() },
-        s["removed"],
-        s["removed_blocks"],
         human::opt_time(&s["last_run"]),
         s["last_error"]
             .as_str()
@@ -120,8 +131,12 @@ pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
             entries,
             when,
             mode,
+            action,
         } => {
             let mut spec = json!({ "older_than": older_than });
+            if let Some(a) = action {
+                spec["action"] = json!(a);
+            }
             if let Some(i) = interval {
                 spec["interval"] = json!(i);
             }
@@ -150,10 +165,19 @@ pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
             let p = c
                 .json(c.request(Method::POST, &format!("{}/run", path(&bucket, &name))))
                 .await?;
+            let done = if p["compressed"].as_u64().unwrap_or(0) > 0 {
+                format!(
+                    "compressed {} records ({} bytes saved, {} blocks freed)",
+                    p["compressed"], p["saved_bytes"], p["blocks"]
+                )
+            } else {
+                format!(
+                    "removed {} records ({} whole blocks)",
+                    p["removed"], p["blocks"]
+                )
+            };
             println!(
-                "rule {name} of {bucket}: removed {} records ({} whole blocks), looked at {}, {}",
-                p["removed"],
-                p["blocks"],
+                "rule {name} of {bucket}: {done}, looked at {}, {}",
                 p["looked_at"],
                 if p["caught_up"] == json!(true) {
                     "caught up"

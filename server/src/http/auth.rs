@@ -564,6 +564,22 @@ impl Auth {
 
     /// Creates a token and returns its value (the only time it is seen).
     pub fn create(&self, name: &str, spec: TokenSpec) -> Result<String, AppError> {
+        self.create_prefixed(name, spec, "")
+    }
+
+    /// True when the server has a `--token` admin token.
+    pub fn has_admin(&self) -> bool {
+        self.admin_hash.is_some()
+    }
+
+    /// [`Auth::create`] with a value that starts with `prefix` (ReductStore's API gives
+    /// `<name>-` first): the random part after it is the same 256 bits.
+    pub fn create_prefixed(
+        &self,
+        name: &str,
+        spec: TokenSpec,
+        prefix: &str,
+    ) -> Result<String, AppError> {
         validate_token_name(name)?;
         for p in spec.read.iter().chain(spec.write.iter()) {
             validate_pattern(p)?;
@@ -601,7 +617,7 @@ impl Auth {
             .iter()
             .map(|s| s.trim().to_string())
             .collect();
-        let value = generate_value();
+        let value = format!("{prefix}{}", generate_value());
         let live = LiveToken::new(StoredToken {
             name: name.to_string(),
             sha256: hash_value(&value),
@@ -636,8 +652,14 @@ impl Auth {
     /// inactivity clock (`ttl`) restarts. A token past its `expires_at` cannot be rotated
     /// (422, as in ReductStore): it stays expired.
     pub fn rotate(&self, name: &str) -> Result<(String, u64), AppError> {
+        self.rotate_prefixed(name, "")
+    }
+
+    /// [`Auth::rotate`] with a new value that starts with `prefix` (as
+    /// [`Auth::create_prefixed`]).
+    pub fn rotate_prefixed(&self, name: &str, prefix: &str) -> Result<(String, u64), AppError> {
         let now = tsblob_storage::now_micros();
-        let value = generate_value();
+        let value = format!("{prefix}{}", generate_value());
         self.change(|reg| {
             let Some(old) = reg.by_name.get(name).cloned() else {
                 return Err(not_found(name));

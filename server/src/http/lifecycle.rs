@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use tsblob_storage::{
-    BucketSettingsUpdate, LifecycleMode, LifecycleRule, LifecycleStatus, MAX_AGE_RULE,
+    BucketSettingsUpdate, LifecycleAction, LifecycleMode, LifecycleRule, LifecycleStatus,
+    MAX_AGE_RULE,
 };
 
 use super::auth::Caller;
@@ -20,7 +21,6 @@ use super::body::json;
 use super::errors::{blocking, AppError, ErrorBody};
 use super::when;
 use super::AppState;
-use tsblob_proto::ErrorCode;
 
 /// The interval of a rule that gives none: an hour, as ReductStore's default.
 pub const DEFAULT_INTERVAL: u64 = 3_600_000_000;
@@ -29,7 +29,8 @@ pub const DEFAULT_INTERVAL: u64 = 3_600_000_000;
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleInput {
-    /// `remove` (the default). `compress` is refused (422 `unsupported`).
+    /// `remove` (the default) or `compress`: the records it selects are stored
+    /// zstd-compressed (read back identical) and the blocks they leave are deleted.
     pub action: Option<String>,
     /// Records older than this go: microseconds, or a duration such as `"30d"`, `"12h"`.
     #[schema(value_type = Object)]
@@ -89,21 +90,13 @@ pub fn duration_text(us: u64) -> String {
 impl RuleInput {
     /// The rule `name` of this input (checked; its `when` parsed).
     pub fn into_change(self, name: &str) -> Result<RuleChange, AppError> {
-        match self.action.as_deref() {
-            None | Some("remove") | Some("delete") => {}
-            Some("compress") => {
-                return Err(AppError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    ErrorCode::Unsupported,
-                    "action compress is not supported: tsblob compresses records as they are written (the bucket's compression setting, zstd); rewriting stored records compressed is not done by a rule. Nothing was changed",
-                ))
-            }
-            Some(other) => {
-                return Err(AppError::invalid_settings(format!(
-                    "unknown lifecycle action {other:?}: use remove"
-                )))
-            }
-        }
+        let action = self
+            .action
+            .as_deref()
+            .map(str::parse::<LifecycleAction>)
+            .transpose()
+            .map_err(AppError::invalid_settings)?
+            .unwrap_or_default();
         let older_than = rule_duration(
             self.older_than.as_ref().ok_or_else(|| {
                 AppError::invalid_settings(
@@ -113,7 +106,8 @@ impl RuleInput {
             "older_than",
         )?;
         if name == MAX_AGE_RULE {
-            let plain = self.interval.is_none()
+            let plain = action == LifecycleAction::Remove
+                && self.interval.is_none()
                 && self.entries.as_ref().is_none_or(Vec::is_empty)
                 && self.when.is_none()
                 && self.mode.as_deref().is_none_or(|m| m == "enabled");
@@ -151,6 +145,7 @@ impl RuleInput {
             entries: self.entries.unwrap_or_default(),
             when,
             mode,
+            action,
         };
         rule.validate().map_err(AppError::invalid_settings)?;
         Ok(RuleChange::Rule(rule))
@@ -170,8 +165,15 @@ pub struct StatusJson {
     pub last_removed: u64,
     /// Records removed (counted, in `dry_run`) since the server started.
     pub removed: u64,
-    /// Whole blocks deleted since the server started.
+    /// Whole blocks deleted since the server started (a compress rule: blocks left with no
+    /// live record once theirs were compressed).
     pub removed_blocks: u64,
+    /// Records compressed (counted, in `dry_run`) by its last pass (a compress rule).
+    pub last_compressed: u64,
+    /// Records compressed (counted, in `dry_run`) since the server started.
+    pub compressed: u64,
+    /// Bytes the records it compressed gave up since the server started.
+    pub saved_bytes: u64,
     pub last_error: Option<String>,
 }
 
@@ -180,8 +182,8 @@ pub struct StatusJson {
 pub struct RuleJson {
     pub name: String,
     pub bucket: String,
-    /// Always `remove`.
-    pub action: &'static str,
+    /// `remove` or `compress`.
+    pub action: String,
     /// µs.
     pub older_than: u64,
     /// µs.
@@ -200,7 +202,7 @@ impl RuleJson {
         RuleJson {
             name: r.name.clone(),
             bucket: bucket.to_string(),
-            action: "remove",
+            action: r.action.to_string(),
             older_than: r.older_than,
             interval: r.interval,
             entries: r.entries.clone(),
@@ -214,6 +216,9 @@ impl RuleJson {
                 last_removed: s.last_removed,
                 removed: s.removed,
                 removed_blocks: s.removed_blocks,
+                last_compressed: s.last_compressed,
+                compressed: s.compressed,
+                saved_bytes: s.saved_bytes,
                 last_error: s.last_error.clone(),
             },
         }
@@ -338,7 +343,7 @@ pub async fn remove(
 #[utoipa::path(post, path = "/api/v1/lifecycle/{bucket}/{name}/run", tag = "lifecycle",
     params(("bucket" = String, Path), ("name" = String, Path)),
     responses((status = 200, body = serde_json::Value,
-               description = "{\"removed\", \"blocks\", \"looked_at\", \"caught_up\"}"),
+               description = "{\"removed\", \"compressed\", \"saved_bytes\", \"blocks\", \"looked_at\", \"caught_up\"}"),
               (status = 404, body = ErrorBody)))]
 pub async fn run(
     State(state): State<AppState>,
@@ -355,6 +360,8 @@ pub async fn run(
     .await?;
     Ok(Json(serde_json::json!({
         "removed": p.removed,
+        "compressed": p.compressed,
+        "saved_bytes": p.saved,
         "blocks": p.blocks,
         "looked_at": p.looked_at,
         "caught_up": p.caught_up,

@@ -45,6 +45,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("pages/lifecycle.js", "text/javascript; charset=utf-8"),
     asset!("pages/entry.js", "text/javascript; charset=utf-8"),
     asset!("pages/attachments.js", "text/javascript; charset=utf-8"),
+    asset!("pages/bulk.js", "text/javascript; charset=utf-8"),
     asset!("pages/tokens.js", "text/javascript; charset=utf-8"),
     asset!("pages/replication.js", "text/javascript; charset=utf-8"),
     asset!("pages/tier.js", "text/javascript; charset=utf-8"),

@@ -40,7 +40,8 @@ pub async fn bucket_route(
             caller.require_admin("create buckets")?;
             let input = settings_body(state, req.into_body()).await?;
             let store = state.store.clone();
-            let settings = store.options().default_bucket.apply(&input.update()?);
+            let settings = super::wire::bucket_defaults(&store.options().default_bucket)
+                .apply(&input.update()?);
             settings.validate().map_err(AppError::invalid_settings)?;
             blocking(move || Ok(store.create_bucket(&bucket, settings)?)).await?;
             Ok(ok_empty())

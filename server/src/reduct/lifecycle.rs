@@ -8,7 +8,8 @@
 //! buckets is refused here (409, with the buckets named). A bucket's `max_age` is listed as
 //! the provisioned lifecycle `<bucket>.max_age` (read-only here, as ReductStore's
 //! provisioned ones are: change it with the bucket's settings or tsblob's API). `compress`
-//! is refused (422): tsblob compresses records as they are written.
+//! is tsblob's compress rule (records rewritten zstd-compressed); ReductStore refuses a
+//! `when` with it, tsblob takes one (docs/api.md, the differences table).
 
 use axum::extract::{Path, Request, State};
 use axum::http::{Method, StatusCode};
@@ -16,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tsblob_storage::{LifecycleMode, LifecycleRule, LifecycleStatus, Store, MAX_AGE_RULE};
+use tsblob_storage::{
+    LifecycleAction, LifecycleMode, LifecycleRule, LifecycleStatus, Store, MAX_AGE_RULE,
+};
 
 use super::server::rfc3339;
 use super::{method_not_allowed, ok_empty, Ctx};
@@ -39,12 +42,20 @@ impl Found {
         self.rule.name == MAX_AGE_RULE
     }
 
+    /// ReductStore's name of the rule's action.
+    fn kind(&self) -> &'static str {
+        match self.rule.action {
+            LifecycleAction::Remove => "delete",
+            LifecycleAction::Compress => "compress",
+        }
+    }
+
     fn info(&self) -> Value {
         json!({
             "name": self.name,
             "is_provisioned": self.provisioned(),
             "is_running": self.rule.mode != LifecycleMode::Disabled,
-            "type": "delete",
+            "type": self.kind(),
             "mode": self.rule.mode.to_string(),
             "last_run": self.status.last_run.map(rfc3339),
         })
@@ -52,7 +63,7 @@ impl Found {
 
     fn settings(&self) -> Value {
         json!({
-            "type": "delete",
+            "type": self.kind(),
             "bucket": self.bucket,
             "entries": self.rule.entries,
             "older_than": duration_text(self.rule.older_than),

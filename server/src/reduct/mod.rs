@@ -239,7 +239,13 @@ async fn entry_route(
         Some((entry, last @ ("batch" | "q" | "rename"))) => (entry.to_string(), Some(last)),
         _ => (rest.clone(), None),
     };
-    if let Err(e) = tsblob_storage::validate_entry_name(&entry) {
+    // `<entry>/$meta` batches (writes and updates of attachments, as ReductStore's
+    // replication sends them) go to `batch.rs`, which maps them onto the attachments.
+    let meta_batch = route == Some("batch")
+        && matches!(method, Method::POST | Method::PATCH)
+        && attachments::meta_parent(&entry)
+            .is_some_and(|p| tsblob_storage::validate_entry_name(p).is_ok());
+    if let (false, Err(e)) = (meta_batch, tsblob_storage::validate_entry_name(&entry)) {
         // A read of an entry tsblob cannot hold finds nothing (404, as ReductStore answers
         // a missing entry); a write is refused with the name rules (422).
         let read = matches!(

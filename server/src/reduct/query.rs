@@ -15,8 +15,8 @@
 //! holds one page of index records per entry.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tsblob_proto::ErrorCode;
 
@@ -58,15 +58,43 @@ impl Default for SessionLimits {
 }
 
 /// Where a session is: the engine's iterator, a record taken from it but not yet sent, an
-/// error to answer on the next read.
+/// error to answer on the next read, the next batch when it was made ahead.
 struct Cursor {
     iter: Source,
     pending: Option<QueryItem>,
     failed: Option<AppError>,
     done: bool,
-    /// Mapped windows of the blocks read: payloads are sliced from them, not copied (as the
-    /// native query does).
-    windows: Windows,
+    /// The batch after the one answered last, made while the client read that one
+    /// ([`prefetch`]): the answer of the next read.
+    ahead: Option<Result<Batch, AppError>>,
+    /// Mapped windows of the blocks read, one per entry (the latest [`ENTRY_WINDOWS`]
+    /// entries): payloads are sliced from them, not copied (as the native query does).
+    windows: EntryWindows,
+}
+
+/// The entries whose block windows a session keeps mapped at once (each up to
+/// `tsblob_storage::WINDOW_MAX` of address space); a query of more entries maps again.
+const ENTRY_WINDOWS: usize = 8;
+
+/// A session's block windows, per entry ([`tsblob_storage::QueryIter::windowed`]): records
+/// of entries taking turns (merged by time) would otherwise map a new window at each turn.
+#[derive(Default)]
+struct EntryWindows(Vec<(String, Windows)>);
+
+impl EntryWindows {
+    fn of(&mut self, entry: &str) -> &mut Windows {
+        let i = match self.0.iter().position(|(e, _)| e == entry) {
+            Some(i) => i,
+            None => {
+                if self.0.len() >= ENTRY_WINDOWS {
+                    self.0.remove(0);
+                }
+                self.0.push((entry.to_string(), Windows::default()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[i].1
+    }
 }
 
 /// What a session reads: the engine's records, or the attachments a query of `<entry>/$meta`
@@ -84,8 +112,11 @@ struct Session {
     continuous: bool,
     ttl: Duration,
     expires: Instant,
-    /// `None` while a read has it.
-    cursor: Option<Cursor>,
+    /// Locked while a read, or the making of the next batch ahead, has it.
+    cursor: Arc<tokio::sync::Mutex<Cursor>>,
+    /// The next batch is being made ahead: a read waits for it (another read at the same
+    /// time is refused).
+    prefetching: Arc<AtomicBool>,
 }
 
 /// The open query sessions.
@@ -111,7 +142,7 @@ impl Sessions {
 
     /// Drops the sessions past their TTL (not one a read has now).
     fn sweep(map: &mut HashMap<u64, Session>, now: Instant) {
-        map.retain(|_, s| s.cursor.is_none() || s.expires > now);
+        map.retain(|_, s| s.cursor.try_lock().is_err() || s.expires > now);
     }
 
     /// Open sessions (for tests and metrics).
@@ -353,7 +384,9 @@ async fn open(
         if let Some(missing) = unholdable_entry(bucket, &patterns) {
             return Err(missing);
         }
-        Source::Engine(blocking(move || Ok(store.query_entries(&b, &patterns, &query)?)).await?)
+        Source::Engine(
+            blocking(move || Ok(store.query_entries(&b, &patterns, &query)?.windowed())).await?,
+        )
     };
     let now = Instant::now();
     let sessions = &ctx.sessions;
@@ -379,13 +412,15 @@ async fn open(
             continuous: q.continuous.unwrap_or(false),
             ttl,
             expires: now + ttl,
-            cursor: Some(Cursor {
+            cursor: Arc::new(tokio::sync::Mutex::new(Cursor {
                 iter,
                 pending: None,
                 failed: None,
                 done: false,
-                windows: Windows::default(),
-            }),
+                ahead: None,
+                windows: EntryWindows::default(),
+            })),
+            prefetching: Arc::new(AtomicBool::new(false)),
         },
     );
     Ok(Json(serde_json::json!({ "id": id })).into_response())
@@ -449,7 +484,8 @@ fn query_not_found(id: u64, bucket: &str) -> AppError {
     ))
 }
 
-/// Takes the next batch of session `id`; `None`: nothing (yet), answer 204.
+/// Takes the next batch of session `id`; `None`: nothing (yet), answer 204. A batch made
+/// ahead is the answer when there is one; then the batch after it is made ahead.
 async fn next_batch(
     ctx: &Ctx,
     caller: &Caller,
@@ -458,7 +494,7 @@ async fn next_batch(
     head: bool,
 ) -> Result<Option<Batch>, AppError> {
     caller.require_read(bucket)?;
-    let (cursor, meta_only, continuous) = {
+    let (cursor, prefetching, meta_only, session_meta_only, continuous) = {
         let mut map = ctx.sessions.lock();
         let now = Instant::now();
         Sessions::sweep(&mut map, now);
@@ -466,22 +502,38 @@ async fn next_batch(
             Some(s) if s.bucket == bucket && s.token == caller.token_hash => s,
             _ => return Err(query_not_found(id, bucket)),
         };
-        let cursor = s.cursor.take().ok_or_else(|| {
-            AppError::new(
+        s.expires = now + s.ttl;
+        (
+            s.cursor.clone(),
+            s.prefetching.clone(),
+            s.only_metadata || head,
+            s.only_metadata,
+            s.continuous,
+        )
+    };
+    let guard = match cursor.clone().try_lock_owned() {
+        Ok(g) => g,
+        // The batch being made ahead is this read's: wait for it.
+        Err(_) if prefetching.load(Ordering::Acquire) => cursor.lock_owned().await,
+        Err(_) => {
+            return Err(AppError::new(
                 StatusCode::CONFLICT,
                 ErrorCode::Conflict,
-                format!("query {id} is being read by another request: read a session one request at a time"),
-            )
-        })?;
-        s.expires = now + s.ttl;
-        (cursor, s.only_metadata || head, s.continuous)
+                format!(
+                "query {id} is being read by another request: read a session one request at a time"
+            ),
+            ))
+        }
     };
     let held = ctx.state.bodies.empty();
     let budget = ctx.state.bodies.clone();
-    let (cursor, result) = match tokio::task::spawn_blocking(move || {
-        let mut cursor = cursor;
-        let r = fill(&mut cursor, held, meta_only, continuous, &budget);
-        (cursor, r)
+    let (mut guard, result) = match tokio::task::spawn_blocking(move || {
+        let mut guard = guard;
+        let r = match guard.ahead.take() {
+            Some(made) => made.map(Some),
+            None => fill(&mut guard, held, meta_only, continuous, &budget, false),
+        };
+        (guard, r)
     })
     .await
     {
@@ -491,16 +543,34 @@ async fn next_batch(
             return Err(AppError::internal(format!("the query task failed: {e}")));
         }
     };
-    {
-        let mut map = ctx.sessions.lock();
-        let finished = cursor.done && cursor.pending.is_none() && cursor.failed.is_none();
-        if finished {
-            map.remove(&id);
-        } else if let Some(s) = map.get_mut(&id) {
-            s.cursor = Some(cursor);
-        }
+    let finished = guard.done && guard.pending.is_none() && guard.failed.is_none();
+    if finished {
+        ctx.sessions.lock().remove(&id);
+    } else if !continuous && matches!(&result, Ok(Some(b)) if !b.last) {
+        prefetching.store(true, Ordering::Release);
+        let budget = ctx.state.bodies.clone();
+        tokio::task::spawn_blocking(move || {
+            prefetch(&mut guard, session_meta_only, &budget);
+            prefetching.store(false, Ordering::Release);
+        });
     }
     result
+}
+
+/// Makes the next batch of a session ahead, while its client reads the one just answered
+/// (the server's reading and checking of payloads then overlaps the client's work instead of
+/// adding to it). Only while the memory budget is at most half used, so that batches made
+/// ahead for clients that stop reading (held until their session's TTL) cannot take the
+/// room other requests need; a shortfall leaves the read to make the batch itself.
+fn prefetch(c: &mut Cursor, meta_only: bool, budget: &crate::http::budget::MemoryBudget) {
+    if c.ahead.is_some() || budget.used().saturating_add(BATCH_BYTES) > budget.limit() / 2 {
+        return;
+    }
+    match fill(c, budget.empty(), meta_only, false, budget, true) {
+        Ok(Some(batch)) => c.ahead = Some(Ok(batch)),
+        Ok(None) => {}
+        Err(e) => c.ahead = Some(Err(e)),
+    }
 }
 
 /// Fills a batch from the cursor (blocking).
@@ -510,6 +580,7 @@ fn fill(
     meta_only: bool,
     continuous: bool,
     budget: &crate::http::budget::MemoryBudget,
+    ahead: bool,
 ) -> Result<Option<Batch>, AppError> {
     if let Some(e) = c.failed.take() {
         c.done = true;
@@ -555,7 +626,7 @@ fn fill(
         }
         if !held.try_resize(bytes + size) {
             c.pending = Some(item);
-            if records.is_empty() {
+            if records.is_empty() && !ahead {
                 return Err(budget.busy("a ReductStore query read"));
             }
             break;
@@ -565,7 +636,7 @@ fn fill(
         } else {
             // Mapped from the block (sent from the mapping, no copy), or read whole when the
             // engine streams it instead (a compressed record).
-            let payload = match item.payload_in(&mut c.windows) {
+            let payload = match item.payload_in(c.windows.of(item.entry())) {
                 Ok(Some(p)) => Ok(Bytes::from_owner(p)),
                 Ok(None) => item.data().map(Bytes::from),
                 Err(e) => Err(e),

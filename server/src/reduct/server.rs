@@ -21,7 +21,9 @@ pub async fn info(
     caller.require_all_buckets("read the server's info")?;
     let store = ctx.state.store.clone();
     let buckets = blocking(move || Ok(store.list_buckets()?)).await?;
-    let defaults = Settings::from(&ctx.state.store.options().default_bucket);
+    let defaults = Settings::from(&wire::bucket_defaults(
+        &ctx.state.store.options().default_bucket,
+    ));
     Ok(Json(json!({
         "version": wire::SERVER_VERSION,
         "instance_name": "tsblob",
@@ -57,9 +59,14 @@ pub async fn me(
     State(ctx): State<Ctx>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, AppError> {
+    // The `--token` admin token (no stored token is named `admin`) is ReductStore's
+    // `init-token`.
+    if caller.name.as_deref() == Some(crate::http::auth::ADMIN_NAME) {
+        return Ok(Json(super::tokens::init_token_json(&ctx)).into_response());
+    }
     let mut t = crate::http::tokens::me_json(&ctx.state, &caller);
     if caller.name.is_none() {
-        t.name = "init-token".into();
+        t.name = super::tokens::INIT_TOKEN.into();
     }
     let provisioned = t.created.is_none();
     Ok(Json(token_json(&t, provisioned)).into_response())

@@ -17,15 +17,60 @@ use crate::http::errors::blocking;
 use crate::http::AppError;
 use tsblob_proto::ErrorCode;
 
-/// `GET /api/v1/tokens`: the stored tokens (the `--token` admin token is not one).
+/// The name ReductStore gives the token of `RS_API_TOKEN`: here the `--token` admin token
+/// (tsblob's own API calls it `admin`).
+pub const INIT_TOKEN: &str = "init-token";
+
+/// True when `name` is the `--token` admin token in this API: `init-token` while the server
+/// has one (a stored token of that name, made through tsblob's API, is hidden behind it).
+fn is_init_token(ctx: &Ctx, name: &str) -> bool {
+    name == INIT_TOKEN && ctx.state.auth.has_admin()
+}
+
+/// The `--token` admin token as ReductStore shows its `RS_API_TOKEN`: `init-token`, full
+/// access, provisioned, made when the server started.
+pub fn init_token_json(ctx: &Ctx) -> serde_json::Value {
+    let started = tsblob_storage::now_micros()
+        .saturating_sub(u64::try_from(ctx.state.started.elapsed().as_micros()).unwrap_or(u64::MAX));
+    let t = crate::http::tokens::TokenJson {
+        name: INIT_TOKEN.into(),
+        full_access: true,
+        read: Vec::new(),
+        write: Vec::new(),
+        created: Some(started),
+        expires_at: None,
+        ttl: None,
+        ip_allowlist: Vec::new(),
+        last_access: None,
+        rotated: None,
+        is_expired: false,
+    };
+    token_json(&t, true)
+}
+
+/// The value prefix of a token made or rotated through this API: its name and `-`, as
+/// ReductStore's values start (`<name>-<random>`); the random part is tsblob's.
+fn value_prefix(name: &str) -> String {
+    format!("{name}-")
+}
+
+/// `GET /api/v1/tokens`: the stored tokens and, when the server has one, the `--token`
+/// admin token as `init-token` (as ReductStore lists the token of `RS_API_TOKEN`).
 pub async fn list(
     State(ctx): State<Ctx>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, AppError> {
     caller.require_admin("list tokens")?;
-    let mut tokens = crate::http::tokens::shown(&ctx.state);
-    tokens.sort_by(|a, b| a.name.cmp(&b.name));
-    let tokens: Vec<serde_json::Value> = tokens.iter().map(|t| token_json(t, false)).collect();
+    let mut tokens: Vec<(String, serde_json::Value)> = crate::http::tokens::shown(&ctx.state)
+        .iter()
+        .filter(|t| !is_init_token(&ctx, &t.name))
+        .map(|t| (t.name.clone(), token_json(t, false)))
+        .collect();
+    if ctx.state.auth.has_admin() {
+        tokens.push((INIT_TOKEN.into(), init_token_json(&ctx)));
+    }
+    tokens.sort_by(|a, b| a.0.cmp(&b.0));
+    let tokens: Vec<serde_json::Value> = tokens.into_iter().map(|(_, t)| t).collect();
     Ok(Json(json!({ "tokens": tokens })).into_response())
 }
 
@@ -94,6 +139,9 @@ pub async fn token_route(
     match req.method().clone() {
         Method::GET => {
             caller.require_admin("read tokens")?;
+            if is_init_token(&ctx, &name) {
+                return Ok(Json(init_token_json(&ctx)).into_response());
+            }
             let t = crate::http::tokens::shown(&ctx.state)
                 .into_iter()
                 .find(|t| t.name == name)
@@ -108,6 +156,13 @@ pub async fn token_route(
         }
         Method::POST => {
             caller.require_admin("create tokens")?;
+            if is_init_token(&ctx, &name) {
+                return Err(AppError::new(
+                    StatusCode::CONFLICT,
+                    ErrorCode::TokenExists,
+                    format!("a token named {name:?} already exists (the --token admin token)"),
+                ));
+            }
             let body = BodyChunks::new(req.into_body(), 1 << 20, &ctx.state.limits)
                 .collect(256)
                 .await?;
@@ -150,7 +205,7 @@ pub async fn token_route(
                 }
             };
             let n = name.clone();
-            let value = blocking(move || auth.create(&n, spec)).await?;
+            let value = blocking(move || auth.create_prefixed(&n, spec, &value_prefix(&n))).await?;
             tracing::info!(token = %name, "token created (ReductStore API)");
             let created = ctx
                 .state
@@ -162,6 +217,9 @@ pub async fn token_route(
         }
         Method::DELETE => {
             caller.require_admin("remove tokens")?;
+            if is_init_token(&ctx, &name) {
+                return Err(provisioned(&name));
+            }
             let n = name.clone();
             blocking(move || auth.remove(&n, false)).await?;
             tracing::info!(token = %name, "token removed (ReductStore API)");
@@ -179,11 +237,24 @@ pub async fn rotate(
     Path(name): Path<String>,
 ) -> Result<Response, AppError> {
     caller.require_admin("rotate tokens")?;
+    if is_init_token(&ctx, &name) {
+        return Err(provisioned(&name));
+    }
     let auth = ctx.state.auth.clone();
     let n = name.clone();
-    let (value, at) = blocking(move || auth.rotate(&n)).await?;
+    let (value, at) = blocking(move || auth.rotate_prefixed(&n, &value_prefix(&n))).await?;
     tracing::info!(token = %name, "token rotated (ReductStore API)");
     Ok(Json(json!({"value": value, "created_at": rfc3339(at)})).into_response())
+}
+
+/// ReductStore's refusal to remove (or rotate) the token of `RS_API_TOKEN`; here the
+/// `--token` flag sets it.
+fn provisioned(name: &str) -> AppError {
+    AppError::new(
+        StatusCode::CONFLICT,
+        ErrorCode::Conflict,
+        format!("Can't remove provisioned token '{name}'"),
+    )
 }
 
 #[cfg(test)]

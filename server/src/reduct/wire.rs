@@ -46,6 +46,20 @@ fn parse_quota(s: &str) -> Result<QuotaType, AppError> {
     })
 }
 
+/// ReductStore's default `max_block_size` (bytes): 64 MB, where tsblob's is 64 MiB.
+pub const DEFAULT_MAX_BLOCK_SIZE: u64 = 64_000_000;
+
+/// The settings a bucket created through this API starts from, and `/info`'s defaults:
+/// tsblob's (the `--default-*` flags), with ReductStore's `max_block_size` unless the
+/// operator chose one (`--default-max-block-size` other than tsblob's 64 MiB).
+pub fn bucket_defaults(native: &BucketSettings) -> BucketSettings {
+    let mut s = native.clone();
+    if s.max_block_size == BucketSettings::default().max_block_size {
+        s.max_block_size = DEFAULT_MAX_BLOCK_SIZE;
+    }
+    s
+}
+
 /// A bucket's settings as ReductStore writes them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Settings {
@@ -286,6 +300,34 @@ pub fn record_error(e: &AppError) -> HeaderValue {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn default_max_block_size_was_tsblobs_64_mib_not_reductstores_64_mb() {
+        let d = bucket_defaults(&BucketSettings::default());
+        assert_eq!(d.max_block_size, 64_000_000);
+        assert_eq!(
+            d.max_block_records,
+            BucketSettings::default().max_block_records
+        );
+        // An operator's --default-max-block-size is kept.
+        let chosen = BucketSettings {
+            max_block_size: 8 << 20,
+            ..BucketSettings::default()
+        };
+        assert_eq!(bucket_defaults(&chosen).max_block_size, 8 << 20);
+    }
+
+    #[test]
+    fn a_quota_of_zero_bytes_is_valid_settings() {
+        for q in [QuotaType::Fifo, QuotaType::Hard] {
+            let s = BucketSettings {
+                quota_type: q,
+                quota_size: 0,
+                ..BucketSettings::default()
+            };
+            assert_eq!(s.validate(), Ok(()), "{q:?}");
+        }
+    }
 
     #[test]
     fn settings_use_reductstore_names() {

@@ -10,6 +10,7 @@
 //! counts as delivered) and acknowledges the page to the feed only then: at-least-once,
 //! idempotent at the destination, and the write path never waits for it.
 
+mod attachments;
 mod error;
 pub mod metrics;
 pub mod sender;
@@ -151,6 +152,9 @@ pub struct Counters {
     pub errors: u64,
     /// Records the source lost (FIFO quota eviction, or a removal) before they were sent.
     pub evicted_before_sent: u64,
+    /// Attachments written to the destination (`docs/replication.md`, attachments).
+    #[serde(default)]
+    pub attachments_sent: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<Event>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,6 +264,8 @@ pub struct Replications {
     http: reqwest::Client,
     /// Bumped after every index commit (shared with live tails).
     commits: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The engine's attachment changes, for the tasks' attachment syncers.
+    attachment_changes: tokio::sync::broadcast::Sender<attachments::Change>,
     explain: Explain,
 }
 
@@ -416,6 +422,15 @@ impl Replications {
             );
         }
         let http = http_client(None).map_err(|e| anyhow::anyhow!(explain(e)))?;
+        let (attachment_changes, _) = tokio::sync::broadcast::channel(attachments::CHANGES_QUEUE);
+        let tx = attachment_changes.clone();
+        let listening = store.on_attachments(Box::new(move |bucket, entry| {
+            // No syncer listening is no error.
+            let _ = tx.send((bucket.into(), entry.into()));
+        }));
+        if !listening {
+            tracing::warn!("replication: the store already has an attachment listener: attachment changes are sent only at a task's start");
+        }
         Ok(Replications {
             path,
             store,
@@ -426,6 +441,7 @@ impl Replications {
             options: Mutex::new(Options::default()),
             http,
             commits,
+            attachment_changes,
             explain,
         })
     }
@@ -453,6 +469,10 @@ impl Replications {
 
     pub(crate) fn commits(&self) -> tokio::sync::watch::Receiver<u64> {
         self.commits.subscribe()
+    }
+
+    fn attachment_changes(&self) -> tokio::sync::broadcast::Receiver<attachments::Change> {
+        self.attachment_changes.subscribe()
     }
 
     /// Starts a sender for every task (at server start), after removing the feed readers

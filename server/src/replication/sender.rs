@@ -193,6 +193,24 @@ impl Sender {
         let Some(filter) = self.start() else {
             return;
         };
+        match entry_filter(&self.spec) {
+            Ok(entries) => {
+                let syncer = super::attachments::Syncer {
+                    repl: self.repl.clone(),
+                    name: self.name.clone(),
+                    spec: self.spec.clone(),
+                    shared: self.shared.clone(),
+                    cancel: self.cancel.clone(),
+                    http: self.http.clone(),
+                    entries,
+                };
+                tokio::spawn(syncer.run());
+            }
+            Err(e) => self.error(format!(
+                "the task's entries do not parse: {}",
+                self.repl.explain(e)
+            )),
+        }
         let mut run = Run {
             commits: self.repl.commits(),
             backoff: FIRST_BACKOFF,

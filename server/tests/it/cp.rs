@@ -190,3 +190,87 @@ async fn conflicts_fail_the_copy_and_keep_the_destination_record() {
     assert_eq!(got[&("imu".to_string(), 3000)].2, b"theirs");
     assert_eq!(got.len(), 60);
 }
+
+/// The attachments of `bucket/entry` as the API answers them.
+async fn attachments(api: &Api, bucket: &str, entry: &str) -> serde_json::Value {
+    let (s, v) = api
+        .json(
+            reqwest::Method::GET,
+            &format!("/api/v1/b/{bucket}/{entry}/attachments"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
+async fn put_attachments(api: &Api, bucket: &str, entry: &str, docs: serde_json::Value) {
+    let (s, v) = api
+        .json(
+            reqwest::Method::PUT,
+            &format!("/api/v1/b/{bucket}/{entry}/attachments"),
+            Some(docs),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+}
+
+/// Bug: `tsblob cp` copied records and left the entries' attachments behind (the schema
+/// the records were written with). Now they follow, whole, for the entries the copy
+/// selects: server to server (the destination's other names stay), and through an export
+/// folder (`<entry>/attachments.json`) into a third server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_copies_the_attachments_of_the_copied_entries() {
+    let (a, b, c) = (Server::start(&[]), Server::start(&[]), Server::start(&[]));
+    let (src, dst, third) = (
+        Api::new(&a.url(""), None),
+        Api::new(&b.url(""), None),
+        Api::new(&c.url(""), None),
+    );
+    src.create_bucket("s", json!({})).await;
+    dst.create_bucket("d", json!({})).await;
+    fill(&src, "s").await;
+    let front = json!({"schema": {"version": 3, "fields": ["x", "y"]}, "calib": [1.5, 2]});
+    put_attachments(&src, "s", "cam/front", front.clone()).await;
+    put_attachments(&src, "s", "imu", json!({"schema": {"imu": true}})).await;
+    put_attachments(&dst, "d", "cam/front", json!({"mine": "kept", "calib": 0})).await;
+    // Records of a window only: the attachments are copied whole all the same.
+    let (ok, out) = tsblob_cli(&[
+        "cp",
+        &a.url("/s/cam/*"),
+        &b.url("/d"),
+        "--start",
+        "10000",
+        "--stop",
+        "20000",
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("2 attachment(s) of 1 entries copied"), "{out}");
+    let mut want = front.clone();
+    want["mine"] = json!("kept");
+    assert_eq!(attachments(&dst, "d", "cam/front").await, want);
+    // `imu` was not selected.
+    let (s, _) = dst
+        .json(reqwest::Method::GET, "/api/v1/b/d/imu/attachments", None)
+        .await;
+    assert_eq!(s, 404);
+    // Export, then import into a third server.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("export");
+    let folder = folder.to_str().unwrap();
+    let (ok, out) = cp(&[&a.url("/s"), folder]);
+    assert!(ok, "{out}");
+    let file: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("export/cam/front/attachments.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(file, front);
+    let (ok, out) = cp(&[folder, &c.url("/t")]);
+    assert!(ok, "{out}");
+    assert_eq!(attachments(&third, "t", "cam/front").await, front);
+    assert_eq!(
+        attachments(&third, "t", "imu").await,
+        json!({"schema": {"imu": true}})
+    );
+    assert_eq!(src.dump("s").await, third.dump("t").await);
+}

@@ -12,7 +12,9 @@ mod replication_util;
 mod big_record;
 mod browser;
 mod bystander;
+#[cfg(feature = "bench")]
 mod compare_e2e;
+#[cfg(feature = "bench")]
 mod compare_limit;
 mod console;
 mod cp;
@@ -30,6 +32,7 @@ mod reliability_repair;
 mod reliability_security;
 mod reliability_soak;
 mod replication;
+mod replication_attachments;
 mod replication_large;
 mod replication_parity;
 mod replication_tls;

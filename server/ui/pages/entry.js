@@ -1,12 +1,14 @@
 // An entry: the timeline of its records, the records of the window shown, a preview of
 // the selected one, label filters (and a `when` condition where the server has them),
 // a live view that appends records as they are written (the timeline follows it), and the
-// arrow keys to step through the records (frames). On a phone the rows stack with their
+// arrow keys to step through the records (frames), and bulk edits of the records of the
+// window or of those ticked in the list (`bulk.js`). On a phone the rows stack with their
 // column names and the preview opens right under the selected row.
 import { api, entryPath, queryRecords, histogram, capabilities } from "../api.js";
 import { h, bytes, count, time, labelsText, errorBox, duration } from "../util.js";
 import { Timeline } from "../timeline.js";
 import { attachmentsCard } from "./attachments.js";
+import { bulkCard } from "./bulk.js";
 
 const PAGE = 100;
 const MAX_ROWS = 1000;
@@ -99,14 +101,25 @@ export async function render(main, params) {
       h("p", { class: "muted" }, "← ↑ / → ↓ step through the records.")),
     previewCard));
 
+  // Records ticked for a bulk edit (timestamps of rows in the list).
+  const picked = new Set();
+  const bulk = bulkCard(path, {
+    windowShown: () => view,
+    picked: () => [...picked].sort((a, b) => a - b),
+    changed: () => { picked.clear(); bulk.update(); load(); },
+  });
+  main.append(bulk);
   main.append(attachmentsCard(path));
 
   let rows = [];
   let selected = null;
 
   function row(r) {
+    const tick = h("input", { type: "checkbox", class: "pick", "aria-label": "tick for a bulk edit",
+      checked: picked.has(r.ts),
+      onclick: (ev) => { ev.stopPropagation(); if (tick.checked) picked.add(r.ts); else picked.delete(r.ts); bulk.update(); } });
     const tr = h("tr", { class: "click", "data-ts": String(r.ts), onclick: () => select(r, tr) },
-      h("td", { class: "mono", title: `${r.ts} µs`, "data-label": "timestamp" }, time(r.ts)),
+      h("td", { class: "mono", title: `${r.ts} µs`, "data-label": "timestamp" }, tick, time(r.ts)),
       h("td", { class: "num", "data-label": "size" }, bytes(r.size)),
       h("td", { "data-label": "content type" }, r.content_type),
       h("td", { class: "labels", "data-label": "labels" }, labelsText(r.labels) || "–"));
@@ -116,7 +129,7 @@ export async function render(main, params) {
 
   function addRows(records) {
     for (const r of records) { rows.push(r); tbody.append(row(r)); }
-    while (rows.length > MAX_ROWS) { const r = rows.shift(); r.tr.remove(); }
+    while (rows.length > MAX_ROWS) { const r = rows.shift(); r.tr.remove(); picked.delete(r.ts); }
   }
 
   let listSeq = 0;
@@ -127,9 +140,10 @@ export async function render(main, params) {
     try {
       const recs = await queryRecords(bucket, entry, { start: from, stop: view.stop, limit: PAGE, filters: filters(), when: when() });
       if (stopped || seq !== listSeq) return;
-      if (!append) { rows = []; tbody.replaceChildren(); }
+      if (!append) { rows = []; tbody.replaceChildren(); picked.clear(); }
       addRows(recs.map(({ payload, ...meta }) => meta));
       more.hidden = recs.length < PAGE;
+      bulk.update();
       if (!rows.length) listStatus.append(h("p", { class: "muted" }, "No record in this window."));
     } catch (e) {
       if (!stopped && seq === listSeq) listStatus.append(errorBox(e));
@@ -273,6 +287,8 @@ export async function render(main, params) {
       await api(`${path}?ts=${r.ts}`, { method: "DELETE" });
       r.tr.remove();
       rows = rows.filter((x) => x !== r);
+      picked.delete(r.ts);
+      bulk.update();
       preview.replaceChildren(h("p", { class: "notice" }, `Record ${r.ts} removed.`));
       loadHistogram();
     } catch (e) {

@@ -87,7 +87,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let sync = self.inner.sync_dirs();
-        self.attachments_entry(bucket, entry, true, |e, _st| {
+        let written = self.attachments_entry(bucket, entry, true, |e, _st| {
             let mut all = load(e.dir(), bucket, entry)?;
             // Unique within the entry and increasing: a newer write has a larger one.
             let first = all
@@ -116,7 +116,16 @@ impl Store {
                 .iter()
                 .filter_map(|n| all.get(n).cloned().map(Attachment::from))
                 .collect())
-        })
+        })?;
+        self.attachments_changed(bucket, entry);
+        Ok(written)
+    }
+
+    /// Tells the listener ([`Store::on_attachments`]) of a change, after it is saved.
+    fn attachments_changed(&self, bucket: &str, entry: &str) {
+        if let Some(l) = self.inner.attachment_listener.get() {
+            l(bucket, entry);
+        }
     }
 
     /// The attachments of an entry, by name.
@@ -209,7 +218,7 @@ impl Store {
             validate_attachment_name(n)?;
         }
         let sync = self.inner.sync_dirs();
-        self.attachments_entry(bucket, entry, false, |e, _st| {
+        let removed = self.attachments_entry(bucket, entry, false, |e, _st| {
             let mut all = match load(e.dir(), bucket, entry) {
                 Ok(all) => all,
                 // A damaged file is removed whole, so the entry can take attachments again.
@@ -241,6 +250,10 @@ impl Store {
                 save(e.dir(), &all, sync)?;
             }
             Ok(removed)
-        })
+        })?;
+        if !removed.is_empty() {
+            self.attachments_changed(bucket, entry);
+        }
+        Ok(removed)
     }
 }

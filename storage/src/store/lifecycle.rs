@@ -10,17 +10,19 @@
 //! through the same code as `remove_where`, so a kill -9 never brings removed records back.
 //! The work of one pass is bounded by `StoreOptions::lifecycle_pass_records`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::bucket::Bucket;
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryState};
 use crate::error::{BucketError, Error, NotFound, Result};
 use crate::index::Order;
+use crate::layout::LIFECYCLE_RESUME_FILE;
 use crate::lifecycle::{EntrySelection, LifecycleStatus, PassReport, RuleRun};
 use crate::record::Query;
 use crate::selector::{Selector, REMOVE_PAGE};
-use crate::settings::{LifecycleMode, LifecycleRule, MAX_AGE_RULE};
-use crate::store::Store;
+use crate::settings::{LifecycleAction, LifecycleMode, LifecycleRule, MAX_AGE_RULE};
+use crate::store::{Inner, Store};
 use crate::when::Condition;
 
 /// Blocks deleted under one hold of an entry lock.
@@ -38,6 +40,13 @@ fn shorthand(max_age: u64) -> LifecycleRule {
 }
 
 impl Store {
+    /// Writes the lifecycle rules' resume points now (a server calls it when it stops; the
+    /// last `Store` dropped does it too), so the next open resumes where they are.
+    pub fn save_lifecycle_state(&self) -> Result<()> {
+        Store::save_resume_points(&self.inner)
+            .map_err(|e| Error::io("writing the lifecycle resume points", e))
+    }
+
     /// Adds a lifecycle rule to a bucket, or replaces the one of its name (true: replaced).
     /// Its `when` is compiled with `StoreOptions::when_parser`; the settings file holds it
     /// before this returns. A replaced rule starts over (its run state is dropped), unless
@@ -204,6 +213,9 @@ impl Store {
             Ok(r) => {
                 st.last_removed = r.removed;
                 st.removed += r.removed;
+                st.last_compressed = r.compressed;
+                st.compressed += r.compressed;
+                st.saved_bytes = st.saved_bytes.saturating_add(r.saved);
                 st.removed_blocks += r.blocks;
                 st.caught_up = r.caught_up;
                 st.last_error = None;
@@ -256,6 +268,7 @@ impl Store {
                     ..RuleRun::default()
                 };
             }
+            run.behind.clear();
             (run.resume.clone(), run.condition.clone())
         };
         let condition = match (&rule.when, condition) {
@@ -280,8 +293,10 @@ impl Store {
                 report.caught_up = false;
                 break;
             }
+            let compress = rule.action == LifecycleAction::Compress;
             if condition.is_none()
                 && !dry
+                && !compress
                 && !self.expire_blocks(b, e, cutoff, limit, &mut report)?
             {
                 report.caught_up = false;
@@ -290,17 +305,39 @@ impl Store {
             if whole_blocks_only {
                 continue;
             }
-            let from = resume.get(&e.id()).copied().unwrap_or(0);
-            let next = self.remove_older(
-                b,
-                e,
-                from,
-                cutoff,
-                condition.as_ref(),
-                dry,
-                limit,
-                &mut report,
-            )?;
+            // Records put behind where the rule resumes since the last look: start there.
+            if let Ok(mut st) = e.lock_live(b.name()) {
+                look_behind(b, e, &mut st, cutoff);
+            }
+            let mut from = resume.get(&e.id()).copied().unwrap_or(0);
+            if let Some(run) = b.lifecycle_runs().get_mut(&rule.name) {
+                if let Some(low) = run.behind.remove(&e.id()) {
+                    from = from.min(low);
+                }
+            }
+            let next = if compress {
+                self.compress_older(
+                    b,
+                    e,
+                    from,
+                    cutoff,
+                    condition.as_ref(),
+                    dry,
+                    limit,
+                    &mut report,
+                )?
+            } else {
+                self.remove_older(
+                    b,
+                    e,
+                    from,
+                    cutoff,
+                    condition.as_ref(),
+                    dry,
+                    limit,
+                    &mut report,
+                )?
+            };
             resume.insert(e.id(), next);
             if next < cutoff {
                 report.caught_up = false;
@@ -309,6 +346,11 @@ impl Store {
         }
         if let Some(run) = b.lifecycle_runs().get_mut(&rule.name) {
             if run.rule.as_ref() == Some(rule) {
+                for (id, ts) in std::mem::take(&mut run.behind) {
+                    if let Some(r) = resume.get_mut(&id) {
+                        *r = (*r).min(ts);
+                    }
+                }
                 run.resume = resume;
             }
         }
@@ -394,6 +436,7 @@ impl Store {
                 Err(Error::NotFound(_)) => return Ok(cutoff),
                 Err(err) => return Err(err),
             };
+            look_behind(b, e, &mut st, cutoff);
             let mut page = Vec::with_capacity(n);
             {
                 let txn = self.inner.index.read_txn()?;
@@ -417,6 +460,124 @@ impl Store {
             }
         }
         Ok(lo)
+    }
+}
+
+/// Under the entry lock, before a pass lists a page of it below `cutoff`: records put from
+/// now on below `cutoff` are noted, and one put behind the rules' resume points since the
+/// last look moves every rule of the bucket back to it (see `lifecycle.rs`).
+pub(crate) fn look_behind(b: &Bucket, e: &Entry, st: &mut EntryState, cutoff: u64) {
+    if let Some(low) = st.lifecycle_look(cutoff) {
+        for run in b.lifecycle_runs().values_mut() {
+            run.put_behind(e.id(), low);
+        }
+    }
+}
+
+impl Store {
+    /// Writes every rule's resume points to `.lifecycle-resume` (at a clean close): one line
+    /// per rule, `bucket TAB rule TAB entry=ts,... TAB the rule's settings line`.
+    pub(crate) fn save_resume_points(inner: &Inner) -> std::io::Result<()> {
+        let mut text = String::new();
+        for b in inner.buckets() {
+            let mut entries: BTreeMap<u32, String> = BTreeMap::new();
+            for e in b.entries() {
+                // What was put behind the points since the last pass moves them back.
+                if let Ok(mut st) = e.lock_live(b.name()) {
+                    look_behind(&b, &e, &mut st, 0);
+                }
+                entries.insert(e.id(), e.name().to_string());
+            }
+            for (name, run) in b.lifecycle_runs().iter() {
+                let Some(rule) = &run.rule else { continue };
+                let mut points: Vec<String> = run
+                    .resume
+                    .iter()
+                    .filter_map(|(id, ts)| {
+                        let ts = run.behind.get(id).map_or(*ts, |low| (*ts).min(*low));
+                        entries.get(id).map(|n| format!("{n}={ts}"))
+                    })
+                    .collect();
+                if points.is_empty() {
+                    continue;
+                }
+                points.sort();
+                text.push_str(&format!(
+                    "{}\t{name}\t{}\t{}\t{}\n",
+                    b.name(),
+                    points.join(","),
+                    rule.action,
+                    rule.to_line()
+                ));
+            }
+        }
+        let path = inner.path.join(LIFECYCLE_RESUME_FILE);
+        if text.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let tmp = inner.path.join(format!("{LIFECYCLE_RESUME_FILE}.tmp"));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    /// Reads `.lifecycle-resume` back (at open) and removes it: a crash from now on leaves
+    /// none, since a put behind a point is noted in memory only. A line whose bucket, rule
+    /// (with the same settings) or entry is gone is skipped.
+    pub(crate) fn load_resume_points(&self) {
+        let path = self.inner.path.join(LIFECYCLE_RESUME_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                log::warn!("lifecycle resume points not read ({e}): rules start over");
+                String::new()
+            }
+        };
+        if let Err(e) = std::fs::remove_file(&path) {
+            log::warn!("could not remove {path:?} ({e}): lifecycle rules start over");
+            return;
+        }
+        for line in text.lines() {
+            let mut f = line.splitn(5, '\t');
+            let (Some(bucket), Some(name), Some(points), Some(action), Some(rule_line)) =
+                (f.next(), f.next(), f.next(), f.next(), f.next())
+            else {
+                continue;
+            };
+            let Ok(b) = self.get_bucket(bucket) else {
+                continue;
+            };
+            let Some(rule) = b.settings().lifecycle.into_iter().find(|r| {
+                r.name == name && r.to_line() == rule_line && r.action.to_string() == action
+            }) else {
+                continue;
+            };
+            let mut resume = BTreeMap::new();
+            for p in points.split(',') {
+                let Some((entry, ts)) = p.rsplit_once('=') else {
+                    continue;
+                };
+                let (Ok(e), Ok(ts)) = (self.get_entry(&b, entry), ts.parse::<u64>()) else {
+                    continue;
+                };
+                // Puts below the point are noted from now on (as after a pass's look).
+                if let Ok(mut st) = e.lock_live(bucket) {
+                    st.lifecycle_look(ts);
+                }
+                resume.insert(e.id(), ts);
+            }
+            b.lifecycle_runs().insert(
+                name.to_string(),
+                RuleRun {
+                    resume,
+                    rule: Some(rule),
+                    ..RuleRun::default()
+                },
+            );
+        }
     }
 }
 

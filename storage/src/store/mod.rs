@@ -10,6 +10,7 @@
 
 mod attachments;
 mod buckets;
+mod compress;
 mod feed;
 mod labels;
 mod lifecycle;
@@ -53,6 +54,10 @@ pub use spool::Spool;
 /// commit put records into.
 pub type CommitListener = dyn Fn(&[u32]) + Send + Sync;
 
+/// What [`Store::on_attachments`] calls after each change of an entry's attachments:
+/// given the bucket and the entry.
+pub type AttachmentListener = dyn Fn(&str, &str) + Send + Sync;
+
 /// An opened data folder. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Store {
@@ -83,6 +88,8 @@ pub(crate) struct Inner {
     tier_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Tiering to an object store (`tier/`), if configured.
     pub tier: Option<Tier>,
+    /// Told of every change of an entry's attachments ([`Store::on_attachments`]).
+    pub attachment_listener: std::sync::OnceLock<Box<AttachmentListener>>,
     _lock: File,
 }
 
@@ -131,6 +138,7 @@ impl Inner {
             closing: AtomicBool::new(false),
             syncer: Mutex::new(Rank::Syncer, None),
             keeper: Mutex::new(Rank::Syncer, None),
+            attachment_listener: std::sync::OnceLock::new(),
             _lock: loaded.lock,
         }
     }
@@ -213,6 +221,10 @@ impl Store {
             inner: inner.clone(),
         }
         .feed_load()?;
+        Store {
+            inner: inner.clone(),
+        }
+        .load_resume_points();
         if let SyncPolicy::Periodic(every) = inner.opts.sync {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
             let handle = std::thread::Builder::new()
@@ -297,6 +309,14 @@ impl Store {
         self.inner.committer.on_commit(Arc::from(listener));
     }
 
+    /// Calls `listener` with the bucket and entry after every change of an entry's
+    /// attachments (a write, a removal of some), once the change is saved, holding no lock
+    /// of the store: it must be cheap and non-blocking (replication senders queue the
+    /// entry). One listener per store: a second registration is refused (`false`).
+    pub fn on_attachments(&self, listener: Box<AttachmentListener>) -> bool {
+        self.inner.attachment_listener.set(listener).is_ok()
+    }
+
     /// The object store this store is a read-only replica of (a tier that does not
     /// upload), if it is one: its server refuses writes.
     pub fn read_replica_of(&self) -> Option<String> {
@@ -353,6 +373,11 @@ impl Store {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::Relaxed);
+        if let Err(e) = Store::save_resume_points(self) {
+            log::error!(
+                "lifecycle resume points not saved ({e}): rules start over after the restart"
+            );
+        }
         if self.opts.sync != SyncPolicy::Never {
             if let Err(e) = self.committer.sync_now(&self.index) {
                 log::error!("final sync failed: {e}");

@@ -172,9 +172,10 @@ struct Cursor {
     /// Its condition's `$limit` ended this entry's part: never walked again.
     finished: bool,
     /// The span of the records returned last (see [`Span`]), when this is the only cursor
-    /// of its query: one entry's records share mapped windows of their block. Not in a
-    /// merge of several entries, whose records alternate between blocks (each would unmap
-    /// the window of the one before).
+    /// of its query or the reader maps windows per entry ([`QueryIter::windowed`]): one
+    /// entry's records share mapped windows of their block. Not otherwise in a merge of
+    /// several entries, whose records alternate between blocks (each would unmap the
+    /// window of the one before).
     spans: Spans,
 }
 
@@ -266,6 +267,9 @@ pub struct QueryIter {
     failed: Option<Error>,
     /// The query is over for good: its limit or an error ended it.
     ended: bool,
+    /// Items carry the span of their page's records in their block
+    /// ([`QueryIter::windowed`]; always for a query of one entry).
+    windowed: bool,
 }
 
 impl Store {
@@ -329,11 +333,22 @@ impl Store {
             last: None,
             failed: None,
             ended: query.limit == Some(0),
+            windowed: false,
         }
     }
 }
 
 impl QueryIter {
+    /// Items carry the span of the records listed after them in their block (as those of
+    /// a query of one entry always do), so [`QueryItem::payload_in`] slices their payloads
+    /// from one mapped window instead of reading each alone. For a reader of several
+    /// entries holding one [`Windows`] per entry: with one for all, records of entries
+    /// taking turns would map a new window at every turn.
+    pub fn windowed(mut self) -> Self {
+        self.windowed = true;
+        self
+    }
+
     /// The entries read, in the order of ties.
     pub fn entries(&self) -> Vec<&str> {
         self.cursors.iter().map(|c| c.entry.name()).collect()
@@ -462,7 +477,7 @@ impl QueryIter {
                 return None;
             };
             let desc = self.order == Order::Descending;
-            let single = self.cursors.len() == 1;
+            let windowed = self.windowed || self.cursors.len() == 1;
             let c = &mut self.cursors[i];
             let Some((ts, value)) = c.page.pop_front() else {
                 continue;
@@ -479,7 +494,7 @@ impl QueryIter {
                     if self.left == 0 {
                         self.ended = true;
                     }
-                    let span = if single {
+                    let span = if windowed {
                         let rest = c.page.iter().map(|(_, v)| v);
                         c.spans.next(&value, rest, desc)
                     } else {

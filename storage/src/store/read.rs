@@ -166,6 +166,52 @@ mod mapped_tests {
         assert!(matches!(second.payload_in(&mut w), Err(Error::NotFound(_))));
     }
 
+    /// The same for a query of several entries merged (`query_entries`, what ReductStore's
+    /// query sessions read), one window per entry: each small payload was read alone into
+    /// a buffer (a `preadv` and a CRC per 100 KiB record), not sliced from its window.
+    #[test]
+    fn a_multi_entry_query_read_each_small_payload_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let data = |e: usize, ts: u64| -> Vec<u8> {
+            payload(100 << 10)
+                .into_iter()
+                .map(|b| b ^ ts as u8 ^ (e as u8) << 7)
+                .collect()
+        };
+        for ts in 0..20u64 {
+            for e in 0..2 {
+                s.write("b", &format!("e{e}"), &WriteMeta::at(ts), &data(e, ts))
+                    .unwrap();
+            }
+        }
+        let names = vec!["e0".to_string(), "e1".to_string()];
+        let it = s.query_entries("b", &names, &Query::default()).unwrap();
+        let mut windows = [Windows::default(), Windows::default()];
+        let mut seen = 0;
+        for item in it.windowed() {
+            let item = item.unwrap();
+            let e = usize::from(item.entry() == "e1");
+            let p = item.payload_in(&mut windows[e]).unwrap().unwrap();
+            assert!(
+                matches!(p, Payload::Mapped(_)),
+                "a 100 KiB payload of a multi-entry query was not sliced from a window"
+            );
+            assert!(p.as_ref() == &data(e, item.meta.ts)[..]);
+            seen += 1;
+        }
+        assert_eq!(seen, 40);
+        // Not windowed: each record alone, as before (readers holding one window for all).
+        let it = s.query_entries("b", &names, &Query::default()).unwrap();
+        let mut w = Windows::default();
+        for item in it {
+            let item = item.unwrap();
+            let p = item.payload_in(&mut w).unwrap().unwrap();
+            assert!(matches!(p, Payload::Memory(_)));
+        }
+    }
+
     /// Large raw payloads are mapped, small and compressed ones read into memory; all of
     /// them are the bytes written.
     #[test]

@@ -591,18 +591,19 @@ impl Store {
 
 impl Store {
     /// Sets the labels of the record at `ts` of a tiered block (the caller holds the entry
-    /// lock `_st`, and `old` is the record's value read under it).
+    /// lock `st`, and `old` is the record's value read under it).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn relabel_tiered(
         &self,
         tier: &Tier,
         b: &Bucket,
         e: &Entry,
-        _st: &mut EntryState,
+        st: &mut EntryState,
         ts: u64,
         old: &IndexValue,
         labels: Labels,
     ) -> Result<IndexValue> {
+        st.note_put(ts);
         tier.mark_dirty(b.name(), e.name(), old.block_id);
         crate::crash_point("tier-label-noted");
         let value = IndexValue {

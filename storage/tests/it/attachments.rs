@@ -230,3 +230,34 @@ fn concurrent_writes_of_one_name_lose_no_other_name() {
         "the last write of some thread: {shared}"
     );
 }
+
+/// The attachment listener (replication's syncers) hears every saved change, with its
+/// bucket and entry, and nothing for a refused write or a removal that removed nothing;
+/// a second listener is refused.
+#[test]
+fn the_attachment_listener_hears_each_saved_change_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    let heard = Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let h = heard.clone();
+    assert!(s.on_attachments(Box::new(move |b, e| {
+        h.lock().unwrap().push((b.to_string(), e.to_string()))
+    })));
+    assert!(!s.on_attachments(Box::new(|_, _| {})));
+    s.write_attachments("b", "cam/front", docs(&[("schema", "{}")]))
+        .unwrap();
+    assert!(s
+        .write_attachments("b", "cam/front", docs(&[("bad name/", "{}")]))
+        .is_err());
+    assert!(s
+        .remove_attachments("b", "cam/front", Some(&["nope".to_string()]))
+        .unwrap()
+        .is_empty());
+    s.remove_attachments("b", "cam/front", None).unwrap();
+    let want = vec![
+        ("b".to_string(), "cam/front".to_string()),
+        ("b".to_string(), "cam/front".to_string()),
+    ];
+    assert_eq!(*heard.lock().unwrap(), want);
+}

@@ -1123,13 +1123,16 @@ class AsyncClient:
     async def set_lifecycle_rule(self, bucket: str, name: str, older_than: c.Duration, *,
                                  interval: Optional[c.Duration] = None, entries: Sequence[str] = (),
                                  when: Optional[Mapping[str, Any]] = None,
-                                 mode: Optional[str] = None) -> LifecycleRule:
+                                 mode: Optional[str] = None,
+                                 action: Optional[str] = None) -> LifecycleRule:
         """Creates or replaces a rule (admin token needed): records older than ``older_than``
         (µs, a timedelta or ``"30d"``), in ``entries`` (names or globs, ``"!name"`` excludes;
         empty: every entry), that ``when`` keeps, are removed in the background every
-        ``interval`` (default 1 h). ``mode``: ``"enabled"``, ``"disabled"`` or ``"dry_run"``
-        (counts only). The name ``max_age`` sets the bucket's ``max_age`` (``older_than`` only)."""
-        body = c.lifecycle_body(older_than, interval, entries, when, mode)
+        ``interval`` (default 1 h); with ``action="compress"`` they are stored zstd-compressed
+        instead (read back identical, the space they took given back). ``mode``:
+        ``"enabled"``, ``"disabled"`` or ``"dry_run"`` (counts only). The name ``max_age``
+        sets the bucket's ``max_age`` (``older_than`` only)."""
+        body = c.lifecycle_body(older_than, interval, entries, when, mode, action)
         return LifecycleRule.from_json(await self._json("PUT", c.lifecycle_path(bucket, name), json_body=body,
                                                         retry=True))
 
@@ -1138,8 +1141,9 @@ class AsyncClient:
         await self._send("DELETE", c.lifecycle_path(bucket, name))
 
     async def run_lifecycle_rule(self, bucket: str, name: str) -> Dict[str, Any]:
-        """Runs one pass of a rule now, whatever its mode: ``{"removed", "blocks",
-        "looked_at", "caught_up"}`` (a pass is bounded: ``caught_up`` false means more to do)."""
+        """Runs one pass of a rule now, whatever its mode: ``{"removed", "compressed",
+        "saved_bytes", "blocks", "looked_at", "caught_up"}`` (a pass is bounded: ``caught_up``
+        false means more to do)."""
         return dict(await self._json("POST", c.lifecycle_path(bucket, name) + "/run"))
 
     # -- query links ---------------------------------------------------------------------

@@ -13,7 +13,9 @@
 //! a copy run again finds what the first run wrote (same timestamp, same payload CRC) and
 //! counts it as already there, so an interrupted copy is simply run again. At the end the
 //! counts are checked: every record read was written or found already there; a conflict (a
-//! different payload at the same timestamp, never overwritten) fails the command.
+//! different payload at the same timestamp, never overwritten) fails the command. The
+//! copied entries' attachments follow their records (`attachments.rs`;
+//! `FOLDER/<entry>/attachments.json` in a folder).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ use super::records::bar;
 use super::{seg, Client};
 use crate::batch_client::{Destination, OutRecord};
 
+mod attachments;
 mod mcap;
 mod sink;
 mod source;
@@ -318,6 +321,15 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         totals.conflicts,
         size(totals.bytes)
     );
+    // Between servers and folders (an MCAP file has no attachments).
+    if matches!(src, Place::Server { .. } | Place::Folder(_))
+        && matches!(dst, Place::Server { .. } | Place::Folder(_))
+    {
+        let (docs, entries) = attachments::copy(&src, &dst, &patterns, &args).await?;
+        if docs > 0 {
+            eprintln!("{docs} attachment(s) of {entries} entries copied");
+        }
+    }
     if totals.conflicts > 0 {
         bail!(
             "{} record(s) differ at the destination (same timestamp, another payload): they were kept there, not overwritten",

@@ -14,6 +14,7 @@
 
 mod delete;
 mod mcap_export;
+mod page;
 mod parse;
 mod produce;
 mod pump;
@@ -23,12 +24,11 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tsblob_proto::framing::MEDIA_TYPE;
 
-use super::body::channel_body;
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
 use parse::{many_entries, one_entry, post_body};
 use produce::{Producer, Step, CHUNK};
-use pump::{pump, Live};
+use pump::{pump, step_body, Live};
 
 pub use parse::{parse_body, parse_query, FollowOpts, QueryBody, QueryRequest, DEFAULT_HEARTBEAT};
 // (`__path_remove`: the OpenAPI description `#[utoipa::path]` generates, named by `openapi.rs`.)
@@ -36,8 +36,6 @@ pub use delete::{__path_remove, remove};
 
 /// The media type of `meta=true` answers: one JSON object per line.
 pub const NDJSON: &str = "application/x-ndjson";
-/// Chunks queued between the producer and the socket.
-const DEPTH: usize = 16;
 
 /// Streams the records of a time range.
 #[utoipa::path(get, path = "/api/v1/b/{bucket}/{entry}/query", tag = "records",
@@ -168,7 +166,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         Step::Fail(pieces, e) if pieces.is_empty() && p.count == 0 => return Err(e),
         other => other,
     };
-    let (tx, body) = channel_body(DEPTH);
+    let (tx, body) = step_body();
     let metrics = t.state.metrics.clone();
     // The stream checks its token again whenever the tokens change, for as long as it runs.
     let grant = t.state.auth.grant(&t.caller, &grant_bucket);

@@ -46,7 +46,7 @@ pub(super) enum Step {
 /// Payloads at least this long are sent as their own piece, straight from the buffer the
 /// engine read them into; shorter ones are copied next to their heads (one piece per record
 /// would cost more in chunk framing and syscalls than the copy).
-const OWN_PIECE: usize = 16 << 10;
+pub(super) const OWN_PIECE: usize = 16 << 10;
 
 /// The pieces of one step: heads and small records gathered in `buf`, large payloads kept as
 /// the buffers they were read into.
@@ -126,8 +126,8 @@ impl Pieces {
             self.done.push((piece, n));
         } else {
             let cap = self.buf.capacity() as u64;
-            self.done
-                .push((std::mem::take(&mut self.buf).freeze(), cap));
+            let full = std::mem::take(&mut self.buf);
+            self.done.push((super::page::freeze(full), cap));
         }
     }
 
@@ -135,6 +135,7 @@ impl Pieces {
     /// reservation in the memory budget) until the connection has written it.
     fn finish(mut self, room: &mut Held) -> Vec<Bytes> {
         self.flush();
+        super::page::give_back(std::mem::take(&mut self.buf));
         self.done
             .into_iter()
             .map(|(b, ours)| if ours > 0 { room.attach(b, ours) } else { b })
@@ -253,9 +254,10 @@ impl Producer {
 
     fn step(&mut self) -> Step {
         // Sized for a step's page (and the record that ends it) at once: grown by doubling
-        // from empty, it costs a copy per doubling and up to twice its length.
+        // from empty, it costs a copy per doubling and up to twice its length. A page the
+        // connection has written is reused (`page.rs`).
         let mut out = Pieces {
-            buf: BytesMut::with_capacity(CHUNK + OWN_PIECE + 4096),
+            buf: super::page::take(),
             ..Pieces::default()
         };
         let mut idle = 0;

@@ -11,6 +11,34 @@ use super::produce::{Producer, Step, CHUNK};
 use crate::http::auth::StreamGrant;
 use crate::http::errors::AppError;
 
+/// Steps queued between the producer and the socket. Each is one message however many
+/// pieces it has (one wake-up of the connection's task per step, not per piece), and
+/// this few keep the socket fed while the next step runs: a step of small records is a
+/// page of `CHUNK` bytes, so a query holds about `STEPS_AHEAD + 2` pages, not 16
+/// (fresh pages faulted in and zeroed were a quarter of the server's CPU in range reads of
+/// 10 KiB records: `docs/benchmarks/range-pages-2026-11-26.md`).
+const STEPS_AHEAD: usize = 2;
+
+/// The sending side of a query's response body: whole steps.
+pub(super) type StepTx = tokio::sync::mpsc::Sender<Result<Vec<Bytes>, std::io::Error>>;
+
+/// A response body fed by a pump: the pieces of each step in order, then the end (or
+/// the error a step ended with).
+pub(super) fn step_body() -> (StepTx, axum::body::Body) {
+    use futures_util::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(STEPS_AHEAD);
+    let pieces = tokio_stream::wrappers::ReceiverStream::new(rx).flat_map(
+        |step: Result<Vec<Bytes>, std::io::Error>| {
+            let pieces: Vec<Result<Bytes, std::io::Error>> = match step {
+                Ok(pieces) => pieces.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures_util::stream::iter(pieces)
+        },
+    );
+    (tx, axum::body::Body::from_stream(pieces))
+}
+
 /// What a live tail needs besides its producer. Dropped when its stream ends (or its
 /// client leaves): nothing of it outlives the response.
 pub(super) struct Live {
@@ -42,7 +70,7 @@ fn settle_deadline(ahead: Option<u64>, settle: Duration) -> Option<tokio::time::
 pub(super) async fn pump(
     mut p: Producer,
     first: Step,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    tx: StepTx,
     mut live: Option<Live>,
     mut grant: StreamGrant,
 ) -> (u64, u64) {
@@ -118,9 +146,9 @@ pub(super) async fn pump(
                 pieces.push(p.heartbeat_piece());
             }
         }
-        for piece in pieces {
-            sent += piece.len() as u64;
-            if tx.send(Ok(piece)).await.is_err() {
+        if !pieces.is_empty() {
+            sent += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
+            if tx.send(Ok(pieces)).await.is_err() {
                 return (sent, steps); // the client went away
             }
             last_sent = Instant::now();
@@ -153,7 +181,7 @@ pub(super) async fn pump(
                 _ = tokio::time::sleep_until(beat_at) => {
                     let beat = p.heartbeat_piece();
                     sent += beat.len() as u64;
-                    if tx.send(Ok(beat)).await.is_err() {
+                    if tx.send(Ok(vec![beat])).await.is_err() {
                         return (sent, steps);
                     }
                     last_sent = Instant::now();
@@ -170,11 +198,7 @@ pub(super) async fn pump(
 /// or that found no room in the memory budget: an error frame (an `{"error": ...}` line with `meta=true`) between records, a cut
 /// inside a large record's payload (the client sees a short body, never wrong bytes).
 /// Returns the bytes sent.
-async fn revoked(
-    p: &Producer,
-    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-    e: AppError,
-) -> u64 {
+async fn revoked(p: &Producer, tx: &StepTx, e: AppError) -> u64 {
     tracing::info!("query stream ended: {e}");
     if p.large.is_some() {
         e.log();
@@ -183,6 +207,6 @@ async fn revoked(
     }
     let piece = p.error_piece(&e);
     let n = piece.len() as u64;
-    let _ = tx.send(Ok(piece)).await;
+    let _ = tx.send(Ok(vec![piece])).await;
     n
 }

@@ -182,6 +182,21 @@ pub fn exec(s: &Store, op: &Op) -> Outcome {
                 Err(e) => err(e),
             }
         }
+        Op::Compress { b, e, stop } => {
+            let rule = LifecycleRule {
+                entries: vec![e.clone()],
+                mode: LifecycleMode::Disabled,
+                action: LifecycleAction::Compress,
+                ..LifecycleRule::new(&format!("cz-{}", e.replace('/', "-")), 1_000_000)
+            };
+            let _ = s.remove_lifecycle_rule(b, &rule.name);
+            match s.set_lifecycle_rule(b, rule.clone()) {
+                Ok(_) => s
+                    .run_lifecycle(b, &rule.name, stop + rule.older_than, u64::MAX)
+                    .map_or_else(err, |p| Outcome::Count(p.compressed)),
+                Err(e) => err(e),
+            }
+        }
         Op::RemoveEntry { b, e } => s.remove_entry(b, e).map_or_else(err, |_| Outcome::Done),
         Op::RenameEntry { b, e, via } => match s.rename_entry(b, e, via) {
             Ok(_) => s

@@ -81,6 +81,14 @@ pub enum Op {
         start: u64,
         stop: u64,
     },
+    /// A compress lifecycle rule on the lane's own entry `e`, run once with a clock that puts
+    /// its cutoff at `stop`: no record changes (reads check the bytes afterwards), killed
+    /// half-way each is raw or compressed.
+    Compress {
+        b: String,
+        e: String,
+        stop: u64,
+    },
     RemoveEntry {
         b: String,
         e: String,
@@ -256,7 +264,8 @@ impl LanePlan {
             .insert(ts, 1);
         Rec {
             ts,
-            ver: 1,
+            // every fourth version compresses well: a compress rule has work
+            ver: if rng.random_bool(0.25) { 4 } else { 1 },
             len: payload_len(rng),
             ct: CTS[rng.random_range(0..3)].into(),
             labels: labels(rng),
@@ -365,7 +374,12 @@ impl LanePlan {
                     stop,
                 }
             }
-            54..=55 => {
+            55 => {
+                let e = format!("p{}", self.lane);
+                let stop = self.pick(rng, &b, &e).max(base) + rng.random_range(0..40);
+                Op::Compress { b, e, stop }
+            }
+            54 => {
                 let start = self.pick(rng, &b, &e).max(base);
                 let stop = start + rng.random_range(1..60);
                 if let Some(o) = self.own.get_mut(&(b.clone(), e.clone())) {
