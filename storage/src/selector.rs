@@ -10,6 +10,14 @@ use crate::when::{Matcher, Stop};
 /// Records removed per index commit in a removal (by range or condition).
 pub(crate) const REMOVE_PAGE: usize = 4096;
 
+/// What [`Selector::judge`] makes of one record.
+pub(crate) enum Verdict {
+    Keep,
+    Skip,
+    /// The condition's `$limit` was reached: this record and every one after it are left.
+    End,
+}
+
 /// What a query keeps of the records it walks, with the state of its condition.
 pub(crate) struct Selector {
     filters: Vec<LabelFilter>,
@@ -40,6 +48,25 @@ impl Selector {
         }
     }
 
+    /// Whether the record `(ts, v)`, the next one walked, matches the filters and the
+    /// condition (its limit aside). An `Err`: a strict condition met a missing label.
+    pub(crate) fn judge(&mut self, ts: u64, v: &IndexValue) -> Result<Verdict> {
+        let labels = &v.attrs.labels;
+        if !self.filters.iter().all(|f| f.matches(labels)) {
+            return Ok(Verdict::Skip);
+        }
+        let Some(m) = self.matcher.as_mut() else {
+            return Ok(Verdict::Keep);
+        };
+        match m.matches(ts, labels) {
+            Ok(true) => Ok(Verdict::Keep),
+            Ok(false) => Ok(Verdict::Skip),
+            Err(Stop::Limit) => Ok(Verdict::End),
+            Err(Stop::Missing(label)) => Err(QueryError::MissingLabel { label, ts }.into()),
+            Err(Stop::Invalid(message)) => Err(QueryError::Invalid { message, ts }.into()),
+        }
+    }
+
     /// Moves the records of `page` that match into `out`, in order. `Ok(true)`: the query
     /// has ended (its limit or a `$limit` was reached); nothing after the last kept record
     /// may match. An `Err` (a strict condition met a missing label) comes after the records
@@ -53,22 +80,10 @@ impl Selector {
             if self.left == 0 {
                 return Ok(true);
             }
-            let labels = &v.attrs.labels;
-            if !self.filters.iter().all(|f| f.matches(labels)) {
-                continue;
-            }
-            if let Some(m) = self.matcher.as_mut() {
-                match m.matches(ts, labels) {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    Err(Stop::Limit) => return Ok(true),
-                    Err(Stop::Missing(label)) => {
-                        return Err(QueryError::MissingLabel { label, ts }.into())
-                    }
-                    Err(Stop::Invalid(message)) => {
-                        return Err(QueryError::Invalid { message, ts }.into())
-                    }
-                }
+            match self.judge(ts, &v)? {
+                Verdict::Keep => {}
+                Verdict::Skip => continue,
+                Verdict::End => return Ok(true),
             }
             self.left -= 1;
             out.extend([(ts, v)]);

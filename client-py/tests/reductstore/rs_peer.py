@@ -1,6 +1,7 @@
 """A real ReductStore (1.21.5, from scripts/install-peers.sh) for the tests that compare
-tsblob's ReductStore API with the original, and the ReductStore CLI (`rcli`, reduct-cli from
-crates.io, from scripts/install-tools.sh)."""
+tsblob's ReductStore API with the original, the ReductStore CLI (`rcli`, reduct-cli from
+crates.io, from scripts/install-tools.sh), and `tsblob serve` with its ReductStore API on a
+listener of its own (`serve_reduct`) with a reduct-py client of it (the `rclient` fixture)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from contextlib import contextmanager
+from typing import AsyncIterator, Iterator
 
 import pytest
+from reduct import Client
 
 from conftest import ADMIN_TOKEN, Server, free_port
 
@@ -67,12 +70,35 @@ def run_reductstore(data: Path) -> Iterator[str]:
             proc.kill()
 
 
-def run_tsblob_reduct(data: Path) -> Iterator[str]:
-    """Runs `tsblob serve` on `data` with ADMIN_TOKEN and its ReductStore API on a listener of
-    its own (`--reductstore-listen`); yields that listener's URL."""
+class ReductServer:
+    """A `tsblob serve` and the URL of its ReductStore API."""
+
+    def __init__(self, srv: Server, url: str) -> None:
+        self.srv = srv
+        self.url = url
+
+
+@contextmanager
+def serve_reduct(data: Path, *args: str) -> Iterator[ReductServer]:
+    """Runs `tsblob serve` on `data` with ADMIN_TOKEN, its ReductStore API on a listener of
+    its own (`--reductstore-listen`) and `args`; stops it on leaving."""
     port = free_port()
-    srv = Server(data, ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}"], ADMIN_TOKEN).start()
+    srv = Server(data, ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}", *args],
+                 ADMIN_TOKEN).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield ReductServer(srv, f"http://127.0.0.1:{port}")
     finally:
         srv.stop()
+
+
+def run_tsblob_reduct(data: Path) -> Iterator[str]:
+    """`serve_reduct` for a fixture that wants the URL only."""
+    with serve_reduct(data) as rs:
+        yield rs.url
+
+
+@pytest.fixture
+async def rclient(rs: ReductServer) -> AsyncIterator[Client]:
+    """A reduct-py client of the module's `rs` fixture, as the admin."""
+    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
+        yield c

@@ -6,37 +6,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import AsyncIterator, Iterator
+from typing import Iterator
 
 import pytest
 from reduct import Client, ReductError
 from reduct.batch.batch_v2 import RecordBatch
 
 import tsblob
-from conftest import ADMIN_TOKEN, Server, free_port
+from conftest import ADMIN_TOKEN
+from rs_peer import ReductServer, rclient, serve_reduct  # rclient: a fixture of their tests
 
 pytestmark = pytest.mark.server
 
 
-class ReductServer:
-    def __init__(self, srv: Server, url: str) -> None:
-        self.srv = srv
-        self.url = url
-
-
 @pytest.fixture(scope="module")
 def rs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReductServer]:
-    port = free_port()
-    srv = Server(tmp_path_factory.mktemp("tsblob-reduct-attach") / "data",
-                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}"], ADMIN_TOKEN).start()
-    yield ReductServer(srv, f"http://127.0.0.1:{port}")
-    srv.stop()
-
-
-@pytest.fixture
-async def rclient(rs: ReductServer) -> AsyncIterator[Client]:
-    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
-        yield c
+    with serve_reduct(tmp_path_factory.mktemp("tsblob-reduct-attach") / "data") as srv:
+        yield srv
 
 
 def name() -> str:

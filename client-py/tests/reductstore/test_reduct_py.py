@@ -10,39 +10,25 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from typing import AsyncIterator, Iterator
+from typing import Iterator
 
 import pytest
 from reduct import Batch, BucketSettings, Client, Permissions, QuotaType, ReductError
 
 import tsblob
-from conftest import ADMIN_TOKEN, Server, free_port
+from conftest import ADMIN_TOKEN
+from rs_peer import ReductServer, rclient, serve_reduct  # rclient: a fixture of their tests
 
 pytestmark = pytest.mark.server
-
-
-class ReductServer:
-    def __init__(self, srv: Server, url: str) -> None:
-        self.srv = srv
-        self.url = url
 
 
 @pytest.fixture(scope="module")
 def rs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReductServer]:
     """tsblob with an admin token and the ReductStore API on a port of its own (small body
     limits, which the ReductStore routes must honour as the native ones do)."""
-    port = free_port()
-    srv = Server(tmp_path_factory.mktemp("tsblob-reduct") / "data",
-                 ["--token", ADMIN_TOKEN, "--reductstore-listen", f"127.0.0.1:{port}", "--max-body", "1MiB",
-                  "--max-batch-record", "256KiB"], ADMIN_TOKEN).start()
-    yield ReductServer(srv, f"http://127.0.0.1:{port}")
-    srv.stop()
-
-
-@pytest.fixture
-async def rclient(rs: ReductServer) -> AsyncIterator[Client]:
-    async with Client(rs.url, api_token=ADMIN_TOKEN) as c:
-        yield c
+    with serve_reduct(tmp_path_factory.mktemp("tsblob-reduct") / "data", "--max-body", "1MiB",
+                      "--max-batch-record", "256KiB") as srv:
+        yield srv
 
 
 def name() -> str:

@@ -135,6 +135,48 @@ impl BodyChunks {
     }
 }
 
+/// A JSON request body read whole into a `T`: at most `limit` bytes (413 past it; 408 for
+/// one that stalls or trickles, as [`BodyChunks`]). `bad` makes the 4xx for a body that is
+/// not a `T`: it says what was expected, with an example ([`not_like`] for the usual 400).
+pub async fn json<T: serde::de::DeserializeOwned>(
+    body: Body,
+    limit: u64,
+    limits: &Limits,
+    bad: impl FnOnce(serde_json::Error) -> AppError,
+) -> Result<T, AppError> {
+    json_else(body, limit, limits, None, bad).await
+}
+
+/// [`json`] where an empty body (or one of white space only) is `T::default()`.
+pub async fn json_or_default<T: serde::de::DeserializeOwned + Default>(
+    body: Body,
+    limit: u64,
+    limits: &Limits,
+    bad: impl FnOnce(serde_json::Error) -> AppError,
+) -> Result<T, AppError> {
+    json_else(body, limit, limits, Some(T::default), bad).await
+}
+
+/// [`json`], with what an empty body gives (`None`: it is parsed, and fails, as any other).
+async fn json_else<T: serde::de::DeserializeOwned>(
+    body: Body,
+    limit: u64,
+    limits: &Limits,
+    empty: Option<fn() -> T>,
+    bad: impl FnOnce(serde_json::Error) -> AppError,
+) -> Result<T, AppError> {
+    let bytes = BodyChunks::new(body, limit, limits).collect(1024).await?;
+    match empty {
+        Some(empty) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(empty()),
+        _ => serde_json::from_slice(&bytes).map_err(bad),
+    }
+}
+
+/// The 400 for a body that is not JSON like `example`.
+pub fn not_like(example: &str) -> impl FnOnce(serde_json::Error) -> AppError + '_ {
+    move |e| AppError::bad_request(format!("the body must be JSON like {example}: {e}"))
+}
+
 /// A response body fed by a blocking producer: it sends chunks with `blocking_send`, which
 /// waits while the client is slower than the disk, so at most `depth` chunks are queued.
 pub fn channel_body(

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tsblob_storage::{BucketInfo, BucketSettings, BucketSettingsUpdate, EntryInfo, QuotaType};
 
 use super::auth::Caller;
-use super::body::BodyChunks;
+use super::body::json_or_default;
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::EntryJson;
 use super::AppState;
@@ -124,37 +124,39 @@ fn parse_max_age(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
 }
 
 impl SettingsInput {
-    fn parse(body: &[u8]) -> Result<BucketSettingsUpdate, AppError> {
-        let input: SettingsInput = if body.iter().all(u8::is_ascii_whitespace) {
-            SettingsInput::default()
-        } else {
-            serde_json::from_slice(body).map_err(|e| {
-                AppError::bad_request(format!(
-                    "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age, tier_local_max, tier_after"
-                ))
-            })?
-        };
+    /// A settings body (empty: no change from the defaults).
+    async fn read(body: Body, limits: &super::Limits) -> Result<BucketSettingsUpdate, AppError> {
+        let input: SettingsInput = json_or_default(body, 1 << 20, limits, |e| {
+            AppError::bad_request(format!(
+                "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age, tier_local_max, tier_after"
+            ))
+        })
+        .await?;
+        input.into_update()
+    }
+
+    fn into_update(self) -> Result<BucketSettingsUpdate, AppError> {
         Ok(BucketSettingsUpdate {
-            quota_type: input
+            quota_type: self
                 .quota_type
                 .map(|q| q.parse::<QuotaType>())
                 .transpose()
                 .map_err(AppError::invalid_settings)?,
-            quota_size: input.quota_size,
-            max_block_size: input.max_block_size,
-            max_block_records: input.max_block_records,
-            compression: input
+            quota_size: self.quota_size,
+            max_block_size: self.max_block_size,
+            max_block_records: self.max_block_records,
+            compression: self
                 .compression
                 .map(|c| c.parse())
                 .transpose()
                 .map_err(AppError::invalid_settings)?,
-            max_age: input.max_age.as_ref().map(parse_max_age).transpose()?,
-            tier_local_max: input
+            max_age: self.max_age.as_ref().map(parse_max_age).transpose()?,
+            tier_local_max: self
                 .tier_local_max
                 .as_ref()
                 .map(parse_local_max)
                 .transpose()?,
-            tier_after: input
+            tier_after: self
                 .tier_after
                 .as_ref()
                 .map(|v| parse_max_age(v).map_err(|e| rename_setting(e, "max_age", "tier_after")))
@@ -293,10 +295,7 @@ pub async fn create(
 ) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("create buckets")?;
-    let body = BodyChunks::new(body, 1 << 20, &state.limits)
-        .collect(256)
-        .await?;
-    let update = SettingsInput::parse(&body)?;
+    let update = SettingsInput::read(body, &state.limits).await?;
     let store = state.store.clone();
     let settings = store.options().default_bucket.apply(&update);
     settings.validate().map_err(AppError::invalid_settings)?;
@@ -321,10 +320,7 @@ pub async fn update(
 ) -> Result<Json<BucketJson>, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("change bucket settings")?;
-    let body = BodyChunks::new(body, 1 << 20, &state.limits)
-        .collect(256)
-        .await?;
-    let update = SettingsInput::parse(&body)?;
+    let update = SettingsInput::read(body, &state.limits).await?;
     let store = state.store.clone();
     let name = bucket.clone();
     blocking(move || Ok(store.update_bucket(&name, &update)?)).await?;

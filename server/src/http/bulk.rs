@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tsblob_storage::{Labels, Query};
 
 use super::batch::RecordResult;
-use super::body::BodyChunks;
+use super::body::{json, not_like};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
 use super::when;
@@ -33,18 +33,6 @@ fn split(labels: BTreeMap<String, Option<String>>) -> Result<(Labels, Vec<String
         }
     }
     Ok((set, remove))
-}
-
-async fn json_body<T: for<'de> Deserialize<'de>>(
-    t: &Target,
-    req: Request,
-    example: &str,
-) -> Result<T, AppError> {
-    let body = BodyChunks::new(req.into_body(), BODY_LIMIT, &t.state.limits)
-        .collect(1024)
-        .await?;
-    serde_json::from_slice(&body)
-        .map_err(|e| AppError::bad_request(format!("the body must be JSON like {example}: {e}")))
 }
 
 /// The body of `PATCH …/{entry}/query`.
@@ -74,10 +62,11 @@ pub struct LabelsWhere {
               (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_where(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
-    let b: LabelsWhere = json_body(
-        &t,
-        req,
-        r#"{"start": 0, "stop": 100, "when": {"&cam": {"$eq": "front"}}, "labels": {"reviewed": "yes", "draft": null}}"#,
+    let b: LabelsWhere = json(
+        req.into_body(),
+        BODY_LIMIT,
+        &t.state.limits,
+        not_like(r#"{"start": 0, "stop": 100, "when": {"&cam": {"$eq": "front"}}, "labels": {"reviewed": "yes", "draft": null}}"#),
     )
     .await?;
     let (set, remove) = split(b.labels)?;
@@ -181,10 +170,11 @@ fn results<T>(asked: &[u64], out: Vec<tsblob_storage::Result<T>>) -> BulkResult 
     responses((status = 200, body = BulkResult), (status = 404, body = ErrorBody)))]
 pub async fn update_batch(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
-    let b: LabelsBatch = json_body(
-        &t,
-        req,
-        r#"{"records": [{"ts": 1, "labels": {"reviewed": "yes", "draft": null}}]}"#,
+    let b: LabelsBatch = json(
+        req.into_body(),
+        BODY_LIMIT,
+        &t.state.limits,
+        not_like(r#"{"records": [{"ts": 1, "labels": {"reviewed": "yes", "draft": null}}]}"#),
     )
     .await?;
     too_many(b.records.len(), &t)?;
@@ -206,7 +196,13 @@ pub async fn update_batch(t: Target, req: Request) -> Result<Response, AppError>
     responses((status = 200, body = BulkResult), (status = 404, body = ErrorBody)))]
 pub async fn remove_batch(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
-    let b: RemoveBatch = json_body(&t, req, r#"{"ts": [1, 2, 3]}"#).await?;
+    let b: RemoveBatch = json(
+        req.into_body(),
+        BODY_LIMIT,
+        &t.state.limits,
+        not_like(r#"{"ts": [1, 2, 3]}"#),
+    )
+    .await?;
     too_many(b.ts.len(), &t)?;
     let asked = b.ts.clone();
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);

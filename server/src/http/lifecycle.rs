@@ -17,7 +17,7 @@ use tsblob_storage::{
 };
 
 use super::auth::Caller;
-use super::body::BodyChunks;
+use super::body::json;
 use super::errors::{blocking, AppError, ErrorBody};
 use super::when;
 use super::AppState;
@@ -300,14 +300,12 @@ pub async fn put(
 ) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("change lifecycle rules")?;
-    let body = BodyChunks::new(body, 1 << 20, &state.limits)
-        .collect(256)
-        .await?;
-    let input: RuleInput = serde_json::from_slice(&body).map_err(|e| {
+    let input: RuleInput = json(body, 1 << 20, &state.limits, |e| {
         AppError::bad_request(format!(
             "the rule is not valid JSON ({e}); fields: older_than, interval, entries, when, mode, action"
         ))
-    })?;
+    })
+    .await?;
     let change = input.into_change(&name)?;
     let (store, b, n) = (state.store.clone(), bucket.clone(), name.clone());
     let (replaced, (r, s)) = blocking(move || {

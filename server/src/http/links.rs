@@ -593,14 +593,15 @@ pub async fn create(
     req: Request,
 ) -> Result<Response, AppError> {
     let base = base_of(&state, &req, "")?;
-    let body = super::body::BodyChunks::new(req.into_body(), 1 << 20, &state.limits)
-        .collect(1024)
-        .await?;
-    let spec: CreateLink = serde_json::from_slice(&body).map_err(|e| {
-        AppError::bad_request(format!(
-            "the body must be JSON like {{\"bucket\": \"b\", \"entry\": \"cams/front\", \"start\": 0, \"stop\": 100, \"when\": {{\"&score\": {{\"$gt\": 10}}}}, \"index\": 0, \"expires_in\": 3600}}: {e}"
-        ))
-    })?;
+    let spec: CreateLink = super::body::json(
+        req.into_body(),
+        1 << 20,
+        &state.limits,
+        super::body::not_like(
+            r#"{"bucket": "b", "entry": "cams/front", "start": 0, "stop": 100, "when": {"&score": {"$gt": 10}}, "index": 0, "expires_in": 3600}"#,
+        ),
+    )
+    .await?;
     Ok(Json(make(&state, &caller, spec, base).await?).into_response())
 }
 

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tsblob_storage::{EntryInfo, Labels, Payload, RecordMeta, WriteMeta};
 
 use super::auth::Caller;
-use super::body::{channel_body, content_length, BodyChunks};
+use super::body::{channel_body, content_length, json, not_like, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{
     check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER,
@@ -257,14 +257,13 @@ pub async fn update_labels(t: Target, req: Request) -> Result<Response, AppError
     let ts = params
         .ts
         .ok_or_else(|| AppError::bad_request("PATCH needs ?ts=<µs> naming the record to update"))?;
-    let body = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
-        .collect(1024)
-        .await?;
-    let update: LabelUpdate = serde_json::from_slice(&body).map_err(|e| {
-        AppError::bad_request(format!(
-            "the body must be JSON like {{\"labels\": {{\"key\": \"value\", \"gone\": null}}}}: {e}"
-        ))
-    })?;
+    let update: LabelUpdate = json(
+        req.into_body(),
+        1 << 20,
+        &t.state.limits,
+        not_like(r#"{"labels": {"key": "value", "gone": null}}"#),
+    )
+    .await?;
     let mut set = Labels::new();
     let mut remove = Vec::new();
     for (k, v) in update.labels {
@@ -336,14 +335,12 @@ pub struct RenameBody {
 
 /// Reads a rename's body (at most 4 KiB).
 pub async fn rename_body(req: Request, state: &AppState) -> Result<String, AppError> {
-    let body = BodyChunks::new(req.into_body(), 4096, &state.limits)
-        .collect(256)
-        .await?;
-    let b: RenameBody = serde_json::from_slice(&body).map_err(|e| {
+    let b: RenameBody = json(req.into_body(), 4096, &state.limits, |e| {
         AppError::bad_request(format!(
             "the body of a rename must be JSON like {{\"new_name\": \"cams/left\"}}: {e}"
         ))
-    })?;
+    })
+    .await?;
     Ok(b.new_name)
 }
 

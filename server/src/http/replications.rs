@@ -9,7 +9,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
 use super::auth::Caller;
-use super::body::BodyChunks;
+use super::body::{json, not_like};
 use super::errors::{AppError, ErrorBody};
 use super::AppState;
 use crate::replication::{TaskInfo, TaskSpec};
@@ -72,14 +72,15 @@ pub async fn put(
     body: Body,
 ) -> Result<Response, AppError> {
     caller.require_admin("manage replication tasks")?;
-    let body = BodyChunks::new(body, 1 << 20, &state.limits)
-        .collect(4096)
-        .await?;
-    let spec: TaskSpec = serde_json::from_slice(&body).map_err(|e| {
-        AppError::bad_request(format!(
-            "the body must be JSON like {{\"src_bucket\": \"cams\", \"dst_url\": \"http://cloud:8686\", \"dst_bucket\": \"cams\", \"dst_token\": \"...\", \"entries\": [\"front/*\"], \"when\": {{\"&score\": {{\"$gt\": 5}}}}, \"mode\": \"enabled\", \"from\": 0}}: {e}"
-        ))
-    })?;
+    let spec: TaskSpec = json(
+        body,
+        1 << 20,
+        &state.limits,
+        not_like(
+            r#"{"src_bucket": "cams", "dst_url": "http://cloud:8686", "dst_bucket": "cams", "dst_token": "...", "entries": ["front/*"], "when": {"&score": {"$gt": 5}}, "mode": "enabled", "from": 0}"#,
+        ),
+    )
+    .await?;
     let created = state.replications.put(&name, spec).await?;
     let info = state.replications.info(&name).await?;
     let status = if created {

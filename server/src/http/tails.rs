@@ -3,7 +3,7 @@
 //! The engine's commit listener is given the ids of the entries a commit put records into
 //! (`Store::on_commit`). [`Tails`] keeps, per entry id, the tails that read that entry and
 //! wakes only those, telling each which of its entries changed, so a multi-entry tail walks
-//! only them (`MultiIter::resume_changed`). A write to a bucket no tail watches costs one
+//! only them (`QueryIter::resume_changed`). A write to a bucket no tail watches costs one
 //! map look-up, whatever the number of idle tails (defect 4 of issue 27: every commit woke
 //! every tail, and each walked all its entries).
 //!

@@ -8,7 +8,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
 use super::auth::{self, Caller, StoredToken};
-use super::body::BodyChunks;
+use super::body::{json_or_default, not_like};
 use super::errors::{AppError, ErrorBody};
 use super::AppState;
 
@@ -138,18 +138,15 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, AppError> {
     caller.require_admin("create tokens")?;
-    let body = BodyChunks::new(body, 1 << 20, &state.limits)
-        .collect(256)
-        .await?;
-    let spec: TokenSpec = if body.iter().all(u8::is_ascii_whitespace) {
-        TokenSpec::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            AppError::bad_request(format!(
-                "the body must be JSON like {{\"full_access\": false, \"read\": [\"bucket\"], \"write\": [\"cam-*\"], \"expires_at\": 1767225600000000, \"ttl\": 3600, \"ip_allowlist\": [\"10.0.0.0/8\"]}}: {e}"
-            ))
-        })?
-    };
+    let spec: TokenSpec = json_or_default(
+        body,
+        1 << 20,
+        &state.limits,
+        not_like(
+            r#"{"full_access": false, "read": ["bucket"], "write": ["cam-*"], "expires_at": 1767225600000000, "ttl": 3600, "ip_allowlist": ["10.0.0.0/8"]}"#,
+        ),
+    )
+    .await?;
     let auth = state.auth.clone();
     let n = name.clone();
     // The token file is fsynced: keep that off the async workers.

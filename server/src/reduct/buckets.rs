@@ -9,7 +9,6 @@ use axum::{Extension, Json};
 use super::wire::{BucketFullJson, BucketJson, EntryJson, Settings};
 use super::{method_not_allowed, ok_empty, Ctx};
 use crate::http::auth::Caller;
-use crate::http::body::BodyChunks;
 use crate::http::errors::blocking;
 use crate::http::records::Target;
 use crate::http::{AppError, AppState};
@@ -67,17 +66,12 @@ pub async fn bucket_route(
 
 /// An optional settings document (absent or empty: the defaults).
 async fn settings_body(state: &AppState, body: Body) -> Result<Settings, AppError> {
-    let bytes = BodyChunks::new(body, SETTINGS_BODY, &state.limits)
-        .collect(256)
-        .await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Settings::default());
-    }
-    serde_json::from_slice(&bytes).map_err(|e| {
+    crate::http::body::json_or_default(body, SETTINGS_BODY, &state.limits, |e| {
         AppError::invalid_settings(format!(
             "the bucket settings are not valid JSON ({e}): send e.g. {{\"quota_type\": \"FIFO\", \"quota_size\": 1000000000}}"
         ))
     })
+    .await
 }
 
 async fn full_info(state: &AppState, name: String) -> Result<BucketFullJson, AppError> {

@@ -24,7 +24,6 @@ use tsblob_storage::{
 use super::server::rfc3339;
 use super::{method_not_allowed, ok_empty, Ctx};
 use crate::http::auth::Caller;
-use crate::http::body::BodyChunks;
 use crate::http::errors::blocking;
 use crate::http::lifecycle::{duration_text, RuleChange, RuleInput};
 use crate::http::AppError;
@@ -195,14 +194,12 @@ impl SettingsDoc {
 }
 
 async fn settings_doc(ctx: &Ctx, req: Request) -> Result<SettingsDoc, AppError> {
-    let body = BodyChunks::new(req.into_body(), 1 << 20, &ctx.state.limits)
-        .collect(256)
-        .await?;
-    serde_json::from_slice(&body).map_err(|e| {
+    crate::http::body::json(req.into_body(), 1 << 20, &ctx.state.limits, |e| {
         AppError::invalid_settings(format!(
             "the lifecycle settings are not valid ({e}): give bucket, older_than and optionally type, entries, interval, when, mode"
         ))
     })
+    .await
 }
 
 /// `GET /api/v1/lifecycles`.
@@ -292,18 +289,16 @@ pub async fn set_mode(
     req: Request,
 ) -> Result<Response, AppError> {
     caller.require_admin("change lifecycle rules")?;
-    let body = BodyChunks::new(req.into_body(), 64 << 10, &ctx.state.limits)
-        .collect(16)
-        .await?;
     #[derive(Deserialize)]
     struct ModeDoc {
         mode: String,
     }
-    let doc: ModeDoc = serde_json::from_slice(&body).map_err(|e| {
+    let doc: ModeDoc = crate::http::body::json(req.into_body(), 64 << 10, &ctx.state.limits, |e| {
         AppError::invalid_settings(format!(
             "the body must be {{\"mode\": \"enabled\" | \"disabled\" | \"dry_run\"}} ({e})"
         ))
-    })?;
+    })
+    .await?;
     let mode: LifecycleMode = doc.mode.parse().map_err(AppError::invalid_settings)?;
     let store = ctx.state.store.clone();
     blocking(move || {

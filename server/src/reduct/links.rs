@@ -17,7 +17,6 @@ use tsblob_proto::ErrorCode;
 use super::query::QueryJson;
 use super::Ctx;
 use crate::http::auth::Caller;
-use crate::http::body::BodyChunks;
 use crate::http::links::{self, CreateLink, RecordAnswer, RecordRef};
 use crate::http::records::Target;
 use crate::http::AppError;
@@ -56,15 +55,13 @@ pub async fn create(
         .and_then(|o| o.path().strip_suffix(req.uri().path()).map(str::to_string))
         .unwrap_or_default();
     let base = links::base_of(&ctx.state, &req, &prefix)?;
-    let body = BodyChunks::new(req.into_body(), 1 << 20, &ctx.state.limits)
-        .collect(1024)
-        .await?;
-    let r: CreateRequest = serde_json::from_slice(&body).map_err(|e| {
+    let r: CreateRequest = crate::http::body::json(req.into_body(), 1 << 20, &ctx.state.limits, |e| {
         AppError::unprocessable(
             ErrorCode::InvalidLink,
             format!("the body must be ReductStore's query link request ({e}): {{\"bucket\", \"entry\", \"record_entry\", \"record_timestamp\", \"query\": {{\"query_type\": \"QUERY\"}}, \"expire_at\"}}"),
         )
-    })?;
+    })
+    .await?;
     let q: QueryJson = serde_json::from_value(r.query.clone()).map_err(|e| {
         unprocessable(&format!(
             "the query is not ReductStore's query document: {e}"

@@ -11,7 +11,7 @@
 //! Bounds: `--reductstore-max-queries` sessions at once (429 past it); a batch holds at most
 //! [`BATCH_RECORDS`] records and [`BATCH_BYTES`] bytes of payload (one larger record goes
 //! alone), taken from the server's memory budget (`--memory-budget`; 503 `busy` when it is
-//! spent) until the answer is sent; a session's position is the engine's `MultiIter`, which
+//! spent) until the answer is sent; a session's position is the engine's `QueryIter`, which
 //! holds one page of index records per entry.
 
 use std::collections::HashMap;
@@ -27,12 +27,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde::Deserialize;
-use tsblob_storage::{MultiIter, QueryItem, RecordMeta, Windows};
+use tsblob_storage::{QueryItem, QueryIter, RecordMeta, Windows};
 
 use super::wire::{encode_entry, label_delta_v2, BatchHeaderV1, LAST_HEADER, TIME_PREFIX};
 use super::Ctx;
 use crate::http::auth::Caller;
-use crate::http::body::BodyChunks;
 use crate::http::errors::blocking;
 use crate::http::records::Target;
 use crate::http::AppError;
@@ -77,7 +76,7 @@ struct Cursor {
 /// `tsblob_storage::WINDOW_MAX` of address space); a query of more entries maps again.
 const ENTRY_WINDOWS: usize = 8;
 
-/// A session's block windows, per entry ([`tsblob_storage::MultiIter::windowed`]): records
+/// A session's block windows, per entry ([`tsblob_storage::QueryIter::windowed`]): records
 /// of entries taking turns (merged by time) would otherwise map a new window at each turn.
 #[derive(Default)]
 struct EntryWindows(Vec<(String, Windows)>);
@@ -101,7 +100,7 @@ impl EntryWindows {
 /// What a session reads: the engine's records, or the attachments a query of `<entry>/$meta`
 /// entries selected, as records (`attachments.rs`).
 enum Source {
-    Engine(MultiIter),
+    Engine(QueryIter),
     Attachments(std::collections::VecDeque<Out>),
 }
 
@@ -267,14 +266,12 @@ fn query_from_params(query: Option<&str>) -> Result<QueryJson, AppError> {
 }
 
 async fn query_body(t: &Target, req: Request) -> Result<QueryJson, AppError> {
-    let bytes = BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)
-        .collect(256)
-        .await?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    crate::http::body::json(req.into_body(), 1 << 20, &t.state.limits, |e| {
         AppError::bad_request(format!(
             "the query must be ReductStore's JSON query document ({e}): e.g. {{\"query_type\": \"QUERY\", \"start\": 0}}"
         ))
     })
+    .await
 }
 
 /// `GET|POST /api/v1/b/{bucket}/{entry}/q`: opens a session on one entry (v1).

@@ -16,7 +16,6 @@ use tsblob_proto::ErrorCode;
 
 use super::Ctx;
 use crate::http::auth::Caller;
-use crate::http::body::BodyChunks;
 use crate::http::AppError;
 use crate::replication::{Compression, DstApi, Mode, Phase, TaskInfo, TaskSpec};
 
@@ -126,16 +125,14 @@ async fn json_body<T: serde::de::DeserializeOwned>(
     body: Body,
     example: &str,
 ) -> Result<T, AppError> {
-    let body = BodyChunks::new(body, 1 << 20, &ctx.state.limits)
-        .collect(4096)
-        .await?;
-    serde_json::from_slice(&body).map_err(|e| {
+    crate::http::body::json(body, 1 << 20, &ctx.state.limits, |e| {
         AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::InvalidReplication,
             format!("the body must be JSON like {example}: {e}"),
         )
     })
+    .await
 }
 
 const SETTINGS_EXAMPLE: &str = r#"{"src_bucket": "cams", "dst_bucket": "cams", "dst_host": "http://cloud:8383", "dst_token": "...", "entries": ["cam*", "!cam-debug"], "dst_prefix": "", "when": null, "mode": "enabled", "compression": "none"}"#;

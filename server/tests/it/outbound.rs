@@ -6,13 +6,11 @@
 //! processes: `tsblob serve` children and a hostile HTTP server on loopback.
 #![allow(clippy::unwrap_used)]
 
-use crate::common;
 use crate::outbound_util::{Answer, Hostile};
 use crate::replication_util;
 
 use std::time::{Duration, Instant};
 
-use common::Server;
 use replication_util::*;
 
 /// A task from `edge` to `dst`/`bucket` that also sends the records written before it.
@@ -23,10 +21,6 @@ fn task_spec(src: &str, dst: &str, bucket: &str) -> Value {
 }
 use reqwest::Method;
 use serde_json::{json, Value};
-
-fn start(dir: &std::path::Path) -> Server {
-    Server::start_in(dir, FAST_RETRY)
-}
 
 /// A few records in `edge/cam`, for a task to send.
 async fn fill(src: &Api, n: u64) {
@@ -42,21 +36,6 @@ async fn fill(src: &Api, n: u64) {
         })
         .collect();
     src.write("edge", "cam", &recs).await.unwrap();
-}
-
-/// Waits until task `name` has a `last_error` for which `ok` holds; returns the task.
-async fn wait_error(src: &Api, name: &str, ok: impl Fn(&str) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let v = src.task(name).await;
-        if let Some(m) = v["status"]["last_error"]["message"].as_str() {
-            if ok(m) {
-                return v;
-            }
-        }
-        assert!(Instant::now() < deadline, "no such error: {v:#}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Defect 7: the sender read the destination's answer with `resp.bytes()`, whole: a

@@ -15,10 +15,6 @@ use replication_util::*;
 use reqwest::Method;
 use serde_json::json;
 
-fn start(dir: &std::path::Path) -> Server {
-    Server::start_in(dir, FAST_RETRY)
-}
-
 /// The records of `dump` that a task with these entries and condition replicates.
 fn matching(
     dump: &Dump,

@@ -65,10 +65,7 @@ async fn write_one(api: &Api, bucket: &str, ts: u64, ct: &str, l: &[(&str, &str)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_over_the_destination_batch_limit_arrive_alone_through_a_cut() {
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (src_s, dst_s) = (
-        Server::start_in(d1.path(), FAST_RETRY),
-        start_small_batches(d2.path()),
-    );
+    let (src_s, dst_s) = (start(d1.path()), start_small_batches(d2.path()));
     let (src, dst) = (
         Api::new(&src_s.url(""), None),
         Api::new(&dst_s.url(""), None),

@@ -13,11 +13,7 @@ use std::time::{Duration, Instant};
 use common::Server;
 use replication_util::*;
 use reqwest::Method;
-use serde_json::{json, Value};
-
-fn start(dir: &std::path::Path) -> Server {
-    Server::start_in(dir, FAST_RETRY)
-}
+use serde_json::json;
 
 /// `n` records of `entry` in `bucket`, timestamps `from..from+n`.
 async fn fill(api: &Api, bucket: &str, entry: &str, from: u64, n: u64) {
@@ -329,21 +325,6 @@ async fn a_hostile_reductstore_destination_is_cut_off_and_timed_out() {
             )
             .await;
         assert_eq!(st, 200);
-    }
-}
-
-/// Waits until task `name` has a `last_error` for which `ok` holds; returns the task.
-async fn wait_error(src: &Api, name: &str, ok: impl Fn(&str) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let v = src.task(name).await;
-        if let Some(m) = v["status"]["last_error"]["message"].as_str() {
-            if ok(m) {
-                return v;
-            }
-        }
-        assert!(Instant::now() < deadline, "no such error: {v:#}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -6,12 +6,10 @@
 //! CLI reach it with `--ca`.
 #![allow(clippy::unwrap_used)]
 
-use crate::common;
 use crate::replication_util;
 
 use std::time::{Duration, Instant};
 
-use common::Server;
 use replication_util::tls_proxy::{Cert, TlsProxy};
 use replication_util::*;
 use serde_json::json;
@@ -19,10 +17,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_destination_with_its_ca_and_a_wrong_ca_fails_clearly() {
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (src_s, dst_s) = (
-        Server::start_in(d1.path(), FAST_RETRY),
-        Server::start_in(d2.path(), FAST_RETRY),
-    );
+    let (src_s, dst_s) = (start(d1.path()), start(d2.path()));
     let (src, dst) = (
         Api::new(&src_s.url(""), None),
         Api::new(&dst_s.url(""), None),

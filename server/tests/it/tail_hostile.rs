@@ -8,35 +8,8 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{bearer, token_value, Server};
 use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-
-/// A client sending `Authorization: Bearer <token>`.
-fn client(token: &str) -> reqwest::Client {
-    let mut h = HeaderMap::new();
-    h.insert(
-        AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-    );
-    reqwest::Client::builder()
-        .default_headers(h)
-        .build()
-        .unwrap()
-}
-
-/// Creates a token with `spec` (JSON) and returns its value.
-async fn token(admin: &reqwest::Client, s: &Server, name: &str, spec: &str) -> String {
-    let r = admin
-        .post(s.url(&format!("/api/v1/tokens/{name}")))
-        .body(spec.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let v: serde_json::Value = r.json().await.unwrap();
-    v["value"].as_str().unwrap().to_string()
-}
 
 async fn write(c: &reqwest::Client, s: &Server, bucket: &str, entry: &str, ts: u64) {
     let r = c
@@ -104,7 +77,7 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
         "--max-tails-per-token",
         "1000",
     ]);
-    let admin = client("root");
+    let admin = bearer("root");
     for b in ["pub", "other"] {
         let r = admin.post(s.url(&format!("/api/v1/b/{b}"))).send().await;
         assert_eq!(r.unwrap().status(), 201);
@@ -112,7 +85,7 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
     for e in 0..ENTRIES {
         write(&admin, &s, "pub", &format!("e{e}"), 1).await;
     }
-    let reader = client(&token(&admin, &s, "reader", r#"{"read": ["pub"]}"#).await);
+    let reader = bearer(&token_value(&admin, &s, "reader", r#"{"read": ["pub"]}"#).await);
     // Warm-up, then the bystander's figures without tails.
     bystander_writes(&admin, &s, "other", 1, 10).await;
     let (base50, base99, base_cpu) = bystander_writes(&admin, &s, "other", 100, WRITES).await;
@@ -177,10 +150,10 @@ async fn tails_past_their_caps_are_refused_with_429() {
         "--max-tails-per-token",
         "2",
     ]);
-    let admin = client("root");
+    let admin = bearer("root");
     admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
     write(&admin, &s, "b", "cam", 1).await;
-    let reader = client(&token(&admin, &s, "reader", r#"{"read": ["b"]}"#).await);
+    let reader = bearer(&token_value(&admin, &s, "reader", r#"{"read": ["b"]}"#).await);
     let tail = |c: &reqwest::Client| {
         let (c, url) = (
             c.clone(),
@@ -289,11 +262,11 @@ async fn read_stream(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_kept_streaming_after_its_token_was_deleted() {
     let s = Server::start(&["--token", "root"]);
-    let admin = client("root");
+    let admin = bearer("root");
     admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
     write(&admin, &s, "b", "cam", 1).await;
-    let reader = client(&token(&admin, &s, "reader", r#"{"read": ["b"]}"#).await);
-    let other = client(&token(&admin, &s, "other", r#"{"read": ["b"]}"#).await);
+    let reader = bearer(&token_value(&admin, &s, "reader", r#"{"read": ["b"]}"#).await);
+    let other = bearer(&token_value(&admin, &s, "other", r#"{"read": ["b"]}"#).await);
     let r = reader
         .get(s.url("/api/v1/b/b/cam/query?follow=true&heartbeat=3600"))
         .send()
@@ -403,7 +376,7 @@ async fn tail_kept_streaming_after_its_token_was_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_kept_streaming_after_its_token_expired_or_was_rotated() {
     let s = Server::start(&["--token", "root"]);
-    let admin = client("root");
+    let admin = bearer("root");
     admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
     write(&admin, &s, "b", "cam", 1).await;
     let now = std::time::SystemTime::now()
@@ -411,19 +384,19 @@ async fn tail_kept_streaming_after_its_token_expired_or_was_rotated() {
         .unwrap()
         .as_micros() as u64;
     let expires_at = now + 6_000_000;
-    let timed = token(
+    let timed = token_value(
         &admin,
         &s,
         "timed",
         &format!(r#"{{"read": ["b"], "expires_at": {expires_at}}}"#),
     )
     .await;
-    let idle = token(&admin, &s, "idle", r#"{"read": ["b"], "ttl": 4}"#).await;
-    let rotated = token(&admin, &s, "rotated", r#"{"read": ["b"]}"#).await;
-    let other = token(&admin, &s, "other", r#"{"read": ["b"]}"#).await;
+    let idle = token_value(&admin, &s, "idle", r#"{"read": ["b"], "ttl": 4}"#).await;
+    let rotated = token_value(&admin, &s, "rotated", r#"{"read": ["b"]}"#).await;
+    let other = token_value(&admin, &s, "other", r#"{"read": ["b"]}"#).await;
     let mut tails = Vec::new();
     for value in [&timed, &idle, &rotated, &other] {
-        let r = client(value)
+        let r = bearer(value)
             .get(s.url("/api/v1/b/b/cam/query?follow=true&heartbeat=3600"))
             .send()
             .await
@@ -510,14 +483,14 @@ async fn tail_kept_streaming_after_its_permission_was_withdrawn() {
         !g.records.is_empty()
     })
     .await;
-    let value = token(&open, &s, "first", r#"{"full_access": true}"#).await;
+    let value = token_value(&open, &s, "first", r#"{"full_access": true}"#).await;
     read_stream(&mut tail, &mut got, Duration::from_secs(10), |g| g.closed).await;
     let e = got
         .error
         .as_ref()
         .expect("the tail went on without a token");
     assert_eq!(e["error"]["code"], "token_revoked", "{e}");
-    write(&client(&value), &s, "b", "cam", 2).await;
+    write(&bearer(&value), &s, "b", "cam", 2).await;
     assert_eq!(got.records, [(Some("cam".into()), 1)]);
 }
 

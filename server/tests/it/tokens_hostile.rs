@@ -8,20 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::Server;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-
-fn client(token: &str) -> reqwest::Client {
-    let mut h = HeaderMap::new();
-    h.insert(
-        AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-    );
-    reqwest::Client::builder()
-        .default_headers(h)
-        .build()
-        .unwrap()
-}
+use common::{bearer, create_token, token_value, Server};
 
 fn now_us() -> u64 {
     std::time::SystemTime::now()
@@ -30,32 +17,10 @@ fn now_us() -> u64 {
         .as_micros() as u64
 }
 
-/// POST /api/v1/tokens/{name} with `spec`: (status, JSON answer).
-async fn create(
-    admin: &reqwest::Client,
-    s: &Server,
-    name: &str,
-    spec: &str,
-) -> (u16, serde_json::Value) {
-    let r = admin
-        .post(s.url(&format!("/api/v1/tokens/{name}")))
-        .body(spec.to_string())
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap())
-}
-
-async fn value(admin: &reqwest::Client, s: &Server, name: &str, spec: &str) -> String {
-    let (status, v) = create(admin, s, name, spec).await;
-    assert_eq!(status, 201, "{v}");
-    v["value"].as_str().unwrap().to_string()
-}
-
 #[tokio::test]
 async fn an_expired_token_is_refused_on_every_kind_of_route() {
     let s = Server::start(&["--token", "root", "--reductstore-prefix", "/reduct"]);
-    let admin = client("root");
+    let admin = bearer("root");
     assert_eq!(
         admin
             .post(s.url("/api/v1/b/b"))
@@ -73,14 +38,14 @@ async fn an_expired_token_is_refused_on_every_kind_of_route() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let at = now_us() + 2_000_000;
-    let v = value(
+    let v = token_value(
         &admin,
         &s,
         "brief",
         &format!(r#"{{"read": ["*"], "write": ["b"], "expires_at": {at}}}"#),
     )
     .await;
-    let c = client(&v);
+    let c = bearer(&v);
     assert_eq!(
         c.get(s.url("/api/v1/b/b")).send().await.unwrap().status(),
         200
@@ -184,7 +149,7 @@ async fn an_expired_token_is_refused_on_every_kind_of_route() {
 #[tokio::test]
 async fn token_limits_are_checked_at_creation() {
     let s = Server::start(&["--token", "root", "--reductstore-prefix", "/reduct"]);
-    let admin = client("root");
+    let admin = bearer("root");
     let now = now_us();
     for (spec, code) in [
         (
@@ -206,14 +171,14 @@ async fn token_limits_are_checked_at_creation() {
             "invalid_ip_allowlist",
         ),
     ] {
-        let (status, body) = create(&admin, &s, "t", &spec).await;
+        let (status, body) = create_token(&admin, &s, "t", &spec).await;
         assert_eq!(
             (status, body["error"]["code"].as_str()),
             (422, Some(code)),
             "{spec}: {body}"
         );
     }
-    let (status, body) = create(&admin, &s, "t", r#"{"ttl": -1}"#).await;
+    let (status, body) = create_token(&admin, &s, "t", r#"{"ttl": -1}"#).await;
     assert_eq!(status, 400, "{body}");
     // ReductStore's shapes: RFC 3339 times.
     for body in [
@@ -282,10 +247,10 @@ async fn token_limits_are_checked_at_creation() {
 async fn a_token_is_refused_from_an_address_outside_its_allowlist() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start_in(dir.path(), &["--token", "root"]);
-    let admin = client("root");
+    let admin = bearer("root");
     admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
-    let far = client(
-        &value(
+    let far = bearer(
+        &token_value(
             &admin,
             &s,
             "far",
@@ -293,8 +258,8 @@ async fn a_token_is_refused_from_an_address_outside_its_allowlist() {
         )
         .await,
     );
-    let local = client(
-        &value(
+    let local = bearer(
+        &token_value(
             &admin,
             &s,
             "local",
@@ -397,11 +362,11 @@ async fn a_token_is_refused_from_an_address_outside_its_allowlist() {
 #[tokio::test]
 async fn a_rotated_token_s_old_value_stops_working_at_once() {
     let s = Server::start(&["--token", "root", "--reductstore-prefix", "/reduct"]);
-    let admin = client("root");
+    let admin = bearer("root");
     admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
-    let old = value(&admin, &s, "cam", r#"{"read": ["b"], "ttl": 3600}"#).await;
+    let old = token_value(&admin, &s, "cam", r#"{"read": ["b"], "ttl": 3600}"#).await;
     assert_eq!(
-        client(&old)
+        bearer(&old)
             .get(s.url("/api/v1/b/b"))
             .send()
             .await
@@ -419,7 +384,7 @@ async fn a_rotated_token_s_old_value_stops_working_at_once() {
     let new = v["value"].as_str().unwrap().to_string();
     assert_ne!(new, old);
     assert_eq!(
-        client(&old)
+        bearer(&old)
             .get(s.url("/api/v1/b/b"))
             .send()
             .await
@@ -427,7 +392,7 @@ async fn a_rotated_token_s_old_value_stops_working_at_once() {
             .status(),
         401
     );
-    let me: serde_json::Value = client(&new)
+    let me: serde_json::Value = bearer(&new)
         .get(s.url("/api/v1/me"))
         .send()
         .await
@@ -450,7 +415,7 @@ async fn a_rotated_token_s_old_value_stops_working_at_once() {
     let v: serde_json::Value = r.json().await.unwrap();
     assert!(v["created_at"].as_str().is_some(), "{v}");
     assert_eq!(
-        client(&new)
+        bearer(&new)
             .get(s.url("/api/v1/b/b"))
             .send()
             .await
@@ -458,7 +423,7 @@ async fn a_rotated_token_s_old_value_stops_working_at_once() {
             .status(),
         401
     );
-    let newer = client(v["value"].as_str().unwrap());
+    let newer = bearer(v["value"].as_str().unwrap());
     assert_eq!(
         newer
             .get(s.url("/reduct/api/v1/b/b"))
@@ -495,7 +460,7 @@ async fn a_rotated_token_s_old_value_stops_working_at_once() {
 async fn an_mcap_export_ends_when_its_token_is_rotated_or_expires() {
     use futures_util::StreamExt;
     let s = Server::start(&["--token", "root"]);
-    let admin = client("root");
+    let admin = bearer("root");
     admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
     // 600 incompressible records of 64 KiB (MCAP chunks are compressed): far more than
     // the export's queue and the socket buffers.
@@ -528,8 +493,8 @@ async fn an_mcap_export_ends_when_its_token_is_rotated_or_expires() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let full = 600 * (64 << 10);
-    let rotated = value(&admin, &s, "rot", r#"{"read": ["b"]}"#).await;
-    let brief = value(
+    let rotated = token_value(&admin, &s, "rot", r#"{"read": ["b"]}"#).await;
+    let brief = token_value(
         &admin,
         &s,
         "brief",
@@ -540,7 +505,7 @@ async fn an_mcap_export_ends_when_its_token_is_rotated_or_expires() {
     )
     .await;
     for (value, rotate) in [(rotated, true), (brief, false)] {
-        let r = client(&value)
+        let r = bearer(&value)
             .get(s.url("/api/v1/b/b/query?entries=e&format=mcap"))
             .send()
             .await
@@ -592,11 +557,11 @@ async fn last_access_survives_a_restart() {
         dir.path(),
         &["--token", "root", "--token-access-flush", "1h"],
     );
-    let admin = client("root");
-    let v = value(&admin, &s, "user", r#"{"read": ["*"]}"#).await;
+    let admin = bearer("root");
+    let v = token_value(&admin, &s, "user", r#"{"read": ["*"]}"#).await;
     let before = now_us();
     assert_eq!(
-        client(&v)
+        bearer(&v)
             .get(s.url("/api/v1/b"))
             .send()
             .await

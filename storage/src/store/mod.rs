@@ -47,7 +47,7 @@ use crate::tier::{Tier, Tiered};
 use crate::trash::Trash;
 
 pub use attachments::ATTACHMENT_KEY_LABEL;
-pub use query::{MultiIter, QueryItem, QueryIter};
+pub use query::{QueryItem, QueryIter};
 pub use spool::Spool;
 
 /// What [`Store::on_commit`] calls after each commit: given the ids of the entries the
@@ -303,8 +303,8 @@ impl Store {
     /// must never call back into the store. There is no unregistering: register one
     /// listener that fans out. It is given the ids of the entries the commit put records
     /// into (new records or label updates; sorted, each once, empty when it put none), so
-    /// that it wakes only the readers of those entries ([`QueryIter::entry_id`],
-    /// [`MultiIter::entry_ids`] name what a query reads).
+    /// that it wakes only the readers of those entries ([`QueryIter::entry_ids`]
+    /// names what a query reads).
     pub fn on_commit(&self, listener: Box<CommitListener>) {
         self.inner.committer.on_commit(Arc::from(listener));
     }

@@ -1,6 +1,6 @@
-//! Queries: `Store::query` (read.rs) and `Store::query_entries` iterate pages of index
-//! records (`QueryIter` for one entry, `MultiIter` merging several), filtered by a
-//! `Selector` (`selector.rs`); `Store::histogram` counts per step.
+//! Queries: `Store::query` (one entry) and `Store::query_entries` (several) walk pages of
+//! index records with a `Cursor` per entry, filtered by its `Selector` (`selector.rs`), and
+//! `QueryIter` merges the cursors; `Store::histogram` counts per step.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,12 +10,12 @@ use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
-use crate::index::Order;
+use crate::index::{Index, Order};
 use crate::pattern::EntryPattern;
 use crate::payload::{Payload, Span, Spans, Windows};
 use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
 use crate::record::{Query, Record, RecordMeta};
-use crate::selector::Selector;
+use crate::selector::{Selector, Verdict};
 use crate::store::Store;
 use crate::tier::Access;
 
@@ -24,29 +24,6 @@ use crate::tier::Access;
 const PAGE: usize = 256;
 
 impl Store {
-    /// Records with `start <= ts < stop` matching every filter, oldest first (or newest
-    /// first with `descending`). The iterator holds at most one page of index metadata.
-    pub fn query(&self, bucket: &str, entry: &str, query: &Query) -> Result<QueryIter> {
-        let b = self.get_bucket(bucket)?;
-        let e = self.get_entry(&b, entry)?;
-        Ok(QueryIter {
-            store: self.clone(),
-            bucket: bucket.to_string(),
-            entry: e,
-            lo: query.start.unwrap_or(0),
-            hi: query.stop.unwrap_or(u64::MAX),
-            stop: query.stop.unwrap_or(u64::MAX),
-            descending: query.descending,
-            sel: Selector::new(query),
-            page: VecDeque::new(),
-            spans: Spans::default(),
-            failed: None,
-            done: false,
-            ended: false,
-            ahead: None,
-        })
-    }
-
     /// Counts and payload bytes of an entry's records per `step` over `[start, stop)`.
     /// `start` defaults to the oldest record, `stop` to just after the latest, `step` to
     /// about [`DEFAULT_HISTOGRAM_STEPS`] steps; a `step` giving more than
@@ -126,23 +103,6 @@ pub struct QueryItem {
 }
 
 impl QueryItem {
-    pub(crate) fn new(
-        store: &Store,
-        bucket: &str,
-        entry: Arc<Entry>,
-        ts: u64,
-        value: IndexValue,
-    ) -> QueryItem {
-        QueryItem {
-            meta: meta_of(ts, &value),
-            store: store.clone(),
-            entry,
-            span: Span::of(&value),
-            value,
-            bucket: bucket.to_string(),
-        }
-    }
-
     /// The entry the record belongs to.
     pub fn entry(&self) -> &str {
         self.entry.name()
@@ -192,250 +152,48 @@ impl QueryItem {
     }
 }
 
-/// Iterates the records of a query, holding O(1) records in memory.
-pub struct QueryIter {
-    store: Store,
-    bucket: String,
+/// One entry's walk through the index: the window still to visit, a page of index records
+/// read from it (not yet selected), and the entry's filters and condition with their state.
+/// A query walks one cursor per entry it reads; [`QueryIter`] merges them.
+struct Cursor {
     entry: Arc<Entry>,
-    /// The window still to visit: `[lo, hi)`.
+    /// The window still to visit: `[lo, hi)` (`hi` may be a live tail's horizon, below the
+    /// query's `stop`: see [`QueryIter::resume`]).
     lo: u64,
     hi: u64,
-    /// The query's own `stop` (`hi` may be lower while following: see [`QueryIter::resume`]).
-    stop: u64,
-    descending: bool,
-    sel: Selector,
     page: VecDeque<(u64, IndexValue)>,
-    /// The span of the records returned last (see [`Span`]).
-    spans: Spans,
-    /// An error to return once the records selected before it are out.
-    failed: Option<Error>,
     /// The walk of `[lo, hi)` is over (a later `resume` may start another).
     done: bool,
-    /// The query is over for good: a limit, a `$limit` or an error ended it.
-    ended: bool,
     /// The first record at or past `hi` (below `stop`) when the last walk ended at a
     /// horizon below `stop`: when a live tail's settle time lets it through.
-    ahead: Option<u64>,
-}
-
-impl QueryIter {
-    /// Following a stream of records as they are written: once this iterator has returned
-    /// `None`, walks again from just after the last index record it scanned (matching or
-    /// not) up to `min(stop, horizon)`, keeping the condition's state (`$each_n`,
-    /// `$each_t`, `$limit` and the query's limit count over the whole stream). Also sets
-    /// the bound of the first walk when called before it. Returns false when the query
-    /// cannot yield more: it is descending, a limit or an error ended it, or its range is
-    /// used up. A record committed after the walk passed its timestamp is never returned.
-    pub fn resume(&mut self, horizon: u64) -> bool {
-        self.resume_if(horizon, true)
-    }
-
-    /// [`QueryIter::resume`] for a live tail told which entries got records since its last
-    /// walk (`changed`: entry ids, sorted, as a commit listener is given them): walks again
-    /// only when its entry is among them, or when a record the last walk found past its
-    /// horizon ([`QueryIter::ahead`]) is now below the new one. Otherwise the next walk is
-    /// empty and costs nothing. Returns what `resume` returns.
-    pub fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
-        let due = changed.binary_search(&self.entry.id()).is_ok()
-            || self.ahead.is_some_and(|ts| ts < self.stop.min(horizon));
-        self.resume_if(horizon, due)
-    }
-
-    fn resume_if(&mut self, horizon: u64, walk: bool) -> bool {
-        if self.ended || self.descending || self.lo >= self.stop {
-            return false;
-        }
-        if !self.page.is_empty() || self.failed.is_some() {
-            return true; // the current walk has not been consumed yet
-        }
-        if walk {
-            self.hi = self.stop.min(horizon);
-            self.done = false;
-            self.ahead = None;
-        }
-        true
-    }
-
-    /// The timestamp the next walk starts from (ascending): one past the last index record
-    /// scanned.
-    pub fn cursor(&self) -> u64 {
-        self.lo
-    }
-
-    /// The id of the entry this query reads (what a commit listener is given).
-    pub fn entry_id(&self) -> u32 {
-        self.entry.id()
-    }
-
-    /// After a walk bounded by a horizon below the query's `stop` (a live tail with a
-    /// settle time): the timestamp of the first record it left for a later walk, if there
-    /// is one. A tail waits until its horizon passes it (no commit needs to wake it).
-    pub fn ahead(&self) -> Option<u64> {
-        self.ahead
-    }
-
-    /// An ascending walk stopped by a horizon below `stop` (a live tail's settle time).
-    fn bounded(&self) -> bool {
-        !self.descending && self.hi < self.stop
-    }
-
-    fn fill(&mut self) -> Result<()> {
-        let index = &self.store.inner.index;
-        if self.lo >= self.hi {
-            self.done = true;
-            if self.bounded() {
-                let txn = index.read_txn()?;
-                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..self.stop)?;
-            }
-            return Ok(());
-        }
-        let txn = index.read_txn()?;
-        let mut out = Vec::with_capacity(PAGE);
-        index.range(
-            &txn,
-            self.entry.id(),
-            self.lo..self.hi,
-            Order::of(self.descending),
-            PAGE,
-            &mut out,
-        )?;
-        if out.len() < PAGE {
-            self.done = true;
-            if self.bounded() {
-                self.ahead = first_in(index, &txn, self.entry.id(), self.hi..self.stop)?;
-            }
-        }
-        if let Some((ts, _)) = out.last() {
-            if self.descending {
-                self.hi = *ts;
-            } else {
-                self.lo = ts.saturating_add(1);
-            }
-        }
-        match self.sel.select(out, &mut self.page) {
-            Ok(true) => {
-                self.done = true;
-                self.ended = true;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                self.done = true;
-                self.ended = true;
-                self.failed = Some(e);
-            }
-        }
-        Ok(())
-    }
-
-    /// One bounded step: the next record (`Some(Ok(Some(item)))`), or `Some(Ok(None))` when
-    /// a page of index records was scanned and none matched, so a caller walking a long range
-    /// that matches little can look up (has its client gone?) between pages. `None` at the end.
-    pub fn next_bounded(&mut self) -> Option<Result<Option<QueryItem>>> {
-        if self.page.is_empty() {
-            if let Some(e) = self.failed.take() {
-                return Some(Err(e));
-            }
-            if self.done {
-                return None;
-            }
-            if let Err(e) = self.fill() {
-                self.done = true;
-                self.ended = true;
-                return Some(Err(e));
-            }
-        }
-        let Some((ts, value)) = self.page.pop_front() else {
-            return Some(Ok(None));
-        };
-        let rest = self.page.iter().map(|(_, v)| v);
-        let span = self.spans.next(&value, rest, self.descending);
-        Some(Ok(Some(QueryItem {
-            meta: meta_of(ts, &value),
-            store: self.store.clone(),
-            entry: self.entry.clone(),
-            value,
-            span,
-            bucket: self.bucket.clone(),
-        })))
-    }
-
-    /// Like `next`, but reads each payload, skipping records removed since they were
-    /// listed: what a reader of a bucket under FIFO eviction wants.
-    pub fn next_record(&mut self) -> Option<Result<Record>> {
-        loop {
-            let item = match self.next()? {
-                Ok(i) => i,
-                Err(e) => return Some(Err(e)),
-            };
-            match item.data() {
-                Ok(data) => {
-                    return Some(Ok(Record {
-                        meta: item.meta,
-                        data,
-                    }))
-                }
-                Err(Error::NotFound(_)) => continue,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-    }
-}
-
-/// The next item of a walk that hands back between pages (`Ok(None)`): walks on until an
-/// item, an error or the end. The `Iterator` of `QueryIter` and `MultiIter`.
-pub(crate) fn walk_to_item(
-    mut step: impl FnMut() -> Option<Result<Option<QueryItem>>>,
-) -> Option<Result<QueryItem>> {
-    loop {
-        match step()? {
-            Ok(Some(item)) => return Some(Ok(item)),
-            Ok(None) => continue,
-            Err(e) => return Some(Err(e)),
-        }
-    }
-}
-
-impl Iterator for QueryIter {
-    type Item = Result<QueryItem>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        walk_to_item(|| self.next_bounded())
-    }
-}
-
-/// The timestamp of an entry's first record in `span` (oldest first): what a live tail's
-/// walk, bounded by its horizon, left for later ([`QueryIter::ahead`]).
-fn first_in(
-    index: &crate::index::Index,
-    txn: &heed::RoTxn<'_, heed::WithoutTls>,
-    entry_id: u32,
-    span: std::ops::Range<u64>,
-) -> Result<Option<u64>> {
-    let mut out = Vec::with_capacity(1);
-    index.range(txn, entry_id, span, Order::Ascending, 1, &mut out)?;
-    Ok(out.first().map(|(ts, _)| *ts))
-}
-
-/// One entry's part of a merged query: the window still to walk and a page of it.
-struct Source {
-    entry: Arc<Entry>,
-    lo: u64,
-    hi: u64,
-    page: VecDeque<(u64, IndexValue)>,
-    /// The walk of `[lo, hi)` is over.
-    done: bool,
-    /// As `QueryIter`'s: the first record past a horizon that ended the last walk.
     ahead: Option<u64>,
     /// This entry's filters and condition, with its own aggregation state.
     sel: Selector,
     /// Its condition's `$limit` ended this entry's part: never walked again.
     finished: bool,
-    /// The spans of its records, when the reader maps windows per entry
-    /// ([`MultiIter::windowed`]).
+    /// The span of the records returned last (see [`Span`]), when this is the only cursor
+    /// of its query or the reader maps windows per entry ([`QueryIter::windowed`]): one
+    /// entry's records share mapped windows of their block. Not otherwise in a merge of
+    /// several entries, whose records alternate between blocks (each would unmap the
+    /// window of the one before).
     spans: Spans,
 }
 
-impl Source {
+impl Cursor {
+    fn new(entry: Arc<Entry>, query: &Query) -> Cursor {
+        Cursor {
+            entry,
+            lo: query.start.unwrap_or(0),
+            hi: query.stop.unwrap_or(u64::MAX),
+            page: VecDeque::new(),
+            done: false,
+            ahead: None,
+            sel: Selector::per_entry(query),
+            finished: false,
+            spans: Spans::default(),
+        }
+    }
+
     fn finish(&mut self) {
         self.finished = true;
         self.done = true;
@@ -444,12 +202,11 @@ impl Source {
     }
 
     /// Fetches the next page; `stop` is the query's (`hi` may be a live tail's horizon).
-    fn fill(&mut self, store: &Store, order: Order, stop: u64) -> Result<()> {
+    fn fill(&mut self, index: &Index, order: Order, stop: u64) -> Result<()> {
         if self.finished {
             self.done = true;
             return Ok(());
         }
-        let index = &store.inner.index;
         let bounded = order == Order::Ascending && self.hi < stop;
         if self.lo >= self.hi {
             self.done = true;
@@ -482,36 +239,48 @@ impl Source {
                 self.lo = ts.saturating_add(1);
             }
         }
-        self.page.extend(out);
+        // (Called with an empty page: the page takes the buffer over.)
+        self.page = out.into();
         Ok(())
     }
 }
 
-/// Iterates the records of several entries merged in timestamp order (ties by entry
-/// name), holding one page of index records per entry. Items name their entry
-/// ([`QueryItem::entry`]). The condition is evaluated per entry (each has its own
-/// `$limit`/`$each_n`/`$each_t`/`$gate` state, as in ReductStore); the query's `limit`
-/// counts the merged stream.
-pub struct MultiIter {
+/// Iterates the records of a query: one entry's ([`Store::query`]) or several merged in
+/// timestamp order, ties by entry name ([`Store::query_entries`]), holding one page of index
+/// records per entry. Items name their entry ([`QueryItem::entry`]). The condition is
+/// evaluated per entry (each has its own `$limit`/`$each_n`/`$each_t`/`$gate` state, as in
+/// ReductStore); the query's `limit` counts the merged stream.
+pub struct QueryIter {
     store: Store,
     bucket: String,
-    /// Sorted by entry name: the order of ties.
-    sources: Vec<Source>,
+    /// One per entry, sorted by entry name: the order of ties.
+    cursors: Vec<Cursor>,
     /// Records still to deliver (`Query::limit`).
     left: u64,
     order: Order,
+    /// The query's own `stop`.
     stop: u64,
-    /// The last record merged (timestamp, source): a live tail's later walks drop what
+    /// The last record merged (timestamp, cursor): a live tail's later walks drop what
     /// would come before it.
     last: Option<(u64, usize)>,
+    /// An error to return once the records selected before it are out.
     failed: Option<Error>,
-    /// The limit or an error ended the query.
+    /// The query is over for good: its limit or an error ended it.
     ended: bool,
-    /// Items carry the span of their page's records in their block ([`MultiIter::windowed`]).
+    /// Items carry the span of their page's records in their block
+    /// ([`QueryIter::windowed`]; always for a query of one entry).
     windowed: bool,
 }
 
 impl Store {
+    /// Records with `start <= ts < stop` matching every filter, oldest first (or newest
+    /// first with `descending`). The iterator holds at most one page of index metadata.
+    pub fn query(&self, bucket: &str, entry: &str, query: &Query) -> Result<QueryIter> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        Ok(self.walk(bucket, vec![e], query))
+    }
+
     /// The names of the entries of `bucket` that `patterns` name, sorted: plain names (which
     /// must exist) and globs (`*` within a segment, `**` across segments; matching nothing is
     /// not an error).
@@ -544,77 +313,79 @@ impl Store {
         bucket: &str,
         patterns: &[String],
         query: &Query,
-    ) -> Result<MultiIter> {
+    ) -> Result<QueryIter> {
         let b = self.get_bucket(bucket)?;
         let names = self.match_entries(bucket, patterns)?;
-        let (lo, hi) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
-        let sources = names
-            .iter()
-            // An entry removed since it was listed simply has nothing.
-            .filter_map(|n| b.entry(n))
-            .map(|entry| Source {
-                entry,
-                lo,
-                hi,
-                page: VecDeque::new(),
-                done: false,
-                ahead: None,
-                sel: Selector::per_entry(query),
-                finished: false,
-                spans: Spans::default(),
-            })
-            .collect();
-        Ok(MultiIter {
+        // An entry removed since it was listed simply has nothing.
+        let entries = names.iter().filter_map(|n| b.entry(n)).collect();
+        Ok(self.walk(bucket, entries, query))
+    }
+
+    /// A query over `entries` (sorted by name): a cursor each, merged.
+    fn walk(&self, bucket: &str, entries: Vec<Arc<Entry>>, query: &Query) -> QueryIter {
+        QueryIter {
             store: self.clone(),
             bucket: bucket.to_string(),
-            sources,
+            cursors: entries.into_iter().map(|e| Cursor::new(e, query)).collect(),
             left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),
-            stop: hi,
+            stop: query.stop.unwrap_or(u64::MAX),
             last: None,
             failed: None,
             ended: query.limit == Some(0),
             windowed: false,
-        })
+        }
     }
 }
 
-impl MultiIter {
-    /// Items carry the span of the records listed after them in their block (as
-    /// [`QueryIter`]'s do), so [`QueryItem::payload_in`] slices their payloads from one
-    /// mapped window instead of reading each alone. For a reader holding one [`Windows`]
-    /// per entry: with one for all, records of entries taking turns would map a new window
-    /// at every turn.
+impl QueryIter {
+    /// Items carry the span of the records listed after them in their block (as those of
+    /// a query of one entry always do), so [`QueryItem::payload_in`] slices their payloads
+    /// from one mapped window instead of reading each alone. For a reader of several
+    /// entries holding one [`Windows`] per entry: with one for all, records of entries
+    /// taking turns would map a new window at every turn.
     pub fn windowed(mut self) -> Self {
         self.windowed = true;
         self
     }
 
-    /// The entries merged, in the order of ties.
+    /// The entries read, in the order of ties.
     pub fn entries(&self) -> Vec<&str> {
-        self.sources.iter().map(|s| s.entry.name()).collect()
+        self.cursors.iter().map(|c| c.entry.name()).collect()
     }
 
-    /// As [`QueryIter::resume`]: walks every entry on from where it stopped, up to
-    /// `min(stop, horizon)`, keeping the condition's state. A record whose (timestamp,
-    /// entry) comes before the last one merged is dropped, so the stream stays in order.
+    /// The ids of the entries read (what a commit listener is given).
+    pub fn entry_ids(&self) -> Vec<u32> {
+        self.cursors.iter().map(|c| c.entry.id()).collect()
+    }
+
+    /// Following a stream of records as they are written: once this iterator has returned
+    /// `None`, walks every entry again from just after the last index record it scanned
+    /// (matching or not) up to `min(stop, horizon)`, keeping the condition's state
+    /// (`$each_n`, `$each_t`, `$limit` and the query's limit count over the whole stream).
+    /// Also sets the bound of the first walk when called before it. Returns false when the
+    /// query cannot yield more: it is descending, a limit or an error ended it, or its range
+    /// is used up. A record committed after the walk passed its timestamp is never returned,
+    /// nor one whose (timestamp, entry) comes before the last one merged, so the stream
+    /// stays in order.
     pub fn resume(&mut self, horizon: u64) -> bool {
         self.resume_where(horizon, |_| true)
     }
 
-    /// [`MultiIter::resume`] for a live tail told which entries got records since its last
+    /// [`QueryIter::resume`] for a live tail told which entries got records since its last
     /// walk (`changed`: entry ids, sorted, as a commit listener is given them): only those
     /// entries are walked again, and those whose last walk left a record past its horizon
-    /// ([`MultiIter::ahead`]) that the new horizon lets through. A tail of many entries
-    /// woken by a commit to one of them reads one entry's index, not every entry's.
+    /// ([`QueryIter::ahead`]) that the new horizon lets through. Otherwise the next walk is
+    /// empty and costs nothing: a tail of many entries woken by a commit to one of them
+    /// reads one entry's index, not every entry's. Returns what `resume` returns.
     pub fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
         let hi = self.stop.min(horizon);
-        self.resume_where(horizon, |s| {
-            changed.binary_search(&s.entry.id()).is_ok() || s.ahead.is_some_and(|ts| ts < hi)
+        self.resume_where(horizon, |c| {
+            changed.binary_search(&c.entry.id()).is_ok() || c.ahead.is_some_and(|ts| ts < hi)
         })
     }
 
-    fn resume_where(&mut self, horizon: u64, due: impl Fn(&Source) -> bool) -> bool {
+    fn resume_where(&mut self, horizon: u64, due: impl Fn(&Cursor) -> bool) -> bool {
         if self.ended || self.order == Order::Descending {
             return false;
         }
@@ -622,43 +393,61 @@ impl MultiIter {
             return true; // the error is still to be returned
         }
         let mut open = false;
-        for s in &mut self.sources {
-            if s.lo >= self.stop || s.finished {
+        for c in &mut self.cursors {
+            if c.lo >= self.stop || c.finished {
                 continue;
             }
             open = true;
-            if s.page.is_empty() && due(s) {
-                s.hi = self.stop.min(horizon);
-                s.done = false;
-                s.ahead = None;
+            if c.page.is_empty() && due(c) {
+                c.hi = self.stop.min(horizon);
+                c.done = false;
+                c.ahead = None;
             }
         }
         open
     }
 
-    /// The ids of the entries merged (what a commit listener is given).
-    pub fn entry_ids(&self) -> Vec<u32> {
-        self.sources.iter().map(|s| s.entry.id()).collect()
+    /// The timestamp the next walk starts from (ascending): one past the last index record
+    /// scanned, the lowest over the entries.
+    pub fn cursor(&self) -> u64 {
+        self.cursors.iter().map(|c| c.lo).min().unwrap_or(self.stop)
+    }
+
+    /// After a walk bounded by a horizon below the query's `stop` (a live tail with a
+    /// settle time): the timestamp of the first record it left for a later walk, the
+    /// earliest over the entries, if there is one. A tail waits until its horizon passes it
+    /// (no commit needs to wake it).
+    pub fn ahead(&self) -> Option<u64> {
+        self.cursors.iter().filter_map(|c| c.ahead).min()
     }
 
     /// Bytes its pages of index records hold (one page per entry, up to 256 records each;
     /// the labels they share are not counted): what a server counts in its memory budget
     /// for a merge. A walk that ended gives its pages back (an idle live tail holds none).
     pub fn held_bytes(&self) -> u64 {
-        let slots: usize = self.sources.iter().map(|s| s.page.capacity()).sum();
+        let slots: usize = self.cursors.iter().map(|c| c.page.capacity()).sum();
         (slots * std::mem::size_of::<(u64, IndexValue)>()) as u64
     }
 
-    /// As [`QueryIter::ahead`]: the earliest record a walk bounded by a horizon left for
-    /// later, over every entry.
-    pub fn ahead(&self) -> Option<u64> {
-        self.sources.iter().filter_map(|s| s.ahead).min()
+    /// The cursor whose next record comes first (ties: the first, by entry name); `None`
+    /// when every page is empty.
+    fn pick(&self) -> Option<usize> {
+        let desc = self.order == Order::Descending;
+        self.cursors
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.page.front().map(|(ts, _)| (*ts, i)))
+            .min_by_key(|&(ts, i)| (if desc { u64::MAX - ts } else { ts }, i))
+            .map(|(_, i)| i)
     }
 
-    /// Like [`QueryIter::next_bounded`]: the next record, `Some(Ok(None))` after a page's
-    /// worth of index records without a match, `None` at the end.
+    /// One bounded step: the next record (`Some(Ok(Some(item)))`), or `Some(Ok(None))` when
+    /// a page's worth of index records was scanned, or a walk's last page was read, and none
+    /// matched, so a caller walking a long range that matches little can look up (has its
+    /// client gone?) between pages. `None` at the end.
     pub fn next_bounded(&mut self) -> Option<Result<Option<QueryItem>>> {
         let mut scanned = 0;
+        let mut filled = false;
         loop {
             if let Some(e) = self.failed.take() {
                 self.ended = true;
@@ -667,36 +456,31 @@ impl MultiIter {
             if self.ended {
                 return None;
             }
-            for s in &mut self.sources {
-                if s.page.is_empty() && !s.done {
-                    if let Err(e) = s.fill(&self.store, self.order, self.stop) {
+            let index = &self.store.inner.index;
+            for c in &mut self.cursors {
+                if c.page.is_empty() && !c.done {
+                    filled = true;
+                    if let Err(e) = c.fill(index, self.order, self.stop) {
                         self.ended = true;
                         return Some(Err(e));
                     }
                 }
             }
-            let desc = self.order == Order::Descending;
-            let pick = self
-                .sources
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.page.front().map(|(ts, _)| (*ts, i)))
-                .min_by_key(|&(ts, i)| (if desc { u64::MAX - ts } else { ts }, i));
-            let Some((ts, i)) = pick else {
+            let Some(i) = self.pick() else {
+                if filled {
+                    return Some(Ok(None)); // the end comes with the next step
+                }
                 // The walk is over: its pages are empty, give their memory back.
-                for s in &mut self.sources {
-                    s.page = VecDeque::new();
+                for c in &mut self.cursors {
+                    c.page = VecDeque::new();
                 }
                 return None;
             };
-            let Some((_, value)) = self.sources[i].page.pop_front() else {
+            let desc = self.order == Order::Descending;
+            let windowed = self.windowed || self.cursors.len() == 1;
+            let c = &mut self.cursors[i];
+            let Some((ts, value)) = c.page.pop_front() else {
                 continue;
-            };
-            let span = if self.windowed {
-                let s = &mut self.sources[i];
-                s.spans.next(&value, s.page.iter().map(|(_, v)| v), desc)
-            } else {
-                Span::of(&value)
             };
             // A later walk of a live tail may find a record that belongs before one
             // already merged (committed late): it is not delivered.
@@ -704,22 +488,31 @@ impl MultiIter {
                 continue;
             }
             self.last = Some((ts, i));
-            let mut kept: Vec<(u64, IndexValue)> = Vec::with_capacity(1);
-            match self.sources[i].sel.select(vec![(ts, value)], &mut kept) {
-                // this entry's `$limit` was reached: the others go on
-                Ok(true) => self.sources[i].finish(),
-                Ok(false) => {}
-                Err(e) => self.failed = Some(e),
-            }
-            if let Some((ts, value)) = kept.pop() {
-                self.left -= 1;
-                if self.left == 0 {
-                    self.ended = true;
+            match c.sel.judge(ts, &value) {
+                Ok(Verdict::Keep) => {
+                    self.left -= 1;
+                    if self.left == 0 {
+                        self.ended = true;
+                    }
+                    let span = if windowed {
+                        let rest = c.page.iter().map(|(_, v)| v);
+                        c.spans.next(&value, rest, desc)
+                    } else {
+                        Span::of(&value)
+                    };
+                    return Some(Ok(Some(QueryItem {
+                        meta: meta_of(ts, &value),
+                        store: self.store.clone(),
+                        entry: c.entry.clone(),
+                        value,
+                        span,
+                        bucket: self.bucket.clone(),
+                    })));
                 }
-                let entry = self.sources[i].entry.clone();
-                let mut item = QueryItem::new(&self.store, &self.bucket, entry, ts, value);
-                item.span = span;
-                return Some(Ok(Some(item)));
+                Ok(Verdict::Skip) => {}
+                // this entry's `$limit` was reached: the others go on
+                Ok(Verdict::End) => c.finish(),
+                Err(e) => self.failed = Some(e),
             }
             scanned += 1;
             if scanned >= PAGE {
@@ -727,14 +520,56 @@ impl MultiIter {
             }
         }
     }
+
+    /// Like `next`, but reads each payload, skipping records removed since they were
+    /// listed: what a reader of a bucket under FIFO eviction wants.
+    pub fn next_record(&mut self) -> Option<Result<Record>> {
+        loop {
+            let item = match self.next()? {
+                Ok(i) => i,
+                Err(e) => return Some(Err(e)),
+            };
+            match item.data() {
+                Ok(data) => {
+                    return Some(Ok(Record {
+                        meta: item.meta,
+                        data,
+                    }))
+                }
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
 }
 
-impl Iterator for MultiIter {
+impl Iterator for QueryIter {
     type Item = Result<QueryItem>;
 
+    /// The next item of a walk that hands back between pages (`Ok(None)`): walks on until
+    /// an item, an error or the end.
     fn next(&mut self) -> Option<Self::Item> {
-        walk_to_item(|| self.next_bounded())
+        loop {
+            match self.next_bounded()? {
+                Ok(Some(item)) => return Some(Ok(item)),
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
     }
+}
+
+/// The timestamp of an entry's first record in `span` (oldest first): what a live tail's
+/// walk, bounded by its horizon, left for later ([`QueryIter::ahead`]).
+fn first_in(
+    index: &Index,
+    txn: &heed::RoTxn<'_, heed::WithoutTls>,
+    entry_id: u32,
+    span: std::ops::Range<u64>,
+) -> Result<Option<u64>> {
+    let mut out = Vec::with_capacity(1);
+    index.range(txn, entry_id, span, Order::Ascending, 1, &mut out)?;
+    Ok(out.first().map(|(ts, _)| *ts))
 }
 
 #[cfg(test)]
@@ -848,7 +683,7 @@ mod multi_tests {
         (dir, s)
     }
 
-    fn merged(it: MultiIter) -> Vec<(u64, String)> {
+    fn merged(it: QueryIter) -> Vec<(u64, String)> {
         it.map(|i| {
             let i = i.unwrap();
             (i.meta.ts, i.entry().to_string())

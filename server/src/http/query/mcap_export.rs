@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tsblob_storage::{MultiIter, Store};
+use tsblob_storage::{QueryIter, Store};
 
 use super::parse::parse_query;
 use crate::http::body::channel_body;
@@ -55,7 +55,7 @@ const DEPTH: usize = 8;
 
 /// Walks a multi-entry query into an [`Exporter`] in bounded steps on the blocking pool.
 struct Producer {
-    iter: MultiIter,
+    iter: QueryIter,
     /// The next step's room in the memory budget, and the merge's pages of index records
     /// (as in `query.rs`).
     room: Held,

@@ -27,7 +27,7 @@ use tsblob_proto::framing::MEDIA_TYPE;
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
 use parse::{many_entries, one_entry, post_body};
-use produce::{Producer, Step, Walk, CHUNK};
+use produce::{Producer, Step, CHUNK};
 use pump::{pump, step_body, Live};
 
 pub use parse::{parse_body, parse_query, FollowOpts, QueryBody, QueryRequest, DEFAULT_HEARTBEAT};
@@ -135,10 +135,11 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     // Opening the query answers an unknown bucket or entry with a status, before any frame.
     let grant_bucket = t.bucket.clone();
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let many = entries.is_some();
     let iter = blocking(move || {
         Ok(match entries {
-            Some(patterns) => Walk::Many(store.query_entries(&bucket, &patterns, &query)?),
-            None => Walk::One(store.query(&bucket, &entry, &query)?),
+            Some(patterns) => store.query_entries(&bucket, &patterns, &query)?,
+            None => store.query(&bucket, &entry, &query)?,
         })
     })
     .await?;
@@ -149,7 +150,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
     }
     // The first step runs before the status is sent: an error before any record (a strict
     // condition meeting a missing label) is answered with its status.
-    let mut p = Producer::new(iter, meta, &t.state.bodies);
+    let mut p = Producer::new(iter, many, meta, &t.state.bodies);
     p.skipped = crate::http::damage::Skipped::new(t.state.limits.max_skipped_listed);
     if let Some(f) = follow {
         p.follow(f.settle);

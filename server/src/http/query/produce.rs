@@ -10,7 +10,7 @@ use serde::Serialize;
 use tsblob_proto::framing::{
     put_end, put_entry_record_head, put_error, put_heartbeat, put_record_head,
 };
-use tsblob_storage::{Labels, MultiIter, Payload, QueryItem, QueryIter, Windows};
+use tsblob_storage::{Labels, Payload, QueryItem, QueryIter, Windows};
 
 use crate::http::budget::{Held, MemoryBudget};
 use crate::http::errors::AppError;
@@ -143,56 +143,6 @@ impl Pieces {
     }
 }
 
-/// What a producer walks: one entry, or several merged.
-pub(super) enum Walk {
-    One(QueryIter),
-    Many(MultiIter),
-}
-
-impl Walk {
-    fn next_bounded(&mut self) -> Option<tsblob_storage::Result<Option<QueryItem>>> {
-        match self {
-            Walk::One(i) => i.next_bounded(),
-            Walk::Many(i) => i.next_bounded(),
-        }
-    }
-
-    fn resume(&mut self, horizon: u64) -> bool {
-        match self {
-            Walk::One(i) => i.resume(horizon),
-            Walk::Many(i) => i.resume(horizon),
-        }
-    }
-
-    /// Walks on only where it may find something: the entries in `changed` (sorted ids)
-    /// and those whose record past the last horizon the new one lets through.
-    fn resume_changed(&mut self, horizon: u64, changed: &[u32]) -> bool {
-        match self {
-            Walk::One(i) => i.resume_changed(horizon, changed),
-            Walk::Many(i) => i.resume_changed(horizon, changed),
-        }
-    }
-
-    fn ahead(&self) -> Option<u64> {
-        match self {
-            Walk::One(i) => i.ahead(),
-            Walk::Many(i) => i.ahead(),
-        }
-    }
-
-    /// The ids of the entries walked (what the commit listener names).
-    pub(super) fn entry_ids(&self) -> Vec<u32> {
-        match self {
-            Walk::One(i) => vec![i.entry_id()],
-            Walk::Many(i) => i.entry_ids(),
-        }
-    }
-
-    fn is_many(&self) -> bool {
-        matches!(self, Walk::Many(_))
-    }
-}
-
 /// One NDJSON line of a `meta=true` answer.
 #[derive(Serialize)]
 struct MetaLine<'a> {
@@ -206,7 +156,10 @@ struct MetaLine<'a> {
 }
 
 pub(super) struct Producer {
-    iter: Walk,
+    iter: QueryIter,
+    /// A multi-entry query (even of one entry): its records name their entry, and its
+    /// pages of index records are counted in the memory budget.
+    many: bool,
     /// NDJSON metadata lines instead of record frames.
     meta: bool,
     pub(super) count: u64,
@@ -229,9 +182,10 @@ pub(super) struct Producer {
 }
 
 impl Producer {
-    pub(super) fn new(iter: Walk, meta: bool, budget: &MemoryBudget) -> Producer {
+    pub(super) fn new(iter: QueryIter, many: bool, meta: bool, budget: &MemoryBudget) -> Producer {
         Producer {
             iter,
+            many,
             meta,
             count: 0,
             windows: Windows::default(),
@@ -250,8 +204,8 @@ impl Producer {
     pub(super) fn counted_step(&mut self) -> Step {
         let step = self.step();
         self.room.try_resize(0);
-        if let Walk::Many(i) = &self.iter {
-            self.merge.set(i.held_bytes());
+        if self.many {
+            self.merge.set(self.iter.held_bytes());
         }
         step
     }
@@ -316,32 +270,9 @@ impl Producer {
             if out.full() {
                 return Step::More(out.finish(&mut self.room));
             }
-            if let Some((reader, left)) = self.large.as_mut() {
-                let want = (CHUNK as u64).min(*left).max(1) as usize;
-                match reader.read_chunk(want) {
-                    Ok(data) if data.is_empty() => {
-                        return Step::Abort(std::io::Error::other(
-                            "a record ended before its announced length",
-                        ))
-                    }
-                    Err(e) => {
-                        tracing::warn!("query stream cut: {e}");
-                        return Step::Abort(e);
-                    }
-                    Ok(data) => {
-                        *left = left.saturating_sub(data.len() as u64);
-                        out.push(data);
-                        if *left == 0 {
-                            if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
-                                tracing::warn!("query stream cut: a record failed its CRC check");
-                                return Step::Abort(std::io::Error::other(
-                                    "a record failed its CRC check at its end",
-                                ));
-                            }
-                            self.large = None;
-                            self.count += 1;
-                        }
-                    }
+            if self.large.is_some() {
+                if let Err(e) = self.large_chunk(&mut out) {
+                    return Step::Abort(e);
                 }
                 continue;
             }
@@ -370,55 +301,90 @@ impl Producer {
                 }
                 Some(Ok(Some(item))) => item,
             };
-            let m = &item.meta;
-            if self.meta {
-                let line = MetaLine {
-                    ts: m.ts,
-                    entry: self.iter.is_many().then(|| item.entry()),
-                    size: m.size,
-                    content_type: &m.content_type,
-                    labels: &m.labels,
-                };
-                let mut w = (&mut out.buf).writer();
-                if let Err(e) = serde_json::to_writer(&mut w, &line) {
-                    return self.fail(out, AppError::internal(format!("encoding metadata: {e}")));
-                }
-                out.buf.extend_from_slice(b"\n");
+            if let Err(e) = self.put_item(&mut out, &item) {
+                return self.fail(out, e);
+            }
+        }
+    }
+
+    /// The next chunk of the large record being streamed ([`Producer::large`]) into `out`;
+    /// its CRC checked after its last byte. An error cuts the stream.
+    fn large_chunk(&mut self, out: &mut Pieces) -> Result<(), std::io::Error> {
+        let Some((reader, left)) = self.large.as_mut() else {
+            return Ok(());
+        };
+        let want = (CHUNK as u64).min(*left).max(1) as usize;
+        let data = reader.read_chunk(want).inspect_err(|e| {
+            tracing::warn!("query stream cut: {e}");
+        })?;
+        if data.is_empty() {
+            return Err(std::io::Error::other(
+                "a record ended before its announced length",
+            ));
+        }
+        *left = left.saturating_sub(data.len() as u64);
+        out.push(data);
+        if *left == 0 {
+            if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
+                tracing::warn!("query stream cut: a record failed its CRC check");
+                return Err(std::io::Error::other(
+                    "a record failed its CRC check at its end",
+                ));
+            }
+            self.large = None;
+            self.count += 1;
+        }
+        Ok(())
+    }
+
+    /// A record found by the walk into `out`: its metadata line, or its frame with its
+    /// payload (a large one is streamed by the next steps). A record removed since it was
+    /// listed is left out, a damaged one skipped and counted; any other error ends the
+    /// stream.
+    fn put_item(&mut self, out: &mut Pieces, item: &QueryItem) -> Result<(), AppError> {
+        let m = &item.meta;
+        if self.meta {
+            let line = MetaLine {
+                ts: m.ts,
+                entry: self.many.then(|| item.entry()),
+                size: m.size,
+                content_type: &m.content_type,
+                labels: &m.labels,
+            };
+            let mut w = (&mut out.buf).writer();
+            serde_json::to_writer(&mut w, &line)
+                .map_err(|e| AppError::internal(format!("encoding metadata: {e}")))?;
+            out.buf.extend_from_slice(b"\n");
+            self.count += 1;
+            return Ok(());
+        }
+        let err = match item.payload_in(&mut self.windows) {
+            Ok(Some(data)) => {
+                self.put_head(&mut out.buf, item, data.len() as u64);
+                out.push_payload(data);
                 self.count += 1;
-                continue;
+                return Ok(());
             }
-            match item.payload_in(&mut self.windows) {
-                Ok(Some(data)) => {
-                    self.put_head(&mut out.buf, &item, data.len() as u64);
-                    out.push_payload(data);
-                    self.count += 1;
+            Ok(None) => match item.reader() {
+                Ok(r) => {
+                    self.put_head(&mut out.buf, item, m.size);
+                    self.large = Some((r, m.size));
+                    return Ok(());
                 }
-                Ok(None) => match item.reader() {
-                    Ok(r) => {
-                        self.put_head(&mut out.buf, &item, m.size);
-                        self.large = Some((r, m.size));
-                    }
-                    Err(tsblob_storage::Error::NotFound(_)) => {}
-                    Err(e) => {
-                        if let Some(e) = self.skip_damaged(&item, e) {
-                            return self.fail(out, e);
-                        }
-                    }
-                },
-                Err(tsblob_storage::Error::NotFound(_)) => {}
-                Err(e) => {
-                    if let Some(e) = self.skip_damaged(&item, e) {
-                        return self.fail(out, e);
-                    }
-                }
-            }
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        match err {
+            tsblob_storage::Error::NotFound(_) => Ok(()),
+            e => self.skip_damaged(item, e).map_or(Ok(()), Err),
         }
     }
 
     /// A record frame's head: kind 4 (naming the entry) in a multi-entry answer.
     fn put_head(&self, out: &mut BytesMut, item: &QueryItem, len: u64) {
         let m = &item.meta;
-        if self.iter.is_many() {
+        if self.many {
             put_entry_record_head(out, item.entry(), m.ts, &m.content_type, &m.labels, len);
         } else {
             put_record_head(out, m.ts, &m.content_type, &m.labels, len);
@@ -431,7 +397,7 @@ impl Producer {
         let Some(code) = crate::http::damage::damage_code(&e) else {
             return Some(AppError::from(e));
         };
-        let entry = self.iter.is_many().then(|| item.entry());
+        let entry = self.many.then(|| item.entry());
         self.skipped.add(entry, item.meta.ts, code, &e);
         None
     }
@@ -472,11 +438,7 @@ mod tests {
         )))
         .unwrap();
         let budget = MemoryBudget::default();
-        let mut p = Producer::new(
-            Walk::One(s.query("b", "e", &r.query).unwrap()),
-            false,
-            &budget,
-        );
+        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false, false, &budget);
         let mut steps = 0;
         loop {
             steps += 1;

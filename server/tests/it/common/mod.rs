@@ -213,3 +213,39 @@ pub async fn metric(c: &reqwest::Client, s: &Server, name: &str) -> i64 {
         .parse()
         .unwrap()
 }
+
+/// A client sending `Authorization: Bearer <token>`.
+pub fn bearer(token: &str) -> reqwest::Client {
+    let mut h = reqwest::header::HeaderMap::new();
+    h.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(h)
+        .build()
+        .unwrap()
+}
+
+/// POST /api/v1/tokens/{name} with `spec` (JSON) as `admin`: (status, JSON answer).
+pub async fn create_token(
+    admin: &reqwest::Client,
+    s: &Server,
+    name: &str,
+    spec: &str,
+) -> (u16, serde_json::Value) {
+    let r = admin
+        .post(s.url(&format!("/api/v1/tokens/{name}")))
+        .body(spec.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// Creates a token with `spec` (JSON), which must succeed, and returns its value.
+pub async fn token_value(admin: &reqwest::Client, s: &Server, name: &str, spec: &str) -> String {
+    let (status, v) = create_token(admin, s, name, spec).await;
+    assert_eq!(status, 201, "{v}");
+    v["value"].as_str().unwrap().to_string()
+}

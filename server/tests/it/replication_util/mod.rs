@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 use tsblob_proto::framing::{put_end, put_record, Decoder, Event, MEDIA_TYPE};
 use tsblob_storage::Labels;
 
+use crate::common::Server;
+
 /// Every record of a bucket: (entry, ts) → (content type, labels, payload).
 pub type Dump = BTreeMap<(String, u64), (String, Labels, Vec<u8>)>;
 
@@ -34,6 +36,26 @@ pub const FAST_RETRY: &[&str] = &[
     "--free-space-reserve",
     "0",
 ];
+
+/// A `tsblob serve` in `dir` whose replication tasks retry fast.
+pub fn start(dir: &std::path::Path) -> Server {
+    Server::start_in(dir, FAST_RETRY)
+}
+
+/// Waits until task `name` has a `last_error` for which `ok` holds; returns the task.
+pub async fn wait_error(src: &Api, name: &str, ok: impl Fn(&str) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = src.task(name).await;
+        if let Some(m) = v["status"]["last_error"]["message"].as_str() {
+            if ok(m) {
+                return v;
+            }
+        }
+        assert!(Instant::now() < deadline, "no such error: {v:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
 /// Runs the `tsblob` CLI with `args`, none of the environment's tokens, CA or URL:
 /// (succeeded, stdout + stderr).
