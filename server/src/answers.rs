@@ -1,6 +1,6 @@
 //! JSON answers of the API that the server writes and its own outbound clients read
-//! (`batch_client.rs`, for replication and `tsblob cp`): the error document and a batch's
-//! answer. Below both sides, so the clients do not depend on the HTTP handlers.
+//! (`batch_client.rs`, for replication and `tsblob cp`): the error document, a batch's
+//! answer and an attachment's document. Below both sides, so the clients do not depend on the HTTP handlers.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,4 +46,16 @@ pub struct BatchResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// An attachment's bytes as a JSON value: the document as written (validated then). Bytes
+/// an embedding program wrote through the engine that are not JSON come back as a string.
+/// The API answers with it and replication sends it.
+pub fn attachment_json(a: &tsblob_storage::Attachment) -> Box<serde_json::value::RawValue> {
+    use serde_json::value::RawValue;
+    let text = String::from_utf8_lossy(&a.data).into_owned();
+    RawValue::from_string(text.clone()).unwrap_or_else(|_| {
+        RawValue::from_string(serde_json::Value::String(text).to_string())
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap_or_default())
+    })
 }

@@ -22,16 +22,6 @@ use tsblob_proto::ErrorCode;
 /// JSON the attachments of a write may add around their documents (names, quotes, spaces).
 const JSON_SLACK: u64 = 1 << 20;
 
-/// An attachment's bytes as a JSON value: the document as written (validated then). Bytes
-/// an embedding program wrote through the engine that are not JSON come back as a string.
-pub fn raw_json(a: &Attachment) -> Box<RawValue> {
-    let text = String::from_utf8_lossy(&a.data).into_owned();
-    RawValue::from_string(text.clone()).unwrap_or_else(|_| {
-        RawValue::from_string(serde_json::Value::String(text).to_string())
-            .unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap_or_default())
-    })
-}
-
 /// 422 `invalid_attachment`: what a document must be.
 pub fn not_json(name: &str, e: &serde_json::Error) -> AppError {
     AppError::unprocessable(
@@ -75,8 +65,10 @@ pub async fn list(t: Target) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let all = blocking(move || Ok(store.attachments(&bucket, &entry)?)).await?;
-    let doc: BTreeMap<String, Box<RawValue>> =
-        all.iter().map(|a| (a.name.clone(), raw_json(a))).collect();
+    let doc: BTreeMap<String, Box<RawValue>> = all
+        .iter()
+        .map(|a| (a.name.clone(), crate::answers::attachment_json(a)))
+        .collect();
     Ok(Json(doc).into_response())
 }
 
@@ -89,7 +81,7 @@ pub async fn read(t: Target, name: String) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let a = blocking(move || Ok(store.attachment(&bucket, &entry, &name)?)).await?;
-    let mut resp = Json(raw_json(&a)).into_response();
+    let mut resp = Json(crate::answers::attachment_json(&a)).into_response();
     resp.headers_mut()
         .insert(tsblob_proto::headers::TS_HEADER, a.ts.into());
     Ok(resp)

@@ -76,7 +76,7 @@ impl Reduct {
         Router::new()
             .route("/api/v1/info", get(server::info))
             .route("/api/v1/list", get(server::list))
-            .route("/api/v1/me", get(server::me))
+            .route("/api/v1/me", get(tokens::me))
             .route("/api/v1/tokens", get(tokens::list))
             .route("/api/v1/replications", get(replications::list))
             .route(

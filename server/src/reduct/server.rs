@@ -54,24 +54,6 @@ pub async fn list(
     Ok(Json(json!({ "buckets": buckets })).into_response())
 }
 
-/// `GET /api/v1/me`: the caller's token in ReductStore's shape (never its value).
-pub async fn me(
-    State(ctx): State<Ctx>,
-    Extension(caller): Extension<Caller>,
-) -> Result<Response, AppError> {
-    // The `--token` admin token (no stored token is named `admin`) is ReductStore's
-    // `init-token`.
-    if caller.name.as_deref() == Some(crate::http::auth::ADMIN_NAME) {
-        return Ok(Json(super::tokens::init_token_json(&ctx)).into_response());
-    }
-    let mut t = crate::http::tokens::me_json(&ctx.state, &caller);
-    if caller.name.is_none() {
-        t.name = super::tokens::INIT_TOKEN.into();
-    }
-    let provisioned = t.created.is_none();
-    Ok(Json(token_json(&t, provisioned)).into_response())
-}
-
 /// A token as ReductStore writes it (`created_at`: when its value was made, by creation or
 /// rotation; `ttl` in seconds; times RFC 3339).
 pub fn token_json(t: &crate::http::tokens::TokenJson, provisioned: bool) -> serde_json::Value {

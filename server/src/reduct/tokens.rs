@@ -257,6 +257,24 @@ fn provisioned(name: &str) -> AppError {
     )
 }
 
+/// `GET /api/v1/me`: the caller's token in ReductStore's shape (never its value).
+pub async fn me(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, AppError> {
+    // The `--token` admin token (no stored token is named `admin`) is ReductStore's
+    // `init-token`.
+    if caller.name.as_deref() == Some(crate::http::auth::ADMIN_NAME) {
+        return Ok(Json(init_token_json(&ctx)).into_response());
+    }
+    let mut t = crate::http::tokens::me_json(&ctx.state, &caller);
+    if caller.name.is_none() {
+        t.name = INIT_TOKEN.into();
+    }
+    let provisioned = t.created.is_none();
+    Ok(Json(token_json(&t, provisioned)).into_response())
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_time;

@@ -311,7 +311,7 @@ impl Syncer {
         }
         let doc: BTreeMap<&str, Box<serde_json::value::RawValue>> = docs
             .iter()
-            .map(|a| (a.name.as_str(), crate::http::attachments::raw_json(a)))
+            .map(|a| (a.name.as_str(), crate::answers::attachment_json(a)))
             .collect();
         let body = match serde_json::to_vec(&doc) {
             Ok(b) => b,

@@ -26,8 +26,9 @@ use tsblob_proto::framing::MEDIA_TYPE;
 
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::Target;
+use page::CHUNK;
 use parse::{many_entries, one_entry, post_body};
-use produce::{Producer, Step, CHUNK};
+use produce::{Producer, Step};
 use pump::{pump, step_body, Live};
 
 pub use parse::{parse_body, parse_query, FollowOpts, QueryBody, QueryRequest, DEFAULT_HEARTBEAT};

@@ -16,8 +16,19 @@ use parking_lot::Mutex;
 /// outside the memory budget; a page in flight is counted there as before).
 const IDLE: usize = 8;
 
+/// Frames are gathered into chunks of about this size, one per step on the blocking pool
+/// (large enough that the hand-off to the pool costs little per byte). A mapped payload
+/// (`tsblob_storage::Payload::Mapped`, up to `MAP_MAX`) is one piece however large: it
+/// holds page-cache pages, not memory of ours, and counts towards `produce::STEP` instead.
+pub(super) const CHUNK: usize = 256 << 10;
+
+/// Payloads at least this long are sent as their own piece, straight from the buffer the
+/// engine read them into; shorter ones are copied next to their heads (one piece per record
+/// would cost more in chunk framing and syscalls than the copy).
+pub(super) const OWN_PIECE: usize = 16 << 10;
+
 /// The capacity of a step's page: a step's `CHUNK` and the record that ends it.
-pub(super) const CAPACITY: usize = super::produce::CHUNK + super::produce::OWN_PIECE + 4096;
+pub(super) const CAPACITY: usize = CHUNK + OWN_PIECE + 4096;
 
 static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 

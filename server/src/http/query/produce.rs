@@ -12,6 +12,7 @@ use tsblob_proto::framing::{
 };
 use tsblob_storage::{Labels, Payload, QueryItem, QueryIter, Windows};
 
+use super::page::{CHUNK, OWN_PIECE};
 use crate::http::budget::{Held, MemoryBudget};
 use crate::http::errors::AppError;
 
@@ -19,11 +20,6 @@ use crate::http::errors::AppError;
 /// so that the producer notices a client that went away during a long scan.
 const IDLE_PAGES: u32 = 16;
 
-/// Frames are gathered into chunks of about this size, one per step on the blocking pool
-/// (large enough that the hand-off to the pool costs little per byte). A mapped payload
-/// (`tsblob_storage::Payload::Mapped`, up to `MAP_MAX`) is one piece however large: it
-/// holds page-cache pages, not memory of ours, and counts towards `STEP` instead.
-pub(super) const CHUNK: usize = 256 << 10;
 /// A step also ends once its pieces, mapped ones included, reach this many bytes. Mapped
 /// payloads cost no memory of ours, so a step of them can be larger than `CHUNK`: fewer
 /// hand-offs between the blocking pool and the response's task per byte (each costs
@@ -42,11 +38,6 @@ pub(super) enum Step {
     Fail(Vec<Bytes>, AppError),
     Abort(std::io::Error),
 }
-
-/// Payloads at least this long are sent as their own piece, straight from the buffer the
-/// engine read them into; shorter ones are copied next to their heads (one piece per record
-/// would cost more in chunk framing and syscalls than the copy).
-pub(super) const OWN_PIECE: usize = 16 << 10;
 
 /// The pieces of one step: heads and small records gathered in `buf`, large payloads kept as
 /// the buffers they were read into.

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::page::CHUNK;
 use super::parse::FollowOpts;
-use super::produce::{Producer, Step, CHUNK};
+use super::produce::{Producer, Step};
 use crate::http::auth::StreamGrant;
 use crate::http::errors::AppError;
 
