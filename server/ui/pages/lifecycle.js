@@ -1,9 +1,10 @@
-// A bucket's lifecycle rules (records removed once older than an age): a table with what
-// each removed, "Run now" and removal per rule, and a form that adds or replaces one
-// (durations with units, entries comma-separated with "!" excluding, a `when` as JSON).
+// A bucket's lifecycle rules (records removed, or stored zstd-compressed, once older than an
+// age): a table with what each did, "Run now" and removal per rule, and a form that adds or
+// replaces one (durations with units, entries comma-separated with "!" excluding, a `when` as
+// JSON, the action).
 // The bucket's max age is the rule "max_age" (shown first; set it in the settings).
 import { api } from "../api.js";
-import { h, count, time, errorBox, parseDuration, durationText, confirmButton } from "../util.js";
+import { h, bytes, count, time, errorBox, parseDuration, durationText, confirmButton } from "../util.js";
 
 const rulesPath = (bucket, name) =>
   `/api/v1/lifecycle/${encodeURIComponent(bucket)}` + (name === undefined ? "" : `/${encodeURIComponent(name)}`);
@@ -19,7 +20,12 @@ export async function lifecycleCard(bucket) {
     entries: h("input", { id: "lc-entries", placeholder: "every entry; e.g. cams/*, !cams/raw" }),
     when: h("input", { id: "lc-when", placeholder: "every record; e.g. {\"&kind\": {\"$eq\": \"raw\"}}" }),
     mode: h("select", { id: "lc-mode" }, ["enabled", "disabled", "dry_run"].map((m) => h("option", { value: m }, m))),
+    action: h("select", { id: "lc-action" }, ["remove", "compress"].map((m) => h("option", { value: m }, m))),
   };
+  // What a rule (or one run of it) did: records removed, or compressed and the bytes saved.
+  const did = (action, removed, compressed, saved) => action === "compress"
+    ? `compressed ${count(compressed)} records (${bytes(saved)} saved)`
+    : `removed ${count(removed)} records`;
 
   async function refresh() {
     body.replaceChildren();
@@ -35,16 +41,18 @@ export async function lifecycleCard(bucket) {
       return;
     }
     body.append(h("div", { class: "scroll" }, h("table", { id: "lifecycle-rules", class: "stack" },
-      h("thead", {}, h("tr", {}, ...["rule", "older than", "every", "entries", "when", "mode", "removed", "last run", ""]
+      h("thead", {}, h("tr", {}, ...["rule", "action", "older than", "every", "entries", "when", "mode", "done", "last run", ""]
         .map((t) => h("th", {}, t)))),
       h("tbody", {}, rules.map((r) => h("tr", { "data-rule": r.name },
         h("td", { "data-label": "rule" }, r.name + (r.shorthand ? " (max age)" : "")),
+        h("td", { "data-label": "action" }, r.action),
         h("td", { "data-label": "older than" }, durationText(r.older_than)),
         h("td", { "data-label": "every" }, durationText(r.interval)),
         h("td", { class: "mono", "data-label": "entries" }, r.entries.length ? r.entries.join(", ") : "all"),
         h("td", { class: "mono", "data-label": "when" }, r.when ? JSON.stringify(r.when) : "–"),
         h("td", { "data-label": "mode" }, r.mode),
-        h("td", { class: "num", "data-label": "removed" }, count(r.status.removed)),
+        h("td", { class: "num", "data-label": "done" },
+          did(r.action, r.status.removed, r.status.compressed, r.status.saved_bytes)),
         h("td", { class: "mono", "data-label": "last run" }, time(r.status.last_run),
           r.status.last_error ? h("div", { class: "error" }, r.status.last_error) : ""),
         h("td", {},
@@ -53,7 +61,7 @@ export async function lifecycleCard(bucket) {
             try {
               const p = await api(rulesPath(bucket, r.name) + "/run", { method: "POST" });
               status.append(h("div", { class: "notice" },
-                `${r.name}: removed ${count(p.removed)} records` + (p.caught_up ? "." : " (more to do: the background goes on).")));
+                `${r.name}: ${did(r.action, p.removed, p.compressed, p.saved_bytes)}` + (p.caught_up ? "." : " (more to do: the background goes on).")));
               await refresh();
             } catch (e) { status.append(errorBox(e)); }
           } }, "Run now"),
@@ -71,7 +79,7 @@ export async function lifecycleCard(bucket) {
     status.replaceChildren();
     let rule;
     try {
-      rule = { older_than: parseDuration(f.older_than.value, "older than"), mode: f.mode.value };
+      rule = { older_than: parseDuration(f.older_than.value, "older than"), mode: f.mode.value, action: f.action.value };
       if (!rule.older_than) throw new Error("older than: give the age past which records go, e.g. 30d");
       const every = parseDuration(f.interval.value, "interval");
       if (every) rule.interval = every;
@@ -96,9 +104,10 @@ export async function lifecycleCard(bucket) {
     h("label", { for: "lc-entries" }, "entries"), f.entries,
     h("label", { for: "lc-when" }, "when"), f.when,
     h("label", { for: "lc-mode" }, "mode"), f.mode,
+    h("label", { for: "lc-action" }, "action"), f.action,
     h("div", { class: "actions row" }, h("button", { class: "primary", type: "submit", id: "lc-save" }, "Save rule"), status));
   card.append(h("h2", {}, "Lifecycle rules"),
-    h("p", { class: "muted" }, "Records older than a rule's age, in its entries, matching its condition, are removed in the background. Saving a rule of an existing name replaces it; changing rules needs a token with full access."),
+    h("p", { class: "muted" }, "Records older than a rule's age, in its entries, matching its condition, are removed in the background, or, with the action compress, stored zstd-compressed (read back identical). Saving a rule of an existing name replaces it; changing rules needs a token with full access."),
     body, form);
   await refresh();
   return card;
