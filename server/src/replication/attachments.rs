@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tsblob_proto::outbound;
 use tsblob_storage::{Attachment, FeedFilter, Labels, ATTACHMENT_KEY_LABEL};
 
-use super::{now_us, Event, Replications, Shared, TaskSpec};
+use super::{Replications, Shared, TaskSpec};
 use crate::batch_client::{post_batch, Destination, DstApi, OutRecord, REDUCT_BATCH_RECORDS};
 use crate::cli::client::{entry_seg, seg};
 use crate::reduct_header::BatchHeaderV1;
@@ -180,19 +180,13 @@ impl Syncer {
     }
 
     fn error(&self, message: String) {
-        tracing::warn!(task = %self.name, "replication of attachments: {message}");
-        self.repl
-            .metrics
-            .errors
-            .with_label_values(&[&self.name])
-            .inc();
-        let mut s = self.shared.lock();
-        s.counters.errors += 1;
-        s.counters.last_error = Some(Event {
+        super::task_error(
+            &self.repl,
+            &self.name,
+            &self.shared,
+            "replication of attachments",
             message,
-            at: now_us(),
-        });
-        s.dirty = true;
+        );
     }
 
     fn destination(&self) -> Destination {

@@ -216,6 +216,26 @@ pub struct Shared {
     pub dirty: bool,
 }
 
+/// An error of a task's sender or attachment syncer: logged, counted in the metric and the
+/// task's counters, and kept as its last error.
+pub(crate) fn task_error(
+    repl: &Replications,
+    task: &str,
+    shared: &Mutex<Shared>,
+    what: &str,
+    message: String,
+) {
+    tracing::warn!(task = %task, "{what}: {message}");
+    repl.metrics.errors.with_label_values(&[task]).inc();
+    let mut s = shared.lock();
+    s.counters.errors += 1;
+    s.counters.last_error = Some(Event {
+        message,
+        at: now_us(),
+    });
+    s.dirty = true;
+}
+
 /// A change of the task file, applied in memory once the file is written.
 enum Change {
     Put(Box<(StoredTask, Task)>),

@@ -174,19 +174,7 @@ impl Sender {
     }
 
     fn error(&self, message: String) {
-        tracing::warn!(task = %self.name, "replication: {message}");
-        self.repl
-            .metrics
-            .errors
-            .with_label_values(&[&self.name])
-            .inc();
-        let mut s = self.shared.lock();
-        s.counters.errors += 1;
-        s.counters.last_error = Some(Event {
-            message,
-            at: now_us(),
-        });
-        s.dirty = true;
+        super::task_error(&self.repl, &self.name, &self.shared, "replication", message);
     }
 
     async fn run(self: Arc<Self>) {

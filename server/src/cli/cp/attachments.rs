@@ -7,8 +7,6 @@
 //! attachments are held at a time (the server's `--max-attachments` ×
 //! `--max-attachment-size`, and at most `JSON_MAX` of an answer).
 
-use std::path::{Path, PathBuf};
-
 use anyhow::{bail, Context};
 use reqwest::Method;
 use serde_json::value::RawValue;
@@ -39,7 +37,10 @@ pub(super) async fn copy(
             .await?
             .into_keys()
             .collect(),
-        Place::Folder(dir) => folder_files(dir)?.into_iter().map(|(e, _)| e).collect(),
+        Place::Folder(dir) => super::source::entries_holding(dir, FILE)?
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect(),
         Place::Mcap(_) | Place::Bag(_) => return Ok((0, 0)),
     };
     let (mut docs_copied, mut entries_copied) = (0, 0);
@@ -121,33 +122,4 @@ async fn write(dst: &Place, entry: &str, docs: &Docs, args: &CpArgs) -> anyhow::
         Place::Mcap(p) | Place::Bag(p) => bail!("cannot copy attachments into {}", p.display()),
     }
     Ok(())
-}
-
-/// The entries of an export folder that hold an attachments file.
-fn folder_files(root: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let rd =
-            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
-        for item in rd {
-            let item = item?;
-            let p = item.path();
-            if item.file_type()?.is_dir() {
-                stack.push(p);
-            } else if item.file_name() == FILE {
-                let rel = dir.strip_prefix(root).unwrap_or(&dir);
-                let entry = rel
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                if !entry.is_empty() {
-                    out.push((entry, p));
-                }
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }

@@ -97,6 +97,15 @@ pub(super) async fn read_server(
 
 /// `(entry, index path)` of every entry of an export folder.
 pub(super) fn folder_entries(root: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    entries_holding(root, INDEX)
+}
+
+/// `(entry, path)` of every entry folder of an export folder that holds a file of this name
+/// (its index, its attachments), sorted by entry.
+pub(super) fn entries_holding(
+    root: &Path,
+    file_name: &str,
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -107,7 +116,7 @@ pub(super) fn folder_entries(root: &Path) -> anyhow::Result<Vec<(String, PathBuf
             let p = item.path();
             if item.file_type()?.is_dir() {
                 stack.push(p);
-            } else if item.file_name() == INDEX {
+            } else if item.file_name() == file_name {
                 let rel = dir.strip_prefix(root).unwrap_or(&dir);
                 let entry = rel
                     .components()
