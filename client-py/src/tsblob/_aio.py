@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, List, Opti
 
 from ._common import STREAM_CHUNK, Response
 from ._errors import InvalidInput, TransportError
-from ._http import file_size, transport_error
+from ._http import _readable, file_size, transport_error
 
 try:
     import aiohttp
@@ -65,12 +65,71 @@ async def _sync_chunks(it: Iterable[bytes]) -> AsyncIterator[bytes]:
         yield chunk
 
 
+HEAD_PIECE = 16 << 10
+"""Bytes of a large body sent with the request's head (aiohttp joins the two into one buffer)."""
+BODY_PIECE = 1 << 20
+"""A large body goes to the transport this many bytes at a time, each once the last has left."""
+LARGE_BODY = 64 << 10
+"""Bodies from this size go out as :class:`_LargeBody` (below it, aiohttp's join is cheap)."""
+
+
+class _LargeBody(aiohttp.BytesPayload):
+    """A bytes-like body that aiohttp sends without copying it whole (issue 30).
+
+    aiohttp's ``BytesPayload`` hands the body to the writer in one piece: the writer joins
+    the request's head to it (``b"".join``, a fresh buffer of the body's size, on Pythons
+    before 3.12.9 where aiohttp avoids ``writelines``), and asyncio's transport copies what
+    the socket did not take at once into its own buffer (7 MB of a 10 MB body here). Here
+    the head leaves with the first ``HEAD_PIECE`` bytes, then the rest, ``BODY_PIECE`` bytes
+    at a time, as slices of a ``memoryview`` of the caller's object, each once the transport
+    has emptied its buffer (its high-water mark is 0 meanwhile): the socket takes a piece
+    straight from the caller's memory, and at most the part of one piece it did not accept
+    is copied."""
+
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: Optional[int]) -> None:
+        view = memoryview(self._value)
+        if content_length is not None:
+            view = view[:content_length]
+        transport = writer.transport
+        limits = transport.get_write_buffer_limits() if transport is not None else None
+        try:
+            if limits is not None:
+                transport.set_write_buffer_limits(high=0)  # drain() waits for an empty buffer
+            await writer.write(view[:HEAD_PIECE])
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            try:
+                for at in range(HEAD_PIECE, len(view), BODY_PIECE):
+                    await writer.drain()
+                    if sock is not None and _readable(sock):
+                        # The server answered before the whole body (a 413 for a body over its
+                        # limit, then it closes): stop sending, so that a send failing on the
+                        # closed connection does not make asyncio drop that answer unread;
+                        # the connection, its body cut short, is never reused.
+                        force_close = getattr(writer.protocol, "force_close", None)
+                        if force_close is not None:
+                            force_close()
+                        return
+                    await writer.write(view[at:at + BODY_PIECE], drain=False)
+            except OSError:
+                # The connection broke before the whole body: reading the answer raises (or
+                # reports one that arrived first), as when the transport fails on a body
+                # handed to it whole.
+                return
+        finally:
+            if limits is not None and not transport.is_closing():
+                transport.set_write_buffer_limits(high=limits[1], low=limits[0])
+
+
 def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
     """(body for aiohttp, Content-Length or None)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         # No copy: aiohttp sends any bytes-like body; a memoryview is cast to bytes so that
         # its length counts bytes (an array of 4-byte items has 4 bytes an item).
-        return data if isinstance(data, bytes) else memoryview(data).cast("B"), None
+        body = data if isinstance(data, bytes) else memoryview(data).cast("B")
+        return body, None
     if isinstance(data, str):
         raise TypeError("write() takes bytes, a binary file or an iterator of bytes; encode str first "
                         "(e.g. text.encode()) and pass content_type='text/plain; charset=utf-8'")
@@ -140,6 +199,31 @@ def _error(e: BaseException, method: str, target: str) -> TransportError:
     return err
 
 
+def _env_settings(url: URL) -> Optional[Dict[str, Any]]:
+    """What aiohttp's ``trust_env=True`` would find for requests to ``url``, as keyword
+    arguments of ``ClientSession.request``: ``proxy``/``proxy_auth`` from the proxy variables
+    (``NO_PROXY`` honoured), ``auth`` from the netrc file for the host. ``None`` if this
+    aiohttp lacks the helpers it uses for that (then the session keeps ``trust_env=True``)."""
+    try:
+        from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
+    except ImportError:  # pragma: no cover - aiohttp older than these helpers
+        return None
+    env: Dict[str, Any] = {}
+    try:
+        env["proxy"], auth = get_env_proxy_for_url(url)
+        if auth is not None:  # (aiohttp 3.14 deprecates proxy_auth=): the CONNECT's header for
+            # https; an http request goes to the proxy itself and carries it (see _sess)
+            env["proxy_headers"] = {"Proxy-Authorization": auth.encode()}
+    except LookupError:
+        pass
+    if url.host is not None:
+        try:
+            env["auth"] = basicauth_from_netrc(netrc_from_env(), url.host)
+        except LookupError:
+            pass
+    return env
+
+
 class AsyncTransport:
     """Sends requests to one server over aiohttp's pool (``pool_size`` connections at most),
     opened on first use, inside the running event loop."""
@@ -154,15 +238,23 @@ class AsyncTransport:
         self._pool_size = pool_size
         self._ssl = ssl_context
         self._session: Optional[aiohttp.ClientSession] = None
+        self._env: Optional[Dict[str, Any]] = None
 
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._pool_size, ssl=self._ssl if self._ssl else True)
+            # HTTP_PROXY/HTTPS_PROXY/NO_PROXY and ~/.netrc, read once here, as aiohttp's
+            # trust_env=True reads them (the sync client reads the proxy variables once too):
+            # trust_env looks them up again for every request, in two trips to a thread (the
+            # netrc file is read twice a request), a cost of every write (issue 30).
+            self._env = env = _env_settings(URL(self.url))
+            headers = self._headers
+            if env and "proxy_headers" in env and self.url.startswith("http://"):
+                headers = {**headers, **env["proxy_headers"]}
             # A larger read buffer than aiohttp's 64 KiB lets large payloads stream without pausing
             # the socket every 128 KiB; memory stays bounded by twice this size.
-            # trust_env: HTTP_PROXY/HTTPS_PROXY/NO_PROXY (and ~/.netrc) as the sync client reads them
-            self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout, connector=connector,
-                                                  read_bufsize=READ_BUFSIZE, trust_env=True)
+            self._session = aiohttp.ClientSession(headers=headers, timeout=self._timeout, connector=connector,
+                                                  read_bufsize=READ_BUFSIZE, trust_env=self._env is None)
         return self._session
 
     async def aclose(self) -> None:
@@ -173,17 +265,22 @@ class AsyncTransport:
     async def request(self, method: str, target: str, body: Any = None,
                       headers: Optional[Dict[str, str]] = None) -> Response:
         """Sends a request and reads the whole answer."""
+        session = self._sess()
+        if isinstance(body, (bytes, memoryview)) and len(body) >= LARGE_BODY:
+            body = _LargeBody(body)
         try:
-            async with self._sess().request(method, URL(self.url + target, encoded=True), data=body,
-                                            headers=headers) as r:
+            async with session.request(method, URL(self.url + target, encoded=True), data=body, headers=headers,
+                                       **self._env or {}) as r:
                 return Response(r.status, _lower_headers(r), await r.read())
         except ERRORS as e:
             raise _error(e, method, target) from e
 
     async def open(self, method: str, target: str, headers: Optional[Dict[str, str]] = None) -> Stream:
         """Sends a request and returns the answer unread."""
+        session = self._sess()
         try:
-            resp = await self._sess().request(method, URL(self.url + target, encoded=True), headers=headers)
+            resp = await session.request(method, URL(self.url + target, encoded=True), headers=headers,
+                                         **self._env or {})
         except ERRORS as e:
             raise _error(e, method, target) from e
         return Stream(resp)
