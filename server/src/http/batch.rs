@@ -471,6 +471,16 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             }
         }
     }
+    if too_large.is_some() {
+        // The rest of the body is read and dropped before the answer. Answered while the
+        // client still wrote, the connection closed under it: the client saw a broken pipe,
+        // not the 413 that tells it to send that record alone, and `tsblob cp` retried the
+        // same batch until it gave up (pinned by replication_large::
+        // records_over_the_destination_batch_limit_arrive_alone_through_a_cut, which failed
+        // so with a debug client). Bounded as any body: --max-body, the body deadline and
+        // the idle timeout.
+        while let Ok(Some(_)) = chunks.next().await {}
+    }
     if (fault.is_none() || too_large.is_some()) && !chunk.is_empty() {
         settle(in_flight.take(), &mut results).await;
         let share = held.split(chunk_bytes as u64);
