@@ -331,26 +331,37 @@ fn content_type(meta: &tsblob_storage::RecordMeta) -> &str {
     }
 }
 
-/// Sends one record's request (`what` names it in messages); a failure to send, or a
-/// redirect (never followed), is a [`Single::Retry`].
+/// Sends one request to a destination (`what` names it in messages, `to` the place it
+/// goes): a failure to send, or a redirect (never followed), is the retry's message.
+pub async fn send_once(
+    req: reqwest::RequestBuilder,
+    what: &str,
+    to: impl std::fmt::Display,
+) -> Result<reqwest::Response, String> {
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| format!("sending {what} failed: {}", error_chain(&e)))?;
+    let status = resp.status();
+    if status.is_redirection() {
+        return Err(format!(
+            "{to} answered {status} for {what}, {}",
+            outbound::redirect_message(&resp)
+        ));
+    }
+    Ok(resp)
+}
+
+/// [`send_once`] for one record's request: a failure is a [`Single::Retry`].
 async fn send_single(
     req: reqwest::RequestBuilder,
     what: &str,
     dst: &Destination,
     entry: &str,
 ) -> Result<reqwest::Response, Single> {
-    let resp = req
-        .send()
+    send_once(req, what, format!("{dst}/{entry}"))
         .await
-        .map_err(|e| Single::Retry(format!("sending {what} failed: {}", error_chain(&e))))?;
-    let status = resp.status();
-    if status.is_redirection() {
-        return Err(Single::Retry(format!(
-            "{dst}/{entry} answered {status} for {what}, {}",
-            outbound::redirect_message(&resp)
-        )));
-    }
-    Ok(resp)
+        .map_err(Single::Retry)
 }
 
 /// Writes one record with a single-record `POST ?ts=&if_exists=compare` (for records over

@@ -364,22 +364,11 @@ impl Syncer {
             Some(t) => req.bearer_auth(t),
             None => req,
         };
-        let resp = match req.send().await {
+        let resp = match crate::batch_client::send_once(req, what, dst).await {
             Ok(r) => r,
-            Err(e) => {
-                return Outcome::Retry(format!(
-                    "sending {what} failed: {}",
-                    tsblob_proto::tls::error_chain(&e)
-                ))
-            }
+            Err(message) => return Outcome::Retry(message),
         };
         let status = resp.status();
-        if status.is_redirection() {
-            return Outcome::Retry(format!(
-                "{dst} answered {status} for {what}, {}",
-                outbound::redirect_message(&resp)
-            ));
-        }
         let limit = if status.is_success() {
             dst.bounds.answer_max
         } else {
@@ -519,22 +508,11 @@ impl Syncer {
             if let Some(t) = &dst.token {
                 req = req.bearer_auth(t);
             }
-            let resp = match req.send().await {
+            let resp = match crate::batch_client::send_once(req, &what, dst).await {
                 Ok(r) => r,
-                Err(e) => {
-                    return Outcome::Retry(format!(
-                        "sending {what} failed: {}",
-                        tsblob_proto::tls::error_chain(&e)
-                    ))
-                }
+                Err(message) => return Outcome::Retry(message),
             };
             let status = resp.status();
-            if status.is_redirection() {
-                return Outcome::Retry(format!(
-                    "{dst} answered {status} for {what}, {}",
-                    outbound::redirect_message(&resp)
-                ));
-            }
             let one = |v: &reqwest::header::HeaderValue| {
                 outbound::one_line(
                     &String::from_utf8_lossy(v.as_bytes()),
