@@ -14,6 +14,9 @@ aiohttp, whose HTTP parser is compiled (``bench/transport_overhead.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
+import socket
 import ssl
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 
@@ -23,6 +26,7 @@ from ._http import _readable, file_size, transport_error
 
 try:
     import aiohttp
+    from aiohttp.client_proto import ResponseHandler
     from yarl import URL
 except ImportError as e:  # pragma: no cover - exercised by test_packaging in a venv without it
     raise ImportError(
@@ -86,6 +90,9 @@ class _LargeBody(aiohttp.BytesPayload):
     straight from the caller's memory, and at most the part of one piece it did not accept
     is copied."""
 
+    protocol: Any = None
+    """aiohttp's protocol of the connection it was sent on (see :func:`_send_guarded`)."""
+
     async def write(self, writer: Any) -> None:
         await self.write_with_length(writer, None)
 
@@ -98,29 +105,126 @@ class _LargeBody(aiohttp.BytesPayload):
         try:
             if limits is not None:
                 transport.set_write_buffer_limits(high=0)  # drain() waits for an empty buffer
-            await writer.write(view[:HEAD_PIECE])
-            sock = transport.get_extra_info("socket") if transport is not None else None
-            try:
-                for at in range(HEAD_PIECE, len(view), BODY_PIECE):
-                    await writer.drain()
-                    if sock is not None and _readable(sock):
-                        # The server answered before the whole body (a 413 for a body over its
-                        # limit, then it closes): stop sending, so that a send failing on the
-                        # closed connection does not make asyncio drop that answer unread;
-                        # the connection, its body cut short, is never reused.
-                        force_close = getattr(writer.protocol, "force_close", None)
-                        if force_close is not None:
-                            force_close()
-                        return
-                    await writer.write(view[at:at + BODY_PIECE], drain=False)
-            except OSError:
-                # The connection broke before the whole body: reading the answer raises (or
-                # reports one that arrived first), as when the transport fails on a body
-                # handed to it whole.
-                return
+            await _send_guarded(self, writer, _pieces(view), drain_first=True)
         finally:
             if limits is not None and not transport.is_closing():
                 transport.set_write_buffer_limits(high=limits[1], low=limits[0])
+
+
+async def _pieces(view: memoryview) -> AsyncIterator[memoryview]:
+    yield view[:HEAD_PIECE]
+    for at in range(HEAD_PIECE, len(view), BODY_PIECE):
+        yield view[at:at + BODY_PIECE]
+
+
+async def _send_guarded(payload: Any, writer: Any, chunks: AsyncIterator[Any], drain_first: bool = False) -> None:
+    """Sends ``chunks`` through aiohttp's ``writer``, stopping when the server has answered
+    before the whole body (a 413 for a body over its ``--max-body``, then it closes).
+
+    Before each chunk the socket is polled: readable means the answer (or the close) is
+    there, so sending stops and aiohttp's reader reads the answer. A send that fails all the
+    same (the answer came between the poll and the send) is raised only once the protocol
+    has learnt of the lost connection and read the answer from the socket (:class:`_Handler`):
+    raised earlier, aiohttp would report it in place of the answer. Either way the
+    connection, its body cut short, is never reused. ``drain_first``: wait for
+    the transport's buffer to empty before each chunk (else aiohttp's writer drains after)."""
+    payload.protocol = protocol = writer.protocol  # (see AsyncTransport.request: closed after a 413)
+    transport = writer.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    try:
+        async for chunk in chunks:
+            if drain_first:
+                await writer.drain()
+            if sock is not None and _readable(sock):
+                break
+            await writer.write(chunk, drain=not drain_first)
+        else:
+            return
+    except OSError:  # (aiohttp's ClientConnectionResetError is one)
+        pass
+    force_close = getattr(protocol, "force_close", None)
+    if force_close is not None:
+        force_close()
+    if transport is not None and transport.is_closing():
+        # A send failed: let asyncio tell the protocol (it reads the answer, if one came:
+        # _Handler), then report the failure to aiohttp, which then does not end a body on a
+        # dead connection (an error nobody would retrieve); the answer, read first, wins.
+        await asyncio.sleep(0)
+        raise ConnectionResetError("the server closed the connection before the whole body was sent")
+
+
+class _Handler(ResponseHandler):
+    """aiohttp's protocol of a connection, which reads the server's answer before it learns
+    that the connection broke.
+
+    A server answers a body over its limit before reading all of it (413), then closes; the
+    client's next send then fails (the server's reset follows its answer), and asyncio's
+    transport, failing inside that send, drops the socket at the loop's next turn without
+    reading it: aiohttp reported "Can not write request body" with the answer unread. Here,
+    when the connection is lost on an error, what the server sent and nobody read is read
+    from the socket (still open: asyncio closes it after this call) and handed to aiohttp's
+    own parser first, so the answer reaches the caller; with nothing there, the error stands.
+    (Plain HTTP only: over TLS the answer is lost as before.)"""
+
+    _sock_transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        # (kept here: aiohttp drops its own reference when it closes the connection after the
+        # failed send, before asyncio calls connection_lost)
+        self._sock_transport = transport
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        transport, self._sock_transport = self._sock_transport, None
+        # (over TLS the socket carries ciphertext, which only the TLS layer may read)
+        if exc is not None and transport is not None and transport.get_extra_info("sslcontext") is None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    with socket.socket(fileno=os.dup(sock.fileno())) as s:  # asyncio's is non-blocking
+                        while True:
+                            data = s.recv(READ_BUFSIZE)
+                            if not data:
+                                break
+                            self.data_received(data)
+                except OSError:  # nothing more to read (BlockingIOError), or the reset after it
+                    pass
+        super().connection_lost(exc)
+
+
+def _connector(limit: int, ssl_context: Any) -> aiohttp.TCPConnector:
+    connector = aiohttp.TCPConnector(limit=limit, ssl=ssl_context)
+    factory = getattr(connector, "_factory", None)
+    if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
+        # (aiohttp has no public way to choose the protocol; versions that build it otherwise
+        # keep theirs, and lose an early answer as before)
+        connector._factory = functools.partial(_Handler, *factory.args, **factory.keywords)  # type: ignore[assignment]
+    return connector
+
+
+class _GuardedStream(aiohttp.AsyncIterablePayload):
+    """A streamed body (file, iterator): aiohttp's own payload, sent by :func:`_send_guarded`."""
+
+    protocol: Any = None
+
+    async def write_with_length(self, writer: Any, content_length: Optional[int]) -> None:
+        it = self._iter
+        if it is None:
+            return
+        self._iter = None
+        await _send_guarded(self, writer, _limited(it, content_length))
+
+
+async def _limited(it: AsyncIterator[bytes], content_length: Optional[int]) -> AsyncIterator[bytes]:
+    left = content_length
+    async for chunk in it:
+        if left is None:
+            yield chunk
+            continue
+        if left <= 0:
+            return
+        yield chunk[:left]
+        left -= len(chunk)
 
 
 def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
@@ -134,11 +238,11 @@ def prepare_body(data: Any, size: Optional[int]) -> Tuple[Any, Optional[int]]:
         raise TypeError("write() takes bytes, a binary file or an iterator of bytes; encode str first "
                         "(e.g. text.encode()) and pass content_type='text/plain; charset=utf-8'")
     if hasattr(data, "read"):
-        return _file_chunks(data), size if size is not None else file_size(data)
+        return _GuardedStream(_file_chunks(data)), size if size is not None else file_size(data)
     if hasattr(data, "__aiter__"):
-        return data, size
+        return _GuardedStream(data), size
     if isinstance(data, Iterable):
-        return _sync_chunks(data), size
+        return _GuardedStream(_sync_chunks(data)), size
     raise TypeError(f"write() cannot send a {type(data).__name__}: give bytes, a binary file or an "
                     "(async) iterator of bytes")
 
@@ -242,7 +346,7 @@ class AsyncTransport:
 
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._pool_size, ssl=self._ssl if self._ssl else True)
+            connector = _connector(self._pool_size, self._ssl if self._ssl else True)
             # HTTP_PROXY/HTTPS_PROXY/NO_PROXY and ~/.netrc, read once here, as aiohttp's
             # trust_env=True reads them (the sync client reads the proxy variables once too):
             # trust_env looks them up again for every request, in two trips to a thread (the
@@ -271,9 +375,20 @@ class AsyncTransport:
         try:
             async with session.request(method, URL(self.url + target, encoded=True), data=body, headers=headers,
                                        **self._env or {}) as r:
-                return Response(r.status, _lower_headers(r), await r.read())
+                conn = r.connection
+                out = Response(r.status, _lower_headers(r), await r.read())
         except ERRORS as e:
             raise _error(e, method, target) from e
+        if out.status == 413 and body is not None:
+            # The server answers a body over its limit before reading all of it, then closes
+            # the connection; aiohttp may have put it back in its pool already (when the whole
+            # body had left before the answer came): close it, so that the next request does
+            # not fail on it ("Cannot write to closing transport"). (A request of another task
+            # that took it from the pool meanwhile would have failed on it all the same.)
+            proto = conn.protocol if conn is not None and conn.protocol is not None else getattr(body, "protocol", None)
+            if proto is not None:
+                proto.close()
+        return out
 
     async def open(self, method: str, target: str, headers: Optional[Dict[str, str]] = None) -> Stream:
         """Sends a request and returns the answer unread."""
