@@ -24,6 +24,17 @@ def test_paths() -> None:
     assert c.bucket_path("a.b-c_d") == "/api/v1/b/a.b-c_d"
 
 
+def test_kept_entry_paths_are_the_built_ones_and_bad_names_raise_every_time() -> None:
+    # entry_path keeps the paths of recent names (issue 30): the kept one must be the path
+    # built afresh, and a refused name must be refused again (an error is never kept).
+    for _ in range(2):
+        assert c.entry_path("b x", "é/ü%") == c._entry_path("b x", "é/ü%") == "/api/v1/b/b%20x/%C3%A9/%C3%BC%25"
+        with pytest.raises(InvalidInput, match="client"):
+            c.entry_path("b", "a/../x")
+    with pytest.raises(InvalidInput, match="client"):
+        c.entry_path("b", ["not", "a", "name"])  # type: ignore[arg-type]  # unhashable: not kept, still refused
+
+
 def test_label_values_are_percent_encoded_and_round_trip() -> None:
     labels = {"plain": "front-cam 1", "utf8": "héllo ✓", "pct": "100%", "edge": " x "}
     headers: dict = {}

@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// No progress bars.
     #[arg(long)]
     pub no_progress: bool,
+    /// Render a report written earlier with --json (to --markdown, --csv, --chart and the
+    /// terminal) instead of running anything.
+    #[arg(long, value_name = "FILE")]
+    pub render: Option<PathBuf>,
 
     /// Measure replication instead of the workload's phases: tsblob → tsblob against
     /// ReductStore → ReductStore, catch-up of a backlog and lag under a steady rate (four
@@ -288,6 +292,9 @@ impl BenchArgs {
 /// Runs the comparison and prints the report. Ctrl-C (or SIGTERM) stops the spawned targets
 /// and removes their data before returning an error.
 pub async fn run(args: BenchArgs) -> Result<()> {
+    if let Some(path) = &args.render {
+        return runner::render(&args, path);
+    }
     if !args.tier_engines.is_empty() {
         return tokio::select! {
             result = tiercell::run(&args) => result,

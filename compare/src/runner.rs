@@ -135,6 +135,17 @@ pub async fn run(args: &BenchArgs, workload: Workload, kinds: Vec<TargetKind>) -
     Ok(())
 }
 
+/// `--render FILE`: a report written with `--json`, printed and written again in the formats
+/// asked for (a table added to the renderings shows on an earlier run).
+pub fn render(args: &BenchArgs, path: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let report = Report::from_json(&text)
+        .with_context(|| format!("{} is not a report written by --json", path.display()))?;
+    println!("{}", report::table::render(&report));
+    write_outputs(args, &report)
+}
+
 fn write_outputs(args: &BenchArgs, report: &Report) -> Result<()> {
     let write = |path: &Path, text: String| {
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))

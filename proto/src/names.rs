@@ -84,12 +84,16 @@ pub fn split_entry_path(rest: &str) -> (&str, EntryRoute) {
 /// `robot1/lidar/attachments/schema` into (`robot1/lidar`, `Some("schema")`); `None` for a
 /// path that does not name attachments.
 pub fn split_attachment_path(rest: &str) -> Option<(&str, Option<&str>)> {
-    let suffix = format!("/{ATTACHMENTS_WORD}");
-    if let Some(entry) = rest.strip_suffix(suffix.as_str()) {
+    // `/attachments` at the end, without a `String` per request (this runs on every entry
+    // route).
+    fn strip(s: &str) -> Option<&str> {
+        s.strip_suffix(ATTACHMENTS_WORD)?.strip_suffix('/')
+    }
+    if let Some(entry) = strip(rest) {
         return Some((entry, None));
     }
     let (head, name) = rest.rsplit_once('/')?;
-    let entry = head.strip_suffix(suffix.as_str())?;
+    let entry = strip(head)?;
     Some((entry, Some(name)))
 }
 

@@ -7,6 +7,7 @@ clients cannot drift apart.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -146,12 +147,25 @@ def bucket_path(bucket: str) -> str:
 
 
 def entry_path(bucket: str, entry: str) -> str:
-    """``/api/v1/b/<bucket>/<entry>``; entry names may hold '/'-separated segments."""
+    """``/api/v1/b/<bucket>/<entry>``; entry names may hold '/'-separated segments.
+
+    The paths of recent names are kept (every write to an entry builds the same path: two
+    ``quote`` calls and the checks, some 2.5 µs); a bad name raises each time (nothing is
+    kept for it)."""
+    if type(bucket) is str and type(entry) is str:
+        return _entry_path_of_str(bucket, entry)
+    return _entry_path(bucket, entry)
+
+
+def _entry_path(bucket: str, entry: str) -> str:
     if not isinstance(entry, str) or not entry:
         raise _bad_name("entry", str(entry), "is empty")
     if any(seg in ("", ".", "..") for seg in entry.split("/")):
         raise _bad_name("entry", entry, "has a segment that is empty, '.' or '..'")
     return f"{bucket_path(bucket)}/{quote(entry, safe='/')}"
+
+
+_entry_path_of_str = functools.lru_cache(maxsize=1024)(_entry_path)
 
 
 def label_headers(labels: Optional[Labels], headers: Dict[str, str]) -> None:

@@ -9,10 +9,11 @@ use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use super::errors::{blocking, AppError};
@@ -23,6 +24,9 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
+    /// The series of `requests` and `latency` each request adds to, found once
+    /// ([`Series`]).
+    series: Series,
     received: IntCounter,
     sent: IntCounter,
     /// Bytes of query streams (also counted in `sent`, kept apart for the query rate).
@@ -221,6 +225,7 @@ impl Metrics {
         let m = Metrics {
             requests,
             latency,
+            series: Series::new(),
             received: c(
                 "tsblob_http_received_bytes_total",
                 "Request body bytes received",
@@ -348,32 +353,83 @@ impl Metrics {
     }
 }
 
-/// The method as a metric label: one of a fixed set, whatever a client sends (HTTP allows
-/// any token as a method, and each new label value would be a new series kept forever).
-fn method_label(method: &Method) -> &'static str {
+/// The methods a metric label names: a fixed set, whatever a client sends (HTTP allows any
+/// token as a method, and each new label value would be a new series kept forever).
+const METHODS: [&str; 8] = [
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other",
+];
+
+/// The index in [`METHODS`] of a request's method.
+fn method_index(method: &Method) -> usize {
     match *method {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
+        Method::GET => 0,
+        Method::HEAD => 1,
+        Method::POST => 2,
+        Method::PUT => 3,
+        Method::PATCH => 4,
+        Method::DELETE => 5,
+        Method::OPTIONS => 6,
+        _ => 7,
     }
+}
+
+/// The method as a metric label.
+#[cfg(test)]
+fn method_label(method: &Method) -> &'static str {
+    METHODS[method_index(method)]
 }
 
 /// A low-cardinality name for what a request does: the route template it falls under
 /// (paths carry bucket and entry names, which never become label values).
-fn op_of(method: &Method, path: &str) -> &'static str {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Health,
+    Metrics,
+    Tokens,
+    Replication,
+    Service,
+    Other,
+    Bucket,
+    Batch,
+    Query,
+    Entry,
+    RecordWrite,
+    RecordRead,
+    RecordOther,
+}
+
+impl Op {
+    const COUNT: usize = 13;
+
+    /// The `op` label.
+    fn name(self) -> &'static str {
+        match self {
+            Op::Health => "health",
+            Op::Metrics => "metrics",
+            Op::Tokens => "tokens",
+            Op::Replication => "replication",
+            Op::Service => "service",
+            Op::Other => "other",
+            Op::Bucket => "bucket",
+            Op::Batch => "batch",
+            Op::Query => "query",
+            Op::Entry => "entry",
+            Op::RecordWrite => "record_write",
+            Op::RecordRead => "record_read",
+            Op::RecordOther => "record_other",
+        }
+    }
+}
+
+fn op_of(method: &Method, path: &str) -> Op {
     let Some(rest) = path.strip_prefix("/api/v1/b") else {
         return match path {
-            "/health" => "health",
-            "/metrics" => "metrics",
-            p if p.starts_with("/api/v1/tokens") || p == "/api/v1/me" => "tokens",
-            p if p.starts_with("/api/v1/replications") => "replication",
-            p if p.starts_with("/api/v1/") => "service",
-            _ => "other",
+            "/health" => Op::Health,
+            "/metrics" => Op::Metrics,
+            p if p.starts_with("/api/v1/tokens") || p == "/api/v1/me" => Op::Tokens,
+            p if p.starts_with("/api/v1/replications") => Op::Replication,
+            p if p.starts_with("/api/v1/") => Op::Service,
+            _ => Op::Other,
         };
     };
     let segments = rest
@@ -382,15 +438,44 @@ fn op_of(method: &Method, path: &str) -> &'static str {
         .filter(|s| !s.is_empty())
         .count();
     match segments {
-        0 | 1 => "bucket",
-        _ if rest.ends_with("/batch") => "batch",
-        _ if rest.ends_with("/query") => "query",
-        _ if rest.ends_with("/info") || rest.ends_with("/histogram") => "entry",
+        0 | 1 => Op::Bucket,
+        _ if rest.ends_with("/batch") => Op::Batch,
+        _ if rest.ends_with("/query") => Op::Query,
+        _ if rest.ends_with("/info") || rest.ends_with("/histogram") => Op::Entry,
         _ => match *method {
-            Method::POST | Method::PUT => "record_write",
-            Method::GET | Method::HEAD => "record_read",
-            _ => "record_other",
+            Method::POST | Method::PUT => Op::RecordWrite,
+            Method::GET | Method::HEAD => Op::RecordRead,
+            _ => Op::RecordOther,
         },
+    }
+}
+
+/// The statuses whose request counters are kept at hand (any other is looked up by its
+/// labels each time).
+const STATUSES: [u16; 20] = [
+    200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 408, 409, 413, 415, 416, 422, 429, 500, 503,
+    507,
+];
+
+/// The series of `tsblob_http_requests_total` and `tsblob_http_request_duration_seconds`
+/// that requests add to, each found in its vector on first use and kept: a
+/// `with_label_values` hashes the label values, takes the vector's lock and clones the
+/// series' `Arc` (two per request before; `docs/benchmarks/write-cpu-3-2026-11-26.md`).
+/// A series still appears in the scrape only once a request used it.
+struct Series {
+    latency: [OnceLock<Histogram>; Op::COUNT],
+    /// By op, method and [`STATUSES`] index.
+    requests: Box<[OnceLock<IntCounter>]>,
+}
+
+impl Series {
+    fn new() -> Series {
+        Series {
+            latency: std::array::from_fn(|_| OnceLock::new()),
+            requests: (0..Op::COUNT * METHODS.len() * STATUSES.len())
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
     }
 }
 
@@ -398,7 +483,7 @@ fn op_of(method: &Method, path: &str) -> &'static str {
 pub(crate) struct Started {
     at: Instant,
     method: Method,
-    op: &'static str,
+    op: Op,
     /// The access log line's path (an allocation: only when debug logging is on).
     path: Option<String>,
 }
@@ -431,21 +516,38 @@ impl Metrics {
             op,
             path,
         } = started;
+        let took = at.elapsed();
         access_log(
             &method,
-            op,
+            op.name(),
             path.as_deref(),
             resp.status(),
-            at.elapsed(),
+            took,
             self.access_log(),
         );
-        self.latency
-            .with_label_values(&[op])
-            .observe(at.elapsed().as_secs_f64());
-        self.requests
-            .with_label_values(&[op, method_label(&method), resp.status().as_str()])
-            .inc();
+        self.series.latency[op as usize]
+            .get_or_init(|| self.latency.with_label_values(&[op.name()]))
+            .observe(took.as_secs_f64());
+        self.count(op, &method, resp.status());
         resp.map(|b| Body::new(Counted::new(b, self.sent.clone())))
+    }
+
+    /// Adds one to the requests answered with `status`.
+    fn count(&self, op: Op, method: &Method, status: axum::http::StatusCode) {
+        let m = method_index(method);
+        let labels = || [op.name(), METHODS[m], status.as_str()];
+        match STATUSES.iter().position(|&s| s == status.as_u16()) {
+            Some(s) => {
+                let at = (op as usize * METHODS.len() + m) * STATUSES.len() + s;
+                match self.series.requests.get(at) {
+                    Some(c) => c
+                        .get_or_init(|| self.requests.with_label_values(&labels()))
+                        .inc(),
+                    None => self.requests.with_label_values(&labels()).inc(),
+                }
+            }
+            None => self.requests.with_label_values(&labels()).inc(),
+        }
     }
 }
 
@@ -585,16 +687,56 @@ mod tests {
 
     #[test]
     fn ops_have_low_cardinality() {
-        assert_eq!(op_of(&Method::GET, "/api/v1/b"), "bucket");
-        assert_eq!(op_of(&Method::POST, "/api/v1/b/cams"), "bucket");
-        assert_eq!(op_of(&Method::POST, "/api/v1/b/cams/a/b"), "record_write");
-        assert_eq!(op_of(&Method::GET, "/api/v1/b/cams/a/query"), "query");
-        assert_eq!(op_of(&Method::POST, "/api/v1/b/cams/a/batch"), "batch");
-        assert_eq!(op_of(&Method::GET, "/api/v1/tokens/x"), "tokens");
-        assert_eq!(op_of(&Method::GET, "/health"), "health");
-        assert_eq!(op_of(&Method::GET, "/whatever/../x"), "other");
+        let op = |m: &Method, p: &str| op_of(m, p).name();
+        assert_eq!(op(&Method::GET, "/api/v1/b"), "bucket");
+        assert_eq!(op(&Method::POST, "/api/v1/b/cams"), "bucket");
+        assert_eq!(op(&Method::POST, "/api/v1/b/cams/a/b"), "record_write");
+        assert_eq!(op(&Method::GET, "/api/v1/b/cams/a/query"), "query");
+        assert_eq!(op(&Method::POST, "/api/v1/b/cams/a/batch"), "batch");
+        assert_eq!(op(&Method::GET, "/api/v1/tokens/x"), "tokens");
+        assert_eq!(op(&Method::GET, "/health"), "health");
+        assert_eq!(op(&Method::GET, "/whatever/../x"), "other");
         let odd = Method::from_bytes(b"BREW").unwrap();
         assert_eq!(method_label(&odd), "other");
         assert_eq!(method_label(&Method::PATCH), "PATCH");
+    }
+
+    /// The kept series are the vectors' own: a request counted through the cache and one
+    /// counted by its labels (a status outside `STATUSES`) land in the scrape as before.
+    #[test]
+    fn kept_series_count_into_the_scraped_ones() {
+        use axum::http::StatusCode;
+        let m = Metrics::new().unwrap();
+        for _ in 0..3 {
+            m.count(Op::RecordWrite, &Method::POST, StatusCode::CREATED);
+        }
+        m.count(Op::RecordWrite, &Method::POST, StatusCode::IM_A_TEAPOT);
+        m.count(
+            Op::Other,
+            &Method::from_bytes(b"BREW").unwrap(),
+            StatusCode::NOT_FOUND,
+        );
+        let started = Started {
+            at: Instant::now(),
+            method: Method::GET,
+            op: Op::Health,
+            path: None,
+        };
+        let _ = m.finish(started, Response::new(Body::empty()));
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&m.registry.gather(), &mut out)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for line in [
+            r#"tsblob_http_requests_total{method="POST",op="record_write",status="201"} 3"#,
+            r#"tsblob_http_requests_total{method="POST",op="record_write",status="418"} 1"#,
+            r#"tsblob_http_requests_total{method="other",op="other",status="404"} 1"#,
+            r#"tsblob_http_requests_total{method="GET",op="health",status="200"} 1"#,
+            r#"tsblob_http_request_duration_seconds_count{op="health"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        assert!(!text.contains(r#"op="record_read""#), "{text}");
     }
 }

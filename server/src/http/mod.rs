@@ -335,7 +335,7 @@ async fn entry_route(
         return buckets::rename(state, caller, bucket, req).await;
     }
     tsblob_storage::validate_entry_name(entry)?;
-    let (bucket, entry) = (bucket.clone(), entry.to_string());
+    let entry = entry.to_string();
     let method = req.method().clone();
     let target = records::Target {
         state,

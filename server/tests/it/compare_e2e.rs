@@ -345,6 +345,53 @@ fn every_phase_runs_on_all_three_targets_verified_and_reported() {
             }
         }
     }
+    // The summary: one row per phase and size, tsblob's median records/s and its ratio to
+    // each peer as in the JSON.
+    let summary = md_rows
+        .get("summary (median round of each cell, records/s)")
+        .expect("markdown: no summary table");
+    let mut sized: Vec<&Cell> = report
+        .cells
+        .iter()
+        .filter(|c| c.target == TargetKind::Tsblob)
+        .collect();
+    sized.sort_by_key(|c| (c.phase, c.size));
+    assert_eq!(
+        summary.len(),
+        1 + sized.len(),
+        "summary: header + a row per cell"
+    );
+    let ts_rates: Vec<f64> = summary[1..]
+        .iter()
+        .filter(|r| r[2] != "n/a")
+        .map(|r| r[2].replace(',', "").parse::<f64>().unwrap())
+        .collect();
+    let want_rates: Vec<f64> = sized
+        .iter()
+        .filter_map(|c| c.result.as_ref())
+        .map(|r| r.records_per_s)
+        .collect();
+    assert_eq!(ts_rates.len(), want_rates.len());
+    for (got, want) in ts_rates.iter().zip(&want_rates) {
+        assert!(
+            (got - want).abs() <= want.max(1.0) * 0.01,
+            "summary shows {got} rec/s where the JSON has {want}"
+        );
+    }
+    // `--render` writes the same Markdown again from the JSON, without running anything.
+    let md2 = dir.0.join("r2.md");
+    let mut render = Command::new(env!("CARGO_BIN_EXE_tsblob"));
+    run_ok(
+        render
+            .args(["bench", "--render"])
+            .arg(&json)
+            .arg("--markdown")
+            .arg(&md2),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&md2).unwrap(),
+        std::fs::read_to_string(&md).unwrap()
+    );
     // CSV: a header, one line per cell and per disk cell.
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(
