@@ -5,24 +5,26 @@
 //! decoders must never panic, must give the same events whatever the cut (they are
 //! incremental), and their payload pieces must add up to what each record frame announced.
 //! The client-side `ChunkDecoder` (payloads as slices of the received chunks) must agree
-//! with the server's `Decoder` event for event.
+//! with the server's `Decoder` event for event, and so must `ChunkDecoder::next_raw` (the
+//! batch route's: heads with their content type and labels still encoded, decoded here).
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use tsblob_proto::framing::{ChunkDecoder, Decoder, Event, FrameError};
+use tsblob_proto::framing::{ChunkDecoder, Decoder, Event, FrameError, RawEvent};
 
 /// One of the two decoders: the server's (fed a `BytesMut`) or the clients' (fed chunks).
 enum Dec {
     Server(Decoder, BytesMut),
     Client(ChunkDecoder),
+    Raw(ChunkDecoder),
 }
 
 impl Dec {
     fn push(&mut self, chunk: &[u8]) {
         match self {
             Dec::Server(_, buf) => buf.extend_from_slice(chunk),
-            Dec::Client(d) => d.push(Bytes::copy_from_slice(chunk)),
+            Dec::Client(d) | Dec::Raw(d) => d.push(Bytes::copy_from_slice(chunk)),
         }
     }
 
@@ -30,6 +32,15 @@ impl Dec {
         match self {
             Dec::Server(d, buf) => d.next(buf),
             Dec::Client(d) => d.next_event(),
+            Dec::Raw(d) => Ok(d.next_raw()?.map(|e| match e {
+                RawEvent::Record(h) => {
+                    let head = h.head();
+                    assert_eq!(h.labels(), head.labels);
+                    assert_eq!(h.content_type(), head.content_type);
+                    Event::Record(head)
+                }
+                RawEvent::Other(e) => e,
+            })),
         }
     }
 }
@@ -84,6 +95,7 @@ fuzz_target!(|data: &[u8]| {
     for (what, d) in [
         ("the cut", server()),
         ("the chunk decoder", Dec::Client(ChunkDecoder::new())),
+        ("the raw heads", Dec::Raw(ChunkDecoder::new())),
     ] {
         let (events, err) = decode(d, input, piece);
         assert_eq!(

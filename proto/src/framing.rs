@@ -187,11 +187,135 @@ enum State {
     Done,
 }
 
-/// What a look at the bytes in hand gives: a complete event and the bytes it took, or the
+/// What a look at the bytes in hand gives: a complete event and the bytes it took, a
+/// complete and checked record head (its bytes are the first [`HeadAt::total`]), or the
 /// total number of bytes needed before the frame head can be decoded (more than in hand).
 enum Step {
     Need(usize),
     Event(Event, usize),
+    Record(HeadAt),
+}
+
+/// A record frame head checked in place (entry name and labels UTF-8, content type
+/// printable ASCII, labels' count and length agreeing): where its parts are, nothing copied.
+#[derive(Debug, Clone)]
+struct HeadAt {
+    ts: u64,
+    payload_len: u64,
+    /// The entry name's bytes (kind-4 frames).
+    entry: Option<std::ops::Range<usize>>,
+    ct: std::ops::Range<usize>,
+    labels: std::ops::Range<usize>,
+    label_count: usize,
+    /// Bytes of the head.
+    total: usize,
+}
+
+impl HeadAt {
+    /// The head with its entry, content type and labels as owned strings. `buf` holds the
+    /// head (checked by [`Decoder::head`]: the conversions below cannot fail on it).
+    fn head(&self, buf: &[u8]) -> FrameHead {
+        let mut labels = Labels::new();
+        // (checked already: no error here)
+        let _ = walk_labels(&buf[self.labels.clone()], self.label_count, |k, v| {
+            labels.insert(k.to_string(), v.to_string());
+        });
+        FrameHead {
+            entry: self
+                .entry
+                .clone()
+                .map(|r| String::from_utf8_lossy(&buf[r]).into_owned()),
+            ts: self.ts,
+            content_type: content_type_of(&buf[self.ct.clone()]),
+            labels,
+            payload_len: self.payload_len,
+        }
+    }
+}
+
+/// The content type a frame's bytes name (empty: the default).
+fn content_type_of(ct: &[u8]) -> String {
+    if ct.is_empty() {
+        DEFAULT_CONTENT_TYPE.to_string()
+    } else {
+        String::from_utf8_lossy(ct).into_owned()
+    }
+}
+
+/// A record frame's head with its content type and labels still encoded as they arrived
+/// ([`ChunkDecoder::next_raw`]): checked like any head, but nothing is allocated for them
+/// until asked, so a receiver can recognise records that share their content type and
+/// labels by their bytes ([`RawHead::meta_bytes`]) and decode them once.
+#[derive(Debug, Clone)]
+pub struct RawHead {
+    at: HeadAt,
+    /// The head's bytes (a slice of the received chunk, or of the gathered partial head).
+    bytes: Bytes,
+}
+
+impl RawHead {
+    pub fn ts(&self) -> u64 {
+        self.at.ts
+    }
+
+    pub fn payload_len(&self) -> u64 {
+        self.at.payload_len
+    }
+
+    /// True for a kind-4 frame (it names an entry).
+    pub fn names_entry(&self) -> bool {
+        self.at.entry.is_some()
+    }
+
+    /// The content type's bytes as sent (empty: the default).
+    pub fn content_type_bytes(&self) -> &[u8] {
+        &self.bytes[self.at.ct.clone()]
+    }
+
+    /// The labels' bytes as sent (the framing's layout: key and value, each with its u16
+    /// LE length, per label).
+    pub fn label_bytes(&self) -> &[u8] {
+        &self.bytes[self.at.labels.clone()]
+    }
+
+    /// The number of labels.
+    pub fn label_count(&self) -> usize {
+        self.at.label_count
+    }
+
+    /// The content type and labels' bytes, one after the other: two heads with equal
+    /// `meta_bytes` and equal [`RawHead::content_type_bytes`] lengths have the same content
+    /// type and labels.
+    pub fn meta_bytes(&self) -> &[u8] {
+        &self.bytes[self.at.ct.start..self.at.labels.end]
+    }
+
+    /// The content type (the default when none was sent).
+    pub fn content_type(&self) -> String {
+        content_type_of(self.content_type_bytes())
+    }
+
+    /// The labels, decoded (checked when the head was: this cannot fail).
+    pub fn labels(&self) -> Labels {
+        let mut labels = Labels::new();
+        let _ = walk_labels(self.label_bytes(), self.at.label_count, |k, v| {
+            labels.insert(k.to_string(), v.to_string());
+        });
+        labels
+    }
+
+    /// The head with owned strings, as [`ChunkDecoder::next_event`] gives it.
+    pub fn head(&self) -> FrameHead {
+        self.at.head(&self.bytes)
+    }
+}
+
+/// What [`ChunkDecoder::next_raw`] found: a record head with its metadata still encoded,
+/// or any other event (never [`Event::Record`]).
+#[derive(Debug, Clone)]
+pub enum RawEvent {
+    Record(RawHead),
+    Other(Event),
 }
 
 /// An incremental decoder. Feed it by appending to a `BytesMut` and call
@@ -257,6 +381,11 @@ impl Decoder {
                 Step::Event(event, used) => {
                     buf.advance(used);
                     Ok(Some(event))
+                }
+                Step::Record(at) => {
+                    let head = at.head(buf);
+                    buf.advance(at.total);
+                    Ok(Some(Event::Record(head)))
                 }
             },
         }
@@ -369,26 +498,24 @@ impl Decoder {
         }
         let whole = &buf[..total];
         let entry = if with_entry {
-            match std::str::from_utf8(&whole[RECORD_HEAD_LEN + 2..RECORD_HEAD_LEN + entry_len]) {
-                Ok(e) => Some(e.to_string()),
-                Err(_) => return self.fail("entry name is not UTF-8"),
+            let r = RECORD_HEAD_LEN + 2..RECORD_HEAD_LEN + entry_len;
+            if std::str::from_utf8(&whole[r.clone()]).is_err() {
+                return self.fail("entry name is not UTF-8");
             }
+            Some(r)
         } else {
             None
         };
         let at = RECORD_HEAD_LEN + entry_len;
-        let ct_bytes = &whole[at..at + ct_len];
-        let content_type = if ct_bytes.is_empty() {
-            DEFAULT_CONTENT_TYPE.to_string()
-        } else if ct_bytes.iter().all(|b| (0x20..0x7f).contains(b)) {
-            String::from_utf8_lossy(ct_bytes).into_owned()
-        } else {
+        if !whole[at..at + ct_len]
+            .iter()
+            .all(|b| (0x20..0x7f).contains(b))
+        {
             return self.fail("content type is not printable ASCII");
-        };
-        let labels = match parse_labels(&whole[at + ct_len..], label_count) {
-            Ok(l) => l,
-            Err(e) => return self.fail(e),
-        };
+        }
+        if let Err(e) = walk_labels(&whole[at + ct_len..], label_count, |_, _| {}) {
+            return self.fail(e);
+        }
         self.offset += total as u64;
         self.records += 1;
         self.state = if payload_len == 0 {
@@ -398,16 +525,15 @@ impl Decoder {
                 remaining: payload_len,
             }
         };
-        Ok(Step::Event(
-            Event::Record(FrameHead {
-                entry,
-                ts,
-                content_type,
-                labels,
-                payload_len,
-            }),
+        Ok(Step::Record(HeadAt {
+            ts,
+            payload_len,
+            entry,
+            ct: at..at + ct_len,
+            labels: at + ct_len..total,
+            label_count,
             total,
-        ))
+        }))
     }
 }
 
@@ -422,6 +548,12 @@ pub struct ChunkDecoder {
     partial: BytesMut,
     /// What is left of the pushed chunk.
     input: Bytes,
+}
+
+/// A step of the [`ChunkDecoder`]: an event, or a checked record head and its bytes.
+enum Found {
+    Event(Event),
+    Record(HeadAt, Bytes),
 }
 
 impl ChunkDecoder {
@@ -444,13 +576,33 @@ impl ChunkDecoder {
 
     /// The next complete event; `Ok(None)` when the pushed bytes are used up.
     pub fn next_event(&mut self) -> Result<Option<Event>, FrameError> {
+        Ok(self.step()?.map(|f| match f {
+            Found::Event(e) => e,
+            Found::Record(at, bytes) => Event::Record(at.head(&bytes)),
+        }))
+    }
+
+    /// As [`ChunkDecoder::next_event`], with a record's head handed out with its content
+    /// type and labels still encoded ([`RawHead`]: no string or map allocated for them).
+    pub fn next_raw(&mut self) -> Result<Option<RawEvent>, FrameError> {
+        Ok(self.step()?.map(|f| match f {
+            Found::Event(e) => RawEvent::Other(e),
+            Found::Record(at, bytes) => RawEvent::Record(RawHead { at, bytes }),
+        }))
+    }
+
+    fn step(&mut self) -> Result<Option<Found>, FrameError> {
         loop {
             if !self.partial.is_empty() {
                 // A head begun in an earlier chunk: take just the bytes it still needs.
                 match self.dec.head(&self.partial)? {
                     Step::Event(event, used) => {
                         self.partial.advance(used);
-                        return Ok(Some(event));
+                        return Ok(Some(Found::Event(event)));
+                    }
+                    Step::Record(at) => {
+                        let bytes = self.partial.split_to(at.total).freeze();
+                        return Ok(Some(Found::Record(at, bytes)));
                     }
                     Step::Need(total) => {
                         if self.input.is_empty() {
@@ -463,11 +615,11 @@ impl ChunkDecoder {
                 }
             }
             return match self.dec.state {
-                State::Done => self.dec.after_end(self.input.is_empty()),
+                State::Done => Ok(self.dec.after_end(self.input.is_empty())?.map(Found::Event)),
                 State::Payload { .. } => Ok(self
                     .dec
                     .take_payload(self.input.len())
-                    .map(|n| Event::Data(self.input.split_to(n)))),
+                    .map(|n| Found::Event(Event::Data(self.input.split_to(n))))),
                 State::Head => {
                     if self.input.is_empty() {
                         return Ok(None);
@@ -475,7 +627,11 @@ impl ChunkDecoder {
                     match self.dec.head(&self.input)? {
                         Step::Event(event, used) => {
                             self.input.advance(used);
-                            Ok(Some(event))
+                            Ok(Some(Found::Event(event)))
+                        }
+                        Step::Record(at) => {
+                            let bytes = self.input.split_to(at.total);
+                            Ok(Some(Found::Record(at, bytes)))
                         }
                         Step::Need(_) => {
                             self.partial.extend_from_slice(&self.input);
@@ -509,9 +665,14 @@ impl ChunkDecoder {
     }
 }
 
-fn parse_labels(mut b: &[u8], count: usize) -> Result<Labels, String> {
-    let mut labels = Labels::new();
-    let text = |b: &mut &[u8], what: &str| -> Result<String, String> {
+/// Walks `count` labels of the framing's layout in `b` (which they must fill exactly),
+/// handing each key and value to `each`; says what is wrong otherwise.
+fn walk_labels<'b>(
+    mut b: &'b [u8],
+    count: usize,
+    mut each: impl FnMut(&'b str, &'b str),
+) -> Result<(), String> {
+    let text = |b: &mut &'b [u8], what: &str| -> Result<&'b str, String> {
         if b.len() < 2 {
             return Err(format!("labels end inside a {what} length"));
         }
@@ -519,16 +680,14 @@ fn parse_labels(mut b: &[u8], count: usize) -> Result<Labels, String> {
         if b.len() < n {
             return Err(format!("labels end inside a {what}"));
         }
-        let s = std::str::from_utf8(&b[..n])
-            .map_err(|_| format!("a label {what} is not UTF-8"))?
-            .to_string();
-        b.advance(n);
-        Ok(s)
+        let (s, rest) = b.split_at(n);
+        *b = rest;
+        std::str::from_utf8(s).map_err(|_| format!("a label {what} is not UTF-8"))
     };
     for _ in 0..count {
         let k = text(&mut b, "key")?;
         let v = text(&mut b, "value")?;
-        labels.insert(k, v);
+        each(k, v);
     }
     if !b.is_empty() {
         return Err(format!(
@@ -536,7 +695,7 @@ fn parse_labels(mut b: &[u8], count: usize) -> Result<Labels, String> {
             b.len()
         ));
     }
-    Ok(labels)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -754,6 +913,57 @@ mod tests {
         put_end(&mut after_end, 0);
         after_end.put_u8(0);
         assert!(decode_chunks(&after_end, 4).is_err());
+    }
+
+    /// `next_raw` hands out the heads `next_event` does, with their content type and
+    /// labels still encoded: the same events whatever the cut, the same checks (a bad
+    /// label fails at the same byte), and records sharing content type and labels have
+    /// equal `meta_bytes`.
+    #[test]
+    fn raw_heads_agree_with_decoded_heads_whatever_the_cut() {
+        let mut b = BytesMut::new();
+        let shared = labels(&[("cam", "front"), ("ü", "é")]);
+        put_record(&mut b, 1, "image/jpeg", &shared, &[1; 40]);
+        put_record(&mut b, 2, "image/jpeg", &shared, &[2; 40]);
+        put_record(&mut b, 3, "", &labels(&[("cam", "back")]), b"");
+        put_entry_record_head(&mut b, "a/b", 4, "", &Labels::new(), 2);
+        b.put_slice(b"xy");
+        put_end(&mut b, 4);
+        let want = joined(decode_chunks(&b, b.len()).unwrap());
+        for piece in [1, 2, 7, 25, 26, 30, 64, b.len()] {
+            let mut d = ChunkDecoder::new();
+            let mut got = Vec::new();
+            let mut metas = Vec::new();
+            for chunk in b.chunks(piece) {
+                d.push(Bytes::copy_from_slice(chunk));
+                while let Some(e) = d.next_raw().unwrap() {
+                    match e {
+                        RawEvent::Record(h) => {
+                            metas.push((h.meta_bytes().to_vec(), h.names_entry()));
+                            assert_eq!(h.content_type(), h.head().content_type);
+                            assert_eq!(h.labels(), h.head().labels);
+                            got.push(Event::Record(h.head()));
+                        }
+                        RawEvent::Other(e) => got.push(e),
+                    }
+                }
+            }
+            assert_eq!(joined(got), want, "piece {piece}");
+            assert_eq!(metas[0], metas[1], "piece {piece}");
+            assert_ne!(metas[0], metas[2], "piece {piece}");
+            assert!(metas[3].1 && !metas[0].1);
+        }
+        // A label value that is not UTF-8: both refuse it, with the same message.
+        let mut bad = BytesMut::new();
+        put_record(&mut bad, 1, "", &labels(&[("k", "v")]), b"");
+        let last = bad.len() - 1;
+        bad[last] = 0xff;
+        let mut d = ChunkDecoder::new();
+        d.push(bad.clone().freeze());
+        let raw = d.next_raw().unwrap_err();
+        let decoded = decode_chunks(&bad, bad.len()).unwrap_err();
+        assert_eq!(raw, decoded);
+        assert!(raw.0.contains("not UTF-8"), "{raw}");
     }
 
     #[test]

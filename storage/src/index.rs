@@ -40,6 +40,8 @@ pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
 /// Distinct (content type, labels) sets interned per entry; an entry with more stores the
 /// rest inline in its chunks. Bounds the `metas` table and the in-memory interner.
 pub const MAX_ATTRS: u32 = 256;
+/// How many distinct attrs one [`Index::apply_changes`] remembers by address.
+const ATTRS_BY_PTR: usize = 16;
 
 type Txn<'a> = RoTxn<'a, WithoutTls>;
 
@@ -504,16 +506,28 @@ impl Index {
         changes: Vec<RecChange>,
     ) -> Result<()> {
         let mut slots_in: Vec<(u64, Option<Slot>)> = Vec::with_capacity(changes.len());
+        // The attrs interned so far, by address (a batch's records share a few `Attrs`,
+        // taking turns: docs/benchmarks/batch-1k-2026-11-26.md), a few recent ones only;
+        // and the last one, also by value.
+        let mut by_ptr: Vec<(Arc<Attrs>, AttrsRef)> = Vec::new();
         let mut last: Option<(Arc<Attrs>, AttrsRef)> = None;
         for RecChange { ts, value } in changes {
             let Some(v) = value else {
                 slots_in.push((ts, None));
                 continue;
             };
-            let m = match &last {
-                Some((a, r)) if Arc::ptr_eq(a, &v.attrs) || **a == *v.attrs => r.clone(),
+            let known = by_ptr
+                .iter()
+                .find(|(a, _)| Arc::ptr_eq(a, &v.attrs))
+                .map(|(_, r)| r.clone());
+            let m = match (known, &last) {
+                (Some(r), _) => r,
+                (None, Some((a, r))) if **a == *v.attrs => r.clone(),
                 _ => {
                     let r = self.intern(txn, entry_id, &v.attrs)?;
+                    if by_ptr.len() < ATTRS_BY_PTR {
+                        by_ptr.push((v.attrs.clone(), r.clone()));
+                    }
                     last = Some((v.attrs.clone(), r.clone()));
                     r
                 }

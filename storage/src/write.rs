@@ -32,17 +32,28 @@ pub(crate) const SAMPLE: usize = 64 << 10;
 /// [`MAX_LABELS_BYTES`] bytes in all). The same check serves single, batch, streamed and
 /// label-update writes.
 pub(crate) fn check_meta(meta: &WriteMeta) -> Result<()> {
-    if let Some(ct) = &meta.content_type {
-        if ct.is_empty() || ct.len() > 255 || !ct.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-            return Err(WriteError::InvalidContentType(ct.clone()).into());
-        }
-    }
-    if meta.ts == Some(u64::MAX) {
+    check_ts(meta.ts)?;
+    check_attrs(meta)
+}
+
+/// The timestamp part of [`check_meta`].
+pub(crate) fn check_ts(ts: Option<u64>) -> Result<()> {
+    if ts == Some(u64::MAX) {
         return Err(WriteError::InvalidTimestamp {
             ts: u64::MAX,
             reason: "u64::MAX is reserved (it means \"now\" in batch framing)",
         }
         .into());
+    }
+    Ok(())
+}
+
+/// The content type and labels part of [`check_meta`].
+pub(crate) fn check_attrs(meta: &WriteMeta) -> Result<()> {
+    if let Some(ct) = &meta.content_type {
+        if ct.is_empty() || ct.len() > 255 || !ct.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(WriteError::InvalidContentType(ct.clone()).into());
+        }
     }
     if meta.labels.len() > MAX_LABELS {
         return Err(WriteError::InvalidLabel(format!(
@@ -143,10 +154,62 @@ pub(crate) fn index_frames(
     }
 }
 
-/// One record given to [`Store::write_many`]: what it says and its payload, as pieces.
+/// One record given to [`Store::write_many`]: its timestamp (`None`: now), its content
+/// type and labels (`meta`, whose own `ts` is not read here: records of one content type
+/// and labels may share one), and its payload, as pieces.
 pub(crate) struct RecordIn<'a, P> {
+    pub ts: Option<u64>,
     pub meta: &'a WriteMeta,
     pub pieces: &'a [P],
+}
+
+impl<'a, P> RecordIn<'a, P> {
+    /// A record whose timestamp is its meta's.
+    pub(crate) fn of(meta: &'a WriteMeta, pieces: &'a [P]) -> RecordIn<'a, P> {
+        RecordIn {
+            ts: meta.ts,
+            meta,
+            pieces,
+        }
+    }
+}
+
+/// How many distinct metas [`SeenMetas`] remembers.
+const SEEN_METAS: usize = 16;
+
+/// Metas of a round met before, by address, with what was worked out for each: records
+/// sharing one `WriteMeta` (the batch route gives one to every record of a body with the
+/// same content type and labels) are checked once and share one `Attrs`. A few recent ones
+/// only (records of one body cycle through a handful of label sets, or have their own).
+pub(crate) struct SeenMetas<'a, T> {
+    seen: Vec<(&'a WriteMeta, T)>,
+    /// The slot the next one replaces once full.
+    next: usize,
+}
+
+impl<'a, T> SeenMetas<'a, T> {
+    pub(crate) fn new() -> SeenMetas<'a, T> {
+        SeenMetas {
+            seen: Vec::new(),
+            next: 0,
+        }
+    }
+
+    pub(crate) fn get(&self, meta: &WriteMeta) -> Option<&T> {
+        self.seen
+            .iter()
+            .find(|(m, _)| std::ptr::eq(*m, meta))
+            .map(|(_, t)| t)
+    }
+
+    pub(crate) fn put(&mut self, meta: &'a WriteMeta, t: T) {
+        if self.seen.len() < SEEN_METAS {
+            self.seen.push((meta, t));
+        } else {
+            self.seen[self.next] = (meta, t);
+            self.next = (self.next + 1) % SEEN_METAS;
+        }
+    }
 }
 
 // Derived `Clone` would ask `P: Clone`; the fields are references.
@@ -181,6 +244,8 @@ pub(crate) fn prepare<'a, P: AsRef<[u8]> + 'a>(
     records: impl Iterator<Item = RecordIn<'a, P>>,
 ) -> Vec<Prepared<'a, P>> {
     let settings = b.settings();
+    // Metas found valid: a meta shared by many records is checked once.
+    let mut valid: SeenMetas<'a, ()> = SeenMetas::new();
     records
         .map(|record| {
             let d = record.pieces;
@@ -196,8 +261,16 @@ pub(crate) fn prepare<'a, P: AsRef<[u8]> + 'a>(
                         }),
                 ),
             };
+            let check = check_ts(record.ts).and_then(|()| match valid.get(record.meta) {
+                Some(()) => Ok(()),
+                None => {
+                    check_attrs(record.meta)?;
+                    valid.put(record.meta, ());
+                    Ok(())
+                }
+            });
             Prepared {
-                check: check_meta(record.meta),
+                check,
                 record,
                 packed,
             }

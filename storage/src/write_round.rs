@@ -28,6 +28,11 @@ use crate::write::Prepared;
 /// given as its meta and the pieces of its payload.
 pub type Group<'a, P> = (&'a str, &'a str, &'a [(&'a WriteMeta, &'a [P])]);
 
+/// One record of [`Store::write_group_at`]: its timestamp (`None`: now), its content type
+/// and labels (a `WriteMeta` other records may share; its own `ts` is not read) and the
+/// pieces of its payload.
+pub type TimedRecord<'a, P> = (Option<u64>, &'a WriteMeta, &'a [P]);
+
 /// A group's outcome: one result per record, or the group's own failure.
 pub type GroupResult = Result<Vec<Result<u64>>>;
 

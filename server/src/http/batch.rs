@@ -5,6 +5,9 @@
 //! results of the chunks already written: records of the chunk being parsed when the fault
 //! was found are not written, so the results list exactly what was kept.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,7 +15,7 @@ use axum::Json;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 use tsblob_proto::ErrorCode;
-use tsblob_storage::{Spool, WriteMeta, DEFAULT_CONTENT_TYPE};
+use tsblob_storage::{Spool, TimedRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
 
 use super::body::content_length;
 use super::budget::Held;
@@ -22,7 +25,7 @@ use super::inflate::PlainChunks;
 use super::records::Target;
 use super::spool::SpoolSink;
 pub use crate::answers::{BatchResult, RecordResult};
-use tsblob_proto::framing::{ChunkDecoder, Event, FrameHead, TS_NOW};
+use tsblob_proto::framing::{ChunkDecoder, Event, RawEvent, RawHead, TS_NOW};
 
 /// A chunk is written when the memory it holds reaches this many bytes (payloads, content
 /// types, labels and the per-record overhead of [`held_bytes`]) ...
@@ -41,16 +44,56 @@ const RECORD_OVERHEAD: usize = 160;
 const LABEL_OVERHEAD: usize = 96;
 
 /// The memory a parsed record holds while it waits in a chunk, counting every byte the
-/// client sent for it (not only its payload): a batch of records with 1 MiB of labels
-/// and no payload must fill chunks as fast as one with 1 MiB payloads.
-fn held_bytes(head: &FrameHead) -> usize {
-    RECORD_OVERHEAD
-        + head.content_type.len()
-        + head
-            .labels
-            .iter()
-            .map(|(k, v)| LABEL_OVERHEAD + k.len() + v.len())
-            .sum::<usize>()
+/// client sent for it (not only its payload), as if its content type and labels were its
+/// own (records that share them share one copy, see [`Metas`]: an over-estimate that also
+/// covers that copy): a batch of records with 1 MiB of labels and no payload must fill
+/// chunks as fast as one with 1 MiB payloads.
+fn held_bytes(head: &RawHead) -> usize {
+    let count = head.label_count();
+    // (each key and value is sent after its u16 length)
+    let text = head.label_bytes().len().saturating_sub(4 * count);
+    RECORD_OVERHEAD + head.content_type_bytes().len() + count * LABEL_OVERHEAD + text
+}
+
+/// At most this many bytes of encoded content types and labels are remembered by [`Metas`]
+/// per batch (past it, a new set is decoded for each record that sends it).
+const METAS_BYTES: usize = 64 << 10;
+
+/// The content types and labels of a batch, decoded once per distinct encoding: records
+/// that send the same bytes for them share one `WriteMeta`, so no string or map is built
+/// per record and the engine checks each set and builds its index attrs once
+/// (`Store::write_group_at`). Decoding each record's labels into its own map was the
+/// largest piece of the handler's time (docs/benchmarks/batch-1k-2026-11-26.md).
+#[derive(Default)]
+struct Metas {
+    /// By the encoded content type and labels: the content type's length (two encodings
+    /// with equal bytes and different splits are not the same) and the decoded set.
+    by_bytes: HashMap<Box<[u8]>, (usize, Arc<WriteMeta>)>,
+    bytes: usize,
+}
+
+impl Metas {
+    /// The content type and labels of `head` (its `ts` left `None`: each record keeps its own).
+    fn of(&mut self, head: &RawHead) -> Arc<WriteMeta> {
+        let key = head.meta_bytes();
+        let ct_len = head.content_type_bytes().len();
+        if let Some((l, m)) = self.by_bytes.get(key) {
+            if *l == ct_len {
+                return m.clone();
+            }
+        }
+        let ct = head.content_type();
+        let meta = Arc::new(WriteMeta {
+            ts: None,
+            content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
+            labels: head.labels(),
+        });
+        if self.bytes + key.len() <= METAS_BYTES {
+            self.bytes += key.len();
+            self.by_bytes.insert(key.into(), (ct_len, meta.clone()));
+        }
+        meta
+    }
 }
 
 /// A 400 before any record was handled, in the batch answer's shape (as documented for
@@ -96,7 +139,7 @@ fn spawn_chunk(
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
     tokio::task::spawn_blocking(move || {
         let _held = held;
-        let asked: Vec<Option<u64>> = records.iter().map(|r| r.meta.ts).collect();
+        let asked: Vec<Option<u64>> = records.iter().map(|r| r.ts).collect();
         let crcs: Vec<u32> = match if_exists {
             IfExists::Compare => records
                 .iter()
@@ -104,11 +147,11 @@ fn spawn_chunk(
                 .collect(),
             IfExists::Fail => Vec::new(),
         };
-        let group: Vec<(&WriteMeta, &[Bytes])> = records
+        let group: Vec<TimedRecord<'_, Bytes>> = records
             .iter()
-            .map(|r| (&r.meta, r.data.as_slice()))
+            .map(|r| (r.ts, &*r.meta, r.data.as_slice()))
             .collect();
-        match store.write_group(&bucket, &entry, &group) {
+        match store.write_group_at(&bucket, &entry, &group) {
             Ok(results) => results
                 .into_iter()
                 .zip(asked)
@@ -174,9 +217,13 @@ async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<Reco
 
 /// The record being assembled from its frame head and payload pieces.
 struct Pending {
-    head: FrameHead,
+    /// The timestamp it asks for (`None`: now).
+    ts: Option<u64>,
+    payload_len: u64,
+    /// Its content type and labels, shared with the batch's other records that have them.
+    meta: Arc<WriteMeta>,
     /// The payload as the decoder cut it from the body (slices of the receive buffer: no
-    /// copy; `Store::write_group` appends pieces of 16 KiB and more from them directly).
+    /// copy; `Store::write_group_at` appends pieces of 16 KiB and more from them directly).
     data: Vec<Bytes>,
     len: u64,
     /// A large record's payload goes to a spool instead of `data` (see [`SPOOL_FROM`]).
@@ -237,26 +284,27 @@ fn spawn_spooled(
     })
 }
 
-/// A parsed record waiting in a chunk: its metadata and payload pieces.
+/// A parsed record waiting in a chunk: its timestamp, metadata and payload pieces.
 struct Parsed {
-    meta: WriteMeta,
+    ts: Option<u64>,
+    meta: Arc<WriteMeta>,
     data: Vec<Bytes>,
 }
 
-/// The engine's metadata of a record frame's head.
-fn record_meta(head: FrameHead) -> WriteMeta {
-    let ct = head.content_type;
+/// A record's whole metadata, its own (for a spooled record, written alone).
+fn own_meta(ts: Option<u64>, meta: &WriteMeta) -> WriteMeta {
     WriteMeta {
-        ts: (head.ts != TS_NOW).then_some(head.ts),
-        content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
-        labels: head.labels,
+        ts,
+        content_type: meta.content_type.clone(),
+        labels: meta.labels.clone(),
     }
 }
 
 impl Pending {
     fn into_record(self) -> Parsed {
         Parsed {
-            meta: record_meta(self.head),
+            ts: self.ts,
+            meta: self.meta,
             data: self.data,
         }
     }
@@ -305,6 +353,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     // Payload pieces are slices of the body chunks as hyper received them: no copy into a
     // gathering buffer (which cost a copy and fresh pages per byte on 10 MiB records).
     let mut dec = ChunkDecoder::new();
+    let mut metas = Metas::default();
     let mut current: Option<Pending> = None;
     let mut chunk: Vec<Parsed> = Vec::new();
     let mut chunk_bytes = 0usize;
@@ -316,7 +365,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
 
     'body: loop {
         loop {
-            let event = match dec.next_event() {
+            let event = match dec.next_raw() {
                 Ok(Some(e)) => e,
                 Ok(None) => break,
                 Err(e) => {
@@ -325,25 +374,25 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 }
             };
             match event {
-                Event::Record(head) => {
-                    if head.entry.is_some() {
+                RawEvent::Record(head) => {
+                    if head.names_entry() {
                         fault = Some(malformed(format!(
                             "record frame {} names an entry (kind 4): a batch writes to the entry of its URL, use record frames (kind 1)",
                             dec.records()
                         )));
                         break 'body;
                     }
-                    if head.payload_len > limits.max_batch_record {
+                    if head.payload_len() > limits.max_batch_record {
                         // The records before it are complete: they are written, and this
                         // one's result (413 `record_too_large`) follows theirs, so a client
                         // knows which to send alone.
-                        too_large = Some(head.ts);
+                        too_large = Some(head.ts());
                         fault = Some(AppError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
                             ErrorCode::RecordTooLarge,
                             format!(
                                 "record frame {} has a {}-byte payload, over the {}-byte limit for records in a batch: send it with a single-record POST (the records after it were not read)",
-                                dec.records(), head.payload_len, limits.max_batch_record
+                                dec.records(), head.payload_len(), limits.max_batch_record
                             ),
                         ));
                         break 'body;
@@ -359,7 +408,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         ));
                         break 'body;
                     }
-                    let spooled = if head.payload_len >= SPOOL_FROM {
+                    let ts = (head.ts() != TS_NOW).then_some(head.ts());
+                    let meta = metas.of(&head);
+                    let spooled = if head.payload_len() >= SPOOL_FROM {
                         // The records before it are written first (results keep their order).
                         if !chunk.is_empty() {
                             settle(in_flight.take(), &mut results).await;
@@ -372,20 +423,22 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                             ));
                             chunk_bytes = 0;
                         }
-                        Some(Spooling::start(&t, &record_meta(head.clone())).await)
+                        Some(Spooling::start(&t, &own_meta(ts, &meta)).await)
                     } else {
                         chunk_bytes += held_bytes(&head);
                         None
                     };
                     // Memory follows the bytes that arrive, not the length a head claims.
                     current = Some(Pending {
-                        head,
+                        ts,
+                        payload_len: head.payload_len(),
+                        meta,
                         data: Vec::new(),
                         len: 0,
                         spooled,
                     });
                 }
-                Event::Data(d) => {
+                RawEvent::Other(Event::Data(d)) => {
                     if let Some(p) = current.as_mut() {
                         p.len += d.len() as u64;
                         match p.spooled.as_mut() {
@@ -394,7 +447,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         }
                     }
                 }
-                Event::End(n) => {
+                RawEvent::Other(Event::End(n)) => {
                     if n != dec.records() {
                         fault = Some(malformed(format!(
                             "the end frame announces {n} records but the body has {}: the upload is incomplete or the count is wrong",
@@ -403,7 +456,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         break 'body;
                     }
                 }
-                Event::Error(_) | Event::Heartbeat(_) | Event::Skipped(_) => {
+                RawEvent::Other(
+                    Event::Error(_) | Event::Heartbeat(_) | Event::Skipped(_) | Event::Record(_),
+                ) => {
                     fault = Some(malformed(
                         "error, heartbeat and skipped frames (kinds 2, 3 and 5) are not allowed in a batch",
                     ));
@@ -422,10 +477,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 break 'body;
             }
             // A record is complete once its payload is; zero-length ones at once.
-            if current
-                .as_ref()
-                .is_some_and(|p| p.len == p.head.payload_len)
-            {
+            if current.as_ref().is_some_and(|p| p.len == p.payload_len) {
                 if let Some(mut p) = current.take() {
                     if let Some(spooling) = p.spooled.take() {
                         let spooled = match spooling {
@@ -433,7 +485,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                             Spooling::Failed(e) => Err(e),
                         };
                         settle(in_flight.take(), &mut results).await;
-                        let meta = p.into_record().meta;
+                        let meta = own_meta(p.ts, &p.meta);
                         in_flight = Some(spawn_spooled(&t, meta, spooled, if_exists));
                         continue;
                     }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 use tsblob_proto::framing::{put_end, put_record, Decoder, Event, FrameHead, TS_NOW};
 use tsblob_server::http::{app, auth::Auth, Limits};
-use tsblob_storage::{Labels, Store, StoreOptions};
+use tsblob_storage::{Labels, Store, StoreOptions, DEFAULT_CONTENT_TYPE};
 
 struct Fixture {
     app: Router,
@@ -556,6 +556,61 @@ async fn batch_write_results_and_malformed_bodies() {
         .call("POST", "/api/v1/b/b/e/batch", frames(&[], Some(0)))
         .await;
     assert_eq!(a.json(), json!({"written": 0, "failed": 0, "results": []}));
+}
+
+/// The batch route decodes each distinct content type and labels of a body once and gives
+/// one shared meta to every record that sends them: records taking turns among label sets
+/// (and content types) each keep their own timestamp, content type and labels, and a set
+/// with a bad label key fails each of its records, and only them.
+#[tokio::test]
+async fn batch_records_sharing_labels_each_keep_their_own() {
+    let f = fixture();
+    f.bucket("b").await;
+    let sets: [(&str, &[(&str, &str)]); 4] = [
+        ("", &[("cam", "front"), ("seq", "1")]),
+        ("image/jpeg", &[("cam", "front"), ("seq", "1")]),
+        ("", &[("cam", "back")]),
+        ("", &[("bad key!", "x")]),
+    ];
+    let recs: Vec<Rec<'_>> = (0..40u64)
+        .map(|i| {
+            let (ct, labels) = sets[(i % 4) as usize];
+            (100 + i, ct, labels, &b"payload"[..])
+        })
+        .collect();
+    let a = f
+        .call("POST", "/api/v1/b/b/e/batch", frames(&recs, Some(40)))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    let v = a.json();
+    assert_eq!(
+        (v["written"].as_u64(), v["failed"].as_u64()),
+        (Some(30), Some(10))
+    );
+    for (i, r) in v["results"].as_array().unwrap().iter().enumerate() {
+        let want = if i % 4 == 3 { 422 } else { 201 };
+        assert_eq!(r["status"], want, "record {i}: {r}");
+        assert_eq!(r["ts"], 100 + i as u64, "record {i}");
+    }
+    let a = f.call("GET", "/api/v1/b/b/e/query", "").await;
+    let (out, end, err) = decode(&a.body);
+    assert_eq!((out.len(), end, err), (30, Some(30), None));
+    for (h, data) in &out {
+        let i = h.ts - 100;
+        let (ct, labels) = sets[(i % 4) as usize];
+        let want: Labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(h.labels, want, "record {i}");
+        let ct = if ct.is_empty() {
+            DEFAULT_CONTENT_TYPE
+        } else {
+            ct
+        };
+        assert_eq!(h.content_type, ct, "record {i}");
+        assert_eq!(data, b"payload");
+    }
 }
 
 #[tokio::test]

@@ -119,6 +119,38 @@ pub fn encode_head(spec: &HeadSpec<'_>) -> EncodedHead {
 /// [`encode_head`] into a buffer the caller reuses (cleared first): no allocation per
 /// record once it has grown. Returns the offset of the stored-length field.
 pub fn encode_head_into(h: &mut Vec<u8>, spec: &HeadSpec<'_>) -> usize {
+    let len_at = encode_head_lengths(h, spec);
+    encode_head_attrs(h, spec.content_type, spec.labels);
+    len_at
+}
+
+/// [`encode_head_into`] with the head's content type and labels given already encoded by
+/// [`encode_head_attrs`] (`spec.content_type` and `spec.labels` are not read): records
+/// that share them encode them once.
+pub fn encode_head_with_attrs(h: &mut Vec<u8>, spec: &HeadSpec<'_>, attrs: &[u8]) -> usize {
+    let len_at = encode_head_lengths(h, spec);
+    h.extend_from_slice(attrs);
+    len_at
+}
+
+/// The end of a frame head: its content type and labels.
+pub fn encode_head_attrs(h: &mut Vec<u8>, content_type: &str, labels: &Labels) {
+    let ct = stored_content_type(content_type);
+    put_varint(h, ct.len() as u64);
+    h.extend_from_slice(ct.as_bytes());
+    if labels.is_empty() {
+        put_varint(h, 0);
+    } else {
+        // The labels' length prefix is computed, not measured on a copy: they are encoded
+        // once, in place.
+        put_varint(h, labels_len(labels) as u64);
+        encode_labels(h, labels);
+    }
+}
+
+/// The start of a frame head (into `h`, cleared first): everything up to its content type.
+/// Returns the offset of the stored-length field.
+fn encode_head_lengths(h: &mut Vec<u8>, spec: &HeadSpec<'_>) -> usize {
     h.clear();
     h.push(FRAME_MAGIC);
     h.push(spec.flags);
@@ -142,17 +174,6 @@ pub fn encode_head_into(h: &mut Vec<u8>, spec: &HeadSpec<'_>) -> usize {
         if spec.flags & FLAG_ZSTD != 0 {
             put_varint(h, spec.raw_len);
         }
-    }
-    let ct = stored_content_type(spec.content_type);
-    put_varint(h, ct.len() as u64);
-    h.extend_from_slice(ct.as_bytes());
-    if spec.labels.is_empty() {
-        put_varint(h, 0);
-    } else {
-        // The labels' length prefix is computed, not measured on a copy: they are encoded
-        // once, in place.
-        put_varint(h, labels_len(spec.labels) as u64);
-        encode_labels(h, spec.labels);
     }
     len_at
 }
@@ -332,6 +353,15 @@ mod tests {
                     padded,
                 };
                 let head = encode_head(&spec).bytes;
+                // (the attrs encoded apart, as a batch's shared ones are: the same bytes)
+                let mut attrs = Vec::new();
+                encode_head_attrs(&mut attrs, spec.content_type, spec.labels);
+                let mut apart = vec![7; 3];
+                let len_at = encode_head_with_attrs(&mut apart, &spec, &attrs);
+                assert_eq!(
+                    (apart.as_slice(), len_at),
+                    (head.as_slice(), encode_head(&spec).len_at)
+                );
                 let h = decode_head(&head, 5_000).unwrap();
                 assert_eq!(h.ts, 1_000);
                 assert_eq!(h.stored_len, 42);

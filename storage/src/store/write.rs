@@ -5,13 +5,15 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::block::{create_block, NewBlock};
 use crate::bucket::Bucket;
 use crate::codec::bytes::{put_padded_varint, PADDED_VARINT};
 use crate::codec::frame::{
-    encode_head, encode_head_into, seal_head, seal_head_over, EncodedHead, HeadSpec, FLAG_ZSTD,
+    encode_head, encode_head_attrs, encode_head_with_attrs, seal_head, seal_head_over, EncodedHead,
+    HeadSpec, FLAG_ZSTD,
 };
 use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::commit::{Change, Op};
@@ -30,10 +32,10 @@ use crate::store::spool::Spool;
 use crate::store::Store;
 use crate::write::{
     check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need, BatchSeen,
-    FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, Txn, Uncommitted, Undo,
-    GATHER_FROM, SAMPLE,
+    FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, SeenMetas, Txn, Uncommitted,
+    Undo, GATHER_FROM, SAMPLE,
 };
-use crate::write_round::{Admitted, Group, GroupResult};
+use crate::write_round::{Admitted, Group, GroupResult, TimedRecord};
 
 /// Refuses a record stamped before its bucket's `max_age` reaches back: retention would
 /// delete it within a second of acknowledging it (issue 27). "Now" assigned timestamps are
@@ -53,6 +55,13 @@ fn refuse_expired(bucket: &Bucket, ts: u64) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// A content type and labels met in an append round: the index's `Attrs` (one shared by
+/// every record of the set) and their encoding at the end of a frame head.
+struct RoundAttrs {
+    attrs: Arc<Attrs>,
+    encoded: Vec<u8>,
 }
 
 impl Store {
@@ -178,8 +187,12 @@ impl Store {
         meta: &WriteMeta,
         pieces: &[P],
     ) -> Result<u64> {
-        let mut r =
-            self.write_many(bucket, entry, std::iter::once(RecordIn { meta, pieces }), 1)?;
+        let mut r = self.write_many(
+            bucket,
+            entry,
+            std::iter::once(RecordIn::of(meta, pieces)),
+            1,
+        )?;
         r.pop()
             .unwrap_or_else(|| Err(Error::Index("write produced no result".into())))
     }
@@ -200,7 +213,28 @@ impl Store {
             entry,
             records
                 .iter()
-                .map(|&(meta, pieces)| RecordIn { meta, pieces }),
+                .map(|&(meta, pieces)| RecordIn::of(meta, pieces)),
+            records.len(),
+        )
+    }
+
+    /// As [`Store::write_group`], with each record's timestamp (`None`: now) given beside
+    /// its content type and labels, whose `WriteMeta` (its own `ts` not read) records may
+    /// share: a meta shared by many records is checked once and its index attrs are built
+    /// once. The batch route gives one `WriteMeta` to every record of a body with the same
+    /// content type and labels (docs/benchmarks/batch-1k-2026-11-26.md).
+    pub fn write_group_at<P: AsRef<[u8]>>(
+        &self,
+        bucket: &str,
+        entry: &str,
+        records: &[TimedRecord<'_, P>],
+    ) -> Result<Vec<Result<u64>>> {
+        self.write_many(
+            bucket,
+            entry,
+            records
+                .iter()
+                .map(|&(ts, meta, pieces)| RecordIn { ts, meta, pieces }),
             records.len(),
         )
     }
@@ -218,10 +252,9 @@ impl Store {
         self.write_many(
             bucket,
             entry,
-            records.iter().map(|r| RecordIn {
-                meta: &r.meta,
-                pieces: std::slice::from_ref(&r.data),
-            }),
+            records
+                .iter()
+                .map(|r| RecordIn::of(&r.meta, std::slice::from_ref(&r.data))),
             n,
         )
     }
@@ -318,10 +351,19 @@ impl Store {
         // check that needs it): the entry's mutex is held, so nothing else can add this
         // entry's timestamps meanwhile.
         let mut txn = None;
-        // Records of a batch mostly share their content type and labels: one copy.
-        let mut shared: Option<Arc<Attrs>> = None;
+        // Records of a batch mostly share their content type and labels: one copy. Records
+        // given one `WriteMeta` share its `Attrs` (found by the meta's address, whatever
+        // came between); others share the previous record's when equal.
+        // With the attrs, their encoding at the end of a frame head: once per set too.
+        let mut by_meta: SeenMetas<'a, Rc<RoundAttrs>> = SeenMetas::new();
+        let mut shared: Option<Rc<RoundAttrs>> = None;
         for Prepared {
-            record: RecordIn { meta, pieces: data },
+            record:
+                RecordIn {
+                    ts: want,
+                    meta,
+                    pieces: data,
+                },
             check,
             packed,
         } in records
@@ -330,7 +372,7 @@ impl Store {
                 results.push(Err(err));
                 continue;
             }
-            let ts = match self.pick_ts(&mut txn, b, e, st, meta.ts, &mut seen) {
+            let ts = match self.pick_ts(&mut txn, b, e, st, want, &mut seen) {
                 Ok(ts) => ts,
                 Err(err) => {
                     results.push(Err(err));
@@ -355,7 +397,28 @@ impl Store {
                 None => (0, raw_len),
             };
             let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
-            encode_head_into(
+            let known = by_meta.get(meta).cloned();
+            let rec_attrs = match (known, &shared) {
+                (Some(m), _) => m,
+                (None, Some(m)) if m.attrs.content_type == ct && m.attrs.labels == meta.labels => {
+                    by_meta.put(meta, m.clone());
+                    m.clone()
+                }
+                _ => {
+                    let mut encoded = Vec::new();
+                    encode_head_attrs(&mut encoded, ct, &meta.labels);
+                    let m = Rc::new(RoundAttrs {
+                        attrs: Arc::new(Attrs {
+                            content_type: ct.to_string(),
+                            labels: meta.labels.clone(),
+                        }),
+                        encoded,
+                    });
+                    by_meta.put(meta, m.clone());
+                    m
+                }
+            };
+            encode_head_with_attrs(
                 &mut head,
                 &HeadSpec {
                     flags,
@@ -367,6 +430,7 @@ impl Store {
                     labels: &meta.labels,
                     padded: false,
                 },
+                &rec_attrs.encoded,
             );
             match &packed {
                 Some(c) => seal_head_over(&mut head, [c.as_slice()]),
@@ -381,17 +445,6 @@ impl Store {
                 Some(c) => buf.copy(c),
                 None => data.iter().for_each(|p| buf.payload(p.as_ref())),
             }
-            let rec_attrs = match &shared {
-                Some(m) if m.content_type == ct && m.labels == meta.labels => m.clone(),
-                _ => {
-                    let m = Arc::new(Attrs {
-                        content_type: ct.to_string(),
-                        labels: meta.labels.clone(),
-                    });
-                    shared = Some(m.clone());
-                    m
-                }
-            };
             pending.push(PendingRec {
                 ts,
                 value: IndexValue {
@@ -401,9 +454,10 @@ impl Store {
                     stored: stored_len,
                     size: raw_len,
                     flags,
-                    attrs: rec_attrs,
+                    attrs: rec_attrs.attrs.clone(),
                 },
             });
+            shared = Some(rec_attrs);
             results.push(Ok(ts));
         }
         self.flush_pending(b, e, st, &mut buf, &mut pending, ops, undo)
@@ -773,7 +827,7 @@ impl Store {
             let recs = || {
                 records
                     .iter()
-                    .map(|&(meta, pieces)| RecordIn { meta, pieces })
+                    .map(|&(meta, pieces)| RecordIn::of(meta, pieces))
             };
             let admit = self.reserve(bucket, records_need(recs())).and_then(|res| {
                 let e = self.entry_or_create(bucket, entry)?;

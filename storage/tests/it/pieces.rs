@@ -133,3 +133,118 @@ fn a_group_write_fails_only_the_records_that_fail() {
     }
     assert_eq!(s.entry("b", "e").unwrap().record_count, 4);
 }
+
+/// `Store::write_group_at` (the batch route's write): records given one shared `WriteMeta`
+/// beside their own timestamps (its `ts` not read) each get their own timestamp and the
+/// meta's content type and labels, read back alike before and after a reopen and a
+/// rebuild; a meta with a bad label fails each of its records (and only them); a reserved
+/// timestamp fails its record; more distinct metas than the engine remembers by address
+/// (16) taking turns still land each on its own records.
+#[test]
+fn records_sharing_one_meta_keep_their_own_timestamps_and_the_meta_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let front = WriteMeta {
+        ts: Some(999),
+        content_type: Some("image/jpeg".into()),
+        labels: labels(&[("cam", "front"), ("seq", "a")]),
+    };
+    let back = WriteMeta {
+        ts: None,
+        content_type: None,
+        labels: labels(&[("cam", "back")]),
+    };
+    let bad = WriteMeta {
+        ts: None,
+        content_type: None,
+        labels: labels(&[("bad key!", "x")]),
+    };
+    let turns: Vec<WriteMeta> = (0..20)
+        .map(|i| WriteMeta {
+            ts: None,
+            content_type: None,
+            labels: labels(&[("cam", "turn"), ("i", &i.to_string())]),
+        })
+        .collect();
+    let data: Vec<Vec<u8>> = (0..100u64).map(|ts| payload(ts, 100)).collect();
+    let one = |ts: u64| std::slice::from_ref(&data[ts as usize]);
+    let mut group: Vec<TimedRecord<'_, Vec<u8>>> = vec![
+        (Some(1), &front, one(1)),
+        (Some(2), &back, one(2)),
+        (Some(3), &front, one(3)),
+        (Some(4), &bad, one(4)),
+        (Some(5), &bad, one(5)),
+        (Some(u64::MAX), &back, one(6)),
+        (Some(2), &front, one(7)),
+        (Some(6), &back, one(8)),
+    ];
+    for i in 0..60u64 {
+        group.push((Some(10 + i), &turns[(i % 20) as usize], one(10 + i)));
+    }
+    group.push((None, &front, one(9)));
+    let check = |s: &Store, now_ts: u64| {
+        for (ts, want) in [(1, &front), (2, &back), (3, &front), (6, &back)] {
+            let r = s.read("b", "e", Some(ts)).unwrap();
+            assert_eq!(r.meta.labels, want.labels, "record {ts}");
+            assert_eq!(
+                Some(r.meta.content_type.as_str()),
+                want.content_type.as_deref().or(Some(DEFAULT_CONTENT_TYPE)),
+                "record {ts}"
+            );
+        }
+        assert_eq!(s.read("b", "e", Some(2)).unwrap().data, data[2]);
+        assert_eq!(s.read("b", "e", Some(6)).unwrap().data, data[8]);
+        for i in 0..60u64 {
+            let r = s.read("b", "e", Some(10 + i)).unwrap();
+            assert_eq!(r.meta.labels, turns[(i % 20) as usize].labels, "turn {i}");
+            assert_eq!(r.data, data[10 + i as usize]);
+        }
+        let r = s.read("b", "e", Some(now_ts)).unwrap();
+        assert_eq!(r.meta.labels, front.labels);
+        assert_eq!(r.data, data[9]);
+        assert!(s.read("b", "e", Some(4)).is_err() && s.read("b", "e", Some(5)).is_err());
+        assert!(
+            s.read("b", "e", Some(999)).is_err(),
+            "the meta's own ts is not read"
+        );
+        assert_eq!(s.entry("b", "e").unwrap().record_count, 65);
+    };
+    let now_ts = {
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let results = s.write_group_at("b", "e", &group).unwrap();
+        assert_eq!(results.len(), group.len());
+        for (i, want) in [(0, 1), (1, 2), (2, 3), (7, 6)] {
+            assert_eq!(*results[i].as_ref().unwrap(), want, "record {i}");
+        }
+        for i in [3, 4] {
+            assert!(
+                matches!(&results[i], Err(Error::Write(WriteError::InvalidLabel(_)))),
+                "{:?}",
+                results[i]
+            );
+        }
+        assert!(
+            matches!(
+                &results[5],
+                Err(Error::Write(WriteError::InvalidTimestamp { .. }))
+            ),
+            "{:?}",
+            results[5]
+        );
+        assert!(
+            matches!(
+                &results[6],
+                Err(Error::Write(WriteError::Conflict { ts: 2, .. }))
+            ),
+            "{:?}",
+            results[6]
+        );
+        let now_ts = *results.last().unwrap().as_ref().unwrap();
+        assert!(now_ts > 69);
+        check(&s, now_ts);
+        now_ts
+    };
+    check(&open(dir.path()), now_ts);
+    rebuild_index(dir.path(), &opts()).unwrap();
+    check(&open(dir.path()), now_ts);
+}
