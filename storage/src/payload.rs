@@ -119,6 +119,15 @@ impl AsRef<[u8]> for MappedPayload {
     }
 }
 
+impl MappedPayload {
+    /// The mapping this payload is a slice of: equal for the payloads sliced from one
+    /// window (while any of them is alive), different for payloads of different mappings.
+    /// A reader holding many payloads counts with it the mappings they keep alive.
+    pub fn mapping_id(&self) -> usize {
+        Arc::as_ptr(&self.map) as usize
+    }
+}
+
 impl std::fmt::Debug for MappedPayload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "MappedPayload({} bytes)", self.as_ref().len())

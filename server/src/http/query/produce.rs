@@ -26,6 +26,13 @@ const IDLE_PAGES: u32 = 16;
 /// futex wake-ups and context switches: `docs/benchmarks/range-read-2026-11-23.md`).
 const STEP: usize = 4 << 20;
 
+/// A step also ends once its mapped pieces keep this many mappings alive (block windows of
+/// up to `tsblob_storage::WINDOW_MAX`, or one frame up to `MAP_MAX`): a slice of 16 KiB
+/// keeps its whole window mapped until it is written, so without it a step of records
+/// alternating between blocks could keep a mapping per record. Records in block order
+/// (any writer's) fill a step from 2–3 windows.
+const WINDOWS: usize = 4;
+
 /// What one production step yields.
 pub(super) enum Step {
     More(Vec<Bytes>),
@@ -39,17 +46,35 @@ pub(super) enum Step {
     Abort(std::io::Error),
 }
 
-/// The pieces of one step: heads and small records gathered in `buf`, large payloads kept as
-/// the buffers they were read into.
+/// The pieces of one step: heads and small records gathered in `buf` (one page), large
+/// payloads and mapped ones kept as the buffers or mappings they are in. The page is handed
+/// over once, frozen, and each gathered run between two pieces of their own is a slice of
+/// it: a record of a large payload costs its head in the page and a slice of its buffer or
+/// mapping, no copy and no allocation of its own.
 #[derive(Default)]
 struct Pieces {
-    /// Each piece, and the bytes of memory of ours it keeps alive (0 for a mapped payload:
-    /// page cache; the capacity of the buffer it was gathered in, not only its length).
-    done: Vec<(Bytes, u64)>,
+    done: Vec<Piece>,
     buf: BytesMut,
+    /// Where the part of `buf` not yet in `done` starts.
+    cut: usize,
+    /// Bytes of the pieces of their own.
     len: usize,
     /// Bytes of `done` that are mapped payloads (page cache: not memory of ours).
     borrowed: usize,
+    /// Mappings the step's mapped pieces keep alive (counted at each change of mapping, so
+    /// at least as many as there are), and the last one's
+    /// `tsblob_storage::MappedPayload::mapping_id`.
+    windows: usize,
+    window: usize,
+}
+
+/// A piece of a step, in order.
+enum Piece {
+    /// A run of `Pieces::buf`.
+    Gathered(std::ops::Range<usize>),
+    /// A piece of its own, and the bytes of memory of ours it keeps alive (0 for a mapped
+    /// payload: page cache; the capacity of the buffer it was read into, not only its length).
+    Own(Bytes, u64),
 }
 
 impl Pieces {
@@ -63,9 +88,10 @@ impl Pieces {
         self.len() - self.borrowed
     }
 
-    /// Whether the step is full: `CHUNK` bytes held, or `STEP` in all.
+    /// Whether the step is full: `CHUNK` bytes held, `STEP` in all, or `WINDOWS` mappings
+    /// kept alive.
     fn full(&self) -> bool {
-        self.held() >= CHUNK || self.len() >= STEP
+        self.held() >= CHUNK || self.len() >= STEP || self.windows >= WINDOWS
     }
 
     fn push(&mut self, data: Vec<u8>) {
@@ -73,63 +99,75 @@ impl Pieces {
             self.buf.extend_from_slice(&data);
             return;
         }
-        self.flush();
-        self.len += data.len();
         let cap = data.capacity() as u64;
-        self.done.push((Bytes::from(data), cap));
+        self.own(Bytes::from(data), cap);
+    }
+
+    /// A piece of its own, after what was gathered before it.
+    fn own(&mut self, piece: Bytes, ours: u64) {
+        self.gathered();
+        self.len += piece.len();
+        self.done.push(Piece::Own(piece, ours));
     }
 
     /// A record's payload: a large mapped one (a slice of its block's window), or a large
     /// slice of a tiered range, as a piece of its own, without a copy; a small one copied
-    /// next to its head.
+    /// next to its head (a mapped payload of 4 KiB or more as a piece of its own was tried
+    /// and cost records/s: `docs/benchmarks/range-slices-2026-11-26.md`).
     fn push_payload(&mut self, p: Payload) {
         match p {
             Payload::Memory(data) => self.push(data),
-            p @ (Payload::Mapped(_) | Payload::Shared(_)) if p.len() < OWN_PIECE => {
-                self.buf.extend_from_slice(p.as_ref())
-            }
-            p @ (Payload::Mapped(_) | Payload::Shared(_)) => {
-                self.flush();
-                self.len += p.len();
-                let mapped = matches!(p, Payload::Mapped(_));
-                if mapped {
-                    self.borrowed += p.len();
+            Payload::Mapped(m) if m.as_ref().len() >= OWN_PIECE => {
+                let id = m.mapping_id();
+                if id != self.window {
+                    self.windows += 1;
+                    self.window = id;
                 }
-                let ours = if mapped { 0 } else { p.len() as u64 };
-                self.done.push((Bytes::from_owner(p), ours));
+                self.borrowed += m.as_ref().len();
+                self.own(Bytes::from_owner(m), 0);
             }
+            Payload::Shared(s) if s.as_ref().len() >= OWN_PIECE => {
+                let n = s.as_ref().len() as u64;
+                self.own(Bytes::from_owner(s), n);
+            }
+            small => self.buf.extend_from_slice(small.as_ref()),
         }
     }
 
-    /// Ends the piece gathered in `buf`. A buffer mostly empty is copied out (and kept
-    /// for the next piece); a fuller one is handed over whole. Never `split`: a piece split
-    /// off a buffer keeps the whole buffer alive, and a buffer grown by doubling is up to
-    /// twice its length, so each piece is counted at its buffer's capacity.
-    fn flush(&mut self) {
-        if self.buf.is_empty() {
-            return;
-        }
-        self.len += self.buf.len();
-        if self.buf.capacity() > 2 * self.buf.len() {
-            let piece = Bytes::copy_from_slice(&self.buf);
-            self.buf.clear();
-            let n = piece.len() as u64;
-            self.done.push((piece, n));
-        } else {
-            let cap = self.buf.capacity() as u64;
-            let full = std::mem::take(&mut self.buf);
-            self.done.push((super::page::freeze(full), cap));
+    /// Ends the run gathered in `buf` since the last piece of its own.
+    fn gathered(&mut self) {
+        if self.buf.len() > self.cut {
+            self.done.push(Piece::Gathered(self.cut..self.buf.len()));
+            self.cut = self.buf.len();
         }
     }
 
     /// The pieces, each of memory of ours carrying its share of `room` (the step's
-    /// reservation in the memory budget) until the connection has written it.
+    /// reservation in the memory budget) until the connection has written it. The page
+    /// is counted once, at its capacity, until its last slice is written; a page mostly
+    /// empty is copied out (counted at its length) and kept for the next step.
     fn finish(mut self, room: &mut Held) -> Vec<Bytes> {
-        self.flush();
-        super::page::give_back(std::mem::take(&mut self.buf));
+        self.gathered();
+        let buf = std::mem::take(&mut self.buf);
+        let page = if buf.is_empty() {
+            super::page::give_back(buf);
+            Bytes::new()
+        } else if buf.capacity() > 2 * buf.len() {
+            let copy = Bytes::copy_from_slice(&buf);
+            super::page::give_back(buf);
+            let n = copy.len() as u64;
+            room.attach(copy, n)
+        } else {
+            let cap = buf.capacity() as u64;
+            room.attach(super::page::freeze(buf), cap)
+        };
         self.done
             .into_iter()
-            .map(|(b, ours)| if ours > 0 { room.attach(b, ours) } else { b })
+            .map(|piece| match piece {
+                Piece::Gathered(run) => page.slice(run),
+                Piece::Own(b, ours) if ours > 0 => room.attach(b, ours),
+                Piece::Own(b, _) => b,
+            })
             .collect()
     }
 }
@@ -445,5 +483,93 @@ mod tests {
             steps,
             (n as usize).div_ceil(256).div_ceil(IDLE_PAGES as usize)
         );
+    }
+
+    /// A store with `n` records of `size` bytes in entry `e`, `per_block` records a block.
+    fn store_of(n: u64, size: usize, per_block: u64) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let settings = BucketSettings {
+            max_block_records: per_block,
+            ..BucketSettings::default()
+        };
+        s.create_bucket("b", settings).unwrap();
+        let batch: Vec<BatchRecord> = (0..n)
+            .map(|ts| BatchRecord {
+                meta: WriteMeta::at(ts),
+                data: vec![ts as u8; size],
+            })
+            .collect();
+        s.write_batch("b", "e", batch).unwrap();
+        (dir, s)
+    }
+
+    /// Every step of a whole-entry query, until the last.
+    fn steps_of(s: &Store, budget: &MemoryBudget) -> Vec<Vec<Bytes>> {
+        let r = parse_query(None).unwrap();
+        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false, false, budget);
+        let mut steps = Vec::new();
+        loop {
+            match p.step() {
+                Step::More(pieces) => steps.push(pieces),
+                Step::Last(pieces) => {
+                    steps.push(pieces);
+                    return steps;
+                }
+                _ => panic!("unexpected step"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_mapped_payload_is_sent_from_its_mapping_and_heads_from_one_page() {
+        let (n, size) = (150u64, 20 << 10);
+        let (_dir, s) = store_of(n, size, 1 << 20);
+        let budget = MemoryBudget::default();
+        let steps = steps_of(&s, &budget);
+        let pieces: Vec<&Bytes> = steps.iter().flatten().collect();
+        // each record a head (a slice of the step's page) and its payload (a slice of its
+        // block's window), then the end frame
+        let payloads: Vec<&&Bytes> = pieces.iter().filter(|b| b.len() == size).collect();
+        assert_eq!(payloads.len() as u64, n, "one piece per payload");
+        for (ts, p) in payloads.iter().enumerate() {
+            assert!(p.iter().all(|&b| b == ts as u8), "record {ts} in order");
+        }
+        // 150 records of 20 KiB are one step (mapped bytes are not counted in CHUNK)
+        assert_eq!(steps.len(), 1);
+        assert_eq!(pieces.len() as u64, 2 * n + 1);
+        // the heads (and the end frame) are runs of one page, one after the other, not
+        // each copied into a buffer of its own
+        let heads: Vec<&&Bytes> = pieces.iter().filter(|b| b.len() != size).collect();
+        for w in heads.windows(2) {
+            assert_eq!(
+                w[0].as_ptr() as usize + w[0].len(),
+                w[1].as_ptr() as usize,
+                "heads in one page"
+            );
+        }
+        drop(steps);
+        assert_eq!(budget.used(), 0, "nothing held once the pieces are dropped");
+    }
+
+    #[test]
+    fn a_step_keeps_at_most_windows_mappings_alive_when_records_alternate_blocks() {
+        // 2 records a block: each block is a window of its own, so every second record
+        // maps another one
+        let (n, size) = (40u64, 20 << 10);
+        let (_dir, s) = store_of(n, size, 2);
+        let budget = MemoryBudget::default();
+        let steps = steps_of(&s, &budget);
+        let mut records = 0;
+        for step in &steps {
+            let mapped = step.iter().filter(|b| b.len() == size).count();
+            assert!(
+                mapped <= 2 * WINDOWS,
+                "{mapped} payloads from more than {WINDOWS} windows"
+            );
+            records += mapped;
+        }
+        assert_eq!(records as u64, n, "every payload sent from its mapping");
+        assert!(steps.len() as u64 >= n / (2 * WINDOWS as u64));
     }
 }

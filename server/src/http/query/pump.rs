@@ -18,6 +18,14 @@ use crate::http::errors::AppError;
 /// page of `CHUNK` bytes, so a query holds about `STEPS_AHEAD + 2` pages, not 16
 /// (fresh pages faulted in and zeroed were a quarter of the server's CPU in range reads of
 /// 10 KiB records: `docs/benchmarks/range-pages-2026-11-26.md`).
+///
+/// Mapped pieces (page cache, not counted as memory) are bounded by the same steps: a step
+/// keeps at most `produce::WINDOWS` mappings alive, and a query's pieces live in the step
+/// being produced or waiting to be sent, the `STEPS_AHEAD` queued, the one its body is
+/// yielding and hyper's write queue (at most 16 buffers). So however slowly its client
+/// reads, one query keeps at most `(STEPS_AHEAD + 2) × WINDOWS + 16 + 1` (its current
+/// window) = 33 mappings alive, each of at most `tsblob_storage::WINDOW_MAX` (8 MiB) or
+/// one frame of at most `MAP_MAX`.
 const STEPS_AHEAD: usize = 2;
 
 /// The sending side of a query's response body: whole steps.
