@@ -213,11 +213,21 @@ impl std::fmt::Display for AppError {
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let retry = self.retry_later();
+        let too_large = self.status == StatusCode::PAYLOAD_TOO_LARGE;
         let mut resp = (self.status, Json(self.body())).into_response();
         if retry {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+        if too_large {
+            // A body refused as too large is mostly unread: the connection cannot carry
+            // another request, and hyper closes it after this answer. Saying so lets a
+            // client drop it instead of finding out on its next request.
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
             );
         }
         resp

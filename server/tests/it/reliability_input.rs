@@ -289,6 +289,39 @@ fn lying_content_length_is_caught_both_ways() {
     assert_serving(&s);
 }
 
+/// A single write over `--max-body` was answered 413 and the connection closed with no
+/// `Connection: close`, so a keep-alive client put it back in its pool and its next request
+/// failed on it (the async SDK did, issue 30's SDK work). The 413 now says the connection
+/// closes, and the server closes it.
+#[test]
+fn early_413_left_clients_to_guess_the_connection_was_closed() {
+    let s = Server::start(&["--max-body", "64KiB"]);
+    let a = addr_of(&s.url(""));
+    assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
+    // Announced over the limit, the first 16 KiB sent: the answer comes before the rest.
+    let mut tcp = TcpStream::connect(&a).unwrap();
+    tcp.write_all(
+        b"POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 200000\r\n\r\n",
+    )
+    .unwrap();
+    let _ = tcp.write_all(&[7u8; 16 << 10]);
+    let started = Instant::now();
+    let (status, answer) = read_answer(&mut tcp, T);
+    assert_eq!(status, 413, "{answer}");
+    let head = answer
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(head.contains("\r\nconnection: close"), "{head}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+    // `read_answer` returned at the close, not after T of silence.
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // A fresh connection is served, and the refused record was not stored.
+    assert_eq!(expect_4xx(&a, &get("/api/v1/b/b/e?ts=1")).0, 404);
+    assert_serving(&s);
+}
+
 #[test]
 fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
     let s = Server::start(&[]);
