@@ -215,11 +215,6 @@ impl HeadAt {
     /// The head with its entry, content type and labels as owned strings. `buf` holds the
     /// head (checked by [`Decoder::head`]: the conversions below cannot fail on it).
     fn head(&self, buf: &[u8]) -> FrameHead {
-        let mut labels = Labels::new();
-        // (checked already: no error here)
-        let _ = walk_labels(&buf[self.labels.clone()], self.label_count, |k, v| {
-            labels.insert(k.to_string(), v.to_string());
-        });
         FrameHead {
             entry: self
                 .entry
@@ -227,9 +222,18 @@ impl HeadAt {
                 .map(|r| String::from_utf8_lossy(&buf[r]).into_owned()),
             ts: self.ts,
             content_type: content_type_of(&buf[self.ct.clone()]),
-            labels,
+            labels: self.labels(buf),
             payload_len: self.payload_len,
         }
+    }
+
+    /// The head's labels, decoded (checked already when the head was: no error here).
+    fn labels(&self, buf: &[u8]) -> Labels {
+        let mut labels = Labels::new();
+        let _ = walk_labels(&buf[self.labels.clone()], self.label_count, |k, v| {
+            labels.insert(k.to_string(), v.to_string());
+        });
+        labels
     }
 }
 
@@ -297,11 +301,7 @@ impl RawHead {
 
     /// The labels, decoded (checked when the head was: this cannot fail).
     pub fn labels(&self) -> Labels {
-        let mut labels = Labels::new();
-        let _ = walk_labels(self.label_bytes(), self.at.label_count, |k, v| {
-            labels.insert(k.to_string(), v.to_string());
-        });
-        labels
+        self.at.labels(&self.bytes)
     }
 
     /// The head with owned strings, as [`ChunkDecoder::next_event`] gives it.

@@ -536,16 +536,17 @@ impl Metrics {
     fn count(&self, op: Op, method: &Method, status: axum::http::StatusCode) {
         let m = method_index(method);
         let labels = || [op.name(), METHODS[m], status.as_str()];
-        match STATUSES.iter().position(|&s| s == status.as_u16()) {
-            Some(s) => {
+        let kept = STATUSES
+            .iter()
+            .position(|&s| s == status.as_u16())
+            .and_then(|s| {
                 let at = (op as usize * METHODS.len() + m) * STATUSES.len() + s;
-                match self.series.requests.get(at) {
-                    Some(c) => c
-                        .get_or_init(|| self.requests.with_label_values(&labels()))
-                        .inc(),
-                    None => self.requests.with_label_values(&labels()).inc(),
-                }
-            }
+                self.series.requests.get(at)
+            });
+        match kept {
+            Some(c) => c
+                .get_or_init(|| self.requests.with_label_values(&labels()))
+                .inc(),
             None => self.requests.with_label_values(&labels()).inc(),
         }
     }
