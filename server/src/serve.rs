@@ -353,11 +353,14 @@ async fn serve_connection<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use tower::ServiceExt;
-    let app = app.map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
-        req.extensions_mut()
-            .insert(axum::extract::ConnectInfo(peer));
-        req
-    });
+    // `body::answer`: a query's steps reach hyper as one frame each (many slices).
+    let app = app
+        .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            req
+        })
+        .map_response(http::body::answer);
     let service = hyper_util::service::TowerToHyperService::new(app);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())

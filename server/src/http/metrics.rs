@@ -28,7 +28,7 @@ pub struct Metrics {
     /// ([`Series`]).
     series: Series,
     received: IntCounter,
-    sent: IntCounter,
+    pub(crate) sent: IntCounter,
     /// Bytes of query streams (also counted in `sent`, kept apart for the query rate).
     pub query_bytes: IntCounter,
     /// Live tails (`follow=true`) streaming now.

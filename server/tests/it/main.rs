@@ -22,6 +22,7 @@ mod damaged_query;
 mod links_cli;
 mod ops;
 mod outbound;
+mod range_frames;
 mod reliability_cost;
 mod reliability_crash;
 mod reliability_disk;

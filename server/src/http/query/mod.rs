@@ -167,7 +167,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         Step::Fail(pieces, e) if pieces.is_empty() && p.count == 0 => return Err(e),
         other => other,
     };
-    let (tx, body) = step_body();
+    let (tx, body, steps) = step_body(t.state.metrics.sent.clone());
     let metrics = t.state.metrics.clone();
     // The stream checks its token again whenever the tokens change, for as long as it runs.
     let grant = t.state.auth.grant(&t.caller, &grant_bucket);
@@ -178,6 +178,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         metrics.query_bytes.inc_by(bytes);
     });
     let mut resp = (StatusCode::OK, body).into_response();
+    resp.extensions_mut().insert(steps);
     resp.headers_mut().insert(
         axum::http::header::CONTENT_TYPE,
         HeaderValue::from_static(if meta { NDJSON } else { MEDIA_TYPE }),

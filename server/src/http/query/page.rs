@@ -27,6 +27,14 @@ pub(super) const CHUNK: usize = 256 << 10;
 /// would cost more in chunk framing and syscalls than the copy).
 pub(super) const OWN_PIECE: usize = 16 << 10;
 
+/// Mapped payloads (slices of their block's window, page cache) at least this long are
+/// sent as their own piece, not copied next to their heads. The connection writes a whole
+/// step as one HTTP chunk of its pieces (`body::step_body`), so a piece costs an `iovec`
+/// in a `writev`, not a chunk and a frame of its own (which is what made this cost
+/// records/s before: `docs/benchmarks/range-slices-2026-11-26.md`). Shorter ones are
+/// still copied: hyper gathers 64 `iovec`s per `writev`, two per record here.
+pub(super) const MAPPED_PIECE: usize = 4 << 10;
+
 /// The capacity of a step's page: a step's `CHUNK` and the record that ends it.
 pub(super) const CAPACITY: usize = CHUNK + OWN_PIECE + 4096;
 

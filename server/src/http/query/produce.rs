@@ -12,7 +12,7 @@ use tsblob_proto::framing::{
 };
 use tsblob_storage::{Labels, Payload, QueryItem, QueryIter, Windows};
 
-use super::page::{CHUNK, OWN_PIECE};
+use super::page::{CHUNK, MAPPED_PIECE, OWN_PIECE};
 use crate::http::budget::{Held, MemoryBudget};
 use crate::http::errors::AppError;
 
@@ -66,6 +66,10 @@ struct Pieces {
     /// `tsblob_storage::MappedPayload::mapping_id`.
     windows: usize,
     window: usize,
+    /// The bytes at which the step is full: `STEP`, or `CHUNK` for a query's first step
+    /// (run before the answer's status is sent: its time is the client's wait for the
+    /// first byte).
+    most: usize,
 }
 
 /// A piece of a step, in order.
@@ -88,10 +92,10 @@ impl Pieces {
         self.len() - self.borrowed
     }
 
-    /// Whether the step is full: `CHUNK` bytes held, `STEP` in all, or `WINDOWS` mappings
-    /// kept alive.
+    /// Whether the step is full: `CHUNK` bytes held, `most` (`STEP`) in all, or `WINDOWS`
+    /// mappings kept alive.
     fn full(&self) -> bool {
-        self.held() >= CHUNK || self.len() >= STEP || self.windows >= WINDOWS
+        self.held() >= CHUNK || self.len() >= self.most || self.windows >= WINDOWS
     }
 
     fn push(&mut self, data: Vec<u8>) {
@@ -110,14 +114,14 @@ impl Pieces {
         self.done.push(Piece::Own(piece, ours));
     }
 
-    /// A record's payload: a large mapped one (a slice of its block's window), or a large
-    /// slice of a tiered range, as a piece of its own, without a copy; a small one copied
-    /// next to its head (a mapped payload of 4 KiB or more as a piece of its own was tried
-    /// and cost records/s: `docs/benchmarks/range-slices-2026-11-26.md`).
+    /// A record's payload: a mapped one of `MAPPED_PIECE` or more (a slice of its block's
+    /// window), or a large slice of a tiered range, as a piece of its own, without a copy;
+    /// a small one copied next to its head. (The step is written as one chunk of its
+    /// pieces: `body::step_body`.)
     fn push_payload(&mut self, p: Payload) {
         match p {
             Payload::Memory(data) => self.push(data),
-            Payload::Mapped(m) if m.as_ref().len() >= OWN_PIECE => {
+            Payload::Mapped(m) if m.as_ref().len() >= MAPPED_PIECE => {
                 let id = m.mapping_id();
                 if id != self.window {
                     self.windows += 1;
@@ -199,6 +203,8 @@ pub(super) struct Producer {
     follow: Option<u64>,
     /// The next step starts a new walk (a live tail woken by a commit or a timer).
     rearm: bool,
+    /// A step ran already (the first is smaller: [`Pieces::most`]).
+    stepped: bool,
     /// The entries (ids, sorted) that got records since the last walk: the next walk's.
     pub(super) changed: Vec<u32>,
     /// Damaged records skipped, reported before the end (`damage.rs`).
@@ -221,6 +227,7 @@ impl Producer {
             large: None,
             follow: None,
             rearm: false,
+            stepped: false,
             changed: Vec::new(),
             skipped: Default::default(),
             room: budget.empty(),
@@ -285,8 +292,10 @@ impl Producer {
         // Sized for a step's page (and the record that ends it) at once: grown by doubling
         // from empty, it costs a copy per doubling and up to twice its length. A page the
         // connection has written is reused (`page.rs`).
+        let first = !std::mem::replace(&mut self.stepped, true);
         let mut out = Pieces {
             buf: super::page::take(),
+            most: if first { CHUNK } else { STEP },
             ..Pieces::default()
         };
         let mut idle = 0;
@@ -535,21 +544,45 @@ mod tests {
         for (ts, p) in payloads.iter().enumerate() {
             assert!(p.iter().all(|&b| b == ts as u8), "record {ts} in order");
         }
-        // 150 records of 20 KiB are one step (mapped bytes are not counted in CHUNK)
-        assert_eq!(steps.len(), 1);
+        // 150 records of 20 KiB are two steps (mapped bytes are not counted in CHUNK): the
+        // first stops at CHUNK in all (the client waits for it before any byte), the
+        // second runs to the end
+        assert_eq!(steps.len(), 2);
+        let first: usize = steps[0].iter().map(Bytes::len).sum();
+        assert!(
+            (CHUNK..CHUNK + size + 4096).contains(&first),
+            "first step {first}"
+        );
         assert_eq!(pieces.len() as u64, 2 * n + 1);
-        // the heads (and the end frame) are runs of one page, one after the other, not
-        // each copied into a buffer of its own
-        let heads: Vec<&&Bytes> = pieces.iter().filter(|b| b.len() != size).collect();
-        for w in heads.windows(2) {
-            assert_eq!(
-                w[0].as_ptr() as usize + w[0].len(),
-                w[1].as_ptr() as usize,
-                "heads in one page"
-            );
+        // the heads (and the end frame) of a step are runs of one page, one after the
+        // other, not each copied into a buffer of its own
+        for step in &steps {
+            let heads: Vec<&Bytes> = step.iter().filter(|b| b.len() != size).collect();
+            for w in heads.windows(2) {
+                assert_eq!(
+                    w[0].as_ptr() as usize + w[0].len(),
+                    w[1].as_ptr() as usize,
+                    "heads in one page"
+                );
+            }
         }
         drop(steps);
         assert_eq!(budget.used(), 0, "nothing held once the pieces are dropped");
+    }
+
+    #[test]
+    fn a_mapped_payload_of_4_kib_is_sent_from_its_mapping_and_a_shorter_one_copied() {
+        for (size, own) in [(MAPPED_PIECE, true), (MAPPED_PIECE - 1, false)] {
+            let n = 100u64;
+            let (_dir, s) = store_of(n, size, 1 << 20);
+            let budget = MemoryBudget::default();
+            let steps = steps_of(&s, &budget);
+            let pieces: Vec<&Bytes> = steps.iter().flatten().collect();
+            let alone = pieces.iter().filter(|b| b.len() == size).count() as u64;
+            assert_eq!(alone, if own { n } else { 0 }, "payloads of {size} bytes");
+            let bytes: usize = pieces.iter().map(|b| b.len()).sum();
+            assert!(bytes > n as usize * size, "every payload sent");
+        }
     }
 
     #[test]

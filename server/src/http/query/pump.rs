@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use super::page::CHUNK;
 use super::parse::FollowOpts;
 use super::produce::{Producer, Step};
@@ -21,31 +19,26 @@ use crate::http::errors::AppError;
 ///
 /// Mapped pieces (page cache, not counted as memory) are bounded by the same steps: a step
 /// keeps at most `produce::WINDOWS` mappings alive, and a query's pieces live in the step
-/// being produced or waiting to be sent, the `STEPS_AHEAD` queued, the one its body is
-/// yielding and hyper's write queue (at most 16 buffers). So however slowly its client
-/// reads, one query keeps at most `(STEPS_AHEAD + 2) × WINDOWS + 16 + 1` (its current
-/// window) = 33 mappings alive, each of at most `tsblob_storage::WINDOW_MAX` (8 MiB) or
-/// one frame of at most `MAP_MAX`.
+/// being produced or waiting to be sent, the `STEPS_AHEAD` queued, and the connection's
+/// write queue: at most `body::FRAMES_QUEUED` (2) steps handed to hyper as a frame each. So
+/// however slowly its client reads, one query keeps at most
+/// `(1 + STEPS_AHEAD + 2) × WINDOWS + 1` (its current window) = 21 mappings alive, each of
+/// at most `tsblob_storage::WINDOW_MAX` (8 MiB) or one frame of at most `MAP_MAX`. (A
+/// response not passed through `body::answer`, as in the in-process router of the tests,
+/// is written a piece per frame: the step its body is yielding and hyper's queue of 16
+/// pieces, `(STEPS_AHEAD + 2) × WINDOWS + 16 + 1` = 33.)
 const STEPS_AHEAD: usize = 2;
 
 /// The sending side of a query's response body: whole steps.
-pub(super) type StepTx = tokio::sync::mpsc::Sender<Result<Vec<Bytes>, std::io::Error>>;
+pub(super) type StepTx = tokio::sync::mpsc::Sender<crate::http::body::StepItem>;
 
 /// A response body fed by a pump: the pieces of each step in order, then the end (or
-/// the error a step ended with).
-pub(super) fn step_body() -> (StepTx, axum::body::Body) {
-    use futures_util::StreamExt;
-    let (tx, rx) = tokio::sync::mpsc::channel(STEPS_AHEAD);
-    let pieces = tokio_stream::wrappers::ReceiverStream::new(rx).flat_map(
-        |step: Result<Vec<Bytes>, std::io::Error>| {
-            let pieces: Vec<Result<Bytes, std::io::Error>> = match step {
-                Ok(pieces) => pieces.into_iter().map(Ok).collect(),
-                Err(e) => vec![Err(e)],
-            };
-            futures_util::stream::iter(pieces)
-        },
-    );
-    (tx, axum::body::Body::from_stream(pieces))
+/// the error a step ended with). The connection writes each step as one HTTP chunk of
+/// its pieces (`body::step_body`); the `StepAnswer` goes in the response's extensions.
+pub(super) fn step_body(
+    sent: prometheus::IntCounter,
+) -> (StepTx, axum::body::Body, crate::http::body::StepAnswer) {
+    crate::http::body::step_body(STEPS_AHEAD, sent)
 }
 
 /// What a live tail needs besides its producer. Dropped when its stream ends (or its
