@@ -43,7 +43,7 @@ pub const MAX_ATTRS: u32 = 256;
 /// How many distinct attrs one [`Index::apply_changes`] remembers by address.
 const ATTRS_BY_PTR: usize = 16;
 
-type Txn<'a> = RoTxn<'a, WithoutTls>;
+pub(crate) type Txn<'a> = RoTxn<'a, WithoutTls>;
 
 /// The direction of a walk over an entry's records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +170,12 @@ impl Index {
 
     pub fn read_txn(&self) -> Result<RoTxn<'_, WithoutTls>> {
         self.db.read_txn()
+    }
+
+    /// A read transaction whose look-ups cannot wait on the disk, or `None`
+    /// ([`Db::read_txn_resident`]).
+    pub fn read_txn_resident(&self, max_bytes: u64) -> Result<Option<RoTxn<'_, WithoutTls>>> {
+        self.db.read_txn_resident(max_bytes)
     }
 
     pub fn write_txn(&self) -> Result<RwTxn<'_>> {
