@@ -1,0 +1,8 @@
+#!/bin/bash
+# usage: alternate.sh PAIRS WORKLOAD... -> runs-<workload>.txt: base, new, base, new... (run2.sh against limit)
+pairs=$1; shift
+for w in "$@"; do
+  for i in $(seq 1 $pairs); do
+    for b in base new; do ./run2.sh ../bin-$b $w limit bin-$b | grep -v write-batch >> runs-${w%.toml}.txt; done
+  done
+done
