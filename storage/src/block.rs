@@ -170,6 +170,38 @@ pub fn read_frame(
     base_ts: u64,
     ts: u64,
 ) -> Result<Vec<u8>> {
+    match read_frame_in(file, path, v, base_ts, ts, false)? {
+        Some(p) => Ok(p),
+        None => Err(corrupt(&path(), v.offset, "frame cut short".to_string())),
+    }
+}
+
+/// [`read_frame`] of a raw frame only if its bytes are in the page cache: one
+/// `preadv2(RWF_NOWAIT)`, which never waits on the disk. `Ok(None)` when it would (or the
+/// file system cannot say, or the frame is compressed): read it with [`read_frame`].
+pub(crate) fn read_frame_now(
+    file: &File,
+    path: &dyn Fn() -> PathBuf,
+    v: &IndexValue,
+    base_ts: u64,
+    ts: u64,
+) -> Result<Option<Vec<u8>>> {
+    if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
+        return Ok(None);
+    }
+    read_frame_in(file, path, v, base_ts, ts, true)
+}
+
+/// `read_frame`, or with `now` only the bytes in the page cache (`None` when that is
+/// not all of them).
+fn read_frame_in(
+    file: &File,
+    path: &dyn Fn() -> PathBuf,
+    v: &IndexValue,
+    base_ts: u64,
+    ts: u64,
+    now: bool,
+) -> Result<Option<Vec<u8>>> {
     let (offset, frame_len, size) = (v.offset, v.frame_len, v.size);
     let corrupt_at = |reason: String| corrupt(&path(), offset, reason);
     let raw = v.flags & FLAG_ZSTD == 0 && size <= frame_len;
@@ -190,8 +222,15 @@ pub fn read_frame(
     // The payload buffer is not zero-filled first: the read overwrites all of it or the
     // frame is refused (zero-filling cost as much as the CRC on 100 KB range reads).
     let mut payload: Vec<u8> = Vec::with_capacity(if raw { size as usize } else { 0 });
-    let n = preadv2(file, head, payload.spare_capacity_mut(), offset)
-        .map_err(|e| Error::io(format!("reading {:?}", path()), e))?;
+    let n = if now {
+        match preadv_now(file, head, payload.spare_capacity_mut(), offset) {
+            Some(n) if n as u64 == frame_len => n,
+            _ => return Ok(None),
+        }
+    } else {
+        preadv2(file, head, payload.spare_capacity_mut(), offset)
+            .map_err(|e| Error::io(format!("reading {:?}", path()), e))?
+    };
     if n as u64 != frame_len {
         return Err(corrupt_at(format!(
             "frame cut short: {n} of {frame_len} bytes"
@@ -209,9 +248,64 @@ pub fn read_frame(
     };
     let h = check_frame(head, &payload, base_ts, &want).map_err(|f| corrupt_at(f.to_string()))?;
     if raw {
-        return Ok(payload);
+        return Ok(Some(payload));
     }
-    stored_payload(&h, &head[h.head_len..]).map_err(|f| corrupt_at(f.to_string()))
+    stored_payload(&h, &head[h.head_len..])
+        .map(Some)
+        .map_err(|f| corrupt_at(f.to_string()))
+}
+
+/// Set once `RWF_NOWAIT` is refused (a file system without it): no more attempts.
+static NOWAIT_UNSUPPORTED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// One `preadv2(RWF_NOWAIT)` of two buffers at `offset`: the bytes read, or `None` when
+/// the call would have waited on the disk (`EAGAIN`) or failed in any way (the caller
+/// reads the usual way, which reports a real error). A short count means part of the range
+/// was not cached; the caller treats it as `None`.
+fn preadv_now(
+    file: &File,
+    a: &mut [u8],
+    b: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> Option<usize> {
+    use std::os::unix::io::AsRawFd;
+    use std::sync::atomic::Ordering;
+    if NOWAIT_UNSUPPORTED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_mut_ptr().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: both iovecs point into live, exclusively borrowed buffers of the given
+    // lengths, and the fd stays open for the duration of the call.
+    let n = unsafe {
+        libc::preadv2(
+            file.as_raw_fd(),
+            iov.as_ptr(),
+            2,
+            offset as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+        ) {
+            NOWAIT_UNSUPPORTED.store(true, Ordering::Relaxed);
+        }
+        return None;
+    }
+    usize::try_from(n).ok()
 }
 
 /// The original payload of a CRC-checked frame from its stored bytes (decompressed if the

@@ -7,11 +7,14 @@
 //! (`docs/storage-format.md`, "LMDB index").
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
 use crate::error::{Error, OpenError, Result};
+use crate::resident::IndexFiles;
 
 /// A table: keys and values are bytes, encoded by `codec/`.
 pub(crate) type Table = Database<Bytes, Bytes>;
@@ -31,6 +34,11 @@ pub(crate) struct Db {
     pub feed_items: Table,
     /// The change feed's `feed_state` table.
     pub feed_state: Table,
+    /// The index files, to ask the page cache about ([`Db::read_txn_resident`]).
+    files: Option<Arc<IndexFiles>>,
+    /// How much of the data file the last check covered (it only grows): the meta pages
+    /// are read before the used length is known, so the check starts from the last one.
+    checked: Arc<AtomicU64>,
 }
 
 impl Db {
@@ -59,6 +67,7 @@ impl Db {
         let feed_items = env.create_database(&mut wtxn, Some("feed"))?;
         let feed_state = env.create_database(&mut wtxn, Some("feed_state"))?;
         wtxn.commit()?;
+        let files = IndexFiles::open(dir).map(Arc::new);
         Ok(Db {
             env,
             chunks,
@@ -68,6 +77,8 @@ impl Db {
             info,
             feed_items,
             feed_state,
+            files,
+            checked: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -77,6 +88,44 @@ impl Db {
 
     pub fn write_txn(&self) -> Result<RwTxn<'_>> {
         Ok(self.env.write_txn()?)
+    }
+
+    /// A read transaction begun only if it and the look-ups in it cannot wait on the disk:
+    /// every page LMDB may touch (the lock file, the data file up to its last used page,
+    /// at most `max_bytes` of it) is in the page cache ([`IndexFiles`]); `None` otherwise.
+    pub fn read_txn_resident(&self, max_bytes: u64) -> Result<Option<RoTxn<'_, WithoutTls>>> {
+        let Some(files) = &self.files else {
+            return Ok(None);
+        };
+        // LMDB's page size is the system's.
+        // SAFETY: sysconf has no preconditions.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        // Reading the last used page number reads the meta pages (the first two): check
+        // them, with everything the last check covered, first.
+        let checked = self.checked.load(Ordering::Relaxed).max(2 * page);
+        if checked > max_bytes || !files.cached(0..checked) {
+            return Ok(None);
+        }
+        let used = |info: heed::EnvInfo| {
+            (info.last_page_number as u64)
+                .saturating_add(1)
+                .saturating_mul(page)
+        };
+        let len = used(self.env.info());
+        if len > checked {
+            if len > max_bytes || !files.data_cached(checked..len) {
+                return Ok(None);
+            }
+            self.checked.fetch_max(len, Ordering::Relaxed);
+        }
+        let len = len.max(checked);
+        let txn = self.env.read_txn()?;
+        // A commit between the check and the transaction's start may have used more pages:
+        // the pages this transaction can reach end at or before the last used page now.
+        if used(self.env.info()) > len {
+            return Ok(None);
+        }
+        Ok(Some(txn))
     }
 
     /// Makes every committed transaction durable (the environment runs with `NO_SYNC`).

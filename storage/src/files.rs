@@ -66,6 +66,17 @@ impl FileCache {
         Ok(CachedBlock { file, base_ts })
     }
 
+    /// The handle of a block if it is open already (no `open`: it may wait on the disk).
+    pub fn peek(&self, id: u64) -> Option<CachedBlock> {
+        let map = self.map.read();
+        let slot = map.get(&id)?;
+        slot.used.store(self.tick(), Ordering::Relaxed);
+        Some(CachedBlock {
+            file: slot.file.clone(),
+            base_ts: slot.base_ts,
+        })
+    }
+
     /// Keeps a handle just created (a new block).
     pub fn insert(&self, id: u64, file: Arc<File>, base_ts: u64) {
         let now = self.tick();

@@ -18,13 +18,13 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::lock::{Rank, RwLock};
+use crate::lock::{Mutex, Rank, RwLock};
 use heed::{RoTxn, RwTxn, WithoutTls};
 
 use crate::codec;
 use crate::codec::chunk::{
-    append_chunks, chunk_count, decode_chunk, encode_chunks, merge, AttrsRef, ChunkReader, Fill,
-    Slot,
+    append_at_end, chunk_count, chunk_end, decode_chunk, encode_chunks, merge, AttrsRef, ChunkEnd,
+    ChunkReader, Chunks, Fill, Slot,
 };
 use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::{
@@ -42,8 +42,12 @@ pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
 pub const MAX_ATTRS: u32 = 256;
 /// How many distinct attrs one [`Index::apply_changes`] remembers by address.
 const ATTRS_BY_PTR: usize = 16;
+/// Entries whose last chunk [`Index::apply_changes`] keeps in memory at most (each a copy
+/// of one chunk value, about [`crate::codec::chunk::CHUNK_BYTES`] at most): past it the
+/// cache starts over, and an append reads its chunk's end from the value again.
+const MAX_TAILS: usize = 4096;
 
-type Txn<'a> = RoTxn<'a, WithoutTls>;
+pub(crate) type Txn<'a> = RoTxn<'a, WithoutTls>;
 
 /// The direction of a walk over an entry's records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +151,19 @@ pub struct Index {
     /// is committed (ids a write transaction assigned): [`Index::forget_attrs`] clears it
     /// when a write transaction fails.
     interner: RwLock<HashMap<u32, EntryAttrs>>,
+    /// Per entry, its last chunk as the last append wrote it, with that chunk's end: an
+    /// append whose chunk still holds these bytes (the transaction that wrote them
+    /// committed, and nothing rewrote the chunk since) encodes its records after the end
+    /// instead of decoding the chunk's up to 64 records first. Checked against the stored
+    /// value on every use, so it is never wrong, only stale (then not used).
+    tails: Mutex<HashMap<u32, Tail>>,
+}
+
+/// An entry's last chunk as an append left it (see `Index::tails`).
+struct Tail {
+    key: u64,
+    value: Vec<u8>,
+    end: ChunkEnd,
 }
 
 impl Index {
@@ -160,6 +177,7 @@ impl Index {
             info: db.info,
             db,
             interner: RwLock::new(Rank::Interner, HashMap::new()),
+            tails: Mutex::new(Rank::IndexTails, HashMap::new()),
         })
     }
 
@@ -170,6 +188,12 @@ impl Index {
 
     pub fn read_txn(&self) -> Result<RoTxn<'_, WithoutTls>> {
         self.db.read_txn()
+    }
+
+    /// A read transaction whose look-ups cannot wait on the disk, or `None`
+    /// ([`Db::read_txn_resident`]).
+    pub fn read_txn_resident(&self, max_bytes: u64) -> Result<Option<RoTxn<'_, WithoutTls>>> {
+        self.db.read_txn_resident(max_bytes)
     }
 
     pub fn write_txn(&self) -> Result<RwTxn<'_>> {
@@ -252,6 +276,7 @@ impl Index {
             db.clear(txn)?;
         }
         self.forget_attrs();
+        self.tails.lock().clear();
         Ok(())
     }
 
@@ -565,10 +590,8 @@ impl Index {
             if let (Some((k, v)), None) = (target, next_key) {
                 if batch.iter().all(|(_, s)| s.is_some()) {
                     let slots: Vec<Slot> = batch.iter().filter_map(|(_, s)| s.clone()).collect();
-                    if let Ok(Some(chunks)) = append_chunks(k, v, &slots) {
-                        for (k, v) in chunks {
-                            self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
-                        }
+                    if let Some((chunks, end)) = self.append_to(entry_id, k, v, &slots) {
+                        self.put_appended(txn, entry_id, chunks, end)?;
                         continue;
                     }
                 }
@@ -600,6 +623,51 @@ impl Index {
                     self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The chunks of an append of `slots` to the entry's last chunk `(key, value)`, and
+    /// the end of the last of them; `None` when it is not an append (or the chunk does not
+    /// decode): the caller merges. The chunk's end comes from [`Index::tails`] when the
+    /// value is the one the last append wrote, else from decoding it.
+    fn append_to(
+        &self,
+        entry_id: u32,
+        key: u64,
+        value: &[u8],
+        slots: &[Slot],
+    ) -> Option<(Chunks, Option<ChunkEnd>)> {
+        let kept = self.tails.lock().remove(&entry_id);
+        let (end, buf) = match kept {
+            Some(t) if t.key == key && t.value == value => {
+                debug_assert_eq!(chunk_end(key, value).ok().as_ref(), Some(&t.end));
+                (t.end, t.value)
+            }
+            _ => (chunk_end(key, value).ok()?, value.to_vec()),
+        };
+        append_at_end(key, buf, &end, slots).ok()?
+    }
+
+    /// Puts the chunks of an append; the last one (with its end) becomes the entry's tail.
+    fn put_appended(
+        &self,
+        txn: &mut RwTxn<'_>,
+        entry_id: u32,
+        chunks: Chunks,
+        end: Option<ChunkEnd>,
+    ) -> Result<()> {
+        let mut last = None;
+        for (k, v) in chunks {
+            self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+            last = Some((k, v));
+        }
+        if let (Some((key, value)), Some(end)) = (last, end) {
+            let mut tails = self.tails.lock();
+            if tails.len() >= MAX_TAILS {
+                tails.clear();
+            }
+            tails.insert(entry_id, Tail { key, value, end });
         }
         Ok(())
     }
@@ -658,6 +726,7 @@ impl Index {
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.attrs.delete_range(txn, &range)?;
         self.interner.write().remove(&entry_id);
+        self.tails.lock().remove(&entry_id);
         Ok(())
     }
 }
@@ -983,6 +1052,62 @@ mod tests {
         let txn = index.read_txn().unwrap();
         assert_eq!(index.get_record(&txn, 1, 6).unwrap().unwrap().attrs, b);
         assert!(index.get_record(&txn, 1, 5).unwrap().is_none());
+    }
+
+    /// The last chunk kept between appends (`Index::tails`) is used only while the stored
+    /// chunk is the one it kept: not after the append that wrote it was aborted, nor after
+    /// the chunk was rewritten by a block drop or a put in its middle.
+    #[test]
+    fn a_kept_last_chunk_is_not_appended_to_once_the_stored_one_differs() {
+        let (_d, index) = open();
+        let m = rec_attrs("a/b", &[]);
+        let n = rec_attrs("a/b", &[("x", "y".into())]);
+        let attrs_of = |t: u64| {
+            if t.is_multiple_of(3) {
+                n.clone()
+            } else {
+                m.clone()
+            }
+        };
+        let v = |b: u64, t: u64| value(b, t * 1044, attrs_of(t));
+        let mut want: BTreeMap<u64, u64> = BTreeMap::new();
+        for t in 1..=20u64 {
+            put(&index, 4, vec![(t * 10, Some(v(1, t)))]);
+            want.insert(t * 10, 1);
+        }
+        // Aborted: the kept chunk holds record 210, the stored one does not.
+        let mut txn = index.write_txn().unwrap();
+        index
+            .apply_changes(&mut txn, 4, vec![RecChange::put(210, v(1, 21))])
+            .unwrap();
+        drop(txn);
+        index.forget_attrs();
+        put(&index, 4, vec![(220, Some(v(2, 22)))]);
+        want.insert(220, 2);
+        // Rewritten in the middle (a replacement), then appended to.
+        put(&index, 4, vec![(100, Some(v(3, 10)))]);
+        want.insert(100, 3);
+        put(&index, 4, vec![(230, Some(v(2, 23)))]);
+        want.insert(230, 2);
+        // A block drop rewrites the chunk, then appends go on.
+        let mut txn = index.write_txn().unwrap();
+        index.delete_block_records(&mut txn, 4, 0, 150, 1).unwrap();
+        txn.commit().unwrap();
+        want.retain(|ts, b| !(*b == 1 && *ts <= 150));
+        for t in 24..=90u64 {
+            put(&index, 4, vec![(t * 10, Some(v(2, t)))]);
+            want.insert(t * 10, 2);
+        }
+        let got = check_chunks(&index);
+        assert_eq!(got[&4], want.keys().copied().collect::<Vec<_>>());
+        let txn = index.read_txn().unwrap();
+        for (ts, b) in &want {
+            let r = index.get_record(&txn, 4, *ts).unwrap().unwrap();
+            assert_eq!(r.block_id, *b, "record {ts}");
+            let t = ts / 10;
+            assert_eq!(r.offset, t * 1044);
+            assert_eq!(r.attrs, attrs_of(t));
+        }
     }
 
     #[test]

@@ -46,6 +46,7 @@ mod quota;
 mod read;
 mod record;
 mod recover;
+mod resident;
 mod selector;
 mod settings;
 mod spool;

@@ -51,6 +51,8 @@ pub(crate) enum Rank {
     Interner = 70,
     /// `Feed`: the watched entries (taken inside index transactions, a leaf).
     FeedWatch = 71,
+    /// `Index`: the entries' last chunks kept between appends (a leaf).
+    IndexTails = 72,
     /// The sync thread's handle (only at open and close).
     Syncer = 80,
     /// `Committer`: the commit listeners (a leaf: the list is cloned out, then called).

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::block::read_frame;
 use crate::block::RecordReader;
+use crate::block::{read_frame, read_frame_now};
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::error::{Error, NotFound, Result};
@@ -142,6 +142,26 @@ pub(crate) fn payload_of(
         return Ok(None);
     }
     read_local(e, ts, v, &file, base_ts).map(|d| Some(Payload::Memory(d)))
+}
+
+/// A point read's payload only if reading it cannot wait on the disk or the network: a
+/// raw payload under [`MAP_MIN`] in a local block whose file is open already, all of its
+/// bytes in the page cache (`RWF_NOWAIT`), CRC-checked. `None` otherwise: read it with
+/// [`payload_of`] on the blocking pool (which also reports any error the way it does).
+pub(crate) fn payload_now(
+    from: Sources<'_>,
+    e: &Entry,
+    ts: u64,
+    v: &IndexValue,
+) -> Result<Option<Payload>> {
+    if v.size >= MAP_MIN || from.tier.is_some_and(|t| t.is_tiered(v.block_id)) {
+        return Ok(None);
+    }
+    let Some(CachedBlock { file, base_ts }) = from.files.peek(v.block_id) else {
+        return Ok(None);
+    };
+    let path = || e.block_path(v.block_id);
+    Ok(read_frame_now(&file, &path, v, base_ts, ts)?.map(Payload::Memory))
 }
 
 pub(crate) fn read_value(from: Sources<'_>, e: &Entry, ts: u64, v: IndexValue) -> Result<Record> {

@@ -77,6 +77,12 @@ pub struct CostArgs {
     /// code); past it only the count grows (the report is sent whole in one frame).
     #[arg(long, env = "TSBLOB_MAX_SKIPPED_LISTED", default_value_t = super::damage::MAX_LISTED)]
     pub max_skipped_listed: usize,
+    /// Point reads are served on the runtime's worker threads, without the hand-off to the
+    /// blocking pool, when they cannot wait on the disk: the index's pages (checked
+    /// whole, at most this many bytes of it) and the record's bytes in memory, payload
+    /// under 256 KiB. A larger index, a page not in memory: the blocking pool. 0: never.
+    #[arg(long, env = "TSBLOB_INLINE_READ_INDEX_MAX", default_value = "1MiB", value_parser = parse_size)]
+    pub inline_read_index_max: u64,
     /// Replication: the most of a destination's JSON answer read (a record write's
     /// result); a longer one is cut and the attempt fails.
     #[arg(long, env = "TSBLOB_OUTBOUND_ANSWER_MAX", default_value = "1MiB", value_parser = parse_usize_size)]
@@ -142,6 +148,7 @@ impl CostArgs {
             per_token: self.max_tails_per_token,
         };
         limits.max_skipped_listed = self.max_skipped_listed;
+        limits.inline_read_index_max = self.inline_read_index_max;
     }
 }
 

@@ -82,6 +82,9 @@ pub struct Limits {
     pub max_skipped_listed: usize,
     /// Query links: longest expiry and URL, their base (`links.rs`).
     pub links: links::LinkLimits,
+    /// Point reads on the worker threads: the largest index checked for it
+    /// (`--inline-read-index-max`; 0: never).
+    pub inline_read_index_max: u64,
 }
 
 impl Default for Limits {
@@ -100,6 +103,7 @@ impl Default for Limits {
             max_decompressed_body: 4 << 30,
             streams: limits::Caps::STREAMS,
             max_skipped_listed: damage::MAX_LISTED,
+            inline_read_index_max: records::INLINE_READ_INDEX_MAX,
             links: links::LinkLimits::DEFAULT,
         }
     }

@@ -219,6 +219,15 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
         );
         return Ok(resp);
     }
+    // On this worker thread when nothing of it can wait on the disk (a small record whose
+    // index pages and bytes are in memory): the hand-off to the blocking pool and back
+    // cost more than the read itself. Otherwise, or when unsure, on the blocking pool.
+    let inline = t.state.limits.inline_read_index_max;
+    if inline > 0 {
+        if let Some((meta, p)) = store.read_payload_now(&bucket, &entry, params.ts, inline)? {
+            return Ok(record_response(&meta, Body::from(p.into_vec())));
+        }
+    }
     let opened = blocking(move || {
         // Mapped from its block (large), or read whole (small); streamed past MAP_MAX.
         if let (meta, Some(p)) = store.read_payload(&bucket, &entry, params.ts)? {
@@ -244,13 +253,22 @@ pub async fn read(t: Target, req: Request, head_only: bool) -> Result<Response, 
             (meta, body)
         }
     };
+    Ok(record_response(&meta, body))
+}
+
+/// The default of `--inline-read-index-max`: point reads served on the worker threads
+/// check at most this much of the index for being in memory (`read`).
+pub const INLINE_READ_INDEX_MAX: u64 = 1 << 20;
+
+/// A point read's answer: its payload `body` and its metadata in the headers.
+fn record_response(meta: &RecordMeta, body: Body) -> Response {
     let mut resp = Response::new(body);
-    put_meta(resp.headers_mut(), &meta);
+    put_meta(resp.headers_mut(), meta);
     resp.headers_mut().insert(
         axum::http::header::CONTENT_LENGTH,
         HeaderValue::from(meta.size),
     );
-    Ok(resp)
+    resp
 }
 
 /// The body of a label update: a value sets a label, `null` removes it.

@@ -76,7 +76,7 @@ impl Slot {
 }
 
 /// The previous record, as the next one is encoded against it.
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq)]
 struct Prev {
     ts: u64,
     step: u64,
@@ -156,13 +156,18 @@ fn encode_slot(out: &mut Vec<u8>, prev: &mut Prev, s: &Slot) {
         }
         prev.meta = Some(s.attrs.clone());
     }
+    // What a reader of these bytes derives (not the slot's own fields, which a record
+    // that is not self-consistent could differ from): so an append to a chunk continues
+    // from the same state whether the chunk was just encoded or read back
+    // ([`ChunkEnd`]).
+    let stored = if s.zstd { s.stored } else { s.size };
     prev.ts = s.ts;
     prev.step = delta;
     prev.block = s.block_id;
-    prev.end = s.offset.wrapping_add(s.frame_len);
+    prev.end = s.offset.wrapping_add((head >> 1).wrapping_add(stored));
     prev.head = head;
     prev.size = s.size;
-    prev.stored = s.stored;
+    prev.stored = stored;
 }
 
 /// How [`encode_chunks`] spreads records over chunks.
@@ -282,16 +287,10 @@ impl<'a> ChunkReader<'a> {
         }
     }
 
-    /// Reads past the last record (checking the value is used up); `last_ts` is then
-    /// the chunk's newest timestamp.
+    /// Reads past the last record (checking the value is used up).
     pub fn skip_to_end(&mut self) -> Result<(), DecodeError> {
         while self.seek(u64::MAX)?.is_some() {}
         Ok(())
-    }
-
-    /// The timestamp of the record just read (the chunk's key before the first).
-    pub fn last_ts(&self) -> u64 {
-        self.prev.ts
     }
 
     /// The record just read.
@@ -374,48 +373,88 @@ impl<'a> ChunkReader<'a> {
     }
 }
 
+/// Where a chunk ends: its record count and the state its last record left, which is all
+/// an append encodes against. [`chunk_end`] reads it from the value; an append returns the
+/// end of the chunk it leaves last, so the index can keep it between commits
+/// (`Index::apply_changes`) and the next append to that chunk decodes nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChunkEnd {
+    prev: Prev,
+    count: u64,
+}
+
+/// Reads a chunk to its end (checking that the value is used up).
+pub fn chunk_end(key: u64, value: &[u8]) -> Result<ChunkEnd, DecodeError> {
+    let mut rd = ChunkReader::new(key, value)?;
+    let count = rd.left();
+    rd.skip_to_end()?;
+    Ok(ChunkEnd {
+        prev: rd.prev,
+        count,
+    })
+}
+
 /// Appends sorted records, all newer than the chunk's records, to the chunk `(key,
 /// value)`: the chunk's new value (unless it was full), then new chunks after it, each
-/// filled up. The old
-/// records are skipped, not decoded: an append costs the new records' bytes.
+/// filled up. The old records are read only to their end ([`chunk_end`]: a record that
+/// repeats everything costs a byte compare).
 ///
 /// `Ok(None)` when the records are not all newer than the chunk's (the caller merges).
+/// (The index appends through [`append_at_end`], with the end it kept.)
+#[cfg(test)]
 pub fn append_chunks(
     key: u64,
     value: &[u8],
     slots: &[Slot],
 ) -> Result<Option<Chunks>, DecodeError> {
-    let mut rd = ChunkReader::new(key, value)?;
-    let count = rd.left();
-    rd.skip_to_end()?;
+    let end = chunk_end(key, value)?;
+    Ok(append_at_end(key, value.to_vec(), &end, slots)?.map(|(chunks, _)| chunks))
+}
+
+/// [`append_chunks`] given the chunk's end (as [`chunk_end`] reads it from `value`, which
+/// the caller vouches for) and the chunk's value as a buffer to extend; also returns the
+/// end of the last chunk it returns (`None` when it returns none: nothing to append).
+pub fn append_at_end(
+    key: u64,
+    mut value: Vec<u8>,
+    end: &ChunkEnd,
+    slots: &[Slot],
+) -> Result<Option<(Chunks, Option<ChunkEnd>)>, DecodeError> {
+    let count = end.count;
     if slots
         .first()
-        .is_some_and(|s| s.ts <= rd.last_ts() && count > 0)
+        .is_some_and(|s| s.ts <= end.prev.ts && count > 0)
     {
         return Ok(None); // not an append: the caller merges instead
     }
-    let mut prev = rd.prev;
-    let mut v = Vec::with_capacity(value.len() + 2 * slots.len().min(CHUNK_RECORDS));
-    v.extend_from_slice(value);
+    let mut prev = end.prev.clone();
     let mut n = count;
     let mut i = 0;
     // A count of one byte (as this encoder writes) can be patched in place.
     if value.first() == Some(&(count as u8)) && count < CHUNK_RECORDS as u64 {
-        while i < slots.len() && n < CHUNK_RECORDS as u64 && v.len() < CHUNK_BYTES {
-            encode_slot(&mut v, &mut prev, &slots[i]);
+        value.reserve(2 * slots.len().min(CHUNK_RECORDS));
+        while i < slots.len() && n < CHUNK_RECORDS as u64 && value.len() < CHUNK_BYTES {
+            encode_slot(&mut value, &mut prev, &slots[i]);
             n += 1;
             i += 1;
         }
-        v[0] = n as u8;
+        value[0] = n as u8;
     }
     let mut out = Vec::with_capacity(1 + (slots.len() - i).div_ceil(CHUNK_RECORDS));
+    let mut last_end = None;
     if n > count {
-        out.push((key, v)); // else the chunk was full and stays as it is
+        out.push((key, value)); // else the chunk was full and stays as it is
+        last_end = Some(ChunkEnd { prev, count: n });
     }
     if i < slots.len() {
         out.extend(encode_chunks(slots[i].ts, &slots[i..], Fill::Packed));
+        // A new chunk: rare (once per CHUNK_RECORDS appends) and short, read back.
+        last_end = match out.last() {
+            Some((k, v)) => Some(chunk_end(*k, v)?),
+            None => None,
+        };
     }
-    Ok(Some(out))
+    Ok(Some((out, last_end)))
 }
 
 /// Every record of a chunk.
@@ -680,6 +719,54 @@ mod tests {
         // Not an append: refused.
         let (k, v) = encode_chunks(1000, &slots[5..10], Fill::Packed).remove(0);
         assert_eq!(append_chunks(k, &v, &slots[..1]), Ok(None));
+    }
+
+    #[test]
+    fn an_append_ends_where_reading_its_chunk_back_ends() {
+        // Irregular records (steps, blocks, sizes, compression, inline attrs) appended one
+        // to three at a time, each append continuing from the end the one before returned:
+        // the bytes equal a fresh encoding, and every returned end equals the end read
+        // back from its chunk.
+        let m = meta("a/b", &[("k", "v")]);
+        let mut slots = regular(300, 1000);
+        for (i, s) in slots.iter_mut().enumerate() {
+            s.ts += (i as u64 * 7919) % 997;
+            if i.is_multiple_of(5) {
+                (s.zstd, s.stored) = (true, 300 + i as u64);
+                s.frame_len = s.stored + 16;
+            }
+            if i.is_multiple_of(7) {
+                s.block_id += 1;
+            }
+            if i.is_multiple_of(11) {
+                s.attrs = AttrsRef::Inline(m.clone());
+            }
+        }
+        let (mut key, mut value) = encode_chunks(1000, &slots[..1], Fill::Packed).remove(0);
+        let mut end = chunk_end(key, &value).unwrap();
+        let mut all: Chunks = Vec::new();
+        let mut i = 1;
+        while i < slots.len() {
+            let add = (1 + i % 3).min(slots.len() - i);
+            let (chunks, e) = append_at_end(key, value.clone(), &end, &slots[i..i + add])
+                .unwrap()
+                .unwrap();
+            let (k, v) = chunks.last().cloned().unwrap();
+            let e = e.unwrap();
+            assert_eq!(chunk_end(k, &v).unwrap(), e, "after record {i}");
+            for c in chunks {
+                match all.last_mut() {
+                    Some(l) if l.0 == c.0 => *l = c,
+                    _ => all.push(c),
+                }
+            }
+            (key, value, end) = (k, v, e);
+            i += add;
+        }
+        if all.first().map(|c| c.0) != Some(1000) {
+            all.insert(0, encode_chunks(1000, &slots[..1], Fill::Packed).remove(0));
+        }
+        assert_eq!(all, encode_chunks(1000, &slots, Fill::Packed));
     }
 
     #[test]

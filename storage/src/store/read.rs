@@ -7,7 +7,9 @@ use crate::codec::index::IndexValue;
 use crate::entry::Entry;
 use crate::error::{NotFound, Result};
 use crate::payload::Payload;
-use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, read_value};
+use crate::read::{
+    gone_is_not_found, meta_of, open_value, payload_now, payload_of, read_payload, read_value,
+};
 use crate::record::{Record, RecordMeta};
 use crate::store::Store;
 use crate::tier::Access;
@@ -22,20 +24,35 @@ impl Store {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
         let txn = self.inner.index.read_txn()?;
+        let (ts, v) = self.find_in(&txn, &e, bucket, entry, ts)?;
+        Ok((e, ts, v))
+    }
+
+    /// The record of `e` at `ts` (`None`: the latest) in the index as `txn` sees it.
+    fn find_in(
+        &self,
+        txn: &crate::index::Txn<'_>,
+        e: &Entry,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+    ) -> Result<(u64, IndexValue)> {
         let found = match ts {
             Some(ts) => self
                 .inner
                 .index
-                .get_record(&txn, e.id(), ts)?
+                .get_record(txn, e.id(), ts)?
                 .map(|v| (ts, v)),
-            None => self.inner.index.last(&txn, e.id())?,
+            None => self.inner.index.last(txn, e.id())?,
         };
-        let (ts, v) = found.ok_or_else(|| NotFound::Record {
-            bucket: bucket.into(),
-            entry: entry.into(),
-            ts: ts.unwrap_or(0),
-        })?;
-        Ok((e, ts, v))
+        found.ok_or_else(|| {
+            NotFound::Record {
+                bucket: bucket.into(),
+                entry: entry.into(),
+                ts: ts.unwrap_or(0),
+            }
+            .into()
+        })
     }
 
     /// Reads a record (`ts = None`: the latest).
@@ -77,6 +94,34 @@ impl Store {
         let p = payload_of(self.inner.sources(), &e, ts, &v, Access::Point, None)
             .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?;
         Ok((meta_of(ts, &v), p))
+    }
+
+    /// [`Store::read_payload`] for a point read on a thread that must not wait on the disk
+    /// (an async runtime's worker): `Ok(None)` unless every step can be done from memory
+    /// (the index's pages and the record's bytes in the page cache, its block file open,
+    /// an index of at most `index_max` bytes: see `resident.rs` and `read::payload_now`);
+    /// then read it with [`Store::read_payload`] on a thread that may wait. Errors that
+    /// need no I/O to find (no such bucket, entry or record) are returned as usual.
+    pub fn read_payload_now(
+        &self,
+        bucket: &str,
+        entry: &str,
+        ts: Option<u64>,
+        index_max: u64,
+    ) -> Result<Option<(RecordMeta, Payload)>> {
+        let b = self.get_bucket(bucket)?;
+        let e = self.get_entry(&b, entry)?;
+        let Some(txn) = self.inner.index.read_txn_resident(index_max)? else {
+            return Ok(None);
+        };
+        let (ts, v) = self.find_in(&txn, &e, bucket, entry, ts)?;
+        drop(txn);
+        let Some(p) = payload_now(self.inner.sources(), &e, ts, &v)
+            .map_err(|err| gone_is_not_found(err, bucket, entry, ts))?
+        else {
+            return Ok(None);
+        };
+        Ok(Some((meta_of(ts, &v), p)))
     }
 
     /// The metadata of a record, from the index alone.
@@ -260,5 +305,205 @@ mod mapped_tests {
         s.remove_bucket("b").unwrap();
         assert!(p.as_ref() == big);
         assert!(s.read_payload("b", "e", Some(1)).is_err());
+    }
+}
+
+#[cfg(test)]
+mod now_tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::error::Error;
+    use crate::payload::Payload;
+    use crate::record::WriteMeta;
+    use crate::settings::{BucketSettings, Compression, StoreOptions};
+    use crate::store::Store;
+
+    fn blocks(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for d in std::fs::read_dir(dir).unwrap() {
+            let p = d.unwrap().path();
+            if p.is_dir() {
+                blocks(&p, out);
+            } else if p.extension().is_some_and(|x| x == "blk") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// A point read on a thread that must not wait (`read_payload_now`): a small raw record
+    /// whose index and bytes are cached is read there, CRC-checked, the bytes written;
+    /// everything that could wait on the disk or needs more work is left to the blocking
+    /// pool (`None`): a large (mapped) payload, a compressed one, a block not open yet, an
+    /// index larger than the bound. Missing records are errors as on the usual path.
+    #[test]
+    fn a_point_read_was_handed_to_the_blocking_pool_even_when_nothing_could_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let small: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        let big = vec![9u8; crate::MAP_MIN as usize];
+        s.write("b", "e", &WriteMeta::at(1), &small).unwrap();
+        s.write("b", "e", &WriteMeta::at(2), &big).unwrap();
+        let max = 1 << 20;
+        let Some((meta, p)) = s.read_payload_now("b", "e", Some(1), max).unwrap() else {
+            // Only a kernel without cachestat (before 6.5) says no here.
+            assert!(!crate::resident::kernel_has_cachestat());
+            return;
+        };
+        assert_eq!(meta.ts, 1);
+        assert!(matches!(p, Payload::Memory(_)));
+        assert_eq!(p.as_ref(), &small[..]);
+        // the latest record (ts absent) is the large one: mapped on the pool
+        assert!(s.read_payload_now("b", "e", None, max).unwrap().is_none());
+        // an index larger than the bound
+        assert!(s
+            .read_payload_now("b", "e", Some(1), 4096)
+            .unwrap()
+            .is_none());
+        // no such record, entry, bucket: errors, as `read_payload` says them
+        assert!(matches!(
+            s.read_payload_now("b", "e", Some(3), max),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            s.read_payload_now("b", "x", Some(1), max),
+            Err(Error::NotFound(_))
+        ));
+        // compressed: decompressed on the pool
+        let z = BucketSettings {
+            compression: Compression::Zstd { level: 3 },
+            ..BucketSettings::default()
+        };
+        s.create_bucket("z", z).unwrap();
+        s.write("z", "e", &WriteMeta::at(1), &vec![5u8; 4000])
+            .unwrap();
+        assert!(s
+            .read_payload_now("z", "e", Some(1), max)
+            .unwrap()
+            .is_none());
+        // after a reopen the block file is not open: opening it may wait, so the pool
+        drop(s);
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert!(s
+            .read_payload_now("b", "e", Some(1), max)
+            .unwrap()
+            .is_none());
+        let (_, p) = s.read_payload("b", "e", Some(1)).unwrap();
+        assert_eq!(p.unwrap().as_ref(), &small[..]);
+        assert!(s
+            .read_payload_now("b", "e", Some(1), max)
+            .unwrap()
+            .is_some());
+    }
+
+    /// Drops `path`'s pages from the page cache (written back first); whether they went.
+    fn evict(path: &std::path::Path) -> bool {
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::File::open(path).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: a valid fd; fadvise only drops clean, unmapped cached pages.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let len = f.metadata().unwrap().len();
+        rc == 0 && !crate::resident::IndexFiles::cached_file(&f, 0..len)
+    }
+
+    /// A cold disk never holds up a worker thread: a record whose block bytes or whose
+    /// index pages are not in the page cache is left to the blocking pool (`None`), and
+    /// read there as usual; once it is cached again, it is read on the worker.
+    #[test]
+    fn a_cold_record_or_index_is_never_read_on_a_worker() {
+        if !crate::resident::kernel_has_cachestat() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let small = vec![0x33u8; 3000];
+        s.write("b", "e", &WriteMeta::at(1), &small).unwrap();
+        let max = 1 << 20;
+        assert!(s
+            .read_payload_now("b", "e", Some(1), max)
+            .unwrap()
+            .is_some());
+        let mut found = Vec::new();
+        blocks(dir.path(), &mut found);
+        let cold = evict(&found[0]);
+        eprintln!("block evicted from the page cache: {cold}");
+        if cold {
+            assert!(
+                s.read_payload_now("b", "e", Some(1), max)
+                    .unwrap()
+                    .is_none(),
+                "a record not in the page cache was read on the worker"
+            );
+            let (_, p) = s.read_payload("b", "e", Some(1)).unwrap();
+            assert_eq!(p.unwrap().as_ref(), &small[..]);
+            assert!(s
+                .read_payload_now("b", "e", Some(1), max)
+                .unwrap()
+                .is_some());
+        }
+        // The index: LMDB's pages this process has mapped stay cached (they cannot be
+        // dropped); a fresh process (a reopen) has mapped few of them.
+        drop(s);
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let _ = s.read_payload("b", "e", Some(1)).unwrap(); // opens the block
+        let mut data = None;
+        let mut stack = vec![dir.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for x in std::fs::read_dir(&d).unwrap() {
+                let p = x.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n == "data.mdb") {
+                    data = Some(p);
+                }
+            }
+        }
+        let cold = evict(&data.unwrap());
+        eprintln!("index evicted from the page cache: {cold}");
+        if cold {
+            assert!(
+                s.read_payload_now("b", "e", Some(1), max)
+                    .unwrap()
+                    .is_none(),
+                "an index not in the page cache was read on the worker"
+            );
+        }
+    }
+
+    /// The CRC is checked on the worker's read as on the pool's: a damaged payload byte is
+    /// an error, never the bytes.
+    #[test]
+    fn a_damaged_payload_read_on_the_worker_is_refused() {
+        use std::io::{Read, Seek, SeekFrom, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let small = vec![0x5au8; 2000];
+        s.write("b", "e", &WriteMeta::at(1), &small).unwrap();
+        if s.read_payload_now("b", "e", Some(1), 1 << 20)
+            .unwrap()
+            .is_none()
+        {
+            assert!(!crate::resident::kernel_has_cachestat());
+            return; // no cachestat: nothing is read on the worker
+        }
+        let mut found = Vec::new();
+        blocks(dir.path(), &mut found);
+        assert_eq!(found.len(), 1);
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&found[0])
+            .unwrap();
+        let mut all = Vec::new();
+        f.read_to_end(&mut all).unwrap();
+        let at = all.iter().rposition(|&b| b == 0x5a).unwrap();
+        f.seek(SeekFrom::Start(at as u64)).unwrap();
+        f.write_all(&[0x5b]).unwrap();
+        drop(f);
+        assert!(matches!(
+            s.read_payload_now("b", "e", Some(1), 1 << 20),
+            Err(Error::Corrupt(_))
+        ));
     }
 }
