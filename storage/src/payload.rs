@@ -268,8 +268,18 @@ impl Windows {
     }
 }
 
-/// Maps `span` of a block file (populated), after checking that `v`'s frame, inside it,
-/// lies within the file. `None` when the mapping cannot be made.
+/// Maps `span` of a block file, after checking that `v`'s frame, inside it, lies within the
+/// file. `None` when the mapping cannot be made.
+///
+/// Not populated (`MAP_POPULATE`): every frame sliced from a mapping is read whole by its
+/// CRC check before a byte of it is handed out, and those first touches fault its pages in
+/// through the kernel's fault-around (a batch of page-cache pages mapped per fault, large
+/// folios at once), which costs less than `populate`'s page-by-page walk
+/// (`get_user_pages`): about 20 µs instead of 50 µs per MiB of a block written as 1 MiB
+/// frames (`docs/benchmarks/range-windows-2026-11-26.md`). The check runs on the blocking
+/// pool, so a page not in the page cache is read there, as `populate` read it; and only
+/// the pages of frames already checked are resident in the mapping (`RssFile`), not a
+/// whole window from the start.
 fn map_range(
     file: &File,
     path: &dyn Fn() -> PathBuf,
@@ -302,7 +312,6 @@ fn map_range(
         MmapOptions::new()
             .offset(span.lo)
             .len(len)
-            .populate()
             .map(file)
     } {
         Ok(map) => Ok(Some(map)),
