@@ -308,12 +308,7 @@ fn map_range(
     // of committed records (`Span`); block files never shrink under a committed frame
     // while the store is open (see the module comment), and the bytes of a committed
     // frame are never rewritten (only its flags byte, which no reader relies on).
-    match unsafe {
-        MmapOptions::new()
-            .offset(span.lo)
-            .len(len)
-            .map(file)
-    } {
+    match unsafe { MmapOptions::new().offset(span.lo).len(len).map(file) } {
         Ok(map) => Ok(Some(map)),
         Err(e) => {
             // Out of mappings (`vm.max_map_count`: many slow readers each holding some) or
