@@ -93,19 +93,33 @@ impl Store {
 
 /// One record found by a query: its metadata now, its payload on demand.
 pub struct QueryItem {
+    /// Its metadata. From a query read with [`QueryIter::shared_attrs`], `content_type` and
+    /// `labels` are left empty here: read them with [`QueryItem::content_type`] and
+    /// [`QueryItem::labels`] (which are right for every item).
     pub meta: RecordMeta,
     store: Store,
     entry: Arc<Entry>,
     value: IndexValue,
     /// The committed bytes of its block around it that a window may map.
     span: Span,
-    bucket: String,
+    bucket: Arc<str>,
 }
 
 impl QueryItem {
     /// The entry the record belongs to.
     pub fn entry(&self) -> &str {
         self.entry.name()
+    }
+
+    /// Its content type, from the attrs its index record shares with the records of the
+    /// same content type and labels (no copy).
+    pub fn content_type(&self) -> &str {
+        &self.value.attrs.content_type
+    }
+
+    /// Its labels, likewise.
+    pub fn labels(&self) -> &crate::record::Labels {
+        &self.value.attrs.labels
     }
 
     /// Reads this record the way `read` does, as one of a query's records; a block removed
@@ -252,7 +266,8 @@ impl Cursor {
 /// ReductStore); the query's `limit` counts the merged stream.
 pub struct QueryIter {
     store: Store,
-    bucket: String,
+    /// Shared by its items (one allocation per query, not per record).
+    bucket: Arc<str>,
     /// One per entry, sorted by entry name: the order of ties.
     cursors: Vec<Cursor>,
     /// Records still to deliver (`Query::limit`).
@@ -270,6 +285,9 @@ pub struct QueryIter {
     /// Items carry the span of their page's records in their block
     /// ([`QueryIter::windowed`]; always for a query of one entry).
     windowed: bool,
+    /// Items leave their content type and labels in the shared attrs
+    /// ([`QueryIter::shared_attrs`]).
+    shared_attrs: bool,
 }
 
 impl Store {
@@ -325,7 +343,7 @@ impl Store {
     fn walk(&self, bucket: &str, entries: Vec<Arc<Entry>>, query: &Query) -> QueryIter {
         QueryIter {
             store: self.clone(),
-            bucket: bucket.to_string(),
+            bucket: Arc::from(bucket),
             cursors: entries.into_iter().map(|e| Cursor::new(e, query)).collect(),
             left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),
@@ -334,6 +352,7 @@ impl Store {
             failed: None,
             ended: query.limit == Some(0),
             windowed: false,
+            shared_attrs: false,
         }
     }
 }
@@ -346,6 +365,16 @@ impl QueryIter {
     /// taking turns would map a new window at every turn.
     pub fn windowed(mut self) -> Self {
         self.windowed = true;
+        self
+    }
+
+    /// Items leave `meta.content_type` and `meta.labels` empty, for a reader that takes
+    /// them from [`QueryItem::content_type`] and [`QueryItem::labels`]: no copy of the
+    /// content type and labels into every item (and no freeing of them after it), which
+    /// was ~8 % of the server's CPU in range reads of 1 KiB records
+    /// (`docs/benchmarks/range-windows-2026-11-26.md`).
+    pub fn shared_attrs(mut self) -> Self {
+        self.shared_attrs = true;
         self
     }
 
@@ -500,8 +529,18 @@ impl QueryIter {
                     } else {
                         Span::of(&value)
                     };
+                    let meta = if self.shared_attrs {
+                        RecordMeta {
+                            ts,
+                            size: value.size,
+                            content_type: String::new(),
+                            labels: Default::default(),
+                        }
+                    } else {
+                        meta_of(ts, &value)
+                    };
                     return Some(Ok(Some(QueryItem {
-                        meta: meta_of(ts, &value),
+                        meta,
                         store: self.store.clone(),
                         entry: c.entry.clone(),
                         value,
@@ -857,6 +896,49 @@ mod multi_tests {
             got,
             of(&[(599, "imu"), (598, "cams/rear"), (597, "cams/front")])
         );
+    }
+
+    /// Range reads of 1 KiB records spent ~8 % of the server's CPU copying each record's
+    /// content type and labels out of the index's shared attrs into its item, and freeing
+    /// them again. A query read with `shared_attrs` copies neither, and its items still
+    /// give each record's own content type and labels.
+    #[test]
+    fn items_of_a_query_with_shared_attrs_keep_their_own_content_type_and_labels() {
+        let (_d, s) = store();
+        for ts in 0..600u64 {
+            let meta = WriteMeta {
+                content_type: Some(format!("type/{}", ts % 3)),
+                labels: [("n".to_string(), (ts % 5).to_string())].into(),
+                ..WriteMeta::at(ts)
+            };
+            let e = ["a", "b"][(ts % 2) as usize];
+            s.write("b", e, &meta, b"x").unwrap();
+        }
+        let copied: Vec<QueryItem> = s
+            .query_entries("b", &pats(&["a", "b"]), &Query::default())
+            .unwrap()
+            .map(|i| i.unwrap())
+            .collect();
+        let shared: Vec<QueryItem> = s
+            .query_entries("b", &pats(&["a", "b"]), &Query::default())
+            .unwrap()
+            .shared_attrs()
+            .map(|i| i.unwrap())
+            .collect();
+        assert_eq!(copied.len(), 600);
+        assert_eq!(shared.len(), 600);
+        for (c, i) in copied.iter().zip(&shared) {
+            let ts = i.meta.ts;
+            assert_eq!((c.meta.ts, c.meta.size), (ts, i.meta.size));
+            assert_eq!(i.content_type(), format!("type/{}", ts % 3));
+            assert_eq!(i.labels().get("n"), Some(&(ts % 5).to_string()));
+            // the same as a copied item's metadata ...
+            assert_eq!(i.content_type(), c.meta.content_type);
+            assert_eq!(i.labels(), &c.meta.labels);
+            assert_eq!(c.content_type(), c.meta.content_type);
+            // ... which a shared item does not carry
+            assert!(i.meta.content_type.is_empty() && i.meta.labels.is_empty());
+        }
     }
 
     #[test]

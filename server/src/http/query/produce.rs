@@ -219,7 +219,9 @@ pub(super) struct Producer {
 impl Producer {
     pub(super) fn new(iter: QueryIter, many: bool, meta: bool, budget: &MemoryBudget) -> Producer {
         Producer {
-            iter,
+            // Heads and metadata lines are written from the attrs the index records share
+            // (`QueryItem::content_type`, `labels`): not copied into every item.
+            iter: iter.shared_attrs(),
             many,
             meta,
             count: 0,
@@ -386,8 +388,8 @@ impl Producer {
                 ts: m.ts,
                 entry: self.many.then(|| item.entry()),
                 size: m.size,
-                content_type: &m.content_type,
-                labels: &m.labels,
+                content_type: item.content_type(),
+                labels: item.labels(),
             };
             let mut w = (&mut out.buf).writer();
             serde_json::to_writer(&mut w, &line)
@@ -421,11 +423,11 @@ impl Producer {
 
     /// A record frame's head: kind 4 (naming the entry) in a multi-entry answer.
     fn put_head(&self, out: &mut BytesMut, item: &QueryItem, len: u64) {
-        let m = &item.meta;
+        let (ts, ct, labels) = (item.meta.ts, item.content_type(), item.labels());
         if self.many {
-            put_entry_record_head(out, item.entry(), m.ts, &m.content_type, &m.labels, len);
+            put_entry_record_head(out, item.entry(), ts, ct, labels, len);
         } else {
-            put_record_head(out, m.ts, &m.content_type, &m.labels, len);
+            put_record_head(out, ts, ct, labels, len);
         }
     }
 
