@@ -172,6 +172,27 @@ mod tests {
     }
 
     #[test]
+    fn content_encoding_is_read_without_case_or_surrounding_spaces() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                axum::http::header::CONTENT_ENCODING,
+                HeaderValue::from_static(v),
+            );
+            h
+        };
+        assert!(zstd_encoded(&with("zstd")).unwrap());
+        assert!(zstd_encoded(&with(" ZStd ")).unwrap());
+        assert!(!zstd_encoded(&with("Identity")).unwrap());
+        assert!(!zstd_encoded(&with("")).unwrap());
+        assert!(!zstd_encoded(&HeaderMap::new()).unwrap());
+        assert!(zstd_encoded(&with("gzip")).is_err());
+        assert!(identity_only(&with("IDENTITY")).is_ok());
+        assert!(identity_only(&with("ZSTD")).is_err());
+        assert!(identity_only(&with("zstdx")).is_err());
+    }
+
+    #[test]
     fn bad_label_headers_are_refused() {
         let mut h = HeaderMap::new();
         h.insert("x-tsblob-label-k", HeaderValue::from_static("%FF"));
