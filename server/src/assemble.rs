@@ -37,6 +37,7 @@ pub fn state(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<A
         errors::explain_replication,
     )?);
     let writer = writer::Writer::start(store.clone())?;
+    let batch_writer = crate::http::batch_writer::BatchWriter::start(store.clone())?;
     let bodies = budget::MemoryBudget::new(limits.memory_budget, limits.memory_wait);
     let streams = Arc::new(limits::Limiter::new(
         limits::Kind::STREAMS,
@@ -58,5 +59,6 @@ pub fn state(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<A
         bodies,
         streams,
         writer,
+        batch_writer,
     }))
 }

@@ -516,7 +516,13 @@ async fn reduct_batch(
     let mut results: Vec<Option<RecordResult>> = vec![None; recs.len()];
     let mut headers = reqwest::header::HeaderMap::new();
     let mut sent = Vec::with_capacity(recs.len());
+    let mut stamps = std::collections::HashSet::with_capacity(recs.len());
     for (i, r) in recs.iter().enumerate() {
+        // A timestamp twice in a page (the record written again): one header can carry
+        // it, so its payload goes once (both items read the same stored record).
+        if !stamps.insert(r.ts) {
+            continue;
+        }
         let meta = tsblob_storage::RecordMeta {
             ts: r.ts,
             size: r.data.len() as u64,
@@ -545,6 +551,11 @@ async fn reduct_batch(
             }
         }
     }
+    // ReductStore reads the payloads in the order of their timestamps (headers have no
+    // order), so they go sorted: in feed order, records written out of timestamp order
+    // were stored with each other's payloads (bug: `x-reduct-time-1` got the payload of
+    // the record at 3).
+    sent.sort_by_key(|r| r.ts);
     // The plain body (one chunk of at most REDUCT_BATCH_RECORDS records of a bounded page),
     // compressed on the blocking pool when asked.
     let mut plain = BytesMut::with_capacity(sent.iter().map(|r| r.data.len()).sum());
@@ -653,7 +664,7 @@ async fn reduct_batch(
         ));
     }
     for (slot, r) in results.iter_mut().zip(recs).filter(|(s, _)| s.is_none()) {
-        *slot = Some(match errors.remove(&r.ts) {
+        *slot = Some(match errors.get(&r.ts).cloned() {
             None => RecordResult {
                 ts: Some(r.ts),
                 status: 201,

@@ -90,7 +90,7 @@ pub use settings::{
 pub use store::{QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
-pub use write_round::{Group, GroupResult, TimedRecord};
+pub use write_round::{Group, GroupResult, TimedGroup, TimedRecord};
 
 /// The current time in microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {

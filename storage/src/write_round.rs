@@ -33,6 +33,10 @@ pub type Group<'a, P> = (&'a str, &'a str, &'a [(&'a WriteMeta, &'a [P])]);
 /// pieces of its payload.
 pub type TimedRecord<'a, P> = (Option<u64>, &'a WriteMeta, &'a [P]);
 
+/// One group of [`Store::write_groups_at`]: a bucket, an entry and its records, each with
+/// its own timestamp beside a meta records may share.
+pub type TimedGroup<'a, P> = (&'a str, &'a str, &'a [TimedRecord<'a, P>]);
+
 /// A group's outcome: one result per record, or the group's own failure.
 pub type GroupResult = Result<Vec<Result<u64>>>;
 

@@ -156,3 +156,38 @@ async def test_a_real_reductstore_replicates_into_tsblob_compressed(reductstore:
             raise AssertionError(f"{await rs.get_replication_detail('into-tsblob')}")
         assert got["imu"] == [(t, f"reading {t} ".encode() * 100, {"k": str(t)}) for t in range(1, 21)]
         await rs.delete_replication("into-tsblob")
+
+
+async def test_replication_lost_the_first_record_of_a_new_entry_when_two_pages_raced(  # noqa: F811
+        reductstore: str, tsblob_reduct: str) -> None:
+    """Bug: ReductStore 1.21.5 acknowledges two concurrent first writes into a new entry and
+    keeps one of them; the sender had two feed pages in flight, so the first record of a new
+    entry (written alone, its own page) and the next one raced, and one was lost with no
+    error (CI: `test_replica_create_ls_show_rm`). A delivery into an entry the sender has not
+    reached yet now runs alone. Many new entries, the records of each written at once, so
+    they often land in commits (and feed pages) of their own that follow each other closely."""
+    entries, per_entry = 60, 3
+    async with Client(tsblob_reduct, api_token=ADMIN_TOKEN) as src, \
+            Client(reductstore, api_token=ADMIN_TOKEN) as dst:
+        bucket = await src.create_bucket("race-src", exist_ok=True)
+        await dst.create_bucket("race-dst", exist_ok=True)
+        await src.create_replication("race", ReplicationSettings(
+            src_bucket="race-src", dst_bucket="race-dst", dst_host=reductstore, dst_token=ADMIN_TOKEN))
+        want = {f"e{n}": [(ts, b"r-%d-%d" % (n, ts), {}) for ts in range(1, per_entry + 1)]
+                for n in range(entries)}
+        for n in range(entries):
+            await asyncio.gather(*(bucket.write(f"e{n}", data, timestamp=ts) for ts, data, _ in want[f"e{n}"]))
+
+        async def arrived():
+            got = await entries_of(dst, "race-dst")
+            return got if sum(len(v) for v in got.values()) >= entries * per_entry else None
+
+        try:
+            await wait_for(arrived, "every record at ReductStore", timeout=60)
+        except AssertionError:
+            got = await entries_of(dst, "race-dst")
+            missing = {e: [r[0] for r in recs if r not in got.get(e, [])] for e, recs in want.items()}
+            raise AssertionError(f"missing at ReductStore: { {e: m for e, m in missing.items() if m} }; "
+                                 f"{await src.get_replication_detail('race')}")
+        assert await entries_of(dst, "race-dst") == want
+        await src.delete_replication("race")

@@ -6,6 +6,7 @@
 //! was found are not written, so the results list exactly what was kept.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -13,10 +14,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tsblob_proto::ErrorCode;
-use tsblob_storage::{Spool, TimedRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
+use tsblob_storage::{GroupResult, Spool, Store, TimedRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
 
+use super::batch_writer::{Stopped, Written};
 use super::body::content_length;
 use super::budget::Held;
 use super::errors::{AppError, ErrorBody};
@@ -64,34 +67,87 @@ const METAS_BYTES: usize = 64 << 10;
 /// per record and the engine checks each set and builds its index attrs once
 /// (`Store::write_group_at`). Decoding each record's labels into its own map was the
 /// largest piece of the handler's time (docs/benchmarks/batch-1k-2026-11-26.md).
+///
+/// Before the hash map, two guesses compared byte for byte: the previous record's set,
+/// and the set that followed it last time (records that repeat one set, or take turns
+/// through a few in order, are found without hashing their labels:
+/// docs/benchmarks/batch-2-2026-11-26.md).
 #[derive(Default)]
 struct Metas {
-    /// By the encoded content type and labels: the content type's length (two encodings
-    /// with equal bytes and different splits are not the same) and the decoded set.
-    by_bytes: HashMap<Box<[u8]>, (usize, Arc<WriteMeta>)>,
+    /// The sets met, in order of first sight.
+    sets: Vec<MetaSet>,
+    /// Index in `sets` by the encoded content type and labels.
+    by_bytes: HashMap<Box<[u8]>, usize>,
+    /// The previous record's set (in `sets`), if remembered.
+    last: Option<usize>,
     bytes: usize,
 }
 
+struct MetaSet {
+    /// The encoded content type and labels, and the content type's length (two encodings
+    /// with equal bytes and different splits are not the same).
+    key: Box<[u8]>,
+    ct_len: usize,
+    meta: Arc<WriteMeta>,
+    /// The set of the record that followed one of this set last time.
+    next: Option<usize>,
+}
+
 impl Metas {
+    /// The set at `at` if it is the one `head` sends.
+    fn guess(&self, at: Option<usize>, key: &[u8], ct_len: usize) -> Option<usize> {
+        let at = at?;
+        let set = self.sets.get(at)?;
+        (set.ct_len == ct_len && *set.key == *key).then_some(at)
+    }
+
     /// The content type and labels of `head` (its `ts` left `None`: each record keeps its own).
     fn of(&mut self, head: &RawHead) -> Arc<WriteMeta> {
         let key = head.meta_bytes();
         let ct_len = head.content_type_bytes().len();
-        if let Some((l, m)) = self.by_bytes.get(key) {
-            if *l == ct_len {
-                return m.clone();
+        let predicted = self
+            .last
+            .and_then(|l| self.sets.get(l))
+            .and_then(|s| s.next);
+        let found = self
+            .guess(self.last, key, ct_len)
+            .or_else(|| self.guess(predicted, key, ct_len))
+            .or_else(|| {
+                self.by_bytes
+                    .get(key)
+                    .copied()
+                    .filter(|&at| self.sets.get(at).is_some_and(|s| s.ct_len == ct_len))
+            });
+        let (at, meta) = match found.and_then(|at| Some((at, self.sets.get(at)?.meta.clone()))) {
+            Some(known) => known,
+            None => {
+                let ct = head.content_type();
+                let meta = Arc::new(WriteMeta {
+                    ts: None,
+                    content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
+                    labels: head.labels(),
+                });
+                if self.bytes + key.len() > METAS_BYTES {
+                    // Not remembered: decoded again for each record that sends it.
+                    self.last = None;
+                    return meta;
+                }
+                self.bytes += key.len();
+                let at = self.sets.len();
+                self.sets.push(MetaSet {
+                    key: key.into(),
+                    ct_len,
+                    meta: meta.clone(),
+                    next: None,
+                });
+                self.by_bytes.insert(key.into(), at);
+                (at, meta)
             }
+        };
+        if let Some(prev) = self.last.and_then(|l| self.sets.get_mut(l)) {
+            prev.next = Some(at);
         }
-        let ct = head.content_type();
-        let meta = Arc::new(WriteMeta {
-            ts: None,
-            content_type: (ct != DEFAULT_CONTENT_TYPE).then_some(ct),
-            labels: head.labels(),
-        });
-        if self.bytes + key.len() <= METAS_BYTES {
-            self.bytes += key.len();
-            self.by_bytes.insert(key.into(), (ct_len, meta.clone()));
-        }
+        self.last = Some(at);
         meta
     }
 }
@@ -128,90 +184,161 @@ fn answered(e: &AppError) -> RecordResult {
     }
 }
 
-/// Writes one chunk on the blocking pool; the handle yields one result per record. `held`,
-/// the chunk's share of the memory budget, is given back once it is written.
-fn spawn_chunk(
-    t: &Target,
-    records: Vec<Parsed>,
-    if_exists: IfExists,
-    held: Held,
-) -> JoinHandle<ChunkOutcome> {
-    let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
-    tokio::task::spawn_blocking(move || {
-        let _held = held;
-        let asked: Vec<Option<u64>> = records.iter().map(|r| r.ts).collect();
-        let crcs: Vec<u32> = match if_exists {
-            IfExists::Compare => records
-                .iter()
-                .map(|r| r.data.iter().fold(0, |c, p| crc32c::crc32c_append(c, p)))
-                .collect(),
-            IfExists::Fail => Vec::new(),
-        };
-        let group: Vec<TimedRecord<'_, Bytes>> = records
-            .iter()
-            .map(|r| (r.ts, &*r.meta, r.data.as_slice()))
-            .collect();
-        match store.write_group_at(&bucket, &entry, &group) {
-            Ok(results) => results
-                .into_iter()
-                .zip(asked)
-                .enumerate()
-                .map(|(i, (r, ts))| match r {
-                    Ok(ts) => RecordResult {
-                        ts: Some(ts),
-                        status: 201,
-                        error: None,
-                    },
-                    Err(tsblob_storage::Error::Write(tsblob_storage::WriteError::Conflict {
-                        ts: at,
-                        ..
-                    })) if if_exists == IfExists::Compare => {
-                        if crcs
-                            .get(i)
-                            .is_some_and(|c| same_payload(&store, &bucket, &entry, at, *c))
-                        {
-                            RecordResult {
-                                ts: Some(at),
-                                status: 200,
-                                error: None,
-                            }
-                        } else {
-                            let c = conflict(&bucket, &entry, at);
-                            RecordResult {
-                                ts: Some(at),
-                                ..answered(&c)
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let a = AppError::from(e);
-                        RecordResult { ts, ..answered(&a) }
-                    }
-                })
-                .collect(),
-            Err(e) => {
-                // The whole chunk failed: every record in it says why.
-                let a = AppError::from(e);
-                asked
-                    .into_iter()
-                    .map(|ts| RecordResult { ts, ..answered(&a) })
-                    .collect()
-            }
-        }
-    })
+/// A chunk being written, or its answer already known.
+enum Flight {
+    /// On the batch writer thread (`batch_writer.rs`).
+    Chunk(oneshot::Receiver<Written>),
+    /// A spooled record, on the blocking pool.
+    Spooled(JoinHandle<ChunkOutcome>),
+    Ready(ChunkOutcome),
 }
 
-async fn settle(handle: Option<JoinHandle<ChunkOutcome>>, results: &mut Vec<RecordResult>) {
-    if let Some(h) = handle {
-        match h.await {
-            Ok(mut r) => results.append(&mut r),
-            Err(e) => {
-                let a = AppError::internal(format!(
-                    "a chunk of the batch failed to run ({e}); its records were not confirmed"
-                ));
-                results.push(answered(&a));
-            }
+/// Hands one chunk to the batch writer thread. `held`, the chunk's share of the memory
+/// budget, is given back once it is written.
+fn submit(t: &Target, chunk: Chunk, held: Held) -> Flight {
+    match t
+        .state
+        .batch_writer
+        .write(t.bucket.clone(), t.entry.clone(), chunk, held)
+    {
+        Ok(rx) => Flight::Chunk(rx),
+        Err(Stopped(chunk)) => {
+            let a = AppError::internal(
+                "the batch writer thread has stopped; nothing of this chunk was stored: restart the server",
+            );
+            Flight::Ready(
+                chunk
+                    .records
+                    .iter()
+                    .map(|r| RecordResult {
+                        ts: r.ts,
+                        ..answered(&a)
+                    })
+                    .collect(),
+            )
         }
+    }
+}
+
+/// Whether an outcome holds a taken timestamp that `if_exists=compare` must look at
+/// (a blocking read of the stored record).
+fn needs_compare(outcome: &GroupResult, if_exists: IfExists) -> bool {
+    if_exists == IfExists::Compare
+        && outcome.as_ref().is_ok_and(|rs| {
+            rs.iter().any(|r| {
+                matches!(
+                    r,
+                    Err(tsblob_storage::Error::Write(
+                        tsblob_storage::WriteError::Conflict { .. }
+                    ))
+                )
+            })
+        })
+}
+
+/// One result per record of a written chunk. With `if_exists=compare`, a record whose
+/// timestamp is taken is compared with the stored one (blocking: called on the pool then).
+fn answers(
+    t: &(Store, String, String),
+    chunk: &Chunk,
+    outcome: GroupResult,
+    if_exists: IfExists,
+) -> ChunkOutcome {
+    let (store, bucket, entry) = t;
+    match outcome {
+        Ok(results) => results
+            .into_iter()
+            .zip(&chunk.records)
+            .map(|(r, rec)| match r {
+                Ok(ts) => RecordResult {
+                    ts: Some(ts),
+                    status: 201,
+                    error: None,
+                },
+                Err(tsblob_storage::Error::Write(tsblob_storage::WriteError::Conflict {
+                    ts: at,
+                    ..
+                })) if if_exists == IfExists::Compare => {
+                    let crc = chunk
+                        .pieces_of(rec)
+                        .iter()
+                        .fold(0, |c, p| crc32c::crc32c_append(c, p));
+                    if same_payload(store, bucket, entry, at, crc) {
+                        RecordResult {
+                            ts: Some(at),
+                            status: 200,
+                            error: None,
+                        }
+                    } else {
+                        let c = conflict(bucket, entry, at);
+                        RecordResult {
+                            ts: Some(at),
+                            ..answered(&c)
+                        }
+                    }
+                }
+                Err(e) => {
+                    let a = AppError::from(e);
+                    RecordResult {
+                        ts: rec.ts,
+                        ..answered(&a)
+                    }
+                }
+            })
+            .collect(),
+        Err(e) => {
+            // The whole chunk failed: every record in it says why.
+            let a = AppError::from(e);
+            chunk
+                .records
+                .iter()
+                .map(|r| RecordResult {
+                    ts: r.ts,
+                    ..answered(&a)
+                })
+                .collect()
+        }
+    }
+}
+
+fn failed_to_run(e: impl std::fmt::Display) -> RecordResult {
+    let a = AppError::internal(format!(
+        "a chunk of the batch failed to run ({e}); its records were not confirmed"
+    ));
+    answered(&a)
+}
+
+async fn settle(
+    t: &Target,
+    flight: Option<Flight>,
+    if_exists: IfExists,
+    results: &mut Vec<RecordResult>,
+) {
+    match flight {
+        None => {}
+        Some(Flight::Ready(mut r)) => results.append(&mut r),
+        Some(Flight::Spooled(h)) => match h.await {
+            Ok(mut r) => results.append(&mut r),
+            Err(e) => results.push(failed_to_run(e)),
+        },
+        Some(Flight::Chunk(rx)) => match rx.await {
+            Ok((chunk, outcome)) => {
+                let names = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
+                if needs_compare(&outcome, if_exists) {
+                    let compared = tokio::task::spawn_blocking(move || {
+                        answers(&names, &chunk, outcome, if_exists)
+                    })
+                    .await;
+                    match compared {
+                        Ok(mut r) => results.append(&mut r),
+                        Err(e) => results.push(failed_to_run(e)),
+                    }
+                } else {
+                    results.append(&mut answers(&names, &chunk, outcome, if_exists));
+                }
+            }
+            Err(e) => results.push(failed_to_run(e)),
+        },
     }
 }
 
@@ -222,9 +349,10 @@ struct Pending {
     payload_len: u64,
     /// Its content type and labels, shared with the batch's other records that have them.
     meta: Arc<WriteMeta>,
-    /// The payload as the decoder cut it from the body (slices of the receive buffer: no
-    /// copy; `Store::write_group_at` appends pieces of 16 KiB and more from them directly).
-    data: Vec<Bytes>,
+    /// Where its payload pieces start in the chunk's list ([`Chunk::pieces`]: slices of
+    /// the receive buffer as the decoder cut them, no copy; the engine appends pieces of
+    /// 16 KiB and more from them directly).
+    first: usize,
     len: u64,
     /// A large record's payload goes to a spool instead of `data` (see [`SPOOL_FROM`]).
     spooled: Option<Spooling>,
@@ -262,9 +390,9 @@ fn spawn_spooled(
     meta: WriteMeta,
     spooled: Result<(Spool, u32), AppError>,
     if_exists: IfExists,
-) -> JoinHandle<ChunkOutcome> {
+) -> Flight {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
-    tokio::task::spawn_blocking(move || {
+    Flight::Spooled(tokio::task::spawn_blocking(move || {
         let asked = meta.ts;
         let settled = spooled.and_then(|(spool, crc)| {
             let written = store.write_spooled(&bucket, &entry, &meta, spool);
@@ -281,14 +409,59 @@ fn spawn_spooled(
                 ..answered(&a)
             },
         }]
-    })
+    }))
 }
 
-/// A parsed record waiting in a chunk: its timestamp, metadata and payload pieces.
+/// A parsed record waiting in a chunk: its timestamp, metadata and where its payload
+/// pieces are in the chunk's list.
 struct Parsed {
     ts: Option<u64>,
     meta: Arc<WriteMeta>,
-    data: Vec<Bytes>,
+    pieces: Range<usize>,
+}
+
+/// Records waiting for their write, with the payload pieces of all of them in one list:
+/// one allocation per chunk, where a list per record was one per record (freed on another
+/// thread) (docs/benchmarks/batch-2-2026-11-26.md).
+#[derive(Default)]
+pub(crate) struct Chunk {
+    records: Vec<Parsed>,
+    pieces: Vec<Bytes>,
+    /// The memory the chunk holds ([`held_bytes`] of each record and its payload).
+    bytes: usize,
+}
+
+impl Chunk {
+    /// An empty chunk sized like `previous` (chunks of one body are alike).
+    fn like(previous: &Chunk) -> Chunk {
+        Chunk {
+            records: Vec::with_capacity(previous.records.len()),
+            pieces: Vec::with_capacity(previous.pieces.len()),
+            bytes: 0,
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn pieces_of(&self, r: &Parsed) -> &[Bytes] {
+        self.pieces.get(r.pieces.clone()).unwrap_or_default()
+    }
+
+    /// The records as the engine takes them (`Store::write_groups_at`).
+    pub(crate) fn timed(&self) -> Vec<TimedRecord<'_, Bytes>> {
+        self.records
+            .iter()
+            .map(|r| (r.ts, &*r.meta, self.pieces_of(r)))
+            .collect()
+    }
+
+    /// Takes the chunk's records, leaving an empty chunk sized alike.
+    fn take(&mut self) -> Chunk {
+        let next = Chunk::like(self);
+        std::mem::replace(self, next)
+    }
 }
 
 /// A record's whole metadata, its own (for a spooled record, written alone).
@@ -301,11 +474,12 @@ fn own_meta(ts: Option<u64>, meta: &WriteMeta) -> WriteMeta {
 }
 
 impl Pending {
-    fn into_record(self) -> Parsed {
+    /// The record, complete: its pieces are the chunk's from `first` on.
+    fn into_record(self, pieces: usize) -> Parsed {
         Parsed {
             ts: self.ts,
             meta: self.meta,
-            data: self.data,
+            pieces: self.first..pieces,
         }
     }
 }
@@ -355,9 +529,8 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let mut dec = ChunkDecoder::new();
     let mut metas = Metas::default();
     let mut current: Option<Pending> = None;
-    let mut chunk: Vec<Parsed> = Vec::new();
-    let mut chunk_bytes = 0usize;
-    let mut in_flight: Option<JoinHandle<ChunkOutcome>> = None;
+    let mut chunk = Chunk::default();
+    let mut in_flight: Option<Flight> = None;
     let mut results: Vec<RecordResult> = Vec::new();
     let mut fault: Option<AppError> = None;
     // The timestamp of a record over `--max-batch-record` (it ends the batch).
@@ -412,20 +585,14 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                     let meta = metas.of(&head);
                     let spooled = if head.payload_len() >= SPOOL_FROM {
                         // The records before it are written first (results keep their order).
-                        if !chunk.is_empty() {
-                            settle(in_flight.take(), &mut results).await;
-                            let share = held.split(chunk_bytes as u64);
-                            in_flight = Some(spawn_chunk(
-                                &t,
-                                std::mem::take(&mut chunk),
-                                if_exists,
-                                share,
-                            ));
-                            chunk_bytes = 0;
+                        if !chunk.records.is_empty() {
+                            settle(&t, in_flight.take(), if_exists, &mut results).await;
+                            let share = held.split(chunk.bytes as u64);
+                            in_flight = Some(submit(&t, chunk.take(), share));
                         }
                         Some(Spooling::start(&t, &own_meta(ts, &meta)).await)
                     } else {
-                        chunk_bytes += held_bytes(&head);
+                        chunk.bytes += held_bytes(&head);
                         None
                     };
                     // Memory follows the bytes that arrive, not the length a head claims.
@@ -433,7 +600,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         ts,
                         payload_len: head.payload_len(),
                         meta,
-                        data: Vec::new(),
+                        first: chunk.pieces.len(),
                         len: 0,
                         spooled,
                     });
@@ -443,7 +610,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         p.len += d.len() as u64;
                         match p.spooled.as_mut() {
                             Some(s) => s.push(d).await,
-                            None => p.data.push(d),
+                            None => chunk.pieces.push(d),
                         }
                     }
                 }
@@ -472,7 +639,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 .as_ref()
                 .filter(|p| p.spooled.is_none())
                 .map_or(0, |p| p.len);
-            if let Err(e) = held.cover(chunk_bytes as u64 + pending, "a batch").await {
+            if let Err(e) = held.cover(chunk.bytes as u64 + pending, "a batch").await {
                 fault = Some(e);
                 break 'body;
             }
@@ -484,24 +651,19 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                             Spooling::Sink(sink) => sink.finish().await,
                             Spooling::Failed(e) => Err(e),
                         };
-                        settle(in_flight.take(), &mut results).await;
+                        settle(&t, in_flight.take(), if_exists, &mut results).await;
                         let meta = own_meta(p.ts, &p.meta);
                         in_flight = Some(spawn_spooled(&t, meta, spooled, if_exists));
                         continue;
                     }
-                    chunk_bytes += p.len as usize;
-                    chunk.push(p.into_record());
+                    chunk.bytes += p.len as usize;
+                    let record = p.into_record(chunk.pieces.len());
+                    chunk.records.push(record);
                 }
-                if chunk_bytes >= CHUNK_BYTES || chunk.len() >= CHUNK_RECORDS {
-                    settle(in_flight.take(), &mut results).await;
-                    let share = held.split(chunk_bytes as u64);
-                    in_flight = Some(spawn_chunk(
-                        &t,
-                        std::mem::take(&mut chunk),
-                        if_exists,
-                        share,
-                    ));
-                    chunk_bytes = 0;
+                if chunk.bytes >= CHUNK_BYTES || chunk.records.len() >= CHUNK_RECORDS {
+                    settle(&t, in_flight.take(), if_exists, &mut results).await;
+                    let share = held.split(chunk.bytes as u64);
+                    in_flight = Some(submit(&t, chunk.take(), share));
                 }
             }
         }
@@ -533,12 +695,12 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         // the idle timeout.
         while let Ok(Some(_)) = chunks.next().await {}
     }
-    if (fault.is_none() || too_large.is_some()) && !chunk.is_empty() {
-        settle(in_flight.take(), &mut results).await;
-        let share = held.split(chunk_bytes as u64);
-        in_flight = Some(spawn_chunk(&t, chunk, if_exists, share));
+    if (fault.is_none() || too_large.is_some()) && !chunk.records.is_empty() {
+        settle(&t, in_flight.take(), if_exists, &mut results).await;
+        let share = held.split(chunk.bytes as u64);
+        in_flight = Some(submit(&t, chunk, share));
     }
-    settle(in_flight, &mut results).await;
+    settle(&t, in_flight, if_exists, &mut results).await;
     if let (Some(ts), Some(f)) = (too_large, &fault) {
         results.push(RecordResult {
             ts: (ts != TS_NOW).then_some(ts),

@@ -9,6 +9,10 @@ use tsblob_storage::{Labels, RecordMeta, DEFAULT_CONTENT_TYPE};
 
 use super::errors::AppError;
 
+/// [`TS_HEADER`] as a header name, built at compile time: inserting it by its `&str`
+/// parsed and checked the name on every answer (`write-cpu-5-2026-11-26.md`).
+pub const TS_HEADER_NAME: HeaderName = HeaderName::from_static(TS_HEADER);
+
 /// The engine's per-record label bounds (`MAX_LABELS`, `MAX_LABELS_BYTES`), checked before
 /// a body is received: a write whose labels will be refused is refused before its payload
 /// is uploaded, not after. (The engine checks them again on every write path.)
@@ -74,7 +78,7 @@ pub fn put_meta(headers: &mut HeaderMap, meta: &RecordMeta) {
     if let Ok(v) = HeaderValue::from_str(ct) {
         headers.insert(axum::http::header::CONTENT_TYPE, v);
     }
-    headers.insert(TS_HEADER, HeaderValue::from(meta.ts));
+    headers.insert(TS_HEADER_NAME, HeaderValue::from(meta.ts));
     for (k, v) in &meta.labels {
         let name = HeaderName::try_from(label_header(k));
         let value = HeaderValue::try_from(encode_label_value(v));
@@ -95,9 +99,10 @@ fn content_coding(headers: &HeaderMap) -> Coding<'_> {
     let Some(v) = headers.get(axum::http::header::CONTENT_ENCODING) else {
         return Coding::Identity;
     };
-    match v.to_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-        Ok("zstd") => Coding::Zstd(v),
-        Ok("identity") | Ok("") => Coding::Identity,
+    // Compared without case and without a lower-cased copy of the value.
+    match v.to_str().map(str::trim) {
+        Ok(s) if s.eq_ignore_ascii_case("zstd") => Coding::Zstd(v),
+        Ok(s) if s.is_empty() || s.eq_ignore_ascii_case("identity") => Coding::Identity,
         _ => Coding::Other(v),
     }
 }
@@ -164,6 +169,27 @@ mod tests {
         );
         assert_eq!(h.get(TS_HEADER).unwrap(), "42");
         assert_eq!(labels_from(&h).unwrap(), meta.labels);
+    }
+
+    #[test]
+    fn content_encoding_is_read_without_case_or_surrounding_spaces() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                axum::http::header::CONTENT_ENCODING,
+                HeaderValue::from_static(v),
+            );
+            h
+        };
+        assert!(zstd_encoded(&with("zstd")).unwrap());
+        assert!(zstd_encoded(&with(" ZStd ")).unwrap());
+        assert!(!zstd_encoded(&with("Identity")).unwrap());
+        assert!(!zstd_encoded(&with("")).unwrap());
+        assert!(!zstd_encoded(&HeaderMap::new()).unwrap());
+        assert!(zstd_encoded(&with("gzip")).is_err());
+        assert!(identity_only(&with("IDENTITY")).is_ok());
+        assert!(identity_only(&with("ZSTD")).is_err());
+        assert!(identity_only(&with("zstdx")).is_err());
     }
 
     #[test]

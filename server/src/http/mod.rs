@@ -8,6 +8,7 @@
 pub mod attachments;
 pub mod auth;
 pub mod batch;
+pub(crate) mod batch_writer;
 pub mod body;
 pub mod browser;
 pub mod buckets;
@@ -144,6 +145,9 @@ pub struct Shared {
     pub(crate) streams: Arc<limits::Limiter>,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
+    /// The store's batch writer thread, which writes the chunks of batches in rounds
+    /// (`batch_writer.rs`).
+    pub(crate) batch_writer: batch_writer::BatchWriter,
     /// The key query links are signed with (`links.rs`), read or made on first use.
     pub(crate) links: links::Secret,
 }

@@ -17,7 +17,7 @@ use super::auth::Caller;
 use super::body::{channel_body, content_length, json, not_like, BodyChunks};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{
-    check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER,
+    check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER_NAME,
 };
 use super::if_exists::{settle_write, IfExists};
 use super::params::RecordParams;
@@ -189,7 +189,7 @@ fn written(status: StatusCode, ts: u64) -> Response {
         axum::http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers.insert(TS_HEADER, HeaderValue::from(ts));
+    headers.insert(TS_HEADER_NAME, HeaderValue::from(ts));
     resp
 }
 

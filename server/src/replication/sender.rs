@@ -4,7 +4,7 @@
 //! a conflict, refused for good, or gone at the source). Errors are retried with a doubling
 //! backoff; nothing here ever blocks a writer (the feed is appended by the commits).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,6 +99,7 @@ pub fn spawn(
             shared,
             cancel,
             single_from: AtomicU64::new(u64::MAX),
+            reached: tokio::sync::RwLock::new(HashSet::new()),
             http,
         };
         Arc::new(s).run().await;
@@ -114,6 +115,14 @@ struct Sender {
     /// Records of at least this many bytes go alone: the smallest the destination refused
     /// in a batch (`record_too_large`, over its `--max-batch-record`).
     single_from: AtomicU64,
+    /// The entries this sender has stored a record in at the destination (so they exist
+    /// there). A delivery that writes to an entry not in it runs alone (write guard):
+    /// ReductStore 1.21.5 acknowledges two concurrent first writes into a new entry and
+    /// keeps only one of them (`docs/reliability.md`, "Replication to a new entry"), and
+    /// with two pages in flight the first records of a new entry raced. Deliveries into
+    /// entries in it run side by side (read guard). At most one name per entry of the
+    /// source's bucket.
+    reached: tokio::sync::RwLock<HashSet<String>>,
     http: reqwest::Client,
 }
 
@@ -135,6 +144,16 @@ struct InFlight {
 type ReadHandle = tokio::task::JoinHandle<
     Result<(tsblob_storage::Result<FeedPage>, FeedFilter), ReplicationError>,
 >;
+
+/// What became of a record sent alone.
+enum Alone {
+    /// The destination's entry holds it (stored, there already, or in conflict with one there).
+    Landed,
+    /// Resolved without a record at the destination (refused for good, gone at the source).
+    Resolved,
+    /// Not resolved: try again.
+    Retry,
+}
 
 /// The task was cancelled (removed, replaced) while it waited.
 struct Cancelled;
@@ -594,15 +613,31 @@ impl Sender {
         }
     }
 
-    /// One attempt: a batch per entry. Returns the records to try again.
+    /// One attempt: a batch per entry. Returns the records to try again. Runs alone when
+    /// it writes to an entry not yet reached at the destination (see `Sender::reached`).
     async fn attempt(&self, todo: Vec<Out>) -> Vec<Out> {
         let mut by_entry: BTreeMap<String, Vec<Out>> = BTreeMap::new();
         for o in todo {
             by_entry.entry(o.entry().to_string()).or_default().push(o);
         }
+        {
+            let reached = self.reached.read().await;
+            if by_entry.keys().all(|e| reached.contains(e)) {
+                let mut left = Vec::new();
+                for (entry, recs) in by_entry {
+                    left.extend(self.send_entry(&entry, recs).await.0);
+                }
+                return left;
+            }
+        }
+        let mut reached = self.reached.write().await;
         let mut left = Vec::new();
         for (entry, recs) in by_entry {
-            left.extend(self.send_entry(&entry, recs).await);
+            let (rest, stored) = self.send_entry(&entry, recs).await;
+            left.extend(rest);
+            if stored {
+                reached.insert(entry);
+            }
         }
         left
     }
@@ -619,8 +654,10 @@ impl Sender {
     }
 
     /// Sends the records of one entry: those in memory in batches, the large ones (and any
-    /// the destination finds too large for a batch) alone. Returns the records to retry.
-    async fn send_entry(&self, entry: &str, recs: Vec<Out>) -> Vec<Out> {
+    /// the destination finds too large for a batch) alone. Returns the records to retry
+    /// and whether the destination's entry now holds a record (one was stored, found
+    /// there, or in conflict with one there).
+    async fn send_entry(&self, entry: &str, recs: Vec<Out>) -> (Vec<Out>, bool) {
         let single_from = self.single_from.load(Ordering::Relaxed);
         let (mut batch, mut alone) = (Vec::new(), Vec::new());
         for o in recs {
@@ -633,8 +670,10 @@ impl Sender {
             }
         }
         let mut left = Vec::new();
+        let mut stored = false;
         while !batch.is_empty() {
-            let (retry, rest, too_large) = self.send_batch(entry, batch).await;
+            let (retry, rest, too_large, landed) = self.send_batch(entry, batch).await;
+            stored |= landed;
             left.extend(retry.into_iter().map(Out::Whole));
             if let Some(r) = too_large {
                 self.single_from
@@ -645,21 +684,24 @@ impl Sender {
         }
         for o in alone {
             if let Out::Large(_, meta) = &o {
-                if !self.send_alone(entry, meta).await {
-                    left.push(o);
+                match self.send_alone(entry, meta).await {
+                    Alone::Retry => left.push(o),
+                    Alone::Landed => stored = true,
+                    Alone::Resolved => {}
                 }
             }
         }
-        left
+        (left, stored)
     }
 
     /// One batch. Returns the records to retry, those after a record the destination
-    /// found too large (to send next, without it) and that record.
+    /// found too large (to send next, without it), that record, and whether the
+    /// destination's entry holds a record now (stored, existing or in conflict).
     async fn send_batch(
         &self,
         entry: &str,
         recs: Vec<OutRecord>,
-    ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>) {
+    ) -> (Vec<OutRecord>, Vec<OutRecord>, Option<OutRecord>, bool) {
         let dst = self.destination();
         let timeout = self.repl.options().timeout;
         let to = self.spec.dst_entry(entry);
@@ -668,13 +710,13 @@ impl Sender {
             Ok(a) => a,
             Err(message) => {
                 self.error(message);
-                return (recs, Vec::new(), None);
+                return (recs, Vec::new(), None, false);
             }
         };
         let dst = format!("{dst}/{to}");
         let mut left = Vec::new();
         let mut results = answer.results.into_iter();
-        let (mut sent, mut sent_bytes, mut existing) = (0u64, 0u64, 0u64);
+        let (mut sent, mut sent_bytes, mut existing, mut conflicts) = (0u64, 0u64, 0u64, 0u64);
         let mut recs = recs.into_iter();
         let mut too_large = None;
         for r in recs.by_ref() {
@@ -693,10 +735,13 @@ impl Sender {
                     sent_bytes += r.data.len() as u64;
                 }
                 200 => existing += 1,
-                409 => self.conflict(res.error.as_ref().map_or_else(
-                    || format!("a different record is stored at {} in {dst}", r.ts),
-                    |e| e.message.clone(),
-                )),
+                409 => {
+                    conflicts += 1;
+                    self.conflict(res.error.as_ref().map_or_else(
+                        || format!("a different record is stored at {} in {dst}", r.ts),
+                        |e| e.message.clone(),
+                    ))
+                }
                 413 if res
                     .error
                     .as_ref()
@@ -726,13 +771,12 @@ impl Sender {
             }
         }
         self.count_sent(sent, sent_bytes, existing);
-        (left, recs.collect(), too_large)
+        let landed = sent + existing + conflicts > 0;
+        (left, recs.collect(), too_large, landed)
     }
 
-    /// Sends one record alone, its payload streamed from the source's block. Returns
-    /// whether it is resolved (stored, there already, a conflict, refused for good, gone
-    /// at the source); `false`: try again.
-    async fn send_alone(&self, entry: &str, meta: &RecordMeta) -> bool {
+    /// Sends one record alone, its payload streamed from the source's block.
+    async fn send_alone(&self, entry: &str, meta: &RecordMeta) -> Alone {
         let (store, bucket, e, ts) = (
             self.store(),
             self.spec.src_bucket.clone(),
@@ -746,14 +790,14 @@ impl Sender {
                 tracing::warn!(task = %self.name, entry, ts,
                     "replication: the record was evicted (or removed) at the source before it was sent");
                 self.evicted(1);
-                return true;
+                return Alone::Resolved;
             }
             Err(e) => {
                 self.error(format!(
                     "cannot read record {ts} of {entry}: {}",
                     self.repl.explain(e)
                 ));
-                return false;
+                return Alone::Retry;
             }
         };
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -766,13 +810,16 @@ impl Sender {
             Single::Stored => self.count_sent(1, meta.size, 0),
             Single::Existing => self.count_sent(0, 0, 1),
             Single::Conflict(message) => self.conflict(message),
-            Single::Refused(message) => self.error(format!("{message}; it is skipped")),
+            Single::Refused(message) => {
+                self.error(format!("{message}; it is skipped"));
+                return Alone::Resolved;
+            }
             Single::Retry(message) => {
                 self.error(message);
-                return false;
+                return Alone::Retry;
             }
         }
-        true
+        Alone::Landed
     }
 
     fn conflict(&self, message: String) {

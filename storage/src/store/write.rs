@@ -35,7 +35,7 @@ use crate::write::{
     FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, SeenMetas, Txn, Uncommitted,
     Undo, GATHER_FROM, SAMPLE,
 };
-use crate::write_round::{Admitted, Group, GroupResult, TimedRecord};
+use crate::write_round::{Admitted, Group, GroupResult, TimedGroup, TimedRecord};
 
 /// Refuses a record stamped before its bucket's `max_age` reaches back: retention would
 /// delete it within a second of acknowledging it (issue 27). "Now" assigned timestamps are
@@ -806,39 +806,83 @@ impl Store {
     /// other groups; a failed shared commit fails every group that took part, after
     /// cutting what each appended. Two groups of one entry are written one after the other.
     pub fn write_groups<P: AsRef<[u8]>>(&self, groups: &[Group<'_, P>]) -> Vec<GroupResult> {
-        let mut out: Vec<Option<GroupResult>> = groups.iter().map(|_| None).collect();
-        let mut buckets: Vec<Option<Arc<Bucket>>> = Vec::with_capacity(groups.len());
-        for (at, &(bucket, entry, _)) in groups.iter().enumerate() {
+        self.write_groups_with(
+            groups.len(),
+            |at| (groups[at].0, groups[at].1, groups[at].2.len()),
+            |at| {
+                groups[at]
+                    .2
+                    .iter()
+                    .map(|&(meta, pieces)| RecordIn::of(meta, pieces))
+            },
+        )
+    }
+
+    /// As [`Store::write_groups`], with each record's timestamp given beside a
+    /// `WriteMeta` records may share (as [`Store::write_group_at`]): the server's batch
+    /// writer thread writes the batch chunks queued while it was busy this way
+    /// (`server/src/http/batch_writer.rs`).
+    pub fn write_groups_at<P: AsRef<[u8]>>(
+        &self,
+        groups: &[TimedGroup<'_, P>],
+    ) -> Vec<GroupResult> {
+        self.write_groups_with(
+            groups.len(),
+            |at| (groups[at].0, groups[at].1, groups[at].2.len()),
+            |at| {
+                groups[at]
+                    .2
+                    .iter()
+                    .map(|&(ts, meta, pieces)| RecordIn { ts, meta, pieces })
+            },
+        )
+    }
+
+    /// The round of [`Store::write_groups`] and [`Store::write_groups_at`]: `n` groups,
+    /// group `at` named by `names(at)` (bucket, entry, how many records) with its records
+    /// from `recs(at)`.
+    fn write_groups_with<'a, P, I>(
+        &self,
+        n: usize,
+        names: impl Fn(usize) -> (&'a str, &'a str, usize),
+        recs: impl Fn(usize) -> I,
+    ) -> Vec<GroupResult>
+    where
+        P: AsRef<[u8]> + 'a,
+        I: Iterator<Item = RecordIn<'a, P>> + Clone,
+    {
+        let mut out: Vec<Option<GroupResult>> = (0..n).map(|_| None).collect();
+        let mut buckets: Vec<Option<Arc<Bucket>>> = Vec::with_capacity(n);
+        for (at, slot) in out.iter_mut().enumerate() {
+            let (bucket, entry, _) = names(at);
             let found = self
                 .get_bucket(bucket)
                 .and_then(|b| Ok(validate_entry_name(entry).map(|()| b)?));
             match found {
                 Ok(b) => buckets.push(Some(b)),
                 Err(err) => {
-                    out[at] = Some(Err(err));
+                    *slot = Some(Err(err));
                     buckets.push(None);
                 }
             }
         }
         // Reservations, evictions and entry creation: before any entry lock.
-        let mut admitted: Vec<Admitted<'_, '_, P>> = Vec::with_capacity(groups.len());
-        for (at, (&(_, entry, records), b)) in groups.iter().zip(&buckets).enumerate() {
+        let mut admitted: Vec<Admitted<'_, 'a, P>> = Vec::with_capacity(n);
+        for (at, b) in buckets.iter().enumerate() {
             let Some(bucket) = b.as_deref() else { continue };
-            let recs = || {
-                records
-                    .iter()
-                    .map(|&(meta, pieces)| RecordIn::of(meta, pieces))
-            };
-            let admit = self.reserve(bucket, records_need(recs())).and_then(|res| {
-                let e = self.entry_or_create(bucket, entry)?;
-                Ok((res, e))
-            });
+            let (_, entry, _) = names(at);
+            let admit = self
+                .reserve(bucket, records_need(recs(at)))
+                .and_then(|res| {
+                    let e = self.entry_or_create(bucket, entry)?;
+                    Ok((res, e))
+                });
             match admit {
                 Ok((reserved, entry)) => admitted.push(Admitted {
                     at,
                     bucket,
                     entry,
-                    prepared: prepare(bucket, recs()),
+                    prepared: prepare(bucket, recs(at)),
                     _reserved: reserved,
                 }),
                 Err(err) => out[at] = Some(Err(err)),
@@ -848,17 +892,17 @@ impl Store {
         // the round (it would need the lock the round holds).
         admitted.sort_by_key(|a| a.entry.id());
         let mut later = Vec::new();
-        let mut round: Vec<Admitted<'_, '_, P>> = Vec::with_capacity(admitted.len());
+        let mut round: Vec<Admitted<'_, 'a, P>> = Vec::with_capacity(admitted.len());
         for a in admitted {
             match round.last() {
                 Some(last) if last.entry.id() == a.entry.id() => later.push(a.at),
                 _ => round.push(a),
             }
         }
-        self.write_round(groups, round, &mut out);
+        self.write_round(&names, round, &mut out);
         for at in later {
-            let (bucket, entry, records) = groups[at];
-            out[at] = Some(self.write_group(bucket, entry, records));
+            let (bucket, entry, len) = names(at);
+            out[at] = Some(self.write_many(bucket, entry, recs(at), len));
         }
         out.into_iter()
             .map(|o| {
@@ -868,10 +912,10 @@ impl Store {
     }
 
     /// Locks, appends and commits the admitted groups (one per entry, in entry id order).
-    fn write_round<P: AsRef<[u8]>>(
+    fn write_round<'a, P: AsRef<[u8]> + 'a>(
         &self,
-        groups: &[Group<'_, P>],
-        round: Vec<Admitted<'_, '_, P>>,
+        names: &impl Fn(usize) -> (&'a str, &'a str, usize),
+        round: Vec<Admitted<'_, 'a, P>>,
         out: &mut [Option<GroupResult>],
     ) {
         // The entries outlive their guards; the prepared records move into the appends;
@@ -889,7 +933,7 @@ impl Store {
         let mut guards: Vec<MutexGuard<'_, EntryState>> = Vec::with_capacity(jobs.len());
         let mut undos: Vec<(&Bucket, &Entry, Undo)> = Vec::with_capacity(jobs.len());
         for (entry, (at, bucket, prepared)) in entries.iter().zip(jobs) {
-            let (bucket_name, _, records) = groups[at];
+            let (bucket_name, _, len) = names(at);
             let mut st = match entry.lock_live_ordered(bucket_name) {
                 Ok(st) => st,
                 Err(err) => {
@@ -897,7 +941,7 @@ impl Store {
                     continue;
                 }
             };
-            match self.append_entry(bucket, entry, &mut st, prepared, records.len()) {
+            match self.append_entry(bucket, entry, &mut st, prepared, len) {
                 Ok((results, entry_ops, undo)) => {
                     ops.extend(entry_ops);
                     answers.push((at, results));

@@ -291,3 +291,98 @@ fn concurrent_rounds_and_single_writers_do_not_deadlock() {
         .sum();
     assert_eq!(total, written.len() as u64);
 }
+
+/// `Store::write_groups_at` (the server's batch writer thread): records of several groups
+/// share one `WriteMeta` across groups and keep their own timestamps ("now" ones get
+/// distinct ones), a second group of an entry follows the round in order, a group with a
+/// bad entry name fails alone, and a taken timestamp fails only its record. All of it reads
+/// back with the shared labels, also after an index rebuild.
+#[test]
+fn timed_groups_share_metas_keep_their_own_timestamps_and_fail_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = WriteMeta {
+        labels: [("cam".to_string(), "front".to_string())].into(),
+        ..meta(0)
+    };
+    let other = WriteMeta {
+        content_type: Some("text/plain".into()),
+        ..meta(0)
+    };
+    let datas: Vec<Vec<Vec<u8>>> = (0..8u64).map(|i| pieces(100 + i, 700)).collect();
+    let (sh, ot) = (&shared, &other);
+    let rec = |ts: Option<u64>, m: &str, i: usize| -> (Option<u64>, &WriteMeta, &[Vec<u8>]) {
+        (ts, if m == "shared" { sh } else { ot }, datas[i].as_slice())
+    };
+    let one: Vec<TimedRecord<'_, Vec<u8>>> = vec![
+        rec(Some(100), "shared", 0),
+        rec(Some(101), "other", 1),
+        rec(Some(1), "shared", 2), // taken
+        rec(Some(103), "shared", 3),
+    ];
+    let two: Vec<TimedRecord<'_, Vec<u8>>> = vec![rec(None, "shared", 4), rec(None, "other", 5)];
+    let again: Vec<TimedRecord<'_, Vec<u8>>> = vec![rec(Some(200), "shared", 6)];
+    let bad: Vec<TimedRecord<'_, Vec<u8>>> = vec![rec(Some(300), "shared", 7)];
+    let now_ts;
+    {
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        s.write("b", "e", &meta(1), &payload(1, 64)).unwrap();
+        let groups: Vec<TimedGroup<'_, Vec<u8>>> = vec![
+            ("b", "e", &one),
+            ("b", "f", &two),
+            ("b", "bad name", &bad),
+            ("b", "e", &again),
+        ];
+        let out = s.write_groups_at(&groups);
+        assert_eq!(out.len(), 4);
+        let oks = |i: usize| -> Vec<Option<u64>> {
+            out[i]
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_ref().ok().copied())
+                .collect()
+        };
+        assert_eq!(oks(0), [Some(100), Some(101), None, Some(103)]);
+        assert!(matches!(
+            out[0].as_ref().unwrap()[2],
+            Err(Error::Write(WriteError::Conflict { .. }))
+        ));
+        let now = oks(1);
+        assert!(
+            now[0].is_some() && now[1].is_some() && now[0] < now[1],
+            "{now:?}"
+        );
+        now_ts = [now[0].unwrap(), now[1].unwrap()];
+        assert!(
+            matches!(out[2], Err(Error::Name(_))),
+            "{:?}",
+            out[2].as_ref().err()
+        );
+        assert_eq!(oks(3), [Some(200)]);
+    }
+    let check = |s: &Store| {
+        assert_eq!(
+            all_ts(s, "b", "e", &Query::default()),
+            [1, 100, 101, 103, 200]
+        );
+        assert_eq!(all_ts(s, "b", "f", &Query::default()), now_ts);
+        for (entry, ts, i, m) in [
+            ("e", 100, 0, &shared),
+            ("e", 101, 1, &other),
+            ("e", 103, 3, &shared),
+            ("e", 200, 6, &shared),
+            ("f", now_ts[0], 4, &shared),
+            ("f", now_ts[1], 5, &other),
+        ] {
+            let r = s.read("b", entry, Some(ts)).unwrap();
+            assert_eq!(r.data, datas[i].concat(), "{entry}@{ts}");
+            assert_eq!(r.meta.labels, m.labels, "{entry}@{ts}");
+            let ct = m.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
+            assert_eq!(r.meta.content_type, ct, "{entry}@{ts}");
+        }
+    };
+    check(&open(dir.path()));
+    rebuild_index(dir.path(), &opts()).unwrap();
+    check(&open(dir.path()));
+}
