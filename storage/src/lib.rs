@@ -27,6 +27,7 @@ mod block;
 mod bucket;
 mod codec;
 mod commit;
+mod crc;
 mod db;
 mod entry;
 mod error;

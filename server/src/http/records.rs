@@ -160,20 +160,21 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         }
         _ => {
             let store = state.store.clone();
-            // The whole body is received before the engine is asked for anything.
-            let (spool, crc) = spool::receive(&store, &bucket, &entry, &meta, chunks).await?;
-            if len.is_some_and(|n| n != spool.len()) {
-                return Err(AppError::bad_request(format!(
-                    "the body has {} bytes but Content-Length said {}: nothing was stored",
-                    spool.len(),
-                    len.unwrap_or_default()
-                )));
-            }
-            blocking(move || {
-                let written = spool::write_spooled(&store, &bucket, &entry, &meta, spool);
-                settle_write(&store, &bucket, &entry, written, if_exists, || crc)
-            })
-            .await?
+            // The whole body is received before the engine is asked for anything; the
+            // last append and the write are one call.
+            let (s, b, e, m) = (store.clone(), bucket.clone(), entry.clone(), meta.clone());
+            let write = move |spool: tsblob_storage::Spool, crc| {
+                if len.is_some_and(|n| n != spool.len()) {
+                    return Err(AppError::bad_request(format!(
+                        "the body has {} bytes but Content-Length said {}: nothing was stored",
+                        spool.len(),
+                        len.unwrap_or_default()
+                    )));
+                }
+                let written = spool::write_spooled(&s, &b, &e, &m, spool);
+                settle_write(&s, &b, &e, written, if_exists, || crc)
+            };
+            spool::receive_then(&store, &bucket, &entry, &meta, chunks, write).await?
         }
     };
     Ok(written(status, ts))

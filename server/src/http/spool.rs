@@ -132,28 +132,57 @@ impl SpoolSink {
         Ok((spool, crc))
     }
 
+    /// As [`SpoolSink::finish`], then `then` with the spool and its CRC: the last piece's
+    /// append and `then` (the engine's write) run in **one** call on this worker
+    /// (`blocking::run_here`), where `finish` and a second blocking call handed off to the
+    /// pool and back twice after the last byte (docs/benchmarks/write-large-2026-11-26.md).
+    pub async fn finish_then<T, F>(mut self, then: F) -> Result<T, AppError>
+    where
+        F: FnOnce(Spool, u32) -> Result<T, AppError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut spool = idle(&mut self.spool, &mut self.in_flight).await?;
+        let rest = std::mem::take(&mut self.piece);
+        crate::blocking::run_here(move || {
+            if !rest.is_empty() {
+                let slices: Vec<&[u8]> = rest.iter().map(|b| b.as_ref()).collect();
+                spool.append_pieces(&slices)?;
+            }
+            let crc = spool.crc();
+            then(spool, crc)
+        })
+        .await
+    }
+
     /// Gives up: a running append finishes before the spool is dropped with its task.
     pub async fn abandon(mut self) {
         let _ = idle(&mut self.spool, &mut self.in_flight).await;
     }
 }
 
-/// Receives the whole body into a new spool for the record `meta` of `bucket`/`entry`, with the body's CRC32C (for
-/// `if_exists=compare`). The network is awaited on the async side only; each ~128 KiB piece
-/// is appended on the blocking pool while the next one arrives. Any failure (limit, stall,
-/// cut-off, quota, disk) drops the spool: nothing was stored, reserved or evicted.
-pub async fn receive(
+/// Receives the whole body into a new spool for the record `meta` of `bucket`/`entry`, then
+/// runs `then` with the spool and the body's CRC32C (for `if_exists=compare`) in the same
+/// engine call as the last append ([`SpoolSink::finish_then`]). The network is awaited on
+/// the async side only; each ~128 KiB piece is appended on the blocking pool while the next
+/// one arrives. Any failure (limit, stall, cut-off, quota, disk) drops the spool: nothing
+/// was stored, reserved or evicted.
+pub async fn receive_then<T, F>(
     store: &Store,
     bucket: &str,
     entry: &str,
     meta: &WriteMeta,
     mut chunks: BodyChunks,
-) -> Result<(Spool, u32), AppError> {
+    then: F,
+) -> Result<T, AppError>
+where
+    F: FnOnce(Spool, u32) -> Result<T, AppError> + Send + 'static,
+    T: Send + 'static,
+{
     let mut sink = SpoolSink::new(store, bucket, entry, meta).await?;
     loop {
         let pushed = match chunks.next().await {
             Ok(Some(bytes)) => sink.push(bytes).await,
-            Ok(None) => return sink.finish().await,
+            Ok(None) => return sink.finish_then(then).await,
             Err(e) => Err(e),
         };
         if let Err(e) = pushed {

@@ -294,7 +294,7 @@ pub fn head_bytes_crc(head: &[u8]) -> u32 {
 /// The frame CRC from its head's part ([`head_bytes_crc`]) and its `stored` payload
 /// bytes' CRC32C.
 pub fn combine_crc(head_crc: u32, payload_crc: u32, stored: u64) -> u32 {
-    crc32c::crc32c_combine(head_crc, payload_crc, stored as usize)
+    crate::crc::combine(head_crc, payload_crc, stored)
 }
 
 /// The frame CRC of a head and its stored payload, both in memory.
