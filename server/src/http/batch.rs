@@ -6,7 +6,6 @@
 //! was found are not written, so the results list exactly what was kept.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -17,8 +16,9 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tsblob_proto::ErrorCode;
-use tsblob_storage::{GroupResult, Spool, Store, TimedRecord, WriteMeta, DEFAULT_CONTENT_TYPE};
+use tsblob_storage::{GroupResult, Spool, Store, WriteMeta, DEFAULT_CONTENT_TYPE};
 
+use super::batch_chunk::{Chunk, Parsed};
 use super::batch_writer::{Stopped, Written};
 use super::body::content_length;
 use super::budget::Held;
@@ -410,58 +410,6 @@ fn spawn_spooled(
             },
         }]
     }))
-}
-
-/// A parsed record waiting in a chunk: its timestamp, metadata and where its payload
-/// pieces are in the chunk's list.
-struct Parsed {
-    ts: Option<u64>,
-    meta: Arc<WriteMeta>,
-    pieces: Range<usize>,
-}
-
-/// Records waiting for their write, with the payload pieces of all of them in one list:
-/// one allocation per chunk, where a list per record was one per record (freed on another
-/// thread) (docs/benchmarks/batch-2-2026-11-26.md).
-#[derive(Default)]
-pub(crate) struct Chunk {
-    records: Vec<Parsed>,
-    pieces: Vec<Bytes>,
-    /// The memory the chunk holds ([`held_bytes`] of each record and its payload).
-    bytes: usize,
-}
-
-impl Chunk {
-    /// An empty chunk sized like `previous` (chunks of one body are alike).
-    fn like(previous: &Chunk) -> Chunk {
-        Chunk {
-            records: Vec::with_capacity(previous.records.len()),
-            pieces: Vec::with_capacity(previous.pieces.len()),
-            bytes: 0,
-        }
-    }
-
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    fn pieces_of(&self, r: &Parsed) -> &[Bytes] {
-        self.pieces.get(r.pieces.clone()).unwrap_or_default()
-    }
-
-    /// The records as the engine takes them (`Store::write_groups_at`).
-    pub(crate) fn timed(&self) -> Vec<TimedRecord<'_, Bytes>> {
-        self.records
-            .iter()
-            .map(|r| (r.ts, &*r.meta, self.pieces_of(r)))
-            .collect()
-    }
-
-    /// Takes the chunk's records, leaving an empty chunk sized alike.
-    fn take(&mut self) -> Chunk {
-        let next = Chunk::like(self);
-        std::mem::replace(self, next)
-    }
 }
 
 /// A record's whole metadata, its own (for a spooled record, written alone).

@@ -21,7 +21,7 @@ use std::panic::AssertUnwindSafe;
 use tokio::sync::{mpsc, oneshot};
 use tsblob_storage::{GroupResult, Store, TimedGroup, TimedRecord};
 
-use super::batch::Chunk;
+use super::batch_chunk::Chunk;
 use super::budget::Held;
 
 /// At most this many chunks are taken into one round...

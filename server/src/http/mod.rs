@@ -8,6 +8,7 @@
 pub mod attachments;
 pub mod auth;
 pub mod batch;
+mod batch_chunk;
 pub(crate) mod batch_writer;
 pub mod body;
 pub mod browser;
