@@ -193,6 +193,18 @@ enum Flight {
     Ready(ChunkOutcome),
 }
 
+/// Every record of `chunk` answered with the chunk's one error.
+fn all_failed(chunk: &Chunk, a: &AppError) -> ChunkOutcome {
+    chunk
+        .records
+        .iter()
+        .map(|r| RecordResult {
+            ts: r.ts,
+            ..answered(a)
+        })
+        .collect()
+}
+
 /// Hands one chunk to the batch writer thread. `held`, the chunk's share of the memory
 /// budget, is given back once it is written.
 fn submit(t: &Target, chunk: Chunk, held: Held) -> Flight {
@@ -206,16 +218,7 @@ fn submit(t: &Target, chunk: Chunk, held: Held) -> Flight {
             let a = AppError::internal(
                 "the batch writer thread has stopped; nothing of this chunk was stored: restart the server",
             );
-            Flight::Ready(
-                chunk
-                    .records
-                    .iter()
-                    .map(|r| RecordResult {
-                        ts: r.ts,
-                        ..answered(&a)
-                    })
-                    .collect(),
-            )
+            Flight::Ready(all_failed(&chunk, &a))
         }
     }
 }
@@ -288,15 +291,7 @@ fn answers(
             .collect(),
         Err(e) => {
             // The whole chunk failed: every record in it says why.
-            let a = AppError::from(e);
-            chunk
-                .records
-                .iter()
-                .map(|r| RecordResult {
-                    ts: r.ts,
-                    ..answered(&a)
-                })
-                .collect()
+            all_failed(chunk, &AppError::from(e))
         }
     }
 }
