@@ -143,7 +143,7 @@ pub struct ServeArgs {
     /// Label sets (content type and labels) a connection's batches sent, kept for its next
     /// batch up to this many bytes of memory (within the memory budget), so a repeated set
     /// is a look-up, not a decode; 0 keeps none.
-    #[arg(long, env = "TSBLOB_BATCH_LABEL_MEMO", default_value = "16KiB", value_parser = parse_size)]
+    #[arg(long, env = "TSBLOB_BATCH_LABEL_MEMO", default_value = "64KiB", value_parser = parse_size)]
     pub batch_label_memo: u64,
     /// A request body that sends nothing for this long is dropped (slow or stuck clients).
     #[arg(long, env = "TSBLOB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]

@@ -89,19 +89,21 @@ struct Metas {
     cost: usize,
 }
 
-/// What a remembered set holds in memory besides its encoding (twice: the list and the
-/// map's key): its decoded content type and labels (counted as [`LABEL_OVERHEAD`] per
-/// label and its text once more) and the set's own records.
+/// What a remembered set holds in memory: its encoding twice (the list and the map's key)
+/// and its text once more decoded, [`LABEL_OVERHEAD`] per label, and the rest of a decoded
+/// `WriteMeta` (its `Arc`, a B-tree leaf of room for 11 labels, ~550 bytes even for one)
+/// and the set's own records.
 fn set_cost(key: &[u8], labels: usize) -> usize {
-    const SET_OVERHEAD: usize = 160;
+    const SET_OVERHEAD: usize = 768;
     3 * key.len() + labels * LABEL_OVERHEAD + SET_OVERHEAD
 }
 
 /// The label sets a connection's batches sent, kept between its requests (`serve.rs` gives
 /// each request of a connection a clone). A batch takes them for its time (a concurrent
 /// batch of the same connection, which HTTP/1.1 does not have, would start afresh) and
-/// puts them back when it ends if they hold at most `--batch-label-memo` bytes and that
-/// much fits in the memory budget (`budget.rs`); otherwise they are dropped, and the next
+/// puts them back when it ends if they hold at most `--batch-label-memo` bytes and the
+/// memory budget (`budget.rs`) stays at most half used with them in it (a kept memo is a
+/// saving, never why a request waits for room); otherwise they are dropped, and the next
 /// batch starts with none. A caller sending a new set per record costs at most that per
 /// connection between its batches (within one batch, at most [`METAS_BYTES`] of encodings).
 #[derive(Clone, Default)]
@@ -155,8 +157,12 @@ impl LabelMemo {
         if metas.sets.is_empty() || metas.cost as u64 > limit {
             return;
         }
+        let cost = metas.cost as u64;
+        if budget.used().saturating_add(cost) > budget.limit() / 2 {
+            return;
+        }
         let mut held = budget.empty();
-        if held.try_resize(metas.cost as u64) {
+        if held.try_resize(cost) {
             kept.metas = Some((metas, held));
         }
     }

@@ -98,7 +98,7 @@ impl Default for Limits {
             max_body: 4 << 30,
             max_batch_record: 64 << 20,
             max_batch_records: 100_000,
-            batch_label_memo: 16 << 10,
+            batch_label_memo: 64 << 10,
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
             browser: browser::BrowserPolicy::default(),

@@ -31,7 +31,7 @@ async fn batch(f: &Fixture, memo: &LabelMemo, entry: &str, recs: &[Rec<'_>]) -> 
 
 #[tokio::test]
 async fn label_sets_kept_between_batches_read_back_as_sent_and_stay_bounded() {
-    let limit = 4096;
+    let limit = 16 << 10;
     let f = fixture_with(
         None,
         Limits {
