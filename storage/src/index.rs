@@ -313,6 +313,15 @@ impl Index {
         Ok(())
     }
 
+    /// Empties the `open` table alone (an index of format 2 being raised: recover.rs),
+    /// returning how many chunks it held.
+    pub fn clear_open_chunks(&self, txn: &mut RwTxn<'_>) -> Result<u64> {
+        let n = self.open_chunks.len(txn)?;
+        self.open_chunks.clear(txn)?;
+        self.tails.lock().clear();
+        Ok(n)
+    }
+
     /// Drops the in-memory interner (after a failed write transaction, whose ids it may
     /// hold); it reloads from the `metas` table on demand.
     pub fn forget_attrs(&self) {

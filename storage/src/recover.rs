@@ -144,7 +144,7 @@ fn any_blocks(path: &Path) -> Result<bool> {
 fn index_problem(index: &Index, dir: &Path) -> Result<Option<String>> {
     let txn = index.read_txn()?;
     match index.version(&txn)? {
-        Some(v) if v == INDEX_VERSION || v == INDEX_VERSION_NO_OPEN => {}
+        Some(v) if v == INDEX_VERSION => {}
         Some(v)
             if version_number(&v).is_some()
                 && version_number(&v) > version_number(INDEX_VERSION) =>
@@ -200,11 +200,8 @@ fn open_index(
             txn.commit()?;
             Ok((index, false))
         }
-        Ok(index) => match index_problem(&index, &dir) {
-            Ok(None) => {
-                upgrade_version(&index)?;
-                Ok((index, false))
-            }
+        Ok(index) => match upgrade_format_2(&index).and_then(|()| index_problem(&index, &dir)) {
+            Ok(None) => Ok((index, false)),
             Ok(Some(why)) | Err(Error::Index(why)) => {
                 note(
                     report,
@@ -232,16 +229,20 @@ fn open_index(
     }
 }
 
-/// Raises the version of an index of format 2 (every chunk in `chunks`), a valid layout
-/// of the current format, to the current one: one commit, before any write can put a chunk
-/// in `open` (which format 2 code would not read), so a crash leaves either version with
-/// a layout valid for it.
-fn upgrade_version(index: &Index) -> Result<()> {
+/// Raises an index of format 2 (every chunk in `chunks`, a valid layout of the current
+/// format) to the current version, in one commit before any write can fill `open`: a crash
+/// leaves either version with a layout valid for it. Rows in `open` are dropped in that
+/// commit: format 2 code never reads nor clears that table, so any there are left from a
+/// format 3 index that an older tsblob rebuilt (a downgrade), stale and keyed by entry ids
+/// the rebuild may have given to other entries.
+fn upgrade_format_2(index: &Index) -> Result<()> {
     let old = index.version(&index.read_txn()?)?;
-    if old.as_deref() != Some(INDEX_VERSION) {
+    if old.as_deref() == Some(INDEX_VERSION_NO_OPEN) {
         let mut txn = index.write_txn()?;
+        let stale = index.clear_open_chunks(&mut txn)?;
         index.set_version(&mut txn)?;
         txn.commit()?;
+        log::info!("index of format 2 raised to format 3 ({stale} stale open chunks dropped)");
     }
     Ok(())
 }
