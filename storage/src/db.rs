@@ -24,6 +24,8 @@ pub(crate) type Table = Database<Bytes, Bytes>;
 pub(crate) struct Db {
     env: Env<WithoutTls>,
     pub chunks: Table,
+    /// The `open` table: each entry's open (last) chunk.
+    pub open_chunks: Table,
     /// The `metas` table: interned attrs.
     pub attrs: Table,
     pub blocks: Table,
@@ -60,6 +62,7 @@ impl Db {
         })?;
         let mut wtxn = env.write_txn()?;
         let chunks = env.create_database(&mut wtxn, Some("chunks"))?;
+        let open_chunks = env.create_database(&mut wtxn, Some("open"))?;
         let attrs = env.create_database(&mut wtxn, Some("metas"))?;
         let blocks = env.create_database(&mut wtxn, Some("blocks"))?;
         let entries = env.create_database(&mut wtxn, Some("entries"))?;
@@ -71,6 +74,7 @@ impl Db {
         Ok(Db {
             env,
             chunks,
+            open_chunks,
             attrs,
             blocks,
             entries,

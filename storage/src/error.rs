@@ -307,6 +307,12 @@ pub enum OpenError {
         map_size: usize,
         reason: String,
     },
+    #[error("the LMDB index at {path:?} has format {found:?}, newer than the {known:?} this tsblob reads: run the newer tsblob that wrote it, or move the index folder away to have this one rebuild it from the block files")]
+    IndexTooNew {
+        path: PathBuf,
+        found: String,
+        known: String,
+    },
 }
 
 #[cfg(test)]

@@ -4,6 +4,12 @@
 //! - `chunks`:  `entry_id u32 ++ chunk_key u64` → up to 64 records of the entry, sorted by
 //!   timestamp and delta-encoded (see [`crate::codec::chunk`]). Every record of a chunk has
 //!   `ts >= chunk_key` and `ts <` the next chunk's key.
+//! - `open`:    `entry_id u32` → `chunk_key u64 ++ chunk`: the entry's open (last) chunk,
+//!   keyed above every chunk of the entry in `chunks` and moved there once a later chunk
+//!   opens. An entry's chunks are those in `chunks` plus at most this one (none: every
+//!   chunk is in `chunks`, as in format 2). A round of appends to N entries rewrites the
+//!   few leaves of this small table instead of N leaves of `chunks`
+//!   (docs/benchmarks/open-chunk-2026-11-26.md).
 //! - `metas`:   `entry_id u32 ++ attrs_id u32` → [`Attrs`] (content type and labels), interned
 //!   per entry
 //! - `blocks`:  `block_id u64` → [`BlockState`]
@@ -14,6 +20,7 @@
 //! The index is a cache of the block files: `recover::rebuild_index` recreates it.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
@@ -29,13 +36,27 @@ use crate::codec::chunk::{
 use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::{
     attrs_key, block_key, chunk_key, decode_block_key, decode_entry_id_value, decode_entry_key,
-    entry_id_value, entry_key, key_attrs_id, key_entry, Attrs, BlockState, IndexValue,
+    decode_open_value, entry_id_value, entry_key, key_attrs_id, key_entry, open_key, Attrs,
+    BlockState, IndexValue, OPEN_KEY_LEN,
 };
 use crate::codec::{DecodeError, Reader};
 use crate::db::{Db, Table};
 use crate::error::{Error, Result};
 
-pub const INDEX_VERSION: &[u8] = b"tsblob-index-2";
+/// The index format this code writes: 3 added the `open` table.
+pub const INDEX_VERSION: &[u8] = b"tsblob-index-3";
+/// The format before the `open` table (every chunk in `chunks`): a valid layout of
+/// [`INDEX_VERSION`] (no entry has an open chunk), so it is opened as it is, with no data
+/// migration, and its version is raised at open.
+pub const INDEX_VERSION_NO_OPEN: &[u8] = b"tsblob-index-2";
+
+/// N of a format version `tsblob-index-N`, if it is one.
+pub fn version_number(v: &[u8]) -> Option<u32> {
+    std::str::from_utf8(v.strip_prefix(b"tsblob-index-")?)
+        .ok()?
+        .parse()
+        .ok()
+}
 
 /// Distinct (content type, labels) sets interned per entry; an entry with more stores the
 /// rest inline in its chunks. Bounds the `metas` table and the in-memory interner.
@@ -93,6 +114,14 @@ fn key_ts(k: &[u8]) -> Result<u64> {
     codec::index::key_ts(k).map_err(|_| Error::Index("bad chunk key: rebuild the index".into()))
 }
 
+/// An `open` value's chunk key and chunk.
+fn open_value(v: &[u8]) -> Result<(u64, &[u8])> {
+    decode_open_value(v).ok_or_else(|| Error::Index("bad open chunk: rebuild the index".into()))
+}
+
+/// An entry's chunks in key order, one way or the other ([`Index::walk`]).
+type ChunkWalk<'t> = Box<dyn Iterator<Item = Result<(u64, &'t [u8])>> + 't>;
+
 fn bad(_: DecodeError) -> Error {
     Error::Index("undecodable index chunk: rebuild the index".into())
 }
@@ -141,6 +170,8 @@ struct EntryAttrs {
 pub struct Index {
     db: Db,
     chunks: Table,
+    /// The `open` table: each entry's open (last) chunk (module comment).
+    open_chunks: Table,
     /// The `metas` table (its on-disk name): interned [`Attrs`].
     attrs: Table,
     blocks: Table,
@@ -171,6 +202,7 @@ impl Index {
         let db = Db::open(dir, map_size)?;
         Ok(Index {
             chunks: db.chunks,
+            open_chunks: db.open_chunks,
             attrs: db.attrs,
             blocks: db.blocks,
             entries: db.entries,
@@ -268,6 +300,7 @@ impl Index {
     /// back to LMDB's free list), for a rebuild.
     pub fn clear_all(&self, txn: &mut RwTxn<'_>) -> Result<()> {
         self.chunks.clear(txn)?;
+        self.open_chunks.clear(txn)?;
         self.attrs.clear(txn)?;
         self.blocks.clear(txn)?;
         self.entries.clear(txn)?;
@@ -280,24 +313,59 @@ impl Index {
         Ok(())
     }
 
+    /// Empties the `open` table alone (an index of format 2 being raised: recover.rs),
+    /// returning how many chunks it held.
+    pub fn clear_open_chunks(&self, txn: &mut RwTxn<'_>) -> Result<u64> {
+        let n = self.open_chunks.len(txn)?;
+        self.open_chunks.clear(txn)?;
+        self.tails.lock().clear();
+        Ok(n)
+    }
+
     /// Drops the in-memory interner (after a failed write transaction, whose ids it may
     /// hold); it reloads from the `metas` table on demand.
     pub fn forget_attrs(&self) {
         self.interner.write().clear();
     }
 
-    /// Records in the `chunks` table (the sum of the chunks' counts).
+    /// Records in the index (the sum of the counts of the chunks, open ones included).
     pub fn count_records(&self, txn: &Txn<'_>) -> Result<u64> {
         let mut n = 0u64;
         for item in self.chunks.iter(txn)? {
             let (_, v) = item?;
             n += chunk_count(v).map_err(bad)?;
         }
+        for item in self.open_chunks.iter(txn)? {
+            let (_, v) = item?;
+            n += chunk_count(open_value(v)?.1).map_err(bad)?;
+        }
         Ok(n)
     }
 
-    /// The entry's chunk with the greatest key `<= ts`.
+    /// The entry's open chunk (key, value), if it has one.
+    fn open_chunk<'t>(&self, txn: &'t Txn<'_>, entry_id: u32) -> Result<Option<(u64, &'t [u8])>> {
+        match self.open_chunks.get(txn, &open_key(entry_id))? {
+            Some(v) => Ok(Some(open_value(v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry's chunk with the greatest key `<= ts`: the open one if it is keyed at or
+    /// below `ts` (it is above all others), else one of `chunks`.
     fn floor_chunk<'t>(
+        &self,
+        txn: &'t Txn<'_>,
+        entry_id: u32,
+        ts: u64,
+    ) -> Result<Option<(u64, &'t [u8])>> {
+        match self.open_chunk(txn, entry_id)? {
+            Some((k, v)) if k <= ts => Ok(Some((k, v))),
+            _ => self.stored_floor(txn, entry_id, ts),
+        }
+    }
+
+    /// The entry's chunk in `chunks` (not the open one) with the greatest key `<= ts`.
+    fn stored_floor<'t>(
         &self,
         txn: &'t Txn<'_>,
         entry_id: u32,
@@ -312,7 +380,7 @@ impl Index {
         }
     }
 
-    /// The entry's chunk with the smallest key `>= ts`.
+    /// The entry's chunk with the smallest key `>= ts`: one of `chunks`, else the open one.
     fn ceil_chunk<'t>(
         &self,
         txn: &'t Txn<'_>,
@@ -324,8 +392,113 @@ impl Index {
             .get_greater_than_or_equal_to(txn, &chunk_key(entry_id, ts))?
         {
             Some((k, v)) if key_entry(k) == Ok(entry_id) => Ok(Some((key_ts(k)?, v))),
-            _ => Ok(None),
+            _ => Ok(self.open_chunk(txn, entry_id)?.filter(|(k, _)| *k >= ts)),
         }
+    }
+
+    /// The entry's chunks keyed from `from` to `to`, in `order`: those in `chunks`, then
+    /// the open one (ascending); the open one, then those in `chunks` (descending). The
+    /// open chunk is keyed above every other chunk of its entry.
+    fn walk<'t>(
+        &self,
+        txn: &'t Txn<'_>,
+        entry_id: u32,
+        from: u64,
+        to: Bound<u64>,
+        order: Order,
+    ) -> Result<ChunkWalk<'t>> {
+        let below_to = |k: u64| match to {
+            Bound::Included(t) => k <= t,
+            Bound::Excluded(t) => k < t,
+            Bound::Unbounded => true,
+        };
+        let open = self
+            .open_chunk(txn, entry_id)?
+            .filter(|(k, _)| *k >= from && below_to(*k));
+        let lo = chunk_key(entry_id, from);
+        let hi = match to {
+            Bound::Excluded(t) => Bound::Excluded(chunk_key(entry_id, t)),
+            Bound::Included(t) => Bound::Included(chunk_key(entry_id, t)),
+            Bound::Unbounded => Bound::Included(chunk_key(entry_id, u64::MAX)),
+        };
+        let range = (Bound::Included(&lo[..]), hi.as_ref().map(|k| &k[..]));
+        let decode = |item: heed::Result<(&'t [u8], &'t [u8])>| {
+            let (k, v) = item?;
+            Ok((key_ts(k)?, v))
+        };
+        Ok(match order {
+            Order::Ascending => Box::new(
+                self.chunks
+                    .range(txn, &range)?
+                    .map(decode)
+                    .chain(open.map(Ok)),
+            ),
+            Order::Descending => Box::new(
+                open.map(Ok)
+                    .into_iter()
+                    .chain(self.chunks.rev_range(txn, &range)?.map(decode)),
+            ),
+        })
+    }
+
+    /// Writes the entry's chunk keyed `key` where it belongs: in `open` if it is the
+    /// entry's highest chunk (a lower open chunk moves to `chunks` first), else in
+    /// `chunks`. An entry with no open chunk (format 2, or after its open chunk was
+    /// removed) gets one when its highest chunk is written: moved out of `chunks`.
+    fn put_chunk(&self, txn: &mut RwTxn<'_>, entry_id: u32, key: u64, value: &[u8]) -> Result<()> {
+        enum Open {
+            Same,
+            Above,
+            Below(u64, Vec<u8>),
+            None,
+        }
+        let open = match self.open_chunk(txn, entry_id)? {
+            Some((k, _)) if k == key => Open::Same,
+            Some((k, _)) if k > key => Open::Above,
+            Some((k, v)) => Open::Below(k, v.to_vec()),
+            None => Open::None,
+        };
+        match open {
+            Open::Same => {}
+            Open::Above => {
+                self.chunks.put(txn, &chunk_key(entry_id, key), value)?;
+                return Ok(());
+            }
+            Open::Below(k, v) => self.chunks.put(txn, &chunk_key(entry_id, k), &v)?,
+            Open::None => match self.stored_floor(txn, entry_id, u64::MAX)? {
+                Some((k, _)) if k > key => {
+                    self.chunks.put(txn, &chunk_key(entry_id, key), value)?;
+                    return Ok(());
+                }
+                Some((k, _)) if k == key => {
+                    self.chunks.delete(txn, &chunk_key(entry_id, k))?;
+                }
+                _ => {}
+            },
+        }
+        self.open_chunks.put_reserved(
+            txn,
+            &open_key(entry_id),
+            OPEN_KEY_LEN + value.len(),
+            |out| {
+                out.write_all(&key.to_be_bytes())?;
+                out.write_all(value)
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Deletes the entry's chunk keyed `key`, open or not.
+    fn delete_chunk(&self, txn: &mut RwTxn<'_>, entry_id: u32, key: u64) -> Result<()> {
+        if self
+            .open_chunk(txn, entry_id)?
+            .is_some_and(|(k, _)| k == key)
+        {
+            self.open_chunks.delete(txn, &open_key(entry_id))?;
+        } else {
+            self.chunks.delete(txn, &chunk_key(entry_id, key))?;
+        }
+        Ok(())
     }
 
     /// The record at `ts`, as its chunk holds it (attrs not resolved).
@@ -462,15 +635,13 @@ impl Index {
         let first = self
             .floor_chunk(txn, entry_id, span.start)?
             .map_or(span.start, |(k, _)| k);
-        let lo = chunk_key(entry_id, first);
-        let hi = chunk_key(entry_id, span.end);
-        let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
+        let chunks = self.walk(txn, entry_id, first, Bound::Excluded(span.end), order)?;
         let mut last = None;
         let mut n = 0;
         if order == Order::Descending {
-            for item in self.chunks.rev_range(txn, &range)? {
+            for item in chunks {
                 let (k, v) = item?;
-                let slots = decode_chunk(key_ts(k)?, v).map_err(bad)?;
+                let slots = decode_chunk(k, v).map_err(bad)?;
                 for s in slots.into_iter().rev() {
                     if s.ts < span.start {
                         return Ok(());
@@ -485,9 +656,9 @@ impl Index {
                 }
             }
         } else {
-            for item in self.chunks.range(txn, &range)? {
+            for item in chunks {
                 let (k, v) = item?;
-                let mut rd = ChunkReader::new(key_ts(k)?, v).map_err(bad)?;
+                let mut rd = ChunkReader::new(k, v).map_err(bad)?;
                 while let Some(s) = rd.next().map_err(bad)? {
                     if s.ts >= span.end {
                         return Ok(()); // later chunks are keyed above this record
@@ -604,7 +775,7 @@ impl Index {
             let first_key = slots.first().map(|s| old_key.map_or(s.ts, |k| k.min(s.ts)));
             if let Some(k) = old_key {
                 if first_key != Some(k) {
-                    self.chunks.delete(txn, &chunk_key(entry_id, k))?;
+                    self.delete_chunk(txn, entry_id, k)?;
                 }
             }
             if let Some(fk) = first_key {
@@ -620,7 +791,7 @@ impl Index {
                     if old_key == Some(k) && old_value == v {
                         continue; // unchanged
                     }
-                    self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+                    self.put_chunk(txn, entry_id, k, &v)?;
                 }
             }
         }
@@ -659,7 +830,7 @@ impl Index {
     ) -> Result<()> {
         let mut last = None;
         for (k, v) in chunks {
-            self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+            self.put_chunk(txn, entry_id, k, &v)?;
             last = Some((k, v));
         }
         if let (Some((key, value)), Some(end)) = (last, end) {
@@ -687,15 +858,11 @@ impl Index {
         let first = self
             .floor_chunk(txn, entry_id, min)?
             .map_or(min, |(k, _)| k);
-        let lo = chunk_key(entry_id, first);
-        let hi = chunk_key(entry_id, max);
-        let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         let gone = |s: &Slot| s.block_id == block_id && s.ts >= min && s.ts <= max;
         // (chunk key, records left): collected first, written once the cursor is done.
         let mut edits: Vec<(u64, Vec<Slot>)> = Vec::new();
-        for item in self.chunks.range(txn, &range)? {
+        for item in self.walk(txn, entry_id, first, Bound::Included(max), Order::Ascending)? {
             let (k, v) = item?;
-            let k = key_ts(k)?;
             let slots = decode_chunk(k, v).map_err(bad)?;
             if slots.iter().any(gone) {
                 edits.push((k, slots.into_iter().filter(|s| !gone(s)).collect()));
@@ -703,13 +870,13 @@ impl Index {
         }
         for (k, left) in edits {
             if left.is_empty() {
-                self.chunks.delete(txn, &chunk_key(entry_id, k))?;
+                self.delete_chunk(txn, entry_id, k)?;
                 continue;
             }
             // Keyed as before (at most its first record); a record's encoding may grow
             // when its neighbour goes, so this can split, below the next chunk's key.
             for (k, v) in encode_chunks(k, &left, Fill::Even) {
-                self.chunks.put(txn, &chunk_key(entry_id, k), &v)?;
+                self.put_chunk(txn, entry_id, k, &v)?;
             }
         }
         Ok(())
@@ -721,6 +888,7 @@ impl Index {
         let hi = chunk_key(entry_id, u64::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.chunks.delete_range(txn, &range)?;
+        self.open_chunks.delete(txn, &open_key(entry_id))?;
         let lo = attrs_key(entry_id, 0);
         let hi = attrs_key(entry_id, u32::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
@@ -755,13 +923,17 @@ impl Index {
         let first = self
             .floor_chunk(txn, entry_id, span.start)?
             .map_or(span.start, |(k, _)| k);
-        let lo = chunk_key(entry_id, first);
-        let hi = chunk_key(entry_id, span.end);
-        let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
+        let chunks = self.walk(
+            txn,
+            entry_id,
+            first,
+            Bound::Excluded(span.end),
+            Order::Ascending,
+        )?;
         let mut n = 0u64;
-        for item in self.chunks.range(txn, &range)? {
+        for item in chunks {
             let (k, v) = item?;
-            let mut rd = ChunkReader::new(key_ts(k)?, v).map_err(bad)?;
+            let mut rd = ChunkReader::new(k, v).map_err(bad)?;
             let mut slot = rd.seek(span.start).map_err(bad)?;
             while let Some(s) = slot {
                 if s.ts >= span.end {
@@ -828,26 +1000,39 @@ mod tests {
         txn.commit().unwrap();
     }
 
-    /// Every chunk of every entry: counts, keys below their records, records below the
-    /// next chunk's key; returns the records per entry.
+    /// Every chunk of every entry, the open ones included: counts, keys below their
+    /// records, records below the next chunk's key, the open chunk keyed above the entry's
+    /// other chunks; returns the records per entry.
     fn check_chunks(index: &Index) -> BTreeMap<u32, Vec<u64>> {
         let txn = index.read_txn().unwrap();
-        let mut out: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        let mut prev: Option<(u32, u64)> = None;
+        let mut all: BTreeMap<u32, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         for item in index.chunks.iter(&txn).unwrap() {
             let (k, v) = item.unwrap();
             let (e, key) = (key_entry(k).unwrap(), key_ts(k).unwrap());
-            let slots = decode_chunk(key, v).unwrap();
-            assert!(!slots.is_empty() && slots.len() <= CHUNK_RECORDS);
-            assert!(slots[0].ts >= key, "chunk {key} holds {}", slots[0].ts);
+            all.entry(e).or_default().push((key, v.to_vec()));
+        }
+        for item in index.open_chunks.iter(&txn).unwrap() {
+            let (k, v) = item.unwrap();
+            let e = u32::from_be_bytes(k.try_into().unwrap());
+            let (key, v) = open_value(v).unwrap();
+            let list = all.entry(e).or_default();
+            if let Some((last, _)) = list.last() {
+                assert!(*last < key, "open chunk {key} not above chunk {last}");
+            }
+            list.push((key, v.to_vec()));
+        }
+        let mut out: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (e, chunks) in all {
             let list = out.entry(e).or_default();
-            if let (Some((pe, _)), Some(last)) = (prev, list.last()) {
-                if pe == e {
+            for (key, v) in chunks {
+                let slots = decode_chunk(key, &v).unwrap();
+                assert!(!slots.is_empty() && slots.len() <= CHUNK_RECORDS);
+                assert!(slots[0].ts >= key, "chunk {key} holds {}", slots[0].ts);
+                if let Some(last) = list.last() {
                     assert!(*last < key, "record {last} at or above next chunk {key}");
                 }
+                list.extend(slots.iter().map(|s| s.ts));
             }
-            list.extend(slots.iter().map(|s| s.ts));
-            prev = Some((e, key));
         }
         for l in out.values() {
             assert!(l.windows(2).all(|w| w[0] < w[1]));
@@ -902,6 +1087,7 @@ mod tests {
             .chunks
             .iter(&txn)
             .unwrap()
+            .chain(index.open_chunks.iter(&txn).unwrap())
             .map(|i| i.unwrap().1.len())
             .sum();
         assert!(bytes < 16 * 300 * 5 / 2, "{bytes} bytes of chunks");
@@ -1001,6 +1187,9 @@ mod tests {
             txn.commit().unwrap();
             if round % 50 == 49 {
                 index.forget_attrs(); // as after a failed commit: reloads from the table
+            }
+            if round % 23 == 22 {
+                close_open_chunks(&index); // the layout of format 2: no open chunk
             }
             let got = check_chunks(&index);
             let want: Vec<u64> = model.keys().copied().collect();
@@ -1130,5 +1319,244 @@ mod tests {
         let txn = index.read_txn().unwrap();
         let v = index.get_record(&txn, 2, 1500).unwrap().unwrap();
         assert_eq!((v.block_id, v.attrs), (3, n));
+    }
+
+    /// Moves every open chunk into `chunks`: the layout of index format 2.
+    fn close_open_chunks(index: &Index) {
+        let mut txn = index.write_txn().unwrap();
+        let open: Vec<(u32, u64, Vec<u8>)> = index
+            .open_chunks
+            .iter(&txn)
+            .unwrap()
+            .map(|i| {
+                let (k, v) = i.unwrap();
+                let (key, v) = open_value(v).unwrap();
+                (u32::from_be_bytes(k.try_into().unwrap()), key, v.to_vec())
+            })
+            .collect();
+        for (e, key, v) in open {
+            index.chunks.put(&mut txn, &chunk_key(e, key), &v).unwrap();
+        }
+        index.open_chunks.clear(&mut txn).unwrap();
+        txn.commit().unwrap();
+    }
+
+    /// The keys of an entry's chunks in `chunks`, and its open chunk's key.
+    fn layout(index: &Index, e: u32) -> (Vec<u64>, Option<u64>) {
+        let txn = index.read_txn().unwrap();
+        let lo = chunk_key(e, 0);
+        let hi = chunk_key(e, u64::MAX);
+        let stored = index
+            .chunks
+            .range(&txn, &(Bound::Included(&lo[..]), Bound::Included(&hi[..])))
+            .unwrap()
+            .map(|i| key_ts(i.unwrap().0).unwrap())
+            .collect();
+        let open = index.open_chunk(&txn, e).unwrap().map(|(k, _)| k);
+        (stored, open)
+    }
+
+    /// Checks every reader of an entry against the model: ranges both ways (whole, with
+    /// limits, windows around every chunk key), first and last, point look-ups, counts and
+    /// a histogram.
+    fn check_readers(index: &Index, e: u32, model: &BTreeMap<u64, IndexValue>) {
+        let got = check_chunks(index);
+        let want: Vec<u64> = model.keys().copied().collect();
+        assert_eq!(got.get(&e).cloned().unwrap_or_default(), want);
+        let (stored, open) = layout(index, e);
+        let mut edges: Vec<u64> = stored.iter().copied().chain(open).collect();
+        edges.extend(want.iter().step_by(17).copied());
+        for edge in edges {
+            for (lo, hi) in [
+                (edge.saturating_sub(25), edge + 25),
+                (edge, u64::MAX),
+                (0, edge),
+                (edge, edge + 1),
+            ] {
+                let inside: Vec<u64> = want
+                    .iter()
+                    .copied()
+                    .filter(|t| *t >= lo && *t < hi)
+                    .collect();
+                let mut rev = inside.clone();
+                rev.reverse();
+                assert_eq!(query(index, e, lo..hi, false, usize::MAX), inside);
+                assert_eq!(query(index, e, lo..hi, true, usize::MAX), rev);
+                assert_eq!(
+                    query(index, e, lo..hi, false, 3),
+                    inside[..inside.len().min(3)]
+                );
+                assert_eq!(query(index, e, lo..hi, true, 3), rev[..rev.len().min(3)]);
+            }
+        }
+        let txn = index.read_txn().unwrap();
+        let mut all = Vec::new();
+        index
+            .range(
+                &txn,
+                e,
+                0..u64::MAX,
+                Order::Descending,
+                usize::MAX,
+                &mut all,
+            )
+            .unwrap();
+        let rev: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
+        assert_eq!(all, rev);
+        assert_eq!(
+            index.first(&txn, e).unwrap(),
+            model.iter().next().map(|(t, v)| (*t, v.clone()))
+        );
+        assert_eq!(
+            index.last(&txn, e).unwrap(),
+            model.iter().next_back().map(|(t, v)| (*t, v.clone()))
+        );
+        for (ts, v) in model {
+            assert_eq!(index.get_record(&txn, e, *ts).unwrap().as_ref(), Some(v));
+            assert!(!index.contains(&txn, e, ts + 1).unwrap() || model.contains_key(&(ts + 1)));
+        }
+        // Bins of 100 µs from 0, and a stop after 7 records.
+        let mut bins = vec![(0u64, 0u64); 40];
+        assert_eq!(
+            index
+                .histogram(&txn, e, 0..4000, 0, 100, &mut bins, u64::MAX)
+                .unwrap(),
+            None
+        );
+        let mut want_bins = vec![(0u64, 0u64); 40];
+        for (ts, v) in model.range(..4000) {
+            let b = &mut want_bins[(*ts / 100) as usize];
+            b.0 += 1;
+            b.1 += v.size;
+        }
+        assert_eq!(bins, want_bins);
+        let mut bins = vec![(0u64, 0u64); 40];
+        let stop = index
+            .histogram(&txn, e, 0..4000, 0, 100, &mut bins, 7)
+            .unwrap();
+        assert_eq!(stop, model.range(..4000).nth(7).map(|(t, _)| *t));
+    }
+
+    /// The open chunk is seen by every reader and every kind of removal: ranges both ways
+    /// across it and the full chunks, a put below its first key, a delete inside it, a
+    /// block drop and an entry removal touching it, histograms and counts.
+    #[test]
+    fn the_open_chunk_is_seen_by_every_reader_and_removal() {
+        let (_d, index) = open();
+        let m = rec_attrs("a/b", &[("k", "v".into())]);
+        let v = |t: u64| value(1 + t % 3, t * 1044, m.clone());
+        let mut model: BTreeMap<u64, IndexValue> = BTreeMap::new();
+        // Another entry on both sides, so no walk strays into a neighbour's chunks.
+        for other in [1u32, 3] {
+            put(
+                &index,
+                other,
+                (1..=70).map(|t| (t * 10, Some(v(t)))).collect(),
+            );
+        }
+        // Appends one record per commit: two full chunks in `chunks`, the rest open.
+        for t in 1..=150u64 {
+            put(&index, 2, vec![(t * 10, Some(v(t)))]);
+            model.insert(t * 10, v(t));
+        }
+        let (stored, open_key) = layout(&index, 2);
+        assert_eq!(stored.len(), 2, "{stored:?}");
+        let open_key = open_key.unwrap();
+        assert!(open_key > stored[1]);
+        check_readers(&index, 2, &model);
+        let txn = index.read_txn().unwrap();
+        assert_eq!(index.count_records(&txn).unwrap(), 150 + 140);
+        drop(txn);
+        // A put below the open chunk's first key (above the full chunk's last record)
+        // goes into the full chunk: the open one keeps its key.
+        put(&index, 2, vec![(open_key - 5, Some(v(7)))]);
+        model.insert(open_key - 5, v(7));
+        assert_eq!(layout(&index, 2).1, Some(open_key));
+        check_readers(&index, 2, &model);
+        // A put below every record re-keys the first chunk.
+        put(&index, 2, vec![(1, Some(v(1)))]);
+        model.insert(1, v(1));
+        // A delete inside the open chunk, and one of its first record (the key stays).
+        put(&index, 2, vec![(open_key, None), (open_key + 30, None)]);
+        model.remove(&(open_key + 30));
+        model.remove(&open_key);
+        assert_eq!(layout(&index, 2).1, Some(open_key));
+        check_readers(&index, 2, &model);
+        // A block drop across the last full chunk and the open one.
+        let mut txn = index.write_txn().unwrap();
+        index
+            .delete_block_records(&mut txn, 2, open_key - 200, open_key + 200, 2)
+            .unwrap();
+        txn.commit().unwrap();
+        model.retain(|ts, r| !(r.block_id == 2 && *ts >= open_key - 200 && *ts <= open_key + 200));
+        check_readers(&index, 2, &model);
+        // Block drops that empty the open chunk: the entry has none, then appends open
+        // one again (the highest chunk of `chunks` moves back into `open`).
+        let mut txn = index.write_txn().unwrap();
+        for b in 1..=3 {
+            index
+                .delete_block_records(&mut txn, 2, open_key, u64::MAX - 1, b)
+                .unwrap();
+        }
+        txn.commit().unwrap();
+        model.retain(|ts, _| *ts < open_key);
+        assert_eq!(layout(&index, 2).1, None);
+        check_readers(&index, 2, &model);
+        let (stored_before, _) = layout(&index, 2);
+        for t in 200..=210u64 {
+            put(&index, 2, vec![(t * 10, Some(v(t)))]);
+            model.insert(t * 10, v(t));
+        }
+        let (stored, open_now) = layout(&index, 2);
+        assert!(open_now.is_some());
+        assert!(stored.len() < stored_before.len() + 1);
+        check_readers(&index, 2, &model);
+        // The neighbours are untouched.
+        let all = check_chunks(&index);
+        for other in [1u32, 3] {
+            assert_eq!(all[&other], (1..=70).map(|t| t * 10).collect::<Vec<_>>());
+        }
+        // Removing the entry removes its open chunk.
+        let mut txn = index.write_txn().unwrap();
+        index.delete_entry_records(&mut txn, 2).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(layout(&index, 2), (vec![], None));
+        let txn = index.read_txn().unwrap();
+        assert_eq!(index.count_records(&txn).unwrap(), 140);
+        assert!(index.last(&txn, 2).unwrap().is_none());
+        drop(txn);
+        // And a clear empties both tables.
+        let mut txn = index.write_txn().unwrap();
+        index.clear_all(&mut txn).unwrap();
+        txn.commit().unwrap();
+        let txn = index.read_txn().unwrap();
+        assert_eq!(index.count_records(&txn).unwrap(), 0);
+        assert_eq!(index.open_chunks.len(&txn).unwrap(), 0);
+    }
+
+    /// An index of format 2 keeps every chunk in `chunks`: it is read as it is, and the
+    /// first append to an entry moves its last chunk into `open`.
+    #[test]
+    fn entries_of_format_2_are_read_as_they_are_and_their_last_chunk_opens_on_append() {
+        let (_d, index) = open();
+        let m = rec_attrs("", &[]);
+        let v = |t: u64| value(1, t, m.clone());
+        let mut model: BTreeMap<u64, IndexValue> = BTreeMap::new();
+        for t in 1..=100u64 {
+            put(&index, 5, vec![(t * 10, Some(v(t)))]);
+            model.insert(t * 10, v(t));
+        }
+        close_open_chunks(&index);
+        let (stored, open_key) = layout(&index, 5);
+        assert_eq!((stored.len(), open_key), (2, None));
+        check_readers(&index, 5, &model);
+        // A put in the middle of the old last chunk leaves the layout as it is.
+        put(&index, 5, vec![(705, Some(v(705)))]);
+        model.insert(705, v(705));
+        check_readers(&index, 5, &model);
+        put(&index, 5, vec![(1010, Some(v(101)))]);
+        model.insert(1010, v(101));
+        assert_eq!(layout(&index, 5), (vec![stored[0]], Some(stored[1])));
+        check_readers(&index, 5, &model);
     }
 }

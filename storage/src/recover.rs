@@ -20,7 +20,7 @@ use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::codec::index::{Attrs, BlockState, IndexValue};
 use crate::entry::{Entry, EntryState};
 use crate::error::{Error, OpenError, Result};
-use crate::index::{Index, RecChange, INDEX_VERSION};
+use crate::index::{version_number, Index, RecChange, INDEX_VERSION, INDEX_VERSION_NO_OPEN};
 use crate::layout::{INDEX_DIR, LOCK_FILE, SETTINGS_FILE};
 use crate::names::{entry_dir_name, entry_from_dir_name};
 use crate::names::{validate_bucket_name, validate_entry_name};
@@ -138,11 +138,24 @@ fn any_blocks(path: &Path) -> Result<bool> {
     Ok(false)
 }
 
-/// Why the index cannot be trusted, if it cannot.
-fn index_problem(index: &Index) -> Result<Option<String>> {
+/// Why the index cannot be trusted, if it cannot. An index of a newer format than this
+/// code's is an error (an older tsblob must not rebuild, and so undo, what a newer one
+/// wrote: it is refused, and says how to go on).
+fn index_problem(index: &Index, dir: &Path) -> Result<Option<String>> {
     let txn = index.read_txn()?;
     match index.version(&txn)? {
         Some(v) if v == INDEX_VERSION => {}
+        Some(v)
+            if version_number(&v).is_some()
+                && version_number(&v) > version_number(INDEX_VERSION) =>
+        {
+            return Err(OpenError::IndexTooNew {
+                path: dir.to_path_buf(),
+                found: String::from_utf8_lossy(&v).into_owned(),
+                known: String::from_utf8_lossy(INDEX_VERSION).into_owned(),
+            }
+            .into())
+        }
         Some(v) => {
             return Ok(Some(format!(
                 "index version {:?} is not {:?}",
@@ -187,7 +200,7 @@ fn open_index(
             txn.commit()?;
             Ok((index, false))
         }
-        Ok(index) => match index_problem(&index) {
+        Ok(index) => match upgrade_format_2(&index).and_then(|()| index_problem(&index, &dir)) {
             Ok(None) => Ok((index, false)),
             Ok(Some(why)) | Err(Error::Index(why)) => {
                 note(
@@ -214,6 +227,24 @@ fn open_index(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Raises an index of format 2 (every chunk in `chunks`, a valid layout of the current
+/// format) to the current version, in one commit before any write can fill `open`: a crash
+/// leaves either version with a layout valid for it. Rows in `open` are dropped in that
+/// commit: format 2 code never reads nor clears that table, so any there are left from a
+/// format 3 index that an older tsblob rebuilt (a downgrade), stale and keyed by entry ids
+/// the rebuild may have given to other entries.
+fn upgrade_format_2(index: &Index) -> Result<()> {
+    let old = index.version(&index.read_txn()?)?;
+    if old.as_deref() == Some(INDEX_VERSION_NO_OPEN) {
+        let mut txn = index.write_txn()?;
+        let stale = index.clear_open_chunks(&mut txn)?;
+        index.set_version(&mut txn)?;
+        txn.commit()?;
+        log::info!("index of format 2 raised to format 3 ({stale} stale open chunks dropped)");
+    }
+    Ok(())
 }
 
 fn clear_index(index: &Index) -> Result<()> {

@@ -1,6 +1,7 @@
 //! The keys and values of the index's tables other than the chunk values ([`super::chunk`]):
-//! `metas` values ([`Attrs`]), `blocks` values ([`BlockState`]) and the keys of `chunks`,
-//! `metas`, `blocks` and `entries` ("LMDB index" in `docs/storage-format.md`). Keys are
+//! `metas` values ([`Attrs`]), `blocks` values ([`BlockState`]), the keys of `chunks`,
+//! `metas`, `blocks` and `entries`, and the keys and values of `open` ("LMDB index" in
+//! `docs/storage-format.md`). Keys are
 //! big-endian, so LMDB's byte order is numeric order; values are little-endian.
 
 use std::sync::Arc;
@@ -89,6 +90,21 @@ pub fn chunk_key(entry_id: u32, ts: u64) -> [u8; 12] {
     k[..4].copy_from_slice(&entry_id.to_be_bytes());
     k[4..].copy_from_slice(&ts.to_be_bytes());
     k
+}
+
+/// An `open` key: `entry_id` u32 BE (so an entry has at most one open chunk).
+pub fn open_key(entry_id: u32) -> [u8; 4] {
+    entry_id.to_be_bytes()
+}
+
+/// The bytes an `open` value takes before its chunk: the chunk key, u64 BE.
+pub const OPEN_KEY_LEN: usize = 8;
+
+/// An `open` value: the chunk key (u64 BE) and the chunk; `None` if it is shorter than a
+/// key or holds an empty chunk.
+pub fn decode_open_value(v: &[u8]) -> Option<(u64, &[u8])> {
+    let (k, chunk) = v.split_first_chunk::<OPEN_KEY_LEN>()?;
+    (!chunk.is_empty()).then_some((u64::from_be_bytes(*k), chunk))
 }
 
 /// A `metas` key: `entry_id` u32 BE ++ `meta_id` u32 BE.
@@ -274,6 +290,11 @@ mod tests {
         // Big-endian: byte order is numeric order.
         assert!(chunk_key(1, 255) < chunk_key(1, 256));
         assert!(chunk_key(1, u64::MAX) < chunk_key(2, 0));
+        let mut v = 77u64.to_be_bytes().to_vec();
+        assert_eq!(decode_open_value(&v), None);
+        v.extend_from_slice(b"chunk");
+        assert_eq!(decode_open_value(&v), Some((77, &b"chunk"[..])));
+        assert_eq!(decode_open_value(&v[..5]), None);
         let m = attrs_key(3, 4);
         assert_eq!((key_entry(&m), key_attrs_id(&m)), (Ok(3), Ok(4)));
         assert_eq!(decode_block_key(&block_key(42)), Ok(42));

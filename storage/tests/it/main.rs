@@ -11,6 +11,7 @@ mod crash;
 mod crash_points;
 mod engine;
 mod feed;
+mod index_format;
 mod integrity;
 mod lifecycle;
 mod model;
