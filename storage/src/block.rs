@@ -186,14 +186,11 @@ pub(crate) fn read_frame_now(
     base_ts: u64,
     ts: u64,
 ) -> Result<Option<Vec<u8>>> {
-    if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
-        return Ok(None);
-    }
     read_frame_in(file, path, v, base_ts, ts, true)
 }
 
-/// `read_frame`, or with `now` only the bytes in the page cache (`None` when that is
-/// not all of them).
+/// `read_frame`, or with `now` only a raw frame whose bytes are all in the page cache
+/// (`None` otherwise).
 fn read_frame_in(
     file: &File,
     path: &dyn Fn() -> PathBuf,
@@ -204,7 +201,11 @@ fn read_frame_in(
 ) -> Result<Option<Vec<u8>>> {
     let (offset, frame_len, size) = (v.offset, v.frame_len, v.size);
     let corrupt_at = |reason: String| corrupt(&path(), offset, reason);
+    // A raw payload's length tells where it starts; a compressed frame is read whole.
     let raw = v.flags & FLAG_ZSTD == 0 && size <= frame_len;
+    if now && !raw {
+        return Ok(None);
+    }
     let head_len = if raw {
         (frame_len - size) as usize
     } else {
@@ -224,14 +225,18 @@ fn read_frame_in(
     let mut payload: Vec<u8> = Vec::with_capacity(if raw { size as usize } else { 0 });
     let n = if now {
         match preadv_now(file, head, payload.spare_capacity_mut(), offset) {
-            Some(n) if n as u64 == frame_len => n,
-            _ => return Ok(None),
+            Some(n) => n,
+            None => return Ok(None),
         }
     } else {
         preadv2(file, head, payload.spare_capacity_mut(), offset)
             .map_err(|e| Error::io(format!("reading {:?}", path()), e))?
     };
     if n as u64 != frame_len {
+        if now {
+            // A short count without waiting: part of the frame is not in the page cache.
+            return Ok(None);
+        }
         return Err(corrupt_at(format!(
             "frame cut short: {n} of {frame_len} bytes"
         )));

@@ -102,8 +102,7 @@ impl Db {
             return Ok(None);
         };
         // LMDB's page size is the system's.
-        // SAFETY: sysconf has no preconditions.
-        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let page = crate::resident::page_size();
         // Reading the last used page number reads the meta pages (the first two): check
         // them, with everything the last check covered, first.
         let checked = self.checked.load(Ordering::Relaxed).max(2 * page);

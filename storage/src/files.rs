@@ -30,6 +30,8 @@ pub(crate) struct FileCache {
     map: RwLock<HashMap<u64, Slot>>,
     clock: AtomicU64,
     budget: usize,
+    /// How many blocks were forgotten (deleted) so far ([`FileCache::epoch`]).
+    forgotten: AtomicU64,
 }
 
 /// A cached handle, the block's base timestamp, and when it was last used.
@@ -45,6 +47,7 @@ impl FileCache {
             map: RwLock::new(Rank::Files, HashMap::new()),
             clock: AtomicU64::new(0),
             budget: budget.max(8),
+            forgotten: AtomicU64::new(0),
         }
     }
 
@@ -105,6 +108,17 @@ impl FileCache {
     /// last descriptor closes.
     pub fn forget(&self, id: u64) {
         self.map.write().remove(&id);
+        self.forgotten.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes whenever a block is forgotten (every deletion of a block goes through
+    /// [`FileCache::forget`]). A reader of many records that took a handle from
+    /// [`FileCache::get`] after reading the epoch may keep using it for that block while
+    /// the epoch is unchanged: the block was not deleted since, and [`FileCache::get`]
+    /// would hand out the same handle (an LRU drop of it from the cache does not change
+    /// the file). One atomic load, not the map's lock, a hash and the shared LRU clock.
+    pub fn epoch(&self) -> u64 {
+        self.forgotten.load(Ordering::Acquire)
     }
 
     #[cfg(test)]
@@ -139,6 +153,24 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Readers keep a block's handle while the epoch stands still: every forget (a
+    /// deleted block) must move it, and a lookup must not.
+    #[test]
+    fn a_forgotten_block_moves_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = FileCache::new(8);
+        let f = Arc::new(File::create(dir.path().join("x")).unwrap());
+        cache.insert(1, f, 0);
+        let e0 = cache.epoch();
+        assert!(cache.peek(1).is_some());
+        assert_eq!(cache.epoch(), e0);
+        cache.forget(1);
+        assert_ne!(cache.epoch(), e0);
+        let e1 = cache.epoch();
+        cache.forget(2); // not cached: still a deletion
+        assert_ne!(cache.epoch(), e1);
+    }
 
     #[test]
     fn holds_at_most_its_budget() {

@@ -226,6 +226,20 @@ impl Spans {
 #[derive(Default)]
 pub struct Windows {
     current: Option<Window>,
+    /// The handle of the block read last and the file cache's epoch before it was taken
+    /// ([`crate::files::FileCache::epoch`]): the next records of that block skip the
+    /// cache's lookup while no block was deleted since.
+    block: Option<HeldBlock>,
+}
+
+/// (It keeps the block's descriptor open until the next block's replaces it or the
+/// reader drops its `Windows`: one descriptor past the file cache's budget per reader, as
+/// a mapped window keeps its file.)
+struct HeldBlock {
+    id: u64,
+    epoch: u64,
+    file: Arc<File>,
+    base_ts: u64,
 }
 
 /// A mapped part of a block file: `span`'s bytes, the mapping starting at `span.lo`.
@@ -235,6 +249,25 @@ struct Window {
 }
 
 impl Windows {
+    /// The handle and base timestamp of block `id` kept from the last record read, if it
+    /// is that block's and no block was forgotten since (`epoch` is the cache's now).
+    pub(crate) fn held_block(&self, id: u64, epoch: u64) -> Option<(Arc<File>, u64)> {
+        self.block
+            .as_ref()
+            .filter(|b| b.id == id && b.epoch == epoch)
+            .map(|b| (b.file.clone(), b.base_ts))
+    }
+
+    /// Keeps block `id`'s handle, taken from the file cache at `epoch` (read before it).
+    pub(crate) fn hold_block(&mut self, id: u64, epoch: u64, file: &Arc<File>, base_ts: u64) {
+        self.block = Some(HeldBlock {
+            id,
+            epoch,
+            file: file.clone(),
+            base_ts,
+        });
+    }
+
     /// `v`'s frame, checked, from the current window, or from a new one mapping `span`;
     /// `None` for a compressed frame and when the mapping cannot be made (as
     /// [`map_frame`]).

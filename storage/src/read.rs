@@ -111,16 +111,34 @@ pub(crate) fn payload_of(
     ts: u64,
     v: &IndexValue,
     access: Access,
-    window: Option<(&mut Windows, Span)>,
+    mut window: Option<(&mut Windows, Span)>,
 ) -> Result<Option<Payload>> {
     if v.size > MAP_MAX {
         return Ok(None);
     }
     // The block is looked up as for any read, also when a window of it is mapped: a block
-    // deleted since the query listed its records reads as gone (`NotFound`), as before.
-    let (file, base_ts) = match source(from, e, ts, v, access)? {
-        Source::Local(file, base_ts) => (file, base_ts),
-        Source::Tiered(data) => return Ok(Some(data)),
+    // deleted since the query listed its records reads as gone (`NotFound`), as before. A
+    // reader of a window keeps the block's handle while the file cache says no block was
+    // deleted since it took it (its epoch): the same answer without the cache's lookup
+    // per record (~4 % of the CPU of range reads of 1 KiB records).
+    let held = match (&window, from.tier) {
+        (Some((w, _)), None) => w.held_block(v.block_id, from.files.epoch()),
+        _ => None,
+    };
+    let (file, base_ts) = match held {
+        Some(h) => h,
+        None => {
+            let epoch = from.files.epoch();
+            match source(from, e, ts, v, access)? {
+                Source::Local(file, base_ts) => {
+                    if let Some((w, _)) = &mut window {
+                        w.hold_block(v.block_id, epoch, &file, base_ts);
+                    }
+                    (file, base_ts)
+                }
+                Source::Tiered(data) => return Ok(Some(data)),
+            }
+        }
     };
     let path = || e.block_path(v.block_id);
     match window {

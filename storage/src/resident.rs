@@ -93,6 +93,11 @@ pub(crate) fn kernel_has_cachestat() -> bool {
     rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
+/// The system's page size in bytes (LMDB's page size too), looked up once per process.
+pub(crate) fn page_size() -> u64 {
+    page_size::get() as u64
+}
+
 /// Whether every page of `range` of `file` is in the page cache (pages past the end of the
 /// file are not).
 fn in_cache(file: &File, range: std::ops::Range<u64>) -> bool {
@@ -102,11 +107,7 @@ fn in_cache(file: &File, range: std::ops::Range<u64>) -> bool {
     if UNSUPPORTED.load(Ordering::Relaxed) {
         return false;
     }
-    // SAFETY: sysconf has no preconditions.
-    let page = match u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }) {
-        Ok(p) if p > 0 => p,
-        _ => return false,
-    };
+    let page = page_size();
     let first = range.start / page;
     let pages = range.end.div_ceil(page) - first;
     let r = CachestatRange {

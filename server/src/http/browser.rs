@@ -290,33 +290,46 @@ fn harden(headers: &mut HeaderMap) {
 
 /// Content types a browser shows without running anything: they stay inline; any other
 /// (HTML, SVG, XML, scripts, PDF, types it does not know, none at all) is an attachment.
+/// Compared without regard to ASCII case, in place (no lower-cased copy per answer).
 fn is_passive(content_type: Option<&HeaderValue>) -> bool {
     let Some(ct) = content_type.and_then(|v| v.to_str().ok()) else {
         return false;
     };
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = ct.split(';').next().unwrap_or("").trim();
     let Some((kind, sub)) = essence.split_once('/') else {
         return false;
     };
-    match kind {
-        "audio" | "video" => true,
-        "image" => matches!(
+    let one_of = |s: &str, names: &[&str]| names.iter().any(|n| s.eq_ignore_ascii_case(n));
+    if one_of(kind, &["audio", "video"]) {
+        true
+    } else if kind.eq_ignore_ascii_case("image") {
+        one_of(
             sub,
-            "png" | "jpeg" | "gif" | "webp" | "avif" | "bmp" | "tiff" | "x-icon"
-        ),
-        "text" => matches!(sub, "plain" | "csv"),
-        "application" => {
-            matches!(
-                sub,
-                "json" | "x-ndjson" | "octet-stream" | "x-tsblob-records" | "cbor" | "zstd"
-            ) || sub.ends_with("+json")
-        }
-        _ => false,
+            &[
+                "png", "jpeg", "gif", "webp", "avif", "bmp", "tiff", "x-icon",
+            ],
+        )
+    } else if kind.eq_ignore_ascii_case("text") {
+        one_of(sub, &["plain", "csv"])
+    } else if kind.eq_ignore_ascii_case("application") {
+        const JSON: &str = "+json";
+        one_of(
+            sub,
+            &[
+                "json",
+                "x-ndjson",
+                "octet-stream",
+                "x-tsblob-records",
+                "cbor",
+                "zstd",
+            ],
+        ) || sub
+            .len()
+            .checked_sub(JSON.len())
+            .and_then(|at| sub.get(at..))
+            .is_some_and(|end| end.eq_ignore_ascii_case(JSON))
+    } else {
+        false
     }
 }
 
@@ -544,6 +557,9 @@ mod tests {
             "application/ld+json",
             "video/mp4",
             "application/octet-stream",
+            "Application/LD+JSON",
+            "AUDIO/ogg",
+            "text/CSV",
         ] {
             assert!(passive(ok), "{ok}");
         }
@@ -561,6 +577,9 @@ mod tests {
             "text/xsl",
             "multipart/x-mixed-replace",
             "nonsense",
+            "Image/SVG+XML",
+            "application/+jso",
+            "",
         ] {
             assert!(!passive(active), "{active}");
         }

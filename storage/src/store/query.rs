@@ -97,18 +97,33 @@ pub struct QueryItem {
     /// `labels` are left empty here: read them with [`QueryItem::content_type`] and
     /// [`QueryItem::labels`] (which are right for every item).
     pub meta: RecordMeta,
-    store: Store,
-    entry: Arc<Entry>,
+    /// Its query's store, bucket and entries, shared by the query's items: one count
+    /// taken per item, on a count only this query touches (a clone of the store and of
+    /// the entry per record were two more, on counts every query of the store shares).
+    query: Arc<QueryShared>,
+    /// Its entry: `query.entries[cursor]`.
+    cursor: usize,
     value: IndexValue,
     /// The committed bytes of its block around it that a window may map.
     span: Span,
-    bucket: Arc<str>,
+}
+
+/// What the items of one query share ([`QueryItem::query`]).
+struct QueryShared {
+    store: Store,
+    bucket: String,
+    /// The query's entries, in the order of its cursors.
+    entries: Vec<Arc<Entry>>,
 }
 
 impl QueryItem {
     /// The entry the record belongs to.
     pub fn entry(&self) -> &str {
-        self.entry.name()
+        self.entry_ref().name()
+    }
+
+    fn entry_ref(&self) -> &Entry {
+        &self.query.entries[self.cursor]
     }
 
     /// Its content type, from the attrs its index record shares with the records of the
@@ -128,14 +143,15 @@ impl QueryItem {
         &self,
         read: impl FnOnce(Sources<'_>, &Entry, u64, &IndexValue, Access) -> Result<T>,
     ) -> Result<T> {
+        let entry = self.entry_ref();
         read(
-            self.store.inner.sources(),
-            &self.entry,
+            self.query.store.inner.sources(),
+            entry,
             self.meta.ts,
             &self.value,
             Access::Scan,
         )
-        .map_err(|e| gone_is_not_found(e, &self.bucket, self.entry.name(), self.meta.ts))
+        .map_err(|e| gone_is_not_found(e, &self.query.bucket, entry.name(), self.meta.ts))
     }
 
     /// The whole payload, CRC-checked. `NotFound` if the record was removed (or evicted
@@ -267,7 +283,7 @@ impl Cursor {
 pub struct QueryIter {
     store: Store,
     /// Shared by its items (one allocation per query, not per record).
-    bucket: Arc<str>,
+    shared: Arc<QueryShared>,
     /// One per entry, sorted by entry name: the order of ties.
     cursors: Vec<Cursor>,
     /// Records still to deliver (`Query::limit`).
@@ -343,7 +359,11 @@ impl Store {
     fn walk(&self, bucket: &str, entries: Vec<Arc<Entry>>, query: &Query) -> QueryIter {
         QueryIter {
             store: self.clone(),
-            bucket: Arc::from(bucket),
+            shared: Arc::new(QueryShared {
+                store: self.clone(),
+                bucket: bucket.to_string(),
+                entries: entries.clone(),
+            }),
             cursors: entries.into_iter().map(|e| Cursor::new(e, query)).collect(),
             left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),
@@ -541,11 +561,10 @@ impl QueryIter {
                     };
                     return Some(Ok(Some(QueryItem {
                         meta,
-                        store: self.store.clone(),
-                        entry: c.entry.clone(),
+                        query: self.shared.clone(),
+                        cursor: i,
                         value,
                         span,
-                        bucket: self.bucket.clone(),
                     })));
                 }
                 Ok(Verdict::Skip) => {}
