@@ -428,7 +428,7 @@ pub fn verify_frame(
         if got < n {
             return Ok(false);
         }
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        crc = crate::crc::crc32c_append(crc, &buf[..n]);
         pos += n as u64;
     }
     Ok(crc == head.crc)
@@ -485,7 +485,7 @@ impl<R: Read> Read for CrcCheck<R> {
                 ));
             }
         } else {
-            self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+            self.crc = crate::crc::crc32c_append(self.crc, &buf[..n]);
         }
         Ok(n)
     }
@@ -518,7 +518,7 @@ impl CrcCheck<FileSlice> {
         // SAFETY: `preadv2` filled all `n` bytes (<= capacity) of the spare capacity.
         unsafe { out.set_len(n) };
         self.inner.pos += n as u64;
-        self.crc = crc32c::crc32c_append(self.crc, &out);
+        self.crc = crate::crc::crc32c_append(self.crc, &out);
         Ok(out)
     }
 }
@@ -662,7 +662,7 @@ mod tests {
             padded: false,
         })
         .bytes;
-        seal_head(&mut head, crc32c::crc32c(payload), payload.len() as u64);
+        seal_head(&mut head, crate::crc::crc32c(payload), payload.len() as u64);
         let head_len = head.len();
         head.extend_from_slice(payload);
         (head, head_len)

@@ -27,7 +27,7 @@ mod block;
 mod bucket;
 mod codec;
 mod commit;
-mod crc;
+pub mod crc;
 mod db;
 mod entry;
 mod error;

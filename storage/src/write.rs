@@ -351,7 +351,7 @@ impl std::io::Write for FrameWriter<'_> {
         self.file.write_all_at(buf, self.pos)?;
         self.pos += buf.len() as u64;
         self.stored += buf.len() as u64;
-        self.crc = crc32c::crc32c_append(self.crc, buf);
+        self.crc = crate::crc::crc32c_append(self.crc, buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -401,7 +401,7 @@ fn answers(
                     let crc = chunk
                         .pieces_of(rec)
                         .iter()
-                        .fold(0, |c, p| crc32c::crc32c_append(c, p));
+                        .fold(0, |c, p| tsblob_storage::crc::crc32c_append(c, p));
                     if same_payload(store, bucket, entry, at, crc) {
                         RecordResult {
                             ts: Some(at),

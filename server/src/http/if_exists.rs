@@ -48,7 +48,7 @@ pub(crate) fn same_payload(
     loop {
         match r.read_chunk(1 << 20) {
             Ok(c) if c.is_empty() => return stored == crc,
-            Ok(c) => stored = crc32c::crc32c_append(stored, &c),
+            Ok(c) => stored = tsblob_storage::crc::crc32c_append(stored, &c),
             Err(_) => return false,
         }
     }

@@ -150,9 +150,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 // has its own, and a second pass over a large payload was ~15 % of the
                 // server's CPU for 1 MiB writes (docs/benchmarks/limit-store-2026-11-23.md).
                 let crc = || {
-                    pieces
-                        .iter()
-                        .fold(0, |crc, piece| crc32c::crc32c_append(crc, piece))
+                    pieces.iter().fold(0, |crc, piece| {
+                        tsblob_storage::crc::crc32c_append(crc, piece)
+                    })
                 };
                 settle_write(&store, &bucket, &entry, written, if_exists, crc)
             })

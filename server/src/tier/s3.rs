@@ -482,8 +482,8 @@ impl S3Store {
         while at < len {
             let size = PART.min(len - at);
             let bytes = read_exact(&mut file, size)?;
-            let crc = crc32c::crc32c(&bytes);
-            whole = crc32c::crc32c_combine(whole, crc, bytes.len());
+            let crc = tsblob_storage::crc::crc32c(&bytes);
+            whole = tsblob_storage::crc::combine(whole, crc, bytes.len() as u64);
             let sum = crc_b64(crc);
             let (bucket, k, up) = (self.bucket.clone(), key.to_string(), id.to_string());
             let s = sum.clone();
@@ -665,13 +665,13 @@ impl ObjectStore for S3Store {
         }
         // One read: the CRC32C is computed from the bytes in memory and sent with them.
         let data = read_exact(&mut open_block(path)?, len)?;
-        let crc = crc32c::crc32c(&data);
+        let crc = tsblob_storage::crc::crc32c(&data);
         self.put(key, data, crc)?;
         Ok(crc)
     }
 
     fn put_bytes(&self, key: &str, data: &[u8]) -> Result<(), ObjectError> {
-        self.put(key, data.to_vec(), crc32c::crc32c(data))
+        self.put(key, data.to_vec(), tsblob_storage::crc::crc32c(data))
     }
 
     fn get_range(&self, key: &str, start: u64, len: u64) -> Result<Vec<u8>, ObjectError> {
@@ -848,7 +848,7 @@ mod tests {
     #[test]
     fn crc_is_base64_of_big_endian_bytes() {
         // CRC32C of "123456789" is e3069283.
-        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(tsblob_storage::crc::crc32c(b"123456789"), 0xe306_9283);
         assert_eq!(crc_b64(0xe306_9283), "4waSgw==");
     }
 }

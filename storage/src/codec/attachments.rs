@@ -37,7 +37,7 @@ pub fn encode(items: &[Stored]) -> Vec<u8> {
         put_varint(&mut out, a.data.len() as u64);
         out.extend_from_slice(&a.data);
     }
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::crc::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -55,7 +55,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Stored>, DecodeError> {
     }
     let mut want = [0u8; 4];
     want.copy_from_slice(crc);
-    if crc32c::crc32c(body) != u32::from_le_bytes(want) {
+    if crate::crc::crc32c(body) != u32::from_le_bytes(want) {
         return Err(DecodeError::Crc);
     }
     let count = r.length()?;

@@ -23,7 +23,7 @@ pub fn encode_block_header(block_id: u64, base_ts: u64, entry: &str) -> Vec<u8> 
     h.extend_from_slice(&base_ts.to_le_bytes());
     h.extend_from_slice(&(entry.len() as u16).to_le_bytes());
     h.extend_from_slice(entry.as_bytes());
-    let crc = crc32c::crc32c(&h);
+    let crc = crate::crc::crc32c(&h);
     h.extend_from_slice(&crc.to_le_bytes());
     h
 }
@@ -49,7 +49,7 @@ pub fn decode_block_header(buf: &[u8]) -> Result<BlockHeader, DecodeError> {
     let entry = r.str(n)?.to_string();
     let body_end = r.pos;
     let crc = r.u32()?;
-    if crc32c::crc32c(&buf[..body_end]) != crc {
+    if crate::crc::crc32c(&buf[..body_end]) != crc {
         return Err(DecodeError::Crc);
     }
     Ok(BlockHeader {

@@ -288,7 +288,7 @@ pub fn seal_head(head: &mut [u8], payload_crc: u32, stored: u64) {
 
 /// CRC32C of the bytes of a frame's head that the frame CRC covers (after the prefix).
 pub fn head_bytes_crc(head: &[u8]) -> u32 {
-    crc32c::crc32c(&head[FRAME_PREFIX..])
+    crate::crc::crc32c(&head[FRAME_PREFIX..])
 }
 
 /// The frame CRC from its head's part ([`head_bytes_crc`]) and its `stored` payload
@@ -299,26 +299,23 @@ pub fn combine_crc(head_crc: u32, payload_crc: u32, stored: u64) -> u32 {
 
 /// The frame CRC of a head and its stored payload, both in memory.
 pub fn frame_crc_of(head: &[u8], payload: &[u8]) -> u32 {
-    crc32c::crc32c_append(head_bytes_crc(head), payload)
+    crate::crc::crc32c_append(head_bytes_crc(head), payload)
 }
 
 /// Sets the CRC field of `head` for a frame whose stored payload is `pieces`, in order (a
 /// payload in memory, however it is split): the head's covered bytes, then each piece.
 ///
-/// The same CRC32C (CRC-32/ISCSI) as everywhere else, taken with the `crc-fast` crate
-/// (carry-less multiply folding) rather than `crc32c`'s one `crc32` instruction per 8
-/// bytes: every record written from memory pays it, and it was 5.5 % of the server's time
-/// in a batch of 1 KiB records, where `crc-fast` takes 40 % of the time at 1 KiB and
-/// 10 KiB (docs/benchmarks/batch-3-2026-11-26.md). Pinned against `crc32c` by
-/// `seal_head_over_is_the_crc32c_of_the_frame`.
+/// [`crate::crc`] takes it with the `crc-fast` crate: every record written from memory pays
+/// it (5.5 % of the server's time in a batch of 1 KiB records before,
+/// docs/benchmarks/batch-3-2026-11-26.md). The pieces' CRC is the whole
+/// payload's (`seal_head_over_is_the_crc32c_of_the_frame`); `crate::crc`'s tests pin it to
+/// the reference `crc32c` crate.
 pub fn seal_head_over<'p>(head: &mut [u8], pieces: impl IntoIterator<Item = &'p [u8]>) {
-    let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-    crc.update(head.get(FRAME_PREFIX..).unwrap_or_default());
+    let mut crc = crate::crc::crc32c(head.get(FRAME_PREFIX..).unwrap_or_default());
     for p in pieces {
-        crc.update(p);
+        crc = crate::crc::crc32c_append(crc, p);
     }
-    // A 32-bit CRC: the digest's state has no bits above them.
-    put_crc(head, crc.finalize() as u32);
+    put_crc(head, crc);
 }
 
 fn put_crc(head: &mut [u8], crc: u32) {
@@ -327,7 +324,7 @@ fn put_crc(head: &mut [u8], crc: u32) {
 
 /// CRC32C over a whole frame's covered bytes (head after the prefix, then payload).
 pub fn frame_crc(frame: &[u8]) -> u32 {
-    crc32c::crc32c(&frame[FRAME_PREFIX..])
+    crate::crc::crc32c(&frame[FRAME_PREFIX..])
 }
 
 #[cfg(test)]

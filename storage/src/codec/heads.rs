@@ -54,7 +54,7 @@ impl Heads {
             out.push(v.flags);
             v.attrs.encode(&mut out);
         }
-        let crc = crc32c::crc32c(&out);
+        let crc = crate::crc::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
     }
@@ -63,7 +63,7 @@ impl Heads {
     pub fn decode(buf: &[u8]) -> Result<Heads, DecodeError> {
         let body_len = buf.len().checked_sub(4).ok_or(DecodeError::Short)?;
         let (body, crc) = buf.split_at(body_len);
-        if crc32c::crc32c(body).to_le_bytes() != crc {
+        if crate::crc::crc32c(body).to_le_bytes() != crc {
             return Err(DecodeError::Crc);
         }
         let mut r = Reader::new(body);

@@ -220,7 +220,7 @@ impl Store {
                     padded: false,
                 })
                 .bytes;
-                seal_head(&mut head, crc32c::crc32c(&packed), stored);
+                seal_head(&mut head, crate::crc::crc32c(&packed), stored);
                 at.file
                     .write_all_at(&packed, at.start + head.len() as u64)
                     .map_err(|err| Error::io("writing a compressed record", err))?;

@@ -210,7 +210,7 @@ impl Store {
             at.file
                 .write_all_at(&buf[..n], dst_at + done)
                 .map_err(|err| Error::io("writing a record's copy", err))?;
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            crc = crate::crc::crc32c_append(crc, &buf[..n]);
             done += n as u64;
         }
         let old_crc = head_crc(&src, old.offset, &old_head)

@@ -42,7 +42,7 @@ impl Spool {
             .write_all_at(data, self.base + self.len)
             .map_err(|e| Error::io("writing to a spool file", e))?;
         self.len += n;
-        self.crc = crc32c::crc32c_append(self.crc, data);
+        self.crc = crate::crc::crc32c_append(self.crc, data);
         Ok(())
     }
 
@@ -54,7 +54,7 @@ impl Spool {
         write_pieces_at(&self.file, pieces, self.base + self.len)
             .map_err(|e| Error::io("writing to a spool file", e))?;
         for p in pieces {
-            self.crc = crc32c::crc32c_append(self.crc, p);
+            self.crc = crate::crc::crc32c_append(self.crc, p);
         }
         self.len += n;
         Ok(())

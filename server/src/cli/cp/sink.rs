@@ -253,7 +253,7 @@ pub(super) async fn write_folder(
         let Some((known, index)) = indexes.get_mut(&r.entry) else {
             continue;
         };
-        let crc = crc32c::crc32c(&r.data);
+        let crc = tsblob_storage::crc::crc32c(&r.data);
         if let Some(l) = known.get(&r.ts) {
             if l.crc32c == crc && l.size == r.data.len() as u64 {
                 totals.existing += 1;

@@ -188,7 +188,7 @@ pub(super) async fn read_folder(
             let data = tokio::fs::read(&file)
                 .await
                 .with_context(|| format!("cannot read {}", file.display()))?;
-            if data.len() as u64 != line.size || crc32c::crc32c(&data) != line.crc32c {
+            if data.len() as u64 != line.size || tsblob_storage::crc::crc32c(&data) != line.crc32c {
                 bail!(
                     "{} does not match its index line (size {} / CRC {:08x} expected): the export is damaged",
                     file.display(),
