@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// Most records in one batch body (each record's result is held until the answer).
     #[arg(long, env = "TSBLOB_MAX_BATCH_RECORDS", default_value_t = 100_000)]
     pub max_batch_records: u64,
+    /// Label sets (content type and labels) a connection's batches sent, kept for its next
+    /// batch up to this many bytes of memory (within the memory budget), so a repeated set
+    /// is a look-up, not a decode; 0 keeps none.
+    #[arg(long, env = "TSBLOB_BATCH_LABEL_MEMO", default_value = "64KiB", value_parser = parse_size)]
+    pub batch_label_memo: u64,
     /// A request body that sends nothing for this long is dropped (slow or stuck clients).
     #[arg(long, env = "TSBLOB_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
@@ -457,6 +462,7 @@ impl ServeArgs {
             max_body: self.max_body,
             max_batch_record: self.max_batch_record,
             max_batch_records: self.max_batch_records,
+            batch_label_memo: self.batch_label_memo,
             idle_timeout: self.idle_timeout,
             body_deadline: crate::http::body::BodyDeadline {
                 base: self.body_deadline,

@@ -353,11 +353,14 @@ async fn serve_connection<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use tower::ServiceExt;
+    // The label sets of the connection's batches, kept from one to the next (`batch.rs`).
+    let labels = http::batch::LabelMemo::default();
     // `body::answer`: a query's steps reach hyper as one frame each (many slices).
     let app = app
         .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
+            req.extensions_mut().insert(labels.clone());
             req
         })
         .map_response(http::body::answer);

@@ -21,7 +21,7 @@ use tsblob_storage::{GroupResult, Spool, Store, WriteMeta, DEFAULT_CONTENT_TYPE}
 use super::batch_chunk::{Chunk, Parsed};
 use super::batch_writer::{Stopped, Written};
 use super::body::content_length;
-use super::budget::Held;
+use super::budget::{Held, MemoryBudget};
 use super::errors::{AppError, ErrorBody};
 use super::if_exists::{conflict, same_payload, settle_write, IfExists};
 use super::inflate::PlainChunks;
@@ -72,6 +72,10 @@ const METAS_BYTES: usize = 64 << 10;
 /// and the set that followed it last time (records that repeat one set, or take turns
 /// through a few in order, are found without hashing their labels:
 /// docs/benchmarks/batch-2-2026-11-26.md).
+///
+/// A connection keeps its `Metas` from one batch to the next ([`LabelMemo`]): a client
+/// sends the same few sets batch after batch, and each batch decoded them again (ten
+/// decodes per batch of the bench's 1 KiB phase: docs/benchmarks/batch-3-2026-11-26.md).
 #[derive(Default)]
 struct Metas {
     /// The sets met, in order of first sight.
@@ -81,6 +85,87 @@ struct Metas {
     /// The previous record's set (in `sets`), if remembered.
     last: Option<usize>,
     bytes: usize,
+    /// The memory the remembered sets hold ([`set_cost`]): what a kept memo is bounded by.
+    cost: usize,
+}
+
+/// What a remembered set holds in memory: its encoding twice (the list and the map's key)
+/// and its text once more decoded, [`LABEL_OVERHEAD`] per label, and the rest of a decoded
+/// `WriteMeta` (its `Arc`, a B-tree leaf of room for 11 labels, ~550 bytes even for one)
+/// and the set's own records.
+fn set_cost(key: &[u8], labels: usize) -> usize {
+    const SET_OVERHEAD: usize = 768;
+    3 * key.len() + labels * LABEL_OVERHEAD + SET_OVERHEAD
+}
+
+/// The label sets a connection's batches sent, kept between its requests (`serve.rs` gives
+/// each request of a connection a clone). A batch takes them for its time (a concurrent
+/// batch of the same connection, which HTTP/1.1 does not have, would start afresh) and
+/// puts them back when it ends if they hold at most `--batch-label-memo` bytes and the
+/// memory budget (`budget.rs`) stays at most half used with them in it (a kept memo is a
+/// saving, never why a request waits for room); otherwise they are dropped, and the next
+/// batch starts with none. A caller sending a new set per record costs at most that per
+/// connection between its batches (within one batch, at most [`METAS_BYTES`] of encodings).
+#[derive(Clone, Default)]
+pub struct LabelMemo(Arc<parking_lot::Mutex<Kept>>);
+
+/// What a connection keeps between its batches.
+#[derive(Default)]
+struct Kept {
+    /// Label sets, with their share of the memory budget.
+    metas: Option<(Metas, Held)>,
+    /// The records of the previous batch (at most a chunk's): the first chunk of the next
+    /// one is sized for them, where it grew from empty record by record.
+    records: usize,
+}
+
+impl LabelMemo {
+    /// The memory (bytes) the kept sets hold, 0 when none are kept.
+    pub fn kept_bytes(&self) -> u64 {
+        self.0
+            .lock()
+            .metas
+            .as_ref()
+            .map_or(0, |(m, _)| m.cost as u64)
+    }
+
+    /// The sets kept by the connection's previous batch (none if there are none), and a
+    /// first chunk sized like its records.
+    fn take(memo: Option<&LabelMemo>) -> (Metas, Chunk) {
+        let Some(memo) = memo else {
+            return (Metas::default(), Chunk::default());
+        };
+        let mut kept = memo.0.lock();
+        let metas = kept.metas.take().map_or_else(Metas::default, |(m, _)| m);
+        (metas, Chunk::with_capacity(kept.records, kept.records))
+    }
+
+    /// Keeps `metas` for the connection's next batch if they fit in `limit` bytes and in
+    /// the memory budget (drops them otherwise), and how many `records` this one had.
+    fn keep(
+        memo: Option<&LabelMemo>,
+        metas: Metas,
+        records: u64,
+        limit: u64,
+        budget: &MemoryBudget,
+    ) {
+        let Some(memo) = memo else {
+            return;
+        };
+        let mut kept = memo.0.lock();
+        kept.records = usize::try_from(records).map_or(CHUNK_RECORDS, |r| r.min(CHUNK_RECORDS));
+        if metas.sets.is_empty() || metas.cost as u64 > limit {
+            return;
+        }
+        let cost = metas.cost as u64;
+        if budget.used().saturating_add(cost) > budget.limit() / 2 {
+            return;
+        }
+        let mut held = budget.empty();
+        if held.try_resize(cost) {
+            kept.metas = Some((metas, held));
+        }
+    }
 }
 
 struct MetaSet {
@@ -133,6 +218,7 @@ impl Metas {
                     return meta;
                 }
                 self.bytes += key.len();
+                self.cost += set_cost(key, head.label_count());
                 let at = self.sets.len();
                 self.sets.push(MetaSet {
                     key: key.into(),
@@ -150,6 +236,56 @@ impl Metas {
         self.last = Some(at);
         meta
     }
+}
+
+/// What one record's result takes in the answer, about (`{"ts":` and 16 digits, the
+/// status, the braces and the comma).
+const RESULT_BYTES: usize = 40;
+
+/// The batch answer's JSON: the bytes `serde_json` writes for `a` (pinned by
+/// `answer_body_is_what_serde_json_writes`), into one buffer sized for its results, with
+/// each number written by `itoa`. Serialized through serde, each record's result was
+/// a map of two or three entries with a `fmt` call per number, in a buffer that grew by
+/// doubling: 3 % of the server's time in a batch of 1 KiB records
+/// (docs/benchmarks/batch-3-2026-11-26.md). An error's details, rare, still go through
+/// serde (string escaping).
+fn answer_body(a: &BatchResult) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(128 + a.results.len() * RESULT_BYTES);
+    let mut n = itoa::Buffer::new();
+    out.push(b'{');
+    if let Some(e) = &a.error {
+        out.extend_from_slice(b"\"error\":");
+        serde_json::to_writer(&mut out, e)?;
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"written\":");
+    out.extend_from_slice(n.format(a.written).as_bytes());
+    if a.existing != 0 {
+        out.extend_from_slice(b",\"existing\":");
+        out.extend_from_slice(n.format(a.existing).as_bytes());
+    }
+    out.extend_from_slice(b",\"failed\":");
+    out.extend_from_slice(n.format(a.failed).as_bytes());
+    out.extend_from_slice(b",\"results\":[");
+    for (i, r) in a.results.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"ts\":");
+        match r.ts {
+            Some(ts) => out.extend_from_slice(n.format(ts).as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"status\":");
+        out.extend_from_slice(n.format(r.status).as_bytes());
+        if let Some(e) = &r.error {
+            out.extend_from_slice(b",\"error\":");
+            serde_json::to_writer(&mut out, e)?;
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
 }
 
 /// A 400 before any record was handled, in the batch answer's shape (as documented for
@@ -470,9 +606,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     // Payload pieces are slices of the body chunks as hyper received them: no copy into a
     // gathering buffer (which cost a copy and fresh pages per byte on 10 MiB records).
     let mut dec = ChunkDecoder::new();
-    let mut metas = Metas::default();
+    let memo = parts.extensions.get::<LabelMemo>();
+    let (mut metas, mut chunk) = LabelMemo::take(memo);
     let mut current: Option<Pending> = None;
-    let mut chunk = Chunk::default();
     let mut in_flight: Option<Flight> = None;
     let mut results: Vec<RecordResult> = Vec::new();
     let mut fault: Option<AppError> = None;
@@ -582,9 +718,14 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 .as_ref()
                 .filter(|p| p.spooled.is_none())
                 .map_or(0, |p| p.len);
-            if let Err(e) = held.cover(chunk.bytes as u64 + pending, "a batch").await {
-                fault = Some(e);
-                break 'body;
+            // (checked here first: most events need no more, and the await of `cover` was a
+            // future built and polled per record)
+            let total = chunk.bytes as u64 + pending;
+            if total > held.bytes() {
+                if let Err(e) = held.cover(total, "a batch").await {
+                    fault = Some(e);
+                    break 'body;
+                }
             }
             // A record is complete once its payload is; zero-length ones at once.
             if current.as_ref().is_some_and(|p| p.len == p.payload_len) {
@@ -644,6 +785,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         in_flight = Some(submit(&t, chunk, share));
     }
     settle(&t, in_flight, if_exists, &mut results).await;
+    LabelMemo::keep(
+        memo,
+        metas,
+        dec.records(),
+        limits.batch_label_memo,
+        &t.state.bodies,
+    );
     if let (Some(ts), Some(f)) = (too_large, &fault) {
         results.push(RecordResult {
             ts: (ts != TS_NOW).then_some(ts),
@@ -662,7 +810,18 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     };
     let retry = fault.as_ref().is_some_and(AppError::retry_later);
     let status = fault.map_or(StatusCode::OK, |f| f.status);
-    let mut resp = (status, Json(answer)).into_response();
+    let mut resp = match answer_body(&answer) {
+        Ok(body) => (
+            status,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => (status, Json(answer)).into_response(),
+    };
     if retry {
         resp.headers_mut().insert(
             axum::http::header::RETRY_AFTER,
@@ -670,4 +829,65 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         );
     }
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answers::ErrorDetail;
+
+    fn detail(code: &str, message: &str) -> ErrorDetail {
+        ErrorDetail {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn answer_body_is_what_serde_json_writes() {
+        let record = |ts, status, error| RecordResult { ts, status, error };
+        let results = vec![
+            record(Some(1_732_600_000_000_000), 201, None),
+            record(Some(0), 200, None),
+            record(Some(u64::MAX), 201, None),
+            record(
+                None,
+                500,
+                Some(detail("internal", "a \"quoted\" \\ path\n\u{1}é")),
+            ),
+            record(Some(7), 409, Some(detail("timestamp_exists", "taken"))),
+        ];
+        let answers = [
+            BatchResult {
+                error: None,
+                written: 0,
+                existing: 0,
+                failed: 0,
+                results: Vec::new(),
+            },
+            BatchResult {
+                error: None,
+                written: 2,
+                existing: 0,
+                failed: 3,
+                results: results.clone(),
+            },
+            BatchResult {
+                error: Some(detail("malformed_batch", "the body ended \"early\"")),
+                written: u64::MAX,
+                existing: 1,
+                failed: 12,
+                results,
+            },
+        ];
+        for a in &answers {
+            let ours = answer_body(a).unwrap();
+            let serde = serde_json::to_vec(a).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&serde)
+            );
+            assert_eq!(ours, serde);
+        }
+    }
 }

@@ -30,9 +30,14 @@ pub(crate) struct Chunk {
 impl Chunk {
     /// An empty chunk sized like `previous` (chunks of one body are alike).
     pub(super) fn like(previous: &Chunk) -> Chunk {
+        Chunk::with_capacity(previous.records.len(), previous.pieces.len())
+    }
+
+    /// An empty chunk with room for `records` records and `pieces` payload pieces.
+    pub(super) fn with_capacity(records: usize, pieces: usize) -> Chunk {
         Chunk {
-            records: Vec::with_capacity(previous.records.len()),
-            pieces: Vec::with_capacity(previous.pieces.len()),
+            records: Vec::with_capacity(records),
+            pieces: Vec::with_capacity(pieces),
             bytes: 0,
         }
     }

@@ -61,6 +61,9 @@ pub struct Limits {
     pub max_batch_record: u64,
     /// The most records in one batch body (each one's result is held until the answer).
     pub max_batch_records: u64,
+    /// The label sets a connection's batches sent, kept for its next batch up to this many
+    /// bytes (`batch.rs`, `--batch-label-memo`; 0: none kept).
+    pub batch_label_memo: u64,
     /// The longest a client may leave a request body idle before it is dropped.
     pub idle_timeout: Duration,
     /// How long a whole body may take (a base plus a minimum rate).
@@ -95,6 +98,7 @@ impl Default for Limits {
             max_body: 4 << 30,
             max_batch_record: 64 << 20,
             max_batch_records: 100_000,
+            batch_label_memo: 64 << 10,
             idle_timeout: Duration::from_secs(60),
             body_deadline: body::BodyDeadline::default(),
             browser: browser::BrowserPolicy::default(),

@@ -1094,6 +1094,7 @@ async fn the_last_token_needs_a_confirmation_and_server_figures_need_every_bucke
 }
 
 mod attachments;
+mod batch_memo;
 mod batch_rounds;
 mod bulk;
 mod grouped_writes;
