@@ -81,13 +81,11 @@ fn put_head(
     } else {
         content_type
     };
-    let labels_len: usize = labels
-        .label_pairs()
-        .map(|(k, v)| 4 + k.len() + v.len())
-        .sum();
-    let label_count = labels.label_pairs().count();
     let entry_len = entry.map_or(0, |e| 2 + e.len());
-    out.reserve(RECORD_HEAD_LEN + entry_len + ct.len() + labels_len);
+    // One walk of the labels: their count and length are patched into the fixed head
+    // once written (the labels' bytes are reserved by a guess; `BytesMut` grows if short).
+    out.reserve(RECORD_HEAD_LEN + entry_len + ct.len() + LABELS_GUESS);
+    let start = out.len();
     out.put_u8(if entry.is_some() {
         KIND_ENTRY_RECORD
     } else {
@@ -95,21 +93,30 @@ fn put_head(
     });
     out.put_u64_le(ts);
     out.put_u16_le(ct.len() as u16);
-    out.put_u16_le(label_count as u16);
-    out.put_u32_le(labels_len as u32);
+    out.put_u16_le(0); // label count, patched below
+    out.put_u32_le(0); // labels' length, patched below
     out.put_u64_le(payload_len);
     if let Some(e) = entry {
         out.put_u16_le(e.len() as u16);
         out.put_slice(e.as_bytes());
     }
     out.put_slice(ct.as_bytes());
+    let labels_at = out.len();
+    let mut label_count: usize = 0;
     for (k, v) in labels.label_pairs() {
         out.put_u16_le(k.len() as u16);
         out.put_slice(k.as_bytes());
         out.put_u16_le(v.len() as u16);
         out.put_slice(v.as_bytes());
+        label_count += 1;
     }
+    let labels_len = out.len() - labels_at;
+    out[start + 11..start + 13].copy_from_slice(&(label_count as u16).to_le_bytes());
+    out[start + 13..start + 17].copy_from_slice(&(labels_len as u32).to_le_bytes());
 }
+
+/// Bytes reserved for a head's labels before they are walked (a few short labels).
+const LABELS_GUESS: usize = 64;
 
 /// Appends a whole record frame.
 pub fn put_record(
@@ -722,6 +729,83 @@ mod tests {
             }
         }
         Ok(out)
+    }
+
+    /// The three-pass head encoder this module had before the one-pass one (count and
+    /// length walked first, then the labels' bytes): the reference for its output.
+    fn put_head_three_passes(
+        out: &mut BytesMut,
+        entry: Option<&str>,
+        ts: u64,
+        content_type: &str,
+        labels: &(impl LabelPairs + ?Sized),
+        payload_len: u64,
+    ) {
+        let ct: &str = if content_type == DEFAULT_CONTENT_TYPE {
+            ""
+        } else {
+            content_type
+        };
+        let labels_len: usize = labels
+            .label_pairs()
+            .map(|(k, v)| 4 + k.len() + v.len())
+            .sum();
+        let label_count = labels.label_pairs().count();
+        out.put_u8(if entry.is_some() {
+            KIND_ENTRY_RECORD
+        } else {
+            KIND_RECORD
+        });
+        out.put_u64_le(ts);
+        out.put_u16_le(ct.len() as u16);
+        out.put_u16_le(label_count as u16);
+        out.put_u32_le(labels_len as u32);
+        out.put_u64_le(payload_len);
+        if let Some(e) = entry {
+            out.put_u16_le(e.len() as u16);
+            out.put_slice(e.as_bytes());
+        }
+        out.put_slice(ct.as_bytes());
+        for (k, v) in labels.label_pairs() {
+            out.put_u16_le(k.len() as u16);
+            out.put_slice(k.as_bytes());
+            out.put_u16_le(v.len() as u16);
+            out.put_slice(v.as_bytes());
+        }
+    }
+
+    #[test]
+    fn one_pass_head_writes_the_bytes_of_the_three_pass_encoder() {
+        let long = "v".repeat(300); // longer than the labels' first reservation
+        let many: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("k{i}"), format!("value-{i}")))
+            .collect();
+        let sets: Vec<Vec<(String, String)>> = vec![
+            vec![],
+            vec![("cam".into(), "front".into())],
+            vec![("ü".into(), "é".into()), ("日本".into(), "東京".into())],
+            vec![("a".into(), String::new()), ("long".into(), long)],
+            many,
+        ];
+        for set in &sets {
+            for entry in [None, Some("sensor-1"), Some("ñ")] {
+                for ct in [DEFAULT_CONTENT_TYPE, "image/jpeg", ""] {
+                    // After other bytes, as in a stream's buffer: the patch is relative.
+                    let mut new = BytesMut::from(&b"prefix"[..]);
+                    put_head(&mut new, entry, 42, ct, set, 1234);
+                    let mut old = BytesMut::from(&b"prefix"[..]);
+                    put_head_three_passes(&mut old, entry, 42, ct, set, 1234);
+                    assert_eq!(new, old, "labels {set:?}, entry {entry:?}, type {ct:?}");
+                    // And the map form the server passes.
+                    let map: Labels = set.iter().cloned().collect();
+                    let mut new = BytesMut::new();
+                    put_head(&mut new, entry, 7, ct, &map, 0);
+                    let mut old = BytesMut::new();
+                    put_head_three_passes(&mut old, entry, 7, ct, &map, 0);
+                    assert_eq!(new, old, "labels {map:?}, entry {entry:?}, type {ct:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -153,6 +153,37 @@ fn slot_of(v: IndexValue, ts: u64, meta: AttrsRef) -> Slot {
     }
 }
 
+/// How many attrs ids one walk of [`Index::range`] keeps resolved.
+const SEEN_SLOTS: usize = 16;
+
+/// The attrs ids one walk resolved, the most recent [`SEEN_SLOTS`] (a walk's records
+/// usually take turns between a few label sets: each is resolved in the shared interner,
+/// behind its lock, once per walk instead of once per record).
+#[derive(Default)]
+struct AttrsSeen {
+    slots: Vec<(u32, Arc<Attrs>)>,
+    /// The slot the next new id replaces once all are taken.
+    next: usize,
+}
+
+impl AttrsSeen {
+    fn get(&self, id: u32) -> Option<Arc<Attrs>> {
+        self.slots
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, m)| m.clone())
+    }
+
+    fn put(&mut self, id: u32, meta: Arc<Attrs>) {
+        if self.slots.len() < SEEN_SLOTS {
+            self.slots.push((id, meta));
+        } else {
+            self.slots[self.next] = (id, meta);
+            self.next = (self.next + 1) % SEEN_SLOTS;
+        }
+    }
+}
+
 /// One entry's interned attrs, both ways.
 #[derive(Default)]
 struct EntryAttrs {
@@ -587,29 +618,33 @@ impl Index {
         Ok(AttrsRef::Id(id))
     }
 
-    /// A chunk record with its attrs; `last` caches the previous id's.
+    /// A chunk record with its attrs; `seen` caches the ids resolved so far in this walk.
     fn value(
         &self,
         txn: &Txn<'_>,
         entry_id: u32,
         s: Slot,
-        last: &mut Option<(u32, Arc<Attrs>)>,
+        seen: &mut AttrsSeen,
     ) -> Result<(u64, IndexValue)> {
-        let meta = match (&s.attrs, &*last) {
-            (AttrsRef::Id(id), Some((lid, m))) if id == lid => m.clone(),
-            (AttrsRef::Id(id), _) => {
-                let m = self.resolve(txn, entry_id, *id)?;
-                *last = Some((*id, m.clone()));
-                m
-            }
-            (AttrsRef::Inline(m), _) => m.clone(),
+        let meta = match &s.attrs {
+            AttrsRef::Id(id) => match seen.get(*id) {
+                Some(m) => m,
+                None => {
+                    let m = self.resolve(txn, entry_id, *id)?;
+                    seen.put(*id, m.clone());
+                    m
+                }
+            },
+            AttrsRef::Inline(m) => m.clone(),
         };
         Ok((s.ts, value_of_slot(s, meta)))
     }
 
     pub fn get_record(&self, txn: &Txn<'_>, entry_id: u32, ts: u64) -> Result<Option<IndexValue>> {
         match self.find(txn, entry_id, ts)? {
-            Some(s) => Ok(Some(self.value(txn, entry_id, s, &mut None)?.1)),
+            Some(s) => Ok(Some(
+                self.value(txn, entry_id, s, &mut AttrsSeen::default())?.1,
+            )),
             None => Ok(None),
         }
     }
@@ -636,7 +671,7 @@ impl Index {
             .floor_chunk(txn, entry_id, span.start)?
             .map_or(span.start, |(k, _)| k);
         let chunks = self.walk(txn, entry_id, first, Bound::Excluded(span.end), order)?;
-        let mut last = None;
+        let mut seen = AttrsSeen::default();
         let mut n = 0;
         if order == Order::Descending {
             for item in chunks {
@@ -647,7 +682,7 @@ impl Index {
                         return Ok(());
                     }
                     if s.ts < span.end {
-                        out.push(self.value(txn, entry_id, s, &mut last)?);
+                        out.push(self.value(txn, entry_id, s, &mut seen)?);
                         n += 1;
                         if n == max {
                             return Ok(());
@@ -664,7 +699,7 @@ impl Index {
                         return Ok(()); // later chunks are keyed above this record
                     }
                     if s.ts >= span.start {
-                        out.push(self.value(txn, entry_id, s, &mut last)?);
+                        out.push(self.value(txn, entry_id, s, &mut seen)?);
                         n += 1;
                         if n == max {
                             return Ok(());
@@ -1131,6 +1166,48 @@ mod tests {
         assert!(!index.contains(&txn, 5, 1_000_000 + 64_001).unwrap());
         assert!(!index.contains(&txn, 17, 1_000_000).unwrap());
         assert!(index.first(&txn, 17).unwrap().is_none());
+    }
+
+    /// A walk's cache of resolved ids: records that take turns between 10 label sets, and
+    /// between 20 (more than the cache holds: its slots are replaced), each come back with
+    /// their own attrs, both directions; the cache never holds more than its slots.
+    #[test]
+    fn a_walk_resolves_each_records_attrs_through_its_bounded_cache() {
+        let (_d, index) = open();
+        for (e, sets) in [(1u32, 10u64), (2, 20)] {
+            let metas: Vec<Arc<Attrs>> = (0..sets)
+                .map(|i| rec_attrs("", &[("set", i.to_string())]))
+                .collect();
+            let changes = (0..600u64)
+                .map(|i| {
+                    (
+                        1_000 + i,
+                        Some(value(1, i * 10, metas[(i % sets) as usize].clone())),
+                    )
+                })
+                .collect();
+            put(&index, e, changes);
+            let txn = index.read_txn().unwrap();
+            for order in [Order::Ascending, Order::Descending] {
+                let mut out = Vec::new();
+                index
+                    .range(&txn, e, 0..u64::MAX, order, usize::MAX, &mut out)
+                    .unwrap();
+                assert_eq!(out.len(), 600);
+                for (ts, v) in out {
+                    let want = ((ts - 1_000) % sets).to_string();
+                    assert_eq!(v.attrs.labels["set"], want, "entry {e}, record {ts}");
+                }
+            }
+        }
+        let mut seen = AttrsSeen::default();
+        for id in 0..40u32 {
+            seen.put(id, rec_attrs("", &[("id", id.to_string())]));
+            assert!(seen.slots.len() <= SEEN_SLOTS);
+            assert_eq!(seen.get(id).unwrap().labels["id"], id.to_string());
+        }
+        assert!(seen.get(40 - SEEN_SLOTS as u32 - 1).is_none());
+        assert!(seen.get(40 - SEEN_SLOTS as u32).is_some());
     }
 
     /// A model of the index under random puts, replacements, deletes and block drops, in
