@@ -1086,12 +1086,26 @@ mod tests {
         desc: bool,
         max: usize,
     ) -> Vec<u64> {
+        records(index, e, span, desc, max)
+            .into_iter()
+            .map(|(ts, _)| ts)
+            .collect()
+    }
+
+    /// The records of `span` with their values, as `Index::range` walks them.
+    fn records(
+        index: &Index,
+        e: u32,
+        span: std::ops::Range<u64>,
+        desc: bool,
+        max: usize,
+    ) -> Vec<(u64, IndexValue)> {
         let txn = index.read_txn().unwrap();
         let mut out = Vec::new();
         index
             .range(&txn, e, span, Order::of(desc), max, &mut out)
             .unwrap();
-        out.into_iter().map(|(ts, _)| ts).collect()
+        out
     }
 
     #[test]
@@ -1280,17 +1294,7 @@ mod tests {
         for (ts, v) in &model {
             assert_eq!(index.get_record(&txn, 7, *ts).unwrap().as_ref(), Some(v));
         }
-        let mut all = Vec::new();
-        index
-            .range(
-                &txn,
-                7,
-                0..u64::MAX,
-                Order::Descending,
-                usize::MAX,
-                &mut all,
-            )
-            .unwrap();
+        let all = records(&index, 7, 0..u64::MAX, true, usize::MAX);
         let want: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
         assert_eq!(all, want);
         assert_eq!(index.attrs.len(&txn).unwrap(), u64::from(MAX_ATTRS));
@@ -1467,17 +1471,7 @@ mod tests {
             }
         }
         let txn = index.read_txn().unwrap();
-        let mut all = Vec::new();
-        index
-            .range(
-                &txn,
-                e,
-                0..u64::MAX,
-                Order::Descending,
-                usize::MAX,
-                &mut all,
-            )
-            .unwrap();
+        let all = records(index, e, 0..u64::MAX, true, usize::MAX);
         let rev: Vec<(u64, IndexValue)> = model.clone().into_iter().rev().collect();
         assert_eq!(all, rev);
         assert_eq!(
