@@ -836,7 +836,7 @@ mod tests {
     use super::*;
     use crate::answers::ErrorDetail;
 
-    fn detail(code: &str, message: &str) -> ErrorDetail {
+    fn failure(code: &str, message: &str) -> ErrorDetail {
         ErrorDetail {
             code: code.into(),
             message: message.into(),
@@ -853,9 +853,9 @@ mod tests {
             record(
                 None,
                 500,
-                Some(detail("internal", "a \"quoted\" \\ path\n\u{1}é")),
+                Some(failure("internal", "a \"quoted\" \\ path\n\u{1}é")),
             ),
-            record(Some(7), 409, Some(detail("timestamp_exists", "taken"))),
+            record(Some(7), 409, Some(failure("timestamp_exists", "taken"))),
         ];
         let answers = [
             BatchResult {
@@ -873,7 +873,7 @@ mod tests {
                 results: results.clone(),
             },
             BatchResult {
-                error: Some(detail("malformed_batch", "the body ended \"early\"")),
+                error: Some(failure("malformed_batch", "the body ended \"early\"")),
                 written: u64::MAX,
                 existing: 1,
                 failed: 12,
