@@ -145,10 +145,8 @@ fn index_problem(index: &Index, dir: &Path) -> Result<Option<String>> {
     let txn = index.read_txn()?;
     match index.version(&txn)? {
         Some(v) if v == INDEX_VERSION => {}
-        Some(v)
-            if version_number(&v).is_some()
-                && version_number(&v) > version_number(INDEX_VERSION) =>
-        {
+        // (`None`, not a numbered version, orders below every number)
+        Some(v) if version_number(&v) > version_number(INDEX_VERSION) => {
             return Err(OpenError::IndexTooNew {
                 path: dir.to_path_buf(),
                 found: String::from_utf8_lossy(&v).into_owned(),
