@@ -718,10 +718,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 .as_ref()
                 .filter(|p| p.spooled.is_none())
                 .map_or(0, |p| p.len);
-            // (checked here first: most events need no more, and the await of `cover` was a
-            // future built and polled per record)
+            // (`try_cover` first: most events need no more room, and no future is built)
             let total = chunk.bytes as u64 + pending;
-            if total > held.bytes() {
+            if !held.try_cover(total) {
                 if let Err(e) = held.cover(total, "a batch").await {
                     fault = Some(e);
                     break 'body;

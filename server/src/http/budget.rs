@@ -190,22 +190,34 @@ impl Held {
 
     /// Makes the reservation cover `total` bytes, growing by at least [`GRANULE`] (waiting at
     /// most `--memory-wait` for room); never shrinks. Err: 503 `busy`, naming `what`.
+    /// Callers on a per-record path call [`Held::try_cover`] first: most calls need no
+    /// more room, and then no future is built.
     pub async fn cover(&mut self, total: u64, what: &str) -> Result<(), AppError> {
-        if total <= self.bytes {
+        if self.try_cover(total) {
             return Ok(());
         }
         let exact = total - self.bytes;
-        let more = exact.max(GRANULE);
-        if self.budget.try_add(more) {
-            self.bytes += more;
-            return Ok(());
-        }
         // No room for a granule: wait for the exact need only.
         if self.budget.add_waiting(exact).await {
             self.bytes += exact;
             return Ok(());
         }
         Err(self.budget.busy(what))
+    }
+
+    /// Makes the reservation cover `total` bytes if that needs no wait: `true` when it
+    /// already did, or when a growth of at least [`GRANULE`] was taken at once. `false`:
+    /// no room now (nothing taken; [`Held::cover`] waits for it).
+    pub fn try_cover(&mut self, total: u64) -> bool {
+        if total <= self.bytes {
+            return true;
+        }
+        let more = (total - self.bytes).max(GRANULE);
+        if self.budget.try_add(more) {
+            self.bytes += more;
+            return true;
+        }
+        false
     }
 
     /// Moves `bytes` (at most what is held) into a reservation of their own, e.g. a chunk
@@ -301,6 +313,26 @@ mod tests {
             "10 MiB spools"
         );
         drop(small);
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn try_cover_grows_by_a_granule_at_once_or_takes_nothing() {
+        let b = MemoryBudget::new(GRANULE + 100, Duration::from_millis(10));
+        let mut a = b.empty();
+        assert!(a.try_cover(0), "nothing needed");
+        assert_eq!(a.bytes(), 0);
+        assert!(a.try_cover(10));
+        assert_eq!(a.bytes(), GRANULE, "grown by a granule, not by 10 bytes");
+        assert!(a.try_cover(GRANULE), "already covered");
+        assert_eq!(b.used(), GRANULE);
+        assert!(!a.try_cover(GRANULE + 200), "no room for a granule more");
+        assert_eq!(
+            (a.bytes(), b.used()),
+            (GRANULE, GRANULE),
+            "nothing taken on a refusal"
+        );
+        drop(a);
         assert_eq!(b.used(), 0);
     }
 
