@@ -181,7 +181,7 @@ mod tests {
         let (queue, rounds) = thread();
         let (first, open) = gated();
         send_and_wait_for_its_round(&queue, first);
-        for _ in 0..10 {
+        for _ in 0..8 {
             assert!(queue.send(job(10)).is_ok());
         }
         for _ in 0..3 {
@@ -194,12 +194,13 @@ mod tests {
             got,
             vec![
                 vec![1],
+                // MAX_JOBS...
                 vec![10, 10, 10, 10],
                 vec![10, 10, 10, 10],
-                // 20 bytes: one more job of 60 (a round may pass MAX_BYTES by one job)...
-                vec![10, 10, 60],
-                // ...but takes none once it holds MAX_BYTES.
+                // ...and MAX_BYTES: at 60 bytes a round takes one more job (a round may
+                // pass MAX_BYTES by one job), at 120 none.
                 vec![60, 60],
+                vec![60],
             ]
         );
     }
