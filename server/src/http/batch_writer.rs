@@ -16,18 +16,12 @@
 //! several (its own reason, or the round's commit) it is written again alone, so its
 //! records get their own chunk's answer.
 
-use std::panic::AssertUnwindSafe;
-
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tsblob_storage::{GroupResult, Store, TimedGroup, TimedRecord};
 
 use super::batch_chunk::Chunk;
 use super::budget::Held;
-
-/// At most this many chunks are taken into one round...
-const MAX_JOBS: usize = 64;
-/// ...and at most this many payload bytes (a chunk holds about 1 MiB).
-const MAX_BYTES: usize = 8 << 20;
+use super::round_thread::{self, Queue, Rounds};
 
 /// A chunk handed back with its outcome: one result per record, or the chunk's own failure.
 pub(crate) type Written = (Chunk, GroupResult);
@@ -45,20 +39,37 @@ struct Job {
 /// is dropped (after writing what was queued).
 #[derive(Clone)]
 pub(crate) struct BatchWriter {
-    tx: mpsc::UnboundedSender<Job>,
+    queue: Queue<Job>,
 }
 
 /// A chunk not taken by the writer thread (it has stopped): nothing of it was written.
 pub(crate) struct Stopped(pub(crate) Chunk);
 
+/// The batch writer thread's rounds: a store's batch chunks.
+struct Chunks(Store);
+
+impl Rounds for Chunks {
+    type Job = Job;
+    const THREAD: &'static str = "tsblob-batch";
+    const MAX_JOBS: usize = 64;
+    /// A chunk holds about 1 MiB.
+    const MAX_BYTES: usize = 8 << 20;
+
+    fn bytes(job: &Job) -> usize {
+        job.chunk.bytes()
+    }
+
+    fn write_round(&self, jobs: Vec<Job>) {
+        write_round(&self.0, jobs)
+    }
+}
+
 impl BatchWriter {
     /// Starts the batch writer thread of `store`.
     pub(crate) fn start(store: Store) -> std::io::Result<BatchWriter> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("tsblob-batch".into())
-            .spawn(move || run(store, rx))?;
-        Ok(BatchWriter { tx })
+        Ok(BatchWriter {
+            queue: round_thread::start(Chunks(store))?,
+        })
     }
 
     /// Queues `chunk` for its write to `bucket`/`entry`; the receiver yields it back with
@@ -79,34 +90,9 @@ impl BatchWriter {
             held,
             reply,
         };
-        match self.tx.send(job) {
+        match self.queue.send(job) {
             Ok(()) => Ok(answer),
-            Err(mpsc::error::SendError(job)) => Err(Stopped(job.chunk)),
-        }
-    }
-}
-
-fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let mut jobs: Vec<Job> = Vec::new();
-    while let Some(first) = rx.blocking_recv() {
-        let mut bytes = first.chunk.bytes();
-        jobs.push(first);
-        while jobs.len() < MAX_JOBS && bytes < MAX_BYTES {
-            match rx.try_recv() {
-                Ok(j) => {
-                    bytes += j.chunk.bytes();
-                    jobs.push(j);
-                }
-                Err(_) => break,
-            }
-        }
-        // A panic drops the replies of the round's unanswered chunks (their records are
-        // answered 500) and the thread goes on with the next round.
-        let round = std::mem::take(&mut jobs);
-        if std::panic::catch_unwind(AssertUnwindSafe(|| write_round(&store, round))).is_err() {
-            tracing::error!(
-                "the batch writer thread panicked on a round of chunks; they were refused"
-            );
+            Err(job) => Err(Stopped(job.chunk)),
         }
     }
 }

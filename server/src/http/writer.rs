@@ -17,18 +17,12 @@
 //! (unknown bucket, bad entry name, quota, a failed commit) its records are written again
 //! one by one, so each gets its own answer.
 
-use std::panic::AssertUnwindSafe;
-
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tsblob_storage::{Group, GroupResult, Store, WriteMeta};
 
 use super::errors::AppError;
-
-/// At most this many writes are taken into one round of groups...
-const MAX_JOBS: usize = 256;
-/// ...and at most this many payload bytes (the server sends bodies up to 256 KiB here).
-const MAX_BYTES: usize = 8 << 20;
+use super::round_thread::{self, Queue, Rounds};
 
 type Reply = oneshot::Sender<tsblob_storage::Result<u64>>;
 
@@ -40,27 +34,38 @@ struct Job {
     reply: Reply,
 }
 
-impl Job {
-    fn len(&self) -> usize {
-        self.pieces.iter().map(Bytes::len).sum()
-    }
-}
-
 /// The sending side of a store's writer thread; the thread ends when the last clone is
 /// dropped (after answering what was queued).
 #[derive(Clone)]
 pub(crate) struct Writer {
-    tx: mpsc::UnboundedSender<Job>,
+    queue: Queue<Job>,
+}
+
+/// The writer thread's rounds: a store's single writes.
+struct Singles(Store);
+
+impl Rounds for Singles {
+    type Job = Job;
+    const THREAD: &'static str = "tsblob-writer";
+    const MAX_JOBS: usize = 256;
+    /// The server sends bodies up to 256 KiB here.
+    const MAX_BYTES: usize = 8 << 20;
+
+    fn bytes(job: &Job) -> usize {
+        job.pieces.iter().map(Bytes::len).sum()
+    }
+
+    fn write_round(&self, jobs: Vec<Job>) {
+        write_round(&self.0, jobs)
+    }
 }
 
 impl Writer {
     /// Starts the writer thread of `store`.
     pub(crate) fn start(store: Store) -> std::io::Result<Writer> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("tsblob-writer".into())
-            .spawn(move || run(store, rx))?;
-        Ok(Writer { tx })
+        Ok(Writer {
+            queue: round_thread::start(Singles(store))?,
+        })
     }
 
     /// Writes one record whose payload is `pieces`; answers once it is committed.
@@ -79,7 +84,7 @@ impl Writer {
             pieces,
             reply,
         };
-        if self.tx.send(job).is_err() {
+        if self.queue.send(job).is_err() {
             return Err(AppError::internal(
                 "the writer thread has stopped; nothing was stored: restart the server",
             ));
@@ -90,29 +95,6 @@ impl Writer {
                 "the write failed inside the server (see its log); it may not have been \
                  stored: read it back or write it again",
             )),
-        }
-    }
-}
-
-fn run(store: Store, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let mut jobs: Vec<Job> = Vec::new();
-    while let Some(first) = rx.blocking_recv() {
-        let mut bytes = first.len();
-        jobs.push(first);
-        while jobs.len() < MAX_JOBS && bytes < MAX_BYTES {
-            match rx.try_recv() {
-                Ok(j) => {
-                    bytes += j.len();
-                    jobs.push(j);
-                }
-                Err(_) => break,
-            }
-        }
-        // A panic drops the replies of the round's unanswered jobs (their requests get a
-        // 500) and the thread goes on with the next round.
-        let round = std::mem::take(&mut jobs);
-        if std::panic::catch_unwind(AssertUnwindSafe(|| write_round(&store, round))).is_err() {
-            tracing::error!("the writer thread panicked on a round of writes; they were refused");
         }
     }
 }
