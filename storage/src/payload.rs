@@ -138,6 +138,21 @@ impl std::fmt::Debug for MappedPayload {
 /// larger itself). A mapping stays alive while any payload sliced from it waits to be sent.
 pub const WINDOW_MAX: u64 = 8 << 20;
 
+/// A window of records smaller than this, spanning at most [`READ_WINDOW_MAX`] (the
+/// window of a short query), is read into the query's buffer ([`Windows`]), not mapped: a
+/// payload this small is copied next to its frame head by the server anyway (its
+/// `MAPPED_PIECE`), so a mapping saves no copy, and for a few dozen records its `mmap`,
+/// page faults and `munmap` (with a TLB flush sent to every core the process ran on)
+/// cost more than one `pread` of the same bytes. Not larger windows: a `pread` of a
+/// whole 256 KiB page of index records cost more than its mapping
+/// (`docs/benchmarks/reads-2-2026-11-26b.md`).
+pub const READ_BELOW: u64 = 4 << 10;
+
+/// The longest window read into a buffer: the most of its own memory a query's reader
+/// holds for it (one buffer, reused from window to window while no payload sliced from it
+/// is alive).
+pub const READ_WINDOW_MAX: u64 = 64 << 10;
+
 /// The bytes of a block a query may map around one of its records: from the first to the
 /// end of the last frame, in the record's block, of the records the query listed from the
 /// index and has not returned yet (that record included). Every byte of it belongs to a
@@ -221,11 +236,16 @@ impl Spans {
 
 /// The block window a query reads its records' payloads from: one mapping of several
 /// frames (a page of index records in one block, up to [`WINDOW_MAX`]) instead of a
-/// `pread` into a fresh buffer, or an `mmap` and `munmap`, per record. Owned by the
-/// query's reader (the server's producer), one per query, dropped with it.
+/// `pread` into a fresh buffer, or an `mmap` and `munmap`, per record; for records under
+/// [`READ_BELOW`], one `pread` of the window (up to [`READ_WINDOW_MAX`]) into a buffer the
+/// reader reuses. Owned by the query's reader (the server's producer), one per query,
+/// dropped with it.
 #[derive(Default)]
 pub struct Windows {
     current: Option<Window>,
+    /// The buffer of the last read window, kept for the next one while no payload sliced
+    /// from it is alive (then a new one is allocated).
+    spare: Option<Arc<Vec<u8>>>,
     /// The handle of the block read last and the file cache's epoch before it was taken
     /// ([`crate::files::FileCache::epoch`]): the next records of that block skip the
     /// cache's lookup while no block was deleted since.
@@ -242,10 +262,26 @@ struct HeldBlock {
     base_ts: u64,
 }
 
-/// A mapped part of a block file: `span`'s bytes, the mapping starting at `span.lo`.
+/// A part of a block file: `span`'s bytes, from `span.lo` on, mapped or read.
 struct Window {
     span: Span,
-    map: Arc<Mmap>,
+    bytes: WindowBytes,
+}
+
+enum WindowBytes {
+    Mapped(Arc<Mmap>),
+    /// Read with `pread`: as many of the span's bytes as the file had (a frame past them
+    /// is refused as past the end of its block, as a mapping refuses it).
+    Read(Arc<Vec<u8>>),
+}
+
+impl WindowBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            WindowBytes::Mapped(m) => m,
+            WindowBytes::Read(b) => b,
+        }
+    }
 }
 
 impl Windows {
@@ -268,9 +304,10 @@ impl Windows {
         });
     }
 
-    /// `v`'s frame, checked, from the current window, or from a new one mapping `span`;
-    /// `None` for a compressed frame and when the mapping cannot be made (as
-    /// [`map_frame`]).
+    /// `v`'s frame, checked, from the current window, or from a new one of `span`
+    /// (read into a buffer for a record under [`READ_BELOW`] in a span of at most
+    /// [`READ_WINDOW_MAX`], mapped otherwise); `None` for a compressed frame and when the
+    /// mapping cannot be made (as [`map_frame`]).
     pub(crate) fn frame(
         &mut self,
         file: &File,
@@ -279,7 +316,7 @@ impl Windows {
         span: Span,
         base_ts: u64,
         ts: u64,
-    ) -> Result<Option<MappedPayload>> {
+    ) -> Result<Option<Payload>> {
         if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
             return Ok(None);
         }
@@ -287,17 +324,68 @@ impl Windows {
         let w = match hit {
             Some(w) => w,
             None => {
-                self.current = None; // let go of the old window before mapping the next
-                let Some(map) = map_range(file, path, v, span)? else {
-                    return Ok(None);
+                // Let go of the old window before the next: its buffer is the next's if
+                // no payload of it is alive.
+                if let Some(Window {
+                    bytes: WindowBytes::Read(buf),
+                    ..
+                }) = self.current.take()
+                {
+                    self.spare = Some(buf);
+                }
+                let bytes = if v.size < READ_BELOW && span.hi - span.lo <= READ_WINDOW_MAX {
+                    WindowBytes::Read(self.read_span(file, path, span)?)
+                } else {
+                    match map_range(file, path, v, span)? {
+                        Some(map) => WindowBytes::Mapped(Arc::new(map)),
+                        None => return Ok(None),
+                    }
                 };
-                self.current.insert(Window {
-                    span,
-                    map: Arc::new(map),
-                })
+                self.current.insert(Window { span, bytes })
             }
         };
-        frame_in(&w.map, w.span.lo, path, v, base_ts, ts).map(Some)
+        let range = frame_in(w.bytes.as_slice(), w.span.lo, path, v, base_ts, ts)?;
+        Ok(Some(match &w.bytes {
+            WindowBytes::Mapped(map) => Payload::Mapped(MappedPayload {
+                map: Arc::clone(map),
+                range,
+            }),
+            WindowBytes::Read(buf) => Payload::Shared(SharedPayload {
+                buf: Arc::clone(buf),
+                range,
+            }),
+        }))
+    }
+
+    /// `span`'s bytes read into the spare buffer (a new one if a payload of it is still
+    /// alive); fewer where the file ends first.
+    fn read_span(
+        &mut self,
+        file: &File,
+        path: &dyn Fn() -> PathBuf,
+        span: Span,
+    ) -> Result<Arc<Vec<u8>>> {
+        use std::os::unix::fs::FileExt;
+        let len = usize::try_from(span.hi - span.lo)
+            .map_err(|_| corrupt(path, span.lo, "frame too large to map"))?;
+        let mut buf = self
+            .spare
+            .take()
+            .and_then(|b| Arc::try_unwrap(b).ok())
+            .unwrap_or_default();
+        // (Only the bytes past the buffer's longest length so far are zeroed.)
+        buf.resize(len, 0);
+        let mut got = 0;
+        while got < len {
+            match file.read_at(&mut buf[got..], span.lo + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(format!("read {:?}", path()), e)),
+            }
+        }
+        buf.truncate(got);
+        Ok(Arc::new(buf))
     }
 }
 
@@ -360,22 +448,22 @@ fn corrupt(path: &dyn Fn() -> PathBuf, offset: u64, reason: &str) -> Error {
     })
 }
 
-/// `v`'s frame inside `map` (which maps the block from file offset `map_at`), checked as
-/// `block::read_frame` checks one it reads: its head, its length against the index, its
-/// CRC32C, its timestamp.
+/// Where `v`'s payload lies in `bytes` (a block's bytes from file offset `at` on), its frame
+/// checked as `block::read_frame` checks one it reads: its head, its length against the
+/// index, its CRC32C, its timestamp.
 fn frame_in(
-    map: &Arc<Mmap>,
-    map_at: u64,
+    bytes: &[u8],
+    at: u64,
     path: &dyn Fn() -> PathBuf,
     v: &IndexValue,
     base_ts: u64,
     ts: u64,
-) -> Result<MappedPayload> {
+) -> Result<std::ops::Range<usize>> {
     let bad = |reason: &str| corrupt(path, v.offset, reason);
-    let start = usize::try_from(v.offset - map_at).map_err(|_| bad("frame too large to map"))?;
+    let start = usize::try_from(v.offset - at).map_err(|_| bad("frame too large to map"))?;
     let frame = usize::try_from(v.frame_len)
         .ok()
-        .and_then(|len| map.get(start..start.checked_add(len)?))
+        .and_then(|len| bytes.get(start..start.checked_add(len)?))
         .ok_or_else(|| bad("record extends past the end of its block"))?;
     let head_len = (v.frame_len - v.size) as usize;
     let want = Expect {
@@ -384,10 +472,7 @@ fn frame_in(
         ts,
     };
     check_frame(frame, &[], base_ts, &want).map_err(|f| bad(&f.to_string()))?;
-    Ok(MappedPayload {
-        map: Arc::clone(map),
-        range: start + head_len..start + frame.len(),
-    })
+    Ok(start + head_len..start + frame.len())
 }
 
 /// Maps the frame the index value `v` locates, alone, and checks it ([`frame_in`]).
@@ -400,7 +485,18 @@ pub(crate) fn map_frame(
     base_ts: u64,
     ts: u64,
 ) -> Result<Option<MappedPayload>> {
-    Windows::default().frame(file, path, v, Span::of(v), base_ts, ts)
+    if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
+        return Ok(None);
+    }
+    let span = Span::of(v);
+    let Some(map) = map_range(file, path, v, span)? else {
+        return Ok(None);
+    };
+    let range = frame_in(&map, span.lo, path, v, base_ts, ts)?;
+    Ok(Some(MappedPayload {
+        map: Arc::new(map),
+        range,
+    }))
 }
 
 #[cfg(test)]

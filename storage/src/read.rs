@@ -142,11 +142,12 @@ pub(crate) fn payload_of(
     };
     let path = || e.block_path(v.block_id);
     match window {
-        // A window of several frames costs one mapping for all of them: worth it at
-        // any size (a frame alone is not, below MAP_MIN).
+        // A window of several frames costs one mapping (or one `pread`, for small
+        // records) for all of them: worth it at any size (a frame alone is not mapped
+        // below MAP_MIN).
         Some((w, span)) if v.size >= MAP_MIN || span.is_shared(v) => {
-            if let Some(m) = w.frame(&file, &path, v, span, base_ts, ts)? {
-                return Ok(Some(Payload::Mapped(m)));
+            if let Some(p) = w.frame(&file, &path, v, span, base_ts, ts)? {
+                return Ok(Some(p));
             }
         }
         _ if v.size >= MAP_MIN => {

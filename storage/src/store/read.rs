@@ -211,6 +211,85 @@ mod mapped_tests {
         assert!(matches!(second.payload_in(&mut w), Err(Error::NotFound(_))));
     }
 
+    /// A short query's payloads under READ_BELOW (1 KiB here) are slices of one buffer,
+    /// its window read with one `pread` (in the profile of such queries a window's `mmap`,
+    /// faults and `munmap` were ~15 % of the server's CPU,
+    /// `docs/benchmarks/reads-2-2026-11-26b.md`); a window past READ_WINDOW_MAX is mapped;
+    /// the records of a block removed while the query runs read as gone, never as the
+    /// bytes read before.
+    #[test]
+    fn a_short_query_reads_the_window_of_its_small_records_into_one_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let data: Vec<Vec<u8>> = (0..600u64)
+            .map(|ts| payload(1 << 10).into_iter().map(|b| b ^ ts as u8).collect())
+            .collect();
+        for (ts, d) in data.iter().enumerate() {
+            s.write("b", "e", &WriteMeta::at(ts as u64), d).unwrap();
+        }
+        for descending in [false, true] {
+            // 40 records (~41 KiB of frames): one read window, one buffer
+            let q = Query {
+                start: Some(100),
+                stop: Some(140),
+                descending,
+                ..Query::default()
+            };
+            let mut w = Windows::default();
+            let mut prev: Option<(usize, usize)> = None;
+            let mut seen = 0;
+            for item in s.query("b", "e", &q).unwrap() {
+                let item = item.unwrap();
+                let p = item.payload_in(&mut w).unwrap().unwrap();
+                let Payload::Shared(sp) = &p else {
+                    panic!("a 1 KiB payload of a short query was not a slice of its read window");
+                };
+                assert!(p.as_ref() == &data[item.meta.ts as usize][..]);
+                let here = sp.as_ref().as_ptr() as usize;
+                if let Some((at, len)) = prev {
+                    let gap = if descending {
+                        at - (here + p.len())
+                    } else {
+                        here - (at + len)
+                    };
+                    assert!(gap < 256, "{gap} bytes apart: not one buffer");
+                }
+                prev = Some((here, p.len()));
+                seen += 1;
+            }
+            assert_eq!(seen, 40);
+            // all 600 (~620 KiB of frames): windows past READ_WINDOW_MAX, mapped
+            let q = Query {
+                descending,
+                ..Query::default()
+            };
+            let mut w = Windows::default();
+            for item in s.query("b", "e", &q).unwrap() {
+                let item = item.unwrap();
+                let p = item.payload_in(&mut w).unwrap().unwrap();
+                assert!(matches!(p, Payload::Mapped(_)), "ts {}", item.meta.ts);
+                assert!(p.as_ref() == &data[item.meta.ts as usize][..]);
+            }
+        }
+        // Removal while a query runs: the handed-out payload stays, the rest is gone,
+        // also the records already read into the window's buffer.
+        let mut w = Windows::default();
+        let q = Query {
+            start: Some(0),
+            stop: Some(10),
+            ..Query::default()
+        };
+        let mut it = s.query("b", "e", &q).unwrap();
+        let first = it.next().unwrap().unwrap();
+        let p = first.payload_in(&mut w).unwrap().unwrap();
+        assert!(matches!(p, Payload::Shared(_)));
+        let second = it.next().unwrap().unwrap();
+        s.remove_bucket("b").unwrap();
+        assert!(p.as_ref() == &data[0][..]);
+        assert!(matches!(second.payload_in(&mut w), Err(Error::NotFound(_))));
+    }
+
     /// The same for a query of several entries merged (`query_entries`, what ReductStore's
     /// query sessions read), one window per entry: each small payload was read alone into
     /// a buffer (a `preadv` and a CRC per 100 KiB record), not sliced from its window.

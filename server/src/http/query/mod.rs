@@ -134,49 +134,78 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         None => None,
     };
     // Opening the query answers an unknown bucket or entry with a status, before any frame.
-    let grant_bucket = t.bucket.clone();
+    // The first step runs before the status is sent too: an error before any record (a
+    // strict condition meeting a missing label) is answered with its status.
+    let skipped = crate::http::damage::Skipped::new(t.state.limits.max_skipped_listed);
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
+    let grant_bucket = bucket.clone();
     let many = entries.is_some();
-    let iter = blocking(move || {
+    let open = move || -> Result<tsblob_storage::QueryIter, AppError> {
         Ok(match entries {
             Some(patterns) => store.query_entries(&bucket, &patterns, &query)?,
             None => store.query(&bucket, &entry, &query)?,
         })
-    })
-    .await?;
-    // A live tail is registered under its entries before its first walk: a commit after
-    // that walk's read transaction began always wakes it.
-    if let Some(tail) = tail.as_mut() {
-        tail.watch(iter.entry_ids());
-    }
-    // The first step runs before the status is sent: an error before any record (a strict
-    // condition meeting a missing label) is answered with its status.
-    let mut p = Producer::new(iter, many, meta, &t.state.bodies);
-    p.skipped = crate::http::damage::Skipped::new(t.state.limits.max_skipped_listed);
-    if let Some(f) = follow {
-        p.follow(f.settle);
-    }
-    // Room for the first page in the memory budget, or 503 busy (with Retry-After).
-    p.room.cover(CHUNK as u64, "a query page").await?;
-    let (p, first) = blocking(move || {
-        let step = p.counted_step();
-        Ok((p, step))
-    })
-    .await?;
+    };
+    // Room for the first page in the memory budget.
+    let mut room = t.state.bodies.empty();
+    let (p, first) = if tail.is_none() && room.try_cover(CHUNK as u64) {
+        // Room at once, and not a live tail: the query opened and its first step run in
+        // one hand-off to the blocking pool (a short query's whole answer; each hand-off
+        // costs wake-ups of both cores: `docs/benchmarks/reads-2-2026-11-26b.md`).
+        let bodies = t.state.bodies.clone();
+        blocking(move || {
+            let mut p = Producer::new(open()?, many, meta, &bodies);
+            p.skipped = skipped;
+            p.room = room;
+            let step = p.counted_step();
+            Ok((p, step))
+        })
+        .await?
+    } else {
+        let iter = blocking(open).await?;
+        // A live tail is registered under its entries before its first walk: a commit
+        // after that walk's read transaction began always wakes it.
+        if let Some(tail) = tail.as_mut() {
+            tail.watch(iter.entry_ids());
+        }
+        let mut p = Producer::new(iter, many, meta, &t.state.bodies);
+        p.skipped = skipped;
+        if let Some(f) = follow {
+            p.follow(f.settle);
+        }
+        // Or 503 busy (with Retry-After) when none comes within --memory-wait.
+        p.room = room;
+        p.room.cover(CHUNK as u64, "a query page").await?;
+        blocking(move || {
+            let step = p.counted_step();
+            Ok((p, step))
+        })
+        .await?
+    };
     let first = match first {
         Step::Fail(pieces, e) if pieces.is_empty() && p.count == 0 => return Err(e),
         other => other,
     };
     let (tx, body, steps) = step_body(t.state.metrics.sent.clone());
     let metrics = t.state.metrics.clone();
-    // The stream checks its token again whenever the tokens change, for as long as it runs.
-    let grant = t.state.auth.grant(&t.caller, &grant_bucket);
-    let live = follow.zip(tail).map(|(opts, tail)| Live { opts, tail });
-    tokio::spawn(async move {
-        let _slot = slot;
-        let (bytes, _) = pump(p, first, tx, live, grant).await;
-        metrics.query_bytes.inc_by(bytes);
-    });
+    match first {
+        // The whole answer in its first step (not a live tail: its steps are `Caught`):
+        // queued in the body before the response is handed to the connection, which
+        // then writes the status, the headers and the records at once; no pump.
+        Step::Last(pieces) => answer_whole(&p, pieces, None, tx, slot, &metrics),
+        Step::Fail(pieces, e) => answer_whole(&p, pieces, Some(e), tx, slot, &metrics),
+        first => {
+            // The stream checks its token again whenever the tokens change, for as long
+            // as it runs.
+            let grant = t.state.auth.grant(&t.caller, &grant_bucket);
+            let live = follow.zip(tail).map(|(opts, tail)| Live { opts, tail });
+            tokio::spawn(async move {
+                let _slot = slot;
+                let (bytes, _) = pump(p, first, tx, live, grant).await;
+                metrics.query_bytes.inc_by(bytes);
+            });
+        }
+    }
     let mut resp = (StatusCode::OK, body).into_response();
     resp.extensions_mut().insert(steps);
     resp.headers_mut().insert(
@@ -184,4 +213,32 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         HeaderValue::from_static(if meta { NDJSON } else { MEDIA_TYPE }),
     );
     Ok(resp)
+}
+
+/// Queues a query's whole answer, its one step (and the error it ended with), in its
+/// response body, whose channel has room for it (`pump::STEPS_AHEAD` steps): the body
+/// ends after it. The stream's slot is given back now, as a pump gives it back once its
+/// last step is queued.
+fn answer_whole(
+    p: &Producer,
+    mut pieces: Vec<bytes::Bytes>,
+    fail: Option<AppError>,
+    tx: pump::StepTx,
+    slot: crate::http::limits::Slot,
+    metrics: &crate::http::metrics::Metrics,
+) {
+    if let Some(e) = fail {
+        pieces.push(p.error_piece(&e));
+    }
+    let bytes = pieces.iter().map(|b| b.len() as u64).sum::<u64>();
+    if !pieces.is_empty() {
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(item)) = tx.try_send(Ok(pieces)) {
+            // (Not with a fresh channel of `STEPS_AHEAD` places; sent when there is room.)
+            tokio::spawn(async move {
+                let _slot = slot;
+                let _ = tx.send(item).await;
+            });
+        }
+    }
+    metrics.query_bytes.inc_by(bytes);
 }

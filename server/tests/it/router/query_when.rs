@@ -282,3 +282,38 @@ async fn delete_with_when_removes_only_matches() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(f.when_ts("").await.len(), 20);
 }
+
+/// A query answered in one step (a short query: here 30 records) has its whole answer
+/// queued in its body when the response is returned: the connection writes the status,
+/// the headers and the records at once, where a pump task spawned to send the step left
+/// the body empty when hyper first polled it (two `writev` per query:
+/// `docs/benchmarks/reads-2-2026-11-26b.md`).
+#[tokio::test]
+async fn a_short_querys_whole_answer_is_in_its_body_when_the_response_is_returned() {
+    use futures_util::FutureExt;
+    let f = fixture();
+    seeded(&f, 30).await;
+    let req = Request::builder()
+        .method("GET")
+        .uri("/api/v1/b/b/robot/cam/query")
+        .body(Body::empty())
+        .unwrap();
+    let resp = f.app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut got = BytesMut::new();
+    loop {
+        match body.frame().now_or_never() {
+            Some(Some(frame)) => {
+                if let Ok(d) = frame.unwrap().into_data() {
+                    got.extend_from_slice(&d);
+                }
+            }
+            Some(None) => break,
+            None => panic!("the body waited for a task: the answer was not queued in it"),
+        }
+    }
+    let (out, end, err) = decode(&got);
+    assert_eq!((out.len(), end, err), (30, Some(30), None));
+    assert_eq!(out[29].1, b"p29");
+}
