@@ -721,7 +721,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             // (`try_cover` first: most events need no more room, and no future is built)
             let total = chunk.bytes as u64 + pending;
             if !held.try_cover(total) {
-                if let Err(e) = held.cover(total, "a batch").await {
+                if let Err(e) = held.wait_cover(total, "a batch").await {
                     fault = Some(e);
                     break 'body;
                 }

@@ -190,10 +190,19 @@ impl Held {
 
     /// Makes the reservation cover `total` bytes, growing by at least [`GRANULE`] (waiting at
     /// most `--memory-wait` for room); never shrinks. Err: 503 `busy`, naming `what`.
-    /// Callers on a per-record path call [`Held::try_cover`] first: most calls need no
-    /// more room, and then no future is built.
+    /// Callers on a per-record path call [`Held::try_cover`] first (most calls need no
+    /// more room, and then no future is built), then [`Held::wait_cover`] when it refused.
     pub async fn cover(&mut self, total: u64, what: &str) -> Result<(), AppError> {
         if self.try_cover(total) {
+            return Ok(());
+        }
+        self.wait_cover(total, what).await
+    }
+
+    /// [`Held::cover`]'s wait, for a caller whose [`Held::try_cover`] just refused (so it
+    /// is not tried a second time).
+    pub async fn wait_cover(&mut self, total: u64, what: &str) -> Result<(), AppError> {
+        if total <= self.bytes {
             return Ok(());
         }
         let exact = total - self.bytes;

@@ -66,20 +66,18 @@ pub(crate) fn start<R: Rounds>(rounds: R) -> std::io::Result<Queue<R::Job>> {
 }
 
 fn run<R: Rounds>(rounds: R, mut rx: mpsc::UnboundedReceiver<R::Job>) {
-    let mut jobs: Vec<R::Job> = Vec::new();
     while let Some(first) = rx.blocking_recv() {
         let mut bytes = R::bytes(&first);
-        jobs.push(first);
-        while jobs.len() < R::MAX_JOBS && bytes < R::MAX_BYTES {
+        let mut round = vec![first];
+        while round.len() < R::MAX_JOBS && bytes < R::MAX_BYTES {
             match rx.try_recv() {
                 Ok(j) => {
                     bytes += R::bytes(&j);
-                    jobs.push(j);
+                    round.push(j);
                 }
                 Err(_) => break,
             }
         }
-        let round = std::mem::take(&mut jobs);
         if std::panic::catch_unwind(AssertUnwindSafe(|| rounds.write_round(round))).is_err() {
             tracing::error!(
                 thread = R::THREAD,

@@ -41,7 +41,7 @@ use crate::write_round::{Admitted, Group, GroupResult, TimedGroup, TimedRecord};
 /// delete it within a second of acknowledging it (issue 27). "Now" assigned timestamps are
 /// never that old.
 fn refuse_expired(bucket: &Bucket, ts: u64) -> Result<()> {
-    let Some(max_age) = bucket.max_age() else {
+    let Some(max_age) = bucket.write_max_age() else {
         return Ok(());
     };
     let oldest = now_micros().saturating_sub(max_age);

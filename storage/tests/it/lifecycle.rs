@@ -215,6 +215,43 @@ fn max_age_is_reported_as_the_shorthand_rule() {
     assert_eq!(s.lifecycle_rules("b").unwrap().len(), 1);
 }
 
+/// The write check reads `max_age` from a copy kept beside the settings (not under their
+/// lock): it must follow every way the setting changes — an update, the shorthand rule
+/// removed, set again, and a reopen.
+#[test]
+fn writes_are_refused_as_too_old_by_max_age_as_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let too_old = |r: Result<u64>| matches!(r, Err(Error::Write(WriteError::TooOld { .. })));
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    let old = |ts| WriteMeta::at(ts);
+    s.write("b", "e", &old(1), b"x").unwrap();
+    let set = |s: &Store, age| {
+        s.update_bucket(
+            "b",
+            &BucketSettingsUpdate {
+                max_age: Some(age),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    set(&s, Some(HOUR));
+    assert!(too_old(s.write("b", "e", &old(2), b"x")));
+    s.remove_lifecycle_rule("b", MAX_AGE_RULE).unwrap();
+    s.write("b", "e", &old(3), b"x").unwrap();
+    set(&s, Some(HOUR));
+    assert!(too_old(s.write("b", "e", &old(4), b"x")));
+    set(&s, None);
+    s.write("b", "e", &old(5), b"x").unwrap();
+    set(&s, Some(HOUR));
+    drop(s);
+    let s = open(dir.path());
+    assert!(too_old(s.write("b", "e", &old(6), b"x")));
+    let recent = tsblob_storage::now_micros() - 60_000_000;
+    s.write("b", "e", &old(recent), b"x").unwrap();
+}
+
 /// The background runs enabled rules with the clock, and only those.
 #[test]
 fn the_background_runs_enabled_rules() {
