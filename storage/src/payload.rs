@@ -365,7 +365,6 @@ impl Windows {
         path: &dyn Fn() -> PathBuf,
         span: Span,
     ) -> Result<Arc<Vec<u8>>> {
-        use std::os::unix::fs::FileExt;
         let len = usize::try_from(span.hi - span.lo)
             .map_err(|_| corrupt(path, span.lo, "frame too large to map"))?;
         let mut buf = self
@@ -375,15 +374,8 @@ impl Windows {
             .unwrap_or_default();
         // (Only the bytes past the buffer's longest length so far are zeroed.)
         buf.resize(len, 0);
-        let mut got = 0;
-        while got < len {
-            match file.read_at(&mut buf[got..], span.lo + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(format!("read {:?}", path()), e)),
-            }
-        }
+        let got = crate::block::read_at_most(file, &mut buf, span.lo)
+            .map_err(|e| Error::io(format!("read {:?}", path()), e))?;
         buf.truncate(got);
         Ok(Arc::new(buf))
     }
