@@ -201,7 +201,9 @@ where
         let mut reader = LinearReader::new_with_options(
             LinearReaderOptions::default()
                 .with_skip_start_magic(true)
-                .with_skip_end_magic(true)
+                // The end magic is expected: a file that stops on a record boundary
+                // before its footer and magic is cut short, not complete.
+                .with_skip_end_magic(false)
                 .with_emit_chunks(true)
                 .with_record_length_limit(RECORD_LIMIT),
         );
@@ -217,10 +219,14 @@ where
                 Ok(e) => e,
                 Err(e) => {
                     let len = file.metadata().map(|m| m.len()).unwrap_or(offset);
-                    self.report.truncated.push(format!(
-                        "{name}: {e} after byte {offset}: the {} byte(s) after it were not read",
-                        len.saturating_sub(offset)
-                    ));
+                    self.report.truncated.push(match len.saturating_sub(offset) {
+                        0 => format!(
+                            "{name}: {e} after byte {offset}: the file ends there without its footer and end magic (cut short?): whatever came after it was not read"
+                        ),
+                        left => format!(
+                            "{name}: {e} after byte {offset}: the {left} byte(s) after it were not read"
+                        ),
+                    });
                     break;
                 }
             };
@@ -251,6 +257,10 @@ where
                             }
                             continue;
                         }
+                        Record::DataEnd(_) => {
+                            ended = true;
+                            continue;
+                        }
                         Record::Chunk { header, data } => {
                             counting_lost = false;
                             let inner: Result<Vec<Record<'_>>, _> =
@@ -270,7 +280,6 @@ where
                                 }
                             }
                         }
-                        Record::DataEnd(_) => ended = true,
                         r => {
                             counting_lost = false;
                             self.record(r, &mut channels, &mut schemas);
@@ -646,6 +655,39 @@ mod tests {
         for (a, b) in recs.iter().zip(all.iter()) {
             assert_eq!((&a.entry, a.ts, &a.data), (&b.entry, b.ts, &b.data));
         }
+    }
+
+    /// Bug: a file cut exactly between two top-level records (the CI run of 2026-11-26 cut
+    /// a Python-written file at half its size and landed on one) was read as complete: the
+    /// reader did not expect the end magic, so a clean end of bytes looked like the end of
+    /// the file and `tsblob cp` exited 0. Every cut on a record boundary, and one before
+    /// the end magic, must be reported.
+    #[test]
+    fn a_file_cut_on_a_record_boundary_is_reported_as_cut_short() {
+        let full = sample(60);
+        let mut cuts = Vec::new();
+        let mut at = ::mcap::MAGIC.len();
+        while at + 9 <= full.len() - ::mcap::MAGIC.len() {
+            cuts.push(at);
+            let len = u64::from_le_bytes(full[at + 1..at + 9].try_into().unwrap());
+            at += 9 + len as usize;
+        }
+        assert_eq!(at, full.len() - ::mcap::MAGIC.len(), "walked every record");
+        cuts.push(at);
+        assert!(cuts.len() > 20, "{} boundaries", cuts.len());
+        for cut in cuts {
+            let (_, report) = import(&full[..cut]);
+            assert!(!report.complete(), "cut at {cut} of {}", full.len());
+            assert_eq!(report.truncated.len(), 1, "{:?}", report.lines());
+            assert!(
+                report.truncated[0].contains("not read"),
+                "{}",
+                report.truncated[0]
+            );
+        }
+        let (recs, report) = import(&full);
+        assert!(report.complete(), "{:?}", report.lines());
+        assert_eq!(recs.iter().filter(|r| r.entry != SCHEMAS_ENTRY).count(), 60);
     }
 
     #[test]
