@@ -202,7 +202,7 @@ fn read_frame_in(
     let (offset, frame_len, size) = (v.offset, v.frame_len, v.size);
     let corrupt_at = |reason: String| corrupt(&path(), offset, reason);
     // A raw payload's length tells where it starts; a compressed frame is read whole.
-    let raw = v.flags & FLAG_ZSTD == 0 && size <= frame_len;
+    let raw = v.raw();
     if now && !raw {
         return Ok(None);
     }

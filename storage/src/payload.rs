@@ -26,7 +26,6 @@ use std::sync::Arc;
 use memmap2::{Mmap, MmapOptions};
 
 use crate::block::{check_frame, Expect};
-use crate::codec::frame::FLAG_ZSTD;
 use crate::codec::index::IndexValue;
 use crate::error::{CorruptionError, Error, Result};
 
@@ -317,7 +316,7 @@ impl Windows {
         base_ts: u64,
         ts: u64,
     ) -> Result<Option<Payload>> {
-        if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
+        if !v.raw() {
             return Ok(None);
         }
         let hit = self.current.as_ref().filter(|w| w.span.covers(v));
@@ -477,7 +476,7 @@ pub(crate) fn map_frame(
     base_ts: u64,
     ts: u64,
 ) -> Result<Option<MappedPayload>> {
-    if v.flags & FLAG_ZSTD != 0 || v.size > v.frame_len {
+    if !v.raw() {
         return Ok(None);
     }
     let span = Span::of(v);

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use bytes::Bytes;
+use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tsblob_proto::ErrorCode;
@@ -249,13 +249,13 @@ const RESULT_BYTES: usize = 40;
 /// doubling: 3 % of the server's time in a batch of 1 KiB records
 /// (docs/benchmarks/batch-3-2026-11-26.md). An error's details, rare, still go through
 /// serde (string escaping).
-fn answer_body(a: &BatchResult) -> serde_json::Result<Vec<u8>> {
+fn answer_body(a: &BatchResult) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + a.results.len() * RESULT_BYTES);
     let mut n = itoa::Buffer::new();
     out.push(b'{');
     if let Some(e) = &a.error {
         out.extend_from_slice(b"\"error\":");
-        serde_json::to_writer(&mut out, e)?;
+        json_into(&mut out, e);
         out.push(b',');
     }
     out.extend_from_slice(b"\"written\":");
@@ -280,12 +280,21 @@ fn answer_body(a: &BatchResult) -> serde_json::Result<Vec<u8>> {
         out.extend_from_slice(n.format(r.status).as_bytes());
         if let Some(e) = &r.error {
             out.extend_from_slice(b",\"error\":");
-            serde_json::to_writer(&mut out, e)?;
+            json_into(&mut out, e);
         }
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
-    Ok(out)
+    out
+}
+
+/// `value` as JSON at the end of `out` (a struct of strings and numbers, which serde_json
+/// always writes; `null` if it ever could not, never half a value).
+fn json_into<T: Serialize>(out: &mut Vec<u8>, value: &T) {
+    match serde_json::to_vec(value) {
+        Ok(v) => out.extend_from_slice(&v),
+        Err(_) => out.extend_from_slice(b"null"),
+    }
 }
 
 /// A 400 before any record was handled, in the batch answer's shape (as documented for
@@ -298,7 +307,20 @@ fn refused(e: AppError) -> Response {
         failed: 0,
         results: Vec::new(),
     };
-    (e.status, Json(answer)).into_response()
+    answer_response(e.status, &answer)
+}
+
+/// A batch answer with its status.
+fn answer_response(status: StatusCode, answer: &BatchResult) -> Response {
+    (
+        status,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        answer_body(answer),
+    )
+        .into_response()
 }
 
 type ChunkOutcome = Vec<RecordResult>;
@@ -809,18 +831,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     };
     let retry = fault.as_ref().is_some_and(AppError::retry_later);
     let status = fault.map_or(StatusCode::OK, |f| f.status);
-    let mut resp = match answer_body(&answer) {
-        Ok(body) => (
-            status,
-            [(
-                axum::http::header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => (status, Json(answer)).into_response(),
-    };
+    let mut resp = answer_response(status, &answer);
     if retry {
         resp.headers_mut().insert(
             axum::http::header::RETRY_AFTER,
@@ -880,7 +891,7 @@ mod tests {
             },
         ];
         for a in &answers {
-            let ours = answer_body(a).unwrap();
+            let ours = answer_body(a);
             let serde = serde_json::to_vec(a).unwrap();
             assert_eq!(
                 String::from_utf8_lossy(&ours),

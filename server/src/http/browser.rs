@@ -31,6 +31,7 @@
 //! curl, the SDK and the CLI send neither `Origin` nor `Sec-Fetch-Site`, and a loopback
 //! `Host` (or the name they were given, on a server that allows it): nothing changes for them.
 
+use std::borrow::Cow;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use tsblob_proto::ErrorCode;
 
@@ -162,10 +163,13 @@ impl BrowserPolicy {
         let Some(value) = headers.get(header::HOST) else {
             return Ok(());
         };
-        let host = value
-            .to_str()
-            .map(str::to_ascii_lowercase)
-            .unwrap_or_default();
+        // Lower-cased only when it has upper case (browsers send it lower-cased already).
+        let raw = value.to_str().unwrap_or_default();
+        let host: Cow<'_, str> = if raw.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(raw.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(raw)
+        };
         if is_loopback_host(&host) || extra.iter().any(|allowed| host_matches(allowed, &host)) {
             return Ok(());
         }
@@ -516,6 +520,41 @@ mod tests {
             "http://127.0.0.1:9999",
             Some(&HeaderValue::from_static("127.0.0.1:8686"))
         ));
+    }
+
+    /// The Host check lower-cases only a name that has upper case (no copy per request):
+    /// any case of an allowed name passes, a lookalike in any case does not.
+    #[test]
+    fn the_host_check_ignores_case_and_refuses_other_names() {
+        let policy = BrowserPolicy::new(
+            "127.0.0.1:8383".parse().unwrap(),
+            &["tsblob.local".to_string()],
+            &[],
+        );
+        let check = |host: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static(host));
+            policy.check_host(&h).is_ok()
+        };
+        for ok in [
+            "localhost:8383",
+            "LocalHost:8383",
+            "127.0.0.1",
+            "[::1]:1",
+            "tsblob.local",
+            "TSBLOB.Local:80",
+        ] {
+            assert!(check(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "EVIL.example:8383",
+            "localhost.evil",
+            "TSBLOB.local.evil",
+        ] {
+            assert!(!check(bad), "{bad}");
+        }
+        assert!(policy.check_host(&HeaderMap::new()).is_ok(), "no Host");
     }
 
     #[test]

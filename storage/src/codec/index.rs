@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use super::frame::{decode_labels, encode_labels, loaded_content_type, stored_content_type};
+use super::frame::{
+    decode_labels, encode_labels, loaded_content_type, stored_content_type, FLAG_ZSTD,
+};
 use super::{bytes::put_varint, DecodeError, Reader};
 use crate::record::Labels;
 
@@ -190,6 +192,14 @@ pub struct IndexValue {
     pub flags: u8,
     /// Content type and labels, shared by the records that have the same.
     pub attrs: Arc<Attrs>,
+}
+
+impl IndexValue {
+    /// Whether the payload is stored as is at the end of its frame (not compressed): its
+    /// length tells where it starts, so it can be read or sliced without its head.
+    pub fn raw(&self) -> bool {
+        self.flags & FLAG_ZSTD == 0 && self.size <= self.frame_len
+    }
 }
 
 /// The state of one block file as the index knows it.

@@ -154,9 +154,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         // costs wake-ups of both cores: `docs/benchmarks/reads-2-2026-11-26b.md`).
         let bodies = t.state.bodies.clone();
         blocking(move || {
-            let mut p = Producer::new(open()?, many, meta, &bodies);
-            p.skipped = skipped;
-            p.room = room;
+            let mut p = Producer::new(open()?, many, meta, &bodies, skipped, room);
             let step = p.counted_step();
             Ok((p, step))
         })
@@ -168,13 +166,11 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         if let Some(tail) = tail.as_mut() {
             tail.watch(iter.entry_ids());
         }
-        let mut p = Producer::new(iter, many, meta, &t.state.bodies);
-        p.skipped = skipped;
+        let mut p = Producer::new(iter, many, meta, &t.state.bodies, skipped, room);
         if let Some(f) = follow {
             p.follow(f.settle);
         }
         // Or 503 busy (with Retry-After) when none comes within --memory-wait.
-        p.room = room;
         p.room.cover(CHUNK as u64, "a query page").await?;
         blocking(move || {
             let step = p.counted_step();

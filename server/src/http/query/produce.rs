@@ -208,7 +208,7 @@ pub(super) struct Producer {
     /// The entries (ids, sorted) that got records since the last walk: the next walk's.
     pub(super) changed: Vec<u32>,
     /// Damaged records skipped, reported before the end (`damage.rs`).
-    pub(super) skipped: crate::http::damage::Skipped,
+    skipped: crate::http::damage::Skipped,
     /// The next step's room in the memory budget (taken before the step, what it did
     /// not use given back after it).
     pub(super) room: Held,
@@ -217,7 +217,16 @@ pub(super) struct Producer {
 }
 
 impl Producer {
-    pub(super) fn new(iter: QueryIter, many: bool, meta: bool, budget: &MemoryBudget) -> Producer {
+    /// A producer over `iter`, reporting damaged records to `skipped`, its first step's
+    /// room in `budget` taken already (or yet to be covered) in `room`.
+    pub(super) fn new(
+        iter: QueryIter,
+        many: bool,
+        meta: bool,
+        budget: &MemoryBudget,
+        skipped: crate::http::damage::Skipped,
+        room: Held,
+    ) -> Producer {
         Producer {
             // Heads and metadata lines are written from the attrs the index records share
             // (`QueryItem::content_type`, `labels`): not copied into every item.
@@ -231,8 +240,8 @@ impl Producer {
             rearm: false,
             stepped: false,
             changed: Vec::new(),
-            skipped: Default::default(),
-            room: budget.empty(),
+            skipped,
+            room,
             merge: budget.empty(),
         }
     }
@@ -478,7 +487,14 @@ mod tests {
         )))
         .unwrap();
         let budget = MemoryBudget::default();
-        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false, false, &budget);
+        let mut p = Producer::new(
+            s.query("b", "e", &r.query).unwrap(),
+            false,
+            false,
+            &budget,
+            Default::default(),
+            budget.empty(),
+        );
         let mut steps = 0;
         loop {
             steps += 1;
@@ -518,7 +534,14 @@ mod tests {
     /// Every step of a whole-entry query, until the last.
     fn steps_of(s: &Store, budget: &MemoryBudget) -> Vec<Vec<Bytes>> {
         let r = parse_query(None).unwrap();
-        let mut p = Producer::new(s.query("b", "e", &r.query).unwrap(), false, false, budget);
+        let mut p = Producer::new(
+            s.query("b", "e", &r.query).unwrap(),
+            false,
+            false,
+            budget,
+            Default::default(),
+            budget.empty(),
+        );
         let mut steps = Vec::new();
         loop {
             match p.step() {
