@@ -49,8 +49,9 @@ async fn async_main() -> std::process::ExitCode {
     match run(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            // `{:#}` prints the chain of causes on one line, without a backtrace.
-            eprintln!("error: {e:#}");
+            // The chain of causes on one line, without a backtrace, each said once (an
+            // error whose message quotes its source already does not get it again).
+            eprintln!("error: {}", tsblob_proto::tls::error_chain(e.as_ref()));
             std::process::ExitCode::from(exit_code(&e))
         }
     }

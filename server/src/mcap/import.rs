@@ -50,11 +50,10 @@ const RECORD_LIMIT: usize = 4 << 30;
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// (The I/O error is in the message, not a `source`: the CLI prints an error's chain
+    /// of sources after it, which would say it twice.)
+    #[error("cannot read {path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path} is not an MCAP file (it does not start with the MCAP magic)")]
     NotMcap { path: String },
     #[error("{path} has no .mcap files: a rosbag2 folder holds metadata.yaml and its .mcap files (convert a .db3 bag with `ros2 bag convert`)")]
@@ -187,9 +186,9 @@ where
     /// Reads one file. Damage is reported in [`Importer::report`], not returned.
     pub fn read_file(&mut self, path: &Path) -> Result<(), ImportError> {
         let name = path.display().to_string();
-        let io = |source| ImportError::Io {
+        let io = |error| ImportError::Io {
             path: name.clone(),
-            source,
+            error,
         };
         let mut file = std::fs::File::open(path).map_err(io)?;
         let mut magic = [0u8; 8];
@@ -490,9 +489,9 @@ pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, ImportError> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let io = |source| ImportError::Io {
+    let io = |error| ImportError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     };
     let mut files = Vec::new();
     for item in std::fs::read_dir(path).map_err(io)? {

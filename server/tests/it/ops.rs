@@ -617,6 +617,14 @@ fn every_cli_error_exited_1() {
     drop(closed);
     let (code, _, err) = tsblob(&format!("http://127.0.0.1:{port}"), &["bucket", "ls"], b"");
     assert_eq!(code, 7, "{err}");
+    // Bug "said twice": the message quoted its causes and the CLI printed the chain of
+    // causes after it again ("...: Connection refused (os error 111): error sending...").
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    // A missing MCAP file: the I/O error once.
+    let dest = format!("{}/b", url.trim_end_matches('/'));
+    let (code, _, err) = tsblob(&url, &["cp", "/nonexistent/in.mcap", &dest], b"");
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
     // A server with a token, asked without one: auth.
     let t = Server::start(&["--token", "s3cret"]);
     assert_eq!(tsblob(&t.url(""), &["bucket", "ls"], b"").0, 5);
