@@ -59,6 +59,11 @@ pub(super) fn freeze(buf: BytesMut) -> Bytes {
     Bytes::from_owner(Page(Vec::from(buf)))
 }
 
+/// Whether a page is idle in the pool: the next [`take`] will not allocate one.
+pub(super) fn spare() -> bool {
+    !POOL.lock().is_empty()
+}
+
 /// Gives back a page that was not handed over (emptied).
 pub(super) fn give_back(buf: BytesMut) {
     recycle(Vec::from(buf));

@@ -149,14 +149,20 @@ impl Pieces {
     /// The pieces, each of memory of ours carrying its share of `room` (the step's
     /// reservation in the memory budget) until the connection has written it. The page
     /// is counted once, at its capacity, until its last slice is written; a page mostly
-    /// empty is copied out (counted at its length) and kept for the next step.
+    /// empty while the pool has none idle is copied out (counted at its length) and kept
+    /// for the next step.
     fn finish(mut self, room: &mut Held) -> Vec<Bytes> {
         self.gathered();
         let buf = std::mem::take(&mut self.buf);
         let page = if buf.is_empty() {
             super::page::give_back(buf);
             Bytes::new()
-        } else if buf.capacity() > 2 * buf.len() {
+        } else if buf.capacity() > 2 * buf.len() && !super::page::spare() {
+            // Mostly empty, and no page idle in the pool: copied out (counted at its
+            // length), so the page is the next step's and no fresh page is faulted in.
+            // With a page idle, this one is handed over whole (counted at its capacity)
+            // and comes back once written: no copy (a short query's whole answer,
+            // `docs/benchmarks/short-pages-2026-11-27.md`).
             let copy = Bytes::copy_from_slice(&buf);
             super::page::give_back(buf);
             let n = copy.len() as u64;
@@ -592,6 +598,30 @@ mod tests {
             }
         }
         drop(steps);
+        assert_eq!(budget.used(), 0, "nothing held once the pieces are dropped");
+    }
+
+    /// A short answer's page is handed over whole only while the pool has a page idle:
+    /// answers a client never reads (each holds its page until written) pin at most the
+    /// pool's idle pages whole, and every answer after them is a copy of its length. So
+    /// 200 unread answers of ~31 KiB hold ~200 × 31 KiB plus a few pages of the budget,
+    /// never 200 pages (55 MiB).
+    #[test]
+    fn unread_short_answers_pin_at_most_the_pools_idle_pages_whole() {
+        let (_dir, s) = store_of(31, 1000, 1 << 20);
+        let budget = MemoryBudget::default();
+        let held: Vec<Vec<Vec<Bytes>>> = (0..200).map(|_| steps_of(&s, &budget)).collect();
+        let answer: usize = held[0].iter().flatten().map(Bytes::len).sum();
+        assert!(answer > 31_000 && answer < 40_000, "{answer}");
+        // (Other tests of this binary take and give back pages of the same pool meanwhile:
+        // the bound leaves room for them.)
+        let bound = 200 * answer as u64 + 40 * super::super::page::CAPACITY as u64;
+        assert!(
+            budget.used() <= bound,
+            "{} bytes held for 200 answers of {answer} bytes",
+            budget.used()
+        );
+        drop(held);
         assert_eq!(budget.used(), 0, "nothing held once the pieces are dropped");
     }
 
