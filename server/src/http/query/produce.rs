@@ -493,14 +493,7 @@ mod tests {
         )))
         .unwrap();
         let budget = MemoryBudget::default();
-        let mut p = Producer::new(
-            s.query("b", "e", &r.query).unwrap(),
-            false,
-            false,
-            &budget,
-            Default::default(),
-            budget.empty(),
-        );
+        let mut p = producer(s.query("b", "e", &r.query).unwrap(), &budget);
         let mut steps = 0;
         loop {
             steps += 1;
@@ -537,17 +530,22 @@ mod tests {
         (dir, s)
     }
 
-    /// Every step of a whole-entry query, until the last.
-    fn steps_of(s: &Store, budget: &MemoryBudget) -> Vec<Vec<Bytes>> {
-        let r = parse_query(None).unwrap();
-        let mut p = Producer::new(
-            s.query("b", "e", &r.query).unwrap(),
+    /// A frame answer's producer over `iter` (one entry), its room not yet covered.
+    fn producer(iter: QueryIter, budget: &MemoryBudget) -> Producer {
+        Producer::new(
+            iter,
             false,
             false,
             budget,
             Default::default(),
             budget.empty(),
-        );
+        )
+    }
+
+    /// Every step of a whole-entry query, until the last.
+    fn steps_of(s: &Store, budget: &MemoryBudget) -> Vec<Vec<Bytes>> {
+        let r = parse_query(None).unwrap();
+        let mut p = producer(s.query("b", "e", &r.query).unwrap(), budget);
         let mut steps = Vec::new();
         loop {
             match p.step() {
