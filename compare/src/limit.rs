@@ -4,9 +4,10 @@
 //!
 //! It speaks tsblob's HTTP API for exactly the requests the bench makes, and does nothing
 //! else: a write's body is read to its end and dropped (no parse, no disk); a read answers
-//! the record's bytes from a file (the seeded pool of its size, written once at start and
-//! memory-mapped, so a payload goes from the page cache to the socket with no copy in user
-//! space, as `sendfile` would) in tsblob's own framing. It has no index: it knows which
+//! the record's bytes in tsblob's own framing from memory filled once at start ([`Copies`]:
+//! a copy of the seeded pool of its size per record, so two reads never send the same bytes
+//! out of the CPU's cache, and a payload goes to the socket with no copy in user space, as
+//! `sendfile` from the page cache would). It has no index: it knows which
 //! records exist from the workload plan it is given (`--workload`), the way the bench itself
 //! does. Started by `tsblob bench` as the hidden `tsblob bench-limit` subcommand.
 //!
@@ -44,7 +45,7 @@ pub struct LimitArgs {
     /// Address to listen on.
     #[arg(long)]
     pub listen: SocketAddr,
-    /// Folder for the pool files.
+    /// Folder for `--store`'s files.
     #[arg(long)]
     pub data: PathBuf,
     /// The workload (JSON, as `tsblob bench` writes it): which records exist.
@@ -56,10 +57,63 @@ pub struct LimitArgs {
     pub store: bool,
 }
 
-/// A payload size's plan and its pool file, mapped.
+/// A payload size's plan and the memory its records are read from.
+#[derive(Clone)]
 struct Size {
     plan: SizePlan,
-    pool: Arc<Mmap>,
+    copies: Arc<Copies>,
+}
+
+/// At most this many bytes of [`Copies`] per payload size.
+const COPIES_BYTES: u64 = 256 << 20;
+
+/// Copies of a size's pool laid end to end in memory, one per record (global index
+/// `seq × entries + entry`), or as many as fit in [`COPIES_BYTES`], reused in turn past that.
+///
+/// Every record is a window of the same pool (`crate::payload`), so answering each from
+/// that one pool sent a 1 MiB record out of the core's L2 cache every time, where a store
+/// reads each record's own bytes from memory: distinct bytes cost `limit` about a quarter of
+/// its 1 MiB range-read rate (`docs/benchmarks/limit-copies-2026-11-27.md`).
+/// 256 MiB is far past any core's cache (a record's copy is used again only after 256 MiB
+/// of others) and bounds the memory: about 1 GB for the default workload's five sizes.
+struct Copies {
+    map: Mmap,
+    /// One copy's length: the pool's.
+    slot: usize,
+    slots: u64,
+}
+
+impl Copies {
+    /// `records` copies of `pool`, or as many as fit in `cap` bytes (at least one).
+    fn new(pool: &[u8], records: u64, cap: u64) -> Result<Copies> {
+        let slot = pool.len().max(1);
+        let slots = records.min(cap / slot as u64).max(1);
+        let len = usize::try_from(slots)
+            .ok()
+            .and_then(|n| n.checked_mul(slot))
+            .context("the pool copies do not fit in memory")?;
+        let mut map = memmap2::MmapMut::map_anon(len).context("cannot map the pool copies")?;
+        for copy in map.chunks_mut(slot) {
+            copy.copy_from_slice(&pool[..copy.len()]);
+        }
+        Ok(Copies {
+            map: map
+                .make_read_only()
+                .context("cannot seal the pool copies")?,
+            slot,
+            slots,
+        })
+    }
+
+    /// `range` of the pool, from the copy of record `record`.
+    fn window(self: &Arc<Self>, record: u64, range: std::ops::Range<usize>) -> Bytes {
+        // `record % slots < slots`, whose copies all fit in the map: in range.
+        let base = (record % self.slots) as usize * self.slot;
+        Bytes::from_owner(Window {
+            copies: Arc::clone(self),
+            range: base + range.start..base + range.end,
+        })
+    }
 }
 
 struct Limit {
@@ -120,15 +174,15 @@ impl Appender {
     }
 }
 
-/// A window of a mapped pool file, handed to hyper without a copy.
+/// A window of one record's pool copy, handed to hyper without a copy.
 struct Window {
-    map: Arc<Mmap>,
+    copies: Arc<Copies>,
     range: std::ops::Range<usize>,
 }
 
 impl AsRef<[u8]> for Window {
     fn as_ref(&self) -> &[u8] {
-        &self.map[self.range.clone()]
+        &self.copies.map[self.range.clone()]
     }
 }
 
@@ -145,15 +199,9 @@ pub async fn serve(args: LimitArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", args.data.display()))?;
     let mut sizes = HashMap::new();
     for plan in workload.size_plans() {
-        let path = args.data.join(format!("pool-{}", plan.size));
-        std::fs::write(&path, pool_bytes(plan.seed, plan.size))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let file = std::fs::File::open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        // SAFETY: the file is ours, written above and never changed or truncated while
-        // mapped (the process only reads it).
-        let pool = Arc::new(unsafe { Mmap::map(&file) }.context("cannot map a pool file")?);
-        sizes.insert(plan.size, Size { plan, pool });
+        let copies = Copies::new(&pool_bytes(plan.seed, plan.size), plan.count, COPIES_BYTES)?;
+        let copies = Arc::new(copies);
+        sizes.insert(plan.size, Size { plan, copies });
     }
     let store = match args.store {
         true => {
@@ -278,10 +326,11 @@ fn payload_pieces(s: &Size, entry: u32, ts: u64) -> (Bytes, Bytes) {
     let expected: Expected = s.plan.expected(entry, ts);
     let (tag, range) = expected.tag_and_window();
     let head = expected.len().min(tag.len());
-    let window = Bytes::from_owner(Window {
-        map: Arc::clone(&s.pool),
-        range,
-    });
+    let seq = ts.saturating_sub(BASE_TS) / TS_STEP;
+    let record = seq
+        .saturating_mul(u64::from(s.plan.entries))
+        .saturating_add(u64::from(entry));
+    let window = s.copies.window(record, range);
     (Bytes::copy_from_slice(&tag[..head]), window)
 }
 
@@ -344,9 +393,7 @@ async fn query(
     };
     let first = q.start.saturating_sub(BASE_TS).div_ceil(TS_STEP);
     let end = first + s.plan.expected_in(e, q.start, q.stop);
-    let plan = s.plan.clone();
-    let pool = Arc::clone(&s.pool);
-    let size = Size { plan, pool };
+    let size = s.clone();
     // One step per poll: small records gathered into ~256 KiB, large ones as file windows.
     let steps = futures_util::stream::unfold(
         (first, false, size),
@@ -391,4 +438,39 @@ async fn query(
         HeaderValue::from_static("application/x-tsblob-records"),
     );
     (headers, Body::from_stream(steps)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Before, every record of a size was served from the one pool: the same bytes, hot in
+    /// the core's cache, for every read.
+    #[test]
+    fn each_record_is_served_from_its_own_copy_of_the_pool_up_to_the_cap() {
+        let pool: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        let copies = Arc::new(Copies::new(&pool, 5, 1 << 20).unwrap());
+        assert_eq!(copies.slots, 5);
+        let windows: Vec<Bytes> = (0..5).map(|r| copies.window(r, 10..900)).collect();
+        for w in &windows {
+            assert_eq!(&w[..], &pool[10..900]);
+        }
+        let mut starts: Vec<usize> = windows.iter().map(|w| w.as_ptr() as usize).collect();
+        starts.dedup();
+        assert_eq!(starts.len(), 5, "five records, five copies");
+        // Past the cap the copies are reused in turn, and still hold the pool's bytes.
+        let capped = Arc::new(Copies::new(&pool, 100, 3500).unwrap());
+        assert_eq!(capped.slots, 3);
+        assert_eq!(
+            capped.window(4, 0..1000).as_ptr(),
+            capped.window(1, 0..1000).as_ptr()
+        );
+        assert_ne!(
+            capped.window(4, 0..1000).as_ptr(),
+            capped.window(5, 0..1000).as_ptr()
+        );
+        assert_eq!(&capped.window(7, 0..1000)[..], &pool[..]);
+        // A cap below one copy still keeps one.
+        assert_eq!(Copies::new(&pool, 100, 10).unwrap().slots, 1);
+    }
 }

@@ -154,8 +154,8 @@ fn limit_target_serves_verified_bytes_and_repeats_report_the_median_round() {
             assert!(when.reason.as_deref().unwrap().contains("no index"));
         }
     }
-    // The limit's data folder holds only its pool files: writes were discarded. The
-    // limit-store's grew by at least every payload byte written.
+    // The limit's data folder did not grow: writes were discarded (its records are read
+    // from memory). The limit-store's grew by at least every payload byte written.
     let disk = |kind| report.disk.iter().filter(move |d| d.target == kind);
     assert_eq!(disk(TargetKind::Limit).count(), 2);
     assert!(disk(TargetKind::Limit).all(|d| d.disk_bytes == Some(0)));
