@@ -3,6 +3,6 @@
 pairs=$1; shift
 for w in "$@"; do
   for i in $(seq 1 $pairs); do
-    for b in base new; do ./run2.sh ../bin-$b $w limit bin-$b | grep -v write-batch >> runs-${w%.toml}.txt; done
+    for b in base new; do ../../../benches/tools/run2.sh ../bin-$b $w limit bin-$b | grep -v write-batch >> runs-${w%.toml}.txt; done
   done
 done
