@@ -86,7 +86,9 @@ struct Copies {
 impl Copies {
     /// `records` copies of `pool`, or as many as fit in `cap` bytes (at least one).
     fn new(pool: &[u8], records: u64, cap: u64) -> Result<Copies> {
-        let slot = pool.len().max(1);
+        // A pool is `size + 4 KiB` long: never empty.
+        anyhow::ensure!(!pool.is_empty(), "an empty pool has nothing to copy");
+        let slot = pool.len();
         let slots = records.min(cap / slot as u64).max(1);
         let len = usize::try_from(slots)
             .ok()
@@ -394,7 +396,8 @@ async fn query(
     let first = q.start.saturating_sub(BASE_TS).div_ceil(TS_STEP);
     let end = first + s.plan.expected_in(e, q.start, q.stop);
     let size = s.clone();
-    // One step per poll: small records gathered into ~256 KiB, large ones as file windows.
+    // One step per poll: small records gathered into ~256 KiB, large ones as windows of
+    // their copies.
     let steps = futures_util::stream::unfold(
         (first, false, size),
         move |(mut seq, done, size)| async move {
@@ -456,6 +459,7 @@ mod tests {
             assert_eq!(&w[..], &pool[10..900]);
         }
         let mut starts: Vec<usize> = windows.iter().map(|w| w.as_ptr() as usize).collect();
+        starts.sort_unstable();
         starts.dedup();
         assert_eq!(starts.len(), 5, "five records, five copies");
         // Past the cap the copies are reused in turn, and still hold the pool's bytes.
@@ -472,5 +476,6 @@ mod tests {
         assert_eq!(&capped.window(7, 0..1000)[..], &pool[..]);
         // A cap below one copy still keeps one.
         assert_eq!(Copies::new(&pool, 100, 10).unwrap().slots, 1);
+        assert!(Copies::new(&[], 5, 1 << 20).is_err());
     }
 }
