@@ -328,11 +328,7 @@ fn payload_pieces(s: &Size, entry: u32, ts: u64) -> (Bytes, Bytes) {
     let expected: Expected = s.plan.expected(entry, ts);
     let (tag, range) = expected.tag_and_window();
     let head = expected.len().min(tag.len());
-    let seq = ts.saturating_sub(BASE_TS) / TS_STEP;
-    let record = seq
-        .saturating_mul(u64::from(s.plan.entries))
-        .saturating_add(u64::from(entry));
-    let window = s.copies.window(record, range);
+    let window = s.copies.window(s.plan.index_of(entry, ts), range);
     (Bytes::copy_from_slice(&tag[..head]), window)
 }
 

@@ -313,6 +313,14 @@ impl SizePlan {
         }
     }
 
+    /// Global index of the record of `entry` at timestamp `ts`: the inverse of
+    /// [`SizePlan::record`].
+    pub fn index_of(&self, entry: u32, ts: u64) -> u64 {
+        let seq = ts.saturating_sub(BASE_TS) / TS_STEP;
+        seq.saturating_mul(u64::from(self.entries))
+            .saturating_add(u64::from(entry))
+    }
+
     /// Records stored in an entry.
     pub fn entry_len(&self, entry: u32) -> u64 {
         let entries = u64::from(self.entries);
@@ -493,6 +501,23 @@ pub use tsblob_proto::format_size;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `limit` finds a record's copy by its global index, computed from (entry, ts).
+    #[test]
+    fn index_of_inverts_record() {
+        let p = SizePlan {
+            seed: 1,
+            size: 1024,
+            count: 100,
+            single: 0,
+            entries: 7,
+            labels: 0,
+        };
+        for i in 0..100 {
+            let r = p.record(i);
+            assert_eq!(p.index_of(r.entry, r.ts), i);
+        }
+    }
 
     #[test]
     #[ignore = "timing only: cargo test --release -p tsblob-compare -- --ignored --nocapture"]
