@@ -144,7 +144,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         (Some(_), Some(_held)) => {
             let pieces = chunks.pieces().await?;
             let store = state.store.clone();
-            crate::blocking::run_here(move || {
+            crate::blocking::run(move || {
                 let written = store.write_pieces(&bucket, &entry, &meta, &pieces);
                 // The body's CRC only when a taken timestamp is to be compared: the engine
                 // has its own, and a second pass over a large payload was ~15 % of the

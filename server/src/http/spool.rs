@@ -133,9 +133,12 @@ impl SpoolSink {
     }
 
     /// As [`SpoolSink::finish`], then `then` with the spool and its CRC: the last piece's
-    /// append and `then` (the engine's write) run in **one** call on this worker
-    /// (`blocking::run_here`), where `finish` and a second blocking call handed off to the
-    /// pool and back twice after the last byte (docs/benchmarks/write-large-2026-11-26.md).
+    /// append and `then` (the engine's write) run in **one** blocking call, where `finish`
+    /// and a second blocking call handed off to the pool and back twice after the last
+    /// byte (docs/benchmarks/write-large-2026-11-26.md). On the blocking pool, not on this
+    /// worker with `block_in_place`: that made every such write hand the worker's tasks to
+    /// another pool thread, which then ran as a worker and kept its allocator's pages
+    /// (docs/benchmarks/rss-2026-11-27.md).
     pub async fn finish_then<T, F>(mut self, then: F) -> Result<T, AppError>
     where
         F: FnOnce(Spool, u32) -> Result<T, AppError> + Send + 'static,
@@ -143,7 +146,7 @@ impl SpoolSink {
     {
         let mut spool = idle(&mut self.spool, &mut self.in_flight).await?;
         let rest = std::mem::take(&mut self.piece);
-        crate::blocking::run_here(move || {
+        crate::blocking::run(move || {
             if !rest.is_empty() {
                 let slices: Vec<&[u8]> = rest.iter().map(|b| b.as_ref()).collect();
                 spool.append_pieces(&slices)?;
