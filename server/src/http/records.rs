@@ -141,10 +141,13 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             let ts = state.writer.write(bucket, entry, meta, pieces).await?;
             (ts, StatusCode::CREATED)
         }
-        (Some(_), Some(_held)) => {
+        (Some(_), Some(held)) => {
             let pieces = chunks.pieces().await?;
             let store = state.store.clone();
             crate::blocking::run(move || {
+                // The body's room in the budget is given back when its bytes are, after the
+                // write: a client that leaves meanwhile drops this request, not the write.
+                let _held = held;
                 let written = store.write_pieces(&bucket, &entry, &meta, &pieces);
                 // The body's CRC only when a taken timestamp is to be compared: the engine
                 // has its own, and a second pass over a large payload was ~15 % of the
