@@ -19,6 +19,6 @@ PY
   c0=$(awk '{print $14+$15}' /proc/$pid/stat)
   r=$($P $here/rd.py $port r 1500 0 300)
   c1=$(awk '{print $14+$15}' /proc/$pid/stat)
-  echo "$i [$envs] $r cpu/read $(( (c1-c0)*10000/3000 )) us load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "$i [$envs] $r cpu/read $(( (c1-c0)*1000000/$(getconf CLK_TCK)/3000 )) us load $(cut -d' ' -f1 /proc/loadavg)"
   kill $pid; wait $pid 2>/dev/null; rm -rf $d
 done; done

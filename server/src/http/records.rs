@@ -144,7 +144,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         (Some(_), Some(held)) => {
             let pieces = chunks.pieces().await?;
             let store = state.store.clone();
-            crate::blocking::run(move || {
+            blocking(move || {
                 // The body's room in the budget is given back when its bytes are, after the
                 // write: a client that leaves meanwhile drops this request, not the write.
                 let _held = held;

@@ -146,7 +146,7 @@ impl SpoolSink {
     {
         let mut spool = idle(&mut self.spool, &mut self.in_flight).await?;
         let rest = std::mem::take(&mut self.piece);
-        crate::blocking::run(move || {
+        blocking(move || {
             if !rest.is_empty() {
                 let slices: Vec<&[u8]> = rest.iter().map(|b| b.as_ref()).collect();
                 spool.append_pieces(&slices)?;
