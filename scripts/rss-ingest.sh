@@ -7,6 +7,9 @@
 # file parts, and /proc/PID/smaps_rollup at the sampled peak. The data is deleted at exit.
 #
 #   scripts/rss-ingest.sh [path/to/tsblob] [-- extra serve flags...]
+#
+# SERVER_ENV="NAME=VALUE ..." is set for the server alone (not for `tsblob loadgen`), e.g.
+# SERVER_ENV=MIMALLOC_PURGE_DELAY=1000 for mimalloc's own default purge delay.
 set -euo pipefail
 bin="${1:-target/release/tsblob}"
 shift || true
@@ -18,7 +21,8 @@ data="$(mktemp -d "${TMPDIR:-/tmp}/tsblob-rss.XXXXXX")"
 url="http://127.0.0.1:$port"
 export TSBLOB_URL="$url"
 unset TSBLOB_TOKEN
-"$bin" serve --data "$data" --listen "127.0.0.1:$port" --log warn "$@" &
+# shellcheck disable=SC2086 # SERVER_ENV is a list of NAME=VALUE words
+env ${SERVER_ENV:-} "$bin" serve --data "$data" --listen "127.0.0.1:$port" --log warn "$@" &
 pid=$!
 sampler=
 cleanup() {
