@@ -62,7 +62,8 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(exit::USAGE);
         }
     };
-    // Before the runtime's threads allocate anything: see `PURGE_DELAY_MS`.
+    // Before the runtime's threads allocate (`purge_sooner` also clears the deadlines of
+    // purges scheduled earlier under mimalloc's default).
     if matches!(cli.command, Command::Serve(_)) {
         purge_sooner();
     }
