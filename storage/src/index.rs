@@ -808,9 +808,16 @@ impl Index {
             };
             merge(&mut slots, batch);
             let first_key = slots.first().map(|s| old_key.map_or(s.ts, |k| k.min(s.ts)));
+            // The old chunk is deleted when the merge re-keys it below; then none of the
+            // new chunks is "unchanged", even one with the old key and value (bug "a
+            // re-keyed chunk's unchanged successor was skipped after its delete": a put
+            // below an entry's first chunk whose merge split off a chunk equal to the old
+            // one lost that chunk's records from the index).
+            let mut kept_old = old_key.is_some();
             if let Some(k) = old_key {
                 if first_key != Some(k) {
                     self.delete_chunk(txn, entry_id, k)?;
+                    kept_old = false;
                 }
             }
             if let Some(fk) = first_key {
@@ -823,7 +830,7 @@ impl Index {
                         Fill::Packed
                     },
                 ) {
-                    if old_key == Some(k) && old_value == v {
+                    if kept_old && old_key == Some(k) && old_value == v {
                         continue; // unchanged
                     }
                     self.put_chunk(txn, entry_id, k, &v)?;
@@ -1400,6 +1407,34 @@ mod tests {
         let txn = index.read_txn().unwrap();
         let v = index.get_record(&txn, 2, 1500).unwrap().unwrap();
         assert_eq!((v.block_id, v.attrs), (3, n));
+    }
+
+    /// Bug "a re-keyed chunk's unchanged successor was skipped after its delete": the
+    /// fourth put merges below the first chunk, re-keys it, and splits off a chunk with
+    /// the old key and the old value; that one was skipped as unchanged after the old
+    /// chunk was deleted, and its 56 records left the index (found by
+    /// `router::batch_rounds` when batches of one entry landed out of time order).
+    #[test]
+    fn a_put_below_the_first_chunk_that_splits_off_its_old_twin_loses_nothing() {
+        let (_d, index) = open();
+        let m = rec_attrs("", &[]);
+        let batch = |base: u64, n: u64| -> Vec<(u64, Option<IndexValue>)> {
+            (0..n)
+                .map(|i| (base + i, Some(value(1, base + i, m.clone()))))
+                .collect()
+        };
+        put(&index, 4, batch(17000, 44));
+        put(&index, 4, batch(23000, 44));
+        put(&index, 4, batch(11000, 48));
+        put(&index, 4, batch(5000, 56));
+        let got = check_chunks(&index);
+        assert_eq!(got[&4].len(), 192);
+        assert_eq!(query(&index, 4, 0..u64::MAX, false, usize::MAX).len(), 192);
+        assert_eq!(query(&index, 4, 0..u64::MAX, true, usize::MAX).len(), 192);
+        let txn = index.read_txn().unwrap();
+        for base in [5000u64, 11000, 17000, 23000] {
+            assert!(index.contains(&txn, 4, base).unwrap(), "{base}");
+        }
     }
 
     /// Moves every open chunk into `chunks`: the layout of index format 2.
