@@ -1409,6 +1409,37 @@ mod tests {
         assert_eq!((v.block_id, v.attrs), (3, n));
     }
 
+    /// Runs of consecutive timestamps written in a random order of their time ranges (the
+    /// shape of batches that reach one entry out of order: every merge below the first
+    /// chunk, with every split), each entry checked against a model after each run.
+    #[test]
+    fn runs_written_out_of_time_order_agree_with_a_model() {
+        use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+        let (_d, index) = open();
+        let m = rec_attrs("", &[]);
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(2);
+        let mut rnd = |n: u64| rng.next_u64() % n;
+        for entry in 0..60u32 {
+            let mut model = std::collections::BTreeSet::new();
+            let mut runs: Vec<u64> = (0..8).collect();
+            for i in (1..runs.len()).rev() {
+                runs.swap(i, rnd(i as u64 + 1) as usize);
+            }
+            for run in runs {
+                let (base, n) = ((run + 1) * 1000, 1 + rnd(130));
+                let recs = (base..base + n)
+                    .map(|ts| (ts, Some(value(1, ts, m.clone()))))
+                    .collect();
+                put(&index, entry, recs);
+                model.extend(base..base + n);
+                let got = check_chunks(&index);
+                let want: Vec<u64> = model.iter().copied().collect();
+                assert_eq!(got.get(&entry), Some(&want), "entry {entry}");
+                assert_eq!(query(&index, entry, 0..u64::MAX, false, usize::MAX), want);
+            }
+        }
+    }
+
     /// Bug "a re-keyed chunk's unchanged successor was skipped after its delete": the
     /// fourth put merges below the first chunk, re-keys it, and splits off a chunk with
     /// the old key and the old value; that one was skipped as unchanged after the old
