@@ -813,12 +813,9 @@ impl Index {
             // re-keyed chunk's unchanged successor was skipped after its delete": a put
             // below an entry's first chunk whose merge split off a chunk equal to the old
             // one lost that chunk's records from the index).
-            let mut kept_old = old_key.is_some();
-            if let Some(k) = old_key {
-                if first_key != Some(k) {
-                    self.delete_chunk(txn, entry_id, k)?;
-                    kept_old = false;
-                }
+            let kept_old = old_key.is_some() && first_key == old_key;
+            if let Some(k) = old_key.filter(|_| !kept_old) {
+                self.delete_chunk(txn, entry_id, k)?;
             }
             if let Some(fk) = first_key {
                 for (k, v) in encode_chunks(
@@ -1414,19 +1411,16 @@ mod tests {
     /// chunk, with every split), each entry checked against a model after each run.
     #[test]
     fn runs_written_out_of_time_order_agree_with_a_model() {
-        use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+        use rand::{seq::SliceRandom, Rng, SeedableRng};
         let (_d, index) = open();
         let m = rec_attrs("", &[]);
-        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(2);
-        let mut rnd = |n: u64| rng.next_u64() % n;
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
         for entry in 0..60u32 {
             let mut model = std::collections::BTreeSet::new();
             let mut runs: Vec<u64> = (0..8).collect();
-            for i in (1..runs.len()).rev() {
-                runs.swap(i, rnd(i as u64 + 1) as usize);
-            }
+            runs.shuffle(&mut rng);
             for run in runs {
-                let (base, n) = ((run + 1) * 1000, 1 + rnd(130));
+                let (base, n) = ((run + 1) * 1000, rng.random_range(1..=130));
                 let recs = (base..base + n)
                     .map(|ts| (ts, Some(value(1, ts, m.clone()))))
                     .collect();
