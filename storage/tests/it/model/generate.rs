@@ -19,6 +19,8 @@ pub const FIFO: &str = "fifo";
 pub const HARD: &str = "hard";
 pub const RACE: &str = "race";
 pub const TMP: &str = "tmp";
+/// Where lanes write their entries out of time order (see [`LanePlan::backfill`]).
+pub const BACKFILL: &str = "backfill";
 pub const SHARED: [&str; 3] = ["e0", "e1", "e2"];
 pub const CTS: [&str; 3] = ["application/octet-stream", "text/plain", "image/jpeg"];
 /// Timestamps of contention records start here (lanes own `[(l+1)·10⁹, (l+2)·10⁹)`).
@@ -233,7 +235,14 @@ struct LanePlan {
     next_ts: u64,
     /// (bucket, entry) → own timestamps → next version number.
     own: BTreeMap<(String, String), BTreeMap<u64, u32>>,
+    /// Backfill slots not yet written (see [`LanePlan::backfill`]).
+    free_slots: Vec<u64>,
 }
+
+/// Backfill slots per lane: slot `s` holds timestamps from `lane base + BACKFILL_AT +
+/// s·1000`, far above the lane's ordinary records (which advance by < 20 per record).
+const BACKFILL_SLOTS: u64 = 48;
+const BACKFILL_AT: u64 = 500_000_000;
 
 fn labels(rng: &mut StdRng) -> Labels {
     (0..rng.random_range(0..3))
@@ -255,6 +264,41 @@ fn payload_len(rng: &mut StdRng) -> u32 {
 }
 
 impl LanePlan {
+    /// A batch of 1–130 consecutive timestamps in one of the lane's backfill slots, taken
+    /// in a random order, into the lane's own entry `o<lane>`: an entry written out of time
+    /// order, whose merges land below its first index chunk and split it into chunks of up
+    /// to 64 records. The ordinary ops write each entry mostly in time order, in blocks of
+    /// 2–7 records, and never produced that shape; bug "a re-keyed chunk's unchanged
+    /// successor was skipped after its delete" (acknowledged records left the index) needed
+    /// exactly it. `None` when every slot is taken. Mostly in [`BACKFILL`], a bucket of
+    /// larger blocks (the index is what this exercises; blocks of 2–7 records would make
+    /// each batch dozens of files).
+    fn backfill(&mut self, rng: &mut StdRng) -> Option<Op> {
+        let b = [BACKFILL, BACKFILL, PLAIN][rng.random_range(0..3)].to_string();
+        let e = format!("o{}", self.lane);
+        if self.free_slots.is_empty() {
+            return None;
+        }
+        let slot = self
+            .free_slots
+            .swap_remove(rng.random_range(0..self.free_slots.len()));
+        let start = (self.lane as u64 + 1) * 1_000_000_000 + BACKFILL_AT + slot * 1000;
+        let own = self.own.entry((b.clone(), e.clone())).or_default();
+        let recs = (start..start + rng.random_range(1..=130))
+            .map(|ts| {
+                own.insert(ts, 1);
+                Rec {
+                    ts,
+                    ver: 1,
+                    len: rng.random_range(0..200),
+                    ct: CTS[0].into(),
+                    labels: Labels::new(),
+                }
+            })
+            .collect();
+        Some(Op::Batch { b, e, recs })
+    }
+
     fn new_rec(&mut self, rng: &mut StdRng, b: &str, e: &str) -> Rec {
         self.next_ts += rng.random_range(1..20);
         let ts = self.next_ts;
@@ -662,10 +706,29 @@ fn race_segment(rng: &mut StdRng, idx: usize, tmp_exists: &mut bool) -> Segment 
     }
 }
 
+/// The bucket of [`BACKFILL`]: blocks of 16–255 records.
+fn backfill_bucket(rng: &mut StdRng) -> (String, BucketSettings) {
+    let settings = BucketSettings {
+        max_block_records: rng.random_range(16..256),
+        max_block_size: 256 << 10,
+        compression: if rng.random_bool(0.3) {
+            Compression::Zstd { level: 1 }
+        } else {
+            Compression::None
+        },
+        ..BucketSettings::default()
+    };
+    (BACKFILL.into(), settings)
+}
+
 pub fn generate(seed: u64) -> History {
     let mut rng = StdRng::seed_from_u64(seed);
+    // Backfills draw from their own stream, so a seed's other operations stay the ones it
+    // made before they were added (the regression seeds in `model.rs` name bugs by them).
+    let mut brng = StdRng::seed_from_u64(seed ^ 0x6261_636b_6669_6c6c);
     let lanes = rng.random_range(2..=4);
-    let buckets = initial_buckets(&mut rng);
+    let mut buckets = initial_buckets(&mut rng);
+    buckets.push(backfill_bucket(&mut brng));
     let sync = match rng.random_range(0..3) {
         0 => SyncPolicy::Always,
         1 => SyncPolicy::default(),
@@ -676,6 +739,7 @@ pub fn generate(seed: u64) -> History {
             lane: l,
             next_ts: (l as u64 + 1) * 1_000_000_000,
             own: BTreeMap::new(),
+            free_slots: (0..BACKFILL_SLOTS).collect(),
         })
         .collect();
     let mut segments = Vec::new();
@@ -685,9 +749,21 @@ pub fn generate(seed: u64) -> History {
             segments.push(race_segment(&mut rng, idx, &mut tmp_exists));
         } else {
             let n = rng.random_range(3..8);
+            // A backfill segment: before most ordinary ops, a lane writes its entry out of
+            // time order (drawn from `brng`: every other op stays what the seed made it).
+            let backfill = brng.random_bool(0.12);
             let lanes = plans
                 .iter_mut()
-                .map(|p| (0..n).map(|_| p.op(&mut rng)).collect())
+                .map(|p| {
+                    let mut ops = Vec::new();
+                    for _ in 0..n {
+                        if backfill && brng.random_bool(0.6) {
+                            ops.extend(p.backfill(&mut brng));
+                        }
+                        ops.push(p.op(&mut rng));
+                    }
+                    ops
+                })
                 .collect();
             segments.push(Segment {
                 race: None,
