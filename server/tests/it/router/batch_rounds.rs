@@ -30,6 +30,20 @@ fn payload_of(b: u64, ts: u64) -> Vec<u8> {
     format!("{b}@{ts}:").repeat(40).into_bytes()
 }
 
+/// The body of batch `b`: its 60 records, record 7 at `taken` when given (a timestamp
+/// written already: that record alone is refused).
+fn batch_body(b: u64, taken: Option<u64>) -> Bytes {
+    let payloads: Vec<Vec<u8>> = (0..60).map(|i| payload_of(b, ts_of(b, i))).collect();
+    let recs: Vec<Rec<'_>> = (0..60u64)
+        .map(|i| {
+            let ts = taken.filter(|_| i == 7).unwrap_or_else(|| ts_of(b, i));
+            let (ct, labels) = SETS[set_of(b, i)];
+            (ts, ct, labels, payloads[i as usize].as_slice())
+        })
+        .collect();
+    frames(&recs, Some(60))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_batches_share_rounds_and_fail_alone() {
     let f = std::sync::Arc::new(fixture());
@@ -56,17 +70,11 @@ async fn concurrent_batches_share_rounds_and_fail_alone() {
     for b in 0..24u64 {
         let f = f.clone();
         tasks.push(tokio::spawn(async move {
-            let payloads: Vec<Vec<u8>> = (0..60).map(|i| payload_of(b, ts_of(b, i))).collect();
-            let recs: Vec<Rec<'_>> = (0..60u64)
-                .map(|i| {
-                    let ts = if b < 2 && i == 7 { 5 } else { ts_of(b, i) };
-                    let (ct, labels) = SETS[set_of(b, i)];
-                    (ts, ct, labels, payloads[i as usize].as_slice())
-                })
-                .collect();
             let bucket = if b == 7 { "tight" } else { "b" };
             let uri = format!("/api/v1/b/{bucket}/e{}/batch", b % 6);
-            let a = f.call("POST", &uri, frames(&recs, Some(60))).await;
+            let a = f
+                .call("POST", &uri, batch_body(b, (b < 2).then_some(5)))
+                .await;
             assert_eq!(a.status, StatusCode::OK, "batch {b}: {:?}", a.body);
             let v = a.json();
             let results = v["results"].as_array().unwrap();
@@ -152,15 +160,8 @@ async fn batches_of_one_entry_in_every_time_order_read_back_whole() {
     let want: usize = xs.iter().map(|&b| count(b)).sum();
     for (n, order) in orders.iter().enumerate() {
         for &b in order {
-            let payloads: Vec<Vec<u8>> = (0..60).map(|i| payload_of(b, ts_of(b, i))).collect();
-            let recs: Vec<Rec<'_>> = (0..60u64)
-                .map(|i| {
-                    let (ct, labels) = SETS[set_of(b, i)];
-                    (ts_of(b, i), ct, labels, payloads[i as usize].as_slice())
-                })
-                .collect();
             let uri = format!("/api/v1/b/b/o{n}/batch");
-            let a = f.call("POST", &uri, frames(&recs, Some(60))).await;
+            let a = f.call("POST", &uri, batch_body(b, None)).await;
             assert_eq!(a.status, StatusCode::OK, "order {order:?}: {:?}", a.body);
         }
         let a = f.call("GET", &format!("/api/v1/b/b/o{n}/query"), "").await;
