@@ -299,6 +299,50 @@ impl LanePlan {
         Some(Op::Batch { b, e, recs })
     }
 
+    /// A change to records of the lane's backfilled entry: a removal of a range from one of
+    /// them, of one record, or a label update of one (which moves its frame to a new block:
+    /// an index put over a record inside a chunk). `None` before any backfill.
+    fn backfill_change(&mut self, rng: &mut StdRng) -> Option<Op> {
+        let e = format!("o{}", self.lane);
+        let mine = |((_, oe), ts): &(&(String, String), &mut BTreeMap<u64, u32>)| {
+            *oe == e && !ts.is_empty()
+        };
+        let n = self.own.iter_mut().filter(mine).count();
+        if n == 0 {
+            return None;
+        }
+        let ((b, _), own) = self
+            .own
+            .iter_mut()
+            .filter(mine)
+            .nth(rng.random_range(0..n))?;
+        let b = b.clone();
+        let ts = *own.keys().nth(rng.random_range(0..own.len()))?;
+        Some(match rng.random_range(0..3) {
+            0 => {
+                let stop = ts + rng.random_range(1..90);
+                own.retain(|t, _| *t < ts || *t >= stop);
+                Op::RemoveRange {
+                    b,
+                    e,
+                    start: ts,
+                    stop,
+                }
+            }
+            1 => {
+                own.remove(&ts);
+                Op::RemoveRecord { b, e, ts }
+            }
+            _ => Op::Patch {
+                b,
+                e,
+                ts,
+                set: labels(rng),
+                remove: vec![],
+            },
+        })
+    }
+
     fn new_rec(&mut self, rng: &mut StdRng, b: &str, e: &str) -> Rec {
         self.next_ts += rng.random_range(1..20);
         let ts = self.next_ts;
@@ -759,6 +803,9 @@ pub fn generate(seed: u64) -> History {
                     for _ in 0..n {
                         if backfill && brng.random_bool(0.6) {
                             ops.extend(p.backfill(&mut brng));
+                            if brng.random_bool(0.3) {
+                                ops.extend(p.backfill_change(&mut brng));
+                            }
                         }
                         ops.push(p.op(&mut rng));
                     }
