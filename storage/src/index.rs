@@ -1406,6 +1406,13 @@ mod tests {
         assert_eq!((v.block_id, v.attrs), (3, n));
     }
 
+    /// Puts of the `n` records `base..base + n` of block 1 with attrs `m`.
+    fn consecutive(base: u64, n: u64, m: &Arc<Attrs>) -> Vec<(u64, Option<IndexValue>)> {
+        (base..base + n)
+            .map(|ts| (ts, Some(value(1, ts, m.clone()))))
+            .collect()
+    }
+
     /// Runs of consecutive timestamps written in a random order of their time ranges (the
     /// shape of batches that reach one entry out of order: every merge below the first
     /// chunk, with every split), each entry checked against a model after each run.
@@ -1421,10 +1428,7 @@ mod tests {
             runs.shuffle(&mut rng);
             for run in runs {
                 let (base, n) = ((run + 1) * 1000, rng.random_range(1..=130));
-                let recs = (base..base + n)
-                    .map(|ts| (ts, Some(value(1, ts, m.clone()))))
-                    .collect();
-                put(&index, entry, recs);
+                put(&index, entry, consecutive(base, n, &m));
                 model.extend(base..base + n);
                 let got = check_chunks(&index);
                 let want: Vec<u64> = model.iter().copied().collect();
@@ -1443,15 +1447,10 @@ mod tests {
     fn a_put_below_the_first_chunk_that_splits_off_its_old_twin_loses_nothing() {
         let (_d, index) = open();
         let m = rec_attrs("", &[]);
-        let batch = |base: u64, n: u64| -> Vec<(u64, Option<IndexValue>)> {
-            (0..n)
-                .map(|i| (base + i, Some(value(1, base + i, m.clone()))))
-                .collect()
-        };
-        put(&index, 4, batch(17000, 44));
-        put(&index, 4, batch(23000, 44));
-        put(&index, 4, batch(11000, 48));
-        put(&index, 4, batch(5000, 56));
+        put(&index, 4, consecutive(17000, 44, &m));
+        put(&index, 4, consecutive(23000, 44, &m));
+        put(&index, 4, consecutive(11000, 48, &m));
+        put(&index, 4, consecutive(5000, 56, &m));
         let got = check_chunks(&index);
         assert_eq!(got[&4].len(), 192);
         assert_eq!(query(&index, 4, 0..u64::MAX, false, usize::MAX).len(), 192);

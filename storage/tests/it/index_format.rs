@@ -239,7 +239,7 @@ fn an_index_that_lost_a_chunk_is_rebuilt_at_open_and_every_record_reads_back() {
     });
     assert!(
         closed >= 2,
-        "the entries's records span several closed chunks"
+        "the entries' records span several closed chunks"
     );
     let s = open(dir.path());
     let why = s.recovery_report().rebuilt.clone().unwrap_or_default();

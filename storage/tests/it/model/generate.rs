@@ -304,19 +304,18 @@ impl LanePlan {
     /// an index put over a record inside a chunk). `None` before any backfill.
     fn backfill_change(&mut self, rng: &mut StdRng) -> Option<Op> {
         let e = format!("o{}", self.lane);
-        let mine = |((_, oe), ts): &(&(String, String), &mut BTreeMap<u64, u32>)| {
-            *oe == e && !ts.is_empty()
-        };
-        let n = self.own.iter_mut().filter(mine).count();
-        if n == 0 {
+        let keys: Vec<(String, String)> = self
+            .own
+            .iter()
+            .filter(|((_, oe), ts)| *oe == e && !ts.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if keys.is_empty() {
             return None;
         }
-        let ((b, _), own) = self
-            .own
-            .iter_mut()
-            .filter(mine)
-            .nth(rng.random_range(0..n))?;
-        let b = b.clone();
+        let key = &keys[rng.random_range(0..keys.len())];
+        let own = self.own.get_mut(key)?;
+        let b = key.0.clone();
         let ts = *own.keys().nth(rng.random_range(0..own.len()))?;
         Some(match rng.random_range(0..3) {
             0 => {
