@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::pattern::EntryPattern;
 use crate::when::Condition;
 
 /// What a lifecycle rule has done since the store was opened (or the rule was last set).
@@ -94,53 +93,9 @@ impl RuleRun {
     }
 }
 
-/// A rule's entry patterns compiled: an entry is selected when no pattern includes (or one
-/// does) and none of the `!` ones matches it.
-pub(crate) struct EntrySelection {
-    include: Vec<EntryPattern>,
-    exclude: Vec<EntryPattern>,
-}
-
-impl EntrySelection {
-    /// Patterns were checked when the rule was set (`LifecycleRule::validate`): one that
-    /// does not compile now selects nothing rather than everything.
-    pub fn new(patterns: &[String]) -> Result<EntrySelection, String> {
-        let mut sel = EntrySelection {
-            include: Vec::new(),
-            exclude: Vec::new(),
-        };
-        for p in patterns {
-            let (list, text) = match p.strip_prefix('!') {
-                Some(t) => (&mut sel.exclude, t),
-                None => (&mut sel.include, p.as_str()),
-            };
-            list.push(EntryPattern::parse(text).map_err(|e| e.to_string())?);
-        }
-        Ok(sel)
-    }
-
-    pub fn selects(&self, name: &str) -> bool {
-        (self.include.is_empty() || self.include.iter().any(|p| p.matches(name)))
-            && !self.exclude.iter().any(|p| p.matches(name))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::EntrySelection;
     use crate::settings::{BucketSettings, LifecycleAction, LifecycleMode, LifecycleRule};
-
-    #[test]
-    fn entry_patterns_include_then_exclude() {
-        let s = EntrySelection::new(&["cam/*".into(), "!cam/raw".into()]).unwrap();
-        assert!(s.selects("cam/front"));
-        assert!(!s.selects("cam/raw"));
-        assert!(!s.selects("lidar"));
-        let s = EntrySelection::new(&["!tmp*".into()]).unwrap();
-        assert!(s.selects("lidar"));
-        assert!(!s.selects("tmp1"));
-        assert!(EntrySelection::new(&[]).unwrap().selects("any/thing"));
-    }
 
     #[test]
     fn rules_survive_the_settings_file_whatever_their_when_holds() {

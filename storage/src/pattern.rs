@@ -161,6 +161,39 @@ impl EntryPattern {
     }
 }
 
+/// Entries picked by a list of patterns, as ReductStore picks them for lifecycle rules and
+/// multi-entry queries: an entry is picked when some pattern includes it (every entry when
+/// the list has no include pattern) and no `!pattern` matches it.
+#[derive(Debug, Clone)]
+pub struct EntrySelection {
+    include: Vec<EntryPattern>,
+    exclude: Vec<EntryPattern>,
+}
+
+impl EntrySelection {
+    /// Each pattern compiled ([`EntryPattern::parse`]; a leading `!` makes it an exclusion).
+    pub fn new(patterns: &[String]) -> Result<EntrySelection, PatternError> {
+        let mut sel = EntrySelection {
+            include: Vec::new(),
+            exclude: Vec::new(),
+        };
+        for p in patterns {
+            let (list, text) = match p.strip_prefix('!') {
+                Some(t) => (&mut sel.exclude, t),
+                None => (&mut sel.include, p.as_str()),
+            };
+            list.push(EntryPattern::parse(text)?);
+        }
+        Ok(sel)
+    }
+
+    /// Whether the entry `name` is picked.
+    pub fn selects(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|p| p.matches(name)))
+            && !self.exclude.iter().any(|p| p.matches(name))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +222,19 @@ mod tests {
             }
             Some(c) => n.first() == Some(c) && reference(&p[1..], &n[1..]),
         }
+    }
+
+    #[test]
+    fn a_selection_includes_then_excludes() {
+        let s = EntrySelection::new(&["cam/*".into(), "!cam/raw".into()]).unwrap();
+        assert!(s.selects("cam/front"));
+        assert!(!s.selects("cam/raw"));
+        assert!(!s.selects("lidar"));
+        let s = EntrySelection::new(&["!tmp*".into()]).unwrap();
+        assert!(s.selects("lidar"));
+        assert!(!s.selects("tmp1"));
+        assert!(EntrySelection::new(&[]).unwrap().selects("any/thing"));
+        assert!(EntrySelection::new(&["a b".into()]).is_err());
     }
 
     #[test]

@@ -194,3 +194,24 @@ def test_replica_create_ls_show_rm(rcli: Rcli, reductstore: str, tsblob_reduct: 
     rcli.run("replica", "rm", "tsb/rcli-replica", "--yes")
     assert "rcli-replica" not in rcli.run("replica", "ls", "tsb").stdout
 
+
+
+@pytest.mark.parametrize("alias", ["rs", "tsb"])
+def test_attachment_write_ls_read_rm(rcli: Rcli, alias: str) -> None:
+    """Bug "rcli sees no attachments on tsblob": reduct-rs reads them with a v1 query of
+    `<entry>/$meta`, which tsblob answered 404 (read by rcli as "none", exit 0). The same
+    commands against ReductStore and tsblob must show the same attachments."""
+    bucket = f"{alias}/rcli-attachments"
+    rcli.run("bucket", "create", bucket)
+    try:
+        rcli.run("write", "-q", f"{bucket}/cam", "-s", "frame", "-t", "1")
+        rcli.run("attachment", "write", f"{bucket}/cam", "calib", '{"fx": 1.5}')
+        rcli.run("attachment", "write", f"{bucket}/cam", "meta", '{"model": "x"}')
+        listed = rcli.run("attachment", "ls", f"{bucket}/cam").stdout.split()
+        assert sorted(listed) == ["calib", "meta"]
+        read = rcli.run("attachment", "read", f"{bucket}/cam").stdout
+        assert '"fx":1.5' in read.replace(" ", "") and '"model":"x"' in read.replace(" ", ""), read
+        rcli.run("attachment", "rm", f"{bucket}/cam", "calib")
+        assert rcli.run("attachment", "ls", f"{bucket}/cam").stdout.split() == ["meta"]
+    finally:
+        rcli.run("bucket", "rm", bucket, "-y")

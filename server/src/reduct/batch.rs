@@ -349,6 +349,15 @@ async fn write(
     );
     let results = blocking(move || {
         let mut out: Vec<(String, AppError)> = Vec::new();
+        // A missing bucket fails each record, not the request (ReductStore answers 200 with
+        // a 404 per record: reduct-py returns them from `write_batch`).
+        if let Err(e @ tsblob_storage::Error::NotFound(tsblob_storage::NotFound::Bucket { .. })) =
+            store.bucket(&b)
+        {
+            let e = AppError::from(e);
+            out.extend(per_entry.into_iter().flatten().map(|(h, _)| (h, e.clone())));
+            return Ok(out);
+        }
         for (entry, records) in entries.iter().zip(per_entry) {
             if records.is_empty() {
                 continue;
@@ -371,7 +380,7 @@ async fn write(
                         }
                     }
                 }
-                // The bucket is missing (or the disk full...): the whole request fails.
+                // The bucket removed since (or the disk full...): the whole request fails.
                 Err(e) => return Err(AppError::from(e)),
             }
         }
@@ -389,16 +398,24 @@ async fn update(
     caller: &Caller,
     bucket: &str,
     parsed: Parsed,
+    whole: Option<String>,
 ) -> Result<Response, AppError> {
-    each_item(state, caller, bucket, parsed, |store, b, entry, item| {
-        if let Some(parent) = super::attachments::meta_parent(entry) {
-            return super::attachments::update(store, b, parent, item.ts, &item.labels);
-        }
-        let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
-        check_labels(&set)?;
-        store.update_labels(b, entry, item.ts, &set, &remove)?;
-        Ok(())
-    })
+    each_item(
+        state,
+        caller,
+        bucket,
+        parsed,
+        whole,
+        |store, b, entry, item| {
+            if let Some(parent) = super::attachments::meta_parent(entry) {
+                return super::attachments::update(store, b, parent, item.ts, &item.labels);
+            }
+            let (set, remove) = super::records::split_update(item.labels.into_iter().collect());
+            check_labels(&set)?;
+            store.update_labels(b, entry, item.ts, &set, &remove)?;
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -408,24 +425,35 @@ async fn remove(
     caller: &Caller,
     bucket: &str,
     parsed: Parsed,
+    whole: Option<String>,
 ) -> Result<Response, AppError> {
-    each_item(state, caller, bucket, parsed, |store, b, entry, item| {
-        if let Some(parent) = super::attachments::meta_parent(entry) {
-            return super::attachments::remove(store, b, parent, item.ts, None);
-        }
-        Ok(store.remove_record(b, entry, item.ts)?)
-    })
+    each_item(
+        state,
+        caller,
+        bucket,
+        parsed,
+        whole,
+        |store, b, entry, item| {
+            if let Some(parent) = super::attachments::meta_parent(entry) {
+                return super::attachments::remove(store, b, parent, item.ts, None);
+            }
+            Ok(store.remove_record(b, entry, item.ts)?)
+        },
+    )
     .await
 }
 
 /// Runs `apply` on each item of a parsed batch with no body (a label update or a
 /// removal), on the blocking pool once the bucket is found, and answers with the items
-/// that failed.
+/// that failed. `whole`: the entry of a v1 batch (`/b/{bucket}/{entry}/batch`), which must
+/// exist, as ReductStore looks it up first (a 404 for the request); v2 batches name their
+/// entries per record and a missing one fails its records.
 async fn each_item<F>(
     state: &crate::http::AppState,
     caller: &Caller,
     bucket: &str,
     parsed: Parsed,
+    whole: Option<String>,
     apply: F,
 ) -> Result<Response, AppError>
 where
@@ -441,6 +469,9 @@ where
     );
     let errors = blocking(move || {
         store.bucket(&b)?;
+        if let Some(entry) = whole.filter(|e| super::attachments::meta_parent(e).is_none()) {
+            store.entry(&b, &entry)?;
+        }
         let mut out = Vec::new();
         for mut item in items {
             let header = std::mem::take(&mut item.error_header);
@@ -484,7 +515,7 @@ pub async fn update_v2(
     bucket: &str,
     req: Request,
 ) -> Result<Response, AppError> {
-    update(state, caller, bucket, parse_v2(req.headers())?).await
+    update(state, caller, bucket, parse_v2(req.headers())?, None).await
 }
 
 /// `DELETE /api/v1/io/{bucket}/remove`.
@@ -494,7 +525,7 @@ pub async fn remove_v2(
     bucket: &str,
     req: Request,
 ) -> Result<Response, AppError> {
-    remove(state, caller, bucket, parse_v2(req.headers())?).await
+    remove(state, caller, bucket, parse_v2(req.headers())?, None).await
 }
 
 /// `POST /api/v1/b/{bucket}/{entry}/batch`.
@@ -506,13 +537,13 @@ pub async fn write_v1(t: Target, req: Request) -> Result<Response, AppError> {
 /// `PATCH /api/v1/b/{bucket}/{entry}/batch`.
 pub async fn update_v1(t: Target, req: Request) -> Result<Response, AppError> {
     let parsed = parse_v1(req.headers(), &t.entry)?;
-    update(&t.state, &t.caller, &t.bucket, parsed).await
+    update(&t.state, &t.caller, &t.bucket, parsed, Some(t.entry)).await
 }
 
 /// `DELETE /api/v1/b/{bucket}/{entry}/batch`.
 pub async fn remove_v1(t: Target, req: Request) -> Result<Response, AppError> {
     let parsed = parse_v1(req.headers(), &t.entry)?;
-    remove(&t.state, &t.caller, &t.bucket, parsed).await
+    remove(&t.state, &t.caller, &t.bucket, parsed, Some(t.entry)).await
 }
 
 #[cfg(test)]

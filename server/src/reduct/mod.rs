@@ -169,9 +169,10 @@ async fn reshape_error(resp: Response) -> Response {
         .as_ref()
         .and_then(|v| v["error"]["code"].as_str())
         .unwrap_or_default();
-    let message = native
-        .as_ref()
-        .and_then(|v| v["error"]["message"].as_str())
+    let native_message = native.as_ref().and_then(|v| v["error"]["message"].as_str());
+    let status = wire::reduct_status(code, native_message.unwrap_or_default(), status);
+    parts.status = status;
+    let message = native_message
         .map(|m| wire::reduct_message(code, m).unwrap_or_else(|| m.to_string()))
         .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
     let message = if message.is_empty() {
@@ -239,13 +240,19 @@ async fn entry_route(
         Some((entry, last @ ("batch" | "q" | "rename"))) => (entry.to_string(), Some(last)),
         _ => (rest.clone(), None),
     };
-    // `<entry>/$meta` batches (writes and updates of attachments, as ReductStore's
-    // replication sends them) go to `batch.rs`, which maps them onto the attachments.
-    let meta_batch = route == Some("batch")
-        && matches!(method, Method::POST | Method::PATCH)
-        && attachments::meta_parent(&entry)
-            .is_some_and(|p| tsblob_storage::validate_entry_name(p).is_ok());
-    if let (false, Err(e)) = (meta_batch, tsblob_storage::validate_entry_name(&entry)) {
+    // `<entry>/$meta`, the entry's attachments as ReductStore keeps them: batches (writes
+    // and updates, as ReductStore's replication sends them) go to `batch.rs`, v1 queries
+    // and their batch reads (reduct-rs and rcli read attachments so) to `query.rs`; both
+    // map them onto the attachments.
+    let meta_route = matches!(
+        (route, &method),
+        (
+            Some("batch"),
+            &Method::POST | &Method::PATCH | &Method::GET | &Method::HEAD
+        ) | (Some("q"), &Method::GET | &Method::POST)
+    ) && attachments::meta_parent(&entry)
+        .is_some_and(|p| tsblob_storage::validate_entry_name(p).is_ok());
+    if let (false, Err(e)) = (meta_route, tsblob_storage::validate_entry_name(&entry)) {
         // A read of an entry tsblob cannot hold finds nothing (404, as ReductStore answers
         // a missing entry); a write is refused with the name rules (422).
         let read = matches!(

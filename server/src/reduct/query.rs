@@ -184,6 +184,41 @@ fn unsupported(what: &str) -> AppError {
 }
 
 impl QueryJson {
+    /// Nothing but the query type: ReductStore refuses such a `REMOVE` query (422).
+    fn is_bare(&self) -> bool {
+        let QueryJson {
+            query_type: _,
+            entries,
+            start,
+            stop,
+            ttl,
+            only_metadata,
+            continuous,
+            when,
+            strict,
+            ext,
+            limit,
+            each_n,
+            each_s,
+            include,
+            exclude,
+        } = self;
+        entries.is_none()
+            && start.is_none()
+            && stop.is_none()
+            && ttl.is_none()
+            && only_metadata.is_none()
+            && continuous.is_none()
+            && when.is_none()
+            && strict.is_none()
+            && ext.is_none()
+            && limit.is_none()
+            && each_n.is_none()
+            && each_s.is_none()
+            && include.is_none()
+            && exclude.is_none()
+    }
+
     pub(crate) fn engine_query(&self) -> Result<tsblob_storage::Query, AppError> {
         if let Some(ext) = self.ext.as_ref().filter(|v| !v.is_null()) {
             // ReductStore names the first extension it has not loaded (reduct-py's tests
@@ -244,10 +279,10 @@ fn query_from_params(query: Option<&str>) -> Result<QueryJson, AppError> {
             "continuous" => q.continuous = Some(parse_bool(&k, &v)?),
             "strict" => q.strict = Some(parse_bool(&k, &v)?),
             "when" => {
-                q.when =
-                    Some(serde_json::from_str(&v).map_err(|e| {
-                        AppError::bad_request(format!("when is not valid JSON: {e}"))
-                    })?)
+                q.when = Some(
+                    serde_json::from_str(&v)
+                        .map_err(|e| AppError::bad_request(format!("when: not valid JSON: {e}")))?,
+                )
             }
             "q" => {}
             _ if k.starts_with("include-") || k.starts_with("exclude-") => {
@@ -281,6 +316,12 @@ pub async fn open_v1(ctx: &Ctx, t: Target, req: Request) -> Result<Response, App
     } else {
         query_body(&t, req).await?
     };
+    if super::attachments::meta_parent(&t.entry).is_none() {
+        // ReductStore's v1 route looks the entry up first: a missing one is 404 (the v2
+        // route's list picks nothing for it instead).
+        let (store, b, e) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
+        blocking(move || Ok(store.entry(&b, &e).map(drop)?)).await?;
+    }
     q.entries = Some(vec![t.entry.clone()]);
     open(ctx, &t.caller, &t.bucket, q).await
 }
@@ -288,6 +329,9 @@ pub async fn open_v1(ctx: &Ctx, t: Target, req: Request) -> Result<Response, App
 /// `DELETE /api/v1/b/{bucket}/{entry}/q?start=&stop=&when=`: removes what the query
 /// matches and answers `{"removed_records": N}`.
 pub async fn remove_v1(t: Target, req: Request) -> Result<Response, AppError> {
+    if req.uri().query().is_none_or(str::is_empty) {
+        return Err(nothing_to_remove());
+    }
     let mut q = query_from_params(req.uri().query())?;
     q.entries = Some(vec![t.entry.clone()]);
     q.query_type = Some("REMOVE".into());
@@ -311,13 +355,27 @@ async fn remove_query(
     if q.continuous == Some(true) {
         return Err(AppError::bad_request("a REMOVE query cannot be continuous"));
     }
+    if q.is_bare() {
+        return Err(nothing_to_remove());
+    }
     let query = q.engine_query()?;
-    let patterns = q.entries.clone().unwrap_or_default();
+    let selection = selection(q.entries.as_deref().unwrap_or_default())?;
     let (store, bucket) = (state.store.clone(), bucket.to_string());
     let removed = blocking(move || {
+        let Some(selection) = selection else {
+            store.bucket(&bucket)?;
+            return Ok(0);
+        };
         let mut n = 0;
-        for entry in store.match_entries(&bucket, &patterns)? {
-            n += store.remove_where(&bucket, &entry, &query)?;
+        for entry in store.select_entries(&bucket, &selection)? {
+            match store.remove_where(&bucket, &entry, &query) {
+                Ok(k) => n += k,
+                // Removed since it was listed: it has nothing left to remove.
+                Err(tsblob_storage::Error::NotFound(tsblob_storage::NotFound::Entry {
+                    ..
+                })) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(n)
     })
@@ -325,16 +383,45 @@ async fn remove_query(
     Ok(Json(serde_json::json!({ "removed_records": removed })).into_response())
 }
 
-/// A query naming (without a glob) an entry that tsblob's name rules cannot hold asks for an
-/// entry that does not exist: 404, as for any missing entry, not 422. reduct-rs reads an
-/// entry's attachments by querying `<entry>/$meta` (one entry: `POST /b/{bucket}/{entry}/q`,
-/// see `entry_route`) and takes 404 for "none" (`rcli cp` out of tsblob failed on every
-/// entry with the 422).
-fn unholdable_entry(bucket: &str, patterns: &[String]) -> Option<AppError> {
-    let name = patterns
-        .iter()
-        .find(|p| !p.contains('*') && tsblob_storage::validate_entry_name(p).is_err())?;
-    Some(entry_not_held(bucket, name))
+/// ReductStore's list of entries (v2 queries and `REMOVE` queries) as a selection: no name
+/// (or `[]`) picks every entry; a plain name picks that entry if it exists; `*`/`**` globs
+/// as tsblob's ([`tsblob_storage::EntryPattern`]), and a glob without `/` ending in `*`
+/// (`cam-*`, `*`) as ReductStore's prefix match; `!pattern` excludes. A name tsblob's
+/// rules cannot hold names no entry: it picks nothing (`None` when every name of the list
+/// is one, so that the list does not turn into "every entry").
+fn selection(patterns: &[String]) -> Result<Option<tsblob_storage::EntrySelection>, AppError> {
+    let mut kept = Vec::with_capacity(patterns.len());
+    let mut dropped_include = false;
+    for p in patterns {
+        let (bang, text) = match p.strip_prefix('!') {
+            Some(t) => ("!", t),
+            None => ("", p.as_str()),
+        };
+        let text = text.trim_start_matches('/');
+        let text = match text.strip_suffix('*') {
+            Some(prefix) if !text.contains('/') && !prefix.contains('*') => format!("{prefix}**"),
+            _ => text.to_string(),
+        };
+        match tsblob_storage::EntryPattern::parse(&text) {
+            Ok(_) => kept.push(format!("{bang}{text}")),
+            Err(tsblob_storage::PatternError::Name(_)) => dropped_include |= bang.is_empty(),
+            Err(e) => return Err(tsblob_storage::Error::from(e).into()),
+        }
+    }
+    if dropped_include && !kept.iter().any(|p| !p.starts_with('!')) {
+        return Ok(None);
+    }
+    Ok(Some(
+        tsblob_storage::EntrySelection::new(&kept).map_err(tsblob_storage::Error::from)?,
+    ))
+}
+
+/// ReductStore's answer to a `REMOVE` query that names nothing to remove by.
+fn nothing_to_remove() -> AppError {
+    AppError::unprocessable(
+        ErrorCode::BadRequest,
+        "Define at least one query parameter to delete records (start, stop, when or entries): a REMOVE query without one would remove everything",
+    )
 }
 
 /// The 404 of a read of an entry whose name tsblob's name rules cannot hold.
@@ -364,11 +451,6 @@ async fn open(
     caller.require_read(bucket)?;
     let query = q.engine_query()?;
     let patterns = q.entries.clone().unwrap_or_default();
-    if patterns.is_empty() {
-        return Err(AppError::bad_request(
-            "the query names no entries: give \"entries\": [\"name\", \"glob*\"]",
-        ));
-    }
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
     let (store, b) = (ctx.state.store.clone(), bucket.to_string());
     let iter = if patterns
@@ -381,11 +463,16 @@ async fn open(
             blocking(move || attachment_records(&store, &b, &patterns, &query)).await?,
         )
     } else {
-        if let Some(missing) = unholdable_entry(bucket, &patterns) {
-            return Err(missing);
-        }
+        let selection = selection(&patterns)?;
         Source::Engine(
-            blocking(move || Ok(store.query_entries(&b, &patterns, &query)?.windowed())).await?,
+            blocking(move || {
+                let iter = match selection {
+                    Some(sel) => store.query_selected(&b, &sel, &query)?,
+                    None => store.query_entries(&b, &[], &query)?,
+                };
+                Ok(iter.windowed())
+            })
+            .await?,
         )
     };
     let now = Instant::now();
@@ -842,15 +929,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attachments_query_of_an_entry_answers_not_found_not_invalid() {
-        let e = unholdable_entry("b", &["cam".into(), "cam/$meta".into()]).unwrap();
+    fn a_read_of_an_entry_tsblob_cannot_hold_answers_not_found_not_invalid() {
+        let e = entry_not_held("b", "cam/$meta");
         assert_eq!(e.status, StatusCode::NOT_FOUND);
         assert_eq!(
             super::super::wire::reduct_message(e.code.as_str(), &e.message).as_deref(),
             Some("Entry 'cam/$meta' not found in bucket 'b'")
         );
-        // Names tsblob holds, and globs, go to the engine.
-        assert!(unholdable_entry("b", &["cam/front".into(), "cam/*".into()]).is_none());
+    }
+
+    /// Bugs "a missing entry in a list fails the whole query", "`entries: []` refused" and
+    /// "`*` misses nested entries": a list picks entries as ReductStore's does.
+    #[test]
+    fn entry_lists_pick_entries_as_reductstore_picks_them() {
+        let names = ["a", "a2", "cam-1/x", "cam/front", "cam/raw"];
+        let picked = |patterns: &[&str]| -> Vec<&str> {
+            let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+            match selection(&patterns).unwrap() {
+                Some(sel) => names.iter().copied().filter(|n| sel.selects(n)).collect(),
+                None => Vec::new(),
+            }
+        };
+        assert_eq!(picked(&[]), names, "no list: every entry");
+        assert_eq!(picked(&["*"]), names, "a prefix match crosses `/`");
+        assert_eq!(
+            picked(&["a", "not-yet"]),
+            ["a"],
+            "a missing name picks nothing"
+        );
+        assert_eq!(picked(&["cam-*"]), ["cam-1/x"]);
+        assert_eq!(picked(&["cam/*", "!cam/raw"]), ["cam/front"]);
+        assert_eq!(picked(&["/a"]), ["a"]);
+        assert_eq!(
+            picked(&["!a*"]),
+            ["cam-1/x", "cam/front", "cam/raw"],
+            "exclusions alone: every other entry"
+        );
+        assert!(picked(&["no such name!"]).is_empty(), "not every entry");
+        assert_eq!(picked(&["no such name!", "a2"]), ["a2"]);
     }
 
     #[test]

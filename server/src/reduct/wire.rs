@@ -255,10 +255,24 @@ pub fn reduct_message(code: &str, message: &str) -> Option<String> {
             ts.parse::<u64>().ok()?;
             format!("A record with timestamp {ts} already exists")
         }
+        "missing_label" => format!("Reference '{}' not found", quoted(message, 0)?),
         "token_not_found" => format!("Token '{}' doesn't exist", quoted(message, 0)?),
         "token_exists" => format!("Token '{}' already exists", quoted(message, 0)?),
         _ => return None,
     })
+}
+
+/// ReductStore's status for a native error where the two APIs differ: a `when` that does
+/// not parse (the evaluator's messages start with `when: `, `crate::when::WhenError`) is
+/// 422 there and 400 on tsblob's API; a label a `strict` condition compares but a record
+/// lacks is 404 there (`Reference 'X' not found`, which `rcli cp --strict` reports and goes
+/// on) and 422 on tsblob's. Other statuses are the same on both.
+pub fn reduct_status(code: &str, message: &str, status: StatusCode) -> StatusCode {
+    match code {
+        "bad_request" if message.starts_with("when: ") => StatusCode::UNPROCESSABLE_ENTITY,
+        "missing_label" => StatusCode::NOT_FOUND,
+        _ => status,
+    }
 }
 
 /// An error as ReductStore sends it: the status, `x-reduct-error: <message>` and
@@ -292,14 +306,45 @@ pub fn header_safe(message: &str) -> HeaderValue {
 /// A batch record's error header value: `<status>,<message>`.
 pub fn record_error(e: &AppError) -> HeaderValue {
     let answer = e.answer();
+    let status = reduct_status(&answer.code, &answer.message, e.status);
     let message = reduct_message(&answer.code, &answer.message).unwrap_or(answer.message);
-    header_safe(&format!("{},{message}", e.status.as_u16()))
+    header_safe(&format!("{},{message}", status.as_u16()))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Bugs "a malformed `when` is 400" and "a strict query's missing label is 422": the
+    /// ReductStore API answers ReductStore's statuses, the native API keeps its own.
+    #[test]
+    fn a_bad_when_is_422_and_a_missing_strict_label_404_in_reductstores_words() {
+        let bad_when =
+            AppError::from(crate::when::parse_text(r#"{"&k": {"$foo": 1}}"#).unwrap_err());
+        assert_eq!(bad_when.status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            record_error(&bad_when).to_str().unwrap().split(',').next(),
+            Some("422")
+        );
+        let missing = AppError::from(tsblob_storage::Error::Query(
+            tsblob_storage::QueryError::MissingLabel {
+                label: "zz".into(),
+                ts: 5,
+            },
+        ));
+        assert_eq!(missing.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            record_error(&missing).to_str().unwrap(),
+            "404,Reference 'zz' not found"
+        );
+        // Other errors keep their status.
+        let other = AppError::bad_request("when is fine, this is not");
+        assert_eq!(
+            record_error(&other).to_str().unwrap().split(',').next(),
+            Some("400")
+        );
+    }
 
     #[test]
     fn default_max_block_size_was_tsblobs_64_mib_not_reductstores_64_mb() {

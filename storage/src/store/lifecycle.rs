@@ -18,7 +18,8 @@ use crate::entry::{Entry, EntryState};
 use crate::error::{BucketError, Error, NotFound, Result};
 use crate::index::Order;
 use crate::layout::LIFECYCLE_RESUME_FILE;
-use crate::lifecycle::{EntrySelection, LifecycleStatus, PassReport, RuleRun};
+use crate::lifecycle::{LifecycleStatus, PassReport, RuleRun};
+use crate::pattern::EntrySelection;
 use crate::record::Query;
 use crate::selector::{Selector, REMOVE_PAGE};
 use crate::settings::{LifecycleAction, LifecycleMode, LifecycleRule, MAX_AGE_RULE};
@@ -256,7 +257,10 @@ impl Store {
         limit: u64,
     ) -> Result<PassReport> {
         let cutoff = now.saturating_sub(rule.older_than);
-        let sel = EntrySelection::new(&rule.entries).map_err(BucketError::InvalidSettings)?;
+        // Patterns were checked when the rule was set (`LifecycleRule::validate`): one that
+        // does not compile now stops the pass rather than selecting everything.
+        let sel = EntrySelection::new(&rule.entries)
+            .map_err(|e| BucketError::InvalidSettings(e.to_string()))?;
         // The run state is copied out: no lock of ours is held across the pass.
         let (mut resume, condition) = {
             let mut runs = b.lifecycle_runs();

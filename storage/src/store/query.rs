@@ -11,7 +11,7 @@ use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
 use crate::index::{Index, Order};
-use crate::pattern::EntryPattern;
+use crate::pattern::{EntryPattern, EntrySelection};
 use crate::payload::{Payload, Span, Spans, Windows};
 use crate::read::{gone_is_not_found, meta_of, open_value, payload_of, read_payload, Sources};
 use crate::record::{Query, Record, RecordMeta};
@@ -352,6 +352,38 @@ impl Store {
         let names = self.match_entries(bucket, patterns)?;
         // An entry removed since it was listed simply has nothing.
         let entries = names.iter().filter_map(|n| b.entry(n)).collect();
+        Ok(self.walk(bucket, entries, query))
+    }
+
+    /// The names of the entries of `bucket` that `selection` picks, sorted (ReductStore's
+    /// multi-entry queries: a plain name of a missing entry picks nothing).
+    pub fn select_entries(&self, bucket: &str, selection: &EntrySelection) -> Result<Vec<String>> {
+        let b = self.get_bucket(bucket)?;
+        let mut names: Vec<String> = b
+            .entries()
+            .iter()
+            .map(|e| e.name().to_string())
+            .filter(|n| selection.selects(n))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Records of the entries `selection` picks, merged as [`Store::query_entries`] merges
+    /// them.
+    pub fn query_selected(
+        &self,
+        bucket: &str,
+        selection: &EntrySelection,
+        query: &Query,
+    ) -> Result<QueryIter> {
+        let b = self.get_bucket(bucket)?;
+        let mut entries: Vec<Arc<Entry>> = b
+            .entries()
+            .into_iter()
+            .filter(|e| selection.selects(e.name()))
+            .collect();
+        entries.sort_by(|x, y| x.name().cmp(y.name()));
         Ok(self.walk(bucket, entries, query))
     }
 
