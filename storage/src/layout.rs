@@ -1,7 +1,7 @@
 //! Names in a data folder: what the engine keeps beside the bucket folders.
 //!
 //! ```text
-//! <data>/tsblob.lock          the folder lock (flock) of the process that has it open
+//! <data>/tsblob.lock          the folder lock (flock, with <data>/ itself) of the process that has it open
 //! <data>/index/               the LMDB index
 //! <data>/.trash/              removed blocks and folders on their way out (`trash.rs`)
 //! <data>/.lifecycle-resume    lifecycle rules' resume points, written at a clean close and

@@ -32,7 +32,7 @@ use crate::trash::Trash;
 /// What opening a data folder found: built by this module, turned into the store's `Inner` by `Store::open`.
 pub(crate) struct Loaded {
     pub path: PathBuf,
-    pub lock: File,
+    pub lock: FolderLock,
     pub index: Index,
     pub buckets: BTreeMap<String, Arc<Bucket>>,
     pub next_block: u64,
@@ -41,18 +41,40 @@ pub(crate) struct Loaded {
     pub report: RecoveryReport,
 }
 
-fn lock_folder(path: &Path) -> Result<File> {
+/// The locks a process holds on a data folder it has open: `tsblob.lock` (the documented
+/// one) and the folder itself. Bug "a deleted lock file lets a second server in": an
+/// operator (or a clean-up script) removing `tsblob.lock` under a running server let a second
+/// `tsblob serve` create a new one, lock it and write into the same buckets and index. The
+/// folder cannot be swapped under a running server the same way, so its lock holds.
+pub(crate) struct FolderLock {
+    _folder: File,
+    _file: File,
+}
+
+fn lock_folder(path: &Path) -> Result<FolderLock> {
     std::fs::create_dir_all(path)
         .map_err(|e| OpenError::Folder(path.to_path_buf(), e.to_string()))?;
     if !path.is_dir() {
         return Err(OpenError::Folder(path.to_path_buf(), "not a directory".into()).into());
     }
-    let lock = std::fs::OpenOptions::new()
+    let folder = File::open(path)
+        .map_err(|e| OpenError::Folder(path.to_path_buf(), format!("cannot open it: {e}")))?;
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path.join(LOCK_FILE))
         .map_err(|e| OpenError::Folder(path.to_path_buf(), format!("cannot write in it: {e}")))?;
+    // The folder first: a holder whose lock file was deleted still holds it.
+    try_lock(path, &folder)?;
+    try_lock(path, &file)?;
+    Ok(FolderLock {
+        _folder: folder,
+        _file: file,
+    })
+}
+
+fn try_lock(path: &Path, lock: &File) -> Result<()> {
     // A store dropped a moment ago may still hold the lock for a few milliseconds: its last
     // reference can be in a background thread (sync, retention) finishing a pass, and a child
     // process that this process forks keeps the lock's file description until it execs. Bug
@@ -62,7 +84,7 @@ fn lock_folder(path: &Path) -> Result<File> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
         match lock.try_lock() {
-            Ok(()) => return Ok(lock),
+            Ok(()) => return Ok(()),
             Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
@@ -80,6 +102,51 @@ fn lock_folder(path: &Path) -> Result<File> {
 
 /// How long `open` waits for a folder lock that another holder is releasing.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Bug "a bucket without its settings file vanishes": a bucket folder whose `settings` file
+/// was lost (deleted by hand, a backup restored without it) was not loaded as a bucket, its
+/// entries were dropped from the index as "removed", and creating the bucket again hid its
+/// records until the next open brought them back beside the new ones. A folder that holds
+/// an entry with block files is a bucket: its settings are restored (from a whole
+/// `settings.tmp` if one was left, else the store's default bucket settings) and said so.
+fn restore_lost_settings(
+    path: &Path,
+    defaults: &BucketSettings,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let rd = std::fs::read_dir(path).map_err(|e| Error::io(format!("listing {path:?}"), e))?;
+    for d in rd.flatten() {
+        let dir = d.path();
+        let name = d.file_name().to_string_lossy().to_string();
+        if name == INDEX_DIR
+            || !dir.is_dir()
+            || dir.join(SETTINGS_FILE).exists()
+            || validate_bucket_name(&name).is_err()
+        {
+            continue;
+        }
+        let mut holds_blocks = false;
+        for (_, e) in entry_dirs(&dir)? {
+            if !block_files(&e)?.is_empty() {
+                holds_blocks = true;
+                break;
+            }
+        }
+        if !holds_blocks {
+            continue;
+        }
+        let left = std::fs::read_to_string(dir.join(format!("{SETTINGS_FILE}.tmp")))
+            .ok()
+            .and_then(|t| BucketSettings::from_file_text(&t).ok());
+        let (settings, from) = match left {
+            Some(s) => (s, "the settings.tmp left beside it"),
+            None => (defaults.clone(), "the default bucket settings"),
+        };
+        crate::bucket::write_settings(&dir, &settings)?;
+        note(report, &format!("bucket folder {name} holds entries but had no settings file: kept as bucket {name} with {from} (check its quota and block size)"));
+    }
+    Ok(())
+}
 
 /// Bucket folders: subfolders holding a settings file.
 fn bucket_dirs(path: &Path) -> Result<Vec<(String, PathBuf)>> {
@@ -266,6 +333,7 @@ pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
         .map_err(|e| Error::io(format!("resolving {path:?}"), e))?;
     let mut report = RecoveryReport::default();
     let trash = Trash::open(&path, opts.sync == SyncPolicy::Always, &mut report)?;
+    restore_lost_settings(&path, &opts.default_bucket, &mut report)?;
     let (index, rebuild) = open_index(&path, opts, &mut report)?;
     let (buckets, next_block, next_entry) = load(&path, &index, rebuild, &mut report)?;
     Ok(Loaded {
@@ -288,6 +356,7 @@ pub fn rebuild_index(path: &Path, opts: &StoreOptions) -> Result<RecoveryReport>
         rebuilt: Some("requested".into()),
         ..RecoveryReport::default()
     };
+    restore_lost_settings(path, &opts.default_bucket, &mut report)?;
     let index = Index::open(&path.join(INDEX_DIR), opts.map_size)?;
     clear_index(&index)?;
     load(path, &index, true, &mut report)?;

@@ -24,7 +24,6 @@ mod tier;
 mod write;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -90,7 +89,7 @@ pub(crate) struct Inner {
     pub tier: Option<Tier>,
     /// Told of every change of an entry's attachments ([`Store::on_attachments`]).
     pub attachment_listener: std::sync::OnceLock<Box<AttachmentListener>>,
-    _lock: File,
+    _lock: crate::recover::FolderLock,
 }
 
 impl Inner {

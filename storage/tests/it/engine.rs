@@ -466,6 +466,60 @@ fn free_space_guard_refuses_writes_and_reads_go_on() {
     assert_eq!(s.read("b", "e", Some(1)).unwrap().data, b"kept");
 }
 
+/// Bug "a deleted lock file lets a second server in": with `tsblob.lock` removed under an
+/// open store, a second open created a new one, locked it and opened the same folder.
+#[test]
+fn a_second_open_is_refused_even_after_the_lock_file_was_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    std::fs::remove_file(dir.path().join("tsblob.lock")).unwrap();
+    assert!(matches!(
+        Store::open(dir.path(), opts()),
+        Err(Error::Open(OpenError::Locked(_)))
+    ));
+    drop(s);
+    let s = open(dir.path());
+    assert!(s.bucket("b").is_ok());
+    assert!(dir.path().join("tsblob.lock").is_file());
+}
+
+/// Bug "a bucket without its settings file vanishes": its entries were dropped from the index
+/// as removed, and a bucket created again under its name hid them until the next open.
+#[test]
+fn a_bucket_whose_settings_file_was_lost_is_kept_with_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        for ts in 0..50u64 {
+            s.write("b", "e", &meta(ts), &payload(ts, 300)).unwrap();
+        }
+    }
+    std::fs::remove_file(dir.path().join("b").join("settings")).unwrap();
+    let s = open(dir.path());
+    assert!(
+        s.recovery_report()
+            .events
+            .iter()
+            .any(|e| e.contains("bucket folder b holds entries but had no settings file")),
+        "{:?}",
+        s.recovery_report()
+    );
+    assert_eq!(all_ts(&s, "b", "e", &Query::default()).len(), 50);
+    assert_eq!(s.read("b", "e", Some(7)).unwrap().data, payload(7, 300));
+    // Creating it again is a conflict, not a second bucket over the same folder.
+    assert!(s.create_bucket("b", BucketSettings::default()).is_err());
+    drop(s);
+    let s = open(dir.path());
+    assert!(
+        s.recovery_report().events.is_empty(),
+        "{:?}",
+        s.recovery_report()
+    );
+    assert_eq!(all_ts(&s, "b", "e", &Query::default()).len(), 50);
+}
+
 #[test]
 fn data_persists_across_reopen_and_second_open_is_refused() {
     let dir = tempfile::tempdir().unwrap();
