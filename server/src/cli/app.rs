@@ -152,9 +152,13 @@ pub mod exit {
     pub const NETWORK: u8 = 7;
 }
 
-/// The exit code of a failed command: from the first client error in its chain of causes.
+/// The exit code of a failed command: a [`super::usage::Usage`] error, else the first client error in its
+/// chain of causes.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     use tsblob_proto::client::ClientError;
+    if e.chain().any(|c| c.is::<super::usage::Usage>()) {
+        return exit::USAGE;
+    }
     let client = e.chain().find_map(|c| c.downcast_ref::<ClientError>());
     match client {
         Some(ClientError::Status { status, .. }) => match status {

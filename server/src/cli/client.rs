@@ -6,6 +6,7 @@ use anyhow::Context;
 pub use tsblob_proto::client::{check, entry_seg, seg, Client};
 
 use super::profiles;
+use super::usage::Usage;
 
 /// The server used when nothing names one.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8686";
@@ -54,6 +55,22 @@ impl ClientArgs {
 /// The client these arguments name.
 pub fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
     let (url, token) = args.resolve()?;
+    match reqwest::Url::parse(&url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+        Ok(u) => {
+            return Err(Usage(format!(
+                "the server URL {url:?} is {}://: tsblob speaks http:// and https://",
+                u.scheme()
+            ))
+            .into())
+        }
+        Err(e) => {
+            return Err(Usage(format!(
+                "the server URL {url:?} is not a URL ({e}): give e.g. --url http://127.0.0.1:8686"
+            ))
+            .into())
+        }
+    }
     let ca = match &args.ca {
         Some(path) => Some(
             std::fs::read(path).with_context(|| format!("cannot read --ca {}", path.display()))?,

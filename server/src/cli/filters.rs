@@ -2,7 +2,7 @@
 //! `rm`: label filters (`--eq`, `--ne`, `--has`, `--missing`), a `when` condition,
 //! `--strict`.
 
-use anyhow::{bail, Context};
+use super::usage::Usage;
 
 /// A `KEY=VALUE` argument.
 pub fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -76,10 +76,14 @@ pub(crate) fn when_param(
     each_t: Option<&str>,
 ) -> anyhow::Result<Option<String>> {
     if let Some(w) = when {
-        let v: serde_json::Value = serde_json::from_str(w)
-            .with_context(|| format!("--when {w:?} is not JSON: give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))?;
+        let v: serde_json::Value = serde_json::from_str(w).map_err(|e| {
+            Usage(format!("--when {w:?} is not JSON ({e}): give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))
+        })?;
         if !v.is_object() {
-            bail!("--when must be a JSON object such as '{{\"&score\": {{\"$gt\": 10}}}}'");
+            return Err(Usage(
+                "--when must be a JSON object such as '{\"&score\": {\"$gt\": 10}}'".into(),
+            )
+            .into());
         }
     }
     let each = each_t.map(|t| format!("{{\"$each_t\": {}}}", serde_json::Value::from(t)));

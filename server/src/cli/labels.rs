@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::bail;
 use reqwest::Method;
 use serde_json::{json, Value};
 use tsblob_proto::client::{entry_path, ClientError};
@@ -13,6 +12,7 @@ use tsblob_proto::client::{entry_path, ClientError};
 use super::client::{connect, ClientArgs};
 use super::filters::{parse_label, when_param};
 use super::human::parse_time;
+use super::usage::Usage;
 
 /// `tsblob label BUCKET ENTRY`
 #[derive(Debug, clap::Args)]
@@ -60,11 +60,13 @@ fn changes(args: &LabelArgs) -> anyhow::Result<BTreeMap<String, Value>> {
     }
     for k in &args.unset {
         if labels.insert(k.clone(), Value::Null).is_some() {
-            bail!("label {k:?} is both set and unset: give it once");
+            return Err(Usage(format!("label {k:?} is both set and unset: give it once")).into());
         }
     }
     if labels.is_empty() {
-        bail!("say which labels to change: --set KEY=VALUE and/or --unset KEY");
+        return Err(
+            Usage("say which labels to change: --set KEY=VALUE and/or --unset KEY".into()).into(),
+        );
     }
     Ok(labels)
 }
@@ -86,7 +88,7 @@ pub async fn label(args: LabelArgs) -> anyhow::Result<()> {
         [] => {
             let narrowed = args.start.is_some() || args.stop.is_some() || args.when.is_some();
             if !narrowed && !args.all {
-                bail!("say which records: --ts, --start/--stop, --when, or --all for every record of the entry");
+                return Err(Usage("say which records: --ts, --start/--stop, --when, or --all for every record of the entry".into()).into());
             }
             let mut body = json!({ "labels": labels, "start": args.start, "stop": args.stop,
                 "limit": args.limit, "strict": args.strict });

@@ -19,6 +19,7 @@ pub mod profiles;
 pub mod records;
 pub mod replication;
 pub mod tokens;
+pub mod usage;
 
 pub use attachments::{attachment, AttachmentArgs};
 pub use buckets::{bucket, BucketArgs};

@@ -7,6 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+
+use super::usage::Usage;
 use serde::{Deserialize, Serialize};
 
 /// One server: its URL and, if it needs one, a token.
@@ -54,10 +56,11 @@ impl Profiles {
             Some(p) => Ok(p.clone()),
             None => {
                 let known: Vec<&str> = self.aliases.keys().map(String::as_str).collect();
-                bail!(
+                Err(Usage(format!(
                     "no alias {name:?} (known: {}): add it with `tsblob alias add {name} URL --token ...`",
                     if known.is_empty() { "none".to_string() } else { known.join(", ") }
-                )
+                ))
+                .into())
             }
         }
     }

@@ -509,6 +509,38 @@ fn tsblob(url: &str, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     )
 }
 
+/// Bug "bad values exit 1 or 7": a server URL that is not one was "cannot reach the server"
+/// (7, the network's code), and a `--when` that is not JSON or an unknown alias exited 1;
+/// each is a usage error (2), as clap's own, said before any request.
+#[test]
+fn bad_values_exit_with_the_usage_code() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().to_str().unwrap();
+    for (args, says) in [
+        (&["bucket", "ls", "--url", "notaurl"][..], "is not a URL"),
+        (
+            &["bucket", "ls", "--url", "ftp://x"][..],
+            "http:// and https://",
+        ),
+        (&["query", "b", "e", "--when", "{bad"][..], "--when"),
+        (&["query", "b", "e", "--when", "[1]"][..], "JSON object"),
+        (&["bucket", "ls", "-a", "nosuchalias"][..], "no alias"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+            .args(args)
+            .env_remove("TSBLOB_URL")
+            .env_remove("TSBLOB_ALIAS")
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home)
+            .env("TSBLOB_URL", "http://127.0.0.1:9")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// `tsblob cp` into a missing bucket retried the 404 and ended with "Broken pipe"; it now
 /// creates the bucket with the source's settings (or, with --no-source-settings, the
 /// destination's defaults) and copies.
@@ -781,11 +813,12 @@ async fn cli_label_and_rm_of_many_records_in_one_request() {
         (&serde_json::json!("v"), &serde_json::json!("v"))
     );
 
-    // Nothing to change, or no selection: refused before any request, nothing changed.
+    // Nothing to change, or no selection: refused before any request (the usage exit
+    // code), nothing changed.
     let (code, _, err) = tsblob(&url, &["label", "cams", "e", "--ts", "1"], b"");
-    assert!(code == 1 && err.contains("--set"), "{err}");
+    assert!(code == 2 && err.contains("--set"), "{err}");
     let (code, _, err) = tsblob(&url, &["label", "cams", "e", "--set", "a=b"], b"");
-    assert!(code == 1 && err.contains("--all"), "{err}");
+    assert!(code == 2 && err.contains("--all"), "{err}");
     assert_eq!(labels(c.clone(), url.clone()).await, l);
 
     // rm with several --ts: the listed records go, a missing one is reported.
