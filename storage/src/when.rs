@@ -17,14 +17,38 @@
 //! record does not match, whatever `$not`/`$or` surround the failing part. With `strict` the
 //! failure is an error of the query instead.
 //!
+//! Bounds: a text an operator computes (`$add` of texts, `$cast` to `string`) is at most
+//! [`MAX_TEXT`] bytes, and one evaluation of a condition on one record does at most
+//! [`MAX_TEXT_WORK`] bytes of text work (texts built, compared, searched or parsed as
+//! numbers). Past either the record fails like a division by zero. With them the cost of a
+//! record is linear in the condition's size plus a bounded amount of text work, whatever
+//! the condition: a `$add` of 2000 copies of a 4000-byte label used to cost seconds of CPU
+//! per record (each step re-copied the join so far), and nothing ended it.
+//!
 //! The aggregation operators (`$each_n`, `$each_t`, `$limit`) keep state across the records
 //! of one query and, like every operator, are evaluated in order and only when reached: in
 //! `{"&score": {"$gt": 10}, "$each_n": 5}` every fifth record with a score above 10 matches.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::cmp::Ordering;
 
 use crate::record::Labels;
+
+/// The longest text an operator may compute (`$add` of texts, `$cast` to `string`), in
+/// bytes: 64 KiB, all the label bytes a record may carry (`MAX_LABELS_BYTES`), so a join
+/// of every label of a record fits. A longer one fails the record (with `strict`, the
+/// query's `QueryError::Invalid`).
+pub const MAX_TEXT: usize = 64 << 10;
+
+/// The most text work one evaluation of a condition on one record may do, in bytes: texts
+/// copied into a computed text, compared, searched or parsed as numbers. The cap on one
+/// text does not bound a condition that builds or compares many (a 1 MiB condition naming a
+/// 4 KiB label 150,000 times); this does. 4 MiB is four times the largest condition the
+/// server reads (a 1 MiB query body), so a condition only reaches it by re-reading long
+/// labels or building texts over and over, and it keeps one record's text work to around
+/// a millisecond. Past it the record fails, as past [`MAX_TEXT`].
+pub const MAX_TEXT_WORK: usize = 4 << 20;
 
 /// A constant of a condition.
 #[derive(Debug, Clone)]
@@ -231,6 +255,9 @@ pub(crate) struct Matcher {
     node: Node,
     strict: bool,
     descending: bool,
+    /// The text work of the last record evaluated, for tests to check that it is linear.
+    #[cfg(test)]
+    last_work: usize,
 }
 
 #[derive(Debug)]
@@ -308,9 +335,7 @@ fn parse_label(s: &str) -> V<'_> {
         "true" => V::Bool(true),
         "false" => V::Bool(false),
         _ => {
-            // Only strings that start like a number (or `inf`/`nan`) are tried as one.
-            let maybe = matches!(s.as_bytes().first(), Some(c) if c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'i' | b'I' | b'n' | b'N'));
-            if !maybe {
+            if !looks_numeric(s) {
                 return V::Text(Cow::Borrowed(s));
             }
             if let Ok(i) = s.parse::<i64>() {
@@ -321,6 +346,22 @@ fn parse_label(s: &str) -> V<'_> {
                 V::Text(Cow::Borrowed(s))
             }
         }
+    }
+}
+
+/// Only strings that start like a number (or `inf`/`nan`) are tried as one: the others
+/// read as text without a scan.
+fn looks_numeric(s: &str) -> bool {
+    matches!(s.as_bytes().first(), Some(c) if c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'i' | b'I' | b'n' | b'N'))
+}
+
+/// A text in an error message: quoted, and cut after its first 64 characters, as a
+/// computed text may be 64 KiB and a strict query sends the message to the client.
+fn quoted(t: &str) -> String {
+    const SHOWN: usize = 64;
+    match t.char_indices().nth(SHOWN) {
+        None => format!("{t:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &t[..cut], t.len()),
     }
 }
 
@@ -350,27 +391,35 @@ impl V<'_> {
         }
     }
 
-    fn as_int(&self) -> R<i64> {
+    /// The value as an integer; parsing a text counts as text work of the record.
+    fn as_int(&self, rec: &Rec<'_>) -> R<i64> {
         match self {
             V::Bool(b) => Ok(*b as i64),
             V::Int(i) | V::Dur(i) => Ok(*i),
             V::Float(f) => Ok(*f as i64),
-            V::Text(t) => match t.parse::<i64>() {
-                Ok(i) => Ok(i),
-                Err(_) => invalid(format!("{t:?} is not an integer")),
-            },
+            V::Text(t) => {
+                rec.charge(t.len())?;
+                match t.parse::<i64>() {
+                    Ok(i) => Ok(i),
+                    Err(_) => invalid(format!("{} is not an integer", quoted(t))),
+                }
+            }
         }
     }
 
-    fn as_float(&self) -> R<f64> {
+    /// The value as a float; parsing a text counts as text work of the record.
+    fn as_float(&self, rec: &Rec<'_>) -> R<f64> {
         match self {
             V::Bool(b) => Ok(*b as i64 as f64),
             V::Int(i) | V::Dur(i) => Ok(*i as f64),
             V::Float(f) => Ok(*f),
-            V::Text(t) => match t.parse::<f64>() {
-                Ok(f) => Ok(f),
-                Err(_) => invalid(format!("{t:?} is not a number")),
-            },
+            V::Text(t) => {
+                rec.charge(t.len())?;
+                match t.parse::<f64>() {
+                    Ok(f) => Ok(f),
+                    Err(_) => invalid(format!("{} is not a number", quoted(t))),
+                }
+            }
         }
     }
 
@@ -384,13 +433,14 @@ impl V<'_> {
         }
     }
 
-    fn into_static(self) -> V<'static> {
+    /// The value, a text borrowed rather than copied (a constant is read on every record).
+    fn borrowed(&self) -> V<'_> {
         match self {
-            V::Bool(b) => V::Bool(b),
-            V::Int(i) => V::Int(i),
-            V::Float(f) => V::Float(f),
-            V::Dur(d) => V::Dur(d),
-            V::Text(t) => V::Text(Cow::Owned(t.into_owned())),
+            V::Bool(b) => V::Bool(*b),
+            V::Int(i) => V::Int(*i),
+            V::Float(f) => V::Float(*f),
+            V::Dur(d) => V::Dur(*d),
+            V::Text(t) => V::Text(Cow::Borrowed(t)),
         }
     }
 }
@@ -426,6 +476,15 @@ fn cmp_num(a: Num, b: Num) -> Option<Ordering> {
         (Num::I(a), Num::F(b)) => (a as f64).partial_cmp(&b),
         (Num::F(a), Num::I(b)) => a.partial_cmp(&(b as f64)),
         (Num::F(a), Num::F(b)) => a.partial_cmp(&b),
+    }
+}
+
+/// The text work of comparing two values: the shorter text's length when both are texts
+/// (a byte-wise comparison reads at most that much of each), else none.
+fn compare_cost(a: &V<'_>, b: &V<'_>) -> usize {
+    match (a, b) {
+        (V::Text(a), V::Text(b)) => a.len().min(b.len()),
+        _ => 0,
     }
 }
 
@@ -525,6 +584,24 @@ struct Rec<'a> {
     ts: u64,
     labels: &'a Labels,
     desc: bool,
+    /// The text work done on this record so far, in bytes (see [`MAX_TEXT_WORK`]). A `Cell`
+    /// because the record is shared by every operand the evaluation reaches.
+    work: Cell<usize>,
+}
+
+impl Rec<'_> {
+    /// Counts `bytes` of text work; past [`MAX_TEXT_WORK`] the record fails, which also
+    /// ends its evaluation (every operator passes a failure up at once).
+    fn charge(&self, bytes: usize) -> R<()> {
+        let work = self.work.get().saturating_add(bytes);
+        self.work.set(work);
+        if work > MAX_TEXT_WORK {
+            return invalid(format!(
+                "the condition does more than {MAX_TEXT_WORK} bytes of text work on one record (joining, comparing or searching long texts): make it simpler"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Matcher {
@@ -533,6 +610,8 @@ impl Matcher {
             node: compile(c),
             strict,
             descending,
+            #[cfg(test)]
+            last_work: 0,
         }
     }
 
@@ -542,8 +621,14 @@ impl Matcher {
             ts,
             labels,
             desc: self.descending,
+            work: Cell::new(0),
         };
-        match eval(&mut self.node, &rec) {
+        let verdict = eval(&mut self.node, &rec);
+        #[cfg(test)]
+        {
+            self.last_work = rec.work.get();
+        }
+        match verdict {
             Ok(b) => Ok(b),
             Err(Fail::Limit) => Err(Stop::Limit),
             Err(_) if !self.strict => Ok(false),
@@ -555,7 +640,14 @@ impl Matcher {
 
 fn label<'a>(rec: &Rec<'a>, name: &str) -> R<V<'a>> {
     match rec.labels.get(name) {
-        Some(v) => Ok(parse_label(v)),
+        Some(v) => {
+            // A value that starts like a number is parsed as one: a scan of up to 4 KiB,
+            // on every reference to the label.
+            if looks_numeric(v) {
+                rec.charge(v.len())?;
+            }
+            Ok(parse_label(v))
+        }
         None => Err(Fail::Missing(name.to_string())),
     }
 }
@@ -566,17 +658,37 @@ fn value<'a>(a: &'a mut Arg, rec: &Rec<'a>) -> R<V<'a>> {
         Arg::Label(l) => return label(rec, l),
         Arg::Computed(l) => return Err(Fail::Missing(format!("@{l}"))),
         Arg::Timestamp => V::Int(rec.ts as i64),
-        Arg::Const(v) => v.clone(),
+        Arg::Const(v) => v.borrowed(),
         Arg::Cond(c) => V::Bool(eval(c, rec)?),
         Arg::Func(f, args) => return func(*f, args, rec),
     })
 }
 
-fn arith(f: Func, a: V<'_>, b: V<'_>) -> R<V<'static>> {
-    // `$add` of two texts joins them, as in ReductStore; any other text is an error.
-    if let (Func::Add, V::Text(x), V::Text(y)) = (f, &a, &b) {
-        return Ok(V::Text(Cow::Owned(format!("{x}{y}"))));
+/// `$add` of two texts: `b` appended to `a`. The join so far (owned) grows in place, and
+/// only a borrowed `a` (a label, a constant) is copied, once: a `$add` of N texts copies
+/// their total length, where building a new string per step copied O(N²) of it.
+fn join<'a>(a: Cow<'a, str>, b: &str, rec: &Rec<'_>) -> R<V<'a>> {
+    let len = a.len().saturating_add(b.len());
+    if len > MAX_TEXT {
+        return invalid(format!(
+            "$add: joining the texts makes {len} bytes, over the limit of {MAX_TEXT} bytes for a computed text"
+        ));
     }
+    rec.charge(match a {
+        Cow::Borrowed(_) => len,
+        Cow::Owned(_) => b.len(),
+    })?;
+    let mut s = a.into_owned();
+    s.push_str(b);
+    Ok(V::Text(Cow::Owned(s)))
+}
+
+fn arith<'a>(f: Func, a: V<'a>, b: V<'_>, rec: &Rec<'_>) -> R<V<'a>> {
+    // `$add` of two texts joins them, as in ReductStore; any other text is an error.
+    let (a, b) = match (f, a, b) {
+        (Func::Add, V::Text(x), V::Text(y)) => return join(x, &y, rec),
+        (_, a, b) => (a, b),
+    };
     let (Some(x), Some(y)) = (a.num(), b.num()) else {
         return invalid(format!("{} takes numbers, not text", f.name()));
     };
@@ -603,18 +715,18 @@ fn arith(f: Func, a: V<'_>, b: V<'_>) -> R<V<'static>> {
             }
         },
         Func::Div => {
-            let d = b.as_float()?;
+            let d = b.as_float(rec)?;
             if d == 0.0 {
                 return invalid("$div: division by zero");
             }
-            V::Float(a.as_float()? / d)
+            V::Float(a.as_float(rec)? / d)
         }
         Func::DivNum => {
-            let d = b.as_int()?;
+            let d = b.as_int(rec)?;
             if d == 0 {
                 return invalid("$div_num: division by zero");
             }
-            V::Int(a.as_int()?.wrapping_div(d))
+            V::Int(a.as_int(rec)?.wrapping_div(d))
         }
         _ => return invalid(format!("{} is not arithmetic", f.name())),
     })
@@ -636,12 +748,14 @@ fn func<'a>(f: Func, args: &'a mut [Arg], rec: &Rec<'a>) -> R<V<'a>> {
     };
     match f {
         Func::Add | Func::Mult => {
-            let mut acc: Option<V<'static>> = None;
+            // The first operand is kept as it is (a label stays borrowed), so a join copies
+            // it only when a second text comes (`join`).
+            let mut acc: Option<V<'a>> = None;
             for _ in 0..n {
                 let v = next(&mut it)?;
                 acc = Some(match acc {
-                    None => v.into_static(),
-                    Some(a) => arith(f, a, v)?,
+                    None => v,
+                    Some(a) => arith(f, a, v, rec)?,
                 });
             }
             Ok(acc.unwrap_or(V::Int(if f == Func::Add { 0 } else { 1 })))
@@ -649,7 +763,7 @@ fn func<'a>(f: Func, args: &'a mut [Arg], rec: &Rec<'a>) -> R<V<'a>> {
         Func::Sub | Func::Div | Func::DivNum | Func::Rem => {
             let a = next(&mut it)?;
             let b = next(&mut it)?;
-            arith(f, a, b)
+            arith(f, a, b, rec)
         }
         Func::Abs => Ok(match next(&mut it)? {
             V::Bool(b) => V::Int(b as i64),
@@ -662,16 +776,23 @@ fn func<'a>(f: Func, args: &'a mut [Arg], rec: &Rec<'a>) -> R<V<'a>> {
             let ty = next(&mut it)?;
             Ok(match ty.text().as_ref() {
                 "bool" => V::Bool(v.truthy()),
-                "int" => V::Int(v.as_int()?),
-                "float" => V::Float(v.as_float()?),
-                "string" => V::Text(Cow::Owned(v.text().into_owned())),
-                "duration" => V::Dur(v.as_int()?),
-                other => return invalid(format!("$cast: unknown type {other:?}")),
+                "int" => V::Int(v.as_int(rec)?),
+                "float" => V::Float(v.as_float(rec)?),
+                // a text is already one: moved, not copied (a number's text is short)
+                "string" => match v {
+                    V::Text(t) => V::Text(t),
+                    other => V::Text(Cow::Owned(other.text().into_owned())),
+                },
+                "duration" => V::Dur(v.as_int(rec)?),
+                other => return invalid(format!("$cast: unknown type {}", quoted(other))),
             })
         }
         Func::Ref => {
             let name = next(&mut it)?;
-            label(rec, &name.text())
+            let name = name.text();
+            // the lookup compares the name with label keys
+            rec.charge(name.len())?;
+            label(rec, &name)
         }
         Func::Second
         | Func::Minute
@@ -680,7 +801,7 @@ fn func<'a>(f: Func, args: &'a mut [Arg], rec: &Rec<'a>) -> R<V<'a>> {
         | Func::Month
         | Func::Year
         | Func::Weekday => {
-            let us = next(&mut it)?.as_int()?;
+            let us = next(&mut it)?.as_int(rec)?;
             if n == 2 {
                 let tz = next(&mut it)?;
                 if !matches!(&tz, V::Text(t) if is_utc(t)) {
@@ -760,13 +881,16 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
         Node::Compare(op, a, b) => {
             let x = value(a, rec)?;
             let y = value(b, rec)?;
+            rec.charge(compare_cost(&x, &y))?;
             holds(*op, compare(&x, &y))
         }
         Node::In(a, v) | Node::NotIn(a, v) => {
             let x = value(a, rec)?;
             let mut found = false;
             for item in v.iter_mut() {
-                if compare(&x, &value(item, rec)?) == Some(Ordering::Equal) {
+                let y = value(item, rec)?;
+                rec.charge(compare_cost(&x, &y))?;
+                if compare(&x, &y) == Some(Ordering::Equal) {
                     found = true;
                     break;
                 }
@@ -776,7 +900,11 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
         Node::Exists(v) => v.iter().all(|l| rec.labels.contains_key(l)),
         Node::ExistsOf(v) => {
             for a in v.iter_mut() {
-                if !rec.labels.contains_key(value(a, rec)?.text().as_ref()) {
+                let name = value(a, rec)?;
+                let name = name.text();
+                // the lookup compares the name with label keys
+                rec.charge(name.len())?;
+                if !rec.labels.contains_key(name.as_ref()) {
                     return Ok(false);
                 }
             }
@@ -786,6 +914,12 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
             let x = value(a, rec)?;
             let y = value(b, rec)?;
             let (x, y) = (x.text(), y.text());
+            // A search reads the whole text and the pattern (linear: `str::contains` is a
+            // two-way search); a prefix or suffix test at most the shorter of them.
+            rec.charge(match op {
+                StrOp::Contains => x.len().saturating_add(y.len()),
+                StrOp::StartsWith | StrOp::EndsWith => x.len().min(y.len()),
+            })?;
             match op {
                 StrOp::Contains => x.contains(y.as_ref()),
                 StrOp::StartsWith => x.starts_with(y.as_ref()),
@@ -795,7 +929,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
         Node::Truthy(a) => value(a, rec)?.truthy(),
         Node::EachN { n, seen } => {
             *seen += 1;
-            let n = value(n, rec)?.as_int()?;
+            let n = value(n, rec)?.as_int(rec)?;
             if n == 0 {
                 return invalid("$each_n takes a step of at least 1");
             }
@@ -803,7 +937,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
         }
         Node::EachT { step, last } => {
             let anchor = *last.get_or_insert(rec.ts);
-            let step = micros("$each_t", value(step, rec)?)?;
+            let step = micros("$each_t", value(step, rec)?, rec)?;
             let gone = if rec.desc {
                 anchor.checked_sub(rec.ts)
             } else {
@@ -824,7 +958,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
         }
         Node::Limit { n, seen } => {
             *seen += 1;
-            if *seen > value(n, rec)?.as_int()? {
+            if *seen > value(n, rec)?.as_int(rec)? {
                 return Err(Fail::Limit);
             }
             true
@@ -835,11 +969,11 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
 
 /// A duration operand in microseconds: a duration as it is, anything else as seconds
 /// (rounded to the nearest microsecond); negative is 0.
-fn micros(op: &str, v: V<'_>) -> R<u64> {
+fn micros(op: &str, v: V<'_>, rec: &Rec<'_>) -> R<u64> {
     match v {
         V::Dur(us) => Ok(us.max(0) as u64),
         v => {
-            let s = v.as_float()? * 1e6;
+            let s = v.as_float(rec)? * 1e6;
             if s.is_nan() {
                 return invalid(format!("{op} takes a duration or a number of seconds"));
             }
@@ -857,7 +991,7 @@ fn gate(g: &mut Gate, rec: &Rec<'_>) -> R<bool> {
         g.reset = false;
     }
     g.last = Some(now);
-    let duration = micros("$gate", value(&mut g.duration, rec)?)?;
+    let duration = micros("$gate", value(&mut g.duration, rec)?, rec)?;
     let input = value(&mut g.input, rec)?.truthy();
     if g.deadline.is_some_and(|d| now >= d) {
         g.deadline = None;

@@ -783,3 +783,101 @@ fn matches_the_reference_evaluator_on_random_conditions_and_labels() {
     // the generator covers every outcome often
     assert!(outcomes.iter().all(|&n| n > 5_000), "{outcomes:?}");
 }
+
+/// F3 (a tester's finding): `$add` over texts re-copied the whole join at every operand, so
+/// 2000 operands naming one 4000-byte label cost ~1.9 s of CPU per record (O(N²) bytes
+/// copied), and nothing bounded the text a condition could build. A computed text is now
+/// at most 64 KiB: past it the record fails (no match; with `strict` the query's
+/// `invalid_condition`).
+#[test]
+fn an_add_producing_more_than_the_cap_is_refused() {
+    let long = "x".repeat(4000);
+    let kv = [("a", long.as_str())];
+    let join = |n: usize| Operand::Func(Func::Add, vec![l("a"); n]);
+    // 16 × 4000 = 64,000 bytes: under the cap, joined as before
+    let under = cmp(CmpOp::Eq, join(16), text(&long.repeat(16)));
+    assert_eq!(run(&under, true, 0, &kv), Ok(true));
+    // 17 × 4000 = 68,000 bytes: over 64 KiB, refused however it is used
+    let over = cmp(CmpOp::Eq, join(17), text(&long.repeat(17)));
+    assert_eq!(run(&over, false, 0, &kv), Ok(false));
+    match run(&over, true, 0, &kv) {
+        Err(Stop::Invalid(m)) => assert!(m.contains("65536"), "{m}"),
+        other => panic!("a join over the cap must fail the record: {other:?}"),
+    }
+    // the tester's case: 2000 operands fail at the cap instead of building 8 MB
+    let tester = cmp(CmpOp::Eq, join(2000), text("y"));
+    assert!(matches!(run(&tester, true, 0, &kv), Err(Stop::Invalid(_))));
+    // nesting does not get around it: a join of joins is one computed text too
+    let nested = Operand::Func(Func::Add, vec![join(9), join(9)]);
+    assert!(matches!(
+        run(&Condition::Truthy(nested), true, 0, &kv),
+        Err(Stop::Invalid(_))
+    ));
+}
+
+/// The cap alone bounds one value, not a condition that builds or compares many of them:
+/// 2000 comparisons of a 4000-byte label with itself, or 400 joins just under the cap, are
+/// 8 MB and 25 MB of text work on every record. One record's evaluation may do at most
+/// 4 MiB of it (joins, casts, comparisons and searches of texts); past it the record fails.
+#[test]
+fn a_condition_doing_more_text_work_than_the_budget_is_refused() {
+    let long = "x".repeat(4000);
+    let kv = [("a", long.as_str())];
+    let same = cmp(CmpOp::Eq, l("a"), l("a"));
+    assert_eq!(
+        run(&Condition::And(vec![same.clone(); 100]), true, 0, &kv),
+        Ok(true)
+    );
+    let many = Condition::And(vec![same; 2000]);
+    assert_eq!(run(&many, false, 0, &kv), Ok(false));
+    assert!(matches!(run(&many, true, 0, &kv), Err(Stop::Invalid(_))));
+    let joins = Condition::And(vec![
+        Condition::Truthy(Operand::Func(
+            Func::Add,
+            vec![l("a"); 16]
+        ));
+        400
+    ]);
+    assert!(matches!(run(&joins, true, 0, &kv), Err(Stop::Invalid(_))));
+    let contains = Condition::And(vec![Condition::Str(StrOp::Contains, l("a"), l("a")); 2000]);
+    assert!(matches!(
+        run(&contains, true, 0, &kv),
+        Err(Stop::Invalid(_))
+    ));
+    // `$in` over a list: each candidate is compared in turn
+    let near = format!("{}y", "x".repeat(3999));
+    let kv2 = [("a", long.as_str()), ("b", near.as_str())];
+    let listed = Condition::In(l("a"), vec![l("b"); 2000]);
+    assert!(matches!(run(&listed, true, 0, &kv2), Err(Stop::Invalid(_))));
+    // short candidates cost little, however many
+    let mut short = vec![text("no"); 1999];
+    short.push(l("a"));
+    assert_eq!(run(&Condition::In(l("a"), short), true, 0, &kv), Ok(true));
+}
+
+/// F3: the join copied the whole text so far at every operand (O(N²) bytes for N operands).
+/// Counted by the text work of the record: a join of N texts copies each once.
+#[test]
+fn add_over_long_text_is_linear_not_quadratic() {
+    let long = "x".repeat(4000);
+    let kv = labels(&[("a", long.as_str())]);
+    let work = |c: Condition| {
+        let mut m = Matcher::new(&c, true, false);
+        assert_eq!(m.matches(0, &kv), Ok(true), "{c:?}");
+        m.last_work
+    };
+    let join = |n: usize| Operand::Func(Func::Add, vec![l("a"); n]);
+    // 16 operands: 64,000 bytes copied (re-copying the join at each step was 540,000)
+    assert_eq!(work(Condition::Truthy(join(16))), 16 * 4000);
+    assert_eq!(work(Condition::Truthy(join(2))), 2 * 4000);
+    // a join of a join grows the inner one in place
+    let nested = Operand::Func(Func::Add, vec![join(8), l("a"), l("a")]);
+    assert_eq!(work(Condition::Truthy(nested)), 10 * 4000);
+    // one operand, or `$cast` of a text to `string`, copies nothing
+    assert_eq!(work(Condition::Truthy(join(1))), 0);
+    let cast = Operand::Func(Func::Cast, vec![l("a"), text("string")]);
+    assert_eq!(work(Condition::Truthy(cast)), 0);
+    // a constant is read where it is, not copied per record
+    let eq_const = cmp(CmpOp::Eq, text("abc"), text("abc"));
+    assert_eq!(work(eq_const), 3);
+}
