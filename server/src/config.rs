@@ -231,11 +231,15 @@ pub struct ServeArgs {
     /// Uploads to the object store in flight at once.
     #[arg(long, env = "TSBLOB_TIER_UPLOADS", default_value_t = 4)]
     pub tier_uploads: usize,
-    /// A call to the object store ends within this time in total, its retries included (a
-    /// read of a hung store answers 503 then); a body that sends nothing for as long fails.
-    /// Connections have 2 s to open.
+    /// A call to the object store ends within this time in total, its retries and its
+    /// answer's body included (a read of a hung store answers 503 then); a listing, page
+    /// after page, within ten times as long. Connections have 2 s to open.
     #[arg(long, env = "TSBLOB_TIER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub tier_timeout: Duration,
+    /// Objects a listing of the object store may hold (at start, a restore, a replica's
+    /// refresh): a tsblob prefix holds two per tiered block. More fails the listing.
+    #[arg(long, env = "TSBLOB_TIER_LIST_MAX_KEYS", default_value_t = crate::tier::DEFAULT_LIST_MAX_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tier_list_max_keys: u64,
     /// Before serving, rebuild the data folder's index of tiered blocks from this object
     /// store (a lost device's history comes back); then tier into it as --tier-url.
     #[arg(long, env = "TSBLOB_RESTORE_FROM", conflicts_with = "read_replica")]

@@ -124,13 +124,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         let store = Store::open(&data, opts)?;
         if store.read_replica_of().is_some() {
-            crate::tier::refresh_once(&store);
+            if let Err(e) = crate::tier::refresh_at_start(&store) {
+                // Dropped here, off the async runtime: the object store's client owns
+                // runtimes, which cannot be dropped from async code.
+                drop(store);
+                return Ok(Err(e));
+            }
         }
-        Ok::<_, anyhow::Error>(store)
+        Ok::<_, anyhow::Error>(Ok(store))
     })
     .await
     .context("opening the store panicked")?
-    .with_context(|| format!("cannot open the data folder {}", args.data.display()))?;
+    .with_context(|| format!("cannot open the data folder {}", args.data.display()))??;
     if let Some(TierMode::Replica { .. }) = &mode {
         crate::tier::refresh_replica(store.clone(), args.replica_refresh);
     }

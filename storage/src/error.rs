@@ -180,6 +180,10 @@ pub enum TierError {
     /// Restoring from, or refreshing a replica from, the object store failed.
     #[error("reading the object store's index failed: {0}")]
     Refresh(String),
+    /// Restoring or refreshing stopped at a bound ([`crate::ObjectError::Oversized`]): a
+    /// retry meets the same bound, unlike [`TierError::Refresh`].
+    #[error("reading the object store's index stopped: {0}")]
+    Oversized(String),
 }
 
 /// A query that cannot go on.

@@ -30,6 +30,11 @@ pub enum ObjectError {
     /// HTTP 416): damage, which no retry repairs.
     #[error("the object {0:?} in the object store is damaged (shorter than its index says)")]
     Damaged(String),
+    /// The store's answer went past what tsblob accepts: a body longer than the range asked
+    /// for (or than its own `Content-Length`), a listing with more objects than the bound.
+    /// Read no further: a broken or hostile store could otherwise fill the memory.
+    #[error("the object store's answer is over tsblob's bound: {0}")]
+    Oversized(String),
 }
 
 /// An object's size and the CRC32C of its bytes as the store reports it.
@@ -74,7 +79,8 @@ pub trait ObjectStore: Send + Sync + 'static {
     fn head(&self, key: &str) -> Result<Option<ObjectHead>, ObjectError>;
     /// Deletes an object (no error if it is already gone).
     fn delete(&self, key: &str) -> Result<(), ObjectError>;
-    /// Every object under `prefix`.
+    /// Every object under `prefix`, or [`ObjectError::Oversized`] when there are more than
+    /// the store's bound allows (the listing is held in memory whole).
     fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError>;
     /// Where it points, for messages (`s3://bucket/prefix at http://...`).
     fn describe(&self) -> String;

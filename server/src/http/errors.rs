@@ -390,7 +390,7 @@ fn tier_error(status: StatusCode, code: ErrorCode, e: &TierError) -> AppError {
         TierError::Missing { bucket, entry, block, .. } => format!("a block ({block:016x}) of {bucket}/{entry} is missing from the object store: it was deleted outside tsblob; do not retry: restore the object or remove the records"),
         TierError::Damaged { bucket, entry, block, ts, .. } => format!("record {ts} of {bucket}/{entry} is in a block ({block:016x}) that is damaged in the object store (shorter than the index says): do not retry; restore the object or remove the records"),
         TierError::ReadOnly(_) => "this server is a read-only replica of an object store: send writes to the server that tiers into it".to_string(),
-        TierError::Upload(_) | TierError::Refresh(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
+        TierError::Upload(_) | TierError::Refresh(_) | TierError::Oversized(_) => "the object store is unavailable: retry once it is back (GET /health reports the tier's state)".to_string(),
     };
     // A client's mistake (a write sent to a replica) is not the operator's concern.
     let level = if status.is_client_error() {

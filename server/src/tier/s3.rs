@@ -18,6 +18,19 @@ use tsblob_storage::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
 const PART: u64 = 16 << 20;
 /// The most a whole-object GET reserves before its first byte (its buffer grows past it).
 const WHOLE_RESERVE: u64 = 64 << 20;
+/// The longest object a whole-object GET reads (tsblob reads only its small objects whole:
+/// heads sidecars and bucket settings); a longer answer fails as
+/// [`ObjectError::Oversized`] instead of growing in memory.
+pub const WHOLE_MAX: u64 = 256 << 20;
+/// `--tier-list-max-keys`'s default: objects one listing holds at most (a tsblob prefix
+/// holds two per tiered block, so 125,000 blocks: 8 TB of full 64 MiB blocks).
+pub const DEFAULT_LIST_MAX_KEYS: u64 = 250_000;
+/// A listing (all its pages) ends within this many times `--tier-timeout`; each page is
+/// one call of its own, bounded by `--tier-timeout` as any call.
+pub const LIST_TIME_FACTOR: u32 = 10;
+/// S3's longest key (and an ETag is shorter): a listing's longer strings are not S3's, and
+/// would let a store grow a listing of few keys without bound.
+const KEY_MAX: usize = 1024;
 /// The object metadata key holding the CRC32C of the whole object.
 const CRC_META: &str = "tsblob-crc32c";
 /// How long a connection to the store may take to open.
@@ -55,8 +68,10 @@ pub struct S3Store {
     bucket: String,
     prefix: String,
     endpoint: String,
-    /// `--tier-timeout`: the longest a call (or a body without a byte) may take.
+    /// `--tier-timeout`: the longest a call, its body included, may take.
     timeout: Duration,
+    /// `--tier-list-max-keys`: the most objects a listing holds.
+    list_max_keys: u64,
 }
 
 /// A tokio runtime and the S3 client (with a connection pool of its own) whose calls run on
@@ -177,6 +192,65 @@ pub fn s3_config() -> aws_sdk_s3::config::Builder {
         .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
 }
 
+/// The body of one GET of `key`, whole or of `range` (start, length). It holds at most
+/// the bytes asked for (a range's length, else [`WHOLE_MAX`]) and at most those its answer
+/// declares (`Content-Length`): a store that sends more is broken or hostile, and the call
+/// fails at the first byte too many, dropping the connection, rather than buffering on.
+async fn get_body(
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    key: &str,
+    range: Option<(u64, u64)>,
+    call: &Call,
+) -> Result<Vec<u8>, ObjectError> {
+    let asked = range.map_or(WHOLE_MAX, |(_, len)| len);
+    let out = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .set_range(range.map(|(start, len)| format!("bytes={start}-{}", start + len - 1)))
+        .send()
+        .await
+        .map_err(|e| classify(&e, key))?;
+    call.progress();
+    let declared = out.content_length().and_then(|l| u64::try_from(l).ok());
+    if let Some(len) = declared.filter(|&len| len > asked) {
+        return Err(ObjectError::Oversized(format!(
+            "reading {key:?}: the answer declares {len} bytes, over the {asked} asked for"
+        )));
+    }
+    let limit = declared.unwrap_or(asked);
+    // The body's pieces are appended to one buffer as they arrive (sized by the answer's
+    // length, at most what a ranged GET asked for), each piece freed at once so the
+    // connection reuses its memory: `collect()` would hold every piece until the end and
+    // then copy them all into a new buffer.
+    let reserve = range.map_or(WHOLE_RESERVE, |(_, len)| len);
+    let cap = usize::try_from(declared.unwrap_or(0).min(reserve)).unwrap_or(0);
+    let mut buf = Vec::with_capacity(cap);
+    let mut body = out.body;
+    while let Some(piece) = body
+        .try_next()
+        .await
+        .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?
+    {
+        call.progress();
+        if piece.len() as u64 > limit.saturating_sub(buf.len() as u64) {
+            return Err(ObjectError::Oversized(format!(
+                "reading {key:?}: the answer's body goes on past {limit} bytes ({})",
+                if declared.is_some() {
+                    "its Content-Length"
+                } else if range.is_some() {
+                    "the range asked for"
+                } else {
+                    "the longest object tsblob reads whole"
+                }
+            )));
+        }
+        buf.extend_from_slice(&piece);
+    }
+    Ok(buf)
+}
+
 impl S3Store {
     /// One GET of `key`, whole or of an HTTP `range` (`bytes=a-b`).
     fn fetch(&self, key: &str, range: Option<(u64, u64)>) -> Result<Vec<u8>, ObjectError> {
@@ -189,44 +263,19 @@ impl S3Store {
         key: &str,
         range: Option<(u64, u64)>,
     ) -> std::sync::mpsc::Receiver<Result<Vec<u8>, ObjectError>> {
-        // What the buffer is sized for at most: the range asked for, or a whole block.
-        let want = range.map_or(WHOLE_RESERVE, |(_, len)| len);
-        let range = range.map(|(start, len)| format!("bytes={start}-{}", start + len - 1));
         let (bucket, key) = (self.bucket.clone(), key.to_string());
         let timeout = self.timeout;
         self.reads.start_tracked(move |s3, call| async move {
-            let out = s3
-                .get_object()
-                .bucket(bucket)
-                .key(&key)
-                .set_range(range)
-                .send()
+            // One deadline for the whole call, its body included: the SDK's timeouts end
+            // with the answer's head, and a body that trickles in forever would hold the
+            // call (and a reader) for ever.
+            tokio::time::timeout(timeout, get_body(s3, bucket, &key, range, &call))
                 .await
-                .map_err(|e| classify(&e, &key))?;
-            call.progress();
-            // The body's pieces are appended to one buffer as they arrive (sized by the
-            // answer's length, at most what a ranged GET asked for), each piece freed at
-            // once so the connection reuses its memory: `collect()` would hold every piece
-            // until the end and then copy them all into a new buffer. A body that sends
-            // nothing for `timeout` fails (the SDK's timeouts end with the answer's head).
-            let len = out.content_length().map_or(0, |l| l.max(0) as u64);
-            let cap = usize::try_from(len.min(want)).unwrap_or(0);
-            let mut buf = Vec::with_capacity(cap);
-            let mut body = out.body;
-            loop {
-                let piece = tokio::time::timeout(timeout, body.try_next())
-                    .await
-                    .map_err(|_| {
-                        ObjectError::Unavailable(format!(
-                            "reading {key:?}: no byte of the answer for {timeout:?}"
-                        ))
-                    })?
-                    .map_err(|e| ObjectError::Unavailable(format!("reading {key:?}: {e}")))?;
-                let Some(piece) = piece else { break };
-                call.progress();
-                buf.extend_from_slice(&piece);
-            }
-            Ok(buf)
+                .unwrap_or_else(|_| {
+                    Err(ObjectError::Unavailable(format!(
+                        "reading {key:?}: the answer did not end within {timeout:?} (--tier-timeout)"
+                    )))
+                })
         })
     }
 
@@ -350,7 +399,14 @@ impl S3Store {
             prefix,
             endpoint: endpoint.unwrap_or("AWS").to_string(),
             timeout,
+            list_max_keys: DEFAULT_LIST_MAX_KEYS,
         })
+    }
+
+    /// This store with listings of at most `keys` objects (`--tier-list-max-keys`).
+    pub fn with_list_max_keys(mut self, keys: u64) -> S3Store {
+        self.list_max_keys = keys;
+        self
     }
 
     pub fn prefix(&self) -> &str {
@@ -409,7 +465,11 @@ impl S3Store {
                 return Ok(());
             }
             Err(e @ ObjectError::Tls(_)) => bail!("{e}"),
-            Err(ObjectError::Refused(why) | ObjectError::Damaged(why)) => bail!(
+            Err(
+                ObjectError::Refused(why)
+                | ObjectError::Damaged(why)
+                | ObjectError::Oversized(why),
+            ) => bail!(
                 "the object store refused access to bucket {:?} ({why}): check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or a profile) and their permissions",
                 self.bucket
             ),
@@ -546,6 +606,46 @@ fn read_exact(file: &mut std::fs::File, size: u64) -> Result<Vec<u8>, ObjectErro
     file.read_exact(&mut buf)
         .map_err(|e| ObjectError::Refused(format!("reading the block to upload: {e}")))?;
     Ok(buf)
+}
+
+/// Every object under `prefix`, at most `max_keys` of them (more is
+/// [`ObjectError::Oversized`]).
+async fn list_bounded(
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    prefix: &str,
+    max_keys: u64,
+) -> Result<Vec<Listed>, ObjectError> {
+    let mut out = Vec::new();
+    let mut pages = s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| classify(&e, prefix))?;
+        for o in page.contents() {
+            let Some(k) = o.key() else { continue };
+            let etag = o.e_tag().unwrap_or_default();
+            if k.len() > KEY_MAX || etag.len() > KEY_MAX {
+                return Err(ObjectError::Oversized(format!(
+                    "listing {prefix:?}: a key or ETag of over {KEY_MAX} bytes (S3's keys are at most that long)"
+                )));
+            }
+            if out.len() as u64 >= max_keys {
+                return Err(ObjectError::Oversized(format!(
+                    "listing {prefix:?}: more than {max_keys} objects (--tier-list-max-keys; a tsblob prefix holds two per tiered block: raise it if the store really holds that many)"
+                )));
+            }
+            out.push(Listed {
+                key: k.to_string(),
+                len: o.size().map_or(0, |s| s.max(0) as u64),
+                etag: etag.to_string(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// S3's form of a CRC32C: base64 of its 4 big-endian bytes.
@@ -733,27 +833,20 @@ impl ObjectStore for S3Store {
 
     fn list(&self, prefix: &str) -> Result<Vec<Listed>, ObjectError> {
         let (bucket, prefix) = (self.bucket.clone(), prefix.to_string());
-        self.reads.run(|s3| async move {
-            let mut out = Vec::new();
-            let mut pages = s3
-                .list_objects_v2()
-                .bucket(bucket)
-                .prefix(&prefix)
-                .into_paginator()
-                .send();
-            while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| classify(&e, &prefix))?;
-                for o in page.contents() {
-                    if let Some(k) = o.key() {
-                        out.push(Listed {
-                            key: k.to_string(),
-                            len: o.size().map_or(0, |s| s.max(0) as u64),
-                            etag: o.e_tag().unwrap_or_default().to_string(),
-                        });
-                    }
-                }
-            }
-            Ok(out)
+        let (max_keys, within) = (
+            self.list_max_keys,
+            self.timeout.saturating_mul(LIST_TIME_FACTOR),
+        );
+        self.reads.run(move |s3| async move {
+            // Each page is a call of its own (bounded by `--tier-timeout`); a store that
+            // always says more pages follow is stopped by the bounds of the whole walk:
+            // its objects and its time.
+            let walk = list_bounded(s3, bucket, &prefix, max_keys);
+            tokio::time::timeout(within, walk).await.unwrap_or_else(|_| {
+                Err(ObjectError::Unavailable(format!(
+                    "listing {prefix:?} did not end within {within:?} ({LIST_TIME_FACTOR} times --tier-timeout)"
+                )))
+            })
         })
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tsblob_storage::{Store, StoreOptions, TierConfig};
+use tsblob_storage::{RefreshReport, Store, StoreOptions, TierConfig, TierError};
 
 use super::S3Store;
 use crate::config::{ServeArgs, TierMode};
@@ -30,7 +30,8 @@ pub fn open(args: &ServeArgs, mode: &TierMode) -> anyhow::Result<TierConfig> {
         args.tier_region.as_deref(),
         ca.as_deref(),
         args.tier_timeout,
-    )?;
+    )?
+    .with_list_max_keys(args.tier_list_max_keys);
     if upload {
         s3.ensure_bucket()?;
     } else {
@@ -68,9 +69,28 @@ pub fn restore(data: &Path, opts: &StoreOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A read replica's first refresh, before it serves. A listing over its bound stops the
+/// start: every later refresh would stop at it too, and the replica would serve nothing
+/// new while looking healthy. Other failures are logged (the next refresh retries).
+pub fn refresh_at_start(store: &Store) -> anyhow::Result<()> {
+    match store.tier_refresh() {
+        Err(tsblob_storage::Error::Tier(e @ TierError::Oversized(_))) => {
+            Err(anyhow::Error::new(e).context("the read replica cannot start"))
+        }
+        r => {
+            log_refresh(r);
+            Ok(())
+        }
+    }
+}
+
 /// One refresh of a read replica (failures are logged: the next one retries).
 pub fn refresh_once(store: &Store) {
-    match store.tier_refresh() {
+    log_refresh(store.tier_refresh());
+}
+
+fn log_refresh(refreshed: tsblob_storage::Result<RefreshReport>) {
+    match refreshed {
         Ok(r) if r.adopted_blocks + r.dropped_blocks > 0 => tracing::info!(
             "replica refresh: adopted {} blocks ({} records), dropped {}",
             r.adopted_blocks,

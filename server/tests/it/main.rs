@@ -43,6 +43,7 @@ mod tail;
 mod tail_hostile;
 mod tier;
 mod tier_faults;
+mod tier_hostile;
 mod tier_labels;
 mod tier_node_loss;
 mod tier_tls;

@@ -1,6 +1,7 @@
-//! A tiny hostile HTTP server for the outbound tests: it records every request head it
-//! gets (to tell whether a token reached it) and answers as told: an endless body, a
-//! redirect, or a fixed answer (an internal page with a secret in it).
+//! A tiny hostile HTTP server for the outbound and tier tests: it records every request
+//! head it gets (to tell whether a token reached it) and answers as told: an endless or
+//! trickling body, a redirect, a fixed answer (an internal page with a secret in it), or an
+//! S3 listing that never ends.
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,11 @@ pub enum Answer {
     /// Nothing for `secs` seconds, then an empty 503 (a destination slower than the
     /// sender's timeout).
     Slow { secs: u64 },
+    /// `status` with a chunked body of one byte every 100 ms, never ending.
+    Dribble { status: u16 },
+    /// An S3 store whose ListObjectsV2 always says more pages follow (a new continuation
+    /// token, 1000 keys each time); a HEAD or PUT is answered 200, anything else 404.
+    EndlessListing,
     /// `status`, `content_type` and `body`.
     Fixed {
         status: u16,
@@ -71,6 +77,17 @@ impl Hostile {
 
     pub fn requests(&self) -> usize {
         self.heads.lock().unwrap().len()
+    }
+
+    /// How many requests of `method` had `needle` in their request line.
+    pub fn requests_of(&self, method: &str, needle: &str) -> usize {
+        self.heads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|h| h.lines().next())
+            .filter(|l| l.starts_with(&format!("{method} ")) && l.contains(needle))
+            .count()
     }
 
     /// Whether any request carried `needle` in its head (a token, say).
@@ -136,6 +153,43 @@ async fn serve(
             while w.write_all(&chunk).await.is_ok() {
                 sent.fetch_add(64 << 10, std::sync::atomic::Ordering::Relaxed);
             }
+        }
+        Answer::Dribble { status } => {
+            let head = format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n");
+            if w.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            while w.write_all(b"1\r\nx\r\n").await.is_ok() {
+                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        Answer::EndlessListing => {
+            let request = String::from_utf8_lossy(&head).into_owned();
+            let line = request.lines().next().unwrap_or_default().to_string();
+            let a = if line.starts_with("HEAD ") || line.starts_with("PUT ") {
+                "HTTP/1.1 200 OK\r\nETag: \"e\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_string()
+            } else if line.starts_with("GET ") && line.contains("list-type=2") {
+                let page = heads.lock().unwrap().len();
+                let keys: String = (0..1000)
+                    .map(|i| {
+                        format!("<Contents><Key>junk/{page:08}-{i:04}</Key><Size>1</Size><ETag>\"e\"</ETag></Contents>")
+                    })
+                    .collect();
+                let xml = format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>b</Name><KeyCount>1000</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>t{page}</NextContinuationToken>{keys}</ListBucketResult>"
+                );
+                sent.fetch_add(xml.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{xml}",
+                    xml.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_string()
+            };
+            let _ = w.write_all(a.as_bytes()).await;
         }
         Answer::Redirect { location, body } => {
             let a = format!(

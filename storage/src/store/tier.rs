@@ -83,6 +83,12 @@ impl Store {
         if !*swept && tier.may_sweep() {
             match self.sweep_orphans(tier) {
                 Ok(()) => *swept = true,
+                // A listing over the bound is over it at every round: the sweep gives up
+                // until the next start (orphans cost only storage) and uploads go on.
+                Err(e @ ObjectError::Oversized(_)) => {
+                    log::warn!("the sweep of orphaned objects in the object store is skipped until the next start: {e}");
+                    *swept = true;
+                }
                 Err(e) => {
                     tier.failed(&e);
                     ok = false;

@@ -30,5 +30,8 @@ pub struct RefreshReport {
 }
 
 pub(crate) fn refresh_err(e: ObjectError) -> Error {
-    TierError::Refresh(e.to_string()).into()
+    match e {
+        ObjectError::Oversized(_) => TierError::Oversized(e.to_string()).into(),
+        e => TierError::Refresh(e.to_string()).into(),
+    }
 }
