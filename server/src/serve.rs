@@ -200,6 +200,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             max: args.reductstore_max_queries,
         },
     );
+    let tails = state.tails.clone();
     let mut app = http::app(state);
     if let Some(prefix) = &args.reductstore_prefix {
         app = app.nest(prefix, reduct.router(args.limits().browser));
@@ -226,6 +227,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 reduct.router(browser),
                 args.header_timeout,
                 args.shutdown_grace,
+                tails.clone(),
             )
             .await;
         }
@@ -237,7 +239,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tls.clone(),
             app,
             args.header_timeout,
-            args.shutdown_grace
+            args.shutdown_grace,
+            tails.clone(),
         ),
         reduct_loop
     );
@@ -282,9 +285,9 @@ fn spawn_access_flush(auth: std::sync::Arc<Auth>, every: Duration) {
     });
 }
 
-/// Serves connections until a signal; then closes the listener, lets the open connections
-/// finish their requests (idle keep-alive connections are closed at once) for at most
-/// `grace`, and returns.
+/// Serves connections until a signal; then closes the listener, ends the live tails (they
+/// never end on their own), lets the open connections finish their requests (idle
+/// keep-alive connections are closed at once) for at most `grace`, and returns.
 ///
 /// hyper is driven directly (not `axum::serve`) for the header-read timeout: a client that
 /// opens a connection and trickles its request head would otherwise hold it forever. With
@@ -296,6 +299,7 @@ async fn accept_loop(
     app: axum::Router,
     header_timeout: Duration,
     grace: Duration,
+    tails: Arc<http::tails::Tails>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut signal = std::pin::pin!(shutdown_signal());
@@ -337,6 +341,7 @@ async fn accept_loop(
         }
     }
     drop(listener);
+    tails.close();
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(grace) => {

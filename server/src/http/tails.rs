@@ -37,6 +37,9 @@ pub struct Tails {
     /// The tails open, in all (`tsblob_query_follows`) and per token, against the caps;
     /// refusals in `tsblob_tails_refused_total{limit}`.
     limiter: Arc<Limiter>,
+    /// True once the server stops ([`Tails::close`]): every tail ends, so that a shutdown
+    /// does not wait its whole grace for streams that never end on their own.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// How one tail is woken: the entries that got records since it last looked, and a
@@ -90,6 +93,7 @@ impl Tails {
         Ok(Tails {
             watchers: Mutex::new(HashMap::new()),
             limiter: Arc::new(Limiter::new(Kind::TAILS, caps, live, refused)),
+            closing: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -124,6 +128,13 @@ impl Tails {
         })
     }
 
+    /// Ends every tail, now and to come: the server is stopping (bug "a live tail holds a
+    /// shutdown for its whole grace": `systemctl restart` waited 30 s for any open tail,
+    /// whose client then saw a cut body instead of an end).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
     /// Live tails now (all tokens).
     pub fn live(&self) -> usize {
         self.limiter.running()
@@ -141,6 +152,15 @@ pub struct Tail {
 }
 
 impl Tail {
+    /// Resolves once the server stops ([`Tails::close`]); at once if it has.
+    pub fn closing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.tails.closing.subscribe();
+        async move {
+            // An error is the sender gone with the server: stopping as well.
+            let _ = rx.wait_for(|closed| *closed).await;
+        }
+    }
+
     /// Registers the tail under the entries it reads. Call before its first walk.
     pub fn watch(&mut self, entries: Vec<u32>) {
         let mut watchers = self.tails.watchers.lock();

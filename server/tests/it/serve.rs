@@ -317,6 +317,54 @@ async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     assert_eq!(r.bytes().await.unwrap().len(), 1_000_000);
 }
 
+/// Bug "a live tail holds a shutdown for its whole grace": with a tail open, SIGTERM waited
+/// the full `--shutdown-grace` (30 s by default) and the tail's client saw a cut body. The
+/// tail now ends with an error frame saying the server is stopping, and the server exits.
+#[tokio::test]
+async fn sigterm_ends_live_tails_with_a_frame_and_exits_at_once() {
+    let mut s = Server::start(&["--shutdown-grace", "25s"]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    c.post(s.url("/api/v1/b/b/e?ts=1"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    let mut tail = c
+        .get(s.url("/api/v1/b/b/e/query?follow=true&meta=true"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tail.status(), 200);
+    let mut got = Vec::new();
+    while !got.ends_with(b"\n") {
+        got.extend_from_slice(&tail.chunk().await.unwrap().expect("the first record"));
+    }
+    let since = std::time::Instant::now();
+    s.signal_term();
+    let status = s
+        .wait(Duration::from_secs(20))
+        .expect("the server did not exit");
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        since.elapsed() < Duration::from_secs(10),
+        "the tail held the shutdown for {:?}",
+        since.elapsed()
+    );
+    // The rest of the body: a last line with the error, then its clean end.
+    while let Some(piece) = tail.chunk().await.expect("a clean end, not a cut body") {
+        got.extend_from_slice(&piece);
+    }
+    let text = String::from_utf8_lossy(&got);
+    let last = text.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(v["error"]["code"], "busy", "{text}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("stopping"),
+        "{text}"
+    );
+}
+
 #[test]
 fn warns_when_listening_beyond_loopback_without_a_token() {
     // Without a token it starts only with --no-auth (browser::listening_beyond_loopback_...).

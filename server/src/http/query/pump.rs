@@ -164,12 +164,17 @@ pub(super) async fn pump(
         let Some(l) = live.as_mut() else {
             return (sent, steps); // only a live tail catches up
         };
-        // Wait for a commit to one of its entries, the settle timer or the client leaving;
-        // heartbeats meanwhile.
+        // Wait for a commit to one of its entries, the settle timer, the client leaving or
+        // the server stopping; heartbeats meanwhile.
+        let mut closing = std::pin::pin!(l.tail.closing());
         loop {
             let beat_at = last_sent + l.opts.heartbeat;
             tokio::select! {
                 _ = tx.closed() => return (sent, steps),
+                _ = &mut closing => {
+                    let e = AppError::busy("the server is stopping: follow again from the last timestamp + 1 once it is back");
+                    return (sent + revoked(&p, &tx, e).await, steps);
+                }
                 _ = l.tail.wake().notified() => break,
                 _ = grant.changed() => {
                     if let Err(e) = grant.check() {
