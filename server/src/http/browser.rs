@@ -266,8 +266,9 @@ fn preflight(origin: &HeaderValue, headers: &HeaderMap) -> Response {
     resp
 }
 
-/// Rule 4 on the headers of an API answer.
-fn harden(headers: &mut HeaderMap) {
+/// Rule 4 on the headers of an API answer (also the ReductStore API's probes and its 404
+/// outside `/api/v1/`, answered before the native middleware).
+pub(crate) fn harden(headers: &mut HeaderMap) {
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

@@ -121,12 +121,14 @@ async fn gate(State(ctx): State<Ctx>, req: Request, next: middleware::Next) -> R
     let mut resp = if !path.starts_with("/api/v1/") {
         // ReductStore answers a path outside its API 404 before any token check (reduct-py's
         // `test__bad_url_server_exists`: a client given a wrong URL hears "Not found").
-        match ctx.browser.admit_host(&req) {
+        let mut resp = match ctx.browser.admit_host(&req) {
             Ok(()) => not_found_outside_api(req.method(), path),
             Err(refused) => reshape_error(*refused).await,
-        }
+        };
+        crate::http::browser::harden(resp.headers_mut());
+        resp
     } else if path == "/api/v1/alive" || path == "/api/v1/ready" {
-        match ctx.browser.admit_host(&req) {
+        let mut resp = match ctx.browser.admit_host(&req) {
             Ok(()) if matches!(*req.method(), Method::GET | Method::HEAD) => {
                 StatusCode::OK.into_response()
             }
@@ -135,7 +137,9 @@ async fn gate(State(ctx): State<Ctx>, req: Request, next: middleware::Next) -> R
                 "GET or HEAD only on a probe",
             ),
             Err(refused) => reshape_error(*refused).await,
-        }
+        };
+        crate::http::browser::harden(resp.headers_mut());
+        resp
     } else if links::is_download(&req) {
         // A query link is downloaded without a token (the link is the permission).
         let resp = crate::http::public_gate_with(&ctx.state, &ctx.browser, req, next).await;

@@ -61,16 +61,31 @@ fn loopback() -> SocketAddr {
 }
 
 fn fixture(policy: BrowserPolicy) -> Fixture {
+    fixture_of(policy, |state, _| app(state))
+}
+
+/// The ReductStore API's router over the same state (`--reductstore-listen`).
+fn reduct_fixture(policy: BrowserPolicy) -> Fixture {
+    fixture_of(policy, |state, policy| {
+        let limits = tsblob_server::reduct::query::SessionLimits::default();
+        tsblob_server::reduct::Reduct::new(state, limits).router(policy)
+    })
+}
+
+fn fixture_of(
+    policy: BrowserPolicy,
+    router: impl FnOnce(tsblob_server::http::AppState, BrowserPolicy) -> Router,
+) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let auth = Auth::load(dir.path(), None).unwrap();
     let limits = Limits {
-        browser: policy,
+        browser: policy.clone(),
         ..Limits::default()
     };
     let state = tsblob_server::assemble::state(store, auth, limits).unwrap();
     Fixture {
-        app: app(state),
+        app: router(state, policy),
         _dir: dir,
     }
 }
@@ -422,6 +437,28 @@ async fn a_stored_html_record_ran_script_in_the_servers_origin() {
         assert_eq!(
             a.header("content-security-policy"),
             Some("sandbox; default-src 'none'")
+        );
+    }
+}
+
+/// Bug "the ReductStore listener's probes and 404s lacked the hardening headers": answered
+/// before the native middleware, `/api/v1/alive` and a path outside `/api/v1/` (whose body
+/// repeats the path asked for) had no `nosniff` and no sandboxing CSP.
+#[tokio::test]
+async fn reductstore_probes_and_404s_carry_the_hardening_headers() {
+    let f = reduct_fixture(BrowserPolicy::default());
+    for uri in [
+        "/api/v1/alive",
+        "/api/v1/ready",
+        "/%3Cscript%3Ealert(1)%3C/script%3E",
+    ] {
+        let a = f.send("GET", uri, &[("host", "127.0.0.1:8383")], b"").await;
+        assert_eq!(a.header("x-content-type-options"), Some("nosniff"), "{uri}");
+        assert!(
+            a.header("content-security-policy")
+                .is_some_and(|v| v.contains("sandbox")),
+            "{uri}: {:?}",
+            a.headers
         );
     }
 }
