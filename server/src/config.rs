@@ -205,6 +205,10 @@ pub struct ServeArgs {
     /// A client must send its request head (line and headers) within this time.
     #[arg(long, env = "TSBLOB_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_timeout: Duration,
+    /// An answer the client takes no bytes of for this long (its socket full, nothing
+    /// acknowledged) ends its connection, freeing its stream slot; 0s: never.
+    #[arg(long, env = "TSBLOB_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub send_timeout: Duration,
     /// Longest wait for in-flight requests at shutdown before syncing and exiting anyway.
     #[arg(long, env = "TSBLOB_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -513,6 +517,9 @@ mod tests {
         assert_eq!(t.serve.sync, SyncPolicy::default());
         let o = t.serve.store_options().unwrap();
         assert_eq!(o.default_bucket, BucketSettings::default());
+        assert_eq!(t.serve.send_timeout, Duration::from_secs(60));
+        let t = T::try_parse_from(["t", "--send-timeout", "500ms"]).unwrap();
+        assert_eq!(t.serve.send_timeout, Duration::from_millis(500));
         let t = T::try_parse_from(["t", "--sync", "always", "--default-compression", "zstd:5"])
             .unwrap();
         assert_eq!(t.serve.sync, SyncPolicy::Always);

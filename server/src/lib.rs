@@ -19,6 +19,7 @@ pub mod record_stream;
 pub mod reduct;
 pub mod reduct_header;
 pub mod replication;
+pub mod send_watch;
 pub mod serve;
 pub mod tier;
 pub mod when;

@@ -226,6 +226,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 tls.clone(),
                 reduct.router(browser),
                 args.header_timeout,
+                args.send_timeout,
                 args.shutdown_grace,
                 tails.clone(),
             )
@@ -239,6 +240,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tls.clone(),
             app,
             args.header_timeout,
+            args.send_timeout,
             args.shutdown_grace,
             tails.clone(),
         ),
@@ -292,12 +294,14 @@ fn spawn_access_flush(auth: std::sync::Arc<Auth>, every: Duration) {
 /// hyper is driven directly (not `axum::serve`) for the header-read timeout: a client that
 /// opens a connection and trickles its request head would otherwise hold it forever. With
 /// `tls`, each connection's handshake runs in its own task and must end within
-/// `header_timeout` too.
+/// `header_timeout` too. Every connection's writes are watched: an answer its client takes
+/// no bytes of for `send_timeout` ends the connection (`send_watch.rs`).
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     header_timeout: Duration,
+    send_timeout: Duration,
     grace: Duration,
     tails: Arc<http::tails::Tails>,
 ) {
@@ -318,6 +322,8 @@ async fn accept_loop(
         };
         // Small records are request/response ping-pong: never wait for Nagle.
         let _ = tcp.set_nodelay(true);
+        // Under TLS too: the watch sees the socket itself.
+        let tcp = crate::send_watch::SendWatch::new(tcp, send_timeout);
         let app = app.clone();
         let watcher = graceful.watcher();
         match &tls {

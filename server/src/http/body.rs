@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -232,19 +232,98 @@ pub type StepRx = tokio::sync::mpsc::Receiver<StepItem>;
 ///
 /// The returned `Body` works on its own too (a response not passed through [`answer`],
 /// as the in-process router of the tests): it yields the pieces one frame each.
-pub fn step_body(
-    depth: usize,
-    sent: prometheus::IntCounter,
-) -> (tokio::sync::mpsc::Sender<StepItem>, Body, StepAnswer) {
+pub fn step_body(depth: usize, sent: prometheus::IntCounter) -> (StepTx, Body, StepAnswer) {
     let (tx, rx) = tokio::sync::mpsc::channel(depth);
     let slot = Arc::new(parking_lot::Mutex::new(Some(rx)));
+    let queued = Arc::<Queued>::default();
     let body = Body::new(PieceByPiece {
         slot: Arc::clone(&slot),
         rx: None,
         taken: false,
         queue: VecDeque::new(),
+        queued: Arc::clone(&queued),
     });
-    (tx, body, StepAnswer { slot, sent })
+    let steps = StepAnswer {
+        slot,
+        sent,
+        queued: Arc::clone(&queued),
+    };
+    (StepTx { tx, queued }, body, steps)
+}
+
+/// The sending side of a [`step_body`]: counts the bytes of the steps it sends until the
+/// connection has written them ([`StepTx::drained`]).
+pub struct StepTx {
+    tx: tokio::sync::mpsc::Sender<StepItem>,
+    queued: Arc<Queued>,
+}
+
+impl StepTx {
+    /// Sends a step (waiting for room in the channel); `Err` once the body is gone (the
+    /// client left).
+    pub async fn send(
+        &self,
+        item: StepItem,
+    ) -> Result<(), tokio::sync::mpsc::error::SendError<StepItem>> {
+        let n = item_bytes(&item);
+        self.queued.unwritten.fetch_add(n, Ordering::AcqRel);
+        self.tx.send(item).await.inspect_err(|_| {
+            self.queued.unwritten.fetch_sub(n, Ordering::AcqRel);
+        })
+    }
+
+    /// Sends a step if the channel has room now; gives it back otherwise.
+    pub fn try_send(
+        &self,
+        item: StepItem,
+    ) -> Result<(), tokio::sync::mpsc::error::TrySendError<StepItem>> {
+        let n = item_bytes(&item);
+        self.queued.unwritten.fetch_add(n, Ordering::AcqRel);
+        self.tx.try_send(item).inspect_err(|_| {
+            self.queued.unwritten.fetch_sub(n, Ordering::AcqRel);
+        })
+    }
+
+    /// Whether the body is gone (the client left).
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Resolves once the body is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+
+    /// Bytes of the steps sent that the connection has not written yet (queued in the
+    /// channel or in the connection's write queue).
+    pub fn unwritten(&self) -> u64 {
+        self.queued.unwritten.load(Ordering::Acquire)
+    }
+
+    /// Waits until at most `most` bytes sent are unwritten: `true`, or `false` once the
+    /// body is gone.
+    pub async fn drained(&self, most: u64) -> bool {
+        let drained = std::future::poll_fn(|cx| {
+            self.queued.drained.register(cx.waker());
+            if self.unwritten() <= most {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        tokio::select! {
+            _ = drained => true,
+            _ = self.tx.closed() => false,
+        }
+    }
+}
+
+/// The bytes of a step.
+fn item_bytes(item: &StepItem) -> u64 {
+    match item {
+        Ok(pieces) => pieces.iter().map(|b| b.len() as u64).sum(),
+        Err(_) => 0,
+    }
 }
 
 /// The response extension of a [`step_body`] answer: [`answer`] takes its steps from it.
@@ -254,6 +333,7 @@ pub struct StepAnswer {
     /// `tsblob_http_sent_bytes_total` (which the metrics' wrapper of the `Body` would
     /// count, and does not see here).
     sent: prometheus::IntCounter,
+    queued: Arc<Queued>,
 }
 
 /// The body of every response as hyper sees it: axum's, or the steps of a [`step_body`].
@@ -271,7 +351,7 @@ pub fn answer(resp: axum::response::Response) -> axum::http::Response<Answer> {
             let steps = Steps {
                 rx,
                 sent: a.sent,
-                queued: Arc::default(),
+                queued: a.queued,
             };
             return axum::http::Response::from_parts(parts, Answer::Steps(steps));
         }
@@ -365,11 +445,25 @@ pub struct Steps {
     queued: Arc<Queued>,
 }
 
-/// The frames of a [`Steps`] not yet written whole, and the task waiting for one to be.
+/// The frames of a [`Steps`] not yet written whole, and the task waiting for one to be;
+/// the bytes its sender sent and the connection has not written, and the producer waiting
+/// for them to be ([`StepTx::drained`]).
 #[derive(Default)]
 struct Queued {
     frames: AtomicUsize,
     waker: AtomicWaker,
+    unwritten: AtomicU64,
+    drained: AtomicWaker,
+}
+
+impl Queued {
+    /// `n` bytes were written (or dropped unwritten with their frame).
+    fn written(&self, n: usize) {
+        if n > 0 {
+            self.unwritten.fetch_sub(n as u64, Ordering::AcqRel);
+            self.drained.wake();
+        }
+    }
 }
 
 impl http_body::Body for Steps {
@@ -427,6 +521,13 @@ impl Slices {
 /// A frame counted in its body's [`Queued`] until it is dropped.
 struct InQueue(Arc<Queued>);
 
+impl Drop for Slices {
+    fn drop(&mut self) {
+        // What was not written is dropped with the frame (the connection closed).
+        self._queued.0.written(self.left);
+    }
+}
+
 impl Drop for InQueue {
     fn drop(&mut self) {
         self.0.frames.fetch_sub(1, Ordering::AcqRel);
@@ -446,6 +547,7 @@ impl Buf for Slices {
     fn advance(&mut self, mut n: usize) {
         assert!(n <= self.left, "advanced past the end of a step");
         self.left -= n;
+        self._queued.0.written(n);
         while n > 0 {
             let Some(front) = self.parts.front_mut() else {
                 return;
@@ -476,6 +578,14 @@ struct PieceByPiece {
     rx: Option<StepRx>,
     taken: bool,
     queue: VecDeque<Bytes>,
+    queued: Arc<Queued>,
+}
+
+impl Drop for PieceByPiece {
+    fn drop(&mut self) {
+        let left = self.queue.iter().map(Bytes::len).sum();
+        self.queued.written(left);
+    }
 }
 
 impl http_body::Body for PieceByPiece {
@@ -489,6 +599,8 @@ impl http_body::Body for PieceByPiece {
         let this = self.get_mut();
         loop {
             if let Some(piece) = this.queue.pop_front() {
+                // (Handed to the connection: counted as written.)
+                this.queued.written(piece.len());
                 return Poll::Ready(Some(Ok(Frame::data(piece))));
             }
             if !std::mem::replace(&mut this.taken, true) {
@@ -548,7 +660,7 @@ mod tests {
     }
 
     /// A response of `step_body` as the connection gets it ([`answer`]).
-    fn served(sent: prometheus::IntCounter) -> (tokio::sync::mpsc::Sender<StepItem>, Answer) {
+    fn served(sent: prometheus::IntCounter) -> (StepTx, Answer) {
         let (tx, body, steps) = step_body(4, sent);
         let mut resp = axum::response::Response::new(body);
         resp.extensions_mut().insert(steps);

@@ -13,11 +13,20 @@
 //! pages of index records are counted after each step ([`Held::set`]).
 //!
 //! The count is one atomic (a compare-and-swap per reservation, no lock): a single body
-//! takes its room once, a batch grows its reservation in granules of [`GRANULE`] as bytes
-//! arrive and gives a chunk's share back when the chunk is written. What cannot wait
-//! elsewhere waits for room at most `--memory-wait`, then is answered 503 `busy` with a
-//! `Retry-After`; a single-record body that finds no room is received into a spool file
-//! instead (disk, not memory), so small writes keep working while the budget is spent.
+//! grows its room as its bytes arrive ([`BodyRoom`]), a batch grows its reservation in
+//! granules of [`GRANULE`] as bytes arrive and gives a chunk's share back when the chunk
+//! is written. What cannot wait elsewhere waits for room at most `--memory-wait`, then is
+//! answered 503 `busy` with a `Retry-After`; a single-record body that finds no room is
+//! received into a spool file instead (disk, not memory), so small writes keep working
+//! while the budget is spent.
+//!
+//! Bug "announced bodies spent the budget" (findings s12, F1): a single body took room for
+//! its whole `Content-Length` before any byte arrived, so 32 connections announcing 4 MiB
+//! and sending 1 byte held the whole 128 MiB for as long as they stalled (up to the body
+//! deadline), and every query and batch of other clients waited `--memory-wait` and got
+//! 503. Now a single body holds room only for bytes that arrived, and single bodies
+//! together hold at most half the budget ([`BodyRoom`]): past it they spool, so uploads
+//! that send real bytes and then stall cannot starve queries and batches either.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,7 +55,15 @@ struct Inner {
     waiting: AtomicUsize,
     freed: Notify,
     wait: Duration,
+    /// Bytes of `used` held by single-record bodies received in memory ([`BodyRoom`]),
+    /// at most `limit / SINGLES_SHARE`.
+    singles: AtomicU64,
 }
+
+/// Single-record bodies received in memory hold at most `1 / SINGLES_SHARE` of the budget
+/// together: the rest is always left to batches, queries and exports (a single body never
+/// needs it: past it, it spools).
+const SINGLES_SHARE: u64 = 2;
 
 impl MemoryBudget {
     /// The largest single-record body that may be held in memory. Larger ones are spooled:
@@ -69,6 +86,7 @@ impl MemoryBudget {
                 waiting: AtomicUsize::new(0),
                 freed: Notify::new(),
                 wait,
+                singles: AtomicU64::new(0),
             }),
         }
     }
@@ -84,17 +102,7 @@ impl MemoryBudget {
     }
 
     fn try_add(&self, bytes: u64) -> bool {
-        let used = &self.inner.used;
-        let mut now = used.load(Ordering::Relaxed);
-        loop {
-            let Some(next) = now.checked_add(bytes).filter(|n| *n <= self.inner.limit) else {
-                return false;
-            };
-            match used.compare_exchange_weak(now, next, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return true,
-                Err(seen) => now = seen,
-            }
-        }
+        add_within(&self.inner.used, bytes, self.inner.limit)
     }
 
     /// Adds `bytes` whatever the limit: memory that is held already (a step's output larger
@@ -121,17 +129,10 @@ impl MemoryBudget {
         }
     }
 
-    /// Room for a single-record body of `len` bytes, held until dropped; `None` when the
-    /// body is too large for memory or the budget is spent right now (it never waits: the
-    /// caller spools the body instead).
-    pub fn try_take(&self, len: u64) -> Option<Held> {
-        if len > Self::LARGEST {
-            return None;
-        }
-        self.try_add(len).then(|| Held {
-            budget: self.clone(),
-            bytes: len,
-        })
+    /// Room for a single-record body received in memory, empty: grown with
+    /// [`BodyRoom::try_cover`] as its bytes arrive, held until dropped.
+    pub fn body_room(&self) -> BodyRoom {
+        BodyRoom { held: self.empty() }
     }
 
     /// Waits at most `--memory-wait` for `bytes` of room; `false` when none came.
@@ -171,6 +172,62 @@ impl MemoryBudget {
 impl Default for MemoryBudget {
     fn default() -> Self {
         MemoryBudget::new(MemoryBudget::DEFAULT, MemoryBudget::DEFAULT_WAIT)
+    }
+}
+
+/// Adds `bytes` to `count` if it stays at most `limit`; `false` (nothing added) otherwise.
+fn add_within(count: &AtomicU64, bytes: u64, limit: u64) -> bool {
+    let mut now = count.load(Ordering::Relaxed);
+    loop {
+        let Some(next) = now.checked_add(bytes).filter(|n| *n <= limit) else {
+            return false;
+        };
+        match count.compare_exchange_weak(now, next, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(seen) => now = seen,
+        }
+    }
+}
+
+/// The room a single-record body received in memory holds: only the bytes that arrived
+/// (never what its `Content-Length` announced), counted in the budget and in the single
+/// bodies' share of it. It never waits: a body that finds no room goes on into a spool.
+#[derive(Debug)]
+pub struct BodyRoom {
+    held: Held,
+}
+
+impl BodyRoom {
+    /// Makes the room cover `total` bytes received (exactly: a body's chunks are the
+    /// hyper reads, several KiB each, so this is one or two atomic operations a read),
+    /// if the budget and the single bodies' share have room now; `false` takes nothing.
+    pub fn try_cover(&mut self, total: u64) -> bool {
+        let Some(more) = total.checked_sub(self.held.bytes).filter(|m| *m > 0) else {
+            return true;
+        };
+        let inner = &self.held.budget.inner;
+        if !add_within(&inner.singles, more, inner.limit / SINGLES_SHARE) {
+            return false;
+        }
+        if !self.held.budget.try_add(more) {
+            inner.singles.fetch_sub(more, Ordering::AcqRel);
+            return false;
+        }
+        self.held.bytes += more;
+        true
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.held.bytes
+    }
+}
+
+impl Drop for BodyRoom {
+    fn drop(&mut self) {
+        // (`held` gives its bytes back to the budget itself, when it is dropped after this.)
+        let inner = &self.held.budget.inner;
+        inner.singles.fetch_sub(self.held.bytes, Ordering::AcqRel);
     }
 }
 
@@ -306,22 +363,28 @@ impl Drop for Held {
 mod tests {
     use super::*;
 
+    /// A body's room grows with what arrived, single bodies stop at half the budget, and
+    /// everything is given back on drop (bug "announced bodies spent the budget").
     #[test]
-    fn the_budget_bounds_what_is_held_and_frees_on_drop() {
-        let b = MemoryBudget::new(3 << 20, Duration::from_millis(10));
-        assert!(b.try_take(MemoryBudget::LARGEST + 1).is_none(), "too large");
-        let one = b.try_take(2 << 20).expect("room for 2 MiB");
-        assert!(b.try_take(2 << 20).is_none(), "only 1 MiB left");
-        let small = b.try_take(1).expect("a 1-byte body");
+    fn a_body_room_holds_what_arrived_within_the_single_bodies_share() {
+        let b = MemoryBudget::new(6 << 20, Duration::from_millis(10));
+        let mut one = b.body_room();
+        assert!(one.try_cover(1), "the first byte");
+        assert_eq!((one.bytes(), b.used()), (1, 1), "exactly what arrived");
+        assert!(one.try_cover(2 << 20));
+        let mut two = b.body_room();
+        assert!(two.try_cover(1 << 20), "3 MiB of single bodies: the share");
+        assert!(!two.try_cover((1 << 20) + 1), "past half the budget");
+        assert_eq!((two.bytes(), b.used()), (1 << 20, 3 << 20), "nothing taken");
+        // The other half stays for batches and queries.
+        let mut batch = b.empty();
+        assert!(batch.try_cover(3 << 20));
         drop(one);
-        assert!(b.try_take(2 << 20).is_some(), "freed on drop");
-        assert!(
-            MemoryBudget::new(64 << 20, Duration::ZERO)
-                .try_take(10 << 20)
-                .is_none(),
-            "10 MiB spools"
-        );
-        drop(small);
+        assert!(two.try_cover(2 << 20), "freed on drop");
+        assert!(!b.body_room().try_cover(2 << 20), "the budget is full");
+        drop((two, batch));
+        assert_eq!(b.used(), 0);
+        assert!(b.body_room().try_cover(3 << 20), "the share is whole again");
         assert_eq!(b.used(), 0);
     }
 
@@ -387,7 +450,7 @@ mod tests {
         assert_eq!(b.used(), 0);
         let mut merge = b.empty();
         merge.set(2 << 20);
-        assert!(b.try_take(1).is_none(), "over the limit: no room");
+        assert!(!b.body_room().try_cover(1), "over the limit: no room");
         merge.set(0);
         assert_eq!(b.used(), 0);
     }

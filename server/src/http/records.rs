@@ -15,6 +15,7 @@ use tsblob_storage::{EntryInfo, Labels, Payload, RecordMeta, WriteMeta};
 
 use super::auth::Caller;
 use super::body::{channel_body, content_length, json, not_like, BodyChunks};
+use super::budget::{BodyRoom, MemoryBudget};
 use super::errors::{blocking, AppError, ErrorBody};
 use super::headers::{
     check_label_bounds, content_type_from, identity_only, labels_from, put_meta, TS_HEADER_NAME,
@@ -128,26 +129,29 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     }
     let chunks = BodyChunks::new(body, limits.max_body, limits);
     let (bucket, entry) = (t.bucket, t.entry);
-    // Bodies of known length up to 4 MiB are received whole in memory while the memory
-    // budget (`--memory-budget`, shared with batches and queries) has room, and written with
-    // one call (no spool file, no second copy); the rest are spooled, so a write still
-    // succeeds while the budget is spent.
-    let in_memory = len.and_then(|n| state.bodies.try_take(n));
-    let (ts, status) = match (len, in_memory) {
+    // Bodies of known length up to 4 MiB are received in memory while the memory budget
+    // (`--memory-budget`, shared with batches and queries) has room for the bytes that
+    // arrived, and written with one call (no spool file, no second copy); the rest are
+    // spooled, so a write still succeeds while the budget is spent.
+    let received = match len {
+        Some(n) if n <= MemoryBudget::LARGEST => receive(state.bodies.body_room(), chunks).await?,
+        _ => Received::Spool(Vec::new(), chunks),
+    };
+    let (ts, status) = match received {
         // Small bodies go to the writer thread, which groups concurrent writes; a write that
         // asks to compare with a stored record (`if_exists=compare`) is settled below.
-        (Some(n), Some(_held)) if n <= SMALL_BODY && if_exists == IfExists::Fail => {
-            let pieces = chunks.pieces().await?;
+        Received::Whole(pieces, _room)
+            if len.is_some_and(|n| n <= SMALL_BODY) && if_exists == IfExists::Fail =>
+        {
             let ts = state.writer.write(bucket, entry, meta, pieces).await?;
             (ts, StatusCode::CREATED)
         }
-        (Some(_), Some(held)) => {
-            let pieces = chunks.pieces().await?;
+        Received::Whole(pieces, room) => {
             let store = state.store.clone();
             blocking(move || {
                 // The body's room in the budget is given back when its bytes are, after the
                 // write: a client that leaves meanwhile drops this request, not the write.
-                let _held = held;
+                let _room = room;
                 let written = store.write_pieces(&bucket, &entry, &meta, &pieces);
                 // The body's CRC only when a taken timestamp is to be compared: the engine
                 // has its own, and a second pass over a large payload was ~15 % of the
@@ -161,7 +165,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
             })
             .await?
         }
-        _ => {
+        Received::Spool(arrived, chunks) => {
             let store = state.store.clone();
             // The whole body is received before the engine is asked for anything; the
             // last append and the write are one call.
@@ -177,10 +181,35 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 let written = spool::write_spooled(&s, &b, &e, &m, spool);
                 settle_write(&s, &b, &e, written, if_exists, || crc)
             };
-            spool::receive_then(&store, &bucket, &entry, &meta, chunks, write).await?
+            spool::receive_then(&store, &bucket, &entry, &meta, arrived, chunks, write).await?
         }
     };
     Ok(written(status, ts))
+}
+
+/// A single-record body as far as it was received in memory.
+enum Received {
+    /// All of it, and its room in the memory budget (given back once it is written).
+    Whole(Vec<Bytes>, BodyRoom),
+    /// What arrived before the budget had no room for more (nothing, for a body not
+    /// received in memory at all), and the rest of the body: both go to a spool.
+    Spool(Vec<Bytes>, BodyChunks),
+}
+
+/// Receives a body in memory, its room in the budget growing as its bytes arrive: room for
+/// bytes a client announced and never sent would be held for as long as it stalls (up to
+/// the body deadline), and 32 such uploads of 4 MiB held the whole default budget. When
+/// the budget (or the single bodies' half of it) has no room for a chunk, the chunks so far
+/// and the rest of the body go to a spool instead: the write still succeeds.
+async fn receive(mut room: BodyRoom, mut chunks: BodyChunks) -> Result<Received, AppError> {
+    let mut pieces = Vec::new();
+    while let Some(chunk) = chunks.next().await? {
+        pieces.push(chunk);
+        if !room.try_cover(chunks.seen()) {
+            return Ok(Received::Spool(pieces, chunks));
+        }
+    }
+    Ok(Received::Whole(pieces, room))
 }
 
 /// The answer to a write: `{"ts":N}` (as [`Written`]) with the timestamp also in

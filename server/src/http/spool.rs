@@ -163,7 +163,8 @@ impl SpoolSink {
     }
 }
 
-/// Receives the whole body into a new spool for the record `meta` of `bucket`/`entry`, then
+/// Receives the whole body (`arrived`, the chunks received already, then the rest of
+/// `chunks`) into a new spool for the record `meta` of `bucket`/`entry`, then
 /// runs `then` with the spool and the body's CRC32C (for `if_exists=compare`) in the same
 /// engine call as the last append ([`SpoolSink::finish_then`]). The network is awaited on
 /// the async side only; each ~128 KiB piece is appended on the blocking pool while the next
@@ -174,6 +175,7 @@ pub async fn receive_then<T, F>(
     bucket: &str,
     entry: &str,
     meta: &WriteMeta,
+    arrived: Vec<Bytes>,
     mut chunks: BodyChunks,
     then: F,
 ) -> Result<T, AppError>
@@ -182,6 +184,12 @@ where
     T: Send + 'static,
 {
     let mut sink = SpoolSink::new(store, bucket, entry, meta).await?;
+    for bytes in arrived {
+        if let Err(e) = sink.push(bytes).await {
+            sink.abandon().await;
+            return Err(e);
+        }
+    }
     loop {
         let pushed = match chunks.next().await {
             Ok(Some(bytes)) => sink.push(bytes).await,

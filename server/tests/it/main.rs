@@ -39,6 +39,7 @@ mod replication_parity;
 mod replication_tls;
 mod router;
 mod serve;
+mod stalled_clients;
 mod tail;
 mod tail_hostile;
 mod tier;

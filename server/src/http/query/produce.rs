@@ -263,6 +263,13 @@ impl Producer {
         step
     }
 
+    /// Drops the producer's own mapping of the block window it reads from (the next record
+    /// maps its window again): while its client is not reading, a stream keeps mapped only
+    /// what its unwritten pieces hold.
+    pub(super) fn let_go_of_windows(&mut self) {
+        self.windows = Windows::default();
+    }
+
     /// Makes this a live tail: at the end of the records it reports `Step::Caught` and walks
     /// on from its cursor at the next step.
     pub(super) fn follow(&mut self, settle: Duration) {

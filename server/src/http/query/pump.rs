@@ -20,17 +20,36 @@ use crate::http::errors::AppError;
 /// Mapped pieces (page cache, not counted as memory) are bounded by the same steps: a step
 /// keeps at most `produce::WINDOWS` mappings alive, and a query's pieces live in the step
 /// being produced or waiting to be sent, the `STEPS_AHEAD` queued, and the connection's
-/// write queue: at most `body::FRAMES_QUEUED` (2) steps handed to hyper as a frame each. So
-/// however slowly its client reads, one query keeps at most
-/// `(1 + STEPS_AHEAD + 2) × WINDOWS + 1` (its current window) = 21 mappings alive, each of
-/// at most `tsblob_storage::WINDOW_MAX` (8 MiB) or one frame of at most `MAP_MAX`. (A
+/// write queue: at most `body::FRAMES_QUEUED` (2) steps handed to hyper as a frame each; and
+/// a step is made only once at most [`UNWRITTEN_MAX`] bytes of the earlier ones are
+/// unwritten. So however slowly its client reads, one query keeps at most
+/// `(1 + STEPS_AHEAD + 2) × WINDOWS + 1` (its current window, let go of while it waits)
+/// = 21 mappings alive, each of at most `tsblob_storage::WINDOW_MAX` (8 MiB) or one frame
+/// of at most `MAP_MAX`, and at most one step and `UNWRITTEN_MAX` of pieces in them. (A
 /// response not passed through `body::answer`, as in the in-process router of the tests,
 /// is written a piece per frame: the step its body is yielding and hyper's queue of 16
 /// pieces, `(STEPS_AHEAD + 2) × WINDOWS + 16 + 1` = 33.)
 const STEPS_AHEAD: usize = 2;
 
 /// The sending side of a query's response body: whole steps.
-pub(super) type StepTx = tokio::sync::mpsc::Sender<crate::http::body::StepItem>;
+pub(super) type StepTx = crate::http::body::StepTx;
+
+/// Bytes of a stream's answer that may wait unwritten (in its channel and the connection's
+/// write queue) when its next step is made: the step waits until the connection has written
+/// down to this. Bug "stalled readers hold streams forever" (findings s12, F2): the steps
+/// alone bounded what a client that stops reading makes its stream hold, at up to 5 steps
+/// of up to `produce::STEP` (4 MiB) of mapped pieces, ~18 MB of resident block pages per
+/// stalled reader (1.15 GB for 64) outside the memory budget. Now it holds at most this
+/// plus one step (and the mappings they keep) until `--send-timeout` ends its connection.
+/// The step is made while the last MiB and the socket's buffer are still being sent, so
+/// a client that reads keeps being fed.
+const UNWRITTEN_MAX: u64 = 1 << 20;
+
+/// A step that has waited this long for its client to read lets go of the producer's
+/// current block window first: a slow reader holds no mapping of the producer's while it
+/// is not reading (one more mapping of up to `tsblob_storage::WINDOW_MAX` otherwise).
+/// Not at once: a client that reads keeps its window from step to step.
+const LET_GO_AFTER: Duration = Duration::from_millis(200);
 
 /// A response body fed by a pump: the pieces of each step in order, then the end (or
 /// the error a step ended with). The connection writes each step as one HTTP chunk of
@@ -96,6 +115,10 @@ pub(super) async fn pump(
                 // A token removed (or no longer allowed to read the bucket) ends the stream.
                 if let Err(e) = grant.check() {
                     return (sent + revoked(&p, &tx, e).await, steps);
+                }
+                // The client has read all but `UNWRITTEN_MAX` of what was sent (or left).
+                if !written_down(&mut p, &tx).await {
+                    return (sent, steps);
                 }
                 // Room for the step's page in the memory budget; none within
                 // --memory-wait ends the stream with a `busy` error (resume from the last
@@ -199,6 +222,20 @@ pub(super) async fn pump(
         // tail again (no lost wake-ups).
         p.changed = l.tail.wake().take();
     }
+}
+
+/// Waits until the connection has written all but [`UNWRITTEN_MAX`] bytes of what the
+/// stream sent, letting go of the producer's block window if that takes a while; `false`
+/// when the client left meanwhile.
+async fn written_down(p: &mut Producer, tx: &StepTx) -> bool {
+    if tx.unwritten() <= UNWRITTEN_MAX {
+        return true;
+    }
+    if let Ok(drained) = tokio::time::timeout(LET_GO_AFTER, tx.drained(UNWRITTEN_MAX)).await {
+        return drained;
+    }
+    p.let_go_of_windows();
+    tx.drained(UNWRITTEN_MAX).await
 }
 
 /// Ends a stream whose token was removed or lost its permission (`StreamGrant::check`),
