@@ -65,6 +65,10 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--tier-list-max-keys`'s default: objects one listing holds at most (a tsblob prefix
+/// holds two per tiered block, so 125,000 blocks: 8 TB of full 64 MiB blocks).
+pub const DEFAULT_TIER_LIST_MAX_KEYS: u64 = 250_000;
+
 /// Flags of `tsblob serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -242,7 +246,7 @@ pub struct ServeArgs {
     pub tier_timeout: Duration,
     /// Objects a listing of the object store may hold (at start, a restore, a replica's
     /// refresh): a tsblob prefix holds two per tiered block. More fails the listing.
-    #[arg(long, env = "TSBLOB_TIER_LIST_MAX_KEYS", default_value_t = crate::tier::DEFAULT_LIST_MAX_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "TSBLOB_TIER_LIST_MAX_KEYS", default_value_t = DEFAULT_TIER_LIST_MAX_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
     pub tier_list_max_keys: u64,
     /// Before serving, rebuild the data folder's index of tiered blocks from this object
     /// store (a lost device's history comes back); then tier into it as --tier-url.

@@ -22,9 +22,8 @@ const WHOLE_RESERVE: u64 = 64 << 20;
 /// heads sidecars and bucket settings); a longer answer fails as
 /// [`ObjectError::Oversized`] instead of growing in memory.
 pub const WHOLE_MAX: u64 = 256 << 20;
-/// `--tier-list-max-keys`'s default: objects one listing holds at most (a tsblob prefix
-/// holds two per tiered block, so 125,000 blocks: 8 TB of full 64 MiB blocks).
-pub const DEFAULT_LIST_MAX_KEYS: u64 = 250_000;
+/// `--tier-list-max-keys`'s default (declared with the flag, in `config.rs`).
+pub use crate::config::DEFAULT_TIER_LIST_MAX_KEYS as DEFAULT_LIST_MAX_KEYS;
 /// A listing (all its pages) ends within this many times `--tier-timeout`; each page is
 /// one call of its own, bounded by `--tier-timeout` as any call.
 pub const LIST_TIME_FACTOR: u32 = 10;
