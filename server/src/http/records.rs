@@ -177,7 +177,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 let written = spool::write_spooled(&s, &b, &e, &m, spool);
                 settle_write(&s, &b, &e, written, if_exists, || crc)
             };
-            spool::receive_then(&store, &bucket, &entry, &meta, chunks, write).await?
+            spool::receive_then(&store, &bucket, &entry, &meta, len, chunks, write).await?
         }
     };
     Ok(written(status, ts))

@@ -82,11 +82,15 @@ pub struct SpoolSink {
 impl SpoolSink {
     /// A new spool of `bucket` for the record `meta` of `entry` (fails for an unknown
     /// bucket): a large one becomes its own block, uncopied ([`Store::spool_for`]).
+    /// `announced`: the payload's length when the client gave it, so that a FIFO bucket
+    /// refuses a payload it could never hold before evicting for its first bytes
+    /// ([`Spool::announce`]).
     pub async fn new(
         store: &Store,
         bucket: &str,
         entry: &str,
         meta: &WriteMeta,
+        announced: Option<u64>,
     ) -> Result<SpoolSink, AppError> {
         let (s, b, e, m) = (
             store.clone(),
@@ -94,7 +98,14 @@ impl SpoolSink {
             entry.to_string(),
             meta.clone(),
         );
-        let spool = blocking(move || Ok(s.spool_for(&b, &e, &m)?)).await?;
+        let spool = blocking(move || {
+            let mut spool = s.spool_for(&b, &e, &m)?;
+            if let Some(n) = announced {
+                spool.announce(n);
+            }
+            Ok(spool)
+        })
+        .await?;
         Ok(SpoolSink {
             spool: Some(spool),
             in_flight: None,
@@ -174,6 +185,7 @@ pub async fn receive_then<T, F>(
     bucket: &str,
     entry: &str,
     meta: &WriteMeta,
+    announced: Option<u64>,
     mut chunks: BodyChunks,
     then: F,
 ) -> Result<T, AppError>
@@ -181,7 +193,7 @@ where
     F: FnOnce(Spool, u32) -> Result<T, AppError> + Send + 'static,
     T: Send + 'static,
 {
-    let mut sink = SpoolSink::new(store, bucket, entry, meta).await?;
+    let mut sink = SpoolSink::new(store, bucket, entry, meta, announced).await?;
     loop {
         let pushed = match chunks.next().await {
             Ok(Some(bytes)) => sink.push(bytes).await,
