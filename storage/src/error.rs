@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 use thiserror::Error;
+
+use crate::settings::QuotaType;
 pub use tsblob_proto::NameError;
 
 /// The top-level error of every engine operation.
@@ -82,6 +84,7 @@ impl Error {
                 path: PathBuf::from(context.into()),
                 available: 0,
                 reserve: 0,
+                needed: 0,
             });
         }
         Error::Io {
@@ -272,12 +275,26 @@ pub enum WriteError {
         used: u64,
         needed: u64,
     },
+    /// A write larger than its bucket's whole quota: no eviction (FIFO) or removal (HARD)
+    /// could ever make room for it, so it is refused before anything is evicted. (A FIFO
+    /// bucket used to evict every block for such a write and then store it over the quota,
+    /// or fail it anyway: acknowledged records lost for nothing.)
+    #[error("the write needs {needed} bytes, more than bucket {bucket:?}'s whole {quota_type} quota of {quota} bytes: it was refused and nothing was evicted; raise the bucket's quota_size above the largest record (or batch) it must hold, or send smaller records or batches")]
+    LargerThanQuota {
+        bucket: String,
+        quota_type: QuotaType,
+        quota: u64,
+        needed: u64,
+    },
     /// `path` is for the log; the message (which reaches HTTP clients) does not name it.
-    #[error("the disk holding the data folder is full: {available} bytes free, {reserve} kept in reserve; free space or remove data (a FIFO quota gives up old blocks instead)")]
+    /// `needed` is what the refused write would have added to the disk (0 when the file
+    /// system itself answered "no space").
+    #[error("the disk holding the data folder is full: {}; free space or remove data (a FIFO quota gives up old blocks instead, when that can make room)", disk_full_figures(*.available, *.reserve, *.needed))]
     DiskFull {
         path: PathBuf,
         available: u64,
         reserve: u64,
+        needed: u64,
     },
     #[error("invalid label: {0}")]
     InvalidLabel(String),
@@ -285,6 +302,15 @@ pub enum WriteError {
     InvalidContentType(String),
     #[error("the payload announced {expected} bytes but {got} arrived")]
     LengthMismatch { expected: u64, got: u64 },
+}
+
+/// The figures of a `DiskFull` message: what the free-space guard compared, or, for an
+/// ENOSPC met while writing (all zero), that the file system itself refused.
+fn disk_full_figures(available: u64, reserve: u64, needed: u64) -> String {
+    if available == 0 && reserve == 0 && needed == 0 {
+        return "the file system reported no space left".into();
+    }
+    format!("the write needs {needed} bytes, {available} are free and {reserve} kept in reserve")
 }
 
 /// Stored bytes that do not read back as they were written.

@@ -99,3 +99,28 @@ pub(crate) fn quota_exceeded(bucket: &Bucket, settings: &BucketSettings, need: u
     }
     .into()
 }
+
+/// A write of `need` bytes larger than the bucket's whole quota: no eviction can fit it.
+pub(crate) fn larger_than_quota(bucket: &Bucket, settings: &BucketSettings, need: u64) -> Error {
+    WriteError::LargerThanQuota {
+        bucket: bucket.name().to_string(),
+        quota_type: settings.quota_type,
+        quota: settings.quota_size,
+        needed: need,
+    }
+    .into()
+}
+
+/// Bytes of the bucket's blocks kept on the local disk (a tiered block's local copy is
+/// gone): what evicting all of them could give back to the file system. Takes each entry's
+/// lock in turn: the caller holds none.
+pub(crate) fn local_block_bytes(bucket: &Bucket) -> u64 {
+    bucket
+        .entries()
+        .iter()
+        .map(|e| {
+            let st = e.lock();
+            st.block_bytes().saturating_sub(st.tiered().bytes)
+        })
+        .sum()
+}

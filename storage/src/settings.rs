@@ -125,7 +125,9 @@ pub enum QuotaType {
     /// No quota: the bucket grows until the free-space guard stops writes.
     #[default]
     None,
-    /// Delete whole oldest blocks (in write order) until the new record fits.
+    /// Delete whole oldest blocks (in write order) until the new record fits; a write that
+    /// eviction cannot make fit (larger than the quota, or than the disk could hold with
+    /// the whole bucket given up) is refused before anything is deleted.
     Fifo,
     /// Reject writes that would exceed the quota.
     Hard,

@@ -518,8 +518,9 @@ enum Spooling {
 }
 
 impl Spooling {
-    async fn start(t: &Target, meta: &WriteMeta) -> Spooling {
-        match SpoolSink::new(&t.state.store, &t.bucket, &t.entry, meta).await {
+    /// `len`: the record's payload length, from its head.
+    async fn start(t: &Target, meta: &WriteMeta, len: u64) -> Spooling {
+        match SpoolSink::new(&t.state.store, &t.bucket, &t.entry, meta, Some(len)).await {
             Ok(sink) => Spooling::Sink(sink),
             Err(e) => Spooling::Failed(e),
         }
@@ -691,7 +692,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                             let share = held.split(chunk.bytes as u64);
                             in_flight = Some(submit(&t, chunk.take(), share));
                         }
-                        Some(Spooling::start(&t, &own_meta(ts, &meta)).await)
+                        Some(Spooling::start(&t, &own_meta(ts, &meta), head.payload_len()).await)
                     } else {
                         chunk.bytes += held_bytes(&head);
                         None

@@ -325,7 +325,11 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
                 (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidTimestamp)
             }
             WriteError::TooOld { .. } => (S::UNPROCESSABLE_ENTITY, ErrorCode::TooOld),
-            WriteError::QuotaExceeded { .. } => (S::INSUFFICIENT_STORAGE, ErrorCode::QuotaExceeded),
+            // A record larger than the whole quota is a quota refusal too: its message says
+            // that no eviction or removal can make room, and to raise quota_size.
+            WriteError::QuotaExceeded { .. } | WriteError::LargerThanQuota { .. } => {
+                (S::INSUFFICIENT_STORAGE, ErrorCode::QuotaExceeded)
+            }
             WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, ErrorCode::DiskFull),
             WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidLabel),
             WriteError::InvalidContentType(_) => {
@@ -360,9 +364,12 @@ impl From<Error> for AppError {
             // The engine's message names the data folder: logged, not answered.
             let detail = match &e {
                 Error::Write(WriteError::DiskFull {
-                    available, reserve, ..
+                    available,
+                    reserve,
+                    needed,
+                    ..
                 }) if *reserve > 0 => {
-                    format!(" ({available} bytes free, {reserve} kept in reserve)")
+                    format!(" (the write needs {needed} bytes, {available} are free and {reserve} kept in reserve)")
                 }
                 _ => String::new(),
             };
@@ -539,10 +546,22 @@ mod tests {
                     path: "/srv/data".into(),
                     available: 1,
                     reserve: 2,
+                    needed: 3,
                 }
                 .into(),
                 507,
                 "disk_full",
+            ),
+            (
+                WriteError::LargerThanQuota {
+                    bucket: "b".into(),
+                    quota_type: tsblob_storage::QuotaType::Fifo,
+                    quota: 1,
+                    needed: 2,
+                }
+                .into(),
+                507,
+                "quota_exceeded",
             ),
             (
                 Error::Io {
@@ -602,6 +621,7 @@ mod tests {
                 path: "/srv/data".into(),
                 available: 0,
                 reserve: 0,
+                needed: 0,
             }));
         });
         assert_eq!(built, "", "logged when built");
@@ -643,9 +663,11 @@ mod tests {
             path: "/srv/data".into(),
             available: 5,
             reserve: 10,
+            needed: 7,
         }));
         assert!(!full.message.contains("/srv"), "{}", full.message);
         assert!(full.message.contains("disk is full"), "{}", full.message);
+        assert!(full.message.contains("needs 7 bytes"), "{}", full.message);
     }
 
     #[test]

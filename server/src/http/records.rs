@@ -181,7 +181,12 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 let written = spool::write_spooled(&s, &b, &e, &m, spool);
                 settle_write(&s, &b, &e, written, if_exists, || crc)
             };
-            spool::receive_then(&store, &bucket, &entry, &meta, arrived, chunks, write).await?
+            let body = spool::Incoming {
+                announced: len,
+                arrived,
+                chunks,
+            };
+            spool::receive_then(&store, &bucket, &entry, &meta, body, write).await?
         }
     };
     Ok(written(status, ts))

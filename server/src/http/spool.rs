@@ -82,11 +82,15 @@ pub struct SpoolSink {
 impl SpoolSink {
     /// A new spool of `bucket` for the record `meta` of `entry` (fails for an unknown
     /// bucket): a large one becomes its own block, uncopied ([`Store::spool_for`]).
+    /// `announced`: the payload's length when the client gave it, so that a FIFO bucket
+    /// refuses a payload it could never hold before evicting for its first bytes
+    /// ([`Spool::announce`]).
     pub async fn new(
         store: &Store,
         bucket: &str,
         entry: &str,
         meta: &WriteMeta,
+        announced: Option<u64>,
     ) -> Result<SpoolSink, AppError> {
         let (s, b, e, m) = (
             store.clone(),
@@ -94,7 +98,14 @@ impl SpoolSink {
             entry.to_string(),
             meta.clone(),
         );
-        let spool = blocking(move || Ok(s.spool_for(&b, &e, &m)?)).await?;
+        let spool = blocking(move || {
+            let mut spool = s.spool_for(&b, &e, &m)?;
+            if let Some(n) = announced {
+                spool.announce(n);
+            }
+            Ok(spool)
+        })
+        .await?;
         Ok(SpoolSink {
             spool: Some(spool),
             in_flight: None,
@@ -163,6 +174,14 @@ impl SpoolSink {
     }
 }
 
+/// A single body on its way to a spool: the length its request announced (if any), the
+/// chunks received already, and the rest.
+pub struct Incoming {
+    pub announced: Option<u64>,
+    pub arrived: Vec<Bytes>,
+    pub chunks: BodyChunks,
+}
+
 /// Receives the whole body (`arrived`, the chunks received already, then the rest of
 /// `chunks`) into a new spool for the record `meta` of `bucket`/`entry`, then
 /// runs `then` with the spool and the body's CRC32C (for `if_exists=compare`) in the same
@@ -175,15 +194,19 @@ pub async fn receive_then<T, F>(
     bucket: &str,
     entry: &str,
     meta: &WriteMeta,
-    arrived: Vec<Bytes>,
-    mut chunks: BodyChunks,
+    body: Incoming,
     then: F,
 ) -> Result<T, AppError>
 where
     F: FnOnce(Spool, u32) -> Result<T, AppError> + Send + 'static,
     T: Send + 'static,
 {
-    let mut sink = SpoolSink::new(store, bucket, entry, meta).await?;
+    let Incoming {
+        announced,
+        arrived,
+        mut chunks,
+    } = body;
+    let mut sink = SpoolSink::new(store, bucket, entry, meta, announced).await?;
     for bytes in arrived {
         if let Err(e) = sink.push(bytes).await {
             sink.abandon().await;

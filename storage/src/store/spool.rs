@@ -9,7 +9,11 @@
 //!
 //! The spool's bytes are real disk space, so each append passes the free-space guard (a
 //! FIFO bucket gives up old blocks for bytes received, never for bytes promised), and a
-//! bucket with a HARD quota refuses a spool as soon as what it received cannot fit.
+//! bucket with a HARD quota refuses a spool as soon as what it received cannot fit. A
+//! payload whose length was announced ([`Spool::announce`]) is judged whole at its first
+//! append: a FIFO bucket refuses one it could never hold (larger than its quota, or more
+//! than the disk could take with the whole bucket given up) before evicting anything for
+//! its first bytes.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -28,16 +32,20 @@ pub struct Spool {
     pub(super) base: u64,
     pub(super) len: u64,
     pub(super) crc: u32,
+    /// The payload's length as its sender announced it, if it did.
+    pub(super) announced: Option<u64>,
     pub(super) store: Store,
     pub(super) bucket: Arc<Bucket>,
 }
 
 impl Spool {
     /// Appends received bytes. Fails with `WriteError::DiskFull` when the disk is short of
-    /// them, and `WriteError::QuotaExceeded` as soon as a HARD quota cannot fit the total.
+    /// them, `WriteError::QuotaExceeded` as soon as a HARD quota cannot fit the total, and
+    /// `WriteError::LargerThanQuota` as soon as the payload is larger than a whole HARD or
+    /// FIFO quota.
     pub fn append(&mut self, data: &[u8]) -> Result<()> {
         let n = data.len() as u64;
-        self.store.admit_received(&self.bucket, self.len + n, n)?;
+        self.admit(n)?;
         self.file
             .write_all_at(data, self.base + self.len)
             .map_err(|e| Error::io("writing to a spool file", e))?;
@@ -50,7 +58,7 @@ impl Spool {
     /// arrives in pieces; gathering them into one buffer first would be a copy).
     pub fn append_pieces(&mut self, pieces: &[&[u8]]) -> Result<()> {
         let n: u64 = pieces.iter().map(|p| p.len() as u64).sum();
-        self.store.admit_received(&self.bucket, self.len + n, n)?;
+        self.admit(n)?;
         write_pieces_at(&self.file, pieces, self.base + self.len)
             .map_err(|e| Error::io("writing to a spool file", e))?;
         for p in pieces {
@@ -58,6 +66,22 @@ impl Spool {
         }
         self.len += n;
         Ok(())
+    }
+
+    /// The payload's whole length, as its sender announced it (a `Content-Length`): each
+    /// append is then admitted for what is still to come too, so a FIFO bucket refuses a
+    /// payload it could never hold before it evicts anything for its first bytes. A wrong
+    /// announcement only moves that judgement: the bytes that arrive are what is stored
+    /// (and checked against the announcement by the caller).
+    pub fn announce(&mut self, len: u64) {
+        self.announced = Some(len);
+    }
+
+    fn admit(&self, n: u64) -> Result<()> {
+        let total = self.len + n;
+        let whole = self.announced.map_or(total, |a| a.max(total));
+        self.store
+            .admit_received(&self.bucket, total, n, whole - self.len)
     }
 
     /// Bytes received so far.

@@ -597,6 +597,9 @@ impl Store {
         }
         validate_entry_name(entry)?;
         let mut spool = self.spool_for(bucket, entry, meta)?;
+        if let Some(n) = len {
+            spool.announce(n);
+        }
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = match reader.read(&mut buf) {
@@ -640,8 +643,6 @@ impl Store {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
         let raw = spool.len();
-        let _res = self.reserve(&b, frame_need(meta, raw))?;
-        let e = self.entry_or_create(&b, entry)?;
         let settings = b.settings();
         // Sample the start to decide whether compression is worth it.
         let mut sample = vec![0u8; SAMPLE];
@@ -656,6 +657,14 @@ impl Store {
             _ => None,
         };
         drop(sample);
+        // A payload that is to become its block is on disk already (its bytes passed the
+        // free-space guard as they arrived): the disk needs only its header and head, written
+        // into the room in front of it. A copy needs the whole frame beside the spool.
+        let need = frame_need(meta, raw);
+        let to_link = level.is_none() && links(&spool);
+        let writing = if to_link { spool.base() } else { need };
+        let _res = self.reserve_writing(&b, need, writing)?;
+        let e = self.entry_or_create(&b, entry)?;
         let mut st = e.lock_live(bucket)?;
         let mut undo = Undo::begin(&st);
         let mut ops = Vec::new();
@@ -676,6 +685,12 @@ impl Store {
                     self.frame_done(&b, &e, &mut st, ts, value, &mut ops);
                     return Ok(ts);
                 }
+            }
+            if to_link {
+                // Not linked after all (no `linkat` here, or the room did not match): the
+                // copy needs its bytes beside the spool, which the reservation did not ask
+                // for. Checked without evicting: this thread holds the entry's lock.
+                self.guard_free_no_evict(need.saturating_sub(writing))?;
             }
             let at = self.frame_at(&b, &e, &mut st, ts, raw, &mut ops, &mut undo)?;
             let flags = if level.is_some() { FLAG_ZSTD } else { 0 };
@@ -989,7 +1004,7 @@ impl Store {
         undo: &mut Undo,
     ) -> Result<Option<IndexValue>> {
         let raw = spool.len();
-        if raw < LINK_FROM || spool.base() == 0 {
+        if !links(spool) {
             return Ok(None);
         }
         let id = self.inner.new_block_id();
@@ -1068,10 +1083,17 @@ impl Store {
             base,
             len: 0,
             crc: 0,
+            announced: None,
             store: self.clone(),
             bucket,
         })
     }
+}
+
+/// Whether `write_spooled` will try to make `spool` its record's block (the conditions of
+/// [`Store::link_spool`] known before the entry lock: it may still copy).
+fn links(spool: &Spool) -> bool {
+    spool.len() >= LINK_FROM && spool.base() != 0
 }
 
 #[cfg(test)]

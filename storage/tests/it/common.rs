@@ -130,3 +130,47 @@ pub fn own_process(test: &str) -> bool {
     assert!(status.success(), "{test} failed in its own process");
     false
 }
+
+/// A tmpfs mounted on a fresh temporary folder for one test, unmounted when dropped: a file
+/// system of the test's own, whose free space no other process moves. `None` where mounting
+/// is not allowed (not root): the caller prints why it skips and passes.
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// `size` as `mount -o size=` takes it (`32m`).
+    pub fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(Tmpfs { dir })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Bytes free for an unprivileged writer, as `df` reports them (what the engine's
+    /// free-space guard reads too: `f_bavail`).
+    pub fn free(&self) -> u64 {
+        let out = std::process::Command::new("df")
+            .args(["-B1", "--output=avail"])
+            .arg(self.dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines().nth(1).unwrap().trim().parse().unwrap()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}

@@ -16,6 +16,7 @@ mod integrity;
 mod lifecycle;
 mod model;
 mod pieces;
+mod quota;
 mod recovery;
 mod rename;
 mod rounds;

@@ -17,7 +17,14 @@ struct Ctx {
     none: BTreeSet<String>,
     /// The largest HARD quota plus block size in force at some point.
     limit: BTreeMap<String, u64>,
+    /// The smallest (non-zero) FIFO quota in force at some point: a write larger than its
+    /// bucket's whole quota is refused (`LargerThanQuota`), FIFO or HARD.
+    fifo_min: BTreeMap<String, u64>,
 }
+
+/// Bytes a write may need beyond its payloads (frame heads, labels, a block header): a
+/// `Quota` refusal of a FIFO write is allowed when its payloads plus this exceed the quota.
+const FRAME_ROOM: u64 = 16 << 10;
 
 pub struct Checker {
     pub model: Model,
@@ -220,6 +227,10 @@ impl Checker {
                 QuotaType::None => &mut ctx.none,
             };
             set.insert(b.to_string());
+            if s.quota_type == QuotaType::Fifo && s.quota_size > 0 {
+                let m = ctx.fifo_min.entry(b.to_string()).or_insert(u64::MAX);
+                *m = (*m).min(s.quota_size);
+            }
             // One block of precision, plus a frame's head and a block's header.
             let limit = s.quota_size + s.max_block_size + 4096;
             let l = ctx.limit.entry(b.to_string()).or_default();
@@ -262,8 +273,24 @@ impl Checker {
         self.ctx = ctx;
     }
 
-    /// A write's outcome for one record.
-    fn wrote(&mut self, op: &str, k: &Key, v: Version, r: Option<(Result<(), ErrKind>, Span)>) {
+    /// Whether a write of `bytes` payload bytes into FIFO bucket `b` may be larger than its
+    /// whole quota (refused as `Quota`, nothing evicted).
+    fn larger_than_fifo(&self, b: &str, bytes: u64) -> bool {
+        self.ctx
+            .fifo_min
+            .get(b)
+            .is_some_and(|q| bytes + FRAME_ROOM > *q)
+    }
+
+    /// A write's outcome for one record of a write of `bytes` payload bytes.
+    fn wrote(
+        &mut self,
+        op: &str,
+        k: &Key,
+        v: Version,
+        bytes: u64,
+        r: Option<(Result<(), ErrKind>, Span)>,
+    ) {
         let prior = self.model.get(k);
         let evictable = self.model.keys.get(k).is_some_and(|m| m.evictable);
         match r {
@@ -296,7 +323,9 @@ impl Checker {
                     self.model.set(k, present);
                 }
             }
-            Some((Err(ErrKind::Quota), _)) if self.ctx.hard.contains(&k.bucket) => {}
+            Some((Err(ErrKind::Quota), _))
+                if self.ctx.hard.contains(&k.bucket) || self.larger_than_fifo(&k.bucket, bytes) => {
+            }
             // A write into an entry or bucket being removed (races only).
             Some((Err(ErrKind::NotFound), _)) if k.bucket == TMP || k.bucket == RACE => {}
             Some((Err(e), _)) => self.fail(format!("{op} {k}: unexpected error {e:?}")),
@@ -328,7 +357,13 @@ impl Checker {
                 if let Some((Outcome::Err(ErrKind::Other, m), _)) = r {
                     self.fail(format!("{short}: {m}"));
                 }
-                self.wrote("write", &key(b, e, rec.ts), version(rec), res)
+                self.wrote(
+                    "write",
+                    &key(b, e, rec.ts),
+                    version(rec),
+                    rec.len as u64,
+                    res,
+                )
             }
             Op::Stream {
                 b,
@@ -341,15 +376,18 @@ impl Checker {
                 if announce.is_some_and(|a| a != rec.len as u64) {
                     match r {
                         Some((Outcome::Err(ErrKind::Length, _), _)) | None => {}
-                        Some((Outcome::Err(ErrKind::Quota, _), _)) if self.ctx.hard.contains(b) => {}
+                        Some((Outcome::Err(ErrKind::Quota, _), _))
+                            if self.ctx.hard.contains(b)
+                                || self.larger_than_fifo(b, rec.len as u64) => {}
                         Some((o, _)) => self.fail(format!("stream {k} of {} B announced as {announce:?}: {o:?}, not LengthMismatch", rec.len)),
                     }
                     return;
                 }
                 let res = r.map(|(o, s)| (Self::res_err(o), *s));
-                self.wrote("write_stream", &k, version(rec), res)
+                self.wrote("write_stream", &k, version(rec), rec.len as u64, res)
             }
             Op::Batch { b, e, recs } => {
+                let bytes: u64 = recs.iter().map(|r| r.len as u64).sum();
                 for (i, rec) in recs.iter().enumerate() {
                     let res = match r {
                         None => None,
@@ -366,7 +404,7 @@ impl Checker {
                         },
                         Some((o, s)) => Some((Self::res_err(o), *s)),
                     };
-                    self.wrote("write_batch", &key(b, e, rec.ts), version(rec), res);
+                    self.wrote("write_batch", &key(b, e, rec.ts), version(rec), bytes, res);
                 }
             }
             Op::Patch {
@@ -378,6 +416,15 @@ impl Checker {
             } => {
                 let k = key(b, e, *ts);
                 let prior = self.model.get(&k);
+                // The update copies the record's frame: its payload counts for the quota.
+                let largest = prior
+                    .iter()
+                    .filter_map(|s| match s {
+                        State::Present(v, _) => Some(v.len as u64),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
                 let after = |span: Span| -> Vec<State> {
                     prior
                         .iter()
@@ -405,7 +452,8 @@ impl Checker {
                         }
                     }
                     Some((Outcome::Err(ErrKind::NotFound, _), _)) => self.observe(&k, &None),
-                    Some((Outcome::Err(ErrKind::Quota, _), _)) if self.ctx.hard.contains(b) => {}
+                    Some((Outcome::Err(ErrKind::Quota, _), _))
+                        if self.ctx.hard.contains(b) || self.larger_than_fifo(b, largest) => {}
                     Some((o, _)) => self.fail(format!("update_labels {k}: {o:?}")),
                 }
             }

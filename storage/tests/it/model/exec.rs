@@ -44,7 +44,9 @@ pub fn kind(e: &Error) -> ErrKind {
     match e {
         Error::NotFound(_) => ErrKind::NotFound,
         Error::Write(WriteError::Conflict { .. }) => ErrKind::Conflict,
-        Error::Write(WriteError::QuotaExceeded { .. }) => ErrKind::Quota,
+        Error::Write(WriteError::QuotaExceeded { .. } | WriteError::LargerThanQuota { .. }) => {
+            ErrKind::Quota
+        }
         Error::Write(WriteError::LengthMismatch { .. }) => ErrKind::Length,
         Error::Bucket(BucketError::Exists(_)) => ErrKind::Exists,
         Error::Rename(RenameError::EntryExists { .. }) => ErrKind::Exists,
