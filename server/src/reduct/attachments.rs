@@ -73,7 +73,7 @@ pub fn write(
     entry: &str,
     records: Vec<(String, BatchRecord)>,
 ) -> Result<Vec<(String, AppError)>, AppError> {
-    store.bucket(bucket)?;
+    store.check_bucket(bucket)?;
     let mut out = Vec::new();
     let mut docs = Vec::new();
     let mut headers = Vec::new();

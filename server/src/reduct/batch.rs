@@ -352,7 +352,7 @@ async fn write(
         // A missing bucket fails each record, not the request (ReductStore answers 200 with
         // a 404 per record: reduct-py returns them from `write_batch`).
         if let Err(e @ tsblob_storage::Error::NotFound(tsblob_storage::NotFound::Bucket { .. })) =
-            store.bucket(&b)
+            store.check_bucket(&b)
         {
             let e = AppError::from(e);
             out.extend(per_entry.into_iter().flatten().map(|(h, _)| (h, e.clone())));
@@ -468,9 +468,9 @@ where
         parsed.items.clone(),
     );
     let errors = blocking(move || {
-        store.bucket(&b)?;
+        store.check_bucket(&b)?;
         if let Some(entry) = whole.filter(|e| super::attachments::meta_parent(e).is_none()) {
-            store.entry(&b, &entry)?;
+            store.check_entry(&b, &entry)?;
         }
         let mut out = Vec::new();
         for mut item in items {

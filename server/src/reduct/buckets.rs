@@ -33,7 +33,7 @@ pub async fn bucket_route(
         Method::HEAD => {
             caller.require_read(&bucket)?;
             let store = state.store.clone();
-            blocking(move || Ok(store.bucket(&bucket)?)).await?;
+            blocking(move || Ok(store.check_bucket(&bucket)?)).await?;
             Ok(ok_empty())
         }
         Method::POST => {

@@ -318,9 +318,15 @@ pub async fn open_v1(ctx: &Ctx, t: Target, req: Request) -> Result<Response, App
     };
     if super::attachments::meta_parent(&t.entry).is_none() {
         // ReductStore's v1 route looks the entry up first: a missing one is 404 (the v2
-        // route's list picks nothing for it instead).
+        // route's list picks nothing for it instead). The caller's permission is checked
+        // before: a token without it learns nothing of which entries exist.
+        if q.query_type.as_deref() == Some("REMOVE") {
+            t.caller.require_write(&t.bucket)?;
+        } else {
+            t.caller.require_read(&t.bucket)?;
+        }
         let (store, b, e) = (t.state.store.clone(), t.bucket.clone(), t.entry.clone());
-        blocking(move || Ok(store.entry(&b, &e).map(drop)?)).await?;
+        blocking(move || Ok(store.check_entry(&b, &e)?)).await?;
     }
     q.entries = Some(vec![t.entry.clone()]);
     open(ctx, &t.caller, &t.bucket, q).await
@@ -363,7 +369,7 @@ async fn remove_query(
     let (store, bucket) = (state.store.clone(), bucket.to_string());
     let removed = blocking(move || {
         let Some(selection) = selection else {
-            store.bucket(&bucket)?;
+            store.check_bucket(&bucket)?;
             return Ok(0);
         };
         let mut n = 0;

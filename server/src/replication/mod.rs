@@ -539,9 +539,9 @@ impl Replications {
             // then the task file is written: a crash between the two leaves a task naming
             // the old bucket and a reader naming the new one. The task follows its reader.
             if let Some((_, bucket, _)) = readers.iter().find(|(r, b, _)| {
-                *r == name && *b != spec.src_bucket && self.store.bucket(b).is_ok()
+                *r == name && *b != spec.src_bucket && self.store.check_bucket(b).is_ok()
             }) {
-                if self.store.bucket(&spec.src_bucket).is_err() {
+                if self.store.check_bucket(&spec.src_bucket).is_err() {
                     tracing::warn!(task = %name, from = %spec.src_bucket, to = %bucket,
                         "replication: the source bucket was renamed; the task follows it");
                     spec.src_bucket = bucket.clone();
@@ -767,7 +767,7 @@ impl Replications {
             .is_some_and(|(o, _, _)| o.mode == Mode::Disabled);
         let subscribed = if disabled {
             let (store, b) = (self.store.clone(), spec.src_bucket.clone());
-            blocking(move || Ok(store.bucket(&b).map(|_| ())?))
+            blocking(move || Ok(store.check_bucket(&b)?))
                 .await
                 .map(|_| (0, false))
         } else {

@@ -590,3 +590,65 @@ async fn last_access_survives_a_restart() {
     let at = list["tokens"][0]["last_access"].as_u64().unwrap();
     assert!(at >= before - 1_000_000 && at <= now_us(), "{list}");
 }
+
+/// Bug pinned (hostile round of 2026-11-27): ReductStore's v1 query route looked the entry
+/// up before checking the caller's permission, so a token without access to the bucket
+/// told existing entries (403) from missing ones (404).
+#[tokio::test]
+async fn a_v1_query_without_permission_does_not_tell_which_entries_exist() {
+    let s = Server::start(&["--token", "root", "--reductstore-prefix", "/reduct"]);
+    let admin = bearer("root");
+    for path in ["/api/v1/b/b", "/api/v1/b/other"] {
+        assert_eq!(admin.post(s.url(path)).send().await.unwrap().status(), 201);
+    }
+    let r = admin
+        .post(s.url("/api/v1/b/b/cam?ts=1"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let outsider = bearer(
+        &token_value(
+            &admin,
+            &s,
+            "outsider",
+            r#"{"read": ["other"], "write": ["other"]}"#,
+        )
+        .await,
+    );
+    let mut answers = Vec::new();
+    for entry in ["cam", "ghost"] {
+        let get = outsider
+            .get(s.url(&format!("/reduct/api/v1/b/b/{entry}/q")))
+            .send()
+            .await
+            .unwrap();
+        let post = outsider
+            .post(s.url(&format!("/reduct/api/v1/b/b/{entry}/q")))
+            .body(r#"{"query_type": "QUERY"}"#)
+            .send()
+            .await
+            .unwrap();
+        let remove = outsider
+            .post(s.url(&format!("/reduct/api/v1/b/b/{entry}/q")))
+            .body(r#"{"query_type": "REMOVE", "start": 0}"#)
+            .send()
+            .await
+            .unwrap();
+        let mut statuses = Vec::new();
+        for r in [get, post, remove] {
+            statuses.push(r.status().as_u16());
+            let _ = r.bytes().await.unwrap();
+        }
+        answers.push(statuses);
+    }
+    assert_eq!(answers, vec![vec![403, 403, 403], vec![403, 403, 403]]);
+    // The root token still tells them apart, as ReductStore does.
+    let missing = admin
+        .get(s.url("/reduct/api/v1/b/b/ghost/q"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}

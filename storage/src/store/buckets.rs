@@ -203,6 +203,13 @@ impl Store {
             .collect()
     }
 
+    /// Fails as a read of the entry would if it does not exist (a bad name, no such bucket
+    /// or entry); map look-ups, where [`Store::entry`] reads the entry's index for its info.
+    pub fn check_entry(&self, bucket: &str, entry: &str) -> Result<()> {
+        let b = self.get_bucket(bucket)?;
+        self.get_entry(&b, entry).map(|_| ())
+    }
+
     pub fn entry(&self, bucket: &str, entry: &str) -> Result<EntryInfo> {
         let b = self.get_bucket(bucket)?;
         self.get_entry(&b, entry)?.info(&self.inner.index)
