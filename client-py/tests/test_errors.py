@@ -34,6 +34,7 @@ DOCUMENTED = [  # (status, code, class) from docs/api.md
     (500, "internal", tsblob.ServerError),
     (507, "quota_exceeded", tsblob.QuotaExceeded),
     (507, "disk_full", tsblob.DiskFull),
+    (507, "index_full", tsblob.IndexFull),
 ]
 
 

@@ -171,6 +171,8 @@ codes! {
     QuotaExceeded = "quota_exceeded",
     /// 507: the disk is full (the free-space guard).
     DiskFull = "disk_full",
+    /// 507: the index map (`--index-map-size`) is full.
+    IndexFull = "index_full",
 }
 
 impl fmt::Display for ErrorCode {

@@ -106,10 +106,7 @@ impl From<crate::pattern::PatternError> for Error {
 impl From<heed::Error> for Error {
     fn from(e: heed::Error) -> Self {
         match e {
-            heed::Error::Mdb(heed::MdbError::MapFull) => Error::Index(
-                "the LMDB index map is full: reopen the store with a larger map size (--index-map-size)"
-                    .into(),
-            ),
+            heed::Error::Mdb(heed::MdbError::MapFull) => Error::Write(WriteError::IndexFull),
             heed::Error::Io(io) => Error::io("index I/O", io),
             // LMDB reports a failed page write by its errno.
             heed::Error::Mdb(heed::MdbError::Other(code))
@@ -296,6 +293,10 @@ pub enum WriteError {
         reserve: u64,
         needed: u64,
     },
+    /// The LMDB index's map (`StoreOptions::map_size`) has no room left for the change; the
+    /// change is not made. Removing records frees index pages for later writes.
+    #[error("the index is full: its LMDB map (--index-map-size) has no room left for this change, which was not made; restart the server with a larger --index-map-size (it is address space, not disk), or remove records; reads keep working")]
+    IndexFull,
     #[error("invalid label: {0}")]
     InvalidLabel(String),
     #[error("invalid content type {}: use a printable ASCII media type of at most 255 bytes", tsblob_proto::quote_short(.0))]
@@ -363,6 +364,11 @@ mod tests {
         assert!(matches!(quota, Error::Write(WriteError::DiskFull { .. })));
         let lmdb = Error::from(heed::Error::Mdb(heed::MdbError::Other(libc::ENOSPC)));
         assert!(matches!(lmdb, Error::Write(WriteError::DiskFull { .. })));
+        let map = Error::from(heed::Error::Mdb(heed::MdbError::MapFull));
+        assert!(matches!(
+            map.duplicate(),
+            Error::Write(WriteError::IndexFull)
+        ));
         let other = Error::io("read", std::io::Error::from_raw_os_error(libc::EIO));
         match other.duplicate() {
             Error::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(libc::EIO)),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, List
 
 from ._common import Retry, SettingsMismatch, SettingsMismatchError
 from ._errors import (AttachmentNotFound, BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
-                      EntryNotFound, Forbidden, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
+                      EntryNotFound, Forbidden, IndexFull, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
                       ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
                       Unauthorized, TokenExpired, IpNotAllowed)
@@ -70,6 +70,6 @@ __all__ = [
     "TokenExpired", "Forbidden", "IpNotAllowed", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "AttachmentNotFound", "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
     "PayloadTooLarge", "BatchError",
-    "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull",
+    "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull", "IndexFull",
     "to_pandas", "__version__",
 ]

@@ -223,6 +223,11 @@ class DiskFull(InsufficientStorage):
     """507 ``disk_full``: the server's free-space guard refused the write; reads still work."""
 
 
+class IndexFull(InsufficientStorage):
+    """507 ``index_full``: the server's index map (``--index-map-size``) is full; the write
+    was not made and reads still work."""
+
+
 _BY_CODE: Dict[str, Type[TsblobError]] = {
     "bad_request": BadRequest,
     "malformed_batch": MalformedBatch,
@@ -259,6 +264,7 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "internal": ServerError,
     "quota_exceeded": QuotaExceeded,
     "disk_full": DiskFull,
+    "index_full": IndexFull,
 }
 
 # A code this SDK does not know yet (a newer server) still maps to the right family.

@@ -331,6 +331,7 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
                 (S::INSUFFICIENT_STORAGE, ErrorCode::QuotaExceeded)
             }
             WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, ErrorCode::DiskFull),
+            WriteError::IndexFull => (S::INSUFFICIENT_STORAGE, ErrorCode::IndexFull),
             WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidLabel),
             WriteError::InvalidContentType(_) => {
                 (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidContentType)
@@ -541,6 +542,7 @@ mod tests {
                 "invalid_pattern",
             ),
             (Error::Index("x".into()), 500, "internal"),
+            (WriteError::IndexFull.into(), 507, "index_full"),
             (
                 WriteError::DiskFull {
                     path: "/srv/data".into(),

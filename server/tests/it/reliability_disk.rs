@@ -542,3 +542,96 @@ async fn query_racing_fifo_eviction_skips_what_was_evicted() {
         }
     }
 }
+
+/// Bug pinned (hostile round of 2026-11-27): a full LMDB map (`--index-map-size`) was a
+/// 500 `internal`, saying nothing of what to do. It is 507 `index_full` now: the refused
+/// records are not stored (not even after a restart), reads and queries keep working, and
+/// a restart with a larger map, after a kill -9, takes writes again with every
+/// acknowledged record intact.
+#[tokio::test]
+async fn a_full_index_map_is_507_index_full_and_a_larger_map_recovers() {
+    const ENTRIES: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    // 128 KiB fills after a few thousand small records in 20 entries.
+    let mut s = Server::start_in(dir.path(), &["--index-map-size", "128KiB"]);
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.post(s.url("/api/v1/b/b")).send().await.unwrap().status(),
+        201
+    );
+    let mut stored: Vec<Vec<(u64, usize)>> = vec![Vec::new(); ENTRIES as usize];
+    let mut refused = Vec::new();
+    let mut message = None;
+    'fill: for round in 0..200u64 {
+        for e in 0..ENTRIES {
+            let records: Vec<(u64, usize)> = (0..100).map(|i| (1 + round * 100 + i, 64)).collect();
+            let r = c
+                .post(s.url(&format!("/api/v1/b/b/e{e}/batch")))
+                .header("content-type", "application/x-tsblob-records")
+                .body(batch_body(&records))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let v = json(r).await;
+            if status == 507 {
+                assert_eq!(v["error"]["code"], "index_full", "{v}");
+                message = v["error"]["message"].as_str().map(str::to_string);
+                refused.extend(records.iter().map(|&(ts, _)| (e, ts)));
+                break 'fill;
+            }
+            assert_eq!(status, 200, "{v}");
+            for (res, &(ts, len)) in v["results"].as_array().unwrap().iter().zip(&records) {
+                match res["status"].as_u64() {
+                    Some(201) => stored[e as usize].push((ts, payload(ts, len).len())),
+                    Some(507) => {
+                        assert_eq!(res["error"]["code"], "index_full", "{res}");
+                        message = res["error"]["message"].as_str().map(str::to_string);
+                        refused.push((e, ts));
+                    }
+                    _ => panic!("{res}"),
+                }
+            }
+            if !refused.is_empty() {
+                break 'fill;
+            }
+        }
+    }
+    let msg = message.expect("the index map never filled: no 507");
+    assert!(msg.contains("--index-map-size"), "{msg}");
+    let acked: usize = stored.iter().map(Vec::len).sum();
+    assert!(acked > 0, "refused before any record was stored");
+    println!("index full after {acked} records: {msg}");
+
+    async fn check(c: &reqwest::Client, s: &Server, stored: &[Vec<(u64, usize)>]) {
+        for (e, want) in stored.iter().enumerate() {
+            let got = checked_query(c, &s.url(&format!("/api/v1/b/b/e{e}/query")))
+                .await
+                .unwrap();
+            assert_eq!(&got, want, "entry e{e}");
+        }
+    }
+    async fn none_of(c: &reqwest::Client, s: &Server, refused: &[(u64, u64)]) {
+        for (e, ts) in refused {
+            let r = c
+                .get(s.url(&format!("/api/v1/b/b/e{e}?ts={ts}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 404, "refused record e{e}@{ts} was stored");
+        }
+    }
+    check(&c, &s, &stored).await;
+    none_of(&c, &s, &refused).await;
+
+    s.kill9();
+    let s = Server::start_in(dir.path(), &["--index-map-size", "64MiB"]);
+    check(&c, &s, &stored).await;
+    none_of(&c, &s, &refused).await;
+    let (e, ts) = refused[0];
+    let r = post_record(&c, &s, &format!("e{e}"), ts, 64).await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    stored[e as usize].push((ts, payload(ts, 64).len()));
+    stored[e as usize].sort_unstable();
+    check(&c, &s, &stored).await;
+}
