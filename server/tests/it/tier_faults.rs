@@ -7,11 +7,43 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::Server;
 use crate::replication_util::proxy::{Mode, Proxy};
 use crate::tier::{
     client, create_bucket, health, on_each_engine, serve, tier_args, wait_tiered, write, Engine,
     Store, PASSWORD, SMALL, USER,
 };
+
+/// A server tiering `cams/front` (20 records of 1 KB in 4 KiB blocks, none kept locally)
+/// into `store` through a proxy that can stall, cut or be pointed elsewhere.
+pub(crate) async fn tiered_through_proxy(
+    store: &Store,
+    data: &std::path::Path,
+    prefix: &str,
+) -> (Server, Proxy) {
+    let proxy = Proxy::start(store.endpoint().trim_start_matches("http://"));
+    let args: Vec<String> = [
+        "--tier-url",
+        &format!("s3://tsblob-tier/{prefix}"),
+        "--tier-endpoint",
+        &proxy.url(),
+        "--tier-timeout",
+        "5s",
+        "--tier-cache",
+        "4KiB",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let s = serve(data, &args);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    wait_tiered(&c, &s, 4).await;
+    (s, proxy)
+}
 
 /// A record read: status, error code (if any) and how long the answer took.
 async fn read(c: reqwest::Client, url: String) -> (u16, String, String, Duration) {
@@ -37,28 +69,9 @@ async fn a_read_of_a_hung_store_waited_past_its_timeout_while_health_said_availa
     engine: Engine,
 ) {
     let store = Store::start(engine);
-    let proxy = Proxy::start(store.endpoint().trim_start_matches("http://"));
     let data = tempfile::tempdir().unwrap();
-    let args: Vec<String> = [
-        "--tier-url",
-        "s3://tsblob-tier/hung",
-        "--tier-endpoint",
-        &proxy.url(),
-        "--tier-timeout",
-        "5s",
-        "--tier-cache",
-        "4KiB",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let s = serve(data.path(), &args);
+    let (s, proxy) = tiered_through_proxy(&store, data.path(), "hung").await;
     let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
-    wait_tiered(&c, &s, 4).await;
     let (status, _, _, _) = read(c.clone(), s.url("/api/v1/b/cams/front?ts=1")).await;
     assert_eq!(status, 200);
     assert_eq!(health(&c, &s).await["tier"]["status"], "available");

@@ -5,47 +5,14 @@
 //! engine is enough: the fault is the fake's, the engine only provides the blocks).
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::common::Server;
+use crate::common::{self, Server};
 use crate::outbound_util::{Answer, Hostile};
 use crate::replication_util::proxy::{Mode, Proxy};
-use crate::tier::{
-    client, create_bucket, health, serve, wait_tiered, write, Engine, Store, PASSWORD, SMALL, USER,
-};
-
-/// A server tiering `cams/front` (20 records of 1 KB in 4 KiB blocks, none kept locally)
-/// into a MinIO through a proxy that can be pointed elsewhere.
-async fn tiered_through_proxy(
-    store: &Store,
-    data: &std::path::Path,
-    prefix: &str,
-) -> (Server, Proxy) {
-    let proxy = Proxy::start(store.endpoint().trim_start_matches("http://"));
-    let args: Vec<String> = [
-        "--tier-url",
-        &format!("s3://tsblob-tier/{prefix}"),
-        "--tier-endpoint",
-        &proxy.url(),
-        "--tier-timeout",
-        "5s",
-        "--tier-cache",
-        "4KiB",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let s = serve(data, &args);
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
-    wait_tiered(&c, &s, 4).await;
-    (s, proxy)
-}
+use crate::tier::{client, create_bucket, health, write, Engine, Store, PASSWORD, SMALL, USER};
+use crate::tier_faults::tiered_through_proxy;
 
 /// Points the proxy at `to`, closing the connections tsblob keeps open to the old target.
 async fn retarget(proxy: &Proxy, to: &str) {
@@ -194,45 +161,6 @@ async fn a_tier_get_redirected_to_another_host_is_not_followed() {
     assert!(!heads.contains("accept-encoding"), "{heads}");
 }
 
-/// Runs `tsblob serve` with `args` (and `env`), for at most `within`: its exit status and
-/// standard error, or `None` (killed) if it was still running.
-fn run_serve(args: &[&str], env: &[(&str, &str)], within: Duration) -> (Option<i32>, String) {
-    let data = tempfile::tempdir().unwrap();
-    let bin =
-        std::env::var_os("TSBLOB_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tsblob").into());
-    let mut cmd = Command::new(bin);
-    cmd.arg("serve")
-        .arg("--data")
-        .arg(data.path())
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("TSBLOB_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.envs(env.iter().copied());
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + within;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    use std::io::Read;
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    (status, err)
-}
-
 /// Finding 2: a store whose listing always said more pages follow (a new continuation
 /// token and 1000 keys each time) grew a read replica's memory ~50 MB/s, and the replica
 /// never started serving (its first refresh runs before it listens). A listing now holds
@@ -245,7 +173,7 @@ async fn a_listing_that_never_ends_is_bounded() {
     // The bound given by its environment variable, so a build from before the flag runs
     // this test too (and hangs).
     let (status, err) = tokio::task::spawn_blocking(move || {
-        run_serve(
+        common::run_serve_briefly(
             &[
                 "--read-replica",
                 "s3://tsblob-tier/replica",

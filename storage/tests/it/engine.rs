@@ -557,29 +557,16 @@ fn fifo_bucket_evicts_under_disk_pressure_and_others_are_refused() {
         return;
     }
     // A file system of its own: the shared disk's free space moves with other processes.
-    let dir = tempfile::tempdir().unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
-        .arg(dir.path())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
+    let Some(fs) = Tmpfs::mount("32m") else {
         println!("SKIPPED: cannot mount a 32 MiB tmpfs here (needs root)");
         return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(dir.path().to_path_buf());
+    };
     let opts = StoreOptions {
         free_space_reserve: 4 << 20,
         map_size: 64 << 20,
         ..opts()
     };
-    let s = Store::open(dir.path(), opts).unwrap();
+    let s = Store::open(fs.path(), opts).unwrap();
     let small_blocks = BucketSettings {
         max_block_size: 1 << 20,
         ..BucketSettings::default()

@@ -44,24 +44,8 @@ impl Server {
     }
 
     fn spawn_env(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        // `TSBLOB_TEST_BIN`: another build of the server (the attack report runs the
-        // bystander harness against a release build).
-        let bin = std::env::var_os("TSBLOB_TEST_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tsblob").into());
-        let mut cmd = Command::new(bin);
-        cmd.arg("serve")
-            .arg("--data")
-            .arg(data)
-            .args(["--listen", listen])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("TSBLOB_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.envs(env.iter().copied());
+        let mut cmd = serve_command(data, listen, args, env);
+        cmd.stdout(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
@@ -194,6 +178,59 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `tsblob serve --data <data> --listen <listen> <args>`, with only the `TSBLOB_*`
+/// variables of `env` (none inherited from the test's own environment) and stderr piped.
+/// `TSBLOB_TEST_BIN` names another build of the server (the attack report runs the
+/// bystander harness against a release build).
+fn serve_command(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let bin =
+        std::env::var_os("TSBLOB_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tsblob").into());
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", listen])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TSBLOB_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    cmd
+}
+
+/// Runs `tsblob serve` with `args` (and `env`) on a fresh data folder for at most
+/// `within`, for a server expected to refuse to start: its exit status and standard
+/// error, or `None` (killed) if it was still running.
+pub fn run_serve_briefly(
+    args: &[&str],
+    env: &[(&str, &str)],
+    within: Duration,
+) -> (Option<i32>, String) {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = serve_command(data.path(), "127.0.0.1:0", args, env)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    (status, err)
 }
 
 /// The value of an unlabelled series `name` in the server's `/metrics` (fails if absent).
