@@ -40,7 +40,7 @@ use crate::db::{Db, Table};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::lock::{Rank, RwLock};
-use crate::pattern::EntryPattern;
+use crate::pattern::EntrySelection;
 use crate::record::Labels;
 use crate::record::Record;
 use crate::record::RecordMeta;
@@ -288,8 +288,7 @@ impl Feed {
 /// `$each_t` count **per entry** for a reader ([`FeedFilter::wants_in`]), as ReductStore
 /// applies them in a replication task (`$limit: 5` over three entries sends 15 records).
 pub struct FeedFilter {
-    pub(crate) patterns: Vec<EntryPattern>,
-    pub(crate) excluded: Vec<EntryPattern>,
+    pub(crate) entries: EntrySelection,
     pub(crate) condition: Option<Condition>,
     /// The matcher of [`FeedFilter::wants`] (one stream).
     pub(crate) matcher: Option<Matcher>,
@@ -299,26 +298,18 @@ pub struct FeedFilter {
 }
 
 impl FeedFilter {
-    pub fn new(patterns: Vec<EntryPattern>, when: Option<&Condition>) -> FeedFilter {
+    pub fn new(entries: EntrySelection, when: Option<&Condition>) -> FeedFilter {
         FeedFilter {
-            patterns,
-            excluded: Vec::new(),
+            entries,
             condition: when.cloned(),
             matcher: when.map(|c| Matcher::new(c, false, false)),
             per_entry: HashMap::new(),
         }
     }
 
-    /// Entries matching any of `excluded` are not wanted, even when a pattern names them.
-    pub fn excluding(mut self, excluded: Vec<EntryPattern>) -> FeedFilter {
-        self.excluded = excluded;
-        self
-    }
-
     /// Whether the entry is one the filter names (and does not exclude).
     pub fn wants_entry(&self, entry: &str) -> bool {
-        (self.patterns.is_empty() || self.patterns.iter().any(|p| p.matches(entry)))
-            && !self.excluded.iter().any(|p| p.matches(entry))
+        self.entries.selects(entry)
     }
 
     /// Whether a record matches the condition, evaluated over one stream (every entry

@@ -164,7 +164,7 @@ impl EntryPattern {
 /// Entries picked by a list of patterns, as ReductStore picks them for lifecycle rules and
 /// multi-entry queries: an entry is picked when some pattern includes it (every entry when
 /// the list has no include pattern) and no `!pattern` matches it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EntrySelection {
     include: Vec<EntryPattern>,
     exclude: Vec<EntryPattern>,
@@ -185,6 +185,11 @@ impl EntrySelection {
             list.push(EntryPattern::parse(text)?);
         }
         Ok(sel)
+    }
+
+    /// Every entry.
+    pub fn all() -> EntrySelection {
+        EntrySelection::default()
     }
 
     /// Whether the entry `name` is picked.

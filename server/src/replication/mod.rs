@@ -97,28 +97,18 @@ impl TaskSpec {
         }
     }
 
-    /// The entry patterns: those to send, and those excluded (`!pattern`).
-    pub fn entry_patterns(
-        &self,
-    ) -> Result<
-        (
-            Vec<tsblob_storage::EntryPattern>,
-            Vec<tsblob_storage::EntryPattern>,
-        ),
-        ReplicationError,
-    > {
-        let (mut include, mut exclude) = (Vec::new(), Vec::new());
-        for p in &self.entries {
-            let (list, text) = match p.strip_prefix('!') {
-                Some(rest) => (&mut exclude, rest),
-                None => (&mut include, p.as_str()),
-            };
-            list.push(
-                tsblob_storage::EntryPattern::parse(text.trim_start_matches('/'))
-                    .map_err(tsblob_storage::Error::from)?,
-            );
-        }
-        Ok((include, exclude))
+    /// The entries to send: `entries` as an [`EntrySelection`](tsblob_storage::EntrySelection)
+    /// (a `!pattern` excludes; a leading `/` of a pattern is ignored).
+    pub fn entry_selection(&self) -> Result<tsblob_storage::EntrySelection, ReplicationError> {
+        let patterns: Vec<String> = self
+            .entries
+            .iter()
+            .map(|p| match p.strip_prefix('!') {
+                Some(rest) => format!("!{}", rest.trim_start_matches('/')),
+                None => p.trim_start_matches('/').to_string(),
+            })
+            .collect();
+        Ok(tsblob_storage::EntrySelection::new(&patterns).map_err(tsblob_storage::Error::from)?)
     }
 }
 
@@ -351,7 +341,7 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), ReplicationError> {
     if let Some(ca) = &spec.dst_ca {
         tsblob_proto::tls::parse_ca(ca.as_bytes()).map_err(|e| invalid(format!("dst_ca: {e}")))?;
     }
-    spec.entry_patterns()?;
+    spec.entry_selection()?;
     if spec.compression == Compression::Gzip && spec.dst_api != DstApi::Reductstore {
         return Err(invalid(
             "compression \"gzip\" is for ReductStore destinations (dst_api \"reductstore\"): a tsblob destination decodes zstd; use \"zstd\", \"auto\" or \"none\"".to_string(),
@@ -1118,8 +1108,9 @@ mod tests {
         assert_eq!(s.dst_entry("cam/x"), "cam/x");
         s.dst_prefix = "/robot-1/".into();
         assert_eq!(s.dst_entry("cam/x"), "robot-1/cam/x");
-        let (inc, exc) = s.entry_patterns().unwrap();
-        assert_eq!((inc.len(), exc.len()), (1, 1));
+        let sel = s.entry_selection().unwrap();
+        assert!(sel.selects("cam") && sel.selects("cam-1") && !sel.selects("cam-debug"));
+        assert!(!sel.selects("lidar"));
         assert!(validate("t", &s).is_ok());
         s.dst_prefix = "a//b".into();
         assert!(validate("t", &s).is_err());

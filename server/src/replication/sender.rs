@@ -53,14 +53,12 @@ impl Out {
 /// The task's filter over the feed: its entries (less the `!` ones) and condition.
 pub fn feed_filter(spec: &TaskSpec) -> Result<FeedFilter, ReplicationError> {
     let when = condition(spec)?;
-    let (include, exclude) = spec.entry_patterns()?;
-    Ok(FeedFilter::new(include, when.as_ref()).excluding(exclude))
+    Ok(FeedFilter::new(spec.entry_selection()?, when.as_ref()))
 }
 
 /// The task's entry filter without its condition (checked when the task was stored).
 fn entry_filter(spec: &TaskSpec) -> Result<FeedFilter, ReplicationError> {
-    let (include, exclude) = spec.entry_patterns()?;
-    Ok(FeedFilter::new(include, None).excluding(exclude))
+    Ok(FeedFilter::new(spec.entry_selection()?, None))
 }
 
 fn condition(spec: &TaskSpec) -> Result<Option<tsblob_storage::Condition>, ReplicationError> {

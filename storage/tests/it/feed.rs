@@ -6,7 +6,7 @@ use common::*;
 use tsblob_storage::*;
 
 fn all() -> FeedFilter {
-    FeedFilter::new(Vec::new(), None)
+    FeedFilter::new(EntrySelection::all(), None)
 }
 
 /// Writes in any timestamp order reach the feed in commit order, only for the watched
@@ -60,10 +60,7 @@ fn feed_lists_puts_of_watched_buckets_in_commit_order_and_survives_reopen() {
     let ts: Vec<u64> = page.records.iter().map(|r| r.ts).collect();
     assert_eq!(ts, vec![7, 200]);
     // Entry globs and conditions filter.
-    let mut only_e = FeedFilter::new(
-        vec![tsblob_storage::EntryPattern::parse("e").unwrap()],
-        None,
-    );
+    let mut only_e = FeedFilter::new(EntrySelection::new(&["e".into()]).unwrap(), None);
     let page = store
         .feed_read("t", second, &mut only_e, FeedLimits::new(100, u64::MAX))
         .unwrap();
@@ -177,12 +174,9 @@ fn feed_limit_counts_per_entry_and_exclusions_drop_entries() {
     }
     let cond = Condition::Limit(2);
     let mut f = FeedFilter::new(
-        vec![tsblob_storage::EntryPattern::parse("cam*").unwrap()],
+        EntrySelection::new(&["cam*".into(), "!cam-debug".into()]).unwrap(),
         Some(&cond),
-    )
-    .excluding(vec![
-        tsblob_storage::EntryPattern::parse("cam-debug").unwrap()
-    ]);
+    );
     assert!(f.wants_entry("cam-1") && !f.wants_entry("cam-debug"));
     let page = store
         .feed_read("t", 0, &mut f, FeedLimits::new(100, u64::MAX))

@@ -123,7 +123,7 @@ pub(super) async fn import(
     let patterns = super::compile_patterns(&patterns)?;
     tokio::task::spawn_blocking(move || {
         let files = files_of(&path)?;
-        let mut filter = FeedFilter::new(Vec::new(), cond.as_ref());
+        let mut filter = FeedFilter::new(tsblob_storage::EntrySelection::all(), cond.as_ref());
         let mut sent = 0u64;
         let want = |r: &OutRecord| {
             patterns.iter().any(|p| p.matches(&r.entry))

@@ -168,7 +168,7 @@ pub(super) async fn read_folder(
         if !patterns.iter().any(|p| p.matches(&entry)) {
             continue;
         }
-        let mut filter = FeedFilter::new(Vec::new(), cond.as_ref());
+        let mut filter = FeedFilter::new(tsblob_storage::EntrySelection::all(), cond.as_ref());
         let dir = index.parent().map(Path::to_path_buf).unwrap_or_default();
         for (ts, line) in read_index(&index)? {
             if start.is_some_and(|s| ts < s) || stop.is_some_and(|s| ts >= s) {
