@@ -190,6 +190,7 @@ def test_disk_full(full_server: Server) -> None:
             db.write("b", "e", b"x")
         assert e.value.status == 507 and e.value.code == "disk_full"
         assert db.list_buckets()  # reads keep working
+        assert db.health().disk == "full"  # and /health says why writes fail
 
 
 def test_unauthorized_and_forbidden(auth_server: Server) -> None:

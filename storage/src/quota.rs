@@ -40,6 +40,8 @@ pub(crate) struct FreeState {
     pub(crate) measured: Option<Instant>,
     pub(crate) free: u64,
     pub(crate) written_since: u64,
+    /// What the last write refused for space needed, until a write is let through.
+    pub(crate) refused_need: Option<u64>,
 }
 
 impl FreeSpace {
@@ -51,6 +53,7 @@ impl FreeSpace {
                     measured: None,
                     free: 0,
                     written_since: 0,
+                    refused_need: None,
                 },
             ),
         }
@@ -71,7 +74,25 @@ impl FreeSpace {
     }
 
     pub(crate) fn written(&self, bytes: u64) {
-        self.state.lock().written_since += bytes;
+        let mut c = self.state.lock();
+        c.written_since += bytes;
+        c.refused_need = None;
+    }
+
+    /// A write needing `need` bytes was refused for want of space.
+    pub(crate) fn refused(&self, need: u64) {
+        self.state.lock().refused_need = Some(need);
+    }
+
+    /// Whether writes are being refused for space: the free bytes are below `reserve`, or
+    /// below what the last refused write needed on top of it (until a write gets through
+    /// or space is freed). An error reading the figure counts as short.
+    pub(crate) fn short(&self, path: &Path, reserve: u64) -> bool {
+        let Ok(free) = self.get(path, false) else {
+            return true;
+        };
+        let need = self.state.lock().refused_need.unwrap_or(0);
+        (reserve > 0 || need > 0) && free < reserve.saturating_add(need)
     }
 }
 

@@ -188,6 +188,9 @@ class Health:
 
     status: str
     version: str = ""
+    #: ``"full"`` while the server refuses writes for disk space (507 ``disk_full``: its
+    #: free space is below ``--free-space-reserve``); ``"ok"`` otherwise.
+    disk: str = "ok"
 
     @property
     def ok(self) -> bool:

@@ -415,13 +415,24 @@ async fn attachment_route(
     }
 }
 
-/// Health check; never needs a token. With a tier, says whether the object store is
-/// reachable (`tier.available`, and `tier.error` why not); the server itself is up either
-/// way (200).
+/// Health check; never needs a token. `disk.status` is `full` while writes are refused
+/// for the free-space reserve. With a tier, says whether the object store is reachable
+/// (`tier.available`, and `tier.error` why not); the server itself is up either way (200).
 #[utoipa::path(get, path = "/health", tag = "service",
-    responses((status = 200, description = "The server is up; `tier` (with --tier-url or --read-replica) says whether the object store is available", body = serde_json::Value)))]
+    responses((status = 200, description = "The server is up; `disk.status` is `full` while the free space is below --free-space-reserve (writes refused with 507 disk_full); `tier` (with --tier-url or --read-replica) says whether the object store is available", body = serde_json::Value)))]
 pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Value> {
-    let mut body = serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")});
+    // `disk`: `full` while writes are refused for space (507 disk_full; reads go on). No
+    // figures: /health needs no token (GET /api/v1/info has them).
+    let disk = if state.store.disk_short() {
+        "full"
+    } else {
+        "ok"
+    };
+    let mut body = serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "disk": {"status": disk},
+    });
     if let Some(t) = state.store.tier_stats() {
         // `degraded`: no call has failed yet, but one has waited for the store past what a
         // healthy store takes (a hung store said `available` until its timeout).

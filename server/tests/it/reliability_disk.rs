@@ -70,6 +70,12 @@ async fn json(r: reqwest::Response) -> Value {
     r.json().await.unwrap()
 }
 
+/// `disk.status` of `/health`.
+async fn disk_status(c: &reqwest::Client, s: &Server) -> String {
+    let v = json(c.get(s.url("/health")).send().await.unwrap()).await;
+    v["disk"]["status"].as_str().unwrap_or_default().to_string()
+}
+
 async fn post_record(
     c: &reqwest::Client,
     s: &Server,
@@ -119,6 +125,7 @@ async fn disk_full_refuses_writes_early_keeps_reads_and_recovers() {
         &["--free-space-reserve", "8MiB", "--index-map-size", "256MiB"],
     );
     let c = reqwest::Client::new();
+    assert_eq!(disk_status(&c, &s).await, "ok");
     let r = c
         .post(s.url("/api/v1/b/b"))
         .body(r#"{"max_block_size": 4194304}"#)
@@ -144,6 +151,9 @@ async fn disk_full_refuses_writes_early_keeps_reads_and_recovers() {
     }
     let (err, free_at_refusal) = refusal.expect("the disk never filled: no 507");
     assert_eq!(err["error"]["code"], "disk_full", "{err}");
+    // Bug pinned (hostile round of 2026-11-27): /health said nothing while writes were
+    // refused; it says `disk: full` now, and `ok` again once space is freed (below).
+    assert_eq!(disk_status(&c, &s).await, "full");
     let msg = err["error"]["message"].as_str().unwrap();
     assert!(msg.len() > 20, "message too thin to act on: {msg}");
     assert!(
@@ -209,6 +219,7 @@ async fn disk_full_refuses_writes_early_keeps_reads_and_recovers() {
     // Removing an entry frees its blocks: writes resume, the other entry is untouched.
     let r = c.delete(s.url("/api/v1/b/b/a")).send().await.unwrap();
     assert_eq!(r.status(), 200);
+    assert_eq!(disk_status(&c, &s).await, "ok");
     let r = post_record(&c, &s, "b", 9000, 1 << 20).await;
     assert_eq!(r.status(), 201, "writes did not resume after removing data");
     stored[1].push((9000, 1 << 20));

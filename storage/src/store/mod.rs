@@ -350,6 +350,17 @@ impl Store {
 
     /// Totals for metrics. Takes each entry's lock in turn, holding no map lock meanwhile
     /// (a map lock held across an entry lock deadlocked with `remove_entry`).
+    /// Whether writes are refused for disk space now (`DiskFull`): the data folder's free
+    /// space is below the free-space reserve (`StoreOptions::free_space_reserve`), or below
+    /// what the last refused write needed on top of it, until a write gets through or space
+    /// is freed. Buckets with a FIFO quota may still make room. The free space is a figure
+    /// at most 20 ms old.
+    pub fn disk_short(&self) -> bool {
+        self.inner
+            .free
+            .short(&self.inner.path, self.inner.opts.free_space_reserve)
+    }
+
     pub fn stats(&self) -> StoreStats {
         let buckets = self.inner.buckets();
         let mut s = StoreStats {

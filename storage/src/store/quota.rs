@@ -168,6 +168,7 @@ impl Store {
     }
 
     fn disk_full(&self, available: u64, needed: u64) -> crate::error::Error {
+        self.inner.free.refused(needed);
         WriteError::DiskFull {
             path: self.inner.path.clone(),
             available,

@@ -609,7 +609,9 @@ class AsyncClient:
     async def health(self) -> Health:
         """``GET /health`` (never needs a token)."""
         d = await self._json("GET", "/health", retry=True)
-        return Health(status=str(d.get("status", "")), version=str(d.get("version", "")))
+        disk = d.get("disk")
+        return Health(status=str(d.get("status", "")), version=str(d.get("version", "")),
+                      disk=str(disk.get("status", "ok")) if isinstance(disk, dict) else "ok")
 
     async def info(self) -> ServerInfo:
         """Server version, uptime, bucket count, bytes used, sync policy."""
