@@ -161,7 +161,7 @@ impl LabelMemo {
         if budget.used().saturating_add(cost) > budget.limit() / 2 {
             return;
         }
-        let mut held = budget.empty();
+        let mut held = budget.upload();
         if held.try_resize(cost) {
             kept.metas = Some((metas, held));
         }
@@ -625,7 +625,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     // Every byte the batch holds in memory (records being received and chunks waiting for
     // their write) is in the server's memory budget: bug "batch records outside the
     // budget" (issue 27, defect 3).
-    let mut held = t.state.bodies.empty();
+    let mut held = t.state.bodies.upload();
     // Payload pieces are slices of the body chunks as hyper received them: no copy into a
     // gathering buffer (which cost a copy and fresh pages per byte on 10 MiB records).
     let mut dec = ChunkDecoder::new();

@@ -27,6 +27,13 @@
 //! 503. Now a single body holds room only for bytes that arrived, and single bodies
 //! together hold at most half the budget ([`BodyRoom`]): past it they spool, so uploads
 //! that send real bytes and then stall cannot starve queries and batches either.
+//!
+//! Bug "stalled batches starve the readers" (hostile round of 2026-11-27): 32 connections
+//! each sending a 4 MiB batch record and stalling before its end held the whole budget
+//! until the body deadline, and every query of other clients got 503 `busy`. Uploads
+//! (single bodies and batches, [`MemoryBudget::upload`]) together hold at most three
+//! quarters of the budget now: the last quarter is always left to query answers, tails
+//! and exports.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -58,12 +65,22 @@ struct Inner {
     /// Bytes of `used` held by single-record bodies received in memory ([`BodyRoom`]),
     /// at most `limit / SINGLES_SHARE`.
     singles: AtomicU64,
+    /// Bytes of `used` held by uploads (single bodies and batches), at most
+    /// `limit * UPLOADS_SHARE`.
+    uploads: AtomicU64,
 }
 
 /// Single-record bodies received in memory hold at most `1 / SINGLES_SHARE` of the budget
 /// together: the rest is always left to batches, queries and exports (a single body never
 /// needs it: past it, it spools).
 const SINGLES_SHARE: u64 = 2;
+
+/// Uploads (single bodies and batches received in memory) hold at most this part of the
+/// budget together (3/4): the rest is always left to what answers (queries, tails,
+/// exports), however many uploads stall.
+fn uploads_cap(limit: u64) -> u64 {
+    limit / 4 * 3
+}
 
 impl MemoryBudget {
     /// The largest single-record body that may be held in memory. Larger ones are spooled:
@@ -87,6 +104,7 @@ impl MemoryBudget {
                 freed: Notify::new(),
                 wait,
                 singles: AtomicU64::new(0),
+                uploads: AtomicU64::new(0),
             }),
         }
     }
@@ -101,19 +119,41 @@ impl MemoryBudget {
         self.inner.limit
     }
 
-    fn try_add(&self, bytes: u64) -> bool {
-        add_within(&self.inner.used, bytes, self.inner.limit)
+    /// Bytes held by uploads now (single bodies and batches).
+    pub fn uploads(&self) -> u64 {
+        self.inner.uploads.load(Ordering::Relaxed)
+    }
+
+    /// Adds `bytes` if the budget (and, for an upload, the uploads' share) has room.
+    fn try_add(&self, bytes: u64, upload: bool) -> bool {
+        let inner = &self.inner;
+        if upload && !add_within(&inner.uploads, bytes, uploads_cap(inner.limit)) {
+            return false;
+        }
+        if add_within(&inner.used, bytes, inner.limit) {
+            return true;
+        }
+        if upload {
+            inner.uploads.fetch_sub(bytes, Ordering::AcqRel);
+        }
+        false
     }
 
     /// Adds `bytes` whatever the limit: memory that is held already (a step's output larger
     /// than its reservation). Later reservations wait until it is given back.
-    fn add_over(&self, bytes: u64) {
+    fn add_over(&self, bytes: u64, upload: bool) {
+        if upload {
+            self.inner.uploads.fetch_add(bytes, Ordering::AcqRel);
+        }
         self.inner.used.fetch_add(bytes, Ordering::AcqRel);
     }
 
-    fn release(&self, bytes: u64) {
+    fn release(&self, bytes: u64, upload: bool) {
         if bytes == 0 {
             return;
+        }
+        if upload {
+            self.inner.uploads.fetch_sub(bytes, Ordering::AcqRel);
         }
         self.inner.used.fetch_sub(bytes, Ordering::AcqRel);
         if self.inner.waiting.load(Ordering::Acquire) > 0 {
@@ -121,33 +161,52 @@ impl MemoryBudget {
         }
     }
 
-    /// An empty reservation, grown with [`Held::grow`].
+    /// An empty reservation for what answers a request (a query's pages, a tail, an
+    /// export), grown with [`Held::cover`].
     pub fn empty(&self) -> Held {
         Held {
             budget: self.clone(),
             bytes: 0,
+            upload: false,
+        }
+    }
+
+    /// An empty reservation for an upload (a batch's records and chunks, a decompression
+    /// of a body): within the uploads' share of the budget.
+    pub fn upload(&self) -> Held {
+        Held {
+            budget: self.clone(),
+            bytes: 0,
+            upload: true,
         }
     }
 
     /// Room for a single-record body received in memory, empty: grown with
     /// [`BodyRoom::try_cover`] as its bytes arrive, held until dropped.
     pub fn body_room(&self) -> BodyRoom {
-        BodyRoom { held: self.empty() }
+        BodyRoom {
+            held: self.upload(),
+        }
     }
 
     /// Waits at most `--memory-wait` for `bytes` of room; `false` when none came.
-    async fn add_waiting(&self, bytes: u64) -> bool {
-        if self.try_add(bytes) {
+    async fn add_waiting(&self, bytes: u64, upload: bool) -> bool {
+        if self.try_add(bytes, upload) {
             return true;
         }
-        if bytes > self.inner.limit {
+        let cap = if upload {
+            uploads_cap(self.inner.limit)
+        } else {
+            self.inner.limit
+        };
+        if bytes > cap {
             return false;
         }
         self.inner.waiting.fetch_add(1, Ordering::AcqRel);
         let got = tokio::time::timeout(self.inner.wait, async {
             loop {
                 let freed = self.inner.freed.notified();
-                if self.try_add(bytes) {
+                if self.try_add(bytes, upload) {
                     return;
                 }
                 freed.await;
@@ -209,7 +268,7 @@ impl BodyRoom {
         if !add_within(&inner.singles, more, inner.limit / SINGLES_SHARE) {
             return false;
         }
-        if !self.held.budget.try_add(more) {
+        if !self.held.budget.try_add(more, true) {
             inner.singles.fetch_sub(more, Ordering::AcqRel);
             return false;
         }
@@ -237,6 +296,8 @@ impl Drop for BodyRoom {
 pub struct Held {
     budget: MemoryBudget,
     bytes: u64,
+    /// Counted in the uploads' share too ([`MemoryBudget::upload`]).
+    upload: bool,
 }
 
 impl Held {
@@ -264,7 +325,7 @@ impl Held {
         }
         let exact = total - self.bytes;
         // No room for a granule: wait for the exact need only.
-        if self.budget.add_waiting(exact).await {
+        if self.budget.add_waiting(exact, self.upload).await {
             self.bytes += exact;
             return Ok(());
         }
@@ -279,7 +340,7 @@ impl Held {
             return true;
         }
         let more = (total - self.bytes).max(GRANULE);
-        if self.budget.try_add(more) {
+        if self.budget.try_add(more, self.upload) {
             self.bytes += more;
             return true;
         }
@@ -294,6 +355,7 @@ impl Held {
         Held {
             budget: self.budget.clone(),
             bytes,
+            upload: self.upload,
         }
     }
 
@@ -301,11 +363,11 @@ impl Held {
     /// for a size only known after the fact (a decompression context). `false`: no room.
     pub fn try_resize(&mut self, total: u64) -> bool {
         if total <= self.bytes {
-            self.budget.release(self.bytes - total);
+            self.budget.release(self.bytes - total, self.upload);
             self.bytes = total;
             return true;
         }
-        if self.budget.try_add(total - self.bytes) {
+        if self.budget.try_add(total - self.bytes, self.upload) {
             self.bytes = total;
             return true;
         }
@@ -318,9 +380,9 @@ impl Held {
     /// past the limit, which then makes other requests wait).
     pub fn set(&mut self, total: u64) {
         if total <= self.bytes {
-            self.budget.release(self.bytes - total);
+            self.budget.release(self.bytes - total, self.upload);
         } else {
-            self.budget.add_over(total - self.bytes);
+            self.budget.add_over(total - self.bytes, self.upload);
         }
         self.bytes = total;
     }
@@ -355,7 +417,7 @@ impl AsRef<[u8]> for Counted {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.budget.release(self.bytes);
+        self.budget.release(self.bytes, self.upload);
     }
 }
 
@@ -386,6 +448,37 @@ mod tests {
         assert_eq!(b.used(), 0);
         assert!(b.body_room().try_cover(3 << 20), "the share is whole again");
         assert_eq!(b.used(), 0);
+    }
+
+    /// Bug "stalled batches starve the readers": uploads stop at three quarters of the
+    /// budget, single bodies included, and the last quarter stays for answers.
+    #[tokio::test]
+    async fn uploads_leave_a_quarter_of_the_budget_to_answers() {
+        let b = MemoryBudget::new(8 << 20, Duration::from_millis(50));
+        let mut single = b.body_room();
+        assert!(single.try_cover(2 << 20));
+        let mut batch = b.upload();
+        batch.cover(4 << 20, "a batch").await.unwrap();
+        assert_eq!((b.uploads(), b.used()), (6 << 20, 6 << 20));
+        let mut other = b.upload();
+        let e = other.cover(1, "a batch").await.unwrap_err();
+        assert_eq!(e.code.as_str(), "busy", "past the uploads' share");
+        assert!(!b.body_room().try_cover(1), "single bodies spool then");
+        let chunk = batch.split(1 << 20);
+        assert_eq!(chunk.bytes(), 1 << 20);
+        // A query's page still finds the last quarter.
+        let mut answer = b.empty();
+        answer.cover(2 << 20, "a query page").await.unwrap();
+        assert_eq!((b.uploads(), b.used()), (6 << 20, 8 << 20));
+        drop((chunk, answer));
+        assert_eq!(
+            b.uploads(),
+            5 << 20,
+            "a split share is given back as an upload"
+        );
+        assert!(other.try_cover(1), "room again");
+        drop((single, batch, other));
+        assert_eq!((b.uploads(), b.used()), (0, 0));
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl Inflate {
         dctx.set_parameter(DParameter::WindowLogMax(WINDOW_LOG_MAX))
             .map_err(|c| AppError::internal(format!("zstd: {}", get_error_name(c))))?;
         // Taken at once, not waited for: what the decoder grows to is checked as it does.
-        let mut held = budget.empty();
+        let mut held = budget.upload();
         if !held.try_resize((dctx.sizeof() + PIECE) as u64) {
             return Err(budget.busy("a zstd body's decoder"));
         }

@@ -41,8 +41,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct CostArgs {
     /// Memory every request together may hold in memory: single bodies received whole,
-    /// batch records and chunks, zstd decompression, query pages. When it is spent a single
-    /// write is spooled to disk instead, and a batch waits up to --memory-wait, then 503.
+    /// batch records and chunks, zstd decompression, query pages. Uploads hold at most 3/4
+    /// of it (the rest is left to answers). When it is spent a single write is spooled to
+    /// disk instead, and a batch waits up to --memory-wait, then 503.
     #[arg(long, env = "TSBLOB_MEMORY_BUDGET", default_value = "128MiB", value_parser = parse_size)]
     pub memory_budget: u64,
     /// How long a request waits for room in --memory-budget before it is answered 503 busy

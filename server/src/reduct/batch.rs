@@ -260,16 +260,17 @@ async fn write(
             )));
         }
     }
-    let mut held = state.bodies.empty();
-    held.cover(total, "a ReductStore batch").await?;
+    // The room grows with the bytes that arrived, never for what the headers announce:
+    // bug "announced ReductStore batches spent the budget" (hostile round of 2026-11-27:
+    // connections announcing 4 MiB batches and sending a byte held the budget whole).
+    let mut held = state.bodies.upload();
     let body = if gzip_body {
         // ReductStore's `compression: gzip`: the compressed body (at most the plain size
-        // plus gzip's framing, within what was covered) is decoded on the blocking pool,
-        // at most `total` plain bytes.
+        // plus gzip's framing) is decoded on the blocking pool, at most `total` plain
+        // bytes; both are covered.
         const GZIP_SLACK: u64 = 64 << 10;
-        held.cover(GZIP_SLACK, "a ReductStore gzip batch").await?;
-        let packed = BodyChunks::new(req.into_body(), total + GZIP_SLACK, &limits)
-            .collect(0)
+        let packed = receive(req.into_body(), total + GZIP_SLACK, &limits, &mut held).await?;
+        held.cover(packed.len() as u64 + total, "a ReductStore gzip batch")
             .await?;
         let plain = crate::blocking::run(move || {
             use std::io::Read;
@@ -291,20 +292,20 @@ async fn write(
         // At most `total` plain bytes are kept: more is refused below, not held.
         let mut chunks =
             crate::http::inflate::PlainChunks::new(req.into_body(), true, &limits, &state.bodies)?;
-        let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        let mut out = Vec::new();
         while let Some(piece) = chunks.next().await? {
             if (out.len() + piece.len()) as u64 > total {
                 return Err(malformed(format!(
                     "the decoded body has more bytes than the record headers add up to ({total}): nothing was stored"
                 )));
             }
+            held.cover((out.len() + piece.len()) as u64, "a ReductStore batch")
+                .await?;
             out.extend_from_slice(&piece);
         }
         out
     } else {
-        BodyChunks::new(req.into_body(), total, &limits)
-            .collect(usize::try_from(total).unwrap_or(0))
-            .await?
+        receive(req.into_body(), total, &limits, &mut held).await?
     };
     if body.len() as u64 != total {
         return Err(malformed(format!(
@@ -390,6 +391,26 @@ async fn write(
     drop(held);
     errors.extend(results);
     Ok(answer(&parsed, errors))
+}
+
+/// The body, at most `limit` bytes, with `held` covering what arrived as it arrives
+/// (waiting `--memory-wait` for room, then 503 `busy`).
+async fn receive(
+    body: axum::body::Body,
+    limit: u64,
+    limits: &crate::http::Limits,
+    held: &mut crate::http::budget::Held,
+) -> Result<Vec<u8>, AppError> {
+    let mut chunks = BodyChunks::new(body, limit, limits);
+    let mut out = Vec::new();
+    while let Some(chunk) = chunks.next().await? {
+        let total = (out.len() + chunk.len()) as u64;
+        if !held.try_cover(total) {
+            held.wait_cover(total, "a ReductStore batch").await?;
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
 }
 
 /// Label updates of a parsed batch (no body).

@@ -140,6 +140,87 @@ async fn stalled_uploads_that_sent_their_bytes_hold_at_most_half_the_budget() {
     }
 }
 
+/// Bugs "announced ReductStore batches spent the budget" and "stalled batches starve the
+/// readers" (hostile round of 2026-11-27): a ReductStore batch reserved the total its
+/// `x-reduct-time-*` headers announce before any byte arrived, and batches had no share
+/// of the budget of their own, so connections announcing 4 MiB batches and stalling held
+/// the whole `--memory-budget`: another client's query waited `--memory-wait` and got
+/// 503 `busy` for as long as they stalled. A batch holds room for what arrived now, and
+/// uploads hold at most three quarters of the budget: the query is answered at once.
+#[tokio::test]
+async fn stalled_reductstore_batches_leave_room_for_other_clients_queries() {
+    let c = reqwest::Client::new();
+    let s = Server::start(&[
+        "--memory-budget",
+        "16MiB",
+        "--memory-wait",
+        "1s",
+        "--reductstore-prefix",
+        "/reduct",
+    ]);
+    assert_eq!(
+        c.post(s.url("/api/v1/b/b")).send().await.unwrap().status(),
+        201
+    );
+    let r = c.post(s.url("/api/v1/b/b/e?ts=1")).body("one").send().await;
+    assert_eq!(r.unwrap().status(), 201);
+    let addr = s.url("").trim_start_matches("http://").to_string();
+    let stall = |ts: u64, sent: usize| {
+        let mut tcp = TcpStream::connect(&addr).unwrap();
+        tcp.set_write_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let size = 4u64 << 20;
+        let head = format!(
+            "POST /reduct/api/v1/b/b/stall/batch HTTP/1.1\r\nHost: localhost\r\nx-reduct-time-{ts}: {size},application/octet-stream\r\nContent-Length: {size}\r\n\r\n"
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        let _ = tcp.write_all(&vec![7u8; sent]);
+        tcp
+    };
+    let settled = || async {
+        let mut used = 0;
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = metric(&c, &s, "tsblob_memory_budget_used_bytes").await;
+            if now == used {
+                break;
+            }
+            used = now;
+        }
+        used
+    };
+    let query_at_once = || async {
+        let started = Instant::now();
+        let r = c.get(s.url("/api/v1/b/b/e/query")).send().await.unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 200, "a query of another client: {text}");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(800),
+            "another client's query took {took:?}: it waited for room"
+        );
+    };
+    // Announced, one byte sent: nothing of the announced bytes is held.
+    let announced: Vec<TcpStream> = (0..8).map(|i| stall(100 + i, 1)).collect();
+    let used = settled().await;
+    assert!(
+        used < 1 << 20,
+        "{used} bytes held by 8 batches that sent 1 byte each"
+    );
+    query_at_once().await;
+    drop(announced);
+    // All but the last KiB sent: the batches hold at most three quarters of the budget.
+    let sent: Vec<TcpStream> = (0..8).map(|i| stall(200 + i, (4 << 20) - 1024)).collect();
+    let used = settled().await;
+    assert!(
+        used > 8 << 20 && used <= 12 << 20,
+        "{used} bytes of a 16 MiB budget held by stalled batches (want over half, at most 3/4)"
+    );
+    query_at_once().await;
+    drop(sent);
+}
+
 /// A server whose answers end after `send_timeout` without progress (set through its
 /// variable, `TSBLOB_SEND_TIMEOUT`), with `--max-streams-per-token 2`, and an entry `big/e`
 /// of 40 records of 1 MiB: an answer far larger than the sockets' buffers.
