@@ -135,6 +135,11 @@ impl MemoryBudget {
         }
         if upload {
             inner.uploads.fetch_sub(bytes, Ordering::AcqRel);
+            // Another upload may have been refused for what this one held for a moment:
+            // it is woken as by a release, not left to wait out `--memory-wait`.
+            if inner.waiting.load(Ordering::Acquire) > 0 {
+                inner.freed.notify_waiters();
+            }
         }
         false
     }
