@@ -264,62 +264,75 @@ async fn write(
     // bug "announced ReductStore batches spent the budget" (hostile round of 2026-11-27:
     // connections announcing 4 MiB batches and sending a byte held the budget whole).
     let mut held = state.bodies.upload();
-    let body = if gzip_body {
+    let sizes: Vec<usize> = parsed
+        .items
+        .iter()
+        .map(|i| usize::try_from(i.size).unwrap_or(usize::MAX))
+        .collect();
+    // Each record's bytes go straight into its own buffer (a body gathered whole and then
+    // copied out per record held twice what the budget counted).
+    let mut records = Payloads::new(&sizes, total);
+    if gzip_body {
         // ReductStore's `compression: gzip`: the compressed body (at most the plain size
         // plus gzip's framing) is decoded on the blocking pool, at most `total` plain
         // bytes; both are covered.
         const GZIP_SLACK: u64 = 64 << 10;
-        let packed = receive(req.into_body(), total + GZIP_SLACK, &limits, &mut held).await?;
+        let mut chunks = BodyChunks::new(req.into_body(), total + GZIP_SLACK, &limits);
+        let mut packed = Vec::new();
+        while let Some(chunk) = chunks.next().await? {
+            held.cover((packed.len() + chunk.len()) as u64, "a ReductStore batch")
+                .await?;
+            packed.extend_from_slice(&chunk);
+        }
         held.cover(packed.len() as u64 + total, "a ReductStore gzip batch")
             .await?;
-        let plain = crate::blocking::run(move || {
+        records = crate::blocking::run(move || {
             use std::io::Read;
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&packed[..])
-                .take(total + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| malformed(format!("the gzip body does not decode: {e}")))?;
-            Ok::<_, AppError>(out)
+            let mut gz = flate2::read::GzDecoder::new(&packed[..]);
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                let n = gz
+                    .read(&mut buf)
+                    .map_err(|e| malformed(format!("the gzip body does not decode: {e}")))?;
+                if n == 0 {
+                    break;
+                }
+                records.push(&buf[..n])?;
+            }
+            Ok::<_, AppError>(records)
         })
         .await?;
-        if plain.len() as u64 > total {
-            return Err(malformed(format!(
-                "the decoded body has more bytes than the record headers add up to ({total}): nothing was stored"
-            )));
-        }
-        plain
     } else if zstd_body {
-        // At most `total` plain bytes are kept: more is refused below, not held.
+        // At most `total` plain bytes are kept: more is refused, not held.
         let mut chunks =
             crate::http::inflate::PlainChunks::new(req.into_body(), true, &limits, &state.bodies)?;
-        let mut out = Vec::new();
         while let Some(piece) = chunks.next().await? {
-            if (out.len() + piece.len()) as u64 > total {
-                return Err(malformed(format!(
-                    "the decoded body has more bytes than the record headers add up to ({total}): nothing was stored"
-                )));
-            }
-            held.cover((out.len() + piece.len()) as u64, "a ReductStore batch")
-                .await?;
-            out.extend_from_slice(&piece);
+            held.cover(
+                records.received() + piece.len() as u64,
+                "a ReductStore batch",
+            )
+            .await?;
+            records.push(&piece)?;
         }
-        out
     } else {
-        receive(req.into_body(), total, &limits, &mut held).await?
-    };
-    if body.len() as u64 != total {
-        return Err(malformed(format!(
-            "the body has {} bytes but the record headers add up to {total}: nothing was stored",
-            body.len()
-        )));
+        // The room grows with the bytes that arrived, never for what the headers announce:
+        // bug "announced ReductStore batches spent the budget" (hostile round of
+        // 2026-11-27: connections announcing 4 MiB batches and sending a byte held the
+        // budget whole).
+        let mut chunks = BodyChunks::new(req.into_body(), total, &limits);
+        while let Some(chunk) = chunks.next().await? {
+            let covered = records.received() + chunk.len() as u64;
+            if !held.try_cover(covered) {
+                held.wait_cover(covered, "a ReductStore batch").await?;
+            }
+            records.push(&chunk)?;
+        }
     }
+    let mut payloads = records.finish()?.into_iter();
     let mut errors = Vec::new();
     let mut per_entry: Vec<Vec<(String, BatchRecord)>> = vec![Vec::new(); parsed.entries.len()];
-    let mut at = 0usize;
     for item in &parsed.items {
-        let len = usize::try_from(item.size).unwrap_or(usize::MAX);
-        let data = body[at..at + len].to_vec();
-        at += len;
+        let data = payloads.next().unwrap_or_default();
         let labels: tsblob_storage::Labels = item
             .labels
             .iter()
@@ -342,7 +355,6 @@ async fn write(
             },
         ));
     }
-    drop(body);
     let (store, b, entries) = (
         state.store.clone(),
         bucket.to_string(),
@@ -393,24 +405,77 @@ async fn write(
     Ok(answer(&parsed, errors))
 }
 
-/// The body, at most `limit` bytes, with `held` covering what arrived as it arrives
-/// (waiting `--memory-wait` for room, then 503 `busy`).
-async fn receive(
-    body: axum::body::Body,
-    limit: u64,
-    limits: &crate::http::Limits,
-    held: &mut crate::http::budget::Held,
-) -> Result<Vec<u8>, AppError> {
-    let mut chunks = BodyChunks::new(body, limit, limits);
-    let mut out = Vec::new();
-    while let Some(chunk) = chunks.next().await? {
-        let total = (out.len() + chunk.len()) as u64;
-        if !held.try_cover(total) {
-            held.wait_cover(total, "a ReductStore batch").await?;
+/// The payloads of a ReductStore batch's records, filled in order as the body's bytes
+/// arrive (each in a buffer of its own, allocated as its first byte comes).
+struct Payloads {
+    sizes: Vec<usize>,
+    done: Vec<Vec<u8>>,
+    current: Vec<u8>,
+    received: u64,
+    total: u64,
+}
+
+impl Payloads {
+    fn new(sizes: &[usize], total: u64) -> Payloads {
+        Payloads {
+            sizes: sizes.iter().rev().copied().collect(),
+            done: Vec::with_capacity(sizes.len()),
+            current: Vec::new(),
+            received: 0,
+            total,
         }
-        out.extend_from_slice(&chunk);
     }
-    Ok(out)
+
+    /// Bytes received so far.
+    fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Appends the body's next bytes; more than the record headers add up to is refused.
+    fn push(&mut self, mut bytes: &[u8]) -> Result<(), AppError> {
+        if self.received + bytes.len() as u64 > self.total {
+            return Err(malformed(format!(
+                "the body has more bytes than the record headers add up to ({}): nothing was stored",
+                self.total
+            )));
+        }
+        self.received += bytes.len() as u64;
+        while !bytes.is_empty() {
+            self.close_full();
+            let Some(&size) = self.sizes.last() else {
+                break;
+            };
+            if self.current.capacity() == 0 {
+                self.current.reserve_exact(size);
+            }
+            let take = (size - self.current.len()).min(bytes.len());
+            self.current.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.close_full();
+        Ok(())
+    }
+
+    /// Moves on to the next record while the current one is whole (records of 0 bytes
+    /// included).
+    fn close_full(&mut self) {
+        while self.sizes.last().is_some_and(|&s| self.current.len() == s) {
+            self.sizes.pop();
+            self.done.push(std::mem::take(&mut self.current));
+        }
+    }
+
+    /// Each record's payload, in the order of the headers; a body that ended short fails.
+    fn finish(mut self) -> Result<Vec<Vec<u8>>, AppError> {
+        self.close_full();
+        if self.received != self.total {
+            return Err(malformed(format!(
+                "the body has {} bytes but the record headers add up to {}: nothing was stored",
+                self.received, self.total
+            )));
+        }
+        Ok(self.done)
+    }
 }
 
 /// Label updates of a parsed batch (no body).
@@ -582,6 +647,31 @@ mod tests {
             );
         }
         h
+    }
+
+    /// The payloads split across any chunking of the body, empty records included; more or
+    /// fewer bytes than the headers add up to are refused.
+    #[test]
+    fn payloads_fill_each_record_whatever_the_chunks() {
+        let sizes = [3usize, 0, 5, 1, 0];
+        let body: Vec<u8> = (0u8..9).collect();
+        let want = vec![vec![0, 1, 2], vec![], vec![3, 4, 5, 6, 7], vec![8], vec![]];
+        for step in 1..=body.len() {
+            let mut p = Payloads::new(&sizes, 9);
+            for chunk in body.chunks(step) {
+                p.push(chunk).unwrap();
+            }
+            assert_eq!(p.finish().unwrap(), want, "chunks of {step}");
+        }
+        let mut p = Payloads::new(&sizes, 9);
+        p.push(&body[..4]).unwrap();
+        assert!(p.finish().unwrap_err().status.is_client_error());
+        let mut p = Payloads::new(&sizes, 9);
+        assert!(p.push(&[0u8; 10]).is_err());
+        assert_eq!(
+            Payloads::new(&[0, 0], 0).finish().unwrap(),
+            vec![Vec::<u8>::new(); 2]
+        );
     }
 
     #[test]
