@@ -84,15 +84,15 @@ impl FreeSpace {
         self.state.lock().refused_need = Some(need);
     }
 
-    /// Whether writes are being refused for space: the free bytes are below `reserve`, or
-    /// below what the last refused write needed on top of it (until a write gets through
-    /// or space is freed). An error reading the figure counts as short.
+    /// Whether writes are being refused for space: no byte is free, or the free bytes are
+    /// below `reserve`, or below what the last refused write needed on top of it (until a
+    /// write gets through or space is freed). An error reading the figure counts as short.
     pub(crate) fn short(&self, path: &Path, reserve: u64) -> bool {
         let Ok(free) = self.get(path, false) else {
             return true;
         };
         let need = self.state.lock().refused_need.unwrap_or(0);
-        (reserve > 0 || need > 0) && free < reserve.saturating_add(need)
+        free == 0 || free < reserve.saturating_add(need)
     }
 }
 
