@@ -17,7 +17,7 @@ T0 = 1_700_000_000_000_000  # µs
 
 def test_health_and_info(client: Client) -> None:
     h = client.health()
-    assert h.ok and h.version and h.disk == "ok"
+    assert h.ok and h.version and h.disk == "ok" and h.index == "ok"
     info = client.info()
     assert info.version == h.version
     assert info.uptime_s >= 0 and info.bucket_count >= 0 and info.sync

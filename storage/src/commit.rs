@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use heed::RwTxn;
@@ -116,6 +117,8 @@ pub struct Committer {
     dirty: Mutex<HashMap<u64, Arc<File>>>,
     /// Called by a group's leader after its commit (cloned out of the lock, then called).
     listeners: Mutex<Arc<[Listener]>>,
+    /// The last group commit failed for want of room in the index map (`IndexFull`).
+    index_full: AtomicBool,
 }
 
 impl Committer {
@@ -132,7 +135,14 @@ impl Committer {
             policy,
             dirty: Mutex::new(Rank::CommitDirty, HashMap::new()),
             listeners: Mutex::new(Rank::Listeners, Arc::from(Vec::new())),
+            index_full: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the last group commit failed for want of room in the index map, so that
+    /// writes are refused with `IndexFull` (until one commits: a removal frees pages).
+    pub fn index_full(&self) -> bool {
+        self.index_full.load(Ordering::Relaxed)
     }
 
     /// Adds a listener, called by the leader of every group commit that succeeded (after
@@ -177,6 +187,8 @@ impl Committer {
             if let Err(e) = &res {
                 log::error!("index commit of {} change(s) failed: {e}", group.len());
             }
+            let full = matches!(res, Err(Error::Write(crate::error::WriteError::IndexFull)));
+            self.index_full.store(full, Ordering::Relaxed);
             for Queued { slot, .. } in &group {
                 *slot.lock() = Some(res.as_ref().map(|_| ()).map_err(Error::duplicate));
             }

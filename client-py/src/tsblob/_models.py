@@ -191,6 +191,9 @@ class Health:
     #: ``"full"`` while the server refuses writes for disk space (507 ``disk_full``: its
     #: free space is below ``--free-space-reserve``); ``"ok"`` otherwise.
     disk: str = "ok"
+    #: ``"full"`` while the server's index map (``--index-map-size``) is full (507
+    #: ``index_full``); ``"ok"`` otherwise.
+    index: str = "ok"
 
     @property
     def ok(self) -> bool:

@@ -609,6 +609,8 @@ async fn a_full_index_map_is_507_index_full_and_a_larger_map_recovers() {
         }
     }
     let msg = message.expect("the index map never filled: no 507");
+    let health = json(c.get(s.url("/health")).send().await.unwrap()).await;
+    assert_eq!(health["index"]["status"], "full", "{health}");
     assert!(msg.contains("--index-map-size"), "{msg}");
     let acked: usize = stored.iter().map(Vec::len).sum();
     assert!(acked > 0, "refused before any record was stored");
@@ -639,6 +641,8 @@ async fn a_full_index_map_is_507_index_full_and_a_larger_map_recovers() {
     let s = Server::start_in(dir.path(), &["--index-map-size", "64MiB"]);
     check(&c, &s, &stored).await;
     none_of(&c, &s, &refused).await;
+    let health = json(c.get(s.url("/health")).send().await.unwrap()).await;
+    assert_eq!(health["index"]["status"], "ok", "{health}");
     let (e, ts) = refused[0];
     let r = post_record(&c, &s, &format!("e{e}"), ts, 64).await;
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());

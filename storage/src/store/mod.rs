@@ -361,6 +361,12 @@ impl Store {
             .short(&self.inner.path, self.inner.opts.free_space_reserve)
     }
 
+    /// Whether the last index commit failed for want of room in the LMDB map
+    /// (`StoreOptions::map_size`): writes are refused with `IndexFull` until one commits.
+    pub fn index_full(&self) -> bool {
+        self.inner.committer.index_full()
+    }
+
     pub fn stats(&self) -> StoreStats {
         let buckets = self.inner.buckets();
         let mut s = StoreStats {

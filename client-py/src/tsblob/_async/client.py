@@ -609,9 +609,11 @@ class AsyncClient:
     async def health(self) -> Health:
         """``GET /health`` (never needs a token)."""
         d = await self._json("GET", "/health", retry=True)
-        disk = d.get("disk")
-        return Health(status=str(d.get("status", "")), version=str(d.get("version", "")),
-                      disk=str(disk.get("status", "ok")) if isinstance(disk, dict) else "ok")
+        def part(name: str) -> str:
+            p = d.get(name)
+            return str(p.get("status", "ok")) if isinstance(p, dict) else "ok"
+        return Health(status=str(d.get("status", "")), version=str(d.get("version", "")), disk=part("disk"),
+                      index=part("index"))
 
     async def info(self) -> ServerInfo:
         """Server version, uptime, bucket count, bytes used, sync policy."""
