@@ -315,16 +315,13 @@ async fn write(
             records.push(&piece)?;
         }
     } else {
-        // The room grows with the bytes that arrived, never for what the headers announce:
-        // bug "announced ReductStore batches spent the budget" (hostile round of
-        // 2026-11-27: connections announcing 4 MiB batches and sending a byte held the
-        // budget whole).
         let mut chunks = BodyChunks::new(req.into_body(), total, &limits);
         while let Some(chunk) = chunks.next().await? {
-            let covered = records.received() + chunk.len() as u64;
-            if !held.try_cover(covered) {
-                held.wait_cover(covered, "a ReductStore batch").await?;
-            }
+            held.cover(
+                records.received() + chunk.len() as u64,
+                "a ReductStore batch",
+            )
+            .await?;
             records.push(&chunk)?;
         }
     }
