@@ -416,28 +416,21 @@ async fn attachment_route(
 }
 
 /// Health check; never needs a token. `disk.status` is `full` while writes are refused
-/// for the free-space reserve, `index.status` while the index map is full. With a tier, says whether the object store is reachable
-/// (`tier.available`, and `tier.error` why not); the server itself is up either way (200).
+/// for the free-space reserve, `index.status` while the index map is full. With a tier,
+/// says whether the object store is reachable (`tier.available`, and `tier.error` why
+/// not); the server itself is up either way (200).
 #[utoipa::path(get, path = "/health", tag = "service",
     responses((status = 200, description = "The server is up; `disk.status` is `full` while the free space is below --free-space-reserve (writes refused with 507 disk_full); `index.status` is `full` while the index map (--index-map-size) is (507 index_full); `tier` (with --tier-url or --read-replica) says whether the object store is available", body = serde_json::Value)))]
 pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Value> {
-    // `disk`: `full` while writes are refused for space (507 disk_full; reads go on). No
-    // figures: /health needs no token (GET /api/v1/info has them).
-    let disk = if state.store.disk_short() {
-        "full"
-    } else {
-        "ok"
-    };
-    let index = if state.store.index_full() {
-        "full"
-    } else {
-        "ok"
-    };
+    // `disk`: `full` while writes are refused for space (507 disk_full; reads go on);
+    // `index`: while the index map is (507 index_full). No figures: /health needs no token
+    // (GET /api/v1/info has them).
+    let part = |full: bool| serde_json::json!({"status": if full { "full" } else { "ok" }});
     let mut body = serde_json::json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
-        "disk": {"status": disk},
-        "index": {"status": index},
+        "disk": part(state.store.disk_short()),
+        "index": part(state.store.index_full()),
     });
     if let Some(t) = state.store.tier_stats() {
         // `degraded`: no call has failed yet, but one has waited for the store past what a
