@@ -63,6 +63,7 @@ pub use attachments::{
     Attachment, AttachmentLimits, DEFAULT_MAX_ATTACHMENTS, DEFAULT_MAX_ATTACHMENT_SIZE,
 };
 pub use block::RecordReader;
+pub use codec::heads::HEADS_MAX;
 pub use error::{
     AttachmentError, BucketError, CorruptionError, Error, NameError, NotFound, OpenError,
     QueryError, RenameError, Result, TierError, WriteError,

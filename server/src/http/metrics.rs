@@ -143,6 +143,12 @@ const TIER_METRICS: &[(&str, &str, bool, TierField)] = &[
         false,
         |t| t.pending_sidecars,
     ),
+    (
+        "tsblob_tier_oversized_sidecars",
+        "Blocks whose heads sidecar would be over 128 MiB (their records' distinct label sets): kept local, or their sidecar not uploaded again; since start",
+        false,
+        |t| t.oversized_sidecars,
+    ),
 ];
 
 /// Brings a counter up to `v`, a count kept elsewhere since start (under

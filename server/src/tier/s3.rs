@@ -22,6 +22,8 @@ const WHOLE_RESERVE: u64 = 64 << 20;
 /// heads sidecars and bucket settings); a longer answer fails as
 /// [`ObjectError::Oversized`] instead of growing in memory.
 pub const WHOLE_MAX: u64 = 256 << 20;
+// The engine never writes a sidecar longer than this reads whole.
+const _: () = assert!(tsblob_storage::HEADS_MAX as u64 <= WHOLE_MAX);
 /// `--tier-list-max-keys`'s default (declared with the flag, in `config.rs`).
 pub use crate::config::DEFAULT_TIER_LIST_MAX_KEYS as DEFAULT_LIST_MAX_KEYS;
 /// A listing (all its pages) ends within this many times `--tier-timeout`; each page is

@@ -47,5 +47,6 @@ mod tier_faults;
 mod tier_hostile;
 mod tier_labels;
 mod tier_node_loss;
+mod tier_sidecars;
 mod tier_tls;
 mod tokens_hostile;

@@ -31,7 +31,7 @@ async fn patch(c: &reqwest::Client, s: &Server, ts: u64, labels: &str) -> u16 {
 }
 
 /// The `x-tsblob-label-<key>` of record `ts` (HEAD), `None` when it has no such label.
-async fn label(c: &reqwest::Client, s: &Server, ts: u64, key: &str) -> Option<String> {
+pub(crate) async fn label(c: &reqwest::Client, s: &Server, ts: u64, key: &str) -> Option<String> {
     let r = c
         .head(s.url(&format!("/api/v1/b/cams/front?ts={ts}")))
         .send()
@@ -44,7 +44,7 @@ async fn label(c: &reqwest::Client, s: &Server, ts: u64, key: &str) -> Option<St
 }
 
 /// Waits until no heads sidecar waits to be uploaded again.
-async fn wait_sidecars(c: &reqwest::Client, s: &Server) {
+pub(crate) async fn wait_sidecars(c: &reqwest::Client, s: &Server) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while common::metric(c, s, "tsblob_tier_pending_sidecars").await != 0 {
         assert!(Instant::now() < deadline, "sidecars never went up again");
@@ -53,7 +53,7 @@ async fn wait_sidecars(c: &reqwest::Client, s: &Server) {
 }
 
 /// A new data folder restored from `prefix`, served (tiering on into the same prefix).
-fn restored(store: &Store, prefix: &str, data: &Path) -> Server {
+pub(crate) fn restored(store: &Store, prefix: &str, data: &Path) -> Server {
     let mut a = tier_args(store, prefix, &[]);
     a[0] = "--restore-from".into();
     serve(data, &a)

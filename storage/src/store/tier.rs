@@ -35,10 +35,25 @@ use crate::object_store::{ObjectError, ObjectHead};
 use crate::record::Labels;
 use crate::settings::BucketSettings;
 use crate::store::Store;
-use crate::tier::layout::{parse_block_key, settings_key, Heads};
+use crate::tier::layout::{parse_block_key, settings_key, Heads, TooLarge, HEADS_MAX};
 use crate::tier::refresh::{refresh_err, RefreshReport};
 use crate::tier::upload::{tier_error, InFlight, Outcome, MAX_BACKOFF};
 use crate::tier::{Tier, Tiered};
+
+/// Records read from the index per page when a block's sidecar is built.
+const HEADS_PAGE: usize = 4096;
+
+/// Block `id` is not tiered: its sidecar would be longer than [`HEADS_MAX`].
+fn oversized(tier: &Tier, b: &Bucket, e: &Entry, id: u64, too: TooLarge) -> Outcome {
+    log::error!(
+        "block {id:016x} of {}/{} stays local: its heads sidecar would be over {} bytes (its records' distinct label sets; at most {HEADS_MAX}); it is offered again after a restart",
+        b.name(),
+        e.name(),
+        too.at_least
+    );
+    tier.oversized.lock().insert(id);
+    Outcome::KeptLocal
+}
 
 impl Store {
     /// Starts the tier thread (stopped when the store closes).
@@ -119,7 +134,7 @@ impl Store {
                         tier.uploaded_blocks.fetch_add(1, Ordering::Relaxed);
                         tier.uploaded_bytes.fetch_add(bytes, Ordering::Relaxed);
                     }
-                    Ok(Outcome::Changed) => {}
+                    Ok(Outcome::Changed | Outcome::KeptLocal) => {}
                     Err(err) => {
                         tier.upload_errors.fetch_add(1, Ordering::Relaxed);
                         log::warn!(
@@ -155,6 +170,10 @@ impl Store {
                 local_bytes += st.block_bytes() - tiered_bytes;
                 local.extend(st.local_sealed().map(|b| (b.id, b.state, e.clone())));
             }
+            if let Some(t) = &self.inner.tier {
+                let oversized = t.oversized.lock();
+                local.retain(|(id, _, _)| !oversized.contains(id));
+            }
             local.sort_by_key(|(id, _, _)| *id);
             for (id, m, e) in local {
                 let over = s.tier_local_max.is_some_and(|max| local_bytes > max);
@@ -183,10 +202,22 @@ impl Store {
             tier.failed(&err);
             tier_error(err)
         };
+        // The sidecar's length is known before the block goes up: one whose records' label
+        // sets make it too long keeps its block local (and the uploads of others go on).
+        if let Err(too) = self.heads_of(e, id, &meta, 0)?.encode(HEADS_MAX) {
+            return Ok(oversized(tier, b, e, id, too));
+        }
         let crc = store.put_file(&key, &path, len).map_err(up)?;
-        let heads = self.heads_of(e, id, &meta, crc)?;
+        let heads = match self.heads_of(e, id, &meta, crc)?.encode(HEADS_MAX) {
+            Ok(h) => h,
+            Err(too) => {
+                // Relabelled past the bound during the upload: the object goes again.
+                tier.deletes.lock().push(key);
+                return Ok(oversized(tier, b, e, id, too));
+            }
+        };
         store
-            .put_bytes(&tier.key(b.name(), e.name(), id, "heads"), &heads.encode())
+            .put_bytes(&tier.key(b.name(), e.name(), id, "heads"), &heads)
             .map_err(up)?;
         let settings = b.settings().to_file_text();
         let sent = tier.settings_sent.lock().get(b.name()) == Some(&settings);
@@ -266,16 +297,32 @@ impl Store {
         let mut records = Vec::new();
         if meta.records > 0 {
             let txn = self.inner.index.read_txn()?;
-            let mut all = Vec::new();
-            self.inner.index.range(
-                &txn,
-                e.id(),
-                meta.min_ts..meta.max_ts.saturating_add(1),
-                Order::Ascending,
-                usize::MAX,
-                &mut all,
-            )?;
-            records.extend(all.into_iter().filter(|(_, v)| v.block_id == id));
+            // Page by page: the block's time span may hold records of other blocks (writes
+            // out of order), and only its own are kept in memory.
+            let end = meta.max_ts.saturating_add(1);
+            let mut from = meta.min_ts;
+            let mut page = Vec::with_capacity(HEADS_PAGE);
+            while from < end {
+                page.clear();
+                let index = &self.inner.index;
+                index.range(
+                    &txn,
+                    e.id(),
+                    from..end,
+                    Order::Ascending,
+                    HEADS_PAGE,
+                    &mut page,
+                )?;
+                let Some(&(last, _)) = page.last() else {
+                    break;
+                };
+                let full = page.len() == HEADS_PAGE;
+                records.extend(page.drain(..).filter(|(_, v)| v.block_id == id));
+                if !full {
+                    break;
+                }
+                from = last.saturating_add(1);
+            }
         }
         Ok(Heads {
             block_id: id,
@@ -326,10 +373,24 @@ impl Store {
                     return false;
                 }
             };
+            let heads = match heads.encode(HEADS_MAX) {
+                Ok(h) => h,
+                Err(too) => {
+                    // Relabelled past the bound: the sidecar uploaded last stays (a restore
+                    // or a replica sees the labels it holds); retrying would not shrink it.
+                    log::error!(
+                        "the heads sidecar of the tiered block {id:016x} of {bname}/{ename} would be over {too_len} bytes (its records' distinct label sets; at most {HEADS_MAX}): it is not uploaded again, so restores and read replicas keep the labels of its last upload",
+                        too_len = too.at_least
+                    );
+                    tier.oversized.lock().insert(id);
+                    tier.clean(id);
+                    continue;
+                }
+            };
             if let Err(err) = tier
                 .config()
                 .store
-                .put_bytes(&tier.key(&bname, &ename, id, "heads"), &heads.encode())
+                .put_bytes(&tier.key(&bname, &ename, id, "heads"), &heads)
             {
                 tier.failed(&err);
                 tier.dirty.lock().insert((bname, ename, id));

@@ -23,7 +23,7 @@ mod read;
 pub(crate) mod refresh;
 pub(crate) mod upload;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use refresh::RefreshReport;
@@ -88,6 +88,10 @@ pub struct TierStats {
     /// Heads sidecars of tiered blocks waiting to be uploaded again (records removed or
     /// relabelled).
     pub pending_sidecars: u64,
+    /// Blocks whose heads sidecar would be longer than [`crate::codec::heads::HEADS_MAX`]
+    /// (their records' distinct label sets): kept local if not yet tiered, else their
+    /// sidecar stays the last one uploaded. Since start.
+    pub oversized_sidecars: u64,
     /// Whether this store uploads (false: a read replica).
     pub uploads_enabled: bool,
     /// A call has waited for the store's answer past what a healthy store takes
@@ -142,6 +146,9 @@ pub(crate) struct Tier {
     pub(crate) deleted: AtomicU64,
     /// Sidecars out of `dirty` whose upload is under way (counted as pending).
     pub(crate) sidecars_in_flight: AtomicU64,
+    /// Blocks whose sidecar was too long ([`crate::codec::heads::HEADS_MAX`]): not offered
+    /// for upload again until the next start.
+    pub(crate) oversized: Mutex<HashSet<u64>>,
 }
 
 impl Tier {
@@ -166,6 +173,7 @@ impl Tier {
             get_errors: AtomicU64::new(0),
             deleted: AtomicU64::new(0),
             sidecars_in_flight: AtomicU64::new(0),
+            oversized: Mutex::new(Rank::TierState, HashSet::new()),
         }
     }
 
@@ -200,6 +208,7 @@ impl Tier {
         self.cache.forget(id);
         drop(self.prefetch.lock().remove(&id));
         self.dirty.lock().retain(|(_, _, d)| *d != id);
+        self.oversized.lock().remove(&id);
         self.clean(id);
         if was.is_some() && self.cfg.upload {
             let mut d = self.deletes.lock();
@@ -307,6 +316,7 @@ impl Tier {
         let pending_deletes = self.deletes.lock().len() as u64;
         let pending_sidecars =
             self.dirty.lock().len() as u64 + self.sidecars_in_flight.load(Ordering::Acquire);
+        let oversized_sidecars = self.oversized.lock().len() as u64;
         TierStats {
             target: self.cfg.store.describe(),
             available: self.is_available(),
@@ -323,6 +333,7 @@ impl Tier {
             deleted_objects: self.deleted.load(Ordering::Relaxed),
             pending_deletes,
             pending_sidecars,
+            oversized_sidecars,
             uploads_enabled: self.cfg.upload,
             stalled: self.cfg.store.stalled(),
         }

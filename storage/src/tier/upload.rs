@@ -36,6 +36,8 @@ pub(crate) enum Outcome {
     Tiered(u64),
     /// The block changed or went while it was uploaded: looked at again next round.
     Changed,
+    /// Its heads sidecar would be too long: the block stays local (`Tier::oversized`).
+    KeptLocal,
 }
 
 impl Tier {
