@@ -388,7 +388,8 @@ impl FeedRecord {
 pub struct FeedLimits {
     /// Records at most.
     pub records: usize,
-    /// The page ends after the record that brings its payloads to this many bytes.
+    /// The page ends after the record that brings its payloads, content types and labels
+    /// to this many bytes ([`crate::RecordMeta::weight`]).
     pub bytes: u64,
     /// Payloads up to this many bytes are read into memory; larger ones are not.
     pub inline: u64,

@@ -17,6 +17,17 @@ pub struct RecordMeta {
     pub labels: Labels,
 }
 
+impl RecordMeta {
+    /// What this record counts for in a page of records held in memory (a replication or
+    /// feed page): its payload, content type and labels. A record of one byte may carry
+    /// 64 KiB of labels; pages bounded by payload bytes alone held 2,000 such records
+    /// (`replication::sender`).
+    pub fn weight(&self) -> u64 {
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.size + (self.content_type.len() + labels) as u64
+    }
+}
+
 /// A record with its whole payload in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {

@@ -95,7 +95,7 @@ impl Store {
     /// Items after `after` for reader `name`'s bucket that `filter` wants, with their
     /// records read (payloads of at most `max_inline` bytes in memory, larger ones as
     /// [`FeedPayload::Large`]): at most `max_records`, and stopping once the records
-    /// reach `max_bytes` of payload.
+    /// reach `max_bytes` of payload, content types and labels ([`crate::RecordMeta::weight`]).
     pub fn feed_read(
         &self,
         name: &str,
@@ -147,7 +147,7 @@ impl Store {
                     if !filter.wants_in(&entry, ts, &meta.labels) {
                         continue;
                     }
-                    bytes += meta.size;
+                    bytes += meta.weight();
                     match data {
                         Some(data) => FeedPayload::Whole(Record { meta, data }),
                         None => FeedPayload::Large(meta),

@@ -235,3 +235,34 @@ fn feed_readers_and_backlog_follow_a_bucket_rename() {
         vec![1, 2, 3]
     );
 }
+
+/// Bug: a page counted payload bytes only, so records of one byte carrying 60 KB of labels
+/// filled a page of 2,000 (120 MB of labels; the replication sender of a device held 310 MB
+/// more while it replicated 3,000 of them). Labels and content types count now.
+#[test]
+fn labels_count_in_the_page_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_bucket("a", BucketSettings::default()).unwrap();
+    store.feed_subscribe("t", "a").unwrap();
+    for ts in 1..=100u64 {
+        let mut m = meta(ts);
+        for i in 0..15 {
+            m.labels
+                .insert(format!("l{i}"), format!("{ts}-{}", "x".repeat(3990)));
+        }
+        store.write("a", "e", &m, b"x").unwrap();
+    }
+    let page = store
+        .feed_read("t", 0, &mut all(), FeedLimits::new(2000, 1 << 20))
+        .unwrap();
+    // 1 MiB holds 17 records of 60 KB; the page ends after the one that passes it.
+    assert_eq!(page.records.len(), 18);
+    assert!(page.more);
+    let weight: u64 = page
+        .records
+        .iter()
+        .map(|r| r.meta().unwrap().weight())
+        .sum();
+    assert!((1 << 20..(1 << 20) + 61_000).contains(&weight), "{weight}");
+}
