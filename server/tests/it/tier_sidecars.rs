@@ -39,29 +39,31 @@ async fn patch_query(c: &reqwest::Client, s: &Server, labels: serde_json::Value)
         .unwrap()
 }
 
+/// MinIO and a server tiering into `prefix`, whose bucket `cams` has blocks of `records`
+/// records: `front` gets `records + 1` of them, and the first block is tiered.
+async fn one_tiered_block(prefix: &str, records: u64) -> (Store, tempfile::TempDir, Server) {
+    let store = Store::start(Engine::Minio);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve(data.path(), &tier_args(&store, prefix, &[]));
+    let c = client();
+    let settings = format!(r#"{{"max_block_records": {records}, "tier_local_max": 0}}"#);
+    create_bucket(&c, &s, "cams", &settings).await;
+    // `records` fill the first block; the next one seals it.
+    for ts in 1..=records + 1 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    wait_tiered(&c, &s, 1).await;
+    (store, data, s)
+}
+
 /// Bug: the sidecar carried each record's labels, so one `PATCH` of a query giving the
 /// 4,600 records of a tiered block the same 60 KB of labels made a 276 MB sidecar, built in
 /// memory on the device and longer than what a restore reads whole (256 MiB): the
 /// `--restore-from` failed. The label set is written once now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_large_label_set_on_every_record_of_a_tiered_block_reaches_a_restore() {
-    let store = Store::start(Engine::Minio);
-    let data = tempfile::tempdir().unwrap();
-    let args = tier_args(&store, "sidecars/shared", &[]);
-    let s = serve(data.path(), &args);
+    let (store, _data, s) = one_tiered_block("sidecars/shared", 4600).await;
     let c = client();
-    create_bucket(
-        &c,
-        &s,
-        "cams",
-        r#"{"max_block_records": 4600, "tier_local_max": 0}"#,
-    )
-    .await;
-    // 4,600 records fill the first block; the next one seals it.
-    for ts in 1..=4601u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
-    wait_tiered(&c, &s, 1).await;
     assert_eq!(patch_query(&c, &s, big_labels("shared")).await, 4601);
     wait_sidecars(&c, &s).await;
     assert_eq!(
@@ -183,22 +185,8 @@ async fn a_block_whose_sidecar_would_be_over_the_bound_stays_local_and_others_ti
 /// every record, with the labels of that upload; the writer keeps the new ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiered_block_relabelled_past_the_bound_keeps_its_last_sidecar() {
-    let store = Store::start(Engine::Minio);
-    let data = tempfile::tempdir().unwrap();
-    let args = tier_args(&store, "sidecars/tiered", &[]);
-    let s = serve(data.path(), &args);
+    let (store, _data, s) = one_tiered_block("sidecars/tiered", 2300).await;
     let c = client();
-    create_bucket(
-        &c,
-        &s,
-        "cams",
-        r#"{"max_block_records": 2300, "tier_local_max": 0}"#,
-    )
-    .await;
-    for ts in 1..=2301u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
-    wait_tiered(&c, &s, 1).await;
     relabel_each(&c, &s, 1, 2300).await;
     wait_oversized(&c, &s, 1).await;
     wait_sidecars(&c, &s).await;
