@@ -184,17 +184,6 @@ impl AttrsSeen {
     }
 }
 
-/// One entry's interned attrs, both ways.
-#[derive(Default)]
-struct EntryAttrs {
-    by_id: HashMap<u32, Arc<Attrs>>,
-    ids: HashMap<Arc<Attrs>, u32>,
-    next: u32,
-    /// The whole `metas` range of the entry was read (by a writer): `ids` and `next` are
-    /// complete. Readers only ever add single `by_id` entries.
-    loaded: bool,
-}
-
 /// The record and block tables of the index environment ([`Db`]), with the interned attrs.
 /// The tables are private: every key and value is encoded and decoded here, and the rest
 /// of the engine speaks in entry ids, timestamps, block ids and names.
@@ -209,10 +198,12 @@ pub struct Index {
     entries: Table,
     /// The `meta` table (its on-disk name): the format version.
     info: Table,
-    /// The `metas` table in memory, per entry id, filled lazily. It may run ahead of what
-    /// is committed (ids a write transaction assigned): [`Index::forget_attrs`] clears it
-    /// when a write transaction fails.
-    interner: RwLock<HashMap<u32, EntryAttrs>>,
+    /// The `metas` table in memory, per entry id, filled lazily, bounded
+    /// ([`crate::interner::INTERNER_MAX_BYTES`]). It may run ahead of what is committed (ids a write
+    /// transaction assigned): [`Index::forget_attrs`] clears it when a write transaction
+    /// fails. An entry dropped for the bound reloads from the table, which the writer
+    /// reads in its own transaction (its uncommitted ids included).
+    interner: RwLock<crate::interner::Interner>,
     /// Per entry, its last chunk as the last append wrote it, with that chunk's end: an
     /// append whose chunk still holds these bytes (the transaction that wrote them
     /// committed, and nothing rewrote the chunk since) encodes its records after the end
@@ -239,7 +230,7 @@ impl Index {
             entries: db.entries,
             info: db.info,
             db,
-            interner: RwLock::new(Rank::Interner, HashMap::new()),
+            interner: RwLock::new(Rank::Interner, crate::interner::Interner::default()),
             tails: Mutex::new(Rank::IndexTails, HashMap::new()),
         })
     }
@@ -543,13 +534,8 @@ impl Index {
 
     /// The content type and labels a chunk record refers to.
     fn resolve(&self, txn: &Txn<'_>, entry_id: u32, id: u32) -> Result<Arc<Attrs>> {
-        if let Some(a) = self
-            .interner
-            .read()
-            .get(&entry_id)
-            .and_then(|e| e.by_id.get(&id))
-        {
-            return Ok(a.clone());
+        if let Some(a) = self.interner.read().attrs(entry_id, id) {
+            return Ok(a);
         }
         let v = self
             .attrs
@@ -565,29 +551,24 @@ impl Index {
             })?);
         // Committed (this transaction sees it), and an id never changes meaning while its
         // entry lives: safe to share with every other reader.
-        self.interner
-            .write()
-            .entry(entry_id)
-            .or_default()
-            .by_id
-            .insert(id, a.clone());
+        self.interner.write().resolved(entry_id, id, a.clone());
         Ok(a)
     }
 
     /// The id of `meta` in the entry's `metas` table, assigned (and stored in `txn`) if
     /// new; inline once the entry has [`MAX_ATTRS`] ids.
     fn intern(&self, txn: &mut RwTxn<'_>, entry_id: u32, meta: &Arc<Attrs>) -> Result<AttrsRef> {
-        if let Some(em) = self.interner.read().get(&entry_id) {
-            if let (true, Some(id)) = (em.loaded, em.ids.get(meta)) {
-                return Ok(AttrsRef::Id(*id));
-            }
+        if let Some(id) = self.interner.read().id_of(entry_id, meta) {
+            return Ok(AttrsRef::Id(id));
         }
         let mut cache = self.interner.write();
-        let em = cache.entry(entry_id).or_default();
-        if !em.loaded {
+        if !cache.is_loaded(entry_id) {
+            // (Dropped for the interner's bound, or never read: the write transaction sees
+            // its own uncommitted ids too.)
             let lo = attrs_key(entry_id, 0);
             let hi = attrs_key(entry_id, u32::MAX);
             let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+            let mut all = Vec::new();
             for item in self.attrs.range(txn, &range)? {
                 let (k, v) = item?;
                 let (Ok(id), Ok(m)) = (key_attrs_id(k), Attrs::decode(&mut Reader::new(v))) else {
@@ -595,26 +576,19 @@ impl Index {
                         "undecodable index metadata: rebuild the index".into(),
                     ));
                 };
-                let m = Arc::new(m);
-                em.next = em.next.max(id.saturating_add(1));
-                em.ids.insert(m.clone(), id);
-                em.by_id.insert(id, m);
+                all.push((id, Arc::new(m)));
             }
-            em.loaded = true;
+            cache.loaded(entry_id, all);
         }
-        if let Some(id) = em.ids.get(meta) {
-            return Ok(AttrsRef::Id(*id));
+        if let Some(id) = cache.id_of(entry_id, meta) {
+            return Ok(AttrsRef::Id(id));
         }
-        if em.next >= MAX_ATTRS {
+        let Some(id) = cache.assign(entry_id, meta, MAX_ATTRS) else {
             return Ok(AttrsRef::Inline(meta.clone()));
-        }
-        let id = em.next;
+        };
         let mut v = Vec::with_capacity(32);
         meta.encode(&mut v);
         self.attrs.put(txn, &attrs_key(entry_id, id), &v)?;
-        em.next += 1;
-        em.ids.insert(meta.clone(), id);
-        em.by_id.insert(id, meta.clone());
         Ok(AttrsRef::Id(id))
     }
 
@@ -932,7 +906,7 @@ impl Index {
         let hi = attrs_key(entry_id, u32::MAX);
         let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
         self.attrs.delete_range(txn, &range)?;
-        self.interner.write().remove(&entry_id);
+        self.interner.write().remove(entry_id);
         self.tails.lock().remove(&entry_id);
         Ok(())
     }
@@ -1226,6 +1200,69 @@ mod tests {
         }
         assert!(seen.get(40 - SEEN_SLOTS as u32 - 1).is_none());
         assert!(seen.get(40 - SEEN_SLOTS as u32).is_some());
+    }
+
+    /// Entries dropped from the interner for its bound (`interner.rs`) read back the attrs
+    /// their records were written with, and a writer adding to them reloads their ids
+    /// instead of assigning one twice.
+    #[test]
+    fn entries_dropped_from_the_interner_read_and_write_the_same_attrs() {
+        let (_d, index) = open();
+        let big = |e: u32, n: u64| {
+            let v = format!("{e}-{n}-{}", "x".repeat(3990));
+            let pairs: Vec<(String, String)> =
+                (0..15).map(|k| (format!("l{k}"), v.clone())).collect();
+            let refs: Vec<(&str, String)> =
+                pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            rec_attrs("a/b", &refs)
+        };
+        // 12 entries of 64 sets of 60 KB: 46 MB, over the 32 MiB the interner keeps.
+        for e in 1..=12u32 {
+            let recs = (0..64u64)
+                .map(|n| (n, Some(value(1, n * 100, big(e, n)))))
+                .collect();
+            put(&index, e, recs);
+        }
+        let dropped: Vec<u32> = {
+            let i = index.interner.read();
+            assert!(i.bytes() <= crate::interner::INTERNER_MAX_BYTES);
+            (1..=12).filter(|e| !i.is_loaded(*e)).collect()
+        };
+        assert!(dropped.len() >= 4, "{dropped:?}");
+        // A dropped entry: one more record with one of its sets, and one with a new set.
+        let d = dropped[0];
+        put(
+            &index,
+            d,
+            vec![
+                (1000, Some(value(1, 0, big(d, 5)))),
+                (1001, Some(value(1, 0, big(d, 999)))),
+            ],
+        );
+        let txn = index.read_txn().unwrap();
+        for e in 1..=12u32 {
+            for n in [0u64, 5, 63] {
+                let v = index.get_record(&txn, e, n).unwrap().unwrap();
+                assert_eq!(v.attrs, big(e, n), "entry {e} record {n}");
+            }
+        }
+        assert_eq!(
+            index.get_record(&txn, d, 1000).unwrap().unwrap().attrs,
+            big(d, 5)
+        );
+        assert_eq!(
+            index.get_record(&txn, d, 1001).unwrap().unwrap().attrs,
+            big(d, 999)
+        );
+        // 65 distinct sets in that entry: one table row each, none twice.
+        let lo = attrs_key(d, 0);
+        let hi = attrs_key(d, u32::MAX);
+        let rows = index
+            .attrs
+            .range(&txn, &(Bound::Included(&lo[..]), Bound::Included(&hi[..])))
+            .unwrap()
+            .count();
+        assert_eq!(rows, 65);
     }
 
     /// A model of the index under random puts, replacements, deletes and block drops, in

@@ -35,6 +35,7 @@ mod feed;
 mod files;
 mod histogram;
 mod index;
+mod interner;
 mod labels;
 mod layout;
 mod lifecycle;
