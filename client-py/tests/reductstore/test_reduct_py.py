@@ -366,6 +366,43 @@ async def test_browser_and_body_bounds_apply(rs: ReductServer) -> None:
         assert (await bucket.get_full_info()).entries == []
 
 
+async def test_a_batch_holds_at_most_512000_bytes_of_labels(rs: ReductServer) -> None:
+    """Bug: a read batch counted payload bytes only, so 64 records of one byte with 60 KB of
+    labels each made 3.8 MB of headers, outside the memory budget. As ReductStore's
+    `RS_IO_BATCH_MAX_METADATA_SIZE` (512,000 bytes by default), a batch ends before the
+    record that would pass it; the next batch goes on."""
+    import http.client
+
+    bucket = name()
+    labels = {f"l{i}": "x" * 4000 for i in range(15)}  # 60,030 bytes of keys and values
+    with rs.srv.client() as c:
+        c.create_bucket(bucket)
+        for ts in range(1, 21):
+            c.write(bucket, "e", b"x", ts, labels=labels)
+    port = int(rs.url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    conn.request("GET", f"/api/v1/b/{bucket}/e/q", headers=auth)
+    resp = conn.getresponse()
+    qid = json.loads(resp.read())["id"]
+    counts = []
+    while True:
+        conn.request("GET", f"/api/v1/b/{bucket}/e/batch?q={qid}", headers=auth)
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status == 204:
+            break
+        assert resp.status == 200
+        times = [k for k in resp.headers if k.lower().startswith("x-reduct-time-")]
+        meta = sum(len(resp.headers[k]) for k in times)
+        assert meta <= 512_000, meta
+        counts.append(len(times))
+        if resp.getheader("x-reduct-last") == "true":
+            break
+    conn.close()
+    assert counts == [8, 8, 4]
+
+
 def _get(url: str) -> "tuple[int, dict, bytes]":
     """A plain GET without a token (what anyone holding a link does)."""
 

@@ -9,8 +9,8 @@
 //! `x-reduct-<entry index>-<ts delta>`, several entries).
 //!
 //! Bounds: `--reductstore-max-queries` sessions at once (429 past it); a batch holds at most
-//! [`BATCH_RECORDS`] records and [`BATCH_BYTES`] bytes of payload (one larger record goes
-//! alone), taken from the server's memory budget (`--memory-budget`; 503 `busy` when it is
+//! [`BATCH_RECORDS`] records, [`BATCH_BYTES`] bytes of payloads and labels (one larger
+//! record goes alone) and 512,000 bytes of labels, taken from the server's memory budget (`--memory-budget`; 503 `busy` when it is
 //! spent) until the answer is sent; a session's position is the engine's `QueryIter`, which
 //! holds one page of index records per entry.
 
@@ -38,8 +38,24 @@ use crate::http::AppError;
 
 /// Most records in one read's batch.
 pub const BATCH_RECORDS: usize = 64;
-/// Most payload bytes in one read's batch (a record larger than this goes alone).
+/// Most bytes of payloads, content types and labels in one read's batch (a record larger
+/// than this goes alone).
 pub const BATCH_BYTES: u64 = 8 << 20;
+/// ... and at most this many bytes of content types and labels (the records' headers), as
+/// ReductStore's `RS_IO_BATCH_MAX_METADATA_SIZE` default: one record's labels may be 64 KiB,
+/// and 64 such records made 4 MB of headers, outside the memory budget (payloads only
+/// were counted).
+const BATCH_METADATA: u64 = 512_000;
+
+/// What a record counts for in a batch's [`BATCH_BYTES`] and memory: its payload (unless
+/// only heads are read) and its content type and labels.
+fn batch_share(meta: &tsblob_storage::RecordMeta, meta_only: bool) -> u64 {
+    if meta_only {
+        meta.weight() - meta.size
+    } else {
+        meta.weight()
+    }
+}
 /// A session's TTL when the query gives none (seconds), and the longest one honoured.
 const DEFAULT_TTL: u64 = 60;
 const MAX_TTL: u64 = 24 * 3600;
@@ -686,7 +702,7 @@ fn fill(
         }
     };
     let mut records = Vec::new();
-    let mut bytes = 0u64;
+    let (mut bytes, mut meta_bytes) = (0u64, 0u64);
     let mut resumed = false;
     while records.len() < BATCH_RECORDS {
         let item = match c.pending.take() {
@@ -712,8 +728,10 @@ fn fill(
                 }
             },
         };
-        let size = if meta_only { 0 } else { item.meta.size };
-        if !records.is_empty() && bytes + size > BATCH_BYTES {
+        let size = batch_share(&item.meta, meta_only);
+        let meta = item.meta.weight() - item.meta.size;
+        if !records.is_empty() && (bytes + size > BATCH_BYTES || meta_bytes + meta > BATCH_METADATA)
+        {
             c.pending = Some(item);
             break;
         }
@@ -746,6 +764,7 @@ fn fill(
             }
         };
         bytes += size;
+        meta_bytes += meta;
         records.push((item.entry().to_string(), item.meta.clone(), data));
     }
     if !continuous && !c.done && c.pending.is_none() && c.failed.is_none() {
@@ -777,11 +796,13 @@ fn fill_listed(
     budget: &crate::http::budget::MemoryBudget,
 ) -> Result<Option<Batch>, AppError> {
     let mut records = Vec::new();
-    let mut bytes = 0u64;
+    let (mut bytes, mut meta_bytes) = (0u64, 0u64);
     while records.len() < BATCH_RECORDS {
         let Some(front) = list.front() else { break };
-        let size = if meta_only { 0 } else { front.1.size };
-        if !records.is_empty() && bytes + size > BATCH_BYTES {
+        let size = batch_share(&front.1, meta_only);
+        let meta = front.1.weight() - front.1.size;
+        if !records.is_empty() && (bytes + size > BATCH_BYTES || meta_bytes + meta > BATCH_METADATA)
+        {
             break;
         }
         if !held.try_resize(bytes + size) {
@@ -794,6 +815,7 @@ fn fill_listed(
             break;
         };
         bytes += size;
+        meta_bytes += meta.weight() - meta.size;
         records.push((entry, meta, if meta_only { None } else { data }));
     }
     *done = list.is_empty() && !continuous;
