@@ -426,6 +426,46 @@ pub async fn post_single(
 /// per record, and HTTP servers take about 100 headers (ReductStore 1.21.5 drops the
 /// connection past them).
 pub const REDUCT_BATCH_RECORDS: usize = 80;
+/// Bytes of `x-reduct-time-*` headers (names and values) per request to a ReductStore
+/// destination: ReductStore 1.21.5 answered 431 to a batch of nine records with 60 KB of
+/// labels each (540 KB of headers) and took eight (480 KB). Bug: 80 records of 8 KB of
+/// labels made 640 KB, and the task retried that request for ever
+/// (`docs/benchmarks/bounds-2026-11-27.md`).
+pub const REDUCT_BATCH_HEADERS: usize = 400_000;
+
+/// The record's `x-reduct-time-*` header as sent, name and value.
+fn reduct_header(r: &OutRecord) -> (String, String) {
+    let meta = tsblob_storage::RecordMeta {
+        ts: r.ts,
+        size: r.data.len() as u64,
+        content_type: r.content_type.clone(),
+        labels: r.labels.clone(),
+    };
+    (
+        format!("x-reduct-time-{}", r.ts),
+        crate::reduct_header::BatchHeaderV1::format(&meta),
+    )
+}
+
+/// `recs` cut into requests of at most [`REDUCT_BATCH_RECORDS`] records and
+/// [`REDUCT_BATCH_HEADERS`] bytes of headers (a record over it alone goes alone).
+fn reduct_chunks(recs: &[OutRecord]) -> Vec<&[OutRecord]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, r) in recs.iter().enumerate() {
+        let (name, value) = reduct_header(r);
+        let len = name.len() + value.len() + 4;
+        if i > start && (i - start == REDUCT_BATCH_RECORDS || bytes + len > REDUCT_BATCH_HEADERS) {
+            out.push(&recs[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    if start < recs.len() {
+        out.push(&recs[start..]);
+    }
+    out
+}
 
 fn reduct_url(dst: &Destination, tail: &str) -> String {
     format!(
@@ -445,7 +485,7 @@ fn reduct_error(resp: &reqwest::Response, bounds: &outbound::Bounds) -> String {
 
 /// `recs` to a ReductStore destination with batch protocol v1 (`POST
 /// /api/v1/b/{bucket}/{entry}/batch`, one `x-reduct-time-<ts>` header per record), in
-/// requests of at most [`REDUCT_BATCH_RECORDS`]. ReductStore has no `if_exists=compare`:
+/// requests of [`reduct_chunks`]. ReductStore has no `if_exists=compare`:
 /// a record already stored at the timestamp is its 409, counted as delivered (200 here),
 /// whatever its payload. A request failing as a whole after others succeeded ends the
 /// results there (the rest is retried).
@@ -464,7 +504,7 @@ async fn reduct_batches(
         results: Vec::with_capacity(recs.len()),
     };
     let mut created = false;
-    let mut chunks = recs.chunks(REDUCT_BATCH_RECORDS);
+    let mut chunks = reduct_chunks(recs).into_iter();
     let mut next = chunks.next();
     while let Some(chunk) = next {
         match reduct_batch(http, dst, entry, chunk, timeout).await {
@@ -523,17 +563,9 @@ async fn reduct_batch(
         if !stamps.insert(r.ts) {
             continue;
         }
-        let meta = tsblob_storage::RecordMeta {
-            ts: r.ts,
-            size: r.data.len() as u64,
-            content_type: r.content_type.clone(),
-            labels: r.labels.clone(),
-        };
-        let name =
-            reqwest::header::HeaderName::from_bytes(format!("x-reduct-time-{}", r.ts).as_bytes());
-        let value = reqwest::header::HeaderValue::from_str(
-            &crate::reduct_header::BatchHeaderV1::format(&meta),
-        );
+        let (name, value) = reduct_header(r);
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes());
+        let value = reqwest::header::HeaderValue::from_str(&value);
         match (name, value) {
             (Ok(n), Ok(v)) => {
                 headers.insert(n, v);
@@ -755,6 +787,40 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use tsblob_proto::framing::put_record;
+
+    /// Bug: requests to a ReductStore destination were cut at 80 records whatever their
+    /// labels: 80 records with 8 KB of labels made 640 KB of headers, ReductStore answered
+    /// 431 and the task sent the same request again for ever. Cut by header bytes too now.
+    #[test]
+    fn reduct_requests_are_cut_by_header_bytes_and_records() {
+        let labelled = |ts: u64, n: usize| OutRecord {
+            labels: [("a".to_string(), "y".repeat(n))].into_iter().collect(),
+            ..rec(ts, b"x".to_vec())
+        };
+        let check = |recs: &[OutRecord], sizes: &[usize]| {
+            let chunks = reduct_chunks(recs);
+            assert_eq!(chunks.iter().map(|c| c.len()).collect::<Vec<_>>(), sizes);
+            let all: Vec<u64> = chunks.iter().flat_map(|c| c.iter().map(|r| r.ts)).collect();
+            assert_eq!(all, recs.iter().map(|r| r.ts).collect::<Vec<_>>());
+            for c in chunks {
+                let bytes: usize = c
+                    .iter()
+                    .map(|r| {
+                        let (n, v) = reduct_header(r);
+                        n.len() + v.len() + 4
+                    })
+                    .sum();
+                assert!(c.len() == 1 || bytes <= REDUCT_BATCH_HEADERS, "{bytes}");
+            }
+        };
+        let small: Vec<_> = (1..=200).map(|ts| rec(ts, vec![1])).collect();
+        check(&small, &[80, 80, 40]);
+        let big: Vec<_> = (1..=200).map(|ts| labelled(ts, 8000)).collect();
+        check(&big, &[49, 49, 49, 49, 4]);
+        let mixed = vec![labelled(1, 300_000), labelled(2, 300_000), rec(3, vec![1])];
+        check(&mixed, &[1, 2]);
+        check(&[], &[]);
+    }
 
     fn rec(ts: u64, data: Vec<u8>) -> OutRecord {
         let labels: Labels = [("k".to_string(), ts.to_string())].into_iter().collect();

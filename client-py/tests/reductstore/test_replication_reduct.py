@@ -130,6 +130,39 @@ async def _has(client: Client, entry: str, ts: int) -> bool:
         return False
 
 
+async def test_records_with_7_kb_of_labels_reach_a_real_reductstore(reductstore: str,  # noqa: F811
+                                                                    tsblob_reduct: str) -> None:  # noqa: F811
+    """Bug: requests to ReductStore were cut at 80 records whatever their labels; 80 records
+    with 7 KB of labels made 560 KB of headers, ReductStore 1.21.5 answered 431, and the task
+    sent the same request again for ever (none arrived). They are cut by header bytes too."""
+    async with Client(tsblob_reduct, api_token=ADMIN_TOKEN) as src, \
+            Client(reductstore, api_token=ADMIN_TOKEN) as dst:
+        bucket = await src.create_bucket("labelled-src", exist_ok=True)
+        # A task sends what is written after it is made, as ReductStore's; paused meanwhile,
+        # so that the records go in full pages once it is enabled.
+        await src.create_replication("labelled", ReplicationSettings(
+            src_bucket="labelled-src", dst_bucket="labelled-dst", dst_host=reductstore, dst_token=ADMIN_TOKEN,
+            mode=ReplicationMode.PAUSED))
+        for ts in range(1, 201):
+            await bucket.write("e", b"x", timestamp=ts, labels={"a": f"{ts:04}" + "y" * 3496, "b": "z" * 3500})
+        await src.set_replication_mode("labelled", ReplicationMode.ENABLED)
+
+        async def arrived():
+            try:
+                entries = await (await dst.get_bucket("labelled-dst")).get_entry_list()
+            except ReductError:
+                return None
+            return sum(e.record_count for e in entries) == 200
+
+        try:
+            await wait_for(arrived, "the labelled records at ReductStore")
+        except AssertionError:
+            raise AssertionError(f"{await src.get_replication_detail('labelled')}")
+        async with (await dst.get_bucket("labelled-dst")).read("e", timestamp=137, head=True) as rec:
+            assert rec.labels["a"] == "0137" + "y" * 3496
+        await src.delete_replication("labelled")
+
+
 @pytest.mark.parametrize("compression", [ReplicationCompression.ZSTD, ReplicationCompression.GZIP])
 async def test_a_real_reductstore_replicates_into_tsblob_compressed(reductstore: str,  # noqa: F811
                                                                    tsblob_reduct: str,  # noqa: F811
