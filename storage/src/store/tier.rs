@@ -302,9 +302,9 @@ impl Store {
             let end = meta.max_ts.saturating_add(1);
             let mut from = meta.min_ts;
             let mut page = Vec::with_capacity(HEADS_PAGE);
+            let index = &self.inner.index;
             while from < end {
                 page.clear();
-                let index = &self.inner.index;
                 index.range(
                     &txn,
                     e.id(),
@@ -396,6 +396,7 @@ impl Store {
                 tier.dirty.lock().insert((bname, ename, id));
                 return false;
             }
+            tier.oversized.lock().remove(&id);
             tier.clean(id);
         }
         true
