@@ -23,8 +23,13 @@ impl RecordMeta {
     /// 64 KiB of labels; pages bounded by payload bytes alone held 2,000 such records
     /// (`replication::sender`).
     pub fn weight(&self) -> u64 {
+        self.size + self.attrs_bytes()
+    }
+
+    /// Bytes of its content type and labels (keys and values).
+    pub fn attrs_bytes(&self) -> u64 {
         let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.size + (self.content_type.len() + labels) as u64
+        (self.content_type.len() + labels) as u64
     }
 }
 

@@ -47,15 +47,6 @@ pub const BATCH_BYTES: u64 = 8 << 20;
 /// were counted).
 const BATCH_METADATA: u64 = 512_000;
 
-/// What a record counts for in a batch's [`BATCH_BYTES`] and memory: its payload (unless
-/// only heads are read) and its content type and labels.
-fn batch_share(meta: &tsblob_storage::RecordMeta, meta_only: bool) -> u64 {
-    if meta_only {
-        meta.weight() - meta.size
-    } else {
-        meta.weight()
-    }
-}
 /// A session's TTL when the query gives none (seconds), and the longest one honoured.
 const DEFAULT_TTL: u64 = 60;
 const MAX_TTL: u64 = 24 * 3600;
@@ -728,9 +719,12 @@ fn fill(
                 }
             },
         };
-        let size = batch_share(&item.meta, meta_only);
-        let meta = item.meta.weight() - item.meta.size;
-        if !records.is_empty() && (bytes + size > BATCH_BYTES || meta_bytes + meta > BATCH_METADATA)
+        // A record counts its content type and labels, and its payload unless only heads
+        // are read.
+        let attrs = item.meta.attrs_bytes();
+        let size = if meta_only { attrs } else { item.meta.weight() };
+        if !records.is_empty()
+            && (bytes + size > BATCH_BYTES || meta_bytes + attrs > BATCH_METADATA)
         {
             c.pending = Some(item);
             break;
@@ -764,7 +758,7 @@ fn fill(
             }
         };
         bytes += size;
-        meta_bytes += meta;
+        meta_bytes += attrs;
         records.push((item.entry().to_string(), item.meta.clone(), data));
     }
     if !continuous && !c.done && c.pending.is_none() && c.failed.is_none() {
@@ -799,9 +793,10 @@ fn fill_listed(
     let (mut bytes, mut meta_bytes) = (0u64, 0u64);
     while records.len() < BATCH_RECORDS {
         let Some(front) = list.front() else { break };
-        let size = batch_share(&front.1, meta_only);
-        let meta = front.1.weight() - front.1.size;
-        if !records.is_empty() && (bytes + size > BATCH_BYTES || meta_bytes + meta > BATCH_METADATA)
+        let attrs = front.1.attrs_bytes();
+        let size = if meta_only { attrs } else { front.1.weight() };
+        if !records.is_empty()
+            && (bytes + size > BATCH_BYTES || meta_bytes + attrs > BATCH_METADATA)
         {
             break;
         }
@@ -815,7 +810,7 @@ fn fill_listed(
             break;
         };
         bytes += size;
-        meta_bytes += meta.weight() - meta.size;
+        meta_bytes += attrs;
         records.push((entry, meta, if meta_only { None } else { data }));
     }
     *done = list.is_empty() && !continuous;
