@@ -447,22 +447,22 @@ fn reduct_header(r: &OutRecord) -> (String, String) {
     )
 }
 
-/// `recs` cut into requests of at most [`REDUCT_BATCH_RECORDS`] records and
-/// [`REDUCT_BATCH_HEADERS`] bytes of headers (a record over it alone goes alone).
-fn reduct_chunks(recs: &[OutRecord]) -> Vec<&[OutRecord]> {
+/// The records of `heads` (their headers, [`reduct_header`]) cut into requests of at most
+/// [`REDUCT_BATCH_RECORDS`] records and [`REDUCT_BATCH_HEADERS`] bytes of headers (a record
+/// over it alone goes alone): the index ranges of the requests.
+fn reduct_chunks(heads: &[(String, String)]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
-    for (i, r) in recs.iter().enumerate() {
-        let (name, value) = reduct_header(r);
+    for (i, (name, value)) in heads.iter().enumerate() {
         let len = name.len() + value.len() + 4;
         if i > start && (i - start == REDUCT_BATCH_RECORDS || bytes + len > REDUCT_BATCH_HEADERS) {
-            out.push(&recs[start..i]);
+            out.push(start..i);
             (start, bytes) = (i, 0);
         }
         bytes += len;
     }
-    if start < recs.len() {
-        out.push(&recs[start..]);
+    if start < heads.len() {
+        out.push(start..heads.len());
     }
     out
 }
@@ -504,10 +504,21 @@ async fn reduct_batches(
         results: Vec::with_capacity(recs.len()),
     };
     let mut created = false;
-    let mut chunks = reduct_chunks(recs).into_iter();
+    // Each record's header is made once: it sizes the requests and is sent.
+    let heads: Vec<(String, String)> = recs.iter().map(reduct_header).collect();
+    let mut chunks = reduct_chunks(&heads).into_iter();
     let mut next = chunks.next();
-    while let Some(chunk) = next {
-        match reduct_batch(http, dst, entry, chunk, timeout).await {
+    while let Some(chunk) = next.clone() {
+        match reduct_batch(
+            http,
+            dst,
+            entry,
+            &recs[chunk.clone()],
+            &heads[chunk],
+            timeout,
+        )
+        .await
+        {
             Ok(results) => {
                 for r in &results {
                     match r.status {
@@ -550,6 +561,7 @@ async fn reduct_batch(
     dst: &Destination,
     entry: &str,
     recs: &[OutRecord],
+    heads: &[(String, String)],
     timeout: Duration,
 ) -> Result<Vec<RecordResult>, (Option<u16>, String)> {
     // One result per record, in the order of `recs` (those refused here first).
@@ -557,15 +569,14 @@ async fn reduct_batch(
     let mut headers = reqwest::header::HeaderMap::new();
     let mut sent = Vec::with_capacity(recs.len());
     let mut stamps = std::collections::HashSet::with_capacity(recs.len());
-    for (i, r) in recs.iter().enumerate() {
+    for (i, (r, (name, value))) in recs.iter().zip(heads).enumerate() {
         // A timestamp twice in a page (the record written again): one header can carry
         // it, so its payload goes once (both items read the same stored record).
         if !stamps.insert(r.ts) {
             continue;
         }
-        let (name, value) = reduct_header(r);
         let name = reqwest::header::HeaderName::from_bytes(name.as_bytes());
-        let value = reqwest::header::HeaderValue::from_str(&value);
+        let value = reqwest::header::HeaderValue::from_str(value);
         match (name, value) {
             (Ok(n), Ok(v)) => {
                 headers.insert(n, v);
@@ -798,19 +809,15 @@ mod tests {
             ..rec(ts, b"x".to_vec())
         };
         let check = |recs: &[OutRecord], sizes: &[usize]| {
-            let chunks = reduct_chunks(recs);
+            let heads: Vec<_> = recs.iter().map(reduct_header).collect();
+            let chunks = reduct_chunks(&heads);
             assert_eq!(chunks.iter().map(|c| c.len()).collect::<Vec<_>>(), sizes);
-            let all: Vec<u64> = chunks.iter().flat_map(|c| c.iter().map(|r| r.ts)).collect();
-            assert_eq!(all, recs.iter().map(|r| r.ts).collect::<Vec<_>>());
+            let all: Vec<usize> = chunks.iter().flat_map(|c| c.clone()).collect();
+            assert_eq!(all, (0..recs.len()).collect::<Vec<_>>());
             for c in chunks {
-                let bytes: usize = c
-                    .iter()
-                    .map(|r| {
-                        let (n, v) = reduct_header(r);
-                        n.len() + v.len() + 4
-                    })
-                    .sum();
-                assert!(c.len() == 1 || bytes <= REDUCT_BATCH_HEADERS, "{bytes}");
+                let n = c.len();
+                let bytes: usize = heads[c].iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+                assert!(n == 1 || bytes <= REDUCT_BATCH_HEADERS, "{bytes}");
             }
         };
         let small: Vec<_> = (1..=200).map(|ts| rec(ts, vec![1])).collect();
