@@ -35,6 +35,22 @@ const HEADS_MAGIC_1: &[u8; 8] = b"TSHDS001";
 /// 64 MiB block of 1 KiB records with a distinct small label set each makes ~4 MB.
 pub const HEADS_MAX: usize = 128 << 20;
 
+/// Where the block object's CRC32C lies in a sidecar (after the magic, the block id, the
+/// base timestamp and the block object's length).
+const BLOCK_CRC_AT: usize = 32;
+
+/// Sets the block object's CRC32C in an encoded sidecar (known once the block is up, after
+/// the sidecar was made) and the sidecar's own CRC32C after it.
+pub(crate) fn set_block_crc(sidecar: &mut [u8], block_crc: u32) {
+    let body = sidecar.len().saturating_sub(4);
+    if body < BLOCK_CRC_AT + 4 {
+        return; // (never: every encoded sidecar is longer)
+    }
+    sidecar[BLOCK_CRC_AT..BLOCK_CRC_AT + 4].copy_from_slice(&block_crc.to_le_bytes());
+    let crc = crate::crc::crc32c(&sidecar[..body]);
+    sidecar[body..].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// A sidecar would be longer than the bound it was encoded with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TooLarge {
@@ -284,6 +300,18 @@ mod tests {
         let bytes = h.encode(HEADS_MAX).unwrap();
         assert!(bytes.len() < 2 << 20, "{} bytes", bytes.len());
         assert_eq!(Heads::decode(&bytes), Ok(h));
+    }
+
+    /// The block's CRC set after encoding gives the bytes encoding with it gives.
+    #[test]
+    fn the_block_crc_is_set_in_place() {
+        let mut h = heads(vec![(100, value(40, attrs(&[("k", "v")])))]);
+        h.block_crc = 0;
+        let mut bytes = h.encode(HEADS_MAX).unwrap();
+        set_block_crc(&mut bytes, 0xdead_beef);
+        h.block_crc = 0xdead_beef;
+        assert_eq!(bytes, h.encode(HEADS_MAX).unwrap());
+        assert_eq!(Heads::decode(&bytes).unwrap().block_crc, 0xdead_beef);
     }
 
     /// Distinct label sets past the bound: the encoding stops there, not at the end.

@@ -35,7 +35,9 @@ use crate::object_store::{ObjectError, ObjectHead};
 use crate::record::Labels;
 use crate::settings::BucketSettings;
 use crate::store::Store;
-use crate::tier::layout::{parse_block_key, settings_key, Heads, TooLarge, HEADS_MAX};
+use crate::tier::layout::{
+    parse_block_key, set_block_crc, settings_key, Heads, TooLarge, HEADS_MAX,
+};
 use crate::tier::refresh::{refresh_err, RefreshReport};
 use crate::tier::upload::{tier_error, InFlight, Outcome, MAX_BACKOFF};
 use crate::tier::{Tier, Tiered};
@@ -202,20 +204,16 @@ impl Store {
             tier.failed(&err);
             tier_error(err)
         };
-        // The sidecar's length is known before the block goes up: one whose records' label
-        // sets make it too long keeps its block local (and the uploads of others go on).
-        if let Err(too) = self.heads_of(e, id, &meta, 0)?.encode(HEADS_MAX) {
-            return Ok(oversized(tier, b, e, id, too));
-        }
-        let crc = store.put_file(&key, &path, len).map_err(up)?;
-        let heads = match self.heads_of(e, id, &meta, crc)?.encode(HEADS_MAX) {
+        // The sidecar is made before the block goes up: one whose records' label sets make
+        // it too long keeps its block local (and the uploads of others go on). Any change to
+        // the sealed block's records meanwhile (a removal; a relabel, which moves the record
+        // to the open block) lowers its count, and the commit below gives up on it.
+        let mut heads = match self.heads_of(e, id, &meta, 0)?.encode(HEADS_MAX) {
             Ok(h) => h,
-            Err(too) => {
-                // Relabelled past the bound during the upload: the object goes again.
-                tier.deletes.lock().push(key);
-                return Ok(oversized(tier, b, e, id, too));
-            }
+            Err(too) => return Ok(oversized(tier, b, e, id, too)),
         };
+        let crc = store.put_file(&key, &path, len).map_err(up)?;
+        set_block_crc(&mut heads, crc);
         store
             .put_bytes(&tier.key(b.name(), e.name(), id, "heads"), &heads)
             .map_err(up)?;

@@ -7,7 +7,7 @@
 //! without reading a payload. `<prefix>/<bucket>/settings` holds the bucket's settings.
 //! The sidecar's byte layout is `codec/heads.rs`.
 
-pub(crate) use crate::codec::heads::{Heads, TooLarge, HEADS_MAX};
+pub(crate) use crate::codec::heads::{set_block_crc, Heads, TooLarge, HEADS_MAX};
 use crate::names::{entry_dir_name, entry_from_dir_name};
 
 /// Key of a bucket's folder in the object store: `<prefix>/<bucket>/`.
