@@ -273,6 +273,14 @@ async fn spawn_limit(bin: &Path, dir: &Path, workload: &Path, kind: TargetKind) 
     Ok(s)
 }
 
+/// The connection caps of a tsblob the bench starts.
+pub(crate) const BENCH_CONNECTIONS: [&str; 4] = [
+    "--max-connections",
+    "4096",
+    "--max-connections-per-ip",
+    "4096",
+];
+
 pub(crate) async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
@@ -286,6 +294,9 @@ pub(crate) async fn spawn_tsblob(bin: &Path, dir: &Path) -> Result<Spawned> {
         // Warnings only, like the peers: per-request logging is not what is measured.
         .arg("--log")
         .arg("warn")
+        // Every virtual user from 127.0.0.1: room for any `concurrency`, as the peers
+        // have (the default caps: 256 connections, 128 per address; docs/operations.md).
+        .args(BENCH_CONNECTIONS)
         .env_remove("TSBLOB_TOKEN");
     let mut s = Spawned::start("tsblob", cmd, port, data, dir.join("tsblob.log"))?;
     s.wait_ready("/health", READY_TIMEOUT).await?;

@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 use tsblob_proto::client::Client;
 use tsblob_proto::framing::Event;
 
+use crate::runner::BENCH_CONNECTIONS;
 use crate::s3peer::{Engine, S3Peer, SEAWEED_REPLICATION, SEAWEED_VOLUMES};
 use crate::spawn::{free_port, Spawned};
 use crate::targets::http_client;
@@ -173,6 +174,9 @@ async fn serve(
         .arg(format!("127.0.0.1:{port}"))
         .arg("--log")
         .arg("warn")
+        // Every virtual user from 127.0.0.1: room for any `concurrency`, as the peers
+        // have (the default caps: 256 connections, 128 per address; docs/operations.md).
+        .args(BENCH_CONNECTIONS)
         .env_remove("TSBLOB_TOKEN");
     if let Some((peer, prefix)) = tier {
         cmd.args(["--tier-url", &format!("s3://tsblob-bench/{prefix}")])

@@ -155,6 +155,8 @@ codes! {
     TooManyTails = "too_many_tails",
     /// 429: too many query streams.
     TooManyStreams = "too_many_streams",
+    /// 429: too many connections open from one client address.
+    TooManyConnections = "too_many_connections",
     /// 401: a stream whose token was removed or rotated while it streamed.
     TokenRevoked = "token_revoked",
     /// 500: stored bytes fail their CRC.

@@ -12,6 +12,7 @@ pub mod batch_client;
 pub mod blocking;
 pub mod cli;
 pub mod config;
+pub mod connections;
 pub mod http;
 pub mod mcap;
 pub mod private_file;

@@ -103,6 +103,8 @@ async fn shutdown_signal() {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log, args.log_format)?;
+    // Before the store sizes its file budget from it (`crate::connections`).
+    let open_files_limit = crate::connections::raise_open_files_limit();
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
@@ -179,6 +181,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
+    let caps = crate::connections::caps(
+        &args.cost,
+        open_files_limit,
+        args.max_open_files
+            .unwrap_or_else(tsblob_storage::default_open_files),
+    );
+    let connections = Arc::new(crate::connections::Connections::new(
+        caps,
+        args.trusted_proxies.clone(),
+        state.metrics.registry(),
+    )?);
+    tracing::info!(
+        "open files limit {open_files_limit}; connections at most {} ({} per client address)",
+        caps.max,
+        caps.per_token
+    );
     let auth = state.auth.clone();
     spawn_access_flush(auth.clone(), args.token_access_flush);
     state.metrics.set_access_log(args.access_log);
@@ -223,6 +241,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             );
             accept_loop(
                 l,
+                connections.clone(),
                 tls.clone(),
                 reduct.router(browser),
                 args.header_timeout,
@@ -237,6 +256,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (_, reduct_result) = tokio::join!(
         accept_loop(
             listener,
+            connections.clone(),
             tls.clone(),
             app,
             args.header_timeout,
@@ -295,9 +315,12 @@ fn spawn_access_flush(auth: std::sync::Arc<Auth>, every: Duration) {
 /// opens a connection and trickles its request head would otherwise hold it forever. With
 /// `tls`, each connection's handshake runs in its own task and must end within
 /// `header_timeout` too. Every connection's writes are watched: an answer its client takes
-/// no bytes of for `send_timeout` ends the connection (`send_watch.rs`).
+/// no bytes of for `send_timeout` ends the connection (`send_watch.rs`). A connection
+/// past `connections`' caps is answered and closed at once (`crate::connections`).
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     listener: TcpListener,
+    connections: Arc<crate::connections::Connections>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     header_timeout: Duration,
@@ -307,18 +330,26 @@ async fn accept_loop(
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut signal = std::pin::pin!(shutdown_signal());
+    let mut failures = AcceptFailures::default();
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(c) => c,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
+                    failures.log(&e);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
             _ = &mut signal => break,
+        };
+        let slot = match connections.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(e) => {
+                connections.refuse(tcp, &e, tls.is_some());
+                continue;
+            }
         };
         // Small records are request/response ping-pong: never wait for Nagle.
         let _ = tcp.set_nodelay(true);
@@ -328,11 +359,15 @@ async fn accept_loop(
         let watcher = graceful.watcher();
         match &tls {
             None => {
-                tokio::spawn(serve_connection(tcp, peer, app, header_timeout, watcher));
+                tokio::spawn(async move {
+                    serve_connection(tcp, peer, app, header_timeout, watcher).await;
+                    drop(slot);
+                });
             }
             Some(acceptor) => {
                 let handshake = acceptor.accept(tcp);
                 tokio::spawn(async move {
+                    let _slot = slot;
                     match tokio::time::timeout(header_timeout, handshake).await {
                         Ok(Ok(tls)) => {
                             serve_connection(tls, peer, app, header_timeout, watcher).await
@@ -353,6 +388,33 @@ async fn accept_loop(
         _ = tokio::time::sleep(grace) => {
             tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
         }
+    }
+}
+
+/// The log of failed `accept`s: the first at once, then at most one line every 10 s with
+/// how many failed since (out of descriptors, each retry 50 ms apart would be 20 lines a
+/// second).
+#[derive(Default)]
+struct AcceptFailures {
+    last: Option<std::time::Instant>,
+    since: u64,
+}
+
+impl AcceptFailures {
+    fn log(&mut self, e: &std::io::Error) {
+        self.since += 1;
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(10))
+        {
+            return;
+        }
+        tracing::warn!(
+            "accept failed: {e} ({} time(s) since the last such line)",
+            self.since
+        );
+        self.last = Some(std::time::Instant::now());
+        self.since = 0;
     }
 }
 

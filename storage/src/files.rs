@@ -129,7 +129,7 @@ impl FileCache {
 
 /// The default budget: half of the soft `RLIMIT_NOFILE` after 128 descriptors kept for
 /// the index, sockets and spools; at least 16, at most 4,096.
-pub(crate) fn default_budget() -> usize {
+pub fn default_budget() -> usize {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -70,6 +70,8 @@ pub use error::{
     QueryError, RenameError, Result, TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
+/// The block files the store keeps open when `StoreOptions::max_open_files` is unset.
+pub use files::default_budget as default_open_files;
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };

@@ -65,6 +65,16 @@ pub struct CostArgs {
     /// (without authentication every client counts as one); more: 429 too_many_streams.
     #[arg(long, env = "TSBLOB_MAX_STREAMS_PER_TOKEN", default_value_t = Caps::STREAMS.per_token)]
     pub max_streams_per_token: usize,
+    /// Most connections open at once (both listeners together); past it a new one is
+    /// answered 503 busy and closed. Default: half of the file descriptors left after the
+    /// store's block files (--max-open-files) and 128 others, at most 256.
+    #[arg(long, env = "TSBLOB_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Most connections one client address may hold open at once; past it a new one is
+    /// answered 429 too_many_connections and closed. Connections from --trusted-proxies
+    /// count in --max-connections only. Default: half of --max-connections.
+    #[arg(long, env = "TSBLOB_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
     /// Live tails (follow=true queries) the server streams at once; a tail also counts as
     /// a stream (--max-streams). Past it, 429 too_many_tails.
     #[arg(long, env = "TSBLOB_MAX_TAILS", default_value_t = Caps::TAILS.max)]
@@ -161,6 +171,10 @@ pub struct Kind {
     pub noun: &'static str,
     pub flag: &'static str,
     pub flag_per_token: &'static str,
+    /// Who a share belongs to: "token", "client address".
+    pub caller: &'static str,
+    /// The refusals counter's `limit` label past a caller's share: `token`, `ip`.
+    pub caller_limit: &'static str,
     /// The error past the caller's share, and past the server's cap.
     pub per_token_refusal: fn(String) -> AppError,
     pub server_refusal: fn(String) -> AppError,
@@ -173,6 +187,8 @@ impl Kind {
         noun: "streams (query answers, live tails, MCAP exports)",
         flag: "--max-streams",
         flag_per_token: "--max-streams-per-token",
+        caller: "token",
+        caller_limit: "token",
         per_token_refusal: AppError::too_many,
         server_refusal: AppError::busy,
     };
@@ -181,9 +197,30 @@ impl Kind {
         noun: "live tails",
         flag: "--max-tails",
         flag_per_token: "--max-tails-per-token",
+        caller: "token",
+        caller_limit: "token",
         per_token_refusal: too_many_tails,
         server_refusal: too_many_tails,
     };
+    /// Open connections (`crate::connections`): 429 `too_many_connections` past the
+    /// client address's share, 503 `busy` past the server's.
+    pub const CONNECTIONS: Kind = Kind {
+        noun: "connections",
+        flag: "--max-connections",
+        flag_per_token: "--max-connections-per-ip",
+        caller: "client address",
+        caller_limit: "ip",
+        per_token_refusal: too_many_connections,
+        server_refusal: AppError::busy,
+    };
+}
+
+fn too_many_connections(message: String) -> AppError {
+    AppError::new(
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::TooManyConnections,
+        message,
+    )
 }
 
 fn too_many_tails(message: String) -> AppError {
@@ -194,8 +231,8 @@ fn too_many_tails(message: String) -> AppError {
     )
 }
 
-/// How many of one kind run, in all and per caller (token name), against [`Caps`]: the
-/// one implementation of the stream cap and of the tail cap.
+/// How many of one kind run, in all and per caller (a token's name, a client's address),
+/// against [`Caps`]: the one implementation of the stream, tail and connection caps.
 #[derive(Debug)]
 pub struct Limiter {
     kind: Kind,
@@ -213,6 +250,21 @@ struct Running {
     by_caller: HashMap<String, usize>,
 }
 
+impl Running {
+    /// One fewer, of `caller`'s when there is one.
+    fn release(&mut self, caller: Option<&str>) {
+        self.all = self.all.saturating_sub(1);
+        if let Some(c) = caller {
+            if let Some(n) = self.by_caller.get_mut(c) {
+                *n -= 1;
+                if *n == 0 {
+                    self.by_caller.remove(c);
+                }
+            }
+        }
+    }
+}
+
 impl Limiter {
     /// A limiter counting in `gauge`, its refusals in `refused` (labelled `limit`).
     pub fn new(kind: Kind, caps: Caps, gauge: IntGauge, refused: IntCounterVec) -> Limiter {
@@ -228,15 +280,27 @@ impl Limiter {
     /// A place for one more of `caller`'s, held until the returned slot is dropped (when
     /// the response's producer ends: the end of the answer or the client leaving).
     pub fn open(self: &Arc<Limiter>, caller: &str) -> Result<Slot, AppError> {
+        self.take(Some(caller))
+    }
+
+    /// A place counted in the server's cap only: for a caller whose share is not its own
+    /// (a trusted reverse proxy's connections carry many clients).
+    pub fn open_shared(self: &Arc<Limiter>) -> Result<Slot, AppError> {
+        self.take(None)
+    }
+
+    fn take(self: &Arc<Limiter>, caller: Option<&str>) -> Result<Slot, AppError> {
         let k = &self.kind;
         let mut s = self.state.lock();
-        let mine = s.by_caller.get(caller).copied().unwrap_or(0);
-        if mine >= self.caps.per_token {
-            self.refused.with_label_values(&["token"]).inc();
-            return Err((k.per_token_refusal)(format!(
-                "this token already has {mine} {} open, the server's limit per token ({} {}): close one, or retry after the Retry-After delay",
-                k.noun, k.flag_per_token, self.caps.per_token
-            )));
+        if let Some(c) = caller {
+            let mine = s.by_caller.get(c).copied().unwrap_or(0);
+            if mine >= self.caps.per_token {
+                self.refused.with_label_values(&[k.caller_limit]).inc();
+                return Err((k.per_token_refusal)(format!(
+                    "this {} already has {mine} {} open, the server's limit per {} ({} {}): close one, or retry after the Retry-After delay",
+                    k.caller, k.noun, k.caller, k.flag_per_token, self.caps.per_token
+                )));
+            }
         }
         if s.all >= self.caps.max {
             self.refused.with_label_values(&["server"]).inc();
@@ -246,11 +310,13 @@ impl Limiter {
             )));
         }
         s.all += 1;
-        *s.by_caller.entry(caller.to_string()).or_insert(0) += 1;
+        if let Some(c) = caller {
+            *s.by_caller.entry(c.to_string()).or_insert(0) += 1;
+        }
         self.gauge.inc();
         Ok(Slot {
             limiter: Arc::clone(self),
-            caller: caller.to_string(),
+            caller: caller.map(str::to_string),
         })
     }
 
@@ -264,19 +330,13 @@ impl Limiter {
 #[derive(Debug)]
 pub struct Slot {
     limiter: Arc<Limiter>,
-    caller: String,
+    /// `None`: counted in the server's cap only ([`Limiter::open_shared`]).
+    caller: Option<String>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut s = self.limiter.state.lock();
-        s.all = s.all.saturating_sub(1);
-        if let Some(n) = s.by_caller.get_mut(&self.caller) {
-            *n -= 1;
-            if *n == 0 {
-                s.by_caller.remove(&self.caller);
-            }
-        }
+        self.limiter.state.lock().release(self.caller.as_deref());
         self.limiter.gauge.dec();
     }
 }

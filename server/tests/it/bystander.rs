@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::reliability_cost::{
-    batch_head, call, hostile_globs, incompressible_zstd_batch, long_entry, stalled_batch_record,
-    start,
+    batch_head, call, call_from, hostile_globs, incompressible_zstd_batch, long_entry,
+    stalled_batch_record, start,
 };
 use crate::reliability_util::*;
 
@@ -27,6 +27,9 @@ const P99_BOUND: Duration = Duration::from_secs(1);
 const RSS_SLACK: u64 = 64 << 20;
 const BUDGET: u64 = 64 << 20;
 const ATTACK: Duration = Duration::from_secs(5);
+/// The bystander's address: another client than the attacks' (127.0.0.1), as connections
+/// are capped per client address (`--max-connections-per-ip`).
+const BYSTANDER: &str = "127.0.0.2";
 
 struct Figures {
     /// The server's RSS before the attack.
@@ -47,7 +50,8 @@ fn bystander(a: &str, pid: u32, ts: &AtomicU64) -> Figures {
     while started.elapsed() < ATTACK {
         let t = ts.fetch_add(1, Ordering::Relaxed);
         let op = Instant::now();
-        let (w, _) = call(
+        let (w, _) = call_from(
+            BYSTANDER,
             a,
             "POST",
             &format!("/api/v1/b/by/e?ts={t}"),
@@ -56,7 +60,8 @@ fn bystander(a: &str, pid: u32, ts: &AtomicU64) -> Figures {
         );
         lat.push(op.elapsed());
         let op = Instant::now();
-        let (r, _) = call(
+        let (r, _) = call_from(
+            BYSTANDER,
             a,
             "GET",
             "/api/v1/b/by/e?ts=1",

@@ -16,6 +16,7 @@ mod bystander;
 mod compare_e2e;
 #[cfg(feature = "bench")]
 mod compare_limit;
+mod connections;
 mod console;
 mod cp;
 mod damaged_query;

@@ -15,13 +15,30 @@ const ADMIN: &str = "cost-admin";
 
 /// One request on a fresh connection with the admin token; (status, raw answer).
 pub fn call(a: &str, method: &str, path: &str, body: &[u8], timeout: Duration) -> (u16, String) {
+    raw_http(a, &request(method, path, body), timeout)
+}
+
+/// [`call`] from another client address (`raw_http_from`).
+pub fn call_from(
+    from: &str,
+    a: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> (u16, String) {
+    raw_http_from(from, a, &request(method, path, body), timeout)
+}
+
+/// An admin's request, the connection closed after it.
+fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut r = format!(
         "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
     r.extend_from_slice(body);
-    raw_http(a, &r, timeout)
+    r
 }
 
 pub fn start(args: &[&str]) -> (Server, String) {
@@ -332,7 +349,17 @@ pub fn streams_end_within(a: &str, bound: Duration) -> Duration {
 #[test]
 fn glob_query_flood_used_up_the_blocking_pool() {
     use std::io::Write;
-    let (_s, a) = start(&["--max-streams-per-token", "1000", "--max-streams", "1000"]);
+    let (_s, a) = start(&[
+        "--max-streams-per-token",
+        "1000",
+        "--max-streams",
+        "1000",
+        // All 520 from one address (by default at most 128 of 256).
+        "--max-connections",
+        "1000",
+        "--max-connections-per-ip",
+        "1000",
+    ]);
     let entry = long_entry(&a);
     let globs = hostile_globs();
     let conns: Vec<_> = (0..520)

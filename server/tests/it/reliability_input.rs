@@ -394,7 +394,17 @@ fn threads_and_fds(pid: u32) -> (u64, usize) {
 #[test]
 fn slow_clients_are_cut_off_without_exhausting_the_server() {
     const SLOW: usize = 200;
-    let s = Server::start(&["--header-timeout", "2s", "--idle-timeout", "2s"]);
+    let s = Server::start(&[
+        "--header-timeout",
+        "2s",
+        "--idle-timeout",
+        "2s",
+        // All 200 from one address, each let in (`connections.rs` tests the caps).
+        "--max-connections",
+        "1000",
+        "--max-connections-per-ip",
+        "1000",
+    ]);
     let a = addr_of(&s.url(""));
     assert_eq!(raw_http(&a, &post("/api/v1/b/b", b""), T).0, 201);
     let (threads0, fds0) = threads_and_fds(s.pid());

@@ -66,7 +66,8 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
     const ENTRIES: u64 = 100;
     const WRITES: u64 = 60;
     // 200 tails from one token: over the default --max-streams-per-token and
-    // --max-tails-per-token (64 each; a tail counts in both).
+    // --max-tails-per-token (64 each; a tail counts in both), and from one address (over
+    // the default --max-connections-per-ip, 128).
     let s = Server::start(&[
         "--token",
         "root",
@@ -75,6 +76,10 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
         "--max-streams",
         "1000",
         "--max-tails-per-token",
+        "1000",
+        "--max-connections",
+        "1000",
+        "--max-connections-per-ip",
         "1000",
     ]);
     let admin = bearer("root");

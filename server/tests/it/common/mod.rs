@@ -43,8 +43,35 @@ impl Server {
         Server::spawn_env(data, listen, args, &[])
     }
 
+    /// A server whose process may open at most `limit` files (`ulimit -n LIMIT`, soft and
+    /// hard), on a fresh data folder.
+    pub fn start_with_open_files(args: &[&str], limit: u64) -> Server {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = serve_command(dir.path(), "127.0.0.1:0", args, &[]);
+        // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut s = Server::spawn_command(dir.path(), cmd);
+        s._dir = Some(dir);
+        s
+    }
+
     fn spawn_env(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut cmd = serve_command(data, listen, args, env);
+        Server::spawn_command(data, serve_command(data, listen, args, env))
+    }
+
+    fn spawn_command(data: &Path, mut cmd: Command) -> Server {
         cmd.stdout(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         let stderr = Arc::new(Mutex::new(String::new()));

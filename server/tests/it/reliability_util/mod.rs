@@ -139,7 +139,32 @@ pub fn decode_query(body: &[u8]) -> Result<Vec<Got>, String> {
 /// Sends `request` bytes as they are on a fresh connection and returns the status code and
 /// the raw answer (`0` and what arrived when no status line came back in `timeout`).
 pub fn raw_http(addr: &str, request: &[u8], timeout: Duration) -> (u16, String) {
-    let mut tcp = TcpStream::connect(addr).unwrap();
+    exchange(TcpStream::connect(addr).unwrap(), request, timeout)
+}
+
+/// [`raw_http`] from the loopback address `from` (every 127.x.y.z is this machine's): a
+/// client apart from those of 127.0.0.1 (connections are capped per client address).
+pub fn raw_http_from(from: &str, addr: &str, request: &[u8], timeout: Duration) -> (u16, String) {
+    exchange(connect_from(from, addr), request, timeout)
+}
+
+/// A blocking connection to `addr` from the loopback address `from`.
+pub fn connect_from(from: &str, addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let c = s.connect(addr.parse().unwrap()).await.unwrap();
+        let c = c.into_std().unwrap();
+        c.set_nonblocking(false).unwrap();
+        c
+    })
+}
+
+fn exchange(mut tcp: TcpStream, request: &[u8], timeout: Duration) -> (u16, String) {
     tcp.set_read_timeout(Some(timeout)).unwrap();
     tcp.set_write_timeout(Some(timeout)).unwrap();
     // A server that answers early and closes may make the rest of the write fail: fine.
