@@ -1,5 +1,5 @@
 //! Open connections, bounded: `--max-connections` in all, `--max-connections-per-ip` per
-//! client address, counted by the one [`Limiter`] of the stream and tail caps.
+//! client address (IPv6: per /64 network), counted by the one [`Limiter`] of the stream and tail caps.
 //!
 //! Why: every connection holds a file descriptor, a task and hyper's buffers from the
 //! moment it is accepted, before any token is checked. Without a cap, one client that
@@ -91,7 +91,7 @@ impl Connections {
         if self.trusted.iter().any(|n| n.contains(&peer)) {
             self.limiter.open_shared()
         } else {
-            self.limiter.open(&peer.to_string())
+            self.limiter.open(&client_of(peer))
         }
     }
 
@@ -129,6 +129,20 @@ impl Connections {
             drop(tcp);
             lingering.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+}
+
+/// The client an address counts for: an IPv4 address itself, an IPv6 address its /64
+/// network (one host is usually given a whole /64, so counting single addresses would
+/// give one client 2^64 shares).
+fn client_of(peer: IpAddr) -> String {
+    match peer {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            let net = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
+            format!("{net}/64")
+        }
     }
 }
 
@@ -243,6 +257,27 @@ mod tests {
         assert!(head.contains("\r\nx-reduct-error: full\r\n"), "{head}");
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["error"]["code"], "busy");
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64_network_and_a_mapped_ipv4_one_its_address() {
+        let caps = Caps {
+            max: 10,
+            per_token: 1,
+        };
+        let c = Connections::new(caps, vec![], &Registry::new()).unwrap();
+        let _a = c.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+        let e = c
+            .admit("2001:db8:1:2:ffff::9".parse().unwrap())
+            .unwrap_err();
+        assert!(
+            e.message.contains("--max-connections-per-ip 1"),
+            "{}",
+            e.message
+        );
+        let _b = c.admit("2001:db8:1:3::1".parse().unwrap()).unwrap();
+        let _v4 = c.admit("192.0.2.7".parse().unwrap()).unwrap();
+        assert!(c.admit("::ffff:192.0.2.7".parse().unwrap()).is_err());
     }
 
     #[test]
