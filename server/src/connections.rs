@@ -1,5 +1,6 @@
 //! Open connections, bounded: `--max-connections` in all, `--max-connections-per-ip` per
-//! client address (IPv6: per /64 network), counted by the one [`Limiter`] of the stream and tail caps.
+//! client address (IPv6: per /64 network), counted by the one [`Limiter`] of the stream
+//! and tail caps.
 //!
 //! Why: every connection holds a file descriptor, a task and hyper's buffers from the
 //! moment it is accepted, before any token is checked. Without a cap, one client that

@@ -181,12 +181,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
-    let caps = crate::connections::caps(
-        &args.cost,
-        open_files_limit,
-        args.max_open_files
-            .unwrap_or_else(tsblob_storage::default_open_files),
-    );
+    let open_files = args
+        .max_open_files
+        .unwrap_or_else(tsblob_storage::default_open_files);
+    let caps = crate::connections::caps(&args.cost, open_files_limit, open_files);
+    if caps.max + open_files + 128 > open_files_limit {
+        tracing::warn!(
+            "--max-connections {} and --max-open-files {open_files} (+128 for the index and spools) pass the open files limit {open_files_limit}: past it new connections fail to be accepted; raise `ulimit -n` (LimitNOFILE= in a systemd unit)",
+            caps.max
+        );
+    }
     let connections = Arc::new(crate::connections::Connections::new(
         caps,
         args.trusted_proxies.clone(),

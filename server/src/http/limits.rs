@@ -70,9 +70,10 @@ pub struct CostArgs {
     /// store's block files (--max-open-files) and 128 others, at most 256.
     #[arg(long, env = "TSBLOB_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
-    /// Most connections one client address (IPv6: its /64) may hold open at once; past it a new one is
-    /// answered 429 too_many_connections and closed. Connections from --trusted-proxies
-    /// count in --max-connections only. Default: half of --max-connections.
+    /// Most connections one client address (IPv6: its /64) may hold open at once; past it
+    /// a new one is answered 429 too_many_connections and closed. Connections from
+    /// --trusted-proxies count in --max-connections only. Default: half of
+    /// --max-connections.
     #[arg(long, env = "TSBLOB_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
     /// Live tails (follow=true queries) the server streams at once; a tail also counts as
