@@ -11,6 +11,7 @@ use tsblob_storage::{BucketInfo, BucketSettings, BucketSettingsUpdate, EntryInfo
 
 use super::auth::Caller;
 use super::body::json_or_default;
+use super::budget::Held;
 use super::errors::{blocking, AppError, ErrorBody};
 use super::records::EntryJson;
 use super::AppState;
@@ -246,26 +247,60 @@ pub async fn list(
     }))
 }
 
-/// A bucket's info and its entries' (what both APIs answer for one bucket).
+/// What one entry of a bucket's answer holds at its peak besides its name: its
+/// `EntryInfo`, its JSON form and its text (the name is in each of the three).
+const ENTRY_ANSWER_BYTES: u64 = 320;
+
+/// A bucket's info and its entries' (what both APIs answer for one bucket), with the room
+/// the answer holds in `--memory-budget` until its client has it ([`counted_json`]).
+/// Bug "entry list flood": a bucket of 50,000 entries answers 5.5 MB of JSON, and 64 such
+/// answers at once took the server's RSS 111 → 550 MB, outside the budget; now each waits
+/// for its room (at most `--memory-wait`, then 503 `busy`).
 pub(crate) async fn info_and_entries(
     state: &AppState,
     name: String,
-) -> Result<(BucketInfo, Vec<EntryInfo>), AppError> {
+) -> Result<(BucketInfo, Vec<EntryInfo>, Held), AppError> {
+    let what = "a bucket's list of entries";
     let store = state.store.clone();
-    blocking(move || {
-        let info = store.bucket(&name)?;
-        let entries = store.list_entries(&name)?;
-        Ok((info, entries))
-    })
-    .await
+    let n = name.clone();
+    let info = blocking(move || Ok(store.bucket(&n)?)).await?;
+    let mut room = state.bodies.empty();
+    room.cover(info.entry_count.saturating_mul(ENTRY_ANSWER_BYTES), what)
+        .await?;
+    let store = state.store.clone();
+    let entries = blocking(move || Ok(store.list_entries(&name)?)).await?;
+    let exact = entries
+        .iter()
+        .map(|e| ENTRY_ANSWER_BYTES + 3 * e.name.len() as u64)
+        .sum();
+    room.cover(exact, what).await?;
+    Ok((info, entries, room))
 }
 
-async fn bucket_with_entries(state: &AppState, name: String) -> Result<BucketJson, AppError> {
-    let (info, entries) = info_and_entries(state, name).await?;
-    Ok(BucketJson::new(
+/// `value` as a JSON answer whose text holds its share of `room` until the connection
+/// wrote it (the rest of `room` is given back now).
+pub(crate) fn counted_json<T: Serialize>(value: &T, mut room: Held) -> Result<Response, AppError> {
+    let text = serde_json::to_vec(value)
+        .map_err(|e| AppError::internal(format!("an answer could not be written as JSON: {e}")))?;
+    let len = text.len() as u64;
+    let body = room.attach(bytes::Bytes::from(text), len);
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+async fn bucket_with_entries(state: &AppState, name: String) -> Result<Response, AppError> {
+    let (info, entries, room) = info_and_entries(state, name).await?;
+    let json = BucketJson::new(
         &info,
         Some(entries.into_iter().map(EntryJson::from).collect()),
-    ))
+    );
+    counted_json(&json, room)
 }
 
 /// Settings, sizes and entries of a bucket.
@@ -276,10 +311,10 @@ pub async fn get_bucket(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(bucket): Path<String>,
-) -> Result<Json<BucketJson>, AppError> {
+) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_read(&bucket)?;
-    Ok(Json(bucket_with_entries(&state, bucket).await?))
+    bucket_with_entries(&state, bucket).await
 }
 
 /// Creates a bucket; the body (optional) holds settings, the rest are the server defaults.
@@ -317,14 +352,14 @@ pub async fn update(
     Extension(caller): Extension<Caller>,
     Path(bucket): Path<String>,
     body: Body,
-) -> Result<Json<BucketJson>, AppError> {
+) -> Result<Response, AppError> {
     tsblob_storage::validate_bucket_name(&bucket)?;
     caller.require_admin("change bucket settings")?;
     let update = SettingsInput::read(body, &state.limits).await?;
     let store = state.store.clone();
     let name = bucket.clone();
     blocking(move || Ok(store.update_bucket(&name, &update)?)).await?;
-    Ok(Json(bucket_with_entries(&state, bucket).await?))
+    bucket_with_entries(&state, bucket).await
 }
 
 /// Removes a bucket and all its data.
@@ -367,7 +402,7 @@ pub async fn rename(
     blocking(move || Ok(store.rename_bucket(&old, &to)?)).await?;
     // Replication tasks whose source it is follow it.
     state.replications.bucket_renamed(&bucket, &new).await;
-    Ok(Json(bucket_with_entries(&state, new).await?).into_response())
+    bucket_with_entries(&state, new).await
 }
 
 /// Server-wide figures.

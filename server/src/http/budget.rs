@@ -226,8 +226,8 @@ impl MemoryBudget {
     /// The 503 of a request that found no room in time.
     pub fn busy(&self, what: &str) -> AppError {
         AppError::busy(format!(
-            "the server's memory budget for requests ({} MiB, --memory-budget) is in use by other requests and {what} found no room within {} ms (--memory-wait): retry after the Retry-After delay, send smaller batches or records, or raise --memory-budget",
-            self.inner.limit >> 20,
+            "the server's memory budget for requests ({}, --memory-budget) is in use by other requests and {what} found no room within {} ms (--memory-wait): retry after the Retry-After delay, send smaller batches or records, or raise --memory-budget",
+            tsblob_proto::format_size(self.inner.limit),
             self.inner.wait.as_millis()
         ))
     }

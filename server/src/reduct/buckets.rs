@@ -3,8 +3,8 @@
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::Method;
-use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::response::Response;
+use axum::Extension;
 
 use super::wire::{BucketFullJson, BucketJson, EntryJson, Settings};
 use super::{method_not_allowed, ok_empty, Ctx};
@@ -28,7 +28,7 @@ pub async fn bucket_route(
     match method {
         Method::GET => {
             caller.require_read(&bucket)?;
-            Ok(Json(full_info(state, bucket).await?).into_response())
+            full_info(state, bucket).await
         }
         Method::HEAD => {
             caller.require_read(&bucket)?;
@@ -74,13 +74,16 @@ async fn settings_body(state: &AppState, body: Body) -> Result<Settings, AppErro
     .await
 }
 
-async fn full_info(state: &AppState, name: String) -> Result<BucketFullJson, AppError> {
-    let (info, entries) = crate::http::buckets::info_and_entries(state, name).await?;
-    Ok(BucketFullJson {
+/// The bucket's full info, its answer counted in `--memory-budget` as the native one
+/// (`crate::http::buckets::info_and_entries`).
+async fn full_info(state: &AppState, name: String) -> Result<Response, AppError> {
+    let (info, entries, room) = crate::http::buckets::info_and_entries(state, name).await?;
+    let json = BucketFullJson {
         info: BucketJson::from(&info),
         settings: Settings::from(&info.settings),
         entries: entries.iter().map(EntryJson::from).collect(),
-    })
+    };
+    crate::http::buckets::counted_json(&json, room)
 }
 
 /// `PUT /api/v1/b/{bucket}/rename`: the native rename (`{"new_name": ...}`, admin only);

@@ -597,3 +597,74 @@ fn mcap_exports_were_outside_the_stream_caps() {
     let ended = streams_end_within(&a, Duration::from_secs(3));
     println!("2 stalled exports ended {ended:?} after their clients left");
 }
+
+/// Bug "entry list flood": a bucket's answer lists every entry, and it was made outside
+/// `--memory-budget` (a bucket of 50,000 entries answers 5.5 MB; 64 of those at once took
+/// a release server's RSS 111 → 550 MB). Each answer now takes its room first (≈ 0.3–1 KB
+/// an entry): past the budget it is 503 `busy` in both APIs, and a small bucket is served.
+#[test]
+fn a_buckets_entry_list_was_made_outside_the_memory_budget() {
+    let (s, a) = start(&[
+        "--memory-budget",
+        "256KiB",
+        "--memory-wait",
+        "100ms",
+        "--reductstore-prefix",
+        "/reduct",
+    ]);
+    let t = Duration::from_secs(20);
+    for bucket in ["wide", "narrow"] {
+        assert_eq!(
+            call(&a, "POST", &format!("/api/v1/b/{bucket}"), b"", t).0,
+            201
+        );
+    }
+    // 1,000 entries: ≈ 400 KB of room, over the whole budget.
+    let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+    for i in 0..1000 {
+        let path = format!("/api/v1/b/wide/entry-{i:04}?ts=1");
+        let r = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: 1\r\n\r\nx"
+        );
+        std::io::Write::write_all(&mut tcp, r.as_bytes()).unwrap();
+    }
+    // The answers, pipelined: read until the thousandth.
+    let mut seen = String::new();
+    let mut buf = [0u8; 65536];
+    tcp.set_read_timeout(Some(t)).unwrap();
+    while seen.matches("HTTP/1.1 201").count() < 1000 {
+        let n = std::io::Read::read(&mut tcp, &mut buf).unwrap();
+        assert!(
+            n > 0,
+            "closed after {} writes",
+            seen.matches("HTTP/1.1 201").count()
+        );
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    for i in 0..10 {
+        let path = format!("/api/v1/b/narrow/e{i}?ts=1");
+        assert_eq!(call(&a, "POST", &path, b"x", t).0, 201);
+    }
+    for path in ["/api/v1/b/wide", "/reduct/api/v1/b/wide"] {
+        let (status, answer) = call(&a, "GET", path, b"", t);
+        assert_eq!(status, 503, "{path}: {answer}");
+        // The native API's code, ReductStore's header.
+        assert!(
+            answer.contains("\"busy\"") || answer.contains("x-reduct-error: the server's"),
+            "{answer}"
+        );
+        assert!(answer.contains("a bucket's list of entries"), "{answer}");
+        assert!(answer.contains("(256 KiB, --memory-budget)"), "{answer}");
+    }
+    for path in ["/api/v1/b/narrow", "/reduct/api/v1/b/narrow"] {
+        let (status, answer) = call(&a, "GET", path, b"", t);
+        assert_eq!(status, 200, "{path}: {answer}");
+        assert_eq!(answer.matches("\"name\":\"e").count(), 10, "{answer}");
+    }
+    let (status, answer) = call(&a, "GET", "/metrics", b"", t);
+    assert_eq!(status, 200);
+    assert!(
+        answer.contains("tsblob_memory_budget_used_bytes 0"),
+        "the answers' room was not given back"
+    );
+}
