@@ -179,8 +179,22 @@ pub fn parse_text(text: &str) -> Result<Condition, WhenError> {
     parse(&json)
 }
 
-/// Parses a `when` object.
+/// Parses a `when` object of at most [`tsblob_storage::MAX_CONDITION_PARTS`] parts.
 pub fn parse(json: &Json) -> Result<Condition, WhenError> {
+    let c = parse_any(json)?;
+    let (parts, max) = (c.parts(), tsblob_storage::MAX_CONDITION_PARTS);
+    if parts > max {
+        return Err(WhenError::unprocessable(
+            "invalid_condition",
+            format!(
+                "when: the condition has {parts} parts (operators, operands, label names), over the limit of {max}: every record a query walks evaluates all of them; simplify it, or split the query"
+            ),
+        ));
+    }
+    Ok(c)
+}
+
+fn parse_any(json: &Json) -> Result<Condition, WhenError> {
     let entries = match json {
         Json::Obj(entries) => directives(entries)?,
         // a bare value, as in ReductStore: `true`, `"&flag"`, `1`

@@ -333,3 +333,23 @@ fn reductstore_forms_and_operators_were_a_400() {
         .expect_err("time zone");
     assert_eq!(e.code, "unsupported_time_zone");
 }
+
+/// Bug "huge condition": a `{"$in": [...]}` of 520,000 numbers fits a 1 MiB body, cost
+/// every record it was evaluated on 520,000 comparisons (integer compares do no text
+/// work, so no other bound stopped them) and was copied into each entry's cursor. A
+/// condition of more than `MAX_CONDITION_PARTS` parts is now a 422 `invalid_condition`.
+#[test]
+fn a_condition_of_520000_operands_was_evaluated_on_every_record() {
+    let values = |n: usize| vec!["0"; n].join(",");
+    // `$in` (1), its label (1) and 4,094 values: at the limit.
+    let at = format!(r#"{{"&x": {{"$in": [{}]}}}}"#, values(4094));
+    assert_eq!(p(&at).parts(), tsblob_storage::MAX_CONDITION_PARTS);
+    let over = format!(r#"{{"&x": {{"$in": [{}]}}}}"#, values(520_000));
+    let e = parse_text(&over).expect_err("a 520,000-operand condition was accepted");
+    assert_eq!(e.code, "invalid_condition");
+    assert!(
+        e.message.contains("520002 parts") && e.message.contains("limit of 4096"),
+        "{}",
+        e.message
+    );
+}

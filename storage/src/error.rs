@@ -193,6 +193,14 @@ pub enum QueryError {
     MissingLabel { label: String, ts: u64 },
     #[error("the strict condition cannot be evaluated on record {ts}: {message}; drop `strict` to treat such a record as not matching")]
     Invalid { message: String, ts: u64 },
+    /// The condition's parts times the entries walked (each holds a copy) pass
+    /// [`crate::when::MAX_QUERY_CONDITION_PARTS`].
+    #[error("the condition has {parts} parts and the query walks {entries} entries, each with its own copy: over the limit of {max} parts in all; query fewer entries (a narrower pattern) or simplify the condition")]
+    TooLarge {
+        parts: usize,
+        entries: usize,
+        max: usize,
+    },
 }
 
 /// A rename that was refused; nothing was changed.

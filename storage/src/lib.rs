@@ -94,7 +94,10 @@ pub use settings::{
 };
 pub use store::{QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
-pub use when::{is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value};
+pub use when::{
+    is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value, MAX_CONDITION_PARTS,
+    MAX_QUERY_CONDITION_PARTS,
+};
 pub use write_round::{Group, GroupResult, TimedGroup, TimedRecord};
 
 /// The current time in microseconds since the Unix epoch.

@@ -238,6 +238,52 @@ pub enum Condition {
     Aggregate(Agg, Operand),
 }
 
+/// The most parts (operators, operands, label names) a condition may have: what one
+/// record's evaluation may walk, and what each entry of a query holds a copy of. A
+/// `{"$in": [...]}` of 520,000 numbers fits a 1 MiB body; evaluated on every record it
+/// cost each record 520,000 comparisons, and each entry of the query held ~16 MB of it.
+pub const MAX_CONDITION_PARTS: usize = 4096;
+
+/// The most condition parts a query may hold over all its entries (each entry's cursor has
+/// its own copy, with its own aggregation state): ≈ 64 MB.
+pub const MAX_QUERY_CONDITION_PARTS: usize = 1 << 20;
+
+impl Condition {
+    /// Its operators, operands and label names, counted one each (see
+    /// [`MAX_CONDITION_PARTS`]).
+    pub fn parts(&self) -> usize {
+        fn all(cs: &[Condition]) -> usize {
+            cs.iter().map(Condition::parts).sum()
+        }
+        1 + match self {
+            Condition::And(cs) | Condition::Or(cs) | Condition::Not(cs) | Condition::Xor(cs) => {
+                all(cs)
+            }
+            Condition::Compare(_, a, b) | Condition::Str(_, a, b) | Condition::Gate(a, b) => {
+                a.parts() + b.parts()
+            }
+            Condition::In(o, list) | Condition::NotIn(o, list) => {
+                o.parts() + list.iter().map(Operand::parts).sum::<usize>()
+            }
+            Condition::Exists(names) => names.len(),
+            Condition::ExistsOf(os) => os.iter().map(Operand::parts).sum(),
+            Condition::Truthy(o) | Condition::Aggregate(_, o) => o.parts(),
+            Condition::EachN(_) | Condition::EachT(_) | Condition::Limit(_) => 0,
+        }
+    }
+}
+
+impl Operand {
+    /// Itself and what it is computed from, one each.
+    pub fn parts(&self) -> usize {
+        1 + match self {
+            Operand::Func(_, args) => args.iter().map(Operand::parts).sum(),
+            Operand::Cond(c) => c.parts(),
+            Operand::Label(_) | Operand::Computed(_) | Operand::Timestamp | Operand::Const(_) => 0,
+        }
+    }
+}
+
 /// Why evaluation stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Stop {

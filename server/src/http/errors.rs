@@ -341,7 +341,7 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
         Error::Query(QueryError::MissingLabel { .. }) => {
             (S::UNPROCESSABLE_ENTITY, ErrorCode::MissingLabel)
         }
-        Error::Query(QueryError::Invalid { .. }) => {
+        Error::Query(QueryError::Invalid { .. } | QueryError::TooLarge { .. }) => {
             (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidCondition)
         }
         Error::Tier(TierError::ReadOnly(_)) => (S::METHOD_NOT_ALLOWED, ErrorCode::ReadOnlyReplica),

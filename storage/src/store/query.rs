@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::block::RecordReader;
 use crate::codec::index::IndexValue;
 use crate::entry::Entry;
-use crate::error::{Error, Result};
+use crate::error::{Error, QueryError, Result};
 use crate::histogram::{Histogram, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS, PAGE_RECORDS};
 use crate::index::{Index, Order};
 use crate::pattern::{EntryPattern, EntrySelection};
@@ -312,7 +312,7 @@ impl Store {
     pub fn query(&self, bucket: &str, entry: &str, query: &Query) -> Result<QueryIter> {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
-        Ok(self.walk(bucket, vec![e], query))
+        self.walk(bucket, vec![e], query)
     }
 
     /// The names of the entries of `bucket` that `patterns` name, sorted: plain names (which
@@ -352,7 +352,7 @@ impl Store {
         let names = self.match_entries(bucket, patterns)?;
         // An entry removed since it was listed simply has nothing.
         let entries = names.iter().filter_map(|n| b.entry(n)).collect();
-        Ok(self.walk(bucket, entries, query))
+        self.walk(bucket, entries, query)
     }
 
     /// The names of the entries of `bucket` that `selection` picks, sorted (ReductStore's
@@ -384,12 +384,26 @@ impl Store {
             .filter(|e| selection.selects(e.name()))
             .collect();
         entries.sort_by(|x, y| x.name().cmp(y.name()));
-        Ok(self.walk(bucket, entries, query))
+        self.walk(bucket, entries, query)
     }
 
-    /// A query over `entries` (sorted by name): a cursor each, merged.
-    fn walk(&self, bucket: &str, entries: Vec<Arc<Entry>>, query: &Query) -> QueryIter {
-        QueryIter {
+    /// A query over `entries` (sorted by name): a cursor each, merged. Each cursor holds a
+    /// copy of the condition: their parts together are bounded
+    /// ([`crate::when::MAX_QUERY_CONDITION_PARTS`]).
+    fn walk(&self, bucket: &str, entries: Vec<Arc<Entry>>, query: &Query) -> Result<QueryIter> {
+        if let Some(c) = &query.when {
+            let parts = c.parts();
+            let max = crate::when::MAX_QUERY_CONDITION_PARTS;
+            if parts.saturating_mul(entries.len()) > max {
+                return Err(QueryError::TooLarge {
+                    parts,
+                    entries: entries.len(),
+                    max,
+                }
+                .into());
+            }
+        }
+        Ok(QueryIter {
             store: self.clone(),
             shared: Arc::new(QueryShared {
                 store: self.clone(),
@@ -405,7 +419,7 @@ impl Store {
             ended: query.limit == Some(0),
             windowed: false,
             shared_attrs: false,
-        }
+        })
     }
 }
 
@@ -679,6 +693,42 @@ mod histogram_tests {
         let s = Store::open(dir.path(), opts).unwrap();
         s.create_bucket("b", BucketSettings::default()).unwrap();
         (dir, s)
+    }
+
+    /// Each entry's cursor holds its own copy of the condition: a query's copies are
+    /// bounded in all (`MAX_QUERY_CONDITION_PARTS`), a typed error past them.
+    #[test]
+    fn a_condition_copied_into_every_entry_is_bounded_in_all() {
+        use crate::when::{Condition, Operand, Value, MAX_QUERY_CONDITION_PARTS};
+        let (_d, s) = store();
+        for i in 0..300 {
+            s.write("b", &format!("e{i}"), &WriteMeta::at(1), b"x")
+                .unwrap();
+        }
+        let values = (0..3998).map(|v| Operand::Const(Value::Int(v))).collect();
+        let when = Condition::In(Operand::Label("x".into()), values);
+        assert_eq!(when.parts(), 4000);
+        let q = Query {
+            when: Some(when),
+            ..Query::default()
+        };
+        let all = ["**".to_string()];
+        match s.query_entries("b", &all, &q) {
+            Err(Error::Query(QueryError::TooLarge {
+                parts,
+                entries,
+                max,
+            })) => {
+                assert_eq!(
+                    (parts, entries, max),
+                    (4000, 300, MAX_QUERY_CONDITION_PARTS)
+                );
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("4,000 parts over 300 entries were accepted"),
+        }
+        let few = ["e1*".to_string()]; // e1, e10–e19, e100–e199: 111 entries
+        assert!(s.query_entries("b", &few, &q).is_ok());
     }
 
     #[test]
