@@ -604,7 +604,7 @@ fn mcap_exports_were_outside_the_stream_caps() {
 /// an entry): past the budget it is 503 `busy` in both APIs, and a small bucket is served.
 #[test]
 fn a_buckets_entry_list_was_made_outside_the_memory_budget() {
-    let (s, a) = start(&[
+    let (_s, a) = start(&[
         "--memory-budget",
         "256KiB",
         "--memory-wait",
