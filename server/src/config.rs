@@ -272,6 +272,14 @@ pub struct ServeArgs {
     /// entries until read to the end or idle for its TTL); past it, 429.
     #[arg(long, env = "TSBLOB_REDUCTSTORE_MAX_QUERIES", default_value_t = 1024)]
     pub reductstore_max_queries: usize,
+    /// Query sessions of the ReductStore API one token may hold open at once (without
+    /// tokens, all callers share this count); past it, 429.
+    #[arg(
+        long,
+        env = "TSBLOB_REDUCTSTORE_MAX_QUERIES_PER_TOKEN",
+        default_value_t = 256
+    )]
+    pub reductstore_max_queries_per_token: usize,
     /// The cost bounds of requests (`http/limits.rs`).
     #[command(flatten)]
     pub cost: crate::http::limits::CostArgs,

@@ -220,6 +220,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         state.clone(),
         crate::reduct::query::SessionLimits {
             max: args.reductstore_max_queries,
+            per_token: args.reductstore_max_queries_per_token,
         },
     );
     let tails = state.tails.clone();

@@ -56,11 +56,16 @@ const MAX_TTL: u64 = 24 * 3600;
 pub struct SessionLimits {
     /// Sessions open at once (`--reductstore-max-queries`).
     pub max: usize,
+    /// Of them, one token's (`--reductstore-max-queries-per-token`).
+    pub per_token: usize,
 }
 
 impl Default for SessionLimits {
     fn default() -> Self {
-        SessionLimits { max: 1024 }
+        SessionLimits {
+            max: 1024,
+            per_token: 256,
+        }
     }
 }
 
@@ -493,6 +498,19 @@ async fn open(
     let id = sessions.next.fetch_add(1, Ordering::Relaxed);
     let mut map = sessions.lock();
     Sessions::sweep(&mut map, now);
+    let mine = map
+        .values()
+        .filter(|s| s.token == caller.token_hash)
+        .count();
+    if mine >= sessions.limits.per_token {
+        return Err(AppError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::TooManyStreams,
+            format!(
+                "this token already has {mine} query sessions open, the server's limit per token (--reductstore-max-queries-per-token): read them to their end, give them a short ttl, or raise the limit"
+            ),
+        ));
+    }
     if map.len() >= sessions.limits.max {
         return Err(AppError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -538,6 +556,11 @@ fn attachment_records(
     query: &tsblob_storage::Query,
 ) -> Result<std::collections::VecDeque<Out>, AppError> {
     let mut out = Vec::new();
+    // Each entry once: a name repeated 100,000 times in a 1 MiB body made as many copies of
+    // its attachments.
+    let mut patterns: Vec<&String> = patterns.iter().collect();
+    patterns.sort();
+    patterns.dedup();
     for p in patterns {
         let parent = super::attachments::meta_parent(p).ok_or_else(|| {
             AppError::unprocessable(

@@ -668,3 +668,41 @@ fn a_buckets_entry_list_was_made_outside_the_memory_budget() {
         "the answers' room was not given back"
     );
 }
+
+/// Bug "session hoarding": one token could open every ReductStore query session the
+/// server allows (`--reductstore-max-queries`, 1,024) with a TTL of a day, and every other
+/// client's query was 429 for that day. A token now holds at most
+/// `--reductstore-max-queries-per-token` of them.
+#[test]
+fn one_token_held_every_reductstore_query_session() {
+    let (_s, a) = start(&[
+        "--reductstore-prefix",
+        "/reduct",
+        "--reductstore-max-queries",
+        "5",
+        "--reductstore-max-queries-per-token",
+        "2",
+    ]);
+    let t = Duration::from_secs(20);
+    assert_eq!(call(&a, "POST", "/api/v1/b/s", b"", t).0, 201);
+    assert_eq!(call(&a, "POST", "/api/v1/b/s/e?ts=1", b"x", t).0, 201);
+    let open = || {
+        call(
+            &a,
+            "POST",
+            "/reduct/api/v1/io/s/q",
+            br#"{"query_type": "QUERY", "entries": ["e"], "ttl": 86400}"#,
+            t,
+        )
+    };
+    for _ in 0..2 {
+        let (status, answer) = open();
+        assert_eq!(status, 200, "{answer}");
+    }
+    let (status, answer) = open();
+    assert_eq!(status, 429, "{answer}");
+    assert!(
+        answer.contains("--reductstore-max-queries-per-token"),
+        "{answer}"
+    );
+}
