@@ -140,7 +140,13 @@ fn hang_slow_upload_blocks_neither_metrics_nor_delete_nor_writes() {
 #[test]
 fn many_slow_uploads_do_not_starve_a_point_read_or_a_small_write() {
     const SLOW: usize = 600;
-    let s = Server::start(&[]);
+    // All 600 from one address let in (`connections.rs` tests the caps).
+    let s = Server::start(&[
+        "--max-connections",
+        "1000",
+        "--max-connections-per-ip",
+        "1000",
+    ]);
     let a = addr_of(&s.url(""));
     create(&a, "b", json!({}));
     put(&a, "/api/v1/b/b/point?ts=1", b"point");

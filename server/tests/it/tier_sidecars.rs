@@ -139,20 +139,26 @@ async fn a_block_whose_sidecar_would_be_over_the_bound_stays_local_and_others_ti
         assert_eq!(write(&c, &s, "front", ts).await, 201);
     }
     relabel_each(&c, &s, 1, 2300).await;
-    // More records until the first block is sealed and turned down, then the second is
-    // sealed and tiered.
+    // More records until the first two blocks are sealed (a third is written to): the
+    // first is turned down, the second tiered. Writing stops there, so no later block can
+    // be sealed and tiered before the check (it was written on until one tiered, and a
+    // slow tier thread then tiered several at once: CI, 2026-11-28).
     let mut ts = 2300u64;
     let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    while bucket_info(&c, &s).await["block_count"].as_u64() < Some(3) {
         for _ in 0..100 {
             ts += 1;
             assert_eq!(write(&c, &s, "front", ts).await, 201);
         }
+        assert!(Instant::now() < deadline, "blocks not sealed");
+    }
+    loop {
         let info = bucket_info(&c, &s).await;
-        if info["tiered_blocks"] == 1 {
+        if info["tiered_blocks"].as_u64() >= Some(1) {
             break;
         }
         assert!(Instant::now() < deadline, "no block tiered: {info}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
         common::metric(&c, &s, "tsblob_tier_oversized_sidecars").await,
