@@ -109,12 +109,7 @@ pub async fn write_many(t: Target, req: Request) -> Result<Response, AppError> {
         .saturating_mul(limits.max_count as u64)
         .saturating_add(JSON_SLACK);
     let bytes = body(req, &t.state, limit, "the body of an attachments write").await?;
-    let docs: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(&bytes).map_err(|e| {
-        AppError::unprocessable(
-            ErrorCode::InvalidAttachment,
-            format!("the body must be one JSON object of attachments, name → document, e.g. {{\"schema\": {{\"version\": 2}}}} ({e})"),
-        )
-    })?;
+    let docs = parse_docs(&bytes, limits.max_count)?;
     let docs: Vec<(String, Vec<u8>)> = docs
         .into_iter()
         .map(|(n, v)| (n, v.get().as_bytes().to_vec()))
@@ -122,6 +117,54 @@ pub async fn write_many(t: Target, req: Request) -> Result<Response, AppError> {
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let stored = blocking(move || Ok(store.write_attachments(&bucket, &entry, docs)?)).await?;
     Ok(written(&stored))
+}
+
+/// The attachments of a write's body, name → document (a repeated name keeps its last
+/// document), read until more than `max` distinct names: a body of 580,000 short names (5
+/// MiB, under the body limit) built ~100 MB of maps before the store refused them.
+fn parse_docs(bytes: &[u8], max: usize) -> Result<BTreeMap<String, Box<RawValue>>, AppError> {
+    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, Visitor};
+    struct Docs(usize);
+    impl<'de> Visitor<'de> for Docs {
+        type Value = BTreeMap<String, Box<RawValue>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object of attachments")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((name, doc)) = map.next_entry::<String, Box<RawValue>>()? {
+                out.insert(name, doc);
+                if out.len() > self.0 {
+                    return Err(A::Error::custom(TOO_MANY));
+                }
+            }
+            Ok(out)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Docs {
+        type Value = BTreeMap<String, Box<RawValue>>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    const TOO_MANY: &str = "too many attachments";
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let docs = Docs(max)
+        .deserialize(&mut de)
+        .and_then(|d| de.end().map(|()| d));
+    docs.map_err(|e| {
+        if e.to_string().starts_with(TOO_MANY) {
+            AppError::unprocessable(
+                ErrorCode::TooManyAttachments,
+                format!("the body holds more than {max} attachments, the limit of an entry (--max-attachments): write fewer at once"),
+            )
+        } else {
+            AppError::unprocessable(
+                ErrorCode::InvalidAttachment,
+                format!("the body must be one JSON object of attachments, name → document, e.g. {{\"schema\": {{\"version\": 2}}}} ({e})"),
+            )
+        }
+    })
 }
 
 /// Writes one attachment: the body is its JSON document.
@@ -200,4 +243,39 @@ fn query_names(query: Option<&str>) -> Result<Option<Vec<String>>, AppError> {
         }
     }
     Ok(names)
+}
+
+#[cfg(test)]
+mod parse_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Bug "attachment key flood": a body of 580,000 short names (5 MiB, under the body
+    /// limit) was parsed whole into maps of ~100 MB before the store refused the count;
+    /// the parse now stops at the first name past `--max-attachments`.
+    #[test]
+    fn a_body_of_many_names_stops_at_the_first_past_the_limit() {
+        let many: String = (0..580_000)
+            .map(|i| format!("\"k{i}\":0"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = parse_docs(format!("{{{many}}}").as_bytes(), 64).unwrap_err();
+        assert_eq!(
+            (e.status.as_u16(), e.code),
+            (422, ErrorCode::TooManyAttachments)
+        );
+        assert!(
+            e.message.contains("more than 64 attachments"),
+            "{}",
+            e.message
+        );
+        // A repeated name keeps its last document and counts once.
+        let d = parse_docs(br#"{"a": 1, "b": {"x": 2}, "a": 3}"#, 2).unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d["a"].get(), "3");
+        for bad in [&b"[1]"[..], b"{\"a\": 1} x", b"{\"a\":"] {
+            let e = parse_docs(bad, 64).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidAttachment, "{}", e.message);
+        }
+    }
 }
