@@ -110,6 +110,10 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>,
         .transpose()
 }
 
+/// The most entries a v2 batch may name (`x-reduct-entries`): a record header each can
+/// carry no more than hyper's 100 headers anyway.
+const MAX_V2_ENTRIES: usize = 1024;
+
 /// v2: the records in body order (entry index, then timestamp).
 fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
     let entries: Vec<String> = match header_str(headers, "x-reduct-entries")? {
@@ -119,6 +123,11 @@ fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
             ))
         }
         Some(s) if s.trim().is_empty() => Vec::new(),
+        Some(s) if s.split(',').count() > MAX_V2_ENTRIES => {
+            return Err(malformed(format!(
+                "x-reduct-entries names more than {MAX_V2_ENTRIES} entries: send fewer in one batch"
+            )))
+        }
         Some(s) => s.split(',').map(decode_name).collect::<Result<_, _>>()?,
     };
     let start: u64 = header_str(headers, "x-reduct-start-ts")?
@@ -169,6 +178,18 @@ fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
         let (size, (content_type, labels)) =
             parse_record_v2(v, previous[i].as_ref(), names.as_deref())
                 .map_err(|e| malformed(format!("x-reduct-{i}-{d}: {e}")))?;
+        // Checked here, not only once the body is in: each record inherits the labels of
+        // the one before, so ~95 headers of a few bytes each repeated 390 KB of labels
+        // (~37 MB a request, held until the body ended).
+        let bytes: usize = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if labels.len() > tsblob_storage::MAX_LABELS || bytes > tsblob_storage::MAX_LABELS_BYTES {
+            return Err(malformed(format!(
+                "x-reduct-{i}-{d}: the record's labels come to {} labels and {bytes} bytes, over the limit of {} labels and {} bytes of names and values a record",
+                labels.len(),
+                tsblob_storage::MAX_LABELS,
+                tsblob_storage::MAX_LABELS_BYTES
+            )));
+        }
         previous[i] = Some((content_type.clone(), labels.clone()));
         items.push(Item {
             entry: i,
@@ -668,6 +689,50 @@ mod tests {
         assert_eq!(
             Payloads::new(&[0, 0], 0).finish().unwrap(),
             vec![Vec::<u8>::new(); 2]
+        );
+    }
+
+    /// Bug "inherited label blow-up": every v2 record header inherits the labels of the
+    /// one before, so a first record of 100 labels of ~3.9 KB and ~95 headers of a few
+    /// bytes each made ~37 MB of label maps per request, held until the body ended (the
+    /// label bounds were checked once it had). A record over the bounds now fails the
+    /// headers' parse, as does an `x-reduct-entries` of more than 1,024 names.
+    #[test]
+    fn v2_records_inheriting_huge_labels_were_copied_before_any_check() {
+        let big = "v".repeat(3900);
+        let names: Vec<String> = (0..100).map(|i| format!("l{i}")).collect();
+        let first: String = std::iter::once("1,text/plain".to_string())
+            .chain((0..100).map(|i| format!("{i}={big}")))
+            .collect::<Vec<_>>()
+            .join(",");
+        let labels = names.join(",");
+        let h = headers(&[
+            ("x-reduct-entries", "e"),
+            ("x-reduct-start-ts", "1"),
+            ("x-reduct-labels", labels.as_str()),
+            ("x-reduct-0-0", first.as_str()),
+            ("x-reduct-0-1", "1"),
+        ]);
+        let e = parse_v2(&h).err().unwrap();
+        assert_eq!(
+            (e.status.as_u16(), e.code),
+            (422, ErrorCode::MalformedBatch)
+        );
+        assert!(
+            e.message.contains("x-reduct-0-0") && e.message.contains("65536"),
+            "{}",
+            e.message
+        );
+        let many = vec!["e"; 1025].join(",");
+        let h = headers(&[
+            ("x-reduct-entries", many.as_str()),
+            ("x-reduct-start-ts", "1"),
+        ]);
+        let e = parse_v2(&h).err().unwrap();
+        assert!(
+            e.message.contains("more than 1024 entries"),
+            "{}",
+            e.message
         );
     }
 
