@@ -80,7 +80,10 @@ pub use names::{
     validate_attachment_name, validate_bucket_name, validate_entry_name, validate_label_key,
 };
 pub use object_store::{Listed, ObjectError, ObjectHead, ObjectStore, PendingGet};
-pub use pattern::{EntryPattern, EntrySelection, PatternError, MAX_PATTERN_WILDCARDS};
+pub use pattern::{
+    check_pattern_count, EntryPattern, EntrySelection, PatternError, MAX_PATTERNS,
+    MAX_PATTERN_WILDCARDS,
+};
 pub use payload::{MappedPayload, Payload, SharedPayload, Windows, MAP_MAX, MAP_MIN, WINDOW_MAX};
 pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,

@@ -408,6 +408,8 @@ async fn remove_query(
 /// rules cannot hold names no entry: it picks nothing (`None` when every name of the list
 /// is one, so that the list does not turn into "every entry").
 fn selection(patterns: &[String]) -> Result<Option<tsblob_storage::EntrySelection>, AppError> {
+    tsblob_storage::check_pattern_count(patterns.len())
+        .map_err(|e| AppError::from(tsblob_storage::Error::Pattern(e)))?;
     let mut kept = Vec::with_capacity(patterns.len());
     let mut dropped_include = false;
     for p in patterns {
@@ -469,6 +471,8 @@ async fn open(
     caller.require_read(bucket)?;
     let query = q.engine_query()?;
     let patterns = q.entries.clone().unwrap_or_default();
+    tsblob_storage::check_pattern_count(patterns.len())
+        .map_err(|e| AppError::from(tsblob_storage::Error::Pattern(e)))?;
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
     let (store, b) = (ctx.state.store.clone(), bucket.to_string());
     let iter = if patterns

@@ -706,3 +706,27 @@ fn one_token_held_every_reductstore_query_session() {
         "{answer}"
     );
 }
+
+/// Bug "pattern list": a query's entry list was unbounded, so 200,000 `*a` patterns in a
+/// 1 MiB body were 400,000 compilations on a runtime worker (ReductStore API) or on the
+/// blocking pool (native). More than 1,024 patterns are now a 422 `invalid_pattern` in
+/// both.
+#[test]
+fn a_query_of_200000_entry_patterns_compiled_each() {
+    let (_s, a) = start(&["--reductstore-prefix", "/reduct"]);
+    let t = Duration::from_secs(20);
+    assert_eq!(call(&a, "POST", "/api/v1/b/p", b"", t).0, 201);
+    let list: Vec<String> = (0..1025).map(|i| format!("\"e{i}*a\"")).collect();
+    let body = format!(
+        r#"{{"query_type": "QUERY", "entries": [{}]}}"#,
+        list.join(",")
+    );
+    let (status, answer) = call(&a, "POST", "/reduct/api/v1/io/p/q", body.as_bytes(), t);
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer.contains("1025 entry patterns"), "{answer}");
+    let entries: Vec<String> = (0..1025).map(|i| format!("e{i}*a")).collect();
+    let path = format!("/api/v1/b/p/query?entries={}", entries.join(","));
+    let (status, answer) = call(&a, "GET", &path, b"", t);
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer.contains("invalid_pattern"), "{answer}");
+}

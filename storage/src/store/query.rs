@@ -319,6 +319,7 @@ impl Store {
     /// must exist) and globs (`*` within a segment, `**` across segments; matching nothing is
     /// not an error).
     pub fn match_entries(&self, bucket: &str, patterns: &[String]) -> Result<Vec<String>> {
+        crate::pattern::check_pattern_count(patterns.len()).map_err(Error::Pattern)?;
         let b = self.get_bucket(bucket)?;
         let mut names: Vec<String> = Vec::new();
         let all: Vec<String> = b.entries().iter().map(|e| e.name().to_string()).collect();
