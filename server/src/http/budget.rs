@@ -311,6 +311,11 @@ impl Held {
         self.bytes
     }
 
+    /// The 503 of its budget for `what`, which found no room ([`MemoryBudget::busy`]).
+    pub fn budget_busy(&self, what: &str) -> AppError {
+        self.budget.busy(what)
+    }
+
     /// Makes the reservation cover `total` bytes, growing by at least [`GRANULE`] (waiting at
     /// most `--memory-wait` for room); never shrinks. Err: 503 `busy`, naming `what`.
     /// Callers on a per-record path call [`Held::try_cover`] first (most calls need no

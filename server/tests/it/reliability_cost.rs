@@ -730,3 +730,72 @@ fn a_query_of_200000_entry_patterns_compiled_each() {
     assert_eq!(status, 422, "{answer}");
     assert!(answer.contains("invalid_pattern"), "{answer}");
 }
+
+/// Bug "MCAP export of a huge record": an export read each record whole and the MCAP
+/// writer copied it twice more (its chunk, then the output), outside the memory budget: a
+/// 4 GiB record was ~12 GiB of memory, for each of the 64 exports a token may run. A
+/// record over 64 MiB now ends the export (413 when it is the first; later the body is
+/// cut, as every export error), and two copies of each record must find room in
+/// `--memory-budget` first (503 `busy`).
+#[test]
+fn an_mcap_export_held_three_copies_of_a_huge_record() {
+    let t = Duration::from_secs(120);
+    let complete = |answer: &str| answer.ends_with("\r\n0\r\n\r\n");
+    let export = |a: &str, entry: &str| {
+        call(
+            a,
+            "GET",
+            &format!("/api/v1/b/m/query?entries={entry}&format=mcap"),
+            b"",
+            t,
+        )
+    };
+    let (_s, a) = start(&["--memory-budget", "512MiB"]);
+    assert_eq!(call(&a, "POST", "/api/v1/b/m", b"", t).0, 201);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/m/small?ts=1", &vec![7u8; 5 << 20], t).0,
+        201
+    );
+    assert_eq!(
+        call(
+            &a,
+            "POST",
+            "/api/v1/b/m/huge?ts=1",
+            &vec![7u8; (64 << 20) + 1],
+            t
+        )
+        .0,
+        201
+    );
+    let (status, answer) = export(&a, "small");
+    assert!(
+        status == 200 && complete(&answer),
+        "a 5 MiB record's export was cut"
+    );
+    // The first record fails the first step: the answer's status says so.
+    let (status, answer) = export(&a, "huge");
+    assert_eq!(status, 413, "{}", &answer[..answer.len().min(300)]);
+    assert!(
+        answer.contains("over the 64 MiB an MCAP export carries"),
+        "{answer}"
+    );
+    // Two copies of a 5 MiB record do not fit a 8 MiB budget.
+    let (_s, a) = start(&["--memory-budget", "8MiB"]);
+    assert_eq!(call(&a, "POST", "/api/v1/b/m", b"", t).0, 201);
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/m/small?ts=1", &vec![7u8; 5 << 20], t).0,
+        201
+    );
+    assert_eq!(
+        call(&a, "POST", "/api/v1/b/m/tiny?ts=1", &vec![7u8; 1 << 20], t).0,
+        201
+    );
+    let (status, answer) = export(&a, "small");
+    assert_eq!(status, 503, "{}", &answer[..answer.len().min(300)]);
+    assert!(answer.contains("an MCAP export's record"), "{answer}");
+    let (status, answer) = export(&a, "tiny");
+    assert!(
+        status == 200 && complete(&answer),
+        "a 1 MiB record's export was cut"
+    );
+}

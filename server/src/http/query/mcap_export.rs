@@ -122,6 +122,22 @@ impl Producer {
                 }
                 Some(Ok(Some(item))) => item,
             };
+            // The payload is read whole, then copied into the writer's chunk (kept until
+            // the chunk is full) and into the output: a record is refused past
+            // `MCAP_RECORD_MAX`, and two copies of it must find room in the budget.
+            let size = item.meta.size;
+            if size > MCAP_RECORD_MAX {
+                return Step::Fail(
+                    self.out.take(),
+                    record_too_large(item.entry(), item.meta.ts, size),
+                );
+            }
+            if !self.room.try_cover(size.saturating_mul(2)) {
+                return Step::Fail(
+                    self.out.take(),
+                    self.room.budget_busy("an MCAP export's record"),
+                );
+            }
             let data = match item.data() {
                 Ok(d) => d,
                 // Removed since the query listed it: skipped, as the frame answer does.
@@ -145,6 +161,22 @@ impl Producer {
             }
         }
     }
+}
+
+/// The largest record an MCAP export carries: the frame answer's largest mapped record
+/// (`tsblob_storage::MAP_MAX`). A 4 GiB record was read into memory whole and copied
+/// twice more by the writer (~12 GiB), for each of 64 exports a token may run.
+const MCAP_RECORD_MAX: u64 = tsblob_storage::MAP_MAX;
+
+fn record_too_large(entry: &str, ts: u64, size: u64) -> AppError {
+    AppError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        tsblob_proto::ErrorCode::PayloadTooLarge,
+        format!(
+            "record {ts} of entry {entry:?} is {size} bytes, over the {} an MCAP export carries: export a range without it, or read it with a plain query",
+            tsblob_proto::format_size(MCAP_RECORD_MAX)
+        ),
+    )
 }
 
 fn export_failed(e: ExportError) -> AppError {
