@@ -63,7 +63,19 @@ pub enum ExportError {
         id: u64,
         message: String,
     },
+    /// More channels or schemas than an export keeps ([`MAX_CHANNELS`], [`MAX_SCHEMAS`]).
+    #[error("the export needs more than {max} {what} (distinct topics, encodings and content types of its entries, or schemas): export fewer entries or a shorter range at once")]
+    TooMany { what: &'static str, max: usize },
 }
+
+/// The most channels (its own and the labels' channels) one export keeps: each is held
+/// twice until the end (here and in the writer's summary), with a topic and an encoding
+/// of up to 4 KiB each from labels; 65,534 of them were ~1.1 GiB an export.
+pub const MAX_CHANNELS: usize = 4096;
+/// The most schemas one export keeps (each held whole by the writer until the end).
+pub const MAX_SCHEMAS: usize = 1024;
+/// The largest schema an export reads from `.mcap-schemas`.
+pub const MAX_SCHEMA_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ChannelKey {
@@ -134,6 +146,7 @@ impl<W: Write> Exporter<W> {
         let channel = match self.channels.get(&key) {
             Some(id) => *id,
             None => {
+                self.room_for_a_channel()?;
                 let schema_id = self.schema_id(entry, schema_ts, schema)?;
                 let meta = BTreeMap::from([
                     (M_ENTRY.to_string(), entry.to_string()),
@@ -188,6 +201,12 @@ impl<W: Write> Exporter<W> {
         if let Some(id) = self.schemas.get(&ts) {
             return Ok(*id);
         }
+        if self.schemas.len() >= MAX_SCHEMAS {
+            return Err(ExportError::TooMany {
+                what: "schemas",
+                max: MAX_SCHEMAS,
+            });
+        }
         let id = match schema(ts).map_err(|message| ExportError::Schema {
             entry: entry.to_string(),
             id: ts,
@@ -200,10 +219,22 @@ impl<W: Write> Exporter<W> {
         Ok(id)
     }
 
+    /// Fails when one more channel would pass [`MAX_CHANNELS`].
+    fn room_for_a_channel(&self) -> Result<(), ExportError> {
+        if self.channels.len() + self.labels_channels.len() >= MAX_CHANNELS {
+            return Err(ExportError::TooMany {
+                what: "channels",
+                max: MAX_CHANNELS,
+            });
+        }
+        Ok(())
+    }
+
     fn labels_channel(&mut self, topic: &str) -> Result<u16, ExportError> {
         if let Some(id) = self.labels_channels.get(topic) {
             return Ok(*id);
         }
+        self.room_for_a_channel()?;
         let schema = match self.labels_schema {
             Some(s) => s,
             None => {
@@ -247,6 +278,13 @@ pub fn load_schema(store: &Store, bucket: &str, ts: u64) -> Result<Option<Schema
         let Some(item) = item.map_err(|e| e.to_string())? else {
             continue;
         };
+        if item.meta.size > MAX_SCHEMA_BYTES {
+            return Err(format!(
+                "the schema is {} bytes, over the {} an export reads",
+                item.meta.size,
+                tsblob_proto::format_size(MAX_SCHEMA_BYTES)
+            ));
+        }
         let data = match item.data() {
             Ok(d) => d,
             Err(tsblob_storage::Error::NotFound(_)) => return Ok(None),
@@ -293,5 +331,38 @@ mod tests {
             ("a/b#labels".to_string(), 1000, br#"{"k":"v"}"#.to_vec())
         );
         assert!(msgs.contains(&("c".to_string(), 2000, b"\xff\xd8".to_vec())));
+    }
+
+    /// Bug "channel flood": an export kept every distinct channel (up to 65,534, each
+    /// with a topic and an encoding of up to 4 KiB from labels) twice until its end, ~1.1
+    /// GiB; it now stops at `MAX_CHANNELS`.
+    #[test]
+    fn an_export_stops_at_max_channels() {
+        let mut x = Exporter::new(Vec::new()).unwrap();
+        let mut none = |_: u64| -> Result<Option<SchemaDef>, String> { Ok(None) };
+        for ts in 0..MAX_CHANNELS as u64 {
+            x.add(
+                &format!("e{ts}"),
+                ts,
+                "image/jpeg",
+                &Labels::new(),
+                b"x",
+                &mut none,
+            )
+            .unwrap();
+        }
+        let e = x
+            .add("one-more", 1, "image/jpeg", &Labels::new(), b"x", &mut none)
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ExportError::TooMany {
+                    what: "channels",
+                    max: MAX_CHANNELS
+                }
+            ),
+            "{e}"
+        );
     }
 }

@@ -180,7 +180,15 @@ fn record_too_large(entry: &str, ts: u64, size: u64) -> AppError {
 }
 
 fn export_failed(e: ExportError) -> AppError {
-    AppError::internal(format!("the MCAP export failed: {e}"))
+    match e {
+        // The export's bounds: the request asks too much, nothing failed.
+        ExportError::TooMany { .. } => AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            tsblob_proto::ErrorCode::Unsupported,
+            format!("the MCAP export stopped: {e}"),
+        ),
+        e => AppError::internal(format!("the MCAP export failed: {e}")),
+    }
 }
 
 /// `format=` of a bucket-level query: `Some(query string without it)` for `format=mcap`;
