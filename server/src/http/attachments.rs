@@ -65,11 +65,20 @@ pub async fn list(t: Target) -> Result<Response, AppError> {
     t.caller.require_read(&t.bucket)?;
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
     let all = blocking(move || Ok(store.attachments(&bucket, &entry)?)).await?;
+    // Up to 64 documents of 64 KiB, held (read, as JSON, as the answer's text) until a
+    // client that may not read takes it: in --memory-budget, as a bucket's entry list.
+    let held: u64 = all
+        .iter()
+        .map(|a| 3 * (a.name.len() + a.data.len()) as u64 + 64)
+        .sum();
+    let mut room = t.state.bodies.empty();
+    room.cover(held, "an entry's attachments").await?;
     let doc: BTreeMap<String, Box<RawValue>> = all
         .iter()
         .map(|a| (a.name.clone(), crate::answers::attachment_json(a)))
         .collect();
-    Ok(Json(doc).into_response())
+    drop(all);
+    super::buckets::counted_json(&doc, room)
 }
 
 /// One attachment: its document.
