@@ -756,7 +756,11 @@ fn fill(
             c.pending = Some(item);
             break;
         }
-        if !held.try_resize(bytes + size) {
+        // A batch made ahead stops while the budget is over half used (many made at once
+        // all passed `prefetch`'s check, then filled the whole budget, held until their
+        // sessions were read or expired).
+        let over_half = ahead && budget.used().saturating_add(size) > budget.limit() / 2;
+        if over_half || !held.try_resize(bytes + size) {
             c.pending = Some(item);
             if records.is_empty() && !ahead {
                 return Err(budget.busy("a ReductStore query read"));
