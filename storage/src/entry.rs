@@ -359,6 +359,14 @@ impl Entry {
         self.live(bucket, self.state.lock())
     }
 
+    /// As [`Entry::lock_live`] without waiting: `None` while another holds the lock.
+    pub fn try_lock_live(&self, bucket: &str) -> Result<Option<MutexGuard<'_, EntryState>>> {
+        match self.state.try_lock() {
+            Some(st) => self.live(bucket, st).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// As [`Entry::lock_live`], as one of several entry locks held at once: taken in
     /// increasing entry id order (`Store::write_groups`; debug builds check it).
     pub fn lock_live_ordered(&self, bucket: &str) -> Result<MutexGuard<'_, EntryState>> {

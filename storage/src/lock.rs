@@ -134,6 +134,17 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// The lock if no one holds it, without waiting.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let inner = self.inner.try_lock()?;
+        check::acquire(self.rank, None);
+        Some(MutexGuard {
+            rank: self.rank,
+            key: None,
+            inner,
+        })
+    }
+
     /// Locks as one of several locks of this rank held together: they must be taken in
     /// increasing `key` order, each with its key (see the module's comment).
     pub fn lock_keyed(&self, key: u64) -> MutexGuard<'_, T> {

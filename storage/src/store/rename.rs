@@ -35,16 +35,25 @@ impl Store {
         if old == new {
             return e.info(&self.inner.index);
         }
-        let _g = self.inner.structure.lock();
-        self.still_registered(bucket, &b)?;
-        if b.entry(new).is_some() {
-            return Err(RenameError::EntryExists {
-                bucket: bucket.to_string(),
-                entry: new.to_string(),
+        // The store-wide lock, then the entry's: never waiting for the entry's while
+        // holding the other, which every new entry and bucket change needs (a long range
+        // removal holds the entry's, and a rename waiting behind it stopped them all).
+        let (_g, mut st) = loop {
+            let g = self.inner.structure.lock();
+            self.still_registered(bucket, &b)?;
+            if b.entry(new).is_some() {
+                return Err(RenameError::EntryExists {
+                    bucket: bucket.to_string(),
+                    entry: new.to_string(),
+                }
+                .into());
             }
-            .into());
-        }
-        let mut st = e.lock_live(bucket)?;
+            if let Some(st) = e.try_lock_live(bucket)? {
+                break (g, st);
+            }
+            drop(g);
+            drop(e.lock_live(bucket)?);
+        };
         if st.has_tiered() {
             return Err(RenameError::Tiered {
                 what: format!("entry {bucket}/{old}"),
@@ -172,5 +181,52 @@ impl Store {
         }
         drop(held);
         to.info(&self.inner.index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::record::WriteMeta;
+    use crate::settings::{BucketSettings, StoreOptions};
+    use std::time::Duration;
+
+    /// Bug "rename behind a removal": a rename took the store-wide lock, then waited for
+    /// the entry's, which a long range removal held: every new entry and bucket change
+    /// (they take the store-wide lock) waited with it. The rename now waits for the
+    /// entry without holding the store-wide lock.
+    #[test]
+    fn a_rename_waiting_for_a_busy_entry_stops_no_new_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            free_space_reserve: 0,
+            map_size: 1 << 30,
+            ..StoreOptions::default()
+        };
+        let s = Store::open(dir.path(), opts).unwrap();
+        s.create_bucket("b", BucketSettings::default()).unwrap();
+        s.write("b", "busy", &WriteMeta::at(1), b"x").unwrap();
+        let b = s.get_bucket("b").unwrap();
+        let e = s.get_entry(&b, "busy").unwrap();
+        let held = e.lock(); // as a long removal holds it
+        let s2 = s.clone();
+        let renamer =
+            std::thread::spawn(move || s2.rename_entry("b", "busy", "renamed").map(|_| ()));
+        std::thread::sleep(Duration::from_millis(200));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s3 = s.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(s3.write("b", "fresh", &WriteMeta::at(1), b"y").map(|_| ()));
+        });
+        let got = rx.recv_timeout(Duration::from_secs(5));
+        drop(held);
+        assert!(
+            matches!(got, Ok(Ok(()))),
+            "a new entry waited behind the rename: {got:?}"
+        );
+        renamer.join().unwrap().unwrap();
+        assert_eq!(s.entry("b", "renamed").unwrap().record_count, 1);
+        assert_eq!(s.entry("b", "fresh").unwrap().record_count, 1);
     }
 }
