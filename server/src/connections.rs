@@ -34,8 +34,8 @@ use crate::http::errors::{AppError, RETRY_AFTER_SECS};
 use crate::http::limits::{Caps, CostArgs, Kind, Limiter, Slot};
 
 /// Descriptors kept outside the block files and connections: the index, the listeners,
-/// spools, outbound calls (the same 128 the store's file budget leaves).
-const RESERVED_FDS: usize = 128;
+/// spools, outbound calls (those the store's file budget leaves).
+const RESERVED_FDS: usize = tsblob_storage::RESERVED_DESCRIPTORS;
 /// The most connections by default, whatever the descriptors allow. Each holds a task and
 /// hyper's buffers: ≈ 15 KB idle, but up to ≈ 400 KB while a request head arrives (hyper's
 /// largest head), kept while the connection stays open: 1,000 connections with a 380 KB
@@ -214,6 +214,12 @@ pub fn caps(args: &CostArgs, soft: usize, open_files: usize) -> Caps {
     }
 }
 
+/// Whether `caps` and the store's `open_files` (with [`RESERVED_FDS`]) need more
+/// descriptors than the soft limit `soft` allows: past it connections fail to be accepted.
+pub fn past_the_open_files_limit(caps: Caps, soft: usize, open_files: usize) -> bool {
+    caps.max + open_files + RESERVED_FDS > soft
+}
+
 /// The caps when no flag sets them: connections get half of the descriptors `soft` leaves
 /// after the store's block files (`open_files`) and [`RESERVED_FDS`], at least 16 and at
 /// most [`DEFAULT_MAX`]; one address half of that.
@@ -239,6 +245,16 @@ mod tests {
                 per_token: 112
             }
         );
+        assert!(!past_the_open_files_limit(
+            default_caps(1024, 448),
+            1024,
+            448
+        ));
+        let many = Caps {
+            max: 1000,
+            per_token: 500,
+        };
+        assert!(past_the_open_files_limit(many, 1024, 448));
         assert_eq!(default_caps(65536, 4096).max, DEFAULT_MAX);
         assert_eq!(default_caps(64, 16).max, 16);
     }

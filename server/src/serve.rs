@@ -185,10 +185,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_open_files
         .unwrap_or_else(tsblob_storage::default_open_files);
     let caps = crate::connections::caps(&args.cost, open_files_limit, open_files);
-    if caps.max + open_files + 128 > open_files_limit {
+    if crate::connections::past_the_open_files_limit(caps, open_files_limit, open_files) {
         tracing::warn!(
-            "--max-connections {} and --max-open-files {open_files} (+128 for the index and spools) pass the open files limit {open_files_limit}: past it new connections fail to be accepted; raise `ulimit -n` (LimitNOFILE= in a systemd unit)",
-            caps.max
+            "--max-connections {} and --max-open-files {open_files} (+{} for the index and spools) pass the open files limit {open_files_limit}: past it new connections fail to be accepted; raise `ulimit -n` (LimitNOFILE= in a systemd unit)",
+            caps.max,
+            tsblob_storage::RESERVED_DESCRIPTORS
         );
     }
     let connections = Arc::new(crate::connections::Connections::new(

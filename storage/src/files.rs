@@ -127,7 +127,11 @@ impl FileCache {
     }
 }
 
-/// The default budget: half of the soft `RLIMIT_NOFILE` after 128 descriptors kept for
+/// Descriptors kept outside block files: the index, listeners, sockets, spools. The
+/// server's default connection cap leaves them too.
+pub const RESERVED_DESCRIPTORS: usize = 128;
+
+/// The default budget: half of the soft `RLIMIT_NOFILE` after [`RESERVED_DESCRIPTORS`] kept for
 /// the index, sockets and spools; at least 16, at most 4,096.
 pub fn default_budget() -> usize {
     let mut lim = libc::rlimit {
@@ -140,7 +144,7 @@ pub fn default_budget() -> usize {
     } else {
         1024
     };
-    (soft.saturating_sub(128) / 2).clamp(16, 4096)
+    (soft.saturating_sub(RESERVED_DESCRIPTORS) / 2).clamp(16, 4096)
 }
 
 /// Makes a folder's entries (files created, renamed or removed in it) durable.

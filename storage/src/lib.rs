@@ -71,7 +71,7 @@ pub use error::{
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};
 /// The block files the store keeps open when `StoreOptions::max_open_files` is unset.
-pub use files::default_budget as default_open_files;
+pub use files::{default_budget as default_open_files, RESERVED_DESCRIPTORS};
 pub use histogram::{
     Histogram, DEFAULT_HISTOGRAM_STEPS, MAX_HISTOGRAM_RECORDS, MAX_HISTOGRAM_STEPS,
 };
