@@ -653,3 +653,59 @@ async def test_the_next_batch_is_made_while_the_client_reads_the_last(rs: Reduct
         last = resp.getheader("x-reduct-last") or "false"
     assert seen == 150
     conn.close()
+
+
+async def test_a_read_walks_a_bounded_part_of_a_query_that_matches_little(rs: ReductServer,
+                                                                           rclient: Client) -> None:
+    """Bug "a ReductStore session read scans without a bound": a read walked the index until
+    it had a batch or reached the end, on a blocking thread, so a condition matching nothing
+    over a large bucket held one thread per read for the whole scan. A read now walks at most
+    64 index pages (16,384 records) or 0.5 s, then answers what it found; with nothing, an
+    empty batch that is not the last (as ReductStore answers when its batch timeout passes).
+    reduct-py reads on through them and gets exactly the matches."""
+    import http.client
+
+    b = name()
+    bucket = await rclient.create_bucket(b)
+    # 469 index pages: a read and the batch made ahead after it walk 128 of them.
+    n = 120_000
+    with tsblob.Client(rs.srv.url, token=ADMIN_TOKEN) as native:
+        native.write_batch(b, "e", ({"ts": 1_000 + i, "data": b"x",
+                                     "labels": {"k": "hit" if i in (5, n - 1) else "miss"}}
+                                    for i in range(n)))
+    # The real client: both matches, across the empty batches between them.
+    got = [(r.timestamp, await r.read_all()) async for r in bucket.query("e", when={"&k": {"$eq": "hit"}})]
+    assert got == [(1_005, b"x"), (1_000 + n - 1, b"x")]
+    # Raw v2 and v1 reads: the first answers the first match, then empty non-last batches,
+    # then the last match with x-reduct-last: true; nothing past it.
+    host = rs.url.removeprefix("http://")
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    for v2 in (True, False):
+        conn = http.client.HTTPConnection(host, timeout=30)
+        query = {"query_type": "QUERY", "when": {"&k": {"$eq": "hit"}}}
+        url = f"/api/v1/io/{b}/q" if v2 else f"/api/v1/b/{b}/e/q"
+        conn.request("POST", url, body=json.dumps({**query, "entries": ["e"]} if v2 else query).encode(),
+                     headers=auth)
+        resp = conn.getresponse()
+        qid = json.loads(resp.read())["id"]
+        answers = []
+        while True:
+            if v2:
+                conn.request("GET", f"/api/v1/io/{b}/read", headers={**auth, "x-reduct-query-id": str(qid)})
+            else:
+                conn.request("GET", f"/api/v1/b/{b}/e/batch?q={qid}", headers=auth)
+            resp = conn.getresponse()
+            resp.read()
+            prefix = "x-reduct-0-" if v2 else "x-reduct-time-"
+            found = sum(1 for k in resp.headers.keys() if k.lower().startswith(prefix))
+            answers.append((resp.status, found, resp.getheader("x-reduct-last")))
+            if resp.status != 200 or resp.getheader("x-reduct-last") == "true":
+                break
+            assert len(answers) < 100, answers
+        conn.close()
+        assert answers[0] == (200, 1, "false"), answers
+        assert answers[-1] == (200, 1, "true"), answers
+        empty = answers[1:-1]
+        # 119,994 records between the matches: more than two reads' worth of pages (the
+        # old code answered the two matches in two reads).
+        assert len(empty) >= 2 and all(a == (200, 0, "false") for a in empty), answers

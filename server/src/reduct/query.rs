@@ -12,7 +12,9 @@
 //! [`BATCH_RECORDS`] records, [`BATCH_BYTES`] bytes of payloads and labels (one larger
 //! record goes alone) and 512,000 bytes of labels, taken from the server's memory budget (`--memory-budget`; 503 `busy` when it is
 //! spent) until the answer is sent; a session's position is the engine's `QueryIter`, which
-//! holds one page of index records per entry.
+//! holds one page of index records per entry. A read walks at most [`SCAN_PAGES`] pages
+//! without a match or [`SCAN_TIME`], then answers (an empty, non-last batch when it found
+//! nothing).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,6 +48,13 @@ pub const BATCH_BYTES: u64 = 8 << 20;
 /// and 64 such records made 4 MB of headers, outside the memory budget (payloads only
 /// were counted).
 const BATCH_METADATA: u64 = 512_000;
+/// Index pages (of 256 records) one read walks without a match before it answers what it
+/// has, and the longest it walks: a condition matching nothing over a large bucket held a
+/// blocking thread per read for the whole scan. With nothing found the answer is an empty
+/// batch, not the last (`x-reduct-last: false`), as ReductStore answers when its batch
+/// timeout passes; its clients read on.
+const SCAN_PAGES: u32 = 64;
+const SCAN_TIME: Duration = Duration::from_millis(500);
 
 /// A session's TTL when the query gives none (seconds), and the longest one honoured.
 const DEFAULT_TTL: u64 = 60;
@@ -722,11 +731,14 @@ fn fill(
     let mut records = Vec::new();
     let (mut bytes, mut meta_bytes) = (0u64, 0u64);
     let mut resumed = false;
+    let mut scan = Scan::start();
     while records.len() < BATCH_RECORDS {
         let item = match c.pending.take() {
             Some(item) => item,
-            None => match iter.next() {
-                Some(Ok(item)) => item,
+            None => match iter.next_bounded() {
+                Some(Ok(Some(item))) => item,
+                Some(Ok(None)) if scan.idle_page() => continue,
+                Some(Ok(None)) => break,
                 Some(Err(e)) if records.is_empty() => {
                     c.done = true;
                     return Err(e.into());
@@ -793,14 +805,30 @@ fn fill(
         records.push((item.entry().to_string(), item.meta.clone(), data));
     }
     if !continuous && !c.done && c.pending.is_none() && c.failed.is_none() {
-        // Whether this batch is the last: look one record ahead.
-        match iter.next() {
-            None => c.done = true,
-            Some(Ok(item)) => c.pending = Some(item),
-            Some(Err(e)) => c.failed = Some(e.into()),
+        // Whether this batch is the last: look one record ahead (within the same bound;
+        // past it the batch is not the last and the next read walks on).
+        loop {
+            match iter.next_bounded() {
+                None => c.done = true,
+                Some(Ok(Some(item))) => c.pending = Some(item),
+                Some(Ok(None)) if scan.idle_page() => continue,
+                Some(Ok(None)) => {}
+                Some(Err(e)) => c.failed = Some(e.into()),
+            }
+            break;
         }
     }
     if records.is_empty() {
+        // Walked its bound and found nothing: an empty batch that is not the last (a
+        // continuous session answers 204 and its client polls anyway); a batch made ahead
+        // keeps nothing.
+        if scan.out() && !continuous && !ahead && !c.done {
+            return Ok(Some(Batch {
+                records,
+                last: false,
+                held,
+            }));
+        }
         return Ok(None);
     }
     let last = !continuous && c.done && c.pending.is_none() && c.failed.is_none();
@@ -809,6 +837,37 @@ fn fill(
         last,
         held,
     }))
+}
+
+/// How far one read has walked index pages that matched nothing ([`SCAN_PAGES`],
+/// [`SCAN_TIME`]).
+struct Scan {
+    started: Instant,
+    idle: u32,
+    out: bool,
+}
+
+impl Scan {
+    fn start() -> Self {
+        Scan {
+            started: Instant::now(),
+            idle: 0,
+            out: false,
+        }
+    }
+
+    /// Counts a page without a match; `false` once the read has walked its bound.
+    fn idle_page(&mut self) -> bool {
+        self.idle += 1;
+        if self.idle >= SCAN_PAGES || self.started.elapsed() >= SCAN_TIME {
+            self.out = true;
+        }
+        !self.out
+    }
+
+    fn out(&self) -> bool {
+        self.out
+    }
 }
 
 /// Fills a batch from records listed when the session opened (attachments).
