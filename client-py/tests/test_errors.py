@@ -35,6 +35,7 @@ DOCUMENTED = [  # (status, code, class) from docs/api.md
     (507, "quota_exceeded", tsblob.QuotaExceeded),
     (507, "disk_full", tsblob.DiskFull),
     (507, "index_full", tsblob.IndexFull),
+    (507, "too_many_entries", tsblob.TooManyEntries),
 ]
 
 

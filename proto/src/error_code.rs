@@ -175,6 +175,8 @@ codes! {
     DiskFull = "disk_full",
     /// 507: the index map (`--index-map-size`) is full.
     IndexFull = "index_full",
+    /// 507: a new entry past `--max-entries`.
+    TooManyEntries = "too_many_entries",
 }
 
 impl fmt::Display for ErrorCode {

@@ -184,6 +184,11 @@ pub struct ServeArgs {
     /// open-file limit, `ulimit -n`, leaves after 128 for sockets and the index).
     #[arg(long, env = "TSBLOB_MAX_OPEN_FILES")]
     pub max_open_files: Option<usize>,
+    /// Most entries the store holds across its buckets; a write into a new entry past it
+    /// answers 507 too_many_entries (each entry holds ~1.5 KB of server memory). Entries
+    /// already on disk always open.
+    #[arg(long, env = "TSBLOB_MAX_ENTRIES", default_value_t = tsblob_storage::MAX_ENTRIES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_entries: usize,
     /// Default quota type of new buckets: none, fifo or hard.
     #[arg(long, env = "TSBLOB_DEFAULT_QUOTA_TYPE", default_value = "none")]
     pub default_quota_type: QuotaType,
@@ -474,6 +479,7 @@ impl ServeArgs {
                 max_size: self.max_attachment_size,
                 max_count: self.max_attachments,
             },
+            max_entries: self.max_entries,
         })
     }
 

@@ -109,6 +109,10 @@ impl Bucket {
         self.entries.read().values().cloned().collect()
     }
 
+    pub fn entry_count(&self) -> usize {
+        self.entries.read().len()
+    }
+
     pub fn entry(&self, name: &str) -> Option<Arc<Entry>> {
         self.entries.read().get(name).cloned()
     }

@@ -305,6 +305,9 @@ pub enum WriteError {
     /// change is not made. Removing records frees index pages for later writes.
     #[error("the index is full: its LMDB map (--index-map-size) has no room left for this change, which was not made; restart the server with a larger --index-map-size (it is address space, not disk), or remove records; reads keep working")]
     IndexFull,
+    /// A new entry past `StoreOptions::max_entries`: nothing is created.
+    #[error("the store already holds {held} entries, its most (--max-entries {limit}): each entry holds memory in the server; write into an existing entry, remove entries you no longer need, or restart with a larger --max-entries")]
+    TooManyEntries { held: usize, limit: usize },
     #[error("invalid label: {0}")]
     InvalidLabel(String),
     #[error("invalid content type {}: use a printable ASCII media type of at most 255 bytes", tsblob_proto::quote_short(.0))]

@@ -93,7 +93,7 @@ pub use recover::rebuild_index;
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, LifecycleAction, LifecycleMode,
     LifecycleRule, QuotaType, StoreOptions, SyncPolicy, TierConfig, WhenParser,
-    LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE, MAX_LIFECYCLE_RULES,
+    LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE, MAX_ENTRIES, MAX_LIFECYCLE_RULES,
 };
 pub use store::{QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};

@@ -84,7 +84,15 @@ pub struct StoreOptions {
     pub lifecycle_pass_records: u64,
     /// The bounds of an entry's attachments.
     pub attachments: AttachmentLimits,
+    /// The most entries the store creates, across its buckets (each holds about 1.5 KB of
+    /// memory while the store is open); a write into a new entry past it is refused with
+    /// `WriteError::TooManyEntries`. Entries already on disk always open, and one adopted
+    /// from the tier (a restore, a read replica) is not counted against it.
+    pub max_entries: usize,
 }
+
+/// The default of `StoreOptions::max_entries`.
+pub const MAX_ENTRIES: usize = 100_000;
 
 /// A `when` compiler (`StoreOptions::when_parser`): the message of an error says what is
 /// wrong with the text.
@@ -115,6 +123,7 @@ impl Default for StoreOptions {
             when_parser: None,
             lifecycle_pass_records: LIFECYCLE_PASS_RECORDS,
             attachments: Default::default(),
+            max_entries: MAX_ENTRIES,
         }
     }
 }

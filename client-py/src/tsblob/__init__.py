@@ -23,7 +23,7 @@ from ._common import Retry, SettingsMismatch, SettingsMismatchError
 from ._errors import (AttachmentNotFound, BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
                       EntryNotFound, Forbidden, IndexFull, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
-                      ServerError, TimestampExists, TokenExists, TokenNotFound, TransportError, TsblobError,
+                      ServerError, TimestampExists, TokenExists, TokenNotFound, TooManyEntries, TransportError, TsblobError,
                       Unauthorized, TokenExpired, IpNotAllowed)
 from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, LifecycleRule,
                       LifecycleStatus, RecordInfo, RecordResult, ServerInfo, SkippedRecord, Token)
@@ -70,6 +70,6 @@ __all__ = [
     "TokenExpired", "Forbidden", "IpNotAllowed", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "AttachmentNotFound", "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
     "PayloadTooLarge", "BatchError",
-    "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull", "IndexFull",
+    "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull", "IndexFull", "TooManyEntries",
     "to_pandas", "__version__",
 ]

@@ -228,6 +228,11 @@ class IndexFull(InsufficientStorage):
     was not made and reads still work."""
 
 
+class TooManyEntries(InsufficientStorage):
+    """507 ``too_many_entries``: a write into a new entry past the server's
+    ``--max-entries``; nothing was created, and writes into existing entries still work."""
+
+
 _BY_CODE: Dict[str, Type[TsblobError]] = {
     "bad_request": BadRequest,
     "malformed_batch": MalformedBatch,
@@ -265,6 +270,7 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "quota_exceeded": QuotaExceeded,
     "disk_full": DiskFull,
     "index_full": IndexFull,
+    "too_many_entries": TooManyEntries,
 }
 
 # A code this SDK does not know yet (a newer server) still maps to the right family.

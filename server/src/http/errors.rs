@@ -332,6 +332,9 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
             }
             WriteError::DiskFull { .. } => (S::INSUFFICIENT_STORAGE, ErrorCode::DiskFull),
             WriteError::IndexFull => (S::INSUFFICIENT_STORAGE, ErrorCode::IndexFull),
+            WriteError::TooManyEntries { .. } => {
+                (S::INSUFFICIENT_STORAGE, ErrorCode::TooManyEntries)
+            }
             WriteError::InvalidLabel(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidLabel),
             WriteError::InvalidContentType(_) => {
                 (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidContentType)
@@ -543,6 +546,11 @@ mod tests {
             ),
             (Error::Index("x".into()), 500, "internal"),
             (WriteError::IndexFull.into(), 507, "index_full"),
+            (
+                WriteError::TooManyEntries { held: 3, limit: 3 }.into(),
+                507,
+                "too_many_entries",
+            ),
             (
                 WriteError::DiskFull {
                     path: "/srv/data".into(),

@@ -799,3 +799,33 @@ fn an_mcap_export_held_three_copies_of_a_huge_record() {
         "a 1 MiB record's export was cut"
     );
 }
+
+/// Bug "entry flood": nothing bounded how many entries a write token made, and each holds
+/// ~1.5 KB of the server's memory (20,000 one-byte writes into new entries: RSS 22 → 56 MB,
+/// release build). Past `--max-entries` a write into a new entry is 507
+/// `too_many_entries` naming the flag, in both APIs (batch writes per record), nothing is
+/// created, and existing entries take writes.
+#[test]
+fn entries_were_created_without_a_bound() {
+    let (_s, a) = start(&["--max-entries", "3", "--reductstore-prefix", "/reduct"]);
+    let t = Duration::from_secs(20);
+    assert_eq!(call(&a, "POST", "/api/v1/b/f", b"", t).0, 201);
+    for e in ["e0", "e1", "e2"] {
+        assert_eq!(
+            call(&a, "POST", &format!("/api/v1/b/f/{e}?ts=1"), b"x", t).0,
+            201
+        );
+    }
+    let (status, answer) = call(&a, "POST", "/api/v1/b/f/e3?ts=1", b"x", t);
+    assert_eq!(status, 507, "{answer}");
+    assert!(answer.contains("\"too_many_entries\""), "{answer}");
+    assert!(answer.contains("--max-entries 3"), "{answer}");
+    let (status, answer) = call(&a, "POST", "/reduct/api/v1/b/f/e4?ts=1", b"x", t);
+    assert_eq!(status, 507, "{answer}");
+    assert!(answer.contains("x-reduct-error: "), "{answer}");
+    assert_eq!(call(&a, "GET", "/api/v1/b/f/e3?ts=1", b"", t).0, 404);
+    let (status, answer) = call(&a, "GET", "/api/v1/b/f", b"", t);
+    assert_eq!(status, 200);
+    assert_eq!(answer.matches("\"name\":\"e").count(), 3, "{answer}");
+    assert_eq!(call(&a, "POST", "/api/v1/b/f/e0?ts=2", b"y", t).0, 201);
+}

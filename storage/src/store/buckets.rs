@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::bucket::{write_settings, Bucket};
 use crate::commit::{Change, Op};
 use crate::entry::{Entry, EntryState};
-use crate::error::{BucketError, Error, NotFound, Result};
+use crate::error::{BucketError, Error, NotFound, Result, WriteError};
 use crate::files::sync_dir;
 use crate::names::{validate_bucket_name, validate_entry_name};
 use crate::record::{BucketInfo, EntryInfo};
@@ -37,8 +37,20 @@ impl Store {
         })
     }
 
-    /// The entry, created (folder and id) if it does not exist yet.
+    /// The entry, created (folder and id) if it does not exist yet, within
+    /// `StoreOptions::max_entries`.
     pub(crate) fn entry_or_create(&self, bucket: &Bucket, name: &str) -> Result<Arc<Entry>> {
+        self.entry_or_create_bounded(bucket, name, true)
+    }
+
+    /// [`Store::entry_or_create`]; `bounded: false` for an entry adopted from the tier (its
+    /// records exist already; a replica or a restore must not stop short of them).
+    pub(crate) fn entry_or_create_bounded(
+        &self,
+        bucket: &Bucket,
+        name: &str,
+        bounded: bool,
+    ) -> Result<Arc<Entry>> {
         validate_entry_name(name)?;
         if let Some(e) = bucket.entry(name) {
             return Ok(e);
@@ -49,6 +61,15 @@ impl Store {
         }
         if bucket.is_removed() {
             return Err(NotFound::Bucket(bucket.name().to_string()).into());
+        }
+        // Counted under `structure`, which every creation holds: two writers into new
+        // entries cannot both pass at the last place.
+        let limit = self.inner.opts.max_entries;
+        if bounded {
+            let held: usize = self.inner.buckets().iter().map(|b| b.entry_count()).sum();
+            if held >= limit {
+                return Err(WriteError::TooManyEntries { held, limit }.into());
+            }
         }
         let id = self.inner.next_entry.fetch_add(1, Ordering::Relaxed);
         let entry = Arc::new(Entry::new(

@@ -520,7 +520,7 @@ impl Store {
                 }
                 Err(e) => return Err(e),
             };
-            let e = self.entry_or_create(&b, &ename)?;
+            let e = self.entry_or_create_bounded(&b, &ename, false)?;
             report.adopted_records += h.records.len() as u64;
             self.adopt_block(tier, &b, &e, h)?;
             tier.heads_seen.lock().insert(id, etag);

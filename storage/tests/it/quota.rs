@@ -261,3 +261,88 @@ fn an_ordinary_fifo_write_evicts_only_the_oldest_blocks_it_needs() {
         payload(80, 30_000)
     );
 }
+
+/// Bug "nothing bounds how many entries a write token creates": each entry holds ~1.5 KB of
+/// the server's memory, and a writer could make entries without end. `max_entries` counts
+/// every bucket's; past it a write into a new entry is refused with nothing created, writes
+/// into existing entries go on, a removed entry frees its place, and a store holding more
+/// (opened with a lower bound) opens whole.
+#[test]
+fn a_new_entry_past_max_entries_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(
+        dir.path(),
+        StoreOptions {
+            max_entries: 3,
+            ..opts()
+        },
+    )
+    .unwrap();
+    s.create_bucket("a", BucketSettings::default()).unwrap();
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    s.write("a", "e1", &meta(1), b"x").unwrap();
+    s.write("a", "e2", &meta(1), b"x").unwrap();
+    s.write("b", "e1", &meta(1), b"x").unwrap();
+    let refused = s.write("b", "e2", &meta(1), b"x").unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::Write(WriteError::TooManyEntries { held: 3, limit: 3 })
+        ),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("--max-entries"), "{refused}");
+    assert!(matches!(s.entry("b", "e2"), Err(Error::NotFound(_))));
+    // Attachments make an entry too.
+    assert!(matches!(
+        s.write_attachments("b", "e3", vec![("k".into(), b"{}".to_vec())]),
+        Err(Error::Write(WriteError::TooManyEntries { .. }))
+    ));
+    // Existing entries take writes.
+    s.write("b", "e1", &meta(2), b"y").unwrap();
+    s.remove_entry("a", "e2").unwrap();
+    s.write("b", "e2", &meta(1), b"x").unwrap();
+    drop(s);
+    // Opened with a lower bound: every entry is there and writable; no new one.
+    let s = Store::open(
+        dir.path(),
+        StoreOptions {
+            max_entries: 1,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert_eq!(all_ts(&s, "b", "e1", &Query::default()), vec![1, 2]);
+    s.write("b", "e2", &meta(2), b"y").unwrap();
+    assert!(s.write("a", "new", &meta(1), b"x").is_err());
+}
+
+/// Two writers racing into new entries for the last place: exactly one is created.
+#[test]
+fn writers_racing_for_the_last_entry_place_create_exactly_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = std::sync::Arc::new(
+        Store::open(
+            dir.path(),
+            StoreOptions {
+                max_entries: 1,
+                ..opts()
+            },
+        )
+        .unwrap(),
+    );
+    s.create_bucket("a", BucketSettings::default()).unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let s = s.clone();
+            std::thread::spawn(move || s.write("a", &format!("e{i}"), &meta(1), b"x").is_ok())
+        })
+        .collect();
+    let ok = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|&ok| ok)
+        .count();
+    assert_eq!(ok, 1);
+    assert_eq!(s.bucket("a").unwrap().entry_count, 1);
+}
