@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod connections;
 pub mod http;
+pub mod log_throttle;
 pub mod mcap;
 pub mod private_file;
 pub mod record_stream;

@@ -34,7 +34,11 @@ pub async fn stream_record(
             Ok((back, Ok(buf))) if !buf.is_empty() => (back, buf),
             Ok((_, Ok(_))) => return, // the end
             Ok((_, Err(e))) => {
-                tracing::warn!("streaming a record failed: {e}");
+                crate::throttled!(
+                    warn,
+                    "record_stream_failed",
+                    "streaming a record failed: {e}"
+                );
                 let _ = tx.send(Err(e)).await;
                 return;
             }

@@ -75,7 +75,9 @@ impl Skipped {
 
     /// Counts a skipped record (`entry` in multi-entry answers); logs it.
     pub fn add(&mut self, entry: Option<&str>, ts: u64, code: ErrorCode, e: &Error) {
-        tracing::warn!(
+        crate::throttled!(
+            warn,
+            "damaged_record",
             "query skipped a damaged record ({code}) at ts {ts}{}: {e}",
             entry
                 .map(|n| format!(" of entry {n:?}"))

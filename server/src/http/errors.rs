@@ -113,8 +113,12 @@ impl AppError {
         if let Some(l) = &self.log {
             let (code, reference) = (self.code.as_str(), l.reference.as_deref().unwrap_or(""));
             match l.level {
-                tracing::Level::ERROR => tracing::error!(code, reference, "{}", l.text),
-                tracing::Level::WARN => tracing::warn!(code, "{}", l.text),
+                // Throttled per code: a client repeating a refused request (a full quota,
+                // `--max-entries`) logged a line each time (`log_throttle`).
+                tracing::Level::ERROR => {
+                    crate::throttled!(error, code, code, reference, "{}", l.text)
+                }
+                tracing::Level::WARN => crate::throttled!(warn, code, code, "{}", l.text),
                 _ => tracing::debug!(code, "{}", l.text),
             }
         }

@@ -573,7 +573,8 @@ fn access_log(
     let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
     let status_code = status.as_u16();
     if status.is_server_error() {
-        tracing::error!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request failed");
+        // Throttled: every 503 `busy` and 507 is one (`log_throttle`).
+        crate::throttled!(error, "request_failed", target: "tsblob::access", %method, op, path, status = status_code, micros, "request failed");
     } else if all {
         tracing::info!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request");
     } else {

@@ -829,3 +829,39 @@ fn entries_were_created_without_a_bound() {
     assert_eq!(answer.matches("\"name\":\"e").count(), 3, "{answer}");
     assert_eq!(call(&a, "POST", "/api/v1/b/f/e0?ts=2", b"y", t).0, 201);
 }
+
+/// Bug "log flood": every refused write past a quota or `--max-entries` (507), every 503
+/// `busy`, logged two lines (the error and the failed request) to a blocking stderr, so a
+/// client repeating a cheap refused request wrote ~1 KB of log per request without bound.
+/// Lines of one kind are now throttled (20 per 10 s, the count of the rest in the next).
+#[test]
+fn refused_requests_flooded_the_log() {
+    let (s, a) = start(&["--max-entries", "1"]);
+    let t = Duration::from_secs(20);
+    assert_eq!(call(&a, "POST", "/api/v1/b/f", b"", t).0, 201);
+    assert_eq!(call(&a, "POST", "/api/v1/b/f/e0?ts=1", b"x", t).0, 201);
+    // 300 refused writes on one keep-alive connection.
+    let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+    for i in 0..300 {
+        let r = format!(
+            "POST /api/v1/b/f/n{i}?ts=1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: 1\r\n\r\nx"
+        );
+        std::io::Write::write_all(&mut tcp, r.as_bytes()).unwrap();
+    }
+    let mut seen = String::new();
+    let mut buf = [0u8; 65536];
+    tcp.set_read_timeout(Some(t)).unwrap();
+    while seen.matches("HTTP/1.1 507").count() < 300 {
+        let n = std::io::Read::read(&mut tcp, &mut buf).unwrap();
+        assert!(n > 0, "closed early");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let log = s.stderr_text();
+    let refused = log.lines().filter(|l| l.contains("--max-entries")).count();
+    let failed = log.lines().filter(|l| l.contains("request failed")).count();
+    assert!(
+        (1..=20).contains(&refused) && (1..=20).contains(&failed),
+        "{refused} error lines, {failed} request lines for 300 refused writes"
+    );
+}

@@ -306,7 +306,7 @@ async fn pump(
                 // --memory-wait ends the export (its MCAP file is left without a footer).
                 if let Err(e) = p.room.cover(STEP_OUT as u64, "an MCAP export").await {
                     e.log();
-                    tracing::warn!("MCAP export cut: {e}");
+                    crate::throttled!(warn, "mcap_export_cut", "MCAP export cut: {e}");
                     let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
                     return;
                 }
@@ -335,7 +335,7 @@ async fn pump(
         }
         if let Some(e) = err {
             e.log();
-            tracing::warn!("MCAP export cut: {e}");
+            crate::throttled!(warn, "mcap_export_cut", "MCAP export cut: {e}");
             let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
             return;
         }

@@ -377,7 +377,7 @@ impl Producer {
         };
         let want = (CHUNK as u64).min(*left).max(1) as usize;
         let data = reader.read_chunk(want).inspect_err(|e| {
-            tracing::warn!("query stream cut: {e}");
+            crate::throttled!(warn, "query_stream_cut", "query stream cut: {e}");
         })?;
         if data.is_empty() {
             return Err(std::io::Error::other(
@@ -388,7 +388,11 @@ impl Producer {
         out.push(data);
         if *left == 0 {
             if !matches!(reader.read_chunk(1).map(|d| d.is_empty()), Ok(true)) {
-                tracing::warn!("query stream cut: a record failed its CRC check");
+                crate::throttled!(
+                    warn,
+                    "query_stream_cut",
+                    "query stream cut: a record failed its CRC check"
+                );
                 return Err(std::io::Error::other(
                     "a record failed its CRC check at its end",
                 ));
@@ -466,7 +470,11 @@ impl Producer {
 
     /// Ends the stream with an error, after the report of what was skipped before it.
     fn fail(&mut self, mut out: Pieces, e: AppError) -> Step {
-        tracing::warn!("query stream ended by an error: {e}");
+        crate::throttled!(
+            warn,
+            "query_stream_cut",
+            "query stream ended by an error: {e}"
+        );
         self.skipped.put(&mut out.buf, self.meta);
         Step::Fail(out.finish(&mut self.room), e)
     }
