@@ -651,3 +651,31 @@ def test_screenshots(browser, server, client, jpeg, tmp_path, monkeypatch) -> No
     finally:
         stop.set()
         t.join()
+
+
+def test_a_huge_record_is_not_held_whole_in_the_browser(server, page, client) -> None:
+    """Bug "console memory": the preview of an `image/*` record and every download fetched
+    the whole record into the page's memory, so a writer's multi-gigabyte image took the
+    memory of whoever opened it. An image over 32 MiB is not previewed (no request for its
+    payload), and a download over 64 MiB goes through a query link the browser saves as it
+    arrives; smaller ones are as before."""
+    name = f"ui-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(name)
+    base = 1_767_225_600_000_000
+    big = bytes(range(256)) * ((65 << 20) // 256)
+    client.write(name, "cam", big, ts=base, content_type="image/jpeg")
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(entry_url(server, name, "cam"))
+    page.click(f"#record-rows tr[data-ts='{base}']")
+    notice = page.wait_for_selector("#preview-too-large").inner_text()
+    assert "larger than the 32.0 MiB" in notice, notice
+    assert not any(f"ts={base}" in u for u in requests), requests
+    with page.expect_download(timeout=60_000) as d:
+        page.click("#download")
+    got = d.value
+    assert "/api/v1/links/" in got.url, got.url
+    assert Path(got.path()).stat().st_size == len(big)
+    assert not any(f"cam?ts={base}" in u for u in requests), requests
+    assert page.errors == []
+    client.remove_bucket(name)

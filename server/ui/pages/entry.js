@@ -16,6 +16,11 @@ const LIVE_MS = 500;
 const PREVIEW_BYTES = 512;
 const TEXT_MAX = 256 << 10;
 const IMAGE = /^image\/(jpeg|png|webp|gif)$/;
+// The most of one record the console holds in the browser's memory: a larger image is not
+// previewed, and a larger download goes through a query link the browser saves as it
+// arrives (a writer's multi-gigabyte `image/*` record took the memory of whoever opened it).
+const IMAGE_MAX = 32 << 20;
+const BLOB_MAX = 64 << 20;
 const FOLLOW_MIN_SPAN = 60e6; // the live timeline shows at least the last minute
 const FOLLOW_MS = 1000; // and is redrawn at most once a second
 const narrow = () => window.matchMedia("(max-width: 800px)").matches;
@@ -198,6 +203,11 @@ export async function render(main, params) {
 
   async function showPayload(r, media, payload) {
     const ct = (r.content_type || "").split(";")[0].trim().toLowerCase();
+    if (IMAGE.test(ct) && !payload && r.size > IMAGE_MAX) {
+      media.replaceChildren(h("p", { class: "notice", id: "preview-too-large" },
+        `An image of ${bytes(r.size)}: larger than the ${bytes(IMAGE_MAX)} this console previews; download it instead.`));
+      return;
+    }
     if (IMAGE.test(ct)) {
       const blob = payload ? new Blob([payload], { type: ct })
         : await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
@@ -243,6 +253,17 @@ export async function render(main, params) {
   async function download(r, status) {
     status.replaceChildren();
     try {
+      if (r.size > BLOB_MAX) {
+        // Saved by the browser as it arrives, through a short-lived query link (the same
+        // as "Share link"), instead of whole in this page's memory.
+        const made = await api("/api/v1/links", { method: "POST",
+          json: { bucket, entry, record: { entry, ts: r.ts }, expires_in: 600 } });
+        const a = h("a", { href: made.link, download: "" });
+        document.body.append(a);
+        a.click();
+        a.remove();
+        return;
+      }
       const blob = await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
       const url = URL.createObjectURL(blob);
       const ext = (r.content_type.split("/")[1] || "bin").split(/[;+]/)[0];
