@@ -120,13 +120,26 @@ impl Client {
         Client::with_ca(url, token, None)
     }
 
-    /// The same, trusting also the certificates of a PEM bundle (see [`crate::tls`]).
+    /// The same, trusting also the certificates of a PEM bundle (see [`crate::tls`]); an
+    /// answer that sends nothing for [`crate::tls::read_timeout`] fails (a server that
+    /// accepts and never answers hung every command).
     pub fn with_ca(
         url: &str,
         token: Option<&str>,
         ca_pem: Option<&[u8]>,
     ) -> Result<Client, ClientError> {
+        Client::with_ca_read_timeout(url, token, ca_pem, crate::tls::read_timeout())
+    }
+
+    /// The same with another per-read timeout (a live tail with a long heartbeat period).
+    pub fn with_ca_read_timeout(
+        url: &str,
+        token: Option<&str>,
+        ca_pem: Option<&[u8]>,
+        read_timeout: std::time::Duration,
+    ) -> Result<Client, ClientError> {
         let http = crate::tls::builder(ca_pem)?
+            .read_timeout(read_timeout)
             .build()
             .map_err(ClientError::Build)?;
         Ok(Client::with_http(http, url, token))
@@ -495,7 +508,19 @@ pub struct SkippedRecord {
     pub code: String,
 }
 
+/// The most skipped records a [`QueryStream`] keeps named over all the reports of a query
+/// (the server names at most as many in one report, its `max_listed`); the rest are counted.
+pub const MAX_SKIPPED_LISTED: usize = 1000;
+
 impl Skipped {
+    /// Adds a report: its count, and its records while fewer than [`MAX_SKIPPED_LISTED`]
+    /// are listed. Bug "skipped reports grow for ever": a live tail's reports were all kept.
+    pub fn add(&mut self, s: Skipped) {
+        self.count = self.count.saturating_add(s.count);
+        let room = MAX_SKIPPED_LISTED.saturating_sub(self.records.len());
+        self.records.extend(s.records.into_iter().take(room));
+    }
+
     /// Reads the JSON document of a skipped frame; `None` if it is not one.
     pub fn parse(json: &[u8]) -> Option<Skipped> {
         let v: Value = serde_json::from_slice(json).ok()?;
@@ -526,9 +551,7 @@ impl QueryStream {
                 if let Event::Skipped(json) = &e {
                     // (A live tail reports at each catch-up: the reports add up.)
                     if let Some(s) = Skipped::parse(json) {
-                        let all = self.skipped.get_or_insert_with(Skipped::default);
-                        all.count += s.count;
-                        all.records.extend(s.records);
+                        self.skipped.get_or_insert_with(Skipped::default).add(s);
                     }
                 }
                 return Ok(Some(e));
@@ -586,6 +609,28 @@ pub async fn check(resp: Response) -> Result<Response, ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bug "skipped reports grow for ever": every skipped-record report of a long query or
+    /// live tail was appended to the list; now at most [`MAX_SKIPPED_LISTED`] stay listed.
+    #[test]
+    fn skipped_reports_grow_for_ever() {
+        let mut all = Skipped::default();
+        for i in 0..50u64 {
+            all.add(Skipped {
+                records: (0..1000)
+                    .map(|j| SkippedRecord {
+                        entry: None,
+                        ts: i * 1000 + j,
+                        code: "corrupt_record".into(),
+                    })
+                    .collect(),
+                count: 1000,
+            });
+        }
+        assert_eq!(all.count, 50_000);
+        assert_eq!(all.records.len(), MAX_SKIPPED_LISTED);
+        assert_eq!(all.records[0].ts, 0);
+    }
 
     /// Bug "dot segments": `entry_path("cams", "x/../../other")` was
     /// `/api/v1/b/cams/x/../../other`, which URL normalization turned into

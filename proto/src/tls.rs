@@ -8,8 +8,31 @@
 //! replication task's token and records to whatever host a destination named, and copied
 //! an internal page into the task's status.
 
+use std::time::Duration;
+
 use reqwest::{Certificate, ClientBuilder};
 use thiserror::Error;
+
+/// How long a connection may take to open ([`builder`] sets it; callers may shorten it).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client of the API ([`crate::client::Client::with_ca`]: the CLI, `tsblob cp`)
+/// waits for the next bytes of an answer: per read, not for the whole answer, so a long
+/// stream goes on as long as bytes keep coming. A live tail's server sends a heartbeat after
+/// 15 s idle by default (the CLI raises this bound above a longer `--heartbeat`), so a
+/// silent server is one that stopped answering. `TSBLOB_READ_TIMEOUT` (seconds) overrides it.
+/// Not set by [`builder`] itself: replication senders bound their requests with their own
+/// `--replication-timeout`.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [`READ_TIMEOUT`], or `TSBLOB_READ_TIMEOUT` (whole seconds, at least 1) when set.
+pub fn read_timeout() -> Duration {
+    std::env::var("TSBLOB_READ_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map_or(READ_TIMEOUT, Duration::from_secs)
+}
 
 /// A CA bundle that cannot be used.
 #[derive(Debug, Error)]
@@ -30,7 +53,7 @@ pub fn parse_ca(pem: &[u8]) -> Result<Vec<Certificate>, CaError> {
 }
 
 /// A client builder trusting the Mozilla roots and the certificates of `ca_pem`, following
-/// no redirect.
+/// no redirect, giving up on a connection not open after [`CONNECT_TIMEOUT`].
 pub fn builder(ca_pem: Option<&[u8]>) -> Result<ClientBuilder, CaError> {
     let mut roots: Vec<Certificate> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
         .iter()
@@ -42,7 +65,8 @@ pub fn builder(ca_pem: Option<&[u8]>) -> Result<ClientBuilder, CaError> {
     Ok(reqwest::Client::builder()
         .tls_certs_only(roots)
         .redirect(reqwest::redirect::Policy::none())
-        .tcp_nodelay(true))
+        .tcp_nodelay(true)
+        .connect_timeout(CONNECT_TIMEOUT))
 }
 
 /// An error with its causes (`reqwest::Error` shows only its own message: "error sending

@@ -52,8 +52,18 @@ impl ClientArgs {
     }
 }
 
-/// The client these arguments name.
+/// The client these arguments name. An answer sending nothing for
+/// `tsblob_proto::tls::READ_TIMEOUT` (60 s; `TSBLOB_READ_TIMEOUT` seconds) fails.
 pub fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
+    connect_reading(args, None)
+}
+
+/// The same, waiting at least `min_idle` for the next bytes of an answer (a live tail whose
+/// heartbeats come further apart than the read timeout).
+pub fn connect_reading(
+    args: &ClientArgs,
+    min_idle: Option<std::time::Duration>,
+) -> anyhow::Result<Client> {
     let (url, token) = args.resolve()?;
     match reqwest::Url::parse(&url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => {}
@@ -77,5 +87,7 @@ pub fn connect(args: &ClientArgs) -> anyhow::Result<Client> {
         ),
         None => None,
     };
-    Client::with_ca(&url, token.as_deref(), ca.as_deref()).context("cannot set up the HTTP client")
+    let idle = tsblob_proto::tls::read_timeout().max(min_idle.unwrap_or_default());
+    Client::with_ca_read_timeout(&url, token.as_deref(), ca.as_deref(), idle)
+        .context("cannot set up the HTTP client")
 }

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::Method;
 use tokio::io::AsyncWriteExt;
 
-use super::client::{check, connect, ClientArgs};
+use super::client::{check, connect, connect_reading, ClientArgs};
 use super::filters::{parse_label, FilterArgs};
 use super::human::{format_time, parse_time, size};
 use tsblob_proto::client::entry_path;
@@ -445,8 +445,12 @@ pub struct TailArgs {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct TailCursor {
     last: Option<u64>,
-    seen: Vec<Option<String>>,
+    seen: std::collections::HashSet<Option<String>>,
 }
+
+/// The most entries a [`TailCursor`] remembers at one timestamp. Bug "seen list quadratic":
+/// each record at the last timestamp was looked up in a list of all the earlier ones.
+const MAX_SEEN: usize = 100_000;
 
 impl TailCursor {
     /// Notes a record about to be printed; false for one printed before a reconnection.
@@ -456,10 +460,15 @@ impl TailCursor {
             if self.seen.contains(&entry) {
                 return false;
             }
-            self.seen.push(entry);
+            // Past the cap an entry is not remembered: printed twice at worst after a
+            // reconnection, never lost.
+            if self.seen.len() < MAX_SEEN {
+                self.seen.insert(entry);
+            }
         } else {
             self.last = Some(ts);
-            self.seen = vec![entry];
+            self.seen.clear();
+            self.seen.insert(entry);
         }
         true
     }
@@ -480,12 +489,56 @@ fn line_key(line: &[u8]) -> Option<(u64, Option<String>)> {
     ))
 }
 
+/// The longest NDJSON line a query stream may send (a server's lines are at most ~1 MiB of
+/// labels).
+const MAX_LINE: usize = 2 << 20;
+
+/// Splits a stream's bytes into lines, searching only the bytes that arrived since the last
+/// search. Bug "line buffer unbounded": a server sending no newline grew the buffer without
+/// end, rescanning all of it at each chunk.
+#[derive(Default)]
+struct Lines {
+    buf: BytesMut,
+    /// Bytes of `buf` already searched for a newline.
+    scanned: usize,
+}
+
+impl Lines {
+    fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next whole line (without its newline); an error once a line passes [`MAX_LINE`].
+    fn next_line(&mut self) -> anyhow::Result<Option<BytesMut>> {
+        match self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let mut line = self.buf.split_to(self.scanned + i + 1);
+                self.scanned = 0;
+                line.truncate(line.len() - 1);
+                Ok(Some(line))
+            }
+            None => {
+                self.scanned = self.buf.len();
+                if self.buf.len() > MAX_LINE {
+                    bail!(
+                        "the server sent a line longer than {} without a newline: not a tsblob query stream",
+                        size(MAX_LINE as u64)
+                    );
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
 /// `tsblob tail`: one line per record, from --start on, then each new record as it is
 /// written, until interrupted. A dropped connection is reopened from the last timestamp,
 /// skipping the records already printed at it (five times in a row at most, with a
 /// growing pause).
 pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
-    let c = connect(&args.client)?;
+    // Heartbeats come every --heartbeat seconds while idle: wait well past that.
+    let idle = std::time::Duration::from_secs(args.heartbeat.saturating_mul(2).saturating_add(10));
+    let c = connect_reading(&args.client, Some(idle))?;
     let mut entries = Vec::new();
     let path = query_path(
         &args.bucket,
@@ -516,11 +569,10 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                 // An error status (unknown entry, bad condition...): no point in retrying.
                 let resp = check(resp).await?;
                 let mut body = resp.bytes_stream();
-                let mut buf = BytesMut::new();
+                let mut lines = Lines::default();
                 let cut = loop {
-                    while let Some(i) = buf.iter().position(|&b| b == b'\n') {
-                        let line = buf.split_to(i + 1);
-                        let line = &line[..line.len() - 1];
+                    while let Some(line) = lines.next_line()? {
+                        let line = &line[..];
                         if line.is_empty() {
                             continue;
                         }
@@ -535,7 +587,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                         }
                     }
                     match body.next().await {
-                        Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                        Some(Ok(chunk)) => lines.push(&chunk),
                         Some(Err(e)) => break anyhow::Error::from(e),
                         // The stream ended: its $limit was reached.
                         None => return Ok(()),
@@ -558,7 +610,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
 
 async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
     let mut body = resp.bytes_stream();
-    let mut buf = BytesMut::new();
+    let mut lines = Lines::default();
     let mut records = 0u64;
     let mut print = |line: &[u8]| -> anyhow::Result<()> {
         if print_meta_line(line, json, records)?.is_some() {
@@ -567,19 +619,18 @@ async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
         Ok(())
     };
     loop {
-        while let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            let line = buf.split_to(i + 1);
-            if line.len() > 1 {
-                print(&line[..line.len() - 1])?;
+        while let Some(line) = lines.next_line()? {
+            if !line.is_empty() {
+                print(&line)?;
             }
         }
         match body.next().await {
-            Some(chunk) => buf.extend_from_slice(&chunk.context("the query stream was cut off")?),
+            Some(chunk) => lines.push(&chunk.context("the query stream was cut off")?),
             None => break,
         }
     }
-    if !buf.is_empty() {
-        print(&buf)?;
+    if !lines.buf.is_empty() {
+        print(&lines.buf)?;
     }
     eprintln!("{records} records");
     Ok(())
@@ -740,6 +791,40 @@ mod tail_tests {
             Some((10, Some("a".to_string())))
         );
         assert_eq!(line_key(br#"{"heartbeat":10}"#), None);
+    }
+
+    /// Bug "seen list quadratic": the entries printed at the last timestamp were a list
+    /// searched at each record (O(n²) for many records at one timestamp); now a set, capped.
+    #[test]
+    fn seen_list_quadratic() {
+        let t0 = std::time::Instant::now();
+        let mut c = TailCursor::default();
+        for i in 0..200_000u32 {
+            assert!(c.take(7, Some(&i.to_string())));
+        }
+        assert!(!c.take(7, Some("5")), "printed: skipped");
+        assert!(c.seen.len() <= MAX_SEEN);
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+
+    /// Bug "line buffer unbounded": a line without a newline grew the buffer for ever.
+    #[test]
+    fn line_buffer_unbounded() {
+        let mut l = Lines::default();
+        l.push(b"{\"ts\":1}\n{\"ts\"");
+        assert_eq!(l.next_line().unwrap().as_deref(), Some(&b"{\"ts\":1}"[..]));
+        assert!(l.next_line().unwrap().is_none());
+        l.push(b":2}\n");
+        assert_eq!(l.next_line().unwrap().as_deref(), Some(&b"{\"ts\":2}"[..]));
+        for _ in 0..3 {
+            l.push(&[b'a'; 1 << 20]);
+            let _ = l.next_line();
+        }
+        assert!(l.next_line().is_err());
     }
 }
 

@@ -12,6 +12,7 @@ mod replication_util;
 mod big_record;
 mod browser;
 mod bystander;
+mod cli_hostile;
 #[cfg(feature = "bench")]
 mod compare_e2e;
 #[cfg(feature = "bench")]

@@ -13,7 +13,6 @@ use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use reqwest::Method;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
 use tsblob_storage::FeedFilter;
 
 use super::super::human::size;
@@ -113,7 +112,7 @@ pub(super) async fn import(
     start: Option<u64>,
     stop: Option<u64>,
     when: Option<String>,
-    tx: mpsc::Sender<OutRecord>,
+    tx: super::Tx,
 ) -> anyhow::Result<(u64, Option<String>)> {
     let cond = when
         .as_deref()

@@ -41,8 +41,76 @@ mod source;
 use sink::{write_folder, write_server};
 use source::{folder_entries, read_folder, read_index, read_server};
 
-/// Records in flight between the reader and the writer.
+/// Records in flight between the reader and the writer ...
 const CHANNEL: usize = 64;
+/// ... holding at most this many payload bytes (a larger record travels alone).
+const CHANNEL_BYTES: usize = 256 << 20;
+/// The default of `--max-record`.
+const MAX_RECORD: u64 = 1 << 30;
+
+/// The sending end of the copy's queue: bounded by records and by payload bytes. Bug "cp
+/// queues 64 whole records": 64 records of any size were held, so a source announcing huge
+/// records made the copy hold them all.
+pub(super) struct Tx {
+    tx: mpsc::Sender<OutRecord>,
+    budget: std::sync::Arc<tokio::sync::Semaphore>,
+    bytes: u32,
+}
+
+/// The receiving end of [`Tx`].
+pub(super) struct Rx {
+    rx: mpsc::Receiver<OutRecord>,
+    budget: std::sync::Arc<tokio::sync::Semaphore>,
+    bytes: u32,
+}
+
+/// The permits a record of this size takes (all of them for one of `bytes` or more).
+fn cost(len: usize, bytes: u32) -> u32 {
+    len.min(bytes as usize) as u32
+}
+
+/// A queue of at most `records` records and `bytes` payload bytes (at most
+/// `CHANNEL_BYTES`).
+pub(super) fn queue(records: usize, bytes: usize) -> (Tx, Rx) {
+    let (tx, rx) = mpsc::channel(records);
+    let bytes = bytes.min(CHANNEL_BYTES) as u32;
+    let budget = std::sync::Arc::new(tokio::sync::Semaphore::new(bytes as usize));
+    (
+        Tx {
+            tx,
+            budget: budget.clone(),
+            bytes,
+        },
+        Rx { rx, budget, bytes },
+    )
+}
+
+impl Tx {
+    /// Queues a record once there is room for it; an error once the receiver is gone.
+    pub(super) async fn send(&self, r: OutRecord) -> Result<(), ()> {
+        let n = cost(r.data.len(), self.bytes);
+        match self.budget.acquire_many(n).await {
+            Ok(p) => p.forget(),
+            Err(_) => return Err(()),
+        }
+        self.tx.send(r).await.map_err(|_| ())
+    }
+
+    /// The same from a blocking thread.
+    pub(super) fn blocking_send(&self, r: OutRecord) -> Result<(), ()> {
+        tokio::runtime::Handle::current().block_on(self.send(r))
+    }
+}
+
+impl Rx {
+    /// The next record, its bytes given back to the queue.
+    pub(super) async fn recv(&mut self) -> Option<OutRecord> {
+        let r = self.rx.recv().await?;
+        self.budget
+            .add_permits(cost(r.data.len(), self.bytes) as usize);
+        Some(r)
+    }
+}
 const INDEX: &str = "index.ndjson";
 
 /// `tsblob cp SRC DST`
@@ -85,6 +153,10 @@ pub struct CpArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The largest record a server source may send (bytes, e.g. 1073741824): a larger one
+    /// fails the copy before its payload is read (a record is held whole in memory).
+    #[arg(long, value_name = "BYTES", default_value_t = MAX_RECORD)]
+    pub max_record: u64,
     /// A destination bucket that does not exist is created with the source bucket's
     /// settings (quota, blocks, compression, retention, tiering); with this flag, with the
     /// destination server's defaults instead.
@@ -258,7 +330,8 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         pb.enable_steady_tick(Duration::from_millis(200));
         pb
     };
-    let (tx, rx) = mpsc::channel::<OutRecord>(CHANNEL);
+    let (tx, rx) = queue(CHANNEL, CHANNEL_BYTES);
+    let max_record = args.max_record;
     let producer = {
         let (src, patterns, args_when, stop) =
             (src.clone(), patterns.clone(), args.when.clone(), args.stop);
@@ -276,6 +349,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
                     start,
                     stop,
                     args_when.as_deref(),
+                    max_record,
                     tx,
                 )
                 .await

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
 
 use super::source::read_index;
 use super::{IndexLine, Totals, INDEX};
@@ -27,7 +26,7 @@ const ATTEMPTS: u32 = 5;
 pub(super) async fn write_server(
     dst: &Destination,
     ca: Option<&[u8]>,
-    mut rx: mpsc::Receiver<OutRecord>,
+    mut rx: super::Rx,
     pb: &indicatif::ProgressBar,
 ) -> anyhow::Result<Totals> {
     let http = tsblob_proto::tls::builder(ca)?
@@ -212,7 +211,7 @@ fn tally(
 /// is counted as there, another CRC is a conflict.
 pub(super) async fn write_folder(
     root: &Path,
-    mut rx: mpsc::Receiver<OutRecord>,
+    mut rx: super::Rx,
     pb: &indicatif::ProgressBar,
 ) -> anyhow::Result<Totals> {
     tokio::fs::create_dir_all(root)
@@ -309,7 +308,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("export");
         for entry in ["../outside", "/abs/x", "a/../../outside"] {
-            let (tx, rx) = mpsc::channel(1);
+            let (tx, rx) = super::super::queue(1, 1 << 20);
             tx.send(OutRecord {
                 entry: entry.to_string(),
                 ts: 1,

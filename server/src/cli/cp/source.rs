@@ -9,11 +9,10 @@ use anyhow::{bail, Context};
 use bytes::BytesMut;
 use futures_util::StreamExt;
 use reqwest::Method;
-use tokio::sync::mpsc;
 use tsblob_proto::framing::{Decoder, Event};
 use tsblob_storage::FeedFilter;
 
-use super::{compile_patterns, query_params, IndexLine, INDEX};
+use super::{compile_patterns, query_params, IndexLine, Tx, INDEX};
 use crate::batch_client::OutRecord;
 use crate::cli::{seg, Client};
 
@@ -28,7 +27,8 @@ pub(super) async fn read_server(
     start: Option<u64>,
     stop: Option<u64>,
     when: Option<&str>,
-    tx: mpsc::Sender<OutRecord>,
+    max_record: u64,
+    tx: Tx,
 ) -> anyhow::Result<u64> {
     let c = Client::with_ca(url, token.as_deref(), ca)?;
     let params = query_params(patterns, start, stop, when)?;
@@ -48,6 +48,15 @@ pub(super) async fn read_server(
         while let Some(ev) = dec.next(&mut buf)? {
             match ev {
                 Event::Record(h) => {
+                    if h.payload_len > max_record {
+                        bail!(
+                            "the source sent a record of {} bytes ({} at {}), more than --max-record {}: give a larger --max-record to copy it",
+                            h.payload_len,
+                            h.entry.as_deref().unwrap_or(""),
+                            h.ts,
+                            max_record
+                        );
+                    }
                     want = h.payload_len;
                     cur = Some(OutRecord {
                         entry: h.entry.unwrap_or_default(),
@@ -156,7 +165,7 @@ pub(super) async fn read_folder(
     start: Option<u64>,
     stop: Option<u64>,
     when: Option<&str>,
-    tx: mpsc::Sender<OutRecord>,
+    tx: Tx,
 ) -> anyhow::Result<u64> {
     let cond = when
         .map(crate::http::when::parse_text)
