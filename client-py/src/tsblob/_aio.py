@@ -20,9 +20,9 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 
-from ._common import STREAM_CHUNK, Response
+from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Response, too_large
 from ._errors import InvalidInput, TransportError
-from ._http import _readable, file_size, transport_error
+from ._http import _readable, answer_name, file_size, request_name, transport_error
 
 try:
     import aiohttp
@@ -254,6 +254,33 @@ def load_rest(record: "AsyncRecord") -> bytes:
         "use `await record.read()` or `async for chunk in record.aiter_chunks()`", code="payload_not_loaded")
 
 
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> Optional[bytes]:
+    """The whole body if it is at most ``limit`` bytes, else ``None`` (as soon as that is
+    known: a larger ``Content-Length``, or ``limit + 1`` bytes read; the rest is left unread
+    and the caller must close the response). A body of unknown length is read a piece at a
+    time, never more than ``limit + 1`` bytes (plus what aiohttp buffers: ``READ_BUFSIZE``)."""
+    length = resp.content_length
+    if resp.method == "HEAD":  # (its Content-Length is the record's, without a body)
+        return await resp.read()
+    if length is not None and "chunked" not in resp.headers.get("transfer-encoding", ""):
+        if length > limit:
+            return None
+        if "content-encoding" not in resp.headers:
+            return await resp.read()
+        # (a compressed body, which aiohttp inflates: its length says nothing of the inflated size)
+    parts: List[bytes] = []
+    got = 0
+    read = resp.content.read
+    while True:
+        chunk = await read(min(READ_BUFSIZE, limit + 1 - got))
+        if not chunk:
+            return b"".join(parts)
+        got += len(chunk)
+        if got > limit:
+            return None
+        parts.append(chunk)
+
+
 def _lower_headers(resp: aiohttp.ClientResponse) -> List[Tuple[str, str]]:
     return [(k.lower(), v) for k, v in resp.headers.items()]
 
@@ -261,10 +288,11 @@ def _lower_headers(resp: aiohttp.ClientResponse) -> List[Tuple[str, str]]:
 class Stream:
     """An answer being read (see :class:`tsblob._http.Stream`), awaited."""
 
-    __slots__ = ("_resp", "status", "headers")
+    __slots__ = ("_resp", "_request", "status", "headers")
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, request: str = "the request") -> None:
         self._resp = resp
+        self._request = request  # "GET /path", for errors
         self.status = resp.status
         self.headers = _lower_headers(resp)
 
@@ -284,11 +312,18 @@ class Stream:
             raise TransportError(f"the connection closed after {got} of {expected} bytes of the answer",
                                  code="transport")
 
-    async def read(self) -> bytes:
+    async def read(self, limit: Optional[int] = None) -> bytes:
+        """The whole body; with ``limit``, a body over ``limit`` bytes is cut off there, the
+        connection closed, and :class:`ProtocolError` raised."""
         try:
-            return await self._resp.read()
+            data = await self._resp.read() if limit is None else await _read_bounded(self._resp, limit)
         except ERRORS as e:
             raise transport_error(e, "reading the answer") from e
+        if data is None:
+            assert limit is not None
+            self._resp.close()  # the body is not read to its end: the connection is closed, not pooled
+            raise too_large(answer_name(self.status, self._request), limit)
+        return data
 
     async def aclose(self) -> None:
         # release() keeps the connection when the body was read to its end; an early stop
@@ -367,8 +402,11 @@ class AsyncTransport:
             await session.close()
 
     async def request(self, method: str, target: str, body: Any = None,
-                      headers: Optional[Dict[str, str]] = None) -> Response:
-        """Sends a request and reads the whole answer."""
+                      headers: Optional[Dict[str, str]] = None, limit: Optional[int] = JSON_MAX) -> Response:
+        """Sends a request and reads the whole answer: at most ``limit`` bytes of it
+        (``None``: no bound, for a record's payload), of an error answer at most
+        ``ERROR_BODY_MAX``; a longer one is cut off (its connection closed) and raises
+        :class:`ProtocolError`."""
         session = self._sess()
         if isinstance(body, (bytes, memoryview)) and len(body) >= LARGE_BODY:
             body = _LargeBody(body)
@@ -376,7 +414,13 @@ class AsyncTransport:
             async with session.request(method, URL(self.url + target, encoded=True), data=body, headers=headers,
                                        **self._env or {}) as r:
                 conn = r.connection
-                out = Response(r.status, _lower_headers(r), await r.read())
+                cap = ERROR_BODY_MAX if r.status >= 400 else limit
+                data = await r.read() if cap is None else await _read_bounded(r, cap)
+                if data is None:
+                    assert cap is not None
+                    r.close()  # the body is not read to its end: the connection is closed, not pooled
+                    raise too_large(answer_name(r.status, request_name(method, target)), cap)
+                out = Response(r.status, _lower_headers(r), data)
         except ERRORS as e:
             raise _error(e, method, target) from e
         if out.status == 413 and body is not None:
@@ -398,4 +442,4 @@ class AsyncTransport:
                                          **self._env or {})
         except ERRORS as e:
             raise _error(e, method, target) from e
-        return Stream(resp)
+        return Stream(resp, request_name(method, target))

@@ -13,9 +13,10 @@ import os
 import random
 import re
 import warnings
+from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, unquote, urlencode
 
 from ._errors import InvalidInput, ProtocolError, TsblobError, error_from_json
@@ -39,6 +40,30 @@ MCAP_MAGIC = b"\x89MCAP0\r\n"
 Labels = Mapping[str, LabelValue]
 Params = List[Tuple[str, Any]]
 JSON_HEADERS = {"content-type": "application/json"}
+
+# Bounds on what a server's answer can make the client hold (a hostile or broken server
+# must not exhaust its memory): an answer past its bound is cut off there, its connection
+# closed (never put back in the pool half-read), and ProtocolError raised. Record payloads
+# (read(), read_stream(), queries) have no such bound: they are streamed or asked for.
+JSON_MAX = 64 << 20
+"""The most of a JSON answer read (a bucket with all its entries, a token list...): the
+Rust client's ``JSON_MAX`` (``proto/src/client.rs``)."""
+ERROR_BODY_MAX = 64 << 10
+"""The most of an error answer read (a tsblob error document is far smaller): the Rust
+``ERROR_BODY_MAX`` (``proto/src/outbound.rs``)."""
+META_LINE_MAX = 2 << 20
+"""The longest line of a ``meta=True`` query's NDJSON answer (the server's lines carry at
+most ~1 MiB of labels)."""
+MAX_SKIPPED_LISTED = 1000
+"""The most skipped records a query iterator lists in all (``skipped``); ``skipped_count``
+counts every one. (A live tail's reports add up: without a bound the list would grow as
+long as the tail runs.) The Rust client's ``MAX_SKIPPED_LISTED`` (``proto/src/client.rs``)."""
+
+
+def too_large(what: str, limit: int) -> ProtocolError:
+    """The error for an answer cut off at ``limit`` bytes (``what``: which answer)."""
+    return ProtocolError(f"{what} is over {limit} bytes, the most read from a server: it was cut off "
+                         "(and its connection closed)")
 
 
 class Response:
@@ -396,29 +421,56 @@ def tail_params(start: Optional[int], when: Optional[Mapping[str, Any]], strict:
 class MetaParser:
     """The NDJSON answer of a ``meta=True`` query, with the push interface of
     :class:`~tsblob._framing.FrameParser`: ``feed()`` chunks, take :class:`RecordInfo` out of
-    ``next_event()`` (``None`` when it needs more), ``eof()`` at the end."""
+    ``next_event()`` (``None`` when it needs more), ``eof()`` at the end.
+
+    A line longer than :data:`META_LINE_MAX` raises :class:`ProtocolError` (a server that
+    never sends a line break cannot make the client hold its answer whole); each byte is
+    scanned for the line break once (only what arrived since the last ``feed``)."""
 
     __slots__ = ("_rest", "_lines")
 
     def __init__(self) -> None:
-        self._rest = b""
-        self._lines: List[bytes] = []
+        self._rest = bytearray()  # the start of a line whose end has not come (no b"\n" in it)
+        self._lines: Deque[bytes] = deque()
 
     def feed(self, data: bytes) -> None:
-        *lines, self._rest = (self._rest + bytes(data)).split(b"\n")
-        self._lines.extend(ln for ln in lines if ln.strip())
+        rest = self._rest
+        at = len(rest)  # where the new bytes start: the ones before hold no line break
+        rest += data
+        start = 0
+        find = rest.find
+        lines = self._lines
+        while True:
+            end = find(b"\n", at)
+            if end < 0:
+                break
+            if end - start > META_LINE_MAX:
+                raise self._too_long()
+            line = bytes(rest[start:end])
+            if line.strip():
+                lines.append(line)
+            start = at = end + 1
+        if start:
+            del rest[:start]
+        if len(rest) > META_LINE_MAX:
+            raise self._too_long()
+
+    @staticmethod
+    def _too_long() -> ProtocolError:
+        return ProtocolError(f"a line of the metadata answer is over {META_LINE_MAX} bytes, the most read "
+                             "from a server (its lines are far shorter): it was cut off")
 
     def next_event(self) -> Optional[RecordInfo]:
         while self._lines:
-            info = meta_line(self._lines.pop(0))
+            info = meta_line(self._lines.popleft())
             if info is not None:
                 return info
         return None
 
     def eof(self) -> None:
-        rest, self._rest = self._rest, b""
+        rest, self._rest = self._rest, bytearray()
         if rest.strip():
-            self._lines.append(rest)
+            self._lines.append(bytes(rest))
 
 
 def _names(keys: Optional[Union[str, Sequence[str]]]) -> List[str]:

@@ -88,7 +88,9 @@ class TransportError(TsblobError):
 
 class ProtocolError(TsblobError):
     """The server's answer did not follow the documented format (a truncated query stream,
-    an unknown frame kind, a record count that does not match the end frame...)."""
+    an unknown frame kind, a record count that does not match the end frame...), or was
+    larger than the client reads of it (a JSON answer over 64 MiB, an error answer over
+    64 KiB, a frame's labels over 1 MiB...: cut off, its connection closed)."""
 
 
 class BadRequest(TsblobError):

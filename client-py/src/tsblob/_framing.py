@@ -4,7 +4,8 @@ Encoding builds batch bodies. Decoding is a push parser with no I/O of its own
 (:class:`FrameParser`): the sync and async clients feed it the chunks their HTTP layer hands them
 and pull events out, so both share every byte of parsing logic.
 
-Memory: the parser keeps at most one partial frame head plus, for records whose payload is at
+Memory: the parser keeps at most one partial frame head (its labels, or the JSON of a
+skipped or error frame, at most ``MAX_META_LEN`` bytes) plus, for records whose payload is at
 most ``eager_limit`` bytes, that one payload; larger payloads are handed out chunk by chunk as
 they arrive and never accumulate. A query over any number of records therefore holds
 ``O(eager_limit + chunk size)`` bytes.
@@ -47,6 +48,11 @@ KIND_ERROR = 2
 KIND_HEARTBEAT = 3  # a live tail's keep-alive: the server's time, u64 LE µs
 KIND_ENTRY_RECORD = 4  # a record of a multi-entry query: the head, then u16 LE + entry name
 KIND_SKIPPED = 5  # damaged records the query skipped: u32 LE length + {"skipped": [...], "skipped_count": n}
+
+MAX_META_LEN = 1 << 20
+"""The most bytes of labels in a record frame, and of the JSON of a skipped or error frame,
+read (the Rust decoder's ``MAX_META_LEN``, ``proto/src/framing.rs``): a longer length is
+refused as soon as it is read, before its bytes are waited for."""
 
 _HEAD = struct.Struct("<BQHHIQ")  # kind, ts, content type len, label count, labels len, payload len
 _END = struct.Struct("<BQ")
@@ -199,6 +205,8 @@ class FrameParser:
             if avail < HEAD_SIZE:
                 return None
             _, ts, ct_len, count, lab_len, size = _HEAD.unpack_from(buf, pos)
+            if lab_len > MAX_META_LEN:
+                raise self._fail(f"labels length {lab_len} is over the {MAX_META_LEN}-byte limit")
             p = pos + HEAD_SIZE
             entry = None
             if kind == KIND_ENTRY_RECORD:
@@ -251,6 +259,8 @@ class FrameParser:
             if avail < _ERR.size:
                 return None
             _, length = _ERR.unpack_from(buf, pos)
+            if length > MAX_META_LEN:
+                raise self._fail(f"skipped frame of {length} bytes is over the {MAX_META_LEN}-byte limit")
             if avail < _ERR.size + length:
                 return None
             body = bytes(buf[pos + _ERR.size:pos + _ERR.size + length])
@@ -264,6 +274,8 @@ class FrameParser:
             if avail < _ERR.size:
                 return None
             _, length = _ERR.unpack_from(buf, pos)
+            if length > MAX_META_LEN:
+                raise self._fail(f"error frame of {length} bytes is over the {MAX_META_LEN}-byte limit")
             if avail < _ERR.size + length:
                 return None
             body = bytes(buf[pos + _ERR.size:pos + _ERR.size + length])
@@ -276,6 +288,11 @@ class FrameParser:
             # An error frame arrives inside a 200 answer: there is no HTTP status to report.
             raise error_from_json(doc, None)
         raise ProtocolError(f"unknown frame kind {kind} after {self.records} records")
+
+    def _fail(self, why: str) -> ProtocolError:
+        """A frame that cannot be read: the stream is over (nothing after it is parsed)."""
+        self.finished = True
+        return ProtocolError(f"{why} (after {self.records} records)")
 
     @staticmethod
     def _labels(buf: Buffer, p: int, count: int, end: int) -> Dict[str, str]:

@@ -28,7 +28,7 @@ from base64 import b64encode
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from ._common import STREAM_CHUNK, Response
+from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Response, too_large
 from ._errors import InvalidInput, TransportError
 
 if TYPE_CHECKING:
@@ -174,6 +174,36 @@ def iter_response(resp: http.client.HTTPResponse, size: int = READ_CHUNK) -> Ite
             return
         got += len(chunk)
         yield chunk
+
+
+def read_bounded(resp: http.client.HTTPResponse, limit: int) -> Optional[bytes]:
+    """The whole body if it is at most ``limit`` bytes, else ``None`` (as soon as that is
+    known: a larger ``Content-Length``, or ``limit + 1`` bytes read; the rest is left unread
+    and the caller must close the connection). A body of unknown length (chunked, or up to
+    the close) is read a piece at a time, never more than ``limit + 1`` bytes."""
+    length = resp.length  # (0 for a HEAD answer, None when chunked or delimited by the close)
+    if length is not None:
+        return resp.read() if length <= limit else None
+    parts: List[bytes] = []
+    got = 0
+    while True:
+        chunk = resp.read(min(READ_CHUNK, limit + 1 - got))
+        if not chunk:
+            return b"".join(parts)
+        got += len(chunk)
+        if got > limit:
+            return None
+        parts.append(chunk)
+
+
+def request_name(method: str, target: str) -> str:
+    """A request as errors name it: ``GET /path`` (without the query string)."""
+    return f"{method} {target.split('?')[0]}"
+
+
+def answer_name(status: int, request: str) -> str:
+    """How a too-large answer to ``request`` (:func:`request_name`) is named in its error."""
+    return f"the {'error ' if status >= 400 else ''}answer ({status}) to {request}"
 
 
 def transport_error(e: BaseException, doing: str) -> TransportError:
@@ -455,14 +485,22 @@ class SyncTransport:
         raise TransportError(f"{method} {path}: no connection could carry the request", code="transport")
 
     def request(self, method: str, target: str, body: Any = None,
-                headers: Optional[Dict[str, str]] = None) -> Response:
-        """Sends a request and reads the whole answer."""
+                headers: Optional[Dict[str, str]] = None, limit: Optional[int] = JSON_MAX) -> Response:
+        """Sends a request and reads the whole answer: at most ``limit`` bytes of it
+        (``None``: no bound, for a record's payload), of an error answer at most
+        ``ERROR_BODY_MAX``; a longer one is cut off (its connection closed) and raises
+        :class:`ProtocolError`."""
         conn, resp = self._send(method, target, body, headers)
+        cap = ERROR_BODY_MAX if resp.status >= 400 else limit
         try:
-            data = resp.read()
+            data = resp.read() if cap is None else read_bounded(resp, cap)
         except TRANSPORT_ERRORS as e:
             conn.close()
             raise transport_error(e, f"reading the answer to {method} {target}") from e
+        if data is None:
+            assert cap is not None
+            conn.close()
+            raise too_large(answer_name(resp.status, request_name(method, target)), cap)
         out = Response(resp.status, lower_headers(resp), data)
         if resp.will_close:
             conn.close()
@@ -473,33 +511,42 @@ class SyncTransport:
     def open(self, method: str, target: str, headers: Optional[Dict[str, str]] = None) -> "Stream":
         """Sends a request and returns the answer unread (:class:`Stream`)."""
         conn, resp = self._send(method, target, None, headers)
-        return Stream(self, conn, resp)
+        return Stream(self, conn, resp, request_name(method, target))
 
 
 class Stream:
     """An answer being read: ``status``, ``headers`` (lower-case names), ``chunks()`` (the
-    body as it arrives) or ``read()`` (all of it), then ``close()``: the connection goes back
-    to the pool only if the body was read to its end (else it is closed: an early stop)."""
+    body as it arrives) or ``read()`` (all of it, or at most ``limit`` bytes), then
+    ``close()``: the connection goes back to the pool only if the body was read to its end
+    (else it is closed: an early stop)."""
 
-    __slots__ = ("_t", "_conn", "_resp", "status", "headers")
+    __slots__ = ("_t", "_conn", "_resp", "_request", "status", "headers")
 
     def __init__(self, transport: SyncTransport, conn: http.client.HTTPConnection,
-                 resp: http.client.HTTPResponse) -> None:
+                 resp: http.client.HTTPResponse, request: str = "the request") -> None:
         self._t = transport
         self._conn: Optional[http.client.HTTPConnection] = conn
         self._resp = resp
+        self._request = request  # "GET /path", for errors
         self.status = resp.status
         self.headers = lower_headers(resp)
 
     def chunks(self, size: int = READ_CHUNK) -> Iterator[bytes]:
         return iter_response(self._resp, size)
 
-    def read(self) -> bytes:
+    def read(self, limit: Optional[int] = None) -> bytes:
+        """The whole body; with ``limit``, a body over ``limit`` bytes is cut off there, the
+        connection closed, and :class:`ProtocolError` raised."""
         try:
-            return self._resp.read()
+            data = self._resp.read() if limit is None else read_bounded(self._resp, limit)
         except TRANSPORT_ERRORS as e:
             self.close()
             raise transport_error(e, "reading the answer") from e
+        if data is None:
+            assert limit is not None
+            self.close()  # the body is not read to its end: the connection is closed, not pooled
+            raise too_large(answer_name(self.status, self._request), limit)
+        return data
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -319,13 +319,14 @@ class AsyncQueryIterator(AsyncIterator[Item]):
 
     A record whose stored bytes are damaged is skipped by the server, and the query goes on:
     once the iteration is over, ``skipped`` lists them (:class:`SkippedRecord`: entry,
-    timestamp, error code; the server names up to 1000) and ``skipped_count`` counts them all.
-    A live tail reports them each time it catches up. ``meta=True`` reads no payload, so it
-    never skips one.
+    timestamp, error code; the first 1000 in all) and ``skipped_count`` counts them all. A
+    live tail reports them each time it catches up: its reports add up, the list stops at
+    1000 and the count goes on. ``meta=True`` reads no payload, so it never skips one.
     """
 
     skipped: List[SkippedRecord]
-    """The damaged records the server skipped (filled in as its report arrives, before the end)."""
+    """The damaged records the server skipped (filled in as its report arrives, before the end):
+    the first 1000 at most (``tsblob._common.MAX_SKIPPED_LISTED``)."""
     skipped_count: int
     """How many records the server skipped as damaged (``>= len(skipped)``)."""
 
@@ -435,7 +436,10 @@ class AsyncQueryIterator(AsyncIterator[Item]):
                 ev = None
                 continue
             if kind == EV_SKIPPED:  # damaged records the server skipped: the stream goes on
-                self.skipped.extend(SkippedRecord.from_json(r) for r in ev[1])
+                # (a live tail's reports add up: the list keeps the first MAX_SKIPPED_LISTED in all)
+                room = c.MAX_SKIPPED_LISTED - len(self.skipped)
+                if room > 0:
+                    self.skipped.extend(SkippedRecord.from_json(r) for r in ev[1][:room])
                 self.skipped_count += ev[2]
                 ev = None
                 continue
@@ -545,10 +549,12 @@ class AsyncClient:
     # -- plumbing ------------------------------------------------------------------------
 
     async def _request(self, method: str, target: str, body: Any, headers: Optional[Dict[str, str]],
-                       policy: c.Retry, stream: bool) -> Any:
+                       policy: c.Retry, stream: bool, limit: Optional[int] = c.JSON_MAX) -> Any:
         """Sends a request, again after a connection error or a retriable status as ``policy``
         allows; returns the :class:`Response` (``stream``: the open :class:`Stream`), or raises
-        the error the answer says (its ``attempts`` set)."""
+        the error the answer says (its ``attempts`` set). ``limit``: the most of the answer
+        read (``None`` for a record's payload); an error answer is read up to
+        ``c.ERROR_BODY_MAX``; a longer answer raises :class:`ProtocolError`."""
         attempt = 0
         while True:
             try:
@@ -556,10 +562,10 @@ class AsyncClient:
                     s = await self._t.open(method, target, headers)
                     if s.status < 400:
                         return s
-                    resp = c.Response(s.status, s.headers, await s.read())
+                    resp = c.Response(s.status, s.headers, await s.read(c.ERROR_BODY_MAX))
                     await s.aclose()
                 else:
-                    resp = await self._t.request(method, target, body, headers)
+                    resp = await self._t.request(method, target, body, headers, limit)
                     if resp.status < 400:
                         resp.attempts = attempt
                         return resp
@@ -578,11 +584,13 @@ class AsyncClient:
             await sleep(delay)
 
     async def _send(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
-                    content: Any = None, headers: Optional[Dict[str, str]] = None, retry: bool = False) -> c.Response:
+                    content: Any = None, headers: Optional[Dict[str, str]] = None, retry: bool = False,
+                    limit: Optional[int] = c.JSON_MAX) -> c.Response:
         if json_body is not None:
             content, headers = json.dumps(json_body).encode(), c.JSON_HEADERS
         policy = self.retry if retry else c.NO_RETRY
-        return await self._request(method, c.target(path, params), content, headers, policy, False)  # type: ignore[no-any-return]
+        resp: c.Response = await self._request(method, c.target(path, params), content, headers, policy, False, limit)
+        return resp
 
     async def _json(self, method: str, path: str, params: Optional[c.Params] = None, *, json_body: Any = None,
                     content: Any = None, headers: Optional[Dict[str, str]] = None, retry: bool = False) -> Any:
@@ -824,7 +832,8 @@ class AsyncClient:
     async def read(self, bucket: str, entry: str, ts: Optional[Timestamp] = None) -> AsyncRecord:
         """Reads one record whole (``ts=None``: the latest). For large payloads use
         :meth:`read_stream` or :meth:`download`."""
-        resp = await self._send("GET", c.entry_path(bucket, entry), c.ts_params(ts), retry=True)
+        # (a record's payload: read whole, however large, as asked; not bounded as JSON is)
+        resp = await self._send("GET", c.entry_path(bucket, entry), c.ts_params(ts), retry=True, limit=None)
         t, ct, labels, _ = c.info_from_headers(resp.headers)
         return AsyncRecord(t, ct, labels, len(resp.body), resp.body)
 
