@@ -95,7 +95,7 @@ pub use settings::{
     LifecycleRule, QuotaType, StoreOptions, SyncPolicy, TierConfig, WhenParser,
     LIFECYCLE_PASS_RECORDS, MAX_AGE_RULE, MAX_ENTRIES, MAX_LIFECYCLE_RULES,
 };
-pub use store::{QueryItem, QueryIter, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
+pub use store::{QueryItem, QueryIter, ScanBound, Spool, Store, StoreStats, ATTACHMENT_KEY_LABEL};
 pub use tier::{lower_thread_priority, RefreshReport, TierStats};
 pub use when::{
     is_utc, Agg, CmpOp, Condition, Func, Operand, StrOp, Value, MAX_CONDITION_PARTS,

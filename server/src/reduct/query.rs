@@ -731,13 +731,12 @@ fn fill(
     let mut records = Vec::new();
     let (mut bytes, mut meta_bytes) = (0u64, 0u64);
     let mut resumed = false;
-    let mut scan = Scan::start();
+    let mut scan = tsblob_storage::ScanBound::pages_or_time(SCAN_PAGES, SCAN_TIME);
     while records.len() < BATCH_RECORDS {
         let item = match c.pending.take() {
             Some(item) => item,
-            None => match iter.next_bounded() {
+            None => match iter.next_within(&mut scan) {
                 Some(Ok(Some(item))) => item,
-                Some(Ok(None)) if scan.idle_page() => continue,
                 Some(Ok(None)) => break,
                 Some(Err(e)) if records.is_empty() => {
                     c.done = true;
@@ -805,17 +804,14 @@ fn fill(
         records.push((item.entry().to_string(), item.meta.clone(), data));
     }
     if !continuous && !c.done && c.pending.is_none() && c.failed.is_none() {
-        // Whether this batch is the last: look one record ahead (within the same bound;
-        // past it the batch is not the last and the next read walks on).
-        loop {
-            match iter.next_bounded() {
-                None => c.done = true,
-                Some(Ok(Some(item))) => c.pending = Some(item),
-                Some(Ok(None)) if scan.idle_page() => continue,
-                Some(Ok(None)) => {}
-                Some(Err(e)) => c.failed = Some(e.into()),
-            }
-            break;
+        // Whether this batch is the last: look one record ahead (within the same bound,
+        // so not at all once it is reached; past it the batch is not the last and the
+        // next read walks on).
+        match iter.next_within(&mut scan) {
+            None => c.done = true,
+            Some(Ok(Some(item))) => c.pending = Some(item),
+            Some(Ok(None)) => {}
+            Some(Err(e)) => c.failed = Some(e.into()),
         }
     }
     if records.is_empty() {
@@ -837,37 +833,6 @@ fn fill(
         last,
         held,
     }))
-}
-
-/// How far one read has walked index pages that matched nothing ([`SCAN_PAGES`],
-/// [`SCAN_TIME`]).
-struct Scan {
-    started: Instant,
-    idle: u32,
-    out: bool,
-}
-
-impl Scan {
-    fn start() -> Self {
-        Scan {
-            started: Instant::now(),
-            idle: 0,
-            out: false,
-        }
-    }
-
-    /// Counts a page without a match; `false` once the read has walked its bound.
-    fn idle_page(&mut self) -> bool {
-        self.idle += 1;
-        if self.idle >= SCAN_PAGES || self.started.elapsed() >= SCAN_TIME {
-            self.out = true;
-        }
-        !self.out
-    }
-
-    fn out(&self) -> bool {
-        self.out
-    }
 }
 
 /// Fills a batch from records listed when the session opened (attachments).

@@ -36,16 +36,22 @@ impl Store {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
         let mut updated = 0;
-        self.for_each_selected(e.id(), query, |listed| {
-            for (ts, _) in listed {
-                match self.update_labels(bucket, entry, ts, set, remove) {
-                    Ok(_) => updated += 1,
-                    Err(Error::NotFound(NotFound::Record { .. })) => {}
-                    Err(err) => return Err(err),
+        // (each update takes the entry's lock itself)
+        self.for_each_selected(
+            e.id(),
+            query,
+            || Ok(()),
+            |_, listed| {
+                for (ts, _) in listed {
+                    match self.update_labels(bucket, entry, ts, set, remove) {
+                        Ok(_) => updated += 1,
+                        Err(Error::NotFound(NotFound::Record { .. })) => {}
+                        Err(err) => return Err(err),
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         Ok(updated)
     }
 

@@ -46,7 +46,7 @@ use crate::tier::{Tier, Tiered};
 use crate::trash::Trash;
 
 pub use attachments::ATTACHMENT_KEY_LABEL;
-pub use query::{QueryItem, QueryIter};
+pub use query::{QueryItem, QueryIter, ScanBound};
 pub use spool::Spool;
 
 /// What [`Store::on_commit`] calls after each commit: given the ids of the entries the

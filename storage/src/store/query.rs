@@ -648,6 +648,72 @@ impl QueryIter {
     }
 }
 
+/// How far one caller's step may walk index pages that match nothing: at most `pages`
+/// pages, and (if given) until `deadline` passes. The one bound of the bounded walks
+/// ([`QueryIter::next_within`]): a query step, an MCAP export step, a ReductStore read.
+#[derive(Debug)]
+pub struct ScanBound {
+    pages: u32,
+    deadline: Option<std::time::Instant>,
+    idle: u32,
+    out: bool,
+}
+
+impl ScanBound {
+    /// At most `pages` pages without a match.
+    pub fn pages(pages: u32) -> Self {
+        ScanBound {
+            pages,
+            deadline: None,
+            idle: 0,
+            out: false,
+        }
+    }
+
+    /// At most `pages` pages without a match, and no longer than `time` from now.
+    pub fn pages_or_time(pages: u32, time: std::time::Duration) -> Self {
+        ScanBound {
+            deadline: std::time::Instant::now().checked_add(time),
+            ..Self::pages(pages)
+        }
+    }
+
+    /// Whether the walk reached its bound (and walks no further).
+    pub fn out(&self) -> bool {
+        self.out
+    }
+
+    /// Counts a page without a match; `false` once the bound is reached.
+    fn idle_page(&mut self) -> bool {
+        self.idle += 1;
+        if self.idle >= self.pages
+            || self
+                .deadline
+                .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            self.out = true;
+        }
+        !self.out
+    }
+}
+
+impl QueryIter {
+    /// The next record, walking on through pages without a match within `bound`:
+    /// `Some(Ok(None))` once the bound is reached (then at once, without walking, on every
+    /// later call with the same bound), `None` at the end.
+    pub fn next_within(&mut self, bound: &mut ScanBound) -> Option<Result<Option<QueryItem>>> {
+        if bound.out {
+            return Some(Ok(None));
+        }
+        loop {
+            match self.next_bounded()? {
+                Ok(None) if bound.idle_page() => continue,
+                step => return Some(step),
+            }
+        }
+    }
+}
+
 impl Iterator for QueryIter {
     type Item = Result<QueryItem>;
 

@@ -144,33 +144,45 @@ impl Store {
     }
 
     /// Removes the records of `query` (its range, label filters, condition and limit,
-    /// oldest first); returns how many. Matches are listed from the index page by page under
-    /// the entry's lock and removed like a range. A strict condition that meets a missing
-    /// label stops with an error; the pages removed before it stay removed.
+    /// oldest first); returns how many. Matches are listed from the index page by page, each
+    /// page under the entry's lock, and removed like a range; writers to the entry go on
+    /// between pages (a record they add to a page not yet listed is removed if it matches).
+    /// A strict condition that meets a missing label stops with an error; the pages removed
+    /// before it stay removed. An entry removed during the walk ends it with what was
+    /// removed until then.
     pub fn remove_where(&self, bucket: &str, entry: &str, query: &Query) -> Result<u64> {
         let b = self.get_bucket(bucket)?;
         let e = self.get_entry(&b, entry)?;
-        let mut st = e.lock_live(bucket)?;
         let mut removed = 0;
-        self.for_each_selected(e.id(), query, |listed| {
-            if !listed.is_empty() {
-                removed += listed.len() as u64;
-                self.remove_listed(&b, &e, &mut st, listed)?;
-            }
-            Ok(())
-        })?;
-        Ok(removed)
+        let walked = self.for_each_selected(
+            e.id(),
+            query,
+            || e.lock_live(bucket),
+            |st, listed| {
+                if !listed.is_empty() {
+                    removed += listed.len() as u64;
+                    self.remove_listed(&b, &e, st, listed)?;
+                }
+                Ok(())
+            },
+        );
+        match walked {
+            Err(Error::NotFound(NotFound::Entry { .. })) if removed > 0 => Ok(removed),
+            other => other.map(|()| removed),
+        }
     }
 
     /// Hands the records `query` selects in entry `entry_id` (its range, label filters,
     /// condition and limit; oldest first) to `each`, one index page at a time: matches are
-    /// listed from the index alone (no payload read). The one walk of `remove_where` and
-    /// `update_labels_where`.
-    pub(super) fn for_each_selected(
+    /// listed from the index alone (no payload read), each page under what `lock` takes
+    /// (released between pages, so that a long walk does not hold the entry's writers for
+    /// all of it). The one walk of `remove_where` and `update_labels_where`.
+    pub(super) fn for_each_selected<G>(
         &self,
         entry_id: u32,
         query: &Query,
-        mut each: impl FnMut(Vec<(u64, IndexValue)>) -> Result<()>,
+        mut lock: impl FnMut() -> Result<G>,
+        mut each: impl FnMut(&mut G, Vec<(u64, IndexValue)>) -> Result<()>,
     ) -> Result<()> {
         let query = Query {
             descending: false,
@@ -179,6 +191,7 @@ impl Store {
         let mut sel = Selector::new(&query);
         let (mut lo, hi) = (query.start.unwrap_or(0), query.stop.unwrap_or(u64::MAX));
         loop {
+            let mut guard = lock()?;
             let mut page = Vec::with_capacity(REMOVE_PAGE);
             {
                 let txn = self.inner.index.read_txn()?;
@@ -195,7 +208,8 @@ impl Store {
             let full = page.len() == REMOVE_PAGE;
             let mut listed = Vec::new();
             let ended = sel.select(page, &mut listed)?;
-            each(listed)?;
+            each(&mut guard, listed)?;
+            drop(guard);
             match last {
                 Some(ts) if full && !ended && ts < u64::MAX => lo = ts + 1,
                 _ => return Ok(()),
@@ -366,6 +380,115 @@ mod select_tests {
             .collect();
         assert_eq!(reads.len(), 9);
         assert!(reads.iter().all(|r| matches!(r, Err(Error::Corrupt(_)))));
+    }
+
+    /// The one bound of the walks that hand back (query steps, MCAP export steps,
+    /// ReductStore reads): `next_within` stops after its pages without a match, walks no
+    /// further with that bound (a ReductStore read's look-ahead walked one more page after
+    /// its bound was reached), and a new bound walks on from where it stopped, skipping
+    /// and repeating nothing.
+    #[test]
+    fn a_walk_within_a_bound_stops_at_it_and_the_next_bound_walks_on() {
+        let (_d, s) = store();
+        fill(&s, 3000);
+        // matches only the last record: 12 pages of 256, the match on the last
+        let q = when(gt("n", 2998));
+        let mut it = s.query("b", "e", &q).unwrap();
+        let mut bound = crate::ScanBound::pages(4);
+        assert!(matches!(it.next_within(&mut bound), Some(Ok(None))));
+        assert!(bound.out());
+        let left = it.held_bytes();
+        // (seven more pages, had these walked, would leave the match in the next page)
+        for _ in 0..7 {
+            assert!(matches!(it.next_within(&mut bound), Some(Ok(None))));
+        }
+        // nothing was walked after the bound: the match (after 11 pages without one) is
+        // reached by the second fresh bound of 4 only if the first bound walked exactly 4
+        let mut steps = 0;
+        let found = loop {
+            steps += 1;
+            let mut bound = crate::ScanBound::pages(4);
+            match it.next_within(&mut bound) {
+                Some(Ok(Some(item))) => break item.meta.ts,
+                Some(Ok(None)) => assert!(bound.out()),
+                other => panic!("{:?}", other.map(|r| r.map(|o| o.map(|i| i.meta.ts)))),
+            }
+        };
+        assert_eq!((found, steps), (2999, 2));
+        assert!(left > 0);
+        assert!(it.next_within(&mut crate::ScanBound::pages(4)).is_none());
+        // a time bound stops a walk too: an elapsed one after its first page
+        let mut it = s.query("b", "e", &q).unwrap();
+        let mut bound = crate::ScanBound::pages_or_time(1000, std::time::Duration::ZERO);
+        assert!(matches!(it.next_within(&mut bound), Some(Ok(None))));
+        let mut rest = crate::ScanBound::pages(1000);
+        assert!(matches!(it.next_within(&mut rest), Some(Ok(Some(i))) if i.meta.ts == 2999));
+    }
+
+    /// A removal by condition held the entry's lock for its whole walk: over a large
+    /// entry, writes to it waited for all of it (a write token's `DELETE …/q?when=` or
+    /// ReductStore `REMOVE` query matching little). Now the lock is taken per page.
+    #[test]
+    fn a_long_removal_by_condition_lets_writers_to_its_entry_in_between_pages() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let (_d, s) = store();
+        let n: u64 = 300_000;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(50_000) {
+            let batch: Vec<BatchRecord> = chunk
+                .iter()
+                .map(|&ts| BatchRecord {
+                    meta: WriteMeta {
+                        ts: Some(ts),
+                        content_type: None,
+                        labels: [("n".to_string(), ts.to_string())].into(),
+                    },
+                    data: vec![b'x'],
+                })
+                .collect();
+            for r in s.write_batch("b", "e", batch).unwrap() {
+                r.unwrap();
+            }
+        }
+        let (removing, done) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let written = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (s, removing, done, written) =
+                (s.clone(), removing.clone(), done.clone(), written.clone());
+            std::thread::spawn(move || {
+                while !removing.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                let mut ts = 10 * n;
+                while !done.load(Ordering::SeqCst) {
+                    s.write("b", "e", &WriteMeta::at(ts), b"w").unwrap();
+                    // counted only while the removal still runs
+                    if !done.load(Ordering::SeqCst) {
+                        written.fetch_add(1, Ordering::SeqCst);
+                    }
+                    ts += 1;
+                }
+            })
+        };
+        removing.store(true, Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        // matches nothing: every page of the entry is walked
+        let removed = s
+            .remove_where("b", "e", &when(gt("n", 100 * n as i64)))
+            .unwrap();
+        done.store(true, Ordering::SeqCst);
+        let took = started.elapsed();
+        writer.join().unwrap();
+        assert_eq!(removed, 0);
+        // With the lock held for the whole walk, the writer's first write waited for its end.
+        let during = written.load(Ordering::SeqCst);
+        assert!(
+            during >= 2,
+            "{during} writes in the {took:?} of the removal"
+        );
     }
 
     #[test]

@@ -94,7 +94,8 @@ impl Producer {
     }
 
     fn step(&mut self) -> Step {
-        let (mut read, mut idle) = (0usize, 0u32);
+        let mut read = 0usize;
+        let mut bound = tsblob_storage::ScanBound::pages(IDLE_PAGES);
         if self.exporter.is_none() {
             return Step::Last(Vec::new());
         }
@@ -104,7 +105,7 @@ impl Producer {
             if self.out.len() >= STEP_OUT || read >= STEP_IN {
                 return Step::More(self.out.take());
             }
-            let item = match self.iter.next_bounded() {
+            let item = match self.iter.next_within(&mut bound) {
                 None => {
                     let done = self.exporter.take().map(Exporter::finish);
                     return match done {
@@ -113,13 +114,7 @@ impl Producer {
                     };
                 }
                 Some(Err(e)) => return Step::Fail(self.out.take(), AppError::from(e)),
-                Some(Ok(None)) => {
-                    idle += 1;
-                    if idle >= IDLE_PAGES {
-                        return Step::More(self.out.take());
-                    }
-                    continue;
-                }
+                Some(Ok(None)) => return Step::More(self.out.take()),
                 Some(Ok(Some(item))) => item,
             };
             // The payload is read whole, then copied into the writer's chunk (kept until

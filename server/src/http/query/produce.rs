@@ -322,7 +322,7 @@ impl Producer {
             most: if first { CHUNK } else { STEP },
             ..Pieces::default()
         };
-        let mut idle = 0;
+        let mut bound = tsblob_storage::ScanBound::pages(IDLE_PAGES);
         if std::mem::take(&mut self.rearm) {
             let horizon = self.horizon();
             let changed = std::mem::take(&mut self.changed);
@@ -338,7 +338,7 @@ impl Producer {
                 }
                 continue;
             }
-            let item = match self.iter.next_bounded() {
+            let item = match self.iter.next_within(&mut bound) {
                 None => {
                     // (What the walk left past its horizon, before `resume_changed` may
                     // arm a walk of it.)
@@ -354,13 +354,7 @@ impl Producer {
                     return Step::Last(out.finish(&mut self.room));
                 }
                 Some(Err(e)) => return self.fail(out, AppError::from(e)),
-                Some(Ok(None)) => {
-                    idle += 1;
-                    if idle >= IDLE_PAGES {
-                        return Step::More(out.finish(&mut self.room));
-                    }
-                    continue;
-                }
+                Some(Ok(None)) => return Step::More(out.finish(&mut self.room)),
                 Some(Ok(Some(item))) => item,
             };
             if let Err(e) = self.put_item(&mut out, &item) {
