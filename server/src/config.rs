@@ -92,6 +92,12 @@ pub struct ServeArgs {
     /// The PEM file of --tls-cert's private key (PKCS#8, PKCS#1 or SEC1).
     #[arg(long, env = "TSBLOB_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Threads that run the HTTP connections (tokio's workers; engine work runs on its own
+    /// threads besides). Default: one per CPU. On a small machine that mostly takes small
+    /// single writes, one fewer than the CPUs leaves one to the writer thread
+    /// (docs/benchmarks/workers-2026-11-28.md).
+    #[arg(long, env = "TSBLOB_WORKER_THREADS", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub worker_threads: Option<usize>,
     /// When writes reach stable storage: always, periodic, periodic:<N>ms or never.
     #[arg(long, env = "TSBLOB_SYNC", default_value = "periodic")]
     pub sync: SyncPolicy,

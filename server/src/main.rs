@@ -64,13 +64,14 @@ fn main() -> std::process::ExitCode {
     };
     // Before the runtime's threads allocate (`purge_sooner` also clears the deadlines of
     // purges scheduled earlier under mimalloc's default).
-    if matches!(cli.command, Command::Serve(_)) {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(args) = &cli.command {
         purge_sooner();
+        if let Some(n) = args.worker_threads {
+            runtime.worker_threads(n);
+        }
     }
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    match runtime.enable_all().build() {
         Ok(rt) => rt.block_on(async_main(cli)),
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

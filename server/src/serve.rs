@@ -198,9 +198,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         state.metrics.registry(),
     )?);
     tracing::info!(
-        "open files limit {open_files_limit}; connections at most {} ({} per client address)",
+        "open files limit {open_files_limit}; connections at most {} ({} per client address); {} worker threads",
         caps.max,
-        caps.per_token
+        caps.per_token,
+        tokio::runtime::Handle::current().metrics().num_workers()
     );
     let auth = state.auth.clone();
     spawn_access_flush(auth.clone(), args.token_access_flush);

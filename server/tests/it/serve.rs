@@ -862,3 +862,23 @@ async fn free_space_guard_refuses_writes_with_507_and_reads_keep_working() {
     let r = c.get(s.url("/api/v1/b/b/e?ts=1")).send().await.unwrap();
     assert_eq!(r.text().await.unwrap(), "kept");
 }
+
+/// `--worker-threads N` runs the connections on N tokio workers (the start's log line says
+/// how many); 0 is refused before anything starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_threads_sets_how_many_threads_run_the_connections() {
+    for n in [1usize, 3] {
+        let s = Server::start(&["--worker-threads", &n.to_string()]);
+        let r = reqwest::get(s.url("/health")).await.unwrap();
+        assert!(r.status().is_success());
+        let said = format!("; {n} worker threads");
+        assert!(
+            s.stderr_contains(&said, Duration::from_secs(5)),
+            "{}",
+            s.stderr_text()
+        );
+    }
+    let (ok, _, err) = cli(&["serve", "--worker-threads", "0"], &[]);
+    assert!(!ok);
+    assert!(err.contains("--worker-threads"), "{err}");
+}
