@@ -115,6 +115,9 @@ export function parseFrames(buf) {
       const len = dv.getUint32(p + 1, true);
       const j = JSON.parse(td.decode(u8.subarray(p + 5, p + 5 + len)));
       throw new ApiError(500, j.error.code, j.error.message);
+    } else if (kind === 3) {
+      // A heartbeat (the server's time, u64): sent while a long scan finds nothing.
+      p += 9;
     } else if (kind === 5) {
       // Damaged records the server skipped; the stream goes on to its end frame.
       const len = dv.getUint32(p + 1, true);
@@ -149,6 +152,7 @@ export async function queryRecords(bucket, entry, opts = {}) {
       if (!line.trim()) continue;
       const j = JSON.parse(line);
       if (j.error) throw new ApiError(500, j.error.code, j.error.message);
+      if (j.heartbeat !== undefined && j.ts === undefined) continue; // a long scan's keep-alive
       if (j.skipped && j.ts === undefined) {
         out.skipped = j; // (meta=true reads no payload: it never skips a damaged one)
         continue;

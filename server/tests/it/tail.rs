@@ -33,6 +33,16 @@ async fn open_tail(
 ) {
     let resp = reqwest::get(s.url(path_and_query)).await.unwrap();
     assert_eq!(resp.status(), 200, "{path_and_query}");
+    events_of(resp)
+}
+
+/// Sends every event of a query's answer into the returned channel, as in `open_tail`.
+fn events_of(
+    resp: reqwest::Response,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<Got>,
+    tokio::task::JoinHandle<()>,
+) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         let mut body = resp.bytes_stream();
@@ -507,4 +517,73 @@ async fn a_multi_entry_tail_follows_every_entry_in_order() {
         })
         .collect();
     assert_eq!(got, want);
+}
+
+/// A plain query (no `follow`) walking a long range that matches nothing sent nothing
+/// until it found a record or the end: a client's read timeout (the CLI's 60 s, the
+/// Python SDK's 30 s) or a proxy's cut it. It now sends a heartbeat after `heartbeat=`
+/// seconds (15 by default) without anything sent, then the record and the end as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_query_scanning_long_without_a_match_sends_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let n: u64 = 15_000;
+    {
+        use tsblob_storage::{BatchRecord, BucketSettings, Store, StoreOptions, WriteMeta};
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        store.create_bucket("b", BucketSettings::default()).unwrap();
+        let batch: Vec<BatchRecord> = (0..n)
+            .map(|ts| BatchRecord {
+                meta: WriteMeta {
+                    ts: Some(ts),
+                    content_type: None,
+                    labels: [("n".to_string(), ts.to_string())].into(),
+                },
+                data: vec![b'x'],
+            })
+            .collect();
+        for r in store.write_batch("b", "e", batch).unwrap() {
+            r.unwrap();
+        }
+    }
+    let s = Server::start_in(dir.path(), &[]);
+    // Costly per record on purpose (each of 1,300 comparisons is false), true only
+    // for the last record: the walk takes seconds and sends nothing before its end.
+    let mut any: Vec<serde_json::Value> = (0..1300)
+        .map(|_| serde_json::json!({"&n": {"$lt": 0}}))
+        .collect();
+    any.push(serde_json::json!({"&n": {"$eq": n - 1}}));
+    let body = serde_json::json!({ "heartbeat": 1, "when": { "$or": any } });
+    let started = std::time::Instant::now();
+    let resp = reqwest::Client::new()
+        .post(s.url("/api/v1/b/b/e/query"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    if resp.status() != 200 {
+        panic!("{}: {}", resp.status(), resp.text().await.unwrap());
+    }
+    let (mut rx, _task) = events_of(resp);
+    let mut got = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_secs(120), rx.recv()).await {
+        let end = matches!(ev, Got::End(_) | Got::Error(_));
+        got.push(ev);
+        if end {
+            break;
+        }
+    }
+    let took = started.elapsed();
+    assert!(
+        took > Duration::from_millis(1500),
+        "the walk took {took:?}: too short to need a heartbeat (make it costlier)"
+    );
+    let beats = got.iter().filter(|g| **g == Got::Heartbeat).count();
+    assert!(beats >= 1, "{took:?}, {got:?}");
+    let rest: Vec<&Got> = got.iter().filter(|g| **g != Got::Heartbeat).collect();
+    assert_eq!(rest, [&Got::Record(n - 1), &Got::End(1)], "{got:?}");
+    // Out of range: refused, not ignored.
+    let r = reqwest::get(s.url("/api/v1/b/b/e/query?heartbeat=0"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
 }

@@ -48,7 +48,7 @@ pub const NDJSON: &str = "application/x-ndjson";
            ("strict" = Option<bool>, Query, description = "a comparison with a missing label is an error (422 missing_label) instead of false"),
            ("meta" = Option<bool>, Query, description = "answer application/x-ndjson: one {ts, size, content_type, labels} per line, no payloads"),
            ("follow" = Option<bool>, Query, description = "live tail: the records from start on, then every new matching record as it is committed, oldest first, with heartbeat frames (kind 3; with meta=true {\"heartbeat\": µs} lines) while idle; no stop, no desc"),
-           ("heartbeat" = Option<u64>, Query, description = "with follow: seconds without anything sent before a heartbeat (1..3600, default 15)"),
+           ("heartbeat" = Option<u64>, Query, description = "seconds without anything sent before a heartbeat (1..3600, default 15): a live tail's while idle, any query's while a long scan finds nothing"),
            ("settle_ms" = Option<u64>, Query, description = "with follow: deliver a record only once the server's clock is this many ms past its timestamp (0..60000, default 0)"),
            ("has" = Option<String>, Query, description = "label key that must exist (repeatable)"),
            ("missing" = Option<String>, Query, description = "label key that must not exist (repeatable)")),
@@ -120,6 +120,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         meta,
         follow,
         entries,
+        heartbeat,
     } = r;
     // Counted against --max-streams and --max-streams-per-token (and a tail against
     // --max-tails and --max-tails-per-token too) until the producer ends (`limits.rs`):
@@ -197,7 +198,7 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
             let live = follow.zip(tail).map(|(opts, tail)| Live { opts, tail });
             tokio::spawn(async move {
                 let _slot = slot;
-                let (bytes, _) = pump(p, first, tx, live, grant).await;
+                let (bytes, _) = pump(p, first, tx, live, grant, heartbeat).await;
                 metrics.query_bytes.inc_by(bytes);
             });
         }

@@ -15,13 +15,14 @@ use crate::when::Json;
 
 const KNOWN: &str = "start, stop, limit, desc, when, strict, meta, follow, heartbeat, settle_ms, entries, eq.<key>, ne.<key>, has, missing";
 
-/// The heartbeat period of a live tail unless `heartbeat=` says otherwise.
+/// The heartbeat period of a query unless `heartbeat=` says otherwise: a live tail's while
+/// idle, and any query's while a long scan finds nothing to send.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 /// The longest `settle_ms` a live tail may ask for.
 const MAX_SETTLE_MS: u64 = 60_000;
 
 /// A parsed query request: what to select and how to answer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct QueryRequest {
     pub query: Query,
     /// Answer the metadata as NDJSON instead of record frames.
@@ -30,29 +31,51 @@ pub struct QueryRequest {
     pub follow: Option<FollowOpts>,
     /// The entries (names and globs) of a bucket-level query (`entries=`).
     pub entries: Option<Vec<String>>,
+    /// A heartbeat is sent after this long without anything sent (`heartbeat=`).
+    pub heartbeat: Duration,
+}
+
+impl Default for QueryRequest {
+    fn default() -> Self {
+        QueryRequest {
+            query: Query::default(),
+            meta: false,
+            follow: None,
+            entries: None,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
 }
 
 /// How a live tail (`follow=true`) runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowOpts {
-    /// A heartbeat is sent after this long without anything sent.
-    pub heartbeat: Duration,
     /// A record is delivered only once the server's clock is this far past its timestamp.
     pub settle: Duration,
 }
 
-/// Checks and assembles the follow options of a query (`heartbeat` and `settle_ms` only
-/// with `follow`; no `desc` and no `stop`).
+/// A query's heartbeat period (`heartbeat=` seconds, 1 to 3600, default 15).
+fn heartbeat_of(heartbeat: Option<u64>) -> Result<Duration, AppError> {
+    let heartbeat = heartbeat.unwrap_or(DEFAULT_HEARTBEAT.as_secs());
+    if !(1..=3600).contains(&heartbeat) {
+        return Err(AppError::bad_request(format!(
+            "heartbeat={heartbeat}: give seconds between 1 and 3600"
+        )));
+    }
+    Ok(Duration::from_secs(heartbeat))
+}
+
+/// Checks and assembles the follow options of a query (`settle_ms` only with `follow`; no
+/// `desc` and no `stop`).
 fn follow_opts(
     q: &Query,
     follow: bool,
-    heartbeat: Option<u64>,
     settle_ms: Option<u64>,
 ) -> Result<Option<FollowOpts>, AppError> {
     if !follow {
-        if heartbeat.is_some() || settle_ms.is_some() {
+        if settle_ms.is_some() {
             return Err(AppError::bad_request(
-                "heartbeat and settle_ms only apply to a live tail: add follow=true",
+                "settle_ms only applies to a live tail: add follow=true",
             ));
         }
         return Ok(None);
@@ -67,12 +90,6 @@ fn follow_opts(
             "follow=true has no stop: it streams until the client closes the connection (use a plain query for a closed range)",
         ));
     }
-    let heartbeat = heartbeat.unwrap_or(DEFAULT_HEARTBEAT.as_secs());
-    if !(1..=3600).contains(&heartbeat) {
-        return Err(AppError::bad_request(format!(
-            "heartbeat={heartbeat}: give seconds between 1 and 3600"
-        )));
-    }
     let settle_ms = settle_ms.unwrap_or(0);
     if settle_ms > MAX_SETTLE_MS {
         return Err(AppError::bad_request(format!(
@@ -80,7 +97,6 @@ fn follow_opts(
         )));
     }
     Ok(Some(FollowOpts {
-        heartbeat: Duration::from_secs(heartbeat),
         settle: Duration::from_millis(settle_ms),
     }))
 }
@@ -133,7 +149,8 @@ pub fn parse_query(q: Option<&str>) -> Result<QueryRequest, AppError> {
         }
     }
     check_range(&r.query)?;
-    r.follow = follow_opts(&r.query, follow, heartbeat, settle_ms)?;
+    r.follow = follow_opts(&r.query, follow, settle_ms)?;
+    r.heartbeat = heartbeat_of(heartbeat)?;
     Ok(r)
 }
 
@@ -180,8 +197,8 @@ pub struct QueryBody {
     /// with heartbeats while idle; no `stop`, no `desc`.
     #[serde(default)]
     pub follow: bool,
-    /// Seconds without anything sent before a live tail sends a heartbeat (1 to 3600,
-    /// default 15).
+    /// Seconds without anything sent before a heartbeat (1 to 3600, default 15): a live
+    /// tail's while idle, any query's while a long scan finds nothing.
     pub heartbeat: Option<u64>,
     /// A live tail delivers a record only once the server's clock is this many ms past its
     /// timestamp (default 0, at most 60000), so that a record committed up to that late is
@@ -209,12 +226,13 @@ pub fn parse_body(body: &[u8]) -> Result<QueryRequest, AppError> {
         filters: Vec::new(),
     };
     check_range(&query)?;
-    let follow = follow_opts(&query, b.follow, b.heartbeat, b.settle_ms)?;
+    let follow = follow_opts(&query, b.follow, b.settle_ms)?;
     Ok(QueryRequest {
         query,
         meta: b.meta,
         follow,
         entries: b.entries,
+        heartbeat: heartbeat_of(b.heartbeat)?,
     })
 }
 

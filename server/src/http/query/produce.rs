@@ -17,8 +17,10 @@ use crate::http::budget::{Held, MemoryBudget};
 use crate::http::errors::AppError;
 
 /// Pages of index records (256 each) a step may scan without a match before it hands back,
-/// so that the producer notices a client that went away during a long scan.
+/// and the longest it scans (a costly condition makes a page slow), so that the producer
+/// notices a client that went away during a long scan and the stream sends its heartbeats.
 const IDLE_PAGES: u32 = 16;
+const IDLE_TIME: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A step also ends once its pieces, mapped ones included, reach this many bytes. Mapped
 /// payloads cost no memory of ours, so a step of them can be larger than `CHUNK`: fewer
@@ -322,7 +324,7 @@ impl Producer {
             most: if first { CHUNK } else { STEP },
             ..Pieces::default()
         };
-        let mut bound = tsblob_storage::ScanBound::pages(IDLE_PAGES);
+        let mut bound = tsblob_storage::ScanBound::pages_or_time(IDLE_PAGES, IDLE_TIME);
         if std::mem::take(&mut self.rearm) {
             let horizon = self.horizon();
             let changed = std::mem::take(&mut self.changed);

@@ -86,14 +86,18 @@ fn settle_deadline(ahead: Option<u64>, settle: Duration) -> Option<tokio::time::
 }
 
 /// Drives a producer into `tx` until the end, an abort or the client leaving; returns the
-/// bytes sent and the production steps run after `first`. A live tail waits between walks for a commit (or its settle timer), sending
-/// a heartbeat whenever nothing was sent for its heartbeat period.
+/// bytes sent and the production steps run after `first`. A step that found nothing to
+/// send (a long scan without a match) sends a heartbeat once nothing was sent for
+/// `heartbeat`, so that clients and proxies with a read timeout see a live connection. A
+/// live tail waits between walks for a commit (or its settle timer), sending a heartbeat
+/// whenever nothing was sent for `heartbeat`.
 pub(super) async fn pump(
     mut p: Producer,
     first: Step,
     tx: StepTx,
     mut live: Option<Live>,
     mut grant: StreamGrant,
+    heartbeat: std::time::Duration,
 ) -> (u64, u64) {
     use tokio::time::Instant;
     let mut sent = 0u64;
@@ -160,16 +164,11 @@ pub(super) async fn pump(
                 return (sent, steps);
             }
         };
-        if let Some(l) = &live {
-            // A long catch-up scan that matches nothing still keeps the connection alive.
-            // (Only between frames: never inside a large record's payload.)
-            if pieces.is_empty()
-                && !last
-                && p.large.is_none()
-                && last_sent.elapsed() >= l.opts.heartbeat
-            {
-                pieces.push(p.heartbeat_piece());
-            }
+        // A long scan that matches nothing (a query's, or a live tail's catch-up) still
+        // keeps the connection alive. (Only between frames: never inside a large record's
+        // payload.)
+        if pieces.is_empty() && !last && p.large.is_none() && last_sent.elapsed() >= heartbeat {
+            pieces.push(p.heartbeat_piece());
         }
         if !pieces.is_empty() {
             sent += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
@@ -191,7 +190,7 @@ pub(super) async fn pump(
         // the server stopping; heartbeats meanwhile.
         let mut closing = std::pin::pin!(l.tail.closing());
         loop {
-            let beat_at = last_sent + l.opts.heartbeat;
+            let beat_at = last_sent + heartbeat;
             tokio::select! {
                 _ = tx.closed() => return (sent, steps),
                 _ = &mut closing => {
