@@ -235,25 +235,33 @@ mod select_tests {
 
     /// Records 0..n with labels `n` = ts and `parity`, payloads of 1000 × `A`.
     fn fill(s: &Store, n: u64) {
-        let batch: Vec<BatchRecord> = (0..n)
-            .map(|ts| BatchRecord {
-                meta: WriteMeta {
-                    ts: Some(ts),
-                    content_type: None,
-                    labels: [
-                        ("n".to_string(), ts.to_string()),
-                        (
-                            "parity".into(),
-                            if ts % 2 == 0 { "even" } else { "odd" }.into(),
-                        ),
-                    ]
-                    .into(),
-                },
-                data: vec![b'A'; 1000],
-            })
-            .collect();
-        for r in s.write_batch("b", "e", batch).unwrap() {
-            r.unwrap();
+        fill_sized(s, n, 1000);
+    }
+
+    /// As `fill`, with payloads of `size` × `A` (written in batches of 50,000).
+    fn fill_sized(s: &Store, n: u64, size: usize) {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(50_000) {
+            let batch: Vec<BatchRecord> = chunk
+                .iter()
+                .map(|&ts| BatchRecord {
+                    meta: WriteMeta {
+                        ts: Some(ts),
+                        content_type: None,
+                        labels: [
+                            ("n".to_string(), ts.to_string()),
+                            (
+                                "parity".into(),
+                                if ts % 2 == 0 { "even" } else { "odd" }.into(),
+                            ),
+                        ]
+                        .into(),
+                    },
+                    data: vec![b'A'; size],
+                })
+                .collect();
+            for r in s.write_batch("b", "e", batch).unwrap() {
+                r.unwrap();
+            }
         }
     }
 
@@ -434,22 +442,7 @@ mod select_tests {
         use std::sync::Arc;
         let (_d, s) = store();
         let n: u64 = 300_000;
-        for chunk in (0..n).collect::<Vec<_>>().chunks(50_000) {
-            let batch: Vec<BatchRecord> = chunk
-                .iter()
-                .map(|&ts| BatchRecord {
-                    meta: WriteMeta {
-                        ts: Some(ts),
-                        content_type: None,
-                        labels: [("n".to_string(), ts.to_string())].into(),
-                    },
-                    data: vec![b'x'],
-                })
-                .collect();
-            for r in s.write_batch("b", "e", batch).unwrap() {
-                r.unwrap();
-            }
-        }
+        fill_sized(&s, n, 1);
         let (removing, done) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
