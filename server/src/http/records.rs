@@ -383,16 +383,24 @@ pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
             blocking(move || Ok(store.remove_entry(&bucket, &entry)?)).await?;
             Ok(Json(serde_json::json!({"removed": name})).into_response())
         }
-        (None, start, stop) => remove_range(store, bucket, entry, start, stop).await,
+        (None, start, stop) => {
+            let slot = t
+                .state
+                .streams
+                .open(t.caller.name.as_deref().unwrap_or(""))?;
+            remove_range(store, slot, bucket, entry, start, stop).await
+        }
         _ => Err(AppError::bad_request(
             "give either ts (one record) or start/stop (a range), not both",
         )),
     }
 }
 
-/// Removes `[start, stop)` (open ends: from the oldest, to the latest).
+/// Removes `[start, stop)` (open ends: from the oldest, to the latest). The walk holds
+/// `slot` (a stream's place) until it ends.
 pub async fn remove_range(
     store: tsblob_storage::Store,
+    slot: crate::http::limits::Slot,
     bucket: String,
     entry: String,
     start: Option<u64>,
@@ -404,7 +412,11 @@ pub async fn remove_range(
             "start={start} is after stop={stop}: the range is [start, stop)"
         )));
     }
-    let n = blocking(move || Ok(store.remove_range(&bucket, &entry, start, stop)?)).await?;
+    let n = blocking(move || {
+        let _slot = slot;
+        Ok(store.remove_range(&bucket, &entry, start, stop)?)
+    })
+    .await?;
     Ok(Json(serde_json::json!({"removed": n})).into_response())
 }
 

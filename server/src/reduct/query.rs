@@ -387,8 +387,12 @@ async fn remove_query(
     }
     let query = q.engine_query()?;
     let selection = selection(q.entries.as_deref().unwrap_or_default())?;
+    // A walk of the index until it ends: a stream's place while it runs (as the native
+    // `DELETE …/query`).
+    let slot = state.streams.open(caller.name.as_deref().unwrap_or(""))?;
     let (store, bucket) = (state.store.clone(), bucket.to_string());
     let removed = blocking(move || {
+        let _slot = slot;
         let Some(selection) = selection else {
             store.check_bucket(&bucket)?;
             return Ok(0);

@@ -865,3 +865,80 @@ fn refused_requests_flooded_the_log() {
         "{refused} error lines, {failed} request lines for 300 refused writes"
     );
 }
+
+/// Bug "removal flood": a removal by query (native `DELETE …/query?when=`, a range
+/// `DELETE …?start=&stop=`, ReductStore's `DELETE …/q` and `REMOVE` query) walks the
+/// index on a blocking thread until it ends, whether or not its client stays, and took no
+/// place of any cap: one write token could start hundreds and fill the blocking pool.
+/// Each now holds a stream's place (`--max-streams-per-token`, `--max-streams`) while it
+/// runs: past the share it is 429 (`too_many_streams` in the native API), and once the
+/// place is free it runs.
+#[test]
+fn removals_by_query_were_outside_the_stream_caps() {
+    use std::io::{Read, Write};
+    let (_s, a) = start(&[
+        "--max-streams-per-token",
+        "1",
+        "--reductstore-prefix",
+        "/reduct",
+    ]);
+    let t = Duration::from_secs(20);
+    assert_eq!(call(&a, "POST", "/api/v1/b/b", b"", t).0, 201);
+    for ts in 1..=4 {
+        let path = format!("/api/v1/b/b/e?ts={ts}");
+        assert_eq!(call(&a, "POST", &path, b"x", t).0, 201);
+    }
+    // A live tail holds the token's one stream place.
+    let mut tail = std::net::TcpStream::connect(&a).unwrap();
+    tail.write_all(
+        format!("GET /api/v1/b/b/e/query?follow=true HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    tail.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let when = form_urlencoded::byte_serialize(br#"{"&nope":{"$gt":1}}"#).collect::<String>();
+    let removals = [
+        (
+            "DELETE",
+            format!("/api/v1/b/b/e/query?when={when}"),
+            Vec::new(),
+        ),
+        (
+            "DELETE",
+            "/api/v1/b/b/e?start=1&stop=2".to_string(),
+            Vec::new(),
+        ),
+        (
+            "DELETE",
+            "/api/v1/b/b/e/query?start=1&stop=2".to_string(),
+            Vec::new(),
+        ),
+        (
+            "DELETE",
+            format!("/reduct/api/v1/b/b/e/q?when={when}"),
+            Vec::new(),
+        ),
+        (
+            "POST",
+            "/reduct/api/v1/io/b/q".to_string(),
+            br#"{"query_type": "REMOVE", "entries": ["e"], "start": 1, "stop": 2}"#.to_vec(),
+        ),
+    ];
+    for (method, path, body) in &removals {
+        let (status, answer) = call(&a, method, path, body, t);
+        assert_eq!(status, 429, "{method} {path}: {answer}");
+        // (the ReductStore API says it in `x-reduct-error` and its own body)
+        assert!(answer.contains("--max-streams-per-token"), "{answer}");
+    }
+    assert_eq!(call(&a, "GET", "/api/v1/b/b/e?ts=1", b"", t).0, 200);
+    drop(tail);
+    streams_end_within(&a, Duration::from_secs(5));
+    // With the place free, each runs (and gives its place back: the next one runs too).
+    for (method, path, body) in &removals {
+        let (status, answer) = call(&a, method, path, body, t);
+        assert_eq!(status, 200, "{method} {path}: {answer}");
+    }
+    assert_eq!(call(&a, "GET", "/api/v1/b/b/e?ts=1", b"", t).0, 404);
+    assert_eq!(metric(&a, "tsblob_query_streams"), 0);
+}

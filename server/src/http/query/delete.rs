@@ -32,10 +32,22 @@ pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
         ));
     }
     let q = r.query;
+    // A walk of the index on a blocking thread until it ends, whether or not its client
+    // stays: it takes a stream's place (`--max-streams`, `--max-streams-per-token`) for
+    // as long as it runs.
+    let slot = t
+        .state
+        .streams
+        .open(t.caller.name.as_deref().unwrap_or(""))?;
     if q.when.is_none() && q.filters.is_empty() && q.limit.is_none() {
-        return remove_range(t.state.store.clone(), t.bucket, t.entry, q.start, q.stop).await;
+        let store = t.state.store.clone();
+        return remove_range(store, slot, t.bucket, t.entry, q.start, q.stop).await;
     }
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    let n = blocking(move || Ok(store.remove_where(&bucket, &entry, &q)?)).await?;
+    let n = blocking(move || {
+        let _slot = slot;
+        Ok(store.remove_where(&bucket, &entry, &q)?)
+    })
+    .await?;
     Ok(axum::Json(serde_json::json!({"removed": n})).into_response())
 }
