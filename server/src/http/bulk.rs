@@ -83,10 +83,18 @@ pub async fn update_where(t: Target, req: Request) -> Result<Response, AppError>
         limit: b.limit,
         ..Query::default()
     };
+    // A walk of the index until it ends: a stream's place while it runs (as a removal by
+    // query).
+    let slot = t
+        .state
+        .streams
+        .open(t.caller.name.as_deref().unwrap_or(""))?;
     let (store, bucket, entry) = (t.state.store.clone(), t.bucket, t.entry);
-    let n =
-        blocking(move || Ok(store.update_labels_where(&bucket, &entry, &query, &set, &remove)?))
-            .await?;
+    let n = blocking(move || {
+        let _slot = slot;
+        Ok(store.update_labels_where(&bucket, &entry, &query, &set, &remove)?)
+    })
+    .await?;
     Ok(Json(serde_json::json!({"updated": n})).into_response())
 }
 

@@ -57,13 +57,13 @@ pub struct CostArgs {
     /// held whole); over it: 413.
     #[arg(long, env = "TSBLOB_MAX_DECOMPRESSED_BODY", default_value = "4GiB", value_parser = parse_size)]
     pub max_decompressed_body: u64,
-    /// Most streams (query answers, live tails, MCAP exports, removals by query or range)
-    /// running at once on the server; more: 503 busy.
+    /// Most streams (query answers, live tails, MCAP exports, removals and label updates
+    /// by query) running at once on the server; more: 503 busy.
     #[arg(long, env = "TSBLOB_MAX_STREAMS", default_value_t = Caps::STREAMS.max)]
     pub max_streams: usize,
-    /// Most streams (query answers, live tails, MCAP exports, removals by query or range)
-    /// one token may run at once (without authentication every client counts as one);
-    /// more: 429 too_many_streams.
+    /// Most streams (query answers, live tails, MCAP exports, removals and label updates
+    /// by query) one token may run at once (without authentication every client counts as
+    /// one); more: 429 too_many_streams.
     #[arg(long, env = "TSBLOB_MAX_STREAMS_PER_TOKEN", default_value_t = Caps::STREAMS.per_token)]
     pub max_streams_per_token: usize,
     /// Most connections open at once (both listeners together); past it a new one is
@@ -186,7 +186,8 @@ impl Kind {
     /// Every stream: 429 `too_many_streams` past the token's share, 503 `busy` past the
     /// server's.
     pub const STREAMS: Kind = Kind {
-        noun: "streams (query answers, live tails, MCAP exports, removals by query)",
+        noun:
+            "streams (query answers, live tails, MCAP exports, removals and label updates by query)",
         flag: "--max-streams",
         flag_per_token: "--max-streams-per-token",
         caller: "token",

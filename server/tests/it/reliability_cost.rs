@@ -867,7 +867,8 @@ fn refused_requests_flooded_the_log() {
 }
 
 /// Bug "removal flood": a removal by query (native `DELETE …/query?when=`, a range
-/// `DELETE …?start=&stop=`, ReductStore's `DELETE …/q` and `REMOVE` query) walks the
+/// `DELETE …?start=&stop=`, ReductStore's `DELETE …/q` and `REMOVE` query), and a label
+/// update by query (`PATCH …/query`), walks the
 /// index on a blocking thread until it ends, whether or not its client stays, and took no
 /// place of any cap: one write token could start hundreds and fill the blocking pool.
 /// Each now holds a stream's place (`--max-streams-per-token`, `--max-streams`) while it
@@ -923,6 +924,11 @@ fn removals_by_query_were_outside_the_stream_caps() {
             "POST",
             "/reduct/api/v1/io/b/q".to_string(),
             br#"{"query_type": "REMOVE", "entries": ["e"], "start": 1, "stop": 2}"#.to_vec(),
+        ),
+        (
+            "PATCH",
+            "/api/v1/b/b/e/query".to_string(),
+            br#"{"start": 3, "labels": {"seen": "yes"}}"#.to_vec(),
         ),
     ];
     for (method, path, body) in &removals {
