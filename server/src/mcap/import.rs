@@ -46,6 +46,20 @@ const READ: usize = 4 << 20;
 /// The longest top-level record accepted (a corrupted length beyond it ends the read as
 /// damaged instead of buffering it).
 const RECORD_LIMIT: usize = 4 << 30;
+/// The most a chunk may hold uncompressed (its header's `uncompressed_size`, and what its
+/// compressed bytes may inflate to): 1 GiB, the default `--max-record` of a copy, since a
+/// chunk is held whole in memory and holds at least one whole message. A chunk claiming
+/// more is skipped as damaged. Before this bound the `mcap` crate sized its buffer by the
+/// lengths written inside the compressed bytes, unchecked: a 200-byte chunk whose record
+/// claimed 1 TiB aborted `tsblob cp` (SIGABRT: the allocation failed).
+const CHUNK_MAX: u64 = 1 << 30;
+/// LZ4 inflates a byte to at most ~255 (a match length grows by 255 per extra byte): an
+/// lz4 chunk claiming more than this many times its compressed size (plus [`LZ4_SLACK`] for
+/// the frame's headers) cannot be intact, and is skipped before any buffer is sized by its
+/// claim.
+const LZ4_MAX_RATIO: u64 = 256;
+/// See [`LZ4_MAX_RATIO`].
+const LZ4_SLACK: u64 = 64 << 10;
 
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +156,9 @@ struct SchemaDef {
     name: String,
     encoding: String,
     data: Arc<Vec<u8>>,
+    /// Its record's timestamp ([`schema_ts`]), hashed once: hashed for every message, a
+    /// 4 MiB schema cost 4 MiB of SHA-256 per message of its channels.
+    ts: u64,
 }
 
 /// Reads MCAP files into records: `want` decides which records are kept (the window,
@@ -262,10 +279,7 @@ where
                         }
                         Record::Chunk { header, data } => {
                             counting_lost = false;
-                            let inner: Result<Vec<Record<'_>>, _> =
-                                ::mcap::read::ChunkReader::new(header, &data)
-                                    .and_then(|r| r.collect());
-                            match inner {
+                            match chunk_records(header, &data) {
                                 Ok(records) => {
                                     for r in records {
                                         self.record(r, &mut channels, &mut schemas);
@@ -302,12 +316,14 @@ where
     ) {
         match r {
             Record::Schema { header, data } => {
+                let ts = schema_ts(&header.name, &header.encoding, &data);
                 schemas.insert(
                     header.id,
                     SchemaDef {
                         name: header.name,
                         encoding: header.encoding,
                         data: Arc::new(data.into_owned()),
+                        ts,
                     },
                 );
             }
@@ -407,7 +423,7 @@ where
         }
         let mut schema_record = None;
         if let Some(s) = schema {
-            let sts = schema_ts(&s.name, &s.encoding, &s.data);
+            let sts = s.ts;
             labels.insert(L_SCHEMA.into(), s.name.clone());
             labels.insert(L_SCHEMA_ENCODING.into(), s.encoding.clone());
             labels.insert(L_SCHEMA_ID.into(), sts.to_string());
@@ -481,6 +497,121 @@ where
     pub fn stopped(&self) -> bool {
         self.stopped
     }
+}
+
+/// The records of a chunk, decompressed within [`CHUNK_MAX`]: a chunk whose header
+/// claims more, whose bytes inflate to more or less than it claims, or whose records do not
+/// fit in it is an error (the chunk is skipped as damaged).
+///
+/// zstd is inflated here, into a buffer that grows with the bytes actually produced (a
+/// claim not backed by data costs nothing), and its records read from that; other
+/// compressions go through the `mcap` crate's reader with its record length limit at the
+/// claimed size (so a record cannot claim more than its chunk; an lz4 claim is first held
+/// to what its compressed bytes can inflate to, [`LZ4_MAX_RATIO`]).
+fn chunk_records(
+    header: ::mcap::records::ChunkHeader,
+    data: &[u8],
+) -> Result<Vec<Record<'static>>, String> {
+    let claim = header.uncompressed_size;
+    if claim > CHUNK_MAX {
+        return Err(format!(
+            "it claims {claim} bytes uncompressed, over the {} a chunk may hold",
+            tsblob_proto::format_size(CHUNK_MAX)
+        ));
+    }
+    let compressed = data.len() as u64;
+    match header.compression.as_str() {
+        "zstd" => {
+            let mut out = Vec::new();
+            ::zstd::stream::read::Decoder::with_buffer(data)
+                .and_then(|d| d.take(claim.saturating_add(1)).read_to_end(&mut out))
+                .map_err(|e| format!("zstd: {e}"))?;
+            if out.len() as u64 != claim {
+                return Err(format!(
+                    "its zstd bytes inflate to {}{} bytes, not the {claim} its header claims",
+                    if out.len() as u64 > claim {
+                        "over "
+                    } else {
+                        ""
+                    },
+                    out.len().min(usize::try_from(claim).unwrap_or(usize::MAX)),
+                ));
+            }
+            let plain = ::mcap::records::ChunkHeader {
+                compression: String::new(),
+                compressed_size: claim,
+                ..header
+            };
+            ::mcap::read::ChunkReader::new(plain, &out)
+                .and_then(|r| r.map(|r| r.map(Record::into_owned)).collect())
+                .map_err(|e| e.to_string())
+        }
+        other => {
+            if other == "lz4"
+                && claim
+                    > compressed
+                        .saturating_mul(LZ4_MAX_RATIO)
+                        .saturating_add(LZ4_SLACK)
+            {
+                return Err(format!(
+                    "it claims {claim} bytes uncompressed from {compressed} bytes of lz4, more than lz4 can inflate to"
+                ));
+            }
+            limited_chunk_records(header, data)
+        }
+    }
+}
+
+/// A chunk's records through the `mcap` crate's reader, no record longer than the chunk's
+/// claimed size (at most [`CHUNK_MAX`]): the chunk is handed to a reader of its own as a
+/// one-record file.
+fn limited_chunk_records(
+    header: ::mcap::records::ChunkHeader,
+    data: &[u8],
+) -> Result<Vec<Record<'static>>, String> {
+    use ::mcap::records::op;
+    let limit = usize::try_from(header.uncompressed_size.min(CHUNK_MAX)).unwrap_or(usize::MAX);
+    // The chunk record as written: opcode, length, header fields, compressed bytes.
+    let name = header.compression.as_bytes();
+    let body_len = 8 + 8 + 8 + 4 + 4 + name.len() + 8 + data.len();
+    let mut file = Vec::with_capacity(9 + body_len);
+    file.push(op::CHUNK);
+    file.extend_from_slice(&(body_len as u64).to_le_bytes());
+    file.extend_from_slice(&header.message_start_time.to_le_bytes());
+    file.extend_from_slice(&header.message_end_time.to_le_bytes());
+    file.extend_from_slice(&header.uncompressed_size.to_le_bytes());
+    file.extend_from_slice(&header.uncompressed_crc.to_le_bytes());
+    file.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    file.extend_from_slice(name);
+    file.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    file.extend_from_slice(data);
+    let mut reader = LinearReader::new_with_options(
+        LinearReaderOptions::default()
+            .with_skip_start_magic(true)
+            .with_skip_end_magic(true)
+            .with_validate_chunk_crcs(true)
+            .with_record_length_limit(limit),
+    );
+    let mut rest: &[u8] = &file;
+    let mut out = Vec::new();
+    while let Some(event) = reader.next_event() {
+        match event.map_err(|e| e.to_string())? {
+            LinearReadEvent::ReadRequest(need) => {
+                let n = need.min(rest.len());
+                reader.insert(n).copy_from_slice(&rest[..n]);
+                reader.notify_read(n);
+                rest = &rest[n..];
+            }
+            LinearReadEvent::Record { data, opcode } => {
+                out.push(
+                    ::mcap::parse_record(opcode, data)
+                        .map_err(|e| e.to_string())?
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The MCAP files of a place: the file itself, or a rosbag2 folder's `.mcap` files in
@@ -764,6 +895,52 @@ mod tests {
             .map(|m| m.unwrap().log_time)
             .collect();
         assert_eq!(times, [5_000, 5_100, 5_900, 6_000, 9_000]);
+    }
+
+    /// lz4 and uncompressed chunks go through the `mcap` crate's reader, held to their
+    /// claimed size (`limited_chunk_records`): intact ones import whole.
+    #[test]
+    fn lz4_and_uncompressed_chunks_import_whole() {
+        for c in [Some(::mcap::Compression::Lz4), None] {
+            let mut w = ::mcap::WriteOptions::new()
+                .compression(c)
+                .chunk_size(Some(4096))
+                .create(std::io::Cursor::new(Vec::new()))
+                .unwrap();
+            let ch = w.add_channel(0, "/t", "json", &BTreeMap::new()).unwrap();
+            for i in 0..300u64 {
+                w.write_to_known_channel(
+                    &::mcap::records::MessageHeader {
+                        channel_id: ch,
+                        sequence: 0,
+                        log_time: (i + 1) * 1000,
+                        publish_time: (i + 1) * 1000,
+                    },
+                    &noise(i),
+                )
+                .unwrap();
+            }
+            w.finish().unwrap();
+            let (recs, report) = import(&w.into_inner().into_inner());
+            assert!(report.complete(), "{c:?}: {:?}", report.lines());
+            assert_eq!(recs.len(), 300, "{c:?}");
+            assert_eq!(recs[299].data, noise(299));
+        }
+    }
+
+    /// An lz4 chunk claiming more than its bytes can inflate to is skipped unread.
+    #[test]
+    fn an_lz4_chunk_claiming_past_its_ratio_is_refused() {
+        let header = ::mcap::records::ChunkHeader {
+            message_start_time: 0,
+            message_end_time: 0,
+            uncompressed_size: 100 << 20,
+            uncompressed_crc: 0,
+            compression: "lz4".into(),
+            compressed_size: 100,
+        };
+        let e = chunk_records(header, &[0u8; 100]).unwrap_err();
+        assert!(e.contains("more than lz4 can inflate to"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod console;
 mod cp;
 mod damaged_query;
 mod links_cli;
+mod mcap_hostile;
 mod ops;
 mod outbound;
 mod range_frames;
