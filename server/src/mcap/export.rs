@@ -66,6 +66,9 @@ pub enum ExportError {
     /// More channels or schemas than an export keeps ([`MAX_CHANNELS`], [`MAX_SCHEMAS`]).
     #[error("the export needs more than {max} {what} (distinct topics, encodings and content types of its entries, or schemas): export fewer entries or a shorter range at once")]
     TooMany { what: &'static str, max: usize },
+    /// The schemas' bytes past [`MAX_SCHEMA_TOTAL_BYTES`].
+    #[error("the export's schemas need more than {max} bytes in all: export fewer entries or a shorter range at once")]
+    SchemaBytes { max: u64 },
 }
 
 /// The most channels (its own and the labels' channels) one export keeps: each is held
@@ -76,6 +79,10 @@ pub const MAX_CHANNELS: usize = 4096;
 pub const MAX_SCHEMAS: usize = 1024;
 /// The largest schema an export reads from `.mcap-schemas`.
 pub const MAX_SCHEMA_BYTES: u64 = 4 << 20;
+/// The most bytes of schemas one export holds in all (the writer keeps each whole for the
+/// summary until the end): 1,024 schemas of 4 MiB were 4 GiB of one export's memory, and a
+/// token may run 64 exports.
+pub const MAX_SCHEMA_TOTAL_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ChannelKey {
@@ -95,6 +102,9 @@ pub struct Exporter<W: Write> {
     labels_schema: Option<u16>,
     /// schema record ts → MCAP schema id (0: not found, exported without a schema).
     schemas: HashMap<u64, u16>,
+    /// Bytes of the schemas added (name, encoding and data), at most
+    /// [`MAX_SCHEMA_TOTAL_BYTES`].
+    schema_bytes: u64,
     /// Messages written (records; labels messages not counted).
     pub messages: u64,
 }
@@ -113,6 +123,7 @@ impl<W: Write> Exporter<W> {
             labels_channels: HashMap::new(),
             labels_schema: None,
             schemas: HashMap::new(),
+            schema_bytes: 0,
             messages: 0,
         })
     }
@@ -212,7 +223,16 @@ impl<W: Write> Exporter<W> {
             id: ts,
             message,
         })? {
-            Some(s) => self.w.add_schema(&s.name, &s.encoding, &s.data)?,
+            Some(s) => {
+                let bytes = (s.name.len() + s.encoding.len() + s.data.len()) as u64;
+                if self.schema_bytes.saturating_add(bytes) > MAX_SCHEMA_TOTAL_BYTES {
+                    return Err(ExportError::SchemaBytes {
+                        max: MAX_SCHEMA_TOTAL_BYTES,
+                    });
+                }
+                self.schema_bytes += bytes;
+                self.w.add_schema(&s.name, &s.encoding, &s.data)?
+            }
             None => 0,
         };
         self.schemas.insert(ts, id);

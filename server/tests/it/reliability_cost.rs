@@ -948,3 +948,64 @@ fn removals_by_query_were_outside_the_stream_caps() {
     assert_eq!(call(&a, "GET", "/api/v1/b/b/e?ts=1", b"", t).0, 404);
     assert_eq!(metric(&a, "tsblob_query_streams"), 0);
 }
+
+/// Bug "schema hoard": an MCAP export keeps every schema its records name whole in the
+/// writer until the end, outside the memory budget: 1,024 schemas of 4 MiB (records a
+/// write token stores in `.mcap-schemas`) were 4 GiB of one export, and a token may run
+/// 64. An export now holds at most 64 MiB of schemas, counted in `--memory-budget`: past
+/// it, 422 naming the bound; 20 schemas of 4 MiB (80 MiB) are refused, 15 (60 MiB) export.
+#[test]
+fn an_mcap_export_held_every_schema_outside_the_budget() {
+    let (_s, a) = start(&[]);
+    let t = Duration::from_secs(60);
+    assert_eq!(call(&a, "POST", "/api/v1/b/b", b"", t).0, 201);
+    let schema = vec![b's'; 4 << 20];
+    let write = |path: &str, labels: &[(&str, String)], body: &[u8]| {
+        let mut r = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in labels {
+            r.push_str(&format!("x-tsblob-label-{k}: {v}\r\n"));
+        }
+        r.push_str("\r\n");
+        let mut r = r.into_bytes();
+        r.extend_from_slice(body);
+        let (status, answer) = raw_http(&a, &r, t);
+        assert_eq!(status, 201, "{path}: {answer}");
+    };
+    for i in 1..=20u64 {
+        let schema_labels = [
+            ("mcap.schema", format!("s{i}")),
+            ("mcap.schema_encoding", "jsonschema".to_string()),
+        ];
+        write(
+            &format!("/api/v1/b/b/.mcap-schemas?ts={i}"),
+            &schema_labels,
+            &schema,
+        );
+        let labels = [
+            ("mcap.topic", format!("/t{i}")),
+            ("mcap.encoding", "json".to_string()),
+            ("mcap.schema_id", i.to_string()),
+        ];
+        // record 1000 + i names schema i
+        write(&format!("/api/v1/b/b/e?ts={}", 1000 + i), &labels, b"{}");
+    }
+    let (status, answer) = call(&a, "GET", "/api/v1/b/b/query?entries=e&format=mcap", b"", t);
+    assert_eq!(status, 422, "{}", &answer[..answer.len().min(400)]);
+    assert!(
+        answer.contains("schemas need more than 67108864 bytes"),
+        "{answer}"
+    );
+    // 15 schemas (60 MiB) fit.
+    let (status, answer) = call(
+        &a,
+        "GET",
+        "/api/v1/b/b/query?entries=e&format=mcap&stop=1016",
+        b"",
+        t,
+    );
+    assert_eq!(status, 200, "{}", &answer[..answer.len().min(400)]);
+    assert_eq!(metric(&a, "tsblob_query_streams"), 0);
+}

@@ -60,6 +60,9 @@ struct Producer {
     /// (as in `query.rs`).
     room: Held,
     merge: Held,
+    /// The schemas the writer holds until the end (at most
+    /// `mcap::export::MAX_SCHEMA_TOTAL_BYTES`), in the memory budget.
+    schemas: Held,
     exporter: Option<Exporter<Spool>>,
     out: Spool,
     store: Store,
@@ -100,7 +103,19 @@ impl Producer {
             return Step::Last(Vec::new());
         }
         let (store, bucket) = (self.store.clone(), self.bucket.clone());
-        let mut schema = move |ts: u64| load_schema(&store, &bucket, ts);
+        let held = &mut self.schemas;
+        let mut no_room = false;
+        let mut schema = |ts: u64| {
+            let s = load_schema(&store, &bucket, ts)?;
+            if let Some(s) = &s {
+                let bytes = (s.name.len() + s.encoding.len() + s.data.len()) as u64;
+                if !held.try_resize(held.bytes().saturating_add(bytes)) {
+                    no_room = true;
+                    return Err("no room in the memory budget for the schema".to_string());
+                }
+            }
+            Ok(s)
+        };
         loop {
             if self.out.len() >= STEP_OUT || read >= STEP_IN {
                 return Step::More(self.out.take());
@@ -152,6 +167,10 @@ impl Producer {
                 &data,
                 &mut schema,
             ) {
+                if no_room {
+                    let busy = self.room.budget_busy("an MCAP export's schemas");
+                    return Step::Fail(self.out.take(), busy);
+                }
                 return Step::Fail(self.out.take(), export_failed(e));
             }
         }
@@ -177,7 +196,7 @@ fn record_too_large(entry: &str, ts: u64, size: u64) -> AppError {
 fn export_failed(e: ExportError) -> AppError {
     match e {
         // The export's bounds: the request asks too much, nothing failed.
-        ExportError::TooMany { .. } => AppError::new(
+        ExportError::TooMany { .. } | ExportError::SchemaBytes { .. } => AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             tsblob_proto::ErrorCode::Unsupported,
             format!("the MCAP export stopped: {e}"),
@@ -242,6 +261,7 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
         iter,
         room: t.state.bodies.empty(),
         merge: t.state.bodies.empty(),
+        schemas: t.state.bodies.empty(),
         exporter: Some(exporter),
         out,
         store,
