@@ -215,8 +215,19 @@ pub(crate) fn task_error(
     what: &str,
     message: String,
 ) {
+    count_task_error(&repl.metrics.task(task), task, shared, what, message);
+}
+
+/// [`task_error`] counted in the series `metrics` (a removed task's errors count nowhere).
+pub(crate) fn count_task_error(
+    metrics: &metrics::TaskMetrics,
+    task: &str,
+    shared: &Mutex<Shared>,
+    what: &str,
+    message: String,
+) {
     tracing::warn!(task = %task, "{what}: {message}");
-    repl.metrics.errors.with_label_values(&[task]).inc();
+    metrics.error();
     let mut s = shared.lock();
     s.counters.errors += 1;
     s.counters.last_error = Some(Event {
@@ -269,7 +280,7 @@ pub struct Replications {
     /// Serialises the task file's writes, each from the snapshot to the rename: the HTTP
     /// handlers (under `changes`) and the senders save concurrently.
     saving: tokio::sync::Mutex<()>,
-    pub metrics: metrics::ReplicationMetrics,
+    metrics: metrics::ReplicationMetrics,
     options: Mutex<Options>,
     http: reqwest::Client,
     /// Bumped after every index commit (shared with live tails).

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tsblob_storage::{FeedFilter, FeedLimits, FeedPage, FeedPayload, Query, RecordMeta, Store};
 
+use super::metrics::TaskMetrics;
 use super::{
     blocking, now_us, Backfill, Event, Mode, Phase, ReplicationError, Replications, Shared,
     TaskSpec,
@@ -77,6 +78,9 @@ pub fn spawn(
     shared: Arc<Mutex<Shared>>,
     cancel: CancellationToken,
 ) {
+    // Taken now, while the task exists (the callers spawn after `add`): inert once it is
+    // removed, and from the start if it already was.
+    let metrics = repl.metrics.task(&name);
     tokio::spawn(async move {
         // A task trusting its own CA has its own client; the others share the server's.
         let http = match spec.dst_ca.as_deref() {
@@ -97,6 +101,7 @@ pub fn spawn(
             spec,
             shared,
             cancel,
+            metrics,
             single_from: AtomicU64::new(u64::MAX),
             reached: tokio::sync::RwLock::new(HashSet::new()),
             http,
@@ -111,6 +116,8 @@ struct Sender {
     spec: TaskSpec,
     shared: Arc<Mutex<Shared>>,
     cancel: CancellationToken,
+    /// The task's series (they stay gone once it is removed, whatever this sender counts).
+    metrics: TaskMetrics,
     /// Records of at least this many bytes go alone: the smallest the destination refused
     /// in a batch (`record_too_large`, over its `--max-batch-record`).
     single_from: AtomicU64,
@@ -192,7 +199,13 @@ impl Sender {
     }
 
     fn error(&self, message: String) {
-        super::task_error(&self.repl, &self.name, &self.shared, "replication", message);
+        super::count_task_error(
+            &self.metrics,
+            &self.name,
+            &self.shared,
+            "replication",
+            message,
+        );
     }
 
     async fn run(self: Arc<Self>) {
@@ -575,11 +588,7 @@ impl Sender {
         if gone == 0 {
             return;
         }
-        self.repl
-            .metrics
-            .evicted_before_sent
-            .with_label_values(&[&self.name])
-            .inc_by(gone);
+        self.metrics.evicted_before_sent(gone);
         let mut s = self.shared.lock();
         s.counters.evicted_before_sent += gone;
         s.dirty = true;
@@ -823,11 +832,7 @@ impl Sender {
 
     fn conflict(&self, message: String) {
         tracing::warn!(task = %self.name, "replication conflict: {message}");
-        self.repl
-            .metrics
-            .conflicts
-            .with_label_values(&[&self.name])
-            .inc();
+        self.metrics.conflict();
         let mut s = self.shared.lock();
         s.counters.conflicts += 1;
         s.counters.last_conflict = Some(Event {
@@ -838,13 +843,7 @@ impl Sender {
     }
 
     fn count_sent(&self, sent: u64, sent_bytes: u64, existing: u64) {
-        let m = &self.repl.metrics;
-        m.sent_records
-            .with_label_values(&[&self.name])
-            .inc_by(sent + existing);
-        m.sent_bytes
-            .with_label_values(&[&self.name])
-            .inc_by(sent_bytes);
+        self.metrics.sent(sent + existing, sent_bytes);
         let mut s = self.shared.lock();
         s.counters.sent_records += sent;
         s.counters.sent_bytes += sent_bytes;
@@ -864,16 +863,10 @@ impl Sender {
         })
         .await;
         if let Ok(p) = pending {
-            let m = &self.repl.metrics;
-            m.pending_records
-                .with_label_values(&[&self.name])
-                .set(p.records as i64);
             let lag = p
                 .oldest_written_us
                 .map_or(0, |w| now_us().saturating_sub(w) / 1_000_000);
-            m.lag_seconds
-                .with_label_values(&[&self.name])
-                .set(lag as i64);
+            self.metrics.pending(p.records as i64, lag as i64);
         }
     }
 
