@@ -46,6 +46,14 @@ pub struct SchemaDef {
     pub data: Vec<u8>,
 }
 
+impl SchemaDef {
+    /// The bytes an export's writer keeps of it until the end (counted against
+    /// [`MAX_SCHEMA_TOTAL_BYTES`] and in the server's memory budget).
+    pub fn held_bytes(&self) -> u64 {
+        (self.name.len() + self.encoding.len() + self.data.len()) as u64
+    }
+}
+
 /// Why an export stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -224,7 +232,7 @@ impl<W: Write> Exporter<W> {
             message,
         })? {
             Some(s) => {
-                let bytes = (s.name.len() + s.encoding.len() + s.data.len()) as u64;
+                let bytes = s.held_bytes();
                 if self.schema_bytes.saturating_add(bytes) > MAX_SCHEMA_TOTAL_BYTES {
                     return Err(ExportError::SchemaBytes {
                         max: MAX_SCHEMA_TOTAL_BYTES,

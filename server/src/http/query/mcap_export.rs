@@ -108,8 +108,7 @@ impl Producer {
         let mut schema = |ts: u64| {
             let s = load_schema(&store, &bucket, ts)?;
             if let Some(s) = &s {
-                let bytes = (s.name.len() + s.encoding.len() + s.data.len()) as u64;
-                if !held.try_resize(held.bytes().saturating_add(bytes)) {
+                if !held.try_resize(held.bytes().saturating_add(s.held_bytes())) {
                     no_room = true;
                     return Err("no room in the memory budget for the schema".to_string());
                 }
