@@ -20,7 +20,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 
-from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Response, too_large
+from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Bounded, Response, too_large
 from ._errors import InvalidInput, TransportError
 from ._http import _readable, answer_name, file_size, request_name, transport_error
 
@@ -268,17 +268,14 @@ async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> Optional[by
         if "content-encoding" not in resp.headers:
             return await resp.read()
         # (a compressed body, which aiohttp inflates: its length says nothing of the inflated size)
-    parts: List[bytes] = []
-    got = 0
+    body = Bounded(limit)
     read = resp.content.read
     while True:
-        chunk = await read(min(READ_BUFSIZE, limit + 1 - got))
+        chunk = await read(body.want(READ_BUFSIZE))
         if not chunk:
-            return b"".join(parts)
-        got += len(chunk)
-        if got > limit:
+            return body.body()
+        if not body.add(chunk):
             return None
-        parts.append(chunk)
 
 
 def _lower_headers(resp: aiohttp.ClientResponse) -> List[Tuple[str, str]]:

@@ -60,6 +60,32 @@ counts every one. (A live tail's reports add up: without a bound the list would 
 long as the tail runs.) The Rust client's ``MAX_SKIPPED_LISTED`` (``proto/src/client.rs``)."""
 
 
+class Bounded:
+    """The pieces of a body of unknown length read up to ``limit`` bytes (the sync and the
+    async transports' ``read_bounded``): ``want(n)`` is the most to read next (never past
+    ``limit + 1`` in all), ``add(piece)`` is ``False`` once more than ``limit`` arrived."""
+
+    __slots__ = ("limit", "got", "parts")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.got = 0
+        self.parts: List[bytes] = []
+
+    def want(self, n: int) -> int:
+        return min(n, self.limit + 1 - self.got)
+
+    def add(self, piece: bytes) -> bool:
+        self.got += len(piece)
+        if self.got > self.limit:
+            return False
+        self.parts.append(piece)
+        return True
+
+    def body(self) -> bytes:
+        return b"".join(self.parts)
+
+
 def too_large(what: str, limit: int) -> ProtocolError:
     """The error for an answer cut off at ``limit`` bytes (``what``: which answer)."""
     return ProtocolError(f"{what} is over {limit} bytes, the most read from a server: it was cut off "

@@ -28,7 +28,7 @@ from base64 import b64encode
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Response, too_large
+from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Bounded, Response, too_large
 from ._errors import InvalidInput, TransportError
 
 if TYPE_CHECKING:
@@ -184,16 +184,13 @@ def read_bounded(resp: http.client.HTTPResponse, limit: int) -> Optional[bytes]:
     length = resp.length  # (0 for a HEAD answer, None when chunked or delimited by the close)
     if length is not None:
         return resp.read() if length <= limit else None
-    parts: List[bytes] = []
-    got = 0
+    body = Bounded(limit)
     while True:
-        chunk = resp.read(min(READ_CHUNK, limit + 1 - got))
+        chunk = resp.read(body.want(READ_CHUNK))
         if not chunk:
-            return b"".join(parts)
-        got += len(chunk)
-        if got > limit:
+            return body.body()
+        if not body.add(chunk):
             return None
-        parts.append(chunk)
 
 
 def request_name(method: str, target: str) -> str:
