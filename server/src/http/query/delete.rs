@@ -20,10 +20,19 @@ use crate::http::records::{remove_range, Target};
 pub async fn remove(t: Target, req: Request) -> Result<Response, AppError> {
     t.caller.require_write(&t.bucket)?;
     let raw = req.uri().query();
-    if pairs(raw).iter().any(|(k, _)| k == "ts") {
+    let given = pairs(raw);
+    if given.iter().any(|(k, _)| k == "ts") {
         return Err(AppError::bad_request(
             "the query route removes ranges: give start and stop, not ts",
         ));
+    }
+    if let Some((k, _)) = given
+        .iter()
+        .find(|(k, _)| k == "heartbeat" || k == "settle_ms")
+    {
+        return Err(AppError::bad_request(format!(
+            "{k} has no meaning for DELETE (a removal sends one answer, {{\"removed\": N}}, at its end): leave it out"
+        )));
     }
     let r = one_entry(parse_query(raw)?)?;
     if r.meta || r.query.descending || r.follow.is_some() {

@@ -280,6 +280,14 @@ async fn delete_with_when_removes_only_matches() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     let a = del("meta=true".into()).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    // Bug pinned: `heartbeat=` (and `settle_ms=`) were accepted by DELETE and ignored; a
+    // removal sends one answer at its end, so they are refused, naming the parameter.
+    for q in ["heartbeat=5", "settle_ms=10"] {
+        let a = del(q.into()).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{q}");
+        let msg = a.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains(q.split('=').next().unwrap()), "{q}: {msg}");
+    }
     assert_eq!(f.when_ts("").await.len(), 20);
 }
 
