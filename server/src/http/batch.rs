@@ -725,11 +725,12 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                         break 'body;
                     }
                 }
-                RawEvent::Other(
-                    Event::Error(_) | Event::Heartbeat(_) | Event::Skipped(_) | Event::Record(_),
-                ) => {
+                // A query's answer with its heartbeats (a downloaded link) is a valid batch:
+                // a heartbeat says nothing of the records and is skipped, as a client does.
+                RawEvent::Other(Event::Heartbeat(_)) => {}
+                RawEvent::Other(Event::Error(_) | Event::Skipped(_) | Event::Record(_)) => {
                     fault = Some(malformed(
-                        "error, heartbeat and skipped frames (kinds 2, 3 and 5) are not allowed in a batch",
+                        "error and skipped frames (kinds 2 and 5) are not allowed in a batch",
                     ));
                     break 'body;
                 }
