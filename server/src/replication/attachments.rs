@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tsblob_proto::outbound;
 use tsblob_storage::{Attachment, FeedFilter, Labels, ATTACHMENT_KEY_LABEL};
 
+use super::metrics::TaskMetrics;
 use super::{Replications, Shared, TaskSpec};
 use crate::batch_client::{post_batch, Destination, DstApi, OutRecord, REDUCT_BATCH_RECORDS};
 use crate::cli::client::{entry_seg, seg};
@@ -70,6 +71,9 @@ pub(super) struct Syncer {
     pub http: reqwest::Client,
     /// The task's entries (no condition).
     pub entries: FeedFilter,
+    /// The task's metric series, taken when the task started (inert once it is removed:
+    /// errors of a removed task never count in a task re-created under its name).
+    pub metrics: TaskMetrics,
 }
 
 /// What the destination did with a request.
@@ -180,8 +184,8 @@ impl Syncer {
     }
 
     fn error(&self, message: String) {
-        super::task_error(
-            &self.repl,
+        super::count_task_error(
+            &self.metrics,
             &self.name,
             &self.shared,
             "replication of attachments",

@@ -206,19 +206,9 @@ pub struct Shared {
     pub dirty: bool,
 }
 
-/// An error of a task's sender or attachment syncer: logged, counted in the metric and the
-/// task's counters, and kept as its last error.
-pub(crate) fn task_error(
-    repl: &Replications,
-    task: &str,
-    shared: &Mutex<Shared>,
-    what: &str,
-    message: String,
-) {
-    count_task_error(&repl.metrics.task(task), task, shared, what, message);
-}
-
-/// [`task_error`] counted in the series `metrics` (a removed task's errors count nowhere).
+/// An error of a task's sender or attachment syncer: logged, counted in the task's series
+/// `metrics` (the handle taken when the task started: a removed task's errors count
+/// nowhere) and in its counters, and kept as its last error.
 pub(crate) fn count_task_error(
     metrics: &metrics::TaskMetrics,
     task: &str,

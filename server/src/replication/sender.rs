@@ -222,6 +222,7 @@ impl Sender {
                     cancel: self.cancel.clone(),
                     http: self.http.clone(),
                     entries,
+                    metrics: self.metrics.clone(),
                 };
                 tokio::spawn(syncer.run());
             }
