@@ -111,8 +111,9 @@ pub struct ServeArgs {
     pub no_auth: bool,
     /// Host names (`name` or `name:port`, comma-separated) answered besides localhost,
     /// 127.0.0.1 and [::1]; `*` answers any. Default: loopback names only on a loopback
-    /// --listen (a page on another name resolving here, DNS rebinding, is refused), any name
-    /// otherwise.
+    /// --listen (a page on another name resolving here, DNS rebinding, is refused); beyond
+    /// loopback any name while requests need a token, and with --no-auth IP addresses and
+    /// this machine's host name only.
     #[arg(long, env = "TSBLOB_ALLOWED_HOSTS", value_delimiter = ',', value_parser = crate::http::browser::parse_allowed_host)]
     pub allowed_hosts: Vec<String>,
     /// Origins of web applications that may call the API from a browser (CORS), such as

@@ -12,7 +12,11 @@
 //!    (`localhost`, `127.x.x.x`, `[::1]`, any port) and the `--allowed-hosts` names are
 //!    answered: a page on `attacker.example` whose name was made to resolve to 127.0.0.1
 //!    sends `Host: attacker.example` and is refused (403 `host_not_allowed`). `/health` is
-//!    exempt (probes send the host they like; it holds no data).
+//!    exempt (probes send the host they like; it holds no data). Beyond loopback without
+//!    `--allowed-hosts`, any name is answered while requests need a token (a rebound page
+//!    has none); with authentication off (`--no-auth`, or the last token removed) only
+//!    loopback names, IP addresses and the machine's own host name are: a rebound page
+//!    always sends a name of its own site.
 //! 2. **Other sites' pages are refused** (403 `cross_origin`), reads included (with no
 //!    token a read is a leak): an `Origin` other than the server's own (its `Host`) or a
 //!    `--cors-origin`, `Origin: null`, and, without `Origin`, `Sec-Fetch-Site: cross-site`
@@ -52,10 +56,15 @@ const CROSS_ORIGIN_RESOURCE_POLICY: HeaderName =
 /// Which `Host` values a server answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Hosts {
-    /// Any (`--allowed-hosts '*'`, or a non-loopback `--listen` without the flag).
+    /// Any (`--allowed-hosts '*'`).
     Any,
     /// Loopback names and addresses, and these (`name` or `name:port`, lower case).
     LoopbackAnd(Vec<String>),
+    /// A non-loopback `--listen` without `--allowed-hosts`: any name while requests need a
+    /// token; without one (`--no-auth`), loopback names, IP addresses and these (the
+    /// machine's own names, lower case): DNS rebinding makes a browser send a name of the
+    /// attacker's site, never an address or this machine's name.
+    AnyWithToken(Vec<String>),
 }
 
 /// What a server accepts from browsers (`--allowed-hosts`, `--cors-origin`).
@@ -83,31 +92,39 @@ pub(crate) struct Cors(Option<HeaderValue>);
 impl BrowserPolicy {
     /// The policy of a server on `listen`, with `allowed_hosts` as [`parse_allowed_host`]
     /// and `cors_origins` as [`parse_origin`] return them. Without `allowed_hosts`, a
-    /// loopback server answers loopback names only and any other server answers any name
-    /// (it cannot know its names; beyond loopback it has a token, see `serve.rs`).
+    /// loopback server answers loopback names only, and any other server any name while
+    /// requests need a token (it cannot know the names it is reached by), else addresses
+    /// and the machine's own names only ([`Hosts::AnyWithToken`]).
     pub fn new(
         listen: SocketAddr,
         allowed_hosts: &[String],
         cors_origins: &[String],
     ) -> BrowserPolicy {
-        let any = allowed_hosts.iter().any(|h| h == "*")
-            || (allowed_hosts.is_empty() && !listen.ip().is_loopback());
+        let hosts = if allowed_hosts.iter().any(|h| h == "*") {
+            Hosts::Any
+        } else if allowed_hosts.is_empty() && !listen.ip().is_loopback() {
+            Hosts::AnyWithToken(own_names())
+        } else {
+            Hosts::LoopbackAnd(allowed_hosts.to_vec())
+        };
         BrowserPolicy {
-            hosts: if any {
-                Hosts::Any
-            } else {
-                Hosts::LoopbackAnd(allowed_hosts.to_vec())
-            },
+            hosts,
             cors: cors_origins.to_vec(),
         }
     }
 
     /// Rules 1 to 3 for an API request: `Ok` with the CORS origin to answer (if any), or
-    /// `Err` with the whole answer (a refusal, or a CORS preflight's 204).
-    pub(crate) fn admit(&self, req: &Request) -> Result<Cors, Box<Response>> {
+    /// `Err` with the whole answer (a refusal, or a CORS preflight's 204). `auth_on`: do
+    /// requests need a token now (asked only beyond loopback without `--allowed-hosts`).
+    pub(crate) fn admit(
+        &self,
+        req: &Request,
+        auth_on: impl FnOnce() -> bool,
+    ) -> Result<Cors, Box<Response>> {
         let headers = req.headers();
         if req.uri().path() != "/health" {
-            self.check_host(headers).map_err(|e| Box::new(refusal(e)))?;
+            self.check_host(headers, auth_on)
+                .map_err(|e| Box::new(refusal(e)))?;
         }
         let cors = self
             .check_origin(headers)
@@ -123,16 +140,24 @@ impl BrowserPolicy {
     }
 
     /// Rule 1 alone, for the console's files (public: only DNS rebinding matters there).
-    pub(crate) fn admit_host(&self, req: &Request) -> Result<(), Box<Response>> {
-        self.check_host(req.headers())
+    pub(crate) fn admit_host(
+        &self,
+        req: &Request,
+        auth_on: impl FnOnce() -> bool,
+    ) -> Result<(), Box<Response>> {
+        self.check_host(req.headers(), auth_on)
             .map_err(|e| Box::new(refusal(e)))
     }
 
     /// Rule 1 alone, for a query link's download (`links.rs`): a link is public (it is the
     /// permission), and a shared link is opened from other sites' pages; no CORS. Rule 4
     /// still applies to its answer ([`Self::finish`]).
-    pub(crate) fn admit_public(&self, req: &Request) -> Result<Cors, Box<Response>> {
-        self.admit_host(req)?;
+    pub(crate) fn admit_public(
+        &self,
+        req: &Request,
+        auth_on: impl FnOnce() -> bool,
+    ) -> Result<Cors, Box<Response>> {
+        self.admit_host(req, auth_on)?;
         Ok(Cors(None))
     }
 
@@ -155,9 +180,20 @@ impl BrowserPolicy {
         resp
     }
 
-    fn check_host(&self, headers: &HeaderMap) -> Result<(), AppError> {
-        let Hosts::LoopbackAnd(extra) = &self.hosts else {
-            return Ok(());
+    fn check_host(
+        &self,
+        headers: &HeaderMap,
+        auth_on: impl FnOnce() -> bool,
+    ) -> Result<(), AppError> {
+        let (extra, addresses) = match &self.hosts {
+            Hosts::Any => return Ok(()),
+            Hosts::LoopbackAnd(extra) => (extra, false),
+            Hosts::AnyWithToken(own) => {
+                if auth_on() {
+                    return Ok(());
+                }
+                (own, true)
+            }
         };
         // No Host: HTTP/1.0 or an in-process call, never a browser (browsers always send it).
         let Some(value) = headers.get(header::HOST) else {
@@ -170,10 +206,18 @@ impl BrowserPolicy {
         } else {
             Cow::Borrowed(raw)
         };
-        if is_loopback_host(&host) || extra.iter().any(|allowed| host_matches(allowed, &host)) {
+        if is_loopback_host(&host)
+            || extra.iter().any(|allowed| host_matches(allowed, &host))
+            || (addresses && is_address_host(&host))
+        {
             return Ok(());
         }
-        let listed = if extra.is_empty() {
+        let listed = if addresses {
+            format!(
+                ", IP addresses and this machine's names ({}) while authentication is off (--no-auth)",
+                extra.join(", ")
+            )
+        } else if extra.is_empty() {
             String::new()
         } else {
             format!(" and the --allowed-hosts names ({})", extra.join(", "))
@@ -362,6 +406,46 @@ fn split_host_port(s: &str) -> (&str, Option<&str>) {
 }
 
 /// `localhost`, `127.x.x.x` or `[::1]` (any port, lower case).
+/// An IP address, with or without a port: never what a rebound page sends (its `Host` is
+/// a name of its own site).
+fn is_address_host(host: &str) -> bool {
+    let (name, port) = split_host_port(host);
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return false;
+    }
+    match name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        Some(v6) => v6.parse::<Ipv6Addr>().is_ok(),
+        None => name.parse::<Ipv4Addr>().is_ok(),
+    }
+}
+
+/// The machine's own host name, and `<name>.local` (mDNS), lower case: a rebound page
+/// cannot make a browser send them (they are not names of its site).
+fn own_names() -> Vec<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let name = name.trim_end_matches('.');
+    if name.is_empty()
+        || name == "localhost"
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        return Vec::new();
+    }
+    let mut names = vec![name.to_string()];
+    if !name.ends_with(".local") {
+        names.push(format!("{name}.local"));
+    }
+    names
+}
+
 fn is_loopback_host(host: &str) -> bool {
     let (name, port) = split_host_port(host);
     if port.is_some_and(|p| p.parse::<u16>().is_err()) {
@@ -535,7 +619,7 @@ mod tests {
         let check = |host: &'static str| {
             let mut h = HeaderMap::new();
             h.insert(header::HOST, HeaderValue::from_static(host));
-            policy.check_host(&h).is_ok()
+            policy.check_host(&h, || false).is_ok()
         };
         for ok in [
             "localhost:8383",
@@ -555,7 +639,45 @@ mod tests {
         ] {
             assert!(!check(bad), "{bad}");
         }
-        assert!(policy.check_host(&HeaderMap::new()).is_ok(), "no Host");
+        assert!(
+            policy.check_host(&HeaderMap::new(), || false).is_ok(),
+            "no Host"
+        );
+    }
+
+    /// Beyond loopback without `--allowed-hosts`: any name while a token is needed; with
+    /// authentication off, addresses, loopback and the machine's own names only.
+    #[test]
+    fn beyond_loopback_without_a_token_only_addresses_and_own_names_are_answered() {
+        let policy = BrowserPolicy::new("0.0.0.0:8686".parse().unwrap(), &[], &[]);
+        let check = |host: &str, auth_on: bool| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            policy.check_host(&h, || auth_on).is_ok()
+        };
+        for any in ["evil.example", "192.0.2.1:8686", "tsblob.example.com"] {
+            assert!(check(any, true), "{any} with a token");
+        }
+        let own = own_names();
+        let mut ok = vec![
+            "192.0.2.1:8686",
+            "10.0.0.2",
+            "[2001:db8::1]:80",
+            "localhost:8686",
+        ];
+        ok.extend(own.iter().map(String::as_str));
+        for host in ok {
+            assert!(check(host, false), "{host} without a token");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8686",
+            "192.0.2.1.evil",
+            "[2001:db8::1]:x",
+            "10.0.0.2:99999",
+        ] {
+            assert!(!check(bad, false), "{bad} without a token");
+        }
     }
 
     #[test]

@@ -245,7 +245,7 @@ pub(crate) async fn gate_with(
     next: middleware::Next,
 ) -> Response {
     let (mut req, started) = state.metrics.start(req);
-    let cors = match browser.admit(&req) {
+    let cors = match browser.admit(&req, || state.auth.enabled()) {
         Ok(cors) => cors,
         Err(answer) => return state.metrics.finish(started, *answer),
     };
@@ -281,7 +281,7 @@ pub(crate) async fn public_gate_with(
     next: middleware::Next,
 ) -> Response {
     let (req, started) = state.metrics.start(req);
-    let cors = match browser.admit_public(&req) {
+    let cors = match browser.admit_public(&req, || state.auth.enabled()) {
         Ok(cors) => cors,
         Err(answer) => return state.metrics.finish(started, *answer),
     };
@@ -295,7 +295,11 @@ async fn assets_gate(
     req: Request,
     next: middleware::Next,
 ) -> Response {
-    match state.limits.browser.admit_host(&req) {
+    match state
+        .limits
+        .browser
+        .admit_host(&req, || state.auth.enabled())
+    {
         Ok(()) => next.run(req).await,
         Err(refused) => *refused,
     }

@@ -121,14 +121,14 @@ async fn gate(State(ctx): State<Ctx>, req: Request, next: middleware::Next) -> R
     let mut resp = if !path.starts_with("/api/v1/") {
         // ReductStore answers a path outside its API 404 before any token check (reduct-py's
         // `test__bad_url_server_exists`: a client given a wrong URL hears "Not found").
-        let mut resp = match ctx.browser.admit_host(&req) {
+        let mut resp = match ctx.browser.admit_host(&req, || ctx.state.auth.enabled()) {
             Ok(()) => not_found_outside_api(req.method(), path),
             Err(refused) => reshape_error(*refused).await,
         };
         crate::http::browser::harden(resp.headers_mut());
         resp
     } else if path == "/api/v1/alive" || path == "/api/v1/ready" {
-        let mut resp = match ctx.browser.admit_host(&req) {
+        let mut resp = match ctx.browser.admit_host(&req, || ctx.state.auth.enabled()) {
             Ok(()) if matches!(*req.method(), Method::GET | Method::HEAD) => {
                 StatusCode::OK.into_response()
             }

@@ -330,18 +330,17 @@ async fn allowed_hosts_admit_names_and_star_admits_any() {
             .status,
         200
     );
-    // Beyond loopback without the flag: any name (the server has a token there).
+    // Beyond loopback without the flag and without a token (`--no-auth`): addresses, not
+    // names (dns_rebinding_reached_a_no_auth_server_beyond_loopback; with a token, any name).
     let f = fixture(BrowserPolicy::new(
         "0.0.0.0:8686".parse().unwrap(),
         &[],
         &[],
     ));
-    assert_eq!(
-        f.send("GET", "/api/v1/b", &[("host", "tsblob.lan:8686")], b"")
-            .await
-            .status,
-        200
-    );
+    for (host, status) in [("tsblob.lan:8686", 403), ("192.0.2.9:8686", 200)] {
+        let a = f.send("GET", "/api/v1/b", &[("host", host)], b"").await;
+        assert_eq!(a.status, status, "{host}");
+    }
 }
 
 #[tokio::test]
@@ -613,4 +612,69 @@ fn listening_beyond_loopback_without_a_token_started_open_to_anyone() {
     let _with_token = Server::start_on("0.0.0.0:0", &["--token", "t0p"]);
     // Loopback stays tokenless by default (the README's quick start).
     let _local = Server::start(&[]);
+}
+
+/// Bug pinned (hostile probe of 2026-11-28): beyond loopback without `--allowed-hosts` the
+/// server answered any `Host`, reasoning that it had a token; with `--no-auth` it has none,
+/// and a page on any site whose name was rebound to the device's address read the buckets,
+/// created a token (locking the operator out) and a replication task to itself. Now a
+/// tokenless server beyond loopback answers loopback names, IP addresses and the machine's
+/// own name only; a server with a token still answers any name (the token is the check).
+#[test]
+fn dns_rebinding_reached_a_no_auth_server_beyond_loopback() {
+    let open = Server::start_on("0.0.0.0:0", &["--no-auth"]);
+    let addr = open.url("").trim_start_matches("http://").to_string();
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    for rebound in ["attacker.example", "attacker.example:80"] {
+        let host = format!("{rebound}:{port}");
+        for path in ["/api/v1/b", "/api/v1/tokens", "/ui/"] {
+            assert_eq!(raw_status(&addr, path, &host, ""), 403, "{host} {path}");
+        }
+    }
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        tcp,
+        "POST /api/v1/tokens/rebound HTTP/1.1\r\nHost: attacker.example:{port}\r\nOrigin: http://attacker.example:{port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = tcp.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        answer.contains("host_not_allowed") && answer.contains("--allowed-hosts"),
+        "{answer}"
+    );
+    // Still tokenless: the operator is not locked out, and addresses are answered.
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("192.0.2.7:{port}"),
+        format!("[2001:db8::1]:{port}"),
+        format!("localhost:{port}"),
+    ] {
+        assert_eq!(raw_status(&addr, "/api/v1/b", &host, ""), 200, "{host}");
+    }
+    // With a token every name is answered (a rebound page has no token: 401, not 403).
+    let locked = Server::start_on("0.0.0.0:0", &["--token", "t0p"]);
+    let addr = locked.url("").trim_start_matches("http://").to_string();
+    assert_eq!(raw_status(&addr, "/api/v1/b", "attacker.example", ""), 401);
+    assert_eq!(
+        raw_status(
+            &addr,
+            "/api/v1/b",
+            "tsblob.example.com",
+            "Authorization: Bearer t0p\r\n"
+        ),
+        200
+    );
+    // With --allowed-hosts the list decides, token or not.
+    let listed = Server::start_on(
+        "0.0.0.0:0",
+        &["--no-auth", "--allowed-hosts", "tsblob.example.com"],
+    );
+    let addr = listed.url("").trim_start_matches("http://").to_string();
+    assert_eq!(
+        raw_status(&addr, "/api/v1/b", "tsblob.example.com", ""),
+        200
+    );
+    assert_eq!(raw_status(&addr, "/api/v1/b", "attacker.example", ""), 403);
 }
