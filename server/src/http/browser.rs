@@ -344,6 +344,12 @@ fn is_passive(content_type: Option<&HeaderValue>) -> bool {
     let Some(ct) = content_type.and_then(|v| v.to_str().ok()) else {
         return false;
     };
+    // A list (`image/png;,text/html`): browsers take the last type of a comma-separated
+    // header (Fetch's "extract a MIME type"), so any comma, even one inside a quoted
+    // parameter, makes the record a download.
+    if ct.contains(',') {
+        return false;
+    }
     let essence = ct.split(';').next().unwrap_or("").trim();
     let Some((kind, sub)) = essence.split_once('/') else {
         return false;

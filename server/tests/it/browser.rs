@@ -356,6 +356,13 @@ async fn a_stored_html_record_ran_script_in_the_servers_origin() {
         "application/xml",
         "text/javascript",
         "application/pdf",
+        // Bug pinned (hostile probe of 2026-11-28): a list whose first type is passive was
+        // served inline, and Chromium rendered its last type (HTML, SVG) at our origin.
+        "image/png;,text/html",
+        "image/png;a=b,text/html",
+        "text/plain; charset=utf-8, text/html",
+        "video/mp4,text/html",
+        "text/plain;charset=x,image/svg+xml",
     ];
     for (i, ct) in active.iter().enumerate() {
         let ts = i + 1;
