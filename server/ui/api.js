@@ -52,12 +52,18 @@ export async function api(path, { method = "GET", json, body, raw = false, signa
   return ct.includes("json") ? r.json() : r.text();
 }
 
+// One path segment: `.` and `..` escaped too (encodeURIComponent keeps them, and the URL
+// parser would resolve them: a request for another bucket than the one named).
+function segment(s) {
+  return s === "." || s === ".." ? s.replaceAll(".", "%2E") : encodeURIComponent(s);
+}
+
 export function bucketPath(bucket) {
-  return `/api/v1/b/${encodeURIComponent(bucket)}`;
+  return `/api/v1/b/${segment(bucket)}`;
 }
 
 export function entryPath(bucket, entry) {
-  return `${bucketPath(bucket)}/${entry.split("/").map(encodeURIComponent).join("/")}`;
+  return `${bucketPath(bucket)}/${entry.split("/").map(segment).join("/")}`;
 }
 
 /** What this server's query route takes (from its OpenAPI document, read once). */

@@ -15,12 +15,30 @@ const who = document.getElementById("who");
 let cleanup = null;
 let me = null;
 
+// A bucket name, or one segment of an entry name, as the server takes them: a link whose
+// name holds `..` (`#/b/scratch/e/x/..%2F..%2Fprod/cam`) would show one bucket and act on
+// another (the browser resolves `..` in the request's URL).
+const NAME = /^[A-Za-z0-9_.-]+$/;
+const validName = (s) => NAME.test(s) && s !== "." && s !== "..";
+
+const invalid = (what) => ({ page: { render: (m) => { m.append(errorBox(`${what}: not a valid name (letters, digits, '.', '_' and '-'; an entry's parts separated by '/')`)); } }, name: "invalid", params: {} });
+
 function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter((s) => s !== "").map(decodeURIComponent);
-  if (parts[0] === "b" && parts.length >= 4 && parts[2] === "e") {
-    return { page: entry, name: "entry", params: { bucket: parts[1], entry: parts.slice(3).join("/") } };
+  let parts;
+  try {
+    parts = location.hash.replace(/^#\/?/, "").split("/").filter((s) => s !== "").map(decodeURIComponent);
+  } catch (_) { // (a malformed %-escape)
+    return invalid("this link");
   }
-  if (parts[0] === "b" && parts.length >= 2) return { page: bucket, name: "bucket", params: { bucket: parts[1] } };
+  if (parts[0] === "b" && parts.length >= 4 && parts[2] === "e") {
+    const name = parts.slice(3).join("/");
+    if (!validName(parts[1]) || !name.split("/").every(validName)) return invalid(`${parts[1]} / ${name}`);
+    return { page: entry, name: "entry", params: { bucket: parts[1], entry: name } };
+  }
+  if (parts[0] === "b" && parts.length >= 2) {
+    if (!validName(parts[1])) return invalid(parts[1]);
+    return { page: bucket, name: "bucket", params: { bucket: parts[1] } };
+  }
   if (parts[0] === "tokens") return { page: tokens, name: "tokens", params: {} };
   if (parts[0] === "replication") return { page: replication, name: "replication", params: {} };
   if (parts[0] === "tier") return { page: tier, name: "tier", params: {} };

@@ -679,3 +679,50 @@ def test_a_huge_record_is_not_held_whole_in_the_browser(server, page, client) ->
     assert not any(f"cam?ts={base}" in u for u in requests), requests
     assert page.errors == []
     client.remove_bucket(name)
+
+
+def test_a_link_with_dot_dot_in_a_name_acted_on_another_bucket(server, page, client) -> None:
+    """Bug (hostile probe of 2026-11-28): `#/b/scratch/e/x/..%2F..%2Fprod/cam` showed
+    "scratch" in its heading while every request (its Delete button included) went to
+    `prod/cam`: the browser resolved the `..` in the request's URL. Such a name is refused
+    with a message, and nothing is requested of the other bucket."""
+    prod, scratch = f"ui-{uuid.uuid4().hex[:10]}", f"ui-{uuid.uuid4().hex[:10]}"
+    for name in (prod, scratch):
+        client.create_bucket(name)
+    client.write(prod, "cam", b"keep", ts=1)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    for link in (f"#/b/{scratch}/e/x/..%2F..%2F{prod}/cam", f"#/b/{scratch}/e/..%2F{prod}%2Fcam",
+                 "#/b/..%2Fb", "#/b/%E0%A4%A"):
+        page.goto("about:blank")  # (a fresh load each time: no error box of the last link)
+        page.goto(f"{server.url}/ui/{link}")
+        text = page.wait_for_selector(".error").inner_text()
+        assert "not a valid name" in text, (link, text)
+    assert not any(f"/b/{prod}" in u for u in requests), requests
+    assert client.read(prod, "cam", ts=1).data == b"keep"
+    assert page.errors == []
+    for name in (prod, scratch):
+        client.remove_bucket(name)
+
+
+def test_a_download_is_saved_with_a_writer_chosen_extension(server, page, client, jpeg) -> None:
+    """Bug (hostile probe of 2026-11-28): the Download button named the file after the
+    record's content type, so a writer chose `.html`, `.svg`, `.exe` or `.hta` for the
+    operator's downloads folder (an `.html` opened from there runs as a local file). Only
+    passive types name their extension; any other type saves as `.bin`, as query links do."""
+    name = f"ui-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(name)
+    cases = [("text/html", "bin"), ("image/svg+xml", "bin"), ("application/hta", "bin"),
+             ("application/x.pdf.exe", "bin"), ("image/jpeg", "jpg"), ("application/json", "json"),
+             ("text/plain; charset=utf-8", "txt")]
+    for ts, (ct, _) in enumerate(cases, start=1):
+        client.write(name, "cam", jpeg if ct == "image/jpeg" else b"<b>x</b>", ts=ts, content_type=ct)
+    page.goto(entry_url(server, name, "cam"))
+    for ts, (ct, ext) in enumerate(cases, start=1):
+        page.click(f"#record-rows tr[data-ts='{ts}']")
+        page.wait_for_selector("#download")
+        with page.expect_download() as d:
+            page.click("#download")
+        assert d.value.suggested_filename == f"cam-{ts}.{ext}", (ct, d.value.suggested_filename)
+    assert page.errors == []
+    client.remove_bucket(name)

@@ -21,6 +21,15 @@ const IMAGE = /^image\/(jpeg|png|webp|gif)$/;
 // arrives (a writer's multi-gigabyte `image/*` record took the memory of whoever opened it).
 const IMAGE_MAX = 32 << 20;
 const BLOB_MAX = 64 << 20;
+// The extension a downloaded record is saved with, by content type; any other type: `.bin`
+// (as query links name their files).
+const SAVE_AS = {
+  "image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "image/avif": "avif",
+  "image/bmp": "bmp", "image/tiff": "tiff", "text/plain": "txt", "text/csv": "csv",
+  "application/json": "json", "application/x-ndjson": "ndjson", "application/cbor": "cbor",
+  "application/zstd": "zst", "application/octet-stream": "bin", "video/mp4": "mp4", "video/webm": "webm",
+  "audio/mpeg": "mp3", "audio/ogg": "ogg", "audio/wav": "wav", "application/x-protobuf": "pb",
+};
 const FOLLOW_MIN_SPAN = 60e6; // the live timeline shows at least the last minute
 const FOLLOW_MS = 1000; // and is redrawn at most once a second
 const narrow = () => window.matchMedia("(max-width: 800px)").matches;
@@ -266,7 +275,9 @@ export async function render(main, params) {
       }
       const blob = await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
       const url = URL.createObjectURL(blob);
-      const ext = (r.content_type.split("/")[1] || "bin").split(/[;+]/)[0];
+      // The writer chose the content type: only passive types name their extension (an
+      // `.html`, `.svg` or `.exe` saved from a hostile record would run when opened).
+      const ext = SAVE_AS[r.content_type.split(";")[0].trim().toLowerCase()] || "bin";
       const a = h("a", { href: url, download: `${entry.replaceAll("/", "_")}-${r.ts}.${ext}` });
       document.body.append(a);
       a.click();
