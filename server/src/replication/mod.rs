@@ -216,7 +216,9 @@ pub(crate) fn count_task_error(
     what: &str,
     message: String,
 ) {
-    tracing::warn!(task = %task, "{what}: {message}");
+    // One a record a destination refuses (400 for each): throttled, the counters and
+    // `last_error` keep it all.
+    crate::throttled!(warn, "replication_error", task = %task, "{what}: {message}");
     metrics.error();
     let mut s = shared.lock();
     s.counters.errors += 1;

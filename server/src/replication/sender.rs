@@ -492,7 +492,8 @@ impl Sender {
                 FeedPayload::Large(meta) => outs.push(Out::Large(r.entry, meta)),
                 FeedPayload::Gone => {
                     gone += 1;
-                    tracing::warn!(task = %self.name, entry = %r.entry, ts = r.ts,
+                    // (one line a record: throttled, the counters keep the count)
+                    crate::throttled!(warn, "replication_evicted", task = %self.name, entry = %r.entry, ts = r.ts,
                         "replication: the record was evicted (or removed) at the source before it was sent");
                 }
             }
@@ -796,7 +797,7 @@ impl Sender {
             Ok(r) => r,
             // The record (or its entry, or bucket) is gone at the source.
             Err(ReplicationError::Storage(tsblob_storage::Error::NotFound(_))) => {
-                tracing::warn!(task = %self.name, entry, ts,
+                crate::throttled!(warn, "replication_evicted", task = %self.name, entry, ts,
                     "replication: the record was evicted (or removed) at the source before it was sent");
                 self.evicted(1);
                 return Alone::Resolved;
@@ -832,7 +833,9 @@ impl Sender {
     }
 
     fn conflict(&self, message: String) {
-        tracing::warn!(task = %self.name, "replication conflict: {message}");
+        // One a record a destination refuses: throttled (a destination answering every
+        // record 409 wrote a line a record); the counters and `last_conflict` keep it all.
+        crate::throttled!(warn, "replication_conflict", task = %self.name, "replication conflict: {message}");
         self.metrics.conflict();
         let mut s = self.shared.lock();
         s.counters.conflicts += 1;

@@ -365,3 +365,44 @@ async fn a_task_when_was_reordered_and_selected_other_records_than_a_query() {
         "the task selected other records than the query"
     );
 }
+
+/// Bug (hostile probe of 2026-11-28): a destination answering every record 409 (or 400)
+/// made the sender log one WARN line of ~620 bytes per record, without bound: a sensor
+/// writing 1,000 small records a second logged ~600 KB/s. The lines are throttled per kind
+/// (20 per 10 s, then a count of those left out); the task's counters keep every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_refusing_every_record_wrote_a_log_line_per_record() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src_s = start(d1.path());
+    let dst_s = start(d2.path());
+    let (src, dst) = (
+        Api::new(&src_s.url(""), None),
+        Api::new(&dst_s.url(""), None),
+    );
+    src.create_bucket("edge", json!({})).await;
+    dst.create_bucket("cloud", json!({})).await;
+    // Every timestamp is taken at the destination by another payload: 300 conflicts.
+    let theirs: Vec<_> = (1..=300u64)
+        .map(|ts| (ts, "text/plain", labels(&[]), b"cloud's own".to_vec()))
+        .collect();
+    dst.write("cloud", "cam", &theirs).await.unwrap();
+    let ours: Vec<_> = (1..=300u64)
+        .map(|ts| (ts, "text/plain", labels(&[]), payload("cam", ts, 100, true)))
+        .collect();
+    src.write("edge", "cam", &ours).await.unwrap();
+    let (st, v) = src
+        .put_task("flood", task_spec("edge", &dst_s.url(""), "cloud"))
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let v = src.wait_caught_up("flood", Duration::from_secs(30)).await;
+    assert_eq!(v["status"]["conflicts"], json!(300), "{v}");
+    let lines = src_s
+        .stderr_text()
+        .lines()
+        .filter(|l| l.contains("replication conflict"))
+        .count();
+    assert!(
+        (1..=2 * 20).contains(&lines),
+        "{lines} log lines for 300 conflicts"
+    );
+}
