@@ -281,11 +281,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TSBLOB_REDUCTSTORE_PREFIX", value_parser = parse_prefix)]
     pub reductstore_prefix: Option<String>,
     /// Query sessions of the ReductStore API open at once (each holds a position in its
-    /// entries until read to the end or idle for its TTL); past it, 429.
+    /// entries until read to the end or idle for its TTL); past it, a new one closes the
+    /// least recently read session of the token holding the most (429 only when all of
+    /// them are being read).
     #[arg(long, env = "TSBLOB_REDUCTSTORE_MAX_QUERIES", default_value_t = 1024)]
     pub reductstore_max_queries: usize,
     /// Query sessions of the ReductStore API one token may hold open at once (without
-    /// tokens, all callers share this count); past it, 429.
+    /// tokens, all callers share this count); past it, a new one closes the token's least
+    /// recently read session (429 only when all are being read).
     #[arg(
         long,
         env = "TSBLOB_REDUCTSTORE_MAX_QUERIES_PER_TOKEN",

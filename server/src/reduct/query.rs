@@ -93,6 +93,18 @@ struct Cursor {
     windows: EntryWindows,
 }
 
+impl Cursor {
+    /// Between reads: the engine's pages of index records and the mapped block windows are
+    /// given back, the place kept (an idle session held a page of 256 records per entry,
+    /// ~350 MB for 2,000 entries, until its TTL: hostile probe of 2026-11-28).
+    fn rest(&mut self) {
+        if let Source::Engine(iter) = &mut self.iter {
+            iter.rest();
+        }
+        self.windows = EntryWindows::default();
+    }
+}
+
 /// The entries whose block windows a session keeps mapped at once (each up to
 /// `tsblob_storage::WINDOW_MAX` of address space); a query of more entries maps again.
 const ENTRY_WINDOWS: usize = 8;
@@ -133,6 +145,8 @@ struct Session {
     continuous: bool,
     ttl: Duration,
     expires: Instant,
+    /// Opened or last read: past a cap, the least recently used session gives way.
+    used: Instant,
     /// Locked while a read, or the making of the next batch ahead, has it.
     cursor: Arc<tokio::sync::Mutex<Cursor>>,
     /// The next batch is being made ahead: a read waits for it (another read at the same
@@ -164,6 +178,47 @@ impl Sessions {
     /// Drops the sessions past their TTL (not one a read has now).
     fn sweep(map: &mut HashMap<u64, Session>, now: Instant) {
         map.retain(|_, s| s.cursor.try_lock().is_err() || s.expires > now);
+    }
+
+    /// Makes room for one more session of `token` at the caps: past its per-token cap, its
+    /// own least recently used session is closed; past the server's, the least recently
+    /// used of the token holding the most. Sessions being read stay. `Err`: the cap that
+    /// could not be made room in, and how many it holds. (Refusing instead let a few tokens
+    /// opening sessions with a 24 h TTL, or one client of a tokenless server, lock every
+    /// other client out of queries for a day: hostile probe of 2026-11-28.)
+    fn make_room(
+        map: &mut HashMap<u64, Session>,
+        limits: SessionLimits,
+        token: &Option<String>,
+    ) -> Result<(), (&'static str, usize)> {
+        let mine = map.values().filter(|s| &s.token == token).count();
+        let holder = if mine >= limits.per_token {
+            Some(token.clone())
+        } else if map.len() >= limits.max {
+            let mut counts: HashMap<&Option<String>, usize> = HashMap::new();
+            for s in map.values() {
+                *counts.entry(&s.token).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .max_by_key(|(_, n)| *n)
+                .map(|(t, _)| t.clone())
+        } else {
+            return Ok(());
+        };
+        let lru = map
+            .iter()
+            .filter(|(_, s)| Some(&s.token) == holder.as_ref() && s.cursor.try_lock().is_ok())
+            .min_by_key(|(_, s)| s.used)
+            .map(|(id, _)| *id);
+        match lru {
+            Some(id) => {
+                map.remove(&id);
+                Ok(())
+            }
+            None if mine >= limits.per_token => Err(("--reductstore-max-queries-per-token", mine)),
+            None => Err(("--reductstore-max-queries", map.len())),
+        }
     }
 
     /// Open sessions (for tests and metrics).
@@ -515,26 +570,12 @@ async fn open(
     let id = sessions.next.fetch_add(1, Ordering::Relaxed);
     let mut map = sessions.lock();
     Sessions::sweep(&mut map, now);
-    let mine = map
-        .values()
-        .filter(|s| s.token == caller.token_hash)
-        .count();
-    if mine >= sessions.limits.per_token {
+    if let Err((cap, n)) = Sessions::make_room(&mut map, sessions.limits, &caller.token_hash) {
         return Err(AppError::new(
             StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::TooManyStreams,
             format!(
-                "this token already has {mine} query sessions open, the server's limit per token (--reductstore-max-queries-per-token): read them to their end, give them a short ttl, or raise the limit"
-            ),
-        ));
-    }
-    if map.len() >= sessions.limits.max {
-        return Err(AppError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::TooManyStreams,
-            format!(
-                "{} query sessions are open, the server's limit (--reductstore-max-queries): read queries to their end, give them a short ttl, or raise the limit",
-                map.len()
+                "{n} query sessions are open and being read, the server's limit ({cap}): read queries to their end, or raise the limit"
             ),
         ));
     }
@@ -547,6 +588,7 @@ async fn open(
             continuous: q.continuous.unwrap_or(false),
             ttl,
             expires: now + ttl,
+            used: now,
             cursor: Arc::new(tokio::sync::Mutex::new(Cursor {
                 iter,
                 pending: None,
@@ -620,7 +662,7 @@ struct Batch {
 
 fn query_not_found(id: u64, bucket: &str) -> AppError {
     AppError::not_found(format!(
-        "query {id} is not open in bucket {bucket:?}: it was read to its end, outlived its ttl, or never existed; open a new one"
+        "query {id} is not open in bucket {bucket:?}: it was read to its end, outlived its ttl, was closed to make room for newer ones (the least recently read go first past --reductstore-max-queries-per-token), or never existed; open a new one"
     ))
 }
 
@@ -643,6 +685,7 @@ async fn next_batch(
             _ => return Err(query_not_found(id, bucket)),
         };
         s.expires = now + s.ttl;
+        s.used = now;
         (
             s.cursor.clone(),
             s.prefetching.clone(),
@@ -691,8 +734,14 @@ async fn next_batch(
         let budget = ctx.state.bodies.clone();
         tokio::task::spawn_blocking(move || {
             prefetch(&mut guard, session_meta_only, &budget);
+            guard.rest();
+            // The lock first, then the flag: a read between the two would find the session
+            // locked and not being made ahead, and answer 409 (seen once by the probe).
+            drop(guard);
             prefetching.store(false, Ordering::Release);
         });
+    } else {
+        guard.rest();
     }
     result
 }
@@ -1009,6 +1058,67 @@ pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn session(token: &str, used: Instant) -> Session {
+        Session {
+            bucket: "b".into(),
+            token: Some(token.into()),
+            only_metadata: false,
+            continuous: false,
+            ttl: Duration::from_secs(86_400),
+            expires: used + Duration::from_secs(86_400),
+            used,
+            cursor: Arc::new(tokio::sync::Mutex::new(Cursor {
+                iter: Source::Attachments(Default::default()),
+                pending: None,
+                failed: None,
+                done: false,
+                ahead: None,
+                windows: EntryWindows::default(),
+            })),
+            prefetching: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Past the server's cap a new session takes the place of the least recently used one
+    /// of the token holding the most (hostile probe of 2026-11-28: four tokens filled it
+    /// for everyone for a day); past a token's cap, its own; one being read stays.
+    #[test]
+    fn a_new_session_takes_the_place_of_the_heaviest_holders_oldest() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let limits = SessionLimits {
+            max: 4,
+            per_token: 3,
+        };
+        let mut map = HashMap::new();
+        map.insert(1, session("a", at(5)));
+        map.insert(2, session("a", at(1)));
+        map.insert(3, session("a", at(9)));
+        map.insert(4, session("b", at(0)));
+        // "c" has none: the server's cap; "a" holds the most, its oldest (2) goes.
+        Sessions::make_room(&mut map, limits, &Some("c".into())).unwrap();
+        let mut left: Vec<u64> = map.keys().copied().collect();
+        left.sort();
+        assert_eq!(left, [1, 3, 4]);
+        map.insert(5, session("a", at(10)));
+        // "a" at its own cap (3): its oldest not being read goes (1 is being read).
+        let cursor = map[&1].cursor.clone();
+        let _reading = cursor.try_lock().unwrap();
+        Sessions::make_room(&mut map, limits, &Some("a".into())).unwrap();
+        let mut left: Vec<u64> = map.keys().copied().collect();
+        left.sort();
+        assert_eq!(left, [1, 4, 5]);
+        // Every session of the heaviest holder being read: refused, naming the cap.
+        let tight = SessionLimits {
+            max: 3,
+            per_token: 3,
+        };
+        let c5 = map[&5].cursor.clone();
+        let _reading5 = c5.try_lock().unwrap();
+        let e = Sessions::make_room(&mut map, tight, &Some("b".into())).unwrap_err();
+        assert_eq!(e, ("--reductstore-max-queries", 3));
+    }
 
     #[test]
     fn a_read_of_an_entry_tsblob_cannot_hold_answers_not_found_not_invalid() {

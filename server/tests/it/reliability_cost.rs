@@ -671,8 +671,12 @@ fn a_buckets_entry_list_was_made_outside_the_memory_budget() {
 
 /// Bug "session hoarding": one token could open every ReductStore query session the
 /// server allows (`--reductstore-max-queries`, 1,024) with a TTL of a day, and every other
-/// client's query was 429 for that day. A token now holds at most
-/// `--reductstore-max-queries-per-token` of them.
+/// client's query was 429 for that day. A token then held at most
+/// `--reductstore-max-queries-per-token` of them, refused past it; but four tokens filled
+/// the server's cap for everyone, and on a tokenless server one client held every
+/// caller's share (hostile probe of 2026-11-28). Past a cap the least recently read
+/// session gives way now: a new query always opens, the oldest idle one is closed (404
+/// naming why), and those being read stay.
 #[test]
 fn one_token_held_every_reductstore_query_session() {
     let (_s, a) = start(&[
@@ -687,24 +691,38 @@ fn one_token_held_every_reductstore_query_session() {
     assert_eq!(call(&a, "POST", "/api/v1/b/s", b"", t).0, 201);
     assert_eq!(call(&a, "POST", "/api/v1/b/s/e?ts=1", b"x", t).0, 201);
     let open = || {
-        call(
+        let (status, answer) = call(
             &a,
             "POST",
-            "/reduct/api/v1/io/s/q",
-            br#"{"query_type": "QUERY", "entries": ["e"], "ttl": 86400}"#,
+            "/reduct/api/v1/b/s/e/q",
+            br#"{"query_type": "QUERY", "ttl": 86400}"#,
+            t,
+        );
+        assert_eq!(status, 200, "{answer}");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        v["id"].as_u64().unwrap()
+    };
+    let read = |id: u64| {
+        call(
+            &a,
+            "GET",
+            &format!("/reduct/api/v1/b/s/e/batch?q={id}"),
+            b"",
             t,
         )
     };
-    for _ in 0..2 {
-        let (status, answer) = open();
-        assert_eq!(status, 200, "{answer}");
+    let ids: Vec<u64> = (0..8).map(|_| open()).collect();
+    // The two last opened are open; the six before them gave way, oldest first.
+    for id in &ids[..6] {
+        let (status, answer) = read(*id);
+        assert_eq!(status, 404, "{id}: {answer}");
+        assert!(answer.contains("make room"), "{answer}");
     }
-    let (status, answer) = open();
-    assert_eq!(status, 429, "{answer}");
-    assert!(
-        answer.contains("--reductstore-max-queries-per-token"),
-        "{answer}"
-    );
+    for id in &ids[6..] {
+        let (status, answer) = read(*id);
+        assert_eq!(status, 200, "{id}: {answer}");
+    }
 }
 
 /// Bug "pattern list": a query's entry list was unbounded, so 200,000 `*a` patterns in a
@@ -1008,4 +1026,73 @@ fn an_mcap_export_held_every_schema_outside_the_budget() {
     );
     assert_eq!(status, 200, "{}", &answer[..answer.len().min(400)]);
     assert_eq!(metric(&a, "tsblob_query_streams"), 0);
+}
+
+/// Hostile probe of 2026-11-28: a ReductStore query session over many entries read one
+/// page of 256 index records per entry at its first read and held them, decoded, until
+/// its TTL (a day at most): ~350 MB a session over 2,000 entries, 256 sessions a token.
+/// Now a merge of many entries reads short pages (4,096 records over all its entries)
+/// and a session gives its pages back between reads.
+#[test]
+fn an_idle_reductstore_session_held_a_page_per_entry() {
+    use bytes::BytesMut;
+    let (s, a) = start(&["--reductstore-prefix", "/reduct"]);
+    let t = Duration::from_secs(60);
+    assert_eq!(call(&a, "POST", "/api/v1/b/fleet", b"", t).0, 201);
+    let mut labels = tsblob_storage::Labels::new();
+    labels.insert("site".into(), "plant-with-a-longer-name-0001".into());
+    labels.insert("kind".into(), "vibration-sensor-reading".into());
+    let entries = 400u64;
+    for e in 0..entries {
+        let mut body = BytesMut::new();
+        for i in 0..256u64 {
+            labels.insert("seq".into(), format!("{i:08}"));
+            tsblob_proto::framing::put_record(&mut body, 1 + i * entries + e, "", &labels, b"x");
+        }
+        tsblob_proto::framing::put_end(&mut body, 256);
+        let mut req = batch_head(
+            &format!("/api/v1/b/fleet/dev{e:04}/batch"),
+            body.len(),
+            false,
+        );
+        req.extend_from_slice(&body);
+        let (status, answer) = raw_http(&a, &req, t);
+        assert_eq!(status, 200, "{answer}");
+    }
+    let open = || {
+        let (status, answer) = call(
+            &a,
+            "POST",
+            "/reduct/api/v1/io/fleet/q",
+            br#"{"query_type": "QUERY", "entries": ["*"], "ttl": 3600, "only_metadata": true}"#,
+            t,
+        );
+        assert_eq!(status, 200, "{answer}");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        v["id"].as_u64().unwrap()
+    };
+    let read = |id: u64| {
+        let req = format!(
+            "GET /reduct/api/v1/io/fleet/read HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nx-reduct-query-id: {id}\r\n\r\n"
+        );
+        raw_http(&a, req.as_bytes(), t)
+    };
+    // One session read once first, so that what the server holds of its own is there.
+    let warm = open();
+    assert_eq!(read(warm).0, 200);
+    let before = rss_bytes(s.pid());
+    for _ in 0..12 {
+        let id = open();
+        let (status, answer) = read(id);
+        assert_eq!(status, 200, "{answer}");
+    }
+    std::thread::sleep(Duration::from_millis(300)); // (the batches made ahead)
+    let grown = rss_bytes(s.pid()).saturating_sub(before);
+    // Before: 400 entries × 256 records decoded, ~60 MB a session, 700 MB for 12.
+    assert!(
+        grown < 120 << 20,
+        "12 idle sessions over {entries} entries grew the server by {} MB",
+        grown >> 20
+    );
 }

@@ -22,6 +22,11 @@ use crate::tier::Access;
 /// How many index records a query fetches per LMDB read transaction (per entry, for a
 /// merged query), and scans without a match before `next_bounded` hands back.
 const PAGE: usize = 256;
+/// Index records the pages of a merge hold at most, over all its entries: a query of
+/// many entries reads shorter pages (at least one record each), so that opening it holds
+/// and decodes ~this many records, not 256 per entry (a ReductStore session over 2,000
+/// entries held 512,000, ~350 MB, from its first read: hostile probe of 2026-11-28).
+const MERGE_RECORDS: usize = 4096;
 
 impl Store {
     /// Counts and payload bytes of an entry's records per `step` over `[start, stop)`.
@@ -201,6 +206,9 @@ struct Cursor {
     sel: Selector,
     /// Its condition's `$limit` ended this entry's part: never walked again.
     finished: bool,
+    /// Records a page holds at most ([`PAGE`], less in a merge of many entries:
+    /// [`MERGE_RECORDS`]).
+    page_len: usize,
     /// The span of the records returned last (see [`Span`]), when this is the only cursor
     /// of its query or the reader maps windows per entry ([`QueryIter::windowed`]): one
     /// entry's records share mapped windows of their block. Not otherwise in a merge of
@@ -210,7 +218,7 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn new(entry: Arc<Entry>, query: &Query) -> Cursor {
+    fn new(entry: Arc<Entry>, query: &Query, page_len: usize) -> Cursor {
         Cursor {
             entry,
             lo: query.start.unwrap_or(0),
@@ -220,8 +228,25 @@ impl Cursor {
             ahead: None,
             sel: Selector::per_entry(query),
             finished: false,
+            page_len,
             spans: Spans::default(),
         }
+    }
+
+    /// Gives the page back, its records left to the next walk: the window starts again at
+    /// the first record not yet taken.
+    fn rewind(&mut self, order: Order) {
+        if let Some((ts, _)) = self.page.front() {
+            if order == Order::Descending {
+                self.hi = ts.saturating_add(1);
+            } else {
+                self.lo = *ts;
+            }
+            self.done = self.finished;
+            self.ahead = None;
+        }
+        self.page = VecDeque::new();
+        self.spans = Spans::default();
     }
 
     fn finish(&mut self) {
@@ -247,16 +272,16 @@ impl Cursor {
             return Ok(());
         }
         let txn = index.read_txn()?;
-        let mut out = Vec::with_capacity(PAGE);
+        let mut out = Vec::with_capacity(self.page_len);
         index.range(
             &txn,
             self.entry.id(),
             self.lo..self.hi,
             order,
-            PAGE,
+            self.page_len,
             &mut out,
         )?;
-        if out.len() < PAGE {
+        if out.len() < self.page_len {
             self.done = true;
             if bounded {
                 self.ahead = first_in(index, &txn, self.entry.id(), self.hi..stop)?;
@@ -404,6 +429,7 @@ impl Store {
                 .into());
             }
         }
+        let page_len = (MERGE_RECORDS / entries.len().max(1)).clamp(1, PAGE);
         Ok(QueryIter {
             store: self.clone(),
             shared: Arc::new(QueryShared {
@@ -411,7 +437,10 @@ impl Store {
                 bucket: bucket.to_string(),
                 entries: entries.clone(),
             }),
-            cursors: entries.into_iter().map(|e| Cursor::new(e, query)).collect(),
+            cursors: entries
+                .into_iter()
+                .map(|e| Cursor::new(e, query, page_len))
+                .collect(),
             left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),
             stop: query.stop.unwrap_or(u64::MAX),
@@ -515,6 +544,16 @@ impl QueryIter {
     /// (no commit needs to wake it).
     pub fn ahead(&self) -> Option<u64> {
         self.cursors.iter().filter_map(|c| c.ahead).min()
+    }
+
+    /// Gives back the pages of index records it holds (an idle ReductStore session keeps
+    /// positions only, not a page per entry until its TTL); the next step reads them again
+    /// from the first record not yet returned. Nothing is skipped or returned twice.
+    pub fn rest(&mut self) {
+        let order = self.order;
+        for c in &mut self.cursors {
+            c.rewind(order);
+        }
     }
 
     /// Bytes its pages of index records hold (one page per entry, up to 256 records each;
@@ -796,6 +835,57 @@ mod histogram_tests {
         }
         let few = ["e1*".to_string()]; // e1, e10–e19, e100–e199: 111 entries
         assert!(s.query_entries("b", &few, &q).is_ok());
+    }
+
+    /// Hostile probe of 2026-11-28: a ReductStore session over many entries held a page of
+    /// 256 decoded index records per entry from its first read until its TTL. A merge of
+    /// many entries reads shorter pages ([`MERGE_RECORDS`] in all), and `rest` gives the
+    /// pages back between reads; the records come out the same, each once, in order.
+    #[test]
+    fn a_merge_of_many_entries_holds_short_pages_and_rests_without_losing_its_place() {
+        let (_d, s) = store();
+        let entries = 40u64;
+        for e in 0..entries {
+            for i in 0..300u64 {
+                // interleaved: entry e's records at e, e + 40, e + 80, ...
+                let ts = 1 + i * entries + e;
+                s.write("b", &format!("e{e:02}"), &WriteMeta::at(ts), b"x")
+                    .unwrap();
+            }
+        }
+        let all = ["**".to_string()];
+        for descending in [false, true] {
+            let q = Query {
+                descending,
+                ..Query::default()
+            };
+            let whole: Vec<(String, u64)> = s
+                .query_entries("b", &all, &q)
+                .unwrap()
+                .map(|i| {
+                    let i = i.unwrap();
+                    (i.entry().to_string(), i.meta.ts)
+                })
+                .collect();
+            assert_eq!(whole.len(), 12_000);
+            let mut it = s.query_entries("b", &all, &q).unwrap();
+            let mut rested = Vec::new();
+            let mut n = 0u64;
+            while let Some(item) = it.next() {
+                let item = item.unwrap();
+                rested.push((item.entry().to_string(), item.meta.ts));
+                n += 1;
+                // 40 entries: pages of 4096 / 40 = 102 records, not 256.
+                let held = it.held_bytes();
+                let page = std::mem::size_of::<(u64, IndexValue)>() as u64;
+                assert!(held <= 40 * 102 * page, "{held} bytes held");
+                if n.is_multiple_of(7) || n % 1000 == 999 {
+                    it.rest();
+                    assert_eq!(it.held_bytes(), 0);
+                }
+            }
+            assert_eq!(rested, whole, "descending {descending}");
+        }
     }
 
     #[test]
