@@ -61,6 +61,13 @@ pub fn version_number(v: &[u8]) -> Option<u32> {
 /// Distinct (content type, labels) sets interned per entry; an entry with more stores the
 /// rest inline in its chunks. Bounds the `metas` table and the in-memory interner.
 pub const MAX_ATTRS: u32 = 256;
+/// A label set counted for more than this ([`crate::interner`]'s measure) is kept inline
+/// in its index record, never interned: a set this large is rarely repeated, and interned
+/// sets of this size filled the interner with a few entries, so that each write into an
+/// entry whose sets had been dropped read and decoded all of them again (up to 256 of
+/// ~60 KB) on the writer thread: three writers made it 75× dearer per record and other
+/// buckets' writes waited up to 2.1 s (hostile probe of 2026-11-28).
+pub const INTERN_MAX_BYTES: usize = 4 << 10;
 /// How many distinct attrs one [`Index::apply_changes`] remembers by address.
 const ATTRS_BY_PTR: usize = 16;
 /// Entries whose last chunk [`Index::apply_changes`] keeps in memory at most (each a copy
@@ -556,8 +563,12 @@ impl Index {
     }
 
     /// The id of `meta` in the entry's `metas` table, assigned (and stored in `txn`) if
-    /// new; inline once the entry has [`MAX_ATTRS`] ids.
+    /// new; inline once the entry has [`MAX_ATTRS`] ids, or when the set is larger than
+    /// [`INTERN_MAX_BYTES`].
     fn intern(&self, txn: &mut RwTxn<'_>, entry_id: u32, meta: &Arc<Attrs>) -> Result<AttrsRef> {
+        if crate::interner::attrs_bytes(meta) > INTERN_MAX_BYTES {
+            return Ok(AttrsRef::Inline(meta.clone()));
+        }
         if let Some(id) = self.interner.read().id_of(entry_id, meta) {
             return Ok(AttrsRef::Id(id));
         }
@@ -1208,17 +1219,14 @@ mod tests {
     #[test]
     fn entries_dropped_from_the_interner_read_and_write_the_same_attrs() {
         let (_d, index) = open();
+        // Sets of ~3.9 KB (under INTERN_MAX_BYTES, so interned): 40 entries of 250 of them,
+        // ~39 MB, over the 32 MiB the interner keeps.
         let big = |e: u32, n: u64| {
-            let v = format!("{e}-{n}-{}", "x".repeat(3990));
-            let pairs: Vec<(String, String)> =
-                (0..15).map(|k| (format!("l{k}"), v.clone())).collect();
-            let refs: Vec<(&str, String)> =
-                pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            rec_attrs("a/b", &refs)
+            let v = format!("{e:02}-{n:04}-{}", "x".repeat(3700));
+            rec_attrs("a/b", &[("l", v)])
         };
-        // 12 entries of 64 sets of 60 KB: 46 MB, over the 32 MiB the interner keeps.
-        for e in 1..=12u32 {
-            let recs = (0..64u64)
+        for e in 1..=40u32 {
+            let recs = (0..250u64)
                 .map(|n| (n, Some(value(1, n * 100, big(e, n)))))
                 .collect();
             put(&index, e, recs);
@@ -1226,7 +1234,7 @@ mod tests {
         let dropped: Vec<u32> = {
             let i = index.interner.read();
             assert!(i.bytes() <= crate::interner::INTERNER_MAX_BYTES);
-            (1..=12).filter(|e| !i.is_loaded(*e)).collect()
+            (1..=40).filter(|e| !i.is_loaded(*e)).collect()
         };
         assert!(dropped.len() >= 4, "{dropped:?}");
         // A dropped entry: one more record with one of its sets, and one with a new set.
@@ -1240,8 +1248,8 @@ mod tests {
             ],
         );
         let txn = index.read_txn().unwrap();
-        for e in 1..=12u32 {
-            for n in [0u64, 5, 63] {
+        for e in 1..=40u32 {
+            for n in [0u64, 5, 249] {
                 let v = index.get_record(&txn, e, n).unwrap().unwrap();
                 assert_eq!(v.attrs, big(e, n), "entry {e} record {n}");
             }
@@ -1254,7 +1262,7 @@ mod tests {
             index.get_record(&txn, d, 1001).unwrap().unwrap().attrs,
             big(d, 999)
         );
-        // 65 distinct sets in that entry: one table row each, none twice.
+        // 251 distinct sets in that entry: one table row each, none twice.
         let lo = attrs_key(d, 0);
         let hi = attrs_key(d, u32::MAX);
         let rows = index
@@ -1262,7 +1270,44 @@ mod tests {
             .range(&txn, &(Bound::Included(&lo[..]), Bound::Included(&hi[..])))
             .unwrap()
             .count();
-        assert_eq!(rows, 65);
+        assert_eq!(rows, 251);
+    }
+
+    /// Hostile probe of 2026-11-28: records each with a large label set of its own filled
+    /// the interner, and every write into an entry whose sets had been dropped reloaded all
+    /// of them on the writer thread. A set over `INTERN_MAX_BYTES` is kept inline: it takes
+    /// no id, no `metas` row and no room in the interner, and reads back whole.
+    #[test]
+    fn a_large_label_set_is_kept_inline_not_interned() {
+        let (_d, index) = open();
+        let big = |i: u64| {
+            rec_attrs(
+                "text/plain",
+                &[("k", format!("{i}-{}", "x".repeat(8 << 10)))],
+            )
+        };
+        let small = rec_attrs("text/plain", &[("k", "v".to_string())]);
+        let mut txn = index.write_txn().unwrap();
+        let changes = (1..=20u64)
+            .map(|ts| RecChange {
+                ts,
+                value: Some(value(1, ts, if ts == 20 { small.clone() } else { big(ts) })),
+            })
+            .collect();
+        index.apply_changes(&mut txn, 7, changes).unwrap();
+        txn.commit().unwrap();
+        let txn = index.read_txn().unwrap();
+        assert_eq!(
+            index.attrs.len(&txn).unwrap(),
+            1,
+            "only the small set is interned"
+        );
+        assert!(index.interner.read().bytes() < 4 << 10);
+        for ts in 1..=20u64 {
+            let got = index.get_record(&txn, 7, ts).unwrap().unwrap();
+            let want = if ts == 20 { small.clone() } else { big(ts) };
+            assert_eq!(got.attrs, want, "{ts}");
+        }
     }
 
     /// A model of the index under random puts, replacements, deletes and block drops, in

@@ -37,7 +37,7 @@ pub(crate) struct Interner {
 }
 
 /// Bytes an attrs value is counted for (its strings, and a share for the maps' slots).
-fn attrs_bytes(a: &Attrs) -> usize {
+pub(crate) fn attrs_bytes(a: &Attrs) -> usize {
     let labels: usize = a.labels.iter().map(|(k, v)| k.len() + v.len() + 64).sum();
     a.content_type.len() + labels + 128
 }
