@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::primitives::{ByteStream, SdkBody};
 use aws_sdk_s3::types::{
     ChecksumAlgorithm, ChecksumMode, ChecksumType, CompletedMultipartUpload, CompletedPart,
 };
@@ -32,6 +32,21 @@ pub const LIST_TIME_FACTOR: u32 = 10;
 /// S3's longest key (and an ETag is shorter): a listing's longer strings are not S3's, and
 /// would let a store grow a listing of few keys without bound.
 const KEY_MAX: usize = 1024;
+/// The most of an error answer's body the SDK may read (an S3 error document is a few
+/// hundred bytes): past it the call fails and the connection is dropped.
+const ERROR_ANSWER_MAX: u64 = 64 << 10;
+/// The most of a successful answer's body the SDK may read, for every call but a GET
+/// (whose body is streamed and bounded by what it asked for, see `get_body`): a listing
+/// page of 1000 keys of S3's longest (1 KiB) is about 1.5 MiB, every other answer far
+/// smaller.
+const ANSWER_MAX: u64 = 8 << 20;
+/// A listing's pages at most: those `--tier-list-max-keys` objects fill in S3's pages of
+/// 1000 keys, plus this many (a store answering empty pages that say more follow, a new
+/// continuation token each time, was listed ~1,200 times a second until the time bound).
+const LIST_EXTRA_PAGES: u64 = 10;
+/// The most characters of the store's message (and of the transport error's chain, twice
+/// that) kept in an error: the text goes to the log and to `/health`.
+const STORE_TEXT_MAX: usize = 512;
 /// The object metadata key holding the CRC32C of the whole object.
 const CRC_META: &str = "tsblob-crc32c";
 /// How long a connection to the store may take to open.
@@ -83,7 +98,12 @@ pub struct S3Store {
 /// 0.73 of plain GETs). One client per runtime keeps each call's I/O on its own lane.
 struct Lane {
     rt: tokio::runtime::Runtime,
+    /// Every call but GETs: answers' bodies read at most [`ANSWER_MAX`] (errors
+    /// [`ERROR_ANSWER_MAX`]).
     s3: aws_sdk_s3::Client,
+    /// GETs: error answers' bodies read at most [`ERROR_ANSWER_MAX`]; a success's body is
+    /// streamed to `get_body`, which bounds it. The same connection pool as `s3`.
+    gets: aws_sdk_s3::Client,
     /// The calls under way, for [`S3Store::stalled`].
     calls: Arc<Calls>,
 }
@@ -158,8 +178,28 @@ impl Lane {
         &self,
         call: impl FnOnce(aws_sdk_s3::Client, Arc<Call>) -> F,
     ) -> std::sync::mpsc::Receiver<Result<T, ObjectError>> {
+        self.spawn_tracked(self.s3.clone(), call)
+    }
+
+    /// [`Lane::start_tracked`] of a GET (its client, `gets`, leaves a success's body to
+    /// the call).
+    fn start_get<T: Send + 'static, F: Future<Output = Result<T, ObjectError>> + Send + 'static>(
+        &self,
+        call: impl FnOnce(aws_sdk_s3::Client, Arc<Call>) -> F,
+    ) -> std::sync::mpsc::Receiver<Result<T, ObjectError>> {
+        self.spawn_tracked(self.gets.clone(), call)
+    }
+
+    fn spawn_tracked<
+        T: Send + 'static,
+        F: Future<Output = Result<T, ObjectError>> + Send + 'static,
+    >(
+        &self,
+        s3: aws_sdk_s3::Client,
+        call: impl FnOnce(aws_sdk_s3::Client, Arc<Call>) -> F,
+    ) -> std::sync::mpsc::Receiver<Result<T, ObjectError>> {
         let tracked = Arc::new(self.calls.begin());
-        let fut = call(self.s3.clone(), tracked.clone());
+        let fut = call(s3, tracked.clone());
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.rt.spawn(async move {
             let got = fut.await;
@@ -266,7 +306,7 @@ impl S3Store {
     ) -> std::sync::mpsc::Receiver<Result<Vec<u8>, ObjectError>> {
         let (bucket, key) = (self.bucket.clone(), key.to_string());
         let timeout = self.timeout;
-        self.reads.start_tracked(move |s3, call| async move {
+        self.reads.start_get(move |s3, call| async move {
             // One deadline for the whole call, its body included: the SDK's timeouts end
             // with the answer's head, and a body that trickles in forever would hold the
             // call (and a reader) for ever.
@@ -374,25 +414,24 @@ impl S3Store {
         if let Some(e) = endpoint {
             cfg = cfg.endpoint_url(e);
         }
-        // Each lane its own connection pool (see `Lane`).
+        // Each lane its own connection pool (see `Lane`), shared by its two clients.
+        let (up_s3, up_gets) = bounded_clients(
+            cfg.clone()
+                .timeout_config(timeouts(timeout.saturating_mul(2)))
+                .http_client(http_client(ca)?),
+        );
         let uploads = Lane {
             rt: up_rt,
-            s3: aws_sdk_s3::Client::from_conf(
-                cfg.clone()
-                    .timeout_config(timeouts(timeout.saturating_mul(2)))
-                    .http_client(http_client(ca)?)
-                    .build(),
-            ),
+            s3: up_s3,
+            gets: up_gets,
             calls: Arc::default(),
         };
+        let (s3, gets) = bounded_clients(cfg.timeout_config(timeouts(timeout)).http_client(http));
         Ok(S3Store {
             reads: Lane {
                 rt,
-                s3: aws_sdk_s3::Client::from_conf(
-                    cfg.timeout_config(timeouts(timeout))
-                        .http_client(http)
-                        .build(),
-                ),
+                s3,
+                gets,
                 calls: Arc::default(),
             },
             uploads,
@@ -480,9 +519,7 @@ impl S3Store {
             match s3.create_bucket().bucket(&bucket).send().await {
                 Ok(_) => Ok(()),
                 Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
-                Err(e) => Err(ObjectError::Refused(
-                    aws_sdk_s3::error::DisplayErrorContext(e).to_string(),
-                )),
+                Err(e) => Err(ObjectError::Refused(describe(&e, &bucket))),
             }
         });
         match created {
@@ -609,8 +646,8 @@ fn read_exact(file: &mut std::fs::File, size: u64) -> Result<Vec<u8>, ObjectErro
     Ok(buf)
 }
 
-/// Every object under `prefix`, at most `max_keys` of them (more is
-/// [`ObjectError::Oversized`]).
+/// Every object under `prefix`, at most `max_keys` of them in at most
+/// [`max_pages`]`(max_keys)` pages (more of either is [`ObjectError::Oversized`]).
 async fn list_bounded(
     s3: aws_sdk_s3::Client,
     bucket: String,
@@ -618,6 +655,8 @@ async fn list_bounded(
     max_keys: u64,
 ) -> Result<Vec<Listed>, ObjectError> {
     let mut out = Vec::new();
+    let most_pages = max_pages(max_keys);
+    let mut seen = 0u64;
     let mut pages = s3
         .list_objects_v2()
         .bucket(bucket)
@@ -626,6 +665,16 @@ async fn list_bounded(
         .send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| classify(&e, prefix))?;
+        seen += 1;
+        // Checked before the next page is asked for: a store whose pages hold no keys but
+        // always say more follow costs nothing against `max_keys`.
+        if seen >= most_pages && page.is_truncated() == Some(true) {
+            return Err(ObjectError::Oversized(format!(
+                "listing {prefix:?}: more than {most_pages} pages ({} objects read; --tier-list-max-keys {max_keys} fill at most {} pages of 1000 keys, plus {LIST_EXTRA_PAGES}): the store keeps saying more pages follow",
+                out.len() + page.contents().len(),
+                most_pages - LIST_EXTRA_PAGES
+            )));
+        }
         for o in page.contents() {
             let Some(k) = o.key() else { continue };
             let etag = o.e_tag().unwrap_or_default();
@@ -649,6 +698,12 @@ async fn list_bounded(
     Ok(out)
 }
 
+/// The most pages a listing of at most `max_keys` objects may take ([`LIST_EXTRA_PAGES`]
+/// more than S3's pages of 1000 keys hold them in).
+fn max_pages(max_keys: u64) -> u64 {
+    max_keys.div_ceil(1000).saturating_add(LIST_EXTRA_PAGES)
+}
+
 /// S3's form of a CRC32C: base64 of its 4 big-endian bytes.
 fn crc_b64(crc: u32) -> String {
     base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes())
@@ -660,13 +715,13 @@ fn crc_from_b64(s: &str) -> Option<u32> {
     Some(u32::from_be_bytes(b.try_into().ok()?))
 }
 
-/// An SDK error as the engine's kind: not found, refused (4xx), or unavailable (no
-/// answer, timeouts, 5xx).
+/// An SDK error as the engine's kind: not found, refused (4xx), unavailable (no answer,
+/// timeouts, 5xx), or oversized (a success whose body went past [`ANSWER_MAX`]). Its text
+/// is [`describe`]'s: short, one line, never the answer's raw body or headers.
 fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
     e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
     what: &str,
 ) -> ObjectError {
-    let text = aws_sdk_s3::error::DisplayErrorContext(e).to_string();
     match e {
         SdkError::ServiceError(s) => {
             let status = s.raw().status().as_u16();
@@ -677,19 +732,237 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
                 // A range past the object's end: the object is shorter than the index
                 // says (truncated), which no retry repairs.
                 (416, _) | (_, Some("InvalidRange")) => ObjectError::Damaged(what.to_string()),
-                (500..=599, _) => ObjectError::Unavailable(text),
-                _ => ObjectError::Refused(text),
+                (500..=599, _) => ObjectError::Unavailable(describe(e, what)),
+                _ => ObjectError::Refused(describe(e, what)),
             }
         }
-        SdkError::ResponseError(r) if r.raw().status().as_u16() == 404 => {
-            ObjectError::NotFound(what.to_string())
-        }
-        SdkError::ResponseError(r) if r.raw().status().as_u16() == 416 => {
-            ObjectError::Damaged(what.to_string())
-        }
-        _ if tls_failure(e) => ObjectError::Tls(format!("{text}; if the store's certificate is signed by a private authority (or is self-signed), give that certificate in PEM with --tier-ca FILE (or AWS_CA_BUNDLE)")),
-        _ => ObjectError::Unavailable(text),
+        SdkError::ResponseError(r) => match r.raw().status().as_u16() {
+            404 => ObjectError::NotFound(what.to_string()),
+            416 => ObjectError::Damaged(what.to_string()),
+            200..=299 if answer_too_long(e).is_some() => {
+                ObjectError::Oversized(describe(e, what))
+            }
+            _ => ObjectError::Unavailable(describe(e, what)),
+        },
+        _ if tls_failure(e) => ObjectError::Tls(format!("{}; if the store's certificate is signed by a private authority (or is self-signed), give that certificate in PEM with --tier-ca FILE (or AWS_CA_BUNDLE)", describe(e, what))),
+        _ => ObjectError::Unavailable(describe(e, what)),
     }
+}
+
+/// An SDK error as one short line, for the log and `/health` (security probe: the SDK's
+/// `DisplayErrorContext` printed the store's message unbounded and the raw answer, headers
+/// and body, so a 1 MB `<Message>` made `/health` 4 MB and a 20 MB one log lines of 80 MB).
+/// An answer is its status, its S3 error code (`[A-Za-z0-9.]`) and message (one line of at
+/// most [`STORE_TEXT_MAX`] characters); a redirect, the host it names only; an answer
+/// that could not be read, its status and why; no answer, the error's chain of causes as
+/// one line of at most twice [`STORE_TEXT_MAX`].
+fn describe<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+    e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+    what: &str,
+) -> String {
+    use tsblob_proto::outbound::one_line;
+    let text = match e {
+        SdkError::ServiceError(s) => {
+            let raw = s.raw();
+            let status = raw.status().as_u16();
+            if (300..400).contains(&status) {
+                format!("HTTP {status}: {}", redirect_text(raw))
+            } else {
+                let mut t = format!("HTTP {status}");
+                if let Some(code) = s.err().code().filter(|c| {
+                    !c.is_empty()
+                        && c.len() <= 64
+                        && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.')
+                }) {
+                    t.push(' ');
+                    t.push_str(code);
+                }
+                let message = one_line(s.err().message().unwrap_or_default(), STORE_TEXT_MAX);
+                if !message.is_empty() {
+                    t.push_str(": ");
+                    t.push_str(&message);
+                }
+                t
+            }
+        }
+        SdkError::ResponseError(r) => {
+            let status = r.raw().status().as_u16();
+            let why = match answer_too_long(e) {
+                Some(too) => too.to_string(),
+                None => one_line(&causes(e), STORE_TEXT_MAX),
+            };
+            format!("HTTP {status}, an answer that could not be read: {why}")
+        }
+        _ => one_line(&causes(e), 2 * STORE_TEXT_MAX),
+    };
+    format!("{}: {text}", one_line(what, STORE_TEXT_MAX))
+}
+
+/// An error and its chain of sources, `: `-separated (no raw answer: an SDK error's
+/// `Display` is its kind only).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut at = e.source();
+    while let Some(err) = at {
+        // Stop early: the text is cut anyway.
+        if out.len() > 4 * STORE_TEXT_MAX {
+            break;
+        }
+        out.push_str(": ");
+        out.push_str(&err.to_string());
+        at = err.source();
+    }
+    out
+}
+
+/// A redirect described by the host its `Location` names only (its path and query may
+/// carry what the store should not pass on), as replication does
+/// (`tsblob_proto::outbound::redirect_message`).
+fn redirect_text(raw: &aws_sdk_s3::config::http::HttpResponse) -> String {
+    use tsblob_proto::outbound::one_line;
+    let location = raw.headers().get("location").unwrap_or_default();
+    let to = match location.parse::<hyper::Uri>() {
+        Ok(u) if u.host().is_some() => {
+            let host = u.host().unwrap_or_default();
+            let host = match u.port_u16() {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_string(),
+            };
+            format!("a redirect to host {}", one_line(&host, 255))
+        }
+        Ok(_) if location.starts_with('/') => "a redirect within the store".to_string(),
+        _ => "a redirect without a usable Location".to_string(),
+    };
+    format!("{to}: redirects are not followed (give --tier-endpoint the store's own URL, the one that answers without redirecting)")
+}
+
+/// The [`AnswerTooLong`] in the error's chain of sources, if a body went past its bound.
+fn answer_too_long<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a AnswerTooLong> {
+    let mut at = Some(e);
+    while let Some(err) = at {
+        if let Some(too) = err.downcast_ref::<AnswerTooLong>() {
+            return Some(too);
+        }
+        at = err.source();
+    }
+    None
+}
+
+/// An answer's body went past the bound of its kind ([`ANSWER_MAX`], [`ERROR_ANSWER_MAX`]).
+#[derive(Debug)]
+struct AnswerTooLong {
+    max: u64,
+}
+
+impl std::fmt::Display for AnswerTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its body went on past {} bytes, the most tsblob reads of such an answer: it was cut off",
+            self.max
+        )
+    }
+}
+
+impl std::error::Error for AnswerTooLong {}
+
+/// The SDK reads the whole body of every answer it does not stream (every call's but a
+/// GET's success: PUTs, parts, listings, deletes, bucket calls, and every error answer)
+/// into memory before parsing it, with no bound of its own: an endless body took a device
+/// to 9 GB in 25 s (security probe, outbound finding 1). This interceptor puts a bound
+/// under it: the answer's body is replaced by one that fails past `ok_max` bytes for a
+/// 2xx (`None`: not bounded here, a GET's streamed success) and past
+/// [`ERROR_ANSWER_MAX`] for any other status. The call fails with [`AnswerTooLong`] in its
+/// error (its connection dropped), and the caller retries it as any failure.
+#[derive(Debug)]
+struct BoundAnswers {
+    ok_max: Option<u64>,
+}
+
+impl aws_sdk_s3::config::Intercept for BoundAnswers {
+    fn name(&self) -> &'static str {
+        "tsblob::BoundAnswers"
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextMut<
+            '_,
+        >,
+        _: &aws_sdk_s3::config::RuntimeComponents,
+        _: &mut aws_sdk_s3::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let answer = context.response_mut();
+        let max = if answer.status().is_success() {
+            match self.ok_max {
+                Some(max) => max,
+                None => return Ok(()),
+            }
+        } else {
+            ERROR_ANSWER_MAX
+        };
+        let body = std::mem::replace(answer.body_mut(), SdkBody::taken());
+        *answer.body_mut() = SdkBody::from_body_1_x(Capped {
+            body,
+            left: max,
+            max,
+        });
+        Ok(())
+    }
+}
+
+/// A body that fails once more than `max` bytes of it have come.
+struct Capped {
+    body: SdkBody,
+    left: u64,
+    max: u64,
+}
+
+impl http_body::Body for Capped {
+    type Data = bytes::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        let frame = match std::pin::Pin::new(&mut self.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            other => return other,
+        };
+        if let Some(data) = frame.data_ref() {
+            let n = data.len() as u64;
+            if n > self.left {
+                self.left = 0;
+                return Poll::Ready(Some(Err(Box::new(AnswerTooLong { max: self.max }))));
+            }
+            self.left -= n;
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The two clients of a lane from its settings: one for every call but GETs, one for GETs
+/// (see `Lane`), each with [`BoundAnswers`]; they share the settings' connector, so one
+/// connection pool.
+fn bounded_clients(cfg: aws_sdk_s3::config::Builder) -> (aws_sdk_s3::Client, aws_sdk_s3::Client) {
+    let calls = cfg.clone().interceptor(BoundAnswers {
+        ok_max: Some(ANSWER_MAX),
+    });
+    let gets = cfg.interceptor(BoundAnswers { ok_max: None });
+    (
+        aws_sdk_s3::Client::from_conf(calls.build()),
+        aws_sdk_s3::Client::from_conf(gets.build()),
+    )
 }
 
 /// Whether rustls refused the handshake (somewhere in the error's chain of sources).
@@ -841,7 +1114,7 @@ impl ObjectStore for S3Store {
         self.reads.run(move |s3| async move {
             // Each page is a call of its own (bounded by `--tier-timeout`); a store that
             // always says more pages follow is stopped by the bounds of the whole walk:
-            // its objects and its time.
+            // its objects, its pages and its time.
             let walk = list_bounded(s3, bucket, &prefix, max_keys);
             tokio::time::timeout(within, walk).await.unwrap_or_else(|_| {
                 Err(ObjectError::Unavailable(format!(
@@ -937,6 +1210,38 @@ mod tests {
         );
         assert!(parse_url("http://bkt").is_err());
         assert!(parse_url("s3://Bad_Bucket/x").is_err());
+    }
+
+    #[test]
+    fn a_listing_takes_the_pages_its_keys_fill_plus_ten() {
+        assert_eq!(max_pages(DEFAULT_LIST_MAX_KEYS), 260);
+        assert_eq!(max_pages(3000), 13);
+        assert_eq!(max_pages(3001), 14);
+        assert_eq!(max_pages(0), 10);
+        assert_eq!(max_pages(u64::MAX), u64::MAX / 1000 + 11);
+    }
+
+    /// The bound under the SDK: a body of `max` bytes is read whole, one byte more fails
+    /// with [`AnswerTooLong`] (which `classify` finds in the error's sources).
+    #[test]
+    fn a_capped_body_fails_past_its_bound() {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = |len: usize, max: u64| {
+            let body = Capped {
+                body: SdkBody::from(vec![7u8; len]),
+                left: max,
+                max,
+            };
+            rt.block_on(body.collect()).map(|b| b.to_bytes().len())
+        };
+        assert_eq!(read(100, 100).unwrap(), 100);
+        let err = read(101, 100).unwrap_err();
+        let too = answer_too_long(err.as_ref()).unwrap();
+        assert_eq!(too.max, 100);
+        assert!(err.to_string().contains("past 100 bytes"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod common;
 mod outbound_util;
 mod reliability_util;
 mod replication_util;
+mod tier_hostile_util;
 
 mod big_record;
 mod browser;

@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 use crate::common::{self, Server};
 use crate::outbound_util::{Answer, Hostile};
 use crate::replication_util::proxy::{Mode, Proxy};
-use crate::tier::{client, create_bucket, health, write, Engine, Store, PASSWORD, SMALL, USER};
+use crate::tier::{
+    bucket_info, check_record, client, create_bucket, health, write, Engine, Store, PASSWORD,
+    SMALL, USER,
+};
 use crate::tier_faults::tiered_through_proxy;
+use crate::tier_hostile_util::{FakeS3, Hostility, Op};
 
 /// Points the proxy at `to`, closing the connections tsblob keeps open to the old target.
 async fn retarget(proxy: &Proxy, to: &str) {
@@ -260,4 +264,329 @@ async fn an_orphan_sweep_whose_listing_never_ends_gives_up_and_uploads_go_on() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+}
+
+/// A server tiering into the fake store `fake` under `prefix` (`--tier-timeout 5s`), with
+/// `env` added to the credentials.
+fn serve_on_fake(
+    fake: &FakeS3,
+    data: &std::path::Path,
+    prefix: &str,
+    env: &[(&str, &str)],
+) -> Server {
+    let endpoint = fake.url();
+    let url = format!("s3://tsblob-tier/{prefix}");
+    let mut all = vec![
+        ("AWS_ACCESS_KEY_ID", USER),
+        ("AWS_SECRET_ACCESS_KEY", PASSWORD),
+    ];
+    all.extend_from_slice(env);
+    Server::start_in_env(
+        data,
+        &[
+            "--tier-url",
+            &url,
+            "--tier-endpoint",
+            &endpoint,
+            "--tier-timeout",
+            "5s",
+        ],
+        &all,
+    )
+}
+
+/// For `secs` seconds while the store attacks: the server's RSS stays under 300 MB
+/// (sampled every 100 ms), and a local write and a read of it succeed every second.
+async fn memory_stays_bounded_and_local_io_goes_on(s: &Server, fake: &FakeS3, secs: u64) {
+    const RSS_MAX: u64 = 300 << 20;
+    let c = client();
+    let mut ts = 1000u64;
+    let start = Instant::now();
+    let mut next_io = start;
+    while start.elapsed() < Duration::from_secs(secs) {
+        let (rss, _) = s.rss();
+        assert!(
+            rss < RSS_MAX,
+            "server RSS {} MB after {:?} while the store sent {} MB of endless bodies: they are buffered",
+            rss >> 20,
+            start.elapsed(),
+            fake.sent() >> 20
+        );
+        if Instant::now() >= next_io {
+            ts += 1;
+            let t0 = Instant::now();
+            assert_eq!(write(&c, s, "front", ts).await, 201);
+            let r = c
+                .get(s.url(&format!("/api/v1/b/cams/front?ts={ts}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            assert!(
+                t0.elapsed() < Duration::from_secs(2),
+                "local I/O took {:?}",
+                t0.elapsed()
+            );
+            next_io += Duration::from_secs(1);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The longest line the server has logged.
+fn longest_log_line(s: &Server) -> usize {
+    s.stderr_text().lines().map(str::len).max().unwrap_or(0)
+}
+
+/// `GET /health`'s body, whole.
+async fn health_text(s: &Server) -> String {
+    client()
+        .get(s.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Outbound probe, finding 1: aws-sdk-s3 reads the whole body of every answer it does not
+/// stream into memory with no bound; a store answering a PutObject 200 with an endless
+/// body took the device to 7.4 GB in 29 s. Answers' bodies are now bounded below the SDK
+/// (8 MiB for a success): the upload fails with a short error, is retried with backoff,
+/// and the server's memory stays small while local writes and reads go on.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endless_answer_to_an_upload_is_cut_and_memory_stays_bounded() {
+    let fake = FakeS3::start(&[(Op::Put, Hostility::Endless { status: 200 })]);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(&fake, data.path(), "endless-put", &[]);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    memory_stays_bounded_and_local_io_goes_on(&s, &fake, 8).await;
+    assert!(fake.requests(Op::Put) >= 2, "the upload was not retried");
+    let h = health(&c, &s).await;
+    let err = h["tier"]["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        err.contains("the most tsblob reads of such an answer") && err.len() < 1024,
+        "{h}"
+    );
+    assert_eq!(bucket_info(&c, &s).await["tiered_blocks"], 0);
+    for ts in 1..=20u64 {
+        let r = c
+            .get(s.url(&format!("/api/v1/b/cams/front?ts={ts}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+}
+
+/// Outbound probe, finding 1, error answers and listings: a PutObject answered 500 with an
+/// endless error document took the device to 9.5 GB in 25 s, and an endless ListObjectsV2
+/// page at start (the orphan sweep) 9.6 GB in 15 s. An error answer is now read up to
+/// 64 KiB and a listing page up to 8 MiB: the sweep is skipped until the next start, the
+/// uploads fail as an outage (retried), and memory stays small.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endless_error_answer_and_an_endless_listing_are_cut() {
+    let fake = FakeS3::start(&[
+        (Op::List, Hostility::Endless { status: 200 }),
+        (Op::Put, Hostility::Endless { status: 500 }),
+    ]);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(&fake, data.path(), "endless-err", &[]);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    memory_stays_bounded_and_local_io_goes_on(&s, &fake, 8).await;
+    assert!(
+        s.stderr_contains("skipped until the next start", Duration::from_secs(1)),
+        "{}",
+        s.stderr_text()
+    );
+    assert!(fake.requests(Op::Put) >= 2, "the upload was not retried");
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["status"], "unavailable", "{h}");
+    let err = h["tier"]["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        err.contains("HTTP 500") && err.contains("65536 bytes") && err.len() < 1024,
+        "{h}"
+    );
+}
+
+/// Outbound probe, finding 2: the store's error text went verbatim into `/health` (no
+/// token needed) and into every log line of a failed call, by the SDK's
+/// `DisplayErrorContext` (the message, its metadata twice, and the raw answer): a 1 MB
+/// `<Message>` made `/health` 4 MB, a 20 MB one logged lines of 80 MB. The text is now the
+/// status, the code and the message cut to 512 characters; an error document over 64 KiB
+/// is not read at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_error_message_of_the_store_stays_out_of_health_and_the_log() {
+    let fake = FakeS3::start(&[
+        // Under the 64 KiB bound of an error answer: parsed, its message cut.
+        (Op::Put, Hostility::HugeMessage { len: 60_000 }),
+        // Over it: not read past the bound.
+        (Op::List, Hostility::HugeMessage { len: 1_000_000 }),
+    ]);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(&fake, data.path(), "huge-message", &[]);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    // The sweep's listing fails first (1 MB), then the uploads (60 KB, retried by the
+    // SDK before the failure is reported).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = health_text(&s).await;
+        assert!(text.len() < 8 << 10, "/health is {} bytes", text.len());
+        let h: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let err = h["tier"]["error"].as_str().unwrap_or_default();
+        if err.contains("HTTP 500 InternalError: MMMM") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no upload failed: {h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let longest = longest_log_line(&s);
+    assert!(
+        longest < 4 << 10,
+        "a log line of {longest} bytes: {}",
+        &s.stderr_text()[..2000.min(s.stderr_text().len())]
+    );
+    assert!(
+        s.stderr_text().contains("skipped until the next start"),
+        "{}",
+        s.stderr_text()
+    );
+}
+
+/// Outbound probe, finding 2, redirects: a 307 of the store put the whole `Location` URL,
+/// every header of the answer and its Debug dump into `/health`. It now names the host
+/// only.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_of_the_store_is_reported_by_its_host_only() {
+    let fake = FakeS3::start(&[(
+        Op::Put,
+        Hostility::Redirect {
+            location: "http://169.254.169.254:8080/latest/secret-path?X-Amz-Signature=abc"
+                .to_string(),
+        },
+    )]);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(&fake, data.path(), "redirect", &[]);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        let h = health(&c, &s).await;
+        if let Some(e) = h["tier"]["error"].as_str() {
+            break e.to_string();
+        }
+        assert!(Instant::now() < deadline, "no upload failed: {h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        err.contains("HTTP 307") && err.contains("host 169.254.169.254:8080"),
+        "{err}"
+    );
+    for leak in ["secret-path", "Signature", "x-amz-request-id", "Response"] {
+        assert!(!err.contains(leak), "{leak} in {err}");
+        assert!(!s.stderr_text().contains(leak), "{leak} in the log");
+    }
+}
+
+/// Outbound probe, finding 3: a store answering every ListObjectsV2 page empty with
+/// `IsTruncated` and a new continuation token was listed ~1,200 times a second for ten
+/// times `--tier-timeout`, by the orphan sweep that runs before uploads, and retried at
+/// every round: nothing was uploaded. A listing now takes at most
+/// `--tier-list-max-keys`/1000 + 10 pages, and a failed sweep is skipped until the next
+/// start: the blocks go up within seconds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listing_of_empty_pages_that_always_say_more_follow_does_not_hold_uploads() {
+    let fake = FakeS3::start(&[(Op::List, Hostility::EmptyPagesForever)]);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(
+        &fake,
+        data.path(),
+        "empty-pages",
+        &[("TSBLOB_TIER_LIST_MAX_KEYS", "3000")],
+    );
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = bucket_info(&c, &s).await;
+        if info["tiered_blocks"].as_u64().unwrap() > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing tiered in 10 s; {} list requests so far: {info}",
+            fake.requests(Op::List)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(fake.objects_ending(".blk") > 0);
+    // 3000 keys fill 3 pages, plus 10.
+    assert!(
+        s.stderr_contains("more than 13 pages", Duration::from_secs(2)),
+        "{}",
+        s.stderr_text()
+    );
+    assert_eq!(fake.requests(Op::List), 13);
+    // Once per start: later rounds do not list again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(fake.requests(Op::List), 13);
+    check_record(&c, &s, "front", 1).await;
+}
+
+/// Outbound probe, finding 3, the other half: a sweep that failed as an outage was tried
+/// again before the uploads of every round (each try up to ten times `--tier-timeout`). A
+/// failed sweep is now skipped until the next start like one over the bound: the store is
+/// listed once, and the blocks go up.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_orphan_sweep_is_not_tried_again_before_every_rounds_uploads() {
+    let fake = FakeS3::start(&[(Op::List, Hostility::HugeMessage { len: 10 })]);
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(&fake, data.path(), "sweep-fails", &[]);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bucket_info(&c, &s).await["tiered_blocks"].as_u64().unwrap() == 0 {
+        assert!(Instant::now() < deadline, "nothing tiered in 10 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let listed = fake.requests(Op::List);
+    // Rounds go on every 250 ms (more blocks to upload): none lists again.
+    for ts in 21..=40u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        fake.requests(Op::List),
+        listed,
+        "the failed sweep was tried again"
+    );
+    // One call (the SDK's own retries of a 500 included).
+    assert!(listed <= 3, "{listed} list requests");
+    assert!(
+        s.stderr_contains("skipped until the next start", Duration::from_secs(1)),
+        "{}",
+        s.stderr_text()
+    );
 }

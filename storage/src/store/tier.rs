@@ -98,15 +98,15 @@ impl Store {
         };
         let mut ok = tier.run_deletes();
         if !*swept && tier.may_sweep() {
-            match self.sweep_orphans(tier) {
-                Ok(()) => *swept = true,
-                // A listing over the bound is over it at every round: the sweep gives up
-                // until the next start (orphans cost only storage) and uploads go on.
-                Err(e @ ObjectError::Oversized(_)) => {
-                    log::warn!("the sweep of orphaned objects in the object store is skipped until the next start: {e}");
-                    *swept = true;
-                }
-                Err(e) => {
+            // One try per start. A listing over the bound is over it at every round, and
+            // a failed one may have taken up to ten times `--tier-timeout` (a store that
+            // kept saying more pages follow held every round's uploads behind the sweep
+            // retried at each round): the sweep gives up until the next start, orphans
+            // cost only storage, and uploads go on.
+            *swept = true;
+            if let Err(e) = self.sweep_orphans(tier) {
+                log::warn!("the sweep of orphaned objects in the object store is skipped until the next start: {e}");
+                if !matches!(e, ObjectError::Oversized(_)) {
                     tier.failed(&e);
                     ok = false;
                 }
