@@ -241,6 +241,8 @@ impl Metas {
 /// What one record's result takes in the answer, about (`{"ts":` and 16 digits, the
 /// status, the braces and the comma).
 const RESULT_BYTES: usize = 40;
+/// Answers of more results than this are written on the blocking pool.
+const LONG_ANSWER: usize = 4096;
 
 /// The batch answer's JSON: the bytes `serde_json` writes for `a` (pinned by
 /// `answer_body_is_what_serde_json_writes`), into one buffer sized for its results, with
@@ -634,6 +636,8 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     let mut current: Option<Pending> = None;
     let mut in_flight: Option<Flight> = None;
     let mut results: Vec<RecordResult> = Vec::new();
+    // The answer's bytes, covered by `held` as results arrive (`results.rs`).
+    let mut tally = super::results::Tally::default();
     let mut fault: Option<AppError> = None;
     // The timestamp of a record over `--max-batch-record` (it ends the batch).
     let mut too_large: Option<u64> = None;
@@ -742,8 +746,9 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
                 .as_ref()
                 .filter(|p| p.spooled.is_none())
                 .map_or(0, |p| p.len);
+            tally.take(&mut results);
             // (`try_cover` first: most events need no more room, and no future is built)
-            let total = chunk.bytes as u64 + pending;
+            let total = chunk.bytes as u64 + pending + tally.bytes();
             if !held.try_cover(total) {
                 if let Err(e) = held.wait_cover(total, "a batch").await {
                     fault = Some(e);
@@ -822,6 +827,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
         });
     }
 
+    tally.take(&mut results);
     let written = results.iter().filter(|r| r.status == 201).count() as u64;
     let existing = results.iter().filter(|r| r.status == 200).count() as u64;
     let answer = BatchResult {
@@ -833,7 +839,26 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     };
     let retry = fault.as_ref().is_some_and(AppError::retry_later);
     let status = fault.map_or(StatusCode::OK, |f| f.status);
-    let mut resp = answer_response(status, &answer);
+    // A long answer is written on the blocking pool, not on a runtime worker (a 100,000-
+    // result answer held every other client on the worker: hostile probe of 2026-11-28).
+    let json = if answer.results.len() > LONG_ANSWER {
+        tokio::task::spawn_blocking(move || answer_body(&answer))
+            .await
+            .map_err(|e| AppError::internal(format!("writing the batch answer: {e}")))?
+    } else {
+        answer_body(&answer)
+    };
+    // Records were written: the answer goes out whether or not the budget has room for
+    // it now; it stays counted until sent (the batches after it wait for room).
+    let mut resp = (
+        status,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        super::results::held_body(json, held),
+    )
+        .into_response();
     if retry {
         resp.headers_mut().insert(
             axum::http::header::RETRY_AFTER,

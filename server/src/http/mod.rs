@@ -30,6 +30,7 @@ pub mod params;
 pub mod query;
 pub mod records;
 pub mod replications;
+mod results;
 pub(crate) mod round_thread;
 pub mod spool;
 pub mod tails;
