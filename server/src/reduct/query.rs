@@ -94,6 +94,17 @@ struct Cursor {
 }
 
 impl Cursor {
+    fn new(iter: Source) -> Cursor {
+        Cursor {
+            iter,
+            pending: None,
+            failed: None,
+            done: false,
+            ahead: None,
+            windows: EntryWindows::default(),
+        }
+    }
+
     /// Between reads: the engine's pages of index records and the mapped block windows are
     /// given back, the place kept (an idle session held a page of 256 records per entry,
     /// ~350 MB for 2,000 entries, until its TTL: hostile probe of 2026-11-28).
@@ -589,14 +600,7 @@ async fn open(
             ttl,
             expires: now + ttl,
             used: now,
-            cursor: Arc::new(tokio::sync::Mutex::new(Cursor {
-                iter,
-                pending: None,
-                failed: None,
-                done: false,
-                ahead: None,
-                windows: EntryWindows::default(),
-            })),
+            cursor: Arc::new(tokio::sync::Mutex::new(Cursor::new(iter))),
             prefetching: Arc::new(AtomicBool::new(false)),
         },
     );
@@ -1068,14 +1072,9 @@ mod tests {
             ttl: Duration::from_secs(86_400),
             expires: used + Duration::from_secs(86_400),
             used,
-            cursor: Arc::new(tokio::sync::Mutex::new(Cursor {
-                iter: Source::Attachments(Default::default()),
-                pending: None,
-                failed: None,
-                done: false,
-                ahead: None,
-                windows: EntryWindows::default(),
-            })),
+            cursor: Arc::new(tokio::sync::Mutex::new(Cursor::new(Source::Attachments(
+                Default::default(),
+            )))),
             prefetching: Arc::new(AtomicBool::new(false)),
         }
     }

@@ -266,6 +266,23 @@ async fn an_orphan_sweep_whose_listing_never_ends_gives_up_and_uploads_go_on() {
     assert_eq!(r.status(), 200);
 }
 
+/// [`serve_on_fake`] in a fresh folder, with a bucket `cams` of small blocks and 20
+/// records in its entry `front` (ts 1 to 20) for the tier to take.
+async fn filled_on_fake(
+    fake: &FakeS3,
+    prefix: &str,
+    env: &[(&str, &str)],
+) -> (tempfile::TempDir, Server, reqwest::Client) {
+    let data = tempfile::tempdir().unwrap();
+    let s = serve_on_fake(fake, data.path(), prefix, env);
+    let c = client();
+    create_bucket(&c, &s, "cams", SMALL).await;
+    for ts in 1..=20u64 {
+        assert_eq!(write(&c, &s, "front", ts).await, 201);
+    }
+    (data, s, c)
+}
+
 /// A server tiering into the fake store `fake` under `prefix` (`--tier-timeout 5s`), with
 /// `env` added to the credentials.
 fn serve_on_fake(
@@ -358,13 +375,7 @@ async fn health_text(s: &Server) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endless_answer_to_an_upload_is_cut_and_memory_stays_bounded() {
     let fake = FakeS3::start(&[(Op::Put, Hostility::Endless { status: 200 })]);
-    let data = tempfile::tempdir().unwrap();
-    let s = serve_on_fake(&fake, data.path(), "endless-put", &[]);
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
+    let (_data, s, c) = filled_on_fake(&fake, "endless-put", &[]).await;
     memory_stays_bounded_and_local_io_goes_on(&s, &fake, 8).await;
     assert!(fake.requests(Op::Put) >= 2, "the upload was not retried");
     let h = health(&c, &s).await;
@@ -395,13 +406,7 @@ async fn an_endless_error_answer_and_an_endless_listing_are_cut() {
         (Op::List, Hostility::Endless { status: 200 }),
         (Op::Put, Hostility::Endless { status: 500 }),
     ]);
-    let data = tempfile::tempdir().unwrap();
-    let s = serve_on_fake(&fake, data.path(), "endless-err", &[]);
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
+    let (_data, s, c) = filled_on_fake(&fake, "endless-err", &[]).await;
     memory_stays_bounded_and_local_io_goes_on(&s, &fake, 8).await;
     assert!(
         s.stderr_contains("skipped until the next start", Duration::from_secs(1)),
@@ -432,13 +437,7 @@ async fn a_huge_error_message_of_the_store_stays_out_of_health_and_the_log() {
         // Over it: not read past the bound.
         (Op::List, Hostility::HugeMessage { len: 1_000_000 }),
     ]);
-    let data = tempfile::tempdir().unwrap();
-    let s = serve_on_fake(&fake, data.path(), "huge-message", &[]);
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
+    let (_data, s, _c) = filled_on_fake(&fake, "huge-message", &[]).await;
     // The sweep's listing fails first (1 MB), then the uploads (60 KB, retried by the
     // SDK before the failure is reported).
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -478,13 +477,7 @@ async fn a_redirect_of_the_store_is_reported_by_its_host_only() {
                 .to_string(),
         },
     )]);
-    let data = tempfile::tempdir().unwrap();
-    let s = serve_on_fake(&fake, data.path(), "redirect", &[]);
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
+    let (_data, s, c) = filled_on_fake(&fake, "redirect", &[]).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let err = loop {
         let h = health(&c, &s).await;
@@ -513,18 +506,12 @@ async fn a_redirect_of_the_store_is_reported_by_its_host_only() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_listing_of_empty_pages_that_always_say_more_follow_does_not_hold_uploads() {
     let fake = FakeS3::start(&[(Op::List, Hostility::EmptyPagesForever)]);
-    let data = tempfile::tempdir().unwrap();
-    let s = serve_on_fake(
+    let (_data, s, c) = filled_on_fake(
         &fake,
-        data.path(),
         "empty-pages",
         &[("TSBLOB_TIER_LIST_MAX_KEYS", "3000")],
-    );
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
+    )
+    .await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let info = bucket_info(&c, &s).await;
@@ -559,13 +546,7 @@ async fn a_listing_of_empty_pages_that_always_say_more_follow_does_not_hold_uplo
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_orphan_sweep_is_not_tried_again_before_every_rounds_uploads() {
     let fake = FakeS3::start(&[(Op::List, Hostility::HugeMessage { len: 10 })]);
-    let data = tempfile::tempdir().unwrap();
-    let s = serve_on_fake(&fake, data.path(), "sweep-fails", &[]);
-    let c = client();
-    create_bucket(&c, &s, "cams", SMALL).await;
-    for ts in 1..=20u64 {
-        assert_eq!(write(&c, &s, "front", ts).await, 201);
-    }
+    let (_data, s, c) = filled_on_fake(&fake, "sweep-fails", &[]).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while bucket_info(&c, &s).await["tiered_blocks"].as_u64().unwrap() == 0 {
         assert!(Instant::now() < deadline, "nothing tiered in 10 s");
