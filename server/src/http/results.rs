@@ -60,26 +60,50 @@ impl Tally {
     }
 }
 
-/// `json` as a response body sent in [`PIECE`]s; `held`, its room in the memory budget
-/// (resized to its length when the budget has room, kept as it is otherwise), is given back
-/// once hyper has taken the last piece (a client that does not read keeps it, up to
-/// `--send-timeout`).
+/// `json` as a response body sent in [`PIECE`]s (with its `Content-Length`: the body's
+/// size is exact); `held`, its room in the memory budget (resized to its length when the
+/// budget has room, kept as it is otherwise), is given back once hyper has taken the last
+/// piece (a client that does not read keeps it, up to `--send-timeout`).
 pub fn held_body(json: Vec<u8>, mut held: Held) -> Body {
     let _ = held.try_resize(json.len() as u64);
-    let all = Bytes::from(json);
-    let pieces = futures_util::stream::unfold((all, Some(held)), |(rest, held)| async move {
-        if rest.is_empty() {
-            drop(held);
-            return None;
+    Body::new(HeldBody {
+        rest: Bytes::from(json),
+        held: Some(held),
+    })
+}
+
+struct HeldBody {
+    rest: Bytes,
+    held: Option<Held>,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.rest.is_empty() {
+            self.held = None;
+            return std::task::Poll::Ready(None);
         }
-        let n = rest.len().min(PIECE);
-        let piece = rest.slice(..n);
-        Some((
-            Ok::<_, std::convert::Infallible>(piece),
-            (rest.slice(n..), held),
-        ))
-    });
-    Body::from_stream(pieces)
+        let n = self.rest.len().min(PIECE);
+        let piece = self.rest.split_to(n);
+        if self.rest.is_empty() {
+            self.held = None;
+        }
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.rest.len() as u64)
+    }
 }
 
 #[cfg(test)]
