@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -314,15 +314,7 @@ fn refused(e: AppError) -> Response {
 
 /// A batch answer with its status.
 fn answer_response(status: StatusCode, answer: &BatchResult) -> Response {
-    (
-        status,
-        [(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
-        )],
-        answer_body(answer),
-    )
-        .into_response()
+    super::results::held_json(status, answer_body(answer), None)
 }
 
 type ChunkOutcome = Vec<RecordResult>;
@@ -850,15 +842,7 @@ pub async fn write(t: Target, req: Request) -> Result<Response, AppError> {
     };
     // Records were written: the answer goes out whether or not the budget has room for
     // it now; it stays counted until sent (the batches after it wait for room).
-    let mut resp = (
-        status,
-        [(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
-        )],
-        super::results::held_body(json, held),
-    )
-        .into_response();
+    let mut resp = super::results::held_json(status, json, Some(held));
     if retry {
         resp.headers_mut().insert(
             axum::http::header::RETRY_AFTER,

@@ -241,12 +241,5 @@ fn answer_json<T>(asked: &[u64], out: Vec<tsblob_storage::Result<T>>) -> Result<
 
 /// `json` as a 200, counted in the memory budget until sent (`results.rs`).
 fn json_answer(json: Vec<u8>, budget: &super::budget::MemoryBudget) -> Response {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
-        )],
-        super::results::held_body(json, budget.empty()),
-    )
-        .into_response()
+    super::results::held_json(StatusCode::OK, json, Some(budget.empty()))
 }

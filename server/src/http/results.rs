@@ -8,12 +8,14 @@
 //! [`Tally`]: the first [`FULL_MESSAGES`] failures of each code keep their message, later
 //! ones a short one (their `ts`, `status` and `code` say the rest), and the answer's bytes
 //! are counted as results arrive, for the route to cover in the memory budget.
-//! [`held_body`]: the answer is sent in pieces, its room in the budget given back once the
+//! [`held_json`]: the answer is sent in pieces, its room in the budget given back once the
 //! last piece is taken.
 
 use std::collections::HashMap;
 
 use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use super::budget::Held;
@@ -60,16 +62,28 @@ impl Tally {
     }
 }
 
-/// `json` as a response body sent in [`PIECE`]s (with its `Content-Length`: the body's
-/// size is exact); `held`, its room in the memory budget (resized to its length when the
-/// budget has room, kept as it is otherwise), is given back once hyper has taken the last
-/// piece (a client that does not read keeps it, up to `--send-timeout`).
-pub fn held_body(json: Vec<u8>, mut held: Held) -> Body {
-    let _ = held.try_resize(json.len() as u64);
-    Body::new(HeldBody {
+/// `json` as a JSON answer with `status`, its body sent in [`PIECE`]s (with its
+/// `Content-Length`: the body's size is exact); `held`, its room in the memory budget
+/// (resized to its length when the budget has room, kept as it is otherwise), is given back
+/// once hyper has taken the last piece (a client that does not read keeps it, up to
+/// `--send-timeout`). `None` for a short answer made before anything was reserved.
+pub fn held_json(status: StatusCode, json: Vec<u8>, mut held: Option<Held>) -> Response {
+    if let Some(h) = held.as_mut() {
+        let _ = h.try_resize(json.len() as u64);
+    }
+    let body = Body::new(HeldBody {
         rest: Bytes::from(json),
-        held: Some(held),
-    })
+        held,
+    });
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 struct HeldBody {
