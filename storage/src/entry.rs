@@ -21,9 +21,6 @@ pub(crate) struct Entry {
     name: String,
     dir: PathBuf,
     state: Mutex<EntryState>,
-    /// Renamed: its records live on under another name (and `Entry`); a writer that finds
-    /// this one removed looks its name up again.
-    renamed: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) struct EntryState {
@@ -310,7 +307,6 @@ impl Entry {
             id,
             name: name.to_string(),
             dir: bucket_dir.join(entry_dir_name(name)),
-            renamed: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(Rank::Entry, state),
         }
     }
@@ -321,15 +317,6 @@ impl Entry {
 
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    pub fn mark_renamed(&self) {
-        self.renamed
-            .store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    pub fn was_renamed(&self) -> bool {
-        self.renamed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn dir(&self) -> &Path {

@@ -21,8 +21,7 @@ use crate::names::validate_attachment_name;
 use crate::store::Store;
 
 impl Store {
-    /// The entry's mutex, held: the entry looked up again if a rename took it between the
-    /// look-up and the lock (as a write does); created first when `create`.
+    /// [`Store::with_live_entry`] of the bucket named `bucket`.
     fn attachments_entry<T>(
         &self,
         bucket: &str,
@@ -31,19 +30,7 @@ impl Store {
         f: impl FnOnce(&Arc<Entry>, &mut MutexGuard<'_, EntryState>) -> Result<T>,
     ) -> Result<T> {
         let b = self.get_bucket(bucket)?;
-        loop {
-            let e = if create {
-                self.entry_or_create(&b, entry)?
-            } else {
-                self.get_entry(&b, entry)?
-            };
-            let mut st = match e.lock_live(bucket) {
-                Ok(st) => st,
-                Err(_) if e.was_renamed() && !b.is_removed() => continue,
-                Err(err) => return Err(err),
-            };
-            return f(&e, &mut st);
-        }
+        self.with_live_entry(&b, entry, create, f)
     }
 
     /// Writes attachments of an entry (created if it does not exist), replacing those of the

@@ -92,7 +92,6 @@ impl Store {
         }
         crate::crash_point("entry-rename-committed");
         let to = Arc::new(Entry::new(e.id(), new, b.dir(), st.take_for_rename()));
-        e.mark_renamed();
         b.swap_entry(&e, to.clone());
         drop(st);
         to.info(&self.inner.index)
@@ -171,7 +170,6 @@ impl Store {
         for (e, st) in &mut held {
             let moved = Entry::new(e.id(), e.name(), to.dir(), st.take_for_rename());
             to.insert_entry(Arc::new(moved));
-            e.mark_renamed();
         }
         b.mark_removed();
         {

@@ -272,23 +272,13 @@ impl Store {
         validate_entry_name(entry)?;
         let _res = self.reserve(&b, records_need(records.clone()))?;
         let prepared = prepare(&b, records);
-        loop {
-            let e = self.entry_or_create(&b, entry)?;
-            let mut st = match e.lock_live(bucket) {
-                Ok(st) => st,
-                // Renamed between the lookup and the lock: the name is free again, and a
-                // write to it goes to a new entry of that name (as after the rename). Not
-                // when its bucket was renamed (or removed): the old bucket still maps the
-                // name to this entry, and the write fails as to a removed bucket.
-                Err(_) if e.was_renamed() && !b.is_removed() => continue,
-                Err(err) => return Err(err),
-            };
-            let (results, ops, undo) = self.append_entry(&b, &e, &mut st, prepared, n)?;
+        self.with_live_entry(&b, entry, true, |e, st| {
+            let (results, ops, undo) = self.append_entry(&b, e, st, prepared, n)?;
             if !ops.is_empty() {
-                self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+                self.commit_or_undo(&b, e, st, ops, undo)?;
             }
-            return Ok(results);
-        }
+            Ok(results)
+        })
     }
 
     /// Appends a group's prepared records to its entry (whose lock `st` is): one result
@@ -664,25 +654,47 @@ impl Store {
         let to_link = level.is_none() && links(&spool);
         let writing = if to_link { spool.base() } else { need };
         let _res = self.reserve_writing(&b, need, writing)?;
-        let e = self.entry_or_create(&b, entry)?;
-        let mut st = e.lock_live(bucket)?;
-        let mut undo = Undo::begin(&st);
+        let plan = SpooledPlan {
+            level,
+            to_link,
+            need,
+            writing,
+            raw,
+        };
+        self.with_live_entry(&b, entry, true, |e, st| {
+            self.spooled_into(&b, e, st, meta, &spool, &plan)
+        })
+    }
+
+    /// [`Store::write_spooled`] under the entry's lock (`st`): the spool linked as the
+    /// entry's new block, or its payload copied (compressed by `plan.level`) into a frame;
+    /// committed, or undone on failure.
+    fn spooled_into(
+        &self,
+        b: &Bucket,
+        e: &Entry,
+        st: &mut MutexGuard<'_, EntryState>,
+        meta: &WriteMeta,
+        spool: &Spool,
+        plan: &SpooledPlan,
+    ) -> Result<u64> {
+        let SpooledPlan {
+            level,
+            to_link,
+            need,
+            writing,
+            raw,
+        } = *plan;
+        let mut undo = Undo::begin(st);
         let mut ops = Vec::new();
         let ct = meta.content_type.as_deref().unwrap_or(DEFAULT_CONTENT_TYPE);
         let written = (|| -> Result<u64> {
-            let ts = self.pick_ts(
-                &mut None,
-                &b,
-                &e,
-                &mut st,
-                meta.ts,
-                &mut BatchSeen::default(),
-            )?;
+            let ts = self.pick_ts(&mut None, b, e, st, meta.ts, &mut BatchSeen::default())?;
             if level.is_none() {
                 if let Some(value) =
-                    self.link_spool(&b, &e, &mut st, ts, meta, &spool, &mut ops, &mut undo)?
+                    self.link_spool(b, e, st, ts, meta, spool, &mut ops, &mut undo)?
                 {
-                    self.frame_done(&b, &e, &mut st, ts, value, &mut ops);
+                    self.frame_done(b, e, st, ts, value, &mut ops);
                     return Ok(ts);
                 }
             }
@@ -692,7 +704,7 @@ impl Store {
                 // for. Checked without evicting: this thread holds the entry's lock.
                 self.guard_free_no_evict(need.saturating_sub(writing))?;
             }
-            let at = self.frame_at(&b, &e, &mut st, ts, raw, &mut ops, &mut undo)?;
+            let at = self.frame_at(b, e, st, ts, raw, &mut ops, &mut undo)?;
             let flags = if level.is_some() { FLAG_ZSTD } else { 0 };
             let EncodedHead {
                 bytes: mut head,
@@ -757,16 +769,16 @@ impl Store {
                     labels: meta.labels.clone(),
                 }),
             };
-            self.frame_done(&b, &e, &mut st, ts, value, &mut ops);
+            self.frame_done(b, e, st, ts, value, &mut ops);
             Ok(ts)
         })();
         match written {
             Ok(ts) => {
-                self.commit_or_undo(&b, &e, &mut st, ops, undo)?;
+                self.commit_or_undo(b, e, st, ops, undo)?;
                 Ok(ts)
             }
             Err(err) => {
-                self.undo(&b, &e, &mut st, undo);
+                self.undo(b, e, st, undo);
                 Err(err)
             }
         }
@@ -914,8 +926,11 @@ impl Store {
                 _ => round.push(a),
             }
         }
-        self.write_round(&names, round, &mut out);
-        for at in later {
+        // A group whose entry was renamed or removed before the round locked it goes after
+        // the round (first: it came before the later ones of its entry), to the entry of
+        // that name then (`Store::with_live_entry`).
+        let gone = self.write_round(&names, round, &mut out);
+        for at in gone.into_iter().chain(later) {
             let (bucket, entry, len) = names(at);
             out[at] = Some(self.write_many(bucket, entry, recs(at), len));
         }
@@ -927,12 +942,14 @@ impl Store {
     }
 
     /// Locks, appends and commits the admitted groups (one per entry, in entry id order).
+    /// Returns the groups not written because their entry was gone (renamed or removed)
+    /// when locked, while its bucket stays.
     fn write_round<'a, P: AsRef<[u8]> + 'a>(
         &self,
         names: &impl Fn(usize) -> (&'a str, &'a str, usize),
         round: Vec<Admitted<'_, 'a, P>>,
         out: &mut [Option<GroupResult>],
-    ) {
+    ) -> Vec<usize> {
         // The entries outlive their guards; the prepared records move into the appends;
         // the reservations are held until the commit is done.
         let mut entries = Vec::with_capacity(round.len());
@@ -947,10 +964,15 @@ impl Store {
         let mut answers: Vec<(usize, Vec<Result<u64>>)> = Vec::with_capacity(jobs.len());
         let mut guards: Vec<MutexGuard<'_, EntryState>> = Vec::with_capacity(jobs.len());
         let mut undos: Vec<(&Bucket, &Entry, Undo)> = Vec::with_capacity(jobs.len());
+        let mut gone = Vec::new();
         for (entry, (at, bucket, prepared)) in entries.iter().zip(jobs) {
             let (bucket_name, _, len) = names(at);
             let mut st = match entry.lock_live_ordered(bucket_name) {
                 Ok(st) => st,
+                Err(_) if !bucket.is_removed() => {
+                    gone.push(at);
+                    continue;
+                }
                 Err(err) => {
                     out[at] = Some(Err(err));
                     continue;
@@ -983,6 +1005,7 @@ impl Store {
                 Err(err) => Err(err.duplicate()),
             });
         }
+        gone
     }
 }
 
@@ -1088,6 +1111,17 @@ impl Store {
             bucket,
         })
     }
+}
+
+/// What [`Store::write_spooled`] decided before the entry's lock: the zstd level (`None`:
+/// stored raw), whether the spool is to become the record's block, and the bytes reserved.
+#[derive(Clone, Copy)]
+struct SpooledPlan {
+    level: Option<i32>,
+    to_link: bool,
+    need: u64,
+    writing: u64,
+    raw: u64,
 }
 
 /// Whether `write_spooled` will try to make `spool` its record's block (the conditions of
