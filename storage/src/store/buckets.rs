@@ -299,8 +299,6 @@ mod tests {
     use std::time::Duration;
 
     use crate::record::WriteMeta;
-    use crate::settings::BucketSettings;
-    use crate::store::{Store, StoreOptions};
 
     /// Hostile probe of 2026-11-28: a write racing its entry's removal was answered
     /// `NotFound::Entry` (HTTP 404 `entry_not_found`, on a route that creates entries):
@@ -309,14 +307,7 @@ mod tests {
     /// spooled record) now goes to the entry of that name made after the removal.
     #[test]
     fn a_write_racing_its_entrys_removal_was_answered_entry_not_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            free_space_reserve: 0,
-            map_size: 1 << 30,
-            ..StoreOptions::default()
-        };
-        let s = Store::open(dir.path(), opts).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let (_dir, s) = crate::store::test_store();
         let big = vec![7u8; 200 << 10];
         for (round, path) in ["write", "groups", "spooled"].into_iter().enumerate() {
             let ts = 10 + round as u64;

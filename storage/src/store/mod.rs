@@ -401,3 +401,19 @@ impl Drop for Inner {
         }
     }
 }
+
+/// A store in a fresh folder (no free-space reserve, a 1 GiB index map) with bucket `b`:
+/// the engine's unit tests' usual start.
+#[cfg(test)]
+pub(crate) fn test_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let opts = StoreOptions {
+        free_space_reserve: 0,
+        map_size: 1 << 30,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(dir.path(), opts).expect("a store");
+    s.create_bucket("b", crate::settings::BucketSettings::default())
+        .expect("bucket b");
+    (dir, s)
+}

@@ -787,19 +787,8 @@ mod histogram_tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::record::{BatchRecord, WriteMeta};
-    use crate::settings::{BucketSettings, StoreOptions};
 
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            free_space_reserve: 0,
-            map_size: 1 << 30,
-            ..StoreOptions::default()
-        };
-        let s = Store::open(dir.path(), opts).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
-        (dir, s)
-    }
+    use crate::store::test_store as store;
 
     /// Each entry's cursor holds its own copy of the condition: a query's copies are
     /// bounded in all (`MAX_QUERY_CONDITION_PARTS`), a typed error past them.
@@ -970,15 +959,9 @@ mod histogram_tests {
 mod multi_tests {
     use super::*;
     use crate::record::WriteMeta;
-    use crate::settings::{BucketSettings, StoreOptions};
     use crate::when::Condition;
 
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
-        (dir, s)
-    }
+    use crate::store::test_store as store;
 
     fn merged(it: QueryIter) -> Vec<(u64, String)> {
         it.map(|i| {
@@ -1315,9 +1298,7 @@ mod follow_tests {
     use std::sync::Arc;
 
     use crate::record::{Query, WriteMeta};
-    use crate::settings::{BucketSettings, StoreOptions};
     use crate::store::query::QueryIter;
-    use crate::store::Store;
     use crate::when::Condition;
 
     fn drain(it: &mut QueryIter) -> Vec<u64> {
@@ -1326,9 +1307,7 @@ mod follow_tests {
 
     #[test]
     fn a_resumed_query_sees_new_records_once_and_keeps_its_condition_state() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let (_dir, s) = crate::store::test_store();
         let commits = Arc::new(AtomicU64::new(0));
         let c = commits.clone();
         s.on_commit(Box::new(move |_: &[u32]| {

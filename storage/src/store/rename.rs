@@ -185,9 +185,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::*;
     use crate::record::WriteMeta;
-    use crate::settings::{BucketSettings, StoreOptions};
     use std::time::Duration;
 
     /// Bug "rename behind a removal": a rename took the store-wide lock, then waited for
@@ -196,14 +194,7 @@ mod tests {
     /// entry without holding the store-wide lock.
     #[test]
     fn a_rename_waiting_for_a_busy_entry_stops_no_new_entry() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            free_space_reserve: 0,
-            map_size: 1 << 30,
-            ..StoreOptions::default()
-        };
-        let s = Store::open(dir.path(), opts).unwrap();
-        s.create_bucket("b", BucketSettings::default()).unwrap();
+        let (_dir, s) = crate::store::test_store();
         s.write("b", "busy", &WriteMeta::at(1), b"x").unwrap();
         let b = s.get_bucket("b").unwrap();
         let e = s.get_entry(&b, "busy").unwrap();
