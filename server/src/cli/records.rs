@@ -660,8 +660,18 @@ async fn open_record_file(
     match &args.out {
         Some(dir) => {
             let dir = match &h.entry {
-                // Entry names are validated by the server: no empty, '.' or '..' segment.
+                // Entry names come from the server: checked here too, as `cp` does, so
+                // that a hostile or broken server (or one behind plain http) cannot make
+                // the query write outside its folder (`../x`, `/etc/profile.d`: hostile
+                // probe of 2026-11-28).
                 Some(e) => {
+                    tsblob_proto::names::validate_entry_name(e).map_err(|err| {
+                        anyhow::anyhow!(
+                            "the server sent a record of an entry this query cannot write \
+                             into {}: {err}",
+                            dir.display()
+                        )
+                    })?;
                     let d = dir.join(e);
                     tokio::fs::create_dir_all(&d)
                         .await
