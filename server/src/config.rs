@@ -330,6 +330,39 @@ pub enum ConfigFileError {
     },
 }
 
+/// The most of a config file read: a few dozen keys fit in a few KiB (`--config
+/// /dev/zero` grew the process to 4.6 GB in 8 s: hostile probe of 2026-11-28).
+pub const CONFIG_MAX: u64 = 1 << 20;
+
+/// The config file's text: a regular file (a named pipe made `serve` wait for ever) of at
+/// most [`CONFIG_MAX`] bytes.
+fn read_config(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    // Asked before opening: opening a named pipe waits for a writer.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let file = std::fs::File::open(path)?;
+    let mut text = String::new();
+    file.take(CONFIG_MAX + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} KiB", CONFIG_MAX >> 10),
+        ));
+    }
+    Ok(text)
+}
+
+/// Whether users other than the file's owner and group may read it.
+fn others_read(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o004 != 0)
+}
+
 /// The config file's settings as `--flag value` arguments to add to `argv`, for each key
 /// of `command` (the `serve` command of the clap tree: the keys are its flags' long names,
 /// no second list) that neither a flag nor an environment variable set in `matches`. So a
@@ -341,7 +374,7 @@ pub fn config_file_args(
 ) -> Result<Vec<std::ffi::OsString>, ConfigFileError> {
     use clap::parser::ValueSource;
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+    let text = read_config(path).map_err(|source| ConfigFileError::Read {
         path: shown.clone(),
         source,
     })?;
@@ -349,6 +382,12 @@ pub fn config_file_args(
         path: shown.clone(),
         source: Box::new(e),
     })?;
+    if table.contains_key("token") && others_read(path) {
+        // Before logging starts: on stderr.
+        eprintln!(
+            "WARNING: the config file {shown} holds `token` and can be read by every user of this machine: `chmod 600 {shown}`, or give the token in TSBLOB_TOKEN"
+        );
+    }
     let bad = |key: &str, problem: String| ConfigFileError::BadValue {
         path: shown.clone(),
         key: key.to_string(),

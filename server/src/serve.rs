@@ -72,6 +72,24 @@ fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcce
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
+/// Warns at start when users other than the owner (and its group) can read `path`: the
+/// hostile probe of 2026-11-28 found data folders of mode 0755 (a store now creates its
+/// folder 0700) and world-readable TLS keys, accepted silently.
+fn warn_if_others_read(path: &Path, what: &str, why: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o004 != 0 {
+        tracing::warn!(
+            "{what} {} can be read by every user of this machine (mode {mode:o}): {why}; `chmod o-rwx {}`",
+            path.display(),
+            path.display()
+        );
+    }
+}
+
 /// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {
     let ctrl_c = async {
@@ -106,7 +124,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Before the store sizes its file budget from it (`crate::connections`).
     let open_files_limit = crate::connections::raise_open_files_limit();
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
-    std::fs::create_dir_all(&args.data)
+    tsblob_storage::create_data_folder(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
     let mode = args.tier_mode().map_err(anyhow::Error::msg)?;
     if let Some(mode) = &mode {
@@ -144,8 +162,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for event in &store.recovery_report().events {
         tracing::warn!("recovery: {event}");
     }
+    warn_if_others_read(
+        &args.data,
+        "the data folder",
+        "every record and the index are in it",
+    );
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        (Some(cert), Some(key)) => {
+            warn_if_others_read(
+                key,
+                "--tls-key",
+                "anyone holding it can pose as this server",
+            );
+            Some(tls_acceptor(cert, key)?)
+        }
         _ => None,
     };
     let auth = Auth::load(&args.data, args.token.as_deref())?

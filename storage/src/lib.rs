@@ -89,6 +89,7 @@ pub use record::{
     BatchRecord, BucketInfo, EntryInfo, LabelFilter, Labels, Query, Record, RecordMeta,
     RecoveryReport, WriteMeta, DEFAULT_CONTENT_TYPE, MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE,
 };
+pub use recover::create_data_folder;
 pub use recover::rebuild_index;
 pub use settings::{
     BucketSettings, BucketSettingsUpdate, Compression, LifecycleAction, LifecycleMode,

@@ -51,9 +51,26 @@ pub(crate) struct FolderLock {
     _file: File,
 }
 
+/// Creates a data folder, if missing, readable by its owner only (`0700`; its parents as
+/// `create_dir_all` makes them): every record and the index are in it, and with the usual
+/// umask its files were readable by every user of the machine (hostile probe of
+/// 2026-11-28). An existing folder keeps its mode (the server warns when others can read it).
+pub fn create_data_folder(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if path.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
 fn lock_folder(path: &Path) -> Result<FolderLock> {
-    std::fs::create_dir_all(path)
-        .map_err(|e| OpenError::Folder(path.to_path_buf(), e.to_string()))?;
+    create_data_folder(path).map_err(|e| OpenError::Folder(path.to_path_buf(), e.to_string()))?;
     if !path.is_dir() {
         return Err(OpenError::Folder(path.to_path_buf(), "not a directory".into()).into());
     }
@@ -804,4 +821,27 @@ fn next_valid_frame(
         at += n as u64;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Hostile probe of 2026-11-28: with the usual umask (022) a new data folder was 0755
+    /// and its block files 0644, readable by every user of the machine. A folder the
+    /// store creates is its owner's only; one that exists keeps its mode.
+    #[test]
+    fn a_new_data_folder_was_readable_by_every_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("parent").join("data");
+        let s = crate::Store::open(&data, crate::StoreOptions::default()).unwrap();
+        drop(s);
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700);
+        let kept = dir.path().join("kept");
+        std::fs::create_dir(&kept).unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o750)).unwrap();
+        drop(crate::Store::open(&kept, crate::StoreOptions::default()).unwrap());
+        assert_eq!(mode(&kept), 0o750);
+    }
 }

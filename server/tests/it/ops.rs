@@ -209,6 +209,61 @@ fn an_unknown_config_key_is_refused_by_name() {
     assert!(!dir.path().join("data").exists(), "it started");
 }
 
+/// Hostile probe of 2026-11-28: `--config /dev/zero` grew `serve` to 4.6 GB in 8 s, a
+/// named pipe made it wait for ever, and a config file holding `token` that every user
+/// could read started the server without a word. Now a config file is a regular file of
+/// at most 1 MiB (exit 2, saying so), and such a token is warned about.
+#[test]
+fn a_config_file_of_any_size_or_kind_was_read_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A data "folder" that is a file: the server stops right after reading its config.
+    let not_a_folder = dir.path().join("data");
+    std::fs::write(&not_a_folder, b"").unwrap();
+    let serve = |config: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+            .args(["serve", "--data"])
+            .arg(&not_a_folder)
+            .arg("--config")
+            .arg(config)
+            .env_remove("TSBLOB_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, format!("# {}\n", "x".repeat(2 << 20))).unwrap();
+    let fifo = dir.path().join("fifo.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (config, says) in [
+        (std::path::Path::new("/dev/zero"), "not a regular file"),
+        (fifo.as_path(), "not a regular file"),
+        (big.as_path(), "larger than 1024 KiB"),
+    ] {
+        let started = std::time::Instant::now();
+        let out = serve(config);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{config:?}: {stderr}");
+        assert!(stderr.contains(says), "{config:?}: {stderr}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+    let open = dir.path().join("open.toml");
+    std::fs::write(&open, "token = \"a-secret-token-0123456789\"\n").unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let stderr = String::from_utf8_lossy(&serve(&open).stderr).into_owned();
+    assert!(stderr.contains("can be read by every user"), "{stderr}");
+    assert!(
+        !stderr.contains("a-secret-token"),
+        "the token was printed: {stderr}"
+    );
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let stderr = String::from_utf8_lossy(&serve(&open).stderr).into_owned();
+    assert!(!stderr.contains("can be read by every user"), "{stderr}");
+}
+
 fn packaging(file: &str) -> (std::path::PathBuf, String) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../packaging")
