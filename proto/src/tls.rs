@@ -82,13 +82,60 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         cur = s.source();
     }
+    // (once: an error whose text holds the chain of another already has it)
+    if let Some((_, hint)) = HINTS
+        .iter()
+        .find(|(says, hint)| out.contains(says) && !out.contains(hint))
+    {
+        out.push_str(" (");
+        out.push_str(hint);
+        out.push(')');
+    }
     out
 }
+
+/// What a few opaque errors under a request mean, in words (the hostile probe of
+/// 2026-11-28 met each: a certificate made by the `openssl req -x509` of the docs before
+/// it named `CA:FALSE`, a plain `http://` URL to a TLS listener, a server sending a huge
+/// answer head).
+const HINTS: &[(&str, &str)] = &[
+    (
+        "CaUsedAsEndEntity",
+        "the server's certificate is a CA certificate (basicConstraints CA:TRUE), which TLS \
+         clients refuse as a server's own: make it with `-addext \
+         basicConstraints=critical,CA:FALSE` (docs/operations.md, TLS)",
+    ),
+    (
+        "invalid HTTP version parsed",
+        "the server did not answer in HTTP: if it serves TLS (--tls-cert), use an https:// URL",
+    ),
+    (
+        "message head is too large",
+        "the server was reached, but its answer's head is larger than a client takes",
+    ),
+];
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn opaque_errors_are_explained() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("error sending request")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::other(
+            "invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))",
+        ));
+        let text = error_chain(&e);
+        assert!(
+            text.contains("basicConstraints=critical,CA:FALSE"),
+            "{text}"
+        );
+        let plain = error_chain(&Outer(std::io::Error::other("connection refused")));
+        assert_eq!(plain, "error sending request: connection refused");
+    }
 
     #[test]
     fn ca_bundles_are_checked() {
