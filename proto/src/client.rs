@@ -95,6 +95,36 @@ pub fn entry_path(bucket: &str, entry: &str) -> String {
 /// entries, a token list): an answer past it is cut off, not held whole.
 pub const JSON_MAX: usize = 64 << 20;
 
+/// The most values (counted as [`json_parts`] does) of a JSON answer [`Client::json`]
+/// parses. Its bytes are bounded by [`JSON_MAX`], but a parsed value costs far more than
+/// its text: 10 million `{}` (20 MB) took the CLI to 1.86 GB (hostile probe of
+/// 2026-11-28). 4 Mi parts hold a listing of ~200,000 entries and stay within a few
+/// hundred MB; a server answering more is refused before parsing.
+pub const JSON_PARTS_MAX: usize = 4 << 20;
+
+/// An upper bound of the values in a JSON text: its `{`, `[`, `,` and `:` outside strings
+/// (one pass, no allocation).
+pub fn json_parts(text: &[u8]) -> usize {
+    let (mut n, mut in_string, mut escaped) = (0, false, false);
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' | b',' | b':' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
 /// A client of one server.
 #[derive(Clone)]
 pub struct Client {
@@ -191,6 +221,13 @@ impl Client {
                 crate::outbound::ReadError::Body(e) => ClientError::Body(e),
                 too_large => ClientError::Protocol(too_large.to_string()),
             })?;
+        let parts = json_parts(&body);
+        if parts > JSON_PARTS_MAX {
+            return Err(ClientError::Protocol(format!(
+                "the answer holds more than {JSON_PARTS_MAX} JSON values ({parts}); a tsblob \
+                 server answers far fewer: is this the server you meant?"
+            )));
+        }
         serde_json::from_slice(&body)
             .map_err(|e| ClientError::Protocol(format!("the answer is not JSON: {e}")))
     }
@@ -609,6 +646,30 @@ pub async fn check(resp: Response) -> Result<Response, ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hostile probe of 2026-11-28: a JSON answer of 10 million `{}` (20 MB, under
+    /// `JSON_MAX`) was parsed whole into values, 1.86 GB of the CLI. Parts are counted
+    /// first; strings do not count, whatever they hold.
+    #[test]
+    fn a_json_answer_of_millions_of_values_was_parsed_whole() {
+        assert_eq!(
+            json_parts(br#"{"a": [1, 2, {"b": "x,y:[{"}], "c": "\",:"}"#),
+            9
+        );
+        let many = format!("[{}{{}}]", "{},".repeat(JSON_PARTS_MAX));
+        assert!(json_parts(many.as_bytes()) > JSON_PARTS_MAX);
+        let entries: Vec<serde_json::Value> = (0..200_000)
+            .map(|i| {
+                serde_json::json!({"name": format!("e{i}"), "record_count": i, "size": 1,
+                "block_count": 1, "oldest_record": 1, "latest_record": 2, "status": "ok"})
+            })
+            .collect();
+        let listing = serde_json::to_vec(&serde_json::json!({"entries": entries})).unwrap();
+        assert!(
+            json_parts(&listing) <= JSON_PARTS_MAX,
+            "a real listing fits"
+        );
+    }
 
     /// Bug "skipped reports grow for ever": every skipped-record report of a long query or
     /// live tail was appended to the list; now at most [`MAX_SKIPPED_LISTED`] stay listed.
