@@ -72,21 +72,27 @@ fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcce
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Warns at start when users other than the owner (and its group) can read `path`: the
-/// hostile probe of 2026-11-28 found data folders of mode 0755 (a store now creates its
-/// folder 0700) and world-readable TLS keys, accepted silently.
-fn warn_if_others_read(path: &Path, what: &str, why: &str) {
+/// Says at start (at `level`) when users other than the owner and its group can read
+/// `path`: the hostile probe of 2026-11-28 found data folders of mode 0755 (a store now
+/// creates its folder 0700) and world-readable TLS keys, accepted silently.
+fn others_read(path: &Path, level: tracing::Level, what: &str, why: &str) {
     use std::os::unix::fs::PermissionsExt;
     let Ok(meta) = std::fs::metadata(path) else {
         return;
     };
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o004 != 0 {
-        tracing::warn!(
-            "{what} {} can be read by every user of this machine (mode {mode:o}): {why}; `chmod o-rwx {}`",
-            path.display(),
-            path.display()
-        );
+    if mode & 0o004 == 0 {
+        return;
+    }
+    let msg = format!(
+        "{what} {} can be read by every user of this machine (mode {mode:o}): {why}; `chmod o-rwx {}`",
+        path.display(),
+        path.display()
+    );
+    if level == tracing::Level::WARN {
+        tracing::warn!("{msg}");
+    } else {
+        tracing::info!("{msg}");
     }
 }
 
@@ -162,15 +168,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for event in &store.recovery_report().events {
         tracing::warn!("recovery: {event}");
     }
-    warn_if_others_read(
+    // An existing data folder's mode is the operator's choice (a container's volume is
+    // often 0755 with no other user): said at info. A readable key is warned about.
+    others_read(
         &args.data,
+        tracing::Level::INFO,
         "the data folder",
         "every record and the index are in it",
     );
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
-            warn_if_others_read(
+            others_read(
                 key,
+                tracing::Level::WARN,
                 "--tls-key",
                 "anyone holding it can pose as this server",
             );
