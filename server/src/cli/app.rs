@@ -159,6 +159,9 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<super::usage::Usage>()) {
         return exit::USAGE;
     }
+    if e.chain().any(|c| c.is::<super::records::CutOff>()) {
+        return exit::NETWORK;
+    }
     let client = e.chain().find_map(|c| c.downcast_ref::<ClientError>());
     match client {
         Some(ClientError::Status { status, .. }) => match status {

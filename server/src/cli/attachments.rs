@@ -114,9 +114,14 @@ pub async fn attachment(args: AttachmentArgs) -> anyhow::Result<()> {
                 .remove_attachments(&bucket, &entry, names.as_deref())
                 .await
                 .with_context(|| format!("removing attachments of {bucket}/{entry}"))?;
-            let removed: Vec<&str> = answer["removed"]
+            let removed: Vec<std::borrow::Cow<'_, str>> = answer["removed"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str())
+                        .map(super::human::term)
+                        .collect()
+                })
                 .unwrap_or_default();
             if removed.is_empty() {
                 println!("no attachment removed from {bucket}/{entry}");

@@ -99,7 +99,7 @@ fn print_bucket_line(b: &Value) {
     let info = &b["info"];
     println!(
         "{:<24} {:>12} {:>10} rec  {:>4} entries  {}  →  {}",
-        b["name"].as_str().unwrap_or(""),
+        human::field(&b["name"]),
         human::size(info["size"].as_u64().unwrap_or(0)),
         info["record_count"].as_u64().unwrap_or(0),
         info["entry_count"].as_u64().unwrap_or(0),
@@ -113,17 +113,17 @@ fn print_bucket(b: &Value) {
     let s = &b["settings"];
     println!(
         "  quota {} {} ({}), blocks of {} / {} records, compression {}, {} blocks, {} evicted",
-        s["quota_type"].as_str().unwrap_or(""),
+        human::field(&s["quota_type"]),
         human::size(s["quota_size"].as_u64().unwrap_or(0)),
         b["info"]["quota_used"]
             .as_f64()
             .map(|f| format!("{:.1}% used", f * 100.0))
             .unwrap_or_else(|| "no quota".into()),
         human::size(s["max_block_size"].as_u64().unwrap_or(0)),
-        s["max_block_records"],
-        s["compression"].as_str().unwrap_or(""),
-        b["info"]["block_count"],
-        b["info"]["evicted_blocks"],
+        human::json_text(&s["max_block_records"]),
+        human::field(&s["compression"]),
+        human::json_text(&b["info"]["block_count"]),
+        human::json_text(&b["info"]["evicted_blocks"]),
     );
     for e in b["entries"].as_array().into_iter().flatten() {
         super::entries::print_entry_line(e);
@@ -140,7 +140,10 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
         } => {
             let wanted = settings.to_json();
             match c.create_bucket(&name, &wanted).await {
-                Ok(b) => println!("created bucket {name}: {}", b["settings"]),
+                Ok(b) => println!(
+                    "created bucket {name}: {}",
+                    human::json_text(&b["settings"])
+                ),
                 Err(tsblob_proto::client::ClientError::Status { code, .. })
                     if exist_ok && code == "bucket_exists" =>
                 {
@@ -150,11 +153,11 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
                         if have.get(k).is_some_and(|h| h != v) {
                             eprintln!(
                                 "warning: bucket {name} exists with {k} = {}, not {v} (left as it is; change it with `tsblob bucket update`)",
-                                have[k]
+                                human::json_text(&have[k])
                             );
                         }
                     }
-                    println!("bucket {name} exists: {have}");
+                    println!("bucket {name} exists: {}", human::json_text(have));
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -165,7 +168,10 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
                 bail!("say what to change: --quota-type, --quota-size, --max-block-size, --max-block-records or --compression");
             }
             let b = c.update_bucket(&name, &body).await?;
-            println!("updated bucket {name}: {}", b["settings"]);
+            println!(
+                "updated bucket {name}: {}",
+                human::json_text(&b["settings"])
+            );
         }
         BucketCommand::Ls { json } => {
             let v = c.list_buckets().await?;

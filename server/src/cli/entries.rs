@@ -45,7 +45,7 @@ pub enum EntryCommand {
 pub fn print_entry_line(e: &Value) {
     println!(
         "  {:<30} {:>12} {:>10} rec  {}  →  {}",
-        e["name"].as_str().unwrap_or(""),
+        human::field(&e["name"]),
         human::size(e["size"].as_u64().unwrap_or(0)),
         e["record_count"].as_u64().unwrap_or(0),
         human::opt_time(&e["oldest"]),

@@ -86,11 +86,13 @@ pub fn render(h: &serde_json::Value) -> String {
     let max = counts.iter().copied().max().unwrap_or(0).max(1);
     let mut out = String::new();
     for (i, (n, b)) in counts.iter().zip(&bytes).enumerate() {
-        let bar = "#".repeat(((n * 40).div_ceil(max)) as usize);
+        // u128: counts near u64::MAX (a hostile or broken server) must not wrap (bug
+        // "histogram totals wrap", hostile probe of 2026-11-28).
+        let bar = "#".repeat((u128::from(*n) * 40).div_ceil(u128::from(max)) as usize);
         let at = start.saturating_add(step.saturating_mul(i as u64));
         let _ = writeln!(out, "{}  {n:>10}  {:>10}  {bar}", format_time(at), size(*b));
     }
-    let total: u64 = counts.iter().sum();
+    let total = counts.iter().fold(0u64, |t, n| t.saturating_add(*n));
     let _ = writeln!(
         out,
         "{total} records in {} steps of {} µs",
@@ -129,5 +131,18 @@ mod tests {
         );
         assert!(lines[1].ends_with(&"#".repeat(20)) && !lines[1].ends_with(&"#".repeat(21)));
         assert_eq!(lines[2], "6 records in 2 steps of 1000000 µs");
+    }
+
+    /// Bug "histogram totals wrap": counts [u64::MAX, 5] printed "4 records in 2 steps" and
+    /// a 1-character bar for the largest step (release builds wrap on overflow).
+    #[test]
+    fn histogram_totals_wrap() {
+        let h = serde_json::json!({"start": 0, "step": 1, "counts": [u64::MAX, 5, u64::MAX],
+            "bytes": [1, 1, 1]});
+        let text = render(&h);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with(&"#".repeat(40)), "{}", lines[0]);
+        assert!(lines[1].ends_with(" #"), "{}", lines[1]);
+        assert_eq!(lines[3], format!("{} records in 3 steps of 1 µs", u64::MAX));
     }
 }

@@ -1,7 +1,46 @@
 //! Human-readable times and sizes for the CLI: timestamps are shown as RFC 3339 (UTC) and
 //! accepted as µs integers, RFC 3339 times, or `now`/`now-<duration>`.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A string from the server (a name, a label, a content type, an error document), ready for
+/// a terminal: each control character (C0 with ESC, DEL, C1 U+0080 to U+009F) is written as
+/// an escape (`\n`, `\x1b`, `\u{9b}`), everything else as it is. Bug "terminal escapes from
+/// the server" (hostile probe of 2026-11-28): names, labels, content types and error frames
+/// were printed raw, so a server, or anyone able to write a label, could set a terminal's
+/// title, clear its screen or colour its text. `--json` output needs none of this (serde
+/// escapes C0; the JSON goes to programs).
+pub fn term(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A string field of a JSON answer, for a terminal ([`term`]); `""` when missing.
+pub fn field(v: &serde_json::Value) -> Cow<'_, str> {
+    term(v.as_str().unwrap_or(""))
+}
+
+/// A JSON value of the server printed as JSON in a readable line, for a terminal (serde
+/// escapes C0 controls in strings, not DEL or C1 ones).
+pub fn json_text(v: &serde_json::Value) -> String {
+    term(&v.to_string()).into_owned()
+}
 
 /// An optional timestamp of the API (`oldest`, `latest`) as RFC 3339, or `-`.
 pub fn opt_time(v: &serde_json::Value) -> String {
@@ -78,5 +117,19 @@ mod tests {
         assert_eq!(format_time(us + 5), "2023-11-14T22:13:20.000005Z");
         assert!(parse_time("now-1h").unwrap() < parse_time("now").unwrap());
         assert!(parse_time("yesterday").is_err());
+    }
+
+    /// Bug "terminal escapes from the server": control characters reached the terminal.
+    #[test]
+    fn terminal_escapes_from_the_server() {
+        assert!(matches!(term("cam/front ü"), Cow::Borrowed("cam/front ü")));
+        assert_eq!(
+            term("a\x1b]0;T\x07\x1b[2Jb\nc\r\t\x7f\u{9b}31m"),
+            "a\\x1b]0;T\\x07\\x1b[2Jb\\nc\\r\\t\\x7f\\u{9b}31m"
+        );
+        let v = serde_json::json!({"k": "v\u{1b}[31m\u{9b}"});
+        let text = json_text(&v);
+        assert!(!text.chars().any(char::is_control), "{text}");
+        assert_eq!(field(&v["k"]), "v\\x1b[31m\\u{9b}");
     }
 }

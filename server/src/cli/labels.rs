@@ -11,6 +11,7 @@ use tsblob_proto::client::{entry_path, ClientError};
 
 use super::client::{connect, ClientArgs};
 use super::filters::{parse_label, when_param};
+use super::human::json_text;
 use super::human::parse_time;
 use super::usage::Usage;
 
@@ -101,7 +102,7 @@ pub async fn label(args: LabelArgs) -> anyhow::Result<()> {
                         .json(&body),
                 )
                 .await?;
-            println!("updated {}", v["updated"]);
+            println!("updated {}", json_text(&v["updated"]));
         }
         many => {
             let records: Vec<Value> = many
@@ -124,13 +125,18 @@ pub async fn label(args: LabelArgs) -> anyhow::Result<()> {
 /// each failed record on stderr; fails with the first failure's status (so the exit code
 /// says "not found" when a record was missing) once every record was tried.
 pub(crate) fn batch_outcome(v: &Value, verb: &str) -> anyhow::Result<()> {
-    println!("{verb} {}", v["done"]);
+    println!("{verb} {}", json_text(&v["done"]));
     let failed: Vec<&Value> = v["results"]
         .as_array()
         .map(|r| r.iter().filter(|r| r["status"] != 200).collect())
         .unwrap_or_default();
     for r in &failed {
-        eprintln!("ts {}: {} {}", r["ts"], r["status"], r["error"]["message"]);
+        eprintln!(
+            "ts {}: {} {}",
+            json_text(&r["ts"]),
+            json_text(&r["status"]),
+            json_text(&r["error"]["message"])
+        );
     }
     match failed.first() {
         None => Ok(()),

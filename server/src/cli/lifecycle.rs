@@ -75,6 +75,7 @@ fn line(r: &Value) {
         Some(e) if !e.is_empty() => e
             .iter()
             .filter_map(Value::as_str)
+            .map(human::term)
             .collect::<Vec<_>>()
             .join(","),
         _ => "*".into(),
@@ -82,24 +83,30 @@ fn line(r: &Value) {
     let done = if r["action"] == "compress" {
         format!(
             "compressed {} ({} bytes saved, {} blocks freed)",
-            s["compressed"], s["saved_bytes"], s["removed_blocks"]
+            human::json_text(&s["compressed"]),
+            human::json_text(&s["saved_bytes"]),
+            human::json_text(&s["removed_blocks"])
         )
     } else {
-        format!("removed {} ({} blocks)", s["removed"], s["removed_blocks"])
+        format!(
+            "removed {} ({} blocks)",
+            human::json_text(&s["removed"]),
+            human::json_text(&s["removed_blocks"])
+        )
     };
     println!(
         "{:<20} {:<8} {:<8} older than {:<6} every {:<6} entries {}  when {}  {done}  last run {}{}",
-        r["name"].as_str().unwrap_or(""),
-        r["action"].as_str().unwrap_or("remove"),
-        r["mode"].as_str().unwrap_or(""),
+        human::field(&r["name"]),
+        human::term(r["action"].as_str().unwrap_or("remove")),
+        human::field(&r["mode"]),
         duration_text(r["older_than"].as_u64().unwrap_or(0)),
         duration_text(r["interval"].as_u64().unwrap_or(0)),
         entries,
-        if r["when"].is_null() { "-".to_string() } else { r["when"].to_string() },
+        if r["when"].is_null() { "-".to_string() } else { human::json_text(&r["when"]) },
         human::opt_time(&s["last_run"]),
         s["last_error"]
             .as_str()
-            .map(|e| format!("  error: {e}"))
+            .map(|e| format!("  error: {}", human::term(e)))
             .unwrap_or_default(),
     );
 }
@@ -168,17 +175,20 @@ pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
             let done = if p["compressed"].as_u64().unwrap_or(0) > 0 {
                 format!(
                     "compressed {} records ({} bytes saved, {} blocks freed)",
-                    p["compressed"], p["saved_bytes"], p["blocks"]
+                    human::json_text(&p["compressed"]),
+                    human::json_text(&p["saved_bytes"]),
+                    human::json_text(&p["blocks"])
                 )
             } else {
                 format!(
                     "removed {} records ({} whole blocks)",
-                    p["removed"], p["blocks"]
+                    human::json_text(&p["removed"]),
+                    human::json_text(&p["blocks"])
                 )
             };
             println!(
                 "rule {name} of {bucket}: {done}, looked at {}, {}",
-                p["looked_at"],
+                human::json_text(&p["looked_at"]),
                 if p["caught_up"] == json!(true) {
                     "caught up"
                 } else {

@@ -130,7 +130,7 @@ pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
     if json {
         println!("{v}");
     } else {
-        println!("{}", v["link"].as_str().unwrap_or(""));
+        println!("{}", super::human::field(&v["link"]));
     }
     Ok(())
 }

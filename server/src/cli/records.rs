@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::client::{check, connect, connect_reading, ClientArgs};
 use super::filters::{parse_label, FilterArgs};
-use super::human::{format_time, parse_time, size};
+use super::human::{format_time, parse_time, size, term};
 use tsblob_proto::client::entry_path;
 use tsblob_proto::framing::{Event, FrameHead};
 
@@ -29,6 +29,44 @@ pub(crate) fn bar(len: Option<u64>) -> ProgressBar {
             ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         ),
+    }
+}
+
+/// A download that ended before its end: a record shorter than announced, a query stream
+/// without its end frame. Exit code 7 (`app::exit::NETWORK`, "the answer cut off"). Bug
+/// "cut-off download exits 1" (hostile probe of 2026-11-28): `query` exited 1 for it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CutOff(pub String);
+
+/// The default of `--max-record`.
+pub(crate) const MAX_RECORD: u64 = 1 << 30;
+
+/// `--max-record` of the commands reading records from a query stream (`query`, `cp`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct MaxRecordArgs {
+    /// The largest record the server may send (bytes, e.g. 1073741824): a larger one fails
+    /// the command at its head, before its payload is read (`cp` holds a record whole in
+    /// memory, `query` writes it out).
+    #[arg(long, value_name = "BYTES", default_value_t = MAX_RECORD)]
+    pub max_record: u64,
+}
+
+impl MaxRecordArgs {
+    /// Refuses a record frame announcing more than `--max-record` bytes. Bug "query has no
+    /// record size limit" (hostile probe of 2026-11-28): a frame announcing 2^63 bytes made
+    /// `query --out` write until the disk was full.
+    pub(crate) fn check(&self, h: &FrameHead) -> anyhow::Result<()> {
+        if h.payload_len > self.max_record {
+            bail!(
+                "the server sent a record of {} bytes ({} at {}), more than --max-record {}: give a larger --max-record to read it",
+                h.payload_len,
+                term(h.entry.as_deref().unwrap_or("")),
+                h.ts,
+                self.max_record
+            );
+        }
+        Ok(())
     }
 }
 
@@ -188,7 +226,8 @@ pub struct GetArgs {
     /// Timestamp of the record; default: the latest.
     #[arg(long, value_parser = parse_time)]
     pub ts: Option<u64>,
-    /// Write to this file instead of stdout.
+    /// Write to this file instead of stdout (as <file>.part until complete: a download cut
+    /// off leaves no file).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
@@ -200,36 +239,58 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
     let resp = c.read(&args.bucket, &args.entry, args.ts).await?;
     let len = resp.content_length();
     let ts = tsblob_proto::client::record_ts(&resp).unwrap_or(0);
-    let mut out: Box<dyn tokio::io::AsyncWrite + Unpin> = match &args.out {
-        Some(p) => Box::new(
-            tokio::fs::File::create(p)
-                .await
-                .with_context(|| format!("cannot create {}", p.display()))?,
+    // With -o the record goes to `<file>.part`, renamed to the file once complete (bug
+    // "cut-off download left as a normal file"; hostile probe of 2026-11-28).
+    let (mut file, pb) = match &args.out {
+        Some(p) => (
+            Some(RecordFile::create(p.clone(), len.unwrap_or(0)).await?),
+            bar(len),
         ),
-        None => Box::new(tokio::io::stdout()),
+        None => (None, ProgressBar::hidden()),
     };
-    let pb = if args.out.is_some() {
-        bar(len)
-    } else {
-        ProgressBar::hidden()
-    };
+    let mut stdout = tokio::io::stdout();
     let mut body = resp.bytes_stream();
-    let mut got = 0u64;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.context("the download was cut off")?;
-        got += chunk.len() as u64;
-        pb.inc(chunk.len() as u64);
-        out.write_all(&chunk).await?;
-    }
-    out.flush().await?;
-    pb.finish_and_clear();
-    if let Some(n) = len {
-        if got != n {
-            bail!(
-                "the server announced {n} bytes but sent {got}: the record was not read completely"
-            );
+    let copied = async {
+        let mut got = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.context("the download was cut off")?;
+            got += chunk.len() as u64;
+            pb.inc(chunk.len() as u64);
+            match file.as_mut() {
+                Some(f) => f
+                    .file
+                    .write_all(&chunk)
+                    .await
+                    .with_context(|| format!("cannot write {}", f.part.display()))?,
+                None => stdout.write_all(&chunk).await?,
+            }
         }
+        stdout.flush().await?;
+        if let Some(n) = len {
+            if got != n {
+                return Err(CutOff(format!(
+                    "the server announced {n} bytes but sent {got}: the record was not read completely"
+                ))
+                .into());
+            }
+        }
+        anyhow::Ok(got)
     }
+    .await;
+    pb.finish_and_clear();
+    let got = match (copied, file) {
+        (Ok(got), Some(f)) => {
+            f.finish().await?;
+            got
+        }
+        (Ok(got), None) => got,
+        (Err(e), f) => {
+            if let Some(f) = f {
+                f.discard().await;
+            }
+            return Err(e);
+        }
+    };
     eprintln!(
         "{}/{} @ {ts} ({}) {}",
         args.bucket,
@@ -265,7 +326,8 @@ pub struct QueryArgs {
     pub desc: bool,
     #[command(flatten)]
     pub filters: FilterArgs,
-    /// Write one file per record (<ts><ext>) into this folder instead of payloads to stdout.
+    /// Write one file per record (<ts><ext>) into this folder instead of payloads to stdout
+    /// (each as <ts><ext>.part until complete: a record cut off leaves no file).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     /// Print one metadata line per record instead of payloads (no payload is sent; with
@@ -278,6 +340,8 @@ pub struct QueryArgs {
     /// At most one record per this step (after --when): "1s", "100ms", "5m".
     #[arg(long, value_name = "DURATION")]
     pub each_t: Option<String>,
+    #[command(flatten)]
+    pub max_record: MaxRecordArgs,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -316,8 +380,27 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let pb = bar(None);
+    let mut file: Option<RecordFile> = None;
+    let read = read_frames(&args, &mut stream, &pb, &mut file).await;
+    pb.finish_and_clear();
+    if let Some(f) = file.take() {
+        // Cut off (or refused) in the middle of a record: no partial file stays.
+        f.discard().await;
+    }
+    let (records, bytes) = read?;
+    eprintln!("{records} records, {}", size(bytes));
+    Ok(())
+}
+
+/// Reads a query's frames: payloads into files (`--out`, the record open in `file`) or to
+/// stdout; (records, payload bytes) once the end frame came.
+async fn read_frames(
+    args: &QueryArgs,
+    stream: &mut tsblob_proto::client::QueryStream,
+    pb: &ProgressBar,
+    file: &mut Option<RecordFile>,
+) -> anyhow::Result<(u64, u64)> {
     let mut stdout = tokio::io::stdout();
-    let mut file: Option<tokio::fs::File> = None;
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut end = None;
     while let Some(ev) = stream
@@ -327,15 +410,32 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     {
         match ev {
             Event::Record(h) => {
+                args.max_record.check(&h)?;
                 records += 1;
                 pb.set_message(format!("{records} records"));
-                file = open_record_file(&args, &h).await?;
+                *file = open_record_file(args, &h).await?;
+                if file.as_ref().is_some_and(|f| f.left == 0) {
+                    if let Some(f) = file.take() {
+                        f.finish().await?;
+                    }
+                }
             }
             Event::Data(d) => {
                 bytes += d.len() as u64;
                 pb.inc(d.len() as u64);
                 match file.as_mut() {
-                    Some(f) => f.write_all(&d).await?,
+                    Some(f) => {
+                        f.file
+                            .write_all(&d)
+                            .await
+                            .with_context(|| format!("cannot write {}", f.part.display()))?;
+                        f.left = f.left.saturating_sub(d.len() as u64);
+                        if f.left == 0 {
+                            if let Some(f) = file.take() {
+                                f.finish().await?;
+                            }
+                        }
+                    }
                     None if !args.list => stdout.write_all(&d).await?,
                     None => {}
                 }
@@ -344,25 +444,92 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
             Event::Heartbeat(_) => {}
             Event::Skipped(json) => eprintln!(
                 "the server skipped damaged records: {}",
-                String::from_utf8_lossy(&json)
+                term(&String::from_utf8_lossy(&json))
             ),
             Event::Error(json) => {
-                pb.finish_and_clear();
                 bail!(
                     "the server stopped the query after {records} records: {}",
-                    String::from_utf8_lossy(&json)
+                    term(&String::from_utf8_lossy(&json))
                 );
             }
         }
     }
     stdout.flush().await?;
-    pb.finish_and_clear();
     match end {
-        Some(n) if n == records => {
-            eprintln!("{records} records, {}", size(bytes));
-            Ok(())
+        Some(n) if n == records => Ok((records, bytes)),
+        Some(n) => bail!(
+            "the query stream announced {n} records in its end frame but sent {records}: the result is not to be trusted"
+        ),
+        None if file.is_some() => Err(CutOff(format!(
+            "the query stream was cut off in the middle of record {records}: the result is incomplete (the partial record was not kept)"
+        ))
+        .into()),
+        None => Err(CutOff(format!(
+            "the query stream ended without its end frame after {records} records: the result is incomplete"
+        ))
+        .into()),
+    }
+}
+
+/// A record being written by `query --out`: into `<ts><ext>.part`, renamed to `<ts><ext>`
+/// once its last byte came. Bug "cut-off download left as a normal file" (hostile probe of
+/// 2026-11-28): a record cut off in the middle stayed as a normal-looking, shorter file.
+/// A path that exists and is not a regular file (`get -o /dev/null`, a FIFO) is written
+/// directly.
+struct RecordFile {
+    file: tokio::fs::File,
+    /// The file written: `<path>.part`, or `path` itself when written directly.
+    part: PathBuf,
+    path: PathBuf,
+    /// Payload bytes still to come.
+    left: u64,
+}
+
+impl RecordFile {
+    async fn create(path: PathBuf, len: u64) -> anyhow::Result<RecordFile> {
+        let direct = tokio::fs::metadata(&path).await.is_ok_and(|m| !m.is_file());
+        let part = if direct {
+            path.clone()
+        } else {
+            let mut part = path.clone().into_os_string();
+            part.push(".part");
+            PathBuf::from(part)
+        };
+        let file = tokio::fs::File::create(&part)
+            .await
+            .with_context(|| format!("cannot create {}", part.display()))?;
+        Ok(RecordFile {
+            file,
+            part,
+            path,
+            left: len,
+        })
+    }
+
+    /// The record is complete: flushed and renamed into place.
+    async fn finish(mut self) -> anyhow::Result<()> {
+        let done = async {
+            self.file.flush().await?;
+            if self.part != self.path {
+                tokio::fs::rename(&self.part, &self.path).await?;
+            }
+            std::io::Result::Ok(())
         }
-        _ => bail!("the query stream ended without its end frame after {records} records: the result is incomplete"),
+        .await;
+        if let Err(e) = done {
+            let path = self.path.display().to_string();
+            self.discard().await;
+            return Err(anyhow::Error::from(e).context(format!("cannot write {path}")));
+        }
+        Ok(())
+    }
+
+    /// The record will not be complete: its `.part` file is removed.
+    async fn discard(self) {
+        drop(self.file);
+        if self.part != self.path {
+            let _ = tokio::fs::remove_file(&self.part).await;
+        }
     }
 }
 
@@ -373,11 +540,14 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
     let v: serde_json::Value = serde_json::from_slice(line).with_context(|| {
         format!(
             "the server sent a line that is not JSON: {}",
-            String::from_utf8_lossy(line)
+            term(&String::from_utf8_lossy(line))
         )
     })?;
     if v.get("error").is_some() {
-        bail!("the server stopped the query after {records} records: {v}");
+        bail!(
+            "the server stopped the query after {records} records: {}",
+            super::human::json_text(&v)
+        );
     }
     if v.get("heartbeat").is_some() && v.get("ts").is_none() {
         return Ok(None);
@@ -391,20 +561,20 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
         .as_object()
         .map(|m| {
             m.iter()
-                .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or("")))
+                .map(|(k, x)| format!("{}={}", term(k), super::human::field(x)))
                 .collect()
         })
         .unwrap_or_default();
     let entry = v["entry"]
         .as_str()
-        .map(|e| format!("{e} "))
+        .map(|e| format!("{} ", term(e)))
         .unwrap_or_default();
     println!(
         "{entry}{} {} {} {} {}",
         ts,
         format_time(ts),
         size(v["size"].as_u64().unwrap_or(0)),
-        v["content_type"].as_str().unwrap_or(""),
+        super::human::field(&v["content_type"]),
         labels.join(",")
     );
     Ok(Some(ts))
@@ -636,22 +806,23 @@ async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn open_record_file(
-    args: &QueryArgs,
-    h: &FrameHead,
-) -> anyhow::Result<Option<tokio::fs::File>> {
-    let labels: Vec<String> = h.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+async fn open_record_file(args: &QueryArgs, h: &FrameHead) -> anyhow::Result<Option<RecordFile>> {
+    let labels: Vec<String> = h
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{}={}", term(k), term(v)))
+        .collect();
     let entry = h
         .entry
         .as_deref()
-        .map(|e| format!("{e} "))
+        .map(|e| format!("{} ", term(e)))
         .unwrap_or_default();
     let line = format!(
         "{entry}{} {} {} {} {}",
         h.ts,
         format_time(h.ts),
         size(h.payload_len),
-        h.content_type,
+        term(&h.content_type),
         labels.join(",")
     );
     if args.list {
@@ -668,8 +839,9 @@ async fn open_record_file(
                     tsblob_proto::names::validate_entry_name(e).map_err(|err| {
                         anyhow::anyhow!(
                             "the server sent a record of an entry this query cannot write \
-                             into {}: {err}",
-                            dir.display()
+                             into {}: {}",
+                            dir.display(),
+                            term(&err.to_string())
                         )
                     })?;
                     let d = dir.join(e);
@@ -681,10 +853,7 @@ async fn open_record_file(
                 None => dir.clone(),
             };
             let p = dir.join(format!("{}{}", h.ts, extension_of(&h.content_type)));
-            let f = tokio::fs::File::create(&p)
-                .await
-                .with_context(|| format!("cannot create {}", p.display()))?;
-            Ok(Some(f))
+            Ok(Some(RecordFile::create(p, h.payload_len).await?))
         }
         None => Ok(None),
     }

@@ -97,19 +97,19 @@ fn line(t: &Value) {
         .map_or_else(|| "-".to_string(), |a| format!("{a:.1}s"));
     println!(
         "{:<20} {:<8} {:<8} {} → {}/{}  pending {} ({})  lag {}  sent {}  errors {}  conflicts {}  evicted before sent {}",
-        t["name"].as_str().unwrap_or(""),
-        t["settings"]["mode"].as_str().unwrap_or(""),
-        s["phase"].as_str().unwrap_or(""),
-        t["settings"]["src_bucket"].as_str().unwrap_or(""),
-        t["settings"]["dst_url"].as_str().unwrap_or(""),
-        t["settings"]["dst_bucket"].as_str().unwrap_or(""),
-        s["pending_records"],
+        human::field(&t["name"]),
+        human::field(&t["settings"]["mode"]),
+        human::field(&s["phase"]),
+        human::field(&t["settings"]["src_bucket"]),
+        human::field(&t["settings"]["dst_url"]),
+        human::field(&t["settings"]["dst_bucket"]),
+        human::json_text(&s["pending_records"]),
         human::size(s["pending_bytes"].as_u64().unwrap_or(0)),
         lag,
-        s["sent_records"],
-        s["errors"],
-        s["conflicts"],
-        s["evicted_before_sent"],
+        human::json_text(&s["sent_records"]),
+        human::json_text(&s["errors"]),
+        human::json_text(&s["conflicts"]),
+        human::json_text(&s["evicted_before_sent"]),
     );
 }
 
@@ -145,7 +145,7 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
             } else {
                 line(&t);
                 for (k, v) in t["status"].as_object().into_iter().flatten() {
-                    println!("  {k}: {v}");
+                    println!("  {}: {}", human::term(k), human::json_text(v));
                 }
             }
         }

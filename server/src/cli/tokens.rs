@@ -98,11 +98,12 @@ fn parse_ttl(s: &str) -> Result<u64, String> {
 }
 
 fn list(v: &Value) -> String {
-    let names: Vec<&str> = v
+    let names: Vec<std::borrow::Cow<'_, str>> = v
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
+        .map(human::term)
         .collect();
     if names.is_empty() {
         "-".into()
@@ -142,7 +143,7 @@ fn print_token(t: &Value) {
     }
     println!(
         "{:<24} {rights}  {created}{limits}",
-        t["name"].as_str().unwrap_or("")
+        human::field(&t["name"])
     );
 }
 
@@ -180,7 +181,7 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
             if json {
                 println!("{v}");
             } else {
-                println!("{}", v["value"].as_str().unwrap_or(""));
+                println!("{}", human::field(&v["value"]));
                 eprintln!("created token {name}: the value above is shown only once");
             }
         }
@@ -189,7 +190,7 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
             if json {
                 println!("{v}");
             } else {
-                println!("{}", v["value"].as_str().unwrap_or(""));
+                println!("{}", human::field(&v["value"]));
                 eprintln!(
                     "rotated token {name}: the value above is shown only once; the old one no longer works"
                 );

@@ -45,8 +45,6 @@ use source::{folder_entries, read_folder, read_index, read_server};
 const CHANNEL: usize = 64;
 /// ... holding at most this many payload bytes (a larger record travels alone).
 const CHANNEL_BYTES: usize = 256 << 20;
-/// The default of `--max-record`.
-const MAX_RECORD: u64 = 1 << 30;
 
 /// The sending end of the copy's queue: bounded by records and by payload bytes. Bug "cp
 /// queues 64 whole records": 64 records of any size were held, so a source announcing huge
@@ -153,10 +151,8 @@ pub struct CpArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
-    /// The largest record a server source may send (bytes, e.g. 1073741824): a larger one
-    /// fails the copy before its payload is read (a record is held whole in memory).
-    #[arg(long, value_name = "BYTES", default_value_t = MAX_RECORD)]
-    pub max_record: u64,
+    #[command(flatten)]
+    pub max_record: super::records::MaxRecordArgs,
     /// A destination bucket that does not exist is created with the source bucket's
     /// settings (quota, blocks, compression, retention, tiering); with this flag, with the
     /// destination server's defaults instead.
@@ -331,7 +327,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         pb
     };
     let (tx, rx) = queue(CHANNEL, CHANNEL_BYTES);
-    let max_record = args.max_record;
+    let max_record = args.max_record.clone();
     let producer = {
         let (src, patterns, args_when, stop) =
             (src.clone(), patterns.clone(), args.when.clone(), args.stop);

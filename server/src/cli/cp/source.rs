@@ -14,6 +14,8 @@ use tsblob_storage::FeedFilter;
 
 use super::{compile_patterns, query_params, IndexLine, Tx, INDEX};
 use crate::batch_client::OutRecord;
+use crate::cli::human::term;
+use crate::cli::records::{CutOff, MaxRecordArgs};
 use crate::cli::{seg, Client};
 
 /// Streams a multi-entry query of the source into `tx`; returns the records read.
@@ -27,7 +29,7 @@ pub(super) async fn read_server(
     start: Option<u64>,
     stop: Option<u64>,
     when: Option<&str>,
-    max_record: u64,
+    max_record: MaxRecordArgs,
     tx: Tx,
 ) -> anyhow::Result<u64> {
     let c = Client::with_ca(url, token.as_deref(), ca)?;
@@ -48,15 +50,7 @@ pub(super) async fn read_server(
         while let Some(ev) = dec.next(&mut buf)? {
             match ev {
                 Event::Record(h) => {
-                    if h.payload_len > max_record {
-                        bail!(
-                            "the source sent a record of {} bytes ({} at {}), more than --max-record {}: give a larger --max-record to copy it",
-                            h.payload_len,
-                            h.entry.as_deref().unwrap_or(""),
-                            h.ts,
-                            max_record
-                        );
-                    }
+                    max_record.check(&h)?;
                     want = h.payload_len;
                     cur = Some(OutRecord {
                         entry: h.entry.unwrap_or_default(),
@@ -75,11 +69,11 @@ pub(super) async fn read_server(
                 Event::Heartbeat(_) => {}
                 Event::Skipped(json) => eprintln!(
                     "the source skipped damaged records (not copied): {}",
-                    String::from_utf8_lossy(&json)
+                    term(&String::from_utf8_lossy(&json))
                 ),
                 Event::Error(json) => bail!(
                     "the source stopped the query after {records} records: {}",
-                    String::from_utf8_lossy(&json)
+                    term(&String::from_utf8_lossy(&json))
                 ),
             }
             if cur.as_ref().is_some_and(|r| r.data.len() as u64 == want) {
@@ -100,7 +94,8 @@ pub(super) async fn read_server(
     }
     match end {
         Some(n) if n == records => Ok(records),
-        _ => bail!("the source's query stream ended without its end frame after {records} records: run the copy again"),
+        Some(n) => bail!("the source's query stream announced {n} records in its end frame but sent {records}: run the copy again"),
+        None => Err(CutOff(format!("the source's query stream ended without its end frame after {records} records: run the copy again")).into()),
     }
 }
 
