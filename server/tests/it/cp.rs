@@ -191,6 +191,46 @@ async fn conflicts_fail_the_copy_and_keep_the_destination_record() {
     assert_eq!(got.len(), 60);
 }
 
+/// Hostile probe of 2026-11-28: one record the destination refused for itself (a label too
+/// long for it, in an MCAP import) stopped the copy at once: 1,999 of 30,000 records
+/// written and a second refusal in the same batch not even mentioned. Now each refused
+/// record is reported and counted, the others are copied, and the command fails at the
+/// end saying how many were refused. Here the destination's `max_age` refuses the records
+/// stamped before it reaches back (422 `too_old`), interleaved with new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_refused_record_stopped_the_whole_copy() {
+    let (a, b) = (Server::start(&[]), Server::start(&[]));
+    let (src, dst) = (Api::new(&a.url(""), None), Api::new(&b.url(""), None));
+    src.create_bucket("s", json!({})).await;
+    dst.create_bucket("d", json!({"max_age": "1d"})).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    // 300 records: every 10th stamped in 1970, the rest within the last minute.
+    let recs: Vec<_> = (0..300u64)
+        .map(|i| {
+            let ts = if i % 10 == 0 {
+                1000 + i
+            } else {
+                now - 60_000_000 + i
+            };
+            (ts, "text/plain", labels(&[]), format!("r{i}").into_bytes())
+        })
+        .collect();
+    src.write("s", "e", &recs).await.unwrap();
+    let (ok, out) = cp(&[&a.url("/s/e"), &b.url("/d")]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("30 record(s) were refused"), "{out}");
+    assert!(
+        out.contains("270 written") && out.contains("30 refused"),
+        "{out}"
+    );
+    assert!(out.contains("too_old") || out.contains("max_age"), "{out}");
+    assert_eq!(out.matches("refused: ").count(), 20, "{out}");
+    assert_eq!(dst.dump("d").await.len(), 270);
+}
+
 /// The attachments of `bucket/entry` as the API answers them.
 async fn attachments(api: &Api, bucket: &str, entry: &str) -> serde_json::Value {
     let (s, v) = api

@@ -264,6 +264,9 @@ struct Totals {
     written: u64,
     existing: u64,
     conflicts: u64,
+    /// Records the destination refused for themselves (not retried), and the first reason.
+    refused: u64,
+    first_refusal: Option<String>,
     bytes: u64,
 }
 
@@ -385,10 +388,11 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
     let totals = consumed?;
     let (read, incomplete) = produced?;
     eprintln!(
-        "{read} records read, {} written, {} already there, {} conflicts, {}",
+        "{read} records read, {} written, {} already there, {} conflicts, {} refused, {}",
         totals.written,
         totals.existing,
         totals.conflicts,
+        totals.refused,
         size(totals.bytes)
     );
     // Between servers and folders (an MCAP file has no attachments).
@@ -399,6 +403,13 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         if docs > 0 {
             eprintln!("{docs} attachment(s) of {entries} entries copied");
         }
+    }
+    if totals.refused > 0 {
+        bail!(
+            "{} record(s) were refused by the destination and not copied (the first: {}); the others were",
+            totals.refused,
+            totals.first_refusal.as_deref().map_or(std::borrow::Cow::Borrowed(""), crate::cli::human::term)
+        );
     }
     if totals.conflicts > 0 {
         bail!(

@@ -67,6 +67,9 @@ async fn send_with_retries(
 ) -> anyhow::Result<()> {
     let mut wait = Duration::from_millis(200);
     let mut attempt = 1;
+    // The last 429/5xx a record was answered (a full quota, too many entries), for the
+    // message when retries run out.
+    let mut last_error: Option<String> = None;
     while !recs.is_empty() {
         let (back, answer) = post_batch(http, dst, entry, recs, Duration::from_secs(30)).await;
         recs = back;
@@ -83,7 +86,6 @@ async fn send_with_retries(
         };
         let mut results = answer.results.into_iter();
         let mut left = Vec::new();
-        let mut refused = None;
         let mut too_large = false;
         // A record too large for a batch went alone: the rest is sent at once.
         let mut moved = false;
@@ -99,51 +101,38 @@ async fn send_with_retries(
                     too_large = true;
                     let outcome = send_alone(http, dst, entry, &r).await;
                     moved = !matches!(outcome, Single::Retry(_));
-                    tally(outcome, &r, entry, totals, &mut refused, &mut left);
+                    tally(outcome, &r, entry, totals, &mut left);
                 }
-                Some((201, _)) => tally(Single::Stored, &r, entry, totals, &mut refused, &mut left),
-                Some((200, _)) => {
-                    tally(Single::Existing, &r, entry, totals, &mut refused, &mut left)
-                }
+                Some((201, _)) => tally(Single::Stored, &r, entry, totals, &mut left),
+                Some((200, _)) => tally(Single::Existing, &r, entry, totals, &mut left),
                 Some((409, e)) => {
                     let m = e.map_or_else(|| format!("{entry} {}", r.ts), |e| e.message);
-                    tally(
-                        Single::Conflict(m),
-                        &r,
-                        entry,
-                        totals,
-                        &mut refused,
-                        &mut left,
-                    )
+                    tally(Single::Conflict(m), &r, entry, totals, &mut left)
                 }
-                Some((s, _)) if s == 429 || s >= 500 => left.push(r),
+                Some((s, e)) if s == 429 || s >= 500 => {
+                    if let Some(e) = e {
+                        last_error = Some(format!("{s} {}: {}", e.code, e.message));
+                    }
+                    left.push(r)
+                }
                 Some((s, e)) => {
                     let m = format!(
                         "{dst}/{entry} refused record {} ({s}): {}",
                         r.ts,
                         e.map_or_else(String::new, |e| e.message)
                     );
-                    tally(
-                        Single::Refused(m),
-                        &r,
-                        entry,
-                        totals,
-                        &mut refused,
-                        &mut left,
-                    )
+                    tally(Single::Refused(m), &r, entry, totals, &mut left)
                 }
                 None => left.push(r),
             }
-        }
-        if let Some(why) = refused {
-            bail!(why);
         }
         recs = left;
         if moved || recs.is_empty() {
             continue; // the rest goes at once (a record too large is not a failure)
         }
         if attempt >= ATTEMPTS {
-            bail!("{dst}/{entry}: {} record(s) still not stored after {ATTEMPTS} attempts; run the copy again", recs.len())
+            let why = last_error.map_or_else(String::new, |m| format!(" (last answer: {m})"));
+            bail!("{dst}/{entry}: {} record(s) still not stored after {ATTEMPTS} attempts{why}; run the copy again", recs.len())
         }
         attempt += 1;
         tokio::time::sleep(wait).await;
@@ -177,13 +166,19 @@ async fn send_alone(
     .await
 }
 
-/// Counts what the destination did with record `r`.
+/// Refused records whose reason is printed; later ones are counted (the summary says how
+/// many, and the first reason).
+const REFUSED_SHOWN: u64 = 20;
+
+/// Counts what the destination did with record `r`. A record refused for itself (a
+/// label too long for the destination, …) is counted and reported, and the copy goes on:
+/// one such record in an MCAP file stopped its import at record 1,999 of 30,000 (hostile
+/// probe of 2026-11-28); the command fails at the end, saying how many.
 fn tally(
     outcome: Single,
     r: &OutRecord,
     entry: &str,
     totals: &mut Totals,
-    refused: &mut Option<String>,
     left: &mut Vec<OutRecord>,
 ) {
     match outcome {
@@ -197,7 +192,11 @@ fn tally(
             eprintln!("conflict: {entry} {}: {m}", r.ts);
         }
         Single::Refused(m) => {
-            refused.get_or_insert(m);
+            totals.refused += 1;
+            if totals.refused <= REFUSED_SHOWN {
+                eprintln!("refused: {}", crate::cli::human::term(&m));
+            }
+            totals.first_refusal.get_or_insert(m);
         }
         Single::Retry(m) => {
             eprintln!("{m}; retrying");
