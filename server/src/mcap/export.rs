@@ -71,6 +71,10 @@ pub enum ExportError {
         id: u64,
         message: String,
     },
+    /// A schema record over [`MAX_SCHEMA_BYTES`] (written by another writer than the
+    /// import, which refuses one): the request cannot be answered as it is, nothing failed.
+    #[error("the schema of entry {entry:?} (record {id} of {schemas}) is {size} bytes, over the {max} of a schema an MCAP export reads: export the other entries, or read the records with a plain query", schemas = super::SCHEMAS_ENTRY, max = tsblob_proto::format_size(MAX_SCHEMA_BYTES))]
+    SchemaTooLarge { entry: String, id: u64, size: u64 },
     /// More channels or schemas than an export keeps ([`MAX_CHANNELS`], [`MAX_SCHEMAS`]).
     #[error("the export needs more than {max} {what} (distinct topics, encodings and content types of its entries, or schemas): export fewer entries or a shorter range at once")]
     TooMany { what: &'static str, max: usize },
@@ -145,7 +149,7 @@ impl<W: Write> Exporter<W> {
         content_type: &str,
         labels: &Labels,
         data: &[u8],
-        schema: &mut dyn FnMut(u64) -> Result<Option<SchemaDef>, String>,
+        schema: &mut dyn FnMut(u64) -> Result<Option<SchemaDef>, SchemaLookup>,
     ) -> Result<bool, ExportError> {
         if entry == SCHEMAS_ENTRY {
             return Ok(false);
@@ -212,7 +216,7 @@ impl<W: Write> Exporter<W> {
         &mut self,
         entry: &str,
         ts: u64,
-        schema: &mut dyn FnMut(u64) -> Result<Option<SchemaDef>, String>,
+        schema: &mut dyn FnMut(u64) -> Result<Option<SchemaDef>, SchemaLookup>,
     ) -> Result<u16, ExportError> {
         if ts == 0 {
             return Ok(0);
@@ -226,10 +230,17 @@ impl<W: Write> Exporter<W> {
                 max: MAX_SCHEMAS,
             });
         }
-        let id = match schema(ts).map_err(|message| ExportError::Schema {
-            entry: entry.to_string(),
-            id: ts,
-            message,
+        let id = match schema(ts).map_err(|e| match e {
+            SchemaLookup::TooLarge { size } => ExportError::SchemaTooLarge {
+                entry: entry.to_string(),
+                id: ts,
+                size,
+            },
+            SchemaLookup::Failed(message) => ExportError::Schema {
+                entry: entry.to_string(),
+                id: ts,
+                message,
+            },
         })? {
             Some(s) => {
                 let bytes = s.held_bytes();
@@ -290,8 +301,29 @@ impl<W: Write> Exporter<W> {
     }
 }
 
+/// Why a schema was not found.
+#[derive(Debug)]
+pub enum SchemaLookup {
+    /// Its record is over [`MAX_SCHEMA_BYTES`]: it was 500 `internal` ("see the server
+    /// log"), for every export touching its entry.
+    TooLarge {
+        size: u64,
+    },
+    Failed(String),
+}
+
+impl From<String> for SchemaLookup {
+    fn from(m: String) -> Self {
+        SchemaLookup::Failed(m)
+    }
+}
+
 /// The schema record at `ts` of a bucket's [`SCHEMAS_ENTRY`], if there is one.
-pub fn load_schema(store: &Store, bucket: &str, ts: u64) -> Result<Option<SchemaDef>, String> {
+pub fn load_schema(
+    store: &Store,
+    bucket: &str,
+    ts: u64,
+) -> Result<Option<SchemaDef>, SchemaLookup> {
     let q = Query {
         start: Some(ts),
         stop: Some(ts.saturating_add(1)),
@@ -300,23 +332,21 @@ pub fn load_schema(store: &Store, bucket: &str, ts: u64) -> Result<Option<Schema
     let mut it = match store.query(bucket, SCHEMAS_ENTRY, &q) {
         Ok(it) => it,
         Err(tsblob_storage::Error::NotFound(_)) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.to_string().into()),
     };
     while let Some(item) = it.next_bounded() {
-        let Some(item) = item.map_err(|e| e.to_string())? else {
+        let Some(item) = item.map_err(|e| SchemaLookup::Failed(e.to_string()))? else {
             continue;
         };
         if item.meta.size > MAX_SCHEMA_BYTES {
-            return Err(format!(
-                "the schema is {} bytes, over the {} an export reads",
-                item.meta.size,
-                tsblob_proto::format_size(MAX_SCHEMA_BYTES)
-            ));
+            return Err(SchemaLookup::TooLarge {
+                size: item.meta.size,
+            });
         }
         let data = match item.data() {
             Ok(d) => d,
             Err(tsblob_storage::Error::NotFound(_)) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string().into()),
         };
         let l = &item.meta.labels;
         return Ok(Some(SchemaDef {
@@ -336,7 +366,7 @@ mod tests {
     #[test]
     fn an_export_reads_back_with_every_message_and_its_labels() {
         let mut x = Exporter::new(Vec::new()).unwrap();
-        let mut none = |_: u64| -> Result<Option<SchemaDef>, String> { Ok(None) };
+        let mut none = |_: u64| -> Result<Option<SchemaDef>, SchemaLookup> { Ok(None) };
         let labels = Labels::from([("k".to_string(), "v".to_string())]);
         for ts in 1..=3u64 {
             x.add("a/b", ts, "application/json", &labels, b"{}", &mut none)
@@ -367,7 +397,7 @@ mod tests {
     #[test]
     fn an_export_stops_at_max_channels() {
         let mut x = Exporter::new(Vec::new()).unwrap();
-        let mut none = |_: u64| -> Result<Option<SchemaDef>, String> { Ok(None) };
+        let mut none = |_: u64| -> Result<Option<SchemaDef>, SchemaLookup> { Ok(None) };
         for ts in 0..MAX_CHANNELS as u64 {
             x.add(
                 &format!("e{ts}"),

@@ -24,6 +24,12 @@ use tsblob_storage::Labels;
 /// two hex digits there), so no topic maps onto it.
 pub const SCHEMAS_ENTRY: &str = ".mcap-schemas";
 
+/// The largest MCAP message an import takes and an export carries (one record, read whole:
+/// the frame answer's largest mapped record). An import refuses a larger message (reported,
+/// the copy fails) before buffering it when its record is outside a chunk: two 512 MiB
+/// messages of a 33 KB file cost `tsblob cp` 2.4 GB, and were then refused by every export.
+pub const MAX_MESSAGE_BYTES: u64 = tsblob_storage::MAP_MAX;
+
 /// Labels an import sets (and an export reads back instead of exporting them as labels).
 pub const L_TOPIC: &str = "mcap.topic";
 pub const L_ENCODING: &str = "mcap.encoding";

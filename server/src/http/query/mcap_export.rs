@@ -16,7 +16,7 @@ use crate::http::body::channel_body;
 use crate::http::budget::Held;
 use crate::http::errors::{blocking, AppError};
 use crate::http::records::Target;
-use crate::mcap::export::{load_schema, ExportError, Exporter, MEDIA_TYPE};
+use crate::mcap::export::{load_schema, ExportError, Exporter, SchemaLookup, MEDIA_TYPE};
 
 /// A `Write` into a buffer the HTTP producer drains after each step.
 #[derive(Clone, Default)]
@@ -110,7 +110,9 @@ impl Producer {
             if let Some(s) = &s {
                 if !held.try_resize(held.bytes().saturating_add(s.held_bytes())) {
                     no_room = true;
-                    return Err("no room in the memory budget for the schema".to_string());
+                    return Err(SchemaLookup::Failed(
+                        "no room in the memory budget for the schema".to_string(),
+                    ));
                 }
             }
             Ok(s)
@@ -179,7 +181,7 @@ impl Producer {
 /// The largest record an MCAP export carries: the frame answer's largest mapped record
 /// (`tsblob_storage::MAP_MAX`). A 4 GiB record was read into memory whole and copied
 /// twice more by the writer (~12 GiB), for each of 64 exports a token may run.
-const MCAP_RECORD_MAX: u64 = tsblob_storage::MAP_MAX;
+const MCAP_RECORD_MAX: u64 = crate::mcap::MAX_MESSAGE_BYTES;
 
 fn record_too_large(entry: &str, ts: u64, size: u64) -> AppError {
     AppError::new(
@@ -195,7 +197,11 @@ fn record_too_large(entry: &str, ts: u64, size: u64) -> AppError {
 fn export_failed(e: ExportError) -> AppError {
     match e {
         // The export's bounds: the request asks too much, nothing failed.
-        ExportError::TooMany { .. } | ExportError::SchemaBytes { .. } => AppError::new(
+        // A schema over what an export reads (stored by another writer than the import,
+        // which refuses one): was a 500 `internal`, its reason only in the server log.
+        ExportError::TooMany { .. }
+        | ExportError::SchemaBytes { .. }
+        | ExportError::SchemaTooLarge { .. } => AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             tsblob_proto::ErrorCode::Unsupported,
             format!("the MCAP export stopped: {e}"),
