@@ -1096,3 +1096,68 @@ fn an_idle_reductstore_session_held_a_page_per_entry() {
         grown >> 20
     );
 }
+
+/// `RssAnon` of a process (heap and stacks; not the mapped index pages a walk touches).
+fn rss_anon(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb << 10)
+}
+
+/// Hostile probe of 2026-11-28: a query's page of index records holds each record's own
+/// label set when it is stored inline (over 4 KiB), and a merge's page is 4,096 records:
+/// one query over 16 entries of records with 64 KiB of labels held 266 MB, outside the
+/// memory budget, and a read-only token that opened 12 and never read them took the
+/// server to 3.2 GB. Now a query's pages hold at most 4 MiB of such label sets (at least
+/// one record a page), counted in `--memory-budget`.
+#[test]
+fn unread_queries_over_records_with_large_label_sets_held_them_all() {
+    use bytes::BytesMut;
+    use std::io::Write;
+    let (s, a) = start(&[]);
+    let t = Duration::from_secs(60);
+    assert_eq!(call(&a, "POST", "/api/v1/b/lab", b"", t).0, 201);
+    let (entries, per_entry) = (16u64, 60u64);
+    for e in 0..entries {
+        let mut body = BytesMut::new();
+        for i in 0..per_entry {
+            let mut labels = tsblob_storage::Labels::new();
+            for k in 0..15 {
+                labels.insert(format!("k{k}"), format!("{e}-{i}-{}", "v".repeat(3_990)));
+            }
+            tsblob_proto::framing::put_record(&mut body, 1 + i * entries + e, "", &labels, b"x");
+        }
+        tsblob_proto::framing::put_end(&mut body, per_entry);
+        let mut req = batch_head(&format!("/api/v1/b/lab/e{e:02}/batch"), body.len(), false);
+        req.extend_from_slice(&body);
+        let (status, answer) = raw_http(&a, &req, t);
+        assert_eq!(status, 200, "{answer}");
+    }
+    let path = "/api/v1/b/lab/query?entries=*";
+    // One query read whole first: what the server holds of its own is there.
+    assert_eq!(call(&a, "GET", path, b"", t).0, 200);
+    let before = rss_anon(s.pid());
+    let mut unread = Vec::new();
+    for _ in 0..4 {
+        // (Its answer's frames carry the labels: a few fill the socket's buffers.)
+        let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        unread.push(tcp);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let grown = rss_anon(s.pid()).saturating_sub(before);
+    // Before: 16 entries × 60 records × 60 KB of labels each, ~58 MB a query, ~230 MB.
+    assert!(
+        grown < 64 << 20,
+        "4 unread queries over records with 60 KB label sets grew the server by {} MB",
+        grown >> 20
+    );
+    drop(unread);
+}

@@ -27,6 +27,12 @@ const PAGE: usize = 256;
 /// and decodes ~this many records, not 256 per entry (a ReductStore session over 2,000
 /// entries held 512,000, ~350 MB, from its first read: hostile probe of 2026-11-28).
 const MERGE_RECORDS: usize = 4096;
+/// Bytes of label sets stored inline (over 4 KiB, each record's own) the pages of a query
+/// hold at most, over all its entries (at least one record a page): 4,096 records with
+/// 64 KiB label sets held 266 MB for one query of 16 entries, outside the memory budget,
+/// 3.2 GB for 12 such queries a read-only token left unread (hostile probe of 2026-11-28).
+/// They count in [`QueryIter::held_bytes`].
+const PAGE_INLINE_BYTES: u64 = 4 << 20;
 
 impl Store {
     /// Counts and payload bytes of an entry's records per `step` over `[start, stop)`.
@@ -209,6 +215,10 @@ struct Cursor {
     /// Records a page holds at most ([`PAGE`], less in a merge of many entries:
     /// [`MERGE_RECORDS`]).
     page_len: usize,
+    /// Bytes of label sets stored inline (each record's own) a page holds at most (past
+    /// the first record): its share of [`PAGE_INLINE_BYTES`]; and those of the page now.
+    inline_cap: u64,
+    page_inline: u64,
     /// The span of the records returned last (see [`Span`]), when this is the only cursor
     /// of its query or the reader maps windows per entry ([`QueryIter::windowed`]): one
     /// entry's records share mapped windows of their block. Not otherwise in a merge of
@@ -218,7 +228,7 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn new(entry: Arc<Entry>, query: &Query, page_len: usize) -> Cursor {
+    fn new(entry: Arc<Entry>, query: &Query, page_len: usize, inline_cap: u64) -> Cursor {
         Cursor {
             entry,
             lo: query.start.unwrap_or(0),
@@ -229,6 +239,8 @@ impl Cursor {
             sel: Selector::per_entry(query),
             finished: false,
             page_len,
+            inline_cap,
+            page_inline: 0,
             spans: Spans::default(),
         }
     }
@@ -246,6 +258,7 @@ impl Cursor {
             self.ahead = None;
         }
         self.page = VecDeque::new();
+        self.page_inline = 0;
         self.spans = Spans::default();
     }
 
@@ -273,15 +286,16 @@ impl Cursor {
         }
         let txn = index.read_txn()?;
         let mut out = Vec::with_capacity(self.page_len);
-        index.range(
+        self.page_inline = index.range_bounded(
             &txn,
             self.entry.id(),
             self.lo..self.hi,
             order,
             self.page_len,
+            self.inline_cap,
             &mut out,
         )?;
-        if out.len() < self.page_len {
+        if out.len() < self.page_len && self.page_inline < self.inline_cap {
             self.done = true;
             if bounded {
                 self.ahead = first_in(index, &txn, self.entry.id(), self.hi..stop)?;
@@ -430,6 +444,7 @@ impl Store {
             }
         }
         let page_len = (MERGE_RECORDS / entries.len().max(1)).clamp(1, PAGE);
+        let inline_cap = (PAGE_INLINE_BYTES / entries.len().max(1) as u64).max(1);
         Ok(QueryIter {
             store: self.clone(),
             shared: Arc::new(QueryShared {
@@ -439,7 +454,7 @@ impl Store {
             }),
             cursors: entries
                 .into_iter()
-                .map(|e| Cursor::new(e, query, page_len))
+                .map(|e| Cursor::new(e, query, page_len, inline_cap))
                 .collect(),
             left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),
@@ -556,12 +571,14 @@ impl QueryIter {
         }
     }
 
-    /// Bytes its pages of index records hold (one page per entry, up to 256 records each;
-    /// the labels they share are not counted): what a server counts in its memory budget
+    /// Bytes its pages of index records hold (one page per entry, up to 256 records each),
+    /// with the label sets stored inline that they decoded (the interned ones, shared, are
+    /// not counted): what a server counts in its memory budget
     /// for a merge. A walk that ended gives its pages back (an idle live tail holds none).
     pub fn held_bytes(&self) -> u64 {
         let slots: usize = self.cursors.iter().map(|c| c.page.capacity()).sum();
-        (slots * std::mem::size_of::<(u64, IndexValue)>()) as u64
+        let inline: u64 = self.cursors.iter().map(|c| c.page_inline).sum();
+        (slots * std::mem::size_of::<(u64, IndexValue)>()) as u64 + inline
     }
 
     /// The cursor whose next record comes first (ties: the first, by entry name); `None`

@@ -220,7 +220,7 @@ pub(super) struct Producer {
     /// The next step's room in the memory budget (taken before the step, what it did
     /// not use given back after it).
     pub(super) room: Held,
-    /// A multi-entry merge's pages of index records, counted after each step.
+    /// The query's pages of index records (one per entry), counted after each step.
     merge: Held,
 }
 
@@ -259,9 +259,9 @@ impl Producer {
     pub(super) fn counted_step(&mut self) -> Step {
         let step = self.step();
         self.room.try_resize(0);
-        if self.many {
-            self.merge.set(self.iter.held_bytes());
-        }
+        // (A query of one entry too: its page may hold records' own label sets, up to
+        // `PAGE_INLINE_BYTES` in the engine.)
+        self.merge.set(self.iter.held_bytes());
         step
     }
 
