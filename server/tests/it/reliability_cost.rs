@@ -1161,3 +1161,53 @@ fn unread_queries_over_records_with_large_label_sets_held_them_all() {
     );
     drop(unread);
 }
+
+/// Reads probe of 2026-11-28: `GET …/attachments` read an entry's attachments (up to 64 of
+/// 64 KiB) before taking their room in the memory budget, so 120 requests that never read
+/// their answers took the server from 6 to 542 MB, the 90 refused 503 included. Now the
+/// room for a full set is taken first: past the budget, a request waits, then is refused,
+/// having read nothing.
+#[test]
+fn unread_attachment_lists_were_read_before_the_budget_was_asked() {
+    use std::io::Write;
+    let (s, a) = start(&["--memory-budget", "32MiB", "--memory-wait", "5s"]);
+    let t = Duration::from_secs(60);
+    assert_eq!(call(&a, "POST", "/api/v1/b/att", b"", t).0, 201);
+    let docs: serde_json::Map<String, serde_json::Value> = (0..64)
+        .map(|i| {
+            (
+                format!("doc{i:02}"),
+                serde_json::json!({"x": "y".repeat(60_000)}),
+            )
+        })
+        .collect();
+    let body = serde_json::to_vec(&docs).unwrap();
+    let (status, answer) = call(&a, "PUT", "/api/v1/b/att/e/attachments", &body, t);
+    assert_eq!(status, 200, "{answer}");
+    let path = "/api/v1/b/att/e/attachments";
+    assert_eq!(call(&a, "GET", path, b"", t).0, 200);
+    let before = rss_anon(s.pid());
+    let mut unread = Vec::new();
+    for _ in 0..60 {
+        let mut tcp = std::net::TcpStream::connect(&a).unwrap();
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        unread.push(tcp);
+    }
+    // While the requests past the budget wait for room (`--memory-wait`).
+    let mut peak = 0;
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak.max(rss_anon(s.pid()));
+    }
+    let grown = peak.saturating_sub(before);
+    // Before: each request read ~4 MB whatever the budget said: 117 MB here (3 MB now).
+    assert!(
+        grown < 48 << 20,
+        "60 unread attachment lists, --memory-budget 32MiB: the server grew by {} MB",
+        grown >> 20
+    );
+    drop(unread);
+}
