@@ -834,14 +834,13 @@ mod tests {
     fn a_new_data_folder_was_readable_by_every_user() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("parent").join("data");
-        let s = crate::Store::open(&data, crate::StoreOptions::default()).unwrap();
-        drop(s);
+        drop(super::lock_folder(&data).unwrap()); // as `Store::open` does
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&data), 0o700);
         let kept = dir.path().join("kept");
         std::fs::create_dir(&kept).unwrap();
         std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o750)).unwrap();
-        drop(crate::Store::open(&kept, crate::StoreOptions::default()).unwrap());
+        drop(super::lock_folder(&kept).unwrap());
         assert_eq!(mode(&kept), 0o750);
     }
 }
