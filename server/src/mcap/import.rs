@@ -1097,6 +1097,29 @@ mod tests {
             .collect()
     }
 
+    /// An MCAP file of one topic `/t` with a message at each log time (ns), payload its
+    /// index.
+    fn one_topic(times: &[u64]) -> Vec<u8> {
+        let mut w = ::mcap::WriteOptions::new()
+            .create(std::io::Cursor::new(Vec::new()))
+            .unwrap();
+        let c = w.add_channel(0, "/t", "json", &BTreeMap::new()).unwrap();
+        for (i, t) in times.iter().enumerate() {
+            w.write_to_known_channel(
+                &::mcap::records::MessageHeader {
+                    channel_id: c,
+                    sequence: 0,
+                    log_time: *t,
+                    publish_time: *t,
+                },
+                format!("{i}").as_bytes(),
+            )
+            .unwrap();
+        }
+        w.finish().unwrap();
+        w.into_inner().into_inner()
+    }
+
     fn import(bytes: &[u8]) -> (Vec<OutRecord>, Report) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("in.mcap");
@@ -1215,24 +1238,7 @@ mod tests {
 
     #[test]
     fn messages_in_one_microsecond_move_to_the_next_free_one_and_keep_their_time() {
-        let mut w = ::mcap::WriteOptions::new()
-            .create(std::io::Cursor::new(Vec::new()))
-            .unwrap();
-        let c = w.add_channel(0, "/t", "json", &BTreeMap::new()).unwrap();
-        for (i, t) in [5_000u64, 5_100, 5_900, 6_000, 9_000].iter().enumerate() {
-            w.write_to_known_channel(
-                &::mcap::records::MessageHeader {
-                    channel_id: c,
-                    sequence: 0,
-                    log_time: *t,
-                    publish_time: *t,
-                },
-                format!("{i}").as_bytes(),
-            )
-            .unwrap();
-        }
-        w.finish().unwrap();
-        let (recs, report) = import(&w.into_inner().into_inner());
+        let (recs, report) = import(&one_topic(&[5_000u64, 5_100, 5_900, 6_000, 9_000]));
         let got: Vec<_> = recs
             .iter()
             .map(|r| (r.ts, r.labels.get(L_LOG_TIME).cloned()))
@@ -1275,25 +1281,8 @@ mod tests {
     /// It now goes to the first µs none of the topic's last messages took, its time kept.
     #[test]
     fn a_message_back_in_time_landed_on_a_taken_microsecond() {
-        let mut w = ::mcap::WriteOptions::new()
-            .create(std::io::Cursor::new(Vec::new()))
-            .unwrap();
-        let c = w.add_channel(0, "/t", "json", &BTreeMap::new()).unwrap();
         let times = [1_000u64, 2_000, 1_500, 1_000, 3_000, 2_500];
-        for (i, t) in times.iter().enumerate() {
-            w.write_to_known_channel(
-                &::mcap::records::MessageHeader {
-                    channel_id: c,
-                    sequence: 0,
-                    log_time: *t,
-                    publish_time: *t,
-                },
-                format!("{i}").as_bytes(),
-            )
-            .unwrap();
-        }
-        w.finish().unwrap();
-        let (recs, report) = import(&w.into_inner().into_inner());
+        let (recs, report) = import(&one_topic(&times));
         let ts: Vec<u64> = recs.iter().map(|r| r.ts).collect();
         assert_eq!(ts, [1, 2, 3, 4, 5, 6], "every message on a µs of its own");
         assert_eq!(report.shifted, 4);
