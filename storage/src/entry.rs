@@ -336,6 +336,12 @@ impl Entry {
         crate::block::block_path(&self.dir, block_id)
     }
 
+    /// Whether the entry was removed (or renamed away), if its lock is free now; `None`
+    /// while another holds it.
+    pub fn removed_now(&self) -> Option<bool> {
+        self.state.try_lock().map(|st| st.removed)
+    }
+
     /// Locks the entry's state, removed or not (removal, statistics).
     pub fn lock(&self) -> MutexGuard<'_, EntryState> {
         self.state.lock()

@@ -499,6 +499,53 @@ async fn tail_kept_streaming_after_its_permission_was_withdrawn() {
     assert_eq!(got.records, [(Some("cam".into()), 1)]);
 }
 
+/// Reads probe of 2026-11-28: a live tail of an entry that was then removed went on
+/// sending heartbeats for ever (64 of them held their tail and stream slots), and did not
+/// see the entry made again under its name (a new entry, which its walk never reads). It
+/// now ends at its next heartbeat with 404 `entry_not_found`, saying to follow again.
+#[tokio::test]
+async fn a_tail_of_a_removed_entry_sent_heartbeats_for_ever() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    write(&c, &s, "b", "cam", 1).await;
+    let r = c
+        .get(s.url("/api/v1/b/b/query?entries=cam&follow=true&heartbeat=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut tail = r.bytes_stream();
+    let mut got = Delivered::default();
+    read_stream(&mut tail, &mut got, Duration::from_secs(20), |g| {
+        !g.records.is_empty()
+    })
+    .await;
+    let gone = c.delete(s.url("/api/v1/b/b/cam")).send().await.unwrap();
+    assert_eq!(gone.status(), 200);
+    write(&c, &s, "b", "cam", 2).await; // the entry made again
+                                        // (Heartbeats arrive each second: the whole wait is bounded, not each read's.)
+    let ended = tokio::time::timeout(
+        Duration::from_secs(10),
+        read_stream(&mut tail, &mut got, Duration::from_secs(10), |g| g.closed),
+    )
+    .await;
+    assert!(
+        ended.is_ok() && got.closed,
+        "the tail of a removed entry went on"
+    );
+    let e = got.error.as_ref().expect("no error frame");
+    assert_eq!(e["error"]["code"], "entry_not_found", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("follow again"),
+        "{e}"
+    );
+    assert_eq!(got.records, [(Some("cam".into()), 1)]);
+}
+
 /// Item 6 of issue 27: a `settle_ms` tail never delivered a record stamped ahead of the
 /// clock until some unrelated write arrived (its settle timer ran once, then was not set
 /// again). The walk now notes the first record it left past its horizon and the tail's

@@ -494,6 +494,18 @@ impl QueryIter {
         self.cursors.iter().map(|c| c.entry.name()).collect()
     }
 
+    /// The name of an entry it reads that was removed (or renamed) since it began, found
+    /// without waiting (an entry busy now is taken as live: asked again later). A live
+    /// tail's records of an entry made again under that name are another entry's, which it
+    /// would never see: the server ends such a tail (reads probe of 2026-11-28: 64 tails of
+    /// a removed entry sent heartbeats for ever).
+    pub fn removed_entry(&self) -> Option<&str> {
+        self.cursors
+            .iter()
+            .find(|c| c.entry.removed_now() == Some(true))
+            .map(|c| c.entry.name())
+    }
+
     /// The ids of the entries read (what a commit listener is given).
     pub fn entry_ids(&self) -> Vec<u32> {
         self.cursors.iter().map(|c| c.entry.id()).collect()

@@ -265,6 +265,20 @@ impl Producer {
         step
     }
 
+    /// A live tail's end when an entry it follows was removed (or renamed) since it began:
+    /// 404 `entry_not_found`, saying to follow again (an entry made again under the name is
+    /// a new one, which this tail would never see).
+    pub(super) fn removed_entry(&self) -> Option<AppError> {
+        let name = self.iter.removed_entry()?;
+        Some(AppError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            tsblob_proto::ErrorCode::EntryNotFound,
+            format!(
+                "entry {name:?} was removed (or renamed) while followed: follow again to see an entry made under its name"
+            ),
+        ))
+    }
+
     /// Drops the producer's own mapping of the block window it reads from (the next record
     /// maps its window again): while its client is not reading, a stream keeps mapped only
     /// what its unwritten pieces hold.

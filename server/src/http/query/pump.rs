@@ -208,6 +208,9 @@ pub(super) async fn pump(
                     break;
                 }
                 _ = tokio::time::sleep_until(beat_at) => {
+                    if let Some(e) = p.removed_entry() {
+                        return (sent + revoked(&p, &tx, e).await, steps);
+                    }
                     let beat = p.heartbeat_piece();
                     sent += beat.len() as u64;
                     if tx.send(Ok(vec![beat])).await.is_err() {
