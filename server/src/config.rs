@@ -357,8 +357,9 @@ fn read_config(path: &std::path::Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Whether users other than the file's owner and group may read it.
-fn others_read(path: &std::path::Path) -> bool {
+/// Whether users other than the file's owner and group may read it (a config file holding
+/// `token` here; `serve` says it of the data folder and the TLS key).
+pub(crate) fn others_read(path: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o004 != 0)
 }

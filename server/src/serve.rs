@@ -72,24 +72,19 @@ fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcce
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Says at start (at `level`) when users other than the owner and its group can read
-/// `path`: the hostile probe of 2026-11-28 found data folders of mode 0755 (a store now
-/// creates its folder 0700) and world-readable TLS keys, accepted silently.
-fn others_read(path: &Path, level: tracing::Level, what: &str, why: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::metadata(path) else {
-        return;
-    };
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o004 == 0 {
+/// Says at start (a warning if `warn`, else at info) when users other than the owner and
+/// its group can read `path`: the hostile probe of 2026-11-28 found data folders of mode
+/// 0755 (a store now creates its folder 0700) and world-readable TLS keys, accepted silently.
+fn say_if_others_read(path: &Path, warn: bool, what: &str, why: &str) {
+    if !crate::config::others_read(path) {
         return;
     }
     let msg = format!(
-        "{what} {} can be read by every user of this machine (mode {mode:o}): {why}; `chmod o-rwx {}`",
+        "{what} {} can be read by every user of this machine: {why}; `chmod o-rwx {}`",
         path.display(),
         path.display()
     );
-    if level == tracing::Level::WARN {
+    if warn {
         tracing::warn!("{msg}");
     } else {
         tracing::info!("{msg}");
@@ -170,17 +165,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     // An existing data folder's mode is the operator's choice (a container's volume is
     // often 0755 with no other user): said at info. A readable key is warned about.
-    others_read(
+    say_if_others_read(
         &args.data,
-        tracing::Level::INFO,
+        false,
         "the data folder",
         "every record and the index are in it",
     );
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
-            others_read(
+            say_if_others_read(
                 key,
-                tracing::Level::WARN,
+                true,
                 "--tls-key",
                 "anyone holding it can pose as this server",
             );

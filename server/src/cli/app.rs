@@ -10,7 +10,7 @@ use crate::{cli, config, serve};
     name = "tsblob",
     version,
     about = "A store for timestamped blobs",
-    long_about = "A store for timestamped blobs.\n\nExit codes of the client commands: 0 success; 1 any other failure (a request the server refused as invalid, a local file); 2 usage (an unknown flag or a bad value, a bad config file); 3 not found (bucket, entry, record, token, task: 404); 4 conflict (exists already, or holds another payload: 409, 412); 5 authentication or permission (401, 403); 6 server error (5xx, disk full, busy); 7 network (the server cannot be reached, TLS refused, the answer cut off)."
+    long_about = "A store for timestamped blobs.\n\nExit codes of the client commands: 0 success; 1 any other failure (a request the server refused as invalid, a local file); 2 usage (an unknown flag or a bad value, a bad config file); 3 not found (bucket, entry, record, token, task: 404); 4 conflict (exists already, or holds another payload: 409, 412); 5 authentication or permission (401, 403); 6 server error or busy (5xx, disk full, 429 too many requests); 7 network (the server cannot be reached, TLS refused, the answer cut off)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -168,7 +168,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
             404 => exit::NOT_FOUND,
             409 | 412 => exit::CONFLICT,
             401 | 403 => exit::AUTH,
-            500.. => exit::SERVER,
+            429 | 500.. => exit::SERVER,
             _ => exit::FAILURE,
         },
         Some(ClientError::Connect { .. } | ClientError::Body(_)) => exit::NETWORK,
@@ -236,6 +236,24 @@ mod tests {
             committed == generated,
             "docs/cli.md is stale: regenerate it with TSBLOB_UPDATE_DOCS=1 cargo test -p tsblob-server --lib cli_reference"
         );
+    }
+
+    /// Bug "429 exits 1" (CLI probe of 2026-11-28): a server too busy for the request
+    /// (429 too_many_streams, too_many_connections) is "server error or busy", exit 6.
+    #[test]
+    fn a_busy_servers_429_exited_1() {
+        let status = |status| {
+            anyhow::Error::new(tsblob_proto::client::ClientError::Status {
+                status,
+                code: "too_many_streams".into(),
+                message: String::new(),
+            })
+            .context("query")
+        };
+        assert_eq!(exit_code(&status(429)), exit::SERVER);
+        assert_eq!(exit_code(&status(503)), exit::SERVER);
+        assert_eq!(exit_code(&status(422)), exit::FAILURE);
+        assert_eq!(exit_code(&status(404)), exit::NOT_FOUND);
     }
 
     #[test]

@@ -6,13 +6,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A string from the server (a name, a label, a content type, an error document), ready for
 /// a terminal: each control character (C0 with ESC, DEL, C1 U+0080 to U+009F) is written as
-/// an escape (`\n`, `\x1b`, `\u{9b}`), everything else as it is. Bug "terminal escapes from
+/// an escape (`\n`, `\x1b`, `\u{9b}`), so is each bidirectional formatting character
+/// (`\u{202e}`), everything else as it is. Bug "terminal escapes from
 /// the server" (hostile probe of 2026-11-28): names, labels, content types and error frames
 /// were printed raw, so a server, or anyone able to write a label, could set a terminal's
 /// title, clear its screen or colour its text. `--json` output needs none of this (serde
 /// escapes C0; the JSON goes to programs).
 pub fn term(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(escaped) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -24,11 +25,22 @@ pub fn term(s: &str) -> Cow<'_, str> {
             c if (c as u32) < 0x80 && c.is_control() => {
                 out.push_str(&format!("\\x{:02x}", c as u32));
             }
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if escaped(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     Cow::Owned(out)
+}
+
+/// Whether [`term`] escapes `c`: a control character (C0, DEL, C1), or one of Unicode's
+/// bidirectional formatting characters, which reorder what a terminal shows after them (a
+/// name could show as another: "Trojan Source", CVE-2021-42574).
+fn escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// A string field of a JSON answer, for a terminal ([`term`]); `""` when missing.
@@ -131,5 +143,14 @@ mod tests {
         let text = json_text(&v);
         assert!(!text.chars().any(char::is_control), "{text}");
         assert_eq!(field(&v["k"]), "v\\x1b[31m\\u{9b}");
+    }
+
+    #[test]
+    fn bidi_characters_from_the_server_reordered_the_terminal() {
+        assert_eq!(
+            term("cam\u{202e}gpj.exe\u{2066}x\u{2069}\u{200f}"),
+            "cam\\u{202e}gpj.exe\\u{2066}x\\u{2069}\\u{200f}"
+        );
+        assert!(matches!(term("שלום/מצלמה"), Cow::Borrowed(_)));
     }
 }

@@ -221,7 +221,7 @@ pub(super) struct Producer {
     /// not use given back after it).
     pub(super) room: Held,
     /// The query's pages of index records (one per entry), counted after each step.
-    merge: Held,
+    pages: Held,
 }
 
 impl Producer {
@@ -250,18 +250,18 @@ impl Producer {
             changed: Vec::new(),
             skipped,
             room,
-            merge: budget.empty(),
+            pages: budget.empty(),
         }
     }
 
     /// A step, then the budget brought up to date: the room it did not use given back,
-    /// the merge's pages counted as they are now.
+    /// the query's pages counted as they are now.
     pub(super) fn counted_step(&mut self) -> Step {
         let step = self.step();
         self.room.try_resize(0);
-        // (A query of one entry too: its page may hold records' own label sets, up to
-        // `PAGE_INLINE_BYTES` in the engine.)
-        self.merge.set(self.iter.held_bytes());
+        // A query of one entry too: its page may hold records' own label sets, up to
+        // `PAGE_INLINE_BYTES` in the engine.
+        self.pages.set(self.iter.held_bytes());
         step
     }
 
