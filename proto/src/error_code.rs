@@ -102,6 +102,13 @@ codes! {
     LinkRevoked = "link_revoked",
     /// 414 (used) or 422 (made): a query link over --max-link-length.
     LinkTooLong = "link_too_long",
+    /// 400: a request head the HTTP parser could not read (a malformed request line or
+    /// header, two `Content-Length`s); the connection is closed.
+    MalformedHead = "malformed_head",
+    /// 414: a request target (path and query) over 64 KiB; the connection is closed.
+    UriTooLong = "uri_too_long",
+    /// 431: a request head over its bound (too many header lines, or too many bytes).
+    HeadTooLarge = "head_too_large",
     /// 415: a `Content-Encoding` the route does not take.
     UnsupportedEncoding = "unsupported_encoding",
     /// 413: a body over the server's limit.

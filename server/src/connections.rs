@@ -30,7 +30,7 @@ use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::http::errors::{AppError, RETRY_AFTER_SECS};
+use crate::http::errors::AppError;
 use crate::http::limits::{Caps, CostArgs, Kind, Limiter, Slot};
 
 /// Descriptors kept outside the block files and connections: the index, the listeners,
@@ -105,7 +105,7 @@ impl Connections {
         if tls {
             return;
         }
-        let answer = refusal_bytes(err);
+        let answer = err.raw_answer();
         if tcp.try_write(&answer).is_err() {
             return;
         }
@@ -145,33 +145,6 @@ fn client_of(peer: IpAddr) -> String {
             format!("{net}/64")
         }
     }
-}
-
-/// The whole HTTP answer of a refused connection: the error's status and JSON body, and
-/// its message in `x-reduct-error` too (where ReductStore's clients read it: the same
-/// caps hold on `--reductstore-listen`).
-fn refusal_bytes(err: &AppError) -> Vec<u8> {
-    let body = err.json_bytes();
-    let said: String = err
-        .message
-        .chars()
-        .map(|c| {
-            if c.is_ascii() && !c.is_ascii_control() {
-                c
-            } else {
-                ' '
-            }
-        })
-        .collect();
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: {RETRY_AFTER_SECS}\r\nx-reduct-error: {said}\r\nconnection: close\r\n\r\n",
-        err.status.as_u16(),
-        err.status.canonical_reason().unwrap_or(""),
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(&body);
-    out
 }
 
 /// Lifts the soft limit of open files to the hard one (at most 1,048,576); returns the
@@ -257,23 +230,6 @@ mod tests {
         assert!(past_the_open_files_limit(many, 1024, 448));
         assert_eq!(default_caps(65536, 4096).max, DEFAULT_MAX);
         assert_eq!(default_caps(64, 16).max, 16);
-    }
-
-    #[test]
-    fn a_refusal_is_a_whole_http_answer_with_the_json_error() {
-        let e = AppError::busy("full");
-        let bytes = refusal_bytes(&e);
-        let text = String::from_utf8(bytes).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        assert!(
-            head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
-            "{head}"
-        );
-        assert!(head.contains(&format!("content-length: {}", body.len())));
-        assert!(head.contains("connection: close") && head.contains("retry-after: 1"));
-        assert!(head.contains("\r\nx-reduct-error: full\r\n"), "{head}");
-        let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        assert_eq!(v["error"]["code"], "busy");
     }
 
     #[test]

@@ -488,7 +488,11 @@ async fn serve_connection<I>(
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout)
-        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+        // hyper's own answers to heads it cannot parse get their JSON body (`head_errors.rs`).
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(crate::head_errors::HeadErrors::new(io)),
+            service,
+        );
     if let Err(e) = watcher.watch(conn).await {
         tracing::debug!("connection ended: {e}");
     }

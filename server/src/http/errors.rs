@@ -200,6 +200,39 @@ impl AppError {
     pub fn json_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(&self.body()).unwrap_or_else(|_| b"{}".to_vec())
     }
+
+    /// The error as a whole HTTP/1.1 answer that closes its connection, for the places
+    /// that answer before (or without) hyper and axum: a connection over the caps
+    /// (`connections.rs`), a request head hyper could not parse (`head_errors.rs`). Its
+    /// message also goes in `x-reduct-error` (ASCII only), for ReductStore's clients.
+    pub fn raw_answer(&self) -> Vec<u8> {
+        let body = self.json_bytes();
+        let said: String = self
+            .message
+            .chars()
+            .map(|c| {
+                if c.is_ascii() && !c.is_ascii_control() {
+                    c
+                } else {
+                    ' '
+                }
+            })
+            .collect();
+        let retry = if self.retry_later() {
+            format!("retry-after: {RETRY_AFTER_SECS}\r\n")
+        } else {
+            String::new()
+        };
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-content-type-options: nosniff\r\n{retry}x-reduct-error: {said}\r\nconnection: close\r\n\r\n",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or(""),
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(&body);
+        out
+    }
 }
 
 impl std::fmt::Display for AppError {
@@ -485,6 +518,23 @@ impl From<crate::blocking::TaskFailed> for AppError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_is_a_whole_http_answer_with_the_json_error() {
+        let e = AppError::busy("full");
+        let bytes = e.raw_answer();
+        let text = String::from_utf8(bytes).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{head}"
+        );
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        assert!(head.contains("connection: close") && head.contains("retry-after: 1"));
+        assert!(head.contains("\r\nx-reduct-error: full\r\n"), "{head}");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "busy");
+    }
 
     #[test]
     fn every_family_maps_to_its_documented_code() {

@@ -377,6 +377,52 @@ fn ten_thousand_labels_and_huge_headers_are_refused_cleanly() {
     assert_serving(&s);
 }
 
+/// Bug "hyper's 400/414/431 had empty bodies": a request head hyper could not parse was
+/// answered by hyper itself, `content-length: 0`, no word of what was wrong; each is now the
+/// JSON error every other answer is (`head_errors.rs`), and the server goes on serving.
+#[test]
+fn hypers_own_400_414_431_had_empty_bodies() {
+    let s = Server::start(&["--no-auth"]);
+    let a = addr_of(&s.url(""));
+    let mut many = String::from("GET /health HTTP/1.1\r\nHost: localhost\r\n");
+    for i in 0..200 {
+        many.push_str(&format!("x-h{i}: v\r\n"));
+    }
+    many.push_str("\r\n");
+    let cases: [(&str, Vec<u8>, u16, &str); 4] = [
+        ("200 header lines", many.into_bytes(), 431, "head_too_large"),
+        (
+            "a 70 KB path",
+            get(&format!("/api/v1/b/{}", "a".repeat(70_000))),
+            414,
+            "uri_too_long",
+        ),
+        (
+            "two Content-Lengths",
+            b"POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxy".to_vec(),
+            400,
+            "malformed_head",
+        ),
+        ("not HTTP", b"GARBAGE\r\n\r\n".to_vec(), 400, "malformed_head"),
+    ];
+    for (what, req, want_status, want_code) in cases {
+        let (status, answer) = raw_http(&a, &req, T);
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        assert_eq!(status, want_status, "{what}: {head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{what}: {head}"
+        );
+        let v: Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("{what}: the body is not the JSON error ({e}): {body:?}"));
+        assert_eq!(v["error"]["code"], want_code, "{what}: {body}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.len() > 20, "{what}: {body}");
+    }
+    assert_serving(&s);
+}
+
 /// Threads and open file descriptors of a process, from /proc.
 fn threads_and_fds(pid: u32) -> (u64, usize) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
