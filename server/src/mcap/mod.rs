@@ -6,14 +6,19 @@
 //! * [`export`]: the writer over any `Write` (no `Seek`: chunks are compressed in memory,
 //!   one at a time, and written whole; the summary and chunk indexes at the end) and the
 //!   HTTP route `GET /api/v1/b/{bucket}/query?entries=...&format=mcap` that streams it.
-//! * [`import`]: the reader of a file, chunk by chunk: a chunk that fails its CRC or does
-//!   not decompress is skipped and counted, a truncated end is reported.
+//! * [`import`]: an MCAP file's messages as records (topics → entries, log times →
+//!   timestamps, labels) and the report of what was not imported: a chunk that fails its
+//!   CRC or does not decompress is skipped and counted, a truncated end is reported.
+//! * `read`: the bounded record reader under it: top-level records one at a time, each
+//!   within a bound of its kind, the unused ones skipped unread, a chunk decompressed and
+//!   its records handed on one at a time.
 //!
 //! The mappings both ways live here, each with its inverse, so that an import exported
 //! again gives the same topics, encodings, schemas, times and message bytes.
 
 pub mod export;
 pub mod import;
+mod read;
 
 use tsblob_storage::Labels;
 

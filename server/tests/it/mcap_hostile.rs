@@ -2,7 +2,8 @@
 //! import route: `tsblob cp in.mcap http://host/BUCKET` parses the file on the client and
 //! sends ordinary batches (bounded like any batch). So a hostile file's reach is the
 //! importing process; each test here runs the real `tsblob cp` against a real
-//! `tsblob serve` and pins one bound of the reader (`server/src/mcap/import.rs`).
+//! `tsblob serve` and pins one bound of the reader (`server/src/mcap/read.rs`, reported by
+//! `server/src/mcap/import.rs`).
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -460,4 +461,37 @@ fn a_message_over_what_an_export_carries_was_inflated_and_copied() {
     );
     assert!(peak < 128 * MIB, "tsblob cp peaked at {} MiB", peak / MIB);
     assert_eq!(exported(&s), 10, "{err}");
+}
+
+/// Bug "records after the Data End record were dropped silently" (hostile probe): only the
+/// summary (schemas, channels, indexes, statistics) and the footer may follow Data End, and
+/// the reader skipped everything else there unread and unsaid: a chunk and a message placed
+/// after it were lost while `tsblob cp` exited 0 (this test on the old code: rc 0, its
+/// stderr only "10 records read, 10 written, ..."). The records before Data End are still
+/// imported; the chunk and message records after it are now counted, the first one's byte
+/// named, and the copy fails.
+#[test]
+fn records_after_data_end_were_dropped_silently() {
+    let s = Server::start(&[]);
+    let (mut bytes, at) = good_file(10);
+    // After the Data End record (opcode, length 4, CRC): where the summary starts.
+    let after = at + 13;
+    let mut inner = channel_record(7, 0, "/late");
+    inner.extend_from_slice(&message_record(7, 5_000_000_000, 2, false));
+    let mut late = zstd_chunk(&inner, inner.len() as u64);
+    late.extend_from_slice(&message_record(7, 6_000_000_000, 2, false));
+    bytes.splice(after..after, late);
+    let (code, err, _) = cp(&s, &bytes);
+    assert_eq!(code.map(|c| c != 0), Some(true), "{err}");
+    assert!(
+        err.contains("1 chunk(s) and 1 message(s) after the Data End record")
+            && err.contains(&format!("the first at byte {after}"))
+            && err.contains("were not imported: the file is malformed"),
+        "{err}"
+    );
+    assert_eq!(
+        exported(&s),
+        10,
+        "the records before Data End came in; {err}"
+    );
 }

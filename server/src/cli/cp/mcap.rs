@@ -148,7 +148,7 @@ pub(super) async fn import(
         }
         let incomplete = (!report.complete()).then(|| {
             format!(
-                "{} of {} file(s) not imported whole (see above): every intact chunk was imported",
+                "{} of {} file(s) not imported whole (see above): the rest of it was imported",
                 path.display(),
                 files.len()
             )
