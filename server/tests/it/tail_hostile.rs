@@ -260,6 +260,26 @@ async fn read_stream(
     }
 }
 
+/// A live tail of `c` at `path` (200 asserted), read until its first record arrived.
+async fn tail_past_its_first_record(
+    c: &reqwest::Client,
+    s: &Server,
+    path: &str,
+) -> (
+    impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+    Delivered,
+) {
+    let r = c.get(s.url(path)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut tail = r.bytes_stream();
+    let mut got = Delivered::default();
+    read_stream(&mut tail, &mut got, Duration::from_secs(20), |g| {
+        !g.records.is_empty()
+    })
+    .await;
+    (tail, got)
+}
+
 /// Defect 5 of issue 27: a tail opened with a token kept streaming new records after the
 /// token was deleted (new requests got 401). A long-lived stream now checks its token
 /// again whenever the tokens change, and ends with an error frame (401 `token_revoked`)
@@ -476,17 +496,11 @@ async fn tail_kept_streaming_after_its_permission_was_withdrawn() {
     let open = reqwest::Client::new();
     open.post(s.url("/api/v1/b/b")).send().await.unwrap();
     write(&open, &s, "b", "cam", 1).await;
-    let r = open
-        .get(s.url("/api/v1/b/b/query?entries=cam&follow=true&heartbeat=3600"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let mut tail = r.bytes_stream();
-    let mut got = Delivered::default();
-    read_stream(&mut tail, &mut got, Duration::from_secs(20), |g| {
-        !g.records.is_empty()
-    })
+    let (mut tail, mut got) = tail_past_its_first_record(
+        &open,
+        &s,
+        "/api/v1/b/b/query?entries=cam&follow=true&heartbeat=3600",
+    )
     .await;
     let value = token_value(&open, &s, "first", r#"{"full_access": true}"#).await;
     read_stream(&mut tail, &mut got, Duration::from_secs(10), |g| g.closed).await;
@@ -509,22 +523,17 @@ async fn a_tail_of_a_removed_entry_sent_heartbeats_for_ever() {
     let c = reqwest::Client::new();
     c.post(s.url("/api/v1/b/b")).send().await.unwrap();
     write(&c, &s, "b", "cam", 1).await;
-    let r = c
-        .get(s.url("/api/v1/b/b/query?entries=cam&follow=true&heartbeat=1"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let mut tail = r.bytes_stream();
-    let mut got = Delivered::default();
-    read_stream(&mut tail, &mut got, Duration::from_secs(20), |g| {
-        !g.records.is_empty()
-    })
+    let (mut tail, mut got) = tail_past_its_first_record(
+        &c,
+        &s,
+        "/api/v1/b/b/query?entries=cam&follow=true&heartbeat=1",
+    )
     .await;
     let gone = c.delete(s.url("/api/v1/b/b/cam")).send().await.unwrap();
     assert_eq!(gone.status(), 200);
-    write(&c, &s, "b", "cam", 2).await; // the entry made again
-                                        // (Heartbeats arrive each second: the whole wait is bounded, not each read's.)
+    // The entry made again. (Heartbeats arrive each second: the whole wait is bounded,
+    // not each read's.)
+    write(&c, &s, "b", "cam", 2).await;
     let ended = tokio::time::timeout(
         Duration::from_secs(10),
         read_stream(&mut tail, &mut got, Duration::from_secs(10), |g| g.closed),
