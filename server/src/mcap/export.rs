@@ -30,9 +30,9 @@ use ::mcap::write::NoSeek;
 use tsblob_storage::{Labels, Query, Store};
 
 use super::{
-    encoding_of, user_labels, LABELS_SCHEMA, LABELS_SCHEMA_NAME, LABELS_SUFFIX, L_ENCODING,
-    L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE, M_ENTRY,
-    M_LABELS_OF, SCHEMAS_ENTRY,
+    encoding_of, topic_to_entry, user_labels, LABELS_SCHEMA, LABELS_SCHEMA_NAME, LABELS_SUFFIX,
+    L_ENCODING, L_LOG_TIME, L_PUBLISH_TIME, L_SCHEMA_ID, L_SEQUENCE, L_TOPIC, M_CONTENT_TYPE,
+    M_ENTRY, M_LABELS_OF, SCHEMAS_ENTRY,
 };
 
 /// The media type of an MCAP answer.
@@ -156,7 +156,13 @@ impl<W: Write> Exporter<W> {
         }
         let num = |k: &str| labels.get(k).and_then(|v| v.parse::<u64>().ok());
         let schema_ts = num(L_SCHEMA_ID).unwrap_or(0);
-        let topic = labels.get(L_TOPIC).map_or(entry, String::as_str);
+        // The record's original topic only when it names this entry (an import gives the
+        // label so): any writer may set `mcap.topic`, and a topic naming another entry put
+        // the record into that entry when the export was imported again.
+        let topic = match labels.get(L_TOPIC) {
+            Some(t) if topic_to_entry(t).is_ok_and(|e| e == entry) => t.as_str(),
+            _ => entry,
+        };
         let key = ChannelKey {
             entry: entry.to_string(),
             topic: topic.to_string(),
@@ -389,6 +395,34 @@ mod tests {
             ("a/b#labels".to_string(), 1000, br#"{"k":"v"}"#.to_vec())
         );
         assert!(msgs.contains(&("c".to_string(), 2000, b"\xff\xd8".to_vec())));
+    }
+
+    /// Bug "mcap.* labels steer an export" (MCAP probe of 2026-11-28): a record's
+    /// `mcap.topic` label, which any writer may set, became its topic whatever it named, so
+    /// an export imported again put entry `a`'s record into entry `b`. A topic naming
+    /// another entry is not used: the entry's own name is.
+    #[test]
+    fn a_topic_label_naming_another_entry_steered_the_export() {
+        let mut x = Exporter::new(Vec::new()).unwrap();
+        let mut none = |_: u64| -> Result<Option<SchemaDef>, SchemaLookup> { Ok(None) };
+        let topic = |t: &str| Labels::from([(L_TOPIC.to_string(), t.to_string())]);
+        x.add("a", 1, "image/jpeg", &topic("/b"), b"x", &mut none)
+            .unwrap();
+        x.add(
+            "cams/front",
+            2,
+            "image/jpeg",
+            &topic("/cams/front"),
+            b"y",
+            &mut none,
+        )
+        .unwrap();
+        let bytes = x.finish().unwrap();
+        let topics: Vec<String> = ::mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap().channel.topic.clone())
+            .collect();
+        assert_eq!(topics, ["a", "/cams/front"]);
     }
 
     /// Bug "channel flood": an export kept every distinct channel (up to 65,534, each
