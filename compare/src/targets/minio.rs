@@ -130,13 +130,24 @@ impl Target for Minio {
     }
 
     async fn create_bucket(&self, bucket: &str, _fifo: Option<&FifoSpec>) -> Result<()> {
-        self.s3
-            .create_bucket()
-            .bucket(bucket)
-            .send()
-            .await
-            .map_err(|e| s3_err("create bucket", e))?;
-        Ok(())
+        use aws_sdk_s3::error::ProvideErrorMetadata;
+        // MinIO may answer `/minio/health/ready` before its object layer is up: on a loaded
+        // machine a create then got 503 `XMinioServerNotInitialized` ("please try again",
+        // `Retry-After: 60`), which the SDK's three quick attempts did not outlast
+        // (compare_e2e failed so, 2026-11-28). Asked again for up to a minute.
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match self.s3.create_bucket().bucket(bucket).send().await {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if e.code() == Some("XMinioServerNotInitialized")
+                        && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(s3_err("create bucket", e)),
+            }
+        }
     }
 
     async fn write_one(
