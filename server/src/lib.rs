@@ -15,6 +15,7 @@ pub mod config;
 pub mod connections;
 pub mod head_errors;
 pub mod http;
+pub mod linger;
 pub mod log_throttle;
 pub mod mcap;
 pub mod private_file;

@@ -477,7 +477,9 @@ async fn serve_connection<I>(
     let labels = http::batch::LabelMemo::default();
     // `body::answer`: a query's steps reach hyper as one frame each (many slices).
     let app = app
-        .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        .map_request(move |req: axum::http::Request<hyper::body::Incoming>| {
+            // A body its handler lets go of unread is read on a little (`linger.rs`).
+            let mut req = req.map(crate::linger::Lingering::new);
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
             req.extensions_mut().insert(labels.clone());

@@ -4,19 +4,47 @@
 //! with each other, with the entry's rename (which moves the folder, file included) and with
 //! its removal (which trashes it).
 
+use std::sync::Arc;
+
 use crate::attachments::{load, save, Attachment};
 use crate::codec::attachments::Stored;
-use crate::error::{AttachmentError, Error, QueryError, Result};
+use crate::entry::{Entry, EntryState};
+use crate::error::{AttachmentError, Error, NotFound, QueryError, Result};
+use crate::lock::MutexGuard;
+use crate::names::validate_attachment_name;
 use crate::record::{Labels, Query};
+use crate::store::Store;
 use crate::when::{Matcher, Stop};
 
 /// The label an attachment's name is under when it is taken as a record
 /// ([`Store::select_attachments`]; ReductStore's `key`).
 pub const ATTACHMENT_KEY_LABEL: &str = "key";
-use crate::names::validate_attachment_name;
-use crate::store::Store;
 
 impl Store {
+    /// [`Store::with_live_entry`] of the bucket named `bucket`, for the attachments' reads
+    /// and changes. A bucket's removal moves its folder to the trash before it takes its
+    /// entries' locks, so a change holding its entry's lock could find the folder gone: 500
+    /// `internal` ("writing …/attachments.tmp: No such file or directory"; races probe of
+    /// 2026-11-28). An I/O failure is looked at once any removal is over (`structure`,
+    /// which a removal holds throughout, taken and let go): the bucket's absence if it was.
+    fn attachments_entry<T>(
+        &self,
+        bucket: &str,
+        entry: &str,
+        create: bool,
+        f: impl FnOnce(&Arc<Entry>, &mut MutexGuard<'_, EntryState>) -> Result<T>,
+    ) -> Result<T> {
+        let b = self.get_bucket(bucket)?;
+        let r = self.with_live_entry(&b, entry, create, f);
+        if matches!(r, Err(Error::Io { .. })) {
+            drop(self.inner.structure.lock());
+            if b.is_removed() {
+                return Err(NotFound::Bucket(bucket.to_string()).into());
+            }
+        }
+        r
+    }
+
     /// Writes attachments of an entry (created if it does not exist), replacing those of the
     /// same names, all or none: returns them as stored. Each is at most
     /// `StoreOptions::attachments.max_size` bytes, the entry holds at most `max_count`.
@@ -58,7 +86,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let sync = self.inner.sync_dirs();
-        let written = self.with_live_entry(&*self.get_bucket(bucket)?, entry, true, |e, _st| {
+        let written = self.attachments_entry(bucket, entry, true, |e, _st| {
             let mut all = load(e.dir(), bucket, entry)?;
             // Unique within the entry and increasing: a newer write has a larger one.
             let first = all
@@ -101,7 +129,7 @@ impl Store {
 
     /// The attachments of an entry, by name.
     pub fn attachments(&self, bucket: &str, entry: &str) -> Result<Vec<Attachment>> {
-        self.with_live_entry(&*self.get_bucket(bucket)?, entry, false, |e, _st| {
+        self.attachments_entry(bucket, entry, false, |e, _st| {
             Ok(load(e.dir(), bucket, entry)?
                 .into_values()
                 .map(Attachment::from)
@@ -162,7 +190,7 @@ impl Store {
     /// One attachment of an entry.
     pub fn attachment(&self, bucket: &str, entry: &str, name: &str) -> Result<Attachment> {
         validate_attachment_name(name)?;
-        self.with_live_entry(&*self.get_bucket(bucket)?, entry, false, |e, _st| {
+        self.attachments_entry(bucket, entry, false, |e, _st| {
             load(e.dir(), bucket, entry)?
                 .remove(name)
                 .map(Attachment::from)
@@ -189,40 +217,39 @@ impl Store {
             validate_attachment_name(n)?;
         }
         let sync = self.inner.sync_dirs();
-        let removed =
-            self.with_live_entry(&*self.get_bucket(bucket)?, entry, false, |e, _st| {
-                let mut all = match load(e.dir(), bucket, entry) {
-                    Ok(all) => all,
-                    // A damaged file is removed whole, so the entry can take attachments again.
-                    Err(Error::Attachment(AttachmentError::Damaged { reason, .. }))
-                        if names.is_none() =>
-                    {
-                        log::warn!(
-                            "removing the damaged attachments file of {bucket}/{entry} ({reason})"
-                        );
-                        save(e.dir(), &Default::default(), sync)?;
-                        return Ok(Vec::new());
-                    }
-                    Err(err) => return Err(err),
-                };
-                let removed: Vec<String> = match names {
-                    None => std::mem::take(&mut all).into_keys().collect(),
-                    Some(names) => {
-                        let mut out: Vec<String> = names
-                            .iter()
-                            .filter(|n| all.remove(n.as_str()).is_some())
-                            .cloned()
-                            .collect();
-                        out.sort();
-                        out.dedup();
-                        out
-                    }
-                };
-                if !removed.is_empty() {
-                    save(e.dir(), &all, sync)?;
+        let removed = self.attachments_entry(bucket, entry, false, |e, _st| {
+            let mut all = match load(e.dir(), bucket, entry) {
+                Ok(all) => all,
+                // A damaged file is removed whole, so the entry can take attachments again.
+                Err(Error::Attachment(AttachmentError::Damaged { reason, .. }))
+                    if names.is_none() =>
+                {
+                    log::warn!(
+                        "removing the damaged attachments file of {bucket}/{entry} ({reason})"
+                    );
+                    save(e.dir(), &Default::default(), sync)?;
+                    return Ok(Vec::new());
                 }
-                Ok(removed)
-            })?;
+                Err(err) => return Err(err),
+            };
+            let removed: Vec<String> = match names {
+                None => std::mem::take(&mut all).into_keys().collect(),
+                Some(names) => {
+                    let mut out: Vec<String> = names
+                        .iter()
+                        .filter(|n| all.remove(n.as_str()).is_some())
+                        .cloned()
+                        .collect();
+                    out.sort();
+                    out.dedup();
+                    out
+                }
+            };
+            if !removed.is_empty() {
+                save(e.dir(), &all, sync)?;
+            }
+            Ok(removed)
+        })?;
         if !removed.is_empty() {
             self.attachments_changed(bucket, entry);
         }

@@ -45,7 +45,8 @@ impl Store {
     /// entry renamed or removed between its look-up and the lock is looked up (or created)
     /// again, while its bucket stays: a write racing its entry's removal goes to the new
     /// entry of that name, as one just after the removal would (it was answered 404
-    /// `entry_not_found` on a route that creates entries: hostile probe of 2026-11-28).
+    /// `entry_not_found` on a route that creates entries: hostile probe of 2026-11-28). A
+    /// bucket removed or renamed meanwhile is `NotFound::Bucket`.
     /// After [`LIVE_ENTRY_TRIES`] looks the last one's error is the answer.
     pub(crate) fn with_live_entry<T>(
         &self,
@@ -65,6 +66,12 @@ impl Store {
             let mut st = match e.lock_live(b.name()) {
                 Ok(st) => st,
                 Err(_) if tries < LIVE_ENTRY_TRIES && !b.is_removed() => continue,
+                // The bucket itself was removed or renamed meanwhile: said so, as a write
+                // just after it would be (races probe of 2026-11-28: 404 `entry_not_found`
+                // on routes that create their entry).
+                Err(_) if b.is_removed() => {
+                    return Err(NotFound::Bucket(b.name().to_string()).into())
+                }
                 Err(err) => return Err(err),
             };
             return f(&e, &mut st);
@@ -356,6 +363,56 @@ mod tests {
                 200 << 10
             } else {
                 3
+            }
+        }
+    }
+
+    /// Races probe of 2026-11-28: a write (or an attachment change) racing its bucket's
+    /// removal was answered 404 `entry_not_found` on routes that create their entry, and an
+    /// attachment change 500 `internal` when the removal had moved the bucket's folder to
+    /// the trash before it took the entry's lock (writing `attachments.tmp` failed). Each
+    /// is now the bucket's absence. The removal's steps are taken by hand, in its order,
+    /// around a writer waiting for the entry's lock.
+    #[test]
+    fn writes_racing_their_buckets_removal_were_entry_not_found_or_a_500() {
+        use crate::error::{Error, NotFound};
+        for (path, entry_forgotten) in [
+            ("write", true),
+            ("attachments", true),
+            ("attachments", false),
+        ] {
+            let (_dir, s) = crate::store::test_store();
+            s.write("b", "e", &WriteMeta::at(1), b"old").unwrap();
+            let b = s.get_bucket("b").unwrap();
+            let e = s.get_entry(&b, "e").unwrap();
+            // The removal holds `structure` throughout, and takes the entry's lock after
+            // trashing the folder: here it is held from the start, to hold the writer.
+            let removal = s.inner.structure.lock();
+            let mut held = e.lock();
+            let s2 = s.clone();
+            let writer = std::thread::spawn(move || match path {
+                "write" => s2.write("b", "e", &WriteMeta::at(2), b"new").map(|_| ()),
+                _ => s2
+                    .write_attachments("b", "e", vec![("a".into(), b"{}".to_vec())])
+                    .map(|_| ()),
+            });
+            std::thread::sleep(Duration::from_millis(200)); // the writer waits for the lock
+            let trashed = s.inner.trash.take(b.dir()).unwrap();
+            s.inner.buckets.write().remove("b");
+            b.mark_removed();
+            if entry_forgotten {
+                s.forget_entry(&b, &e, &mut held).unwrap();
+            }
+            drop(held); // the writer runs (with the folder gone)
+            std::thread::sleep(Duration::from_millis(200));
+            drop(removal);
+            let got = writer.join().unwrap();
+            assert!(
+                matches!(got, Err(Error::NotFound(NotFound::Bucket(ref n))) if n == "b"),
+                "{path} (entry forgotten: {entry_forgotten}): {got:?}"
+            );
+            if let Some(t) = trashed {
+                s.inner.trash.empty(&t);
             }
         }
     }
