@@ -376,12 +376,23 @@ mod tests {
     #[test]
     fn writes_racing_their_buckets_removal_were_entry_not_found_or_a_500() {
         use crate::error::{Error, NotFound};
+        // `entry_forgotten: false`: the writer runs with its entry still live but the
+        // folder trashed (a new block's file, an attachment's, cannot be made).
         for (path, entry_forgotten) in [
             ("write", true),
+            ("write", false),
+            ("groups", true),
+            ("groups", false),
             ("attachments", true),
             ("attachments", false),
         ] {
             let (_dir, s) = crate::store::test_store();
+            s.remove_bucket("b").unwrap();
+            let one_a_block = crate::settings::BucketSettings {
+                max_block_records: 1,
+                ..Default::default()
+            };
+            s.create_bucket("b", one_a_block).unwrap();
             s.write("b", "e", &WriteMeta::at(1), b"old").unwrap();
             let b = s.get_bucket("b").unwrap();
             let e = s.get_entry(&b, "e").unwrap();
@@ -392,6 +403,15 @@ mod tests {
             let s2 = s.clone();
             let writer = std::thread::spawn(move || match path {
                 "write" => s2.write("b", "e", &WriteMeta::at(2), b"new").map(|_| ()),
+                "groups" => {
+                    let meta = WriteMeta::at(2);
+                    let recs = [(&meta, &[&b"new"[..]][..])];
+                    let groups = [("b", "e", &recs[..])];
+                    s2.write_groups(&groups)
+                        .remove(0)
+                        .and_then(|mut r| r.remove(0))
+                        .map(|_| ())
+                }
                 _ => s2
                     .write_attachments("b", "e", vec![("a".into(), b"{}".to_vec())])
                     .map(|_| ()),

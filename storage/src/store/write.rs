@@ -142,15 +142,13 @@ impl Store {
             ops.push(Op::PutBlock { id, state });
         }
         let id = self.inner.new_block_id();
-        // The entry's folder may have gone to the trash (its bucket is being removed): then
-        // the entry is not found, which is what a writer racing that removal should hear.
+        // The entry's folder may have gone to the trash (its bucket is being removed: an
+        // entry's own removal holds its lock): then the bucket is not found, which is what
+        // a writer racing that removal should hear (it heard `entry_not_found`: races probe
+        // of 2026-11-28).
         let gone = |e: Error| match e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                NotFound::Entry {
-                    bucket: bucket.name().to_string(),
-                    entry: entry.name().to_string(),
-                }
-                .into()
+                NotFound::Bucket(bucket.name().to_string()).into()
             }
             e => e,
         };
@@ -973,8 +971,9 @@ impl Store {
                     gone.push(at);
                     continue;
                 }
-                Err(err) => {
-                    out[at] = Some(Err(err));
+                // The bucket itself was removed or renamed meanwhile.
+                Err(_) => {
+                    out[at] = Some(Err(NotFound::Bucket(bucket.name().to_string()).into()));
                     continue;
                 }
             };
