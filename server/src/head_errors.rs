@@ -15,7 +15,10 @@
 //! the status line of one of the three, `connection: close`, `content-length: 0`, no
 //! `content-type` (every answer of tsblob's own routes has one: `http::errors::json_errors`
 //! makes sure), ending the head, at most 256 bytes. Everything else passes through
-//! untouched, at the cost of a prefix comparison per write.
+//! untouched, at the cost of a prefix comparison per write. What could still be taken for
+//! one: a stored record whose payload is exactly such a head, read back in a write of its
+//! own (the socket having taken its answer's head alone just before); only that answer
+//! would be garbled.
 
 use std::io;
 use std::pin::Pin;
