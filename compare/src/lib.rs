@@ -20,9 +20,11 @@ pub mod targets;
 pub mod tiercell;
 pub mod workload;
 
+use std::future::Future;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::targets::TargetKind;
 use crate::workload::{parse_size, Phase, Workload};
@@ -295,49 +297,50 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     if let Some(path) = &args.render {
         return runner::render(&args, path);
     }
+    // Listening starts before anything is spawned: a signal that comes while the first
+    // target starts is seen, not lost (a listener made later misses it, and the run went
+    // on to its end).
+    let interrupt = Interrupt::listen()?;
     if !args.tier_engines.is_empty() {
-        return tokio::select! {
-            result = tiercell::run(&args) => result,
-            signal = shutdown_signal() => {
-                signal?;
-                bail!("interrupted: spawned servers and engines were stopped and their data removed")
-            }
-        };
+        let what = "spawned servers and engines were stopped and their data removed";
+        return interrupt.or(tiercell::run(&args), what).await;
     }
+    let what = "spawned targets were stopped and their data removed";
     if args.mixed {
-        return tokio::select! {
-            result = mixed::run(&args) => result,
-            signal = shutdown_signal() => {
-                signal?;
-                bail!("interrupted: spawned targets were stopped and their data removed")
-            }
-        };
+        return interrupt.or(mixed::run(&args), what).await;
     }
     if args.replicate {
-        return tokio::select! {
-            result = replicate::run(&args) => result,
-            signal = shutdown_signal() => {
-                signal?;
-                bail!("interrupted: spawned targets were stopped and their data removed")
-            }
-        };
+        return interrupt.or(replicate::run(&args), what).await;
     }
     let workload = args.workload()?;
     let targets = args.targets()?;
-    tokio::select! {
-        result = runner::run(&args, workload, targets) => result,
-        signal = shutdown_signal() => {
-            signal?;
-            bail!("interrupted: spawned targets were stopped and their data removed")
-        }
-    }
+    interrupt
+        .or(runner::run(&args, workload, targets), what)
+        .await
 }
 
-async fn shutdown_signal() -> Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("cannot listen for Ctrl-C"),
-        _ = term.recv() => Ok(()),
+/// Ctrl-C and SIGTERM, listened for from the moment this is made.
+struct Interrupt {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupt {
+    fn listen() -> Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?,
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+        })
+    }
+
+    /// `run`'s result, or an error saying `what` if a signal comes first. A signal wins
+    /// over a run that ends in the same poll. Dropping `run` stops what it spawned.
+    async fn or(mut self, run: impl Future<Output = Result<()>>, what: &str) -> Result<()> {
+        tokio::select! {
+            biased;
+            _ = self.int.recv() => bail!("interrupted: {what}"),
+            _ = self.term.recv() => bail!("interrupted: {what}"),
+            result = run => result,
+        }
     }
 }

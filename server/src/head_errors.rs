@@ -18,7 +18,7 @@
 //! untouched, at the cost of a prefix comparison per write. What could still be taken for
 //! one: a stored record whose payload is exactly such a head, read back in a write of its
 //! own (the socket having taken its answer's head alone just before); only that answer
-//! would be garbled.
+//! would be garbled. hyper's `date` header is kept.
 
 use std::io;
 use std::pin::Pin;
@@ -87,7 +87,19 @@ fn answer_for(head: &[u8]) -> Option<Vec<u8>> {
     } else {
         return None;
     };
-    Some(AppError::new(status, code, message).raw_answer())
+    let mut answer = AppError::new(status, code, message).raw_answer();
+    // hyper's `date` header, kept: the line as hyper wrote it, after our status line.
+    if let (Some(at), Some(line_end)) = (
+        text.find("\r\ndate: "),
+        answer.windows(2).position(|w| w == b"\r\n"),
+    ) {
+        let line = &head[at + 2..];
+        if let Some(len) = line.windows(2).position(|w| w == b"\r\n") {
+            let date = line[..len + 2].to_vec();
+            answer.splice(line_end + 2..line_end + 2, date);
+        }
+    }
+    Some(answer)
 }
 
 impl<I: AsyncWrite + Unpin> HeadErrors<I> {
@@ -211,6 +223,11 @@ mod tests {
         assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
         assert!(head.contains("content-type: application/json"), "{head}");
         assert!(head.contains(&format!("content-length: {}", body.len())));
+        // Bug "HeadErrors dropped hyper's date header": kept, as hyper wrote it.
+        assert!(
+            head.contains("\r\ndate: Sat, 28 Nov 2026 17:37:02 GMT\r\n"),
+            "{head}"
+        );
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["error"]["code"], "head_too_large");
         let as_400 = String::from_utf8_lossy(HYPER_431)
