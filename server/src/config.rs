@@ -504,7 +504,7 @@ impl ServeArgs {
         // A bucket's own settings may ask for a zero-byte quota (ReductStore accepts it), but
         // a server-wide default of 0 is a forgotten --default-quota-size: every bucket would
         // keep only its newest block (FIFO) or refuse every write (HARD).
-        if s.quota_type != QuotaType::None && s.quota_size == 0 {
+        if s.check_quota_sized().is_err() {
             return Err(format!(
                 "--default-quota-type {} needs --default-quota-size (bytes on disk, e.g. 10GiB)",
                 self.default_quota_type

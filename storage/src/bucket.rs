@@ -96,9 +96,20 @@ impl Bucket {
 
     /// Applies an update (validated, written to the settings file, then made visible).
     pub fn update_settings(&self, update: &BucketSettingsUpdate) -> Result<()> {
+        self.update_settings_checked(update, |_| Ok(()))
+    }
+
+    /// [`Self::update_settings`], with `check` of the settings it would give (under the
+    /// settings' lock: no other update comes between) refusing them with its message.
+    pub fn update_settings_checked(
+        &self,
+        update: &BucketSettingsUpdate,
+        check: impl FnOnce(&BucketSettings) -> std::result::Result<(), String>,
+    ) -> Result<()> {
         let mut s = self.settings.write();
         let new = s.apply(update);
         new.validate().map_err(BucketError::InvalidSettings)?;
+        check(&new).map_err(BucketError::InvalidSettings)?;
         write_settings(&self.dir, &new)?;
         self.publish(&mut s, new);
         Ok(())

@@ -502,6 +502,27 @@ impl BucketSettings {
         }
     }
 
+    /// Whether a FIFO or HARD quota has a size: `Err` says how to give one. Not part of
+    /// [`Self::validate`]: ReductStore's API accepts a zero-byte quota (its meaning: FIFO
+    /// keeps only the newest block, HARD refuses every write); tsblob's own API and the
+    /// server's defaults refuse it, since a quota type set without its size is a size
+    /// forgotten, and a FIFO of 0 bytes removed every older block at the next write.
+    pub fn check_quota_sized(&self) -> Result<(), String> {
+        if self.quota_type != QuotaType::None && self.quota_size == 0 {
+            return Err(format!(
+                "quota_type {} needs a quota_size above 0 (bytes on disk, e.g. 10737418240): a {} quota of 0 bytes would {}; give quota_size, or quota_type none",
+                self.quota_type,
+                self.quota_type,
+                if self.quota_type == QuotaType::Fifo {
+                    "remove every older block at the next write"
+                } else {
+                    "refuse every write"
+                }
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the settings make sense; the message says how to fix them.
     pub fn validate(&self) -> Result<(), String> {
         if self.max_block_size < 4096 {

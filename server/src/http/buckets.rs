@@ -334,6 +334,9 @@ pub async fn create(
     let store = state.store.clone();
     let settings = store.options().default_bucket.apply(&update);
     settings.validate().map_err(AppError::invalid_settings)?;
+    settings
+        .check_quota_sized()
+        .map_err(AppError::invalid_settings)?;
     let info = blocking(move || Ok(store.create_bucket(&bucket, settings)?)).await?;
     Ok((
         StatusCode::CREATED,
@@ -358,7 +361,19 @@ pub async fn update(
     let update = SettingsInput::read(body, &state.limits).await?;
     let store = state.store.clone();
     let name = bucket.clone();
-    blocking(move || Ok(store.update_bucket(&name, &update)?)).await?;
+    // An update that sets the quota's type or size must leave a quota with a size (one
+    // that touches neither keeps a zero-byte quota made through ReductStore's API).
+    let sets_quota = update.quota_type.is_some() || update.quota_size.is_some();
+    blocking(move || {
+        Ok(store.update_bucket_checked(&name, &update, |s| {
+            if sets_quota {
+                s.check_quota_sized()
+            } else {
+                Ok(())
+            }
+        })?)
+    })
+    .await?;
     bucket_with_entries(&state, bucket).await
 }
 

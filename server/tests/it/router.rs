@@ -1124,6 +1124,7 @@ mod large_records;
 mod lifecycle;
 mod links;
 mod query_when;
+mod quota;
 mod rename;
 
 /// `if_exists=compare` (what replication and `tsblob cp` send): a record already stored

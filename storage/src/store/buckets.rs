@@ -176,6 +176,17 @@ impl Store {
 
     /// Changes settings; a smaller FIFO quota takes effect at the next write.
     pub fn update_bucket(&self, name: &str, update: &BucketSettingsUpdate) -> Result<BucketInfo> {
+        self.update_bucket_checked(name, update, |_| Ok(()))
+    }
+
+    /// [`Self::update_bucket`], refused with `check`'s message when the settings it would
+    /// give fail it (see [`Bucket::update_settings_checked`]).
+    pub fn update_bucket_checked(
+        &self,
+        name: &str,
+        update: &BucketSettingsUpdate,
+        check: impl FnOnce(&BucketSettings) -> std::result::Result<(), String>,
+    ) -> Result<BucketInfo> {
         let bucket = self.get_bucket(name)?;
         {
             // Serialized with removal and creation: the settings file of a bucket removed
@@ -183,7 +194,7 @@ impl Store {
             // a bucket created again under its name; such a bucket is not found.
             let _g = self.inner.structure.lock();
             self.still_registered(name, &bucket)?;
-            bucket.update_settings(update)?;
+            bucket.update_settings_checked(update, check)?;
         }
         bucket.info(&self.inner.index)
     }

@@ -1,0 +1,87 @@
+//! Quota settings on tsblob's own API: a module of the router test binary.
+
+use super::*;
+
+/// Bug "a FIFO quota set without its size removed the bucket": `{"quota_type":"fifo"}`
+/// (the CLI's `bucket update B --quota-type fifo`, the SDK's `quota_type="fifo"`) was
+/// accepted as a quota of 0 bytes, and the next write, to any entry, removed every older
+/// block. Refused now with what to give, on create and on update; an update that changes
+/// the type of a quota that has a size, or touches no quota field, still goes through.
+#[tokio::test]
+async fn a_fifo_quota_set_without_its_size_removed_the_bucket() {
+    let f = fixture();
+    for body in [
+        r#"{"quota_type":"fifo"}"#,
+        r#"{"quota_type":"hard","quota_size":0}"#,
+    ] {
+        let a = f.call("POST", "/api/v1/b/q", body).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings"),
+            "{body}: {:?}",
+            a.body
+        );
+        assert!(
+            a.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs a quota_size above 0"),
+            "{:?}",
+            a.body
+        );
+    }
+    let a = f
+        .call("POST", "/api/v1/b/q", r#"{"max_block_size":4096}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let payload = "x".repeat(3000);
+    for ts in 1..=6 {
+        let a = f
+            .call("POST", &format!("/api/v1/b/q/e?ts={ts}"), payload.clone())
+            .await;
+        assert_eq!(a.status, StatusCode::CREATED);
+    }
+    for body in [
+        r#"{"quota_type":"fifo"}"#,
+        r#"{"quota_type":"fifo","quota_size":0}"#,
+    ] {
+        let a = f.call("PUT", "/api/v1/b/q", body).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings"),
+            "{body}: {:?}",
+            a.body
+        );
+    }
+    // The next write removed nothing: the refused settings were not applied.
+    let a = f.call("POST", "/api/v1/b/q/other?ts=7", "y").await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let a = f.call("GET", "/api/v1/b/q", "").await;
+    assert_eq!(a.json()["settings"]["quota_type"], "none", "{:?}", a.body);
+    assert_eq!(a.json()["info"]["record_count"], 7, "{:?}", a.body);
+    // A size first, then the type alone: a quota with a size.
+    let a = f
+        .call(
+            "PUT",
+            "/api/v1/b/q",
+            r#"{"quota_type":"hard","quota_size":1000000}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    let a = f
+        .call("PUT", "/api/v1/b/q", r#"{"quota_type":"fifo"}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    assert_eq!(a.json()["settings"]["quota_type"], "fifo");
+    assert_eq!(a.json()["settings"]["quota_size"], 1000000);
+    let a = f.call("PUT", "/api/v1/b/q", r#"{"quota_size":0}"#).await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", a.body);
+    let a = f
+        .call(
+            "PUT",
+            "/api/v1/b/q",
+            r#"{"quota_type":"none","quota_size":0}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+}
