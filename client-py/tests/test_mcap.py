@@ -262,3 +262,64 @@ def test_a_ros2_bag_imports_and_exports_back_byte_identical(server: Server, buck
     assert chat == [f"hello {i}" for i in range(60)]
     temps = [(ros.temperature, ros.header.frame_id) for topic, _, ros in decoded if topic == "/sensors/temp"]
     assert temps == [(pytest.approx(20.0 + i / 10), "base") for i in range(60)]
+
+
+def ros2_bag(path: Path, topic: str, n: int, compression: str = "NONE") -> List[Tuple[int, bytes]]:
+    """A rosbag2 folder (MCAP storage) written by ``rosbags``, compressed by rosbag2 as
+    asked (``NONE``, ``MESSAGE`` or ``FILE``, zstd): the messages as written."""
+    rosbag2 = pytest.importorskip("rosbags.rosbag2")
+    typesys = pytest.importorskip("rosbags.typesys")
+    store = typesys.get_typestore(typesys.Stores.ROS2_HUMBLE)
+    String = store.types["std_msgs/msg/String"]
+    w = rosbag2.Writer(path, version=9, storage_plugin=rosbag2.StoragePlugin.MCAP)
+    w.set_compression(getattr(rosbag2.CompressionMode, compression), rosbag2.CompressionFormat.ZSTD)
+    sent = []
+    with w:
+        conn = w.add_connection(topic, String.__msgtype__, typestore=store)
+        for i in range(n):
+            t = BASE * 1000 + i * 10_000_000
+            raw = bytes(store.serialize_cdr(String(data=f"message {i} " + "x" * 200), String.__msgtype__))
+            w.write(conn, t, raw)
+            sent.append((t, raw))
+    return sent
+
+
+@pytest.mark.parametrize("compression", ["MESSAGE", "FILE"])
+def test_a_compressed_ros2_bag_was_imported_as_its_zstd_frames(
+        compression: str, server: Server, bucket: str, tmp_path: Path) -> None:
+    """Bug "a rosbag2 folder's metadata.yaml was not read": a bag rosbag2 compressed by
+    message was imported as its zstd frames (and the copy said it was whole), one compressed
+    by file failed with "has no .mcap files". The metadata says how; the messages come in
+    as they were written, and export back byte-identical."""
+    bag = tmp_path / "bag"
+    sent = ros2_bag(bag, "/chatter", 40, compression)
+    if compression == "FILE":
+        assert not list(bag.glob("*.mcap")) and list(bag.glob("*.mcap.zstd"))
+    cp(str(bag), f"{server.url}/{bucket}")
+    out = tmp_path / "out.mcap"
+    cp(f"{server.url}/{bucket}", str(out), "--entries", "chatter")
+    back = {t: [(lt, d) for lt, _, _, d in v] for t, v in messages_by_topic(out).items()}
+    assert back == {"/chatter": sent}
+
+
+def test_a_bags_unlisted_file_is_left_out_and_a_missing_one_fails_the_copy(
+        server: Server, bucket: str, tmp_path: Path) -> None:
+    """The files a rosbag2 folder's metadata lists are the bag: a stray ``.mcap`` beside them
+    is not imported (said), a listed file that is gone fails the copy once the rest is in."""
+    bag = tmp_path / "bag"
+    sent = ros2_bag(bag, "/chatter", 10)
+    other = tmp_path / "other"
+    ros2_bag(other, "/other", 5)
+    (bag / "stray.mcap").write_bytes(next(other.glob("*.mcap")).read_bytes())
+    p = cp(str(bag), f"{server.url}/{bucket}")
+    assert "stray.mcap is not listed in the bag's metadata.yaml: not imported" in p.stderr, p.stderr
+    meta = bag / "metadata.yaml"
+    text = meta.read_text()
+    assert "  relative_file_paths:\n  - " in text, text
+    meta.write_text(text.replace("  relative_file_paths:\n", "  relative_file_paths:\n  - gone_1.mcap\n", 1))
+    p = cp(str(bag), f"{server.url}/{bucket}", check=False)
+    assert p.returncode != 0, p.stderr
+    assert "gone_1.mcap is listed in the bag's metadata.yaml but is not in its folder" in p.stderr, p.stderr
+    with server.client() as db:
+        assert [r.timestamp for r in db.query(bucket, "chatter")] == [t // 1000 for t, _ in sent]
+        assert {e.name for e in db.get_bucket(bucket).entries} == {"chatter", ".mcap-schemas"}

@@ -65,7 +65,8 @@ pub enum Command {
     /// MCAP and ROS 2 bags: a destination ending in `.mcap` is an MCAP file (each entry a
     /// channel, each record a message at its timestamp, labels on a `<topic>#labels` channel,
     /// zstd chunks with a summary and message indexes); a source ending in `.mcap`, or a
-    /// rosbag2 folder (metadata.yaml and its .mcap files), is imported (each topic an entry,
+    /// rosbag2 folder (metadata.yaml and the MCAP files it lists, rosbag2's zstd by message
+    /// or by file undone), is imported (each topic an entry,
     /// its leading `/` dropped and other characters escaped as `.XX`; each message a record
     /// at its log time in µs, with the labels mcap.encoding, mcap.schema and
     /// mcap.schema_encoding). An import run again finds what is there; a damaged or truncated

@@ -35,9 +35,11 @@
 //! the messages of its channels, and past [`MAX_SCHEMA_TOTAL_BYTES`] of schemas held the
 //! rest of a file is not read. Those are what an export reads back.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
 use ::mcap::records::Record;
 use tsblob_storage::Labels;
@@ -62,6 +64,8 @@ pub enum ImportError {
     NotMcap { path: String },
     #[error("{path} has no .mcap files: a rosbag2 folder holds metadata.yaml and its .mcap files (convert a .db3 bag with `ros2 bag convert`)")]
     EmptyBag { path: String },
+    #[error("cannot import the rosbag2 folder: {path}: {why}")]
+    BadBag { path: String, why: String },
 }
 
 /// What an import met besides the messages it imported.
@@ -89,6 +93,8 @@ pub struct Report {
     pub refused: BTreeMap<String, (u64, String)>,
     /// Topics not imported: topic → (messages, why).
     pub unmapped: BTreeMap<String, (u64, String)>,
+    /// Files a rosbag2 folder's metadata lists that are not there.
+    pub missing_files: Vec<String>,
     /// Messages moved to the next free µs.
     pub shifted: u64,
     /// Labels messages without their record.
@@ -99,6 +105,7 @@ impl Report {
     /// Whether every message of the input was imported (or filtered out on purpose).
     pub fn complete(&self) -> bool {
         self.skipped_chunks.is_empty()
+            && self.missing_files.is_empty()
             && self.truncated.is_empty()
             && self.after_data_end.is_empty()
             && self.unknown_channel == 0
@@ -110,6 +117,9 @@ impl Report {
     /// One line per thing to report.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
+        out.extend(self.missing_files.iter().map(|f| {
+            format!("{f} is listed in the bag's metadata.yaml but is not in its folder: its messages were not imported")
+        }));
         out.extend(self.skipped_chunks.iter().cloned());
         if self.lost_messages > 0 {
             out.push(format!(
@@ -261,6 +271,8 @@ where
     /// A record waiting for its labels message, and its topic and log time.
     pending: Option<(OutRecord, String, u64)>,
     stopped: bool,
+    /// Whether each message's data is a zstd frame (a rosbag2 bag compressed by message).
+    zstd_messages: bool,
 }
 
 impl<E, F> Importer<E, F>
@@ -278,13 +290,27 @@ where
             schemas_sent: HashSet::new(),
             pending: None,
             stopped: false,
+            zstd_messages: false,
         }
+    }
+
+    /// Inflates each message's data (a zstd frame) before it becomes a record: a rosbag2
+    /// bag whose metadata says `compression_mode: message`.
+    pub fn inflating_messages(mut self) -> Self {
+        self.zstd_messages = true;
+        self
     }
 
     /// Reads one file. Damage is reported in [`Importer::report`], not returned.
     pub fn read_file(&mut self, path: &Path) -> Result<(), ImportError> {
+        self.read_file_as(path, &path.display().to_string())
+    }
+
+    /// Reads the file at `path`, reported as `name` (a bag's file inflated into a
+    /// temporary one is reported by its own name).
+    pub fn read_file_as(&mut self, path: &Path, name: &str) -> Result<(), ImportError> {
         use ::mcap::records::op;
-        let name = path.display().to_string();
+        let name = name.to_string();
         let io = |error| ImportError::Io {
             path: name.clone(),
             error,
@@ -467,6 +493,21 @@ where
                     self.labels(of, header.log_time, &data);
                     return true;
                 }
+                let data = if self.zstd_messages {
+                    match inflate_message(&data, MAX_MESSAGE_BYTES) {
+                        Ok(plain) => Cow::Owned(plain),
+                        Err(why) => {
+                            self.report
+                                .refused
+                                .entry(ch.topic.clone())
+                                .or_insert((0, why))
+                                .0 += 1;
+                            return true;
+                        }
+                    }
+                } else {
+                    data
+                };
                 let schema = match st.schemas.get(&ch.schema) {
                     Some(Err(why)) => {
                         self.report
@@ -627,54 +668,23 @@ where
     }
 }
 
-/// The MCAP files of a place: the file itself, or a rosbag2 folder's `.mcap` files in
-/// their numbered order (`bag_0.mcap`, `bag_1.mcap`, ..., `bag_10.mcap`).
-pub fn files_of(path: &Path) -> Result<Vec<PathBuf>, ImportError> {
-    if !path.is_dir() {
-        return Ok(vec![path.to_path_buf()]);
-    }
-    let io = |error| ImportError::Io {
-        path: path.display().to_string(),
-        error,
-    };
-    let mut files = Vec::new();
-    for item in std::fs::read_dir(path).map_err(io)? {
-        let p = item.map_err(io)?.path();
-        if p.extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))
-            && p.is_file()
-        {
-            files.push(p);
-        }
-    }
-    if files.is_empty() {
-        return Err(ImportError::EmptyBag {
-            path: path.display().to_string(),
-        });
-    }
-    files.sort_by_key(|p| natural_key(&p.file_name().unwrap_or_default().to_string_lossy()));
-    Ok(files)
-}
-
-/// A sort key that orders `bag_2` before `bag_10`.
-fn natural_key(s: &str) -> Vec<(String, u64)> {
+/// Inflates one message of a `message`-compressed bag, within `max` bytes: `Err` says why
+/// it could not be.
+fn inflate_message(data: &[u8], max: u64) -> Result<Vec<u8>, String> {
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(data)
+        .map_err(|e| format!("its data does not inflate as zstd ({e})"))?;
     let mut out = Vec::new();
-    let mut text = String::new();
-    let mut num: Option<u64> = None;
-    for c in s.chars() {
-        match (c.to_digit(10), num) {
-            (Some(d), Some(n)) => num = Some(n.saturating_mul(10).saturating_add(d.into())),
-            (Some(d), None) => num = Some(d.into()),
-            (None, Some(n)) => {
-                out.push((std::mem::take(&mut text), n));
-                num = None;
-                text.push(c);
-            }
-            (None, None) => text.push(c),
-        }
+    (&mut decoder)
+        .take(max + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("its data does not inflate as zstd ({e})"))?;
+    if out.len() as u64 > max {
+        return Err(format!(
+            "its data inflates to more than the {} a message may be",
+            tsblob_proto::format_size(max)
+        ));
     }
-    out.push((text, num.unwrap_or(0)));
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -995,9 +1005,14 @@ mod tests {
     }
 
     #[test]
-    fn bag_files_are_read_in_their_numbered_order() {
-        let mut names = vec!["b_10.mcap", "b_2.mcap", "b_0.mcap", "b_1.mcap"];
-        names.sort_by_key(|n| natural_key(n));
-        assert_eq!(names, ["b_0.mcap", "b_1.mcap", "b_2.mcap", "b_10.mcap"]);
+    fn a_message_inflates_within_its_bound() {
+        let frame = zstd::encode_all(&vec![7u8; 100_000][..], 3).unwrap();
+        assert_eq!(
+            inflate_message(&frame, 100_000).unwrap(),
+            vec![7u8; 100_000]
+        );
+        let err = inflate_message(&frame, 99_999).unwrap_err();
+        assert!(err.contains("inflates to more than"), "{err}");
+        assert!(inflate_message(b"not zstd", 10).is_err());
     }
 }

@@ -9,6 +9,8 @@
 //! * [`import`]: an MCAP file's messages as records (topics → entries, log times →
 //!   timestamps, labels) and the report of what was not imported: a chunk that fails its
 //!   CRC or does not decompress is skipped and counted, a truncated end is reported.
+//! * [`bag`]: a rosbag2 folder's `metadata.yaml`: which files, in what order, and how
+//!   rosbag2 compressed them (by message or by file, zstd).
 //! * `read`: the bounded record reader under it: top-level records one at a time, each
 //!   within a bound of its kind, the unused ones skipped unread, a chunk decompressed and
 //!   its records handed on one at a time.
@@ -16,6 +18,7 @@
 //! The mappings both ways live here, each with its inverse, so that an import exported
 //! again gives the same topics, encodings, schemas, times and message bytes.
 
+pub mod bag;
 pub mod export;
 pub mod import;
 mod read;

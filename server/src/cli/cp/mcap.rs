@@ -18,7 +18,8 @@ use tsblob_storage::FeedFilter;
 use super::super::human::size;
 use super::super::{seg, Client};
 use crate::batch_client::OutRecord;
-use crate::mcap::import::{files_of, Importer};
+use crate::mcap::bag::{self, Compression};
+use crate::mcap::import::Importer;
 
 /// Whether a path names an MCAP file (by its extension).
 pub(super) fn is_mcap(path: &Path) -> bool {
@@ -121,7 +122,15 @@ pub(super) async fn import(
         .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
     let patterns = super::compile_patterns(&patterns)?;
     tokio::task::spawn_blocking(move || {
-        let files = files_of(&path)?;
+        let (files, compression, missing) = if path.is_dir() {
+            let b = bag::read(&path)?;
+            for f in &b.unlisted {
+                eprintln!("{f} is not listed in the bag's metadata.yaml: not imported");
+            }
+            (b.files, b.compression, b.missing)
+        } else {
+            (vec![path.clone()], Compression::None, Vec::new())
+        };
         let mut filter = FeedFilter::new(tsblob_storage::EntrySelection::all(), cond.as_ref());
         let mut sent = 0u64;
         let want = |r: &OutRecord| {
@@ -135,8 +144,17 @@ pub(super) async fn import(
             tx.blocking_send(r).is_ok()
         };
         let mut imp = Importer::new(emit, want);
+        if compression == Compression::Messages {
+            imp = imp.inflating_messages();
+        }
+        imp.report.missing_files = missing;
         for f in &files {
-            imp.read_file(f)?;
+            if compression == Compression::Files {
+                let plain = bag::inflate(f)?;
+                imp.read_file_as(plain.path(), &f.display().to_string())?;
+            } else {
+                imp.read_file(f)?;
+            }
             if imp.stopped() {
                 break; // the writer stopped: it reports why
             }

@@ -115,7 +115,7 @@ const INDEX: &str = "index.ndjson";
 #[derive(Debug, clap::Args)]
 pub struct CpArgs {
     /// Source: `http[s]://host:port/BUCKET[/ENTRY-GLOB]`, an export folder, an MCAP file
-    /// (`*.mcap`) or a rosbag2 folder (holding `metadata.yaml` and its `.mcap` files).
+    /// (`*.mcap`) or a rosbag2 folder (holding `metadata.yaml` and the files it lists).
     pub src: String,
     /// Destination: `http[s]://host:port/BUCKET`, a folder, or an MCAP file (`*.mcap`,
     /// from a server source).
