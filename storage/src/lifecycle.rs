@@ -65,6 +65,8 @@ pub struct PassReport {
     pub looked_at: u64,
     /// Whether every selected entry reached the cutoff.
     pub caught_up: bool,
+    /// Whether the rule only counted (`dry_run`): nothing was removed or compressed.
+    pub dry_run: bool,
 }
 
 /// A rule's run state, kept by its bucket.

@@ -80,16 +80,21 @@ fn line(r: &Value) {
             .join(","),
         _ => "*".into(),
     };
+    let (removed, compressed) = if r["mode"] == "dry_run" {
+        ("would have removed", "would have compressed")
+    } else {
+        ("removed", "compressed")
+    };
     let done = if r["action"] == "compress" {
         format!(
-            "compressed {} ({} bytes saved, {} blocks freed)",
+            "{compressed} {} ({} bytes saved, {} blocks freed)",
             human::json_text(&s["compressed"]),
             human::json_text(&s["saved_bytes"]),
             human::json_text(&s["removed_blocks"])
         )
     } else {
         format!(
-            "removed {} ({} blocks)",
+            "{removed} {} ({} blocks)",
             human::json_text(&s["removed"]),
             human::json_text(&s["removed_blocks"])
         )
@@ -172,16 +177,22 @@ pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
             let p = c
                 .json(c.request(Method::POST, &format!("{}/run", path(&bucket, &name))))
                 .await?;
+            // Bug "a dry run said it removed records": a dry_run rule's pass counts only.
+            let (removed, compressed) = if p["dry_run"] == json!(true) {
+                ("dry run: would remove", "dry run: would compress")
+            } else {
+                ("removed", "compressed")
+            };
             let done = if p["compressed"].as_u64().unwrap_or(0) > 0 {
                 format!(
-                    "compressed {} records ({} bytes saved, {} blocks freed)",
+                    "{compressed} {} records ({} bytes saved, {} blocks freed)",
                     human::json_text(&p["compressed"]),
                     human::json_text(&p["saved_bytes"]),
                     human::json_text(&p["blocks"])
                 )
             } else {
                 format!(
-                    "removed {} records ({} whole blocks)",
+                    "{removed} {} records ({} whole blocks)",
                     human::json_text(&p["removed"]),
                     human::json_text(&p["blocks"])
                 )

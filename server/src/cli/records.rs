@@ -124,6 +124,8 @@ pub(crate) fn extension_of(content_type: &str) -> String {
         "text/plain" => ".txt",
         "text/csv" => ".csv",
         "video/mp4" => ".mp4",
+        // mime_guess lists its extensions alphabetically: `.aaf` came first.
+        "application/octet-stream" => ".bin",
         _ => "",
     };
     if !known.is_empty() {
@@ -1028,5 +1030,7 @@ mod tests {
         assert_eq!(extension_of("image/jpeg"), ".jpg");
         assert_eq!(extension_of("image/tiff"), ".tif");
         assert_eq!(extension_of("application/x-whatever"), ".bin");
+        // Bug "exports of the default content type were named .aaf" (mime_guess's first).
+        assert_eq!(extension_of("application/octet-stream"), ".bin");
     }
 }

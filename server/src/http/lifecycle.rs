@@ -343,7 +343,7 @@ pub async fn remove(
 #[utoipa::path(post, path = "/api/v1/lifecycle/{bucket}/{name}/run", tag = "lifecycle",
     params(("bucket" = String, Path), ("name" = String, Path)),
     responses((status = 200, body = serde_json::Value,
-               description = "{\"removed\", \"compressed\", \"saved_bytes\", \"blocks\", \"looked_at\", \"caught_up\"}"),
+               description = "{\"removed\", \"compressed\", \"saved_bytes\", \"blocks\", \"looked_at\", \"caught_up\", \"dry_run\"}: in dry_run, what would have been removed or compressed"),
               (status = 404, body = ErrorBody)))]
 pub async fn run(
     State(state): State<AppState>,
@@ -365,6 +365,7 @@ pub async fn run(
         "blocks": p.blocks,
         "looked_at": p.looked_at,
         "caught_up": p.caught_up,
+        "dry_run": p.dry_run,
     })))
 }
 

@@ -782,6 +782,46 @@ fn lifecycle_cli_sets_lists_runs_and_removes_rules() {
     assert_eq!(code, 1, "{err}");
 }
 
+/// Bug "a dry run said it removed records": `tsblob lifecycle run` of a `dry_run` rule
+/// printed "removed 3 records" and `lifecycle ls` "removed 3", with every record still
+/// there. They say what it would have removed.
+#[test]
+fn a_dry_run_said_it_removed_records() {
+    let s = Server::start(&[]);
+    let url = s.url("");
+    assert_eq!(tsblob(&url, &["bucket", "create", "b"], b"").0, 0);
+    let old = tsblob_storage::now_micros() - 2 * 3_600_000_000;
+    for ts in [old, old + 1, old + 2] {
+        let ts = ts.to_string();
+        assert_eq!(
+            tsblob(&url, &["put", "b", "e", "-", "--ts", &ts], b"x").0,
+            0
+        );
+    }
+    let set = [
+        "lifecycle",
+        "set",
+        "b",
+        "r",
+        "--older-than",
+        "1h",
+        "--mode",
+        "dry_run",
+    ];
+    let (code, _, err) = tsblob(&url, &set, b"");
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = tsblob(&url, &["lifecycle", "run", "b", "r"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("dry run: would remove 3 records"), "{out}");
+    assert!(!out.contains("removed"), "{out}");
+    let (code, out, err) = tsblob(&url, &["lifecycle", "ls", "b"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("would have removed 3"), "{out}");
+    let (code, out, err) = tsblob(&url, &["query", "b", "e", "--json"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+}
+
 /// Issue 28: the bulk routes (`PATCH …/query`, `PATCH`/`DELETE …/batch`) had no CLI; a
 /// change to many records took one `tsblob` call each. `tsblob label` sets and removes labels
 /// of one record, of several by timestamp, or of a selection; `tsblob rm --ts` repeats. A

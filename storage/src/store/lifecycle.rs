@@ -288,6 +288,7 @@ impl Store {
         let dry = rule.mode == LifecycleMode::DryRun;
         let mut report = PassReport {
             caught_up: true,
+            dry_run: dry,
             ..PassReport::default()
         };
         let mut entries = b.entries();
