@@ -314,3 +314,42 @@ async fn cp_copies_the_attachments_of_the_copied_entries() {
     );
     assert_eq!(src.dump("s").await, third.dump("t").await);
 }
+
+/// Bug "cp created the destination bucket before reading its source" (the new-user
+/// walkthrough of 2026-11-28): a missing folder, a plain file, a file that is not MCAP, or a
+/// bag whose metadata.yaml does not parse failed after leaving an empty bucket behind, and
+/// an empty folder copied nothing with exit 0. Each fails first, with what to give, and no
+/// bucket is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_created_the_destination_bucket_before_reading_its_source() {
+    let s = Server::start(&[]);
+    let api = Api::new(&s.url(""), None);
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("notes.txt");
+    std::fs::write(&plain, b"hello").unwrap();
+    let fake = dir.path().join("fake.mcap");
+    std::fs::write(&fake, b"not an mcap file at all").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let bag = dir.path().join("bag");
+    std::fs::create_dir(&bag).unwrap();
+    std::fs::write(bag.join("metadata.yaml"), b"rosbag2_bagfile_information: [").unwrap();
+    let missing = dir.path().join("missing");
+    let cases = [
+        (missing.clone(), "is not a folder"),
+        (plain, "is not a folder"),
+        (fake, "is not an MCAP file"),
+        (empty, "holds no exported entry"),
+        (bag, "does not parse as rosbag2 metadata"),
+    ];
+    for (i, (src, says)) in cases.iter().enumerate() {
+        let bucket = format!("d{i}");
+        let (ok, out) = cp(&[src.to_str().unwrap(), &s.url(&format!("/{bucket}"))]);
+        assert!(!ok, "{}: {out}", src.display());
+        assert!(out.contains(says), "{}: {out}", src.display());
+        let (status, _) = api
+            .json(reqwest::Method::GET, &format!("/api/v1/b/{bucket}"), None)
+            .await;
+        assert_eq!(status, 404, "{}: a bucket was left behind", src.display());
+    }
+}

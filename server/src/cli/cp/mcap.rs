@@ -91,6 +91,22 @@ pub(super) async fn export(
     Ok(written)
 }
 
+/// Whether `path` is a file that starts with the MCAP magic: a clear error if not.
+pub(super) fn check_file(path: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(::mcap::MAGIC.len() as u64).read_to_end(&mut head))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if head != ::mcap::MAGIC {
+        bail!(
+            "{} is not an MCAP file (it does not start with the MCAP magic)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 fn ends_with_magic(path: &Path) -> anyhow::Result<bool> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path)?;

@@ -160,6 +160,33 @@ pub struct CpArgs {
     pub no_source_settings: bool,
 }
 
+/// A local source, checked before the destination bucket is made. Bug "cp created the
+/// destination bucket before reading its source": a missing folder, a plain file or a file
+/// that is not MCAP left an empty bucket behind, and an empty folder copied nothing with
+/// exit 0.
+fn check_source(src: &Place) -> anyhow::Result<()> {
+    const WHAT: &str = "give an export folder (`tsblob cp http://host/BUCKET FOLDER` makes one), an MCAP file (*.mcap) or a rosbag2 folder (with metadata.yaml)";
+    match src {
+        Place::Server { .. } => {}
+        Place::Folder(dir) if !dir.is_dir() => {
+            bail!("{} is not a folder: {WHAT}", dir.display())
+        }
+        Place::Folder(dir) => {
+            if folder_entries(dir)?.is_empty() {
+                bail!(
+                    "{} holds no exported entry (no <entry>/{INDEX} under it): {WHAT}",
+                    dir.display()
+                )
+            }
+        }
+        Place::Mcap(p) => mcap::check_file(p)?,
+        Place::Bag(p) => {
+            crate::mcap::bag::read(p)?;
+        }
+    }
+    Ok(())
+}
+
 /// Creates the destination bucket when it is missing: with the source bucket's settings
 /// (a server source, unless `--no-source-settings`), else the destination's defaults.
 /// A copy into a missing bucket retried its 404s and ended with "Broken pipe".
@@ -321,6 +348,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             ),
         }
     }
+    check_source(&src)?;
     ensure_destination(&src, &dst, &args).await?;
     let pb = if args.quiet {
         indicatif::ProgressBar::hidden()
