@@ -14,21 +14,7 @@ async fn a_fifo_quota_set_without_its_size_removed_the_bucket() {
         r#"{"quota_type":"fifo"}"#,
         r#"{"quota_type":"hard","quota_size":0}"#,
     ] {
-        let a = f.call("POST", "/api/v1/b/q", body).await;
-        assert_eq!(
-            (a.status, a.code().as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings"),
-            "{body}: {:?}",
-            a.body
-        );
-        assert!(
-            a.json()["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("needs a quota_size above 0"),
-            "{:?}",
-            a.body
-        );
+        refused_for_its_size(&f, "POST", body).await;
     }
     let a = f
         .call("POST", "/api/v1/b/q", r#"{"max_block_size":4096}"#)
@@ -44,14 +30,9 @@ async fn a_fifo_quota_set_without_its_size_removed_the_bucket() {
     for body in [
         r#"{"quota_type":"fifo"}"#,
         r#"{"quota_type":"fifo","quota_size":0}"#,
+        r#"{"quota_size":0,"quota_type":"hard"}"#,
     ] {
-        let a = f.call("PUT", "/api/v1/b/q", body).await;
-        assert_eq!(
-            (a.status, a.code().as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings"),
-            "{body}: {:?}",
-            a.body
-        );
+        refused_for_its_size(&f, "PUT", body).await;
     }
     // The next write removed nothing: the refused settings were not applied.
     let a = f.call("POST", "/api/v1/b/q/other?ts=7", "y").await;
@@ -84,4 +65,20 @@ async fn a_fifo_quota_set_without_its_size_removed_the_bucket() {
         )
         .await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+}
+
+/// `body` sent to bucket `q` is 422 `invalid_settings`, saying a quota needs its size.
+async fn refused_for_its_size(f: &Fixture, method: &str, body: &str) {
+    let a = f.call(method, "/api/v1/b/q", body.to_string()).await;
+    assert_eq!(
+        (a.status, a.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings"),
+        "{method} {body}: {:?}",
+        a.body
+    );
+    let message = a.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(message.contains("needs a quota_size above 0"), "{message}");
 }
