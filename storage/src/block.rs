@@ -82,6 +82,17 @@ pub fn open_block(path: &Path) -> Result<OpenedBlock> {
     })
 }
 
+/// Whether a block file ends before its header does (every byte of it a prefix of a header,
+/// none past it): a crash between [`create_block`]'s creation of the file and its header
+/// write. Such a file never held a record.
+pub fn header_cut_short(path: &Path) -> Result<bool> {
+    let mut buf = vec![0u8; MAX_BLOCK_HEADER + 1];
+    let n = std::fs::File::open(path)
+        .and_then(|f| read_at_most(&f, &mut buf, 0))
+        .map_err(|e| Error::io(format!("reading {path:?}"), e))?;
+    Ok(n <= MAX_BLOCK_HEADER && decode_block_header(&buf[..n]) == Err(DecodeError::Short))
+}
+
 pub fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {

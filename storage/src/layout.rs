@@ -3,6 +3,7 @@
 //! ```text
 //! <data>/tsblob.lock          the folder lock (flock, with <data>/ itself) of the process that has it open
 //! <data>/index/               the LMDB index
+//! <data>/index/ballast        space kept for repairs on a full disk (`ballast.rs`)
 //! <data>/.trash/              removed blocks and folders on their way out (`trash.rs`)
 //! <data>/.lifecycle-resume    lifecycle rules' resume points, written at a clean close and
 //!                             removed at open (`store/lifecycle.rs`)

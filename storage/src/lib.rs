@@ -23,6 +23,7 @@
 //! ```
 
 mod attachments;
+mod ballast;
 mod block;
 mod bucket;
 mod codec;

@@ -17,6 +17,36 @@ use crate::settings::BucketSettings;
 
 /// Free bytes for an unprivileged writer on the file system holding `path`.
 pub(crate) fn free_space(path: &Path) -> std::io::Result<u64> {
+    disk_space(path).map(|(free, _)| free)
+}
+
+/// Free bytes below which a disk counts as full for the index: a short write of LMDB's fills
+/// the file system to its last block.
+pub(crate) const NEARLY_FULL: u64 = 1 << 20;
+
+/// Whether `e` is the EIO that LMDB makes of a short write (`mdb_page_flush`) on a file
+/// system that ran out of space mid-commit: an index I/O error while less than 1 MiB is
+/// free. (A real I/O error on a disk with room stays one.)
+pub(crate) fn full_disk_eio(e: &Error, data: &Path) -> bool {
+    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EIO))
+        && free_space(data).is_ok_and(|free| free < NEARLY_FULL)
+}
+
+/// An index commit's error, with a full disk's EIO ([`full_disk_eio`]) typed as `DiskFull`.
+pub(crate) fn type_full_disk(e: Error, data: &Path) -> Error {
+    if !full_disk_eio(&e, data) {
+        return e;
+    }
+    Error::Write(WriteError::DiskFull {
+        path: data.to_path_buf(),
+        available: 0,
+        reserve: 0,
+        needed: 0,
+    })
+}
+
+/// Free bytes for an unprivileged writer, and the size, of the file system holding `path`.
+pub(crate) fn disk_space(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "path has a NUL byte")
@@ -27,7 +57,8 @@ pub(crate) fn free_space(path: &Path) -> std::io::Result<u64> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    let frsize = st.f_frsize as u64;
+    Ok((st.f_bavail as u64 * frsize, st.f_blocks as u64 * frsize))
 }
 
 /// Free bytes of the data folder's file system as last measured, when, and what was

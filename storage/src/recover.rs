@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use heed::RwTxn;
 
-use crate::block::{head_crc, open_block, parse_block_name, read_head, verify_frame, OpenedBlock};
+use crate::ballast;
+use crate::block::{
+    head_crc, header_cut_short, open_block, parse_block_name, read_head, verify_frame, OpenedBlock,
+};
 use crate::bucket::Bucket;
 use crate::codec::frame::{FLAG_DELETED, FRAME_MAGIC};
 use crate::codec::index::{Attrs, BlockState, IndexValue};
@@ -348,11 +351,25 @@ pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
     let path = path
         .canonicalize()
         .map_err(|e| Error::io(format!("resolving {path:?}"), e))?;
-    let mut report = RecoveryReport::default();
-    let trash = Trash::open(&path, opts.sync == SyncPolicy::Always, &mut report)?;
-    restore_lost_settings(&path, &opts.default_bucket, &mut report)?;
-    let (index, rebuild) = open_index(&path, opts, &mut report)?;
-    let (buckets, next_block, next_entry) = load(&path, &index, rebuild, &mut report)?;
+    let mut notes = RecoveryReport::default();
+    // On a disk with (nearly) no byte free, LMDB can neither grow data.mdb for a repair nor
+    // make a missing lock.mdb (a page fault on its map is a SIGBUS): the ballast goes first.
+    if ballast::nearly_full(&path) && ballast::release(&path) {
+        note(&mut notes, "the disk holding the data folder is full: deleted the ballast (index/ballast) to give the index room; it is made again at an open with room");
+    }
+    let attempt = match open_locked(&path, opts) {
+        // A repair's index commit met a full disk: the ballast gives it room, once.
+        Err(e) if ballast::out_of_space(&e, &path) && ballast::release(&path) => {
+            note(&mut notes, &format!("opening met a full disk ({e}): deleted the ballast (index/ballast) to make room for the repair; it is made again at an open with room"));
+            open_locked(&path, opts)
+        }
+        r => r,
+    };
+    let (trash, index, (buckets, next_block, next_entry), mut report) =
+        attempt.map_err(|e| crate::quota::type_full_disk(e, &path))?;
+    notes.events.append(&mut report.events);
+    report.events = notes.events;
+    ballast::ensure(&path, opts.free_space_reserve);
     Ok(Loaded {
         path,
         lock,
@@ -363,6 +380,17 @@ pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
         trash,
         report,
     })
+}
+
+/// [`open`]'s steps after the lock: each can run again after a failure (what a first run
+/// repaired on disk, the second finds repaired).
+fn open_locked(path: &Path, opts: &StoreOptions) -> Result<(Trash, Index, Found, RecoveryReport)> {
+    let mut report = RecoveryReport::default();
+    let trash = Trash::open(path, opts.sync == SyncPolicy::Always, &mut report)?;
+    restore_lost_settings(path, &opts.default_bucket, &mut report)?;
+    let (index, rebuild) = open_index(path, opts, &mut report)?;
+    let found = load(path, &index, rebuild, &mut report)?;
+    Ok((trash, index, found, report))
 }
 
 /// Rebuilds the LMDB index of a data folder from its block files alone. The folder must
@@ -488,6 +516,7 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                     index.delete_block(&mut txn, bid)?;
                 }
             }
+            let mut checked = Vec::new();
             for (bid, bpath) in files {
                 next_block = next_block.max(bid + 1);
                 let known = metas.get(&bid).copied().filter(|m| m.entry_id == id);
@@ -495,8 +524,28 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
                     check_block(index, &mut txn, id, bid, &bpath, known, &mut blocks, report)?;
                 if let Some(meta) = meta {
                     size += meta.indexed_len;
-                    index.put_block(&mut txn, bid, &meta)?;
                     blocks.insert(bid, meta);
+                    checked.push(bid);
+                }
+            }
+            // Stored once every file is checked: a later block's scan may retire a record
+            // of an earlier one (the later copy of a label update wins), which lowers that
+            // block's count. Stored before that, the index's counts disagreed with its
+            // records and every later open rebuilt the whole index.
+            // Only what changed: an open after a clean close writes nothing (on a full disk
+            // a commit may find no room).
+            for bid in checked {
+                let Some(meta) = blocks.get(&bid) else {
+                    continue;
+                };
+                let known = metas.get(&bid).filter(|m| m.entry_id == id);
+                if known.is_none_or(|k| {
+                    BlockState {
+                        sealed: k.sealed,
+                        ..*meta
+                    } != *k
+                }) {
+                    index.put_block(&mut txn, bid, meta)?;
                 }
             }
             let entry = Entry::new(id, &ename, &bdir, EntryState::new(blocks));
@@ -514,6 +563,12 @@ fn load(path: &Path, index: &Index, rebuild: bool, report: &mut RecoveryReport) 
             );
             index.delete_entry(&mut txn, b, e)?;
             index.delete_entry_records(&mut txn, *id)?;
+            // Its block rows too: left, their record counts would disagree with the
+            // records at every later open, and each open would rebuild the whole index.
+            // (A tiered block's object becomes an orphan, which the tier's sweep removes.)
+            for (bid, _) in metas.iter().filter(|(_, m)| m.entry_id == *id) {
+                index.delete_block(&mut txn, *bid)?;
+            }
         }
     }
     txn.commit()?;
@@ -576,6 +631,17 @@ fn check_block(
         header_len,
     } = match open_block(bpath) {
         Ok(x) => x,
+        Err(_) if header_cut_short(bpath)? => {
+            // Set aside as corrupt, such files were kept for good, one per such crash.
+            note(report, &format!("block {bpath:?} ends inside its header (a crash while it was being created; it never held a record): deleted"));
+            if let Some(m) = known {
+                drop_block_records(index, txn, entry_id, &m, bid)?;
+            }
+            index.delete_block(txn, bid)?;
+            std::fs::remove_file(bpath)
+                .map_err(|err| Error::io(format!("deleting {bpath:?}"), err))?;
+            return Ok(None);
+        }
         Err(e) => {
             let aside = bpath.with_extension("corrupt");
             note(

@@ -745,15 +745,13 @@ impl Auth {
         let file = TokenFile {
             tokens: tokens.by_name.values().map(|t| t.stored()).collect(),
         };
-        serde_json::to_vec_pretty(&file)
-            .map_err(std::io::Error::other)
-            .and_then(|json| crate::private_file::write_atomic(&self.path, &json))
-            .map_err(|e| {
-                AppError::internal(format!(
-                    "cannot write the token file {}: {e}",
-                    self.path.display()
-                ))
-            })
+        let json = serde_json::to_vec_pretty(&file)
+            .map_err(|e| AppError::internal(format!("cannot encode the tokens: {e}")))?;
+        Ok(crate::private_file::write_state(
+            "token file",
+            &self.path,
+            &json,
+        )?)
     }
 
     /// The client's address: the socket's peer, or, when the peer is one of

@@ -463,6 +463,20 @@ impl From<crate::when::WhenError> for AppError {
     }
 }
 
+impl From<crate::private_file::NotWritten> for AppError {
+    fn from(e: crate::private_file::NotWritten) -> AppError {
+        if !e.disk_full() {
+            return AppError::internal(e.to_string());
+        }
+        AppError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::DiskFull,
+            format!("the server's disk is full: the {} cannot be written, so the change was not made; free space (remove data) and retry; reads keep working", e.what()),
+        )
+        .logging(tracing::Level::WARN, None, e.to_string())
+    }
+}
+
 impl From<crate::replication::ReplicationError> for AppError {
     fn from(e: crate::replication::ReplicationError) -> AppError {
         use crate::replication::ReplicationError as R;
@@ -483,6 +497,7 @@ impl From<crate::replication::ReplicationError> for AppError {
             R::When(e) => e.into(),
             R::Storage(e) => e.into(),
             R::Internal(message) => AppError::internal(message),
+            R::NotWritten(e) => e.into(),
         }
     }
 }

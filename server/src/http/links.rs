@@ -150,14 +150,7 @@ impl Secret {
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let k: [u8; 32] = rand::random();
-                crate::private_file::write_atomic(&self.path, hex(&k).as_bytes()).map_err(
-                    |e| {
-                        AppError::internal(format!(
-                            "cannot write the link secret {}: {e}",
-                            self.path.display()
-                        ))
-                    },
-                )?;
+                crate::private_file::write_state("link secret", &self.path, hex(&k).as_bytes())?;
                 k
             }
             Err(e) => {

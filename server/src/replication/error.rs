@@ -25,7 +25,10 @@ pub enum ReplicationError {
     /// The engine's error (a source bucket that does not exist, a record gone, ...).
     #[error(transparent)]
     Storage(#[from] tsblob_storage::Error),
-    /// A failure of the server's own (the task file, the HTTP client, a blocking task).
+    /// The task file could not be written (a full disk: 507 `disk_full`).
+    #[error(transparent)]
+    NotWritten(#[from] crate::private_file::NotWritten),
+    /// A failure of the server's own (the HTTP client, a blocking task).
     #[error("{0}")]
     Internal(String),
 }

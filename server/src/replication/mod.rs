@@ -653,12 +653,11 @@ impl Replications {
         })?;
         let path = self.path.clone();
         blocking(move || {
-            crate::private_file::write_atomic(&path, &json).map_err(|e| {
-                ReplicationError::Internal(format!(
-                    "cannot write the replication task file {}: {e}",
-                    path.display()
-                ))
-            })
+            Ok(crate::private_file::write_state(
+                "replication task file",
+                &path,
+                &json,
+            )?)
         })
         .await?;
         let mut tasks = self.tasks.lock();

@@ -179,7 +179,9 @@ impl Inner {
 
     /// Commits `change` to the index (and the change feed) through the group committer.
     pub fn commit(&self, change: Change) -> Result<()> {
-        self.committer.commit(&self.index, &self.feed, change)
+        self.committer
+            .commit(&self.index, &self.feed, change)
+            .map_err(|e| crate::quota::type_full_disk(e, &self.path))
     }
 
     /// Where record payloads are read from.

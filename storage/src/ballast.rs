@@ -1,0 +1,105 @@
+//! Space the data folder keeps for its own repair: `<data>/index/ballast`, a file of up to
+//! [`MAX_BALLAST`] bytes allocated at open while the disk has room.
+//!
+//! Opening a folder a crash left may need an index commit (re-indexed records, a rename or
+//! removal finished, a rebuild), and LMDB may have to make `data.mdb` bigger for it. On a
+//! disk another program filled, that commit failed, the server did not start, and the API
+//! that removes data to free space was out of reach (kill -9 probe, F1). An open on a disk
+//! with less than 1 MiB free deletes the ballast first (LMDB cannot even make a missing
+//! `lock.mdb` there: a page fault on its map is a SIGBUS); an open that fails for want of
+//! space deletes it and tries once more. The file is made again at a later open with room
+//! (free space above `--free-space-reserve` plus four times its size). The room it gives
+//! also serves the removals that free the disk afterwards.
+
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, WriteError};
+use crate::layout::INDEX_DIR;
+use crate::quota::disk_space;
+
+/// The most the ballast holds: enough for the index commits of a crash's repairs (a few
+/// pages each) and the rebuild of an index of some 10,000s of records.
+pub(crate) const MAX_BALLAST: u64 = 8 << 20;
+
+fn path(data: &Path) -> PathBuf {
+    data.join(INDEX_DIR).join("ballast")
+}
+
+/// The ballast's size on a file system of `total` bytes: [`MAX_BALLAST`], or 1/64 of a
+/// small file system.
+fn size_for(total: u64) -> u64 {
+    MAX_BALLAST.min(total / 64)
+}
+
+/// Deletes the ballast; whether it held space to give.
+pub(crate) fn release(data: &Path) -> bool {
+    let p = path(data);
+    let held = std::fs::metadata(&p).map(|m| m.len() > 0).unwrap_or(false);
+    held && std::fs::remove_file(&p).is_ok()
+}
+
+/// Makes the ballast when it is missing (or short) and the disk has room for it beyond
+/// `reserve` (the free-space guard's) and three times its size. Best effort: a failure is
+/// logged, nothing else.
+pub(crate) fn ensure(data: &Path, reserve: u64) {
+    let p = path(data);
+    let Ok((free, total)) = disk_space(data) else {
+        return;
+    };
+    let size = size_for(total);
+    let have = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+    if size == 0 || have >= size || free < reserve.saturating_add(size.saturating_mul(4)) {
+        return;
+    }
+    if let Err(e) = allocate(&p, size) {
+        let _ = std::fs::remove_file(&p);
+        log::warn!("could not keep {size} bytes of ballast for repairs on a full disk ({e})");
+    }
+}
+
+/// Allocates `size` bytes to `p` for real (a sparse file would free nothing).
+fn allocate(p: &Path, size: u64) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(p)?;
+    let len = libc::off_t::try_from(size).map_err(std::io::Error::other)?;
+    // SAFETY: `f` is an open file descriptor for the call's duration.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    f.sync_all()
+}
+
+/// Whether the disk holding `data` has (nearly) no byte free.
+pub(crate) fn nearly_full(data: &Path) -> bool {
+    crate::quota::free_space(data).is_ok_and(|free| free < crate::quota::NEARLY_FULL)
+}
+
+/// Whether an open failed for want of disk space (see [`crate::quota::full_disk_eio`]).
+pub(crate) fn out_of_space(e: &Error, data: &Path) -> bool {
+    matches!(e, Error::Write(WriteError::DiskFull { .. })) || crate::quota::full_disk_eio(e, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ballast_is_small_on_a_small_disk_and_released_once() {
+        assert_eq!(size_for(64 << 20), 1 << 20);
+        assert_eq!(size_for(1 << 40), MAX_BALLAST);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(INDEX_DIR)).unwrap();
+        assert!(!release(dir.path()), "nothing to release yet");
+        ensure(dir.path(), 0);
+        let len = std::fs::metadata(path(dir.path())).map(|m| m.len());
+        let (_, total) = disk_space(dir.path()).unwrap();
+        assert_eq!(len.unwrap(), size_for(total));
+        assert!(release(dir.path()));
+        assert!(!release(dir.path()), "released twice");
+    }
+}
