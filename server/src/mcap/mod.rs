@@ -22,6 +22,7 @@ pub mod bag;
 pub mod export;
 pub mod import;
 mod read;
+pub use read::has_magic;
 
 use tsblob_storage::Labels;
 

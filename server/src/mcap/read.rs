@@ -106,13 +106,24 @@ pub(super) struct FileReader {
     body: Vec<u8>,
 }
 
+/// Whether `path` is a file that starts with the MCAP magic (`tsblob cp` checks its source
+/// with it before it makes the destination bucket).
+pub fn has_magic(path: &Path) -> std::io::Result<bool> {
+    starts_with_magic(&mut std::fs::File::open(path)?)
+}
+
+/// Reads the first bytes of `file`: whether they are the MCAP magic.
+fn starts_with_magic(file: &mut std::fs::File) -> std::io::Result<bool> {
+    let mut magic = [0u8; 8];
+    let got = read_full(file, &mut magic)?;
+    Ok(got == magic.len() && magic == *::mcap::MAGIC)
+}
+
 impl FileReader {
     /// Opens `path` and reads its magic: `None` when it does not start with the MCAP magic.
     pub(super) fn open(path: &Path, name: String) -> std::io::Result<Option<FileReader>> {
         let mut file = std::fs::File::open(path)?;
-        let mut magic = [0u8; 8];
-        let got = read_full(&mut file, &mut magic)?;
-        if got < magic.len() || magic != *::mcap::MAGIC {
+        if !starts_with_magic(&mut file)? {
             return Ok(None);
         }
         let size = file.metadata()?.len();
@@ -120,7 +131,7 @@ impl FileReader {
             file,
             name,
             size,
-            offset: magic.len() as u64,
+            offset: ::mcap::MAGIC.len() as u64,
             counting_lost: false,
             ended: false,
             body: Vec::new(),

@@ -353,3 +353,51 @@ async fn cp_created_the_destination_bucket_before_reading_its_source() {
         assert_eq!(status, 404, "{}: a bucket was left behind", src.display());
     }
 }
+
+/// Bugs (the new-user walkthrough of 2026-11-28): a copy from an export folder into a new
+/// bucket printed `created the destination bucket B: {}`, as if settings had been copied
+/// (a folder keeps none: the bucket gets the destination's defaults), and a copy or an MCAP
+/// export whose `--entries` matched nothing wrote an empty result and said only what it
+/// wrote. The bucket's message says whose settings it took; an empty selection says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_said_nothing_when_nothing_matched_and_printed_empty_settings() {
+    let s = Server::start(&[]);
+    let api = Api::new(&s.url(""), None);
+    api.create_bucket("src", json!({"quota_type": "FIFO", "quota_size": 1 << 30}))
+        .await;
+    fill(&api, "src").await;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("export");
+    let folder = folder.to_str().unwrap();
+    let (ok, out) = cp(&[&s.url("/src"), folder]);
+    assert!(ok && !out.contains("nothing matched"), "{out}");
+    let (ok, out) = cp(&[folder, &s.url("/copy")]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("created the destination bucket copy with the destination server's defaults"),
+        "{out}"
+    );
+    assert!(!out.contains("{}"), "{out}");
+    let (ok, out) = cp(&[&s.url("/src"), &s.url("/s2s")]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(
+            "created the destination bucket s2s with the settings of the source bucket src: {"
+        ),
+        "{out}"
+    );
+    for dst in [
+        s.url("/other"),
+        dir.path().join("out.mcap").to_str().unwrap().to_string(),
+    ] {
+        let (ok, out) = cp(&[&s.url("/src"), &dst, "--entries", "nomatch*"]);
+        assert!(ok, "{dst}: {out}");
+        assert!(
+            out.contains("nothing matched: no record of bucket src in the entries nomatch*"),
+            "{dst}: {out}"
+        );
+    }
+    let (ok, out) = cp(&[folder, &s.url("/copy"), "--entries", "nomatch*"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("nothing matched"), "{out}");
+}

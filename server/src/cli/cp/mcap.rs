@@ -91,22 +91,6 @@ pub(super) async fn export(
     Ok(written)
 }
 
-/// Whether `path` is a file that starts with the MCAP magic: a clear error if not.
-pub(super) fn check_file(path: &Path) -> anyhow::Result<()> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(::mcap::MAGIC.len() as u64).read_to_end(&mut head))
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    if head != ::mcap::MAGIC {
-        bail!(
-            "{} is not an MCAP file (it does not start with the MCAP magic)",
-            path.display()
-        );
-    }
-    Ok(())
-}
-
 fn ends_with_magic(path: &Path) -> anyhow::Result<bool> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path)?;
@@ -123,8 +107,15 @@ fn ends_with_magic(path: &Path) -> anyhow::Result<bool> {
 
 /// Reads an MCAP file or a rosbag2 folder into `tx`: returns the records handed on and,
 /// when something was skipped, what (the copy fails with it once the rest is written).
+/// What [`import`] reads: an MCAP file, or a rosbag2 folder with its metadata, read once
+/// (by `check_source`).
+pub(super) enum Input {
+    File(PathBuf),
+    Bag(PathBuf, bag::Bag),
+}
+
 pub(super) async fn import(
-    path: PathBuf,
+    input: Input,
     patterns: Vec<String>,
     start: Option<u64>,
     stop: Option<u64>,
@@ -138,14 +129,14 @@ pub(super) async fn import(
         .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
     let patterns = super::compile_patterns(&patterns)?;
     tokio::task::spawn_blocking(move || {
-        let (files, compression, missing) = if path.is_dir() {
-            let b = bag::read(&path)?;
-            for f in &b.unlisted {
-                eprintln!("{f} is not listed in the bag's metadata.yaml: not imported");
+        let (path, files, compression, missing) = match input {
+            Input::Bag(path, b) => {
+                for f in &b.unlisted {
+                    eprintln!("{f} is not listed in the bag's metadata.yaml: not imported");
+                }
+                (path, b.files, b.compression, b.missing)
             }
-            (b.files, b.compression, b.missing)
-        } else {
-            (vec![path.clone()], Compression::None, Vec::new())
+            Input::File(path) => (path.clone(), vec![path], Compression::None, Vec::new()),
         };
         let mut filter = FeedFilter::new(tsblob_storage::EntrySelection::all(), cond.as_ref());
         let mut sent = 0u64;

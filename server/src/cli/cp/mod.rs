@@ -154,8 +154,9 @@ pub struct CpArgs {
     #[command(flatten)]
     pub max_record: super::records::MaxRecordArgs,
     /// A destination bucket that does not exist is created with the source bucket's
-    /// settings (quota, blocks, compression, retention, tiering); with this flag, with the
-    /// destination server's defaults instead.
+    /// settings (quota, blocks, compression, retention, tiering) when the source is a
+    /// server; with this flag, or from a folder or MCAP source (they keep no bucket
+    /// settings), with the destination server's defaults.
     #[arg(long)]
     pub no_source_settings: bool,
 }
@@ -163,28 +164,56 @@ pub struct CpArgs {
 /// A local source, checked before the destination bucket is made. Bug "cp created the
 /// destination bucket before reading its source": a missing folder, a plain file or a file
 /// that is not MCAP left an empty bucket behind, and an empty folder copied nothing with
-/// exit 0.
-fn check_source(src: &Place) -> anyhow::Result<()> {
+/// exit 0. What the check read is handed to the reader ([`Checked`]): a bag's metadata and
+/// an export folder's entries are read once.
+fn check_source(src: &Place) -> anyhow::Result<Checked> {
     const WHAT: &str = "give an export folder (`tsblob cp http://host/BUCKET FOLDER` makes one), an MCAP file (*.mcap) or a rosbag2 folder (with metadata.yaml)";
-    match src {
-        Place::Server { .. } => {}
+    Ok(match src {
+        Place::Server {
+            url, bucket, ca, ..
+        } => Checked::Server {
+            url: url.clone(),
+            bucket: bucket.clone(),
+            ca: ca.clone(),
+        },
         Place::Folder(dir) if !dir.is_dir() => {
             bail!("{} is not a folder: {WHAT}", dir.display())
         }
         Place::Folder(dir) => {
-            if folder_entries(dir)?.is_empty() {
+            let entries = folder_entries(dir)?;
+            if entries.is_empty() {
                 bail!(
                     "{} holds no exported entry (no <entry>/{INDEX} under it): {WHAT}",
                     dir.display()
                 )
             }
+            Checked::Folder(entries)
         }
-        Place::Mcap(p) => mcap::check_file(p)?,
-        Place::Bag(p) => {
-            crate::mcap::bag::read(p)?;
+        Place::Mcap(p) => {
+            let mcap = crate::mcap::has_magic(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            if !mcap {
+                bail!(
+                    "{} is not an MCAP file (it does not start with the MCAP magic)",
+                    p.display()
+                );
+            }
+            Checked::Mcap(mcap::Input::File(p.clone()))
         }
-    }
-    Ok(())
+        Place::Bag(p) => Checked::Mcap(mcap::Input::Bag(p.clone(), crate::mcap::bag::read(p)?)),
+    })
+}
+
+/// A source as [`check_source`] found it.
+enum Checked {
+    Server {
+        url: String,
+        bucket: String,
+        ca: Option<Vec<u8>>,
+    },
+    /// An export folder's `(entry, index file)`s.
+    Folder(Vec<(String, PathBuf)>),
+    Mcap(mcap::Input),
 }
 
 /// Creates the destination bucket when it is missing: with the source bucket's settings
@@ -205,7 +234,7 @@ async fn ensure_destination(src: &Place, dst: &Place, args: &CpArgs) -> anyhow::
         Err(ClientError::Status { status: 404, .. }) => {}
         Err(e) => return Err(e).context(format!("the destination bucket {bucket}")),
     }
-    let settings = match src {
+    let (settings, from) = match src {
         Place::Server {
             url, bucket: b, ca, ..
         } if !args.no_source_settings => {
@@ -215,14 +244,27 @@ async fn ensure_destination(src: &Place, dst: &Place, args: &CpArgs) -> anyhow::
                 .bucket(b)
                 .await
                 .with_context(|| format!("reading the settings of the source bucket {b}"))?;
-            v["settings"].clone()
+            (v["settings"].clone(), format!("the settings of the source bucket {b}"))
         }
-        _ => serde_json::json!({}),
+        Place::Server { .. } => (
+            serde_json::json!({}),
+            "the destination server's defaults (--no-source-settings)".to_string(),
+        ),
+        // Bug (new-user walkthrough): this printed "created ...: {}" as if settings were
+        // copied; an export folder or MCAP file keeps none.
+        _ => (
+            serde_json::json!({}),
+            "the destination server's defaults (a folder or MCAP file keeps no bucket settings: set them with `tsblob bucket update`)".to_string(),
+        ),
     };
     d.create_bucket(bucket, &settings)
         .await
         .with_context(|| format!("creating the destination bucket {bucket} with {settings}"))?;
-    eprintln!("created the destination bucket {bucket}: {settings}");
+    if settings.as_object().is_some_and(|o| o.is_empty()) {
+        eprintln!("created the destination bucket {bucket} with {from}");
+    } else {
+        eprintln!("created the destination bucket {bucket} with {from}: {settings}");
+    }
     Ok(())
 }
 
@@ -348,7 +390,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
             ),
         }
     }
-    check_source(&src)?;
+    let checked = check_source(&src)?;
     ensure_destination(&src, &dst, &args).await?;
     let pb = if args.quiet {
         indicatif::ProgressBar::hidden()
@@ -360,14 +402,11 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
     let (tx, rx) = queue(CHANNEL, CHANNEL_BYTES);
     let max_record = args.max_record.clone();
     let producer = {
-        let (src, patterns, args_when, stop) =
-            (src.clone(), patterns.clone(), args.when.clone(), args.stop);
+        let (patterns, args_when, stop) = (patterns.clone(), args.when.clone(), args.stop);
         let token = args.src_token.clone();
         tokio::spawn(async move {
-            match src {
-                Place::Server {
-                    url, bucket, ca, ..
-                } => read_server(
+            match checked {
+                Checked::Server { url, bucket, ca } => read_server(
                     &url,
                     &bucket,
                     token,
@@ -381,13 +420,13 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
                 )
                 .await
                 .map(|n| (n, None)),
-                Place::Folder(dir) => {
-                    read_folder(&dir, &patterns, start, stop, args_when.as_deref(), tx)
+                Checked::Folder(entries) => {
+                    read_folder(entries, &patterns, start, stop, args_when.as_deref(), tx)
                         .await
                         .map(|n| (n, None))
                 }
-                Place::Mcap(p) | Place::Bag(p) => {
-                    mcap::import(p, patterns, start, stop, args_when, tx).await
+                Checked::Mcap(input) => {
+                    mcap::import(input, patterns, start, stop, args_when, tx).await
                 }
             }
         })
@@ -415,6 +454,15 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
     // A writer error stops the reader (its channel closes): report the writer's first.
     let totals = consumed?;
     let (read, incomplete) = produced?;
+    if read == 0 {
+        let note = match &src {
+            Place::Server { bucket, .. } => {
+                no_match_note(&format!("bucket {bucket}"), Some(bucket), &patterns)
+            }
+            _ => no_match_note(&args.src, None, &patterns),
+        };
+        eprintln!("{note}");
+    }
     eprintln!(
         "{read} records read, {} written, {} already there, {} conflicts, {} refused, {}",
         totals.written,
@@ -496,7 +544,33 @@ async fn export_mcap(
     .await;
     pb.finish_and_clear();
     eprintln!("{} written to {}", size(n?), out.display());
+    // Bug (new-user walkthrough): `--entries 'nomatch*'` wrote an empty MCAP file and said
+    // only "168 B written".
+    let c = Client::with_ca(url, args.src_token.as_deref(), ca.as_deref())
+        .context("cannot set up the HTTP client")?;
+    if let Ok(v) = c.bucket(bucket).await {
+        let compiled = compile_patterns(patterns)?;
+        let names = v["entries"].as_array().into_iter().flatten();
+        let matched = names
+            .filter_map(|e| e["name"].as_str())
+            .any(|name| compiled.iter().any(|p| p.matches(name)));
+        if !matched {
+            let source = format!("bucket {bucket}");
+            eprintln!("{}", no_match_note(&source, Some(bucket), patterns));
+        }
+    }
     Ok(())
+}
+
+/// What a copy that found no entry (or no record) says; `bucket` for a server source.
+fn no_match_note(source: &str, bucket: Option<&str>, patterns: &[String]) -> String {
+    let hint = bucket
+        .map(|b| format!("; `tsblob bucket info {b}` lists its entries"))
+        .unwrap_or_default();
+    format!(
+        "note: nothing matched: no record of {source} in the entries {} (and --start/--stop/--when, if given){hint}",
+        patterns.join(",")
+    )
 }
 
 /// `--entries` compiled once (matched in linear time; at most

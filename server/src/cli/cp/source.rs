@@ -153,9 +153,10 @@ pub(super) fn read_index(path: &Path) -> anyhow::Result<BTreeMap<u64, IndexLine>
     Ok(out)
 }
 
-/// Reads an export folder into `tx`, checking each payload's size and CRC.
+/// Reads an export folder's entries (`(entry, index file)`, [`folder_entries`]) into `tx`,
+/// checking each payload's size and CRC.
 pub(super) async fn read_folder(
-    root: &Path,
+    entries: Vec<(String, PathBuf)>,
     patterns: &[String],
     start: Option<u64>,
     stop: Option<u64>,
@@ -168,7 +169,7 @@ pub(super) async fn read_folder(
         .map_err(|e| anyhow::anyhow!("--when: {}", e.message))?;
     let mut records = 0u64;
     let patterns = compile_patterns(patterns)?;
-    for (entry, index) in folder_entries(root)? {
+    for (entry, index) in entries {
         if !patterns.iter().any(|p| p.matches(&entry)) {
             continue;
         }
