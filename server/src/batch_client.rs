@@ -222,8 +222,52 @@ pub async fn post_batch(
         Ok(e) => e,
         Err(e) => return (recs, Err(format!("encoding a batch failed: {e}"))),
     };
-    let answer = send_batch(http, dst, entry, recs.len(), payload, zstd, timeout).await;
-    (recs, answer)
+    let n = recs.len();
+    let mut answer = send_batch(http, dst, entry, n, payload.clone(), zstd, timeout).await;
+    if matches!(&answer, Err(f) if f.bucket_missing) && create_bucket(http, dst, timeout).await {
+        answer = send_batch(http, dst, entry, n, payload, zstd, timeout).await;
+    }
+    (recs, answer.map_err(|f| f.message))
+}
+
+/// A batch that failed as a whole: the retry's message, and whether the destination said
+/// its bucket does not exist (404 `bucket_not_found`).
+struct Failed {
+    message: String,
+    bucket_missing: bool,
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Failed {
+        Failed {
+            message,
+            bucket_missing: false,
+        }
+    }
+}
+
+/// Creates the destination's bucket with its default settings, as ReductStore's replication
+/// (and this sender to a ReductStore) does: whether it is there now (made, or made by
+/// someone else meanwhile). Bug (new-user walkthrough): a task into a missing bucket of a
+/// tsblob destination was accepted and failed every attempt, for ever, with "bucket does
+/// not exist". One request per failed attempt; its answer is read within the error bound.
+async fn create_bucket(http: &reqwest::Client, dst: &Destination, timeout: Duration) -> bool {
+    let url = format!(
+        "{}/api/v1/b/{}",
+        dst.url.trim_end_matches('/'),
+        crate::cli::client::seg(&dst.bucket)
+    );
+    let mut req = http.post(url).timeout(timeout);
+    if let Some(t) = &dst.token {
+        req = req.bearer_auth(t);
+    }
+    let Ok(resp) = send_once(req, "a bucket creation", dst).await else {
+        return false;
+    };
+    let status = resp.status();
+    let _ = outbound::read_bounded(resp, dst.bounds.error_max).await;
+    tracing::info!(bucket = %dst.bucket, %status, "replication: created the destination bucket");
+    status.is_success() || status == reqwest::StatusCode::CONFLICT
 }
 
 async fn send_batch(
@@ -234,7 +278,7 @@ async fn send_batch(
     payload: Bytes,
     zstd: bool,
     timeout: Duration,
-) -> Result<BatchResult, String> {
+) -> Result<BatchResult, Failed> {
     let timeout = timeout + Duration::from_secs_f64(payload.len() as f64 / MIN_RATE);
     let url = format!(
         "{}/api/v1/b/{}/{}/batch?if_exists=compare",
@@ -264,7 +308,8 @@ async fn send_batch(
         return Err(format!(
             "{dst}/{entry} answered {status}, {}",
             outbound::redirect_message(&resp)
-        ));
+        )
+        .into());
     }
     let text = outbound::read_bounded(resp, batch_answer_max(&dst.bounds, count))
         .await
@@ -279,10 +324,12 @@ async fn send_batch(
             }
             Ok(a)
         }
-        _ => Err(format!(
-            "{dst}/{entry} answered {status}: {}",
-            error_text(&text)
-        )),
+        _ => Err(Failed {
+            message: format!("{dst}/{entry} answered {status}: {}", error_text(&text)),
+            bucket_missing: status == reqwest::StatusCode::NOT_FOUND
+                && outbound::error_fields(&text)
+                    .is_some_and(|(code, _)| code.as_deref() == Some("bucket_not_found")),
+        }),
     }
 }
 
@@ -407,6 +454,15 @@ pub async fn post_single(
     };
     let why = || error_text(&text);
     let status = status.as_u16();
+    let missing = outbound::error_fields(&text)
+        .is_some_and(|(code, _)| code.as_deref() == Some("bucket_not_found"));
+    if status == 404 && missing && create_bucket(http, dst, timeout).await {
+        // The payload was streamed and is spent: the next attempt sends it.
+        return Single::Retry(format!(
+            "{dst}/{entry} had no bucket {}: created it; {what} is sent again",
+            dst.bucket
+        ));
+    }
     match status {
         201 => Single::Stored,
         200 => Single::Existing,

@@ -57,8 +57,12 @@ impl From<&BucketSettings> for SettingsJson {
 #[serde(deny_unknown_fields)]
 pub struct SettingsInput {
     pub quota_type: Option<String>,
-    pub quota_size: Option<u64>,
-    pub max_block_size: Option<u64>,
+    /// Bytes, or a size such as `"20GiB"`.
+    #[schema(value_type = Option<String>)]
+    pub quota_size: Option<serde_json::Value>,
+    /// Bytes, or a size such as `"64MiB"`.
+    #[schema(value_type = Option<String>)]
+    pub max_block_size: Option<serde_json::Value>,
     pub max_block_records: Option<u64>,
     /// `none`, `zstd` (level 3) or `zstd:<1-22>`.
     pub compression: Option<String>,
@@ -76,11 +80,13 @@ pub struct SettingsInput {
     pub tier_after: Option<serde_json::Value>,
 }
 
-/// A `tier_local_max` given as bytes or as a size (`"10GiB"`); `"none"` is off.
-fn parse_local_max(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
+/// A size setting given as bytes or as a size (`"10GiB"`); `null` is no change. Bug
+/// (new-user walkthrough): `"quota_size": "1GiB"` was refused as "not valid JSON" while
+/// `tier_local_max` took the same string.
+fn parse_size(name: &str, v: &serde_json::Value) -> Result<Option<u64>, AppError> {
     let bad = |why: String| {
         AppError::invalid_settings(format!(
-            "tier_local_max {v} is not a size ({why}): give bytes (a number) or a string such as \"10GiB\"; \"none\" turns the local budget off"
+            "{name} {v} is not a size ({why}): give bytes (a number) or a string such as \"10GiB\""
         ))
     };
     match v {
@@ -89,9 +95,26 @@ fn parse_local_max(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
             .as_u64()
             .map(Some)
             .ok_or_else(|| bad("not a whole number".into())),
-        serde_json::Value::String(s) if s == "none" => Ok(None),
         serde_json::Value::String(s) => tsblob_proto::parse_size(s).map(Some).map_err(bad),
         _ => Err(bad("wrong type".into())),
+    }
+}
+
+/// An optional size field ([`parse_size`]).
+fn size_field(name: &str, v: Option<&serde_json::Value>) -> Result<Option<u64>, AppError> {
+    Ok(v.map(|v| parse_size(name, v)).transpose()?.flatten())
+}
+
+/// A `tier_local_max` given as bytes or as a size (`"10GiB"`); `"none"` is off.
+fn parse_local_max(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
+    match v {
+        serde_json::Value::String(s) if s == "none" => Ok(None),
+        v => parse_size("tier_local_max", v).map_err(|e| {
+            AppError::invalid_settings(format!(
+                "{}; \"none\" turns the local budget off",
+                e.message
+            ))
+        }),
     }
 }
 
@@ -129,7 +152,7 @@ impl SettingsInput {
     async fn read(body: Body, limits: &super::Limits) -> Result<BucketSettingsUpdate, AppError> {
         let input: SettingsInput = json_or_default(body, 1 << 20, limits, |e| {
             AppError::bad_request(format!(
-                "the settings are not valid JSON ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age, tier_local_max, tier_after"
+                "the settings do not parse as a JSON object of known fields ({e}); fields: quota_type, quota_size, max_block_size, max_block_records, compression, max_age, tier_local_max, tier_after"
             ))
         })
         .await?;
@@ -143,8 +166,8 @@ impl SettingsInput {
                 .map(|q| q.parse::<QuotaType>())
                 .transpose()
                 .map_err(AppError::invalid_settings)?,
-            quota_size: self.quota_size,
-            max_block_size: self.max_block_size,
+            quota_size: size_field("quota_size", self.quota_size.as_ref())?,
+            max_block_size: size_field("max_block_size", self.max_block_size.as_ref())?,
             max_block_records: self.max_block_records,
             compression: self
                 .compression

@@ -57,10 +57,17 @@ impl AppError {
             && code != ErrorCode::TierDamaged
         {
             let reference = format!("{:08x}", rand::random::<u32>());
+            // Bug (new-user walkthrough): a damaged record's 500 said only "see the server
+            // log"; what to do is known without its path.
+            let answer = if code == ErrorCode::CorruptRecord {
+                format!("stored data is damaged on disk (it fails its checksum): do not retry; remove the damaged record (or attachment) and write it again, or restore it from a replica or backup; the server log names the file and offset under ref {reference}")
+            } else {
+                format!("internal error (ref {reference}): see the server log")
+            };
             return AppError {
                 status,
                 code,
-                message: format!("internal error (ref {reference}): see the server log"),
+                message: answer,
                 log: None,
             }
             .logging(tracing::Level::ERROR, Some(reference), message);
@@ -738,6 +745,12 @@ mod tests {
         );
         assert_eq!(c.code, ErrorCode::CorruptRecord);
         assert!(!c.message.contains("/srv"), "{}", c.message);
+        // (a damaged record said only "see the server log": it says what to do)
+        assert!(
+            c.message.contains("remove the damaged record"),
+            "{}",
+            c.message
+        );
         let full = AppError::from(Error::from(WriteError::DiskFull {
             path: "/srv/data".into(),
             available: 5,

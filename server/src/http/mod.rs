@@ -381,8 +381,22 @@ async fn entry_route(
         (route, method) => Err(AppError::new(
             axum::http::StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::MethodNotAllowed,
-            format!("{method} is not supported on the {route:?} route: see docs/api.md for the methods of each route"),
+            not_on_route(&method, route),
         )),
+    }
+}
+
+/// A method a route word does not take. Bug (new-user walkthrough): `POST …/x/info` said
+/// only "POST is not supported on the Info route" to a client meaning to write to an entry
+/// named `x/info`; the message says the word is reserved.
+fn not_on_route(method: &Method, route: EntryRoute) -> String {
+    let word = tsblob_proto::names::ENTRY_ROUTES
+        .iter()
+        .find(|(_, r)| *r == route)
+        .map(|(w, _)| *w);
+    match word {
+        Some(word) => format!("{method} is not supported on …/{word}: `{word}` names a route (see docs/api.md for its methods), so it cannot be an entry name's last segment: to write a record, pick another entry name"),
+        None => format!("{method} is not supported on this route: see docs/api.md for the methods of each route"),
     }
 }
 

@@ -588,3 +588,47 @@ async fn lost_index_resends_everything_the_task_selects() {
     assert_same(&src.dump("b").await, &dst.dump("b").await);
     assert_eq!(v["status"]["existing_records"], json!(100), "{v}");
 }
+
+/// Bug (the new-user walkthrough of 2026-11-28): a task into a bucket the tsblob destination
+/// does not have was accepted and failed every attempt, for ever, with "bucket does not
+/// exist: create it first" (a ReductStore destination had its bucket made). The sender
+/// makes it, with the destination's defaults, as ReductStore's replication does: batches
+/// and records sent alone (over the batch limit) both arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_into_a_missing_destination_bucket_failed_for_ever() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (src_s, dst_s) = (start(d1.path()), start(d2.path()));
+    let (src, dst) = (
+        Api::new(&src_s.url(""), None),
+        Api::new(&dst_s.url(""), None),
+    );
+    src.create_bucket("edge", json!({})).await;
+    let small: Vec<_> = (1..=30u64)
+        .map(|ts| (ts, "text/plain", labels(&[]), payload("cam", ts, 200, true)))
+        .collect();
+    src.write("edge", "cam", &small).await.unwrap();
+    // A record over 4 MiB goes alone, streamed: into its own missing bucket.
+    let big = vec![(
+        1u64,
+        "application/octet-stream",
+        labels(&[]),
+        vec![7u8; 5 << 20],
+    )];
+    src.write("edge", "big", &big).await.unwrap();
+    let mut spec = task_spec("edge", &dst_s.url(""), "cloud");
+    spec["entries"] = json!(["cam"]);
+    spec["from"] = json!(0);
+    let (s, v) = src.put_task("t", spec).await;
+    assert_eq!(s, 201, "{v}");
+    let mut spec = task_spec("edge", &dst_s.url(""), "cloud2");
+    spec["entries"] = json!(["big"]);
+    spec["from"] = json!(0);
+    let (s, v) = src.put_task("t2", spec).await;
+    assert_eq!(s, 201, "{v}");
+    src.wait_caught_up("t", Duration::from_secs(30)).await;
+    src.wait_caught_up("t2", Duration::from_secs(30)).await;
+    let want = matching(&src.dump("edge").await, |e| e == "cam", |_| true);
+    assert_eq!(dst.dump("cloud").await, want);
+    let want = matching(&src.dump("edge").await, |e| e == "big", |_| true);
+    assert_eq!(dst.dump("cloud2").await, want);
+}

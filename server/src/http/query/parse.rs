@@ -259,7 +259,7 @@ pub(super) fn many_entries(r: QueryRequest) -> Result<QueryRequest, AppError> {
 pub(super) async fn post_body(t: &Target, req: Request) -> Result<Vec<u8>, AppError> {
     if let Some(q) = req.uri().query().filter(|q| !q.is_empty()) {
         return Err(AppError::bad_request(format!(
-            "a POST query takes its parameters in the JSON body, not in the URL (?{q})"
+            "a POST query takes its parameters in the JSON body, not in the URL (?{q}); `query` names this route, so it cannot be an entry name's last segment: to write a record, pick another entry name"
         )));
     }
     BodyChunks::new(req.into_body(), 1 << 20, &t.state.limits)

@@ -1,4 +1,4 @@
-//! Quota settings on tsblob's own API: a module of the router test binary.
+//! Quota and size settings on tsblob's own API: a module of the router test binary.
 
 use super::*;
 
@@ -81,4 +81,51 @@ async fn refused_for_its_size(f: &Fixture, method: &str, body: &str) {
         .unwrap_or("")
         .to_string();
     assert!(message.contains("needs a quota_size above 0"), "{message}");
+}
+
+/// Bug (new-user walkthrough): `"quota_size": "1GiB"` was refused with 400 "the settings
+/// are not valid JSON" while `tier_local_max` and `max_age` took strings. Sizes take bytes
+/// or a size string; a value of the wrong type is 422 `invalid_settings` naming the field.
+#[tokio::test]
+async fn a_quota_size_given_as_1gib_was_not_valid_json() {
+    let f = fixture();
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/s",
+            r#"{"quota_type":"fifo","quota_size":"1GiB","max_block_size":"64MiB","max_age":"30d"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
+    let a = f.call("GET", "/api/v1/b/s", "").await;
+    assert_eq!(
+        a.json()["settings"]["quota_size"],
+        1u64 << 30,
+        "{:?}",
+        a.body
+    );
+    assert_eq!(a.json()["settings"]["max_block_size"], 64u64 << 20);
+    let a = f
+        .call("PUT", "/api/v1/b/s", r#"{"quota_size":2000000000}"#)
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    assert_eq!(a.json()["settings"]["quota_size"], 2000000000u64);
+    for (body, field) in [
+        (r#"{"quota_size":"lots"}"#, "quota_size"),
+        (r#"{"quota_size":true}"#, "quota_size"),
+        (r#"{"max_block_size":-4}"#, "max_block_size"),
+    ] {
+        let a = f.call("PUT", "/api/v1/b/s", body).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings"),
+            "{body}: {:?}",
+            a.body
+        );
+        let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            message.starts_with(field) && message.contains("\"10GiB\""),
+            "{message}"
+        );
+    }
 }

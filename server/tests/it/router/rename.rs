@@ -1,5 +1,6 @@
 //! Renaming entries and buckets over HTTP (issue 28): ReductStore's `PUT …/rename` with
-//! `{"new_name": ...}`, and the route word `rename` reserved: a module of the router test
+//! `{"new_name": ...}`, the route word `rename` reserved, and what a write to an entry ending in a route word
+//! is told: a module of the router test
 //! binary.
 
 use super::*;
@@ -107,4 +108,29 @@ async fn put_rename_wrote_a_record_into_an_entry_named_rename() {
     );
     let a = f.call("POST", "/api/v1/b/b2/rename", "x").await;
     assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// Bug (new-user walkthrough): a write to an entry whose last segment is a route word got
+/// an unrelated answer: `POST …/x/info` "POST is not supported on the Info route", `POST
+/// …/x/query?ts=1` "a POST query takes its parameters in the JSON body". Both say the word
+/// names a route and cannot end an entry name.
+#[tokio::test]
+async fn a_write_to_an_entry_named_info_got_an_unrelated_answer() {
+    let f = fixture();
+    let a = f.call("POST", "/api/v1/b/r", "").await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    for (path, word) in [
+        ("/api/v1/b/r/x/info?ts=1", "info"),
+        ("/api/v1/b/r/x/histogram?ts=1", "histogram"),
+        ("/api/v1/b/r/x/query?ts=1", "query"),
+    ] {
+        let a = f.call("POST", path, "x").await;
+        assert!(a.status.is_client_error(), "{path}: {:?}", a.body);
+        let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            message.contains(&format!("`{word}`"))
+                && message.contains("cannot be an entry name's last segment"),
+            "{path}: {message}"
+        );
+    }
 }
