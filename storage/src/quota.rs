@@ -16,7 +16,7 @@ use crate::lock::{Mutex, Rank};
 use crate::settings::BucketSettings;
 
 /// Free bytes for an unprivileged writer on the file system holding `path`.
-pub(crate) fn free_space(path: &Path) -> std::io::Result<u64> {
+pub fn free_space(path: &Path) -> std::io::Result<u64> {
     disk_space(path).map(|(free, _)| free)
 }
 

@@ -194,9 +194,25 @@ fn natural_key(s: &str) -> Vec<(String, u64)> {
     out
 }
 
+/// Free bytes the temporary folder keeps while a bag's file is inflated into it: a zstd
+/// bomb (a small file that inflates to terabytes) stops there instead of filling the disk.
+const TEMP_RESERVE: u64 = 1 << 30;
+/// Bytes inflated between two looks at the temporary folder's free space.
+const CHECK_EVERY: u64 = 64 << 20;
+
 /// Inflates a `file`-compressed bag's file (one zstd frame) into a temporary file, whose
-/// path is read like any MCAP file; the disk it lands on bounds it. Removed when dropped.
+/// path is read like any MCAP file; it stops when the temporary folder's disk gets down to
+/// [`TEMP_RESERVE`] free. Removed when dropped.
 pub fn inflate(path: &Path) -> Result<tempfile::NamedTempFile, ImportError> {
+    inflate_within(path, &std::env::temp_dir(), TEMP_RESERVE)
+}
+
+fn inflate_within(
+    path: &Path,
+    dir: &Path,
+    reserve: u64,
+) -> Result<tempfile::NamedTempFile, ImportError> {
+    use std::io::Write;
     let shown = path.display().to_string();
     let io = |error| ImportError::Io {
         path: shown.clone(),
@@ -206,25 +222,48 @@ pub fn inflate(path: &Path) -> Result<tempfile::NamedTempFile, ImportError> {
     let mut out = tempfile::Builder::new()
         .prefix("tsblob-bag-")
         .suffix(".mcap")
-        .tempfile()
+        .tempfile_in(dir)
         .map_err(|error| ImportError::Io {
-            path: std::env::temp_dir().display().to_string(),
+            path: dir.display().to_string(),
             error,
         })?;
+    let full = || ImportError::TempFull {
+        file: shown.clone(),
+        dir: dir.display().to_string(),
+        reserve,
+    };
+    let room = || tsblob_storage::free_space(dir).map_or(true, |free| free >= reserve);
     let mut decoder = zstd::stream::read::Decoder::new(src).map_err(io)?;
-    std::io::copy(&mut decoder, out.as_file_mut()).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::StorageFull {
-            ImportError::Io {
-                path: format!("{} (inflating {shown})", out.path().display()),
-                error: e,
+    let mut buf = vec![0u8; 1 << 20];
+    let mut since_check = CHECK_EVERY;
+    loop {
+        if since_check >= CHECK_EVERY {
+            if !room() {
+                return Err(full());
             }
-        } else {
-            ImportError::BadBag {
+            since_check = 0;
+        }
+        let n = match decoder.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ImportError::BadBag {
                 path: shown.clone(),
                 why: format!("it does not inflate as zstd ({e}), though the bag's metadata.yaml says its files are zstd-compressed"),
+            }),
+        };
+        out.as_file_mut().write_all(&buf[..n]).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::StorageFull {
+                full()
+            } else {
+                ImportError::Io {
+                    path: format!("{} (inflating {shown})", out.path().display()),
+                    error: e,
+                }
             }
-        }
-    })?;
+        })?;
+        since_check += n as u64;
+    }
     Ok(out)
 }
 
@@ -232,6 +271,33 @@ pub fn inflate(path: &Path) -> Result<tempfile::NamedTempFile, ImportError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Bug: a file-compressed bag's file was inflated into the temporary folder until the
+    /// disk was full (a zstd bomb of a few KiB fills any disk). It stops at the reserve,
+    /// with what to do, and leaves no temporary file.
+    #[test]
+    fn a_zstd_bomb_in_a_bag_filled_the_temporary_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let bomb = dir.path().join("bag_0.mcap.zstd");
+        let zeros = std::io::repeat(0).take(512 << 20);
+        let packed = zstd::stream::encode_all(zeros, 19).unwrap();
+        assert!(packed.len() < 1 << 20, "{} bytes", packed.len());
+        std::fs::write(&bomb, packed).unwrap();
+        // Room for ~100 MiB more than the reserve: stops after at most that and one step.
+        let free = tsblob_storage::free_space(tmp.path()).unwrap();
+        let reserve = free.saturating_sub(100 << 20);
+        let e = inflate_within(&bomb, tmp.path(), reserve).unwrap_err();
+        assert!(matches!(e, ImportError::TempFull { .. }), "{e}");
+        assert!(e.to_string().contains("TMPDIR"), "{e}");
+        let left = std::fs::read_dir(tmp.path()).unwrap().count();
+        assert_eq!(left, 0, "the temporary file was left");
+        // With room, the same file inflates whole.
+        let small = dir.path().join("small.mcap.zstd");
+        std::fs::write(&small, zstd::stream::encode_all(&b"abc"[..], 3).unwrap()).unwrap();
+        let out = inflate_within(&small, tmp.path(), 0).unwrap();
+        assert_eq!(std::fs::read(out.path()).unwrap(), b"abc");
+    }
 
     #[test]
     fn bag_files_are_read_in_their_numbered_order() {

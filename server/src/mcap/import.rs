@@ -66,6 +66,12 @@ pub enum ImportError {
     EmptyBag { path: String },
     #[error("cannot import the rosbag2 folder: {path}: {why}")]
     BadBag { path: String, why: String },
+    #[error("inflating {file} stopped: the temporary folder {dir} has less than {} free (a file-compressed bag's files are inflated there to be read): point TMPDIR at a folder with room, or decompress the bag first (ros2 bag convert)", tsblob_proto::format_size(*.reserve))]
+    TempFull {
+        file: String,
+        dir: String,
+        reserve: u64,
+    },
 }
 
 /// What an import met besides the messages it imported.

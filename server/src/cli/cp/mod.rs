@@ -193,10 +193,8 @@ fn check_source(src: &Place) -> anyhow::Result<Checked> {
             let mcap = crate::mcap::has_magic(p)
                 .with_context(|| format!("cannot read {}", p.display()))?;
             if !mcap {
-                bail!(
-                    "{} is not an MCAP file (it does not start with the MCAP magic)",
-                    p.display()
-                );
+                let path = p.display().to_string();
+                return Err(crate::mcap::import::ImportError::NotMcap { path }.into());
             }
             Checked::Mcap(mcap::Input::File(p.clone()))
         }
