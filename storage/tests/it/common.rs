@@ -131,6 +131,21 @@ pub fn own_process(test: &str) -> bool {
     false
 }
 
+/// For a test on a file system of its own, in a process of its own (a child another test
+/// forks holds copies of open block files until it execs, so deleted blocks may not free
+/// their space at once): the tmpfs in the test's own process, `None` in the parent (which
+/// ran it) or where mounting is not allowed (said, and the test passes).
+pub fn own_tmpfs(test: &str, size: &str) -> Option<Tmpfs> {
+    if !own_process(test) {
+        return None;
+    }
+    let fs = Tmpfs::mount(size);
+    if fs.is_none() {
+        println!("SKIPPED: cannot mount a {size} tmpfs here (needs root)");
+    }
+    fs
+}
+
 /// A tmpfs mounted on a fresh temporary folder for one test, unmounted when dropped: a file
 /// system of the test's own, whose free space no other process moves. `None` where mounting
 /// is not allowed (not root): the caller prints why it skips and passes.

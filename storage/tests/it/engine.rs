@@ -550,15 +550,12 @@ fn data_persists_across_reopen_and_second_open_is_refused() {
 /// before eviction, so a full disk stayed full).
 #[test]
 fn fifo_bucket_evicts_under_disk_pressure_and_others_are_refused() {
-    // A process of its own: a child that another test of this binary forks holds copies of
-    // our open block files until it execs, so a block FIFO just deleted may not free its
-    // space yet (seen: `DiskFull` 28 KiB short once the engine's tests shared one binary).
-    if !own_process("engine::fifo_bucket_evicts_under_disk_pressure_and_others_are_refused") {
-        return;
-    }
-    // A file system of its own: the shared disk's free space moves with other processes.
-    let Some(fs) = Tmpfs::mount("32m") else {
-        println!("SKIPPED: cannot mount a 32 MiB tmpfs here (needs root)");
+    // A process and a file system of its own (seen: `DiskFull` 28 KiB short once the
+    // engine's tests shared one binary; the shared disk's free space moves with others).
+    let Some(fs) = own_tmpfs(
+        "engine::fifo_bucket_evicts_under_disk_pressure_and_others_are_refused",
+        "32m",
+    ) else {
         return;
     };
     let opts = StoreOptions {

@@ -131,13 +131,10 @@ fn a_fifo_write_the_disk_cannot_hold_even_with_the_bucket_freed_evicts_nothing()
 /// once some blocks go evicts only those (finding 1, "foreign").
 #[test]
 fn on_a_full_disk_a_fifo_bucket_evicts_only_when_that_makes_room() {
-    // A process of its own: a child another test forks holds copies of open block files
-    // until it execs, so an evicted block may not free its space at once.
-    if !own_process("quota::on_a_full_disk_a_fifo_bucket_evicts_only_when_that_makes_room") {
-        return;
-    }
-    let Some(fs) = Tmpfs::mount("32m") else {
-        println!("SKIPPED: cannot mount a 32 MiB tmpfs here (needs root)");
+    let Some(fs) = own_tmpfs(
+        "quota::on_a_full_disk_a_fifo_bucket_evicts_only_when_that_makes_room",
+        "32m",
+    ) else {
         return;
     };
     let opts = StoreOptions {
@@ -202,13 +199,10 @@ fn on_a_full_disk_a_fifo_bucket_evicts_only_when_that_makes_room() {
 /// is accepted now, and the reserve is still never eaten.
 #[test]
 fn a_spooled_write_that_fits_beside_the_reserve_is_not_refused_for_twice_its_size() {
-    if !own_process(
+    let Some(fs) = own_tmpfs(
         "quota::a_spooled_write_that_fits_beside_the_reserve_is_not_refused_for_twice_its_size",
-    ) {
-        return;
-    }
-    let Some(fs) = Tmpfs::mount("32m") else {
-        println!("SKIPPED: cannot mount a 32 MiB tmpfs here (needs root)");
+        "32m",
+    ) else {
         return;
     };
     let opts = StoreOptions {

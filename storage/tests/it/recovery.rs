@@ -269,11 +269,10 @@ fn fill_disk(dir: &Path) {
 /// room makes it again.
 #[test]
 fn a_repair_on_a_full_disk_kept_the_store_from_opening() {
-    if !own_process("recovery::a_repair_on_a_full_disk_kept_the_store_from_opening") {
-        return;
-    }
-    let Some(fs) = Tmpfs::mount("64m") else {
-        println!("SKIPPED: cannot mount a 64 MiB tmpfs here (needs root)");
+    let Some(fs) = own_tmpfs(
+        "recovery::a_repair_on_a_full_disk_kept_the_store_from_opening",
+        "64m",
+    ) else {
         return;
     };
     let data = fs.path().join("data");
@@ -314,11 +313,10 @@ fn a_repair_on_a_full_disk_kept_the_store_from_opening() {
 /// once more and succeeds.
 #[test]
 fn a_repair_that_needs_more_than_the_free_space_gets_the_ballast() {
-    if !own_process("recovery::a_repair_that_needs_more_than_the_free_space_gets_the_ballast") {
-        return;
-    }
-    let Some(fs) = Tmpfs::mount("256m") else {
-        println!("SKIPPED: cannot mount a 256 MiB tmpfs here (needs root)");
+    let Some(fs) = own_tmpfs(
+        "recovery::a_repair_that_needs_more_than_the_free_space_gets_the_ballast",
+        "256m",
+    ) else {
         return;
     };
     let data = fs.path().join("data");
