@@ -40,7 +40,7 @@ pub(crate) fn release(data: &Path) -> bool {
 }
 
 /// Makes the ballast when it is missing (or short) and the disk has room for it beyond
-/// `reserve` (the free-space guard's) and three times its size. Best effort: a failure is
+/// `reserve` (the free-space guard's) and four times its size. Best effort: a failure is
 /// logged, nothing else.
 pub(crate) fn ensure(data: &Path, reserve: u64) {
     let p = path(data);

@@ -105,8 +105,6 @@ fn ends_with_magic(path: &Path) -> anyhow::Result<bool> {
     Ok(tail == magic)
 }
 
-/// Reads an MCAP file or a rosbag2 folder into `tx`: returns the records handed on and,
-/// when something was skipped, what (the copy fails with it once the rest is written).
 /// What [`import`] reads: an MCAP file, or a rosbag2 folder with its metadata, read once
 /// (by `check_source`).
 pub(super) enum Input {
@@ -114,6 +112,8 @@ pub(super) enum Input {
     Bag(PathBuf, bag::Bag),
 }
 
+/// Reads an MCAP file or a rosbag2 folder into `tx`: returns the records handed on and,
+/// when something was skipped, what (the copy fails with it once the rest is written).
 pub(super) async fn import(
     input: Input,
     patterns: Vec<String>,
