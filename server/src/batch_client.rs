@@ -266,8 +266,14 @@ async fn create_bucket(http: &reqwest::Client, dst: &Destination, timeout: Durat
     };
     let status = resp.status();
     let _ = outbound::read_bounded(resp, dst.bounds.error_max).await;
-    tracing::info!(bucket = %dst.bucket, %status, "replication: created the destination bucket");
+    tracing::info!(bucket = %dst.bucket, %status, "replication: asked the destination to create its missing bucket");
     status.is_success() || status == reqwest::StatusCode::CONFLICT
+}
+
+/// Whether a tsblob error answer says the bucket does not exist (`bucket_not_found`).
+fn says_bucket_missing(answer: &[u8]) -> bool {
+    outbound::error_fields(answer)
+        .is_some_and(|(code, _)| code.as_deref() == Some("bucket_not_found"))
 }
 
 async fn send_batch(
@@ -326,9 +332,7 @@ async fn send_batch(
         }
         _ => Err(Failed {
             message: format!("{dst}/{entry} answered {status}: {}", error_text(&text)),
-            bucket_missing: status == reqwest::StatusCode::NOT_FOUND
-                && outbound::error_fields(&text)
-                    .is_some_and(|(code, _)| code.as_deref() == Some("bucket_not_found")),
+            bucket_missing: status == reqwest::StatusCode::NOT_FOUND && says_bucket_missing(&text),
         }),
     }
 }
@@ -454,9 +458,7 @@ pub async fn post_single(
     };
     let why = || error_text(&text);
     let status = status.as_u16();
-    let missing = outbound::error_fields(&text)
-        .is_some_and(|(code, _)| code.as_deref() == Some("bucket_not_found"));
-    if status == 404 && missing && create_bucket(http, dst, timeout).await {
+    if status == 404 && says_bucket_missing(&text) && create_bucket(http, dst, timeout).await {
         // The payload was streamed and is spent: the next attempt sends it.
         return Single::Retry(format!(
             "{dst}/{entry} had no bucket {}: created it; {what} is sent again",
