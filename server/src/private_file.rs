@@ -33,9 +33,7 @@ impl NotWritten {
 
     /// Whether the file system had no room (ENOSPC, or the user's disk quota: EDQUOT).
     pub fn disk_full(&self) -> bool {
-        const ENOSPC: i32 = 28;
-        const EDQUOT: i32 = 122;
-        matches!(self.source.raw_os_error(), Some(ENOSPC | EDQUOT))
+        crate::http::errors::no_space(&self.source)
     }
 }
 

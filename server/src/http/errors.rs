@@ -318,13 +318,17 @@ pub(crate) async fn json_errors(resp: Response) -> Response {
 /// The engine types every ENOSPC/EDQUOT it meets (block files, spools, the index, a group
 /// commit's followers) as `WriteError::DiskFull`; an `Io` error carrying one is full too.
 fn is_disk_full(e: &Error) -> bool {
-    const ENOSPC: i32 = 28;
-    const EDQUOT: i32 = 122;
     match e {
         Error::Write(WriteError::DiskFull { .. }) => true,
-        Error::Io { source, .. } => matches!(source.raw_os_error(), Some(ENOSPC | EDQUOT)),
+        Error::Io { source, .. } => no_space(source),
         _ => false,
     }
+}
+
+/// Whether an I/O error says the file system had no room: ENOSPC, or the user's disk
+/// quota (EDQUOT).
+pub fn no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 /// The status and code of an engine error.
