@@ -33,7 +33,7 @@ impl NotWritten {
 
     /// Whether the file system had no room (ENOSPC, or the user's disk quota: EDQUOT).
     pub fn disk_full(&self) -> bool {
-        crate::http::errors::no_space(&self.source)
+        tsblob_storage::no_space(&self.source)
     }
 }
 

@@ -79,7 +79,7 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         // A full disk (or a user's disk quota) met half-way through a write is still a full
         // disk to the caller.
-        if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+        if no_space(&source) {
             return Error::Write(WriteError::DiskFull {
                 path: PathBuf::from(context.into()),
                 available: 0,
@@ -103,6 +103,12 @@ impl From<crate::pattern::PatternError> for Error {
     }
 }
 
+/// Whether an I/O error says the file system had no room: ENOSPC, or the user's disk quota
+/// (EDQUOT). One test for the engine and the server's own files.
+pub fn no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
 impl From<heed::Error> for Error {
     fn from(e: heed::Error) -> Self {
         match e {
@@ -110,7 +116,7 @@ impl From<heed::Error> for Error {
             heed::Error::Io(io) => Error::io("index I/O", io),
             // LMDB reports a failed page write by its errno.
             heed::Error::Mdb(heed::MdbError::Other(code))
-                if code == libc::ENOSPC || code == libc::EDQUOT =>
+                if no_space(&std::io::Error::from_raw_os_error(code)) =>
             {
                 Error::io("index write", std::io::Error::from_raw_os_error(code))
             }

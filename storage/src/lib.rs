@@ -67,7 +67,7 @@ pub use attachments::{
 pub use block::RecordReader;
 pub use codec::heads::HEADS_MAX;
 pub use error::{
-    AttachmentError, BucketError, CorruptionError, Error, NameError, NotFound, OpenError,
+    no_space, AttachmentError, BucketError, CorruptionError, Error, NameError, NotFound, OpenError,
     QueryError, RenameError, Result, TierError, WriteError,
 };
 pub use feed::{FeedFilter, FeedLimits, FeedPage, FeedPayload, FeedPending, FeedRecord};

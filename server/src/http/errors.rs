@@ -320,15 +320,9 @@ pub(crate) async fn json_errors(resp: Response) -> Response {
 fn is_disk_full(e: &Error) -> bool {
     match e {
         Error::Write(WriteError::DiskFull { .. }) => true,
-        Error::Io { source, .. } => no_space(source),
+        Error::Io { source, .. } => tsblob_storage::no_space(source),
         _ => false,
     }
-}
-
-/// Whether an I/O error says the file system had no room: ENOSPC, or the user's disk
-/// quota (EDQUOT).
-pub fn no_space(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 /// The status and code of an engine error.
