@@ -557,7 +557,15 @@ impl Replications {
             sender::spawn(self.clone(), name, spec, shared, cancel);
         }
         if lost || followed {
-            self.save().await?;
+            // The tasks run as repaired; the file is repaired again at the next start or
+            // change. (Fatal before: after a crash on a full disk the server did not start,
+            // and its API could not free the disk: kill -9 probe, R1.)
+            if let Err(e) = self.save().await {
+                tracing::warn!(
+                    "replication: cannot save the tasks repaired at start ({}): they run as repaired, and the file is written again at the next change or start",
+                    self.explain(e)
+                );
+            }
         }
         Ok(())
     }

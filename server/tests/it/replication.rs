@@ -632,3 +632,52 @@ async fn a_task_into_a_missing_destination_bucket_failed_for_ever() {
     let want = matching(&src.dump("edge").await, |e| e == "big", |_| true);
     assert_eq!(dst.dump("cloud2").await, want);
 }
+
+/// Bug (kill -9 probe of 2026-11-29, R1): a start that repaired the task file (a task
+/// following its renamed source bucket) and could not write it, on a full disk, failed:
+/// "starting the replication tasks: the server's disk is full", so the server whose API
+/// frees the disk did not come up. The file cannot be written here because a folder holds
+/// the name of its temporary file. The start goes on, the task follows the rename, and the
+/// file is written once it can be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_file_the_start_could_not_write_kept_the_server_down() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = start(d.path());
+    let api = Api::new(&s.url(""), None);
+    api.create_bucket("a", json!({})).await;
+    let (st, v) = api
+        .put_task("t", task_spec("a", "http://127.0.0.1:9", "cloud"))
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let blocker = d.path().join(".replications.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let (st, v) = api
+        .json(
+            Method::PUT,
+            "/api/v1/b/a/rename",
+            Some(json!({"new_name": "b"})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    s.kill9();
+    let s = start(d.path());
+    let api = Api::new(&s.url(""), None);
+    let v = api.task("t").await;
+    assert_eq!(v["settings"]["src_bucket"], json!("b"), "{v}");
+    assert!(
+        s.stderr_contains(
+            "cannot save the tasks repaired at start",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        s.stderr_text()
+    );
+    std::fs::remove_dir(&blocker).unwrap();
+    let (st, v) = api
+        .put_task("t2", task_spec("b", "http://127.0.0.1:9", "cloud"))
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let file = std::fs::read_to_string(d.path().join("replications")).unwrap();
+    assert!(file.contains("\"src_bucket\": \"b\""), "{file}");
+    assert!(!file.contains("\"src_bucket\": \"a\""), "{file}");
+}
