@@ -8,8 +8,9 @@
 //! with less than 1 MiB free deletes the ballast first (LMDB cannot even make a missing
 //! `lock.mdb` there: a page fault on its map is a SIGBUS); an open that fails for want of
 //! space deletes it and tries once more. The file is made again at a later open with room
-//! (free space above `--free-space-reserve` plus four times its size). The room it gives
-//! also serves the removals that free the disk afterwards.
+//! (free space above `--free-space-reserve` plus four times its size). A removal whose index
+//! commit fails for want of space while the server runs gets its room the same way (LMDB
+//! writes new pages before it frees old ones).
 
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -32,11 +33,14 @@ fn size_for(total: u64) -> u64 {
     MAX_BALLAST.min(total / 64)
 }
 
+/// Whether the ballast is there to give room.
+pub(crate) fn held(data: &Path) -> bool {
+    std::fs::metadata(path(data)).is_ok_and(|m| m.len() > 0)
+}
+
 /// Deletes the ballast; whether it held space to give.
 pub(crate) fn release(data: &Path) -> bool {
-    let p = path(data);
-    let held = std::fs::metadata(&p).map(|m| m.len() > 0).unwrap_or(false);
-    held && std::fs::remove_file(&p).is_ok()
+    held(data) && std::fs::remove_file(path(data)).is_ok()
 }
 
 /// Makes the ballast when it is missing (or short) and the disk has room for it beyond

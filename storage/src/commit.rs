@@ -30,6 +30,7 @@ use crate::settings::SyncPolicy;
 const MAX_DIRTY: usize = 64;
 
 /// One change to the index.
+#[derive(Clone)]
 pub enum Op {
     /// Puts a record (replacing one at the same timestamp: a label update).
     PutRec {
@@ -77,10 +78,28 @@ pub enum Op {
 }
 
 /// A set of ops that succeed or fail together, with the block files they wrote.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Change {
     pub ops: Vec<Op>,
     pub files: Vec<BlockFile>,
+}
+
+impl Change {
+    /// Whether the change only takes away (records, blocks, entries, with the block
+    /// states that follow): what frees a full disk.
+    pub fn only_removes(&self) -> bool {
+        self.ops.iter().all(|op| {
+            matches!(
+                op,
+                Op::DelRec { .. }
+                    | Op::PutBlock { .. }
+                    | Op::DelBlock { .. }
+                    | Op::DelBlockRecords { .. }
+                    | Op::DelEntry { .. }
+                    | Op::DelEntryRecords { .. }
+            )
+        })
+    }
 }
 
 /// A block file a change wrote to, for the commit's fsync.

@@ -30,7 +30,7 @@ use std::sync::{Arc, Weak};
 
 use crate::bucket::Bucket;
 use crate::commit::{Change, Committer};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WriteError};
 use crate::feed::Feed;
 use crate::files;
 use crate::files::FileCache;
@@ -179,9 +179,29 @@ impl Inner {
 
     /// Commits `change` to the index (and the change feed) through the group committer.
     pub fn commit(&self, change: Change) -> Result<()> {
-        self.committer
-            .commit(&self.index, &self.feed, change)
-            .map_err(|e| crate::quota::type_full_disk(e, &self.path))
+        // A removal is what frees a full disk, and its index commit may need room too (LMDB
+        // writes new pages before it frees old ones): one that fails for want of space gets
+        // the ballast's (`ballast.rs`), once. Before, removing data on a full disk answered
+        // 507 "remove data" (kill -9 probe, R2).
+        let again =
+            (change.only_removes() && crate::ballast::held(&self.path)).then(|| change.clone());
+        let full = |e| crate::quota::type_full_disk(e, &self.path);
+        match (
+            self.committer
+                .commit(&self.index, &self.feed, change)
+                .map_err(full),
+            again,
+        ) {
+            (Err(e @ Error::Write(WriteError::DiskFull { .. })), Some(again))
+                if crate::ballast::release(&self.path) =>
+            {
+                log::warn!("a removal met a full disk ({e}): deleted the ballast (index/ballast) to give its index commit room; it is made again at an open with room");
+                self.committer
+                    .commit(&self.index, &self.feed, again)
+                    .map_err(full)
+            }
+            (r, _) => r,
+        }
     }
 
     /// Where record payloads are read from.

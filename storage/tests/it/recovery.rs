@@ -365,3 +365,46 @@ fn a_repair_that_needs_more_than_the_free_space_gets_the_ballast() {
     assert_eq!(s.entry("b", "e").unwrap().record_count, n);
     assert_eq!(s.read("b", "e", Some(n - 1)).unwrap().data, b"x");
 }
+
+/// Bug (kill -9 probe of 2026-11-29, R2): on a disk another program filled while the store
+/// ran, removing an entry of thousands of records failed with `DiskFull` ("free space or
+/// remove data"): its index commit needs new pages before it frees old ones. A removal
+/// gets the ballast's room; a write does not.
+#[test]
+fn removing_data_on_a_full_disk_was_refused_for_want_of_space() {
+    let Some(fs) = own_tmpfs(
+        "recovery::removing_data_on_a_full_disk_was_refused_for_want_of_space",
+        "256m",
+    ) else {
+        return;
+    };
+    let data = fs.path().join("data");
+    let s = open(&data);
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    for entry in ["e", "f"] {
+        for ts in 0..12_000u64 {
+            let m = WriteMeta {
+                labels: labels(&[("k", &format!("{ts:0120}"))]),
+                ..meta(ts)
+            };
+            s.write("b", entry, &m, b"x").unwrap();
+        }
+    }
+    assert!(data.join("index/ballast").exists());
+    fill_disk(fs.path());
+    let refused = s.write("b", "g", &meta(1), b"y").unwrap_err();
+    assert!(
+        matches!(refused, Error::Write(WriteError::DiskFull { .. })),
+        "{refused}"
+    );
+    s.remove_entry("b", "e")
+        .unwrap_or_else(|e| panic!("removing an entry on a full disk: {e}"));
+    assert!(!data.join("index/ballast").exists());
+    assert!(matches!(s.entry("b", "e"), Err(Error::NotFound(_))));
+    assert_eq!(s.entry("b", "f").unwrap().record_count, 12_000);
+    // Reopened: nothing to repair, the other entry whole.
+    drop(s);
+    let s = open(&data);
+    assert_eq!(s.entry("b", "f").unwrap().record_count, 12_000);
+    assert!(matches!(s.entry("b", "e"), Err(Error::NotFound(_))));
+}
