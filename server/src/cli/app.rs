@@ -10,9 +10,23 @@ use crate::{cli, config, serve};
     name = "tsblob",
     version,
     about = "A store for timestamped blobs",
-    long_about = "A store for timestamped blobs.\n\nExit codes of the client commands: 0 success; 1 any other failure (a request the server refused as invalid, a local file); 2 usage (an unknown flag or a bad value, a bad config file); 3 not found (bucket, entry, record, token, task: 404); 4 conflict (exists already, or holds another payload: 409, 412); 5 authentication or permission (401, 403); 6 server error or busy (5xx, disk full, 429 too many requests); 7 network (the server cannot be reached, TLS refused, the answer cut off)."
+    long_about = "A store for timestamped blobs.\n\nThe client flags (--url, --token, -a/--alias, --ca) go before the command or after it: `tsblob -a robot1 bucket ls`, `tsblob bucket ls -a robot1`.\n\nExit codes of the client commands: 0 success; 1 any other failure (a request the server refused as invalid, a local file); 2 usage (an unknown flag or a bad value, a command that does not say which records or buckets it applies to, a removal without its --force, a bad config file); 3 not found (bucket, entry, record, token, task: 404); 4 conflict (exists already, or holds another payload: 409, 412); 5 authentication or permission (401, 403); 6 server error or busy (5xx, disk full, 429 too many requests); 7 network (the server cannot be reached, TLS refused, the answer cut off)."
+)]
+// The client flags before the command are the top-level command's own, not global: clap
+// would add global ones to `serve`, `alias` and `cp` too, which take none of them (and
+// `serve --token` is the admin token). The command's own client flags are global within
+// it (`tsblob bucket -a r2 ls`); [`Cli::parse_with_config`] hands these down.
+#[command(
+    mut_arg("url", |a| a.global(false)),
+    mut_arg("token", |a| a.global(false)),
+    mut_arg("alias", |a| a.global(false)),
+    mut_arg("ca", |a| a.global(false))
 )]
 pub struct Cli {
+    /// The client flags given before the command (`tsblob -a robot1 bucket ls`). Bug
+    /// "client flags have to come after the subcommand" (new-user walkthrough B.19).
+    #[command(flatten)]
+    pub client: cli::ClientArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -38,6 +52,12 @@ pub enum Command {
     /// Records and bytes of an entry per time step (from the index, no payload read).
     Histogram(cli::HistogramArgs),
     /// Follow an entry: one line per record, then each new one as it is written.
+    ///
+    /// A tail follows what exists when it starts: an ENTRY that does not exist yet is not
+    /// waited for (404 entry_not_found, exit 3: start the tail once the entry has its first
+    /// record), and --entries follows the entries matching then (none matching: the tail
+    /// ends at once). A dropped connection is reopened at the last timestamp printed,
+    /// skipping the records already printed there (by entry), five times in a row at most.
     Tail(cli::TailArgs),
     /// Remove a record, a time range, the records matching filters, or a whole entry.
     Rm(cli::RmArgs),
@@ -102,6 +122,41 @@ pub enum ParseError {
     ConfigValue { path: String, error: clap::Error },
 }
 
+/// The ids of the client flags (`cli::ClientArgs`), with their spelling for messages.
+const CLIENT_FLAGS: [(&str, &str); 4] = [
+    ("url", "--url"),
+    ("token", "--token"),
+    ("alias", "-a/--alias"),
+    ("ca", "--ca"),
+];
+
+impl Command {
+    /// The client flags of a command that talks to a server.
+    fn client_mut(&mut self) -> Option<&mut cli::ClientArgs> {
+        Some(match self {
+            Command::Bucket(a) => &mut a.client,
+            Command::Entry(a) => &mut a.client,
+            Command::Attachment(a) => &mut a.client,
+            Command::Put(a) => &mut a.client,
+            Command::Get(a) => &mut a.client,
+            Command::Query(a) => &mut a.client,
+            Command::Histogram(a) => &mut a.client,
+            Command::Tail(a) => &mut a.client,
+            Command::Rm(a) => &mut a.client,
+            Command::Label(a) => &mut a.client,
+            Command::Token(a) => &mut a.client,
+            Command::Link(a) => &mut a.client,
+            Command::Replication(a) => &mut a.client,
+            Command::Lifecycle(a) => &mut a.client,
+            #[cfg(feature = "bench")]
+            Command::Loadgen(a) => &mut a.client,
+            Command::Serve(_) | Command::Cp(_) | Command::Alias(_) => return None,
+            #[cfg(feature = "bench")]
+            Command::Bench(_) | Command::BenchLimit(_) => return None,
+        })
+    }
+}
+
 impl Cli {
     /// Parses `argv`; for `serve`, the config file (`--config`, `TSBLOB_CONFIG`) fills in
     /// what neither a flag nor a variable set (`config::config_file_args`).
@@ -109,11 +164,12 @@ impl Cli {
         use clap::{CommandFactory, FromArgMatches};
         let command = Cli::command();
         let matches = command.clone().try_get_matches_from(&argv)?;
+        let cli = Cli::from_arg_matches(&matches)?.hand_down_client_flags(&matches)?;
         let Some(("serve", serve)) = matches.subcommand() else {
-            return Ok(Cli::from_arg_matches(&matches)?);
+            return Ok(cli);
         };
         let Some(path) = serve.get_one::<std::path::PathBuf>("config") else {
-            return Ok(Cli::from_arg_matches(&matches)?);
+            return Ok(cli);
         };
         let serve_command = command
             .find_subcommand("serve")
@@ -129,6 +185,47 @@ impl Cli {
                     error,
                 })?;
         Ok(Cli::from_arg_matches(&matches)?)
+    }
+
+    /// The client flags given before the command, handed to it: a flag given after the
+    /// command too wins (the nearer one); a command that talks to no server (`serve`,
+    /// `alias`, `cp`) refuses them as a usage error.
+    fn hand_down_client_flags(mut self, matches: &clap::ArgMatches) -> Result<Cli, clap::Error> {
+        use clap::parser::ValueSource;
+        use clap::CommandFactory;
+        let given: Vec<(&str, &str)> = CLIENT_FLAGS
+            .into_iter()
+            .filter(|(id, _)| matches.value_source(id) == Some(ValueSource::CommandLine))
+            .collect();
+        if given.is_empty() {
+            return Ok(self);
+        }
+        let Some((name, sub)) = matches.subcommand() else {
+            return Ok(self); // (a command is required: clap refused its absence)
+        };
+        let top = self.client.clone();
+        let Some(client) = self.command.client_mut() else {
+            let flags: Vec<&str> = given.iter().map(|(_, flag)| *flag).collect();
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "{} before `{name}`: the flags before a command are the client flags of the commands that talk to a server (`tsblob -a robot1 bucket ls`); `{name}` takes its own flags after it",
+                    flags.join(", ")
+                ),
+            ));
+        };
+        for (id, _) in given {
+            if sub.value_source(id) == Some(ValueSource::CommandLine) {
+                continue;
+            }
+            match id {
+                "url" => client.url = top.url.clone(),
+                "token" => client.token = top.token.clone(),
+                "alias" => client.alias = top.alias.clone(),
+                _ => client.ca = top.ca.clone(),
+            }
+        }
+        Ok(self)
     }
 }
 
@@ -184,8 +281,15 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
-/// Runs one command.
+/// Runs one command. A server's error that advises an HTTP request says what to do with
+/// the CLI instead (`client::with_cli_advice`).
 pub async fn run(command: Command) -> anyhow::Result<()> {
+    run_command(command)
+        .await
+        .map_err(cli::client::with_cli_advice)
+}
+
+async fn run_command(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::run(args).await,
         Command::Bucket(args) => cli::bucket(args).await,
@@ -220,6 +324,85 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// The command tree as `docs/cli.md` shows it: each command's usage line as `--help`
+    /// prints it, and each flag's environment variable. Bug "docs/cli.md differs from
+    /// --help" (new-user walkthrough B.19): `clap_markdown` reads the tree before clap
+    /// builds it, so a command given only its group's global flags had no `[OPTIONS]` in
+    /// its usage line (`tsblob bucket rename <NAME> <NEW_NAME>`), and it prints no
+    /// `[env: ...]`.
+    fn reference_command() -> clap::Command {
+        use clap::CommandFactory;
+        let mut built = Cli::command();
+        built.build();
+        for_reference(Cli::command(), &built, "")
+    }
+
+    fn for_reference(mut c: clap::Command, built: &clap::Command, parent: &str) -> clap::Command {
+        if !parent.is_empty() {
+            // `clap_markdown` writes the parent path before the usage it renders.
+            let usage = built.clone().render_usage().to_string();
+            let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage);
+            let own = usage
+                .strip_prefix(parent)
+                .map_or(usage, str::trim_start)
+                .to_string();
+            c = c.override_usage(own);
+        }
+        c = c.mut_args(|a| {
+            let Some(env) = a.get_env().map(|e| e.to_string_lossy().into_owned()) else {
+                return a;
+            };
+            if a.is_hide_env_set() {
+                return a;
+            }
+            match (a.get_long_help(), a.get_help()) {
+                (Some(long), _) => {
+                    let text = format!("{long}\n\n[env: {env}]");
+                    a.long_help(text)
+                }
+                (None, Some(help)) => {
+                    let text = format!("{help} [env: {env}]");
+                    a.help(text)
+                }
+                (None, None) => a.help(format!("[env: {env}]")),
+            }
+        });
+        let path = if parent.is_empty() {
+            c.get_name().to_string()
+        } else {
+            format!("{parent} {}", c.get_name())
+        };
+        let names: Vec<String> = c
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for name in names {
+            if let Some(b) = built.find_subcommand(&name) {
+                c = c.mut_subcommand(&name, |s| for_reference(s, b, &path));
+            }
+        }
+        c
+    }
+
+    /// The reference shows what `--help` does: `[OPTIONS]` where a group's client flags
+    /// apply, the environment variables, the client flags before the command.
+    #[test]
+    fn docs_cli_md_differed_from_help() {
+        let md = clap_markdown::help_markdown_command(&reference_command());
+        for line in [
+            "**Usage:** `tsblob bucket rename [OPTIONS] <NAME> <NEW_NAME>`",
+            "**Usage:** `tsblob replication rm [OPTIONS] <NAME>`",
+            "**Usage:** `tsblob lifecycle run [OPTIONS] <BUCKET> <NAME>`",
+            "**Usage:** `tsblob alias rm <NAME>`",
+            "**Usage:** `tsblob [OPTIONS] <COMMAND>`",
+        ] {
+            assert!(md.contains(line), "{line}");
+        }
+        assert!(md.contains("[env: TSBLOB_ALIAS]"));
+        assert!(md.contains("[env: TSBLOB_CA]"));
+        assert!(md.contains("[env: TSBLOB_LISTEN]"), "serve's variables");
+    }
+
     /// `docs/cli.md` is the clap definition printed as Markdown; this fails when a flag
     /// changed and the page was not regenerated (`TSBLOB_UPDATE_DOCS=1` rewrites it).
     #[test]
@@ -227,7 +410,7 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md");
         let generated = format!(
             "<!-- Generated from the clap definitions (server/src/cli/app.rs) by the test\n     cli_reference_is_current: TSBLOB_UPDATE_DOCS=1 cargo test -p tsblob-server --lib cli_reference -->\n\n{}",
-            clap_markdown::help_markdown::<Cli>()
+            clap_markdown::help_markdown_command(&reference_command())
         );
         if std::env::var_os("TSBLOB_UPDATE_DOCS").is_some() {
             std::fs::write(path, &generated).unwrap();
@@ -266,7 +449,7 @@ mod tests {
             &["tsblob", "entry", "rm", "b", "e"],
             &["tsblob", "rm", "b", "e", "--all"],
         ] {
-            // They parse (the refusal is a clear error at run time, not a usage error)...
+            // They parse (the refusal is an error at run time, exit 2 as a usage error)...
             assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
         }
         // ... and --force is a flag of each.
@@ -279,6 +462,99 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
         }
+    }
+
+    /// Bug "client flags have to come after the subcommand" (new-user walkthrough B.19):
+    /// `tsblob -a r2 bucket ls` and `tsblob --url X bucket ls` were unknown arguments.
+    #[test]
+    fn client_flags_had_to_come_after_the_subcommand() {
+        let parse = |args: &[&str]| Cli::parse_with_config(args.iter().map(Into::into).collect());
+        let client = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Bucket(b) => b.client,
+            Command::Put(p) => p.client,
+            _ => panic!("{args:?}"),
+        };
+        let c = client(&["tsblob", "-a", "r2", "bucket", "ls"]);
+        assert_eq!(c.alias.as_deref(), Some("r2"));
+        let c = client(&[
+            "tsblob",
+            "--url",
+            "http://x:1",
+            "--token",
+            "t",
+            "--ca",
+            "ca.pem",
+            "put",
+            "b",
+            "e",
+            "f",
+        ]);
+        assert_eq!(
+            (c.url.as_deref(), c.token.as_deref(), c.ca),
+            (Some("http://x:1"), Some("t"), Some("ca.pem".into()))
+        );
+        // Given on both sides: the one after the command wins; the others still come down.
+        let c = client(&[
+            "tsblob",
+            "--url",
+            "http://x:1",
+            "-a",
+            "r2",
+            "bucket",
+            "ls",
+            "--url",
+            "http://y:2",
+        ]);
+        assert_eq!(
+            (c.url.as_deref(), c.alias.as_deref()),
+            (Some("http://y:2"), Some("r2"))
+        );
+        let c = client(&["tsblob", "bucket", "-a", "r3", "ls"]);
+        assert_eq!(c.alias.as_deref(), Some("r3"));
+        // A command that talks to no server refuses them (exit 2, clap's usage error).
+        for args in [
+            &["tsblob", "--url", "http://x:1", "serve"][..],
+            &["tsblob", "-a", "r2", "alias", "ls"],
+            &["tsblob", "--token", "t", "cp", "a", "b"],
+        ] {
+            match parse(args) {
+                Err(ParseError::Clap(e)) => {
+                    assert_eq!(e.exit_code(), i32::from(exit::USAGE), "{args:?}");
+                    assert!(e.to_string().contains("before `"), "{e}");
+                }
+                _ => panic!("{args:?} should be refused"),
+            }
+        }
+        // `serve --token` is still serve's own.
+        match parse(&["tsblob", "serve", "--token", "admin-secret"])
+            .unwrap()
+            .command
+        {
+            Command::Serve(s) => assert_eq!(s.token.as_deref(), Some("admin-secret")),
+            _ => panic!("not serve"),
+        }
+    }
+
+    /// Bug "--each-t help hides that the first record is dropped" (new-user walkthrough
+    /// B.16): docs/api.md says so of `$each_t`; `tsblob query --help` did not.
+    #[test]
+    fn each_t_help_hid_that_the_first_record_is_dropped() {
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let query = command.find_subcommand("query").unwrap();
+        let each_t = query
+            .get_arguments()
+            .find(|a| a.get_id() == "each_t")
+            .unwrap();
+        let help = each_t
+            .get_long_help()
+            .or(each_t.get_help())
+            .unwrap()
+            .to_string();
+        assert!(
+            help.contains("The first record starts the clock and is not kept"),
+            "{help}"
+        );
     }
 
     /// The config file's keys come from the clap tree: every flag of `serve` (its default
@@ -327,6 +603,7 @@ mod tests {
         match Cli::parse_with_config(argv) {
             Ok(Cli {
                 command: Command::Serve(s),
+                ..
             }) => Ok(s),
             Ok(_) => Err("not serve".into()),
             Err(e) => Err(e.to_string()),

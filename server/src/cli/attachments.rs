@@ -127,8 +127,8 @@ pub async fn attachment(args: AttachmentArgs) -> anyhow::Result<()> {
                 println!("no attachment removed from {bucket}/{entry}");
             } else {
                 println!(
-                    "removed {} attachment(s) of {bucket}/{entry}: {}",
-                    removed.len(),
+                    "removed {} of {bucket}/{entry}: {}",
+                    super::human::count(removed.len() as u64, "attachment", "attachments"),
                     removed.join(", ")
                 );
             }

@@ -1,11 +1,12 @@
 //! `tsblob bucket create|update|ls|info|rm`.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde_json::Value;
 use tsblob_proto::parse_size;
 
 use super::client::{connect, ClientArgs};
 use super::human;
+use super::usage::Usage;
 
 /// `tsblob bucket ...`
 #[derive(Debug, clap::Args)]
@@ -33,6 +34,49 @@ pub struct SettingsArgs {
     /// none, zstd or zstd:<1-22>.
     #[arg(long)]
     pub compression: Option<String>,
+    /// Age-based retention: blocks whose newest record is older than this go (30d, 12h,
+    /// 90m); none turns it off. Finer rules (some entries, a condition, compression
+    /// instead of removal): `tsblob lifecycle set`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_setting)]
+    pub max_age: Option<Value>,
+    /// With a tier (`serve --tier-url`): bytes of sealed blocks kept locally (e.g. 10GiB;
+    /// none turns it off), the older ones uploaded to the object store.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_setting)]
+    pub tier_local_max: Option<Value>,
+    /// With a tier: sealed blocks whose newest record is older than this are uploaded
+    /// (e.g. 1h; none turns it off).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_setting)]
+    pub tier_after: Option<Value>,
+}
+
+/// A duration setting (`--max-age`, `--tier-after`): µs for the API, or "none". Bug
+/// "bucket create has no --max-age" (new-user walkthrough B.18).
+fn parse_duration_setting(s: &str) -> Result<Value, String> {
+    let s = s.trim();
+    if s == "none" || s == "0" {
+        return Ok(Value::from("none"));
+    }
+    humantime::parse_duration(s)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_micros()).ok())
+        .filter(|us| *us > 0)
+        .map(Value::from)
+        .ok_or_else(|| {
+            format!("{s:?} is not a duration above zero: give e.g. 30d, 12h, 90m or 45s, or none")
+        })
+}
+
+/// A size setting that may be turned off (`--tier-local-max`): bytes, or "none".
+fn parse_size_setting(s: &str) -> Result<Value, String> {
+    if s.trim() == "none" {
+        return Ok(Value::from("none"));
+    }
+    parse_size(s).map(Value::from)
+}
+
+/// Whether a setting the bucket has is the one asked for ("none" is the API's `null`).
+fn same_setting(have: &Value, wanted: &Value) -> bool {
+    have == wanted || (wanted == "none" && have.is_null())
 }
 
 impl SettingsArgs {
@@ -49,13 +93,17 @@ impl SettingsArgs {
         set("max_block_size", self.max_block_size.map(Value::from));
         set("max_block_records", self.max_block_records.map(Value::from));
         set("compression", self.compression.clone().map(Value::from));
+        set("max_age", self.max_age.clone());
+        set("tier_local_max", self.tier_local_max.clone());
+        set("tier_after", self.tier_after.clone());
         Value::Object(settings)
     }
 }
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BucketCommand {
-    /// Create a bucket (unset settings take the server's defaults).
+    /// Create a bucket (unset settings take the server's defaults). Retention by age:
+    /// --max-age here, or rules by entry and condition with `tsblob lifecycle set`.
     Create {
         name: String,
         #[command(flatten)]
@@ -95,24 +143,33 @@ pub enum BucketCommand {
     },
 }
 
-fn print_bucket_line(b: &Value) {
+fn bucket_line(b: &Value) -> String {
     let info = &b["info"];
-    println!(
-        "{:<24} {:>12} {:>10} rec  {:>4} entries  {}  →  {}",
+    let entries = info["entry_count"].as_u64().unwrap_or(0);
+    format!(
+        "{:<24} {:>12} {:>10} rec  {entries:>4} {:<7}  {}  →  {}",
         human::field(&b["name"]),
         human::size(info["size"].as_u64().unwrap_or(0)),
         info["record_count"].as_u64().unwrap_or(0),
-        info["entry_count"].as_u64().unwrap_or(0),
+        if entries == 1 { "entry" } else { "entries" },
         human::opt_time(&info["oldest"]),
         human::opt_time(&info["latest"]),
-    );
+    )
+}
+
+fn print_bucket_line(b: &Value) {
+    println!("{}", bucket_line(b));
 }
 
 fn print_bucket(b: &Value) {
     print_bucket_line(b);
     let s = &b["settings"];
+    let max_age = match s["max_age"].as_u64() {
+        Some(us) => humantime::format_duration(std::time::Duration::from_micros(us)).to_string(),
+        None => "none".into(),
+    };
     println!(
-        "  quota {} {} ({}), blocks of {} / {} records, compression {}, {} blocks, {} evicted",
+        "  quota {} {} ({}), blocks of {} / {} records, compression {}, max age {max_age}, {}, {} evicted",
         human::field(&s["quota_type"]),
         human::size(s["quota_size"].as_u64().unwrap_or(0)),
         b["info"]["quota_used"]
@@ -122,7 +179,11 @@ fn print_bucket(b: &Value) {
         human::size(s["max_block_size"].as_u64().unwrap_or(0)),
         human::json_text(&s["max_block_records"]),
         human::field(&s["compression"]),
-        human::json_text(&b["info"]["block_count"]),
+        human::count(
+            b["info"]["block_count"].as_u64().unwrap_or(0),
+            "block",
+            "blocks"
+        ),
         human::json_text(&b["info"]["evicted_blocks"]),
     );
     for e in b["entries"].as_array().into_iter().flatten() {
@@ -150,7 +211,7 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
                     let b = c.bucket(&name).await?;
                     let have = &b["settings"];
                     for (k, v) in wanted.as_object().into_iter().flatten() {
-                        if have.get(k).is_some_and(|h| h != v) {
+                        if have.get(k).is_some_and(|h| !same_setting(h, v)) {
                             eprintln!(
                                 "warning: bucket {name} exists with {k} = {}, not {v} (left as it is; change it with `tsblob bucket update`)",
                                 human::json_text(&have[k])
@@ -165,7 +226,7 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
         BucketCommand::Update { name, settings } => {
             let body = settings.to_json();
             if body.as_object().is_some_and(|m| m.is_empty()) {
-                bail!("say what to change: --quota-type, --quota-size, --max-block-size, --max-block-records or --compression");
+                return Err(Usage("say what to change: --quota-type, --quota-size, --max-block-size, --max-block-records, --compression, --max-age, --tier-local-max or --tier-after".into()).into());
             }
             let b = c.update_bucket(&name, &body).await?;
             println!(
@@ -193,7 +254,10 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
         }
         BucketCommand::Rm { name, force } => {
             if !force {
-                bail!("removing bucket {name} deletes all its records: add --force to do it");
+                return Err(Usage(format!(
+                    "removing bucket {name} deletes all its records: add --force to do it"
+                ))
+                .into());
             }
             c.remove_bucket(&name)
                 .await
@@ -202,4 +266,65 @@ pub async fn bucket(args: BucketArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Settings {
+        #[command(flatten)]
+        s: SettingsArgs,
+    }
+
+    /// Bug "bucket create has no --max-age" (new-user walkthrough B.18): retention was only
+    /// reachable through `tsblob lifecycle set B max_age`.
+    #[test]
+    fn bucket_create_had_no_max_age() {
+        let s = Settings::try_parse_from([
+            "x",
+            "--max-age",
+            "30d",
+            "--tier-after",
+            "1h",
+            "--tier-local-max",
+            "10GiB",
+        ])
+        .unwrap()
+        .s;
+        assert_eq!(
+            s.to_json(),
+            serde_json::json!({"max_age": 30u64 * 86_400_000_000, "tier_after": 3_600_000_000u64,
+                "tier_local_max": 10u64 << 30})
+        );
+        let off = Settings::try_parse_from(["x", "--max-age", "none"])
+            .unwrap()
+            .s;
+        assert_eq!(off.to_json(), serde_json::json!({"max_age": "none"}));
+        assert!(Settings::try_parse_from(["x", "--max-age", "soon"]).is_err());
+        assert!(Settings::try_parse_from(["x", "--max-age", "0s"]).is_err());
+        // `none` asked, `null` answered: the same (no warning with --exist-ok).
+        assert!(same_setting(&Value::Null, &Value::from("none")));
+        assert!(!same_setting(&Value::from(5), &Value::from("none")));
+    }
+
+    /// Bug "counts are not pluralised" (new-user walkthrough B.24): "1 entries".
+    #[test]
+    fn a_bucket_of_one_entry_said_1_entries() {
+        let b = serde_json::json!({"name": "b", "info": {"size": 1, "record_count": 1, "entry_count": 1}});
+        assert!(
+            bucket_line(&b).contains("   1 entry "),
+            "{}",
+            bucket_line(&b)
+        );
+        let b = serde_json::json!({"name": "b", "info": {"entry_count": 2}});
+        assert!(
+            bucket_line(&b).contains("   2 entries"),
+            "{}",
+            bucket_line(&b)
+        );
+    }
 }

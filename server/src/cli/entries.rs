@@ -1,10 +1,11 @@
 //! `tsblob entry info|rename|rm`.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde_json::Value;
 
 use super::client::{connect, ClientArgs};
 use super::human;
+use super::usage::Usage;
 
 /// `tsblob entry ...`
 #[derive(Debug, clap::Args)]
@@ -84,9 +85,10 @@ pub async fn entry(args: EntryArgs) -> anyhow::Result<()> {
             force,
         } => {
             if !force {
-                bail!(
+                return Err(Usage(format!(
                     "removing entry {bucket}/{entry} deletes all its records: add --force to do it"
-                );
+                ))
+                .into());
             }
             c.remove_entry(&bucket, &entry)
                 .await

@@ -95,8 +95,9 @@ pub fn render(h: &serde_json::Value) -> String {
     let total = counts.iter().fold(0u64, |t, n| t.saturating_add(*n));
     let _ = writeln!(
         out,
-        "{total} records in {} steps of {} µs",
-        counts.len(),
+        "{} in {} of {} µs",
+        super::human::count(total, "record", "records"),
+        super::human::count(counts.len() as u64, "step", "steps"),
         step
     );
     if let Some(t) = h["truncated_at"].as_u64() {
@@ -144,5 +145,16 @@ mod tests {
         assert!(lines[0].ends_with(&"#".repeat(40)), "{}", lines[0]);
         assert!(lines[1].ends_with(" #"), "{}", lines[1]);
         assert_eq!(lines[3], format!("{} records in 3 steps of 1 µs", u64::MAX));
+    }
+
+    /// Bug "counts are not pluralised" (new-user walkthrough B.24).
+    #[test]
+    fn one_record_in_one_step_was_plural() {
+        let h = serde_json::json!({"start": 0, "step": 1, "counts": [1], "bytes": [1]});
+        assert!(
+            render(&h).ends_with("1 record in 1 step of 1 µs\n"),
+            "{}",
+            render(&h)
+        );
     }
 }

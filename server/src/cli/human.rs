@@ -63,9 +63,13 @@ pub fn opt_time(v: &serde_json::Value) -> String {
 pub fn parse_time(s: &str) -> Result<u64, String> {
     let s = s.trim();
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
+        let us = s
             .parse::<u64>()
-            .map_err(|_| format!("{s} is too large for a µs timestamp"));
+            .map_err(|_| format!("{s} is too large for a µs timestamp"))?;
+        if let Some(warning) = unit_warning(us) {
+            eprintln!("warning: {warning}");
+        }
+        return Ok(us);
     }
     let now = tsblob_storage::now_micros();
     if s == "now" {
@@ -85,6 +89,36 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
     Ok(d.as_micros() as u64)
 }
 
+/// Integer timestamps that are seconds (resp. ms) since the epoch of the years 1973..5138
+/// when read in those units: as µs they fall in 1970-1973, which no real record has. The
+/// Python SDK's `TimestampWarning` bounds (client-py/src/tsblob/_timestamps.py).
+const SECONDS_LIKE: std::ops::Range<u64> = 100_000_000..100_000_000_000;
+const MILLIS_LIKE: std::ops::Range<u64> = 100_000_000_000..100_000_000_000_000;
+
+/// What to say about an integer timestamp that looks like seconds or milliseconds since
+/// the epoch, not µs. Bug "the CLI takes seconds as microseconds without a word"
+/// (new-user walkthrough B.12): `put --ts 1700000010` stored a record in 1970, exit 0.
+pub fn unit_warning(us: u64) -> Option<String> {
+    let (unit, factor) = if SECONDS_LIKE.contains(&us) {
+        ("seconds", 1_000_000)
+    } else if MILLIS_LIKE.contains(&us) {
+        ("milliseconds", 1_000)
+    } else {
+        return None;
+    };
+    let meant = us * factor;
+    let at = UNIX_EPOCH + Duration::from_micros(meant);
+    let rfc = if factor == 1_000 {
+        humantime::format_rfc3339_millis(at).to_string()
+    } else {
+        humantime::format_rfc3339_seconds(at).to_string()
+    };
+    Some(format!(
+        "timestamp {us} looks like {unit} since the epoch, but integers are microseconds: it means {}; for {rfc} give {meant} or {rfc}",
+        format_time(us),
+    ))
+}
+
 /// `2024-05-01T12:00:00.123456Z`.
 pub fn format_time(us: u64) -> String {
     let t = UNIX_EPOCH + Duration::from_micros(us);
@@ -94,6 +128,12 @@ pub fn format_time(us: u64) -> String {
 /// `1.5 MiB`.
 pub fn size(bytes: u64) -> String {
     indicatif::HumanBytes(bytes).to_string()
+}
+
+/// A count and its noun: `1 record`, `3 records`, `0 entries`. Bug "counts are not
+/// pluralised" (new-user walkthrough B.24): "1 records", "1 entries".
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Prints a listing of the API (an array of objects): one JSON line per item with `json`,
@@ -131,6 +171,34 @@ mod tests {
         assert!(parse_time("yesterday").is_err());
     }
 
+    /// Bug "the CLI takes seconds as microseconds without a word" (new-user walkthrough
+    /// B.12): the SDK's bounds, the value to give instead, nothing for real µs.
+    #[test]
+    fn the_cli_took_seconds_as_microseconds_without_a_word() {
+        let w = unit_warning(1_700_000_010).unwrap();
+        assert!(
+            w.contains("looks like seconds")
+                && w.contains("1970-01-01T00:28:20.000010Z")
+                && w.contains("give 1700000010000000")
+                && w.contains("2023-11-14T22:13:30Z"),
+            "{w}"
+        );
+        let w = unit_warning(1_700_000_010_123).unwrap();
+        assert!(
+            w.contains("milliseconds")
+                && w.contains("for 2023-11-14T22:13:30.123Z give 1700000010123000 or 2023-11-14T22:13:30.123Z"),
+            "{w}"
+        );
+        assert!(unit_warning(99_999_999).is_none());
+        assert!(unit_warning(100_000_000).is_some());
+        assert!(unit_warning(99_999_999_999_999).is_some());
+        assert!(unit_warning(100_000_000_000_000).is_none());
+        assert!(unit_warning(1_700_000_000_000_000).is_none());
+        assert!(unit_warning(0).is_none() && unit_warning(5).is_none());
+        // parse_time still takes the value as µs (a warning, not a refusal).
+        assert_eq!(parse_time("1700000010").unwrap(), 1_700_000_010);
+    }
+
     /// Bug "terminal escapes from the server": control characters reached the terminal.
     #[test]
     fn terminal_escapes_from_the_server() {
@@ -143,6 +211,13 @@ mod tests {
         let text = json_text(&v);
         assert!(!text.chars().any(char::is_control), "{text}");
         assert_eq!(field(&v["k"]), "v\\x1b[31m\\u{9b}");
+    }
+
+    #[test]
+    fn counts_were_not_pluralised() {
+        assert_eq!(count(1, "record", "records"), "1 record");
+        assert_eq!(count(0, "entry", "entries"), "0 entries");
+        assert_eq!(count(2, "entry", "entries"), "2 entries");
     }
 
     #[test]

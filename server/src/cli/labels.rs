@@ -152,9 +152,13 @@ pub(crate) fn batch_outcome(v: &Value, verb: &str) -> anyhow::Result<()> {
                 .to_string(),
         })
         .context(format!(
-            "{} of {} records failed (the others were {verb})",
+            "{} of {} failed (the others were {verb})",
             failed.len(),
-            v["results"].as_array().map_or(0, Vec::len)
+            super::human::count(
+                v["results"].as_array().map_or(0, Vec::len) as u64,
+                "record",
+                "records"
+            )
         ))),
     }
 }

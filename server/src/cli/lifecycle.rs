@@ -65,6 +65,14 @@ pub enum LifecycleCommand {
     Run { bucket: String, name: String },
 }
 
+/// A count of the API's answer with its noun ([`human::count`]); as it is when not a number.
+fn counted(v: &Value, one: &str, many: &str) -> String {
+    match v.as_u64() {
+        Some(n) => human::count(n, one, many),
+        None => format!("{} {many}", human::json_text(v)),
+    }
+}
+
 fn path(bucket: &str, name: &str) -> String {
     format!("/api/v1/lifecycle/{}/{}", seg(bucket), seg(name))
 }
@@ -87,16 +95,16 @@ fn line(r: &Value) {
     };
     let done = if r["action"] == "compress" {
         format!(
-            "{compressed} {} ({} bytes saved, {} blocks freed)",
-            human::json_text(&s["compressed"]),
-            human::json_text(&s["saved_bytes"]),
-            human::json_text(&s["removed_blocks"])
+            "{compressed} {} ({} saved, {} freed)",
+            counted(&s["compressed"], "record", "records"),
+            counted(&s["saved_bytes"], "byte", "bytes"),
+            counted(&s["removed_blocks"], "block", "blocks")
         )
     } else {
         format!(
-            "{removed} {} ({} blocks)",
-            human::json_text(&s["removed"]),
-            human::json_text(&s["removed_blocks"])
+            "{removed} {} ({})",
+            counted(&s["removed"], "record", "records"),
+            counted(&s["removed_blocks"], "block", "blocks")
         )
     };
     println!(
@@ -185,16 +193,16 @@ pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
             };
             let done = if p["compressed"].as_u64().unwrap_or(0) > 0 {
                 format!(
-                    "{compressed} {} records ({} bytes saved, {} blocks freed)",
-                    human::json_text(&p["compressed"]),
-                    human::json_text(&p["saved_bytes"]),
-                    human::json_text(&p["blocks"])
+                    "{compressed} {} ({} saved, {} freed)",
+                    counted(&p["compressed"], "record", "records"),
+                    counted(&p["saved_bytes"], "byte", "bytes"),
+                    counted(&p["blocks"], "block", "blocks")
                 )
             } else {
                 format!(
-                    "{removed} {} records ({} whole blocks)",
-                    human::json_text(&p["removed"]),
-                    human::json_text(&p["blocks"])
+                    "{removed} {} ({})",
+                    counted(&p["removed"], "record", "records"),
+                    counted(&p["blocks"], "whole block", "whole blocks")
                 )
             };
             println!(

@@ -1,10 +1,11 @@
 //! `tsblob link create`: the query link route of the API (`docs/api.md`, Query links).
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::client::{connect, ClientArgs};
+use super::client::{connect, Client, ClientArgs};
 use super::human::parse_time;
+use super::usage::Usage;
 
 /// `tsblob link ...`
 #[derive(Debug, clap::Args)]
@@ -25,12 +26,12 @@ pub enum LinkCommand {
         /// Entry names or globs (`cams/*`, `**`).
         #[arg(required = true)]
         entries: Vec<String>,
-        /// From this time (µs, or an RFC 3339 time), inclusive.
-        #[arg(long)]
-        start: Option<String>,
+        /// From this time (µs, RFC 3339, now-1h), inclusive.
+        #[arg(long, value_parser = parse_time)]
+        start: Option<u64>,
         /// Up to this time, exclusive.
-        #[arg(long)]
-        stop: Option<String>,
+        #[arg(long, value_parser = parse_time)]
+        stop: Option<u64>,
         /// A condition as JSON, e.g. '{"&score": {"$gt": 10}}'.
         #[arg(long)]
         when: Option<String>,
@@ -50,7 +51,9 @@ pub enum LinkCommand {
         /// --max-link-ttl).
         #[arg(long)]
         expires_in: Option<String>,
-        /// The name the download is saved under.
+        /// The name the download is saved under. Default: the entry's last segment (the
+        /// bucket's name for several entries), then `_<index>` or `_<ts>` and an extension
+        /// by the record's content type (`cam_0.jpg`; `.mcap` with --mcap, else `.bin`).
         #[arg(long)]
         file_name: Option<String>,
         /// The link's base URL (default: the server's --public-url, or the URL used here).
@@ -60,12 +63,6 @@ pub enum LinkCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-fn time(flag: &str, s: &Option<String>) -> anyhow::Result<Option<u64>> {
-    s.as_deref()
-        .map(|s| parse_time(s).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
-        .transpose()
 }
 
 pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
@@ -89,10 +86,10 @@ pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
     let mut set = |k: &str, v: Value| {
         spec[k] = v;
     };
-    if let Some(s) = time("start", &start)? {
+    if let Some(s) = start {
         set("start", json!(s));
     }
-    if let Some(s) = time("stop", &stop)? {
+    if let Some(s) = stop {
         set("stop", json!(s));
     }
     if let Some(w) = when {
@@ -107,9 +104,12 @@ pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
     }
     if let Some(r) = record {
         let Some((entry, ts)) = r.rsplit_once('@') else {
-            bail!("--record {r}: give ENTRY@TS, e.g. cams/front@1700000000000000");
+            return Err(Usage(format!(
+                "--record {r}: give ENTRY@TS, e.g. cams/front@1700000000000000"
+            ))
+            .into());
         };
-        let ts = parse_time(ts).map_err(|e| anyhow::anyhow!("--record: {e}"))?;
+        let ts = parse_time(ts).map_err(|e| Usage(format!("--record: {e}")))?;
         set("record", json!({"entry": entry, "ts": ts}));
     }
     if mcap {
@@ -120,17 +120,71 @@ pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--expires-in {d:?}: use e.g. 1h, 7days"))?;
         set("expires_in", json!(d.as_secs().max(1)));
     }
+    let named = file_name.is_some();
     if let Some(f) = file_name {
         set("file_name", json!(f));
     }
     if let Some(b) = base_url {
         set("base_url", json!(b));
     }
-    let v = c.create_link(&spec).await?;
+    let mut v = c.create_link(&spec).await?;
+    if !named && (index.is_some() || spec.get("record").is_some()) {
+        if let Some(name) = typed_file_name(&c, &v).await {
+            spec["file_name"] = json!(name);
+            v = c.create_link(&spec).await?;
+        }
+    }
     if json {
         println!("{v}");
     } else {
         println!("{}", super::human::field(&v["link"]));
     }
     Ok(())
+}
+
+/// The file name a link of one record should have by the record's content type, when the
+/// server's default (`<name>.bin`: it names the link before it reads the record) has
+/// another: the link's own `HEAD` answers the record's headers. `None` to keep the name
+/// (not `.bin`, the record's type has no better extension, or the `HEAD` failed). Bug
+/// "link create --index 0 of a text/plain record names the download .bin" (new-user
+/// walkthrough B.24).
+async fn typed_file_name(c: &Client, link: &Value) -> Option<String> {
+    let stem = link["file_name"].as_str()?.strip_suffix(".bin")?;
+    let url = link["link"].as_str()?;
+    // The link's path and query, asked of the server this command talks to (the link's
+    // base may be a --public-url this machine does not reach).
+    let path = &url[url.find("/api/v1/links/")?..];
+    let resp = c.send(c.request(reqwest::Method::HEAD, path)).await.ok()?;
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)?
+        .to_str()
+        .ok()?;
+    typed_name(stem, content_type)
+}
+
+/// `<stem><ext>` by a content type, `None` when its extension is `.bin` anyway.
+fn typed_name(stem: &str, content_type: &str) -> Option<String> {
+    let ext = super::records::extension_of(content_type);
+    (ext != ".bin").then(|| format!("{stem}{ext}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bug "link create --index 0 of a text/plain record names the download .bin".
+    #[test]
+    fn a_text_records_link_was_named_bin() {
+        assert_eq!(
+            typed_name("cam_0", "text/plain").as_deref(),
+            Some("cam_0.txt")
+        );
+        assert_eq!(
+            typed_name("cam_0", "image/jpeg").as_deref(),
+            Some("cam_0.jpg")
+        );
+        assert_eq!(typed_name("cam_0", "application/octet-stream"), None);
+        assert_eq!(typed_name("cam_0", "application/x-unknown"), None);
+    }
 }

@@ -73,10 +73,14 @@ impl Profiles {
     /// Adds or replaces a profile.
     pub fn set(&mut self, name: &str, profile: Profile) -> anyhow::Result<()> {
         if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            bail!("alias {name:?}: give a name without spaces");
+            return Err(Usage(format!("alias {name:?}: give a name without spaces")).into());
         }
         if !(profile.url.starts_with("http://") || profile.url.starts_with("https://")) {
-            bail!("URL {:?} must start with http:// or https://", profile.url);
+            return Err(Usage(format!(
+                "URL {:?} must start with http:// or https://",
+                profile.url
+            ))
+            .into());
         }
         self.aliases.insert(name.to_string(), profile);
         Ok(())

@@ -13,7 +13,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::client::{check, connect, connect_reading, ClientArgs};
 use super::filters::{parse_label, FilterArgs};
-use super::human::{format_time, parse_time, size, term};
+use super::human::{count, format_time, parse_time, size, term};
+use super::usage::Usage;
 use tsblob_proto::client::entry_path;
 use tsblob_proto::framing::{Event, FrameHead};
 
@@ -339,7 +340,9 @@ pub struct QueryArgs {
     /// Like --list, as JSON lines: {"ts", "size", "content_type", "labels"}.
     #[arg(long)]
     pub json: bool,
-    /// At most one record per this step (after --when): "1s", "100ms", "5m".
+    /// At most one record per this step (after --when): "1s", "100ms", "5m". The first
+    /// record starts the clock and is not kept (as in ReductStore): records at 1.0, 1.5,
+    /// 2.0 and 5.0 s with --each-t 1s give those at 2.0 and 5.0 s.
     #[arg(long, value_name = "DURATION")]
     pub each_t: Option<String>,
     #[command(flatten)]
@@ -390,7 +393,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
         f.discard().await;
     }
     let (records, bytes) = read?;
-    eprintln!("{records} records, {}", size(bytes));
+    eprintln!("{}", summary(records, bytes));
     Ok(())
 }
 
@@ -414,7 +417,7 @@ async fn read_frames(
             Event::Record(h) => {
                 args.max_record.check(&h)?;
                 records += 1;
-                pb.set_message(format!("{records} records"));
+                pb.set_message(count(records, "record", "records"));
                 *file = open_record_file(args, &h).await?;
                 if file.as_ref().is_some_and(|f| f.left == 0) {
                     if let Some(f) = file.take() {
@@ -450,7 +453,8 @@ async fn read_frames(
             ),
             Event::Error(json) => {
                 bail!(
-                    "the server stopped the query after {records} records: {}",
+                    "the server stopped the query after {}: {}",
+                    count(records, "record", "records"),
                     term(&String::from_utf8_lossy(&json))
                 );
             }
@@ -467,7 +471,8 @@ async fn read_frames(
         ))
         .into()),
         None => Err(CutOff(format!(
-            "the query stream ended without its end frame after {records} records: the result is incomplete"
+            "the query stream ended without its end frame after {}: the result is incomplete",
+            count(records, "record", "records")
         ))
         .into()),
     }
@@ -537,8 +542,9 @@ impl RecordFile {
 
 /// Prints the NDJSON lines of a `meta=true` query, as they are or as text lines.
 /// Prints one NDJSON metadata line of a query (as it is with `json`, else as a readable
-/// line); returns the record's timestamp, or `None` for a live tail's heartbeat line.
-fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Option<u64>> {
+/// line); returns the record's timestamp and size, or `None` for a live tail's heartbeat
+/// line.
+fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Option<(u64, u64)>> {
     let v: serde_json::Value = serde_json::from_slice(line).with_context(|| {
         format!(
             "the server sent a line that is not JSON: {}",
@@ -547,7 +553,8 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
     })?;
     if v.get("error").is_some() {
         bail!(
-            "the server stopped the query after {records} records: {}",
+            "the server stopped the query after {}: {}",
+            count(records, "record", "records"),
             super::human::json_text(&v)
         );
     }
@@ -555,9 +562,10 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
         return Ok(None);
     }
     let ts = v["ts"].as_u64().unwrap_or(0);
+    let size_of = v["size"].as_u64().unwrap_or(0);
     if json {
         println!("{v}");
-        return Ok(Some(ts));
+        return Ok(Some((ts, size_of)));
     }
     let labels: Vec<String> = v["labels"]
         .as_object()
@@ -575,11 +583,11 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
         "{entry}{} {} {} {} {}",
         ts,
         format_time(ts),
-        size(v["size"].as_u64().unwrap_or(0)),
+        size(size_of),
         super::human::field(&v["content_type"]),
         labels.join(",")
     );
-    Ok(Some(ts))
+    Ok(Some((ts, size_of)))
 }
 
 /// Arguments of `tsblob tail`.
@@ -608,6 +616,23 @@ pub struct TailArgs {
     pub settle_ms: Option<u64>,
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// The error of a tail the server refused; one of an entry that does not exist says that a
+/// tail does not wait for it (bug "tail of an entry that does not exist yet exits 3 with
+/// only entry_not_found", new-user walkthrough B.21: the server's tail follows existing
+/// entries only).
+fn tail_refused(args: &TailArgs, e: tsblob_proto::client::ClientError) -> anyhow::Error {
+    use tsblob_proto::client::ClientError;
+    let missing = matches!(&e, ClientError::Status { code, .. } if code == "entry_not_found");
+    match &args.entry {
+        Some(entry) if missing => anyhow::Error::new(e).context(format!(
+            "cannot follow {}/{}: a tail follows an entry that exists, it does not wait for one to be made; start it once the entry has its first record",
+            term(&args.bucket),
+            term(entry)
+        )),
+        _ => e.into(),
+    }
 }
 
 /// Where a tail stands, to reopen it without missing or repeating a record: the last
@@ -739,7 +764,7 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
             Err(e) => anyhow::Error::from(e).context("cannot reach the server"),
             Ok(resp) => {
                 // An error status (unknown entry, bad condition...): no point in retrying.
-                let resp = check(resp).await?;
+                let resp = check(resp).await.map_err(|e| tail_refused(&args, e))?;
                 let mut body = resp.bytes_stream();
                 let mut lines = Lines::default();
                 let cut = loop {
@@ -783,10 +808,11 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
 async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
     let mut body = resp.bytes_stream();
     let mut lines = Lines::default();
-    let mut records = 0u64;
+    let (mut records, mut bytes) = (0u64, 0u64);
     let mut print = |line: &[u8]| -> anyhow::Result<()> {
-        if print_meta_line(line, json, records)?.is_some() {
+        if let Some((_, size)) = print_meta_line(line, json, records)? {
             records += 1;
+            bytes = bytes.saturating_add(size);
         }
         Ok(())
     };
@@ -804,8 +830,14 @@ async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {
     if !lines.buf.is_empty() {
         print(&lines.buf)?;
     }
-    eprintln!("{records} records");
+    eprintln!("{}", summary(records, bytes));
     Ok(())
+}
+
+/// The last line of a query on stderr: `3 records, 31 B` (with --list too: bug "README's
+/// `3 records, 31 B` is not what --list prints", new-user walkthrough B.20).
+fn summary(records: u64, bytes: u64) -> String {
+    format!("{}, {}", count(records, "record", "records"), size(bytes))
 }
 
 async fn open_record_file(args: &QueryArgs, h: &FrameHead) -> anyhow::Result<Option<RecordFile>> {
@@ -901,11 +933,14 @@ pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
         .collect();
     if !args.filters.any() && (args.filters.strict || args.limit.is_some()) {
         // Alone they would select every record of the entry.
-        bail!("--strict and --limit go with a filter (--when, --eq, --ne, --has, --missing)");
+        return Err(Usage(
+            "--strict and --limit go with a filter (--when, --eq, --ne, --has, --missing)".into(),
+        )
+        .into());
     }
     let req = if args.filters.any() {
         if !args.ts.is_empty() || args.all {
-            bail!("filters choose among a time range: use them with --start/--stop, not --ts or --all");
+            return Err(Usage("filters choose among a time range: use them with --start/--stop, not --ts or --all".into()).into());
         }
         // The matching records of the range: DELETE on the query route.
         let mut params = range;
@@ -929,15 +964,17 @@ pub async fn rm(args: RmArgs) -> anyhow::Result<()> {
         c.request(Method::DELETE, &path).query(&range)
     } else if args.all {
         if !args.force {
-            bail!(
+            return Err(Usage(format!(
                 "removing entry {}/{} deletes all its records: add --force to do it",
-                args.bucket,
-                args.entry
-            );
+                args.bucket, args.entry
+            ))
+            .into());
         }
         c.request(Method::DELETE, &path)
     } else {
-        bail!("say what to remove: --ts, --start/--stop, filters (--when, --eq, ...), or --all --force for the whole entry");
+        // Bug "exit codes for the same mistake differ" (new-user walkthrough B.22): this
+        // exited 1 where `label` without a selection exits 2 (usage).
+        return Err(Usage("say what to remove: --ts, --start/--stop, filters (--when, --eq, ...), or --all --force for the whole entry".into()).into());
     };
     let v = c.json(req).await?;
     println!("removed {}", v["removed"]);
@@ -1032,5 +1069,13 @@ mod tests {
         assert_eq!(extension_of("application/x-whatever"), ".bin");
         // Bug "exports of the default content type were named .aaf" (mime_guess's first).
         assert_eq!(extension_of("application/octet-stream"), ".bin");
+    }
+
+    /// Bug "counts are not pluralised" (new-user walkthrough B.24): "1 records, 2 B".
+    #[test]
+    fn one_record_was_1_records() {
+        assert_eq!(summary(1, 2), "1 record, 2 B");
+        assert_eq!(summary(3, 31), "3 records, 31 B");
+        assert_eq!(summary(0, 0), "0 records, 0 B");
     }
 }

@@ -66,9 +66,9 @@ pub enum ReplicationCommand {
         #[arg(long)]
         when: Option<String>,
         /// Also send the records already stored with a timestamp at or after this one
-        /// (µs, or RFC 3339).
-        #[arg(long)]
-        from: Option<String>,
+        /// (µs, RFC 3339, now-1h).
+        #[arg(long, value_parser = human::parse_time)]
+        from: Option<u64>,
         /// Create the task paused.
         #[arg(long, conflicts_with = "disabled")]
         paused: bool,
@@ -190,7 +190,7 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("--when {w:?} is not JSON"))?;
             }
             if let Some(f) = from {
-                spec["from"] = json!(human::parse_time(&f).map_err(anyhow::Error::msg)?);
+                spec["from"] = json!(f);
             }
             let t = c
                 .json(c.request(Method::PUT, &path(&name)).json(&spec))

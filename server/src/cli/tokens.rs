@@ -1,10 +1,10 @@
 //! `tsblob token ls|create|rotate|rm|me`: the token routes of the API.
 
-use anyhow::bail;
 use serde_json::{json, Value};
 
 use super::client::{connect, ClientArgs};
 use super::human;
+use super::usage::Usage;
 
 /// `tsblob token ...`
 #[derive(Debug, clap::Args)]
@@ -113,6 +113,24 @@ fn list(v: &Value) -> String {
 }
 
 fn print_token(t: &Value) {
+    println!("{}", token_line(t));
+}
+
+/// The line of `tsblob token me`: the token's, or what an open server's nameless answer
+/// means. Bug "token me on an open server prints an empty name in a padded column"
+/// (new-user walkthrough B.24).
+fn me_line(t: &Value, token_sent: bool) -> String {
+    if t["name"].as_str().is_none_or(str::is_empty) {
+        return if token_sent {
+            "(no token in use: the server is open and did not check the token sent; every request has full access)".into()
+        } else {
+            "(no token: the server is open; every request has full access)".into()
+        };
+    }
+    token_line(t)
+}
+
+fn token_line(t: &Value) -> String {
     let rights = if t["full_access"].as_bool() == Some(true) {
         "full access".to_string()
     } else {
@@ -141,10 +159,10 @@ fn print_token(t: &Value) {
     if let Some(at) = t["last_access"].as_u64() {
         limits.push_str(&format!("  used {}", human::format_time(at)));
     }
-    println!(
+    format!(
         "{:<24} {rights}  {created}{limits}",
         human::field(&t["name"])
-    );
+    )
 }
 
 pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
@@ -165,7 +183,7 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
             json,
         } => {
             if !full_access && read.is_empty() && write.is_empty() {
-                bail!("a token with no right is useless: give --full-access, --read BUCKET or --write BUCKET");
+                return Err(Usage("a token with no right is useless: give --full-access, --read BUCKET or --write BUCKET".into()).into());
             }
             let mut spec = json!({"full_access": full_access, "read": read, "write": write});
             if let Some(at) = expires_at {
@@ -205,9 +223,32 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
             if json {
                 println!("{v}");
             } else {
-                print_token(&v);
+                let (_, token) = args.client.resolve()?;
+                println!("{}", me_line(&v, token.is_some()));
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bug "token me on an open server prints an empty name in a padded column".
+    #[test]
+    fn token_me_on_an_open_server_printed_an_empty_name() {
+        let open = json!({"name": "", "full_access": true, "read": [], "write": []});
+        assert_eq!(
+            me_line(&open, false),
+            "(no token: the server is open; every request has full access)"
+        );
+        assert!(me_line(&open, true).contains("did not check the token sent"));
+        let named = json!({"name": "cam", "full_access": true, "created": 0});
+        assert!(
+            me_line(&named, true).starts_with("cam "),
+            "{}",
+            me_line(&named, true)
+        );
+    }
 }

@@ -632,7 +632,18 @@ impl Auth {
             rotated: None,
         })?;
         self.change(|reg| {
-            if name == ADMIN_NAME || reg.by_name.contains_key(name) {
+            // Bug "admin is reserved, but the error says it already exists" (new-user
+            // walkthrough B.10): a server without --token listed no `admin` to remove.
+            if name == ADMIN_NAME {
+                return Err(AppError::new(
+                    StatusCode::CONFLICT,
+                    ErrorCode::TokenExists,
+                    format!(
+                        "the token name {ADMIN_NAME:?} is reserved for the server's --token admin token (whether or not the server was started with one): pick another name"
+                    ),
+                ));
+            }
+            if reg.by_name.contains_key(name) {
                 return Err(AppError::new(
                     StatusCode::CONFLICT,
                     ErrorCode::TokenExists,
@@ -1066,6 +1077,31 @@ mod tests {
             again.remove("cam-reader", false).unwrap_err().code.as_str(),
             "token_not_found"
         );
+    }
+
+    /// Bug "admin is reserved, but the error says it already exists" (new-user walkthrough
+    /// B.10): `token create admin` on a server without --token answered "a token named
+    /// \"admin\" already exists: pick another name or remove it first", with nothing to
+    /// list or remove.
+    #[test]
+    fn admin_token_name_said_already_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        for admin in [None, Some("root")] {
+            let auth = Auth::load(dir.path(), admin).unwrap();
+            let e = auth.create(ADMIN_NAME, spec(true, &[], &[])).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code.as_str()), (409, "token_exists"));
+            assert!(
+                e.message
+                    .contains("reserved for the server's --token admin token")
+                    && !e.message.contains("already exists"),
+                "{}",
+                e.message
+            );
+        }
+        let auth = Auth::load(dir.path(), None).unwrap();
+        auth.create("cam", spec(true, &[], &[])).unwrap();
+        let e = auth.create("cam", spec(true, &[], &[])).unwrap_err();
+        assert!(e.message.contains("already exists"), "{}", e.message);
     }
 
     #[test]

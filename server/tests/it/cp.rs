@@ -285,7 +285,7 @@ async fn cp_copies_the_attachments_of_the_copied_entries() {
         "20000",
     ]);
     assert!(ok, "{out}");
-    assert!(out.contains("2 attachment(s) of 1 entries copied"), "{out}");
+    assert!(out.contains("2 attachments of 1 entry copied"), "{out}");
     let mut want = front.clone();
     want["mine"] = json!("kept");
     assert_eq!(attachments(&dst, "d", "cam/front").await, want);

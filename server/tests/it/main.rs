@@ -24,6 +24,7 @@ mod cp;
 mod damaged_query;
 mod links_cli;
 mod mcap_hostile;
+mod newuser_cli;
 mod ops;
 mod outbound;
 mod range_frames;

@@ -512,7 +512,7 @@ fn cli_client_put_get_query_rm() {
     );
     let (ok, out, err) = run(&["histogram", "cams", "robot/front", "--step", "1s"]);
     assert!(
-        ok && out.contains("2024-01-01T00:00:00.000000Z") && out.contains("1 records in 1 steps"),
+        ok && out.contains("2024-01-01T00:00:00.000000Z") && out.contains("1 record in 1 step"),
         "{out} {err}"
     );
     let (ok, out, _) = run(&["histogram", "cams", "robot/front", "--json"]);
@@ -593,7 +593,7 @@ fn cli_attachments_put_ls_get_rm() {
     assert!(!ok && err.contains("attachment_not_found"), "{err}");
     let (ok, out, _) = run(&["attachment", "rm", "cams", "robot/front", "calib"]);
     assert!(
-        ok && out.contains("removed 1 attachment(s) of cams/robot/front: calib"),
+        ok && out.contains("removed 1 attachment of cams/robot/front: calib"),
         "{out}"
     );
     let (ok, _, err) = run(&["attachment", "rm", "cams", "robot/front"]);

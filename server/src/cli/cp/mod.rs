@@ -475,7 +475,11 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
     {
         let (docs, entries) = attachments::copy(&src, &dst, &patterns, &args).await?;
         if docs > 0 {
-            eprintln!("{docs} attachment(s) of {entries} entries copied");
+            eprintln!(
+                "{} of {} copied",
+                super::human::count(docs as u64, "attachment", "attachments"),
+                super::human::count(entries as u64, "entry", "entries")
+            );
         }
     }
     if totals.refused > 0 {

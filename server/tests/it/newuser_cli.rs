@@ -1,0 +1,300 @@
+//! The `tsblob` CLI against a real server: what a new user's walkthrough met (report of the
+//! new-user walkthrough, sections B.10–B.24), each test named after the bug it pins.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::Server;
+
+/// Runs `tsblob` on `url` with `token` and nothing else from the environment (its
+/// configuration folder, for aliases, is `config`): (exit code, stdout, stderr).
+fn tsblob_in(
+    config: &Path,
+    url: &str,
+    token: Option<&str>,
+    args: &[&str],
+) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tsblob"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TSBLOB_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(args)
+        .env("TSBLOB_URL", url)
+        .env("XDG_CONFIG_HOME", config)
+        .env("HOME", config);
+    if let Some(t) = token {
+        cmd.env("TSBLOB_TOKEN", t);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A server and a way to run the CLI against it.
+struct Cli {
+    server: Server,
+    config: tempfile::TempDir,
+}
+
+impl Cli {
+    fn start(args: &[&str]) -> Cli {
+        Cli {
+            server: Server::start(args),
+            config: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn run(&self, token: Option<&str>, args: &[&str]) -> (i32, String, String) {
+        tsblob_in(self.config.path(), &self.server.url(""), token, args)
+    }
+
+    /// Runs and expects exit 0: (stdout, stderr).
+    fn ok(&self, token: Option<&str>, args: &[&str]) -> (String, String) {
+        let (code, out, err) = self.run(token, args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        (out, err)
+    }
+
+    fn file(&self, name: &str, data: &[u8]) -> String {
+        let p = self.config.path().join(name);
+        std::fs::write(&p, data).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+}
+
+/// B.11: the server's advice for HTTP clients ("send `Authorization: Bearer <token>`",
+/// "list them with GET /api/v1/replications") reached CLI users as it was.
+#[test]
+fn cli_errors_gave_http_advice() {
+    let c = Cli::start(&["--token", "root"]);
+    let (code, _, err) = c.run(None, &["bucket", "ls"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("401 unauthorized: this server needs a token: give one with --token, TSBLOB_TOKEN, or a saved alias (-a ALIAS"),
+        "{err}"
+    );
+    assert!(!err.contains("Authorization"), "{err}");
+    let (code, _, err) = c.run(Some("root"), &["replication", "rm", "r1"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("404 replication_not_found")
+            && err.contains("list them with `tsblob replication ls`"),
+        "{err}"
+    );
+    assert!(!err.contains("GET /api"), "{err}");
+}
+
+/// B.11, B.10 and B.24 on a server without tokens: the last token's removal advised
+/// `DELETE ...?disable_auth=true`, `token create admin` said "already exists", and
+/// `token me` printed an empty name in a padded column.
+#[test]
+fn the_last_token_admin_and_token_me_on_an_open_server() {
+    let c = Cli::start(&[]);
+    let (out, _) = c.ok(None, &["token", "me"]);
+    assert_eq!(
+        out.trim(),
+        "(no token: the server is open; every request has full access)"
+    );
+    let (code, _, err) = c.run(None, &["token", "create", "admin", "--full-access"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("409 token_exists")
+            && err.contains("reserved for the server's --token admin token")
+            && !err.contains("already exists"),
+        "{err}"
+    );
+    let (out, _) = c.ok(None, &["token", "create", "boss", "--full-access"]);
+    let boss = out.trim().to_string();
+    let (code, _, err) = c.run(Some(&boss), &["token", "rm", "boss"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("409 last_token")
+            && err.contains("or confirm with `tsblob token rm boss --disable-auth`"),
+        "{err}"
+    );
+    c.ok(Some(&boss), &["token", "rm", "boss", "--disable-auth"]);
+}
+
+/// B.12: `put --ts 1700000010` stored a record in 1970 without a word.
+#[test]
+fn timestamps_in_seconds_were_taken_as_microseconds() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let f = c.file("t.txt", b"hi");
+    let (out, err) = c.ok(None, &["put", "b", "e", &f, "--ts", "1700000010"]);
+    assert!(out.contains("@ 1700000010 "), "{out}");
+    assert!(
+        err.contains("warning: timestamp 1700000010 looks like seconds since the epoch")
+            && err.contains("give 1700000010000000"),
+        "{err}"
+    );
+    let (_, err) = c.ok(
+        None,
+        &["query", "b", "e", "--start", "1700000000000", "--list"],
+    );
+    assert!(err.contains("looks like milliseconds"), "{err}");
+    let (_, err) = c.ok(None, &["put", "b", "e", &f, "--ts", "1700000000000000"]);
+    assert!(!err.contains("warning"), "{err}");
+}
+
+/// B.22: "you did not say which records" exited 2 for `label` but 1 for `rm`, and the
+/// removals without --force exited 1; the help defines 2 as usage.
+#[test]
+fn no_selection_exited_1_or_2() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let f = c.file("t.txt", b"hi");
+    c.ok(None, &["put", "b", "e", &f, "--ts", "5"]);
+    for args in [
+        &["rm", "b", "e"][..],
+        &["rm", "b", "e", "--all"],
+        &["label", "b", "e", "--set", "c=1"],
+        &["bucket", "rm", "b"],
+        &["entry", "rm", "b", "e"],
+        &["bucket", "update", "b"],
+        &["rm", "b", "e", "--limit", "1"],
+    ] {
+        let (code, _, err) = c.run(None, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    let (out, _) = c.ok(None, &["query", "b", "e", "--list"]);
+    assert_eq!(out.lines().count(), 1, "nothing was removed: {out}");
+}
+
+/// B.19: the client flags were unknown before the command (`tsblob -a r2 bucket ls`).
+#[test]
+fn client_flags_had_to_come_after_the_subcommand() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let url = c.server.url("");
+    let (out, _) = c.ok(None, &["--url", &url, "bucket", "ls"]);
+    assert!(out.starts_with("b "), "{out}");
+    c.ok(None, &["alias", "add", "r2", &url]);
+    // TSBLOB_URL points nowhere: only the alias finds the server.
+    let run = |args: &[&str]| tsblob_in(c.config.path(), "http://127.0.0.1:9", None, args);
+    let (code, out, err) = run(&["-a", "r2", "bucket", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("b "), "{out}");
+    let (code, _, err) = run(&["bucket", "ls"]);
+    assert_eq!(code, 7, "{err}");
+    let (code, _, err) = run(&["-a", "r2", "serve"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("-a/--alias before `serve`"), "{err}");
+}
+
+/// B.24 and B.20: "1 records", "1 entries", "removed 1 attachment(s)"; `query --list` said
+/// "3 records" where README.md shows "3 records, 31 B"; a link to a text/plain record was
+/// named `.bin`.
+#[test]
+fn counts_and_link_names_a_new_user_met() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let f = c.file("t.txt", b"hi");
+    c.ok(None, &["put", "b", "cam", &f, "--ts", "1700000000000000"]);
+    let (_, err) = c.ok(None, &["query", "b", "cam"]);
+    assert_eq!(err.trim(), "1 record, 2 B");
+    let (out, err) = c.ok(None, &["query", "b", "cam", "--list"]);
+    assert!(out.contains("text/plain"), "{out}");
+    assert_eq!(err.trim(), "1 record, 2 B");
+    let (out, _) = c.ok(None, &["bucket", "ls"]);
+    assert!(out.contains("   1 entry "), "{out}");
+    c.ok(
+        None,
+        &["attachment", "put", "b", "cam", "calib", "{\"k\": 1}"],
+    );
+    let (out, _) = c.ok(None, &["attachment", "rm", "b", "cam", "calib"]);
+    assert_eq!(out.trim(), "removed 1 attachment of b/cam: calib");
+    let (out, _) = c.ok(
+        None,
+        &["link", "create", "b", "cam", "--index", "0", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["file_name"], "cam_0.txt", "{v}");
+    assert!(
+        v["link"]
+            .as_str()
+            .unwrap()
+            .contains("/api/v1/links/cam_0.txt?"),
+        "{v}"
+    );
+    let (out, _) = c.ok(
+        None,
+        &[
+            "link",
+            "create",
+            "b",
+            "cam",
+            "--record",
+            "cam@1700000000000000",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["file_name"], "cam_1700000000000000.txt", "{v}");
+    // A name given is kept.
+    let (out, _) = c.ok(
+        None,
+        &[
+            "link",
+            "create",
+            "b",
+            "cam",
+            "--index",
+            "0",
+            "--file-name",
+            "x.bin",
+            "--json",
+        ],
+    );
+    assert!(out.contains("\"file_name\":\"x.bin\""), "{out}");
+}
+
+/// B.18: `bucket create --max-age 30d` was an unknown argument.
+#[test]
+fn bucket_create_had_no_max_age() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b", "--max-age", "30d"]);
+    let info = |c: &Cli| {
+        let (out, _) = c.ok(None, &["bucket", "info", "b", "--json"]);
+        serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()
+    };
+    assert_eq!(info(&c)["settings"]["max_age"], 30u64 * 86_400 * 1_000_000);
+    let (_, err) = c.ok(
+        None,
+        &["bucket", "create", "b", "--max-age", "30d", "--exist-ok"],
+    );
+    assert!(!err.contains("warning"), "{err}");
+    c.ok(None, &["bucket", "update", "b", "--max-age", "none"]);
+    assert!(info(&c)["settings"]["max_age"].is_null());
+    let (_, err) = c.ok(
+        None,
+        &["bucket", "create", "b", "--max-age", "none", "--exist-ok"],
+    );
+    assert!(!err.contains("warning"), "{err}");
+    let (out, _) = c.ok(None, &["bucket", "create", "--help"]);
+    assert!(
+        out.contains("--max-age") && out.contains("tsblob lifecycle set"),
+        "{out}"
+    );
+}
+
+/// B.21: `tail` of an entry with no record yet exited 3 with only "404 entry_not_found".
+#[test]
+fn tail_of_an_entry_that_does_not_exist_yet() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let (code, _, err) = c.run(None, &["tail", "b", "cam"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("does not wait for one to be made") && err.contains("404 entry_not_found"),
+        "{err}"
+    );
+    let (out, _) = c.ok(None, &["tail", "--help"]);
+    assert!(out.contains("404 entry_not_found, exit 3"), "{out}");
+}
