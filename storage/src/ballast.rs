@@ -64,10 +64,12 @@ pub(crate) fn ensure(data: &Path, reserve: u64) {
 
 /// Allocates `size` bytes to `p` for real (a sparse file would free nothing).
 fn allocate(p: &Path, size: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(p)?;
     let len = libc::off_t::try_from(size).map_err(std::io::Error::other)?;
     // SAFETY: `f` is an open file descriptor for the call's duration.
@@ -78,9 +80,13 @@ fn allocate(p: &Path, size: u64) -> std::io::Result<()> {
     f.sync_all()
 }
 
-/// Whether the disk holding `data` has (nearly) no byte free.
+/// Whether the disk holding `data` has (nearly) no byte free: less than 1 MiB, or less than
+/// the ballast's size on a small disk (on a disk of a few MiB, less than 1 MiB free is the
+/// usual state: the ballast was deleted and made again at every open, saying "full").
 pub(crate) fn nearly_full(data: &Path) -> bool {
-    crate::quota::free_space(data).is_ok_and(|free| free < crate::quota::NEARLY_FULL)
+    disk_space(data).is_ok_and(|(free, total)| {
+        free < crate::quota::NEARLY_FULL.min(size_for(total).max(1 << 16))
+    })
 }
 
 /// Whether an open failed for want of disk space (see [`crate::quota::full_disk_eio`]).

@@ -355,7 +355,7 @@ pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
     // On a disk with (nearly) no byte free, LMDB can neither grow data.mdb for a repair nor
     // make a missing lock.mdb (a page fault on its map is a SIGBUS): the ballast goes first.
     if ballast::nearly_full(&path) && ballast::release(&path) {
-        note(&mut notes, "the disk holding the data folder is full: deleted the ballast (index/ballast) to give the index room; it is made again at an open with room");
+        note(&mut notes, "the disk holding the data folder has (nearly) no space left: deleted the ballast (index/ballast) to give the index room; it is made again at an open with room");
     }
     let attempt = match open_locked(&path, opts) {
         // A repair's index commit met a full disk: the ballast gives it room, once.
