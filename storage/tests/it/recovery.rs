@@ -249,6 +249,18 @@ fn a_block_cut_inside_its_header_was_kept_as_corrupt_for_good() {
     check_all(&s, 0..50);
 }
 
+/// Writes `n` one-byte records to `b/entry`, each with labels of its own: an index of some
+/// MiB (12,000 make about 3 MiB).
+fn big_index(s: &Store, entry: &str, n: u64) {
+    for ts in 0..n {
+        let m = WriteMeta {
+            labels: labels(&[("k", &format!("{ts:0120}"))]),
+            ..meta(ts)
+        };
+        s.write("b", entry, &m, b"x").unwrap();
+    }
+}
+
 /// Fills the file system holding `dir` to its last byte (another program's file).
 fn fill_disk(dir: &Path) {
     let mut f = std::fs::File::create(dir.join("filler")).unwrap();
@@ -320,17 +332,10 @@ fn a_repair_that_needs_more_than_the_free_space_gets_the_ballast() {
         return;
     };
     let data = fs.path().join("data");
+    let n = 12_000u64;
     let s = open(&data);
     s.create_bucket("b", BucketSettings::default()).unwrap();
-    let n = 12_000u64;
-    for ts in 0..n {
-        let m = WriteMeta {
-            // Labels of its own for each record: an index of some MiB.
-            labels: labels(&[("k", &format!("{ts:0120}"))]),
-            ..meta(ts)
-        };
-        s.write("b", "e", &m, b"x").unwrap();
-    }
+    big_index(&s, "e", n);
     drop(s);
     let index_len = std::fs::metadata(data.join("index/data.mdb"))
         .unwrap()
@@ -381,15 +386,8 @@ fn removing_data_on_a_full_disk_was_refused_for_want_of_space() {
     let data = fs.path().join("data");
     let s = open(&data);
     s.create_bucket("b", BucketSettings::default()).unwrap();
-    for entry in ["e", "f"] {
-        for ts in 0..12_000u64 {
-            let m = WriteMeta {
-                labels: labels(&[("k", &format!("{ts:0120}"))]),
-                ..meta(ts)
-            };
-            s.write("b", entry, &m, b"x").unwrap();
-        }
-    }
+    big_index(&s, "e", 12_000);
+    big_index(&s, "f", 12_000);
     assert!(data.join("index/ballast").exists());
     fill_disk(fs.path());
     let refused = s.write("b", "g", &meta(1), b"y").unwrap_err();
