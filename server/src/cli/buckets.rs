@@ -56,10 +56,7 @@ fn parse_duration_setting(s: &str) -> Result<Value, String> {
     if s == "none" || s == "0" {
         return Ok(Value::from("none"));
     }
-    humantime::parse_duration(s)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_micros()).ok())
-        .filter(|us| *us > 0)
+    crate::http::lifecycle::duration_micros(s)
         .map(Value::from)
         .ok_or_else(|| {
             format!("{s:?} is not a duration above zero: give e.g. 30d, 12h, 90m or 45s, or none")

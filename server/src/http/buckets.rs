@@ -137,10 +137,7 @@ fn parse_max_age(v: &serde_json::Value) -> Result<Option<u64>, AppError> {
             us => Ok(Some(us)),
         },
         serde_json::Value::String(s) if s == "none" || s == "0" => Ok(None),
-        serde_json::Value::String(s) => humantime::parse_duration(s)
-            .ok()
-            .and_then(|d| u64::try_from(d.as_micros()).ok())
-            .filter(|us| *us > 0)
+        serde_json::Value::String(s) => super::lifecycle::duration_micros(s)
             .map(Some)
             .ok_or_else(bad),
         _ => Err(bad()),

@@ -62,13 +62,18 @@ pub fn rule_duration(v: &serde_json::Value, field: &str) -> Result<u64, AppError
     };
     match v {
         serde_json::Value::Number(n) => n.as_u64().filter(|us| *us > 0).ok_or_else(bad),
-        serde_json::Value::String(s) => humantime::parse_duration(s.trim())
-            .ok()
-            .and_then(|d| u64::try_from(d.as_micros()).ok())
-            .filter(|us| *us > 0)
-            .ok_or_else(bad),
+        serde_json::Value::String(s) => duration_micros(s.trim()).ok_or_else(bad),
         _ => Err(bad()),
     }
+}
+
+/// A duration as text (`"30d"`, `"1h 30m"`) in microseconds, above 0: the one reading of the
+/// settings' durations (rules, `max_age`, `tier_after`, the CLI's `--max-age`).
+pub fn duration_micros(text: &str) -> Option<u64> {
+    humantime::parse_duration(text)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_micros()).ok())
+        .filter(|us| *us > 0)
 }
 
 /// A duration as text both humantime and ReductStore read back (`"30d"`, `"90s"`, `"15us"`).
