@@ -46,6 +46,27 @@ def test_a_link_downloads_a_record_or_a_query_without_a_token(client: Client, bu
     assert status == 403 and b"link_signature" in body
 
 
+def test_a_link_to_a_jpeg_record_made_through_the_api_was_named_bin(client: Client, bucket: str) -> None:
+    """The server named a one-record link before reading the record: ``front_0.bin`` for a
+    JPEG (only the CLI re-made it with the record's extension)."""
+    client.write(bucket, "cam/front", b"\xff\xd8jpeg", ts=T0, content_type="image/jpeg")
+    client.write(bucket, "cam/front", b"text", ts=T0 + 1, content_type="text/plain; charset=utf-8")
+    made = client.create_link(bucket, "cam/front", index=0)
+    assert made["file_name"] == "front_0.jpg"
+    status, headers, body = get(made["link"])
+    assert (status, body) == (200, b"\xff\xd8jpeg")
+    assert 'filename="front_0.jpg"' in headers["content-disposition"]
+    made = client.create_link(bucket, ["cam/*"], record=("cam/front", T0 + 1))
+    assert made["file_name"] == f"{bucket}_{T0 + 1}.txt"
+    # A record the query does not hold (yet): the name keeps .bin, the download says 404.
+    made = client.create_link(bucket, "cam/front", index=5)
+    assert made["file_name"] == "front_5.bin"
+    assert get(made["link"])[0] == 404
+    # MCAP exports and whole queries keep their extensions.
+    assert client.create_link(bucket, "cam/front", mcap=True)["file_name"] == "front.mcap"
+    assert client.create_link(bucket, "cam/front")["file_name"] == "front.bin"
+
+
 def test_bad_link_requests_raise(client: Client, bucket: str) -> None:
     import pytest
 

@@ -13,6 +13,7 @@ pub mod blocking;
 pub mod cli;
 pub mod config;
 pub mod connections;
+pub mod content_type;
 pub mod head_errors;
 pub mod http;
 pub mod linger;

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::client::{connect, Client, ClientArgs};
+use super::client::{connect, ClientArgs};
 use super::human::parse_time;
 use super::usage::Usage;
 
@@ -120,71 +120,17 @@ pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--expires-in {d:?}: use e.g. 1h, 7days"))?;
         set("expires_in", json!(d.as_secs().max(1)));
     }
-    let named = file_name.is_some();
     if let Some(f) = file_name {
         set("file_name", json!(f));
     }
     if let Some(b) = base_url {
         set("base_url", json!(b));
     }
-    let mut v = c.create_link(&spec).await?;
-    if !named && (index.is_some() || spec.get("record").is_some()) {
-        if let Some(name) = typed_file_name(&c, &v).await {
-            spec["file_name"] = json!(name);
-            v = c.create_link(&spec).await?;
-        }
-    }
+    let v = c.create_link(&spec).await?;
     if json {
         println!("{v}");
     } else {
         println!("{}", super::human::field(&v["link"]));
     }
     Ok(())
-}
-
-/// The file name a link of one record should have by the record's content type, when the
-/// server's default (`<name>.bin`: it names the link before it reads the record) has
-/// another: the link's own `HEAD` answers the record's headers. `None` to keep the name
-/// (not `.bin`, the record's type has no better extension, or the `HEAD` failed). Bug
-/// "link create --index 0 of a text/plain record names the download .bin" (new-user
-/// walkthrough B.24).
-async fn typed_file_name(c: &Client, link: &Value) -> Option<String> {
-    let stem = link["file_name"].as_str()?.strip_suffix(".bin")?;
-    let url = link["link"].as_str()?;
-    // The link's path and query, asked of the server this command talks to (the link's
-    // base may be a --public-url this machine does not reach).
-    let path = &url[url.find("/api/v1/links/")?..];
-    let resp = c.send(c.request(reqwest::Method::HEAD, path)).await.ok()?;
-    let content_type = resp
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)?
-        .to_str()
-        .ok()?;
-    typed_name(stem, content_type)
-}
-
-/// `<stem><ext>` by a content type, `None` when its extension is `.bin` anyway.
-fn typed_name(stem: &str, content_type: &str) -> Option<String> {
-    let ext = super::records::extension_of(content_type);
-    (ext != ".bin").then(|| format!("{stem}{ext}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Bug "link create --index 0 of a text/plain record names the download .bin".
-    #[test]
-    fn a_text_records_link_was_named_bin() {
-        assert_eq!(
-            typed_name("cam_0", "text/plain").as_deref(),
-            Some("cam_0.txt")
-        );
-        assert_eq!(
-            typed_name("cam_0", "image/jpeg").as_deref(),
-            Some("cam_0.jpg")
-        );
-        assert_eq!(typed_name("cam_0", "application/octet-stream"), None);
-        assert_eq!(typed_name("cam_0", "application/x-unknown"), None);
-    }
 }

@@ -368,17 +368,17 @@ pub fn check_file_name(name: &str) -> Result<(), AppError> {
 }
 
 /// The default file name of a link: the entry's last segment (the bucket's name for several
-/// entries), the record picked, and an extension by what is answered.
-fn default_file_name(bucket: &str, entries: &[String], pick: Option<&Pick>, mcap: bool) -> String {
+/// entries), the record picked, and an extension (with its dot) by what is answered: `.mcap`
+/// for an MCAP file, the picked record's by its content type, `.bin` for record frames.
+fn default_file_name(bucket: &str, entries: &[String], pick: Option<&Pick>, ext: &str) -> String {
     let base = match entries {
         [one] if !one.contains('*') => one.rsplit('/').next().unwrap_or(one),
         _ => bucket,
     };
-    let ext = if mcap { "mcap" } else { "bin" };
     match pick {
-        Some(Pick::Index { i }) => format!("{base}_{i}.{ext}"),
-        Some(Pick::Record { t, .. }) => format!("{base}_{t}.{ext}"),
-        None => format!("{base}.{ext}"),
+        Some(Pick::Index { i }) => format!("{base}_{i}{ext}"),
+        Some(Pick::Record { t, .. }) => format!("{base}_{t}{ext}"),
+        None => format!("{base}{ext}"),
     }
 }
 
@@ -460,16 +460,14 @@ pub(crate) async fn make(
             ),
         ));
     }
-    let file_name = match b.file_name {
-        Some(f) => f,
-        None => default_file_name(&b.bucket, &entries, pick.as_ref(), mcap),
-    };
-    check_file_name(&file_name)?;
+    if let Some(f) = &b.file_name {
+        check_file_name(f)?;
+    }
     let base = match b.base_url {
         Some(u) => check_base_url(&u)?,
         None => base,
     };
-    let spec = Spec {
+    let mut spec = Spec {
         b: b.bucket,
         e: entries,
         s: b.start,
@@ -486,16 +484,44 @@ pub(crate) async fn make(
             Some(h) => state.links.fingerprint(h)?,
             None => String::new(),
         },
-        f: file_name,
+        f: b.file_name.clone().unwrap_or_default(),
     };
     // The query must open now (its bucket, entries and condition), not only at download.
+    // A link to one record without a file name is named by the record's content type: the
+    // record is looked up as its download will (a walk of the index, in a stream slot of
+    // the caller's as the download's). Bug "a link to a JPEG record made through the API
+    // was named .bin" (the CLI asked the link's HEAD and made it again).
     let query = query_of(&spec)?;
+    let typed = match (&spec.r, &b.file_name) {
+        (Some(pick), None) => Some((
+            pick.clone(),
+            state.streams.open(caller.name.as_deref().unwrap_or(""))?,
+        )),
+        _ => None,
+    };
     let (store, bucket, patterns) = (state.store.clone(), spec.b.clone(), spec.e.clone());
-    blocking(move || {
-        store.query_entries(&bucket, &patterns, &query)?;
-        Ok(())
+    let content_type = blocking(move || match typed {
+        Some((pick, _slot)) => match find(&store, &bucket, &patterns, &query, &pick) {
+            Ok(found) => Ok(Some(found.content_type)),
+            // Not there (yet): the download will say so; the name keeps `.bin`.
+            Err(e) if e.code == ErrorCode::RecordNotFound => Ok(None),
+            Err(e) => Err(e),
+        },
+        None => {
+            store.query_entries(&bucket, &patterns, &query)?;
+            Ok(None)
+        }
     })
     .await?;
+    if b.file_name.is_none() {
+        let ext = match (mcap, content_type) {
+            (true, _) => ".mcap".to_string(),
+            (false, Some(t)) => crate::content_type::extension_of(&t),
+            (false, None) => ".bin".to_string(),
+        };
+        spec.f = default_file_name(&spec.b, &spec.e, spec.r.as_ref(), &ext);
+        check_file_name(&spec.f)?;
+    }
     let q = URL_SAFE_NO_PAD
         .encode(serde_json::to_vec(&spec).map_err(|e| AppError::internal(format!("a link: {e}")))?);
     let sig = state.links.sign(&q)?;
@@ -788,8 +814,9 @@ pub(crate) async fn serve(
                 spec.e.clone(),
                 pick.clone(),
             );
-            let (entry, ts, size) =
-                blocking(move || find(&store, &bucket, &patterns, &query, &pick)).await?;
+            let Found {
+                entry, ts, size, ..
+            } = blocking(move || find(&store, &bucket, &patterns, &query, &pick)).await?;
             let mut room = state.bodies.empty();
             room.cover(
                 size.min(super::budget::MemoryBudget::LARGEST),
@@ -865,15 +892,22 @@ fn query_string(spec: &Spec) -> String {
     qs.finish()
 }
 
-/// The entry, timestamp and size of the record a link picks: a walk of the query's index
-/// (no payload read) up to it.
+/// The record a link picks.
+struct Found {
+    entry: String,
+    ts: u64,
+    size: u64,
+    content_type: String,
+}
+
+/// The record a link picks: a walk of the query's index (no payload read) up to it.
 fn find(
     store: &tsblob_storage::Store,
     bucket: &str,
     patterns: &[String],
     query: &tsblob_storage::Query,
     pick: &Pick,
-) -> Result<(String, u64, u64), AppError> {
+) -> Result<Found, AppError> {
     let iter = store.query_entries(bucket, patterns, query)?;
     for (n, item) in iter.enumerate() {
         let item = item?;
@@ -889,7 +923,12 @@ fn find(
             }
         };
         if hit {
-            return Ok((item.entry().to_string(), item.meta.ts, item.meta.size));
+            return Ok(Found {
+                entry: item.entry().to_string(),
+                ts: item.meta.ts,
+                size: item.meta.size,
+                content_type: item.meta.content_type,
+            });
         }
     }
     Err(AppError::new(
@@ -1011,11 +1050,11 @@ mod tests {
             "attachment; filename=\"fr_ont _.jpg\"; filename*=UTF-8''fr%22ont%20%C3%A9.jpg"
         );
         assert_eq!(
-            default_file_name("b", &["cams/front".into()], None, false),
+            default_file_name("b", &["cams/front".into()], None, ".bin"),
             "front.bin"
         );
         assert_eq!(
-            default_file_name("b", &["cams/*".into()], Some(&Pick::Index { i: 3 }), false),
+            default_file_name("b", &["cams/*".into()], Some(&Pick::Index { i: 3 }), ".bin"),
             "b_3.bin"
         );
     }

@@ -13,7 +13,7 @@ use super::source::read_index;
 use super::{IndexLine, Totals, INDEX};
 use crate::batch_client::{post_batch, post_single, Destination, OutRecord, Single};
 use crate::cli::human::size;
-use crate::cli::records::extension_of;
+use crate::content_type::extension_of;
 
 /// A batch is sent when its payloads reach this many bytes ...
 const BATCH_BYTES: usize = 8 << 20;
