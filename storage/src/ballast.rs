@@ -7,10 +7,12 @@
 //! that removes data to free space was out of reach (kill -9 probe, F1). An open on a disk
 //! with less than 1 MiB free deletes the ballast first (LMDB cannot even make a missing
 //! `lock.mdb` there: a page fault on its map is a SIGBUS); an open that fails for want of
-//! space deletes it and tries once more. The file is made again at a later open with room
-//! (free space above `--free-space-reserve` plus four times its size). A removal whose index
-//! commit fails for want of space while the server runs gets its room the same way (LMDB
-//! writes new pages before it frees old ones).
+//! space deletes it and tries once more. A removal whose index commit fails for want of
+//! space while the server runs gets its room the same way (LMDB writes new pages before it
+//! frees old ones). The file is made again once the disk has room (free space above
+//! `--free-space-reserve` plus four times its size): at open, and while the store runs by
+//! its retention thread, once a second until it is there. Before, it came back only at the
+//! next start, so a second full disk in one run found no room left for a removal.
 
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -43,22 +45,40 @@ pub(crate) fn release(data: &Path) -> bool {
     held(data) && std::fs::remove_file(path(data)).is_ok()
 }
 
+/// What [`ensure`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ensured {
+    /// The ballast is there (or the disk is too small to keep one).
+    Held,
+    /// No room for it yet.
+    NoRoom,
+    /// Room, but allocating failed (logged): not worth trying again before the next open.
+    Failed,
+}
+
 /// Makes the ballast when it is missing (or short) and the disk has room for it beyond
 /// `reserve` (the free-space guard's) and four times its size. Best effort: a failure is
 /// logged, nothing else.
-pub(crate) fn ensure(data: &Path, reserve: u64) {
+pub(crate) fn ensure(data: &Path, reserve: u64) -> Ensured {
     let p = path(data);
     let Ok((free, total)) = disk_space(data) else {
-        return;
+        return Ensured::Failed;
     };
     let size = size_for(total);
     let have = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-    if size == 0 || have >= size || free < reserve.saturating_add(size.saturating_mul(4)) {
-        return;
+    if size == 0 || have >= size {
+        return Ensured::Held;
     }
-    if let Err(e) = allocate(&p, size) {
-        let _ = std::fs::remove_file(&p);
-        log::warn!("could not keep {size} bytes of ballast for repairs on a full disk ({e})");
+    if free < reserve.saturating_add(size.saturating_mul(4)) {
+        return Ensured::NoRoom;
+    }
+    match allocate(&p, size) {
+        Ok(()) => Ensured::Held,
+        Err(e) => {
+            let _ = std::fs::remove_file(&p);
+            log::warn!("could not keep {size} bytes of ballast for repairs on a full disk ({e})");
+            Ensured::Failed
+        }
     }
 }
 

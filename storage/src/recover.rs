@@ -42,6 +42,8 @@ pub(crate) struct Loaded {
     pub next_entry: u32,
     pub trash: Trash,
     pub report: RecoveryReport,
+    /// The ballast is missing for want of room: the store makes it once there is.
+    pub ballast_owed: bool,
 }
 
 /// The locks a process holds on a data folder it has open: `tsblob.lock` (the documented
@@ -355,12 +357,12 @@ pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
     // On a disk with (nearly) no byte free, LMDB can neither grow data.mdb for a repair nor
     // make a missing lock.mdb (a page fault on its map is a SIGBUS): the ballast goes first.
     if ballast::nearly_full(&path) && ballast::release(&path) {
-        note(&mut notes, "the disk holding the data folder has (nearly) no space left: deleted the ballast (index/ballast) to give the index room; it is made again at an open with room");
+        note(&mut notes, "the disk holding the data folder has (nearly) no space left: deleted the ballast (index/ballast) to give the index room; it is made again when the disk has room");
     }
     let attempt = match open_locked(&path, opts) {
         // A repair's index commit met a full disk: the ballast gives it room, once.
         Err(e) if ballast::out_of_space(&e, &path) && ballast::release(&path) => {
-            note(&mut notes, &format!("opening met a full disk ({e}): deleted the ballast (index/ballast) to make room for the repair; it is made again at an open with room"));
+            note(&mut notes, &format!("opening met a full disk ({e}): deleted the ballast (index/ballast) to make room for the repair; it is made again when the disk has room"));
             open_locked(&path, opts)
         }
         r => r,
@@ -369,8 +371,9 @@ pub(crate) fn open(path: &Path, opts: &StoreOptions) -> Result<Loaded> {
         attempt.map_err(|e| crate::quota::type_full_disk(e, &path))?;
     notes.events.append(&mut report.events);
     report.events = notes.events;
-    ballast::ensure(&path, opts.free_space_reserve);
+    let ballast_owed = ballast::ensure(&path, opts.free_space_reserve) == ballast::Ensured::NoRoom;
     Ok(Loaded {
+        ballast_owed,
         path,
         lock,
         index,

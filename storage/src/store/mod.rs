@@ -82,6 +82,9 @@ pub(crate) struct Inner {
     evicted_blocks: AtomicU64,
     expired_blocks: AtomicU64,
     closing: AtomicBool,
+    /// `index/ballast` was given up (or could not be made) for want of room: the retention
+    /// thread makes it again once there is ([`Inner::keep_ballast`]).
+    ballast_owed: AtomicBool,
     syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
     keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
     tier_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -135,6 +138,7 @@ impl Inner {
             evicted_blocks: AtomicU64::new(0),
             expired_blocks: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            ballast_owed: AtomicBool::new(loaded.ballast_owed),
             syncer: Mutex::new(Rank::Syncer, None),
             keeper: Mutex::new(Rank::Syncer, None),
             attachment_listener: std::sync::OnceLock::new(),
@@ -195,12 +199,31 @@ impl Inner {
             (Err(e @ Error::Write(WriteError::DiskFull { .. })), Some(again))
                 if crate::ballast::release(&self.path) =>
             {
-                log::warn!("a removal met a full disk ({e}): deleted the ballast (index/ballast) to give its index commit room; it is made again at an open with room");
+                log::warn!("a removal met a full disk ({e}): deleted the ballast (index/ballast) to give its index commit room; it is made again when the disk has room");
+                self.ballast_owed.store(true, Ordering::Relaxed);
                 self.committer
                     .commit(&self.index, &self.feed, again)
                     .map_err(full)
             }
             (r, _) => r,
+        }
+    }
+
+    /// Makes `index/ballast` again when it was given up and the disk has room now (one
+    /// `statvfs` a call while it is owed, nothing otherwise).
+    pub(crate) fn keep_ballast(&self) {
+        if !self.ballast_owed.load(Ordering::Relaxed) {
+            return;
+        }
+        match crate::ballast::ensure(&self.path, self.opts.free_space_reserve) {
+            crate::ballast::Ensured::NoRoom => {}
+            crate::ballast::Ensured::Held => {
+                log::info!("the disk has room again: made the ballast (index/ballast) for repairs on a full disk");
+                self.ballast_owed.store(false, Ordering::Relaxed);
+            }
+            crate::ballast::Ensured::Failed => {
+                self.ballast_owed.store(false, Ordering::Relaxed);
+            }
         }
     }
 
@@ -275,6 +298,7 @@ impl Store {
                 if inner.closing.load(Ordering::Relaxed) {
                     return;
                 }
+                inner.keep_ballast();
                 Store { inner }.lifecycle_tick();
             })
             .map_err(|e| Error::io("starting the retention thread", e))?;

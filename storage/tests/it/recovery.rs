@@ -406,3 +406,40 @@ fn removing_data_on_a_full_disk_was_refused_for_want_of_space() {
     assert_eq!(s.entry("b", "f").unwrap().record_count, 12_000);
     assert!(matches!(s.entry("b", "e"), Err(Error::NotFound(_))));
 }
+
+/// Bug: the ballast a removal on a full disk used came back only at the next start, so a
+/// second full disk in the same run found no room for a removal (507 "remove data" again).
+/// It is made again by the retention thread once the disk has room.
+#[test]
+fn the_ballast_a_removal_used_came_back_only_at_the_next_start() {
+    let Some(fs) = own_tmpfs(
+        "recovery::the_ballast_a_removal_used_came_back_only_at_the_next_start",
+        "256m",
+    ) else {
+        return;
+    };
+    let data = fs.path().join("data");
+    let ballast = data.join("index/ballast");
+    let s = open(&data);
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    big_index(&s, "e", 12_000);
+    big_index(&s, "f", 12_000);
+    fill_disk(fs.path());
+    s.remove_entry("b", "e")
+        .unwrap_or_else(|e| panic!("the first removal on a full disk: {e}"));
+    assert!(!ballast.exists());
+    // The other program's file goes: the ballast is back within a few retention ticks.
+    std::fs::remove_file(fs.path().join("filler")).unwrap();
+    let t0 = std::time::Instant::now();
+    while !ballast.exists() && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(ballast.exists(), "no ballast 10 s after the disk had room");
+    // The pages the first removal freed are used again, and the disk fills a second time.
+    big_index(&s, "g", 12_000);
+    fill_disk(fs.path());
+    s.remove_entry("b", "f")
+        .unwrap_or_else(|e| panic!("the second removal on a full disk: {e}"));
+    assert!(matches!(s.entry("b", "f"), Err(Error::NotFound(_))));
+    assert_eq!(s.entry("b", "g").unwrap().record_count, 12_000);
+}
