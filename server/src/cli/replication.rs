@@ -96,7 +96,7 @@ fn line(t: &Value) {
         .as_f64()
         .map_or_else(|| "-".to_string(), |a| format!("{a:.1}s"));
     println!(
-        "{:<20} {:<8} {:<8} {} → {}/{}  pending {} ({})  lag {}  sent {}  errors {}  conflicts {}  evicted before sent {}",
+        "{:<20} {:<8} {:<8} {} → {}/{}  pending {} ({})  lag {}  sent {}  errors {}{}  conflicts {}  evicted before sent {}",
         human::field(&t["name"]),
         human::field(&t["settings"]["mode"]),
         human::field(&s["phase"]),
@@ -108,9 +108,24 @@ fn line(t: &Value) {
         lag,
         human::json_text(&s["sent_records"]),
         human::json_text(&s["errors"]),
+        error_state(s),
         human::json_text(&s["conflicts"]),
         human::json_text(&s["evicted_before_sent"]),
     );
+}
+
+/// After a task's error count: whether its last error still holds (" (failing: …)", nothing
+/// delivered since) or is history (" (delivered since)"). `errors` and `last_error` are
+/// kept for good, and a task that had recovered read as failing (new-user walkthrough).
+fn error_state(s: &Value) -> String {
+    let Ok(c) = serde_json::from_value::<crate::replication::Counters>(s.clone()) else {
+        return String::new();
+    };
+    match &c.last_error {
+        Some(e) if c.failing() => format!(" (failing: {})", human::term(&e.message)),
+        Some(_) => " (delivered since)".to_string(),
+        None => String::new(),
+    }
 }
 
 /// Sets a task's mode, keeping its settings (and its stored destination token).
@@ -208,4 +223,23 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bug "replication ls keeps the old last_error after the task recovers": the line read
+    /// as a failing task; it says whether anything was delivered since.
+    #[test]
+    fn a_recovered_task_read_as_failing() {
+        let failing = json!({"errors": 3, "last_error": {"message": "connection refused", "at": 20}, "last_sent_at": 10});
+        assert_eq!(error_state(&failing), " (failing: connection refused)");
+        let never = json!({"errors": 1, "last_error": {"message": "403", "at": 20}});
+        assert_eq!(error_state(&never), " (failing: 403)");
+        let recovered =
+            json!({"errors": 3, "last_error": {"message": "x", "at": 20}, "last_sent_at": 30});
+        assert_eq!(error_state(&recovered), " (delivered since)");
+        assert_eq!(error_state(&json!({"errors": 0})), "");
+    }
 }

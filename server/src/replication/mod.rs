@@ -126,6 +126,7 @@ pub struct Backfill {
 /// Counters of a task, kept in the task file (written at most every few seconds, so a
 /// crash may lose the last seconds of counts, never records).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(default)]
 pub struct Counters {
     /// Records the destination stored (201).
     pub sent_records: u64,
@@ -149,6 +150,20 @@ pub struct Counters {
     pub last_error: Option<Event>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_conflict: Option<Event>,
+    /// When the destination last took records (stored or found there), µs: a `last_error`
+    /// older than this is history, the task has delivered since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sent_at: Option<u64>,
+}
+
+impl Counters {
+    /// Whether the last thing that happened to the task is an error (it has not delivered
+    /// a record since its last error).
+    pub fn failing(&self) -> bool {
+        self.last_error
+            .as_ref()
+            .is_some_and(|e| self.last_sent_at.is_none_or(|sent| e.at > sent))
+    }
 }
 
 /// Something that happened, and when (µs since the epoch).

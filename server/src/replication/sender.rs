@@ -852,6 +852,9 @@ impl Sender {
         s.counters.sent_records += sent;
         s.counters.sent_bytes += sent_bytes;
         s.counters.existing_records += existing;
+        if sent + existing > 0 {
+            s.counters.last_sent_at = Some(now_us());
+        }
         s.dirty = true;
     }
 

@@ -192,6 +192,12 @@ async fn link_cut_stalled_and_slowed_loses_and_duplicates_nothing() {
         "the faults were not seen: {v}"
     );
     assert!(v["status"]["last_error"]["message"].is_string(), "{v}");
+    // Recovered: the last error is history, older than the last delivery (bug "replication
+    // ls keeps the old last_error after the task recovers": nothing told the two apart).
+    assert!(
+        v["status"]["last_sent_at"].as_u64() > v["status"]["last_error"]["at"].as_u64(),
+        "{v}"
+    );
 }
 
 /// kill -9 of the source while it replicates (and while clients write): after a restart

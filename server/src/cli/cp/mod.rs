@@ -337,6 +337,20 @@ struct Totals {
     bytes: u64,
 }
 
+/// The closing line of a copy: "1 record read, 1 written, 0 already there, ...".
+fn summary_line(read: u64, t: &Totals) -> String {
+    use crate::cli::human::count;
+    format!(
+        "{} read, {} written, {} already there, {}, {} refused, {}",
+        count(read, "record", "records"),
+        t.written,
+        t.existing,
+        count(t.conflicts, "conflict", "conflicts"),
+        t.refused,
+        size(t.bytes)
+    )
+}
+
 pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
     let ca = match &args.ca {
         Some(path) => Some(
@@ -461,14 +475,7 @@ pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
         };
         eprintln!("{note}");
     }
-    eprintln!(
-        "{read} records read, {} written, {} already there, {} conflicts, {} refused, {}",
-        totals.written,
-        totals.existing,
-        totals.conflicts,
-        totals.refused,
-        size(totals.bytes)
-    );
+    eprintln!("{}", summary_line(read, &totals));
     // Between servers and folders (an MCAP file has no attachments).
     if matches!(src, Place::Server { .. } | Place::Folder(_))
         && matches!(dst, Place::Server { .. } | Place::Folder(_))
@@ -672,4 +679,26 @@ fn query_params(
         params.push(("when".into(), w));
     }
     Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bug "cp's summary said 1 records read" (new-user walkthrough).
+    #[test]
+    fn one_record_was_1_records_read() {
+        let t = Totals {
+            written: 1,
+            conflicts: 1,
+            bytes: 2,
+            ..Totals::default()
+        };
+        let line = summary_line(1, &t);
+        assert!(
+            line.starts_with("1 record read, 1 written, 0 already there, 1 conflict, 0 refused"),
+            "{line}"
+        );
+        assert!(summary_line(2, &Totals::default()).starts_with("2 records read"));
+    }
 }
