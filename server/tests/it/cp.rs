@@ -185,7 +185,7 @@ async fn conflicts_fail_the_copy_and_keep_the_destination_record() {
     .await
     .unwrap();
     let (ok, out) = cp(&[&a.url("/s/imu"), &b.url("/d")]);
-    assert!(!ok && out.contains("1 conflicts"), "{out}");
+    assert!(!ok && out.contains("1 conflict,"), "{out}");
     let got = dst.dump("d").await;
     assert_eq!(got[&("imu".to_string(), 3000)].2, b"theirs");
     assert_eq!(got.len(), 60);

@@ -88,7 +88,8 @@ async fn a_link_downloads_one_record_or_the_whole_query_without_a_token() {
                    "when": {"&n": {"$gt": 2}}, "index": 1}),
         )
         .await;
-    assert!(path.starts_with("/api/v1/links/front_1.bin?q="), "{path}");
+    // Named by the record's content type (image/jpeg), not .bin.
+    assert!(path.starts_with("/api/v1/links/front_1.jpg?q="), "{path}");
     let a = f.get(&path).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
     assert_eq!(&a.body[..], b"front-4");
@@ -98,7 +99,7 @@ async fn a_link_downloads_one_record_or_the_whole_query_without_a_token() {
     assert_eq!(a.headers["x-tsblob-label-n"], "4");
     assert_eq!(
         a.headers["content-disposition"],
-        "attachment; filename=\"front_1.bin\"; filename*=UTF-8''front_1.bin"
+        "attachment; filename=\"front_1.jpg\"; filename*=UTF-8''front_1.jpg"
     );
     // One record by entry and timestamp, across a glob; HEAD says the same without a body.
     let path = f
