@@ -148,3 +148,42 @@ async def test_the_same_edges_answer_the_same(reductstore: str, tsblob_reduct: s
     want = await run(reductstore, case)
     got = await run(tsblob_reduct, case)
     assert got == want
+
+
+async def read_past_the_end(url: str) -> List[Outcome]:
+    """A v1 query read to its last batch (`x-reduct-last: true`), then read once more."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    out: List[Outcome] = []
+    async with Client(url, api_token=ADMIN_TOKEN) as client:
+        bucket = await client.create_bucket("edges-past-the-end", exist_ok=True)
+        try:
+            for ts in (1, 2, 3):
+                await bucket.write("a", b"x%d" % ts, timestamp=ts)
+            async with aiohttp.ClientSession(headers=headers) as http:
+                async with http.post(f"{url}/api/v1/b/edges-past-the-end/a/q", json={"query_type": "QUERY"}) as r:
+                    qid = (await r.json())["id"]
+                last = "false"
+                while last != "true":
+                    async with http.get(f"{url}/api/v1/b/edges-past-the-end/a/batch?q={qid}") as r:
+                        body = await r.read()
+                        last = r.headers.get("x-reduct-last", "")
+                        out.append(("batch", r.status, len(body), last))
+                        if r.status != 200:
+                            break
+                for _ in range(2):
+                    async with http.get(f"{url}/api/v1/b/edges-past-the-end/a/batch?q={qid}") as r:
+                        out.append(("after the last", r.status, r.headers.get("x-reduct-error")))
+        finally:
+            await bucket.remove()
+    return out
+
+
+async def test_a_read_after_the_last_batch_was_404(reductstore: str, tsblob_reduct: str) -> None:
+    """Bug "a read after `x-reduct-last: true` answers 404 'query is not open'": ReductStore
+    answers 204 (`x-reduct-error: No content`), and clients that read until 204 failed."""
+    want = await read_past_the_end(reductstore)
+    got = await read_past_the_end(tsblob_reduct)
+    assert want[-1] == ("after the last", 204, "No content"), want
+    assert got == want

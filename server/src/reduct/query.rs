@@ -165,11 +165,25 @@ struct Session {
     prefetching: Arc<AtomicBool>,
 }
 
+/// A session read to its end: a read after its last batch answers 204, as ReductStore's
+/// (it was 404 "not open": a client reading until 204 failed), until its TTL.
+struct Ended {
+    bucket: String,
+    token: Option<String>,
+    expires: Instant,
+}
+
+/// The most ended sessions remembered (the oldest ids are forgotten first past it): ~400
+/// bytes each at most, a read after the last batch comes right after it.
+const MAX_ENDED: usize = 4096;
+
 /// The open query sessions.
 pub struct Sessions {
     limits: SessionLimits,
     next: AtomicU64,
     map: Mutex<HashMap<u64, Session>>,
+    /// Sessions read to their end, by id (never locked with `map`).
+    ended: Mutex<std::collections::BTreeMap<u64, Ended>>,
 }
 
 impl Sessions {
@@ -178,7 +192,39 @@ impl Sessions {
             limits,
             next: AtomicU64::new(1),
             map: Mutex::new(HashMap::new()),
+            ended: Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// Closes session `id`, read to its end: remembered as ended until its TTL.
+    fn end(&self, id: u64) {
+        let Some(s) = self.lock().remove(&id) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        if ended.len() >= MAX_ENDED {
+            ended.retain(|_, e| e.expires > now);
+        }
+        while ended.len() >= MAX_ENDED {
+            ended.pop_first();
+        }
+        ended.insert(
+            id,
+            Ended {
+                bucket: s.bucket,
+                token: s.token,
+                expires: now + s.ttl,
+            },
+        );
+    }
+
+    /// Whether session `id` of this bucket and caller was read to its end (within its TTL).
+    fn was_ended(&self, id: u64, bucket: &str, token: &Option<String>) -> bool {
+        let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        ended
+            .get(&id)
+            .is_some_and(|e| e.bucket == bucket && &e.token == token && e.expires > Instant::now())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Session>> {
@@ -372,10 +418,11 @@ fn query_from_params(query: Option<&str>) -> Result<QueryJson, AppError> {
                 )
             }
             "q" => {}
-            _ if k.starts_with("include-") || k.starts_with("exclude-") => {
-                q.include = Some(serde_json::Value::Bool(true))
-            }
-            "each_n" | "each_s" => q.each_n = Some(serde_json::Value::Bool(true)),
+            // Each named as given (an `each_s` was refused as "the deprecated `each_n`").
+            _ if k.starts_with("include-") => q.include = Some(serde_json::Value::Bool(true)),
+            _ if k.starts_with("exclude-") => q.exclude = Some(serde_json::Value::Bool(true)),
+            "each_n" => q.each_n = Some(serde_json::Value::Bool(true)),
+            "each_s" => q.each_s = Some(serde_json::Value::Bool(true)),
             _ => {
                 return Err(unknown(
                     &k,
@@ -680,23 +727,30 @@ async fn next_batch(
     head: bool,
 ) -> Result<Option<Batch>, AppError> {
     caller.require_read(bucket)?;
-    let (cursor, prefetching, meta_only, session_meta_only, continuous) = {
+    let open = {
         let mut map = ctx.sessions.lock();
         let now = Instant::now();
         Sessions::sweep(&mut map, now);
-        let s = match map.get_mut(&id) {
-            Some(s) if s.bucket == bucket && s.token == caller.token_hash => s,
-            _ => return Err(query_not_found(id, bucket)),
-        };
-        s.expires = now + s.ttl;
-        s.used = now;
-        (
-            s.cursor.clone(),
-            s.prefetching.clone(),
-            s.only_metadata || head,
-            s.only_metadata,
-            s.continuous,
-        )
+        match map.get_mut(&id) {
+            Some(s) if s.bucket == bucket && s.token == caller.token_hash => {
+                s.expires = now + s.ttl;
+                s.used = now;
+                Some((
+                    s.cursor.clone(),
+                    s.prefetching.clone(),
+                    s.only_metadata || head,
+                    s.only_metadata,
+                    s.continuous,
+                ))
+            }
+            _ => None,
+        }
+    };
+    let Some((cursor, prefetching, meta_only, session_meta_only, continuous)) = open else {
+        if ctx.sessions.was_ended(id, bucket, &caller.token_hash) {
+            return Ok(None);
+        }
+        return Err(query_not_found(id, bucket));
     };
     let guard = match cursor.clone().try_lock_owned() {
         Ok(g) => g,
@@ -732,7 +786,7 @@ async fn next_batch(
     };
     let finished = guard.done && guard.pending.is_none() && guard.failed.is_none();
     if finished {
-        ctx.sessions.lock().remove(&id);
+        ctx.sessions.end(id);
     } else if !continuous && matches!(&result, Ok(Some(b)) if !b.last) {
         prefetching.store(true, Ordering::Release);
         let budget = ctx.state.bodies.clone();
@@ -969,7 +1023,7 @@ pub async fn read_v1(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
         AppError::bad_request("a batch read needs ?q=<id> of a query opened with .../q")
     })?;
     let Some(batch) = next_batch(ctx, &t.caller, &t.bucket, id, head).await? else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+        return Ok(no_content());
     };
     let mut headers = HeaderMap::new();
     for (_, meta, _) in &batch.records {
@@ -981,6 +1035,15 @@ pub async fn read_v1(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
         }
     }
     finish(batch, headers, head)
+}
+
+/// No batch (yet, or any more): 204 with ReductStore's `x-reduct-error: No content`.
+fn no_content() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [("x-reduct-error", HeaderValue::from_static("No content"))],
+    )
+        .into_response()
 }
 
 fn finish(batch: Batch, mut headers: HeaderMap, head: bool) -> Result<Response, AppError> {
@@ -1016,7 +1079,7 @@ pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
             )
         })?;
     let Some(mut batch) = next_batch(ctx, &t.caller, &t.bucket, id, head).await? else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+        return Ok(no_content());
     };
     // Entries numbered by first appearance; records in (timestamp, entry index) order, the
     // order clients read the headers in.
@@ -1117,6 +1180,46 @@ mod tests {
         let _reading5 = c5.try_lock().unwrap();
         let e = Sessions::make_room(&mut map, tight, &Some("b".into())).unwrap_err();
         assert_eq!(e, ("--reductstore-max-queries", 3));
+    }
+
+    /// A session read to its end answers 204 to its own caller only, and at most
+    /// MAX_ENDED of them are remembered (the oldest ids forgotten first).
+    #[test]
+    fn ended_sessions_are_remembered_for_their_caller_within_a_bound() {
+        let sessions = Sessions::new(SessionLimits {
+            max: 8,
+            per_token: 8,
+        });
+        let now = Instant::now();
+        for id in 0..(MAX_ENDED as u64 + 10) {
+            sessions.lock().insert(id, session("a", now));
+            sessions.end(id);
+        }
+        assert!(sessions.is_empty());
+        assert_eq!(sessions.ended.lock().unwrap().len(), MAX_ENDED);
+        let a = Some("a".to_string());
+        assert!(!sessions.was_ended(0, "b", &a));
+        assert!(sessions.was_ended(MAX_ENDED as u64 + 9, "b", &a));
+        assert!(!sessions.was_ended(MAX_ENDED as u64 + 9, "b", &Some("z".into())));
+        assert!(!sessions.was_ended(MAX_ENDED as u64 + 9, "other", &a));
+    }
+
+    /// Bug (docs walkthrough): `?each_s=2` was refused as "the deprecated `each_n`", and
+    /// `?exclude-k=1` as "the deprecated `include`".
+    #[test]
+    fn a_deprecated_parameter_was_refused_under_another_name() {
+        for (param, named) in [
+            ("each_s=2", "`each_s`"),
+            ("each_n=2", "`each_n`"),
+            ("include-k=1", "`include`"),
+            ("exclude-k=1", "`exclude`"),
+        ] {
+            let e = query_from_params(Some(param))
+                .unwrap()
+                .engine_query()
+                .unwrap_err();
+            assert!(e.message.contains(named), "{param}: {}", e.message);
+        }
     }
 
     #[test]

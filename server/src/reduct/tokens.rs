@@ -218,7 +218,7 @@ pub async fn token_route(
         Method::DELETE => {
             caller.require_admin("remove tokens")?;
             if is_init_token(&ctx, &name) {
-                return Err(provisioned(&name));
+                return Err(provisioned("remove", &name));
             }
             let n = name.clone();
             blocking(move || auth.remove(&n, false)).await?;
@@ -238,7 +238,7 @@ pub async fn rotate(
 ) -> Result<Response, AppError> {
     caller.require_admin("rotate tokens")?;
     if is_init_token(&ctx, &name) {
-        return Err(provisioned(&name));
+        return Err(provisioned("rotate", &name));
     }
     let auth = ctx.state.auth.clone();
     let n = name.clone();
@@ -249,11 +249,11 @@ pub async fn rotate(
 
 /// ReductStore's refusal to remove (or rotate) the token of `RS_API_TOKEN`; here the
 /// `--token` flag sets it.
-fn provisioned(name: &str) -> AppError {
+fn provisioned(verb: &str, name: &str) -> AppError {
     AppError::new(
         StatusCode::CONFLICT,
         ErrorCode::Conflict,
-        format!("Can't remove provisioned token '{name}'"),
+        format!("Can't {verb} provisioned token '{name}'"),
     )
 }
 

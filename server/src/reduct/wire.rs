@@ -289,17 +289,24 @@ pub fn error_response(status: StatusCode, message: &str) -> Response {
     resp
 }
 
-/// A message as a header value: controls (line breaks) become spaces, other characters
-/// HTTP cannot carry `?`.
+/// A message as a header value: controls (line breaks) become spaces, the non-ASCII
+/// characters our own messages use their ASCII spelling (`µs` read `?s`), others `?`.
 pub fn header_safe(message: &str) -> HeaderValue {
-    let clean: String = message
-        .chars()
-        .map(|c| match c {
-            ' '..='~' => c,
-            c if c.is_control() => ' ',
-            _ => '?',
-        })
-        .collect();
+    let mut clean = String::with_capacity(message.len());
+    for c in message.chars() {
+        match c {
+            ' '..='~' => clean.push(c),
+            c if c.is_control() => clean.push(' '),
+            'µ' => clean.push('u'),
+            '…' => clean.push_str("..."),
+            '—' | '–' => clean.push('-'),
+            '→' => clean.push_str("->"),
+            '×' => clean.push('x'),
+            '≥' => clean.push_str(">="),
+            '≤' => clean.push_str("<="),
+            _ => clean.push('?'),
+        }
+    }
     HeaderValue::from_str(clean.trim()).unwrap_or(HeaderValue::from_static("error"))
 }
 
@@ -479,5 +486,8 @@ mod tests {
     fn error_headers_stay_valid_header_values() {
         let r = error_response(StatusCode::NOT_FOUND, "entry 'ü' not found\n");
         assert_eq!(r.headers()[ERROR_HEADER], "entry '?' not found");
+        // Bug (docs walkthrough): "expired at 1795926215000000 ?s".
+        let r = error_response(StatusCode::GONE, "expired at 17 µs — 1 s ago");
+        assert_eq!(r.headers()[ERROR_HEADER], "expired at 17 us - 1 s ago");
     }
 }
