@@ -224,8 +224,13 @@ pub async fn post_batch(
     };
     let n = recs.len();
     let mut answer = send_batch(http, dst, entry, n, payload.clone(), zstd, timeout).await;
-    if matches!(&answer, Err(f) if f.bucket_missing) && create_bucket(http, dst, timeout).await {
-        answer = send_batch(http, dst, entry, n, payload, zstd, timeout).await;
+    if let Err(f) = &mut answer {
+        if f.bucket_missing {
+            match create_bucket(http, dst, timeout).await {
+                Ok(()) => answer = send_batch(http, dst, entry, n, payload, zstd, timeout).await,
+                Err(why) => f.message = format!("{}; {why}", f.message),
+            }
+        }
     }
     (recs, answer.map_err(|f| f.message))
 }
@@ -251,7 +256,13 @@ impl From<String> for Failed {
 /// someone else meanwhile). Bug (new-user walkthrough): a task into a missing bucket of a
 /// tsblob destination was accepted and failed every attempt, for ever, with "bucket does
 /// not exist". One request per failed attempt; its answer is read within the error bound.
-async fn create_bucket(http: &reqwest::Client, dst: &Destination, timeout: Duration) -> bool {
+/// `Err`: why it could not be made, for the task's `last_error` (a token without the right
+/// to create buckets was seen only in the log, behind "bucket does not exist").
+async fn create_bucket(
+    http: &reqwest::Client,
+    dst: &Destination,
+    timeout: Duration,
+) -> Result<(), String> {
     let url = format!(
         "{}/api/v1/b/{}",
         dst.url.trim_end_matches('/'),
@@ -261,13 +272,22 @@ async fn create_bucket(http: &reqwest::Client, dst: &Destination, timeout: Durat
     if let Some(t) = &dst.token {
         req = req.bearer_auth(t);
     }
-    let Ok(resp) = send_once(req, "a bucket creation", dst).await else {
-        return false;
-    };
+    let resp = send_once(req, "a bucket creation", dst)
+        .await
+        .map_err(|e| format!("creating it failed: {e}"))?;
     let status = resp.status();
-    let _ = outbound::read_bounded(resp, dst.bounds.error_max).await;
+    let body = outbound::read_bounded(resp, dst.bounds.error_max)
+        .await
+        .unwrap_or_default();
     tracing::info!(bucket = %dst.bucket, %status, "replication: asked the destination to create its missing bucket");
-    status.is_success() || status == reqwest::StatusCode::CONFLICT
+    if status.is_success() || status == reqwest::StatusCode::CONFLICT {
+        Ok(())
+    } else {
+        Err(format!(
+            "creating it was answered {status}: {}",
+            error_text(&body)
+        ))
+    }
 }
 
 /// Whether a tsblob error answer says the bucket does not exist (`bucket_not_found`).
@@ -458,12 +478,18 @@ pub async fn post_single(
     };
     let why = || error_text(&text);
     let status = status.as_u16();
-    if status == 404 && says_bucket_missing(&text) && create_bucket(http, dst, timeout).await {
+    if status == 404 && says_bucket_missing(&text) {
         // The payload was streamed and is spent: the next attempt sends it.
-        return Single::Retry(format!(
-            "{dst}/{entry} had no bucket {}: created it; {what} is sent again",
-            dst.bucket
-        ));
+        return Single::Retry(match create_bucket(http, dst, timeout).await {
+            Ok(()) => format!(
+                "{dst}/{entry} had no bucket {}: created it; {what} is sent again",
+                dst.bucket
+            ),
+            Err(why) => format!(
+                "{dst}/{entry} answered 404 for {what}: {}; {why}",
+                error_text(&text)
+            ),
+        });
     }
     match status {
         201 => Single::Stored,

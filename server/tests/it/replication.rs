@@ -639,6 +639,52 @@ async fn a_task_into_a_missing_destination_bucket_failed_for_ever() {
     assert_eq!(dst.dump("cloud2").await, want);
 }
 
+/// Bug (docs walkthrough of 2026-11-29): a task whose destination token may write a bucket
+/// that does not exist there, but not create buckets, reported only "bucket does not
+/// exist: create it first"; the 403 of the creation it tried was in the source's log alone.
+/// Both go into `last_error`, for batches and for a record sent alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_the_destination_token_could_not_create_was_reported_as_missing() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src_s = start(d1.path());
+    let dst_s = Server::start_in(d2.path(), &[FAST_RETRY, &["--token", "dst-admin"]].concat());
+    let src = Api::new(&src_s.url(""), None);
+    let dst = Api::new(&dst_s.url(""), Some("dst-admin"));
+    let (s, tok) = dst
+        .json(
+            Method::POST,
+            "/api/v1/tokens/edge",
+            Some(json!({"write": ["cloud", "cloud2"]})),
+        )
+        .await;
+    assert_eq!(s, 201, "{tok}");
+    src.create_bucket("edge", json!({})).await;
+    let small: Vec<_> = (1..=5u64)
+        .map(|ts| (ts, "text/plain", labels(&[]), payload("cam", ts, 200, true)))
+        .collect();
+    src.write("edge", "cam", &small).await.unwrap();
+    let big = vec![(
+        1u64,
+        "application/octet-stream",
+        labels(&[]),
+        vec![7u8; 5 << 20],
+    )];
+    src.write("edge", "big", &big).await.unwrap();
+    for (task, entry, bucket) in [("t", "cam", "cloud"), ("t2", "big", "cloud2")] {
+        let mut spec = task_spec("edge", &dst_s.url(""), bucket);
+        spec["entries"] = json!([entry]);
+        spec["from"] = json!(0);
+        spec["dst_token"] = tok["value"].clone();
+        let (s, v) = src.put_task(task, spec).await;
+        assert_eq!(s, 201, "{v}");
+        let v = wait_error(&src, task, |m| m.contains("creating it was answered 403")).await;
+        let m = v["status"]["last_error"]["message"].as_str().unwrap();
+        assert!(m.contains("does not exist"), "{m}");
+    }
+    let (s, _) = dst.json(Method::GET, "/api/v1/b/cloud", None).await;
+    assert_eq!(s, 404);
+}
+
 /// Bug (kill -9 probe of 2026-11-29, R1): a start that repaired the task file (a task
 /// following its renamed source bucket) and could not write it, on a full disk, failed:
 /// "starting the replication tasks: the server's disk is full", so the server whose API
