@@ -68,8 +68,8 @@ pub enum Command {
     Token(cli::TokenArgs),
     /// Make query links: URLs that download a record or a query without a token.
     Link(cli::LinkArgs),
-    /// Manage replication tasks (records pushed to another tsblob): ls, status, create,
-    /// pause, resume, rm.
+    /// Manage replication tasks (records pushed to another tsblob or to a ReductStore): ls,
+    /// status, create, pause, resume, disable, rm.
     Replication(cli::ReplicationArgs),
     /// Manage a bucket's lifecycle rules (records removed, or stored compressed, once older
     /// than an age): ls, get, set, rm, run.

@@ -144,6 +144,19 @@ fn cli_advice(message: &str) -> Option<String> {
             &format!("(list them with `tsblob lifecycle ls {bucket}`)"),
         );
     }
+    if message.contains("dst_url moves it from") {
+        for (what, flags) in [
+            ("dst_token and dst_ca", "--dst-token and --dst-ca"),
+            ("dst_token", "--dst-token"),
+            ("dst_ca", "--dst-ca"),
+        ] {
+            replace(
+                &mut out,
+                &format!("give {what} for the new destination in the same request (\"\" for none)"),
+                &format!("give {flags} for the new destination in the same command"),
+            );
+        }
+    }
     (out != message).then_some(out)
 }
 
@@ -173,6 +186,17 @@ mod tests {
             code: code.into(),
             message: message.into(),
         })
+    }
+
+    /// Bug (docs walkthrough): a task moved to another origin was told "give dst_token".
+    #[test]
+    fn a_task_moved_to_another_origin_was_told_the_api_field() {
+        let m = "task \"t\": dst_url moves it from http://a:1 to http://b:2, and the stored dst_token was given for http://a:1 only (it is never sent elsewhere): give dst_token for the new destination in the same request (\"\" for none)";
+        let out = cli_advice(m).unwrap();
+        assert!(
+            out.ends_with("give --dst-token for the new destination in the same command"),
+            "{out}"
+        );
     }
 
     /// Bug "CLI errors give HTTP advice instead of CLI advice" (new-user walkthrough B.11).

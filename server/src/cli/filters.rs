@@ -69,6 +69,22 @@ impl FilterArgs {
     }
 }
 
+/// A `--when` condition as JSON: a value that is not a JSON object is a usage mistake
+/// (exit 2, as `--help` says). One reading for every command that takes `--when` (query,
+/// rm, link, lifecycle and replication; the last three exited 1 with "is not JSON").
+pub(crate) fn when_json(w: &str) -> anyhow::Result<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(w).map_err(|e| {
+        Usage(format!("--when {w:?} is not JSON ({e}): give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))
+    })?;
+    if !v.is_object() {
+        return Err(Usage(
+            "--when must be a JSON object such as '{\"&score\": {\"$gt\": 10}}'".into(),
+        )
+        .into());
+    }
+    Ok(v)
+}
+
 /// The `when` parameter of `--when` and `--each-t`, the condition's text kept as given (its
 /// keys' order matters to aggregation operators).
 pub(crate) fn when_param(
@@ -76,15 +92,7 @@ pub(crate) fn when_param(
     each_t: Option<&str>,
 ) -> anyhow::Result<Option<String>> {
     if let Some(w) = when {
-        let v: serde_json::Value = serde_json::from_str(w).map_err(|e| {
-            Usage(format!("--when {w:?} is not JSON ({e}): give an object such as '{{\"&score\": {{\"$gt\": 10}}}}'"))
-        })?;
-        if !v.is_object() {
-            return Err(Usage(
-                "--when must be a JSON object such as '{\"&score\": {\"$gt\": 10}}'".into(),
-            )
-            .into());
-        }
+        when_json(w)?;
     }
     let each = each_t.map(|t| format!("{{\"$each_t\": {}}}", serde_json::Value::from(t)));
     Ok(match (when, each) {

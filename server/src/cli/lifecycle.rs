@@ -164,8 +164,7 @@ pub async fn lifecycle(args: LifecycleArgs) -> anyhow::Result<()> {
                 spec["entries"] = json!(entries);
             }
             if let Some(w) = when {
-                spec["when"] = serde_json::from_str(&w)
-                    .with_context(|| format!("--when {w:?} is not JSON"))?;
+                spec["when"] = super::filters::when_json(&w)?;
             }
             if let Some(m) = mode {
                 spec["mode"] = json!(m);

@@ -93,8 +93,7 @@ pub async fn link(args: LinkArgs) -> anyhow::Result<()> {
         set("stop", json!(s));
     }
     if let Some(w) = when {
-        let w: Value = serde_json::from_str(&w).context("--when is not JSON")?;
-        set("when", w);
+        set("when", super::filters::when_json(&w)?);
     }
     if let Some(l) = limit {
         set("limit", json!(l));

@@ -101,7 +101,13 @@ fn line(t: &Value) {
         human::field(&t["settings"]["mode"]),
         human::field(&s["phase"]),
         human::field(&t["settings"]["src_bucket"]),
-        human::field(&t["settings"]["dst_url"]),
+        // (A dst_url given with a trailing `/` read `http://cloud:8686//edge`.)
+        human::term(
+            t["settings"]["dst_url"]
+                .as_str()
+                .unwrap_or("")
+                .trim_end_matches('/'),
+        ),
         human::field(&t["settings"]["dst_bucket"]),
         human::json_text(&s["pending_records"]),
         human::size(s["pending_bytes"].as_u64().unwrap_or(0)),
@@ -201,8 +207,7 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
                 spec["dst_ca"] = json!(pem);
             }
             if let Some(w) = when {
-                spec["when"] = serde_json::from_str(&w)
-                    .with_context(|| format!("--when {w:?} is not JSON"))?;
+                spec["when"] = super::filters::when_json(&w)?;
             }
             if let Some(f) = from {
                 spec["from"] = json!(f);

@@ -298,3 +298,53 @@ fn tail_of_an_entry_that_does_not_exist_yet() {
     let (out, _) = c.ok(None, &["tail", "--help"]);
     assert!(out.contains("404 entry_not_found, exit 3"), "{out}");
 }
+
+/// Docs walkthrough of 2026-11-29: a `--when` that is not JSON exited 1 from `link create`,
+/// `lifecycle set` and `replication create` (2 from `query`, and `--help` says a usage
+/// mistake is 2); `replication ls` showed a `dst_url` given with a trailing `/` as `…//b`.
+#[test]
+fn a_when_that_is_not_json_exited_1_from_three_commands() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    for args in [
+        &["link", "create", "b", "e", "--when", "{bad"][..],
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "r",
+            "--older-than",
+            "1d",
+            "--when",
+            "{bad",
+        ][..],
+        &[
+            "replication",
+            "create",
+            "t",
+            "b",
+            "http://127.0.0.1:9/",
+            "c",
+            "--when",
+            "[1]",
+        ][..],
+        &["query", "b", "e", "--when", "{bad"][..],
+    ] {
+        let (code, out, err) = c.run(None, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("--when"), "{args:?}: {err}");
+    }
+    c.ok(
+        None,
+        &[
+            "replication",
+            "create",
+            "t",
+            "b",
+            "http://127.0.0.1:9/",
+            "c",
+        ],
+    );
+    let (out, _) = c.ok(None, &["replication", "ls"]);
+    assert!(out.contains("http://127.0.0.1:9/c"), "{out}");
+}
