@@ -165,8 +165,11 @@ pub async fn replication(args: ReplicationArgs) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&t)?);
             } else {
                 line(&t);
-                for (k, v) in t["status"].as_object().into_iter().flatten() {
-                    println!("  {}: {}", human::term(k), human::json_text(v));
+                // The settings too (entries, when, prefix, compression were --json only).
+                for part in ["settings", "status"] {
+                    for (k, v) in t[part].as_object().into_iter().flatten() {
+                        println!("  {}: {}", human::term(k), human::json_text(v));
+                    }
                 }
             }
         }
