@@ -31,9 +31,36 @@ pub fn guess_content_type(path: &std::path::Path) -> String {
         .to_string()
 }
 
-/// The extension (with its dot) a file of this content type is named with: a short table of
-/// the common types, the robotics formats above, then the first of `mime_guess`'s, else
-/// `.bin`. Parameters (`; charset=utf-8`) are ignored.
+/// Content types whose files are only ever shown, never run, by the programs that open
+/// them, and the extension their files get (as the console's Download button names them).
+const SAVE_AS: &[(&str, &str)] = &[
+    ("image/png", "png"),
+    ("image/jpeg", "jpg"),
+    ("image/gif", "gif"),
+    ("image/webp", "webp"),
+    ("image/avif", "avif"),
+    ("image/bmp", "bmp"),
+    ("image/tiff", "tiff"),
+    ("text/plain", "txt"),
+    ("text/csv", "csv"),
+    ("application/json", "json"),
+    ("application/x-ndjson", "ndjson"),
+    ("application/cbor", "cbor"),
+    ("application/zstd", "zst"),
+    ("application/octet-stream", "bin"),
+    ("application/x-protobuf", "pb"),
+    ("video/mp4", "mp4"),
+    ("video/webm", "webm"),
+    ("audio/mpeg", "mp3"),
+    ("audio/ogg", "ogg"),
+    ("audio/wav", "wav"),
+];
+
+/// The extension (with its dot) a file of this content type is named with: the passive
+/// types above and the robotics formats, else `.bin`. Parameters (`; charset=utf-8`) and
+/// case are ignored. The writer of a record chose its type: a name taken from any type
+/// (`.html`, `.svg`, `.exe`, `.desktop`) would run when the file is opened from a downloads
+/// or export folder (hostile probe of 2026-11-28, the console's Download button).
 pub fn extension_of(content_type: &str) -> String {
     let essence = content_type
         .split(';')
@@ -41,27 +68,13 @@ pub fn extension_of(content_type: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let known = match essence.as_str() {
-        "image/jpeg" => ".jpg",
-        "image/png" => ".png",
-        "image/webp" => ".webp",
-        "application/json" => ".json",
-        "text/plain" => ".txt",
-        "text/csv" => ".csv",
-        "video/mp4" => ".mp4",
-        // mime_guess lists its extensions alphabetically: `.aaf` came first.
-        "application/octet-stream" => ".bin",
-        _ => "",
-    };
-    if !known.is_empty() {
-        return known.to_string();
-    }
-    if let Some((e, _)) = EXTRA_TYPES.iter().find(|(_, t)| *t == essence) {
+    if let Some((_, e)) = SAVE_AS.iter().find(|(t, _)| *t == essence) {
         return format!(".{e}");
     }
-    mime_guess::get_mime_extensions_str(&essence)
-        .and_then(|exts| exts.first())
-        .map_or_else(|| ".bin".to_string(), |e| format!(".{e}"))
+    EXTRA_TYPES
+        .iter()
+        .find(|(_, t)| *t == essence)
+        .map_or_else(|| ".bin".to_string(), |(e, _)| format!(".{e}"))
 }
 
 #[cfg(test)]
@@ -83,7 +96,7 @@ mod tests {
         // And back, for exports.
         assert_eq!(extension_of("application/x-npy"), ".npy");
         assert_eq!(extension_of("image/jpeg"), ".jpg");
-        assert_eq!(extension_of("image/tiff"), ".tif");
+        assert_eq!(extension_of("image/tiff"), ".tiff");
         assert_eq!(extension_of("application/x-whatever"), ".bin");
         // Bug "exports of the default content type were named .aaf" (mime_guess's first).
         assert_eq!(extension_of("application/octet-stream"), ".bin");
@@ -91,5 +104,22 @@ mod tests {
         // first extension of text/plain.
         assert_eq!(extension_of("text/plain; charset=utf-8"), ".txt");
         assert_eq!(extension_of("Image/JPEG"), ".jpg");
+    }
+
+    /// Bug (this change's review): names of exports and query links taken from any content
+    /// type let a record's writer choose `.html` or `.exe` for the reader's disk.
+    #[test]
+    fn a_writer_chose_an_active_extension() {
+        for active in [
+            "text/html",
+            "image/svg+xml",
+            "application/x-msdownload",
+            "application/hta",
+            "application/javascript",
+            "application/x-desktop",
+            "application/pdf",
+        ] {
+            assert_eq!(extension_of(active), ".bin", "{active}");
+        }
     }
 }

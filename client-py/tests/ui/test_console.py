@@ -153,7 +153,7 @@ def test_share_link_makes_a_link_that_downloads_the_record_without_a_token(serve
     page.click(f"#record-rows tr[data-ts='{base + 2_000_000}']")
     page.click("#share-link")
     link = page.wait_for_selector("#share-link-url").input_value()
-    assert link.startswith(f"{server.url}/api/v1/links/front_{base + 2_000_000}.bin?q="), link
+    assert link.startswith(f"{server.url}/api/v1/links/front_{base + 2_000_000}.jpg?q="), link
     with urllib.request.urlopen(link, timeout=10) as resp:  # no token
         assert resp.read() == jpeg
         assert resp.headers["x-tsblob-ts"] == str(base + 2_000_000)
