@@ -199,6 +199,13 @@ fn a_flood_of_large_request_heads_is_bounded_by_the_connection_cap() {
     const FLOOD: usize = 800;
     const HEAD: usize = 380_000;
     let s = Server::start(&[]);
+    // (The line may follow the server's first answer: read it once it is there. The test
+    // failed under load with only the start's first line in the log.)
+    assert!(
+        s.stderr_contains("connections at most ", std::time::Duration::from_secs(10)),
+        "no cap in the log: {}",
+        s.stderr_text()
+    );
     let cap: u64 = s
         .stderr_text()
         .split("connections at most ")

@@ -779,7 +779,8 @@ fn lifecycle_cli_sets_lists_runs_and_removes_rules() {
         ],
         b"",
     );
-    assert_eq!(code, 1, "{err}");
+    // A usage mistake: 2, as `--help` says (it was 1 here, 2 from `query`).
+    assert_eq!(code, 2, "{err}");
 }
 
 /// Bug "a dry run said it removed records": `tsblob lifecycle run` of a `dry_run` rule
