@@ -47,10 +47,17 @@ def test_attachment_errors(client: Client, bucket: str) -> None:
     assert many.value.code == "too_many_attachments"
     with pytest.raises(tsblob.InvalidInput):
         e.write_attachments({"a b": 1})
+    # The route's word is no entry segment: the client refuses such names before sending...
+    for name in ("e/attachments", "attachments/e"):
+        with pytest.raises(tsblob.InvalidInput) as bad:
+            client.write(bucket, name, b"x", T0)
+        assert bad.value.code == "invalid_name" and bad.value.status is None
+    # ... and the server reads the path as the attachments route, not a record.
     with pytest.raises(tsblob.MethodNotAllowed):
-        client.write(bucket, "e/attachments", b"x", T0)  # the attachments route, not a record
-    with pytest.raises(tsblob.InvalidInput):
-        client.write(bucket, "attachments/e", b"x", T0)  # the route's word is no entry segment
+        client._send("POST", f"/api/v1/b/{bucket}/e/attachments", [("ts", str(T0))], content=b"x")
+    with pytest.raises(tsblob.InvalidInput) as bad:
+        client._send("POST", f"/api/v1/b/{bucket}/attachments/e", [("ts", str(T0))], content=b"x")
+    assert bad.value.status == 422
     with pytest.raises(tsblob.EntryNotFound):  # nothing refused made the entry
         e.read_attachments()
 

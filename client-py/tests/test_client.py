@@ -169,8 +169,11 @@ def test_read_stream(client: Client, bucket: str) -> None:
         assert not rec.loaded and rec.size == len(payload)
         assert rec.labels == {"k": "v"} and rec.content_type == "video/mp4"
         chunks = list(rec.iter_chunks())
-        with pytest.raises(tsblob.TsblobError, match="already read"):
+        # Bug (docs walkthrough): the async client raised a bare TsblobError here, the sync
+        # client's other payload_consumed an InvalidInput.
+        with pytest.raises(tsblob.InvalidInput, match="already read") as e:
             list(rec.iter_chunks())
+        assert e.value.code == "payload_consumed"
     assert len(chunks) > 1 and b"".join(chunks) == payload
     with client.read_stream(bucket, "big") as rec:  # latest, loaded through .data
         assert rec.data == payload

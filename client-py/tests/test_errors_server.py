@@ -72,8 +72,11 @@ def test_conflicts(client: Client, bucket: str) -> None:
 
 
 def test_invalid_input(client: Client, bucket: str) -> None:
-    with pytest.raises(tsblob.InvalidInput) as e:
+    with pytest.raises(tsblob.InvalidInput) as e:  # the server's name rules, checked before sending
         client.create_bucket("bad name!")
+    assert e.value.code == "invalid_name" and e.value.status is None
+    with pytest.raises(tsblob.InvalidInput) as e:  # and by the server
+        client._json("POST", "/api/v1/b/bad%20name!")
     assert e.value.code == "invalid_name" and e.value.status == 422
     with pytest.raises(tsblob.InvalidInput) as e:
         client.create_bucket(uniq("b"), compression="lz4")

@@ -122,4 +122,8 @@ def test_the_wheel_has_the_licence_the_generated_client_and_honest_metadata(whee
     classifiers = meta.get_all("Classifier")
     assert "Programming Language :: Python :: 3.10" in classifiers and "Typing :: Typed" in classifiers
     readme = meta.get_payload()
-    assert "pip install tsblob" in readme and "](../" not in readme and "](docs/" not in readme
+    # Not on PyPI: the README says to install from the source tree (walkthrough: `pip install
+    # tsblob` failed), with the extras as the pyproject names them.
+    assert "pip install ./client-py" in readme and "pip install tsblob" not in readme
+    assert "./client-py[async]" in readme and "./client-py[pandas]" in readme
+    assert "](../" not in readme and "](docs/" not in readme

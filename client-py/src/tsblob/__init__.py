@@ -17,6 +17,7 @@
 classes) are loaded on first use. Every error is a :class:`TsblobError`.
 """
 
+import logging
 from typing import TYPE_CHECKING, Any, List
 
 from ._common import Retry, SettingsMismatch, SettingsMismatchError
@@ -38,6 +39,11 @@ except ImportError as e:  # pragma: no cover - a source checkout that was never 
     raise ImportError(
         "tsblob/_sync/client.py is missing: it is generated from tsblob/_async/client.py when the package is "
         "built; install it (pip install -e client-py) or run `python client-py/hatch_build.py`") from e
+
+# A library configures no output of its own: retries are logged as WARNINGs on "tsblob", shown
+# only by a handler the program sets up (logging.basicConfig()...). Without this one, Python's
+# last-resort handler would print them to stderr.
+logging.getLogger("tsblob").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from ._async.client import AsyncClient, AsyncQueryIterator, AsyncRecord

@@ -31,7 +31,8 @@ try:
 except ImportError as e:  # pragma: no cover - exercised by test_packaging in a venv without it
     raise ImportError(
         "tsblob.AsyncClient needs aiohttp, which is an optional dependency: "
-        "pip install 'tsblob[async]' (the sync tsblob.Client needs nothing besides Python)") from e
+        "pip install 'tsblob[async]' (from the tsblob source tree: pip install './client-py[async]'; the sync "
+        "tsblob.Client needs nothing besides Python)") from e
 
 if TYPE_CHECKING:
     from ._async.client import AsyncRecord
@@ -360,6 +361,15 @@ def _env_settings(url: URL) -> Optional[Dict[str, Any]]:
     return env
 
 
+def _other_loop(first: Optional[asyncio.AbstractEventLoop]) -> RuntimeError:
+    state = "now closed" if first is not None and first.is_closed() else "still open"
+    return RuntimeError(
+        f"this AsyncClient was first used in another event loop ({state}, e.g. an earlier asyncio.run()); its "
+        "connections belong to that loop: make one AsyncClient per event loop, inside the coroutine that uses it "
+        "(async with AsyncClient(...) as db: ... within the function asyncio.run() runs), or `await db.aclose()` "
+        "in the first loop before using the client in another")
+
+
 class AsyncTransport:
     """Sends requests to one server over aiohttp's pool (``pool_size`` connections at most),
     opened on first use, inside the running event loop."""
@@ -374,28 +384,39 @@ class AsyncTransport:
         self._pool_size = pool_size
         self._ssl = ssl_context
         self._session: Optional[aiohttp.ClientSession] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._env: Optional[Dict[str, Any]] = None
 
     def _sess(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = _connector(self._pool_size, self._ssl if self._ssl else True)
-            # HTTP_PROXY/HTTPS_PROXY/NO_PROXY and ~/.netrc, read once here, as aiohttp's
-            # trust_env=True reads them (the sync client reads the proxy variables once too):
-            # trust_env looks them up again for every request, in two trips to a thread (the
-            # netrc file is read twice a request), a cost of every write (issue 30).
-            self._env = env = _env_settings(URL(self.url))
-            headers = self._headers
-            if env and "proxy_headers" in env and self.url.startswith("http://"):
-                headers = {**headers, **env["proxy_headers"]}
-            # A larger read buffer than aiohttp's 64 KiB lets large payloads stream without pausing
-            # the socket every 128 KiB; memory stays bounded by twice this size.
-            self._session = aiohttp.ClientSession(headers=headers, timeout=self._timeout, connector=connector,
-                                                  read_bufsize=READ_BUFSIZE, trust_env=self._env is None)
+        session = self._session
+        if session is not None and not session.closed:
+            # aiohttp's session (its connections, its timers) belongs to the loop it was made
+            # in: used from another one it fails with a bare "Event loop is closed" (the second
+            # asyncio.run of a program) or worse. One comparison a request.
+            if asyncio.get_running_loop() is not self._loop:
+                raise _other_loop(self._loop)
+            return session
+        connector = _connector(self._pool_size, self._ssl if self._ssl else True)
+        # HTTP_PROXY/HTTPS_PROXY/NO_PROXY and ~/.netrc, read once here, as aiohttp's
+        # trust_env=True reads them (the sync client reads the proxy variables once too):
+        # trust_env looks them up again for every request, in two trips to a thread (the
+        # netrc file is read twice a request), a cost of every write (issue 30).
+        self._env = env = _env_settings(URL(self.url))
+        headers = self._headers
+        if env and "proxy_headers" in env and self.url.startswith("http://"):
+            headers = {**headers, **env["proxy_headers"]}
+        # A larger read buffer than aiohttp's 64 KiB lets large payloads stream without pausing
+        # the socket every 128 KiB; memory stays bounded by twice this size.
+        self._session = aiohttp.ClientSession(headers=headers, timeout=self._timeout, connector=connector,
+                                              read_bufsize=READ_BUFSIZE, trust_env=self._env is None)
+        self._loop = asyncio.get_running_loop()
         return self._session
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
+            if self._loop is not None and self._loop.is_closed():
+                return  # (its connections went with their loop: closing them would fail on it)
             await session.close()
 
     async def request(self, method: str, target: str, body: Any = None,

@@ -183,17 +183,72 @@ _LABEL_KEY = re.compile(r"[a-z0-9._-]+")
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
+# The server's name rules (proto/src/names.rs: validate_bucket_name, validate_entry_name),
+# checked here once for every path the client builds and for each handle when it is made, so
+# that a bad name raises at once, with the server's explanation, instead of a 422 at first use.
+BUCKET_MAX = 64
+ENTRY_MAX = 255
+_NAME_CHAR = re.compile(r"[A-Za-z0-9._-]")
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_ENTRY = re.compile(r"[A-Za-z0-9._/-]+")
+RESERVED_BUCKETS = ("index", "tokens", "settings", "tsblob.lock", "replications")
+RESERVED_BUCKET_PREFIXES = (".", "index.")
+RESERVED_ENTRIES = ("settings", "settings.tmp")
+ATTACHMENTS_WORD = "attachments"
+RESERVED_ENTRY_WORDS = ("batch", "query", "info", "histogram", "rename", "labels", ATTACHMENTS_WORD)
+_RESERVED_HELP = ("reserved words are the data folder's own files ({}, names starting with {}) and, as an entry's "
+                  "last segment, the HTTP API's route words ({})").format(
+    ", ".join(RESERVED_BUCKETS), " or ".join(f"'{p}'" for p in RESERVED_BUCKET_PREFIXES),
+    ", ".join(RESERVED_ENTRY_WORDS))
+
+
 def _bad_name(kind: str, name: str, why: str) -> InvalidInput:
     return InvalidInput(f"{kind} name {name!r} {why} (checked by the client before sending)", code="invalid_name")
 
 
+def check_name(kind: str, name: Any) -> None:
+    """Raises :class:`InvalidInput` (``invalid_name``, the server's words) when ``name`` breaks
+    the server's rules for a ``kind`` (``"bucket"`` or ``"entry"``) name: 1-64 (bucket) or
+    1-255 (entry) bytes of letters, digits, ``-``, ``_``, ``.`` (and ``/`` between an entry's
+    segments); no segment empty, ``.`` or ``..``; none of the reserved words."""
+    entry = kind == "entry"
+    limit = ENTRY_MAX if entry else BUCKET_MAX
+    if not isinstance(name, str):
+        raise _bad_name(kind, str(name), f"is a {type(name).__name__}, not a str")
+    if not name:
+        raise InvalidInput(f"{kind} name is empty: give a name of 1 to {limit} characters "
+                           "(checked by the client before sending)", code="invalid_name")
+    if len(name.encode("utf-8", "surrogatepass")) > limit:
+        raise _bad_name(kind, name, f"is longer than {limit} bytes")
+    if not (_ENTRY if entry else _NAME).fullmatch(name):
+        ch = next(c for c in name if c != "/" and not _NAME_CHAR.match(c)) if entry else \
+            next(c for c in name if not _NAME_CHAR.match(c))
+        slash = " ('/' separates segments)" if entry else ""
+        raise _bad_name(kind, name, f"contains {ch!r}, which is not allowed: use letters, digits, '-', '_' and '.'{slash}")
+    segments = name.split("/")
+    if entry:
+        folder = len(name) + 2 * (len(segments) - 1)
+        if folder > ENTRY_MAX:
+            raise _bad_name(kind, name, f"needs a folder name of {folder} bytes (each '/' is stored as the 3 bytes "
+                                        "%2F), over the file system's 255: use fewer or shorter segments")
+    if any(seg in ("", ".", "..") for seg in segments):
+        raise _bad_name(kind, name, "has a path segment that is empty, '.' or '..': names may not escape or alias folders")
+    if entry:
+        reserved = next((s for s in segments if s == ATTACHMENTS_WORD), None)
+        if reserved is None and name in RESERVED_ENTRIES:
+            reserved = name
+        if reserved is None and segments[-1] in RESERVED_ENTRY_WORDS:
+            reserved = segments[-1]
+    else:
+        reserved = name if name in RESERVED_BUCKETS or name.startswith(RESERVED_BUCKET_PREFIXES) else None
+    if reserved is not None:
+        raise _bad_name(kind, name, f"uses the reserved word {reserved!r}: {_RESERVED_HELP}; choose another name")
+
+
 def bucket_path(bucket: str) -> str:
-    """``/api/v1/b/<bucket>``. Names that URL normalisation would rewrite ('.', '..', or with
-    '/') are refused here: sent as they are, they would address another resource."""
-    if not isinstance(bucket, str) or not bucket:
-        raise _bad_name("bucket", str(bucket), "is empty: give 1 to 64 characters of A-Z a-z 0-9 - _ .")
-    if "/" in bucket or bucket in (".", ".."):
-        raise _bad_name("bucket", bucket, "may not contain '/' nor be '.' or '..'")
+    """``/api/v1/b/<bucket>``; a name that breaks the server's rules raises here
+    (:func:`check_name`)."""
+    check_name("bucket", bucket)
     return f"{API}/b/{quote(bucket, safe='')}"
 
 
@@ -209,10 +264,7 @@ def entry_path(bucket: str, entry: str) -> str:
 
 
 def _entry_path(bucket: str, entry: str) -> str:
-    if not isinstance(entry, str) or not entry:
-        raise _bad_name("entry", str(entry), "is empty")
-    if any(seg in ("", ".", "..") for seg in entry.split("/")):
-        raise _bad_name("entry", entry, "has a segment that is empty, '.' or '..'")
+    check_name("entry", entry)
     return f"{bucket_path(bucket)}/{quote(entry, safe='/')}"
 
 
@@ -591,6 +643,31 @@ def _off_or(value: Any, parse: Any, name: str) -> Any:
     return parse(value, name)
 
 
+QUOTA_TYPES = ("none", "fifo", "hard")
+"""A bucket's ``quota_type`` values (any case, as the server reads them: storage/src/settings.rs)."""
+_ZSTD_LEVEL = re.compile(r"zstd:\+?([0-9]+)")
+
+
+def check_quota_type(value: Any) -> None:
+    """Raises :class:`InvalidInput` (``invalid_settings``) for a ``quota_type`` the server refuses."""
+    if not (isinstance(value, str) and value.isascii() and value.lower() in QUOTA_TYPES):
+        raise _bad_setting("quota_type", value, "is not a quota type: give 'none', 'fifo' or 'hard'")
+
+
+def check_compression(value: Any) -> None:
+    """Raises :class:`InvalidInput` (``invalid_settings``) for a bucket ``compression`` the
+    server refuses: it takes ``"none"``, ``"zstd"`` (level 3) or ``"zstd:<level 1-22>"``, in
+    lower case (storage/src/settings.rs)."""
+    if isinstance(value, str):
+        if value in ("none", "zstd"):
+            return
+        m = _ZSTD_LEVEL.fullmatch(value)
+        if m is not None and 1 <= int(m.group(1)) <= 22:
+            return
+    raise _bad_setting("compression", value, "is not a bucket compression: give 'none', 'zstd' or "
+                                             "'zstd:<level 1-22>' (such as 'zstd:9')")
+
+
 def settings_json(quota_type: Optional[str], quota_size: Optional[Size], max_block_size: Optional[Size],
                   max_block_records: Optional[int], compression: Optional[str], max_age: Optional[Duration] = None,
                   tier_local_max: Optional[Size] = None, tier_after: Optional[Duration] = None) -> Dict[str, Any]:
@@ -598,6 +675,10 @@ def settings_json(quota_type: Optional[str], quota_size: Optional[Size], max_blo
     durations in µs (checked here, so that a bad one is a clear ``InvalidInput`` rather than
     the server's JSON parser's message); ``"none"`` turns ``max_age``, ``tier_local_max``
     and ``tier_after`` off."""
+    if quota_type is not None:
+        check_quota_type(quota_type)
+    if compression is not None:
+        check_compression(compression)
     d: Dict[str, Any] = {"quota_type": quota_type, "compression": compression}
     if quota_size is not None:
         d["quota_size"] = parse_size(quota_size, "quota_size")
@@ -723,7 +804,7 @@ def histogram_params(start: Optional[Timestamp], stop: Optional[Timestamp],
 
 def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: Optional[str],
                      entries: Sequence[str], when: Optional[Mapping[str, Any]], mode: str,
-                     from_ts: Optional[int], dst_ca: Optional[str] = None, dst_prefix: str = "",
+                     from_ts: Optional[Timestamp], dst_ca: Optional[str] = None, dst_prefix: str = "",
                      dst_api: str = "tsblob", compression: str = "auto") -> Dict[str, Any]:
     """The JSON of ``PUT /api/v1/replications/{name}`` (docs/replication.md)."""
     if mode not in ("enabled", "paused", "disabled"):
@@ -745,7 +826,7 @@ def replication_body(src_bucket: str, dst_url: str, dst_bucket: str, dst_token: 
     if when is not None:
         body["when"] = dict(when)
     if from_ts is not None:
-        body["from"] = int(from_ts)
+        body["from"] = to_micros(from_ts)  # as every ts/start/stop: seconds, datetimes, "now-1h"...
     return body
 
 

@@ -10,6 +10,7 @@ raises, including transport failures and malformed answers.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Dict, List, Optional, Type
 
 __all__ = [
@@ -303,6 +304,28 @@ def error_class(code: str, status: Optional[int]) -> Type[TsblobError]:
     return TsblobError
 
 
+# The server's advice is written for an HTTP client ("confirm with DELETE /api/v1/tokens/x?...");
+# an SDK user calls a method instead. Each pattern is a piece of a server message (a name
+# in it: the group) and what to say in its place. As the CLI does (server/src/cli/client.rs,
+# ``cli_advice``); the rest of the message is kept.
+_SDK_ADVICE = [
+    (re.compile(r"confirm with DELETE /api/v1/tokens/([^?\s]*)\?disable_auth=true"),
+     lambda m: f"confirm with remove_token({m.group(1)!r}, disable_auth=True)"),
+    (re.compile(r"\(POST /api/v1/tokens/([^/\s]*)/rotate\)"),
+     lambda m: f"(rotate_token({m.group(1)!r}))"),
+    (re.compile(r"list them with GET /api/v1/replications\b"), lambda m: "list them with list_replications()"),
+    (re.compile(r"send `Authorization: Bearer <token>`"),
+     lambda m: "pass token= to the client (or set TSBLOB_TOKEN)"),
+]
+
+
+def sdk_advice(message: str) -> str:
+    """The server's message with its HTTP advice put as the SDK's (see ``_SDK_ADVICE``)."""
+    for pattern, advice in _SDK_ADVICE:
+        message = pattern.sub(advice, message, count=1)
+    return message
+
+
 def error_from_json(doc: Any, status: Optional[int]) -> TsblobError:
     """Builds the exception for a parsed error document ``{"error": {...}, ...}``."""
     err = doc.get("error") if isinstance(doc, dict) else None
@@ -312,7 +335,7 @@ def error_from_json(doc: Any, status: Optional[int]) -> TsblobError:
             code=f"http_{status}", status=status,
         )
     code = str(err.get("code") or f"http_{status}")
-    message = str(err.get("message") or "(no message)")
+    message = sdk_advice(str(err.get("message") or "(no message)"))
     cls = error_class(code, status)
     if cls is MalformedBatch:
         results = doc.get("results") if isinstance(doc.get("results"), list) else []

@@ -28,7 +28,8 @@ def _need(module: str) -> Any:
     try:
         return __import__(module)
     except ImportError as e:
-        raise ImportError(f"this helper needs {module}, an optional dependency: pip install 'tsblob[pandas]'") from e
+        raise ImportError(f"this helper needs {module}, an optional dependency: pip install 'tsblob[pandas]' "
+                          "(from the tsblob source tree: pip install './client-py[pandas]')") from e
 
 
 def to_pandas(records: Iterable[RecordInfo]) -> "pandas.DataFrame":

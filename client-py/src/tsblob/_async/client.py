@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from .. import _common as c
 from .._aio import POOL_SIZE, AsyncTransport, FileBase, Stream, load_rest, prepare_body, sleep
-from .._errors import (ProtocolError, TimestampExists, TransportError, TsblobError,
+from .._errors import (InvalidInput, ProtocolError, TimestampExists, TransportError, TsblobError,
                        error_from_response_body)
 from .._framing import EV_END, EV_HEAD, EV_HEARTBEAT, EV_RECORD, EV_SKIPPED, MEDIA_TYPE, FrameParser
 from .. import _frames
@@ -148,7 +148,8 @@ class AsyncRecord(RecordInfo, FileBase):
             yield self._data
             return
         if self._source is None and self._roff >= len(self._rest) and self._pos:
-            raise TsblobError("this record's payload was already read", code="payload_consumed")
+            raise InvalidInput("this record's payload was already read (a streamed record is gone through once): "
+                               "read the record again", code="payload_consumed")
         while True:
             chunk = await self._pull(c.STREAM_CHUNK)
             if not chunk:
@@ -1209,7 +1210,7 @@ class AsyncClient:
     async def put_replication(self, name: str, src_bucket: str, dst_url: str, dst_bucket: str, *,
                               dst_token: Optional[str] = None, entries: Sequence[str] = (),
                               when: Optional[Mapping[str, Any]] = None, mode: str = "enabled",
-                              from_ts: Optional[int] = None,
+                              from_ts: Optional[Timestamp] = None,
                               dst_ca: Optional[str] = None, dst_prefix: str = "",
                               dst_api: str = "tsblob", compression: str = "auto") -> Dict[str, Any]:
         """Creates or replaces a replication task (admin token needed) and returns it as the
@@ -1219,7 +1220,10 @@ class AsyncClient:
         ``"!pattern"``; ``mode``: ``enabled``, ``paused`` (the backlog is kept) or
         ``disabled`` (nothing kept); ``dst_prefix`` is put before entry names at the
         destination; ``dst_api``: ``tsblob`` or ``reductstore`` (a ReductStore server);
-        ``compression``: ``auto``, ``zstd``, ``none`` or (to a ReductStore) ``gzip``. See docs/replication.md."""
+        ``compression``: ``auto``, ``zstd``, ``none`` or (to a ReductStore) ``gzip``. ``from_ts``:
+        backfill the records from this time on (any :data:`~tsblob.Timestamp`, as ``ts``:
+        a float is seconds). The task is a plain ``dict``, as are those of
+        :meth:`get_replication` and :meth:`list_replications`. See docs/replication.md."""
         body = c.replication_body(src_bucket, dst_url, dst_bucket, dst_token, entries, when, mode, from_ts,
                                   dst_ca, dst_prefix, dst_api, compression)
         return dict(await self._json("PUT", c.replication_path(name), json_body=body))
