@@ -197,6 +197,16 @@ pub fn parse(json: &Json) -> Result<Condition, WhenError> {
 fn parse_any(json: &Json) -> Result<Condition, WhenError> {
     let entries = match json {
         Json::Obj(entries) => directives(entries)?,
+        // A bare string other than a reference is a text value, true when not empty: it
+        // selected every record, and a `PATCH`, a removal or a lifecycle rule with it acted
+        // on every record (docs walkthrough: `"when": "{\"&n\": ...}"`, JSON text inside a
+        // string, the easy mistake after the query string's form).
+        Json::Str(s) if !s.starts_with(['&', '@', '$']) => {
+            return Err(bad(format!(
+                "the condition is the string {}, which as a bare value is true for any text and would select every record: give the condition as a JSON object (not JSON text inside a string), such as {{\"&score\": {{\"$gt\": 10}}}}, or a label such as \"&flag\"",
+                tsblob_proto::quote_short(s)
+            )))
+        }
         // a bare value, as in ReductStore: `true`, `"&flag"`, `1`
         Json::Bool(_) | Json::Num(_) | Json::Str(_) => {
             return Ok(into_condition(

@@ -353,3 +353,18 @@ fn a_condition_of_520000_operands_was_evaluated_on_every_record() {
         e.message
     );
 }
+
+/// Bug (docs walkthrough of 2026-11-29): a `when` sent as JSON text inside a string
+/// (`"when": "{\"&n\": {\"$gt\": 100}}"`) was a bare text value, true for any text: a query
+/// selected every record, and a label update, a removal or a lifecycle rule acted on all.
+#[test]
+fn a_condition_in_a_string_selected_every_record() {
+    for s in [r#""{\"&n\": {\"$gt\": 100}}""#, r#""junk text""#, r#""""#] {
+        let m = err(s);
+        assert!(m.contains("JSON object"), "{s}: {m}");
+    }
+    // References stay: a label, a computed label, the timestamp.
+    assert_eq!(p(r#""&flag""#), Condition::Truthy(label("flag")));
+    p(r#""@x""#);
+    p(r#""$timestamp""#);
+}
