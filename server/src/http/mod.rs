@@ -170,15 +170,13 @@ impl AppState {
 
 /// The whole API as a router.
 pub fn app(state: AppState) -> Router {
-    let api = Router::new()
+    // The routes that take no query parameter: one given is refused (400), as the entry
+    // routes refuse one they do not know (docs walkthrough: `DELETE /api/v1/b/x?dry_run=true`
+    // removed the bucket, `.../run?dry_run=true` ran an enabled rule for real).
+    let plain = Router::new()
         .route("/api/v1/info", get(buckets::server_info))
-        .route("/api/v1/openapi.json", get(openapi::document))
         .route("/api/v1/me", get(tokens::me))
         .route("/api/v1/tokens", get(tokens::list))
-        .route(
-            "/api/v1/tokens/{name}",
-            post(tokens::create).delete(tokens::remove),
-        )
         .route("/api/v1/tokens/{name}/rotate", post(tokens::rotate))
         .route("/api/v1/links", post(links::create))
         .route("/api/v1/replications", get(replications::list))
@@ -206,6 +204,14 @@ pub fn app(state: AppState) -> Router {
                 .post(buckets::create)
                 .put(buckets::update)
                 .delete(buckets::remove),
+        )
+        .route_layer(middleware::from_fn(no_query));
+    let api = Router::new()
+        .merge(plain)
+        .route("/api/v1/openapi.json", get(openapi::document))
+        .route(
+            "/api/v1/tokens/{name}",
+            post(tokens::create).delete(tokens::remove),
         )
         .route(
             "/api/v1/b/{bucket}/{*rest}",
@@ -487,6 +493,15 @@ fn read_only(state: &AppState, req: &Request) -> Option<Response> {
         ))
         .into_response(),
     )
+}
+
+/// Refuses a query parameter on a route that takes none (a misspelt or imagined one, such
+/// as `?dry_run=true` on a removal, must not be ignored).
+async fn no_query(req: Request, next: middleware::Next) -> Response {
+    if let Some((k, _)) = params::pairs(req.uri().query()).into_iter().next() {
+        return params::unknown(&k, "no query parameters").into_response();
+    }
+    next.run(req).await
 }
 
 async fn not_found(req: Request) -> AppError {

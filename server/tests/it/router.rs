@@ -277,6 +277,62 @@ async fn bucket_lifecycle_and_errors() {
     assert_eq!(a.code(), "bucket_not_found");
 }
 
+/// Bug (docs walkthrough of 2026-11-29): routes other than the entry routes ignored query
+/// parameters they do not take, so `DELETE /api/v1/b/x?dry_run=true` removed the bucket and
+/// `POST .../run?dry_run=true` ran an enabled rule for real. Refused with 400 naming it.
+#[tokio::test]
+async fn a_parameter_a_route_does_not_take_was_ignored() {
+    let f = fixture();
+    assert_eq!(
+        f.call("POST", "/api/v1/b/keep", "").await.status,
+        StatusCode::CREATED
+    );
+    let r = f
+        .call(
+            "PUT",
+            "/api/v1/lifecycle/keep/old",
+            r#"{"older_than": "30d"}"#,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.json());
+    for (method, uri) in [
+        ("DELETE", "/api/v1/b/keep?dry_run=true"),
+        ("POST", "/api/v1/lifecycle/keep/old/run?dry_run=true"),
+        ("GET", "/api/v1/b?strat=1"),
+        ("GET", "/api/v1/b/keep?x=1"),
+        ("PUT", "/api/v1/b/keep?quota=1"),
+        ("GET", "/api/v1/replications?x=1"),
+        ("GET", "/api/v1/info?x=1"),
+    ] {
+        let a = f.call(method, uri, "").await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            "{method} {uri}"
+        );
+        let key = uri.split('?').nth(1).unwrap().split('=').next().unwrap();
+        assert!(
+            a.json()["error"]["message"].as_str().unwrap().contains(key),
+            "{method} {uri}"
+        );
+    }
+    assert_eq!(
+        f.call("GET", "/api/v1/b/keep", "").await.status,
+        StatusCode::OK
+    );
+    // Routes with parameters keep them; the probes of load balancers keep theirs.
+    assert_eq!(
+        f.call("GET", "/health?probe=1", "").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        f.call("GET", "/api/v1/b/keep/e/query?strat=1", "")
+            .await
+            .code(),
+        "bad_request"
+    );
+}
+
 #[tokio::test]
 async fn one_record_write_read_head_patch_remove() {
     let f = fixture();
