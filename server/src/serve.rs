@@ -120,11 +120,29 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
 }
 
+/// The security defaults' refusal of a listen address beyond loopback without a token.
+fn refusal(listen: std::net::SocketAddr) -> String {
+    format!(
+        "refusing to listen on {listen} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose"
+    )
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log, args.log_format)?;
     // Before the store sizes its file budget from it (`crate::connections`).
     let open_files_limit = crate::connections::raise_open_files_limit();
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
+    // A new folder holds no token: a start that the security defaults refuse (below) is
+    // refused before the folder is made (it left an empty data folder behind).
+    if !args.data.exists() && args.token.is_none() {
+        for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
+            anyhow::ensure!(
+                listen.ip().is_loopback() || args.no_auth,
+                "{}",
+                refusal(listen)
+            );
+        }
+    }
     tsblob_storage::create_data_folder(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
     let mode = args.tier_mode().map_err(anyhow::Error::msg)?;
@@ -188,10 +206,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
         if !listen.ip().is_loopback() && !auth.enabled() {
             // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
-            anyhow::ensure!(
-                args.no_auth,
-                "refusing to listen on {listen} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose",
-            );
+            anyhow::ensure!(args.no_auth, "{}", refusal(listen));
             let msg = format!(
                 "listening on {listen} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
             );

@@ -613,6 +613,25 @@ fn listening_beyond_loopback_without_a_token_started_open_to_anyone() {
         stderr.contains("--no-auth") && stderr.contains("TSBLOB_TOKEN"),
         "{stderr}"
     );
+    // A new data folder is not made by a refused start (docs walkthrough: it was left
+    // behind with its index and lock file).
+    let new = data.path().join("new");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .arg("serve")
+        .arg("--data")
+        .arg(&new)
+        .args(["--listen", "0.0.0.0:0"])
+        .env_remove("TSBLOB_TOKEN")
+        .env_remove("TSBLOB_NO_AUTH")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--no-auth"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!new.exists(), "a refused start made the data folder");
     // On purpose it starts (with the warning), and so does a server with a token.
     let open = Server::start_on("0.0.0.0:0", &["--no-auth"]);
     assert!(open.stderr_contains("without any token", Duration::from_secs(5)));
