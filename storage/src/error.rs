@@ -253,7 +253,9 @@ pub enum AttachmentError {
 /// Bucket management failures.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum BucketError {
-    #[error("bucket {0:?} already exists")]
+    #[error(
+        "bucket {0:?} already exists: use it as it is, choose another name, or remove it first"
+    )]
     Exists(String),
     #[error("invalid bucket settings: {0}")]
     InvalidSettings(String),

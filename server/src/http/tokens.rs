@@ -143,7 +143,7 @@ pub async fn create(
         1 << 20,
         &state.limits,
         not_like(
-            r#"{"full_access": false, "read": ["bucket"], "write": ["cam-*"], "expires_at": 1767225600000000, "ttl": 3600, "ip_allowlist": ["10.0.0.0/8"]}"#,
+            r#"{"full_access": false, "read": ["bucket"], "write": ["cam-*"], "expires_at": 1893456000000000, "ttl": 3600, "ip_allowlist": ["10.0.0.0/8"]}"#,
         ),
     )
     .await?;

@@ -194,7 +194,7 @@ pub(super) async fn pump(
             tokio::select! {
                 _ = tx.closed() => return (sent, steps),
                 _ = &mut closing => {
-                    let e = AppError::busy("the server is stopping: follow again from the last timestamp + 1 once it is back");
+                    let e = AppError::busy("the server is stopping: follow again once it is back, from the last timestamp delivered (dropping the records at it already received; `start` = last + 1 only for one entry)");
                     return (sent + revoked(&p, &tx, e).await, steps);
                 }
                 _ = l.tail.wake().notified() => break,
