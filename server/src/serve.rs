@@ -120,11 +120,23 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
 }
 
-/// The security defaults' refusal of a listen address beyond loopback without a token.
-fn refusal(listen: std::net::SocketAddr) -> String {
-    format!(
-        "refusing to listen on {listen} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose"
-    )
+/// The security defaults (docs/operations.md): a listen address beyond loopback needs a
+/// token, or `--no-auth` on purpose. The addresses served without a token on purpose.
+fn open_beyond_loopback(
+    args: &ServeArgs,
+    has_token: bool,
+) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+    let mut open = Vec::new();
+    for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
+        if !listen.ip().is_loopback() && !has_token {
+            anyhow::ensure!(
+                args.no_auth,
+                "refusing to listen on {listen} (beyond this machine) without a token: anyone who could reach it could read and delete everything. Set TSBLOB_TOKEN (or --token) to an admin token, or give --no-auth (TSBLOB_NO_AUTH=true) to serve without authentication on purpose",
+            );
+            open.push(listen);
+        }
+    }
+    Ok(open)
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -134,14 +146,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;
     // A new folder holds no token: a start that the security defaults refuse (below) is
     // refused before the folder is made (it left an empty data folder behind).
-    if !args.data.exists() && args.token.is_none() {
-        for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
-            anyhow::ensure!(
-                listen.ip().is_loopback() || args.no_auth,
-                "{}",
-                refusal(listen)
-            );
-        }
+    if !args.data.exists() {
+        open_beyond_loopback(&args, args.token.is_some())?;
     }
     tsblob_storage::create_data_folder(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
@@ -203,19 +209,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let auth = Auth::load(&args.data, args.token.as_deref())?
         .with_trusted_proxies(args.trusted_proxies.clone());
-    for listen in std::iter::once(args.listen).chain(args.reductstore_listen) {
-        if !listen.ip().is_loopback() && !auth.enabled() {
-            // Security defaults (docs/operations.md): beyond loopback, no token only on purpose.
-            anyhow::ensure!(args.no_auth, "{}", refusal(listen));
-            let msg = format!(
-                "listening on {listen} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
-            );
-            // Once: in the log, or on stderr when the log filter hides warnings.
-            if tracing::enabled!(tracing::Level::WARN) {
-                tracing::warn!("{msg}");
-            } else {
-                eprintln!("WARNING: {msg}");
-            }
+    for listen in open_beyond_loopback(&args, auth.enabled())? {
+        let msg = format!(
+            "listening on {listen} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
+        );
+        // Once: in the log, or on stderr when the log filter hides warnings.
+        if tracing::enabled!(tracing::Level::WARN) {
+            tracing::warn!("{msg}");
+        } else {
+            eprintln!("WARNING: {msg}");
         }
     }
     let listener = TcpListener::bind(args.listen)

@@ -498,7 +498,11 @@ fn read_only(state: &AppState, req: &Request) -> Option<Response> {
 /// Refuses a query parameter on a route that takes none (a misspelt or imagined one, such
 /// as `?dry_run=true` on a removal, must not be ignored).
 async fn no_query(req: Request, next: middleware::Next) -> Response {
-    if let Some((k, _)) = params::pairs(req.uri().query()).into_iter().next() {
+    let first = req
+        .uri()
+        .query()
+        .and_then(|q| form_urlencoded::parse(q.as_bytes()).next());
+    if let Some((k, _)) = first {
         return params::unknown(&k, "no query parameters").into_response();
     }
     next.run(req).await
