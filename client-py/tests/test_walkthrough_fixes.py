@@ -89,6 +89,16 @@ def test_a_bad_bucket_or_entry_name_was_taken_by_the_handle(client: Client) -> N
         client.bucket("a" * 65)
 
 
+def test_a_dot_bucket_was_said_to_use_itself_as_a_reserved_word(client: Client) -> None:
+    """Bug: ``.x`` was refused as "uses the reserved word '.x'" (the name itself), by the
+    server and by the handle alike; both name the reserved prefix now."""
+    with pytest.raises(tsblob.InvalidInput, match=r"bucket name '\.x' starts with '\.', which the data folder keeps"):
+        client.bucket(".x")
+    with pytest.raises(tsblob.InvalidInput) as e:
+        client._json("GET", "/api/v1/b/.x")
+    assert e.value.status == 422 and 'starts with \".\", which the data folder keeps' in str(e.value)
+
+
 def test_the_client_name_rules_are_the_server_rules(client: Client, bucket: str) -> None:
     """The names the client refuses are the ones the server refuses, and the other way round
     (names that keep their path: no '/' in a bucket name, no empty or dot segment)."""

@@ -166,6 +166,16 @@ pub enum NameError {
         name: String,
         segment: String,
     },
+    /// A bucket name starting with a reserved prefix (`.` or `index.`).
+    #[error(
+        "{kind} name {name:?} starts with {prefix:?}, which the data folder keeps for its own files: {}; choose another name (one starting with a letter or digit is always safe)",
+        reserved_help()
+    )]
+    ReservedPrefix {
+        kind: &'static str,
+        name: String,
+        prefix: &'static str,
+    },
 }
 
 fn plain(c: char) -> bool {
@@ -207,13 +217,21 @@ pub fn validate_bucket_name(name: &str) -> Result<(), NameError> {
         });
     }
     check_segment(kind, name, name)?;
-    if RESERVED_BUCKETS.contains(&name)
-        || RESERVED_BUCKET_PREFIXES.iter().any(|p| name.starts_with(p))
-    {
+    if RESERVED_BUCKETS.contains(&name) {
         return Err(NameError::Reserved {
             kind,
             name: name.to_string(),
             segment: name.to_string(),
+        });
+    }
+    if let Some(prefix) = RESERVED_BUCKET_PREFIXES
+        .into_iter()
+        .find(|p| name.starts_with(p))
+    {
+        return Err(NameError::ReservedPrefix {
+            kind,
+            name: name.to_string(),
+            prefix,
         });
     }
     Ok(())
@@ -316,6 +334,18 @@ pub fn validate_label_key(key: &str) -> Result<(), NameError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A bucket name starting with '.' was said to "use the reserved word \".x\"", the
+    /// name itself, which told the user nothing about what to change.
+    #[test]
+    fn a_dot_bucket_was_said_to_use_itself_as_a_reserved_word() {
+        let e = validate_bucket_name(".x").unwrap_err().to_string();
+        assert!(e.starts_with("bucket name \".x\" starts with \".\", which the data folder keeps for its own files"), "{e}");
+        let e = validate_bucket_name("index.old").unwrap_err().to_string();
+        assert!(e.contains("starts with \"index.\""), "{e}");
+        let e = validate_bucket_name("tokens").unwrap_err().to_string();
+        assert!(e.contains("uses the reserved word \"tokens\""), "{e}");
+    }
 
     #[test]
     fn rejects_escapes() {

@@ -240,7 +240,12 @@ def check_name(kind: str, name: Any) -> None:
         if reserved is None and segments[-1] in RESERVED_ENTRY_WORDS:
             reserved = segments[-1]
     else:
-        reserved = name if name in RESERVED_BUCKETS or name.startswith(RESERVED_BUCKET_PREFIXES) else None
+        prefix = next((p for p in RESERVED_BUCKET_PREFIXES if name.startswith(p)), None)
+        if name not in RESERVED_BUCKETS and prefix is not None:
+            raise _bad_name(kind, name, f"starts with {prefix!r}, which the data folder keeps for its own files: "
+                                        f"{_RESERVED_HELP}; choose another name (one starting with a letter or digit "
+                                        "is always safe)")
+        reserved = name if name in RESERVED_BUCKETS else None
     if reserved is not None:
         raise _bad_name(kind, name, f"uses the reserved word {reserved!r}: {_RESERVED_HELP}; choose another name")
 

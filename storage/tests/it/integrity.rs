@@ -305,7 +305,12 @@ fn reserved_bucket_names_are_refused() {
     ] {
         let r = s.create_bucket(name, BucketSettings::default());
         assert!(
-            matches!(r, Err(Error::Name(NameError::Reserved { .. }))),
+            matches!(
+                r,
+                Err(Error::Name(
+                    NameError::Reserved { .. } | NameError::ReservedPrefix { .. }
+                ))
+            ),
             "{name}: {r:?}"
         );
         assert!(r.unwrap_err().to_string().contains("reserved"));
