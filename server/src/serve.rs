@@ -289,6 +289,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         if tls.is_some() { "https" } else { "http" },
         store.options().sync
     );
+    if let Some(prefix) = &args.reductstore_prefix {
+        println!(
+            "ReductStore API on {}://{addr}{prefix}",
+            if tls.is_some() { "https" } else { "http" }
+        );
+    }
     let reduct_loop = async {
         if let Some(l) = reduct_listener {
             let at = l.local_addr()?;

@@ -348,3 +348,48 @@ fn a_when_that_is_not_json_exited_1_from_three_commands() {
     let (out, _) = c.ok(None, &["replication", "ls"]);
     assert!(out.contains("http://127.0.0.1:9/c"), "{out}");
 }
+
+/// The start-up lines named the ReductStore API's own listener (`--reductstore-listen`) but
+/// not its path under the main one (`--reductstore-prefix /reduct`): a user of the prefix
+/// was not told the URL to give ReductStore clients.
+#[test]
+fn the_start_up_lines_did_not_name_the_reductstore_prefix() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--reductstore-prefix",
+            "/reduct",
+        ])
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .env_remove("TSBLOB_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || rx.recv_timeout(std::time::Duration::from_secs(30));
+    let (first, second) = (next().unwrap(), next());
+    let _ = child.kill();
+    let _ = child.wait();
+    let second = second.unwrap_or_else(|_| panic!("one start-up line: {first}"));
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{first}"));
+    assert_eq!(second, format!("ReductStore API on http://{addr}/reduct"));
+}
