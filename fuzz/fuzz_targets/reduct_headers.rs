@@ -13,7 +13,9 @@
 //!   relative to the previous record), reads back to the same labels and content type.
 //!
 //! Texts the formats cannot carry either way (a label name holding `,` or `=`, a value with
-//! spaces at either end, a content type holding `,`) are checked for not panicking only.
+//! spaces at either end, a content type holding `,`) are checked for not panicking only; a
+//! value HTTP cannot carry raw (a control, a byte outside ASCII) or holding `"` is answered
+//! percent-encoded, one way, and checked for not panicking only too.
 //!
 //! The codec is compiled here from its source file (`#[path]`), as `when_parser` does:
 //! it depends on the engine's `RecordMeta` alone, not on the server crate.
@@ -34,8 +36,10 @@ fn name_ok(k: &str) -> bool {
     !k.contains([',', '=', '"']) && k.trim() == k
 }
 
+/// A value the header carries raw (others are sent percent-encoded, one way: a value HTTP
+/// cannot carry, or holding `"`).
 fn value_ok(v: &str) -> bool {
-    !v.contains('"') && v.trim() == v
+    !v.contains('"') && v.trim() == v && v.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 fn content_type(ct: &Option<String>) -> String {

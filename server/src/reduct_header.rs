@@ -80,11 +80,7 @@ impl BatchHeaderV1 {
     pub fn format(meta: &RecordMeta) -> String {
         let mut s = format!("{},{}", meta.size, content_type_of(meta));
         for (k, v) in &meta.labels {
-            if v.contains(',') {
-                s.push_str(&format!(",{k}=\"{v}\""));
-            } else {
-                s.push_str(&format!(",{k}={v}"));
-            }
+            s.push_str(&format!(",{k}={}", batch_label(v)));
         }
         s
     }
@@ -180,13 +176,7 @@ pub fn parse_record_v2(
 /// `<size>,<content type>[,<label ops>]` (a label gone is `name=`).
 pub fn label_delta_v2(meta: &RecordMeta, prev: Option<&RecordMeta>) -> String {
     let ct = content_type_of(meta);
-    let quote = |v: &str| {
-        if v.contains(',') {
-            format!("\"{v}\"")
-        } else {
-            v.to_string()
-        }
-    };
+    let quote = |v: &str| batch_label(v);
     let mut ops: Vec<String> = Vec::new();
     match prev {
         None => {
@@ -237,6 +227,25 @@ pub fn label_text(v: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A label value in a batch header (v1 and v2): as [`label_text`] (raw when HTTP carries
+/// it, else percent-encoded), percent-encoded too when it holds `"` (the format has no escape
+/// for one: `k="a"b"` reads as other labels), and in double quotes when it holds `,`.
+/// Without this a value HTTP cannot carry (a line break, NUL, DEL: only tsblob's own API can
+/// store one) made its record's header unsendable; the header was left out and its payload
+/// kept, so a client paired every later payload with the record before it.
+fn batch_label(v: &str) -> String {
+    let text = if v.contains('"') {
+        tsblob_proto::headers::encode_label_value(v).replace('"', "%22")
+    } else {
+        label_text(v).into_owned()
+    };
+    if text.contains(',') {
+        format!("\"{text}\"")
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -252,6 +261,37 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         }
+    }
+
+    /// Bug: a label value HTTP cannot carry (a line break, NUL, DEL) made its record's batch
+    /// header unsendable; it was left out while its payload was sent (hostile probe of
+    /// 2026-11-29). Both formats send printable ASCII only, and a `"` cannot end a quote.
+    #[test]
+    fn a_label_http_cannot_carry_made_its_batch_header_unsendable() {
+        let m = meta(
+            2,
+            "text/plain",
+            &[
+                ("a", "x\r\ny"),
+                ("b", "\0"),
+                ("c", "\x7f"),
+                ("d", "é"),
+                ("e", "q\"u,o"),
+            ],
+        );
+        for shown in [BatchHeaderV1::format(&m), label_delta_v2(&m, None)] {
+            assert!(
+                shown.bytes().all(|b| (0x20..0x7f).contains(&b)),
+                "{shown:?}"
+            );
+            assert!(
+                shown.ends_with(",a=x%0D%0Ay,b=%00,c=%7F,d=%C3%A9,e=\"q%22u,o\""),
+                "{shown}"
+            );
+        }
+        let back = BatchHeaderV1::parse(&BatchHeaderV1::format(&m)).unwrap();
+        assert_eq!(back.labels.len(), 5);
+        assert_eq!(back.labels[4], ("e".into(), "q%22u,o".into()));
     }
 
     #[test]

@@ -1042,14 +1042,25 @@ pub async fn read_v1(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
     };
     let mut headers = HeaderMap::new();
     for (_, meta, _) in &batch.records {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::try_from(format!("{TIME_PREFIX}{}", meta.ts)),
-            HeaderValue::try_from(BatchHeaderV1::format(meta)),
-        ) {
-            headers.append(name, value);
-        }
+        let (name, value) = record_header(
+            format!("{TIME_PREFIX}{}", meta.ts),
+            BatchHeaderV1::format(meta),
+        )?;
+        headers.append(name, value);
     }
     finish(batch, headers, head)
+}
+
+/// A record's header in a batch answer. Never left out: the body carries the record's
+/// payload whatever the headers say, so a missing header paired every later payload with
+/// the record before it (hostile probe of 2026-11-29).
+fn record_header(name: String, value: String) -> Result<(HeaderName, HeaderValue), AppError> {
+    match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+        (Ok(n), Ok(v)) => Ok((n, v)),
+        _ => Err(AppError::internal(
+            "a record's batch header could not be written".to_string(),
+        )),
+    }
 }
 
 /// No batch (yet, or any more): 204 with ReductStore's `x-reduct-error: No content`.
@@ -1126,12 +1137,8 @@ pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
     for ((_, meta, _), &i) in batch.records.iter().zip(&index) {
         let value = label_delta_v2(meta, previous[i]);
         previous[i] = Some(meta);
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::try_from(format!("x-reduct-{i}-{}", meta.ts - start)),
-            HeaderValue::try_from(value),
-        ) {
-            headers.append(name, value);
-        }
+        let (name, value) = record_header(format!("x-reduct-{i}-{}", meta.ts - start), value)?;
+        headers.append(name, value);
     }
     finish(batch, headers, head)
 }
