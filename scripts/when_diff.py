@@ -85,6 +85,10 @@ CONDITIONS = [
     ('{"&cam": {"$ne": "b"}, "$gate": ["2ms", "&flag"]}', None),
     ('{"&n": {"$gate": "5ms"}}', None),
     ('{"$each_t": "1001us"}', "ReductStore converts durations through float seconds and keeps a record every 1000 us"),
+    # An object under a logical operator: an error on both (tsblob's selected every record).
+    ('{"$and": {}}', None),
+    ('{"$not": {}}', None),
+    ('{"$or": {"&n": {"$lt": 5}, "&cam": {"$eq": "a"}}}', None),
 ]
 
 # The generator's vocabulary: labels every record has, one most lack (`opt`), one that is

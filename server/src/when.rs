@@ -401,7 +401,17 @@ fn parse_object(entries: &[(String, Json)]) -> Result<Vec<Expr>, WhenError> {
                 }
                 parse_operator(op, operands)?
             }
-            // unary notation: {"$each_n": 5}, {"$not": "&flag"}, {"$not": {...}}
+            // An object under a logical operator: `$not` of one condition (a superset of
+            // ReductStore's), nothing else. `{"$and": {}}` was true and `{"$not": {}}` too, so a
+            // removal by query built from an empty filter removed every record, and
+            // `{"$or": {"&a": ..., "&b": ...}}` ANDed its keys; ReductStore refuses all of these.
+            Json::Obj(inner) if LOGICAL.contains(&key.as_str()) && (key != "$not" || inner.len() != 1) => {
+                return Err(bad(format!(
+                    "{key} takes a list of conditions, as in {{{key:?}: [{{\"&a\": {{\"$eq\": 1}}}}, {{\"&b\": {{\"$gt\": 2}}}}]}}{}; got the object {value}",
+                    if key == "$not" { " or one condition, as in {\"$not\": {\"&a\": {\"$eq\": 1}}}" } else { "" }
+                )));
+            }
+            // unary notation: {"$each_n": 5}, {"$not": "&flag"}, {"$not": {"&a": {...}}}
             _ => parse_operator(key, parse_value(value)?)?,
         });
     }
@@ -434,6 +444,11 @@ fn shown(e: &Expr) -> String {
         Expr::Cond(_) => "a condition".to_string(),
     }
 }
+
+/// The operators whose operands are conditions.
+const LOGICAL: [&str; 8] = [
+    "$and", "$all_of", "$or", "$any_of", "$not", "$none_of", "$xor", "$one_of",
+];
 
 /// Integers a float stands for exactly (an `f64` holds every integer up to 2^53).
 const EXACT_FLOAT_INT: f64 = 9_007_199_254_740_992.0;

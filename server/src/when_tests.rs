@@ -368,3 +368,33 @@ fn a_condition_in_a_string_selected_every_record() {
     p(r#""@x""#);
     p(r#""$timestamp""#);
 }
+
+/// Bug (hostile probe of 2026-11-29): an object under a logical operator was read as its
+/// keys ANDed: `{"$and": {}}` and `{"$not": {}}` were true, so a removal by query built from
+/// an empty filter removed every record (ReductStore refuses: 422), and
+/// `{"$or": {"&a": ..., "&b": ...}}` ANDed its two conditions. Only `$not` of one condition
+/// (a documented superset) stays.
+#[test]
+fn an_empty_object_under_and_selected_every_record() {
+    for s in [
+        r#"{"$and": {}}"#,
+        r#"{"$all_of": {}}"#,
+        r#"{"$or": {}}"#,
+        r#"{"$not": {}}"#,
+        r#"{"$none_of": {}}"#,
+        r#"{"$xor": {}}"#,
+        r#"{"$or": {"&a": {"$eq": 1}, "&b": {"$eq": 2}}}"#,
+        r#"{"$and": {"&a": {"$eq": 1}}}"#,
+        r#"{"$not": {"&a": {"$eq": 1}, "&b": {"$eq": 2}}}"#,
+    ] {
+        let m = err(s);
+        assert!(m.contains("takes a list of conditions"), "{s}: {m}");
+    }
+    assert_eq!(
+        p(r#"{"$not": {"&a": {"$eq": 1}}}"#),
+        Condition::Not(vec![Condition::Compare(CmpOp::Eq, label("a"), int(1))])
+    );
+    // Lists stay as they were (an empty one is ReductStore's too).
+    p(r#"{"$and": []}"#);
+    p(r#"{"$and": [{}]}"#);
+}
