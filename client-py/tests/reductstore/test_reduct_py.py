@@ -444,6 +444,33 @@ async def test_a_label_http_cannot_carry_paired_payloads_with_the_wrong_records(
     assert sum(sizes) == len(body) and body == b"".join(b"P%d" % i for i in range(len(values)))
 
 
+async def test_a_v1_session_was_read_through_another_entry(rs: ReductServer) -> None:
+    """Bug (hostile probe of 2026-11-29): a session opened on `e` answered `GET
+    /b/<bucket>/<other>/batch?q=<id>` with `e`'s records, and v1 answers name no entry, so the
+    client took them for `other`'s. As ReductStore, only the session's entry reads it."""
+    import http.client
+
+    bucket = name()
+    with rs.srv.client() as c:
+        c.create_bucket(bucket)
+        c.write(bucket, "e", b"from-e", 1)
+        c.write(bucket, "e2", b"from-e2", 1)
+    port = int(rs.url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    conn.request("POST", f"/api/v1/b/{bucket}/e/q", body=json.dumps({"query_type": "QUERY"}), headers=auth)
+    qid = json.loads(conn.getresponse().read())["id"]
+    for other in ("e2", "nothing-here"):
+        conn.request("GET", f"/api/v1/b/{bucket}/{other}/batch?q={qid}", headers=auth)
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()[:0]) == (404, b""), other
+        assert resp.getheader("x-reduct-error"), other
+    conn.request("GET", f"/api/v1/b/{bucket}/e/batch?q={qid}", headers=auth)
+    resp = conn.getresponse()
+    assert (resp.status, resp.read()) == (200, b"from-e")
+    conn.close()
+
+
 def _get(url: str) -> "tuple[int, dict, bytes]":
     """A plain GET without a token (what anyone holding a link does)."""
 

@@ -150,6 +150,9 @@ enum Source {
 
 struct Session {
     bucket: String,
+    /// The one entry the session reads, when it reads one: only it is read through the v1
+    /// route (`/b/{bucket}/{entry}/batch?q=`), whose answers do not name their entry.
+    entry: Option<String>,
     /// The token hash of the caller that opened it: only it may read it.
     token: Option<String>,
     only_metadata: bool,
@@ -597,6 +600,7 @@ async fn open(
     caller.require_read(bucket)?;
     let query = q.engine_query()?;
     let patterns = q.entries.clone().unwrap_or_default();
+    let patterns_kept = patterns.clone();
     tsblob_storage::check_pattern_count(patterns.len())
         .map_err(|e| AppError::from(tsblob_storage::Error::Pattern(e)))?;
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
@@ -641,6 +645,10 @@ async fn open(
         id,
         Session {
             bucket: bucket.to_string(),
+            entry: match patterns_kept.as_slice() {
+                [one] => Some(one.clone()),
+                _ => None,
+            },
             token: caller.token_hash.clone(),
             only_metadata: q.only_metadata.unwrap_or(false),
             continuous: q.continuous.unwrap_or(false),
@@ -722,7 +730,7 @@ fn query_not_found(id: u64, bucket: &str) -> AppError {
 async fn next_batch(
     ctx: &Ctx,
     caller: &Caller,
-    bucket: &str,
+    (bucket, entry): (&str, Option<&str>),
     id: u64,
     head: bool,
 ) -> Result<Option<Batch>, AppError> {
@@ -732,7 +740,13 @@ async fn next_batch(
         let now = Instant::now();
         Sessions::sweep(&mut map, now);
         match map.get_mut(&id) {
-            Some(s) if s.bucket == bucket && s.token == caller.token_hash => {
+            // A v1 read (`entry`) of its own entry only: a session on `e` read through
+            // `/b/{bucket}/other/batch` gave `e`'s records as `other`'s.
+            Some(s)
+                if s.bucket == bucket
+                    && s.token == caller.token_hash
+                    && entry.is_none_or(|e| s.entry.as_deref() == Some(e)) =>
+            {
                 s.expires = now + s.ttl;
                 s.used = now;
                 Some((
@@ -1037,7 +1051,8 @@ pub async fn read_v1(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
     let id = id.ok_or_else(|| {
         AppError::bad_request("a batch read needs ?q=<id> of a query opened with .../q")
     })?;
-    let Some(batch) = next_batch(ctx, &t.caller, &t.bucket, id, head).await? else {
+    let Some(batch) = next_batch(ctx, &t.caller, (&t.bucket, Some(&t.entry)), id, head).await?
+    else {
         return Ok(no_content());
     };
     let mut headers = HeaderMap::new();
@@ -1104,7 +1119,7 @@ pub async fn read_io(ctx: &Ctx, t: Target, req: Request, head: bool) -> Result<R
                 "a read needs the x-reduct-query-id header: the id a POST .../q answered",
             )
         })?;
-    let Some(mut batch) = next_batch(ctx, &t.caller, &t.bucket, id, head).await? else {
+    let Some(mut batch) = next_batch(ctx, &t.caller, (&t.bucket, None), id, head).await? else {
         return Ok(no_content());
     };
     // Entries numbered by first appearance; records in (timestamp, entry index) order, the
@@ -1150,6 +1165,7 @@ mod tests {
 
     fn session(token: &str, used: Instant) -> Session {
         Session {
+            entry: None,
             bucket: "b".into(),
             token: Some(token.into()),
             only_metadata: false,
