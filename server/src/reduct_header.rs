@@ -66,7 +66,7 @@ impl BatchHeaderV1 {
         // and ReductStore stores `k=x`.
         for item in items.iter().skip(2) {
             if let Some((k, v)) = item.split_once('=') {
-                labels.push((k.trim().to_string(), v.trim().to_string()));
+                labels.push((label_name(k), v.trim().to_string()));
             }
         }
         Ok(BatchHeaderV1 {
@@ -105,7 +105,7 @@ pub fn parse_label_ops(
                 .get(i)
                 .cloned()
                 .ok_or_else(|| format!("label index {i} is not in x-reduct-labels"))?,
-            _ => key.to_string(),
+            _ => label_name(key),
         };
         let value;
         if let Some(quoted) = after.strip_prefix('"') {
@@ -225,6 +225,14 @@ pub fn label_text(v: &str) -> std::borrow::Cow<'_, str> {
     } else {
         std::borrow::Cow::Owned(tsblob_proto::headers::encode_label_value(v))
     }
+}
+
+/// A label name of a batch header, in lower case: tsblob's label names are (HTTP gives a
+/// single write's `x-reduct-label-A` as `a` already); ReductStore keeps a batch's `A`, and
+/// tsblob refused the record (`422` in its `x-reduct-error-<ts>`, which reduct-py's
+/// `write_batch` does not raise: the record was lost unless the writer checked).
+pub fn label_name(k: &str) -> String {
+    k.trim().to_ascii_lowercase()
 }
 
 /// A label value in a batch header (v1 and v2): as [`label_text`] (raw when HTTP carries

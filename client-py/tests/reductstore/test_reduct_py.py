@@ -471,6 +471,29 @@ async def test_a_v1_session_was_read_through_another_entry(rs: ReductServer) -> 
     conn.close()
 
 
+async def test_an_upper_case_label_in_a_batch_lost_its_record(rs: ReductServer, rclient: Client) -> None:
+    """Bug (hostile probe of 2026-11-29): a batch record labelled `A` (v2's x-reduct-labels,
+    v1's `A=1`) was refused in its per-record error, which reduct-py's write_batch does not
+    raise: the record was lost silently (ReductStore stores it). tsblob's label names are
+    lower case, as HTTP gives a single write's label header: batch names are lowered too."""
+    import http.client
+
+    bucket = await rclient.create_bucket(name())
+    batch = Batch()
+    batch.add(1, b"v2", labels={"Camera": "Front", "n": "1"})
+    assert await bucket.write_batch("e", batch) == {}
+    port = int(rs.url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}", "x-reduct-time-2": "2,text/plain,Camera=Rear"}
+    conn.request("POST", f"/api/v1/b/{bucket.name}/e/batch", body=b"v1", headers=headers)
+    resp = conn.getresponse()
+    resp.read()
+    conn.close()
+    assert resp.status == 200 and not [h for h in resp.headers if h.lower().startswith("x-reduct-error")]
+    got = [(r.timestamp, await r.read_all(), r.labels) async for r in bucket.query("e")]
+    assert got == [(1, b"v2", {"camera": "Front", "n": "1"}), (2, b"v1", {"camera": "Rear"})]
+
+
 def _get(url: str) -> "tuple[int, dict, bytes]":
     """A plain GET without a token (what anyone holding a link does)."""
 

@@ -136,7 +136,11 @@ fn parse_v2(headers: &HeaderMap) -> Result<Parsed, AppError> {
         .parse()
         .map_err(|_| malformed("x-reduct-start-ts is not a timestamp in µs"))?;
     let names: Option<Vec<String>> = header_str(headers, "x-reduct-labels")?
-        .map(|s| s.split(',').map(decode_name).collect::<Result<_, _>>())
+        .map(|s| {
+            s.split(',')
+                .map(|n| decode_name(n).map(|n| super::header::label_name(&n)))
+                .collect::<Result<_, _>>()
+        })
         .transpose()?;
     let mut raw: Vec<(usize, u64, &str)> = Vec::new();
     for (name, value) in headers {
