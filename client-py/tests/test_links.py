@@ -74,3 +74,22 @@ def test_bad_link_requests_raise(client: Client, bucket: str) -> None:
         client.create_link(bucket, "e", expires_in=10 ** 9)
     with pytest.raises(tsblob.NotFound):
         client.create_link(bucket + "-none", "e")
+
+
+def test_a_link_file_name_chose_an_active_extension(client: Client, bucket: str) -> None:
+    """Bug (hostile probe of 2026-11-29): any token that could read the bucket made a link
+    saved as ``evil.html`` (or ``.exe``, ``.svg``, ``.lnk``) from the server's own address,
+    and a right-to-left override showed ``a\u202eexe.jpg`` as ``agpj.exe``. A chosen name ends
+    in a passive extension, as the default names do."""
+    client.bucket(bucket).entry("page").write(b"<script>alert(1)</script>", T0, content_type="text/html")
+    for name in ("evil.html", "evil.exe", "a.svg", "evil.html.", "dir/evil.html", "a\u202eexe.jpg"):
+        try:
+            client.create_link(bucket, "page", index=0, file_name=name)
+            raise AssertionError(f"{name!r} was taken")
+        except tsblob.InvalidInput as e:
+            assert e.status == 422 and e.code == "invalid_link", (name, e)
+    made = client.create_link(bucket, "page", index=0, file_name="page.txt")
+    status, headers, body = get(made["link"])
+    assert (status, body) == (200, b"<script>alert(1)</script>")
+    assert 'filename="page.txt"' in headers["content-disposition"]
+    assert client.create_link(bucket, "page", index=0)["file_name"] == "page_0.bin"

@@ -77,6 +77,26 @@ pub fn extension_of(content_type: &str) -> String {
         .map_or_else(|| ".bin".to_string(), |(e, _)| format!(".{e}"))
 }
 
+/// Whether a file named with extension `ext` (without its dot, any case) is only ever shown
+/// by the programs that open it: one of the extensions [`extension_of`] gives, `.bin` and
+/// `.mcap` included. A link's chosen `file_name` must end in one.
+pub fn is_passive_extension(ext: &str) -> bool {
+    let ext = ext.to_ascii_lowercase();
+    SAVE_AS.iter().any(|(_, e)| *e == ext) || EXTRA_TYPES.iter().any(|(e, _)| *e == ext)
+}
+
+/// The extensions of [`is_passive_extension`], for messages.
+pub fn passive_extensions() -> String {
+    let mut all: Vec<&str> = SAVE_AS
+        .iter()
+        .map(|(_, e)| *e)
+        .chain(EXTRA_TYPES.iter().map(|(e, _)| *e))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

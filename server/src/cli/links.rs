@@ -53,7 +53,8 @@ pub enum LinkCommand {
         expires_in: Option<String>,
         /// The name the download is saved under. Default: the entry's last segment (the
         /// bucket's name for several entries), then `_<index>` or `_<ts>` and an extension
-        /// by the record's content type (`cam_0.jpg`; `.mcap` with --mcap, else `.bin`).
+        /// by the record's content type (`cam_0.jpg`; `.mcap` with --mcap, else `.bin`). A
+        /// name given must end in a passive extension (jpg, png, txt, json, mcap, bin...).
         #[arg(long)]
         file_name: Option<String>,
         /// The link's base URL (default: the server's --public-url, or the URL used here).

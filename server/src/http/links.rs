@@ -350,7 +350,9 @@ pub fn check_base_url(s: &str) -> Result<String, AppError> {
 pub fn check_file_name(name: &str) -> Result<(), AppError> {
     let ok = !name.is_empty()
         && name.len() <= 255
-        && !name.chars().any(|c| c.is_control() || c == '\\')
+        && !name
+            .chars()
+            .any(|c| c.is_control() || c == '\\' || reorders_text(c))
         && name
             .split('/')
             .all(|s| !s.is_empty() && s != "." && s != "..");
@@ -360,11 +362,37 @@ pub fn check_file_name(name: &str) -> Result<(), AppError> {
         Err(AppError::unprocessable(
             ErrorCode::InvalidLink,
             format!(
-                "file_name {}: use 1 to 255 bytes, no control characters or '\\', '/'-separated parts none empty, '.' or '..' (e.g. front.jpg)",
+                "file_name {}: use 1 to 255 bytes, no control or text-direction characters or '\\', '/'-separated parts none empty, '.' or '..' (e.g. front.jpg)",
                 tsblob_proto::quote_short(name)
             ),
         ))
     }
+}
+
+/// Characters that change how the rest of a name is shown (bidirectional overrides and
+/// isolates, zero-width marks): `a\u{202e}exe.jpg` shows as `agpj.exe`.
+fn reorders_text(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// A chosen file name must end in a passive extension (`content_type::is_passive_extension`),
+/// as the default names do. Bug (hostile probe of 2026-11-29): any token that could read a
+/// bucket made a link saved as `evil.html`, `.exe`, `.svg` or `.lnk` from the trusted
+/// server's own address, and the `sandbox` policy does not follow a file onto a disk.
+fn check_chosen_extension(name: &str) -> Result<(), AppError> {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let ext = last.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    if crate::content_type::is_passive_extension(ext) {
+        return Ok(());
+    }
+    Err(AppError::unprocessable(
+        ErrorCode::InvalidLink,
+        format!(
+            "file_name {} does not end in an extension a link may be saved with (the file lands on the reader's disk, where an active type such as .html or .exe would run): end it in one of {}, or leave file_name out to have it named by the record",
+            tsblob_proto::quote_short(name),
+            crate::content_type::passive_extensions()
+        ),
+    ))
 }
 
 /// The default file name of a link: the entry's last segment (the bucket's name for several
@@ -462,6 +490,7 @@ pub(crate) async fn make(
     }
     if let Some(f) = &b.file_name {
         check_file_name(f)?;
+        check_chosen_extension(f)?;
     }
     let base = match b.base_url {
         Some(u) => check_base_url(&u)?,
@@ -1036,6 +1065,42 @@ mod tests {
             "the same key after a restart"
         );
         assert!(tsblob_storage::validate_bucket_name(SECRET_FILE).is_err());
+    }
+
+    /// Bug (hostile probe of 2026-11-29): a chosen file name set the extension of the
+    /// reader's file (`evil.html`, `.exe`, `.svg`, `.lnk`, `evil.html.`), and a
+    /// right-to-left override showed `a\u{202e}exe.jpg` as `agpj.exe`.
+    #[test]
+    fn a_link_file_name_chose_an_active_extension() {
+        for bad in [
+            "evil.html",
+            "evil.HTML",
+            "evil.exe",
+            "a.svg",
+            "x.lnk",
+            "evil.html.",
+            "dir/evil.html",
+            "noext",
+            "front.jpg ",
+            "shots.jpg/evil",
+        ] {
+            let e = check_chosen_extension(bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidLink, "{bad}");
+            assert!(e.message.contains("bin, bmp"), "{}", e.message);
+        }
+        for good in [
+            "front.jpg",
+            "a/b.PNG",
+            "x.bin",
+            "run.mcap",
+            "cloud.pcd",
+            "log.txt",
+        ] {
+            check_chosen_extension(good).unwrap();
+        }
+        for bad in ["a\u{202e}exe.jpg", "a\u{2066}b.jpg", "a\u{200f}.jpg"] {
+            assert!(check_file_name(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
