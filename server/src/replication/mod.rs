@@ -323,6 +323,19 @@ pub fn validate(name: &str, spec: &TaskSpec) -> Result<(), ReplicationError> {
     })?;
     tsblob_storage::validate_bucket_name(&spec.src_bucket)?;
     tsblob_storage::validate_bucket_name(&spec.dst_bucket)?;
+    // The URL parser drops tabs and line breaks and reads `\` as `/`: the URL called was
+    // not the one stored and shown, and a line break went raw into the log with every error
+    // (hostile probe of 2026-11-29: `.../a b\r\nX-Inj: 1` forged log lines).
+    if let Some(c) = spec
+        .dst_url
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || *c == '\\')
+    {
+        return Err(invalid(format!(
+            "dst_url {} holds {c:?}: give the destination server's base URL in printable ASCII without spaces or '\\' (percent-encode what needs it), such as http://cloud:8686",
+            tsblob_proto::quote_short(&spec.dst_url)
+        )));
+    }
     let url = reqwest::Url::parse(&spec.dst_url).map_err(|e| {
         invalid(format!(
             "dst_url {:?} is not a URL ({e}): give the destination server's base URL, such as http://cloud:8686",
@@ -1122,6 +1135,29 @@ mod tests {
         with.compression = Compression::None;
         let back: TaskSpec = serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
         assert_eq!(back, with);
+    }
+
+    /// Bug (hostile probe of 2026-11-29): `dst_url` took tabs, line breaks and `\`, which
+    /// the URL parser drops or reads as `/`: the URL called was not the one shown, and the
+    /// line breaks went raw into the log with every error.
+    #[test]
+    fn a_dst_url_with_a_line_break_forged_log_lines() {
+        let spec = |url: &str| -> TaskSpec {
+            serde_json::from_value(serde_json::json!(
+                {"src_bucket": "a", "dst_url": url, "dst_bucket": "b"}
+            ))
+            .unwrap()
+        };
+        for bad in [
+            "http://h:1/a b\r\nX-Inj: 1",
+            "http://h:1/a\tb",
+            "http://h:1\\@evil:2",
+            "http://h:1/ ",
+        ] {
+            let e = validate("t", &spec(bad)).unwrap_err().to_string();
+            assert!(e.contains("printable ASCII"), "{bad:?}: {e}");
+        }
+        validate("t", &spec("https://cloud.example:8686/prefix")).unwrap();
     }
 
     #[test]
