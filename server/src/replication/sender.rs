@@ -608,6 +608,7 @@ impl Sender {
 
     /// Delivers every record (retrying what is not resolved) or is cancelled.
     async fn deliver(&self, mut todo: Vec<Out>, backoff: &mut Duration) -> Result<(), Cancelled> {
+        let (mut last_pending, mut first) = (Instant::now(), true);
         loop {
             self.phase(Phase::Sending);
             let left = tokio::select! {
@@ -618,6 +619,12 @@ impl Sender {
                 *backoff = FIRST_BACKOFF;
                 return Ok(());
             }
+            // The figures while the destination fails: the loop that refreshes them when
+            // idle or acknowledging waits for this delivery, so the pending and lag gauges
+            // stayed 0 while a destination was down (hostile probe of 2026-11-29), and an
+            // alert on the lag never fired.
+            self.update_pending(&mut last_pending, first).await;
+            first = false;
             self.pause(backoff).await?;
             todo = left;
         }
@@ -725,6 +732,8 @@ impl Sender {
         };
         let dst = format!("{dst}/{to}");
         let mut left = Vec::new();
+        let (count, answered) = (recs.len(), answer.results.len());
+        let stopped = answer.error.as_ref().map(|e| e.message.clone());
         let mut results = answer.results.into_iter();
         let (mut sent, mut sent_bytes, mut existing, mut conflicts) = (0u64, 0u64, 0u64, 0u64);
         let mut recs = recs.into_iter();
@@ -779,6 +788,19 @@ impl Sender {
                     why()
                 )),
             }
+        }
+        // Records the answer said nothing of are sent again, and that is an error to show:
+        // a destination answering 200 with no results held the task in backoff for ever
+        // with no error, no log line and `errors 0` (hostile probe of 2026-11-29).
+        if answered < count && too_large.is_none() {
+            self.error(match stopped {
+                Some(why) => format!(
+                    "{dst} stopped the batch after {answered} of {count} records: {why}; the rest are sent again"
+                ),
+                None => format!(
+                    "{dst} answered {answered} results for a batch of {count} records; the rest are sent again"
+                ),
+            });
         }
         self.count_sent(sent, sent_bytes, existing);
         let landed = sent + existing + conflicts > 0;

@@ -39,6 +39,7 @@ mod reliability_security;
 mod reliability_soak;
 mod replication;
 mod replication_attachments;
+mod replication_down;
 mod replication_large;
 mod replication_parity;
 mod replication_tls;
