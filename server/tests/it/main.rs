@@ -20,6 +20,7 @@ mod compare_e2e;
 mod compare_limit;
 mod connections;
 mod console;
+mod costly_condition;
 mod cp;
 mod damaged_query;
 mod links_cli;

@@ -22,6 +22,13 @@ use crate::tier::Access;
 /// How many index records a query fetches per LMDB read transaction (per entry, for a
 /// merged query), and scans without a match before `next_bounded` hands back.
 const PAGE: usize = 256;
+/// How long `next_bounded` judges records without a match before it hands back, checked
+/// every [`JUDGE_CHECK`] records: a costly condition (thousands of parts over large labels,
+/// within their bounds) took ~15 ms a record, so a page of 256 ran ~4 s before its caller
+/// could see that its client had gone (hostile probe of 2026-11-29: six abandoned queries
+/// kept a CPU busy for 21 s).
+const JUDGE_TIME: std::time::Duration = std::time::Duration::from_millis(50);
+const JUDGE_CHECK: usize = 4;
 /// Index records the pages of a merge hold at most, over all its entries: a query of
 /// many entries reads shorter pages (at least one record each), so that opening it holds
 /// and decodes ~this many records, not 256 per entry (a ReductStore session over 2,000
@@ -612,6 +619,8 @@ impl QueryIter {
     pub fn next_bounded(&mut self) -> Option<Result<Option<QueryItem>>> {
         let mut scanned = 0;
         let mut filled = false;
+        // Taken at the first check only: a record that matches at once costs no clock read.
+        let mut judging_since: Option<std::time::Instant> = None;
         loop {
             if let Some(e) = self.failed.take() {
                 self.ended = true;
@@ -690,6 +699,12 @@ impl QueryIter {
             scanned += 1;
             if scanned >= PAGE {
                 return Some(Ok(None));
+            }
+            if scanned % JUDGE_CHECK == 0 {
+                let now = std::time::Instant::now();
+                if now.duration_since(*judging_since.get_or_insert(now)) >= JUDGE_TIME {
+                    return Some(Ok(None));
+                }
             }
         }
     }
