@@ -286,6 +286,18 @@ pub(crate) struct Prepared<'a, P> {
     pub(crate) packed: Option<Vec<u8>>,
 }
 
+/// The results of a group none of whose records passes its own check (content type,
+/// labels, timestamp): each record's error, with nothing to create or lock. `None` when
+/// one of them may be written (or there is none). Bug (hostile probe of 2026-11-29): a
+/// write refused for a label value over 4 KiB still created its entry, empty, which
+/// counted against `--max-entries`.
+pub(crate) fn all_refused<P>(prepared: &mut Vec<Prepared<'_, P>>) -> Option<Vec<Result<u64>>> {
+    if prepared.is_empty() || prepared.iter().any(|p| p.check.is_ok()) {
+        return None;
+    }
+    Some(prepared.drain(..).map(|p| p.check.map(|()| 0)).collect())
+}
+
 /// A frame appended (or about to be) and not yet queued for the index.
 pub(crate) struct PendingRec {
     pub(crate) ts: u64,

@@ -31,9 +31,9 @@ use crate::spool_block::{link_file, linked_prefix, LINK_FROM};
 use crate::store::spool::Spool;
 use crate::store::Store;
 use crate::write::{
-    check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need, BatchSeen,
-    FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, SeenMetas, Txn, Uncommitted,
-    Undo, GATHER_FROM, SAMPLE,
+    all_refused, check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need,
+    BatchSeen, FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, SeenMetas, Txn,
+    Uncommitted, Undo, GATHER_FROM, SAMPLE,
 };
 use crate::write_round::{Admitted, Group, GroupResult, TimedGroup, TimedRecord};
 
@@ -269,7 +269,10 @@ impl Store {
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
         let _res = self.reserve(&b, records_need(records.clone()))?;
-        let prepared = prepare(&b, records);
+        let mut prepared = prepare(&b, records);
+        if let Some(refused) = all_refused(&mut prepared) {
+            return Ok(refused);
+        }
         self.with_live_entry(&b, entry, true, |e, st| {
             let (results, ops, undo) = self.append_entry(&b, e, st, prepared, n)?;
             if !ops.is_empty() {
@@ -896,6 +899,11 @@ impl Store {
         for (at, b) in buckets.iter().enumerate() {
             let Some(bucket) = b.as_deref() else { continue };
             let (_, entry, _) = names(at);
+            let mut prepared = prepare(bucket, recs(at));
+            if let Some(refused) = all_refused(&mut prepared) {
+                out[at] = Some(Ok(refused));
+                continue;
+            }
             let admit = self
                 .reserve(bucket, records_need(recs(at)))
                 .and_then(|res| {
@@ -907,7 +915,7 @@ impl Store {
                     at,
                     bucket,
                     entry,
-                    prepared: prepare(bucket, recs(at)),
+                    prepared,
                     _reserved: reserved,
                 }),
                 Err(err) => out[at] = Some(Err(err)),

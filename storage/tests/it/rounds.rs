@@ -386,3 +386,42 @@ fn timed_groups_share_metas_keep_their_own_timestamps_and_fail_alone() {
     rebuild_index(dir.path(), &opts()).unwrap();
     check(&open(dir.path()));
 }
+
+/// Bug (hostile probe of 2026-11-29): a write refused for its own record (a label value
+/// over 4 KiB) still created its entry, empty, which counted against the entry cap: in a
+/// round and alone alike. A group of which no record may be written creates nothing; a
+/// group with one good record creates its entry as before.
+#[test]
+fn a_refused_write_left_an_empty_entry_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    let bad = WriteMeta {
+        labels: [("k".to_string(), "v".repeat(5000))].into(),
+        ..meta(1)
+    };
+    let r = s.write("b", "alone", &bad, b"x");
+    assert!(
+        matches!(r, Err(Error::Write(WriteError::InvalidLabel(_)))),
+        "{r:?}"
+    );
+    let data = [b"x".to_vec()];
+    let refused: Vec<Rec> = vec![(&bad, &data[..])];
+    let good = meta(2);
+    let mixed: Vec<Rec> = vec![(&bad, &data[..]), (&good, &data[..])];
+    let out = s.write_groups(&[("b", "round", &refused[..]), ("b", "mixed", &mixed[..])]);
+    let results = out[0].as_ref().unwrap();
+    assert!(
+        matches!(&results[0], Err(Error::Write(WriteError::InvalidLabel(_)))),
+        "{results:?}"
+    );
+    let results = out[1].as_ref().unwrap();
+    assert!(results[0].is_err() && results[1].is_ok(), "{results:?}");
+    let names: Vec<String> = s
+        .list_entries("b")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, ["mixed"]);
+}
