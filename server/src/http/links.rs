@@ -335,12 +335,23 @@ pub fn check_base_url(s: &str) -> Result<String, AppError> {
             ),
         )
     };
+    // The text given is the link's start: what the parser would drop or read otherwise
+    // (tabs, line breaks, `\`) is refused, as are credentials, which every holder of the
+    // link would see and a browser may send to that host (hostile probe of 2026-11-29).
+    if !s.chars().all(|c| c.is_ascii_graphic() && c != '\\') {
+        return Err(invalid(
+            "use printable ASCII without spaces or '\\' (percent-encode what needs it)",
+        ));
+    }
     let url = reqwest::Url::parse(s).map_err(|e| invalid(&e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(invalid("not an http or https URL with a host"));
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(invalid("a base has no query or fragment"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid("a base carries no credentials (user:password@)"));
     }
     Ok(s.trim_end_matches('/').to_string())
 }
@@ -1101,6 +1112,27 @@ mod tests {
         for bad in ["a\u{202e}exe.jpg", "a\u{2066}b.jpg", "a\u{200f}.jpg"] {
             assert!(check_file_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Bug (hostile probe of 2026-11-29): `base_url` took credentials
+    /// (`http://a:b@evil.example`), and tabs or line breaks the parser drops but the link
+    /// kept.
+    #[test]
+    fn a_base_url_with_credentials_or_a_line_break_was_taken() {
+        for bad in [
+            "http://a:b@evil.example",
+            "http://u@h",
+            "http://h/\r\nx",
+            "http://h\t/",
+            "http://h\\@e",
+        ] {
+            let e = check_base_url(bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidLink, "{bad:?}");
+        }
+        assert_eq!(
+            check_base_url("https://data.example.com/").unwrap(),
+            "https://data.example.com"
+        );
     }
 
     #[test]
