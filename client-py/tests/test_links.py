@@ -11,6 +11,8 @@ from typing import Dict, Tuple
 import tsblob
 from tsblob import Client
 
+from conftest import Server
+
 T0 = 1_700_000_000_000_000
 
 
@@ -93,3 +95,27 @@ def test_a_link_file_name_chose_an_active_extension(client: Client, bucket: str)
     assert (status, body) == (200, b"<script>alert(1)</script>")
     assert 'filename="page.txt"' in headers["content-disposition"]
     assert client.create_link(bucket, "page", index=0)["file_name"] == "page_0.bin"
+
+
+def test_a_link_whose_token_expired_answered_401_ask_an_administrator(auth_server: Server) -> None:
+    """Bug (hostile probe of 2026-11-29): once the token that made a link expired, the
+    link's holder (who has no token) got the token holder's 401 ``token_expired`` "ask an
+    administrator for a new token". The link has ended: 410 ``link_revoked``, saying why."""
+    import json
+    import time
+    import uuid
+
+    b = "lnk-" + uuid.uuid4().hex[:8]
+    with auth_server.client() as admin:
+        admin.create_bucket(b)
+        admin.write(b, "e", b"x", ts=T0)
+        brief = admin.create_token("brief-" + uuid.uuid4().hex[:8], read=[b], expires_at=timedelta(seconds=3))
+    started = time.monotonic()
+    with Client(auth_server.url, token=brief) as c:
+        made = c.create_link(b, "e", index=0)
+    assert get(made["link"])[0] == 200
+    time.sleep(max(0.0, 3.5 - (time.monotonic() - started)))
+    status, _, body = get(made["link"])
+    assert status == 410, body
+    error = json.loads(body)["error"]
+    assert error["code"] == "link_revoked" and "has expired" in error["message"], error

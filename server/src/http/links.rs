@@ -763,9 +763,18 @@ fn creator(state: &AppState, spec: &Spec) -> Result<Caller, AppError> {
             "this link was made while the server needed no token, and it needs one now",
         ));
     };
+    // An expired token is the link's end too: 410 for whoever holds the link, not the
+    // token holder's 401 "ask an administrator for a new token" (hostile probe of
+    // 2026-11-29).
     let caller = state
         .auth
-        .caller_named(name, tsblob_storage::now_micros())?
+        .caller_named(name, tsblob_storage::now_micros())
+        .map_err(|e| match e.code {
+            ErrorCode::TokenExpired => {
+                revoked(&format!("the token {name:?} that made this link has expired"))
+            }
+            _ => e,
+        })?
         .ok_or_else(|| {
             revoked(&format!(
                 "the token {name:?} that made this link was removed"
