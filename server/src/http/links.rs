@@ -770,9 +770,9 @@ fn creator(state: &AppState, spec: &Spec) -> Result<Caller, AppError> {
         .auth
         .caller_named(name, tsblob_storage::now_micros())
         .map_err(|e| match e.code {
-            ErrorCode::TokenExpired => {
-                revoked(&format!("the token {name:?} that made this link has expired"))
-            }
+            ErrorCode::TokenExpired => revoked(&format!(
+                "the token {name:?} that made this link has expired"
+            )),
             _ => e,
         })?
         .ok_or_else(|| {
