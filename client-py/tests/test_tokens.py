@@ -56,8 +56,9 @@ def test_expired_token_and_other_address_are_refused(auth_server: Server) -> Non
         b = uniq("tok")
         admin.create_bucket(b)
         admin.write(b, "e", b"x", ts=T0)
-        brief = admin.create_token(uniq("brief"), read=[b], expires_at=timedelta(seconds=2))
         far = admin.create_token(uniq("far"), read=[b], ip_allowlist=["203.0.113.7"])
+        # Valid 5 s: time for a read and the tail's start on a loaded machine.
+        brief = admin.create_token(uniq("brief"), read=[b], expires_at=timedelta(seconds=5))
         with Client(auth_server.url, token=brief) as c:
             assert c.read(b, "e", T0).data == b"x"
             # A tail opened now ends when the token expires, with the same error.
@@ -93,10 +94,12 @@ async def test_rotation_async(auth_server: Server) -> None:
         with pytest.raises(tsblob.TokenNotFound):
             await admin.rotate_token(uniq("nope"))
         brief = uniq("brief")
-        await admin.create_token(brief, read=[b], expires_at=timedelta(seconds=1))
+        # Valid 5 s (time for the listing on a loaded machine), then waited past.
+        await admin.create_token(brief, read=[b], expires_at=timedelta(seconds=5))
+        made = time.monotonic()
         tokens = {t.name: t for t in await admin.list_tokens()}
         assert tokens[brief].expires_at is not None and not tokens[brief].is_expired
-        time.sleep(1.2)
+        time.sleep(max(0.0, made + 5.2 - time.monotonic()))
         assert {t.name: t for t in await admin.list_tokens()}[brief].is_expired
         with pytest.raises(tsblob.InvalidInput) as e:
             await admin.rotate_token(brief)

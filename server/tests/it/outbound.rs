@@ -396,6 +396,10 @@ async fn a_destination_refusing_every_record_wrote_a_log_line_per_record() {
     assert_eq!(st, 201, "{v}");
     let v = src.wait_caught_up("flood", Duration::from_secs(30)).await;
     assert_eq!(v["status"]["conflicts"], json!(300), "{v}");
+    assert!(
+        src_s.stderr_contains("replication conflict", Duration::from_secs(5)),
+        "no conflict logged"
+    );
     let lines = src_s
         .stderr_text()
         .lines()

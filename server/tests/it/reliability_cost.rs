@@ -275,8 +275,10 @@ fn stalled_batch_records_under_4mib_were_outside_the_memory_budget() {
         rss_during >> 20
     );
     assert_eq!(status, 201, "{answer}");
+    // Milliseconds when idle; the bound leaves a loaded machine room, the point being an
+    // answer at all (not a wait on the stalled connections).
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(6),
         "the bystander's write took {took:?}"
     );
     assert!(
@@ -379,7 +381,9 @@ fn glob_query_flood_used_up_the_blocking_pool() {
     let read = timed_get(&a, &format!("/api/v1/b/b/{entry}?ts=1"));
     let info = timed_get(&a, "/api/v1/b/b");
     println!("after a 520-query glob flood: /health {health:?}, record read {read:?}, bucket info {info:?}");
-    let bound = Duration::from_secs(2);
+    // Milliseconds when idle; under the 4.5 s `/health` of the bug, with room for a loaded
+    // machine.
+    let bound = Duration::from_secs(3);
     assert!(health < bound && read < bound && info < bound);
     let ended = streams_end_within(&a, Duration::from_secs(10));
     println!("the flood's streams all ended {ended:?} after the checks");
@@ -428,7 +432,8 @@ fn abandoned_scans_went_on_after_their_clients_left() {
     let read = timed_get(&a, "/api/v1/b/b/e?ts=1");
     let ended = streams_end_within(&a, Duration::from_secs(3));
     println!("64 abandoned scans ({running} running at 100 ms): /health {health:?}, read {read:?}, all ended {ended:?} after");
-    assert!(health < Duration::from_secs(2) && read < Duration::from_secs(2));
+    // Milliseconds when idle; the bound leaves a loaded machine room.
+    assert!(health < Duration::from_secs(6) && read < Duration::from_secs(6));
 }
 
 /// Bug "query pages were outside the memory budget" (issue 27, item 1): a query answer
@@ -542,7 +547,8 @@ fn query_pages_were_outside_the_memory_budget() {
 /// a blocking thread per step), but it took no slot of `--max-streams-per-token`, so one
 /// token could run any number of them. Now it counts (429 `too_many_streams` past the
 /// share), its pages are in the memory budget, and a stalled export whose client leaves
-/// ends at its next step: `tsblob_query_streams` is back to 0 within 3 s.
+/// ends at its next step: `tsblob_query_streams` is back to 0 within 10 s (milliseconds
+/// when idle).
 #[test]
 fn mcap_exports_were_outside_the_stream_caps() {
     use std::io::Write;
@@ -573,12 +579,19 @@ fn mcap_exports_were_outside_the_stream_caps() {
             tcp // never read
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        metric(&a, "tsblob_query_streams"),
-        2,
-        "the exports are not streams"
-    );
+    // Both exports start (10 s at most), each a stream.
+    let started = Instant::now();
+    loop {
+        let n = metric(&a, "tsblob_query_streams");
+        if n == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the exports are not streams: {n} running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (status, answer) = call(
         &a,
         "GET",
@@ -594,7 +607,7 @@ fn mcap_exports_were_outside_the_stream_caps() {
     );
     assert!(answer.contains("too_many_streams"), "{answer}");
     drop(conns);
-    let ended = streams_end_within(&a, Duration::from_secs(3));
+    let ended = streams_end_within(&a, Duration::from_secs(10));
     println!("2 stalled exports ended {ended:?} after their clients left");
 }
 
@@ -873,6 +886,15 @@ fn refused_requests_flooded_the_log() {
         let n = std::io::Read::read(&mut tcp, &mut buf).unwrap();
         assert!(n > 0, "closed early");
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    // The lines reach the test through a pipe: wait for both kinds, then a moment more
+    // for any later ones, so that every line written is counted.
+    for needle in ["--max-entries", "request failed"] {
+        assert!(
+            s.stderr_contains(needle, Duration::from_secs(5)),
+            "no {needle:?} line: {}",
+            s.stderr_text()
+        );
     }
     std::thread::sleep(Duration::from_millis(300));
     let log = s.stderr_text();

@@ -284,11 +284,12 @@ async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let c = reqwest::Client::new();
     c.post(s.url("/api/v1/b/b")).send().await.unwrap();
     // An upload in flight while SIGTERM arrives: it completes, then the server exits 0.
+    // (20 pieces 100 ms apart: 2 s in flight, to be seen in flight before the signal.)
     let stream = futures_util::stream::unfold(0, |n| async move {
-        if n < 10 {
+        if n < 20 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             Some((
-                Ok::<_, std::io::Error>(bytes::Bytes::from(vec![9u8; 100_000])),
+                Ok::<_, std::io::Error>(bytes::Bytes::from(vec![9u8; 50_000])),
                 n + 1,
             ))
         } else {
@@ -304,7 +305,20 @@ async fn sigterm_finishes_in_flight_requests_and_exits_zero() {
             .await
             .map(|r| r.status().as_u16())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Signal only once the server handles the upload: the scrape itself is one request in
+    // flight, the upload a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while common::metric(&c, &s, "tsblob_http_requests_in_flight").await < 2 {
+        assert!(
+            !upload.is_finished(),
+            "the upload ended before it was seen in flight"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upload never reached the server"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     s.signal_term();
     assert_eq!(upload.await.unwrap().unwrap(), 201);
     let status = s

@@ -64,7 +64,8 @@ async fn bystander_writes(
 async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
     const TAILS: usize = 200;
     const ENTRIES: u64 = 100;
-    const WRITES: u64 = 60;
+    // Enough writes for steady figures (the CPU clock ticks every 10 ms).
+    const WRITES: u64 = 200;
     // 200 tails from one token: over the default --max-streams-per-token and
     // --max-tails-per-token (64 each; a tail counts in both), and from one address (over
     // the default --max-connections-per-ip, 128).
@@ -109,14 +110,27 @@ async fn idle_tails_on_one_bucket_slowed_every_write_to_another() {
         common::metric(&admin, &s, "tsblob_query_follows").await,
         TAILS as i64
     );
-    let (p50, p99, cpu) = bystander_writes(&admin, &s, "other", 1000, WRITES).await;
+    // Before the fix (debug build): every write woke 200 tails that walked 100 entries
+    // each, 20,000 index walks per write: every round as slow. A burst of load on a shared
+    // machine slows one round, so the figures are the first of at most three rounds within
+    // the bounds below (or the third).
+    let within = |p50: Duration, cpu: f64| {
+        p50 < base50 * 4 + Duration::from_millis(10) && cpu < base_cpu * 4.0 + 0.005
+    };
+    let mut round = 0;
+    let (p50, p99, cpu) = loop {
+        let first_ts = 1000 + round * 1000;
+        let (p50, p99, cpu) = bystander_writes(&admin, &s, "other", first_ts, WRITES).await;
+        round += 1;
+        if within(p50, cpu) || round == 3 {
+            break (p50, p99, cpu);
+        }
+    };
     eprintln!(
-        "bystander writes, {WRITES} in a row: without tails p50 {base50:?} p99 {base99:?} cpu {:.2} ms/write; with {TAILS} idle tails of {ENTRIES} entries p50 {p50:?} p99 {p99:?} cpu {:.2} ms/write",
+        "bystander writes, {WRITES} in a row: without tails p50 {base50:?} p99 {base99:?} cpu {:.2} ms/write; with {TAILS} idle tails of {ENTRIES} entries (round {round}) p50 {p50:?} p99 {p99:?} cpu {:.2} ms/write",
         base_cpu * 1e3,
         cpu * 1e3
     );
-    // Before the fix (debug build): every write woke 200 tails that walked 100 entries
-    // each, 20,000 index walks per write.
     assert!(
         p50 < base50 * 4 + Duration::from_millis(10),
         "p50 {p50:?} against {base50:?} without tails"
@@ -564,6 +578,9 @@ async fn a_settle_tail_never_delivered_a_record_ahead_of_the_clock_without_anoth
     let s = Server::start(&[]);
     let c = reqwest::Client::new();
     c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    // Taken with the clock the record is stamped from: however long the write and the
+    // tail's opening take, the record may come only 2 s (plus the settle time) after it.
+    let started = Instant::now();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -576,7 +593,6 @@ async fn a_settle_tail_never_delivered_a_record_ahead_of_the_clock_without_anoth
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let started = Instant::now();
     let mut body = r.bytes_stream();
     let mut got = Delivered::default();
     read_stream(&mut body, &mut got, Duration::from_secs(10), |g| {
@@ -588,8 +604,12 @@ async fn a_settle_tail_never_delivered_a_record_ahead_of_the_clock_without_anoth
         [(Some("cam".into()), ahead)],
         "the record stamped 2 s ahead never came"
     );
-    // not before the clock passed its timestamp plus the settle time
-    assert!(started.elapsed() >= Duration::from_millis(1500));
+    // not before the clock passed its timestamp (plus the settle time, 2.3 s in all)
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "delivered {:?} after it was stamped 2 s ahead",
+        started.elapsed()
+    );
 }
 
 /// Item 6 of issue 27: writes stamped older than a bucket's `max_age` were answered 201 and

@@ -409,7 +409,7 @@ async fn an_endless_error_answer_and_an_endless_listing_are_cut() {
     let (_data, s, c) = filled_on_fake(&fake, "endless-err", &[]).await;
     memory_stays_bounded_and_local_io_goes_on(&s, &fake, 8).await;
     assert!(
-        s.stderr_contains("skipped until the next start", Duration::from_secs(1)),
+        s.stderr_contains("skipped until the next start", Duration::from_secs(5)),
         "{}",
         s.stderr_text()
     );
@@ -452,16 +452,17 @@ async fn a_huge_error_message_of_the_store_stays_out_of_health_and_the_log() {
         assert!(Instant::now() < deadline, "no upload failed: {h}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The sweep's failure is logged (the server's stderr reaches the test through a pipe).
+    assert!(
+        s.stderr_contains("skipped until the next start", Duration::from_secs(5)),
+        "{}",
+        s.stderr_text()
+    );
     let longest = longest_log_line(&s);
     assert!(
         longest < 4 << 10,
         "a log line of {longest} bytes: {}",
         &s.stderr_text()[..2000.min(s.stderr_text().len())]
-    );
-    assert!(
-        s.stderr_text().contains("skipped until the next start"),
-        "{}",
-        s.stderr_text()
     );
 }
 
@@ -528,7 +529,7 @@ async fn a_listing_of_empty_pages_that_always_say_more_follow_does_not_hold_uplo
     assert!(fake.objects_ending(".blk") > 0);
     // 3000 keys fill 3 pages, plus 10.
     assert!(
-        s.stderr_contains("more than 13 pages", Duration::from_secs(2)),
+        s.stderr_contains("more than 13 pages", Duration::from_secs(5)),
         "{}",
         s.stderr_text()
     );
@@ -566,7 +567,7 @@ async fn a_failed_orphan_sweep_is_not_tried_again_before_every_rounds_uploads() 
     // One call (the SDK's own retries of a 500 included).
     assert!(listed <= 3, "{listed} list requests");
     assert!(
-        s.stderr_contains("skipped until the next start", Duration::from_secs(1)),
+        s.stderr_contains("skipped until the next start", Duration::from_secs(5)),
         "{}",
         s.stderr_text()
     );

@@ -164,9 +164,14 @@ async fn a_block_whose_sidecar_would_be_over_the_bound_stays_local_and_others_ti
         common::metric(&c, &s, "tsblob_tier_oversized_sidecars").await,
         1
     );
-    assert!(s
-        .stderr_text()
-        .contains("stays local: its heads sidecar would be over"));
+    assert!(
+        s.stderr_contains(
+            "stays local: its heads sidecar would be over",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        s.stderr_text()
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let info = bucket_info(&c, &s).await;
     assert_eq!(info["tiered_blocks"], 1, "{info}");

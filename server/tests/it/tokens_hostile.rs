@@ -37,7 +37,9 @@ async fn an_expired_token_is_refused_on_every_kind_of_route() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let at = now_us() + 2_000_000;
+    // Valid for 5 s: long enough for its creation and the two requests below on a loaded
+    // machine; the test then waits past it.
+    let at = now_us() + 5_000_000;
     let v = token_value(
         &admin,
         &s,
@@ -493,18 +495,22 @@ async fn an_mcap_export_ends_when_its_token_is_rotated_or_expires() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let full = 600 * (64 << 10);
-    let rotated = token_value(&admin, &s, "rot", r#"{"read": ["b"]}"#).await;
-    let brief = token_value(
-        &admin,
-        &s,
-        "brief",
-        &format!(
-            r#"{{"read": ["b"], "expires_at": {}}}"#,
-            now_us() + 3_000_000
-        ),
-    )
-    .await;
-    for (value, rotate) in [(rotated, true), (brief, false)] {
+    for rotate in [true, false] {
+        // The brief token is made just before its export, valid 5 s: time enough for the
+        // export to start on a loaded machine; the test then waits past its expiry.
+        let mut expires_at = 0;
+        let value = if rotate {
+            token_value(&admin, &s, "rot", r#"{"read": ["b"]}"#).await
+        } else {
+            expires_at = now_us() + 5_000_000;
+            token_value(
+                &admin,
+                &s,
+                "brief",
+                &format!(r#"{{"read": ["b"], "expires_at": {expires_at}}}"#),
+            )
+            .await
+        };
         let r = bearer(&value)
             .get(s.url("/api/v1/b/b/query?entries=e&format=mcap"))
             .send()
@@ -524,7 +530,11 @@ async fn an_mcap_export_ends_when_its_token_is_rotated_or_expires() {
                 .unwrap();
             assert_eq!(r.status(), 200);
         } else {
-            tokio::time::sleep(Duration::from_secs(4)).await;
+            // Past the expiry (and a second more).
+            tokio::time::sleep(
+                Duration::from_micros(expires_at.saturating_sub(now_us())) + Duration::from_secs(1),
+            )
+            .await;
         }
         let mut cut = false;
         while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), body.next())
