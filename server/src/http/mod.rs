@@ -229,6 +229,8 @@ pub fn app(state: AppState) -> Router {
             "/api/v1/links/{*file_name}",
             get(links::download).head(links::download),
         )
+        // (Its 405 said only "Method Not Allowed": hostile probe of 2026-11-29.)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), public_gate));
     api.merge(assets).merge(public).with_state(state)
 }

@@ -453,3 +453,24 @@ async fn many_downloads_of_one_link_are_bounded_by_the_stream_caps() {
         }
     }
 }
+
+/// Bug (hostile probe of 2026-11-29): a method a link does not take (`PUT`, `DELETE`) was
+/// answered 405 "Method Not Allowed", without what to do, where every other route names
+/// the method and where to find the routes' methods.
+#[tokio::test]
+async fn a_wrong_method_on_a_link_said_only_method_not_allowed() {
+    let f = seeded(Limits::default()).await;
+    let path = f
+        .link(
+            ROOT,
+            json!({"bucket": "b", "entry": "cams/front", "index": 0}),
+        )
+        .await;
+    let a = f.send(req("PUT", &path, None, "")).await;
+    assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
+    let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("PUT is not supported on /api/v1/links/"),
+        "{message}"
+    );
+}
