@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the engine: writes (single and batched, 1 KB to 1 MB), point
-//! reads next to a bare heed get, range reads and zstd. `cargo bench -p tsblob-benches
+//! reads next to a bare heed get, range reads, a scan that matches nothing and zstd. `cargo bench -p tsblob-benches
 //! --bench engine`. The headline figures with their targets come from `--bench figures`.
 #![allow(clippy::unwrap_used)]
 
@@ -101,5 +101,28 @@ fn range(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, writes, reads, range);
+/// A scan that matches nothing (a label no record has: the cheapest condition, so the
+/// walk's own cost per record skipped shows most): records judged per second. Pins the
+/// cost of the walk's clock check (`next_bounded` hands back after 50 ms of judging, so a
+/// client that left is seen: docs/benchmarks/filtered-scan-2026-11-29.md).
+fn filtered(c: &mut Criterion) {
+    let mut g = c.benchmark_group("filtered_scan");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    let n = 200_000u64;
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.create_bucket("b", BucketSettings::default()).unwrap();
+    fill(&s, "b", "e", n, 16);
+    let none = Query {
+        filters: vec![LabelFilter::Has("nope".into())],
+        ..Query::default()
+    };
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("200000_none_match", |b| {
+        b.iter(|| s.query("b", "e", &none).unwrap().count())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, writes, reads, range, filtered);
 criterion_main!(benches);

@@ -26,9 +26,11 @@ const PAGE: usize = 256;
 /// every [`JUDGE_CHECK`] records: a costly condition (thousands of parts over large labels,
 /// within their bounds) took ~15 ms a record, so a page of 256 ran ~4 s before its caller
 /// could see that its client had gone (hostile probe of 2026-11-29: six abandoned queries
-/// kept a CPU busy for 21 s).
+/// kept a CPU busy for 21 s). A clock read every 4 records cost the cheapest scan (a label
+/// no record has) ~14 %, every 16 a few % (`filtered_scan` in `benches/benches/engine.rs`):
+/// 16 it is, so a costly condition runs at most ~32 records past its client.
 const JUDGE_TIME: std::time::Duration = std::time::Duration::from_millis(50);
-const JUDGE_CHECK: usize = 4;
+const JUDGE_CHECK: usize = 16;
 /// Index records the pages of a merge hold at most, over all its entries: a query of
 /// many entries reads shorter pages (at least one record each), so that opening it holds
 /// and decodes ~this many records, not 256 per entry (a ReductStore session over 2,000
