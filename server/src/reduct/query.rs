@@ -163,9 +163,9 @@ struct Session {
     used: Instant,
     /// Locked while a read, or the making of the next batch ahead, has it.
     cursor: Arc<tokio::sync::Mutex<Cursor>>,
-    /// The next batch is being made ahead: a read waits for it (another read at the same
-    /// time is refused).
-    prefetching: Arc<AtomicBool>,
+    /// A read of the session is under way (set by reads only, [`take_cursor`]): a second
+    /// read at the same time is refused; a read waits for the batch being made ahead.
+    reading: Arc<AtomicBool>,
 }
 
 /// A session read to its end: a read after its last batch answers 204, as ReductStore's
@@ -656,7 +656,7 @@ async fn open(
             expires: now + ttl,
             used: now,
             cursor: Arc::new(tokio::sync::Mutex::new(Cursor::new(iter))),
-            prefetching: Arc::new(AtomicBool::new(false)),
+            reading: Arc::new(AtomicBool::new(false)),
         },
     );
     Ok(Json(serde_json::json!({ "id": id })).into_response())
@@ -751,7 +751,7 @@ async fn next_batch(
                 s.used = now;
                 Some((
                     s.cursor.clone(),
-                    s.prefetching.clone(),
+                    s.reading.clone(),
                     s.only_metadata || head,
                     s.only_metadata,
                     s.continuous,
@@ -760,13 +760,13 @@ async fn next_batch(
             _ => None,
         }
     };
-    let Some((cursor, prefetching, meta_only, session_meta_only, continuous)) = open else {
+    let Some((cursor, reading, meta_only, session_meta_only, continuous)) = open else {
         if ctx.sessions.was_ended(id, bucket, &caller.token_hash) {
             return Ok(None);
         }
         return Err(query_not_found(id, bucket));
     };
-    let Some(guard) = take_cursor(&cursor, &prefetching).await else {
+    let Some((guard, _reading)) = take_cursor(&cursor, &reading).await else {
         return Err(AppError::new(
             StatusCode::CONFLICT,
             ErrorCode::Conflict,
@@ -797,15 +797,10 @@ async fn next_batch(
     if finished {
         ctx.sessions.end(id);
     } else if !continuous && matches!(&result, Ok(Some(b)) if !b.last) {
-        prefetching.store(true, Ordering::Release);
         let budget = ctx.state.bodies.clone();
         tokio::task::spawn_blocking(move || {
             prefetch(&mut guard, session_meta_only, &budget);
             guard.rest();
-            // The lock first, then the flag: a read between the two would find the session
-            // locked and not being made ahead, and answer 409 (seen once by the probe).
-            drop(guard);
-            prefetching.store(false, Ordering::Release);
         });
     } else {
         guard.rest();
@@ -813,23 +808,34 @@ async fn next_batch(
     result
 }
 
-/// The session's cursor for one read: at once when free, after the batch being made ahead
-/// (which is this read's) when `prefetching`; `None` when another read holds it.
+/// The session's cursor for one read, and the mark that the read is under way (cleared
+/// when it is dropped, however the read ends): `None` when another read has the session
+/// (a client reads a session one request at a time); else the cursor, once the batch being
+/// made ahead, if any, is done (it is this read's).
 ///
-/// The flag is read before the lock is tried. Read after a failed try, it raced the end of
-/// the read-ahead (which drops the lock, then clears the flag): a read that found the lock
-/// held and then the flag clear answered 409 although no other request was reading (once
-/// in reduct-py's suite). Read before, a flag seen clear with the lock held means a read-ahead
-/// started after it, which only another read holding the lock can start: a real conflict.
+/// Bug "409 after the read-ahead" (twice in reduct-py's suite, 2026-11-29): a flag the
+/// read-ahead set and cleared told reads whether to wait. A read that tried the lock first
+/// and the flag after raced its clearing; and a read-ahead preempted between its unlock and
+/// its clear cleared the flag of the *next* read-ahead, which held the lock: the next read
+/// found the lock held and no flag, and answered 409 to a client reading one request at a
+/// time. Only reads mark the session now; a read-ahead never touches the mark.
 async fn take_cursor<T>(
     cursor: &Arc<tokio::sync::Mutex<T>>,
-    prefetching: &AtomicBool,
-) -> Option<tokio::sync::OwnedMutexGuard<T>> {
-    let ahead = prefetching.load(Ordering::Acquire);
-    match Arc::clone(cursor).try_lock_owned() {
-        Ok(g) => Some(g),
-        Err(_) if ahead => Some(Arc::clone(cursor).lock_owned().await),
-        Err(_) => None,
+    reading: &Arc<AtomicBool>,
+) -> Option<(tokio::sync::OwnedMutexGuard<T>, ReadMark)> {
+    if reading.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let mark = ReadMark(Arc::clone(reading));
+    Some((Arc::clone(cursor).lock_owned().await, mark))
+}
+
+/// A read under way ([`take_cursor`]); dropped, it is over.
+struct ReadMark(Arc<AtomicBool>);
+
+impl Drop for ReadMark {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -1176,7 +1182,7 @@ mod tests {
             cursor: Arc::new(tokio::sync::Mutex::new(Cursor::new(Source::Attachments(
                 Default::default(),
             )))),
-            prefetching: Arc::new(AtomicBool::new(false)),
+            reading: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -1220,76 +1226,45 @@ mod tests {
         assert_eq!(e, ("--reductstore-max-queries", 3));
     }
 
-    /// Bug "409 after the read-ahead": a read that found the session's lock held by the
-    /// batch being made ahead, and then read the flag just after the read-ahead cleared it,
-    /// answered 409 "being read by another request" to a client reading one request at a
-    /// time (once in reduct-py's suite). Here a read-ahead ends (the lock, then the flag) in
-    /// every round while a read takes the cursor, at shifting moments: none is refused.
+    /// Bug "409 after the read-ahead" (twice in reduct-py's suite): a flag set and cleared by
+    /// the read-ahead told reads whether to wait, and a read-ahead preempted between its
+    /// unlock and its clear cleared the flag of the next one: the next read found the
+    /// cursor held and no flag, and was refused as concurrent. Here each step of a client
+    /// reading one request at a time, with read-aheads that end late: every read gets the
+    /// cursor; only a read at the same time as another is refused.
     #[test]
-    fn a_read_racing_the_end_of_the_read_ahead_answered_409() {
-        use std::sync::atomic::AtomicUsize;
-        // Rounds, at most, and the time they may take (a loaded machine runs fewer; the old
-        // code was refused 15 to 55 reads in 100,000 here, on 2 vCPUs).
-        const ROUNDS: usize = 100_000;
-        const TIME: Duration = Duration::from_secs(3);
-        let spin = |n: usize| (0..n).for_each(|_| std::hint::spin_loop());
-        // Spins, then yields: on a loaded machine the other side may need this core.
-        let wait_for = |at: &AtomicUsize, i: usize| {
-            let mut n = 0u32;
-            while at.load(Ordering::Acquire) < i {
-                if n < 2_000 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-                n = n.saturating_add(1);
-            }
-        };
-        let cursor = Arc::new(tokio::sync::Mutex::new(()));
-        let flag = AtomicBool::new(false);
-        let ahead = Mutex::new(None);
-        // Both sides start each round spinning on `round` (a barrier's sleep and wake-up
-        // would blur the nanoseconds the race needs), then wait a shifting while.
-        let (round, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    fn a_read_after_the_read_ahead_was_refused_as_concurrent() {
         let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .unwrap();
-        let (rounds, refused) = std::thread::scope(|s| {
-            s.spawn(|| {
-                for i in 1.. {
-                    wait_for(&round, i);
-                    if round.load(Ordering::Acquire) == usize::MAX {
-                        break;
-                    }
-                    spin(i % 7);
-                    drop(ahead.lock().unwrap().take());
-                    flag.store(false, Ordering::Release);
-                    done.store(i, Ordering::Release);
+        rt.block_on(async {
+            let cursor = Arc::new(tokio::sync::Mutex::new(0u32));
+            let reading = Arc::new(AtomicBool::new(false));
+            // Read-ahead 1 holds the cursor.
+            let ahead1 = Arc::clone(&cursor).try_lock_owned().unwrap();
+            // Read A waits for it, then reads and starts read-ahead 2 with the cursor.
+            let a = tokio::spawn({
+                let (c, r) = (Arc::clone(&cursor), Arc::clone(&reading));
+                async move {
+                    let (mut g, _mark) = take_cursor(&c, &r).await.unwrap();
+                    *g += 1;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        *g += 1;
+                    });
                 }
             });
-            let (mut refused, t0) = (0, Instant::now());
-            let mut i = 1;
-            while i <= ROUNDS && t0.elapsed() < TIME {
-                // A read answered its batch and started making the next one ahead.
-                *ahead.lock().unwrap() = Some(Arc::clone(&cursor).try_lock_owned().unwrap());
-                flag.store(true, Ordering::Release);
-                round.store(i, Ordering::Release);
-                spin((i / 7) % 160);
-                if rt.block_on(take_cursor(&cursor, &flag)).is_none() {
-                    refused += 1;
-                }
-                wait_for(&done, i);
-                i += 1;
-            }
-            // Past the last round: the other side stops.
-            round.store(usize::MAX, Ordering::Release);
-            (i - 1, refused)
+            tokio::task::yield_now().await;
+            // Another read while A is under way: refused.
+            assert!(take_cursor(&cursor, &reading).await.is_none());
+            drop(ahead1);
+            a.await.unwrap();
+            // Read C, after A answered, while read-ahead 2 holds the cursor: it waits for
+            // it (and read-ahead 1 ending late changes nothing: it holds no flag).
+            let (g, _mark) = take_cursor(&cursor, &reading).await.unwrap();
+            assert_eq!(*g, 2, "read C got the cursor after read-ahead 2");
         });
-        assert!(rounds > 1_000, "only {rounds} rounds");
-        assert_eq!(refused, 0, "{refused} of {rounds} reads refused");
-        // Another read holding the cursor (no read-ahead) is a real conflict.
-        let _other = Arc::clone(&cursor).try_lock_owned().unwrap();
-        assert!(rt.block_on(take_cursor(&cursor, &flag)).is_none());
     }
 
     /// A session read to its end answers 204 to its own caller only, and at most
