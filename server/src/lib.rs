@@ -8,6 +8,7 @@
 
 pub mod answers;
 pub mod assemble;
+pub mod base_url;
 pub mod batch_client;
 pub mod blocking;
 pub mod cli;

@@ -326,33 +326,16 @@ pub struct LinkJson {
 /// Checks a base URL: `http` or `https` with a host, no query or fragment; returned without
 /// a trailing `/`.
 pub fn check_base_url(s: &str) -> Result<String, AppError> {
-    let invalid = |why: &str| {
+    // The rules are `base_url::check`'s, shared with replication's `dst_url`.
+    crate::base_url::check(s).map_err(|e| {
         AppError::unprocessable(
             ErrorCode::InvalidLink,
             format!(
-                "base_url {}: {why}: give e.g. https://data.example.com",
-                tsblob_proto::quote_short(s)
+                "base_url {} {e}: give e.g. https://data.example.com",
+                e.quoted(s)
             ),
         )
-    };
-    // The text given is the link's start: what the parser would drop or read otherwise
-    // (tabs, line breaks, `\`) is refused, as are credentials, which every holder of the
-    // link would see and a browser may send to that host (hostile probe of 2026-11-29).
-    if !s.chars().all(|c| c.is_ascii_graphic() && c != '\\') {
-        return Err(invalid(
-            "use printable ASCII without spaces or '\\' (percent-encode what needs it)",
-        ));
-    }
-    let url = reqwest::Url::parse(s).map_err(|e| invalid(&e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(invalid("not an http or https URL with a host"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid("a base has no query or fragment"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid("a base carries no credentials (user:password@)"));
-    }
+    })?;
     Ok(s.trim_end_matches('/').to_string())
 }
 

@@ -586,7 +586,7 @@ async fn open(
     ctx: &Ctx,
     caller: &Caller,
     bucket: &str,
-    q: QueryJson,
+    mut q: QueryJson,
 ) -> Result<Response, AppError> {
     match q.query_type.as_deref().unwrap_or("QUERY") {
         "QUERY" => {}
@@ -599,8 +599,12 @@ async fn open(
     }
     caller.require_read(bucket)?;
     let query = q.engine_query()?;
-    let patterns = q.entries.clone().unwrap_or_default();
-    let patterns_kept = patterns.clone();
+    let patterns = q.entries.take().unwrap_or_default();
+    // A session of one entry is read only through that entry's path (`Session::entry`).
+    let one_entry = match patterns.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
     tsblob_storage::check_pattern_count(patterns.len())
         .map_err(|e| AppError::from(tsblob_storage::Error::Pattern(e)))?;
     let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL).clamp(1, MAX_TTL));
@@ -645,10 +649,7 @@ async fn open(
         id,
         Session {
             bucket: bucket.to_string(),
-            entry: match patterns_kept.as_slice() {
-                [one] => Some(one.clone()),
-                _ => None,
-            },
+            entry: one_entry,
             token: caller.token_hash.clone(),
             only_metadata: q.only_metadata.unwrap_or(false),
             continuous: q.continuous.unwrap_or(false),
