@@ -58,6 +58,7 @@ pub fn state(store: Store, auth: auth::Auth, limits: Limits) -> anyhow::Result<A
         tails,
         bodies,
         streams,
+        scans: crate::blocking::Scans::for_machine(),
         writer,
         batch_writer,
     }))

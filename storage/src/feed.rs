@@ -289,7 +289,9 @@ impl Feed {
 /// applies them in a replication task (`$limit: 5` over three entries sends 15 records).
 pub struct FeedFilter {
     pub(crate) entries: EntrySelection,
-    pub(crate) condition: Option<Condition>,
+    /// The condition compiled, never evaluated: each entry's matcher is a clone of it
+    /// (sharing its texts).
+    pub(crate) compiled: Option<Matcher>,
     /// The matcher of [`FeedFilter::wants`] (one stream).
     pub(crate) matcher: Option<Matcher>,
     /// The matchers of [`FeedFilter::wants_in`], one per entry met (bounded by the
@@ -299,10 +301,11 @@ pub struct FeedFilter {
 
 impl FeedFilter {
     pub fn new(entries: EntrySelection, when: Option<&Condition>) -> FeedFilter {
+        let compiled = when.map(|c| Matcher::new(c, false, false));
         FeedFilter {
             entries,
-            condition: when.cloned(),
-            matcher: when.map(|c| Matcher::new(c, false, false)),
+            matcher: compiled.clone(),
+            compiled,
             per_entry: HashMap::new(),
         }
     }
@@ -327,7 +330,7 @@ impl FeedFilter {
     /// counting that entry's records only (bug: a task's `$limit: 5` stopped after five
     /// records of all its entries together; ReductStore keeps one filter per entry).
     pub fn wants_in(&mut self, entry: &str, ts: u64, labels: &Labels) -> bool {
-        let Some(c) = self.condition.as_ref() else {
+        let Some(c) = self.compiled.as_ref() else {
             return true;
         };
         let m = match self.per_entry.get_mut(entry) {
@@ -335,7 +338,7 @@ impl FeedFilter {
             None => self
                 .per_entry
                 .entry(entry.to_string())
-                .or_insert_with(|| Matcher::new(c, false, false)),
+                .or_insert_with(|| c.clone()),
         };
         m.matches(ts, labels).unwrap_or_default()
     }

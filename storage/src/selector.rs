@@ -5,6 +5,7 @@ use crate::codec::index::IndexValue;
 use crate::error::{QueryError, Result};
 use crate::record::{LabelFilter, Query};
 use crate::when::{Matcher, Stop};
+use std::sync::Arc;
 
 /// Index records scanned per page by `remove_where` (one index commit per page at most).
 /// Records removed per index commit in a removal (by range or condition).
@@ -18,9 +19,12 @@ pub(crate) enum Verdict {
     End,
 }
 
-/// What a query keeps of the records it walks, with the state of its condition.
+/// What a query keeps of the records it walks, with the state of its condition. A clone
+/// shares the filters and the condition's texts: a query over many entries builds one and
+/// clones it per entry (see [`Matcher`]).
+#[derive(Clone)]
 pub(crate) struct Selector {
-    filters: Vec<LabelFilter>,
+    filters: Arc<[LabelFilter]>,
     matcher: Option<Matcher>,
     /// Records still to keep (`Query::limit`).
     left: u64,
@@ -29,7 +33,7 @@ pub(crate) struct Selector {
 impl Selector {
     pub(crate) fn new(q: &Query) -> Selector {
         Selector {
-            filters: q.filters.clone(),
+            filters: q.filters.as_slice().into(),
             matcher: q
                 .when
                 .as_ref()

@@ -32,6 +32,7 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use crate::record::Labels;
 
@@ -296,7 +297,13 @@ pub(crate) enum Stop {
 }
 
 /// A condition with the state of its aggregation operators, for one query.
-#[derive(Debug)]
+///
+/// A clone shares the condition's texts (label names, text constants) and copies only its
+/// operators and their state: a query compiles its condition once and each entry's cursor
+/// (or a feed reader's entry) takes a clone, so the copies together are bounded by
+/// [`MAX_QUERY_CONDITION_PARTS`] whatever the texts' sizes (hostile probe of 2026-11-30: a
+/// 1 MB condition over 1,000 entries held 1 GB per query, kept as long as its session).
+#[derive(Debug, Clone)]
 pub(crate) struct Matcher {
     node: Node,
     strict: bool,
@@ -306,7 +313,7 @@ pub(crate) struct Matcher {
     last_work: usize,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Node {
     And(Vec<Node>),
     Or(Vec<Node>),
@@ -315,7 +322,7 @@ enum Node {
     Compare(CmpOp, Arg, Arg),
     In(Arg, Vec<Arg>),
     NotIn(Arg, Vec<Arg>),
-    Exists(Vec<String>),
+    Exists(Vec<Arc<str>>),
     ExistsOf(Vec<Arg>),
     Str(StrOp, Arg, Arg),
     Truthy(Arg),
@@ -327,7 +334,7 @@ enum Node {
 
 /// The state of a `$gate` (see [`Condition::Gate`]); times are positions along the query's
 /// order (descending queries count backwards from `u64::MAX`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Gate {
     duration: Arg,
     input: Arg,
@@ -341,13 +348,16 @@ struct Gate {
     last: Option<u64>,
 }
 
-/// An operand ready to evaluate.
-#[derive(Debug)]
+/// An operand ready to evaluate; its texts shared by every clone of the matcher.
+#[derive(Debug, Clone)]
 enum Arg {
-    Label(String),
-    Computed(String),
+    Label(Arc<str>),
+    Computed(Arc<str>),
     Timestamp,
+    /// A constant other than text.
     Const(V<'static>),
+    /// A text constant.
+    Text(Arc<str>),
     Func(Func, Vec<Arg>),
     Cond(Box<Node>),
 }
@@ -554,22 +564,22 @@ fn holds(op: CmpOp, ord: Option<Ordering>) -> bool {
     }
 }
 
-fn compile_value(v: &Value) -> V<'static> {
-    match v {
+fn compile_value(v: &Value) -> Arg {
+    Arg::Const(match v {
         Value::Bool(b) => V::Bool(*b),
         Value::Int(i) => V::Int(*i),
         Value::Float(f) => V::Float(*f),
         Value::Duration(d) => V::Dur(*d),
-        Value::Str(s) => V::Text(Cow::Owned(s.clone())),
-    }
+        Value::Str(s) => return Arg::Text(s.as_str().into()),
+    })
 }
 
 fn compile_arg(o: &Operand) -> Arg {
     match o {
-        Operand::Label(l) => Arg::Label(l.clone()),
-        Operand::Computed(l) => Arg::Computed(l.clone()),
+        Operand::Label(l) => Arg::Label(l.as_str().into()),
+        Operand::Computed(l) => Arg::Computed(l.as_str().into()),
         Operand::Timestamp => Arg::Timestamp,
-        Operand::Const(v) => Arg::Const(compile_value(v)),
+        Operand::Const(v) => compile_value(v),
         Operand::Func(f, v) => Arg::Func(*f, v.iter().map(compile_arg).collect()),
         Operand::Cond(c) => Arg::Cond(Box::new(compile(c))),
     }
@@ -587,7 +597,7 @@ fn compile(c: &Condition) -> Node {
         Condition::Compare(op, a, b) => Node::Compare(*op, compile_arg(a), compile_arg(b)),
         Condition::In(a, v) => Node::In(compile_arg(a), args(v)),
         Condition::NotIn(a, v) => Node::NotIn(compile_arg(a), args(v)),
-        Condition::Exists(v) => Node::Exists(v.clone()),
+        Condition::Exists(v) => Node::Exists(v.iter().map(|l| l.as_str().into()).collect()),
         Condition::ExistsOf(v) => Node::ExistsOf(args(v)),
         Condition::Str(op, a, b) => Node::Str(*op, compile_arg(a), compile_arg(b)),
         Condition::Truthy(a) => Node::Truthy(compile_arg(a)),
@@ -705,6 +715,7 @@ fn value<'a>(a: &'a mut Arg, rec: &Rec<'a>) -> R<V<'a>> {
         Arg::Computed(l) => return Err(Fail::Missing(format!("@{l}"))),
         Arg::Timestamp => V::Int(rec.ts as i64),
         Arg::Const(v) => v.borrowed(),
+        Arg::Text(t) => V::Text(Cow::Borrowed(t)),
         Arg::Cond(c) => V::Bool(eval(c, rec)?),
         Arg::Func(f, args) => return func(*f, args, rec),
     })
@@ -943,7 +954,7 @@ fn eval(n: &mut Node, rec: &Rec<'_>) -> R<bool> {
             }
             found == matches!(n, Node::In(..))
         }
-        Node::Exists(v) => v.iter().all(|l| rec.labels.contains_key(l)),
+        Node::Exists(v) => v.iter().all(|l| rec.labels.contains_key(&**l)),
         Node::ExistsOf(v) => {
             for a in v.iter_mut() {
                 let name = value(a, rec)?;

@@ -881,3 +881,76 @@ fn add_over_long_text_is_linear_not_quadratic() {
     let eq_const = cmp(CmpOp::Eq, text("abc"), text("abc"));
     assert_eq!(work(eq_const), 3);
 }
+
+/// The texts a matcher holds: label names and text constants, in tree order.
+fn texts(m: &Matcher) -> Vec<Arc<str>> {
+    fn arg(a: &Arg, out: &mut Vec<Arc<str>>) {
+        match a {
+            Arg::Label(t) | Arg::Computed(t) | Arg::Text(t) => out.push(t.clone()),
+            Arg::Func(_, args) => args.iter().for_each(|a| arg(a, out)),
+            Arg::Cond(n) => node(n, out),
+            Arg::Timestamp | Arg::Const(_) => {}
+        }
+    }
+    fn node(n: &Node, out: &mut Vec<Arc<str>>) {
+        match n {
+            Node::And(v) | Node::Or(v) | Node::Not(v) | Node::Xor(v) => {
+                v.iter().for_each(|n| node(n, out))
+            }
+            Node::Compare(_, a, b) | Node::Str(_, a, b) => {
+                arg(a, out);
+                arg(b, out);
+            }
+            Node::In(a, v) | Node::NotIn(a, v) => {
+                arg(a, out);
+                v.iter().for_each(|a| arg(a, out));
+            }
+            Node::Exists(v) => out.extend(v.iter().cloned()),
+            Node::ExistsOf(v) => v.iter().for_each(|a| arg(a, out)),
+            Node::Truthy(a) => arg(a, out),
+            Node::EachN { n: a, .. } | Node::EachT { step: a, .. } | Node::Limit { n: a, .. } => {
+                arg(a, out)
+            }
+            Node::Gate(g) => {
+                arg(&g.duration, out);
+                arg(&g.input, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    node(&m.node, &mut out);
+    out
+}
+
+/// Bug "a large condition copied per entry" (hostile probe of 2026-11-30): each entry's
+/// cursor compiled its own copy of the condition, texts included, so a 1 MB condition of
+/// 33 parts over 1,000 entries held 1 GB per query (5 GB for five ReductStore sessions left
+/// unread). A query compiles once and each entry takes a clone, which shares the texts.
+#[test]
+fn a_clone_of_a_matcher_shares_its_texts() {
+    let big = "A".repeat(100_000);
+    let c = Condition::And(vec![
+        cmp(CmpOp::Eq, l("k"), text(&big)),
+        Condition::Str(StrOp::Contains, l("other"), text(&big)),
+        Condition::Exists(vec!["present".into()]),
+        Condition::Aggregate(Agg::EachN, l("n")),
+    ]);
+    let m = Matcher::new(&c, false, false);
+    let copy = m.clone();
+    let (a, b) = (texts(&m), texts(&copy));
+    assert_eq!(a.len(), 6, "{a:?}");
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert!(Arc::ptr_eq(x, y), "{x:?} was copied");
+    }
+    // Each clone keeps its own aggregation state: each entry counts its own records.
+    let proto = Matcher::new(&Condition::EachN(2), false, false);
+    let (mut x, mut y) = (proto.clone(), proto.clone());
+    let first = x.matches(1, &labels(&[])).unwrap();
+    assert_ne!(x.matches(2, &labels(&[])).unwrap(), first);
+    assert_eq!(
+        y.matches(1, &labels(&[])).unwrap(),
+        first,
+        "the clones share a count"
+    );
+}

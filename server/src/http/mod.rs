@@ -150,6 +150,8 @@ pub struct Shared {
     pub(crate) bodies: budget::MemoryBudget,
     /// Streams running now (`limits.rs`): query answers, live tails, MCAP exports.
     pub(crate) streams: Arc<limits::Limiter>,
+    /// Query steps running on the blocking pool now, a few at once (`blocking::Scans`).
+    pub(crate) scans: crate::blocking::Scans,
     /// The store's writer thread, which writes small single records in groups (`writer.rs`).
     pub(crate) writer: writer::Writer,
     /// The store's batch writer thread, which writes the chunks of batches in rounds

@@ -778,15 +778,20 @@ async fn next_batch(
     };
     let held = ctx.state.bodies.empty();
     let budget = ctx.state.bodies.clone();
-    let (mut guard, result) = match tokio::task::spawn_blocking(move || {
-        let mut guard = guard;
-        let r = match guard.ahead.take() {
-            Some(made) => made.map(Some),
-            None => fill(&mut guard, held, meta_only, continuous, &budget, false),
-        };
-        (guard, r)
-    })
-    .await
+    // Through the gate of query steps running at once (`blocking::Scans`), as the native
+    // API's.
+    let (mut guard, result) = match ctx
+        .state
+        .scans
+        .run(move || {
+            let mut guard = guard;
+            let r = match guard.ahead.take() {
+                Some(made) => made.map(Some),
+                None => fill(&mut guard, held, meta_only, continuous, &budget, false),
+            };
+            Ok::<_, crate::blocking::TaskFailed>((guard, r))
+        })
+        .await
     {
         Ok(v) => v,
         Err(e) => {
@@ -799,9 +804,15 @@ async fn next_batch(
         ctx.sessions.end(id);
     } else if !continuous && matches!(&result, Ok(Some(b)) if !b.last) {
         let budget = ctx.state.bodies.clone();
-        tokio::task::spawn_blocking(move || {
-            prefetch(&mut guard, session_meta_only, &budget);
-            guard.rest();
+        let scans = ctx.state.scans.clone();
+        tokio::spawn(async move {
+            let _ = scans
+                .run(move || {
+                    prefetch(&mut guard, session_meta_only, &budget);
+                    guard.rest();
+                    Ok::<_, crate::blocking::TaskFailed>(())
+                })
+                .await;
         });
     } else {
         guard.rest();

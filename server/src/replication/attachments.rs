@@ -399,9 +399,10 @@ impl Syncer {
         }
         let why = format!("{code} {why}");
         let message = format!("{dst} answered {} for {what}: {why}", status.as_u16());
-        match status.as_u16() {
-            401 | 403 | 404 | 408 | 429 | 500.. => Outcome::Retry(message),
-            _ => Outcome::Refused(message),
+        if crate::batch_client::refused_for_good(status.as_u16()) {
+            Outcome::Refused(message)
+        } else {
+            Outcome::Retry(message)
         }
     }
 
@@ -544,8 +545,8 @@ impl Syncer {
             match status.as_u16() {
                 // A missing bucket or entry holds nothing to remove.
                 200..=299 | 404 => {}
-                401 | 403 | 408 | 429 | 500.. => return Outcome::Retry(message),
-                _ => refused.push(message),
+                s if crate::batch_client::refused_for_good(s) => refused.push(message),
+                _ => return Outcome::Retry(message),
             }
         }
         if refused.is_empty() {

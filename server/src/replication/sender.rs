@@ -771,7 +771,12 @@ impl Sender {
                     too_large = Some(r);
                     break;
                 }
-                429 | 500.. => {
+                s if crate::batch_client::refused_for_good(s) => self.error(format!(
+                    "{dst} refused record {} for good ({s}): {}; it is skipped",
+                    r.ts,
+                    why()
+                )),
+                _ => {
                     if left.is_empty() {
                         self.error(format!(
                             "{dst} could not store record {} ({}): {}",
@@ -782,11 +787,6 @@ impl Sender {
                     }
                     left.push(r);
                 }
-                other => self.error(format!(
-                    "{dst} refused record {} for good ({other}): {}; it is skipped",
-                    r.ts,
-                    why()
-                )),
             }
         }
         // Records the answer said nothing of are sent again, and that is an error to show:

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::common::Server;
 use crate::outbound_util::{Answer, Hostile};
 use crate::replication_util::*;
 
@@ -85,4 +86,67 @@ async fn a_destination_answering_200_without_results_stalled_the_task_silently()
     .await;
     assert!(v["status"]["errors"].as_u64().unwrap() >= 1, "{v:#}");
     assert_eq!(v["status"]["pending_records"], json!(3), "{v:#}");
+}
+
+/// Three records written to `edge` on a fresh server replicating to `dst`; the task
+/// `name`'s source API.
+async fn three_records_to(dst: &str, name: &str, dir: &std::path::Path) -> (Server, Api) {
+    let s = start(dir);
+    let src = Api::new(&s.url(""), None);
+    src.create_bucket("edge", json!({})).await;
+    let (st, v) = src.put_task(name, task_spec("edge", dst, "cloud")).await;
+    assert_eq!(st, 201, "{v}");
+    let recs: Vec<_> = (1..=3u64)
+        .map(|ts| (ts, "text/plain", labels(&[]), payload("cam", ts, 100, true)))
+        .collect();
+    src.write("edge", "cam", &recs).await.unwrap();
+    (s, src)
+}
+
+/// Bug "records skipped for good on an odd status" (hostile probe of 2026-11-30): a batch
+/// result of 404, 202 or 0 counted its record as refused for good and skipped it for ever
+/// (0 of 50 reached the destination once it was set right), where a record sent alone
+/// with 404 was sent again. Only a 4xx but 401, 403, 404, 408 and 429 is refused for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_result_of_404_202_or_0_skipped_its_record_for_good() {
+    let odd = Hostile::start(Answer::Fixed {
+        status: 200,
+        content_type: "application/json".into(),
+        body: r#"{"written":0,"failed":3,"results":[{"status":404},{"status":202},{"status":0}]}"#
+            .into(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, src) = three_records_to(&odd.url(), "odd", dir.path()).await;
+    let v = wait_error(&src, "odd", |m| {
+        m.contains("could not store record 1 (404)")
+    })
+    .await;
+    assert!(
+        !v["status"]["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("for good"),
+        "{v:#}"
+    );
+    assert_eq!(v["status"]["pending_records"], json!(3), "{v:#}");
+}
+
+/// Bug (hostile probe of 2026-11-30): a 500 (or 401, 502) whose body listed every record as
+/// 201 was taken as their delivery: `sent` 3, `errors` 0, nothing at the destination. An
+/// error answer's results count only with the error that stopped the batch, as tsblob
+/// sends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_listing_every_record_as_stored_was_taken_as_delivered() {
+    let liar = Hostile::start(Answer::Fixed {
+        status: 500,
+        content_type: "application/json".into(),
+        body:
+            r#"{"written":3,"failed":0,"results":[{"status":201},{"status":201},{"status":201}]}"#
+                .into(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, src) = three_records_to(&liar.url(), "liar", dir.path()).await;
+    let v = wait_error(&src, "liar", |m| m.contains("answered 500")).await;
+    assert_eq!(v["status"]["pending_records"], json!(3), "{v:#}");
+    assert_eq!(v["status"]["sent_records"], json!(0), "{v:#}");
 }

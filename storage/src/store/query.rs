@@ -237,7 +237,14 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn new(entry: Arc<Entry>, query: &Query, page_len: usize, inline_cap: u64) -> Cursor {
+    /// `sel`: the query's [`Selector::per_entry`], cloned (its texts shared by every cursor).
+    fn new(
+        entry: Arc<Entry>,
+        query: &Query,
+        sel: Selector,
+        page_len: usize,
+        inline_cap: u64,
+    ) -> Cursor {
         Cursor {
             entry,
             lo: query.start.unwrap_or(0),
@@ -245,7 +252,7 @@ impl Cursor {
             page: VecDeque::new(),
             done: false,
             ahead: None,
-            sel: Selector::per_entry(query),
+            sel,
             finished: false,
             page_len,
             inline_cap,
@@ -452,6 +459,8 @@ impl Store {
                 .into());
             }
         }
+        // Compiled once: each cursor's clone shares the condition's texts and the filters.
+        let sel = Selector::per_entry(query);
         let page_len = (MERGE_RECORDS / entries.len().max(1)).clamp(1, PAGE);
         let inline_cap = (PAGE_INLINE_BYTES / entries.len().max(1) as u64).max(1);
         Ok(QueryIter {
@@ -463,7 +472,7 @@ impl Store {
             }),
             cursors: entries
                 .into_iter()
-                .map(|e| Cursor::new(e, query, page_len, inline_cap))
+                .map(|e| Cursor::new(e, query, sel.clone(), page_len, inline_cap))
                 .collect(),
             left: query.limit.unwrap_or(u64::MAX),
             order: Order::of(query.descending),

@@ -274,11 +274,14 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
     };
     // The first step before the status: an error before any record gets its status.
     p.room.cover(STEP_OUT as u64, "an MCAP export").await?;
-    let (p, first) = blocking(move || {
-        let s = p.counted_step();
-        Ok((p, s))
-    })
-    .await?;
+    let (p, first) = t
+        .state
+        .scans
+        .run(move || {
+            let s = p.counted_step();
+            Ok::<_, AppError>((p, s))
+        })
+        .await?;
     let first = match first {
         (_, _, Some(e)) => return Err(e),
         s => s,
@@ -287,9 +290,10 @@ pub async fn stream(t: Target, q: String) -> Result<Response, AppError> {
     // The token is checked again before each step: one removed, rotated or expired while
     // the file streams cuts it (no footer).
     let grant = t.state.auth.grant(&t.caller, &t.bucket);
+    let scans = t.state.scans.clone();
     tokio::spawn(async move {
         let _slot = slot;
-        pump(p, first, tx, grant).await
+        pump(p, first, tx, grant, scans).await
     });
     let mut resp = (StatusCode::OK, body).into_response();
     let h = resp.headers_mut();
@@ -308,6 +312,7 @@ async fn pump(
     first: Sent,
     tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
     mut grant: crate::http::auth::StreamGrant,
+    scans: crate::blocking::Scans,
 ) {
     let mut next = Some(first);
     loop {
@@ -330,11 +335,12 @@ async fn pump(
                     let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
                     return;
                 }
-                match tokio::task::spawn_blocking(move || {
-                    let s = p.counted_step();
-                    (p, s)
-                })
-                .await
+                match scans
+                    .run(move || {
+                        let s = p.counted_step();
+                        Ok::<_, crate::blocking::TaskFailed>((p, s))
+                    })
+                    .await
                 {
                     Ok((back, s)) => {
                         p = back;

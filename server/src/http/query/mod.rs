@@ -154,12 +154,14 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         // one hand-off to the blocking pool (a short query's whole answer; each hand-off
         // costs wake-ups of both cores: `docs/benchmarks/reads-2-2026-11-26b.md`).
         let bodies = t.state.bodies.clone();
-        blocking(move || {
-            let mut p = Producer::new(open()?, many, meta, &bodies, skipped, room);
-            let step = p.counted_step();
-            Ok((p, step))
-        })
-        .await?
+        t.state
+            .scans
+            .run(move || {
+                let mut p = Producer::new(open()?, many, meta, &bodies, skipped, room);
+                let step = p.counted_step();
+                Ok::<_, AppError>((p, step))
+            })
+            .await?
     } else {
         let iter = blocking(open).await?;
         // A live tail is registered under its entries before its first walk: a commit
@@ -173,11 +175,13 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
         }
         // Or 503 busy (with Retry-After) when none comes within --memory-wait.
         p.room.cover(CHUNK as u64, "a query page").await?;
-        blocking(move || {
-            let step = p.counted_step();
-            Ok((p, step))
-        })
-        .await?
+        t.state
+            .scans
+            .run(move || {
+                let step = p.counted_step();
+                Ok::<_, AppError>((p, step))
+            })
+            .await?
     };
     let first = match first {
         Step::Fail(pieces, e) if pieces.is_empty() && p.count == 0 => return Err(e),
@@ -196,9 +200,10 @@ async fn answer(t: Target, r: QueryRequest) -> Result<Response, AppError> {
             // as it runs.
             let grant = t.state.auth.grant(&t.caller, &grant_bucket);
             let live = follow.zip(tail).map(|(opts, tail)| Live { opts, tail });
+            let scans = t.state.scans.clone();
             tokio::spawn(async move {
                 let _slot = slot;
-                let (bytes, _) = pump(p, first, tx, live, grant, heartbeat).await;
+                let (bytes, _) = pump(p, first, tx, live, grant, heartbeat, scans).await;
                 metrics.query_bytes.inc_by(bytes);
             });
         }

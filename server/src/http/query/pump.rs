@@ -98,6 +98,7 @@ pub(super) async fn pump(
     mut live: Option<Live>,
     mut grant: StreamGrant,
     heartbeat: std::time::Duration,
+    scans: crate::blocking::Scans,
 ) -> (u64, u64) {
     use tokio::time::Instant;
     let mut sent = 0u64;
@@ -130,11 +131,13 @@ pub(super) async fn pump(
                 if let Err(e) = p.room.cover(CHUNK as u64, "a query page").await {
                     return (sent + revoked(&p, &tx, e).await, steps);
                 }
-                let Ok((back, step)) = tokio::task::spawn_blocking(move || {
-                    let step = p.counted_step();
-                    (p, step)
-                })
-                .await
+                // Through the gate of steps running at once (`blocking::Scans`).
+                let Ok((back, step)) = scans
+                    .run(move || {
+                        let step = p.counted_step();
+                        Ok::<_, crate::blocking::TaskFailed>((p, step))
+                    })
+                    .await
                 else {
                     let _ = tx
                         .send(Err(std::io::Error::other("the query task failed")))
