@@ -30,7 +30,12 @@
 //! whole, its messages counted from the message indexes after it; a file cut short (or
 //! whose framing breaks) stops at its last complete record, and the bytes after it are
 //! reported; chunk and message records after the Data End record (where only the summary
-//! may be) are not imported, counted and reported with the byte of the first. A message
+//! may be) are not imported, counted and reported with the byte of the first. A chunk
+//! holding a record of opcode 0x00 (which MCAP reserves as invalid) is skipped as damaged,
+//! and top-level ones are counted and reported. What breaks the specification's rules on
+//! ids is imported as read and reported: a channel naming a schema id the file does not
+//! define (its messages come in without a schema), a schema or channel id defined again
+//! with other content (the later definition holds for the messages after it). A message
 //! over [`MAX_MESSAGE_BYTES`] is refused; a schema over [`MAX_SCHEMA_BYTES`] is refused with
 //! the messages of its channels, and past [`MAX_SCHEMA_TOTAL_BYTES`] of schemas held the
 //! rest of a file is not read. Those are what an export reads back.
@@ -93,6 +98,12 @@ pub struct Report {
     pub after_data_end: Vec<String>,
     /// Messages of channels never defined (their channel record was in a skipped chunk).
     pub unknown_channel: u64,
+    /// Messages imported without their schema: their channel names a schema id the file
+    /// did not define before them. Topic → (messages, the schema id).
+    pub missing_schema: BTreeMap<String, (u64, u16)>,
+    /// Schema or channel ids defined again with other content (MCAP ids may not change
+    /// within a file), each described.
+    pub redefined: Vec<String>,
     /// Records skipped for their size (not a message or a schema), each described.
     pub skipped_records: Vec<String>,
     /// Messages refused for a bound (too large, or their schema is): topic → (messages, why).
@@ -115,6 +126,8 @@ impl Report {
             && self.truncated.is_empty()
             && self.after_data_end.is_empty()
             && self.unknown_channel == 0
+            && self.missing_schema.is_empty()
+            && self.redefined.is_empty()
             && self.unmapped.is_empty()
             && self.skipped_records.is_empty()
             && self.refused.is_empty()
@@ -141,6 +154,12 @@ impl Report {
                 self.unknown_channel
             ));
         }
+        for (topic, (n, id)) in &self.missing_schema {
+            out.push(format!(
+                "{n} message(s) of topic {topic:?} were imported without a schema: their channel names schema id {id}, which the file does not define before them (the file is malformed)"
+            ));
+        }
+        out.extend(self.redefined.iter().cloned());
         out.extend(self.skipped_records.iter().cloned());
         for (topic, (n, why)) in &self.unmapped {
             out.push(format!("{n} message(s) of topic {topic:?} skipped: {why}"));
@@ -256,6 +275,37 @@ struct FileState {
     schema_bytes: u64,
     /// Why the rest of the file is not read (its schemas passed their bound).
     stop: Option<String>,
+    /// Ids defined again with other content: ("schema" or "channel", id) → (how many
+    /// times, the first change described).
+    redefined: BTreeMap<(&'static str, u16), (u64, String)>,
+}
+
+impl FileState {
+    /// Notes that `kind` id `id` was defined again with other content (`change`: what was
+    /// and what is now).
+    fn redefined(&mut self, kind: &'static str, id: u16, change: impl FnOnce() -> String) {
+        self.redefined
+            .entry((kind, id))
+            .or_insert_with(|| (0, change()))
+            .0 += 1;
+    }
+}
+
+impl Channel {
+    /// What a report says of it.
+    fn describe(&self) -> String {
+        format!(
+            "topic {:?}, encoding {:?}, schema id {}",
+            self.topic, self.encoding, self.schema
+        )
+    }
+
+    fn same(&self, other: &Channel) -> bool {
+        self.topic == other.topic
+            && self.encoding == other.encoding
+            && self.schema == other.schema
+            && self.metadata == other.metadata
+    }
 }
 
 /// Reads MCAP files into records: `want` decides which records are kept (the window,
@@ -329,6 +379,8 @@ where
         // Chunk and message records after the Data End record: how many of each, and the
         // byte the first starts at.
         let mut late = (0u64, 0u64, None);
+        // Top-level records of the invalid opcode 0x00: how many, and the byte of the first.
+        let mut invalid = (0u64, None);
         loop {
             match reader.next().map_err(io)? {
                 Step::End(cut) => {
@@ -374,6 +426,10 @@ where
                     }
                     late.2.get_or_insert(at);
                 }
+                Step::Invalid { at } => {
+                    invalid.0 += 1;
+                    invalid.1.get_or_insert(at);
+                }
                 Step::Unused => {}
             }
             if let Some(why) = st.stop.take() {
@@ -387,6 +443,17 @@ where
             if self.stopped {
                 return Ok(());
             }
+        }
+        if let (n, Some(first)) = invalid {
+            self.report.skipped_records.push(format!(
+                "{name}: {n} record(s) of opcode 0x00, which MCAP reserves as invalid, were skipped (the first at byte {first}): the file is damaged (zeros where records should be?)"
+            ));
+        }
+        for ((kind, id), (n, change)) in std::mem::take(&mut st.redefined) {
+            self.report.redefined.push(format!(
+                "{name}: {kind} id {id} is defined again with other content ({change}{}): MCAP ids may not change within a file (the file is malformed); the messages after each definition were imported with it",
+                if n > 1 { format!("; {n} times in all") } else { String::new() }
+            ));
         }
         if let (chunks, messages, Some(first)) = late {
             self.report.after_data_end.push(format!(
@@ -424,9 +491,26 @@ where
                         return; // the same again (a writer repeats it in every chunk)
                     }
                 }
-                s.held_bytes()
+                let was = describe_schema(s);
+                let now = match &def {
+                    Ok(new) => describe_schema(new),
+                    Err(size) => format!("a record of {size} bytes"),
+                };
+                let held = s.held_bytes();
+                st.redefined("schema", id, || format!("{was}, then {now}"));
+                held
             }
-            _ => 0,
+            Some(Err(_)) => {
+                // A schema refused for its size: only another refused one may be the same.
+                if let Ok(new) = &def {
+                    let now = describe_schema(new);
+                    st.redefined("schema", id, || {
+                        format!("one over the bound of a schema, then {now}")
+                    });
+                }
+                0
+            }
+            None => 0,
         };
         let held = st.schema_bytes - old;
         let entry = match def {
@@ -475,16 +559,22 @@ where
             }
             Record::Channel(c) => {
                 let entry = topic_to_entry(&c.topic).map_err(|e| e.why);
-                st.channels.insert(
-                    c.id,
-                    Channel {
-                        topic: c.topic,
-                        encoding: c.message_encoding,
-                        schema: c.schema_id,
-                        metadata: c.metadata,
-                        entry,
-                    },
-                );
+                let new = Channel {
+                    topic: c.topic,
+                    encoding: c.message_encoding,
+                    schema: c.schema_id,
+                    metadata: c.metadata,
+                    entry,
+                };
+                match st.channels.get(&c.id) {
+                    Some(old) if old.same(&new) => return true, // repeated (every chunk)
+                    Some(old) => {
+                        let change = format!("{}, then {}", old.describe(), new.describe());
+                        st.redefined("channel", c.id, || change);
+                    }
+                    None => {}
+                }
+                st.channels.insert(c.id, new);
             }
             Record::Message { header, data } => {
                 if data.len() as u64 > MAX_MESSAGE_BYTES {
@@ -645,6 +735,14 @@ where
             self.report.filtered += 1;
             return;
         }
+        if schema.is_none() && ch.schema != 0 {
+            // Schema id 0 is "no schema"; any other must be defined before the channel.
+            self.report
+                .missing_schema
+                .entry(ch.topic.clone())
+                .or_insert((0, ch.schema))
+                .0 += 1;
+        }
         if ts != orig {
             self.report.shifted += 1;
         }
@@ -672,6 +770,11 @@ where
     pub fn stopped(&self) -> bool {
         self.stopped
     }
+}
+
+/// What a report says of a schema.
+fn describe_schema(s: &SchemaDef) -> String {
+    format!("{:?} ({:?}, {} bytes)", s.name, s.encoding, s.data.len())
 }
 
 /// Inflates one message of a `message`-compressed bag, within `max` bytes: `Err` says why

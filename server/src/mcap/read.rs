@@ -5,8 +5,10 @@
 //!
 //! A file is read front to back (memory: one chunk, inflated, and one message). Each record
 //! is read by its opcode within a bound of its kind: a chunk of at most [`CHUNK_MAX`]
-//! uncompressed (a chunk that fails its CRC or does not decompress is skipped whole, its
-//! messages counted from the message indexes after it), a message of at most
+//! uncompressed (a chunk that fails its CRC, does not decompress or holds a record of the
+//! invalid opcode 0x00 is skipped whole, its messages counted from the message indexes
+//! after it; a top-level record of opcode 0x00 is skipped by its length and reported), a
+//! message of at most
 //! [`MAX_MESSAGE_BYTES`] (a larger one is refused, before it is read when it is outside a
 //! chunk), a schema of at most [`MAX_SCHEMA_BYTES`], any other record the import uses of at
 //! most [`OTHER_MAX`]. Records the import does not use (attachments, metadata, indexes, the
@@ -52,6 +54,17 @@ const CHUNK_MAX: u64 = 1 << 30;
 const LZ4_MAX_RATIO: u64 = 256;
 /// See [`LZ4_MAX_RATIO`].
 const LZ4_SLACK: u64 = 64 << 10;
+/// The opcode MCAP reserves as invalid: a record of it is damage (zeros where records
+/// should be), never a record of a later version of the format.
+const INVALID_OPCODE: u8 = 0x00;
+
+/// Why a chunk holding a record of [`INVALID_OPCODE`] at `at` (in its uncompressed bytes)
+/// is damaged. Bug (hostile probe of 2026-11-30): such records were taken as records of
+/// an unknown kind and ignored, so a chunk of 1 GiB of zeros imported "0 records read"
+/// and the copy exited 0.
+fn invalid_opcode(at: u64) -> String {
+    format!("a record of opcode 0x00, which MCAP reserves as invalid, at byte {at} of its uncompressed bytes")
+}
 
 /// What [`FileReader::next`] met: one top-level record of the file, or its end.
 pub(super) enum Step<'a> {
@@ -82,6 +95,9 @@ pub(super) enum Step<'a> {
     /// channels, indexes, statistics) and the footer may be: skipped unread. Its opcode and
     /// the byte it starts at.
     AfterDataEnd { opcode: u8, at: u64 },
+    /// A top-level record of opcode 0x00, which MCAP reserves as invalid (zeros where
+    /// records should be), skipped by its length: the byte it starts at.
+    Invalid { at: u64 },
     /// A record the import does not use (attachment, metadata, index, statistics, summary,
     /// unknown opcode), skipped unread.
     Unused,
@@ -180,6 +196,7 @@ impl FileReader {
         }
         // What to do with the record: read it whole (within a bound), or skip it.
         let skip = match opcode {
+            INVALID_OPCODE => Some(Step::Invalid { at: offset }),
             op::CHUNK | op::MESSAGE if self.ended => {
                 Some(Step::AfterDataEnd { opcode, at: offset })
             }
@@ -400,6 +417,10 @@ fn inflate_zstd(data: &[u8], claim: u64) -> Result<(Vec<u8>, Big), String> {
         if got < head.len() {
             break; // the end, or a record cut short (the walk reports it)
         }
+        if head[0] == INVALID_OPCODE {
+            // Damaged: stop here rather than inflate the rest (up to the 1 GiB claim).
+            return Err(invalid_opcode(at as u64));
+        }
         let mut len8 = [0u8; 8];
         len8.copy_from_slice(&head[1..]);
         let len = u64::from_le_bytes(len8);
@@ -457,6 +478,9 @@ pub(super) fn walk<'a>(
             return Err(format!("{} byte(s) at its end are not a record", buf.len()));
         };
         let opcode = head[0];
+        if opcode == INVALID_OPCODE {
+            return Err(invalid_opcode(at as u64));
+        }
         let mut len8 = [0u8; 8];
         len8.copy_from_slice(&head[1..]);
         let len = u64::from_le_bytes(len8);
@@ -517,6 +541,9 @@ fn limited_chunk_plain(
                 rest = &rest[n..];
             }
             LinearReadEvent::Record { data, opcode } => {
+                if opcode == INVALID_OPCODE {
+                    return Err(invalid_opcode(out.len() as u64));
+                }
                 if (out.len() + 9 + data.len()) as u64 > header.uncompressed_size {
                     return Err(format!(
                         "its records are more than the {} bytes its header claims",

@@ -289,6 +289,19 @@ async fn get_body(
         }
         buf.extend_from_slice(&piece);
     }
+    // A range answered with fewer bytes than asked, its body ending where its
+    // Content-Length says: the object is shorter than the index says (truncated), damage
+    // no retry repairs, as a 416 is. Bug (hostile probe of 2026-11-30): the short bytes went
+    // to the frame check, and the read answered 500 `corrupt_record`, not `tier_damaged`.
+    if let Some((start, len)) = range {
+        if (buf.len() as u64) < len {
+            tracing::warn!(
+                "reading {key:?}: the store answered {} of the {len} bytes asked for from byte {start}",
+                buf.len()
+            );
+            return Err(ObjectError::Damaged(key.to_string()));
+        }
+    }
     Ok(buf)
 }
 

@@ -103,6 +103,11 @@ fn cp(s: &Server, file: &[u8]) -> (Option<i32>, String, Duration) {
 /// The messages of entry `good` in bucket `b`, through the server's own MCAP export
 /// (HTTP/1.0: the body is every byte until the server closes).
 fn exported(s: &Server) -> usize {
+    exported_of(s, "good", "/good")
+}
+
+/// The messages of topic `topic` in the MCAP export of entry `entry` of bucket `b`.
+fn exported_of(s: &Server, entry: &str, topic: &str) -> usize {
     use std::io::{Read, Write};
     let addr = s
         .url("")
@@ -111,8 +116,10 @@ fn exported(s: &Server) -> usize {
         .to_string();
     let mut c = std::net::TcpStream::connect(&addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    c.write_all(b"GET /api/v1/b/b/query?entries=good&format=mcap HTTP/1.0\r\n\r\n")
-        .unwrap();
+    c.write_all(
+        format!("GET /api/v1/b/b/query?entries={entry}&format=mcap HTTP/1.0\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut answer = Vec::new();
     c.read_to_end(&mut answer).unwrap();
     let head = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
@@ -123,7 +130,7 @@ fn exported(s: &Server) -> usize {
     );
     mcap::MessageStream::new(&answer[head + 4..])
         .unwrap()
-        .filter(|m| m.as_ref().unwrap().channel.topic == "/good")
+        .filter(|m| m.as_ref().unwrap().channel.topic == topic)
         .count()
 }
 
@@ -494,4 +501,86 @@ fn records_after_data_end_were_dropped_silently() {
         10,
         "the records before Data End came in; {err}"
     );
+}
+
+/// Bug (hostile probe of 2026-11-30): a channel naming a schema id the file never defines
+/// (the MCAP specification: a non-zero schema id must be defined before its channel) was
+/// imported silently, rc 0, its messages without any schema label (this test on the old
+/// code: rc 0, stderr only the counts). Its messages still come in (their data is intact),
+/// the report names the topic and the schema id, and the copy fails as for other damage.
+#[test]
+fn a_channel_naming_an_undefined_schema_was_imported_silently() {
+    let s = Server::start(&[]);
+    let mut inner = channel_record(3, 77, "/cam");
+    for t in 1..=5u64 {
+        inner.extend_from_slice(&message_record(3, t * 1_000_000, 2, false));
+    }
+    let (code, err, _) = cp(&s, &with_chunk(10, &zstd_chunk(&inner, inner.len() as u64)));
+    assert_eq!(code.map(|c| c != 0), Some(true), "{err}");
+    assert!(
+        err.contains("5 message(s) of topic \"/cam\" were imported without a schema")
+            && err.contains("schema id 77, which the file does not define"),
+        "{err}"
+    );
+    assert_eq!(exported(&s), 10, "{err}");
+    assert_eq!(exported_of(&s, "cam", "/cam"), 5, "{err}");
+}
+
+/// Bug (hostile probe of 2026-11-30): a schema id and a channel id each defined twice with
+/// other content (MCAP ids may not change within a file) were imported silently, rc 0,
+/// the later definition winning (this test on the old code: rc 0, stderr only the
+/// counts). The messages still come in as read (each with the definition before it), and
+/// the report names both ids and what changed; the copy fails as for other damage.
+#[test]
+fn an_id_defined_again_with_other_content_was_imported_silently() {
+    let s = Server::start(&[]);
+    let mut inner = schema_record(5, "pkg/A", b"{}");
+    inner.extend_from_slice(&channel_record(5, 5, "/a"));
+    inner.extend_from_slice(&message_record(5, 1_000_000, 2, false));
+    // The same again (writers repeat definitions in every chunk): not reported.
+    inner.extend_from_slice(&schema_record(5, "pkg/A", b"{}"));
+    inner.extend_from_slice(&channel_record(5, 5, "/a"));
+    inner.extend_from_slice(&schema_record(5, "pkg/B", b"other"));
+    inner.extend_from_slice(&channel_record(5, 5, "/b"));
+    inner.extend_from_slice(&message_record(5, 2_000_000, 2, false));
+    let (code, err, _) = cp(&s, &with_chunk(10, &zstd_chunk(&inner, inner.len() as u64)));
+    assert_eq!(code.map(|c| c != 0), Some(true), "{err}");
+    assert!(
+        err.contains("schema id 5 is defined again with other content (\"pkg/A\"")
+            && err.contains("then \"pkg/B\"")
+            && err.contains("channel id 5 is defined again with other content (topic \"/a\"")
+            && err.contains("then topic \"/b\"")
+            && err.contains("MCAP ids may not change within a file"),
+        "{err}"
+    );
+    assert_eq!(err.matches("is defined again").count(), 2, "{err}");
+    assert_eq!(exported(&s), 10, "{err}");
+    assert_eq!(exported_of(&s, "a", "/a"), 1, "{err}");
+    assert_eq!(exported_of(&s, "b", "/b"), 1, "{err}");
+}
+
+/// Bug (hostile probe of 2026-11-30): a chunk of zero bytes (records of opcode 0x00, which
+/// MCAP reserves as invalid) was read as records of an unknown kind and ignored: a 1 GiB
+/// chunk of zeros imported "0 records read" and the copy exited 0 (this test on the old
+/// code: rc 0, no note). The chunk is now damaged: skipped (at its first record, not
+/// inflated further), named, and the copy fails. Top-level records of opcode 0x00 are
+/// counted and reported likewise. The good messages come in.
+#[test]
+fn a_chunk_of_invalid_opcode_records_imported_nothing_and_exited_0() {
+    let s = Server::start(&[]);
+    let zeros = vec![0u8; 1 << 20];
+    let (code, err, _) = cp(&s, &with_chunk(10, &zstd_chunk(&zeros, zeros.len() as u64)));
+    assert_eq!(code.map(|c| c != 0), Some(true), "{err}");
+    assert!(
+        err.contains("is damaged (a record of opcode 0x00, which MCAP reserves as invalid"),
+        "{err}"
+    );
+    // Ten 9-byte records of zeros between the top-level records.
+    let (code, err, _) = cp(&s, &with_chunk(10, &[0u8; 90]));
+    assert_eq!(code.map(|c| c != 0), Some(true), "{err}");
+    assert!(
+        err.contains("10 record(s) of opcode 0x00, which MCAP reserves as invalid, were skipped"),
+        "{err}"
+    );
+    assert_eq!(exported(&s), 10, "{err}");
 }

@@ -12,8 +12,8 @@ use crate::common::{self, Server};
 use crate::outbound_util::{Answer, Hostile};
 use crate::replication_util::proxy::{Mode, Proxy};
 use crate::tier::{
-    bucket_info, check_record, client, create_bucket, health, write, Engine, Store, PASSWORD,
-    SMALL, USER,
+    bucket_info, check_record, client, create_bucket, health, wait_tiered, write, Engine, Store,
+    PASSWORD, SMALL, USER,
 };
 use crate::tier_faults::tiered_through_proxy;
 use crate::tier_hostile_util::{FakeS3, Hostility, Op};
@@ -571,4 +571,97 @@ async fn a_failed_orphan_sweep_is_not_tried_again_before_every_rounds_uploads() 
         "{}",
         s.stderr_text()
     );
+}
+
+/// Bug (hostile probe of 2026-11-30): a store that answered every PUT 200 without storing
+/// it failed every upload at the HEAD check after it ("does not match the block after
+/// upload"), and only `tsblob_tier_upload_errors_total` showed it: `/health` said
+/// `"status": "available", "error": null` all along, while a PUT answered 500 made it
+/// `unavailable` with the error. A failed check is now an upload failure like a failed
+/// PUT: the tier is unavailable, with the reason, until an upload succeeds. The local
+/// copies are kept (every record reads back), and once the store keeps what it takes, the
+/// blocks go up and the tier is available again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_that_never_verifies_left_health_available() {
+    let fake = FakeS3::start(&[(Op::Put, Hostility::Dropped)]);
+    let (_data, s, c) = filled_on_fake(&fake, "put-drop", &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while common::metric(&c, &s, "tsblob_tier_upload_errors_total").await == 0 {
+        assert!(Instant::now() < deadline, "no upload failed its check");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(fake.requests(Op::HeadObject) > 0);
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["status"], "unavailable", "{h}");
+    assert_eq!(h["tier"]["available"], false, "{h}");
+    let err = h["tier"]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("does not match the block after upload"), "{h}");
+    assert_eq!(common::metric(&c, &s, "tsblob_tier_available").await, 0);
+    assert_eq!(bucket_info(&c, &s).await["tiered_blocks"], 0);
+    for ts in 1..=20u64 {
+        check_record(&c, &s, "front", ts).await;
+    }
+    // The store keeps uploads again: the next verified upload clears the failure.
+    fake.set(Op::Put, None);
+    wait_tiered(&c, &s, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let h = health(&c, &s).await;
+        if h["tier"]["status"] == "available" {
+            assert!(h["tier"]["error"].is_null(), "{h}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tier never came back: {h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for ts in 1..=20u64 {
+        check_record(&c, &s, "front", ts).await;
+    }
+}
+
+/// Bug (hostile probe of 2026-11-30): a ranged GET answered short but consistently (206
+/// with a `Content-Length` of half the range, the body ending there) went to the frame
+/// check, and every read of a tiered record answered 500 `corrupt_record`. The store gave
+/// fewer bytes than the range the index needs: the object is shorter than the index says,
+/// which docs/scaling.md ("Faults") names 500 `tier_damaged` (as a 416 is). The tier stays
+/// available (damage is no outage), and reads come back once the store answers whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_ranged_answer_was_corrupt_record_not_tier_damaged() {
+    let fake = FakeS3::start(&[]);
+    let (_data, s, c) = filled_on_fake(&fake, "short-get", &[]).await;
+    wait_tiered(&c, &s, 2).await;
+    fake.set(Op::Get, Some(Hostility::ShortRange));
+    let (status, code, _) = read_until_failure(s.url("")).await;
+    assert_eq!((status, code.as_str()), (500, "tier_damaged"));
+    assert!(fake.requests(Op::Get) > 0);
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["status"], "available", "damage is no outage: {h}");
+    fake.set(Op::Get, None);
+    reads_come_back(&s).await;
+    for ts in 1..=20u64 {
+        check_record(&c, &s, "front", ts).await;
+    }
+}
+
+/// Bug (hostile probe of 2026-11-30): a GET answered 403 (or 307) made every read of a
+/// tiered record 503 `tier_unavailable`, "retry once it is back (GET /health reports the
+/// tier's state)", while `/health` said `"status": "available"` (with the error text): a
+/// client waiting for the tier to come back was told it was there. A read that answers
+/// 503 now makes the tier unavailable, whatever the store answered, until a call succeeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_tier_get_answered_503_while_health_said_available() {
+    let fake = FakeS3::start(&[]);
+    let (_data, s, c) = filled_on_fake(&fake, "get-403", &[]).await;
+    wait_tiered(&c, &s, 2).await;
+    assert_eq!(health(&c, &s).await["tier"]["status"], "available");
+    fake.set(Op::Get, Some(Hostility::Refuse { status: 403 }));
+    let (status, code, _) = read_until_failure(s.url("")).await;
+    assert_eq!((status, code.as_str()), (503, "tier_unavailable"));
+    let h = health(&c, &s).await;
+    assert_eq!(h["tier"]["status"], "unavailable", "{h}");
+    let err = h["tier"]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("403"), "{h}");
+    fake.set(Op::Get, None);
+    reads_come_back(&s).await;
+    assert_eq!(health(&c, &s).await["tier"]["status"], "available");
 }

@@ -39,6 +39,13 @@ pub enum Hostility {
     Redirect { location: String },
     /// A listing page without keys, `IsTruncated` and a new continuation token each time.
     EmptyPagesForever,
+    /// `status` with an S3 error document (code `AccessDenied`).
+    Refuse { status: u16 },
+    /// A PUT answered 200 (with its checksum) without storing anything.
+    Dropped,
+    /// A ranged GET answered 206 with the first half of the range, `Content-Length` saying
+    /// so (a consistent, short answer).
+    ShortRange,
 }
 
 /// An object: its body, its `x-amz-checksum-crc32c`, its `x-amz-meta-tsblob-crc32c`.
@@ -103,6 +110,15 @@ impl FakeS3 {
             .get(&op)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Answers `op` as `hostile` from now on (`None`: as a working store).
+    pub fn set(&self, op: Op, hostile: Option<Hostility>) {
+        let mut map = self.state.hostile.lock().unwrap();
+        match hostile {
+            Some(h) => map.insert(op, h),
+            None => map.remove(&op),
+        };
     }
 
     /// Body bytes of hostile answers sent so far.
@@ -213,6 +229,14 @@ async fn serve(conn: TcpStream, state: Arc<State>) {
         *state.requests.lock().unwrap().entry(op).or_insert(0) += 1;
         let hostile = state.hostile.lock().unwrap().get(&op).cloned();
         let keep_on = match hostile {
+            Some(Hostility::Dropped) => {
+                let mut h = vec![("ETag", "\"e\"".to_string())];
+                if let Some(crc) = req.headers.get("x-amz-checksum-crc32c") {
+                    h.push(("x-amz-checksum-crc32c", crc.clone()));
+                }
+                w.write_all(head(200, &h, 0).as_bytes()).await.is_ok()
+            }
+            Some(Hostility::ShortRange) => short_range(&mut w, &state, &path, &req).await,
             Some(h) => answer_hostile(&mut w, &state, h).await,
             None => answer(&mut w, &state, op, &path, &req, body).await,
         };
@@ -399,6 +423,36 @@ fn list_page(bucket: &str, prefix: &str, items: &str, token: Option<String>) -> 
     .into_bytes()
 }
 
+/// A GET of a range answered with the first half of it (206, `Content-Length` and
+/// `Content-Range` saying so); false if the connection is to end.
+async fn short_range<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    state: &State,
+    path: &str,
+    req: &Request,
+) -> bool {
+    let found = state.objects.lock().unwrap().get(path).map(|o| o.0.clone());
+    let range = req.headers.get("range").and_then(|r| {
+        let (a, z) = r.strip_prefix("bytes=")?.split_once('-')?;
+        Some((a.parse::<usize>().ok()?, z.parse::<usize>().ok()?))
+    });
+    let (status, headers, out) = match (found, range) {
+        (Some(b), Some((a, z))) if a < b.len() => {
+            let z = z.min(b.len() - 1);
+            let half = (z + 1 - a) / 2;
+            let out = b[a..a + half].to_vec();
+            let cr = format!("bytes {a}-{}/{}", (a + half).saturating_sub(1), b.len());
+            (206, vec![("Content-Range", cr)], out)
+        }
+        (Some(b), None) => (200, vec![], b[..b.len() / 2].to_vec()),
+        (Some(_), Some(_)) => (416, vec![], vec![]),
+        (None, _) => (404, vec![], vec![]),
+    };
+    let mut a = head(status, &headers, out.len()).into_bytes();
+    a.extend_from_slice(&out);
+    w.write_all(&a).await.is_ok()
+}
+
 /// A hostile answer; false if the connection is to end.
 async fn answer_hostile<W: AsyncWriteExt + Unpin>(
     w: &mut W,
@@ -455,6 +509,19 @@ async fn answer_hostile<W: AsyncWriteExt + Unpin>(
             let a = head(307, &[("Location", location)], 0);
             w.write_all(a.as_bytes()).await.is_ok()
         }
+        Hostility::Refuse { status } => {
+            let body = b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>Access Denied.</Message><RequestId>1</RequestId></Error>";
+            let mut a = head(
+                status,
+                &[("Content-Type", "application/xml".to_string())],
+                body.len(),
+            )
+            .into_bytes();
+            a.extend_from_slice(body);
+            w.write_all(&a).await.is_ok()
+        }
+        // Answered in `serve` (they need the request).
+        Hostility::Dropped | Hostility::ShortRange => false,
         Hostility::EmptyPagesForever => {
             let n = state.tokens.fetch_add(1, Ordering::Relaxed);
             let page = list_page("b", "", "", Some(format!("t{n}")));

@@ -237,10 +237,13 @@ impl Store {
                 crc32c: Some(crc),
             })
         {
-            return Err(TierError::Upload(format!(
+            // The store took the PUT but does not hold the block as sent (it dropped or
+            // changed it): an upload failure as a failed PUT is, the tier unavailable until
+            // a call succeeds. Bug (hostile probe of 2026-11-30): only a metric counted it;
+            // `/health` said `available` with no error while no block could be tiered.
+            return Err(up(ObjectError::Unavailable(format!(
                 "the object {key:?} does not match the block after upload (expected {len} bytes, CRC32C {crc:08x}; found {head:?}): it is uploaded again"
-            ))
-            .into());
+            ))));
         }
         tier.ok();
         crate::crash_point("tier-uploaded");

@@ -284,10 +284,18 @@ impl Tier {
     }
 
     pub(crate) fn failed(&self, e: &ObjectError) {
-        if let ObjectError::Unavailable(_) | ObjectError::Tls(_) = e {
-            if self.available.swap(false, Ordering::AcqRel) {
-                log::warn!("the object store is unavailable: {e}");
-            }
+        let outage = matches!(e, ObjectError::Unavailable(_) | ObjectError::Tls(_));
+        self.failed_as(e, outage);
+    }
+
+    /// A failed call: its error is the tier's last (`/health`'s `tier.error`), and when it
+    /// is an `outage` the tier is unavailable until a call succeeds ([`Tier::ok`]).
+    /// [`Tier::failed`] takes an outage from the error's kind; a read that answers 503
+    /// `tier_unavailable` ("retry once it is back") passes `true` whatever the store
+    /// answered, so that `/health` says what the read said.
+    pub(crate) fn failed_as(&self, e: &ObjectError, outage: bool) {
+        if outage && self.available.swap(false, Ordering::AcqRel) {
+            log::warn!("the object store is unavailable: {e}");
         }
         *self.last_error.lock() = Some(e.to_string());
     }

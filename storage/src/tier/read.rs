@@ -55,7 +55,14 @@ impl Tier {
                     }
                     Err(err) => {
                         self.get_errors.fetch_add(1, Ordering::Relaxed);
-                        self.failed(&err);
+                        // Damage of this object (500 `tier_damaged`) is no outage; any
+                        // other failure answers 503 `tier_unavailable`, "retry once it is
+                        // back (GET /health ...)", so the tier is unavailable too. Bug
+                        // (hostile probe of 2026-11-30): a GET answered 403 or 307 made
+                        // every read a 503 while `/health` said `available`.
+                        let damage =
+                            matches!(err, ObjectError::NotFound(_) | ObjectError::Damaged(_));
+                        self.failed_as(&err, !damage);
                         return Err(match err {
                             ObjectError::NotFound(key) => TierError::Missing {
                                 bucket: e.bucket_name(),

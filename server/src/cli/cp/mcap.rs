@@ -113,7 +113,9 @@ pub(super) enum Input {
 }
 
 /// Reads an MCAP file or a rosbag2 folder into `tx`: returns the records handed on and,
-/// when something was skipped, what (the copy fails with it once the rest is written).
+/// when something was skipped or the file breaks the format's rules (an undefined schema,
+/// an id defined twice: [`crate::mcap::import::Report::complete`]), what (the copy fails
+/// with it once the rest is written).
 pub(super) async fn import(
     input: Input,
     patterns: Vec<String>,
@@ -173,7 +175,7 @@ pub(super) async fn import(
         }
         let incomplete = (!report.complete()).then(|| {
             format!(
-                "{} of {} file(s) not imported whole (see above): the rest of it was imported",
+                "{} of {} file(s) not imported whole, or malformed (see above): everything else in it was imported",
                 path.display(),
                 files.len()
             )
