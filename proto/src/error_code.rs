@@ -109,7 +109,8 @@ codes! {
     UriTooLong = "uri_too_long",
     /// 431: a request head over its bound (too many header lines, or too many bytes).
     HeadTooLarge = "head_too_large",
-    /// 415: a `Content-Encoding` the route does not take.
+    /// 415: a `Content-Encoding` the route does not take; 501: a `Transfer-Encoding` other
+    /// than `chunked`.
     UnsupportedEncoding = "unsupported_encoding",
     /// 413: a body over the server's limit.
     PayloadTooLarge = "payload_too_large",

@@ -28,6 +28,25 @@ fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
         })
 }
 
+/// `--listen` and `--reductstore-listen`: an IP address and port, or `localhost:PORT`
+/// (127.0.0.1). No other host name is resolved: what the server binds, and whether that is
+/// loopback (no token needed), must not depend on DNS. Bug (probe of 2026-11-30):
+/// `--listen localhost:8686` was refused with a bare "invalid socket address syntax".
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    if let Some(port) = s
+        .strip_prefix("localhost:")
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "{s:?} is not an IP address and port: give e.g. 127.0.0.1:8686, [::1]:8686 or 0.0.0.0:8686 (localhost:PORT is 127.0.0.1; other host names are not resolved; the port is at most 65535)"
+    ))
+}
+
 /// `--max-attachment-size`: a size of at most 16 MiB (each change rewrites the entry's
 /// attachments file whole).
 fn parse_attachment_size(s: &str) -> Result<usize, String> {
@@ -81,9 +100,10 @@ pub struct ServeArgs {
     /// Data folder (created if missing).
     #[arg(long, env = "TSBLOB_DATA", default_value = "./tsblob-data")]
     pub data: PathBuf,
-    /// Address to listen on. Beyond loopback, the server needs a token (--token, or one
+    /// Address to listen on: an IP address and port (`localhost:PORT` is 127.0.0.1; no
+    /// other host name is resolved). Beyond loopback, the server needs a token (--token, or one
     /// stored) or an explicit --no-auth to start.
-    #[arg(long, env = "TSBLOB_LISTEN", default_value = "127.0.0.1:8686")]
+    #[arg(long, env = "TSBLOB_LISTEN", default_value = "127.0.0.1:8686", value_parser = parse_listen)]
     pub listen: SocketAddr,
     /// Serve https: the PEM file of the server's certificate chain (leaf first). Needs
     /// --tls-key. Default: plain http (or TLS at a reverse proxy).
@@ -274,7 +294,7 @@ pub struct ServeArgs {
     /// Also serve ReductStore's HTTP API (v1, as of ReductStore 1.21) on this address, e.g.
     /// 127.0.0.1:8383 (ReductStore's port), for ReductStore clients (docs/reductstore.md).
     /// Same tokens and bounds as --listen. Default: off.
-    #[arg(long, env = "TSBLOB_REDUCTSTORE_LISTEN")]
+    #[arg(long, env = "TSBLOB_REDUCTSTORE_LISTEN", value_parser = parse_listen)]
     pub reductstore_listen: Option<SocketAddr>,
     /// Also serve ReductStore's HTTP API under this path of --listen, e.g. /reduct (clients
     /// use http://HOST:8686/reduct as their URL). Default: off.
@@ -597,5 +617,28 @@ mod tests {
             .serve
             .store_options()
             .is_err());
+    }
+
+    /// Bug (probe of 2026-11-30): `--listen localhost:8686` was refused with a bare
+    /// "invalid socket address syntax", as was a port over 65535: `localhost:PORT` is
+    /// 127.0.0.1 now, and any other value is refused with what to give instead.
+    #[test]
+    fn listen_localhost_was_refused_with_a_bare_syntax_error() {
+        let t = T::try_parse_from(["t", "--listen", "localhost:19414"]).unwrap();
+        assert_eq!(t.serve.listen.to_string(), "127.0.0.1:19414");
+        let t = T::try_parse_from(["t", "--listen", "[::1]:1"]).unwrap();
+        assert_eq!(t.serve.listen.to_string(), "[::1]:1");
+        for bad in ["example.com:8686", "127.0.0.1:99999", "localhost"] {
+            let err = match T::try_parse_from(["t", "--listen", bad]) {
+                Ok(_) => panic!("{bad} was taken"),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains("give e.g. 127.0.0.1:8686"), "{bad}: {err}");
+        }
+        let err = match T::try_parse_from(["t", "--reductstore-listen", "host:8383"]) {
+            Ok(_) => panic!("host:8383 was taken"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("is not an IP address and port"), "{err}");
     }
 }

@@ -70,7 +70,7 @@ fn answer_for(head: &[u8]) -> Option<Vec<u8>> {
         (
             StatusCode::BAD_REQUEST,
             ErrorCode::MalformedHead,
-            "the request head could not be parsed (a malformed request line or header, two Content-Length headers or a negative one, a Transfer-Encoding other than chunked, a control character in a header): send one well-formed HTTP/1.1 request head",
+            "the request head could not be parsed (a malformed request line or header, two Content-Length headers, a negative one or one of 2^64 or more, a Transfer-Encoding whose last coding is not chunked, a control character in a header): send one well-formed HTTP/1.1 request head",
         )
     } else if text.starts_with("http/1.1 414 ") {
         (
@@ -82,7 +82,7 @@ fn answer_for(head: &[u8]) -> Option<Vec<u8>> {
         (
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::HeadTooLarge,
-            "the request head is over its bound (at most 100 header lines and about 400 KiB), or its Content-Length is too large to read: send fewer or shorter headers (a record's many labels go in a batch or a PATCH body)",
+            "the request head is over its bound (at most 100 header lines and about 400 KiB), or its Content-Length is 2^64-2 or 2^64-1 (past what the HTTP parser frames): send fewer or shorter headers (a record's many labels go in a batch or a PATCH body), and the body's true length",
         )
     } else {
         return None;

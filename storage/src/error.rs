@@ -142,6 +142,11 @@ pub enum NotFound {
         entry: String,
         ts: u64,
     },
+    /// The latest record of an entry that has none (no timestamp was asked for). Bug
+    /// (probe of 2026-11-30): it said "no record at timestamp 0", a timestamp the client
+    /// never gave.
+    #[error("entry {bucket}/{entry} has no records, so it has no latest one: write one first")]
+    NoRecords { bucket: String, entry: String },
     #[error(
         "bucket {bucket:?} has no lifecycle rule {name:?} (GET its lifecycle rules to list them)"
     )]

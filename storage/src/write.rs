@@ -16,6 +16,7 @@ use crate::commit::{BlockFile, Op};
 use crate::entry::{Active, Block, Entry, EntryState};
 use crate::error::{Result, WriteError};
 use crate::names::validate_label_key;
+use crate::now_micros;
 use crate::record::WriteMeta;
 use crate::record::{MAX_LABELS, MAX_LABELS_BYTES, MAX_LABEL_VALUE};
 use crate::settings::Compression;
@@ -238,12 +239,45 @@ pub(crate) fn records_need<'a, P: AsRef<[u8]> + 'a>(
         .sum()
 }
 
+/// The oldest timestamp a write into a bucket may give, taken once per write: a record
+/// stamped before its bucket's `max_age` reaches back is refused, as retention would delete
+/// it within a second of acknowledging it (issue 27). "Now" assigned timestamps are never
+/// that old. Checked before the entry is looked up or made, so that a write refused as too
+/// old leaves no empty entry behind. Bug (probe of 2026-11-30): the check ran under the
+/// entry's lock, after the entry was made, so stale writes into new entries used up
+/// `--max-entries`.
+pub(crate) struct WriteFloor(Option<(u64, u64)>);
+
+impl WriteFloor {
+    pub(crate) fn now(bucket: &Bucket) -> Self {
+        WriteFloor(
+            bucket
+                .write_max_age()
+                .map(|max_age| (max_age, now_micros().saturating_sub(max_age))),
+        )
+    }
+
+    pub(crate) fn check(&self, bucket: &Bucket, ts: u64) -> Result<()> {
+        match self.0 {
+            Some((max_age, oldest)) if ts < oldest => Err(WriteError::TooOld {
+                bucket: bucket.name().to_string(),
+                ts,
+                max_age,
+                oldest,
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Checks and compresses records outside the entry lock (compression is the costly part).
 pub(crate) fn prepare<'a, P: AsRef<[u8]> + 'a>(
     b: &Bucket,
     records: impl Iterator<Item = RecordIn<'a, P>>,
 ) -> Vec<Prepared<'a, P>> {
     let settings = b.settings();
+    let floor = WriteFloor::now(b);
     // Metas found valid: a meta shared by many records is checked once.
     let mut valid: SeenMetas<'a, ()> = SeenMetas::new();
     records
@@ -261,14 +295,16 @@ pub(crate) fn prepare<'a, P: AsRef<[u8]> + 'a>(
                         }),
                 ),
             };
-            let check = check_ts(record.ts).and_then(|()| match valid.get(record.meta) {
-                Some(()) => Ok(()),
-                None => {
-                    check_attrs(record.meta)?;
-                    valid.put(record.meta, ());
-                    Ok(())
-                }
-            });
+            let check = check_ts(record.ts)
+                .and_then(|()| match valid.get(record.meta) {
+                    Some(()) => Ok(()),
+                    None => {
+                        check_attrs(record.meta)?;
+                        valid.put(record.meta, ());
+                        Ok(())
+                    }
+                })
+                .and_then(|()| record.ts.map_or(Ok(()), |ts| floor.check(b, ts)));
             Prepared {
                 check,
                 record,
@@ -287,10 +323,10 @@ pub(crate) struct Prepared<'a, P> {
 }
 
 /// The results of a group none of whose records passes its own check (content type,
-/// labels, timestamp): each record's error, with nothing to create or lock. `None` when
-/// one of them may be written (or there is none). Bug (hostile probe of 2026-11-29): a
-/// write refused for a label value over 4 KiB still created its entry, empty, which
-/// counted against `--max-entries`.
+/// labels, timestamp, `max_age`): each record's error, with nothing to create or lock.
+/// `None` when one of them may be written (or there is none). Bug (hostile probe of
+/// 2026-11-29): a write refused for a label value over 4 KiB still created its entry,
+/// empty, which counted against `--max-entries`.
 pub(crate) fn all_refused<P>(prepared: &mut Vec<Prepared<'_, P>>) -> Option<Vec<Result<u64>>> {
     if prepared.is_empty() || prepared.iter().any(|p| p.check.is_ok()) {
         return None;

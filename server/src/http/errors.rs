@@ -50,10 +50,12 @@ impl AppError {
     pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> AppError {
         let message = message.into();
         // 507 (disk full), 503 (object store unavailable) and 500 `tier_damaged` messages
-        // are built from what the client may know (see `From<Error>`), and say what to do.
+        // are built from what the client may know (see `From<Error>`), and say what to do;
+        // so is 501 (a transfer coding the server does not decode: `headers::chunked_only`).
         if status.is_server_error()
             && status != StatusCode::INSUFFICIENT_STORAGE
             && status != StatusCode::SERVICE_UNAVAILABLE
+            && status != StatusCode::NOT_IMPLEMENTED
             && code != ErrorCode::TierDamaged
         {
             let reference = format!("{:08x}", rand::random::<u32>());
@@ -341,7 +343,9 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
         Error::Pattern(_) => (S::UNPROCESSABLE_ENTITY, ErrorCode::InvalidPattern),
         Error::NotFound(NotFound::Bucket(_)) => (S::NOT_FOUND, ErrorCode::BucketNotFound),
         Error::NotFound(NotFound::Entry { .. }) => (S::NOT_FOUND, ErrorCode::EntryNotFound),
-        Error::NotFound(NotFound::Record { .. }) => (S::NOT_FOUND, ErrorCode::RecordNotFound),
+        Error::NotFound(NotFound::Record { .. } | NotFound::NoRecords { .. }) => {
+            (S::NOT_FOUND, ErrorCode::RecordNotFound)
+        }
         Error::NotFound(NotFound::FeedReader(_)) => (S::NOT_FOUND, ErrorCode::ReplicationNotFound),
         Error::NotFound(NotFound::Rule { .. }) => (S::NOT_FOUND, ErrorCode::RuleNotFound),
         Error::Bucket(BucketError::Exists(_)) => (S::CONFLICT, ErrorCode::BucketExists),

@@ -116,6 +116,31 @@ fn unsupported_encoding(v: &HeaderValue, how: &str) -> AppError {
     )
 }
 
+/// A request's `Transfer-Encoding` must be `chunked` alone: hyper takes the last coding
+/// off (`chunked`) and passes the rest of the list by. Bug (probe of 2026-11-30): a write
+/// with `Transfer-Encoding: gzip, chunked` (or `deflate`, or a coding no one knows) was
+/// answered 201 and stored the still-gzipped bytes as the record. Any other coding is
+/// refused with 501, as RFC 9112 §6.1 asks, before the route reads the body.
+pub fn chunked_only(headers: &HeaderMap) -> Result<(), AppError> {
+    for v in headers.get_all(axum::http::header::TRANSFER_ENCODING) {
+        let other = match v.to_str() {
+            Ok(list) => list
+                .split(',')
+                .map(str::trim)
+                .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case("chunked")),
+            Err(_) => true,
+        };
+        if other {
+            return Err(AppError::new(
+                axum::http::StatusCode::NOT_IMPLEMENTED,
+                ErrorCode::UnsupportedEncoding,
+                format!("Transfer-Encoding {v:?} is not supported: the only transfer coding taken is chunked; send the body as it is (a batch may be sent with Content-Encoding: zstd instead)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether a request body is zstd-compressed (`Content-Encoding: zstd`); `identity` or no
 /// header is plain; any other coding is refused (415).
 pub fn zstd_encoded(headers: &HeaderMap) -> Result<bool, AppError> {

@@ -260,6 +260,10 @@ pub(crate) async fn gate_with(
         Ok(cors) => cors,
         Err(answer) => return state.metrics.finish(started, *answer),
     };
+    if let Err(refused) = headers::chunked_only(req.headers()) {
+        let resp = browser.finish(cors, refused.into_response());
+        return state.metrics.finish(started, resp);
+    }
     let resp = match state.auth.admit(&mut req) {
         Some(refused) => refused,
         None => {
@@ -296,6 +300,10 @@ pub(crate) async fn public_gate_with(
         Ok(cors) => cors,
         Err(answer) => return state.metrics.finish(started, *answer),
     };
+    if let Err(refused) = headers::chunked_only(req.headers()) {
+        let resp = browser.finish(cors, refused.into_response());
+        return state.metrics.finish(started, resp);
+    }
     let resp = errors::json_errors(next.run(req).await).await;
     state.metrics.finish(started, browser.finish(cors, resp))
 }
@@ -363,6 +371,16 @@ async fn entry_route(
         // `/api/v1/b/{bucket}/rename`: no entry may be named `rename`.
         return buckets::rename(state, caller, bucket, req).await;
     }
+    if entry.is_empty() && route != EntryRoute::Record {
+        // `…/b/{bucket}/info` (`histogram`, `batch`): a route word with no entry before
+        // it. Bug (probe of 2026-11-30): answered "entry name is empty" to a client that
+        // named an entry `info`.
+        return Err(AppError::new(
+            axum::http::StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::MethodNotAllowed,
+            no_entry_before(req.method(), route),
+        ));
+    }
     tsblob_storage::validate_entry_name(entry)?;
     let entry = entry.to_string();
     let method = req.method().clone();
@@ -408,6 +426,16 @@ fn not_on_route(method: &Method, route: EntryRoute) -> String {
         Some(word) => format!("{method} is not supported on …/{word}: `{word}` names a route (see docs/api.md for its methods), so it cannot be an entry name's last segment: to write a record, pick another entry name"),
         None => format!("{method} is not supported on this route: see docs/api.md for the methods of each route"),
     }
+}
+
+/// A route word right after the bucket (`…/b/{bucket}/info`): no entry is named, and the
+/// word cannot be an entry name.
+fn no_entry_before(method: &Method, route: EntryRoute) -> String {
+    let word = tsblob_proto::names::ENTRY_ROUTES
+        .iter()
+        .find(|(_, r)| *r == route)
+        .map_or("this word", |(w, _)| *w);
+    format!("{method} /api/v1/b/{{bucket}}/{word} names no entry: `{word}` names a route of an entry (…/{{bucket}}/{{entry}}/{word}, see docs/api.md for its methods), so it cannot be an entry name or its last segment: to write a record, pick another entry name (a bucket's own info is GET /api/v1/b/{{bucket}})")
 }
 
 /// `…/{entry}/attachments[/{name}]`: an entry's attachments (`attachments.rs`).

@@ -602,3 +602,100 @@ fn slow_clients_are_cut_off_without_exhausting_the_server() {
     assert!(rss2 < rss0 + (64 << 20), "RSS grew from {rss0} to {rss2}");
     assert_serving(&s);
 }
+
+/// Bug (probe of 2026-11-30): a write with `Transfer-Encoding: gzip, chunked` (or
+/// `deflate`, or a coding no one knows) was answered 201, and the record held the bytes
+/// still gzipped: hyper takes off `chunked` and let the rest of the list by. Any coding but
+/// `chunked` is refused with 501 and the JSON error now, on the native API and the
+/// ReductStore API alike, and nothing is stored; `chunked` alone is written as before.
+#[test]
+fn a_transfer_coding_but_chunked_was_stored_still_encoded() {
+    let s = Server::start(&["--no-auth", "--reductstore-prefix", "/reduct"]);
+    let a = addr_of(&s.url(""));
+    let (status, answer) = raw_http(&a, &post("/api/v1/b/g", b""), T);
+    assert_eq!(status, 201, "{answer}");
+    let chunked = |path: &str, te: &str| -> Vec<u8> {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nTransfer-Encoding: {te}\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        )
+        .into_bytes()
+    };
+    for te in [
+        "gzip, chunked",
+        "deflate, chunked",
+        "x-custom, chunked",
+        "GZIP,chunked",
+    ] {
+        let (status, answer) = raw_http(&a, &chunked("/api/v1/b/g/e?ts=7", te), T);
+        assert_eq!(status, 501, "{te}: {answer}");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{te}: {e}: {body}"));
+        assert_eq!(v["error"]["code"], "unsupported_encoding", "{te}: {body}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Transfer-Encoding") && message.contains("chunked"),
+            "{te}: {message}"
+        );
+        let (status, answer) = raw_http(&a, &chunked("/api/v1/b/g/e/batch", te), T);
+        assert_eq!(status, 501, "{te} batch: {answer}");
+        let (status, answer) = raw_http(&a, &chunked("/reduct/api/v1/b/g/e?ts=8", te), T);
+        assert_eq!(status, 501, "{te} ReductStore API: {answer}");
+        assert!(answer.contains("Transfer-Encoding"), "{te}: {answer}");
+    }
+    let (status, answer) = raw_http(&a, &get("/api/v1/b/g"), T);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"entry_count\":0,"), "{answer}");
+    let (status, answer) = raw_http(&a, &chunked("/api/v1/b/g/e?ts=9", "chunked"), T);
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = raw_http(&a, &get("/api/v1/b/g/e?ts=9"), T);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.ends_with("\r\n\r\nhello"), "{answer}");
+    assert_serving(&s);
+}
+
+/// Bug (probe of 2026-11-30): docs/api.md gave 431 `head_too_large` for "a Content-Length
+/// too large to parse", but only 2^64−2 and 2^64−1 get 431 (numbers past what hyper frames);
+/// from 2^64 on it is 400 `malformed_head` (not a 64-bit number). The doc and both answers'
+/// messages now name the case each covers.
+#[test]
+fn a_content_length_of_2_64_got_400_where_the_doc_said_431() {
+    let s = Server::start(&["--no-auth"]);
+    let a = addr_of(&s.url(""));
+    let cases = [
+        ("18446744073709551615", 431, "head_too_large", "2^64-1"),
+        ("18446744073709551614", 431, "head_too_large", "2^64-2"),
+        (
+            "18446744073709551616",
+            400,
+            "malformed_head",
+            "2^64 or more",
+        ),
+        (
+            "99999999999999999999999",
+            400,
+            "malformed_head",
+            "2^64 or more",
+        ),
+    ];
+    for (cl, want_status, want_code, names) in cases {
+        let req = format!(
+            "POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: {cl}\r\n\r\nxy"
+        );
+        let (status, answer) = raw_http(&a, req.as_bytes(), T);
+        assert_eq!(status, want_status, "{cl}: {answer}");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{cl}: {e}: {body}"));
+        assert_eq!(v["error"]["code"], want_code, "{cl}: {body}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(names), "{cl}: {message}");
+    }
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md")).unwrap();
+    assert!(
+        !doc.contains("a `Content-Length` too large to parse")
+            && doc.contains("2^64 or more")
+            && doc.contains("2^64−1"),
+        "docs/api.md does not tell the two answers apart"
+    );
+    assert_serving(&s);
+}

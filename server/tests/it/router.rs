@@ -1417,3 +1417,141 @@ async fn a_batch_of_failures_answered_each_with_its_whole_message() {
         .count();
     assert_eq!(short, 24, "{v}");
 }
+
+/// Bug (probe of 2026-11-30): a write refused with 422 `too_old` (older than the bucket's
+/// `max_age`) still made its entry, empty and for good, which took a place under
+/// `--max-entries`: three stale writes into new entries, and a valid write into a fourth
+/// was refused 507 `too_many_entries`. A batch whose records were all too old did the
+/// same. A refused write leaves no entry now.
+#[tokio::test]
+async fn a_too_old_write_left_an_empty_entry_taking_a_place_under_max_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        when_parser: Some(tsblob_server::config::when_parser()),
+        max_entries: 3,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    let auth = Auth::load(dir.path(), None).unwrap();
+    let state = tsblob_server::assemble::state(store, auth, Limits::default()).unwrap();
+    let f = Fixture {
+        app: app(state),
+        _dir: dir,
+    };
+    let a = f.call("POST", "/api/v1/b/old", r#"{"max_age":"1d"}"#).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{:?}", a.body);
+    for e in ["a", "b", "c", "d"] {
+        let a = f
+            .call("POST", &format!("/api/v1/b/old/{e}?ts=1"), "x")
+            .await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "too_old"),
+            "{e}"
+        );
+    }
+    let a = f
+        .call(
+            "POST",
+            "/api/v1/b/old/batchy/batch",
+            frames(&[(1, "a/b", &[], b"x"), (2, "a/b", &[], b"y")], Some(2)),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.body);
+    assert!(
+        String::from_utf8_lossy(&a.body).contains("too_old"),
+        "{:?}",
+        a.body
+    );
+    let a = f.call("GET", "/api/v1/b/old", "").await;
+    assert_eq!(a.json()["info"]["entry_count"], 0, "{}", a.json());
+    for e in ["good", "good2", "good3"] {
+        let a = f.call("POST", &format!("/api/v1/b/old/{e}"), "x").await;
+        assert_eq!(a.status, StatusCode::CREATED, "{e}: {:?}", a.body);
+    }
+}
+
+/// Bug (probe of 2026-11-30): `…/b/base/info`, `…/histogram` and `…/batch` (a route word
+/// as a whole entry name) were answered 422 "entry name is empty", where docs/api.md
+/// promises what `…/x/info` gets: a 405 saying the word cannot end an entry name.
+#[tokio::test]
+async fn a_route_word_as_a_whole_entry_name_was_called_empty() {
+    let f = fixture();
+    f.bucket("base").await;
+    for word in ["info", "histogram", "batch"] {
+        for method in ["POST", "PUT", "GET", "DELETE", "PATCH"] {
+            let a = f
+                .call(method, &format!("/api/v1/b/base/{word}?ts=7"), "hi")
+                .await;
+            assert_eq!(
+                (a.status, a.code().as_str()),
+                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+                "{method} {word}: {:?}",
+                a.body
+            );
+            let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(
+                message.contains(&format!("`{word}`"))
+                    && message.contains("cannot be an entry name"),
+                "{method} {word}: {message}"
+            );
+        }
+    }
+    let a = f.call("GET", "/api/v1/b/base", "").await;
+    assert_eq!(a.json()["info"]["entry_count"], 0, "{}", a.json());
+}
+
+/// Bug (probe of 2026-11-30): GET of the latest record of an entry with none said
+/// "no record at timestamp 0", a timestamp the client never asked for.
+#[tokio::test]
+async fn the_latest_of_an_empty_entry_was_no_record_at_timestamp_0() {
+    let f = fixture();
+    f.bucket("b").await;
+    let a = f.call("POST", "/api/v1/b/b/e?ts=5", "x").await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let a = f.call("DELETE", "/api/v1/b/b/e?ts=5", "").await;
+    assert!(a.status.is_success(), "{:?}", a.body);
+    for method in ["GET", "HEAD"] {
+        let a = f.call(method, "/api/v1/b/b/e", "").await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{method}");
+        if method == "GET" {
+            assert_eq!(a.code(), "record_not_found");
+            let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(
+                message.contains("has no records") && !message.contains("timestamp 0"),
+                "{message}"
+            );
+        }
+    }
+    let a = f.call("GET", "/api/v1/b/b/e?ts=0", "").await;
+    let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("timestamp 0"), "{message}");
+}
+
+/// Bug (probe of 2026-11-30): a POST query body over 1 MiB was told to "start the server
+/// with a larger --max-body", a flag that does not move the query route's fixed 1 MiB.
+#[tokio::test]
+async fn a_query_body_over_1_mib_was_told_to_raise_max_body() {
+    let f = fixture();
+    f.bucket("b").await;
+    let a = f.call("POST", "/api/v1/b/b/e", "x").await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let values: Vec<String> = (0..200_000).map(|i| format!("v{i}")).collect();
+    let body = json!({"when": {"&k": {"$in": values}}}).to_string();
+    assert!(body.len() > 1 << 20);
+    for uri in ["/api/v1/b/b/e/query", "/api/v1/b/b/query"] {
+        let a = f.call("POST", uri, body.clone()).await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            "{uri}"
+        );
+        let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            message.contains("1 MiB")
+                && message.contains("condition smaller")
+                && !message.contains("larger --max-body"),
+            "{uri}: {message}"
+        );
+    }
+}

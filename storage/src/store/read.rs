@@ -46,10 +46,16 @@ impl Store {
             None => self.inner.index.last(txn, e.id())?,
         };
         found.ok_or_else(|| {
-            NotFound::Record {
-                bucket: bucket.into(),
-                entry: entry.into(),
-                ts: ts.unwrap_or(0),
+            match ts {
+                Some(ts) => NotFound::Record {
+                    bucket: bucket.into(),
+                    entry: entry.into(),
+                    ts,
+                },
+                None => NotFound::NoRecords {
+                    bucket: bucket.into(),
+                    entry: entry.into(),
+                },
             }
             .into()
         })

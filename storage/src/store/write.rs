@@ -33,29 +33,9 @@ use crate::store::Store;
 use crate::write::{
     all_refused, check_meta, compress, frame_need, index_frames, pieces_len, prepare, records_need,
     BatchSeen, FrameAt, FrameWriter, Gather, PendingRec, Prepared, RecordIn, SeenMetas, Txn,
-    Uncommitted, Undo, GATHER_FROM, SAMPLE,
+    Uncommitted, Undo, WriteFloor, GATHER_FROM, SAMPLE,
 };
 use crate::write_round::{Admitted, Group, GroupResult, TimedGroup, TimedRecord};
-
-/// Refuses a record stamped before its bucket's `max_age` reaches back: retention would
-/// delete it within a second of acknowledging it (issue 27). "Now" assigned timestamps are
-/// never that old.
-fn refuse_expired(bucket: &Bucket, ts: u64) -> Result<()> {
-    let Some(max_age) = bucket.write_max_age() else {
-        return Ok(());
-    };
-    let oldest = now_micros().saturating_sub(max_age);
-    if ts < oldest {
-        return Err(WriteError::TooOld {
-            bucket: bucket.name().to_string(),
-            ts,
-            max_age,
-            oldest,
-        }
-        .into());
-    }
-    Ok(())
-}
 
 /// A content type and labels met in an append round: the index's `Attrs` (one shared by
 /// every record of the set) and their encoding at the end of a frame head.
@@ -94,7 +74,8 @@ impl Store {
         };
         let ts = match want {
             Some(ts) => {
-                refuse_expired(bucket, ts)?;
+                // Older than the bucket's `max_age` reaches back: refused before the entry
+                // was looked up or made (`WriteFloor`, in `prepare` and `write_spooled`).
                 if taken(ts, st)? {
                     return Err(WriteError::Conflict {
                         bucket: bucket.name().to_string(),
@@ -633,6 +614,10 @@ impl Store {
         }
         let b = self.get_bucket(bucket)?;
         validate_entry_name(entry)?;
+        // Before the entry is made: a refused write leaves no entry behind.
+        if let Some(ts) = meta.ts {
+            WriteFloor::now(&b).check(&b, ts)?;
+        }
         let raw = spool.len();
         let settings = b.settings();
         // Sample the start to decide whether compression is worth it.

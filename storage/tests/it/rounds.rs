@@ -425,3 +425,62 @@ fn a_refused_write_left_an_empty_entry_behind() {
         .collect();
     assert_eq!(names, ["mixed"]);
 }
+
+/// Bug (probe of 2026-11-30): a write refused as older than its bucket's `max_age`
+/// (`too_old`) still created its entry, empty, for good: the check ran under the entry's
+/// lock, after the entry was made, so `all_refused` never saw it. Three stale writes into
+/// new entries used up `--max-entries 3`, and a valid write into a fourth was refused.
+/// A refused write into a new entry (alone, in a round, as a batch, streamed) leaves no
+/// entry and takes no place under the cap.
+#[test]
+fn a_too_old_write_left_an_empty_entry_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(
+        dir.path(),
+        StoreOptions {
+            max_entries: 3,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let day = 86_400_000_000;
+    s.create_bucket(
+        "old",
+        BucketSettings {
+            max_age: Some(day),
+            ..BucketSettings::default()
+        },
+    )
+    .unwrap();
+    let too_old = |r: &Result<u64>| matches!(r, Err(Error::Write(WriteError::TooOld { .. })));
+    for e in ["a", "b", "c", "d"] {
+        let r = s.write("old", e, &meta(1), b"x");
+        assert!(too_old(&r), "{e}: {r:?}");
+    }
+    let stale = meta(1);
+    let data = [b"x".to_vec()];
+    let recs: Vec<Rec> = vec![(&stale, &data[..]), (&stale, &data[..])];
+    let out = s.write_groups(&[("old", "round", &recs[..])]);
+    let results = out[0].as_ref().unwrap();
+    assert!(results.iter().all(too_old), "{results:?}");
+    let batch = s
+        .write_batch(
+            "old",
+            "batchy",
+            [BatchRecord {
+                meta: meta(1),
+                data: b"x".to_vec(),
+            }],
+        )
+        .unwrap();
+    assert!(batch.iter().all(too_old), "{batch:?}");
+    let mut spool = s.spool("old").unwrap();
+    spool.append(&vec![7u8; 200_000]).unwrap();
+    let r = s.write_spooled("old", "streamed", &meta(1), spool);
+    assert!(too_old(&r), "{r:?}");
+    assert!(s.list_entries("old").unwrap().is_empty());
+    let now = now_micros();
+    for e in ["good", "good2", "good3"] {
+        s.write("old", e, &meta(now), b"x").unwrap();
+    }
+}
