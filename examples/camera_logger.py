@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Dict, Optional, Sequence
 
-from tsblob import Client, TimestampExists, TsblobError
+from tsblob import Client, TimestampExists, TsblobError, Unauthorized
 
 _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30,
           "KB": 10**3, "MB": 10**6, "GB": 10**9}
@@ -134,6 +134,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         stats = run(a.url, a.bucket, a.entry, a.fps, a.seconds, a.frame_size, a.quota,
                     a.block_size, a.camera, a.seed, a.token)
+    except Unauthorized as e:
+        # (the SDK's advice names its own `token=`: this script's is --token)
+        print(f"error: {e}\n(give this script a token with --token or TSBLOB_TOKEN)", file=sys.stderr)
+        return 1
     except TsblobError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@ import sys
 from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Sequence
 
-from tsblob import Client, TsblobError, from_micros, to_micros
+from tsblob import Client, TsblobError, Unauthorized, from_micros, to_micros
 
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -106,6 +106,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 start = max(0, stop - (a.last or parse_span("10s")))
             s = summarise(db, a.bucket, a.entry, start, stop, dict(a.label), a.save)
+    except Unauthorized as e:
+        # (the SDK's advice names its own `token=`: this script's is --token)
+        print(f"error: {e}\n(give this script a token with --token or TSBLOB_TOKEN)", file=sys.stderr)
+        return 1
     except TsblobError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

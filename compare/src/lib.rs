@@ -34,8 +34,8 @@ use crate::workload::{parse_size, Phase, Workload};
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Peers to compare against tsblob, comma separated: minio, reductstore, limit (a
-    /// server on tsblob's stack that discards writes and answers reads from a mapped file:
-    /// the physical limit; tsblob's cells are reported as a percentage of it),
+    /// server on tsblob's stack that discards writes and answers reads from memory, each
+    /// record from its own copy of the bytes: the physical limit; tsblob's cells are reported as a percentage of it),
     /// limit-store (the same server appending each write's body to a file per entry: what
     /// storing at all costs).
     #[arg(long, value_delimiter = ',')]

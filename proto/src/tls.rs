@@ -105,6 +105,13 @@ const HINTS: &[(&str, &str)] = &[
          clients refuse as a server's own: make it with `-addext \
          basicConstraints=critical,CA:FALSE` (docs/operations.md, TLS)",
     ),
+    // (newcomer walkthrough of 2026-11-30: `UnknownIssuer` came with no hint)
+    (
+        "UnknownIssuer",
+        "the server's certificate is not signed by a CA this client trusts, as with a private \
+         CA or a self-signed certificate: give it with --ca FILE or TSBLOB_CA (a replication \
+         task: --dst-ca)",
+    ),
     (
         "invalid HTTP version parsed",
         "the server did not answer in HTTP: if it serves TLS (--tls-cert), use an https:// URL",
@@ -131,6 +138,13 @@ mod tests {
         let text = error_chain(&e);
         assert!(
             text.contains("basicConstraints=critical,CA:FALSE"),
+            "{text}"
+        );
+        let text = error_chain(&Outer(std::io::Error::other(
+            "invalid peer certificate: UnknownIssuer",
+        )));
+        assert!(
+            text.ends_with("give it with --ca FILE or TSBLOB_CA (a replication task: --dst-ca))"),
             "{text}"
         );
         let plain = error_chain(&Outer(std::io::Error::other("connection refused")));

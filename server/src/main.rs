@@ -65,6 +65,12 @@ fn main() -> std::process::ExitCode {
     // Before the runtime's threads allocate (`purge_sooner` also clears the deadlines of
     // purges scheduled earlier under mimalloc's default).
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    // A client command whose reader of standard output is gone (`| head -1`) ends quietly
+    // (`tsblob_server::cli::output`); the servers keep their panics as they are (and keep
+    // ignoring SIGPIPE: sockets to departed clients).
+    if !is_server(&cli.command) {
+        tsblob_server::cli::output::quiet_on_closed_stdout();
+    }
     if let Command::Serve(args) = &cli.command {
         purge_sooner();
         if let Some(n) = args.worker_threads {
@@ -80,9 +86,21 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// `tsblob serve` and the bench's `limit` target: processes that serve, not client commands.
+fn is_server(command: &Command) -> bool {
+    match command {
+        Command::Serve(_) => true,
+        #[cfg(feature = "bench")]
+        Command::BenchLimit(_) => true,
+        _ => false,
+    }
+}
+
 async fn async_main(cli: Cli) -> std::process::ExitCode {
     match run(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // `| head -1` has read what it wanted: not a failure.
+        Err(e) if tsblob_server::cli::output::stdout_closed(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // The chain of causes on one line, without a backtrace, each said once (an
             // error whose message quotes its source already does not get it again).

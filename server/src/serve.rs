@@ -139,8 +139,49 @@ fn open_beyond_loopback(
     Ok(open)
 }
 
+/// The admin token `packaging/tsblob.env` ships as a placeholder: published in the
+/// repository, so never a secret.
+pub const PLACEHOLDER_TOKEN: &str = "change-me-to-a-long-random-token";
+
+/// An admin token shorter than this on a listen address beyond loopback is warned about.
+pub const SHORT_TOKEN: usize = 16;
+
+/// The admin token's checks at start: the shipped placeholder is refused; a token shorter
+/// than [`SHORT_TOKEN`] characters on an address beyond loopback is warned about (the
+/// warning returned). Bug (newcomer walkthrough of 2026-11-30): a server started with the
+/// env file's `TSBLOB_TOKEN=change-me-to-a-long-random-token` (its `sed` step skipped), or
+/// with a 1-character token, listened on 0.0.0.0 without a word.
+fn check_admin_token(args: &ServeArgs) -> anyhow::Result<Option<String>> {
+    let Some(token) = args.token.as_deref() else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        token.trim() != PLACEHOLDER_TOKEN,
+        "refusing to start: the admin token (TSBLOB_TOKEN or --token) is {PLACEHOLDER_TOKEN:?}, the placeholder of packaging/tsblob.env, which anyone can read in the repository: set a real token, e.g. generated with `openssl rand -hex 32`",
+    );
+    let len = token.chars().count();
+    let beyond = std::iter::once(args.listen)
+        .chain(args.reductstore_listen)
+        .find(|l| !l.ip().is_loopback());
+    Ok(match beyond {
+        Some(listen) if len < SHORT_TOKEN => Some(format!(
+            "the admin token (TSBLOB_TOKEN or --token) is only {} long and {listen} is reachable beyond this machine: a short token can be guessed; use one of at least {SHORT_TOKEN} characters, e.g. generated with `openssl rand -hex 32`",
+            crate::cli::human::count(len as u64, "character", "characters")
+        )),
+        _ => None,
+    })
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log, args.log_format)?;
+    if let Some(warning) = check_admin_token(&args)? {
+        // Once: in the log, or on stderr when the log filter hides warnings.
+        if tracing::enabled!(tracing::Level::WARN) {
+            tracing::warn!("{warning}");
+        } else {
+            eprintln!("WARNING: {warning}");
+        }
+    }
     // Before the store sizes its file budget from it (`crate::connections`).
     let open_files_limit = crate::connections::raise_open_files_limit();
     let mut opts = args.store_options().map_err(anyhow::Error::msg)?;

@@ -28,7 +28,8 @@ pub enum TargetKind {
     /// ReductStore through its HTTP API v1.
     Reductstore,
     /// The physical limit: a server on tsblob's stack that discards writes and answers reads
-    /// from a mapped file, without an index (`crate::limit`).
+    /// from memory (each record from its own copy of the bytes), without an index
+    /// (`crate::limit`).
     Limit,
     /// The physical limit of storing: `limit`, except that each write's body is appended to
     /// a file per entry (`crate::limit`, `--store`).

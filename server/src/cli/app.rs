@@ -103,7 +103,7 @@ pub enum Command {
     #[command(hide = true)]
     Loadgen(LoadgenArgs),
     /// The `limit` target of `tsblob bench` (started by it): discards writes, answers reads
-    /// from a mapped file.
+    /// from memory (each record from its own copy of the bytes).
     #[cfg(feature = "bench")]
     #[command(hide = true, name = "bench-limit")]
     BenchLimit(tsblob_compare::limit::LimitArgs),
@@ -118,8 +118,98 @@ pub enum ParseError {
     #[error(transparent)]
     ConfigFile(#[from] config::ConfigFileError),
     /// A value of the config file that its flag refuses.
-    #[error("a value in the config file {path} is invalid: {error}")]
+    #[error("{}", config_value_message(.path, .error))]
     ConfigValue { path: String, error: clap::Error },
+}
+
+/// A config file's value that its flag refused, said by its key: `the config file
+/// bad.toml: max-body = "lots" is invalid: "lots" is not a size: …`. Bug (newcomer
+/// walkthrough of 2026-11-30): the message was clap's own inside ours, with a doubled
+/// `error:`, the flag `--max-body <MAX_BODY>` for the key and the command line's "For more
+/// information, try '--help'".
+fn config_value_message(path: &str, error: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = |kind| match error.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let key = text(ContextKind::InvalidArg).map(|arg| {
+        arg.trim_start_matches('-')
+            .split([' ', '='])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    });
+    let why = std::error::Error::source(error)
+        .map(|e| e.to_string())
+        .or_else(|| match error.get(ContextKind::ValidValue) {
+            Some(ContextValue::Strings(v)) => Some(format!("give one of {}", v.join(", "))),
+            _ => None,
+        })
+        .map(|w| format!(": {w}"))
+        .unwrap_or_default();
+    match (key, text(ContextKind::InvalidValue)) {
+        (Some(key), Some(value)) if !key.is_empty() => {
+            format!("the config file {path}: {key} = {value:?} is invalid{why}")
+        }
+        _ => format!("the config file {path}: {}", clap_message(error)),
+    }
+}
+
+/// clap's message without its `error: ` and its closing "For more information" line.
+fn clap_message(error: &clap::Error) -> String {
+    let text = error.to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let text = text
+        .split("\n\nFor more information")
+        .next()
+        .unwrap_or(text);
+    text.trim_end().to_string()
+}
+
+/// `--no-auth` with an admin token that came from the environment (or the config file):
+/// clap said "the argument '--no-auth' cannot be used with '--token <TOKEN>'" although no
+/// `--token` was given. Bug (newcomer walkthrough of 2026-11-30). `None` for other errors.
+fn auth_conflict(
+    e: &clap::Error,
+    argv: &[std::ffi::OsString],
+    from_file: bool,
+) -> Option<clap::Error> {
+    use clap::CommandFactory;
+    let text = e.to_string();
+    if e.kind() != clap::error::ErrorKind::ArgumentConflict
+        || !text.contains("'--no-auth'")
+        || !text.contains("'--token")
+    {
+        return None;
+    }
+    let given = |flag: &str| {
+        argv.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == flag || a.starts_with(&format!("{flag}="))
+        })
+    };
+    let env = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    let token = if given("--token") {
+        "--token gives an admin token"
+    } else if env("TSBLOB_TOKEN") {
+        "TSBLOB_TOKEN is set (an admin token)"
+    } else if from_file {
+        "the config file sets token (an admin token)"
+    } else {
+        return None;
+    };
+    let no_auth = if given("--no-auth") {
+        "--no-auth"
+    } else if env("TSBLOB_NO_AUTH") {
+        "TSBLOB_NO_AUTH"
+    } else {
+        "the config file's no-auth"
+    };
+    Some(Cli::command().error(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!("{token} and {no_auth} asks for none: drop one of them"),
+    ))
 }
 
 /// The ids of the client flags (`cli::ClientArgs`), with their spelling for messages.
@@ -163,7 +253,10 @@ impl Cli {
     pub fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<Cli, ParseError> {
         use clap::{CommandFactory, FromArgMatches};
         let command = Cli::command();
-        let matches = command.clone().try_get_matches_from(&argv)?;
+        let matches = command
+            .clone()
+            .try_get_matches_from(&argv)
+            .map_err(|e| auth_conflict(&e, &argv, false).unwrap_or(e))?;
         let cli = Cli::from_arg_matches(&matches)?.hand_down_client_flags(&matches)?;
         let Some(("serve", serve)) = matches.subcommand() else {
             return Ok(cli);
@@ -175,15 +268,17 @@ impl Cli {
             .find_subcommand("serve")
             .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
         let extra = config::config_file_args(path, serve_command, serve)?;
-        let mut all = argv;
+        let mut all = argv.clone();
         all.extend(extra);
-        let matches =
-            command
-                .try_get_matches_from(all)
-                .map_err(|error| ParseError::ConfigValue {
+        let matches = command.try_get_matches_from(all).map_err(|error| {
+            match auth_conflict(&error, &argv, true) {
+                Some(e) => ParseError::Clap(e),
+                None => ParseError::ConfigValue {
                     path: path.display().to_string(),
                     error,
-                })?;
+                },
+            }
+        })?;
         Ok(Cli::from_arg_matches(&matches)?)
     }
 
@@ -635,9 +730,23 @@ mod tests {
         assert!(e.contains("`colour`"), "{e}");
         let e = parse_with("config = \"x\"\n", &[]).unwrap_err();
         assert!(e.contains("`config`"), "{e}");
-        // A value the flag refuses names the file and the flag.
+        // A value the flag refuses names the file and the key. Bug (newcomer walkthrough
+        // of 2026-11-30): it read "a value in the config file F is invalid: error: invalid
+        // value 'lots' for '--max-body <MAX_BODY>': … For more information, try '--help'."
         let e = parse_with("max-body = \"lots\"\n", &[]).unwrap_err();
-        assert!(e.contains("config file") && e.contains("--max-body"), "{e}");
+        assert!(
+            e.starts_with("the config file ")
+                && e.contains(": max-body = \"lots\" is invalid: ")
+                && e.contains("is not a size"),
+            "{e}"
+        );
+        assert!(
+            !e.contains("error:") && !e.contains("--help") && !e.contains("<MAX_BODY>"),
+            "{e}"
+        );
+        let e = parse_with("log-format = \"xml\"\n", &[]).unwrap_err();
+        assert!(e.contains("log-format = \"xml\" is invalid"), "{e}");
+        assert!(!e.contains("error:"), "{e}");
         let e = parse_with("access-log = \"yes\"\n", &[]).unwrap_err();
         assert!(
             e.contains("access-log") && e.contains("true or false"),

@@ -21,7 +21,7 @@ pub struct BucketArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SettingsArgs {
     /// none, fifo or hard.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_quota_type)]
     pub quota_type: Option<String>,
     /// Quota in bytes on disk (e.g. 10GiB).
     #[arg(long, value_parser = parse_size)]
@@ -32,7 +32,7 @@ pub struct SettingsArgs {
     #[arg(long)]
     pub max_block_records: Option<u64>,
     /// none, zstd or zstd:<1-22>.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_compression)]
     pub compression: Option<String>,
     /// Age-based retention: blocks whose newest record is older than this go (30d, 12h,
     /// 90m); none turns it off. Finer rules (some entries, a condition, compression
@@ -47,6 +47,20 @@ pub struct SettingsArgs {
     /// (e.g. 1h; none turns it off).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_setting)]
     pub tier_after: Option<Value>,
+}
+
+/// `--quota-type`, `--compression`: checked as the server reads them, so that a bad one is
+/// a usage error (exit 2) as every other bad value of the command line. Bug (newcomer
+/// walkthrough of 2026-11-30): a plain string went to the server and came back 422, exit 1.
+fn parse_quota_type(s: &str) -> Result<String, String> {
+    s.parse::<tsblob_storage::QuotaType>()
+        .map(|q| q.to_string())
+}
+
+/// `--compression` (see [`parse_quota_type`]).
+fn parse_compression(s: &str) -> Result<String, String> {
+    s.parse::<tsblob_storage::Compression>()?;
+    Ok(s.to_string())
 }
 
 /// A duration setting (`--max-age`, `--tier-after`): µs for the API, or "none". Bug

@@ -26,7 +26,9 @@ pub struct FilterArgs {
     /// Only records without label KEY (repeatable).
     #[arg(long, value_name = "KEY")]
     pub missing: Vec<String>,
-    /// A condition in ReductStore's `when` language, e.g. '{"&score": {"$gt": 10}}'.
+    /// A condition in ReductStore's `when` language, e.g. '{"&score": {"$gt": 10}}'. A label
+    /// that holds a number is compared with a JSON number: '{"&k": {"$eq": 0}}', not "0"
+    /// (--eq k=0 compares text).
     #[arg(long, value_name = "JSON")]
     pub when: Option<String>,
     /// A comparison with a missing label is an error instead of false.

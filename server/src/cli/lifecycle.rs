@@ -39,11 +39,11 @@ pub enum LifecycleCommand {
         bucket: String,
         name: String,
         /// Records older than this go (e.g. 30d, 12h).
-        #[arg(long)]
-        older_than: String,
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: u64,
         /// How often the rule looks again (default 1h, at least 1s).
-        #[arg(long)]
-        interval: Option<String>,
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        interval: Option<u64>,
         /// Entry names or globs (`*` in a segment, `**` across), `!pattern` excludes; repeat
         /// or separate by commas. None: every entry.
         #[arg(long, value_delimiter = ',')]
@@ -52,17 +52,26 @@ pub enum LifecycleCommand {
         #[arg(long)]
         when: Option<String>,
         /// enabled (default), disabled (kept, not run) or dry_run (counts, removes nothing).
-        #[arg(long)]
+        #[arg(long, value_parser = ["enabled", "disabled", "dry_run"])]
         mode: Option<String>,
         /// remove (default) or compress: store the records zstd-compressed instead (they
         /// read back identical; the blocks they leave are deleted).
-        #[arg(long)]
+        #[arg(long, value_parser = ["remove", "compress"])]
         action: Option<String>,
     },
     /// Remove a rule (max_age: clears the bucket's max_age). Records are not touched.
     Rm { bucket: String, name: String },
     /// Run one pass of a rule now (whatever its mode) and print what it removed.
     Run { bucket: String, name: String },
+}
+
+/// `--older-than`, `--interval`: a duration (30d, 12h, 90s) in µs, read as the server reads
+/// it. Bug (newcomer walkthrough of 2026-11-30): these were plain strings, so a bad one
+/// went to the server and came back as 422 (exit 1), where `token create --ttl` refuses
+/// its bad duration as a usage error (exit 2).
+fn parse_duration(s: &str) -> Result<u64, String> {
+    crate::http::lifecycle::duration_micros(s.trim())
+        .ok_or_else(|| format!("{s:?} is not a duration above 0: use e.g. 30d, 12h or 90s"))
 }
 
 /// A count of the API's answer with its noun ([`human::count`]); as it is when not a number.

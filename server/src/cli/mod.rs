@@ -15,6 +15,7 @@ pub mod human;
 pub mod labels;
 pub mod lifecycle;
 pub mod links;
+pub mod output;
 pub mod profiles;
 pub mod records;
 pub mod replication;

@@ -88,6 +88,20 @@ fn query_path(
     }
 }
 
+/// A `query` or `tail` that names no entry: a usage error saying both ways to name them.
+/// Bug (newcomer walkthrough of 2026-11-30): clap's "the following required arguments were
+/// not provided: <ENTRY>" did not mention --entries.
+fn name_the_entries(command: &str, bucket: &str, named: bool) -> anyhow::Result<()> {
+    if named {
+        return Ok(());
+    }
+    Err(Usage(format!(
+        "say which entry to {command}: `tsblob {command} {} ENTRY`, or several with --entries LIST (names and globs, comma-separated: 'cams/*,imu'; `**` for every entry)",
+        term(bucket)
+    ))
+    .into())
+}
+
 /// `tsblob put BUCKET ENTRY FILE`
 #[derive(Debug, clap::Args)]
 pub struct PutArgs {
@@ -212,10 +226,13 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
                     .write_all(&chunk)
                     .await
                     .with_context(|| format!("cannot write {}", f.part.display()))?,
-                None => stdout.write_all(&chunk).await?,
+                None => stdout
+                    .write_all(&chunk)
+                    .await
+                    .map_err(super::output::stdout_error)?,
             }
         }
-        stdout.flush().await?;
+        stdout.flush().await.map_err(super::output::stdout_error)?;
         if let Some(n) = len {
             if got != n {
                 return Err(CutOff(format!(
@@ -256,7 +273,7 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
 pub struct QueryArgs {
     pub bucket: String,
     /// The entry (or --entries for several).
-    #[arg(required_unless_present = "entries", conflicts_with = "entries")]
+    #[arg(conflicts_with = "entries")]
     pub entry: Option<String>,
     /// Several entries merged in timestamp order: names and globs, comma-separated
     /// ('cams/*,imu'; `*` within a segment, `**` across). Records are listed with their
@@ -299,6 +316,11 @@ pub struct QueryArgs {
 }
 
 pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
+    name_the_entries(
+        "query",
+        &args.bucket,
+        args.entry.is_some() || args.entries.is_some(),
+    )?;
     let c = connect(&args.client)?;
     let mut params: Vec<(String, String)> = Vec::new();
     if let Some(s) = args.start {
@@ -388,7 +410,10 @@ async fn read_frames(
                             }
                         }
                     }
-                    None if !args.list => stdout.write_all(&d).await?,
+                    None if !args.list => stdout
+                        .write_all(&d)
+                        .await
+                        .map_err(super::output::stdout_error)?,
                     None => {}
                 }
             }
@@ -407,7 +432,7 @@ async fn read_frames(
             }
         }
     }
-    stdout.flush().await?;
+    stdout.flush().await.map_err(super::output::stdout_error)?;
     match end {
         Some(n) if n == records => Ok((records, bytes)),
         Some(n) => bail!(
@@ -542,7 +567,7 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
 pub struct TailArgs {
     pub bucket: String,
     /// The entry (or --entries for several).
-    #[arg(required_unless_present = "entries", conflicts_with = "entries")]
+    #[arg(conflicts_with = "entries")]
     pub entry: Option<String>,
     /// Several entries merged in timestamp order: names and globs, comma-separated.
     #[arg(long, value_name = "LIST")]
@@ -680,6 +705,21 @@ impl Lines {
 /// skipping the records already printed at it (five times in a row at most, with a
 /// growing pause).
 pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
+    // Between records a tail prints nothing (heartbeats only): `tail … | head -1` would
+    // run on until the next record's line failed to print. Bug (newcomer walkthrough of
+    // 2026-11-30): it kept running after `head` had exited.
+    tokio::select! {
+        r = follow(args) => r,
+        () = super::output::closed() => Err(super::output::StdoutClosed.into()),
+    }
+}
+
+async fn follow(args: TailArgs) -> anyhow::Result<()> {
+    name_the_entries(
+        "tail",
+        &args.bucket,
+        args.entry.is_some() || args.entries.is_some(),
+    )?;
     // Heartbeats come every --heartbeat seconds while idle: wait well past that.
     let idle = std::time::Duration::from_secs(args.heartbeat.saturating_mul(2).saturating_add(10));
     let c = connect_reading(&args.client, Some(idle))?;

@@ -95,8 +95,18 @@ fn line(t: &Value) {
     let lag = s["oldest_pending_age_s"]
         .as_f64()
         .map_or_else(|| "-".to_string(), |a| format!("{a:.1}s"));
+    // Bug (newcomer walkthrough of 2026-11-30): a backfill that could not deliver showed
+    // `pending 0  lag -` (its records are not in the pending count, which is the writes
+    // since the task's position): only `status --json` said a backfill was under way.
+    let backfill = match &s["backfill"] {
+        b if b["done"] == json!(false) => format!(
+            "  backfilling (at {}; not counted in pending)",
+            human::opt_time(&b["ts"])
+        ),
+        _ => String::new(),
+    };
     println!(
-        "{:<20} {:<8} {:<8} {} → {}/{}  pending {} ({})  lag {}  sent {}  errors {}{}  conflicts {}  evicted before sent {}",
+        "{:<20} {:<8} {:<8} {} → {}/{}  pending {} ({})  lag {}{backfill}  sent {}  errors {}{}  conflicts {}  evicted before sent {}",
         human::field(&t["name"]),
         human::field(&t["settings"]["mode"]),
         human::field(&s["phase"]),

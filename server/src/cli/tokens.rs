@@ -116,11 +116,21 @@ fn print_token(t: &Value) {
     println!("{}", token_line(t));
 }
 
+/// Said when `token create` made an open server's first token. Bug (newcomer walkthrough
+/// of 2026-11-30): the first token turned authentication on for every client (scripts,
+/// loggers, this CLI) and the CLI said nothing of it.
+const FIRST_TOKEN_NOTE: &str = "note: this is the server's first token: authentication is now on, and every request needs a token from now on (this CLI's too: give it with --token or TSBLOB_TOKEN, or save it with `tsblob alias add`)";
+
+/// Whether `me`'s answer is an open server's (no token checked: no name).
+fn is_open(me: &Value) -> bool {
+    me["name"].as_str().is_none_or(str::is_empty)
+}
+
 /// The line of `tsblob token me`: the token's, or what an open server's nameless answer
 /// means. Bug "token me on an open server prints an empty name in a padded column"
 /// (new-user walkthrough B.24).
 fn me_line(t: &Value, token_sent: bool) -> String {
-    if t["name"].as_str().is_none_or(str::is_empty) {
+    if is_open(t) {
         return if token_sent {
             "(no token in use: the server is open and did not check the token sent; every request has full access)".into()
         } else {
@@ -195,12 +205,22 @@ pub async fn token(args: TokenArgs) -> anyhow::Result<()> {
             if !ip_allow.is_empty() {
                 spec["ip_allowlist"] = json!(ip_allow);
             }
+            // Whether the server is open (no token yet): a request without a token that it
+            // answers, or `me` answering nameless (an open server checks no token sent).
+            let (_, sent) = args.client.resolve()?;
+            let open_before = match sent {
+                None => true,
+                Some(_) => c.me().await.is_ok_and(|me| is_open(&me)),
+            };
             let v = c.create_token(&name, &spec).await?;
             if json {
                 println!("{v}");
             } else {
                 println!("{}", human::field(&v["value"]));
                 eprintln!("created token {name}: the value above is shown only once");
+            }
+            if open_before {
+                eprintln!("{FIRST_TOKEN_NOTE}");
             }
         }
         TokenCommand::Rotate { name, json } => {

@@ -7,6 +7,12 @@ use std::process::Command;
 
 use crate::common::Server;
 
+/// The `tsblob` under test: this build, or the one `TSBLOB_TEST_BIN` names (as for the
+/// servers of `common`: an older build shows which of these tests fail without a fix).
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("TSBLOB_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tsblob").into())
+}
+
 /// Runs `tsblob` on `url` with `token` and nothing else from the environment (its
 /// configuration folder, for aliases, is `config`): (exit code, stdout, stderr).
 fn tsblob_in(
@@ -15,7 +21,7 @@ fn tsblob_in(
     token: Option<&str>,
     args: &[&str],
 ) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tsblob"));
+    let mut cmd = Command::new(bin());
     for (k, _) in std::env::vars() {
         if k.starts_with("TSBLOB_") {
             cmd.env_remove(k);
@@ -392,4 +398,295 @@ fn the_start_up_lines_did_not_name_the_reductstore_prefix() {
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or_else(|| panic!("{first}"));
     assert_eq!(second, format!("ReductStore API on http://{addr}/reduct"));
+}
+
+/// A pipe whose reader is gone (as after `| head -1` exited): its write end.
+fn closed_pipe() -> std::process::Stdio {
+    let (read, write) = pipe();
+    drop(read);
+    write.into()
+}
+
+/// A pipe: (read end, write end).
+fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors, each owned once below.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both are fresh descriptors nothing else owns.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+impl Cli {
+    /// `tsblob ARGS` against this server, stdout still to be given.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("TSBLOB_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.args(args)
+            .env("TSBLOB_URL", self.server.url(""))
+            .env("XDG_CONFIG_HOME", self.config.path())
+            .env("HOME", self.config.path())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    }
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): `tsblob bucket ls | head -1` and `tsblob query
+/// … --list | head -1` panicked ("failed printing to stdout: Broken pipe") with a backtrace
+/// and exit 101 once `head` had gone; they end quietly with exit 0.
+#[test]
+fn a_listing_piped_into_head_panicked() {
+    let c = Cli::start(&[]);
+    for b in ["b1", "b2"] {
+        c.ok(None, &["bucket", "create", b]);
+    }
+    let f = c.file("p", b"xyz");
+    for ts in ["1", "2"] {
+        c.ok(None, &["put", "b1", "e", &f, "--ts", ts]);
+    }
+    for args in [
+        &["bucket", "ls"][..],
+        &["bucket", "ls", "--json"],
+        &["query", "b1", "e", "--list"],
+        &["token", "ls"],
+    ] {
+        let out = c.command(args).stdout(closed_pipe()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): `tsblob tail … | head -1` ran on after `head`
+/// had exited, until the next record (only then did it fail to print); it ends within a
+/// second of its reader going, exit 0.
+#[test]
+fn a_tail_piped_into_head_ran_on() {
+    use std::io::BufRead;
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let f = c.file("p", b"xyz");
+    c.ok(None, &["put", "b", "e", &f, "--ts", "1"]);
+    let (read, write) = pipe();
+    let mut child = c
+        .command(&["tail", "b", "e", "--heartbeat", "1"])
+        .stdout(write)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(std::fs::File::from(read))
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("1 "), "{line}");
+    // (the reader is gone now, as `head -1` after its line)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status =
+        status.unwrap_or_else(|| panic!("the tail still ran 5 s after its reader went: {err}"));
+    assert_eq!(status.code(), Some(0), "{err}");
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): `tsblob cp`'s 401 said "give one with
+/// --token, TSBLOB_TOKEN, or a saved alias", none of which `cp` takes; it names
+/// `--dst-token`/`--src-token` for the side that answered.
+#[test]
+fn cp_told_to_give_a_token_it_does_not_take() {
+    let c = Cli::start(&["--token", "root"]);
+    let (out, _) = c.ok(Some("root"), &["bucket", "create", "src"]);
+    assert!(out.contains("src"), "{out}");
+    let from = c.server.url("/src");
+    let to = c.server.url("/dst");
+    let (code, _, err) = c.run(None, &["cp", &from, &to, "--quiet"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("401 unauthorized")
+            && err.contains("give the destination's token with --dst-token (or TSBLOB_DST_TOKEN)"),
+        "{err}"
+    );
+    assert!(!err.contains("--token, TSBLOB_TOKEN"), "{err}");
+    // The destination's token given, the source answers 401 (reading its settings).
+    let (code, _, err) = c.run(None, &["cp", &from, &to, "--quiet", "--dst-token", "root"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("give the source's token with --src-token (or TSBLOB_SRC_TOKEN)"),
+        "{err}"
+    );
+    // To a folder: only the source is a server.
+    let dir = c.config.path().join("out");
+    let (code, _, err) = c.run(None, &["cp", &from, dir.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("--src-token"), "{err}");
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): the first token made on an open server turns
+/// authentication on for every client, and `token create` said nothing of it.
+#[test]
+fn the_first_token_turned_auth_on_silently() {
+    let c = Cli::start(&[]);
+    // A token sent to an open server is not checked: `me` says the server is open.
+    let (_, err) = c.ok(Some("stale"), &["token", "create", "boss", "--full-access"]);
+    assert!(
+        err.contains("this is the server's first token: authentication is now on"),
+        "{err}"
+    );
+    let (code, _, _) = c.run(None, &["bucket", "ls"]);
+    assert_eq!(code, 5, "auth is on now");
+    // (the value: the boss token, made again with a known name from a fresh server)
+    let c = Cli::start(&[]);
+    let (value, err) = c.ok(None, &["token", "create", "boss", "--full-access"]);
+    assert!(err.contains("the server's first token"), "{err}");
+    let value = value.trim().to_string();
+    let (_, err) = c.ok(Some(&value), &["token", "create", "cam", "--read", "b"]);
+    assert!(!err.contains("first token"), "{err}");
+    // And on a server with an admin --token: not the first.
+    let c = Cli::start(&["--token", "root"]);
+    let (_, err) = c.ok(Some("root"), &["token", "create", "cam", "--read", "b"]);
+    assert!(!err.contains("first token"), "{err}");
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): `lifecycle set --older-than soon` and `--mode
+/// sometimes` went to the server and exited 1 (422), where a bad `token create --ttl` exits
+/// 2; a bad value of the command line is a usage error (2), said before any request.
+#[test]
+fn a_bad_lifecycle_value_exited_1() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    for args in [
+        &["lifecycle", "set", "b", "r", "--older-than", "soon"][..],
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "r",
+            "--older-than",
+            "1d",
+            "--interval",
+            "0s",
+        ],
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "r",
+            "--older-than",
+            "1d",
+            "--mode",
+            "sometimes",
+        ],
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "r",
+            "--older-than",
+            "1d",
+            "--action",
+            "shred",
+        ],
+        &["bucket", "update", "b", "--quota-type", "lifo"],
+        &["bucket", "update", "b", "--compression", "zstd:99"],
+        &["token", "create", "t", "--read", "b", "--ttl", "5parsecs"],
+    ] {
+        let (code, _, err) = c.run(None, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    // Good values still go through, the durations as the server reads them.
+    let (out, _) = c.ok(
+        None,
+        &[
+            "lifecycle",
+            "set",
+            "b",
+            "r",
+            "--older-than",
+            "30d",
+            "--interval",
+            "90s",
+            "--mode",
+            "dry_run",
+            "--action",
+            "compress",
+        ],
+    );
+    assert!(
+        out.contains("older than 30d") && out.contains("every 90s") && out.contains("dry_run"),
+        "{out}"
+    );
+    c.ok(
+        None,
+        &[
+            "bucket",
+            "update",
+            "b",
+            "--quota-type",
+            "FIFO",
+            "--quota-size",
+            "1GiB",
+        ],
+    );
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): a `from` backfill that cannot deliver showed
+/// `pending 0 (0 B)  lag -` in `replication ls` (its records are not pending): only
+/// `status --json` said a backfill was under way.
+#[test]
+fn a_stuck_backfill_looked_idle_in_replication_ls() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b"]);
+    let f = c.file("p", b"xyz");
+    c.ok(None, &["put", "b", "e", &f, "--ts", "1"]);
+    c.ok(
+        None,
+        &[
+            "replication",
+            "create",
+            "stuck",
+            "b",
+            "http://127.0.0.1:9",
+            "copy",
+            "--from",
+            "0",
+        ],
+    );
+    let (out, _) = c.ok(None, &["replication", "ls"]);
+    assert!(
+        out.contains("backfilling (at 1970-01-01") && out.contains("not counted in pending"),
+        "{out}"
+    );
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): `tsblob query demo` said only "the following
+/// required arguments were not provided: <ENTRY>", not that --entries names several.
+#[test]
+fn query_without_an_entry_did_not_mention_entries() {
+    let c = Cli::start(&[]);
+    for command in ["query", "tail"] {
+        let (code, _, err) = c.run(None, &[command, "demo"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("`tsblob {command} demo ENTRY`")) && err.contains("--entries"),
+            "{err}"
+        );
+    }
 }

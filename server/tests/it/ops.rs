@@ -931,3 +931,71 @@ async fn cli_label_and_rm_of_many_records_in_one_request() {
     let left: Vec<u64> = labels(c.clone(), url.clone()).await.into_keys().collect();
     assert_eq!(left, vec![1, 3, 4, 6]);
 }
+
+/// Bug (newcomer walkthrough of 2026-11-30): `packaging/tsblob.env` ships
+/// `TSBLOB_TOKEN=change-me-to-a-long-random-token`, and a server given it (the install's
+/// `sed` step skipped) started on any address with an admin token published in the
+/// repository; a 1-character token on 0.0.0.0 was taken without a word. The placeholder is
+/// refused at start, and a token shorter than 16 characters beyond loopback is warned about.
+#[test]
+fn the_packaged_placeholder_token_was_accepted() {
+    let (_, env) = packaging("tsblob.env");
+    let placeholder = env
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .trim_start_matches('#')
+                .strip_prefix("TSBLOB_TOKEN=")
+        })
+        .unwrap();
+    assert_eq!(placeholder, tsblob_server::serve::PLACEHOLDER_TOKEN);
+    for (args, env) in [
+        (&[][..], &[("TSBLOB_TOKEN", placeholder)][..]),
+        (&["--token", placeholder][..], &[][..]),
+    ] {
+        let (status, err) = crate::common::run_serve_briefly(args, env, Duration::from_secs(20));
+        assert!(
+            status.is_some_and(|s| s != 0),
+            "started with the placeholder token ({status:?}): {err}"
+        );
+        assert!(
+            err.contains("placeholder") && err.contains("openssl rand -hex 32"),
+            "{err}"
+        );
+    }
+
+    let short = Server::start_on("0.0.0.0:0", &["--token", "a"]);
+    settle(&short, "is only 1 character long");
+    assert!(
+        short.stderr_text().contains("openssl rand -hex 32"),
+        "{}",
+        short.stderr_text()
+    );
+    // A long token beyond loopback, or a short one on loopback: nothing to say.
+    let long = Server::start_on("0.0.0.0:0", &["--token", "0123456789abcdef"]);
+    let local = Server::start(&["--token", "a"]);
+    std::thread::sleep(Duration::from_millis(300));
+    for s in [&long, &local] {
+        assert!(!s.stderr_text().contains("is only"), "{}", s.stderr_text());
+    }
+}
+
+/// Bug (newcomer walkthrough of 2026-11-30): `TSBLOB_TOKEN` in the environment and
+/// `--no-auth` said "the argument '--no-auth' cannot be used with '--token <TOKEN>'",
+/// though no `--token` was given.
+#[test]
+fn no_auth_with_the_token_variable_blamed_a_flag_not_given() {
+    let (status, err) = crate::common::run_serve_briefly(
+        &["--no-auth"],
+        &[("TSBLOB_TOKEN", "0123456789abcdef0123")],
+        Duration::from_secs(20),
+    );
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "TSBLOB_TOKEN is set (an admin token) and --no-auth asks for none: drop one of them"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("'--token <TOKEN>'"), "{err}");
+}

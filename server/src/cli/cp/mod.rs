@@ -352,6 +352,50 @@ fn summary_line(read: u64, t: &Totals) -> String {
 }
 
 pub async fn cp(args: CpArgs) -> anyhow::Result<()> {
+    let servers = (is_server_url(&args.src), is_server_url(&args.dst));
+    copy(args).await.map_err(|e| token_advice(e, servers))
+}
+
+fn is_server_url(place: &str) -> bool {
+    place.starts_with("http://") || place.starts_with("https://")
+}
+
+/// A 401's advice as `cp` takes tokens: `--src-token`/`--dst-token` for the side that
+/// answered (`cp` has no `--token`, and `TSBLOB_TOKEN` is not read). Bug (newcomer
+/// walkthrough of 2026-11-30): a destination's 401 said "give one with --token,
+/// TSBLOB_TOKEN, or a saved alias", three things `cp` does not take. The side is the only
+/// server of the copy, else the one the error's context names, else both are named.
+fn token_advice(mut e: anyhow::Error, (src, dst): (bool, bool)) -> anyhow::Error {
+    use tsblob_proto::client::ClientError;
+    const SRC: &str = "--src-token (or TSBLOB_SRC_TOKEN)";
+    const DST: &str = "--dst-token (or TSBLOB_DST_TOKEN)";
+    let said = |word: &str| {
+        e.chain()
+            .filter(|c| !c.is::<ClientError>())
+            .any(|c| c.to_string().contains(word))
+    };
+    let advice = match (src, dst) {
+        (true, false) => format!("give the source's token with {SRC}"),
+        (false, true) => format!("give the destination's token with {DST}"),
+        _ if said("destination") => format!("give the destination's token with {DST}"),
+        _ if said("source") => format!("give the source's token with {SRC}"),
+        _ => format!("give the source's token with {SRC} and the destination's with {DST}"),
+    };
+    if let Some(ClientError::Status {
+        status: 401,
+        message,
+        ..
+    }) = e.downcast_mut::<ClientError>()
+    {
+        const HTTP: &str = "send `Authorization: Bearer <token>`";
+        if message.contains(HTTP) {
+            *message = message.replacen(HTTP, &advice, 1);
+        }
+    }
+    e
+}
+
+async fn copy(args: CpArgs) -> anyhow::Result<()> {
     let ca = match &args.ca {
         Some(path) => Some(
             std::fs::read(path).with_context(|| format!("cannot read --ca {}", path.display()))?,
@@ -603,7 +647,8 @@ async fn from_last(
         Place::Server {
             url, bucket, ca, ..
         } => server_entries(url, bucket, args.src_token.clone(), ca.as_deref())
-            .await?
+            .await
+            .with_context(|| format!("the source bucket {bucket}"))?
             .into_keys()
             .collect(),
         Place::Folder(dir) => folder_entries(dir)?.into_iter().map(|(e, _)| e).collect(),
@@ -613,7 +658,8 @@ async fn from_last(
         Place::Server {
             url, bucket, ca, ..
         } => server_entries(url, bucket, args.dst_token.clone(), ca.as_deref())
-            .await?
+            .await
+            .with_context(|| format!("the destination bucket {bucket}"))?
             .into_iter()
             .filter_map(|(e, l)| l.map(|l| (e, l)))
             .collect(),

@@ -39,7 +39,8 @@ pub(super) async fn read_server(
             c.request(Method::GET, &format!("/api/v1/b/{}/query", seg(bucket)))
                 .query(&params),
         )
-        .await?;
+        .await
+        .with_context(|| format!("querying the source bucket {bucket}"))?;
     let mut body = resp.bytes_stream();
     let mut dec = Decoder::new();
     let mut buf = BytesMut::new();
