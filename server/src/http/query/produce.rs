@@ -18,9 +18,12 @@ use crate::http::errors::AppError;
 
 /// Pages of index records (256 each) a step may scan without a match before it hands back,
 /// and the longest it scans (a costly condition makes a page slow), so that the producer
-/// notices a client that went away during a long scan and the stream sends its heartbeats.
+/// notices a client that went away during a long scan and the stream sends its heartbeats,
+/// and so that a step gives its place in the gate of steps (`blocking::Scans`) back soon:
+/// with 250 ms, a query waiting behind 64 costly ones of another client waited up to 5 s
+/// for its first step (2026-11-30, `reliability/costly_queries.py`).
 const IDLE_PAGES: u32 = 16;
-const IDLE_TIME: std::time::Duration = std::time::Duration::from_millis(250);
+const IDLE_TIME: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// A step also ends once its pieces, mapped ones included, reach this many bytes. Mapped
 /// payloads cost no memory of ours, so a step of them can be larger than `CHUNK`: fewer
