@@ -165,8 +165,8 @@ fn check_admin_token(args: &ServeArgs) -> anyhow::Result<Option<String>> {
         .find(|l| !l.ip().is_loopback());
     Ok(match beyond {
         Some(listen) if len < SHORT_TOKEN => Some(format!(
-            "the admin token (TSBLOB_TOKEN or --token) is only {} long and {listen} is reachable beyond this machine: a short token can be guessed; use one of at least {SHORT_TOKEN} characters, e.g. generated with `openssl rand -hex 32`",
-            crate::cli::human::count(len as u64, "character", "characters")
+            "the admin token (TSBLOB_TOKEN or --token) is only {len} character{} long and {listen} is reachable beyond this machine: a short token can be guessed; use one of at least {SHORT_TOKEN} characters, e.g. generated with `openssl rand -hex 32`",
+            if len == 1 { "" } else { "s" }
         )),
         _ => None,
     })
