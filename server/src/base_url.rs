@@ -32,9 +32,14 @@ impl BaseUrlError {
     /// a query such as `?token=`), which the message must not echo back into logs and
     /// answers (`replication_task_with_unsendable_token_or_url_credentials_was_stored`).
     pub fn quoted(&self, s: &str) -> String {
-        match self {
-            Self::Credentials | Self::QueryOrFragment => "(not repeated here)".to_string(),
-            _ => tsblob_proto::quote_short(s),
+        // Whatever the check that failed first: `http://u:secret@h:99999` fails as no URL
+        // (its port) before its credentials are looked at (review of 2026-11-30).
+        let may_hold_secret = matches!(self, Self::Credentials | Self::QueryOrFragment)
+            || s.contains(['@', '?', '#']);
+        if may_hold_secret {
+            "(not repeated here)".to_string()
+        } else {
+            tsblob_proto::quote_short(s)
         }
     }
 }
@@ -82,6 +87,10 @@ mod tests {
         assert!(!e.quoted("http://u:secret@h").contains("secret"));
         let e = check("http://h/?token=secret").unwrap_err();
         assert!(!e.quoted("http://h/?token=secret").contains("secret"));
+        for bad in ["http://u:secret@h:99999", "http://h/?token=a secret"] {
+            let e = check(bad).unwrap_err();
+            assert!(!e.quoted(bad).contains("secret"), "{e:?}");
+        }
         assert_eq!(
             check("https://cloud.example:8686/prefix").unwrap().as_str(),
             "https://cloud.example:8686/prefix"

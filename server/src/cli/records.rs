@@ -847,7 +847,15 @@ async fn open_record_file(args: &QueryArgs, h: &FrameHead) -> anyhow::Result<Opt
         labels.join(",")
     );
     if args.list {
-        println!("{line}");
+        if args.out.is_some() {
+            // A side channel of the download: its reader gone (`--list | head -1`) ends the
+            // listing, not the download (review of 2026-11-30: the closed-stdout exit
+            // stopped the download after the first record, with exit 0).
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "{line}");
+        } else {
+            println!("{line}");
+        }
     }
     match &args.out {
         Some(dir) => {

@@ -466,6 +466,45 @@ fn a_listing_piped_into_head_panicked() {
     }
 }
 
+/// Review of 2026-11-30: with `--out DIR`, `--list` is a side channel of a download, and the
+/// quiet exit on a closed stdout stopped the download after its first record, exit 0. The
+/// listing stops; every record is still written.
+#[test]
+fn a_download_listed_into_head_stopped_at_its_first_record() {
+    let c = Cli::start(&[]);
+    c.ok(None, &["bucket", "create", "b1"]);
+    let f = c.file("p", b"xyz");
+    for ts in 1..=40 {
+        c.ok(None, &["put", "b1", "e", &f, "--ts", &ts.to_string()]);
+    }
+    let dir = c.config.path().join("down");
+    let d = dir.to_str().unwrap();
+    let out = c
+        .command(&["query", "b1", "e", "--list", "--out", d])
+        .stdout(closed_pipe())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let files = walkdir_count(&dir);
+    assert_eq!(files, 40, "{err}");
+}
+
+/// Files under `dir`, at any depth.
+fn walkdir_count(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walkdir_count(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
 /// Bug (newcomer walkthrough of 2026-11-30): `tsblob tail … | head -1` ran on after `head`
 /// had exited, until the next record (only then did it fail to print); it ends within a
 /// second of its reader going, exit 0.

@@ -12,6 +12,8 @@ use parking_lot::Mutex;
 use tsblob_storage::{QueryIter, Store};
 
 use super::parse::parse_query;
+// The frame answer's step bounds: pages and time without a match, and time in all.
+use super::produce::{CLOCK_EVERY, IDLE_PAGES, IDLE_TIME};
 use crate::http::body::channel_body;
 use crate::http::budget::Held;
 use crate::http::errors::{blocking, AppError};
@@ -47,9 +49,6 @@ impl Write for Spool {
 const STEP_OUT: usize = 256 << 10;
 /// ... or has read this many bytes of payloads (compression may hold them in its chunk).
 const STEP_IN: usize = 4 << 20;
-/// Index pages a step may scan without a match before it hands back (a client that went
-/// away is noticed between steps).
-const IDLE_PAGES: u32 = 16;
 /// Output pieces queued between the producer and the socket.
 const DEPTH: usize = 8;
 
@@ -98,7 +97,11 @@ impl Producer {
 
     fn step(&mut self) -> Step {
         let mut read = 0usize;
-        let mut bound = tsblob_storage::ScanBound::pages(IDLE_PAGES);
+        // At most `IDLE_TIME` of scanning without a match, and of the step in all (checked
+        // every `CLOCK_EVERY` records): a step holds a place in the gate of steps.
+        let mut bound = tsblob_storage::ScanBound::pages_or_time(IDLE_PAGES, IDLE_TIME);
+        let started = std::time::Instant::now();
+        let mut put = 0u32;
         if self.exporter.is_none() {
             return Step::Last(Vec::new());
         }
@@ -173,6 +176,10 @@ impl Producer {
                     return Step::Fail(self.out.take(), busy);
                 }
                 return Step::Fail(self.out.take(), export_failed(e));
+            }
+            put += 1;
+            if put.is_multiple_of(CLOCK_EVERY) && started.elapsed() >= IDLE_TIME {
+                return Step::More(self.out.take());
             }
         }
     }
