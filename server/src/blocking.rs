@@ -31,8 +31,9 @@ where
 /// probe of 2026-11-30: 64 queries of one read-only token, each with a costly condition,
 /// kept 64 threads busy on 2 cores, and the runtime's workers got a 66th of the CPU each:
 /// `/health` took 6.7-8.2 s, and every other client's requests as long. With steps gated
-/// here, a worker shares a core with at most a few steps; a step ends within about 50 ms
-/// of judging (the engine's `next_bounded`), so the gate turns over quickly, and it is fair
+/// here, a worker shares a core with at most a few steps; a step of a query answer, tail or
+/// MCAP export ends after about 50 ms (`http::query::produce::StepClock`), a ReductStore
+/// read after its 0.5 s of scanning, so the gate turns over quickly, and it is fair
 /// (first come, first served): a waiting query waits for the steps before it, not for a
 /// flood to end. Writes never pass it (their thread is the writer's).
 #[derive(Clone)]

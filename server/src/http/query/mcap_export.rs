@@ -13,7 +13,7 @@ use tsblob_storage::{QueryIter, Store};
 
 use super::parse::parse_query;
 // The frame answer's step bounds: pages and time without a match, and time in all.
-use super::produce::{CLOCK_EVERY, IDLE_PAGES, IDLE_TIME};
+use super::produce::{StepClock, IDLE_PAGES, IDLE_TIME};
 use crate::http::body::channel_body;
 use crate::http::budget::Held;
 use crate::http::errors::{blocking, AppError};
@@ -97,11 +97,10 @@ impl Producer {
 
     fn step(&mut self) -> Step {
         let mut read = 0usize;
-        // At most `IDLE_TIME` of scanning without a match, and of the step in all (checked
-        // every `CLOCK_EVERY` records): a step holds a place in the gate of steps.
+        // At most `IDLE_TIME` of scanning without a match, and of the step in all
+        // (`StepClock`): a step holds a place in the gate of steps.
         let mut bound = tsblob_storage::ScanBound::pages_or_time(IDLE_PAGES, IDLE_TIME);
-        let started = std::time::Instant::now();
-        let mut put = 0u32;
+        let mut clock = StepClock::start();
         if self.exporter.is_none() {
             return Step::Last(Vec::new());
         }
@@ -177,8 +176,7 @@ impl Producer {
                 }
                 return Step::Fail(self.out.take(), export_failed(e));
             }
-            put += 1;
-            if put.is_multiple_of(CLOCK_EVERY) && started.elapsed() >= IDLE_TIME {
+            if clock.put_one() {
                 return Step::More(self.out.take());
             }
         }

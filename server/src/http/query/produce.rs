@@ -31,7 +31,35 @@ pub(super) const IDLE_TIME: std::time::Duration = std::time::Duration::from_mill
 /// its page was full (thousands of records: seconds) while it held a place in the gate of
 /// steps (`blocking::Scans`), and four such queries held every place. Every 16th record:
 /// a clock read per record is ~1 % of a range read of 1 KiB records.
-pub(super) const CLOCK_EVERY: u32 = 16;
+const CLOCK_EVERY: u32 = 16;
+
+/// A step's clock: the step ends once it has run [`IDLE_TIME`], looked at every
+/// [`CLOCK_EVERY`] records put out (the frame answer's and the MCAP export's steps).
+pub(super) struct StepClock {
+    started: std::time::Instant,
+    put: u32,
+}
+
+impl StepClock {
+    pub(super) fn start() -> StepClock {
+        StepClock {
+            started: std::time::Instant::now(),
+            put: 0,
+        }
+    }
+
+    /// Counts a record put out: whether the step has run its time (every
+    /// [`CLOCK_EVERY`] records; `false` in between).
+    pub(super) fn put_one(&mut self) -> bool {
+        self.put += 1;
+        self.put.is_multiple_of(CLOCK_EVERY) && self.over()
+    }
+
+    /// Whether the step has run its time.
+    pub(super) fn over(&self) -> bool {
+        self.started.elapsed() >= IDLE_TIME
+    }
+}
 
 /// A step also ends once its pieces, mapped ones included, reach this many bytes. Mapped
 /// payloads cost no memory of ours, so a step of them can be larger than `CHUNK`: fewer
@@ -350,8 +378,7 @@ impl Producer {
             ..Pieces::default()
         };
         let mut bound = tsblob_storage::ScanBound::pages_or_time(IDLE_PAGES, IDLE_TIME);
-        let started = std::time::Instant::now();
-        let mut put = 0u32;
+        let mut clock = StepClock::start();
         if std::mem::take(&mut self.rearm) {
             let horizon = self.horizon();
             let changed = std::mem::take(&mut self.changed);
@@ -365,7 +392,7 @@ impl Producer {
                 if let Err(e) = self.large_chunk(&mut out) {
                     return Step::Abort(e);
                 }
-                if started.elapsed() >= IDLE_TIME {
+                if clock.over() {
                     return Step::More(out.finish(&mut self.room));
                 }
                 continue;
@@ -392,8 +419,7 @@ impl Producer {
             if let Err(e) = self.put_item(&mut out, &item) {
                 return self.fail(out, e);
             }
-            put += 1;
-            if put.is_multiple_of(CLOCK_EVERY) && started.elapsed() >= IDLE_TIME {
+            if clock.put_one() {
                 return Step::More(out.finish(&mut self.room));
             }
         }
