@@ -70,29 +70,42 @@ class Server:
         self.url = ""
         self.log = data.parent / f"{data.name}.log"
 
-    def start(self, attempts: int = 3) -> "Server":
+    def start(self, attempts: int = 3, port: Optional[int] = None, scheme: str = "http") -> "Server":
+        """Starts the server on a free port (``port``: on that one, as a restart does), its
+        URL ``scheme://127.0.0.1:port`` (``https`` for a server given ``--tls-cert``)."""
         binary = tsblob_binary()
+        fixed = port
         for _ in range(attempts):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            with open(self.log, "wb") as log:
+            port = fixed or free_port()
+            self.url = f"{scheme}://127.0.0.1:{port}"
+            with open(self.log, "ab" if fixed else "wb") as log:
                 self.proc = subprocess.Popen(
                     [str(binary), "serve", "--data", str(self.data), "--listen", f"127.0.0.1:{port}",
                      *self.extra_args],
                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=server_env())
             if self._wait_healthy(timeout=30.0):
                 return self
+            if fixed is not None:
+                self.terminate()
+                continue
             self.stop()  # the port may have been taken between free_port() and bind: retry
         raise RuntimeError(f"tsblob serve did not become healthy; its log:\n{self.log_tail()}")
 
     def _wait_healthy(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         assert self.proc is not None
+        context = None
+        if self.url.startswith("https://"):  # (up is up: the tests check certificates themselves)
+            import ssl
+
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1.0) as resp:
+                with urllib.request.urlopen(self.url + "/health", timeout=1.0, context=context) as resp:
                     if resp.status == 200:
                         return True
             except (OSError, urllib.error.URLError):
@@ -106,9 +119,9 @@ class Server:
         except OSError:
             return "(no log)"
 
-    def stop(self) -> None:
-        """Stops the server and removes its data folder (pytest keeps the temporary folders
-        of the last runs; the log beside the data folder stays for post-mortems)."""
+    def terminate(self) -> None:
+        """Stops the server (SIGTERM, then SIGKILL after 10 s) and keeps its data folder:
+        ``start(port=...)`` starts it again on it."""
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -117,6 +130,15 @@ class Server:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        """Stops the server and removes its data folder (pytest keeps the temporary folders
+        of the last runs; the log beside the data folder stays for post-mortems)."""
+        self.terminate()
         shutil.rmtree(self.data, ignore_errors=True)
 
     def client(self, **kw: object) -> tsblob.Client:

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator, List
 
 import pytest
 
 import tsblob
 from tsblob import AsyncClient, Client
 
+from bridge import Bridge, Loop
 from conftest import Server, free_port
 
 T0 = 1_650_000_000_000_000
@@ -344,5 +346,136 @@ async def test_server_killed_mid_stream_async(tmp_path: Path) -> None:
                             srv.proc.kill()
                             srv.proc.wait()
                             srv.proc = None
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(params=["sync", "async"])
+def flavour(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Makes clients of a URL: ``Client``, or ``AsyncClient`` through :class:`bridge.Bridge`."""
+    loop = Loop() if request.param == "async" else None
+    made: List[Any] = []
+
+    def make(url: str, **kw: Any) -> Any:
+        db = Client(url, **kw) if loop is None else Bridge(AsyncClient(url, **kw), loop)
+        made.append(db)
+        return db
+
+    yield make
+    for db in made:
+        db.close()
+    if loop is not None:
+        loop.stop()
+
+
+def _limited(folder: Path, *flags: str) -> Server:
+    folder.mkdir(exist_ok=True)
+    srv = Server(folder / "data", list(flags)).start()
+    with srv.client() as db:
+        db.create_bucket("b")
+        db.write("b", "e", b"x", ts=T0)
+    return srv
+
+
+def _held_connection(port: int) -> socket.socket:
+    """A kept-alive connection the server has taken (it answered a request on it: it counts
+    in --max-connections-per-ip; one opened while the server had not yet seen the close of
+    an earlier one is refused, and tried again)."""
+    for _ in range(50):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        if s.recv(65536).startswith(b"HTTP/1.1 200"):
+            return s
+        s.close()
+        time.sleep(0.1)
+    raise AssertionError("the server took no connection")
+
+
+def test_too_many_tails_is_too_many_requests(flavour: Any, tmp_path: Path) -> None:
+    """Bug: a 429 had no class of its own (ops probe 2026-11-29; ``_BY_STATUS`` lacked it):
+    a tail past ``--max-tails`` is ``TooManyRequests`` with the answer's Retry-After."""
+    srv = _limited(tmp_path, "--max-tails", "1")
+    try:
+        db = flavour(srv.url)
+        first = db.tail("b", "e", heartbeat=1)
+        assert next(first).timestamp == T0
+        with pytest.raises(tsblob.TooManyRequests) as e:
+            next(db.tail("b", "e", heartbeat=1))
+        assert e.value.status == 429 and e.value.code == "too_many_tails" and e.value.retry_after == 1.0
+        assert e.value.attempts == 0  # (a 429 is not retried: close a tail first)
+        first.close()
+    finally:
+        srv.stop()
+
+
+def test_too_many_streams_and_connections_are_too_many_requests(flavour: Any, tmp_path: Path) -> None:
+    """Bug: a 429 had no class of its own (ops probe 2026-11-29): ``too_many_streams`` (past
+    ``--max-streams-per-token``) and ``too_many_connections`` (past
+    ``--max-connections-per-ip``) are ``TooManyRequests``, ``retry_after`` 1 s."""
+    srv = _limited(tmp_path / "streams", "--max-streams-per-token", "1")
+    try:
+        db = flavour(srv.url, retries=0)
+        first = db.tail("b", "e", heartbeat=1)
+        next(first)
+        with pytest.raises(tsblob.TooManyRequests) as e:
+            list(db.query("b", "e"))
+        assert e.value.code == "too_many_streams" and e.value.retry_after == 1.0
+        first.close()
+    finally:
+        srv.stop()
+    srv = Server(tmp_path / "data", ["--max-connections-per-ip", "1"]).start()
+    try:
+        held = _held_connection(srv.port)
+        try:
+            with pytest.raises(tsblob.TooManyRequests) as e:
+                flavour(srv.url, retries=0).info()
+            assert e.value.code == "too_many_connections" and e.value.retry_after == 1.0
+        finally:
+            held.close()
+    finally:
+        srv.stop()
+
+
+def test_busy_is_unavailable_and_still_a_server_error(flavour: Any, tmp_path: Path) -> None:
+    """Bug: a 503 ``busy`` answer was a bare ServerError (ops probe 2026-11-29): it is
+    ``Unavailable`` (a ``ServerError``: ``except ServerError`` still catches it) with the
+    answer's Retry-After, for a query and for a tail past ``--max-streams``."""
+    srv = _limited(tmp_path, "--max-streams", "1")
+    try:
+        db = flavour(srv.url, retries=0)
+        first = db.tail("b", "e", heartbeat=1)
+        next(first)
+        with pytest.raises(tsblob.ServerError) as e:
+            list(db.query("b", "e"))
+        assert type(e.value) is tsblob.Unavailable
+        assert e.value.status == 503 and e.value.code == "busy" and e.value.retry_after == 1.0
+        with pytest.raises(tsblob.Unavailable) as e:
+            next(db.tail("b", "e", heartbeat=1, retries=0))
+        assert e.value.retry_after == 1.0
+        first.close()
+    finally:
+        srv.stop()
+
+
+def test_a_tail_whose_server_stops_for_good_raises_after_its_retries(flavour: Any, tmp_path: Path) -> None:
+    """Bug: a tail ended at the server's restart (ops probe 2026-11-29) with a bare
+    TsblobError. The ``busy`` frame of a stopping server is now ``Unavailable`` (status
+    ``None``: an error frame), raised when the tail may not reopen (``retries=0``); with
+    retries, the tail reopens and raises the last failure once they ran out (here the
+    refused connection of a server that does not come back: ``TransportError``)."""
+    srv = _limited(tmp_path)
+    try:
+        db = flavour(srv.url)
+        tail = db.tail("b", "e", heartbeat=1, retries=0)
+        assert next(tail).timestamp == T0
+        patient = db.tail("b", "e", heartbeat=1, retries=2, backoff=0.05)
+        assert next(patient).timestamp == T0
+        srv.terminate()
+        with pytest.raises(tsblob.Unavailable) as e:
+            next(tail)
+        assert e.value.code == "busy" and e.value.status is None and "stopping" in e.value.message
+        with pytest.raises(tsblob.TransportError) as t:
+            next(patient)
+        assert t.value.attempts == 2
     finally:
         srv.stop()

@@ -5,15 +5,18 @@ idle tail open past the client's timeout, and ``meta=True``."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
-from typing import List
+from pathlib import Path
+from typing import List, Optional
 
 import pytest
 
 import tsblob
 from tsblob import AsyncClient, Client
 
+from bridge import Bridge, Loop
 from conftest import Server
 from proxy import Cut, Proxy
 
@@ -148,3 +151,122 @@ async def test_async_multi_entry_query(aclient: AsyncClient, bucket: str) -> Non
         await aclient.write(bucket, "a" if ts % 2 else "b", b"p%d" % ts, ts=ts)
     got = [(r.entry, r.timestamp) async for r in aclient.query(bucket, entries=["a", "b"])]
     assert got == [("b", 0), ("a", 1), ("b", 2), ("a", 3), ("b", 4), ("a", 5)]
+
+
+def _both(flavour: str, url: str, loop: "Optional[Loop]") -> Client:
+    """A ``Client``, or an ``AsyncClient`` driven through :class:`bridge.Bridge`."""
+    if loop is None:
+        return Client(url)
+    return Bridge(AsyncClient(url), loop)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("meta", [False, True], ids=["frames", "meta"])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_tail_survives_a_server_restart(flavour: str, meta: bool, tmp_path: Path,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Bug: a tail ended at the server's restart (ops probe 2026-11-29). On SIGTERM the server
+    ends a live tail with a last error frame ``busy`` ("the server is stopping: follow again
+    once it is back"); ``tail()`` raised it (``TsblobError``, status None) instead of
+    reopening as it does after a dropped connection. Now the tail reopens from the last
+    record, through the refused connections of the restart (within ``retries``), and hands
+    out every record once, in order."""
+    srv = Server(tmp_path / "data", []).start()
+    loop = Loop() if flavour == "async" else None
+    db = _both(flavour, srv.url, loop)
+    got: List[int] = []
+    errors: List[BaseException] = []
+
+    def follow() -> None:
+        try:
+            for rec in db.tail("b", "cam", heartbeat=1, meta=meta):
+                if not meta:
+                    assert rec.data == b"p%d" % rec.timestamp
+                got.append(rec.timestamp)
+                if len(got) == 40:
+                    break
+        except BaseException as e:  # (reported by the test thread)
+            errors.append(e)
+
+    try:
+        with srv.client() as w:
+            w.create_bucket("b")
+            for ts in range(1, 21):
+                w.write("b", "cam", b"p%d" % ts, ts=ts)
+        t = threading.Thread(target=follow)
+        with caplog.at_level("WARNING", logger="tsblob"):
+            t.start()
+            deadline = time.monotonic() + 10
+            while len(got) < 20 and time.monotonic() < deadline and not errors:
+                time.sleep(0.02)
+            assert got == list(range(1, 21)) and not errors
+            port = srv.port
+            srv.terminate()  # SIGTERM: the tail gets its last frame, busy
+            time.sleep(1.0)  # the tail's first reopening finds no server: refused
+            srv.start(port=port)
+            with srv.client() as w:
+                for ts in range(21, 41):
+                    w.write("b", "cam", b"p%d" % ts, ts=ts)
+            t.join(timeout=60)
+        assert not t.is_alive()
+        assert not errors, errors
+        assert got == list(range(1, 41))
+        said = " ".join(r.getMessage() for r in caplog.records)
+        assert "busy" in said and "reopening from the last record" in said
+    finally:
+        db.close()
+        if loop is not None:
+            loop.stop()
+        srv.stop()
+
+
+class _EndingTail:
+    """A server whose live tail answers (``meta=True``: NDJSON, chunked) end cleanly, as a
+    proxy may end a stream that its upstream dropped: each connection gets the next list of
+    timestamps of ``answers``, then the chunked body's last chunk. ``targets``: the
+    requests' targets."""
+
+    def __init__(self, answers: List[List[int]]) -> None:
+        self.answers = answers
+        self.targets: List[str] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        for answer in self.answers:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536)
+                self.targets.append(head.split(b" ")[1].decode())
+                body = b"".join(b'{"ts": %d, "size": 1, "content_type": "x", "labels": {}}\n' % ts for ts in answer)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                             b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                             + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+        self.sock.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_meta_tail_whose_answer_ends_reopens(flavour: str) -> None:
+    """Bug: a tail ended at the server's restart (ops probe 2026-11-29), the ``meta=True``
+    side: NDJSON has no end line, so a live tail's answer that ended (a cut a proxy passed on
+    as a clean end) was taken for the end of the tail, and the iteration stopped without a
+    word. A tail never ends but with a ``$limit``: it reopens just after the last record."""
+    srv = _EndingTail([[1, 2], [3]])
+    loop = Loop() if flavour == "async" else None
+    db = _both(flavour, srv.url, loop)
+    try:
+        it = db.tail("b", "cam", meta=True, backoff=0.01)
+        assert [next(it).timestamp for _ in range(3)] == [1, 2, 3]
+        it.close()
+        assert "start=3" in srv.targets[1] and "follow=true" in srv.targets[1]
+    finally:
+        db.close()
+        if loop is not None:
+            loop.stop()

@@ -21,23 +21,37 @@ pub struct BatchHeaderV1 {
     pub labels: Vec<(String, String)>,
 }
 
-/// Splits on commas outside double quotes; quoted parts keep their text without quotes.
-fn split_csv(s: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in s.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
+/// The `<name>=<value>` pairs of a header's label list as ReductStore reads them: a value
+/// is quoted only when it *starts* with `"` (it then runs to the next `"` and may hold
+/// `,`); any other value runs to the next `,` and may hold `"`. Names and unquoted values
+/// are trimmed. `Err(rest)`: text left that holds no `=`. Bug (ReductStore parity probe of
+/// 2026-11-29): a `"` anywhere in a value flipped quoting, so `screen=5"` failed the whole
+/// v1 batch (422; a ReductStore replicating into tsblob dropped the batch) and `say "hi"`
+/// was stored as `say hi`.
+fn label_pairs(raw: &str) -> Result<Vec<(&str, String)>, Result<&str, String>> {
+    let mut pairs = Vec::new();
+    let mut rest = raw.trim();
+    while !rest.is_empty() {
+        let Some((key, after)) = rest.split_once('=') else {
+            return Err(Ok(rest));
+        };
+        let value;
+        if let Some(quoted) = after.strip_prefix('"') {
+            let (v, r) = quoted
+                .split_once('"')
+                .ok_or_else(|| Err("a double quote is not closed".to_string()))?;
+            value = v.to_string();
+            rest = r.trim_start_matches(',').trim();
+        } else if let Some((v, r)) = after.split_once(',') {
+            value = v.trim().to_string();
+            rest = r.trim();
+        } else {
+            value = after.trim().to_string();
+            rest = "";
         }
+        pairs.push((key.trim(), value));
     }
-    if quoted {
-        return Err("a double quote is not closed".into());
-    }
-    out.push(cur);
-    Ok(out)
+    Ok(pairs)
 }
 
 fn content_type_of(meta: &RecordMeta) -> &str {
@@ -50,25 +64,41 @@ fn content_type_of(meta: &RecordMeta) -> &str {
 
 impl BatchHeaderV1 {
     pub fn parse(raw: &str) -> Result<BatchHeaderV1, String> {
-        let items = split_csv(raw)?;
-        let first = items.first().map(String::as_str).unwrap_or_default();
+        let (first, rest) = raw.split_once(',').unwrap_or((raw, ""));
         let size = first
             .trim()
             .parse::<u64>()
             .map_err(|_| format!("{first:?} is not a content length"))?;
-        let content_type = items
-            .get(1)
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
-        let mut labels = Vec::new();
+        let (content_type, labels_text) = rest.split_once(',').unwrap_or((rest, ""));
+        let content_type = Some(content_type.trim().to_string()).filter(|s| !s.is_empty());
         // An item without `=` is skipped, as ReductStore does: reduct-py (1.21) quotes a
         // value only when its *name* holds `,` or `=`, so a value `x,y` arrives as `k=x,y`
-        // and ReductStore stores `k=x`.
-        for item in items.iter().skip(2) {
-            if let Some((k, v)) = item.split_once('=') {
-                labels.push((label_name(k), v.trim().to_string()));
+        // and ReductStore stores `k=x` (an item without `=` before the next pair, as in
+        // `k=x,y,m=1`, is part of the next name for ReductStore; here it is left out).
+        let pairs = match label_pairs(labels_text) {
+            Ok(pairs) => pairs,
+            Err(Ok(_)) => {
+                // Trailing text without `=`: the pairs before it.
+                let mut kept = labels_text;
+                let mut pairs = Vec::new();
+                while let Some(cut) = kept.rfind(',') {
+                    kept = &kept[..cut];
+                    if let Ok(p) = label_pairs(kept) {
+                        pairs = p;
+                        break;
+                    }
+                }
+                pairs
             }
-        }
+            Err(Err(e)) => return Err(e),
+        };
+        let labels = pairs
+            .into_iter()
+            .map(|(k, v)| {
+                let k = k.rsplit_once(',').map_or(k, |(_, name)| name);
+                (label_name(k), v)
+            })
+            .collect();
         Ok(BatchHeaderV1 {
             size,
             content_type,
@@ -93,37 +123,23 @@ pub fn parse_label_ops(
     raw: &str,
     names: Option<&[String]>,
 ) -> Result<Vec<(String, String)>, String> {
-    let mut ops = Vec::new();
-    let mut rest = raw.trim();
-    while !rest.is_empty() {
-        let (key, after) = rest
-            .split_once('=')
-            .ok_or_else(|| format!("label {rest:?} is not <name>=<value>"))?;
-        let key = key.trim();
-        let key = match (names, key.parse::<usize>()) {
-            (Some(names), Ok(i)) => names
-                .get(i)
-                .cloned()
-                .ok_or_else(|| format!("label index {i} is not in x-reduct-labels"))?,
-            _ => label_name(key),
-        };
-        let value;
-        if let Some(quoted) = after.strip_prefix('"') {
-            let (v, r) = quoted
-                .split_once('"')
-                .ok_or_else(|| "a double quote is not closed".to_string())?;
-            value = v.to_string();
-            rest = r.trim_start_matches(',').trim();
-        } else if let Some((v, r)) = after.split_once(',') {
-            value = v.trim().to_string();
-            rest = r.trim();
-        } else {
-            value = after.trim().to_string();
-            rest = "";
-        }
-        ops.push((key, value));
-    }
-    Ok(ops)
+    let pairs = label_pairs(raw).map_err(|e| match e {
+        Ok(rest) => format!("label {rest:?} is not <name>=<value>"),
+        Err(e) => e,
+    })?;
+    pairs
+        .into_iter()
+        .map(|(key, value)| {
+            let key = match (names, key.parse::<usize>()) {
+                (Some(names), Ok(i)) => names
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("label index {i} is not in x-reduct-labels"))?,
+                _ => label_name(key),
+            };
+            Ok((key, value))
+        })
+        .collect()
 }
 
 /// A v2 record's content type and labels, as the entry's previous record left them.
@@ -218,8 +234,13 @@ pub fn encode_entry(name: &str) -> String {
 /// A label value as the text of a ReductStore header: raw when HTTP can carry it (visible
 /// ASCII and inner spaces), else percent-encoded as tsblob does (HTTP cannot carry it raw).
 pub fn label_text(v: &str) -> std::borrow::Cow<'_, str> {
-    let raw_ok =
-        v.bytes().all(|b| (0x20..0x7f).contains(&b)) && !v.starts_with(' ') && !v.ends_with(' ');
+    // A tab is a field value's character too (RFC 9110 §5.5), but not at either end (HTTP
+    // trims those). Bug (parity probe of 2026-11-29): `t<TAB>x` was answered `t%09x`, and a
+    // copy back into a ReductStore stored that text.
+    let blank = |c: char| c == ' ' || c == '\t';
+    let raw_ok = v.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
+        && !v.starts_with(blank)
+        && !v.ends_with(blank);
     if raw_ok {
         std::borrow::Cow::Borrowed(v)
     } else {
@@ -235,19 +256,24 @@ pub fn label_name(k: &str) -> String {
     k.trim().to_ascii_lowercase()
 }
 
-/// A label value in a batch header (v1 and v2): as [`label_text`] (raw when HTTP carries
-/// it, else percent-encoded), percent-encoded too when it holds `"` (the format has no escape
-/// for one: `k="a"b"` reads as other labels), and in double quotes when it holds `,`.
-/// Without this a value HTTP cannot carry (a line break, NUL, DEL: only tsblob's own API can
-/// store one) made its record's header unsendable; the header was left out and its payload
-/// kept, so a client paired every later payload with the record before it.
+/// A label value in a batch header (v1 and v2), as ReductStore writes it and its readers
+/// (and [`label_pairs`]) read it: as [`label_text`] (raw when HTTP carries it, else
+/// percent-encoded), and in double quotes when it holds `,`. A `"` inside stays raw (a reader
+/// quotes only a value that starts with one), except where the format has no room for it:
+/// in a value that starts with `"` or is quoted (a quoted value ends at its next `"`), every
+/// `"` is percent-encoded. Without the encoding a value HTTP cannot carry (a line break,
+/// NUL, DEL: only tsblob's own API can store one) made its record's header unsendable; the
+/// header was left out and its payload kept, so a client paired every later payload with
+/// the record before it.
 fn batch_label(v: &str) -> String {
-    let text = if v.contains('"') {
-        tsblob_proto::headers::encode_label_value(v).replace('"', "%22")
+    let text = label_text(v);
+    let quoted = text.contains(',');
+    let text = if v.contains('"') && (quoted || v.starts_with('"')) {
+        text.replace('"', "%22")
     } else {
-        label_text(v).into_owned()
+        text.into_owned()
     };
-    if text.contains(',') {
+    if quoted {
         format!("\"{text}\"")
     } else {
         text
@@ -323,6 +349,60 @@ mod tests {
         let h = BatchHeaderV1::parse("1,a,k=x,y").unwrap();
         assert_eq!(h.labels, vec![("k".into(), "x".into())]);
         assert!(BatchHeaderV1::parse("1,a,b=\"c").is_err());
+    }
+
+    /// Bug (ReductStore parity probe of 2026-11-29): a `"` inside a v1 batch label value
+    /// flipped quoting: `screen=5"` failed the whole batch with 422 (a ReductStore
+    /// replicating into tsblob dropped it, and `rcli cp` copied nothing) and `say "hi"` was
+    /// stored as `say hi`. ReductStore quotes only a value that starts with `"`.
+    #[test]
+    fn a_double_quote_inside_a_v1_label_value_failed_the_batch_or_was_dropped() {
+        let h = BatchHeaderV1::parse("1,text/plain,screen=5\",q=say \"hi\",k=\"a,b\",n=1").unwrap();
+        assert_eq!(
+            h.labels,
+            vec![
+                ("screen".into(), "5\"".into()),
+                ("q".into(), "say \"hi\"".into()),
+                ("k".into(), "a,b".into()),
+                ("n".into(), "1".into()),
+            ]
+        );
+        // An item without `=` between pairs is left out, the pair after it kept.
+        let h = BatchHeaderV1::parse("1,a,k=x,y,m=1").unwrap();
+        assert_eq!(
+            h.labels,
+            vec![("k".into(), "x".into()), ("m".into(), "1".into())]
+        );
+        // What tsblob answers reads back the same through this parser (and ReductStore's).
+        for v in [
+            "q\"q",
+            "end\"",
+            "say \"hi\"",
+            "\"quoted\"",
+            "t\tx",
+            "a,\"b",
+            "plain",
+        ] {
+            let m = meta(1, "text/plain", &[("v", v)]);
+            let shown = BatchHeaderV1::format(&m);
+            let back = BatchHeaderV1::parse(&shown).unwrap();
+            let expect = if v.starts_with('"') || (v.contains(',') && v.contains('"')) {
+                v.replace('"', "%22")
+            } else {
+                v.to_string()
+            };
+            assert_eq!(
+                back.labels,
+                vec![("v".into(), expect)],
+                "{v:?} shown as {shown:?}"
+            );
+            let (_, state) = parse_record_v2(&label_delta_v2(&m, None), None, None).unwrap();
+            assert!(state.1.contains_key("v"), "{shown:?}");
+        }
+        assert_eq!(
+            BatchHeaderV1::format(&meta(1, "t", &[("v", "q\"q"), ("w", "t\tx")])),
+            "1,t,v=q\"q,w=t\tx"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::http::{self, auth::Auth};
 /// terminal: a file or journald gets no escape codes).
 fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
     use std::io::IsTerminal;
+    check_log_filter(filter)?;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("--log {filter:?} is not a valid log filter"))?;
     let fmt = tracing_subscriber::fmt()
@@ -31,6 +32,33 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
             .with_span_list(false)
             .try_init(),
     };
+    Ok(())
+}
+
+/// The levels `--log` takes alone.
+const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
+/// Refuses a `--log` directive that is a bare word but not a level. Bug (ops probe of
+/// 2026-11-29): `--log warning` (or `verbose`, `critical`) was taken as the name of a
+/// module to log at trace, so every other line was off, errors included; a 500's "see the
+/// server log" pointed at an empty log.
+fn check_log_filter(filter: &str) -> anyhow::Result<()> {
+    for directive in filter.split(',').map(str::trim) {
+        let bare = !directive.is_empty()
+            && !directive.contains(['=', '[', ':'])
+            && !directive.bytes().all(|b| b.is_ascii_digit());
+        if bare && !LOG_LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
+            let hint = match directive.to_ascii_lowercase().as_str() {
+                "warning" => " (did you mean warn?)",
+                "verbose" => " (did you mean debug?)",
+                "critical" | "fatal" => " (did you mean error?)",
+                _ => "",
+            };
+            anyhow::bail!(
+                "--log {filter:?}: {directive:?} is not a level{hint}: give one of error, warn, info, debug, trace or off, or module=level for one module (e.g. info,tsblob::access=debug)"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -91,33 +119,90 @@ fn say_if_others_read(path: &Path, warn: bool, what: &str, why: &str) {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!("cannot listen for Ctrl-C: {e}");
-            std::future::pending::<()>().await;
-        }
-    };
+/// The stop signals: SIGINT, SIGTERM and SIGHUP, listened for from the call on (before
+/// the server says it is serving, so that no early signal meets its default action).
+/// SIGHUP stops the server as SIGTERM does: its default ended the process at once, with no
+/// graceful stop (an ssh session that dropped, a `kill -HUP` meant as "reload"; ops probe
+/// of 2026-11-29).
+struct StopSignals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    kinds: Vec<(tokio::signal::unix::Signal, &'static str)>,
+}
+
+impl StopSignals {
+    fn listen() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut kinds = Vec::new();
+            for (kind, name) in [
+                (SignalKind::interrupt(), "SIGINT"),
+                (SignalKind::terminate(), "SIGTERM"),
+                (SignalKind::hangup(), "SIGHUP"),
+            ] {
+                match signal(kind) {
+                    Ok(s) => kinds.push((s, name)),
+                    Err(e) => tracing::error!("cannot listen for {name}: {e}"),
+                }
             }
-            Err(e) => {
-                tracing::error!("cannot listen for SIGTERM: {e}");
+            StopSignals { kinds }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// The next stop signal's name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            if self.kinds.is_empty() {
+                return std::future::pending().await;
+            }
+            let waits = self.kinds.iter_mut().map(|(s, name)| {
+                Box::pin(async move {
+                    s.recv().await;
+                    *name
+                })
+            });
+            let (name, _, rest) = futures_util::future::select_all(waits).await;
+            drop(rest);
+            name
+        }
+        #[cfg(not(unix))]
+        {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                tracing::error!("cannot listen for Ctrl-C: {e}");
                 std::future::pending::<()>().await;
             }
+            "Ctrl-C"
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
     }
-    tracing::info!("shutting down: no new connections, finishing in-flight requests");
+}
+
+/// The server's stop: the first stop signal begins the graceful stop (every accept loop
+/// sees it), a second one ends the process at once after a bounded sync. Bug (ops probe of
+/// 2026-11-29): a second Ctrl-C was ignored and the server waited out `--shutdown-grace`.
+fn spawn_signals(store: Store) -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut signals = StopSignals::listen();
+    tokio::spawn(async move {
+        let first = signals.next().await;
+        if first == "SIGHUP" {
+            tracing::info!(
+                "SIGHUP: stopping (tsblob does not reload its settings: restart it to change them)"
+            );
+        }
+        tracing::info!("shutting down ({first}): no new connections, finishing in-flight requests; send it again to stop at once");
+        let _ = tx.send(true);
+        let second = signals.next().await;
+        tracing::warn!("{second} again: stopping now, without waiting for in-flight requests (acknowledged records are kept)");
+        let sync = tokio::task::spawn_blocking(move || store.sync());
+        if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), sync).await {
+            tracing::warn!("the last sync failed: {e}");
+        }
+        std::process::exit(1);
+    });
+    rx
 }
 
 /// The security defaults (docs/operations.md): a listen address beyond loopback needs a
@@ -190,6 +275,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if !args.data.exists() {
         open_beyond_loopback(&args, args.token.is_some())?;
     }
+    // The certificates read and the ports bound before the data folder is made: a start
+    // that fails on them (a busy port, a missing key) left an empty data folder behind (ops
+    // probe of 2026-11-29). Connections wait in the listen backlog while the store opens.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            say_if_others_read(
+                key,
+                true,
+                "--tls-key",
+                "anyone holding it can pose as this server",
+            );
+            Some(tls_acceptor(cert, key)?)
+        }
+        _ => None,
+    };
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let reduct_listener = match args.reductstore_listen {
+        Some(at) => Some(
+            TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on {at} (--reductstore-listen)"))?,
+        ),
+        None => None,
+    };
     tsblob_storage::create_data_folder(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
     let mode = args.tier_mode().map_err(anyhow::Error::msg)?;
@@ -236,20 +348,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "the data folder",
         "every record and the index are in it",
     );
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            say_if_others_read(
-                key,
-                true,
-                "--tls-key",
-                "anyone holding it can pose as this server",
-            );
-            Some(tls_acceptor(cert, key)?)
-        }
-        _ => None,
-    };
     let auth = Auth::load(&args.data, args.token.as_deref())?
         .with_trusted_proxies(args.trusted_proxies.clone());
+    let auth_said = match (auth.enabled(), args.token.is_some()) {
+        (false, _) => "off (no token: every request is served)",
+        (true, true) => "on (the admin token of TSBLOB_TOKEN or --token, and stored tokens)",
+        (true, false) => "on (stored tokens)",
+    };
     for listen in open_beyond_loopback(&args, auth.enabled())? {
         let msg = format!(
             "listening on {listen} (beyond this machine) without any token (--no-auth): anyone who can reach it may read and delete data; set TSBLOB_TOKEN",
@@ -261,18 +366,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             eprintln!("WARNING: {msg}");
         }
     }
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    let reduct_listener = match args.reductstore_listen {
-        Some(at) => Some(
-            TcpListener::bind(at)
-                .await
-                .with_context(|| format!("cannot listen on {at} (--reductstore-listen)"))?,
-        ),
-        None => None,
-    };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
     let open_files = args
         .max_open_files
@@ -319,6 +412,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
     );
     let tails = state.tails.clone();
+    let stop = spawn_signals(store.clone());
     let mut app = http::app(state);
     if let Some(prefix) = &args.reductstore_prefix {
         app = app.nest(prefix, reduct.router(args.limits().browser));
@@ -329,6 +423,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.data.display(),
         if tls.is_some() { "https" } else { "http" },
         store.options().sync
+    );
+    // The same as a log event: a JSON log pipeline never saw the address, TLS or
+    // authentication (ops probe of 2026-11-29).
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        addr = %addr,
+        scheme = if tls.is_some() { "https" } else { "http" },
+        data = %args.data.display(),
+        sync = %store.options().sync,
+        auth = auth_said,
+        config = args.config.as_ref().map(|c| c.display().to_string()),
+        "serving"
     );
     if let Some(prefix) = &args.reductstore_prefix {
         println!(
@@ -354,6 +460,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 args.send_timeout,
                 args.shutdown_grace,
                 tails.clone(),
+                stop.clone(),
             )
             .await;
         }
@@ -369,6 +476,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.send_timeout,
             args.shutdown_grace,
             tails.clone(),
+            stop.clone(),
         ),
         reduct_loop
     );
@@ -433,9 +541,13 @@ async fn accept_loop(
     send_timeout: Duration,
     grace: Duration,
     tails: Arc<http::tails::Tails>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut signal = std::pin::pin!(shutdown_signal());
+    let mut signal = std::pin::pin!(async move {
+        // An error means the sender is gone, which it never is before the process ends.
+        let _ = stop.wait_for(|stopping| *stopping).await;
+    });
     let mut failures = AcceptFailures::default();
     loop {
         let (tcp, peer) = tokio::select! {
@@ -478,10 +590,21 @@ async fn accept_loop(
                         Ok(Ok(tls)) => {
                             serve_connection(tls, peer, app, header_timeout, watcher).await
                         }
-                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
-                        Err(_) => {
-                            tracing::debug!("TLS handshake not done within {header_timeout:?}")
+                        // At warn, throttled: after a certificate change the operator has
+                        // nothing else to go on when clients cannot connect (ops probe of
+                        // 2026-11-29; it was at debug, without the client's address).
+                        Ok(Err(e)) => {
+                            crate::throttled!(
+                                warn,
+                                "tls_handshake",
+                                "TLS handshake with {peer} failed: {e}"
+                            )
                         }
+                        Err(_) => crate::throttled!(
+                            warn,
+                            "tls_handshake",
+                            "TLS handshake with {peer} not done within {header_timeout:?}"
+                        ),
                     }
                 });
             }

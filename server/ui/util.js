@@ -66,15 +66,35 @@ export function duration(us) {
   return `${(s / 86400).toFixed(1)} d`;
 }
 
-export function labelsText(labels) {
-  return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+// Characters that change how the text around them is shown, or are not shown at all:
+// controls, zero-width and bidirectional formatting characters.
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g;
+// The most of one label value a row shows (the whole value is in the record's details).
+const LABEL_SHOWN = 200;
+
+/**
+ * Text a writer chose (label values, names in messages from other servers), as it can be
+ * shown: each invisible or direction-changing character as `\u{XXXX}`, so that it can
+ * neither hide nor reorder the text after it. Bug (browser probe of 2026-11-29): a
+ * right-to-left override in one label value showed the labels after it reversed, so
+ * `status=…` could read "approved".
+ */
+export function visible(text) {
+  return String(text).replace(INVISIBLE, (c) => `\\u{${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}}`);
+}
+
+export function labelsText(labels, whole = false) {
+  return Object.entries(labels || {}).map(([k, v]) => {
+    const shown = visible(v);
+    return `${k}=${whole || shown.length <= LABEL_SHOWN ? shown : `${shown.slice(0, LABEL_SHOWN)}… (${v.length} characters)`}`;
+  }).join(" ");
 }
 
 /** Shows an error (an ApiError shows its status, code and the API's message). */
 export function errorBox(err) {
   const text = err && err.status
-    ? `${err.status} ${err.code}: ${err.message}`
-    : String((err && err.message) || err);
+    ? `${err.status} ${err.code}: ${visible(err.message)}`
+    : visible((err && err.message) || err);
   return h("div", { class: "error", role: "alert" }, text);
 }
 

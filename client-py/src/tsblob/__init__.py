@@ -24,8 +24,8 @@ from ._common import Retry, SettingsMismatch, SettingsMismatchError
 from ._errors import (AttachmentNotFound, BadRequest, BatchError, BucketExists, BucketNotFound, Conflict, CorruptRecord, DiskFull,
                       EntryNotFound, Forbidden, IndexFull, InsufficientStorage, InvalidInput, MalformedBatch, MethodNotAllowed,
                       NotFound, PayloadTooLarge, ProtocolError, QuotaExceeded, RecordNotFound, RequestTimeout,
-                      ServerError, TimestampExists, TokenExists, TokenNotFound, TooManyEntries, TransportError, TsblobError,
-                      Unauthorized, TokenExpired, IpNotAllowed)
+                      ServerError, TimestampExists, TokenExists, TokenNotFound, TooManyEntries, TooManyRequests,
+                      TransportError, TsblobError, Unauthorized, Unavailable, TokenExpired, IpNotAllowed)
 from ._models import (BatchResult, Bucket, BucketInfo, BucketSettings, EntryInfo, Health, Histogram, LifecycleRule,
                       LifecycleStatus, RecordInfo, RecordResult, ServerInfo, SkippedRecord, Token)
 from ._timestamps import Timestamp, TimestampWarning, from_micros, to_micros
@@ -75,7 +75,7 @@ __all__ = [
     "TsblobError", "TransportError", "ProtocolError", "BadRequest", "MalformedBatch", "Unauthorized",
     "TokenExpired", "Forbidden", "IpNotAllowed", "NotFound", "BucketNotFound", "EntryNotFound", "RecordNotFound", "TokenNotFound",
     "AttachmentNotFound", "Conflict", "BucketExists", "TimestampExists", "TokenExists", "MethodNotAllowed", "RequestTimeout",
-    "PayloadTooLarge", "BatchError",
-    "InvalidInput", "ServerError", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull", "IndexFull", "TooManyEntries",
+    "PayloadTooLarge", "TooManyRequests", "BatchError",
+    "InvalidInput", "ServerError", "Unavailable", "CorruptRecord", "InsufficientStorage", "QuotaExceeded", "DiskFull", "IndexFull", "TooManyEntries",
     "to_pandas", "__version__",
 ]

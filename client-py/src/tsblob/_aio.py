@@ -20,7 +20,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, List, Optional, Tuple
 
-from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Bounded, Response, too_large
+from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Bounded, Response, check_url, too_large
 from ._errors import InvalidInput, TransportError
 from ._http import _readable, answer_name, file_size, request_name, transport_error
 
@@ -376,9 +376,7 @@ class AsyncTransport:
 
     def __init__(self, url: str, headers: Dict[str, str], timeout: Optional[float], pool_size: int = POOL_SIZE,
                  ssl_context: Optional[ssl.SSLContext] = None) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"url {url!r} must look like http://host:port or https://host:port")
-        self.url = url
+        self.url = check_url(url)
         self._headers = headers
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._pool_size = pool_size

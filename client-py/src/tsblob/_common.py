@@ -12,14 +12,15 @@ import json
 import os
 import random
 import re
+import ssl
 import warnings
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Deque, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
-from ._errors import InvalidInput, ProtocolError, TsblobError, error_from_json
+from ._errors import InvalidInput, ProtocolError, TransportError, TsblobError, error_from_json
 from ._framing import SERVER_TS, LabelValue as LabelValue, encode_end, encode_record, label_value
 from ._models import RecordInfo
 from ._timestamps import Timestamp, duration_micros, to_micros
@@ -113,8 +114,65 @@ def parse_json(resp: Response) -> Any:
 
 
 def env_url(url: Optional[str]) -> str:
-    """``url``, else ``$TSBLOB_URL``, else ``http://127.0.0.1:8686`` (as the CLI)."""
-    return (url or os.environ.get("TSBLOB_URL") or DEFAULT_URL).rstrip("/")
+    """``url``, else ``$TSBLOB_URL``, else ``http://127.0.0.1:8686`` (as the CLI); one that is
+    no ``http://``/``https://`` URL raises :class:`InvalidInput` (:func:`check_url`)."""
+    if url:
+        return check_url(url).rstrip("/")
+    env = os.environ.get("TSBLOB_URL")
+    if env:
+        return check_url(env, " (from $TSBLOB_URL)").rstrip("/")
+    return DEFAULT_URL
+
+
+def check_url(url: str, where: str = "") -> str:
+    """``url`` if it is a server's base URL (``http://host[:port]`` or ``https://...``, a
+    path below it allowed), else :class:`InvalidInput` saying the form expected (``where``:
+    where the URL came from, for the message)."""
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # a port that is no number (or out of range) raises here
+    except ValueError as e:
+        ok, why = False, f" ({e})"
+    else:
+        why = ""
+    if ok:
+        return url
+    if "://" not in url:
+        why += f": did you mean 'http://{url}'?"
+    elif parts.scheme not in ("http", "https"):
+        why += f": the server speaks http:// (or https:// when started with --tls-cert), not {parts.scheme}://"
+    raise InvalidInput(f"url {url!r}{where} is not a server's URL: give http://host:port or https://host:port "
+                       f"(e.g. http://127.0.0.1:8686){why}", code="bad_request")
+
+
+def env_ssl_context(ssl_context: Any, url: str) -> Any:
+    """``ssl_context`` if given; else, for an ``https://`` URL with ``$TSBLOB_CA`` set, a
+    default context that also trusts the certificates of that PEM file (as the CLI's
+    ``--ca``: a private CA, a self-signed server certificate); else ``None`` (the system's
+    CAs). A file that does not load raises :class:`InvalidInput`."""
+    if ssl_context is not None or not url.startswith("https://"):
+        return ssl_context
+    ca = os.environ.get("TSBLOB_CA")
+    if not ca:
+        return None
+    ctx = ssl.create_default_context()
+    try:
+        ctx.load_verify_locations(cafile=ca)
+    except OSError as e:  # (ssl.SSLError too: a file without a PEM certificate)
+        raise InvalidInput(f"TSBLOB_CA={ca!r} does not load as a PEM file of CA certificates: {e}",
+                           code="bad_request") from e
+    return ctx
+
+
+def reopens(e: TsblobError, policy: "Retry") -> bool:
+    """Whether a query or tail stream that failed with ``e`` is opened again (within
+    ``policy``'s attempts): a connection that failed or was cut (:class:`TransportError`,
+    :class:`ProtocolError`: a stream cut short), an answer of a status ``policy`` retries
+    (502/503/504 on reopening), or the ``busy`` error frame with which a stopping server
+    ends its streams ("follow again once it is back")."""
+    return (isinstance(e, (TransportError, ProtocolError)) or e.status in policy.statuses
+            or (e.status is None and e.code == "busy"))
 
 
 def env_token(token: Optional[str]) -> Optional[str]:
@@ -401,7 +459,9 @@ class Resume:
     repeating a record: the last timestamp handed out and the entries already handed out at
     that timestamp (several for a multi-entry query; ``None`` for one entry), and how many
     records were handed out in all (for ``limit``). The reopened query starts at that
-    timestamp inclusive (``stop`` just after it when newest first) and skips those."""
+    timestamp inclusive (``stop`` just after it when newest first) and skips those; oldest
+    first on one entry without ``stop`` or ``limit`` (a tail), where no other record can
+    share it, just after it (``last + 1``: the last record is not sent again)."""
 
     __slots__ = ("last", "seen", "count")
 
@@ -430,17 +490,23 @@ class Resume:
         get = dict(params).get
         desc = get("desc") == "true"
         out: Params = [(k, v) for k, v in params if k not in ("start", "stop", "limit")]
+        resent = len(self.seen)  # records at ``last`` the reopened stream sends again
         if desc:
             out.append(("stop", str(self.last + 1)))
             if get("start") is not None:
                 out.append(("start", get("start")))
         else:
-            out.append(("start", str(self.last)))
+            if self.seen == [None] and get("stop") is None and get("limit") is None:
+                # one entry (a tail, or a query open at its end): start after the last record
+                out.append(("start", str(self.last + 1)))
+                resent = 0
+            else:
+                out.append(("start", str(self.last)))
             if get("stop") is not None:
                 out.append(("stop", get("stop")))
         limit = get("limit")
         if limit is not None:
-            out.append(("limit", str(int(limit) - self.count + len(self.seen))))
+            out.append(("limit", str(int(limit) - self.count + resent)))
         return out
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Type
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Type
 
 __all__ = [
     "TsblobError",
@@ -33,9 +35,11 @@ __all__ = [
     "MethodNotAllowed",
     "RequestTimeout",
     "PayloadTooLarge",
+    "TooManyRequests",
     "InvalidInput",
     "BatchError",
     "ServerError",
+    "Unavailable",
     "CorruptRecord",
     "InsufficientStorage",
     "QuotaExceeded",
@@ -184,6 +188,17 @@ class PayloadTooLarge(TsblobError):
     """413: the body is over the server's configured limit."""
 
 
+class TooManyRequests(TsblobError):
+    """429: a bound the server keeps per client is spent right now: ``too_many_tails`` (live
+    tails past ``--max-tails`` or ``--max-tails-per-token``: close one first),
+    ``too_many_streams`` (query streams past ``--max-streams-per-token``),
+    ``too_many_connections`` (connections from one address past
+    ``--max-connections-per-ip``). ``retry_after``: the seconds the server asked to wait
+    (its ``Retry-After``), or ``None`` when it named none."""
+
+    retry_after: Optional[float] = None
+
+
 class BatchError(TsblobError):
     """``write_batch`` stored some records but not all. ``result`` is the
     :class:`~tsblob.BatchResult` (which records failed and why); ``errors`` its failed
@@ -207,6 +222,18 @@ class InvalidInput(TsblobError, ValueError):
 
 class ServerError(TsblobError):
     """500 (and any other 5xx without a class of its own)."""
+
+
+class Unavailable(ServerError):
+    """503: the server cannot take the call now: ``busy`` (a bound of the whole server is
+    spent: ``--memory-budget``, ``--max-streams``, ``--max-connections``), ``tier_unavailable``
+    (the object store is out of reach). Retried by the calls that retry (see :class:`Retry`);
+    raised once the retries ran out. Also the ``busy`` error frame that ends a query or live
+    tail when the server is stopping (``status`` ``None``), raised once the iterator's
+    reconnections ran out. ``retry_after``: the seconds the server asked to wait (its
+    ``Retry-After``), or ``None``."""
+
+    retry_after: Optional[float] = None
 
 
 class CorruptRecord(ServerError):
@@ -270,6 +297,11 @@ _BY_CODE: Dict[str, Type[TsblobError]] = {
     "missing_label": InvalidInput,
     "corrupt_record": CorruptRecord,
     "internal": ServerError,
+    "busy": Unavailable,
+    "tier_unavailable": Unavailable,
+    "too_many_tails": TooManyRequests,
+    "too_many_streams": TooManyRequests,
+    "too_many_connections": TooManyRequests,
     "quota_exceeded": QuotaExceeded,
     "disk_full": DiskFull,
     "index_full": IndexFull,
@@ -287,6 +319,8 @@ _BY_STATUS: Dict[int, Type[TsblobError]] = {
     408: RequestTimeout,
     413: PayloadTooLarge,
     422: InvalidInput,
+    429: TooManyRequests,
+    503: Unavailable,
     507: InsufficientStorage,
 }
 
@@ -326,14 +360,42 @@ def sdk_advice(message: str) -> str:
     return message
 
 
-def error_from_json(doc: Any, status: Optional[int]) -> TsblobError:
-    """Builds the exception for a parsed error document ``{"error": {...}, ...}``."""
+def retry_after(headers: Optional[Iterable[Tuple[str, str]]]) -> Optional[float]:
+    """The seconds a ``Retry-After`` header among ``headers`` (lower-case names) asks to wait:
+    its delay in seconds, or the time until its HTTP date (0 when past); ``None`` without one
+    or when it does not parse."""
+    for name, value in headers or ():
+        if name != "retry-after":
+            continue
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def _with_retry_after(err: TsblobError, headers: Optional[Iterable[Tuple[str, str]]]) -> TsblobError:
+    if isinstance(err, (TooManyRequests, Unavailable)):
+        err.retry_after = retry_after(headers)
+    return err
+
+
+def error_from_json(doc: Any, status: Optional[int],
+                    headers: Optional[Iterable[Tuple[str, str]]] = None) -> TsblobError:
+    """Builds the exception for a parsed error document ``{"error": {...}, ...}``
+    (``headers``: the answer's, lower-case names, for ``Retry-After``)."""
     err = doc.get("error") if isinstance(doc, dict) else None
     if not isinstance(err, dict):
-        return error_class("", status)(
+        return _with_retry_after(error_class("", status)(
             f"the server answered {status} with an unexpected body: {str(doc)[:300]}",
             code=f"http_{status}", status=status,
-        )
+        ), headers)
     code = str(err.get("code") or f"http_{status}")
     message = sdk_advice(str(err.get("message") or "(no message)"))
     cls = error_class(code, status)
@@ -341,17 +403,19 @@ def error_from_json(doc: Any, status: Optional[int]) -> TsblobError:
         results = doc.get("results") if isinstance(doc.get("results"), list) else []
         written = doc.get("written") if isinstance(doc.get("written"), int) else 0
         return MalformedBatch(message, code=code, status=status, results=results, written=written)
-    return cls(message, code=code, status=status)
+    return _with_retry_after(cls(message, code=code, status=status), headers)
 
 
-def error_from_response_body(status: int, body: bytes) -> TsblobError:
-    """Builds the exception for an error answer, whatever its body looks like."""
+def error_from_response_body(status: int, body: bytes,
+                             headers: Optional[Iterable[Tuple[str, str]]] = None) -> TsblobError:
+    """Builds the exception for an error answer, whatever its body looks like (``headers``:
+    the answer's, lower-case names, for ``Retry-After``)."""
     try:
         doc = json.loads(body)
     except ValueError:
         text = body[:300].decode("utf-8", "replace").strip() or "(empty body)"
-        return error_class("", status)(
+        return _with_retry_after(error_class("", status)(
             f"the server answered {status} without an error document: {text}",
             code=f"http_{status}", status=status,
-        )
-    return error_from_json(doc, status)
+        ), headers)
+    return error_from_json(doc, status, headers)

@@ -28,7 +28,7 @@ from base64 import b64encode
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Bounded, Response, too_large
+from ._common import ERROR_BODY_MAX, JSON_MAX, STREAM_CHUNK, Bounded, Response, check_url, too_large
 from ._errors import InvalidInput, TransportError
 
 if TYPE_CHECKING:
@@ -204,7 +204,30 @@ def answer_name(status: int, request: str) -> str:
 
 
 def transport_error(e: BaseException, doing: str) -> TransportError:
-    return TransportError(f"{doing}: {type(e).__name__}: {e or 'connection closed'}", code="transport")
+    return TransportError(f"{doing}: {type(e).__name__}: {e or 'connection closed'}{tls_hint(e)}", code="transport")
+
+
+# The first bytes of a TLS record (an alert or a handshake, TLS 1.x) where an HTTP status line
+# was expected, as http.client (raw) and aiohttp (escaped, once or twice) quote them.
+_TLS_RECORD = re.compile(r"(\\+x1[56]|[\x15\x16])(\\+x03|\x03)")
+
+
+def tls_hint(e: BaseException) -> str:
+    """What to do about a TLS mismatch ``e`` shows (both clients: aiohttp's errors are
+    subclasses of the ``ssl`` ones), or ``""``."""
+    text = str(e)
+    if isinstance(e, ssl.SSLCertVerificationError):
+        if "mismatch" in text:  # (hostname or IP address mismatch)
+            return (" (the server's certificate does not name this host: use a name or address its "
+                    "subjectAltName lists)")
+        return (" (the server's certificate is not trusted here: pass ssl_context= (e.g. "
+                "ssl.create_default_context(cafile=...)) or set TSBLOB_CA to the PEM file of the server's CA "
+                "(or of its self-signed certificate))")
+    if isinstance(e, ssl.SSLError) and "WRONG_VERSION_NUMBER" in text:
+        return " (the server may speak plain HTTP on this port: use an http:// URL)"
+    if re.search(r"status ?line", f"{type(e).__name__} {text}", re.I) and _TLS_RECORD.search(text):
+        return " (the server may serve TLS (https) on this port: use an https:// URL)"
+    return ""
 
 
 class _Coalescing:
@@ -370,11 +393,9 @@ class SyncTransport:
 
     def __init__(self, url: str, headers: Dict[str, str], timeout: Optional[float], pool_size: int = POOL_SIZE,
                  ssl_context: Optional[ssl.SSLContext] = None) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url {url!r} must look like http://host:port or https://host:port")
+        parts = urlsplit(check_url(url))
         self.https = parts.scheme == "https"
-        self.host = parts.hostname
+        self.host = parts.hostname or ""  # (never empty: check_url)
         self.port = parts.port or (443 if self.https else 80)
         self.prefix = parts.path.rstrip("/")  # a server mounted below a path by a proxy
         self.timeout = timeout

@@ -409,8 +409,9 @@ async def test_a_label_http_cannot_carry_paired_payloads_with_the_wrong_records(
     break, NUL, DEL: only tsblob's own API can store one) had its header left out of a batch
     answer, v1 and v2, while its payload stayed in the body: reduct-py gave every later record
     the payload of the one before it, and the last all the rest. Such values are sent
-    percent-encoded, as a single read sends them; a `"` is encoded too (it read as other
-    labels)."""
+    percent-encoded, as a single read sends them; a `"` in a quoted value is encoded too (it
+    read as other labels). A tab stays raw, as ReductStore sends it (parity probe of
+    2026-11-29: `t%09x` copied back into a ReductStore was stored as that text)."""
     import http.client
 
     bucket = name()
@@ -426,7 +427,7 @@ async def test_a_label_http_cannot_carry_paired_payloads_with_the_wrong_records(
     assert [(ts, data) for ts, data, _ in got] == [(i + 1, b"P%d" % i) for i in range(len(values))]
     assert all(labels["w"] == "1" for _, _, labels in got), got
     assert [labels["v"] for _, _, labels in got] == [
-        "a%0D%0Ax-reduct-last:%20true", "%00nul", "plain", "q%22u,o=te", "%7F", "a,b", "tab%09here"]
+        "a%0D%0Ax-reduct-last:%20true", "%00nul", "plain", "q%22u,o=te", "%7F", "a,b", "tab\there"]
     # Batch protocol v1 (`GET .../batch?q=`): a header for every record whose payload is sent.
     port = int(rs.url.rsplit(":", 1)[1])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -800,3 +801,63 @@ async def test_a_read_walks_a_bounded_part_of_a_query_that_matches_little(rs: Re
         # 119,994 records between the matches: more than two reads' worth of pages (the
         # old code answered the two matches in two reads).
         assert len(empty) >= 2 and all(a == (200, 0, "false") for a in empty), answers
+
+
+async def test_a_write_only_token_could_read_what_it_could_write(rs: ReductServer, rclient: Client) -> None:
+    """Bug (ReductStore parity probe of 2026-11-29): a token with `write` only (ReductStore's
+    usual uploader token) could list, read, query and link every record of its buckets;
+    ReductStore answers 403. It writes, and reads nothing, through both APIs."""
+    b = name()
+    bucket = await rclient.create_bucket(b)
+    await bucket.write("e", b"secret", timestamp=1)
+    value = await rclient.create_token(name(), Permissions(full_access=False, read=[], write=[b]))
+    async with Client(rs.url, api_token=value) as writer:
+        assert [x.name for x in await writer.list()] == []
+        with pytest.raises(ReductError) as e:
+            await writer.get_bucket(b)
+        assert e.value.status_code == 403
+        from reduct import Bucket
+
+        wb = Bucket(b, writer._http)  # what get_bucket returns, without its read
+        await wb.write("e", b"more", timestamp=2)
+        with pytest.raises(ReductError) as e:
+            async with wb.read("e", timestamp=1) as r:
+                await r.read_all()
+        assert e.value.status_code == 403
+        with pytest.raises(ReductError) as e:
+            async for _ in wb.query("e", start=0):
+                pass
+        assert e.value.status_code == 403
+    with tsblob.Client(rs.srv.url, token=value) as native:
+        with pytest.raises(tsblob.Forbidden):
+            native.read(b, "e", ts=1)
+    assert [r.timestamp async for r in (await rclient.get_bucket(b)).query("e", start=0)] == [1, 2]
+
+
+async def test_a_double_quote_inside_a_batch_label_value_failed_the_batch(rclient: Client) -> None:
+    """Bug (ReductStore parity probe of 2026-11-29): a `"` inside a v1 batch label value
+    (`screen=5"`) failed the whole batch with 422, and `say "hi"` was stored as `say hi`;
+    ReductStore quotes only a value that starts with `"`. Written through a v1 batch and read
+    back through both batch protocols, values are as written."""
+    b = name()
+    await rclient.create_bucket(b)
+    values = ['5"', 'say "hi"', "t\tx", "plain"]
+    bucket = await rclient.get_bucket(b)
+    batch = Batch()
+    for i, v in enumerate(values):
+        batch.add(timestamp=i + 1, data=b"P%d" % i, labels={"v": v})
+    errors = await bucket.write_batch("e", batch)
+    assert errors == {}, errors
+    got = [(r.timestamp, r.labels["v"]) async for r in bucket.query("e", start=0)]
+    assert got == [(i + 1, v) for i, v in enumerate(values)]
+
+
+async def test_a_full_hard_quota_is_400_as_on_reductstore(rclient: Client) -> None:
+    """Bug (ReductStore parity probe of 2026-11-29): a full HARD quota answered 507 where
+    ReductStore answers 400."""
+    b = name()
+    bucket = await rclient.create_bucket(b, BucketSettings(quota_type=QuotaType.HARD, quota_size=1000))
+    await bucket.write("e", b"x" * 500, timestamp=1)
+    with pytest.raises(ReductError) as e:
+        await bucket.write("e", b"y" * 800, timestamp=2)
+    assert e.value.status_code == 400, e.value

@@ -355,6 +355,9 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<super::records::CutOff>()) {
         return exit::NETWORK;
     }
+    if super::records::is_busy(e) {
+        return exit::SERVER;
+    }
     let client = e.chain().find_map(|c| c.downcast_ref::<ClientError>());
     match client {
         Some(ClientError::Status { status, .. }) => match status {

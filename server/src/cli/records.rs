@@ -41,6 +41,25 @@ pub(crate) fn bar(len: Option<u64>) -> ProgressBar {
 #[error("{0}")]
 pub struct CutOff(pub String);
 
+/// An error frame that ended a query's stream (`{"error": {"code", "message"}}`). Its
+/// `busy` (the server stopping, a stream refused for want of room) exits 6
+/// (`app::exit::SERVER`), and a tail reopens after it. Bug (ops probe of 2026-11-29): a
+/// tail ended with exit 1 at every server restart, though the frame says "follow again".
+#[derive(Debug, thiserror::Error)]
+#[error("the server stopped the query after {records}: {text}")]
+pub struct StreamStopped {
+    pub code: String,
+    records: String,
+    text: String,
+}
+
+impl StreamStopped {
+    /// Whether the server asks to come back later (`busy`, `too_many_*`).
+    pub fn busy(&self) -> bool {
+        self.code == "busy" || self.code.starts_with("too_many_")
+    }
+}
+
 /// The default of `--max-record`.
 pub(crate) const MAX_RECORD: u64 = 1 << 30;
 
@@ -191,14 +210,18 @@ pub struct GetArgs {
     #[arg(long, value_parser = parse_time)]
     pub ts: Option<u64>,
     /// Write to this file instead of stdout (as <file>.part until complete: a download cut
-    /// off leaves no file).
+    /// off leaves no file); `-` is stdout.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub client: ClientArgs,
 }
 
-pub async fn get(args: GetArgs) -> anyhow::Result<()> {
+pub async fn get(mut args: GetArgs) -> anyhow::Result<()> {
+    // Bug (ops probe of 2026-11-29): `get -o -` wrote a file named `-`.
+    if args.out.as_deref() == Some(std::path::Path::new("-")) {
+        args.out = None;
+    }
     let c = connect(&args.client)?;
     let resp = c.read(&args.bucket, &args.entry, args.ts).await?;
     let len = resp.content_length();
@@ -524,11 +547,12 @@ fn print_meta_line(line: &[u8], json: bool, records: u64) -> anyhow::Result<Opti
         )
     })?;
     if v.get("error").is_some() {
-        bail!(
-            "the server stopped the query after {}: {}",
-            count(records, "record", "records"),
-            super::human::json_text(&v)
-        );
+        return Err(StreamStopped {
+            code: v["error"]["code"].as_str().unwrap_or_default().to_string(),
+            records: count(records, "record", "records"),
+            text: super::human::json_text(&v),
+        }
+        .into());
     }
     if v.get("heartbeat").is_some() && v.get("ts").is_none() {
         return Ok(None);
@@ -754,7 +778,7 @@ async fn follow(args: TailArgs) -> anyhow::Result<()> {
                 let resp = check(resp).await.map_err(|e| tail_refused(&args, e))?;
                 let mut body = resp.bytes_stream();
                 let mut lines = Lines::default();
-                let cut = loop {
+                let cut = 'read: loop {
                     while let Some(line) = lines.next_line()? {
                         let line = &line[..];
                         if line.is_empty() {
@@ -765,9 +789,16 @@ async fn follow(args: TailArgs) -> anyhow::Result<()> {
                                 continue; // printed before the connection dropped
                             }
                         }
-                        if print_meta_line(line, args.json, records)?.is_some() {
-                            records += 1;
-                            failures = 0;
+                        match print_meta_line(line, args.json, records) {
+                            Ok(Some(_)) => {
+                                records += 1;
+                                failures = 0;
+                            }
+                            Ok(None) => {}
+                            // The server stopping ("follow again once it is back"): reopened
+                            // as a dropped connection is.
+                            Err(e) if is_busy(&e) => break 'read e,
+                            Err(e) => return Err(e),
                         }
                     }
                     match body.next().await {
@@ -790,6 +821,14 @@ async fn follow(args: TailArgs) -> anyhow::Result<()> {
         );
         tokio::time::sleep(std::time::Duration::from_millis(250 << failures)).await;
     }
+}
+
+/// Whether `e` is an error frame asking to come back later ([`StreamStopped::busy`]).
+pub(crate) fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<StreamStopped>()
+            .is_some_and(StreamStopped::busy)
+    })
 }
 
 async fn list_meta(resp: reqwest::Response, json: bool) -> anyhow::Result<()> {

@@ -304,10 +304,13 @@ impl Caller {
         }
     }
 
+    /// Read access: `full_access`, or a `read` pattern. Writing does not imply reading, as
+    /// in ReductStore. Bug (ReductStore parity probe of 2026-11-29): a `write` pattern gave
+    /// read access too, so a device's write-only token (ReductStore's usual uploader token,
+    /// and the same token store serves both APIs) could read, query and share by query link
+    /// every record of the buckets it could write to.
     pub fn can_read(&self, bucket: &str) -> bool {
-        self.full_access
-            || self.read.iter().any(|p| pattern_matches(p, bucket))
-            || self.can_write_only(bucket)
+        self.full_access || self.read.iter().any(|p| pattern_matches(p, bucket))
     }
 
     fn can_write_only(&self, bucket: &str) -> bool {
@@ -331,9 +334,9 @@ impl Caller {
     }
 
     /// Server-wide figures (`/metrics`, `/api/v1/info`): they add up every bucket, so they
-    /// need full access or a token that may read every bucket (`*` in `read` or `write`).
+    /// need full access or a token that may read every bucket (`*` in `read`).
     pub fn require_all_buckets(&self, what: &str) -> Result<(), AppError> {
-        if self.full_access || self.read.iter().chain(&self.write).any(|p| p == "*") {
+        if self.full_access || self.read.iter().any(|p| p == "*") {
             Ok(())
         } else {
             Err(self.forbidden(&format!(
@@ -1077,6 +1080,33 @@ mod tests {
             again.remove("cam-reader", false).unwrap_err().code.as_str(),
             "token_not_found"
         );
+    }
+
+    /// Bug (ReductStore parity probe of 2026-11-29): a `write` pattern gave read access
+    /// too, so a device's write-only token could read, query and share every record it
+    /// could write; and `write: ["*"]` passed the server-wide figures' check.
+    #[test]
+    fn a_write_only_token_could_read_what_it_could_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = Auth::load(dir.path(), None).unwrap();
+        let value = auth
+            .create("uploader", spec(false, &[], &["cam-*"]))
+            .unwrap();
+        let c = auth.authenticate(&value).unwrap();
+        assert!(c.require_write("cam-front").is_ok());
+        assert!(!c.can_read("cam-front"));
+        assert_eq!(
+            c.require_read("cam-front").unwrap_err().status.as_u16(),
+            403
+        );
+        let all = auth.create("all-writer", spec(false, &[], &["*"])).unwrap();
+        let c = auth.authenticate(&all).unwrap();
+        assert!(c.require_all_buckets("metrics").is_err());
+        let both = auth
+            .create("both", spec(false, &["cam-*"], &["cam-*"]))
+            .unwrap();
+        let c = auth.authenticate(&both).unwrap();
+        assert!(c.can_read("cam-front") && c.require_write("cam-front").is_ok());
     }
 
     /// Bug "admin is reserved, but the error says it already exists" (new-user walkthrough

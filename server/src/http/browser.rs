@@ -50,6 +50,7 @@ use super::errors::AppError;
 pub const PAYLOAD_CSP: &str = "sandbox; default-src 'none'";
 
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
+const SEC_FETCH_DEST: HeaderName = HeaderName::from_static("sec-fetch-dest");
 const CROSS_ORIGIN_RESOURCE_POLICY: HeaderName =
     HeaderName::from_static("cross-origin-resource-policy");
 
@@ -126,6 +127,7 @@ impl BrowserPolicy {
             self.check_host(headers, auth_on)
                 .map_err(|e| Box::new(refusal(e)))?;
         }
+        check_dest(headers).map_err(|e| Box::new(refusal(e)))?;
         let cors = self
             .check_origin(headers)
             .map_err(|e| Box::new(refusal(e)))?;
@@ -158,6 +160,7 @@ impl BrowserPolicy {
         auth_on: impl FnOnce() -> bool,
     ) -> Result<Cors, Box<Response>> {
         self.admit_host(req, auth_on)?;
+        check_dest(req.headers()).map_err(|e| Box::new(refusal(e)))?;
         Ok(Cors(None))
     }
 
@@ -241,15 +244,58 @@ impl BrowserPolicy {
             };
         };
         if let Some(normal) = origin.to_str().ok().and_then(|o| parse_origin(o).ok()) {
-            if same_origin(&normal, headers.get(header::HOST)) {
-                return Ok(Cors(None));
-            }
             if self.cors.contains(&normal) {
                 return Ok(Cors(Some(origin.clone())));
+            }
+            // The browser's own word wins over the Origin's host: `http://name` and
+            // `https://name` share a host but not an origin (Chromium says `cross-site`).
+            // Bug (browser probe of 2026-11-29): a page at http://tsblob.test posted to the
+            // server at https://tsblob.test, tokenless, and created its first token.
+            let foreign_site = matches!(site, Some(b"cross-site" | b"same-site"));
+            if !foreign_site && same_origin(&normal, headers.get(header::HOST)) {
+                return Ok(Cors(None));
             }
         }
         Err(cross_origin(Some(origin), site))
     }
+}
+
+/// What a browser says it will use an answer as (`Sec-Fetch-Dest`) that no answer of the
+/// API or of a query link may become: a script, a style sheet, a worker or a frame. A
+/// record's writer chose its content type: a record of type `text/javascript` was run by
+/// `<script src>` from a page of this server's origin, whose policy allows its own scripts
+/// (browser probe of 2026-11-29). The console reads every answer with `fetch` (`empty`).
+const REFUSED_DESTS: &[&[u8]] = &[
+    b"script",
+    b"style",
+    b"worker",
+    b"sharedworker",
+    b"serviceworker",
+    b"audioworklet",
+    b"paintworklet",
+    b"xslt",
+    b"iframe",
+    b"frame",
+    b"fencedframe",
+    b"object",
+    b"embed",
+];
+
+fn check_dest(headers: &HeaderMap) -> Result<(), AppError> {
+    let Some(dest) = headers.get(SEC_FETCH_DEST) else {
+        return Ok(());
+    };
+    if !REFUSED_DESTS.contains(&dest.as_bytes()) {
+        return Ok(());
+    }
+    Err(AppError::new(
+        StatusCode::FORBIDDEN,
+        ErrorCode::CrossOrigin,
+        format!(
+            "a browser asked for this answer as a {} (Sec-Fetch-Dest): the API's answers and records are never loaded as scripts, style sheets, workers or frames; read them with fetch() or open them as a page",
+            tsblob_proto::quote_short(&String::from_utf8_lossy(dest.as_bytes()))
+        ),
+    ))
 }
 
 fn refusal(e: AppError) -> Response {
@@ -310,6 +356,12 @@ fn preflight(origin: &HeaderValue, headers: &HeaderMap) -> Response {
     resp
 }
 
+/// How an answer a browser must not show is sent: saved, under a name whose extension
+/// opens nothing. Bug (browser probe of 2026-11-29): a bare `attachment` let the browser
+/// name the file from the URL and the writer's content type (`dl.html`, `setup.exe`), which
+/// ran when opened from the downloads folder.
+pub(crate) const ATTACHMENT: &str = "attachment; filename=\"tsblob-download.bin\"";
+
 /// Rule 4 on the headers of an API answer (also the ReductStore API's probes and its 404
 /// outside `/api/v1/`, answered before the native middleware).
 pub(crate) fn harden(headers: &mut HeaderMap) {
@@ -332,7 +384,7 @@ pub(crate) fn harden(headers: &mut HeaderMap) {
     if !attachment && !is_passive(headers.get(header::CONTENT_TYPE)) {
         headers.insert(
             header::CONTENT_DISPOSITION,
-            HeaderValue::from_static("attachment"),
+            HeaderValue::from_static(ATTACHMENT),
         );
     }
 }
@@ -611,6 +663,60 @@ mod tests {
             "http://127.0.0.1:9999",
             Some(&HeaderValue::from_static("127.0.0.1:8686"))
         ));
+    }
+
+    /// Bug (browser probe of 2026-11-29): the Origin check compared hosts only, so a page
+    /// at `http://tsblob.test` reached the server at `https://tsblob.test` (and the other way
+    /// round); the browser's `Sec-Fetch-Site: cross-site` was not read when an Origin came.
+    #[test]
+    fn an_origin_of_the_other_scheme_on_the_same_host_was_taken_as_the_servers_own() {
+        let policy = BrowserPolicy::new(
+            "127.0.0.1:8383".parse().unwrap(),
+            &["tsblob.test".to_string()],
+            &["https://dash.example.com".to_string()],
+        );
+        let check = |origin: &'static str, site: Option<&'static str>| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static("tsblob.test"));
+            h.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            if let Some(site) = site {
+                h.insert(SEC_FETCH_SITE, HeaderValue::from_static(site));
+            }
+            policy.check_origin(&h).is_ok()
+        };
+        assert!(check("http://tsblob.test", Some("same-origin")));
+        assert!(check("http://tsblob.test", None), "an old browser");
+        assert!(!check("http://tsblob.test", Some("cross-site")));
+        assert!(!check("http://tsblob.test", Some("same-site")));
+        // A --cors-origin page is cross-site by nature.
+        assert!(check("https://dash.example.com", Some("cross-site")));
+    }
+
+    /// Bug (browser probe of 2026-11-29): a record of type `text/javascript` ran through
+    /// `<script src>` from a page of the server's origin. No API answer is ever a script,
+    /// a style sheet, a worker or a frame; fetch, pages, images and media pass.
+    #[test]
+    fn a_record_was_loaded_as_a_script_by_a_page_of_the_servers_origin() {
+        let dest = |d: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(SEC_FETCH_DEST, HeaderValue::from_static(d));
+            check_dest(&h).is_ok()
+        };
+        for refused in [
+            "script",
+            "style",
+            "worker",
+            "serviceworker",
+            "iframe",
+            "object",
+            "embed",
+        ] {
+            assert!(!dest(refused), "{refused}");
+        }
+        for ok in ["empty", "document", "image", "video", "audio"] {
+            assert!(dest(ok), "{ok}");
+        }
+        assert!(check_dest(&HeaderMap::new()).is_ok(), "no Sec-Fetch-Dest");
     }
 
     /// The Host check lower-cases only a name that has upper case (no copy per request):

@@ -259,7 +259,14 @@ impl std::fmt::Display for AppError {
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let retry = self.retry_later();
-        let too_large = self.status == StatusCode::PAYLOAD_TOO_LARGE;
+        // A body refused as too large, or one that stalled (408), is mostly unread: the
+        // connection cannot carry another request. Bug "the next call fails after a stall"
+        // (ReductStore parity probe of 2026-11-29): after a 408 the connection stayed open,
+        // and the client's next, unrelated request was read as the rest of the body (400).
+        let too_large = matches!(
+            self.status,
+            StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+        );
         let mut resp = (self.status, Json(self.body())).into_response();
         if retry {
             resp.headers_mut().insert(
@@ -268,9 +275,8 @@ impl IntoResponse for AppError {
             );
         }
         if too_large {
-            // A body refused as too large is mostly unread: the connection cannot carry
-            // another request, and hyper closes it after this answer. Saying so lets a
-            // client drop it instead of finding out on its next request.
+            // hyper closes the connection after this answer; saying so lets a client drop
+            // it instead of finding out on its next request.
             resp.headers_mut().insert(
                 axum::http::header::CONNECTION,
                 axum::http::HeaderValue::from_static("close"),

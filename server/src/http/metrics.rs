@@ -490,8 +490,40 @@ pub(crate) struct Started {
     at: Instant,
     method: Method,
     op: Op,
-    /// The access log line's path (an allocation: only when debug logging is on).
-    path: Option<String>,
+    /// The access log line's path, clipped to [`ACCESS_PATH_MAX`] bytes, its length and the
+    /// socket's peer address (an allocation: only when access or debug logging is on).
+    line: Option<AccessLine>,
+}
+
+/// What an access log line says of its request beyond the method and op.
+struct AccessLine {
+    path: String,
+    /// The path's whole length in bytes (the line holds at most [`ACCESS_PATH_MAX`] of it).
+    path_len: usize,
+    peer: Option<std::net::SocketAddr>,
+}
+
+/// The longest path an access log line holds, in bytes. Bug "access log flood" (ops probe
+/// of 2026-11-29): with `--access-log` every request logged its whole path (up to 64 KiB)
+/// unthrottled, so a client without a token wrote 197 MB of log in 3 s.
+pub(crate) const ACCESS_PATH_MAX: usize = 256;
+
+impl AccessLine {
+    fn of(req: &Request) -> AccessLine {
+        let whole = req.uri().path();
+        let mut end = whole.len().min(ACCESS_PATH_MAX);
+        while !whole.is_char_boundary(end) {
+            end -= 1;
+        }
+        AccessLine {
+            path: whole[..end].to_string(),
+            path_len: whole.len(),
+            peer: req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0),
+        }
+    }
 }
 
 impl Metrics {
@@ -503,9 +535,9 @@ impl Metrics {
         let started = Started {
             at: Instant::now(),
             op: op_of(&method, req.uri().path()),
-            path: (self.access_log()
+            line: (self.access_log()
                 || tracing::enabled!(target: "tsblob::access", tracing::Level::DEBUG))
-            .then(|| req.uri().path().to_string()),
+            .then(|| AccessLine::of(&req)),
             method,
         };
         let req = req.map(|b| Body::new(Counted::new(b, self.received.clone())));
@@ -520,13 +552,13 @@ impl Metrics {
             at,
             method,
             op,
-            path,
+            line,
         } = started;
         let took = at.elapsed();
         access_log(
             &method,
             op.name(),
-            path.as_deref(),
+            line.as_ref(),
             resp.status(),
             took,
             self.access_log(),
@@ -561,24 +593,33 @@ impl Metrics {
 /// The line of a request in the log (target `tsblob::access`): at info with
 /// `--access-log`; otherwise at debug, so that a client's mistakes (4xx) do not fill the
 /// log of a server that is fine. A server error (5xx) is logged at error either way (the
-/// path is there when access logging or debug is on; `op` always).
+/// path is there when access logging or debug is on; `op` always). A request refused before
+/// it was served (401, 403: anyone can send those, with no token) is throttled like the
+/// other lines a client can cause (`log_throttle`); the path is clipped to
+/// [`ACCESS_PATH_MAX`] bytes (`path_len` says how long it was).
 fn access_log(
     method: &Method,
     op: &'static str,
-    path: Option<&str>,
+    line: Option<&AccessLine>,
     status: axum::http::StatusCode,
     took: std::time::Duration,
     all: bool,
 ) {
     let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
     let status_code = status.as_u16();
+    let path = line.map(|l| l.path.as_str());
+    let path_len = line.map(|l| l.path_len);
+    let peer = line.and_then(|l| l.peer).map(tracing::field::display);
+    let refused = matches!(status_code, 401 | 403);
     if status.is_server_error() {
         // Throttled: every 503 `busy` and 507 is one (`log_throttle`).
-        crate::throttled!(error, "request_failed", target: "tsblob::access", %method, op, path, status = status_code, micros, "request failed");
+        crate::throttled!(error, "request_failed", target: "tsblob::access", %method, op, path, path_len, peer, status = status_code, micros, "request failed");
+    } else if all && refused {
+        crate::throttled!(info, "request_refused", target: "tsblob::access", %method, op, path, path_len, peer, status = status_code, micros, "request");
     } else if all {
-        tracing::info!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request");
+        tracing::info!(target: "tsblob::access", %method, op, path, path_len, peer, status = status_code, micros, "request");
     } else {
-        tracing::debug!(target: "tsblob::access", %method, op, path, status = status_code, micros, "request");
+        tracing::debug!(target: "tsblob::access", %method, op, path, path_len, peer, status = status_code, micros, "request");
     }
 }
 
@@ -728,7 +769,7 @@ mod tests {
             at: Instant::now(),
             method: Method::GET,
             op: Op::Health,
-            path: None,
+            line: None,
         };
         let _ = m.finish(started, Response::new(Body::empty()));
         let mut out = Vec::new();

@@ -274,6 +274,9 @@ pub fn reduct_status(code: &str, message: &str, status: StatusCode) -> StatusCod
     match code {
         "bad_request" if message.starts_with("when: ") => StatusCode::UNPROCESSABLE_ENTITY,
         "missing_label" => StatusCode::NOT_FOUND,
+        // ReductStore answers a full HARD quota `400 Quota of 'b' exceeded` (parity probe of
+        // 2026-11-29: code checking for 400 missed tsblob's 507).
+        "quota_exceeded" => StatusCode::BAD_REQUEST,
         _ => status,
     }
 }
@@ -325,6 +328,24 @@ pub fn record_error(e: &AppError) -> HeaderValue {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Bug (parity probe of 2026-11-29): a full HARD quota was 507 on the ReductStore API,
+    /// where ReductStore answers 400 (`Quota of 'b' exceeded`).
+    #[test]
+    fn a_full_hard_quota_was_507_where_reductstore_answers_400() {
+        assert_eq!(
+            reduct_status(
+                "quota_exceeded",
+                "bucket b has a HARD quota",
+                StatusCode::INSUFFICIENT_STORAGE
+            ),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            reduct_status("disk_full", "no space", StatusCode::INSUFFICIENT_STORAGE),
+            StatusCode::INSUFFICIENT_STORAGE
+        );
+    }
 
     /// Bugs "a malformed `when` is 400" and "a strict query's missing label is 422": the
     /// ReductStore API answers ReductStore's statuses, the native API keeps its own.

@@ -394,7 +394,7 @@ async fn a_stored_html_record_ran_script_in_the_servers_origin() {
             );
             assert_eq!(
                 a.header("content-disposition"),
-                Some("attachment"),
+                Some("attachment; filename=\"tsblob-download.bin\""),
                 "{method} {ct}"
             );
             assert_eq!(

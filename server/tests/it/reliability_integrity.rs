@@ -499,6 +499,36 @@ fn a_trickled_body_is_cut_by_the_body_deadline() {
     assert_eq!(status_of(&a, "GET", "/api/v1/b/b/e?ts=1"), 404);
 }
 
+/// Bug "the next call fails after a stall" (ReductStore parity probe of 2026-11-29): a body
+/// that stalled was answered 408 on a kept-alive connection, which stayed open; the
+/// client's next, unrelated request was then read as the rest of the body and answered
+/// 400 `malformed_head`. The 408 now says `connection: close` and the connection ends.
+#[test]
+fn a_stalled_body_closes_its_connection_so_the_next_request_is_not_read_as_its_body() {
+    let s = Server::start(&["--idle-timeout", "1s"]);
+    let a = addr_of(&s.url(""));
+    create(&a, "b", json!({}));
+    let mut t = TcpStream::connect(&a).unwrap();
+    t.write_all(
+        b"POST /api/v1/b/b/e?ts=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc",
+    )
+    .unwrap();
+    t.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = t.read(&mut buf).unwrap();
+    let first = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(first.starts_with("http/1.1 408"), "{first}");
+    assert!(first.contains("connection: close"), "{first}");
+    // The next request on the same connection: never answered as a broken head.
+    let _ = t.write_all(b"GET /api/v1/info HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let (_, rest) = read_answer(&mut t, Duration::from_secs(5));
+    assert!(
+        !rest.contains("HTTP/1.1"),
+        "the connection carried another request: {rest}"
+    );
+    assert_eq!(status_of(&a, "GET", "/api/v1/b/b/e?ts=1"), 404);
+}
+
 /// Bug "label bounds", single writes: labels over the engine's `MAX_LABELS_BYTES` are
 /// refused from the headers, before the (large) body is uploaded, and nothing is stored.
 #[test]

@@ -189,8 +189,9 @@ async fn tokens_guard_every_route_and_never_leak() {
         200
     );
 
-    // A token for b1 (read or write) cannot see b2: not listed, not readable, not writable.
-    for t in [reader.as_str(), writer.as_str()] {
+    // A token for b1 (read or write) cannot see b2: not listed, not readable, not writable;
+    // a write-only token does not see b1 either (writing does not imply reading).
+    for (t, listed) in [(reader.as_str(), vec!["b1"]), (writer.as_str(), vec![])] {
         let (_, list) = call(&c, &s, Method::GET, "/api/v1/b", Some(t), "").await;
         let names: Vec<&str> = list["buckets"]
             .as_array()
@@ -198,7 +199,7 @@ async fn tokens_guard_every_route_and_never_leak() {
             .iter()
             .map(|b| b["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["b1"], "{list}");
+        assert_eq!(names, listed, "{list}");
         for (m, path) in [
             (Method::GET, "/api/v1/b/b2"),
             (Method::GET, "/api/v1/b/b2/e?ts=1"),
@@ -212,7 +213,18 @@ async fn tokens_guard_every_route_and_never_leak() {
             assert!(!v.to_string().contains("secret payload"));
         }
     }
-    // The writer writes b1.
+    // The writer writes b1, and cannot read it back (ReductStore parity probe of
+    // 2026-11-29: a write-only token read, queried and linked every record it could write).
+    for (m, path) in [
+        (Method::GET, "/api/v1/b/b1"),
+        (Method::GET, "/api/v1/b/b1/e?ts=1"),
+        (Method::GET, "/api/v1/b/b1/e/query"),
+        (Method::GET, "/api/v1/b/b1/e/info"),
+    ] {
+        let (st, v) = call(&c, &s, m.clone(), path, Some(&writer), "").await;
+        assert_eq!(st, 403, "write-only token on {m} {path}: {v}");
+        assert!(!v.to_string().contains("secret payload"));
+    }
     assert_eq!(
         call(
             &c,

@@ -379,6 +379,240 @@ async fn sigterm_ends_live_tails_with_a_frame_and_exits_at_once() {
     );
 }
 
+/// Bug (ops probe of 2026-11-29): SIGHUP ended the server at once (exit 129, no graceful
+/// stop, no sync); and a second stop signal was ignored while the server waited out its
+/// `--shutdown-grace` for a stalled upload.
+#[tokio::test]
+async fn sighup_killed_the_server_at_once_and_a_second_signal_was_ignored() {
+    let mut s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    let r = c
+        .post(s.url("/api/v1/b/b/e?ts=1"))
+        .body("kept")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    s.signal("HUP");
+    let status = s
+        .wait(Duration::from_secs(20))
+        .expect("SIGHUP did not stop the server");
+    assert!(
+        status.success(),
+        "exit status {status:?}: {}",
+        s.stderr_text()
+    );
+    assert!(
+        s.stderr_text().contains("synced; bye"),
+        "{}",
+        s.stderr_text()
+    );
+
+    // A stalled upload holds the graceful stop for its grace; a second signal ends it.
+    let mut s = Server::start_in(
+        s.dir(),
+        &["--shutdown-grace", "60s", "--idle-timeout", "60s"],
+    );
+    let a = s
+        .url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut stalled = std::net::TcpStream::connect(&a).unwrap();
+    std::io::Write::write_all(
+        &mut stalled,
+        b"POST /api/v1/b/b/e?ts=2 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nabc",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while common::metric(&c, &s, "tsblob_http_requests_in_flight").await < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upload never reached the server"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.signal_term();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        s.wait(Duration::from_millis(10)).is_none(),
+        "the stalled upload was not waited for"
+    );
+    let since = std::time::Instant::now();
+    s.signal("INT");
+    let status = s
+        .wait(Duration::from_secs(15))
+        .expect("a second signal did not stop it");
+    assert!(
+        !status.success(),
+        "a forced stop exits non-zero: {status:?}"
+    );
+    assert!(
+        since.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        since.elapsed()
+    );
+    assert!(
+        s.stderr_text().contains("again: stopping now"),
+        "{}",
+        s.stderr_text()
+    );
+    drop(stalled);
+    // The acknowledged record is there after the forced stop; the cut one is not.
+    let s2 = Server::start_in(s.dir(), &[]);
+    let r = c.get(s2.url("/api/v1/b/b/e?ts=1")).send().await.unwrap();
+    assert_eq!(r.bytes().await.unwrap().as_ref(), b"kept");
+    let r = c.get(s2.url("/api/v1/b/b/e?ts=2")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// Bug (ops probe of 2026-11-29): `tsblob tail` ended (exit 1) at the `busy` frame a
+/// restarting server sends, though the frame says to follow again; it now reopens from the
+/// last record, as after a dropped connection, and prints the records written after the
+/// restart, none twice.
+#[tokio::test]
+async fn a_cli_tail_ended_at_a_server_restart() {
+    let mut s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    c.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    let r = c
+        .post(s.url("/api/v1/b/b/e?ts=1"))
+        .body("a")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let base = s.url("").trim_end_matches('/').to_string();
+    let addr = base.trim_start_matches("http://").to_string();
+    let mut tail = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["tail", "b", "e", "--url", &base, "--json"])
+        .env_remove("TSBLOB_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = tail.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the first record");
+    assert!(first.contains("\"ts\":1"), "{first}");
+    s.signal_term();
+    s.wait(Duration::from_secs(20))
+        .expect("the server did not stop");
+    let mut again = common::serve_command(s.dir(), &addr, &[], &[])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let written = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not come back"
+        );
+        if let Ok(r) = c
+            .post(format!("{base}/api/v1/b/b/e?ts=2"))
+            .body("b")
+            .send()
+            .await
+        {
+            break r.status();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(written, 201);
+    let second = rx.recv_timeout(Duration::from_secs(30));
+    let _ = tail.kill();
+    let _ = tail.wait();
+    let _ = again.kill();
+    let _ = again.wait();
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut tail.stderr.take().unwrap(), &mut err);
+    let second = second.unwrap_or_else(|_| panic!("no record after the restart: {err}"));
+    assert!(
+        second.contains("\"ts\":2"),
+        "{second} (not the first again): {err}"
+    );
+}
+
+/// Bug (ops probe of 2026-11-29): `--log warning` was taken as a module name, which turned
+/// off every line, errors included.
+#[test]
+fn a_log_level_typo_turned_off_every_log_line() {
+    let (status, err) =
+        common::run_serve_briefly(&["--log", "warning"], &[], Duration::from_secs(20));
+    assert!(status.is_some_and(|c| c != 0), "{status:?}: {err}");
+    assert!(err.contains("did you mean warn?"), "{err}");
+    let (status, err) =
+        common::run_serve_briefly(&["--log", "info,verbose"], &[], Duration::from_secs(20));
+    assert!(status.is_some_and(|c| c != 0), "{status:?}: {err}");
+    assert!(err.contains("\"verbose\" is not a level"), "{err}");
+    // Levels and module=level directives start.
+    let mut s = Server::start(&["--log", "WARN,tsblob::access=debug"]);
+    assert!(
+        s.wait(Duration::from_millis(300)).is_none(),
+        "it stopped: {}",
+        s.stderr_text()
+    );
+}
+
+/// Bug (ops probe of 2026-11-29): a start that failed on a busy port (or a missing TLS key)
+/// left a new, empty data folder behind.
+#[test]
+fn a_start_on_a_busy_port_left_an_empty_data_folder() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = busy.local_addr().unwrap().to_string();
+    let parent = tempfile::tempdir().unwrap();
+    let data = parent.path().join("new-data");
+    let out = common::serve_command(&data, &at, &[], &[])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot listen on"), "{err}");
+    assert!(!data.exists(), "the data folder was made: {err}");
+}
+
+/// Bug "access log flood" (ops probe of 2026-11-29): with `--access-log` every request
+/// logged its whole path (up to 64 KiB), refused ones too and unthrottled: a client with
+/// no token wrote 197 MB of log in 3 s. Refusals (401, 403) are throttled like the other
+/// lines a client can cause, and a path is clipped to 256 bytes.
+#[tokio::test]
+async fn refused_requests_with_long_paths_flooded_the_access_log() {
+    let s = Server::start(&["--access-log", "--token", "an-admin-token-of-length"]);
+    let c = reqwest::Client::new();
+    let long = format!("/api/v1/b/{}", "A".repeat(60_000));
+    for _ in 0..300 {
+        let r = c.get(s.url(&long)).send().await.unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    let r = c
+        .get(s.url(&long))
+        .bearer_auth("an-admin-token-of-length")
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    assert!(r.status().is_client_error() && st != 401, "{st}");
+    assert!(s.stderr_contains(&format!("status={st}"), Duration::from_secs(5)));
+    let log = s.stderr_text();
+    assert!(log.len() < 100_000, "{} bytes of log", log.len());
+    let refused = log.lines().filter(|l| l.contains("status=401")).count();
+    let burst = tsblob_server::log_throttle::BURST as usize;
+    assert!((1..=burst).contains(&refused), "{refused} lines");
+    assert!(log.contains("path_len=60010"), "{log:.2000}");
+    assert!(log.lines().all(|l| l.len() < 2_000), "a long line");
+}
+
 #[test]
 fn warns_when_listening_beyond_loopback_without_a_token() {
     // Without a token it starts only with --no-auth (browser::listening_beyond_loopback_...).
@@ -461,6 +695,16 @@ fn cli_client_put_get_query_rm() {
     let (ok, _, err) = run(&["get", "cams", "robot/front", "--out", got.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&file).unwrap());
+    // `-o -` is stdout (ops probe of 2026-11-29: it wrote a file named `-`).
+    let dash = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["get", "cams", "robot/front", "-o", "-", "--url", &url])
+        .env_remove("TSBLOB_TOKEN")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(dash.status.success(), "{dash:?}");
+    assert_eq!(dash.stdout, std::fs::read(&file).unwrap());
+    assert!(!dir.path().join("-").exists());
     let qdir = dir.path().join("q");
     let (ok, _, err) = run(&[
         "query",

@@ -198,7 +198,7 @@ export async function render(main, params) {
         h("dt", {}, "timestamp"), h("dd", { class: "mono" }, `${time(r.ts)} (${r.ts})`),
         h("dt", {}, "size"), h("dd", {}, `${bytes(r.size)} (${count(r.size)} bytes)`),
         h("dt", {}, "content type"), h("dd", {}, r.content_type),
-        h("dt", {}, "labels"), h("dd", { class: "labels" }, labelsText(r.labels) || "–")),
+        h("dt", {}, "labels"), h("dd", { class: "labels" }, labelsText(r.labels, true) || "–")),
       h("div", { class: "row" }, h("button", { id: "download", onclick: () => download(r, status) }, "Download"),
         h("button", { id: "share-link", title: "A link that downloads this record without a token, for 24 hours",
           onclick: () => share(r, status) }, "Share link"), del),
@@ -218,8 +218,12 @@ export async function render(main, params) {
       return;
     }
     if (IMAGE.test(ct)) {
-      const blob = payload ? new Blob([payload], { type: ct })
-        : await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
+      // The blob's type is the image type matched above, never the answer's: a record of
+      // type `image/png;,text/html` made `Response.blob()` a `text/html` blob, which
+      // opened in a tab ran as a page of this console's origin (browser probe of
+      // 2026-11-29).
+      const data = payload || await (await api(`${path}?ts=${r.ts}`, { raw: true })).arrayBuffer();
+      const blob = new Blob([data], { type: ct });
       const url = URL.createObjectURL(blob);
       urls.push(url);
       const img = h("img", { id: "preview-image", src: url, alt: `record ${r.ts}` });
@@ -273,7 +277,9 @@ export async function render(main, params) {
         a.remove();
         return;
       }
-      const blob = await (await api(`${path}?ts=${r.ts}`, { raw: true })).blob();
+      // Typed as bytes whatever the record's type (see showPayload).
+      const blob = new Blob([await (await api(`${path}?ts=${r.ts}`, { raw: true })).arrayBuffer()],
+        { type: "application/octet-stream" });
       const url = URL.createObjectURL(blob);
       // The writer chose the content type: only passive types name their extension (an
       // `.html`, `.svg` or `.exe` saved from a hostile record would run when opened).

@@ -312,9 +312,10 @@ class AsyncQueryIterator(AsyncIterator[Item]):
     stream it and must be read before the next record (unread payload is skipped). Memory
     stays bounded however many records match.
 
-    A dropped connection (or a ``502``/``503``/``504`` when reopening) does not end the
-    iteration: the query is reopened from the last timestamp handed out, skipping the records
-    already handed out there, with ``limit`` lowered by what was handed out, following the
+    A dropped connection (or a ``502``/``503``/``504`` when reopening, or the ``busy`` error
+    frame with which a stopping server ends its streams) does not end the iteration: the
+    query is reopened from the last timestamp handed out, skipping the records already
+    handed out there, with ``limit`` lowered by what was handed out, following the
     client's :class:`Retry` (failures in a row; a record handed out resets the count). A query
     with ``when`` resumes only until its first record (its aggregations would start over).
 
@@ -332,13 +333,14 @@ class AsyncQueryIterator(AsyncIterator[Item]):
     """How many records the server skipped as damaged (``>= len(skipped)``)."""
 
     def __init__(self, client: "AsyncClient", path: str, params: c.Params, *, meta: bool = False,
-                 policy: Optional[c.Retry] = None, resumable: bool = True) -> None:
+                 policy: Optional[c.Retry] = None, resumable: bool = True, endless: bool = False) -> None:
         self._client = client
         self._path = path
         self._params = params
         self._meta = meta
         self._policy = client.retry if policy is None else policy
         self._resumable = resumable
+        self._endless = endless  # a tail without $limit: its answer never ends, but cut
         self._resume = c.Resume()
         self._stream: Optional[Stream] = None
         self._chunks: Optional[AsyncIterator[bytes]] = None
@@ -420,6 +422,8 @@ class AsyncQueryIterator(AsyncIterator[Item]):
                     if self._meta:
                         ev = parser.next_event()
                         if ev is None:
+                            if self._endless:  # (NDJSON has no end line: only a cut ends a tail)
+                                raise ProtocolError("the live tail's answer ended: the connection closed")
                             return None
                         return ev  # type: ignore[no-any-return]
                 continue
@@ -454,7 +458,7 @@ class AsyncQueryIterator(AsyncIterator[Item]):
             raise ProtocolError(f"unexpected frame event {kind} between records")
 
     def _may_resume(self, e: TsblobError) -> bool:
-        if not (isinstance(e, (TransportError, ProtocolError)) or e.status in self._policy.statuses):
+        if not c.reopens(e, self._policy):
             return False
         if not self._resumable and self._resume.last is not None:
             return False
@@ -513,7 +517,9 @@ class AsyncClient:
     (``0`` turns them off). ``eager_limit``: query records up to this many bytes come with
     ``data`` loaded, larger ones are streamed. ``batch_max_bytes``/``batch_max_records`` size
     the requests of ``write_batch``. ``pool_size``: connections kept for reuse.
-    ``ssl_context`` is used for ``https://`` URLs. One client may be shared (by threads for
+    ``ssl_context`` is used for ``https://`` URLs (default: the system's CAs, and those of the
+    PEM file ``$TSBLOB_CA`` names, as the CLI). A ``url`` that is no ``http://`` or
+    ``https://`` URL raises :class:`InvalidInput`. One client may be shared (by threads for
     the sync client, by tasks for the async one).
 
     Handles: ``db.bucket("robot1").entry("cam/front")`` has the record methods with the
@@ -532,7 +538,7 @@ class AsyncClient:
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_records = batch_max_records
         headers = {"authorization": f"Bearer {token}"} if token else {}
-        self._t = AsyncTransport(self.url, headers, timeout, pool_size, ssl_context)
+        self._t = AsyncTransport(self.url, headers, timeout, pool_size, c.env_ssl_context(ssl_context, self.url))
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -576,7 +582,7 @@ class AsyncClient:
                 why = str(e)
             else:
                 if resp.status not in policy.statuses or attempt >= policy.attempts:
-                    raise error_from_response_body(resp.status, resp.body)._gave_up(attempt)
+                    raise error_from_response_body(resp.status, resp.body, resp.headers)._gave_up(attempt)
                 why = f"the server answered {resp.status}"
             attempt += 1
             delay = policy.delay(attempt)
@@ -994,12 +1000,13 @@ class AsyncClient:
         """A live tail: the records from ``start`` on (everything stored without it), then
         each new one as it is written, oldest first, forever (or until a ``$limit`` in
         ``when`` is reached). Yields :class:`Record` (``meta=True``: :class:`RecordInfo`);
-        heartbeats are skipped. A dropped connection is reopened from the last timestamp (up
-        to ``retries`` times in a row, waiting ``backoff`` seconds, doubled each time, at most
-        30 s), so nothing is missed or seen twice across reconnections; errors the server
-        answers raise at once. ``heartbeat``: seconds between the server's keep-alives when
-        idle (default 15; keep it below the client's ``timeout``); ``settle_ms``: see
-        docs/api.md. Break out of the loop (or ``close()`` the iterator) to stop.
+        heartbeats are skipped. A dropped connection (a stream cut short, the ``busy`` error
+        frame of a server that is stopping, a refused connection while it restarts) is
+        reopened from the last timestamp (up to ``retries`` times in a row, waiting
+        ``backoff`` seconds, doubled each time, at most 30 s), so nothing is missed or seen
+        twice across reconnections; errors the server answers raise at once. ``heartbeat``:
+        seconds between the server's keep-alives when idle (default 15; keep it below the
+        client's ``timeout``); ``settle_ms``: see docs/api.md. Break out of the loop (or ``close()`` the iterator) to stop.
         ``entries=[...]`` (instead of ``entry``) follows several entries merged, as in
         :meth:`query`."""
         extra: c.Params = []
@@ -1007,7 +1014,8 @@ class AsyncClient:
         first = None if start is None else to_micros(start)
         params = c.tail_params(first, when, strict, meta, heartbeat, settle_ms) + extra
         policy = c.Retry(attempts=retries, backoff=backoff, max_backoff=30.0)
-        return AsyncQueryIterator(self, path, params, meta=meta, policy=policy, resumable=True)
+        return AsyncQueryIterator(self, path, params, meta=meta, policy=policy, resumable=True,
+                                  endless=not (when and "$limit" in when))
 
     async def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
                            stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,
@@ -1089,7 +1097,7 @@ class AsyncClient:
         if ttl is not None:
             seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
             if isinstance(seconds, bool) or seconds != int(seconds) or seconds < 1:
-                raise ValueError(f"ttl={ttl!r}: give whole seconds, at least 1")
+                raise InvalidInput(f"ttl={ttl!r}: give whole seconds, at least 1", code="invalid_ttl")
             body["ttl"] = int(seconds)
         if ip_allowlist:
             if isinstance(ip_allowlist, str):

@@ -150,12 +150,17 @@ impl Server {
     }
 
     pub fn signal_term(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends the signal named `name` (`TERM`, `HUP`, `INT`).
+    pub fn signal(&self, name: &str) {
         let ok = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
+            .args([&format!("-{name}"), &self.pid().to_string()])
             .status()
             .unwrap()
             .success();
-        assert!(ok, "kill -TERM failed");
+        assert!(ok, "kill -{name} failed");
     }
 
     /// SIGKILL, then reaps the process.
@@ -211,7 +216,7 @@ impl Drop for Server {
 /// variables of `env` (none inherited from the test's own environment) and stderr piped.
 /// `TSBLOB_TEST_BIN` names another build of the server (the attack report runs the
 /// bystander harness against a release build).
-fn serve_command(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub fn serve_command(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
     let bin =
         std::env::var_os("TSBLOB_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_tsblob").into());
     let mut cmd = Command::new(bin);
