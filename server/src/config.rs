@@ -127,7 +127,7 @@ pub struct ServeArgs {
     pub token: Option<String>,
     /// Serve without any token on a non-loopback --listen, on purpose: anyone who can reach
     /// the address may read and delete everything (on loopback, no token is the default).
-    #[arg(long, env = "TSBLOB_NO_AUTH", conflicts_with = "token")]
+    #[arg(long, env = "TSBLOB_NO_AUTH", conflicts_with = "token", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_auth: bool,
     /// Host names (`name` or `name:port`, comma-separated) answered besides localhost,
     /// 127.0.0.1 and [::1]; `*` answers any. Default: loopback names only on a loopback
@@ -160,7 +160,7 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
     /// Log every request at info level (target `tsblob::access`: method, path, status,
     /// duration). Without it a request is logged at debug, a server error (5xx) at error.
-    #[arg(long, env = "TSBLOB_ACCESS_LOG")]
+    #[arg(long, env = "TSBLOB_ACCESS_LOG", value_parser = clap::builder::BoolishValueParser::new())]
     pub access_log: bool,
     /// Largest request body (a single record or a whole batch).
     #[arg(long, env = "TSBLOB_MAX_BODY", default_value = "4GiB", value_parser = parse_size)]

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod connections;
 pub mod content_type;
+pub mod disk_errors;
 pub mod head_errors;
 pub mod http;
 pub mod linger;

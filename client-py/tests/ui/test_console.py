@@ -726,3 +726,50 @@ def test_a_download_is_saved_with_a_writer_chosen_extension(server, page, client
         assert d.value.suggested_filename == f"cam-{ts}.{ext}", (ct, d.value.suggested_filename)
     assert page.errors == []
     client.remove_bucket(name)
+
+
+def test_an_image_preview_of_a_listed_type_ran_as_a_page_of_the_console(server, page, client) -> None:
+    """Bug (browser probe of 2026-11-29): a record of type `image/png;,text/html` was
+    previewed as an image, but `Response.blob()` typed its blob by the last type of the list,
+    `text/html`: opened in a tab, the blob ran as a page of the console's origin (and loaded
+    a script record by `<script src>`). The preview's blob now has the image type the console
+    matched, and the API refuses to be loaded as a script (`Sec-Fetch-Dest: script`)."""
+    name = f"ui-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(name)
+    client.write(name, "cam", b"<script src='/api/v1/b/%s/js?ts=2'></script>" % name.encode(),
+                 ts=1, content_type="image/png;,text/html")
+    client.write(name, "js", b"window.ran = true;", ts=2, content_type="text/javascript")
+    # The types of the blobs the console makes URLs of (the page's CSP keeps a test from
+    # fetching a blob: URL back).
+    page.add_init_script("""(() => { const made = URL.createObjectURL; window.blobTypes = [];
+        URL.createObjectURL = (b) => { window.blobTypes.push(b.type); return made(b); }; })()""")
+    page.goto(entry_url(server, name, "cam"))
+    page.click("#record-rows tr[data-ts='1']")
+    page.wait_for_selector("#preview-image")
+    assert page.evaluate("window.blobTypes") == ["image/png"]
+    # A page of the console's origin that loads a record as a script: refused, not run.
+    ran = page.evaluate(f"""() => new Promise((done) => {{
+        const s = document.createElement('script');
+        s.src = '/api/v1/b/{name}/js?ts=2';
+        s.onload = () => done(window.ran === true);
+        s.onerror = () => done(false);
+        document.head.append(s); }})""")
+    assert ran is False
+    client.remove_bucket(name)
+
+
+def test_a_bidi_override_in_a_label_reordered_the_labels_after_it(server, page, client) -> None:
+    """Bug (browser probe of 2026-11-29): a right-to-left override in one label value made
+    the labels shown after it read reversed (`status=…` could read "approved"); invisible
+    and direction characters are shown as `\\u{XXXX}`, and a row shows at most 200
+    characters of a value."""
+    name = f"ui-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(name)
+    client.write(name, "cam", b"x", ts=1, labels={"a": "x\u202edevorppa", "b": "v" * 3000})
+    page.goto(entry_url(server, name, "cam"))
+    row = page.wait_for_selector("#record-rows tr[data-ts='1']")
+    text = row.inner_text()
+    assert "\u202e" not in text and "\\u{202E}" in text, text
+    assert len(text) < 1000, len(text)
+    assert page.errors == []
+    client.remove_bucket(name)

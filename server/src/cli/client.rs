@@ -65,21 +65,18 @@ pub fn connect_reading(
     min_idle: Option<std::time::Duration>,
 ) -> anyhow::Result<Client> {
     let (url, token) = args.resolve()?;
-    match reqwest::Url::parse(&url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-        Ok(u) => {
-            return Err(Usage(format!(
-                "the server URL {url:?} is {}://: tsblob speaks http:// and https://",
-                u.scheme()
-            ))
-            .into())
-        }
-        Err(e) => {
-            return Err(Usage(format!(
-                "the server URL {url:?} is not a URL ({e}): give e.g. --url http://127.0.0.1:8686"
-            ))
-            .into())
-        }
+    // The one rule for a base URL (`crate::base_url`). Bug (ops probe of 2026-11-29): a URL
+    // with `user:pw@` sent Basic auth in place of --token (a 401 that named neither), one
+    // with `?token=` failed as "the answer is not JSON".
+    if let Err(e) = crate::base_url::check(&url) {
+        let advice = match e {
+            crate::base_url::BaseUrlError::Credentials
+            | crate::base_url::BaseUrlError::QueryOrFragment => {
+                "give the server's address alone, e.g. --url http://127.0.0.1:8686, and a token with --token or TSBLOB_TOKEN"
+            }
+            _ => "give e.g. --url http://127.0.0.1:8686 (or https:// for a server started with --tls-cert)",
+        };
+        return Err(Usage(format!("the server URL {} {e}: {advice}", e.quoted(&url))).into());
     }
     let ca = match &args.ca {
         Some(path) => Some(

@@ -415,6 +415,9 @@ pub fn classify(e: &Error) -> (StatusCode, ErrorCode) {
 
 impl From<Error> for AppError {
     fn from(e: Error) -> AppError {
+        if let Error::Io { source, .. } = &e {
+            crate::disk_errors::note(source);
+        }
         let (status, code) = classify(&e);
         if code == ErrorCode::DiskFull {
             // The engine's message names the data folder: logged, not answered.

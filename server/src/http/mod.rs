@@ -482,6 +482,9 @@ pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Val
     // `disk`: `full` while writes are refused for space (507 disk_full; reads go on);
     // `index`: while the index map is (507 index_full). No figures: /health needs no token
     // (GET /api/v1/info has them).
+    // `disk`: `error` for a minute after the data folder refused or failed a read or write
+    // (permission denied, read-only, I/O error: `crate::disk_errors`), and the whole status
+    // `degraded` meanwhile.
     let part = |full: bool| serde_json::json!({"status": if full { "full" } else { "ok" }});
     let mut body = serde_json::json!({
         "status": "ok",
@@ -489,6 +492,13 @@ pub async fn health(State(state): State<AppState>) -> axum::Json<serde_json::Val
         "disk": part(state.store.disk_short()),
         "index": part(state.store.index_full()),
     });
+    if let Some((ago, kind)) = crate::disk_errors::recent() {
+        body["status"] = "degraded".into();
+        body["disk"] = serde_json::json!({
+            "status": "error",
+            "error": format!("{kind} {} s ago: see the server log", ago.as_secs()),
+        });
+    }
     if let Some(t) = state.store.tier_stats() {
         // `degraded`: no call has failed yet, but one has waited for the store past what a
         // healthy store takes (a hung store said `available` until its timeout).

@@ -575,7 +575,17 @@ fn bad_values_exit_with_the_usage_code() {
         (&["bucket", "ls", "--url", "notaurl"][..], "is not a URL"),
         (
             &["bucket", "ls", "--url", "ftp://x"][..],
-            "http:// and https://",
+            "http:// or https://",
+        ),
+        // Credentials or a query in the URL (ops probe of 2026-11-29: Basic auth replaced
+        // the token; `?token=` failed as "not JSON"), never repeated in the message.
+        (
+            &["bucket", "ls", "--url", "http://user:s3cret@127.0.0.1:9"][..],
+            "carries credentials",
+        ),
+        (
+            &["bucket", "ls", "--url", "http://127.0.0.1:9/?token=s3cret"][..],
+            "has a query",
         ),
         (&["query", "b", "e", "--when", "{bad"][..], "--when"),
         (&["query", "b", "e", "--when", "[1]"][..], "JSON object"),
@@ -593,6 +603,7 @@ fn bad_values_exit_with_the_usage_code() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("s3cret"), "{args:?}: {err}");
     }
 }
 
@@ -998,4 +1009,39 @@ fn no_auth_with_the_token_variable_blamed_a_flag_not_given() {
         "{err}"
     );
     assert!(!err.contains("'--token <TOKEN>'"), "{err}");
+}
+
+/// Bug (ops probe of 2026-11-29): docs/operations.md says every flag of `tsblob serve` is
+/// in its configuration table, but `--default-max-age` and `--max-open-files` were not.
+#[test]
+fn every_serve_flag_is_in_the_operations_table() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tsblob"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
+    )
+    .unwrap();
+    let table: Vec<&str> = docs.lines().filter(|l| l.starts_with("| `--")).collect();
+    let flags: Vec<&str> = help
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .filter_map(|l| l.split([' ', '<']).next())
+        .filter(|f| *f != "help")
+        .collect();
+    assert!(flags.len() > 50, "{help}");
+    let missing: Vec<&&str> = flags
+        .iter()
+        .filter(|f| {
+            !table.iter().any(|row| {
+                row.starts_with(&format!("| `--{f} ")) || row.starts_with(&format!("| `--{f}`"))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/operations.md's table: {missing:?}"
+    );
 }

@@ -752,3 +752,71 @@ async fn a_full_index_map_is_507_index_full_and_a_larger_map_recovers() {
     stored[e as usize].sort_unstable();
     check(&c, &s, &stored).await;
 }
+
+/// `chattr +i` on a folder (root, a file system with attributes), undone when dropped.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(path: &Path) -> Result<Immutable, String> {
+        let out = Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .output()
+            .map_err(|e| format!("cannot run chattr: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Immutable(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// Bug (ops probe of 2026-11-29): with the data folder unwritable every write failed with
+/// 500 while `/health` said `ok`, so a readiness probe stayed green. The data folder made
+/// immutable (`chattr +i`: even root may not add to it): a new bucket is 500 (no path in
+/// it), `/health` says `degraded` with `disk: error`, and reads go on.
+#[tokio::test]
+async fn health_said_ok_while_every_write_failed_on_an_unwritable_disk() {
+    let s = Server::start(&[]);
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.post(s.url("/api/v1/b/b")).send().await.unwrap().status(),
+        201
+    );
+    let r = c
+        .post(s.url("/api/v1/b/b/e?ts=1"))
+        .body("kept")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let health: Value = json(c.get(s.url("/health")).send().await.unwrap()).await;
+    assert_eq!(health["status"], "ok", "{health}");
+    let _frozen = match Immutable::set(s.dir()) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("SKIPPED unwritable disk test: cannot chattr +i the data folder here ({e}); run as root on ext4");
+            return;
+        }
+    };
+    let r = c.post(s.url("/api/v1/b/c")).send().await.unwrap();
+    assert_eq!(r.status(), 500);
+    let body = r.text().await.unwrap();
+    assert!(!body.contains(&*s.dir().to_string_lossy()), "{body}");
+    let health: Value = json(c.get(s.url("/health")).send().await.unwrap()).await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["disk"]["status"], "error", "{health}");
+    assert!(
+        health["disk"]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("permission denied")),
+        "{health}"
+    );
+    let r = c.get(s.url("/api/v1/b/b/e?ts=1")).send().await.unwrap();
+    assert_eq!(r.bytes().await.unwrap().as_ref(), b"kept");
+}

@@ -1140,3 +1140,22 @@ async fn worker_threads_sets_how_many_threads_run_the_connections() {
     assert!(!ok);
     assert!(err.contains("--worker-threads"), "{err}");
 }
+
+/// Bug (ops probe of 2026-11-29): `TSBLOB_NO_AUTH=1` (the usual spelling of a true
+/// variable) was refused as "invalid value '1' for '--no-auth'".
+#[test]
+fn a_switch_variable_of_1_was_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child =
+        common::serve_command(data.path(), "0.0.0.0:0", &[], &[("TSBLOB_NO_AUTH", "1")])
+            .spawn()
+            .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let exited = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+    assert!(exited.is_none(), "it stopped ({exited:?}): {err}");
+    assert!(err.contains("without any token (--no-auth)"), "{err}");
+}
