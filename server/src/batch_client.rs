@@ -394,6 +394,18 @@ pub fn refused_for_good(status: u16) -> bool {
     (400..=499).contains(&status) && !matches!(status, 401 | 403 | 404 | 408 | 429)
 }
 
+/// A ReductStore destination's status for a record, read as tsblob's: its full HARD quota
+/// (`400 Quota of 'b' exceeded`, which tsblob's ReductStore API also answers) is 507, a
+/// destination that takes the record once room is made, not a record refused for good
+/// (review of 2026-11-29).
+fn quota_is_full(status: u16, message: &str) -> u16 {
+    if status == 400 && message.to_ascii_lowercase().contains("quota") {
+        507
+    } else {
+        status
+    }
+}
+
 /// What a destination did with one record sent alone.
 #[derive(Debug)]
 pub enum Single {
@@ -808,7 +820,10 @@ async fn reduct_batch(
         ));
     }
     for (slot, r) in results.iter_mut().zip(recs).filter(|(s, _)| s.is_none()) {
-        *slot = Some(match errors.get(&r.ts).cloned() {
+        let error = errors
+            .get(&r.ts)
+            .map(|(code, message)| (quota_is_full(*code, message), message.clone()));
+        *slot = Some(match error {
             None => RecordResult {
                 ts: Some(r.ts),
                 status: 201,
@@ -884,7 +899,7 @@ async fn reduct_single(
             "{dst}/{entry} answered {status} for {what}, but {e}"
         ));
     }
-    match status.as_u16() {
+    match quota_is_full(status.as_u16(), &message) {
         200 | 201 => Single::Stored,
         409 => Single::Existing,
         s if refused_for_good(s) => {
@@ -898,6 +913,18 @@ async fn reduct_single(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Review of 2026-11-29: a ReductStore destination (and tsblob's ReductStore API) answers
+    /// a full HARD quota 400, which skipped the record for good; it is sent again later.
+    #[test]
+    fn a_full_quota_at_a_reductstore_destination_skipped_records_for_good() {
+        let s = quota_is_full(400, "Quota of 'b' exceeded");
+        assert_eq!(s, 507);
+        assert!(!refused_for_good(s));
+        assert_eq!(quota_is_full(400, "bad label"), 400);
+        assert!(refused_for_good(quota_is_full(400, "bad label")));
+        assert_eq!(quota_is_full(422, "quota_size must be positive"), 422);
+    }
     use tsblob_proto::framing::put_record;
 
     /// Bug: requests to a ReductStore destination were cut at 80 records whatever their

@@ -135,11 +135,17 @@ impl StopSignals {
         {
             use tokio::signal::unix::{signal, SignalKind};
             let mut kinds = Vec::new();
-            for (kind, name) in [
+            let mut stops = vec![
                 (SignalKind::interrupt(), "SIGINT"),
                 (SignalKind::terminate(), "SIGTERM"),
-                (SignalKind::hangup(), "SIGHUP"),
-            ] {
+            ];
+            // A server started ignoring SIGHUP (`nohup`) keeps ignoring it: listening would
+            // undo that, and it would stop at the ssh logout `nohup` was for (review of
+            // 2026-11-29).
+            if !ignored(libc::SIGHUP) {
+                stops.push((SignalKind::hangup(), "SIGHUP"));
+            }
+            for (kind, name) in stops {
                 match signal(kind) {
                     Ok(s) => kinds.push((s, name)),
                     Err(e) => tracing::error!("cannot listen for {name}: {e}"),
@@ -179,6 +185,26 @@ impl StopSignals {
     }
 }
 
+/// Fails as binding `at` would (a port in use, an address not of this machine), binding
+/// it and letting it go at once.
+fn can_listen(at: std::net::SocketAddr, what: &str) -> anyhow::Result<()> {
+    std::net::TcpListener::bind(at)
+        .map(drop)
+        .with_context(|| format!("cannot listen on {at}{what}"))
+}
+
+/// Whether the process started with `signal` ignored (`SIG_IGN`, as `nohup` leaves SIGHUP).
+#[cfg(unix)]
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one into `old`, a zeroed
+    // `sigaction` the call fills.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 /// The server's stop: the first stop signal begins the graceful stop (every accept loop
 /// sees it), a second one ends the process at once after a bounded sync. Bug (ops probe of
 /// 2026-11-29): a second Ctrl-C was ignored and the server waited out `--shutdown-grace`.
@@ -194,7 +220,15 @@ fn spawn_signals(store: Store) -> tokio::sync::watch::Receiver<bool> {
         }
         tracing::info!("shutting down ({first}): no new connections, finishing in-flight requests; send it again to stop at once");
         let _ = tx.send(true);
-        let second = signals.next().await;
+        // A terminal that hangs up may send SIGHUP twice: only SIGINT or SIGTERM forces.
+        let second = loop {
+            match signals.next().await {
+                "SIGHUP" => tracing::info!(
+                    "SIGHUP again: already stopping (SIGINT or SIGTERM stops at once)"
+                ),
+                other => break other,
+            }
+        };
         tracing::warn!("{second} again: stopping now, without waiting for in-flight requests (acknowledged records are kept)");
         let sync = tokio::task::spawn_blocking(move || store.sync());
         if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), sync).await {
@@ -275,9 +309,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if !args.data.exists() {
         open_beyond_loopback(&args, args.token.is_some())?;
     }
-    // The certificates read and the ports bound before the data folder is made: a start
+    // The certificates read and the ports tried before the data folder is made: a start
     // that fails on them (a busy port, a missing key) left an empty data folder behind (ops
-    // probe of 2026-11-29). Connections wait in the listen backlog while the store opens.
+    // probe of 2026-11-29).
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             say_if_others_read(
@@ -290,18 +324,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    let reduct_listener = match args.reductstore_listen {
-        Some(at) => Some(
-            TcpListener::bind(at)
-                .await
-                .with_context(|| format!("cannot listen on {at} (--reductstore-listen)"))?,
-        ),
-        None => None,
-    };
+    // Each port tried (and let go: it is bound for good once the store is open, so that
+    // nothing connects while the store recovers; review of 2026-11-29).
+    can_listen(args.listen, "")?;
+    if let Some(at) = args.reductstore_listen {
+        can_listen(at, " (--reductstore-listen)")?;
+    }
     tsblob_storage::create_data_folder(&args.data)
         .with_context(|| format!("cannot create the data folder {}", args.data.display()))?;
     let mode = args.tier_mode().map_err(anyhow::Error::msg)?;
@@ -366,6 +394,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             eprintln!("WARNING: {msg}");
         }
     }
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let reduct_listener = match args.reductstore_listen {
+        Some(at) => Some(
+            TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on {at} (--reductstore-listen)"))?,
+        ),
+        None => None,
+    };
     let state = crate::assemble::state(store.clone(), auth, args.limits())?;
     let open_files = args
         .max_open_files

@@ -342,6 +342,11 @@ impl Entry {
         self.state.try_lock().map(|st| st.removed)
     }
 
+    /// Whether the entry was removed (or renamed away), waiting for its lock.
+    pub fn removed(&self) -> bool {
+        self.state.lock().removed
+    }
+
     /// Locks the entry's state, removed or not (removal, statistics).
     pub fn lock(&self) -> MutexGuard<'_, EntryState> {
         self.state.lock()

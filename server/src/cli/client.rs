@@ -65,6 +65,8 @@ pub fn connect_reading(
     min_idle: Option<std::time::Duration>,
 ) -> anyhow::Result<Client> {
     let (url, token) = args.resolve()?;
+    // Blanks around it (an env file's CRLF line end) are not part of it.
+    let url = url.trim().to_string();
     // The one rule for a base URL (`crate::base_url`). Bug (ops probe of 2026-11-29): a URL
     // with `user:pw@` sent Basic auth in place of --token (a 401 that named neither), one
     // with `?token=` failed as "the answer is not JSON".

@@ -317,6 +317,11 @@ impl Caller {
         self.write.iter().any(|p| pattern_matches(p, bucket))
     }
 
+    /// Write access: `full_access`, or a `write` pattern.
+    pub fn can_write(&self, bucket: &str) -> bool {
+        self.full_access || self.can_write_only(bucket)
+    }
+
     pub fn require_read(&self, bucket: &str) -> Result<(), AppError> {
         if self.can_read(bucket) {
             Ok(())
@@ -326,7 +331,7 @@ impl Caller {
     }
 
     pub fn require_write(&self, bucket: &str) -> Result<(), AppError> {
-        if self.full_access || self.can_write_only(bucket) {
+        if self.can_write(bucket) {
             Ok(())
         } else {
             Err(self.forbidden(&format!("write to bucket {bucket:?}")))
@@ -546,7 +551,11 @@ impl Auth {
             name: caller.name.clone(),
             bucket: bucket.to_string(),
             changes: self.changes.subscribe(),
-            due: false,
+            // Checked at its first call: the caller was admitted before this grant was made
+            // (after the stream's first step), and a change in between is already marked
+            // seen by a fresh receiver. Bug (races probe of 2026-11-29): a tail opened while
+            // its token was removed or rotated was never cut off.
+            due: true,
             until,
         }
     }

@@ -77,8 +77,14 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 fn serve(path: &str) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == path) {
         Some((_, mime, bytes)) => page(mime, bytes),
-        None => AppError::not_found(format!("the console has no file {path:?}: open /ui/"))
-            .into_response(),
+        None => {
+            // With the API's hardening headers: its message repeats the path asked for
+            // (browser probe of 2026-11-29: the console's 404 had none of them).
+            let mut r = AppError::not_found(format!("the console has no file {path:?}: open /ui/"))
+                .into_response();
+            super::browser::harden(r.headers_mut());
+            r
+        }
     }
 }
 

@@ -31,7 +31,13 @@ pub async fn bucket_route(
             full_info(state, bucket).await
         }
         Method::HEAD => {
-            caller.require_read(&bucket)?;
+            // Whether the bucket exists: a token that may write it may ask (reduct-rs's
+            // `get_bucket` is a HEAD, and a ReductStore's replication sender calls it before
+            // each batch with the destination's usual write-only token; review of
+            // 2026-11-29, after writing stopped implying reading).
+            if !caller.can_write(&bucket) {
+                caller.require_read(&bucket)?;
+            }
             let store = state.store.clone();
             blocking(move || Ok(store.check_bucket(&bucket)?)).await?;
             Ok(ok_empty())

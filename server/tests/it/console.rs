@@ -205,9 +205,12 @@ async fn console_assets_are_public_with_a_csp_and_data_is_not() {
         s == StatusCode::NOT_FOUND || s == StatusCode::UNAUTHORIZED,
         "{s} {b:?}"
     );
-    let (s, _, b) = f.send("GET", "/ui/nope.js", None, b"").await;
+    let (s, h, b) = f.send("GET", "/ui/nope.js", None, b"").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(json(&b)["error"]["code"], "not_found");
+    // It repeats the path: with the API's hardening headers (browser probe of 2026-11-29).
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert!(h.contains_key("content-security-policy"), "{h:?}");
     // Everything with data still needs the token.
     for path in ["/api/v1/b", "/api/v1/info", "/api/v1/me", "/metrics"] {
         assert_eq!(

@@ -401,3 +401,23 @@ async fn cp_said_nothing_when_nothing_matched_and_printed_empty_settings() {
     assert!(ok, "{out}");
     assert!(out.contains("nothing matched"), "{out}");
 }
+
+/// Review of 2026-11-29: once writing stopped implying reading, `tsblob cp` with a
+/// write-only destination token failed before copying anything (it read the destination
+/// bucket first and knew only its 404). It copies; the records arrive byte-identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_only_destination_token_stopped_the_copy_before_it_began() {
+    let (a, b) = (Server::start(&[]), Server::start(&["--token", "root"]));
+    let (src, dst) = (
+        Api::new(&a.url(""), None),
+        Api::new(&b.url(""), Some("root")),
+    );
+    src.create_bucket("s", json!({})).await;
+    dst.create_bucket("d", json!({})).await;
+    fill(&src, "s").await;
+    let admin = common::bearer("root");
+    let writer = common::token_value(&admin, &b, "uploader", r#"{"write": ["d"]}"#).await;
+    let (ok, out) = cp(&[&a.url("/s"), &b.url("/d"), "--dst-token", &writer]);
+    assert!(ok, "{out}");
+    assert_eq!(dst.dump("d").await, src.dump("s").await);
+}

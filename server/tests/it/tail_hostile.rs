@@ -671,3 +671,114 @@ async fn writes_older_than_max_age_were_acknowledged_then_deleted() {
     c.post(s.url("/api/v1/b/keep")).send().await.unwrap();
     write(&c, &s, "keep", "e", 1).await;
 }
+
+/// Races probe of 2026-11-29: a live tail of an entry (or of a bucket) that was renamed
+/// kept streaming the records written under the new name, labelled with the old one, for
+/// as long as records kept coming (it looked for the rename at heartbeats only), past a
+/// token that may read only the old bucket. It now ends before its next walk with 404
+/// `entry_not_found`, and delivers nothing written under the new name.
+#[tokio::test]
+async fn a_tail_streamed_a_renamed_entry_or_bucket_under_its_old_name() {
+    let s = Server::start(&["--token", "root"]);
+    let admin = bearer("root");
+    for (rename, path, moved_to) in [
+        (
+            "/api/v1/b/a1/cam/rename",
+            "/api/v1/b/a1/query?entries=cam&follow=true&heartbeat=3600",
+            ("a1", "cam2"),
+        ),
+        (
+            "/api/v1/b/a2/rename",
+            "/api/v1/b/a2/query?entries=cam&follow=true&heartbeat=3600",
+            ("z2", "cam"),
+        ),
+    ] {
+        let bucket = path.split('/').nth(4).unwrap();
+        admin
+            .post(s.url(&format!("/api/v1/b/{bucket}")))
+            .send()
+            .await
+            .unwrap();
+        write(&admin, &s, bucket, "cam", 1).await;
+        let reader = bearer(
+            &token_value(
+                &admin,
+                &s,
+                &format!("r-{bucket}"),
+                &format!(r#"{{"read": ["{bucket}"]}}"#),
+            )
+            .await,
+        );
+        let (mut tail, mut got) = tail_past_its_first_record(&reader, &s, path).await;
+        let body = if rename.ends_with("cam/rename") {
+            r#"{"new_name": "cam2"}"#
+        } else {
+            r#"{"new_name": "z2"}"#
+        };
+        let r = admin
+            .put(s.url(rename))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        // Records keep coming under the new name: the tail never idles into a heartbeat.
+        for ts in 2..30u64 {
+            write(&admin, &s, moved_to.0, moved_to.1, ts).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let ended = tokio::time::timeout(
+            Duration::from_secs(10),
+            read_stream(&mut tail, &mut got, Duration::from_secs(10), |g| g.closed),
+        )
+        .await;
+        assert!(ended.is_ok() && got.closed, "{rename}: the tail went on");
+        let e = got.error.as_ref().expect("no error frame");
+        assert_eq!(e["error"]["code"], "entry_not_found", "{rename}: {e}");
+        assert_eq!(got.records, [(Some("cam".into()), 1)], "{rename}");
+    }
+}
+
+/// Races probe of 2026-11-29: a tail opened while its token was being removed was never
+/// cut off (23 of ~366 in the probe): the stream's grant, made after the first step, took
+/// a removal between the request's admission and the grant as already seen. The grant now
+/// checks the token at its first step.
+#[tokio::test]
+async fn a_tail_opened_while_its_token_was_removed_was_never_cut_off() {
+    let s = Server::start(&["--token", "root"]);
+    let admin = bearer("root");
+    admin.post(s.url("/api/v1/b/b")).send().await.unwrap();
+    let mut survivors = Vec::new();
+    for round in 0..20 {
+        let (name, entry) = (format!("t{round}"), format!("cam{round}"));
+        write(&admin, &s, "b", &entry, 1).await;
+        let reader = bearer(&token_value(&admin, &s, &name, r#"{"read": ["b"]}"#).await);
+        let url = s.url(&format!(
+            "/api/v1/b/b/{entry}/query?follow=true&heartbeat=3600"
+        ));
+        let open = tokio::spawn(async move { reader.get(url).send().await });
+        let removed = admin
+            .delete(s.url(&format!("/api/v1/tokens/{name}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(removed.status(), 200);
+        let Ok(r) = open.await.unwrap() else { continue };
+        if r.status() != 200 {
+            continue; // refused at admission: the removal came first
+        }
+        // Opened: a record written after the removal must end it, not reach it.
+        write(&admin, &s, "b", &entry, 2).await;
+        let mut tail = r.bytes_stream();
+        let mut got = Delivered::default();
+        read_stream(&mut tail, &mut got, Duration::from_secs(5), |g| g.closed).await;
+        if !got.closed || got.records.iter().any(|(_, ts)| *ts == 2) {
+            survivors.push((round, got.records, got.error));
+        }
+    }
+    assert!(
+        survivors.is_empty(),
+        "tails outlived their removed token: {survivors:?}"
+    );
+}

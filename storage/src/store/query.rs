@@ -524,6 +524,15 @@ impl QueryIter {
             .map(|c| c.entry.name())
     }
 
+    /// As [`QueryIter::removed_entry`], waiting for each entry's lock (off the async
+    /// runtime: a live tail's step, before its walk).
+    pub fn removed_entry_waiting(&self) -> Option<&str> {
+        self.cursors
+            .iter()
+            .find(|c| c.entry.removed())
+            .map(|c| c.entry.name())
+    }
+
     /// The ids of the entries read (what a commit listener is given).
     pub fn entry_ids(&self) -> Vec<u32> {
         self.cursors.iter().map(|c| c.entry.id()).collect()

@@ -230,6 +230,10 @@ async fn ensure_destination(src: &Place, dst: &Place, args: &CpArgs) -> anyhow::
     match d.bucket(bucket).await {
         Ok(_) => return Ok(()),
         Err(ClientError::Status { status: 404, .. }) => {}
+        // A write-only destination token may not read the bucket (writing does not imply
+        // reading): copy into it as it is; a missing bucket then fails the first write
+        // with its 404 (review of 2026-11-29).
+        Err(ClientError::Status { status: 403, .. }) => return Ok(()),
         Err(e) => return Err(e).context(format!("the destination bucket {bucket}")),
     }
     let (settings, from) = match src {

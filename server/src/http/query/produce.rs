@@ -296,6 +296,17 @@ impl Producer {
     /// A step, then the budget brought up to date: the room it did not use given back,
     /// the query's pages counted as they are now.
     pub(super) fn counted_step(&mut self) -> Step {
+        // A live tail whose entry was removed or renamed (or its bucket) since it began ends
+        // before its next walk, waiting for the entry's lock (this runs on the blocking
+        // pool). Bug (races probe of 2026-11-29): it was checked at heartbeats only, which a
+        // busy tail never sends; meanwhile the tail, following the entry's id, streamed the
+        // records written under the new name, labelled with the old one, past a token that
+        // may read only the old bucket.
+        if self.follow.is_some() {
+            if let Some(name) = self.iter.removed_entry_waiting() {
+                return Step::Fail(Vec::new(), entry_gone(name));
+            }
+        }
         let step = self.step();
         self.room.try_resize(0);
         // A query of one entry too: its page may hold records' own label sets, up to
@@ -308,14 +319,7 @@ impl Producer {
     /// 404 `entry_not_found`, saying to follow again (an entry made again under the name is
     /// a new one, which this tail would never see).
     pub(super) fn removed_entry(&self) -> Option<AppError> {
-        let name = self.iter.removed_entry()?;
-        Some(AppError::new(
-            axum::http::StatusCode::NOT_FOUND,
-            tsblob_proto::ErrorCode::EntryNotFound,
-            format!(
-                "entry {name:?} was removed (or renamed) while followed: follow again to see an entry made under its name"
-            ),
-        ))
+        self.iter.removed_entry().map(entry_gone)
     }
 
     /// Drops the producer's own mapping of the block window it reads from (the next record
@@ -534,6 +538,17 @@ impl Producer {
         self.skipped.put(&mut out.buf, self.meta);
         Step::Fail(out.finish(&mut self.room), e)
     }
+}
+
+/// The error ending a live tail whose entry `name` was removed or renamed.
+fn entry_gone(name: &str) -> AppError {
+    AppError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        tsblob_proto::ErrorCode::EntryNotFound,
+        format!(
+            "entry {name:?} was removed (or renamed) while followed: follow again to see an entry made under its name"
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -103,6 +103,11 @@ pub(super) async fn pump(
     use tokio::time::Instant;
     let mut sent = 0u64;
     let mut steps = 0u64;
+    // The token again before a byte is sent: one removed or rotated while the stream
+    // opened (after its request was admitted) ends it here (`Auth::grant`).
+    if let Err(e) = grant.check() {
+        return (revoked(&p, &tx, e).await, steps);
+    }
     let mut next = Some(first);
     let mut last_sent = Instant::now();
     // With a settle time: the next walk without a commit, once the horizon passes the
