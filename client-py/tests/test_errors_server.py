@@ -16,14 +16,13 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator, List
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
 import tsblob
 from tsblob import AsyncClient, Client
 
-from bridge import Bridge, Loop
 from conftest import Server, free_port
 
 T0 = 1_650_000_000_000_000
@@ -350,24 +349,6 @@ async def test_server_killed_mid_stream_async(tmp_path: Path) -> None:
         srv.stop()
 
 
-@pytest.fixture(params=["sync", "async"])
-def flavour(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Makes clients of a URL: ``Client``, or ``AsyncClient`` through :class:`bridge.Bridge`."""
-    loop = Loop() if request.param == "async" else None
-    made: List[Any] = []
-
-    def make(url: str, **kw: Any) -> Any:
-        db = Client(url, **kw) if loop is None else Bridge(AsyncClient(url, **kw), loop)
-        made.append(db)
-        return db
-
-    yield make
-    for db in made:
-        db.close()
-    if loop is not None:
-        loop.stop()
-
-
 def _limited(folder: Path, *flags: str) -> Server:
     folder.mkdir(exist_ok=True)
     srv = Server(folder / "data", list(flags)).start()
@@ -391,12 +372,12 @@ def _held_connection(port: int) -> socket.socket:
     raise AssertionError("the server took no connection")
 
 
-def test_too_many_tails_is_too_many_requests(flavour: Any, tmp_path: Path) -> None:
+def test_too_many_tails_is_too_many_requests(make_client: Any, tmp_path: Path) -> None:
     """Bug: a 429 had no class of its own (ops probe 2026-11-29; ``_BY_STATUS`` lacked it):
     a tail past ``--max-tails`` is ``TooManyRequests`` with the answer's Retry-After."""
     srv = _limited(tmp_path, "--max-tails", "1")
     try:
-        db = flavour(srv.url)
+        db = make_client(srv.url)
         first = db.tail("b", "e", heartbeat=1)
         assert next(first).timestamp == T0
         with pytest.raises(tsblob.TooManyRequests) as e:
@@ -408,13 +389,13 @@ def test_too_many_tails_is_too_many_requests(flavour: Any, tmp_path: Path) -> No
         srv.stop()
 
 
-def test_too_many_streams_and_connections_are_too_many_requests(flavour: Any, tmp_path: Path) -> None:
+def test_too_many_streams_and_connections_are_too_many_requests(make_client: Any, tmp_path: Path) -> None:
     """Bug: a 429 had no class of its own (ops probe 2026-11-29): ``too_many_streams`` (past
     ``--max-streams-per-token``) and ``too_many_connections`` (past
     ``--max-connections-per-ip``) are ``TooManyRequests``, ``retry_after`` 1 s."""
     srv = _limited(tmp_path / "streams", "--max-streams-per-token", "1")
     try:
-        db = flavour(srv.url, retries=0)
+        db = make_client(srv.url, retries=0)
         first = db.tail("b", "e", heartbeat=1)
         next(first)
         with pytest.raises(tsblob.TooManyRequests) as e:
@@ -428,7 +409,7 @@ def test_too_many_streams_and_connections_are_too_many_requests(flavour: Any, tm
         held = _held_connection(srv.port)
         try:
             with pytest.raises(tsblob.TooManyRequests) as e:
-                flavour(srv.url, retries=0).info()
+                make_client(srv.url, retries=0).info()
             assert e.value.code == "too_many_connections" and e.value.retry_after == 1.0
         finally:
             held.close()
@@ -436,13 +417,13 @@ def test_too_many_streams_and_connections_are_too_many_requests(flavour: Any, tm
         srv.stop()
 
 
-def test_busy_is_unavailable_and_still_a_server_error(flavour: Any, tmp_path: Path) -> None:
+def test_busy_is_unavailable_and_still_a_server_error(make_client: Any, tmp_path: Path) -> None:
     """Bug: a 503 ``busy`` answer was a bare ServerError (ops probe 2026-11-29): it is
     ``Unavailable`` (a ``ServerError``: ``except ServerError`` still catches it) with the
     answer's Retry-After, for a query and for a tail past ``--max-streams``."""
     srv = _limited(tmp_path, "--max-streams", "1")
     try:
-        db = flavour(srv.url, retries=0)
+        db = make_client(srv.url, retries=0)
         first = db.tail("b", "e", heartbeat=1)
         next(first)
         with pytest.raises(tsblob.ServerError) as e:
@@ -457,7 +438,7 @@ def test_busy_is_unavailable_and_still_a_server_error(flavour: Any, tmp_path: Pa
         srv.stop()
 
 
-def test_a_tail_whose_server_stops_for_good_raises_after_its_retries(flavour: Any, tmp_path: Path) -> None:
+def test_a_tail_whose_server_stops_for_good_raises_after_its_retries(make_client: Any, tmp_path: Path) -> None:
     """Bug: a tail ended at the server's restart (ops probe 2026-11-29) with a bare
     TsblobError. The ``busy`` frame of a stopping server is now ``Unavailable`` (status
     ``None``: an error frame), raised when the tail may not reopen (``retries=0``); with
@@ -465,7 +446,7 @@ def test_a_tail_whose_server_stops_for_good_raises_after_its_retries(flavour: An
     refused connection of a server that does not come back: ``TransportError``)."""
     srv = _limited(tmp_path)
     try:
-        db = flavour(srv.url)
+        db = make_client(srv.url)
         tail = db.tail("b", "e", heartbeat=1, retries=0)
         assert next(tail).timestamp == T0
         patient = db.tail("b", "e", heartbeat=1, retries=2, backoff=0.05)

@@ -9,13 +9,12 @@ import shutil
 import ssl
 import subprocess
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Iterator
 
 import pytest
 
 import tsblob
 
-from bridge import Bridge, Loop
 from conftest import Server
 
 
@@ -40,24 +39,17 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory, cert: Path) -> Iterator
     srv.stop()
 
 
-@pytest.fixture(params=["sync", "async"])
-def make(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Makes a client (``Client`` or a bridged ``AsyncClient``) of a URL, retries off."""
+@pytest.fixture
+def make(make_client: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Makes a client (``Client`` or a bridged ``AsyncClient``) of a URL, retries off and
+    ``TSBLOB_CA`` unset unless a test sets it."""
     monkeypatch.delenv("TSBLOB_CA", raising=False)
-    loop = Loop() if request.param == "async" else None
-    made: List[Any] = []
 
-    def make(url: str, **kw: Any) -> Any:
+    def made(url: str, **kw: Any) -> Any:
         kw.setdefault("retries", 0)
-        db = tsblob.Client(url, **kw) if loop is None else Bridge(tsblob.AsyncClient(url, **kw), loop)
-        made.append(db)
-        return db
+        return make_client(url, **kw)
 
-    yield make
-    for db in made:
-        db.close()
-    if loop is not None:
-        loop.stop()
+    return made
 
 
 def test_tsblob_ca_names_the_servers_certificate(make: Any, tls_server: Server, cert: Path,

@@ -14,7 +14,8 @@
 //!
 //! Texts the formats cannot carry either way (a label name holding `,` or `=`, a value with
 //! spaces at either end, a content type holding `,`) are checked for not panicking only; a
-//! value HTTP cannot carry raw (a control, a byte outside ASCII) or holding `"` is answered
+//! value HTTP cannot carry raw (a control, a byte outside ASCII), or a `"` the format has no
+//! room for (a value starting with one, or quoted for its `,`), is answered
 //! percent-encoded, one way, and checked for not panicking only too.
 //!
 //! The codec is compiled here from its source file (`#[path]`), as `when_parser` does:
@@ -36,10 +37,17 @@ fn name_ok(k: &str) -> bool {
     !k.contains([',', '=', '"']) && k.trim() == k
 }
 
-/// A value the header carries raw (others are sent percent-encoded, one way: a value HTTP
-/// cannot carry, or holding `"`).
+/// A value the header carries raw: printable ASCII and inner tabs, no blank at either end,
+/// a `"` inside (ReductStore's readers quote only a value that starts with one). Others
+/// are sent percent-encoded, one way: a value HTTP cannot carry, one starting with `"`, or
+/// one holding both `,` (so quoted) and `"`.
 fn value_ok(v: &str) -> bool {
-    !v.contains('"') && v.trim() == v && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+    let blank = |c: char| c == ' ' || c == '\t';
+    !v.starts_with(blank)
+        && !v.ends_with(blank)
+        && v.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
+        && !v.starts_with('"')
+        && !(v.contains(',') && v.contains('"'))
 }
 
 fn content_type(ct: &Option<String>) -> String {
