@@ -384,7 +384,7 @@ async fn sigterm_ends_live_tails_with_a_frame_and_exits_at_once() {
 /// `--shutdown-grace` for a stalled upload.
 #[tokio::test]
 async fn sighup_killed_the_server_at_once_and_a_second_signal_was_ignored() {
-    let mut s = Server::start(&[]);
+    let mut s = Server::start_with_sighup(false, &[]);
     let c = reqwest::Client::new();
     c.post(s.url("/api/v1/b/b")).send().await.unwrap();
     let r = c
@@ -408,6 +408,19 @@ async fn sighup_killed_the_server_at_once_and_a_second_signal_was_ignored() {
         "{}",
         s.stderr_text()
     );
+    // Started under `nohup` (SIGHUP ignored), it keeps ignoring SIGHUP (review of
+    // 2026-11-29: listening for it undid `nohup`).
+    let mut kept = Server::start_with_sighup(true, &[]);
+    kept.signal("HUP");
+    assert!(
+        kept.wait(Duration::from_millis(1500)).is_none(),
+        "a SIGHUP ignored at start stopped it: {}",
+        kept.stderr_text()
+    );
+    kept.signal_term();
+    assert!(kept
+        .wait(Duration::from_secs(20))
+        .is_some_and(|st| st.success()));
 
     // A stalled upload holds the graceful stop for its grace; a second signal ends it.
     let mut s = Server::start_in(

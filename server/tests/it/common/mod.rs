@@ -67,6 +67,28 @@ impl Server {
         s
     }
 
+    /// A server whose process starts with SIGHUP at its default action (`ignore` false) or
+    /// ignored (true, as `nohup` leaves it), whatever the test runner's own disposition (a
+    /// runner under `nohup` passes its ignored SIGHUP on to every child).
+    pub fn start_with_sighup(ignore: bool, args: &[&str]) -> Server {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = serve_command(dir.path(), "127.0.0.1:0", args, &[]);
+        // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let action = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
+                if libc::signal(libc::SIGHUP, action) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut s = Server::spawn_command(dir.path(), cmd);
+        s._dir = Some(dir);
+        s
+    }
+
     fn spawn_env(data: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         Server::spawn_command(data, serve_command(data, listen, args, env))
     }
