@@ -119,3 +119,16 @@ def test_every_item_form() -> None:
 def test_end_frame_layout() -> None:
     (body, _), = c.iter_batches([b"a", b"b"], 1000, 1000)
     assert body[-9:] == struct.pack("<BQ", 0, 2)
+
+
+def test_a_limit_nested_in_a_condition_made_a_tail_that_reached_it_reopen() -> None:
+    """Bug (review of the session's own change, 2026-11-29): a `meta=True` tail took the end
+    of its answer for a cut unless `$limit` was a top-level key of `when`; a `$limit` inside
+    `$and` (an operator at any depth) reached its count, the answer ended, and the tail
+    reopened with the count started over, delivering past the limit."""
+    assert c.has_limit({"$limit": 3})
+    assert c.has_limit({"$and": [{"&k": {"$gt": 1}}, {"$limit": 3}]})
+    assert c.has_limit({"$or": [{"$not": {"$limit": 2}}]})
+    assert not c.has_limit({"&k": {"$gt": 1}})
+    assert not c.has_limit({"&limit": {"$eq": "$limit-like text"}})
+    assert not c.has_limit(None)

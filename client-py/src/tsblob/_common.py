@@ -551,6 +551,17 @@ TAIL_BACKOFF = 0.5
 """Seconds before the first reconnection; doubled at each failure in a row, at most 30 s."""
 
 
+def has_limit(when: Any) -> bool:
+    """Whether a condition holds ``$limit`` anywhere (an operator, at any depth: ``$and``'s
+    operands too), which may end a live tail's answer for good; without one, a tail's answer
+    that ends was cut."""
+    if isinstance(when, Mapping):
+        return any(k == "$limit" or has_limit(v) for k, v in when.items())
+    if isinstance(when, (list, tuple)):
+        return any(has_limit(v) for v in when)
+    return False
+
+
 def tail_params(start: Optional[int], when: Optional[Mapping[str, Any]], strict: bool, meta: bool,
                 heartbeat: Optional[int], settle_ms: Optional[int]) -> Params:
     """Parameters of a live tail (``follow=true``) from ``start`` (µs) on."""

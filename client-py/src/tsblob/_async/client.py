@@ -1015,7 +1015,7 @@ class AsyncClient:
         params = c.tail_params(first, when, strict, meta, heartbeat, settle_ms) + extra
         policy = c.Retry(attempts=retries, backoff=backoff, max_backoff=30.0)
         return AsyncQueryIterator(self, path, params, meta=meta, policy=policy, resumable=True,
-                                  endless=not (when and "$limit" in when))
+                                  endless=not c.has_limit(when))
 
     async def remove_query(self, bucket: str, entry: str, start: Optional[Timestamp] = None,
                            stop: Optional[Timestamp] = None, *, when: Optional[Mapping[str, Any]] = None,
