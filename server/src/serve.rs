@@ -47,8 +47,9 @@ fn check_log_filter(filter: &str) -> anyhow::Result<()> {
         let bare = !directive.is_empty()
             && !directive.contains(['=', '[', ':'])
             && !directive.bytes().all(|b| b.is_ascii_digit());
-        if bare && !LOG_LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
-            let hint = match directive.to_ascii_lowercase().as_str() {
+        let word = directive.to_ascii_lowercase();
+        if bare && !LOG_LEVELS.contains(&word.as_str()) {
+            let hint = match word.as_str() {
                 "warning" => " (did you mean warn?)",
                 "verbose" => " (did you mean debug?)",
                 "critical" | "fatal" => " (did you mean error?)",
@@ -457,11 +458,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(prefix) = &args.reductstore_prefix {
         app = app.nest(prefix, reduct.router(args.limits().browser));
     }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     println!(
         "tsblob {} serving {} on {}://{addr} (sync {})",
         env!("CARGO_PKG_VERSION"),
         args.data.display(),
-        if tls.is_some() { "https" } else { "http" },
+        scheme,
         store.options().sync
     );
     // The same as a log event: a JSON log pipeline never saw the address, TLS or
@@ -469,7 +471,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         addr = %addr,
-        scheme = if tls.is_some() { "https" } else { "http" },
+        scheme,
         data = %args.data.display(),
         sync = %store.options().sync,
         auth = auth_said,
@@ -477,20 +479,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "serving"
     );
     if let Some(prefix) = &args.reductstore_prefix {
-        println!(
-            "ReductStore API on {}://{addr}{prefix}",
-            if tls.is_some() { "https" } else { "http" }
-        );
+        println!("ReductStore API on {scheme}://{addr}{prefix}");
     }
     let reduct_loop = async {
         if let Some(l) = reduct_listener {
             let at = l.local_addr()?;
             let browser =
                 http::browser::BrowserPolicy::new(at, &args.allowed_hosts, &args.cors_origin);
-            println!(
-                "ReductStore API on {}://{at}",
-                if tls.is_some() { "https" } else { "http" }
-            );
+            println!("ReductStore API on {scheme}://{at}");
             accept_loop(
                 l,
                 connections.clone(),
